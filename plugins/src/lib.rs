@@ -1,0 +1,25 @@
+//! The pure scheduling core. No tokio, no sockets, no files, no wall clock:
+//! every function takes the cluster view, the queue and `now`, and returns
+//! decisions. The controller and (later) the simulator drive the same code.
+//!
+//! Map:
+//! - [`view`]: what the core sees: nodes, partitions, jobs (by index, not name).
+//! - [`select`]: `select/cons_tres` placement: whole cores and memory per node,
+//!   multi-node jobs, task layout.
+//! - [`sched`]: `sched/builtin` (strict priority order) and the [`Scheduler`]
+//!   trait every policy implements.
+//! - [`priority`]: `priority/basic` (submission order).
+//! - [`registry`]: maps `slurm.conf` plugin names to constructors.
+//!
+//! Invariants: deterministic (ties break on priority, submit time, job id); a
+//! core or MiB of memory is never given twice within one pass; every pending
+//! job gets a typed reason.
+
+pub mod priority;
+pub mod registry;
+pub mod sched;
+pub mod select;
+pub mod view;
+
+pub use sched::{Decision, PendingReason, Scheduler};
+pub use view::{ClusterView, JobView, NodeAlloc, NodeView, PartitionView};

@@ -1,0 +1,133 @@
+//! The core's view of the cluster: plain data built by the caller.
+
+/// One node's capacity and what is already used on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    pub name: String,
+    pub cpus: u32,
+    /// MiB.
+    pub mem: u64,
+    pub alloc_cpus: u32,
+    pub alloc_mem: u64,
+    /// Up, responding and not draining.
+    pub available: bool,
+    /// Lower weight is allocated first.
+    pub weight: u32,
+    pub features: Vec<String>,
+    /// Some job holds the whole node (`--exclusive`).
+    pub exclusive_in_use: bool,
+}
+
+impl NodeView {
+    pub fn free_cpus(&self) -> u32 {
+        if self.exclusive_in_use {
+            0
+        } else {
+            self.cpus.saturating_sub(self.alloc_cpus)
+        }
+    }
+    pub fn free_mem(&self) -> u64 {
+        if self.exclusive_in_use {
+            0
+        } else {
+            self.mem.saturating_sub(self.alloc_mem)
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.alloc_cpus == 0 && self.alloc_mem == 0 && !self.exclusive_in_use
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionView {
+    pub name: String,
+    /// Indices into [`ClusterView::nodes`].
+    pub nodes: Vec<usize>,
+    /// State UP (jobs may start).
+    pub up: bool,
+    /// Minutes; `None` = unlimited.
+    pub max_time: Option<u32>,
+    pub max_nodes: Option<u32>,
+    /// `OverSubscribe=EXCLUSIVE`: every job gets whole nodes.
+    pub exclusive: bool,
+    pub priority_tier: u32,
+    /// MiB per CPU given to jobs that ask for no memory.
+    pub def_mem_per_cpu: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterView {
+    pub nodes: Vec<NodeView>,
+    pub partitions: Vec<PartitionView>,
+}
+
+/// Who holds a job back from scheduling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    User,
+    Admin,
+}
+
+/// A pending job as the core sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobView {
+    pub id: u32,
+    pub priority: u32,
+    pub submit_time: i64,
+    /// Index into [`ClusterView::partitions`].
+    pub partition: usize,
+    pub min_nodes: u32,
+    pub max_nodes: u32,
+    pub num_tasks: u32,
+    pub cpus_per_task: u32,
+    pub ntasks_per_node: Option<u32>,
+    /// MiB per node; `Some(0)` = all of each node's memory.
+    pub mem_per_node: Option<u64>,
+    pub mem_per_cpu: Option<u64>,
+    /// Node indices that must be in the allocation (`-w`).
+    pub req_nodes: Vec<usize>,
+    /// Node indices that must not be (`-x`).
+    pub exc_nodes: Vec<usize>,
+    pub exclusive: bool,
+    /// Minutes; `None` = unlimited.
+    pub time_limit: Option<u32>,
+    pub begin_time: Option<i64>,
+    pub hold: Option<Hold>,
+}
+
+/// What a job gets on one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeAlloc {
+    pub node: usize,
+    pub cpus: u32,
+    pub mem: u64,
+    pub tasks: u32,
+    /// The job holds the whole node.
+    pub exclusive: bool,
+}
+
+impl ClusterView {
+    /// Take `alloc` out of the free resources (used between decisions of one pass).
+    pub fn consume(&mut self, alloc: &[NodeAlloc]) {
+        for a in alloc {
+            if let Some(n) = self.nodes.get_mut(a.node) {
+                n.alloc_cpus += a.cpus;
+                n.alloc_mem += a.mem;
+                n.exclusive_in_use |= a.exclusive;
+            }
+        }
+    }
+
+    /// Give `alloc` back (a job ended).
+    pub fn release(&mut self, alloc: &[NodeAlloc]) {
+        for a in alloc {
+            if let Some(n) = self.nodes.get_mut(a.node) {
+                n.alloc_cpus = n.alloc_cpus.saturating_sub(a.cpus);
+                n.alloc_mem = n.alloc_mem.saturating_sub(a.mem);
+                if a.exclusive {
+                    n.exclusive_in_use = false;
+                }
+            }
+        }
+    }
+}

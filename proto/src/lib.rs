@@ -1,0 +1,779 @@
+//! Wire types shared by every process: the RPC envelope, the requests and
+//! responses, and the records the controller hands out (jobs, nodes,
+//! partitions).
+//!
+//! Map:
+//! - [`Request`] / [`RequestBody`]: what a client sends, with its [`Credential`].
+//! - [`Response`]: the answer; errors carry a Slurm error code ([`SlurmError`]).
+//! - [`JobDesc`]: a submission; [`JobRecord`]: the controller's record of a job.
+//! - [`NodeRecord`], [`PartitionRecord`]: cluster state as readers see it.
+//! - [`BatchLaunch`]: what the controller asks a node daemon to run.
+//!
+//! Invariants: these types carry data only (no I/O). Times are Unix seconds
+//! (`i64`), memory is MiB, time limits are minutes (`None` = unlimited).
+//! Slurm's display strings live in `Display` impls here so every process
+//! prints them the same way.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+pub type JobId = u32;
+
+/// Version string reported by every binary, in Slurm's `MAJOR.MINOR.MICRO` form.
+pub const SLURM_VERSION: &str = "25.11.0";
+
+/// A signed statement of who is calling. Produced by `slurm_common::auth`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Credential {
+    pub uid: u32,
+    pub gid: u32,
+    /// Host the credential was issued on.
+    pub host: String,
+    /// Unix seconds.
+    pub issued: i64,
+    pub expires: i64,
+    pub nonce: u64,
+    /// Hex HMAC-SHA256 over the fields above.
+    pub sig: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    pub cred: Credential,
+    pub body: RequestBody,
+}
+
+/// Job states as Slurm names them (base states; COMPLETING is a flag on the record).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub enum JobState {
+    Pending,
+    Running,
+    Suspended,
+    Completed,
+    Cancelled,
+    Failed,
+    Timeout,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    OutOfMemory,
+}
+
+impl JobState {
+    pub fn is_finished(self) -> bool {
+        !matches!(
+            self,
+            JobState::Pending | JobState::Running | JobState::Suspended
+        )
+    }
+    /// Long name, as `squeue -l` and `scontrol` print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Running => "RUNNING",
+            JobState::Suspended => "SUSPENDED",
+            JobState::Completed => "COMPLETED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Failed => "FAILED",
+            JobState::Timeout => "TIMEOUT",
+            JobState::NodeFail => "NODE_FAIL",
+            JobState::Preempted => "PREEMPTED",
+            JobState::BootFail => "BOOT_FAIL",
+            JobState::Deadline => "DEADLINE",
+            JobState::OutOfMemory => "OUT_OF_MEMORY",
+        }
+    }
+    /// Compact name, as `squeue`'s `%t` prints it.
+    pub fn short(self) -> &'static str {
+        match self {
+            JobState::Pending => "PD",
+            JobState::Running => "R",
+            JobState::Suspended => "S",
+            JobState::Completed => "CD",
+            JobState::Cancelled => "CA",
+            JobState::Failed => "F",
+            JobState::Timeout => "TO",
+            JobState::NodeFail => "NF",
+            JobState::Preempted => "PR",
+            JobState::BootFail => "BF",
+            JobState::Deadline => "DL",
+            JobState::OutOfMemory => "OOM",
+        }
+    }
+    /// Parse a long or compact name, case-insensitively (`squeue -t`).
+    pub fn parse(s: &str) -> Option<JobState> {
+        let u = s.to_ascii_uppercase();
+        ALL_JOB_STATES
+            .iter()
+            .copied()
+            .find(|st| st.name() == u || st.short() == u)
+    }
+}
+
+pub const ALL_JOB_STATES: [JobState; 12] = [
+    JobState::Pending,
+    JobState::Running,
+    JobState::Suspended,
+    JobState::Completed,
+    JobState::Cancelled,
+    JobState::Failed,
+    JobState::Timeout,
+    JobState::NodeFail,
+    JobState::Preempted,
+    JobState::BootFail,
+    JobState::Deadline,
+    JobState::OutOfMemory,
+];
+
+/// Why a job is in its state (the REASON column).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub enum JobReason {
+    None,
+    Priority,
+    Resources,
+    BeginTime,
+    JobHeldUser,
+    JobHeldAdmin,
+    PartitionDown,
+    PartitionInactive,
+    PartitionNodeLimit,
+    PartitionTimeLimit,
+    NodeDown,
+    BadConstraints,
+    Dependency,
+    NonZeroExitCode,
+    TimeLimit,
+    RaisedSignal,
+    /// A reason string set by a policy that has no variant here yet.
+    Other(String),
+}
+
+impl fmt::Display for JobReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            JobReason::None => "None",
+            JobReason::Priority => "Priority",
+            JobReason::Resources => "Resources",
+            JobReason::BeginTime => "BeginTime",
+            JobReason::JobHeldUser => "JobHeldUser",
+            JobReason::JobHeldAdmin => "JobHeldAdmin",
+            JobReason::PartitionDown => "PartitionDown",
+            JobReason::PartitionInactive => "PartitionInactive",
+            JobReason::PartitionNodeLimit => "PartitionNodeLimit",
+            JobReason::PartitionTimeLimit => "PartitionTimeLimit",
+            JobReason::NodeDown => "NodeDown",
+            JobReason::BadConstraints => "BadConstraints",
+            JobReason::Dependency => "Dependency",
+            JobReason::NonZeroExitCode => "NonZeroExitCode",
+            JobReason::TimeLimit => "TimeLimit",
+            JobReason::RaisedSignal => "RaisedSignal",
+            JobReason::Other(s) => s.as_str(),
+        };
+        f.write_str(s)
+    }
+}
+
+/// A batch submission as `sbatch` sends it. Unset options are `None` and get
+/// the partition's or Slurm's defaults in the controller.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JobDesc {
+    pub name: Option<String>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    /// Minutes; `Some(None)` is an explicit UNLIMITED.
+    pub time_limit: Option<Option<u32>>,
+    pub min_nodes: Option<u32>,
+    pub max_nodes: Option<u32>,
+    pub ntasks: Option<u32>,
+    pub cpus_per_task: Option<u32>,
+    pub ntasks_per_node: Option<u32>,
+    /// MiB per node (`--mem`); 0 means "all of the node's memory".
+    pub mem_per_node: Option<u64>,
+    /// MiB per allocated CPU (`--mem-per-cpu`).
+    pub mem_per_cpu: Option<u64>,
+    /// `-w`: node names, expanded.
+    pub req_nodes: Vec<String>,
+    /// `-x`: node names, expanded.
+    pub exc_nodes: Vec<String>,
+    pub exclusive: bool,
+    pub hold: bool,
+    /// Unix seconds (`--begin`).
+    pub begin_time: Option<i64>,
+    pub nice: Option<i32>,
+    pub requeue: Option<bool>,
+    pub work_dir: String,
+    /// Output patterns as given (`%j` etc. are expanded on the node).
+    pub std_out: Option<String>,
+    pub std_err: Option<String>,
+    pub std_in: Option<String>,
+    pub script: String,
+    /// Arguments after the script name.
+    pub argv: Vec<String>,
+    /// The environment to run the job with (`--export` already applied).
+    pub environment: Vec<String>,
+    pub submit_host: String,
+    /// `sbatch` itself, for `Command=` in `scontrol show job`.
+    pub command: Option<String>,
+    pub comment: Option<String>,
+}
+
+/// Where a job runs: one entry per allocated node, in node order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Allocation {
+    pub nodes: Vec<String>,
+    pub cpus: Vec<u32>,
+    /// MiB per node.
+    pub mem: Vec<u64>,
+    /// Tasks per node (what SLURM_TASKS_PER_NODE lists).
+    pub tasks: Vec<u32>,
+}
+
+impl Allocation {
+    pub fn total_cpus(&self) -> u32 {
+        self.cpus.iter().sum()
+    }
+}
+
+/// The controller's record of one job. Persisted as-is in the state journal.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct JobRecord {
+    pub job_id: JobId,
+    pub name: String,
+    pub user_id: u32,
+    pub user_name: String,
+    pub group_id: u32,
+    pub group_name: String,
+    pub account: String,
+    pub qos: String,
+    pub partition: String,
+    pub priority: u32,
+    pub state: JobState,
+    /// Still cleaning up on its nodes (shown as CG / COMPLETING).
+    pub completing: bool,
+    pub reason: JobReason,
+    /// Minutes; `None` = UNLIMITED.
+    pub time_limit: Option<u32>,
+    pub submit_time: i64,
+    pub eligible_time: Option<i64>,
+    pub start_time: Option<i64>,
+    pub end_time: Option<i64>,
+    pub last_sched_eval: Option<i64>,
+    /// Raw wait status of the batch script (`exit << 8 | signal`).
+    pub exit_status: i32,
+    pub restarts: u32,
+    pub batch_host: Option<String>,
+    pub alloc: Allocation,
+    /// Nodes still cleaning up after the job ended.
+    pub completing_nodes: Vec<String>,
+    pub desc: JobDesc,
+    /// How many tasks (derived at submit: ntasks or nodes × ntasks-per-node).
+    pub num_tasks: u32,
+    /// Cpus the job asked for in total (before allocation).
+    pub req_cpus: u32,
+    pub min_nodes: u32,
+    pub max_nodes: u32,
+    /// Who held it (user or admin hold); `None` when not held.
+    pub held: Option<HoldKind>,
+    /// A signal asked for while the job ran (`scancel`), recorded so the end
+    /// state is CANCELLED rather than FAILED.
+    pub cancelled: bool,
+    /// Set when the time limit was reached.
+    pub timed_out: bool,
+    /// Set when one of its nodes failed.
+    pub node_failed: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum HoldKind {
+    User,
+    Admin,
+}
+
+impl JobRecord {
+    /// Exit code and signal, as `ExitCode=N:S` shows them.
+    pub fn exit_code_pair(&self) -> (i32, i32) {
+        wait_status_pair(self.exit_status)
+    }
+}
+
+/// Split a raw wait status into (exit code, signal).
+pub fn wait_status_pair(status: i32) -> (i32, i32) {
+    let sig = status & 0x7f;
+    if sig != 0 {
+        (0, sig)
+    } else {
+        ((status >> 8) & 0xff, 0)
+    }
+}
+
+/// A node's base state; drain, not-responding and completing are flags.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub enum NodeBaseState {
+    Unknown,
+    Idle,
+    Allocated,
+    Mixed,
+    Down,
+    Future,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NodeFlags {
+    pub drain: bool,
+    pub not_responding: bool,
+    pub completing: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NodeRecord {
+    pub name: String,
+    pub addr: String,
+    pub hostname: String,
+    pub port: u16,
+    pub cpus: u32,
+    pub boards: u32,
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    pub threads_per_core: u32,
+    /// MiB.
+    pub real_memory: u64,
+    pub tmp_disk: u64,
+    pub weight: u32,
+    pub features: Vec<String>,
+    pub gres: Vec<String>,
+    pub base_state: NodeBaseState,
+    pub flags: NodeFlags,
+    pub reason: Option<String>,
+    pub reason_time: Option<i64>,
+    pub reason_uid: Option<u32>,
+    pub alloc_cpus: u32,
+    pub alloc_mem: u64,
+    pub partitions: Vec<String>,
+    pub boot_time: Option<i64>,
+    pub slurmd_start_time: Option<i64>,
+    pub last_busy: Option<i64>,
+    pub last_heard: Option<i64>,
+    pub version: Option<String>,
+    pub os: Option<String>,
+    pub arch: Option<String>,
+    pub cpu_load: Option<f64>,
+    pub free_mem: Option<u64>,
+}
+
+impl NodeRecord {
+    /// Long state name as `scontrol show node` prints it, e.g. `IDLE`,
+    /// `IDLE+DRAIN`, `DOWN+NOT_RESPONDING`, `ALLOCATED+COMPLETING`.
+    pub fn state_long(&self) -> String {
+        let mut s = match self.base_state {
+            NodeBaseState::Unknown => "UNKNOWN",
+            NodeBaseState::Idle => "IDLE",
+            NodeBaseState::Allocated => "ALLOCATED",
+            NodeBaseState::Mixed => "MIXED",
+            NodeBaseState::Down => "DOWN",
+            NodeBaseState::Future => "FUTURE",
+        }
+        .to_string();
+        if self.flags.completing {
+            s.push_str("+COMPLETING");
+        }
+        if self.flags.drain {
+            s.push_str("+DRAIN");
+        }
+        if self.flags.not_responding {
+            s.push_str("+NOT_RESPONDING");
+        }
+        s
+    }
+
+    /// Compact state as `sinfo` prints it (`idle`, `alloc`, `mix`, `down*`,
+    /// `drain`, `drng`, `comp`, `unk*`, ...).
+    pub fn state_short(&self) -> String {
+        let busy = matches!(
+            self.base_state,
+            NodeBaseState::Allocated | NodeBaseState::Mixed
+        ) || self.flags.completing;
+        let mut s = if self.flags.drain {
+            if busy {
+                "drng"
+            } else {
+                "drain"
+            }
+        } else if self.flags.completing {
+            "comp"
+        } else {
+            match self.base_state {
+                NodeBaseState::Unknown => "unk",
+                NodeBaseState::Idle => "idle",
+                NodeBaseState::Allocated => "alloc",
+                NodeBaseState::Mixed => "mix",
+                NodeBaseState::Down => "down",
+                NodeBaseState::Future => "futr",
+            }
+        }
+        .to_string();
+        if self.flags.not_responding {
+            s.push('*');
+        }
+        s
+    }
+
+    /// Usable for new work: up, responding and not draining.
+    pub fn is_available(&self) -> bool {
+        !self.flags.drain
+            && !self.flags.not_responding
+            && matches!(
+                self.base_state,
+                NodeBaseState::Idle | NodeBaseState::Mixed | NodeBaseState::Allocated
+            )
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum PartitionState {
+    Up,
+    Down,
+    Drain,
+    Inactive,
+}
+
+impl PartitionState {
+    pub fn name(self) -> &'static str {
+        match self {
+            PartitionState::Up => "UP",
+            PartitionState::Down => "DOWN",
+            PartitionState::Drain => "DRAIN",
+            PartitionState::Inactive => "INACTIVE",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PartitionRecord {
+    pub name: String,
+    /// The node expression as configured (`n[1-3]`).
+    pub nodes_expr: String,
+    pub nodes: Vec<String>,
+    pub default: bool,
+    pub max_time: Option<u32>,
+    pub default_time: Option<u32>,
+    pub state: PartitionState,
+    pub priority_job_factor: u32,
+    pub priority_tier: u32,
+    /// `NO`, `EXCLUSIVE`, `YES`, `FORCE`, with `:N` where given.
+    pub oversubscribe: String,
+    pub max_nodes: Option<u32>,
+    pub min_nodes: u32,
+    pub hidden: bool,
+    pub allow_groups: Option<String>,
+    pub allow_accounts: Option<String>,
+    pub allow_qos: Option<String>,
+    pub def_mem_per_cpu: Option<u64>,
+    pub max_mem_per_node: Option<u64>,
+    pub total_cpus: u32,
+    pub total_mem: u64,
+}
+
+/// Slurm's error codes, with its messages (what `slurm_strerror` prints).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum SlurmError {
+    InvalidJobId,
+    AccessDenied,
+    InvalidPartitionName,
+    DefaultPartitionNotSet,
+    RequestedNodeConfigUnavailable,
+    InvalidNodeName,
+    InvalidTimeLimit,
+    JobPending,
+    AlreadyDone,
+    TransitionStateNoUpdate,
+    InvalidNodeState,
+    NodesBusy,
+    PartitionDown,
+    TooManyRequestedCpus,
+    TooManyRequestedNodes,
+    InvalidCredential,
+    ExpiredCredential,
+    InvalidRequest,
+    ReachedMaxJobCount,
+    JobNotPending,
+    Disabled,
+    ProtocolError,
+    InternalError,
+}
+
+impl SlurmError {
+    /// Slurm's numeric error code.
+    pub fn code(self) -> i32 {
+        match self {
+            SlurmError::InvalidJobId => 2017,
+            SlurmError::AccessDenied => 2002,
+            SlurmError::InvalidPartitionName => 2000,
+            SlurmError::DefaultPartitionNotSet => 2001,
+            SlurmError::RequestedNodeConfigUnavailable => 2014,
+            SlurmError::InvalidNodeName => 2009,
+            SlurmError::InvalidTimeLimit => 2051,
+            SlurmError::JobPending => 2016,
+            SlurmError::AlreadyDone => 2021,
+            SlurmError::TransitionStateNoUpdate => 2020,
+            SlurmError::InvalidNodeState => 2036,
+            SlurmError::NodesBusy => 2045,
+            SlurmError::PartitionDown => 2041,
+            SlurmError::TooManyRequestedCpus => 2010,
+            SlurmError::TooManyRequestedNodes => 2011,
+            SlurmError::InvalidCredential => 6005,
+            SlurmError::ExpiredCredential => 6006,
+            SlurmError::InvalidRequest => 2072,
+            SlurmError::ReachedMaxJobCount => 2050,
+            SlurmError::JobNotPending => 2018,
+            SlurmError::Disabled => 2056,
+            SlurmError::ProtocolError => 1003,
+            SlurmError::InternalError => 1000,
+        }
+    }
+    pub fn message(self) -> &'static str {
+        match self {
+            SlurmError::InvalidJobId => "Invalid job id specified",
+            SlurmError::AccessDenied => "Access/permission denied",
+            SlurmError::InvalidPartitionName => "Invalid partition name specified",
+            SlurmError::DefaultPartitionNotSet => "No partition specified or system default partition",
+            SlurmError::RequestedNodeConfigUnavailable => "Requested node configuration is not available",
+            SlurmError::InvalidNodeName => "Invalid node name specified",
+            SlurmError::InvalidTimeLimit => "Requested time limit is invalid (missing or exceeds some limit)",
+            SlurmError::JobPending => "Job is pending execution",
+            SlurmError::AlreadyDone => "Job/step already completing or completed",
+            SlurmError::TransitionStateNoUpdate => "Requested operation is presently disabled",
+            SlurmError::InvalidNodeState => "Invalid node state specified",
+            SlurmError::NodesBusy => "Requested nodes are busy",
+            SlurmError::PartitionDown => "Partition in DOWN state",
+            SlurmError::TooManyRequestedCpus => "More processors requested than permitted",
+            SlurmError::TooManyRequestedNodes => "Node count specification invalid",
+            SlurmError::InvalidCredential => "Invalid authentication credential",
+            SlurmError::ExpiredCredential => "Authentication credential expired",
+            SlurmError::InvalidRequest => "Invalid request",
+            SlurmError::ReachedMaxJobCount => "Job count exceeds limit (MaxJobCount)",
+            SlurmError::JobNotPending => "Job is no longer pending execution",
+            SlurmError::Disabled => "Requested operation is presently disabled",
+            SlurmError::ProtocolError => "Protocol error",
+            SlurmError::InternalError => "Unexpected internal error",
+        }
+    }
+}
+
+impl fmt::Display for SlurmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+/// An error answer: a Slurm code plus optional detail for logs and `-v`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RpcError {
+    pub error: SlurmError,
+    pub detail: Option<String>,
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.detail {
+            Some(d) => write!(f, "{}: {}", self.error, d),
+            None => write!(f, "{}", self.error),
+        }
+    }
+}
+
+impl From<SlurmError> for RpcError {
+    fn from(error: SlurmError) -> Self {
+        RpcError {
+            error,
+            detail: None,
+        }
+    }
+}
+
+/// Changes to a pending or running job (`scontrol hold|release|requeue|update job`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum JobUpdate {
+    Hold,
+    Release,
+    Requeue,
+    /// New time limit in minutes (`None` = UNLIMITED).
+    TimeLimit(Option<u32>),
+    Nice(i32),
+    Name(String),
+}
+
+/// Which jobs a cancel request names (`scancel`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CancelFilter {
+    /// Explicit ids; empty = every job passing the other filters.
+    pub job_ids: Vec<JobId>,
+    pub user: Option<u32>,
+    pub states: Vec<JobState>,
+    pub name: Option<String>,
+    pub partition: Option<String>,
+    /// Signal number; `None` = cancel (terminate) the job.
+    pub signal: Option<i32>,
+}
+
+/// Node state changes an admin may request (`scontrol update nodename=...`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum NodeStateRequest {
+    Drain,
+    Resume,
+    Down,
+    Undrain,
+    Idle,
+}
+
+/// What a node daemon has, sent when it (re-)registers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NodeRegistration {
+    pub name: String,
+    pub cpus: u32,
+    pub boards: u32,
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    pub threads_per_core: u32,
+    pub real_memory: u64,
+    pub tmp_disk: u64,
+    pub boot_time: i64,
+    pub slurmd_start_time: i64,
+    pub version: String,
+    pub os: String,
+    pub arch: String,
+    pub cpu_load: f64,
+    pub free_mem: u64,
+    /// Jobs the daemon still runs (re-adopted after a controller restart).
+    pub running_jobs: Vec<JobId>,
+}
+
+/// What the controller asks the batch host to run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BatchLaunch {
+    pub job_id: JobId,
+    pub job_name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub user_name: String,
+    pub account: String,
+    pub qos: String,
+    pub partition: String,
+    pub cluster_name: String,
+    pub alloc: Allocation,
+    pub num_tasks: u32,
+    pub cpus_per_task: u32,
+    pub ntasks_per_node: Option<u32>,
+    pub mem_per_node: Option<u64>,
+    pub mem_per_cpu: Option<u64>,
+    /// Minutes; `None` = unlimited.
+    pub time_limit: Option<u32>,
+    pub work_dir: String,
+    pub std_out: Option<String>,
+    pub std_err: Option<String>,
+    pub std_in: Option<String>,
+    pub script: String,
+    pub argv: Vec<String>,
+    pub environment: Vec<String>,
+    pub submit_host: String,
+    pub ctld_host: String,
+    pub ctld_port: u16,
+}
+
+/// Controller configuration as `scontrol show config` prints it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ConfigDump {
+    pub entries: Vec<(String, String)>,
+    pub boot_time: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum RequestBody {
+    // ---- clients → controller
+    Ping,
+    SubmitBatchJob(JobDesc),
+    /// `sbatch --test-only`: where and when the job would start.
+    TestJob(JobDesc),
+    GetJobs,
+    GetNodes,
+    GetPartitions,
+    GetConfig,
+    Cancel(CancelFilter),
+    UpdateJob {
+        job_id: JobId,
+        update: JobUpdate,
+    },
+    UpdateNode {
+        names: Vec<String>,
+        state: Option<NodeStateRequest>,
+        reason: Option<String>,
+    },
+    // ---- node daemon → controller
+    RegisterNode(NodeRegistration),
+    Heartbeat {
+        node: String,
+        running_jobs: Vec<JobId>,
+    },
+    /// The batch script ended (raw wait status) on `node`.
+    BatchComplete {
+        job_id: JobId,
+        node: String,
+        status: i32,
+    },
+    /// Every process of the job is gone on `node`.
+    JobCleaned {
+        job_id: JobId,
+        node: String,
+    },
+    // ---- controller → node daemon
+    LaunchBatch(Box<BatchLaunch>),
+    SignalJob {
+        job_id: JobId,
+        signal: i32,
+    },
+    /// End the job on this node: SIGCONT+SIGTERM, then SIGKILL after `kill_wait` s.
+    TerminateJob {
+        job_id: JobId,
+        kill_wait: u32,
+    },
+    NodePing,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Response {
+    Ok,
+    Pong {
+        controller: String,
+    },
+    Submitted {
+        job_id: JobId,
+    },
+    TestResult {
+        job_id: JobId,
+        start_time: i64,
+        cpus: u32,
+        nodes: Vec<String>,
+        partition: String,
+    },
+    Jobs {
+        jobs: Vec<JobRecord>,
+        last_update: i64,
+    },
+    Nodes {
+        nodes: Vec<NodeRecord>,
+        last_update: i64,
+    },
+    Partitions {
+        partitions: Vec<PartitionRecord>,
+        last_update: i64,
+    },
+    Config(ConfigDump),
+    /// Per-job outcome of a cancel: (id, error if any).
+    Cancelled(Vec<(JobId, Option<SlurmError>)>),
+    /// Node daemon's answer to a ping.
+    NodePong {
+        running_jobs: Vec<JobId>,
+    },
+    Error(RpcError),
+}
