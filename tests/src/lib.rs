@@ -1,3 +1,202 @@
-//! Whole-cluster test harness: starts the real binaries on loopback in a
-//! temporary directory. The tests themselves live in `tests/tests/cluster.rs`
-//! (one integration-test binary).
+//! Whole-cluster test harness: starts the real binaries (controller and node
+//! daemons) on loopback in a temporary directory through the same code as
+//! `slurm-local`, and drives them with the real commands. The tests live in
+//! `tests/tests/cluster.rs` (one integration-test binary).
+//!
+//! The binaries must be built first (`cargo build --workspace --bins`); the
+//! project's test command does that.
+
+use slurm_cli::local::{ClusterSpec, LocalCluster};
+use slurm_proto::{JobId, JobRecord, NodeRecord, RequestBody, Response};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The user jobs run as in tests (`nobody`).
+pub const TEST_UID: u32 = 65534;
+pub const TEST_GID: u32 = 65534;
+
+/// target/debug (or release), where the daemons and commands are.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    for b in ["slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel", "scontrol"] {
+        assert!(
+            dir.join(b).exists(),
+            "{} missing in {}: run `cargo build --workspace --bins` first",
+            b,
+            dir.display()
+        );
+    }
+    dir
+}
+
+/// A cluster for one test, removed with its directory when dropped.
+pub struct TestCluster {
+    pub c: LocalCluster,
+    /// World-writable directory jobs run in.
+    pub work: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl TestCluster {
+    /// Start a cluster of `nodes` nodes; `tune` may change the spec first.
+    pub fn start(nodes: u32, tune: impl FnOnce(&mut ClusterSpec)) -> TestCluster {
+        let tmp = tempfile::Builder::new().prefix("slurm-test-").tempdir().expect("tempdir");
+        let mut spec = ClusterSpec::new(&tmp.path().join("cluster"), nodes, &bin_dir()).expect("spec");
+        tune(&mut spec);
+        let c = match LocalCluster::start(spec) {
+            Ok(c) => c,
+            Err(e) => {
+                let logs = dump_logs(&tmp.path().join("cluster/log"));
+                panic!("cluster did not start: {e}\n{logs}");
+            }
+        };
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).expect("work dir");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+        TestCluster { c, work, _tmp: tmp }
+    }
+
+    /// A command of this cluster, run in the work directory.
+    pub fn cmd(&self, prog: &str) -> Command {
+        let mut c = self.c.command(prog);
+        c.current_dir(&self.work);
+        c
+    }
+
+    /// The same command run as the unprivileged test user.
+    pub fn cmd_as(&self, uid: u32, gid: u32, prog: &str) -> Command {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .arg("--clear-groups")
+            .arg(self.c.spec.bin_dir.join(prog))
+            .env("SLURM_CONF", self.c.spec.conf_path())
+            .current_dir(&self.work);
+        c
+    }
+
+    pub fn run(&self, prog: &str, args: &[&str]) -> Output {
+        self.cmd(prog).args(args).output().expect("run command")
+    }
+
+    /// Submit with sbatch (as root) and return the job id.
+    pub fn sbatch(&self, args: &[&str]) -> JobId {
+        let out = self.cmd("sbatch").arg("--parsable").args(args).output().expect("sbatch");
+        parse_id(&out)
+    }
+
+    /// Submit as the unprivileged test user.
+    pub fn sbatch_as_user(&self, args: &[&str]) -> JobId {
+        let out = self.cmd_as(TEST_UID, TEST_GID, "sbatch").arg("--parsable").args(args).output().expect("sbatch");
+        parse_id(&out)
+    }
+
+    pub fn jobs(&self) -> Vec<JobRecord> {
+        match self.c.call(RequestBody::GetJobs) {
+            Ok(Response::Jobs { jobs, .. }) => jobs,
+            other => panic!("GetJobs failed: {:?}", other.err()),
+        }
+    }
+
+    pub fn job(&self, id: JobId) -> Option<JobRecord> {
+        self.jobs().into_iter().find(|j| j.job_id == id)
+    }
+
+    pub fn nodes(&self) -> Vec<NodeRecord> {
+        match self.c.call(RequestBody::GetNodes) {
+            Ok(Response::Nodes { nodes, .. }) => nodes,
+            other => panic!("GetNodes failed: {:?}", other.err()),
+        }
+    }
+
+    /// Wait until `pred` holds for job `id`, or fail the test with its record.
+    pub fn wait_job(&self, id: JobId, secs: u64, what: &str, pred: impl Fn(&JobRecord) -> bool) -> JobRecord {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let mut last = None;
+        while Instant::now() < deadline {
+            if let Ok(Response::Jobs { jobs, .. }) = self.c.call(RequestBody::GetJobs) {
+                if let Some(j) = jobs.into_iter().find(|j| j.job_id == id) {
+                    if pred(&j) {
+                        return j;
+                    }
+                    last = Some(j);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "job {id} never became {what} within {secs}s; last: {:?}\n{}",
+            last.map(|j| (j.state, j.reason, j.completing)),
+            self.logs()
+        );
+    }
+
+    /// Wait until the job has finished and cleaned up.
+    pub fn wait_done(&self, id: JobId, secs: u64) -> JobRecord {
+        self.wait_job(id, secs, "finished", |j| j.state.is_finished() && !j.completing)
+    }
+
+    pub fn wait_node(&self, name: &str, secs: u64, what: &str, pred: impl Fn(&NodeRecord) -> bool) -> NodeRecord {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if let Ok(Response::Nodes { nodes, .. }) = self.c.call(RequestBody::GetNodes) {
+                if let Some(n) = nodes.into_iter().find(|n| n.name == name) {
+                    if pred(&n) {
+                        return n;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("node {name} never became {what} within {secs}s\n{}", self.logs());
+    }
+
+    pub fn logs(&self) -> String {
+        dump_logs(&self.c.spec.dir.join("log"))
+    }
+}
+
+fn parse_id(out: &Output) -> JobId {
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.trim().split(';').next().unwrap_or("").parse().unwrap_or_else(|_| {
+        panic!(
+            "sbatch failed ({}): stdout {s:?} stderr {:?}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The tail of every log in `dir`, for failure messages.
+pub fn dump_logs(dir: &Path) -> String {
+    let mut s = String::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        let mut files: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+        files.sort();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            s.push_str(&format!("==== {}\n", f.display()));
+            for l in tail.into_iter().rev() {
+                s.push_str(l);
+                s.push('\n');
+            }
+        }
+    }
+    s
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

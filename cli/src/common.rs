@@ -1,0 +1,44 @@
+//! What every command shares: the configuration, the controller client, and
+//! Slurm's way of reporting errors (`prog: error: message`).
+
+use slurm_common::conf::{default_conf_path, SlurmConf};
+use slurm_common::net::Client;
+use slurm_proto::{RequestBody, Response, RpcError};
+
+/// Load `$SLURM_CONF` (or /etc/slurm/slurm.conf), printing an error prefixed
+/// with `prog` on failure.
+pub fn load_conf(prog: &str) -> Result<SlurmConf, i32> {
+    let path = default_conf_path();
+    SlurmConf::load(&path).map_err(|e| {
+        eprintln!("{prog}: error: {e}");
+        1
+    })
+}
+
+/// An error talking to the controller, in the shape the commands report.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("Unable to contact slurm controller (connect failure): {0}")]
+    Net(#[from] slurm_common::net::NetError),
+    #[error("{0}")]
+    Rpc(RpcError),
+    #[error("unexpected reply from the controller")]
+    Unexpected,
+}
+
+/// Send one request and turn an `Error` response into `CallError::Rpc`.
+pub fn call(client: &Client, body: RequestBody) -> Result<Response, CallError> {
+    match client.call(body)? {
+        Response::Error(e) => Err(CallError::Rpc(e)),
+        r => Ok(r),
+    }
+}
+
+pub fn client(conf: &SlurmConf) -> Client {
+    Client::from_conf(conf)
+}
+
+/// Unix seconds now.
+pub fn now() -> i64 {
+    slurm_common::auth::now()
+}

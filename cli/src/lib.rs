@@ -1,0 +1,18 @@
+//! The user and admin commands. Each binary in `src/bin/` is a thin `main`
+//! calling `run` in its module here, so tests can drive the commands'
+//! parsing and formatting without processes.
+//!
+//! Map:
+//! - [`common`]: configuration loading, the controller client, error printing.
+//! - [`squeue`], [`sinfo`], [`scontrol`]: queries and their text layouts.
+//! - [`sbatch`], [`scancel`]: submission and cancellation.
+//! - [`local`]: `slurm-local`, a complete cluster on loopback.
+
+pub mod common;
+pub mod fmt;
+pub mod local;
+pub mod sbatch;
+pub mod scancel;
+pub mod scontrol;
+pub mod sinfo;
+pub mod squeue;

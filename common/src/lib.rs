@@ -1,0 +1,20 @@
+//! Pieces every process shares.
+//!
+//! Map:
+//! - [`conf`]: `slurm.conf` (parse → default → validate; errors carry file:line).
+//! - [`hostlist`]: hostlist expressions (`n[001-003,7]`) and count lists (`2(x3),1`).
+//! - [`timefmt`]: Slurm's time formats (limits, elapsed, timestamps, `--begin`).
+//! - [`auth`]: HMAC-signed credentials (`auth/slurm` semantics) and the local
+//!   credential socket (SACK-like) that hands them to unprivileged commands.
+//! - [`net`]: the RPC framing (length-prefixed JSON) and a blocking client.
+//! - [`users`]: uid/gid ⇄ name look-ups.
+//!
+//! Invariant: nothing here panics on external input; every parse returns an error
+//! naming what was wrong.
+
+pub mod auth;
+pub mod conf;
+pub mod hostlist;
+pub mod net;
+pub mod timefmt;
+pub mod users;

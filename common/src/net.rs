@@ -1,0 +1,199 @@
+//! RPC framing and the blocking client the commands use.
+//!
+//! A frame is a 4-byte big-endian length followed by that many bytes of JSON.
+//! A connection carries one request and its response; the client sets
+//! TCP_NODELAY and read/write timeouts so a dead peer never hangs a command.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use slurm_proto::{Request, RequestBody, Response};
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Largest frame accepted (a full job table with thousands of scripts fits).
+pub const MAX_FRAME: usize = 256 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("connection to {addr} failed: {source}")]
+    Connect {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("frame of {0} bytes exceeds the limit")]
+    TooLarge(usize),
+    #[error("malformed message: {0}")]
+    Decode(#[from] serde_json::Error),
+    #[error("connection closed before a reply")]
+    Closed,
+    #[error("credential: {0}")]
+    Auth(#[from] crate::auth::AuthError),
+}
+
+pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, NetError> {
+    let body = serde_json::to_vec(msg)?;
+    if body.len() > MAX_FRAME {
+        return Err(NetError::TooLarge(body.len()));
+    }
+    let mut out = Vec::with_capacity(body.len() + 4);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Read one frame; `Ok(None)` on a clean end of stream before any byte.
+pub async fn read_frame<T: DeserializeOwned, R: AsyncRead + Unpin>(
+    r: &mut R,
+) -> Result<Option<T>, NetError> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let n = u32::from_be_bytes(len) as usize;
+    if n > MAX_FRAME {
+        return Err(NetError::TooLarge(n));
+    }
+    let mut buf = vec![0u8; n];
+    r.read_exact(&mut buf).await?;
+    Ok(Some(serde_json::from_slice(&buf)?))
+}
+
+pub async fn write_frame<T: Serialize, W: AsyncWrite + Unpin>(
+    w: &mut W,
+    msg: &T,
+) -> Result<(), NetError> {
+    let buf = encode(msg)?;
+    w.write_all(&buf).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+/// Blocking: read one frame.
+pub fn read_frame_sync<T: DeserializeOwned, R: Read>(r: &mut R) -> Result<T, NetError> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            NetError::Closed
+        } else {
+            NetError::Io(e)
+        }
+    })?;
+    let n = u32::from_be_bytes(len) as usize;
+    if n > MAX_FRAME {
+        return Err(NetError::TooLarge(n));
+    }
+    let mut buf = vec![0u8; n];
+    r.read_exact(&mut buf)?;
+    Ok(serde_json::from_slice(&buf)?)
+}
+
+/// Blocking: send `req` to `addr` and wait for the response.
+pub fn call_sync(addr: &str, req: &Request, timeout: Duration) -> Result<Response, NetError> {
+    let addrs: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(|e| NetError::Connect {
+            addr: addr.to_string(),
+            source: e,
+        })?
+        .collect();
+    let mut last = None;
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, timeout) {
+            Ok(mut s) => {
+                s.set_nodelay(true)?;
+                s.set_read_timeout(Some(timeout))?;
+                s.set_write_timeout(Some(timeout))?;
+                s.write_all(&encode(req)?)?;
+                s.flush()?;
+                return read_frame_sync(&mut s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(NetError::Connect {
+        addr: addr.to_string(),
+        source: last.unwrap_or_else(|| std::io::Error::other("no address")),
+    })
+}
+
+/// Async: send `req` to `addr` and wait for the response, within `timeout`.
+pub async fn call_async(
+    addr: &str,
+    req: &Request,
+    timeout: Duration,
+) -> Result<Response, NetError> {
+    let fut = async {
+        let mut s =
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .map_err(|e| NetError::Connect {
+                    addr: addr.to_string(),
+                    source: e,
+                })?;
+        s.set_nodelay(true)?;
+        write_frame(&mut s, req).await?;
+        match read_frame(&mut s).await? {
+            Some(r) => Ok(r),
+            None => Err(NetError::Closed),
+        }
+    };
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(NetError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no reply from {addr} within {timeout:?}"),
+        ))),
+    }
+}
+
+/// A command's connection to the controller: where it is and how to prove who
+/// we are.
+pub struct Client {
+    pub addr: String,
+    pub timeout: Duration,
+    creds: crate::auth::CredSource,
+}
+
+impl Client {
+    pub fn from_conf(conf: &crate::conf::SlurmConf) -> Client {
+        Client {
+            addr: format!("{}:{}", conf.ctld_address(), conf.slurmctld_port),
+            timeout: Duration::from_secs(30),
+            creds: crate::auth::CredSource::from_conf(conf),
+        }
+    }
+
+    pub fn call(&self, body: RequestBody) -> Result<Response, NetError> {
+        let cred = self.creds.credential()?;
+        call_sync(&self.addr, &Request { cred, body }, self.timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_reject_oversize() {
+        let buf = encode(&Response::Submitted { job_id: 7 }).unwrap();
+        let r: Response = read_frame_sync(&mut &buf[..]).unwrap();
+        assert!(matches!(r, Response::Submitted { job_id: 7 }));
+        let mut huge = (MAX_FRAME as u32 + 1).to_be_bytes().to_vec();
+        huge.extend_from_slice(b"{}");
+        assert!(matches!(
+            read_frame_sync::<Response, _>(&mut &huge[..]),
+            Err(NetError::TooLarge(_))
+        ));
+        let garbage = [0u8, 0, 0, 3, b'x', b'y', b'z'];
+        assert!(matches!(
+            read_frame_sync::<Response, _>(&mut &garbage[..]),
+            Err(NetError::Decode(_))
+        ));
+    }
+}

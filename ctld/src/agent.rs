@@ -1,0 +1,75 @@
+//! Delivers controller effects to node daemons. Each effect is an async task
+//! with its own retries, so a slow or dead node never stalls the writer.
+
+use crate::state::Effect;
+use crate::writer::Command;
+use slurm_common::auth::{now, Key};
+use slurm_common::net::call_async;
+use slurm_proto::{Request, RequestBody, Response};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+#[derive(Clone)]
+pub struct Agent {
+    pub key: Key,
+    pub host: String,
+    pub cmds: Sender<Command>,
+    pub rt: tokio::runtime::Handle,
+}
+
+impl Agent {
+    fn request(&self, body: RequestBody) -> Request {
+        Request {
+            cred: self.key.sign(0, 0, &self.host, now()),
+            body,
+        }
+    }
+
+    pub fn dispatch(&self, e: Effect) {
+        let me = self.clone();
+        self.rt.spawn(async move { me.deliver(e).await });
+    }
+
+    async fn deliver(self, e: Effect) {
+        match e {
+            Effect::Launch { node, addr, launch } => {
+                let job_id = launch.job_id;
+                let body = RequestBody::LaunchBatch(launch);
+                for attempt in 0..5 {
+                    match call_async(&addr, &self.request(body.clone()), Duration::from_secs(10)).await {
+                        Ok(Response::Ok) => return,
+                        Ok(Response::Error(e)) => {
+                            tracing::error!("launch of job {job_id} on {node} refused: {e}");
+                            break;
+                        }
+                        Ok(_) => break,
+                        Err(e) => {
+                            tracing::warn!("launch of job {job_id} on {node} failed (attempt {}): {e}", attempt + 1);
+                            tokio::time::sleep(Duration::from_millis(500 << attempt)).await;
+                        }
+                    }
+                }
+                let _ = self.cmds.send(Command::LaunchFailed { job_id, node });
+            }
+            Effect::Terminate { node, addr, job_id, kill_wait } => {
+                let body = RequestBody::TerminateJob { job_id, kill_wait };
+                for attempt in 0..10u32 {
+                    match call_async(&addr, &self.request(body.clone()), Duration::from_secs(10)).await {
+                        Ok(_) => return,
+                        Err(e) => {
+                            tracing::warn!("terminate of job {job_id} on {node} failed: {e}");
+                            tokio::time::sleep(Duration::from_millis(500 * (attempt as u64 + 1))).await;
+                        }
+                    }
+                }
+                // The node will be marked down by its missing heartbeats.
+            }
+            Effect::Signal { addr, job_id, signal } => {
+                let body = RequestBody::SignalJob { job_id, signal };
+                if let Err(e) = call_async(&addr, &self.request(body), Duration::from_secs(10)).await {
+                    tracing::warn!("signal {signal} to job {job_id} failed: {e}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! `slurmctld`: the controller shell around the pure scheduling core.
+//!
+//! Map:
+//! - [`state`]: the controller's state and every transition (the only code
+//!   that changes it), plus the snapshots readers get.
+//! - [`journal`]: durability in StateSaveLocation (snapshot + group-committed
+//!   journal).
+//! - [`writer`]: the single writer thread: applies commands in order, runs
+//!   the scheduler, commits the journal, then replies and dispatches effects.
+//! - [`server`]: the RPC listener: authenticates, serves reads from the
+//!   latest snapshot, forwards changes to the writer.
+//! - [`agent`]: delivers effects (launch, terminate, signal) to node daemons.
+//! - [`args`]: the daemon's command line, as Slurm's.
+//!
+//! Invariants: one writer; nothing is acknowledged before it is durable; the
+//! writer never waits on the network (effects are sent by async tasks).
+
+pub mod agent;
+pub mod args;
+pub mod journal;
+pub mod server;
+pub mod state;
+pub mod writer;

@@ -1,0 +1,129 @@
+//! The RPC listener. Each connection carries one request: its credential is
+//! checked, reads are answered from the latest snapshot (never waiting for
+//! the writer), changes go to the writer and wait for its durable reply.
+
+use crate::writer::{Command, Published};
+use slurm_common::auth::{now, AuthError, Key};
+use slurm_common::net::{read_frame, write_frame, encode};
+use slurm_proto::{JobRecord, Request, RequestBody, Response, RpcError, SlurmError};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, Semaphore};
+
+#[derive(Clone)]
+pub struct Server {
+    pub key: Key,
+    pub published: Published,
+    pub cmds: Sender<Command>,
+    pub host: String,
+}
+
+/// Borrowed twin of `Response::Jobs` so a snapshot is encoded without copying.
+#[derive(serde::Serialize)]
+enum JobsRef<'a> {
+    Jobs { jobs: &'a [Arc<JobRecord>], last_update: i64 },
+}
+
+impl Server {
+    pub async fn serve(self, listener: TcpListener) {
+        let limit = Arc::new(Semaphore::new(512));
+        loop {
+            let (sock, _) = match listener.accept().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = sock.set_nodelay(true);
+            let Ok(permit) = limit.clone().acquire_owned().await else {
+                return;
+            };
+            let me = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = tokio::time::timeout(Duration::from_secs(60), me.connection(sock)).await {
+                    tracing::debug!("connection timed out: {e}");
+                }
+                drop(permit);
+            });
+        }
+    }
+
+    async fn connection(&self, mut sock: TcpStream) {
+        let req: Request = match read_frame(&mut sock).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::debug!("bad request: {e}");
+                let _ = write_frame(&mut sock, &Response::Error(RpcError { error: SlurmError::ProtocolError, detail: Some(e.to_string()) })).await;
+                return;
+            }
+        };
+        if let Err(e) = self.key.verify(&req.cred, now()) {
+            tracing::info!("refused credential (uid {}): {e}", req.cred.uid);
+            let error = match e {
+                AuthError::Expired | AuthError::NotYetValid => SlurmError::ExpiredCredential,
+                _ => SlurmError::InvalidCredential,
+            };
+            let _ = write_frame(&mut sock, &Response::Error(error.into())).await;
+            return;
+        }
+        let bytes = match self.answer(req).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!("cannot encode reply: {e}");
+                return;
+            }
+        };
+        let _ = sock.write_all(&bytes).await;
+        let _ = sock.flush().await;
+    }
+
+    fn snapshot(&self) -> Arc<crate::state::Snapshot> {
+        match self.published.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    async fn answer(&self, req: Request) -> Result<Vec<u8>, slurm_common::net::NetError> {
+        let r = match req.body {
+            RequestBody::Ping => Response::Pong { controller: self.host.clone() },
+            RequestBody::GetJobs => {
+                let s = self.snapshot();
+                if let Some(b) = s.jobs_frame.get() {
+                    return Ok(b.clone());
+                }
+                let b = encode(&JobsRef::Jobs { jobs: &s.jobs, last_update: s.last_update })?;
+                let _ = s.jobs_frame.set(b.clone());
+                return Ok(b);
+            }
+            RequestBody::GetNodes => {
+                let s = self.snapshot();
+                Response::Nodes { nodes: s.nodes.clone(), last_update: s.last_update }
+            }
+            RequestBody::GetPartitions => {
+                let s = self.snapshot();
+                Response::Partitions { partitions: s.partitions.clone(), last_update: s.last_update }
+            }
+            RequestBody::GetConfig => Response::Config(self.snapshot().config.clone()),
+            RequestBody::LaunchBatch(_) | RequestBody::SignalJob { .. } | RequestBody::TerminateJob { .. } | RequestBody::NodePing => {
+                Response::Error(SlurmError::InvalidRequest.into())
+            }
+            body => {
+                let (tx, rx) = oneshot::channel();
+                let cmd = Command::Rpc { uid: req.cred.uid, gid: req.cred.gid, body, reply: tx };
+                if self.cmds.send(cmd).is_err() {
+                    Response::Error(SlurmError::InternalError.into())
+                } else {
+                    rx.await.unwrap_or(Response::Error(SlurmError::InternalError.into()))
+                }
+            }
+        };
+        encode(&r)
+    }
+}

@@ -1,0 +1,1332 @@
+//! The controller's state and every transition of it. Only the writer thread
+//! calls into this module (invariant 1: one writer); each call records the
+//! journal entries and node-daemon effects it causes, which the writer makes
+//! durable and dispatches after the batch commits.
+
+use crate::journal::{Entry, NodeAdmin, Payload, Saved};
+use slurm_common::conf::{PartitionStateConf, SlurmConf};
+use slurm_common::users;
+use slurm_plugins::sched::{estimate_start, Running};
+use slurm_plugins::view::Hold;
+use slurm_plugins::{ClusterView, Decision, JobView, NodeAlloc, NodeView, PartitionView, PendingReason, Scheduler};
+use slurm_proto::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Reason Slurm gives a node that stopped answering.
+pub const NOT_RESPONDING: &str = "Not responding";
+
+/// Work for the node daemons, sent after the batch that caused it is durable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Launch {
+        node: String,
+        addr: String,
+        launch: Box<BatchLaunch>,
+    },
+    Terminate {
+        node: String,
+        addr: String,
+        job_id: JobId,
+        kill_wait: u32,
+    },
+    Signal {
+        addr: String,
+        job_id: JobId,
+        signal: i32,
+    },
+}
+
+/// Who is asking.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    /// root or SlurmUser.
+    pub privileged: bool,
+}
+
+/// What readers see: an immutable picture of the state after a batch.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub jobs: Vec<Arc<JobRecord>>,
+    pub nodes: Vec<NodeRecord>,
+    pub partitions: Vec<PartitionRecord>,
+    pub config: ConfigDump,
+    pub last_update: i64,
+    /// The encoded `GetJobs` answer, made once per snapshot on first use.
+    pub jobs_frame: std::sync::OnceLock<Vec<u8>>,
+}
+
+pub struct Controller {
+    pub conf: Arc<SlurmConf>,
+    /// Everything persisted.
+    pub p: Saved,
+    pub nodes: Vec<NodeRecord>,
+    node_index: HashMap<String, usize>,
+    /// Registered since this controller started.
+    registered: Vec<bool>,
+    pub partitions: Vec<PartitionRecord>,
+    scheduler: Box<dyn Scheduler>,
+    slurm_uid: u32,
+    pub boot_time: i64,
+    entries: Vec<Entry>,
+    effects: Vec<Effect>,
+    /// State changed since the last snapshot.
+    pub dirty: bool,
+    /// Something changed that may let a job start.
+    pub sched_needed: bool,
+    pub last_update: i64,
+    /// Counters shown by `sdiag` later.
+    pub stats: Stats,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    pub jobs_submitted: u64,
+    pub jobs_started: u64,
+    pub sched_cycles: u64,
+    pub last_cycle_us: u64,
+}
+
+fn err<T>(e: SlurmError) -> Result<T, RpcError> {
+    Err(RpcError::from(e))
+}
+
+fn err_detail<T>(e: SlurmError, d: impl Into<String>) -> Result<T, RpcError> {
+    Err(RpcError {
+        error: e,
+        detail: Some(d.into()),
+    })
+}
+
+fn partition_state(s: &PartitionStateConf) -> PartitionState {
+    match s {
+        PartitionStateConf::Up => PartitionState::Up,
+        PartitionStateConf::Down => PartitionState::Down,
+        PartitionStateConf::Drain => PartitionState::Drain,
+        PartitionStateConf::Inactive => PartitionState::Inactive,
+    }
+}
+
+impl Controller {
+    pub fn new(conf: Arc<SlurmConf>, saved: Saved, scheduler: Box<dyn Scheduler>, now: i64) -> Controller {
+        let slurm_uid = users::parse_user(&conf.slurm_user).unwrap_or(0);
+        let mut nodes = Vec::with_capacity(conf.nodes.len());
+        let mut node_index = HashMap::new();
+        for n in &conf.nodes {
+            node_index.insert(n.name.clone(), nodes.len());
+            let port = n.port.unwrap_or(conf.slurmd_port);
+            nodes.push(NodeRecord {
+                name: n.name.clone(),
+                addr: n.node_addr.clone(),
+                hostname: n.node_hostname.clone(),
+                port,
+                cpus: n.cpus,
+                boards: n.boards,
+                sockets: n.sockets,
+                cores_per_socket: n.cores_per_socket,
+                threads_per_core: n.threads_per_core,
+                real_memory: n.real_memory,
+                tmp_disk: n.tmp_disk,
+                weight: n.weight,
+                features: n.features.clone(),
+                gres: n.gres.clone(),
+                base_state: NodeBaseState::Unknown,
+                flags: NodeFlags::default(),
+                reason: None,
+                reason_time: None,
+                reason_uid: None,
+                alloc_cpus: 0,
+                alloc_mem: 0,
+                partitions: conf
+                    .partitions
+                    .iter()
+                    .filter(|p| p.nodes.contains(&n.name))
+                    .map(|p| p.name.clone())
+                    .collect(),
+                boot_time: None,
+                slurmd_start_time: None,
+                last_busy: None,
+                last_heard: None,
+                version: None,
+                os: None,
+                arch: None,
+                cpu_load: None,
+                free_mem: None,
+            });
+        }
+        let partitions = conf
+            .partitions
+            .iter()
+            .map(|p| PartitionRecord {
+                name: p.name.clone(),
+                nodes_expr: p.nodes_expr.clone(),
+                nodes: p.nodes.clone(),
+                default: p.default,
+                max_time: p.max_time,
+                default_time: p.default_time,
+                state: partition_state(&p.state),
+                priority_job_factor: p.priority_job_factor,
+                priority_tier: p.priority_tier,
+                oversubscribe: p.oversubscribe.clone(),
+                max_nodes: p.max_nodes,
+                min_nodes: p.min_nodes,
+                hidden: p.hidden,
+                allow_groups: p.allow_groups.clone(),
+                allow_accounts: p.allow_accounts.clone(),
+                allow_qos: p.allow_qos.clone(),
+                def_mem_per_cpu: p.def_mem_per_cpu.or(conf.def_mem_per_cpu),
+                max_mem_per_node: p.max_mem_per_node.or(conf.max_mem_per_node),
+                total_cpus: 0,
+                total_mem: 0,
+            })
+            .collect();
+        let mut p = saved;
+        if p.next_job_id < conf.first_job_id.max(1) {
+            p.next_job_id = conf.first_job_id.max(1);
+        }
+        // Config states apply to nodes with no saved admin state.
+        for n in &conf.nodes {
+            if p.nodes.contains_key(&n.name) {
+                continue;
+            }
+            let st = n.state.as_deref().unwrap_or("UNKNOWN");
+            let mut a = NodeAdmin::default();
+            if st.starts_with("DOWN") || st == "FAIL" {
+                a.down = true;
+            }
+            if st.starts_with("DRAIN") || st.contains("+DRAIN") {
+                a.drain = true;
+            }
+            if a.down || a.drain {
+                a.reason = n.reason.clone().or(Some("Set in slurm.conf".into()));
+                a.reason_time = Some(now);
+                a.reason_uid = Some(0);
+                p.nodes.insert(n.name.clone(), a);
+            }
+        }
+        for d in &conf.down_nodes {
+            for name in &d.nodes {
+                p.nodes.entry(name.clone()).or_insert_with(|| NodeAdmin {
+                    down: true,
+                    reason: d.reason.clone().or(Some("Set in slurm.conf".into())),
+                    reason_time: Some(now),
+                    reason_uid: Some(0),
+                    ..Default::default()
+                });
+            }
+        }
+        let registered = vec![false; nodes.len()];
+        let mut c = Controller {
+            conf,
+            p,
+            nodes,
+            node_index,
+            registered,
+            partitions,
+            scheduler,
+            slurm_uid,
+            boot_time: now,
+            entries: Vec::new(),
+            effects: Vec::new(),
+            dirty: true,
+            sched_needed: true,
+            last_update: now,
+            stats: Stats::default(),
+        };
+        c.refresh();
+        c
+    }
+
+    pub fn caller(&self, uid: u32, gid: u32) -> Caller {
+        Caller {
+            uid,
+            gid,
+            privileged: uid == 0 || uid == self.slurm_uid,
+        }
+    }
+
+    pub fn take_entries(&mut self) -> Vec<Entry> {
+        std::mem::take(&mut self.entries)
+    }
+
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    fn save_job(&mut self, id: JobId) {
+        if let Some(j) = self.p.jobs.get(&id) {
+            self.entries.push(Entry::Job(j.clone()));
+        }
+        self.dirty = true;
+    }
+
+    fn save_node(&mut self, name: &str) {
+        let a = self.p.nodes.get(name).cloned().unwrap_or_default();
+        self.entries.push(Entry::Node(name.to_string(), a));
+        self.dirty = true;
+    }
+
+    fn job_mut(&mut self, id: JobId) -> Option<&mut JobRecord> {
+        self.p.jobs.get_mut(&id).map(Arc::make_mut)
+    }
+
+    fn node_addr(&self, name: &str) -> Option<String> {
+        self.node_index
+            .get(name)
+            .map(|&i| format!("{}:{}", self.nodes[i].addr, self.nodes[i].port))
+    }
+
+    fn node_responding(&self, name: &str) -> bool {
+        self.node_index
+            .get(name)
+            .is_some_and(|&i| !self.nodes[i].flags.not_responding && self.registered[i])
+    }
+
+    // ------------------------------------------------------------------
+    // Derived state
+
+    /// Recompute node allocation, node states and partition totals from the
+    /// jobs and admin states (derived, never stored).
+    pub fn refresh(&mut self) {
+        for n in &mut self.nodes {
+            n.alloc_cpus = 0;
+            n.alloc_mem = 0;
+            n.flags.completing = false;
+        }
+        let mut exclusive = vec![false; self.nodes.len()];
+        for j in self.p.jobs.values() {
+            let holding = j.state == JobState::Running || j.completing;
+            if !holding {
+                continue;
+            }
+            for (k, name) in j.alloc.nodes.iter().enumerate() {
+                if j.completing && !j.completing_nodes.contains(name) {
+                    continue;
+                }
+                if let Some(&i) = self.node_index.get(name) {
+                    let n = &mut self.nodes[i];
+                    n.alloc_cpus += j.alloc.cpus.get(k).copied().unwrap_or(0);
+                    n.alloc_mem += j.alloc.mem.get(k).copied().unwrap_or(0);
+                    if j.completing {
+                        n.flags.completing = true;
+                    }
+                    if j.desc.exclusive {
+                        exclusive[i] = true;
+                    }
+                }
+            }
+        }
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            let a = self.p.nodes.get(&n.name).cloned().unwrap_or_default();
+            n.flags.drain = a.drain;
+            n.reason = a.reason.clone();
+            n.reason_time = a.reason_time;
+            n.reason_uid = a.reason_uid;
+            let future = self
+                .conf
+                .node(&n.name)
+                .and_then(|c| c.state.as_deref())
+                .is_some_and(|s| s == "FUTURE");
+            n.base_state = if future {
+                NodeBaseState::Future
+            } else if a.down {
+                NodeBaseState::Down
+            } else if !self.registered[i] {
+                NodeBaseState::Unknown
+            } else if n.alloc_cpus == 0 && !exclusive[i] {
+                NodeBaseState::Idle
+            } else if n.alloc_cpus >= n.cpus || exclusive[i] {
+                NodeBaseState::Allocated
+            } else {
+                NodeBaseState::Mixed
+            };
+        }
+        for p in &mut self.partitions {
+            p.total_cpus = 0;
+            p.total_mem = 0;
+            for name in &p.nodes {
+                if let Some(&i) = self.node_index.get(name) {
+                    p.total_cpus += self.nodes[i].cpus;
+                    p.total_mem += self.nodes[i].real_memory;
+                }
+            }
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            jobs: self.p.jobs.values().cloned().collect(),
+            nodes: self.nodes.clone(),
+            partitions: self.partitions.clone(),
+            config: self.config_dump(),
+            last_update: self.last_update,
+            jobs_frame: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn config_dump(&self) -> ConfigDump {
+        let mut entries = self.conf.entries.clone();
+        entries.push(("SLURM_CONF".into(), self.conf.path.display().to_string()));
+        entries.push(("SLURM_VERSION".into(), SLURM_VERSION.into()));
+        entries.sort_by(|a, b| a.0.to_ascii_lowercase().cmp(&b.0.to_ascii_lowercase()));
+        ConfigDump {
+            entries,
+            boot_time: self.boot_time,
+        }
+    }
+
+    /// The scheduler's view of nodes and partitions right now.
+    fn cluster_view(&self) -> ClusterView {
+        let mut exclusive = vec![false; self.nodes.len()];
+        for j in self.p.jobs.values() {
+            if (j.state == JobState::Running || j.completing) && j.desc.exclusive {
+                for name in &j.alloc.nodes {
+                    if let Some(&i) = self.node_index.get(name) {
+                        exclusive[i] = true;
+                    }
+                }
+            }
+        }
+        ClusterView {
+            nodes: self
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| NodeView {
+                    name: n.name.clone(),
+                    cpus: n.cpus,
+                    mem: n.real_memory,
+                    alloc_cpus: n.alloc_cpus,
+                    alloc_mem: n.alloc_mem,
+                    available: n.is_available() && self.registered[i],
+                    weight: n.weight,
+                    features: n.features.clone(),
+                    exclusive_in_use: exclusive[i],
+                })
+                .collect(),
+            partitions: self
+                .partitions
+                .iter()
+                .map(|p| PartitionView {
+                    name: p.name.clone(),
+                    nodes: p.nodes.iter().filter_map(|n| self.node_index.get(n).copied()).collect(),
+                    up: p.state == PartitionState::Up,
+                    max_time: p.max_time,
+                    max_nodes: p.max_nodes,
+                    exclusive: p.oversubscribe.eq_ignore_ascii_case("EXCLUSIVE"),
+                    priority_tier: p.priority_tier,
+                    def_mem_per_cpu: p.def_mem_per_cpu,
+                })
+                .collect(),
+        }
+    }
+
+    fn job_view(&self, j: &JobRecord) -> Option<JobView> {
+        let partition = self.partitions.iter().position(|p| p.name == j.partition)?;
+        let idx = |names: &Vec<String>| names.iter().filter_map(|n| self.node_index.get(n).copied()).collect();
+        Some(JobView {
+            id: j.job_id,
+            priority: j.priority,
+            submit_time: j.submit_time,
+            partition,
+            min_nodes: j.min_nodes,
+            max_nodes: j.max_nodes,
+            num_tasks: j.num_tasks,
+            cpus_per_task: j.desc.cpus_per_task.unwrap_or(1).max(1),
+            ntasks_per_node: j.desc.ntasks_per_node,
+            mem_per_node: j.desc.mem_per_node,
+            mem_per_cpu: j.desc.mem_per_cpu,
+            req_nodes: idx(&j.desc.req_nodes),
+            exc_nodes: idx(&j.desc.exc_nodes),
+            exclusive: j.desc.exclusive,
+            time_limit: j.time_limit,
+            begin_time: j.desc.begin_time,
+            hold: j.held.map(|h| match h {
+                HoldKind::User => Hold::User,
+                HoldKind::Admin => Hold::Admin,
+            }),
+        })
+    }
+
+    // ------------------------------------------------------------------
+    // Submission
+
+    /// Validate a submission and build the job record (not yet stored).
+    pub fn build_job(&self, who: Caller, desc: JobDesc, job_id: JobId, now: i64) -> Result<(JobRecord, Payload), RpcError> {
+        let part = match &desc.partition {
+            Some(name) => self
+                .partitions
+                .iter()
+                .find(|p| &p.name == name)
+                .ok_or(RpcError::from(SlurmError::InvalidPartitionName))?,
+            None => self
+                .partitions
+                .iter()
+                .find(|p| p.default)
+                .or(self.partitions.first())
+                .ok_or(RpcError::from(SlurmError::DefaultPartitionNotSet))?,
+        };
+        if !desc.script.starts_with("#!") {
+            return err_detail(SlurmError::InvalidRequest, "batch script must start with #!");
+        }
+        for n in desc.req_nodes.iter().chain(&desc.exc_nodes) {
+            if !self.node_index.contains_key(n) {
+                return err_detail(SlurmError::InvalidNodeName, n.clone());
+            }
+        }
+        if desc.min_nodes == Some(0) || desc.max_nodes == Some(0) {
+            return err(SlurmError::TooManyRequestedNodes);
+        }
+        if desc.ntasks == Some(0) || desc.cpus_per_task == Some(0) || desc.ntasks_per_node == Some(0) {
+            return err_detail(SlurmError::InvalidRequest, "task and cpu counts must be positive");
+        }
+        if let (Some(a), Some(b)) = (desc.min_nodes, desc.max_nodes) {
+            if b < a {
+                return err(SlurmError::TooManyRequestedNodes);
+            }
+        }
+        if self.p.jobs.len() as u32 >= self.conf.max_job_count {
+            return err(SlurmError::ReachedMaxJobCount);
+        }
+        // Task and node counts as Slurm derives them.
+        let part_nodes = part.nodes.len().max(1) as u32;
+        let mut min_nodes = desc.min_nodes.unwrap_or(1);
+        if desc.min_nodes.is_none() {
+            if let (Some(n), Some(t)) = (desc.ntasks, desc.ntasks_per_node) {
+                min_nodes = n.div_ceil(t).max(1);
+            }
+        }
+        min_nodes = min_nodes.max(desc.req_nodes.len() as u32);
+        let num_tasks = match (desc.ntasks, desc.ntasks_per_node) {
+            (Some(n), _) => n,
+            (None, Some(t)) => t * min_nodes,
+            (None, None) => min_nodes,
+        };
+        let max_nodes = match (desc.max_nodes, desc.min_nodes) {
+            (Some(m), _) => m,
+            (None, Some(_)) => min_nodes,
+            (None, None) => num_tasks.min(part_nodes).max(min_nodes),
+        };
+        let cpt = desc.cpus_per_task.unwrap_or(1);
+        let time_limit = match desc.time_limit {
+            Some(t) => t,
+            None => part.default_time.or(part.max_time),
+        };
+        let held = desc.hold.then_some(if who.privileged { HoldKind::Admin } else { HoldKind::User });
+        let user = users::user_by_uid(who.uid);
+        let name = desc.name.clone().unwrap_or_else(|| {
+            desc.command
+                .as_deref()
+                .and_then(|c| c.rsplit('/').next())
+                .filter(|s| !s.is_empty())
+                .unwrap_or("sbatch")
+                .to_string()
+        });
+        let payload = Payload {
+            script: desc.script.clone(),
+            environment: desc.environment.clone(),
+        };
+        let mut stored = desc;
+        stored.script = String::new();
+        stored.environment = Vec::new();
+        stored.min_nodes = Some(min_nodes);
+        let job = JobRecord {
+            job_id,
+            name,
+            user_id: who.uid,
+            user_name: user.map(|u| u.name).unwrap_or_else(|| who.uid.to_string()),
+            group_id: who.gid,
+            group_name: users::group_name_or_id(who.gid),
+            account: stored.account.clone().unwrap_or_default(),
+            qos: stored.qos.clone().unwrap_or_else(|| "normal".into()),
+            partition: part.name.clone(),
+            priority: if held.is_some() { 0 } else { slurm_plugins::priority::basic(job_id as u64) },
+            state: JobState::Pending,
+            completing: false,
+            reason: match held {
+                Some(HoldKind::User) => JobReason::JobHeldUser,
+                Some(HoldKind::Admin) => JobReason::JobHeldAdmin,
+                None => JobReason::None,
+            },
+            time_limit,
+            submit_time: now,
+            eligible_time: Some(stored.begin_time.unwrap_or(now).max(now)),
+            start_time: None,
+            end_time: None,
+            last_sched_eval: None,
+            exit_status: 0,
+            restarts: 0,
+            batch_host: None,
+            alloc: Allocation::default(),
+            completing_nodes: Vec::new(),
+            num_tasks,
+            req_cpus: num_tasks * cpt,
+            min_nodes,
+            max_nodes,
+            held,
+            cancelled: false,
+            timed_out: false,
+            node_failed: false,
+            desc: stored,
+        };
+        // Could it ever run on this partition?
+        let view = self.cluster_view();
+        let jv = self.job_view(&job).ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
+        if slurm_plugins::select::place(&view, &jv, true).is_err() {
+            return err(SlurmError::RequestedNodeConfigUnavailable);
+        }
+        Ok((job, payload))
+    }
+
+    fn submit(&mut self, who: Caller, desc: JobDesc, now: i64) -> Result<Response, RpcError> {
+        let id = self.p.next_job_id;
+        let (job, payload) = self.build_job(who, desc, id, now)?;
+        self.p.next_job_id = id.wrapping_add(1).max(1);
+        self.entries.push(Entry::NextJobId(self.p.next_job_id));
+        let payload = Arc::new(payload);
+        self.entries.push(Entry::Payload(id, payload.clone()));
+        self.p.payloads.insert(id, payload);
+        self.p.jobs.insert(id, Arc::new(job));
+        self.save_job(id);
+        self.sched_needed = true;
+        self.stats.jobs_submitted += 1;
+        Ok(Response::Submitted { job_id: id })
+    }
+
+    fn test_job(&self, who: Caller, desc: JobDesc, now: i64) -> Result<Response, RpcError> {
+        let id = self.p.next_job_id;
+        let (job, _) = self.build_job(who, desc, id, now)?;
+        let view = self.cluster_view();
+        let jv = self.job_view(&job).ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
+        let running: Vec<Running> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .map(|j| Running {
+                end: j.end_time,
+                alloc: self.allocs_of(j),
+            })
+            .collect();
+        // Far future when it cannot be predicted, as Slurm reports it.
+        let (start, alloc) = estimate_start(&view, &running, &jv, now).unwrap_or((now + 365 * 86400 * 1000, Vec::new()));
+        Ok(Response::TestResult {
+            job_id: id,
+            start_time: start,
+            cpus: if alloc.is_empty() { job.req_cpus } else { alloc.iter().map(|a| a.cpus).sum() },
+            nodes: alloc.iter().map(|a| self.nodes[a.node].name.clone()).collect(),
+            partition: job.partition,
+        })
+    }
+
+    fn allocs_of(&self, j: &JobRecord) -> Vec<NodeAlloc> {
+        j.alloc
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(k, n)| {
+                Some(NodeAlloc {
+                    node: *self.node_index.get(n)?,
+                    cpus: j.alloc.cpus.get(k).copied().unwrap_or(0),
+                    mem: j.alloc.mem.get(k).copied().unwrap_or(0),
+                    tasks: j.alloc.tasks.get(k).copied().unwrap_or(0),
+                    exclusive: j.desc.exclusive,
+                })
+            })
+            .collect()
+    }
+
+    // ------------------------------------------------------------------
+    // Scheduling
+
+    /// One scheduling pass: ask the policy, commit its decisions.
+    pub fn schedule(&mut self, now: i64) {
+        self.sched_needed = false;
+        let t0 = std::time::Instant::now();
+        let queue: Vec<JobView> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Pending && !j.completing)
+            .filter_map(|j| self.job_view(j))
+            .collect();
+        if queue.is_empty() {
+            return;
+        }
+        let view = self.cluster_view();
+        let decisions = self.scheduler.schedule(&view, &queue, now);
+        for d in decisions {
+            match d {
+                Decision::Start { job, alloc } => self.start_job(job, &alloc, now),
+                Decision::Pending { job, reason } => {
+                    let r = match reason {
+                        PendingReason::Priority => JobReason::Priority,
+                        PendingReason::Resources => JobReason::Resources,
+                        PendingReason::BeginTime => JobReason::BeginTime,
+                        PendingReason::JobHeldUser => JobReason::JobHeldUser,
+                        PendingReason::JobHeldAdmin => JobReason::JobHeldAdmin,
+                        PendingReason::PartitionDown => JobReason::PartitionDown,
+                        PendingReason::PartitionTimeLimit => JobReason::PartitionTimeLimit,
+                        PendingReason::PartitionNodeLimit => JobReason::PartitionNodeLimit,
+                        PendingReason::BadConstraints => JobReason::BadConstraints,
+                    };
+                    let changed = self.p.jobs.get(&job).is_some_and(|j| j.reason != r);
+                    if changed {
+                        if let Some(j) = self.job_mut(job) {
+                            j.reason = r;
+                            j.last_sched_eval = Some(now);
+                        }
+                        self.dirty = true;
+                    }
+                }
+            }
+        }
+        self.stats.sched_cycles += 1;
+        self.stats.last_cycle_us = t0.elapsed().as_micros() as u64;
+        self.refresh();
+    }
+
+    fn start_job(&mut self, id: JobId, alloc: &[NodeAlloc], now: i64) {
+        let names: Vec<String> = alloc.iter().map(|a| self.nodes[a.node].name.clone()).collect();
+        let Some(payload) = self.p.payloads.get(&id).cloned() else {
+            return;
+        };
+        let conf = self.conf.clone();
+        let Some(j) = self.job_mut(id) else {
+            return;
+        };
+        j.state = JobState::Running;
+        j.reason = JobReason::None;
+        j.start_time = Some(now);
+        j.end_time = j.time_limit.map(|m| now + m as i64 * 60);
+        j.last_sched_eval = Some(now);
+        j.alloc = Allocation {
+            nodes: names.clone(),
+            cpus: alloc.iter().map(|a| a.cpus).collect(),
+            mem: alloc.iter().map(|a| a.mem).collect(),
+            tasks: alloc.iter().map(|a| a.tasks).collect(),
+        };
+        j.batch_host = names.first().cloned();
+        let launch = BatchLaunch {
+            job_id: id,
+            job_name: j.name.clone(),
+            uid: j.user_id,
+            gid: j.group_id,
+            user_name: j.user_name.clone(),
+            account: j.account.clone(),
+            qos: j.qos.clone(),
+            partition: j.partition.clone(),
+            cluster_name: conf.cluster_name.clone(),
+            alloc: j.alloc.clone(),
+            num_tasks: j.num_tasks,
+            cpus_per_task: j.desc.cpus_per_task.unwrap_or(1),
+            ntasks_per_node: j.desc.ntasks_per_node,
+            mem_per_node: j.desc.mem_per_node,
+            mem_per_cpu: j.desc.mem_per_cpu,
+            time_limit: j.time_limit,
+            work_dir: j.desc.work_dir.clone(),
+            std_out: j.desc.std_out.clone(),
+            std_err: j.desc.std_err.clone(),
+            std_in: j.desc.std_in.clone(),
+            script: payload.script.clone(),
+            argv: j.desc.argv.clone(),
+            environment: payload.environment.clone(),
+            submit_host: j.desc.submit_host.clone(),
+            ctld_host: conf.ctld_address(),
+            ctld_port: conf.slurmctld_port,
+        };
+        self.save_job(id);
+        self.stats.jobs_started += 1;
+        for a in alloc {
+            self.nodes[a.node].last_busy = Some(now);
+        }
+        if let Some(host) = names.first() {
+            if let Some(addr) = self.node_addr(host) {
+                self.effects.push(Effect::Launch {
+                    node: host.clone(),
+                    addr,
+                    launch: Box::new(launch),
+                });
+            }
+        }
+        // Refresh now so the next decision of this pass sees the allocation.
+        self.refresh();
+    }
+
+    // ------------------------------------------------------------------
+    // Ending jobs
+
+    /// Move a running job to a final state and start cleaning its nodes.
+    fn end_running(&mut self, id: JobId, state: JobState, reason: JobReason, now: i64, kill_wait: u32) {
+        let Some(j) = self.job_mut(id) else { return };
+        j.state = state;
+        j.reason = reason;
+        j.end_time = Some(now);
+        j.completing = true;
+        j.completing_nodes = j.alloc.nodes.clone();
+        let nodes = j.alloc.nodes.clone();
+        self.terminate_on(id, &nodes, kill_wait);
+        self.save_job(id);
+        self.sched_needed = true;
+        self.refresh();
+    }
+
+    /// Ask `nodes` to end the job; nodes that cannot answer are done at once.
+    fn terminate_on(&mut self, id: JobId, nodes: &[String], kill_wait: u32) {
+        let mut gone = Vec::new();
+        for n in nodes {
+            if self.node_responding(n) {
+                if let Some(addr) = self.node_addr(n) {
+                    self.effects.push(Effect::Terminate {
+                        node: n.clone(),
+                        addr,
+                        job_id: id,
+                        kill_wait,
+                    });
+                }
+            } else {
+                gone.push(n.clone());
+            }
+        }
+        for n in gone {
+            self.node_cleaned(id, &n);
+        }
+    }
+
+    /// `node` has no process of job `id` left.
+    fn node_cleaned(&mut self, id: JobId, node: &str) {
+        let Some(j) = self.job_mut(id) else { return };
+        if !j.completing {
+            return;
+        }
+        j.completing_nodes.retain(|n| n != node);
+        if j.completing_nodes.is_empty() {
+            j.completing = false;
+            if j.state == JobState::Pending {
+                // Requeued: forget the old allocation.
+                j.alloc = Allocation::default();
+                j.batch_host = None;
+            }
+        }
+        self.save_job(id);
+        self.sched_needed = true;
+        self.refresh();
+    }
+
+    fn batch_complete(&mut self, id: JobId, status: i32, now: i64) {
+        let Some(j) = self.p.jobs.get(&id) else { return };
+        if j.state == JobState::Running {
+            let (code, sig) = wait_status_pair(status);
+            let (state, reason) = if sig != 0 {
+                (JobState::Failed, JobReason::RaisedSignal)
+            } else if code != 0 {
+                (JobState::Failed, JobReason::NonZeroExitCode)
+            } else {
+                (JobState::Completed, JobReason::None)
+            };
+            let batch = j.batch_host.clone();
+            let others: Vec<String> = j.alloc.nodes.iter().filter(|n| Some(*n) != batch.as_ref()).cloned().collect();
+            let Some(j) = self.job_mut(id) else { return };
+            j.exit_status = status;
+            j.state = state;
+            j.reason = reason;
+            j.end_time = Some(now);
+            j.completing = true;
+            j.completing_nodes = j.alloc.nodes.clone();
+            // The batch host cleans up by itself and says so.
+            self.terminate_on(id, &others, 0);
+            self.save_job(id);
+            self.sched_needed = true;
+            self.refresh();
+        } else if j.exit_status == 0 && j.state != JobState::Pending {
+            // Cancelled, timed out or failed before the script's status came.
+            if let Some(j) = self.job_mut(id) {
+                j.exit_status = status;
+            }
+            self.save_job(id);
+        }
+    }
+
+    fn cancel_one(&mut self, who: Caller, id: JobId, signal: Option<i32>, now: i64) -> Result<(), SlurmError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return Err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return Err(SlurmError::AccessDenied);
+        }
+        if j.state.is_finished() {
+            return Err(SlurmError::AlreadyDone);
+        }
+        match (j.state, signal) {
+            (JobState::Pending, None) | (JobState::Pending, Some(libc::SIGKILL)) => {
+                let Some(j) = self.job_mut(id) else {
+                    return Err(SlurmError::InvalidJobId);
+                };
+                j.state = JobState::Cancelled;
+                j.cancelled = true;
+                j.reason = JobReason::None;
+                j.end_time = Some(now);
+                j.start_time.get_or_insert(now);
+                self.save_job(id);
+                self.sched_needed = true;
+                Ok(())
+            }
+            (JobState::Pending, Some(_)) => Err(SlurmError::JobPending),
+            (_, None) => {
+                if let Some(j) = self.job_mut(id) {
+                    j.cancelled = true;
+                }
+                let kw = self.conf.kill_wait;
+                self.end_running(id, JobState::Cancelled, JobReason::None, now, kw);
+                Ok(())
+            }
+            (_, Some(sig)) => {
+                let host = j.batch_host.clone().unwrap_or_default();
+                if let Some(addr) = self.node_addr(&host) {
+                    self.effects.push(Effect::Signal { addr, job_id: id, signal: sig });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn cancel(&mut self, who: Caller, f: CancelFilter, now: i64) -> Response {
+        let ids: Vec<JobId> = if f.job_ids.is_empty() {
+            let user = f.user.or((!who.privileged).then_some(who.uid));
+            self.p
+                .jobs
+                .values()
+                .filter(|j| !j.state.is_finished())
+                .filter(|j| user.is_none_or(|u| j.user_id == u))
+                .filter(|j| f.states.is_empty() || f.states.contains(&j.state))
+                .filter(|j| f.name.as_ref().is_none_or(|n| &j.name == n))
+                .filter(|j| f.partition.as_ref().is_none_or(|p| &j.partition == p))
+                .map(|j| j.job_id)
+                .collect()
+        } else {
+            f.job_ids.clone()
+        };
+        let out = ids
+            .into_iter()
+            .map(|id| {
+                // Filters given with ids narrow them, as in Slurm.
+                let skip = self.p.jobs.get(&id).is_some_and(|j| {
+                    f.user.is_some_and(|u| j.user_id != u)
+                        || (!f.states.is_empty() && !f.states.contains(&j.state))
+                        || f.name.as_ref().is_some_and(|n| &j.name != n)
+                        || f.partition.as_ref().is_some_and(|p| &j.partition != p)
+                });
+                if skip {
+                    return (id, None);
+                }
+                (id, self.cancel_one(who, id, f.signal, now).err())
+            })
+            .collect();
+        Response::Cancelled(out)
+    }
+
+    fn update_job(&mut self, who: Caller, id: JobId, u: JobUpdate, now: i64) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(SlurmError::AccessDenied);
+        }
+        let state = j.state;
+        match u {
+            JobUpdate::Hold => {
+                if state != JobState::Pending {
+                    return err(SlurmError::JobNotPending);
+                }
+                let kind = if who.privileged { HoldKind::Admin } else { HoldKind::User };
+                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.held = Some(kind);
+                j.priority = 0;
+                j.reason = match kind {
+                    HoldKind::User => JobReason::JobHeldUser,
+                    HoldKind::Admin => JobReason::JobHeldAdmin,
+                };
+            }
+            JobUpdate::Release => {
+                if state != JobState::Pending {
+                    return err(SlurmError::JobNotPending);
+                }
+                if j.held == Some(HoldKind::Admin) && !who.privileged {
+                    return err(SlurmError::AccessDenied);
+                }
+                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.held = None;
+                j.priority = slurm_plugins::priority::basic(id as u64);
+                j.reason = JobReason::None;
+            }
+            JobUpdate::Requeue => {
+                if state == JobState::Pending {
+                    return err(SlurmError::JobPending);
+                }
+                if j.completing {
+                    return err(SlurmError::TransitionStateNoUpdate);
+                }
+                let running = state == JobState::Running;
+                let nodes = j.alloc.nodes.clone();
+                let kw = self.conf.kill_wait;
+                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.state = JobState::Pending;
+                j.reason = JobReason::None;
+                j.restarts += 1;
+                j.start_time = None;
+                j.end_time = None;
+                j.exit_status = 0;
+                j.cancelled = false;
+                j.timed_out = false;
+                j.node_failed = false;
+                j.eligible_time = Some(now);
+                if running {
+                    j.completing = true;
+                    j.completing_nodes = nodes.clone();
+                    self.terminate_on(id, &nodes, kw);
+                } else {
+                    j.alloc = Allocation::default();
+                    j.batch_host = None;
+                }
+            }
+            JobUpdate::TimeLimit(t) => {
+                let cur = j.time_limit;
+                let increase = match (t, cur) {
+                    (None, Some(_)) => true,
+                    (Some(a), Some(b)) => a > b,
+                    (Some(_), None) => false,
+                    (None, None) => false,
+                };
+                if increase && !who.privileged {
+                    return err(SlurmError::AccessDenied);
+                }
+                if state.is_finished() {
+                    return err(SlurmError::AlreadyDone);
+                }
+                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.time_limit = t;
+                if let Some(s) = j.start_time.filter(|_| state == JobState::Running) {
+                    j.end_time = t.map(|m| s + m as i64 * 60);
+                }
+            }
+            JobUpdate::Nice(n) => {
+                if n < 0 && !who.privileged {
+                    return err(SlurmError::AccessDenied);
+                }
+                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.desc.nice = Some(n);
+            }
+            JobUpdate::Name(n) => {
+                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.name = n;
+            }
+        }
+        self.save_job(id);
+        self.sched_needed = true;
+        self.refresh();
+        Ok(Response::Ok)
+    }
+
+    // ------------------------------------------------------------------
+    // Nodes
+
+    /// A node's jobs die with it: NODE_FAIL, other nodes are told to clean.
+    fn fail_node_jobs(&mut self, node: &str, now: i64) {
+        let ids: Vec<JobId> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.alloc.nodes.iter().any(|n| n == node))
+            .filter(|j| j.state == JobState::Running || j.completing)
+            .map(|j| j.job_id)
+            .collect();
+        for id in ids {
+            let running = self.p.jobs.get(&id).is_some_and(|j| j.state == JobState::Running);
+            if running {
+                if let Some(j) = self.job_mut(id) {
+                    j.node_failed = true;
+                }
+                self.end_running(id, JobState::NodeFail, JobReason::NodeDown, now, 0);
+            }
+            self.node_cleaned(id, node);
+        }
+    }
+
+    fn set_admin(&mut self, name: &str, f: impl FnOnce(&mut NodeAdmin)) {
+        let a = self.p.nodes.entry(name.to_string()).or_default();
+        f(a);
+        self.save_node(name);
+        self.sched_needed = true;
+        self.refresh();
+    }
+
+    fn register(&mut self, r: NodeRegistration, now: i64) -> Result<Response, RpcError> {
+        let Some(&i) = self.node_index.get(&r.name) else {
+            return err_detail(SlurmError::InvalidNodeName, r.name);
+        };
+        let restarted = self.nodes[i].slurmd_start_time.is_some_and(|t| t != r.slurmd_start_time);
+        {
+            let n = &mut self.nodes[i];
+            n.boot_time = Some(r.boot_time);
+            n.slurmd_start_time = Some(r.slurmd_start_time);
+            n.version = Some(r.version.clone());
+            n.os = Some(r.os.clone());
+            n.arch = Some(r.arch.clone());
+            n.cpu_load = Some(r.cpu_load);
+            n.free_mem = Some(r.free_mem);
+            n.last_heard = Some(now);
+            n.flags.not_responding = false;
+        }
+        self.registered[i] = true;
+        let admin = self.p.nodes.get(&r.name).cloned().unwrap_or_default();
+        if admin.down {
+            let by_timeout = admin.reason.as_deref() == Some(NOT_RESPONDING);
+            let back = match self.conf.return_to_service {
+                2 => true,
+                1 => by_timeout,
+                _ => false,
+            };
+            if back {
+                self.set_admin(&r.name, |a| {
+                    a.down = false;
+                    if !a.drain {
+                        a.reason = None;
+                        a.reason_time = None;
+                        a.reason_uid = None;
+                    }
+                });
+            }
+        }
+        // Jobs we think run here but the daemon does not know: lost if the
+        // daemon restarted after they started (a finished job's report may
+        // still be on its way otherwise).
+        let name = r.name.clone();
+        let lost: Vec<JobId> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running && j.batch_host.as_deref() == Some(name.as_str()))
+            .filter(|j| !r.running_jobs.contains(&j.job_id))
+            .filter(|j| restarted || j.start_time.is_some_and(|s| s < r.slurmd_start_time))
+            .map(|j| j.job_id)
+            .collect();
+        for id in lost {
+            if let Some(j) = self.job_mut(id) {
+                j.node_failed = true;
+            }
+            self.end_running(id, JobState::NodeFail, JobReason::NodeDown, now, 0);
+        }
+        // Jobs the daemon runs that we consider over: make it stop them.
+        for id in &r.running_jobs {
+            let keep = self.p.jobs.get(id).is_some_and(|j| {
+                (j.state == JobState::Running || j.completing) && j.alloc.nodes.contains(&name)
+            });
+            if !keep {
+                if let Some(addr) = self.node_addr(&name) {
+                    self.effects.push(Effect::Terminate {
+                        node: name.clone(),
+                        addr,
+                        job_id: *id,
+                        kill_wait: 0,
+                    });
+                }
+            }
+        }
+        self.dirty = true;
+        self.sched_needed = true;
+        self.refresh();
+        Ok(Response::Ok)
+    }
+
+    fn heartbeat(&mut self, node: &str, now: i64) -> Result<Response, RpcError> {
+        let Some(&i) = self.node_index.get(node) else {
+            return err_detail(SlurmError::InvalidNodeName, node.to_string());
+        };
+        if !self.registered[i] || self.nodes[i].flags.not_responding {
+            // Ask the daemon to register again (we restarted or marked it down).
+            return err_detail(SlurmError::InvalidNodeState, "register");
+        }
+        self.nodes[i].last_heard = Some(now);
+        Ok(Response::Ok)
+    }
+
+    fn update_node(&mut self, who: Caller, names: Vec<String>, state: Option<NodeStateRequest>, reason: Option<String>, now: i64) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        for n in &names {
+            if !self.node_index.contains_key(n) {
+                return err_detail(SlurmError::InvalidNodeName, n.clone());
+            }
+        }
+        if matches!(state, Some(NodeStateRequest::Drain) | Some(NodeStateRequest::Down)) && reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+            return err_detail(SlurmError::InvalidNodeState, "a reason is required to DOWN or DRAIN a node");
+        }
+        for n in names {
+            let uid = who.uid;
+            let reason = reason.clone();
+            match state {
+                Some(NodeStateRequest::Drain) => self.set_admin(&n, |a| {
+                    a.drain = true;
+                    a.reason = reason;
+                    a.reason_time = Some(now);
+                    a.reason_uid = Some(uid);
+                }),
+                Some(NodeStateRequest::Down) => {
+                    self.set_admin(&n, |a| {
+                        a.down = true;
+                        a.reason = reason;
+                        a.reason_time = Some(now);
+                        a.reason_uid = Some(uid);
+                    });
+                    self.fail_node_jobs(&n, now);
+                }
+                Some(NodeStateRequest::Resume) | Some(NodeStateRequest::Idle) => self.set_admin(&n, |a| *a = NodeAdmin::default()),
+                Some(NodeStateRequest::Undrain) => self.set_admin(&n, |a| {
+                    a.drain = false;
+                    if !a.down {
+                        a.reason = None;
+                        a.reason_time = None;
+                        a.reason_uid = None;
+                    }
+                }),
+                None => {
+                    if let Some(r) = reason {
+                        self.set_admin(&n, |a| {
+                            a.reason = Some(r);
+                            a.reason_time = Some(now);
+                            a.reason_uid = Some(uid);
+                        })
+                    }
+                }
+            }
+        }
+        Ok(Response::Ok)
+    }
+
+    // ------------------------------------------------------------------
+    // Time-driven work
+
+    /// Once a second: node timeouts, time limits, purge of old jobs.
+    pub fn tick(&mut self, now: i64) {
+        let timeout = self.conf.slurmd_timeout as i64;
+        if timeout > 0 {
+            let dead: Vec<String> = self
+                .nodes
+                .iter()
+                .filter(|n| !n.flags.not_responding && n.base_state != NodeBaseState::Future)
+                .filter(|n| now - n.last_heard.unwrap_or(self.boot_time).max(self.boot_time) > timeout)
+                .map(|n| n.name.clone())
+                .collect();
+            for name in dead {
+                if let Some(&i) = self.node_index.get(&name) {
+                    self.nodes[i].flags.not_responding = true;
+                    self.registered[i] = false;
+                }
+                let already_down = self.p.nodes.get(&name).is_some_and(|a| a.down);
+                if !already_down {
+                    self.set_admin(&name, |a| {
+                        a.down = true;
+                        a.reason = Some(NOT_RESPONDING.into());
+                        a.reason_time = Some(now);
+                        a.reason_uid = Some(0);
+                    });
+                }
+                self.fail_node_jobs(&name, now);
+                self.dirty = true;
+            }
+        }
+        let expired: Vec<JobId> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running && !j.timed_out)
+            .filter(|j| j.end_time.is_some_and(|e| e <= now))
+            .map(|j| j.job_id)
+            .collect();
+        for id in expired {
+            if let Some(j) = self.job_mut(id) {
+                j.timed_out = true;
+            }
+            let kw = self.conf.kill_wait;
+            self.end_running(id, JobState::Timeout, JobReason::TimeLimit, now, kw);
+        }
+        let age = self.conf.min_job_age as i64;
+        if age > 0 {
+            let old: Vec<JobId> = self
+                .p
+                .jobs
+                .values()
+                .filter(|j| j.state.is_finished() && !j.completing)
+                .filter(|j| j.end_time.is_some_and(|e| now - e >= age))
+                .map(|j| j.job_id)
+                .collect();
+            for id in old {
+                self.p.jobs.remove(&id);
+                self.p.payloads.remove(&id);
+                self.entries.push(Entry::RemoveJob(id));
+                self.dirty = true;
+            }
+        }
+        if self.p.jobs.values().any(|j| j.state == JobState::Pending) {
+            self.sched_needed = true;
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // Requests
+
+    /// Apply one request that changes state. Reads are served from snapshots
+    /// and never come here.
+    pub fn handle(&mut self, who: Caller, body: RequestBody, now: i64) -> Response {
+        let r = match body {
+            RequestBody::SubmitBatchJob(d) => self.submit(who, d, now),
+            RequestBody::TestJob(d) => self.test_job(who, d, now),
+            RequestBody::Cancel(f) => Ok(self.cancel(who, f, now)),
+            RequestBody::UpdateJob { job_id, update } => self.update_job(who, job_id, update, now),
+            RequestBody::UpdateNode { names, state, reason } => self.update_node(who, names, state, reason, now),
+            RequestBody::RegisterNode(r) if who.privileged => self.register(r, now),
+            RequestBody::Heartbeat { node, .. } if who.privileged => self.heartbeat(&node, now),
+            RequestBody::BatchComplete { job_id, status, .. } if who.privileged => {
+                self.batch_complete(job_id, status, now);
+                Ok(Response::Ok)
+            }
+            RequestBody::JobCleaned { job_id, node } if who.privileged => {
+                self.node_cleaned(job_id, &node);
+                Ok(Response::Ok)
+            }
+            RequestBody::RegisterNode(_) | RequestBody::Heartbeat { .. } | RequestBody::BatchComplete { .. } | RequestBody::JobCleaned { .. } => {
+                err(SlurmError::AccessDenied)
+            }
+            _ => err(SlurmError::InvalidRequest),
+        };
+        if self.dirty {
+            self.last_update = now;
+        }
+        r.unwrap_or_else(Response::Error)
+    }
+
+    /// A launch could not be delivered: put the job back in the queue.
+    pub fn launch_failed(&mut self, id: JobId, node: &str, now: i64) {
+        let running = self.p.jobs.get(&id).is_some_and(|j| j.state == JobState::Running && j.batch_host.as_deref() == Some(node));
+        if !running {
+            return;
+        }
+        if let Some(j) = self.job_mut(id) {
+            j.state = JobState::Pending;
+            j.reason = JobReason::None;
+            j.restarts += 1;
+            j.start_time = None;
+            j.end_time = None;
+            j.completing = true;
+            j.completing_nodes = j.alloc.nodes.clone();
+            j.eligible_time = Some(now);
+        }
+        let nodes = self.p.jobs.get(&id).map(|j| j.alloc.nodes.clone()).unwrap_or_default();
+        self.terminate_on(id, &nodes, 0);
+        self.node_cleaned(id, node);
+        self.save_job(id);
+    }
+}

@@ -1,0 +1,105 @@
+//! The single writer: a plain thread that owns the [`Controller`] and the
+//! [`Journal`]. It takes commands in batches, applies them in order, runs a
+//! scheduling pass when something changed, makes the batch durable with one
+//! sync, and only then replies, dispatches effects and publishes a snapshot.
+
+use crate::agent::Agent;
+use crate::journal::Journal;
+use crate::state::{Controller, Snapshot};
+use slurm_proto::{JobId, RequestBody, Response};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+pub enum Command {
+    Rpc {
+        uid: u32,
+        gid: u32,
+        body: RequestBody,
+        reply: oneshot::Sender<Response>,
+    },
+    LaunchFailed {
+        job_id: JobId,
+        node: String,
+    },
+    Shutdown,
+}
+
+/// Where readers find the latest snapshot.
+pub type Published = Arc<RwLock<Arc<Snapshot>>>;
+
+/// Compact the journal into a snapshot past this size.
+const COMPACT_BYTES: u64 = 64 << 20;
+const MAX_BATCH: usize = 1024;
+
+pub fn run(mut ctl: Controller, mut journal: Journal, rx: Receiver<Command>, published: Published, agent: Agent) {
+    let tick = Duration::from_secs(1);
+    let mut next_tick = Instant::now() + tick;
+    loop {
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        let mut batch = Vec::new();
+        match rx.recv_timeout(wait) {
+            Ok(c) => batch.push(c),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
+        }
+        let now = slurm_common::auth::now();
+        let mut replies = Vec::with_capacity(batch.len());
+        let mut shutdown = false;
+        for c in batch {
+            match c {
+                Command::Rpc { uid, gid, body, reply } => {
+                    let who = ctl.caller(uid, gid);
+                    replies.push((reply, ctl.handle(who, body, now)));
+                }
+                Command::LaunchFailed { job_id, node } => ctl.launch_failed(job_id, &node, now),
+                Command::Shutdown => shutdown = true,
+            }
+        }
+        if Instant::now() >= next_tick {
+            ctl.tick(now);
+            next_tick = Instant::now() + tick;
+        }
+        if ctl.sched_needed {
+            ctl.schedule(now);
+        }
+        for e in ctl.take_entries() {
+            journal.append(&e);
+        }
+        if let Err(e) = journal.commit() {
+            // Nothing of this batch may be acknowledged: stop here.
+            tracing::error!("cannot save state: {e}; exiting");
+            std::process::exit(1);
+        }
+        for (reply, r) in replies {
+            let _ = reply.send(r);
+        }
+        for e in ctl.take_effects() {
+            agent.dispatch(e);
+        }
+        if ctl.dirty {
+            ctl.dirty = false;
+            ctl.last_update = now;
+            let snap = Arc::new(ctl.snapshot());
+            if let Ok(mut w) = published.write() {
+                *w = snap;
+            }
+        }
+        if journal.size > COMPACT_BYTES {
+            if let Err(e) = journal.compact(&ctl.p) {
+                tracing::error!("cannot compact state: {e}; exiting");
+                std::process::exit(1);
+            }
+        }
+        if shutdown {
+            return;
+        }
+    }
+}

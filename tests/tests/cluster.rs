@@ -1,0 +1,266 @@
+//! Whole-cluster tests: the real controller and node daemons on loopback,
+//! driven by the real commands.
+
+use slurm_proto::{JobReason, JobState, NodeBaseState, Request, RequestBody, Response, SlurmError};
+use slurm_tests::*;
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+
+fn write_script(t: &TestCluster, name: &str, body: &str) -> String {
+    let p = t.work.join(name);
+    std::fs::write(&p, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn three_node_job_runs_as_the_user_with_slurm_environment() {
+    let t = TestCluster::start(3, |_| {});
+    let script = write_script(
+        &t,
+        "env.sh",
+        "#!/bin/sh\n#SBATCH --nodes=3\n#SBATCH --ntasks-per-node=1\n#SBATCH -J envjob -o env-%j.out\nenv | grep ^SLURM | sort\necho uid=$(id -u)\npwd\n",
+    );
+    let id = t.sbatch_as_user(&[&script]);
+    let j = t.wait_done(id, 30);
+    assert_eq!(j.state, JobState::Completed, "{:?}", j.reason);
+    assert_eq!(j.exit_code_pair(), (0, 0));
+    assert_eq!(j.user_id, TEST_UID);
+    assert_eq!(j.alloc.nodes, vec!["n1", "n2", "n3"]);
+    let out_path = t.work.join(format!("env-{id}.out"));
+    let out = std::fs::read_to_string(&out_path).unwrap_or_else(|e| panic!("{e}\n{}", t.logs()));
+    for want in [
+        "SLURM_JOB_NUM_NODES=3\n",
+        "SLURM_JOB_NODELIST=n[1-3]\n",
+        "SLURM_NNODES=3\n",
+        "SLURM_TASKS_PER_NODE=1(x3)\n",
+        "SLURM_JOB_CPUS_PER_NODE=1(x3)\n",
+        "SLURM_JOB_NAME=envjob\n",
+        "SLURM_JOB_PARTITION=debug\n",
+        "SLURMD_NODENAME=n1\n",
+        "SLURM_CLUSTER_NAME=local\n",
+        &format!("SLURM_JOB_ID={id}\n"),
+        &format!("SLURM_JOB_UID={TEST_UID}\n"),
+        &format!("uid={TEST_UID}\n"),
+        &format!("SLURM_SUBMIT_DIR={}\n", t.work.display()),
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    assert!(out.contains(&format!("{}\n", t.work.display())), "ran in the submit dir:\n{out}");
+    assert_eq!(std::fs::metadata(&out_path).unwrap().uid(), TEST_UID, "output written as the user");
+}
+
+#[test]
+fn full_cluster_keeps_jobs_pending_and_cancel_frees_it() {
+    let t = TestCluster::start(2, |_| {});
+    let big = t.sbatch(&["-N", "2", "-n", "8", "-J", "big", "--wrap", "sleep 60"]);
+    t.wait_job(big, 20, "running", |j| j.state == JobState::Running);
+    let waiting = t.sbatch(&["-J", "waitres", "--wrap", "true"]);
+    let behind = t.sbatch(&["-J", "waitprio", "--wrap", "true"]);
+    t.wait_job(waiting, 10, "pending on Resources", |j| j.reason == JobReason::Resources);
+    t.wait_job(behind, 10, "pending on Priority", |j| j.reason == JobReason::Priority);
+
+    let sq = stdout(&t.run("squeue", &[]));
+    let lines: Vec<&str> = sq.lines().collect();
+    assert_eq!(lines[0], "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)");
+    assert!(sq.contains(&format!("{waiting:>18}     debug  waitres     root PD       0:00      1 (Resources)")), "{sq}");
+    assert!(sq.contains(&format!("{behind:>18}     debug waitprio     root PD       0:00      1 (Priority)")), "{sq}");
+    assert!(sq.contains("     root  R ") && sq.contains("      2 n[1-2]"), "{sq}");
+    let si = stdout(&t.run("sinfo", &[]));
+    assert_eq!(si, "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\ndebug*       up   infinite      2  alloc n[1-2]\n");
+
+    let out = t.run("scancel", &[&big.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = t.wait_done(big, 30);
+    assert_eq!(j.state, JobState::Cancelled);
+    assert_eq!(j.exit_code_pair().1, libc::SIGTERM, "killed by SIGTERM");
+    assert_eq!(t.wait_done(waiting, 30).state, JobState::Completed);
+    assert_eq!(t.wait_done(behind, 30).state, JobState::Completed);
+    let si = stdout(&t.run("sinfo", &[]));
+    assert!(si.ends_with("debug*       up   infinite      2   idle n[1-2]\n"), "{si}");
+    // Unknown ids are silent and succeed, as in Slurm.
+    let out = t.run("scancel", &["999999"]);
+    assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty());
+}
+
+#[test]
+fn time_limit_ends_the_job_with_timeout() {
+    let t = TestCluster::start(1, |s| s.kill_wait = 2);
+    let id = t.sbatch(&["-t", "1", "--wrap", "trap '' TERM; sleep 300"]);
+    let r = t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
+    assert_eq!(r.time_limit, Some(1));
+    let j = t.wait_done(id, 100);
+    assert_eq!(j.state, JobState::Timeout);
+    assert_eq!(j.reason, JobReason::TimeLimit);
+    let elapsed = j.end_time.unwrap() - j.start_time.unwrap();
+    assert!((60..=63).contains(&elapsed), "ended after {elapsed}s");
+    // TERM was ignored, so KILL ended it after KillWait.
+    assert_eq!(j.exit_code_pair().1, libc::SIGKILL);
+}
+
+#[test]
+fn controller_crash_loses_no_acknowledged_submission_and_readopts_running_jobs() {
+    let mut t = TestCluster::start(2, |_| {});
+    let marker = t.work.join("marker");
+    let running = t.sbatch(&["-o", "run.out", "--wrap", &format!("sleep 6; echo finished > {}", marker.display())]);
+    t.wait_job(running, 20, "running", |j| j.state == JobState::Running);
+    let mut held = Vec::new();
+    for i in 0..40 {
+        held.push(t.sbatch(&["-H", "-J", &format!("h{i}"), "--wrap", "true"]));
+    }
+    // Crash right after the last acknowledgement.
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld().expect("restart");
+    let jobs = t.jobs();
+    for id in &held {
+        let j = jobs.iter().find(|j| j.job_id == *id).unwrap_or_else(|| panic!("job {id} lost"));
+        assert_eq!(j.state, JobState::Pending);
+        assert_eq!(j.reason, JobReason::JobHeldAdmin);
+    }
+    let r = jobs.iter().find(|j| j.job_id == running).expect("running job kept");
+    assert_eq!(r.state, JobState::Running);
+    // The node daemons re-register and the job finishes normally.
+    let j = t.wait_done(running, 40);
+    assert_eq!(j.state, JobState::Completed, "{:?}", j.reason);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "finished\n");
+    // New ids continue after the recovered ones.
+    let next = t.sbatch(&["--wrap", "true"]);
+    assert!(next > *held.last().unwrap());
+    assert_eq!(t.wait_done(next, 30).state, JobState::Completed);
+}
+
+#[test]
+fn dead_node_daemon_goes_down_and_its_job_fails_then_returns() {
+    let mut t = TestCluster::start(2, |s| s.slurmd_timeout = 3);
+    let id = t.sbatch(&["-N", "2", "--wrap", "sleep 120"]);
+    t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
+    t.c.kill_slurmd(1, libc::SIGKILL);
+    let n = t.wait_node("n2", 20, "down", |n| n.base_state == NodeBaseState::Down);
+    assert!(n.flags.not_responding);
+    assert_eq!(n.state_long(), "DOWN+NOT_RESPONDING");
+    assert_eq!(n.reason.as_deref(), Some("Not responding"));
+    let j = t.wait_done(id, 30);
+    assert_eq!(j.state, JobState::NodeFail);
+    let si = stdout(&t.run("sinfo", &[]));
+    assert!(si.contains("down* n2"), "{si}");
+    // ReturnToService=2: the node comes back when its daemon registers.
+    t.c.start_slurmd(1).unwrap();
+    let n = t.wait_node("n2", 20, "idle", |n| n.base_state == NodeBaseState::Idle);
+    assert!(!n.flags.not_responding && n.reason.is_none());
+}
+
+#[test]
+fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
+    let t = TestCluster::start(1, |_| {});
+    let conf = slurm_common::conf::SlurmConf::load(&t.c.spec.conf_path()).unwrap();
+    let addr = format!("{}:{}", conf.ctld_address(), conf.slurmctld_port);
+    let now = slurm_common::auth::now();
+    let forged = slurm_common::auth::Key::from_bytes(b"not the cluster key at all").sign(0, 0, "x", now);
+    let r = slurm_common::net::call_sync(&addr, &Request { cred: forged, body: RequestBody::GetJobs }, Duration::from_secs(5)).unwrap();
+    assert!(matches!(r, Response::Error(e) if e.error == SlurmError::InvalidCredential), "{r:?}");
+    let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
+    let old = key.sign(0, 0, "x", now - 3600);
+    let r = slurm_common::net::call_sync(&addr, &Request { cred: old, body: RequestBody::GetJobs }, Duration::from_secs(5)).unwrap();
+    assert!(matches!(r, Response::Error(e) if e.error == SlurmError::ExpiredCredential), "{r:?}");
+
+    // A user's job: another user may not cancel, hold or change it.
+    let id = t.sbatch_as_user(&["-J", "mine", "--begin", "now+3600", "--wrap", "true"]);
+    let j = t.job(id).unwrap();
+    assert_eq!(j.user_id, TEST_UID);
+    let out = t.cmd_as(12345, 12345, "scancel").arg(id.to_string()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("Access/permission denied"), "{}", stderr(&out));
+    let out = t.cmd_as(12345, 12345, "scontrol").args(["hold", &id.to_string()]).output().unwrap();
+    assert!(!out.status.success());
+    assert_eq!(t.job(id).unwrap().state, JobState::Pending);
+    // Nor may a user drain a node.
+    let out = t.cmd_as(TEST_UID, TEST_GID, "scontrol").args(["update", "nodename=n1", "state=drain", "reason=x"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(!t.nodes()[0].flags.drain);
+    // The owner may; so may root.
+    let out = t.cmd_as(TEST_UID, TEST_GID, "scontrol").args(["hold", &id.to_string()]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(t.job(id).unwrap().reason, JobReason::JobHeldUser);
+    let out = t.run("scancel", &[&id.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(t.job(id).unwrap().state, JobState::Cancelled);
+}
+
+#[test]
+fn hold_release_begin_requeue_and_drain() {
+    let t = TestCluster::start(2, |_| {});
+    // Hold and release.
+    let h = t.sbatch(&["-H", "-J", "held", "--wrap", "true"]);
+    let j = t.wait_job(h, 10, "held", |j| j.reason == JobReason::JobHeldAdmin);
+    assert_eq!(j.priority, 0);
+    let sq = stdout(&t.run("squeue", &["-j", &h.to_string(), "-h", "-o", "%i %t %r"]));
+    assert_eq!(sq, format!("{h} PD JobHeldAdmin\n"));
+    assert!(t.run("scontrol", &["release", &h.to_string()]).status.success());
+    assert_eq!(t.wait_done(h, 20).state, JobState::Completed);
+
+    // A begin time in the future.
+    let b = t.sbatch(&["--begin", "now+3600", "--wrap", "true"]);
+    t.wait_job(b, 10, "waiting for its begin time", |j| j.reason == JobReason::BeginTime);
+
+    // Drain keeps new work off a node; resume brings it back.
+    let out = t.run("scontrol", &["update", "NodeName=n1", "State=DRAIN", "Reason=maint"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let n = t.wait_node("n1", 5, "drained", |n| n.flags.drain);
+    assert_eq!(n.reason.as_deref(), Some("maint"));
+    let r = t.sbatch(&["--wrap", "sleep 30"]);
+    let j = t.wait_job(r, 20, "running", |j| j.state == JobState::Running);
+    assert_eq!(j.alloc.nodes, vec!["n2"]);
+    assert!(stdout(&t.run("sinfo", &[])).contains("drain n1"));
+    assert!(t.run("scontrol", &["update", "nodename=n1", "state=resume"]).status.success());
+    t.wait_node("n1", 5, "resumed", |n| !n.flags.drain && n.base_state == NodeBaseState::Idle);
+
+    // Requeue a running job: it goes back to the queue and runs again.
+    assert!(t.run("scontrol", &["requeue", &r.to_string()]).status.success());
+    let j = t.wait_job(r, 30, "running again", |j| j.state == JobState::Running && j.restarts == 1);
+    assert_eq!(j.restarts, 1);
+    assert!(t.run("scancel", &[&r.to_string(), &b.to_string()]).status.success());
+    assert_eq!(t.wait_done(r, 30).state, JobState::Cancelled);
+}
+
+#[test]
+fn failures_exit_codes_and_purge_after_min_job_age() {
+    let t = TestCluster::start(1, |s| s.min_job_age = 3);
+    let f = t.sbatch(&["--wrap", "exit 3"]);
+    let j = t.wait_done(f, 20);
+    assert_eq!(j.state, JobState::Failed);
+    assert_eq!(j.reason, JobReason::NonZeroExitCode);
+    assert_eq!(j.exit_code_pair(), (3, 0));
+    let show = stdout(&t.run("scontrol", &["show", "job", &f.to_string()]));
+    assert!(show.contains("JobState=FAILED Reason=NonZeroExitCode"), "{show}");
+    assert!(show.contains("ExitCode=3:0"), "{show}");
+    // Gone from the controller MinJobAge seconds after it ended.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while t.job(f).is_some() {
+        assert!(std::time::Instant::now() < deadline, "job {f} not purged");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = t.run("scontrol", &["show", "job", &f.to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out), "slurm_load_jobs error: Invalid job id specified\n");
+}
+
+#[test]
+fn daemons_report_versions_and_reject_bad_configs() {
+    let bin = bin_dir();
+    for d in ["slurmctld", "slurmd", "sbatch", "squeue", "scontrol"] {
+        let out = std::process::Command::new(bin.join(d)).arg("-V").output().unwrap();
+        assert_eq!(stdout(&out), format!("slurm {}\n", slurm_proto::SLURM_VERSION), "{d}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("slurm.conf");
+    std::fs::write(&conf, "ClusterName=x\nSlurmctldHost=h(127.0.0.1)\nNodeName=n1 CPUs=abc\n").unwrap();
+    let out = std::process::Command::new(bin.join("slurmctld")).args(["-D", "-f"]).arg(&conf).output().unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("slurm.conf:3"), "{}", stderr(&out));
+    std::fs::write(&conf, "ClusterName=x\nSlurmctldHost=h(127.0.0.1)\nSchedulerType=sched/nope\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n").unwrap();
+    std::fs::write(dir.path().join("slurm.key"), "0123456789abcdef0123456789").unwrap();
+    let out = std::process::Command::new(bin.join("slurmctld")).args(["-D", "-f"]).arg(&conf).output().unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("unknown SchedulerType plugin 'sched/nope'"), "{}", stderr(&out));
+}
