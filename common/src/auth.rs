@@ -249,10 +249,19 @@ mod tests {
         k.verify(&c, 150).unwrap();
         let mut forged = c.clone();
         forged.uid = 0;
-        assert!(matches!(k.verify(&forged, 150), Err(AuthError::BadSignature)));
+        assert!(matches!(
+            k.verify(&forged, 150),
+            Err(AuthError::BadSignature)
+        ));
         let other = Key::from_bytes(b"another key of 16+ bytes");
-        assert!(matches!(other.verify(&c, 150), Err(AuthError::BadSignature)));
-        assert!(matches!(k.verify(&c, 100 + CRED_TTL + 1), Err(AuthError::Expired)));
+        assert!(matches!(
+            other.verify(&c, 150),
+            Err(AuthError::BadSignature)
+        ));
+        assert!(matches!(
+            k.verify(&c, 100 + CRED_TTL + 1),
+            Err(AuthError::Expired)
+        ));
         assert!(matches!(k.verify(&c, 0), Err(AuthError::NotYetValid)));
         let mut junk = c;
         junk.sig = "zz".into();

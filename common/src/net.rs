@@ -129,13 +129,12 @@ pub async fn call_async(
     timeout: Duration,
 ) -> Result<Response, NetError> {
     let fut = async {
-        let mut s =
-            tokio::net::TcpStream::connect(addr)
-                .await
-                .map_err(|e| NetError::Connect {
-                    addr: addr.to_string(),
-                    source: e,
-                })?;
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| NetError::Connect {
+                addr: addr.to_string(),
+                source: e,
+            })?;
         s.set_nodelay(true)?;
         write_frame(&mut s, req).await?;
         match read_frame(&mut s).await? {

@@ -90,13 +90,19 @@ pub fn group_name(gid: u32) -> Option<String> {
             return None;
         }
         // SAFETY: gr_name points into buf.
-        return Some(unsafe { CStr::from_ptr(gr.gr_name) }.to_string_lossy().into_owned());
+        return Some(
+            unsafe { CStr::from_ptr(gr.gr_name) }
+                .to_string_lossy()
+                .into_owned(),
+        );
     }
 }
 
 /// Name for a uid, or the number itself when there is no passwd entry.
 pub fn user_name_or_id(uid: u32) -> String {
-    user_by_uid(uid).map(|u| u.name).unwrap_or_else(|| uid.to_string())
+    user_by_uid(uid)
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string())
 }
 
 /// Name for a gid, or the number itself.
@@ -113,9 +119,7 @@ pub fn group_list(name: &str, gid: u32) -> Vec<u32> {
     loop {
         let mut groups = vec![0 as libc::gid_t; n as usize];
         // SAFETY: groups has room for n entries; n is updated on return.
-        let rc = unsafe {
-            libc::getgrouplist(cname.as_ptr(), gid, groups.as_mut_ptr(), &mut n)
-        };
+        let rc = unsafe { libc::getgrouplist(cname.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
         if rc >= 0 {
             groups.truncate(n.max(0) as usize);
             return groups;

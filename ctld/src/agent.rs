@@ -36,7 +36,9 @@ impl Agent {
                 let job_id = launch.job_id;
                 let body = RequestBody::LaunchBatch(launch);
                 for attempt in 0..5 {
-                    match call_async(&addr, &self.request(body.clone()), Duration::from_secs(10)).await {
+                    match call_async(&addr, &self.request(body.clone()), Duration::from_secs(10))
+                        .await
+                    {
                         Ok(Response::Ok) => return,
                         Ok(Response::Error(e)) => {
                             tracing::error!("launch of job {job_id} on {node} refused: {e}");
@@ -44,29 +46,46 @@ impl Agent {
                         }
                         Ok(_) => break,
                         Err(e) => {
-                            tracing::warn!("launch of job {job_id} on {node} failed (attempt {}): {e}", attempt + 1);
+                            tracing::warn!(
+                                "launch of job {job_id} on {node} failed (attempt {}): {e}",
+                                attempt + 1
+                            );
                             tokio::time::sleep(Duration::from_millis(500 << attempt)).await;
                         }
                     }
                 }
                 let _ = self.cmds.send(Command::LaunchFailed { job_id, node });
             }
-            Effect::Terminate { node, addr, job_id, kill_wait } => {
+            Effect::Terminate {
+                node,
+                addr,
+                job_id,
+                kill_wait,
+            } => {
                 let body = RequestBody::TerminateJob { job_id, kill_wait };
                 for attempt in 0..10u32 {
-                    match call_async(&addr, &self.request(body.clone()), Duration::from_secs(10)).await {
+                    match call_async(&addr, &self.request(body.clone()), Duration::from_secs(10))
+                        .await
+                    {
                         Ok(_) => return,
                         Err(e) => {
                             tracing::warn!("terminate of job {job_id} on {node} failed: {e}");
-                            tokio::time::sleep(Duration::from_millis(500 * (attempt as u64 + 1))).await;
+                            tokio::time::sleep(Duration::from_millis(500 * (attempt as u64 + 1)))
+                                .await;
                         }
                     }
                 }
                 // The node will be marked down by its missing heartbeats.
             }
-            Effect::Signal { addr, job_id, signal } => {
+            Effect::Signal {
+                addr,
+                job_id,
+                signal,
+            } => {
                 let body = RequestBody::SignalJob { job_id, signal };
-                if let Err(e) = call_async(&addr, &self.request(body), Duration::from_secs(10)).await {
+                if let Err(e) =
+                    call_async(&addr, &self.request(body), Duration::from_secs(10)).await
+                {
                     tracing::warn!("signal {signal} to job {job_id} failed: {e}");
                 }
             }

@@ -29,11 +29,25 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, String> {
             "-R" | "-s" => {}
             "-V" | "--version" => a.version = true,
             "-h" | "--help" => a.help = true,
-            "-f" => a.conf = Some(it.next().ok_or("option requires an argument -- 'f'")?.into()),
-            "-L" => a.log_file = Some(it.next().ok_or("option requires an argument -- 'L'")?.into()),
+            "-f" => {
+                a.conf = Some(
+                    it.next()
+                        .ok_or("option requires an argument -- 'f'")?
+                        .into(),
+                )
+            }
+            "-L" => {
+                a.log_file = Some(
+                    it.next()
+                        .ok_or("option requires an argument -- 'L'")?
+                        .into(),
+                )
+            }
             s if s.starts_with("-f") && s.len() > 2 => a.conf = Some(s[2..].into()),
             s if s.starts_with("-L") && s.len() > 2 => a.log_file = Some(s[2..].into()),
-            s if s.starts_with('-') && s.len() > 1 && s[1..].chars().all(|c| c == 'v') => a.verbose += (s.len() - 1) as u8,
+            s if s.starts_with('-') && s.len() > 1 && s[1..].chars().all(|c| c == 'v') => {
+                a.verbose += (s.len() - 1) as u8
+            }
             s => return Err(format!("invalid option -- '{}'", s.trim_start_matches('-'))),
         }
     }
@@ -52,7 +66,10 @@ mod tests {
     fn slurm_style_flags() {
         let a = p("-D -f /etc/slurm/slurm.conf -i -vv").unwrap();
         assert!(a.foreground && a.ignore_state_errors);
-        assert_eq!(a.conf.as_deref(), Some(std::path::Path::new("/etc/slurm/slurm.conf")));
+        assert_eq!(
+            a.conf.as_deref(),
+            Some(std::path::Path::new("/etc/slurm/slurm.conf"))
+        );
         assert_eq!(a.verbose, 2);
         assert!(p("-V").unwrap().version);
         assert!(p("-f").is_err());

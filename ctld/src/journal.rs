@@ -107,7 +107,11 @@ impl Journal {
     /// Recover state from `dir` (creating it) and open a fresh journal.
     /// `ignore_errors` skips corrupt entries (`slurmctld -i`); `clear`
     /// discards saved jobs (`slurmctld -c`).
-    pub fn open(dir: &Path, ignore_errors: bool, clear: bool) -> Result<(Journal, Saved), JournalError> {
+    pub fn open(
+        dir: &Path,
+        ignore_errors: bool,
+        clear: bool,
+    ) -> Result<(Journal, Saved), JournalError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let snap = dir.join("state.json");
         let jpath = dir.join("journal.log");
@@ -236,11 +240,20 @@ mod tests {
         let (mut j, s) = Journal::open(d.path(), false, false).unwrap();
         assert_eq!(s, Saved::default());
         j.append(&Entry::NextJobId(5));
-        j.append(&Entry::Node("n1".into(), NodeAdmin { drain: true, ..Default::default() }));
+        j.append(&Entry::Node(
+            "n1".into(),
+            NodeAdmin {
+                drain: true,
+                ..Default::default()
+            },
+        ));
         j.commit().unwrap();
         drop(j);
         // A crash mid-append leaves half a line.
-        let mut f = OpenOptions::new().append(true).open(d.path().join("journal.log")).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(d.path().join("journal.log"))
+            .unwrap();
         f.write_all(b"{\"NextJobId\":").unwrap();
         let (_, s) = Journal::open(d.path(), false, false).unwrap();
         assert_eq!(s.next_job_id, 5);

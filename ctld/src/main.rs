@@ -1,11 +1,11 @@
 use anyhow::Context;
+use slurm_common::auth::{self, Key};
+use slurm_common::conf::{default_conf_path, SlurmConf};
 use slurmctld::agent::Agent;
 use slurmctld::journal::Journal;
 use slurmctld::server::Server;
 use slurmctld::state::Controller;
 use slurmctld::writer::{self, Command};
-use slurm_common::auth::{self, Key};
-use slurm_common::conf::{default_conf_path, SlurmConf};
 use std::sync::{Arc, RwLock};
 
 fn main() {
@@ -37,14 +37,26 @@ fn init_logging(args: &slurmctld::args::Args, conf: &SlurmConf) -> anyhow::Resul
         1 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLURMCTLD_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLURMCTLD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let file = args.log_file.clone().or(conf.slurmctld_logfile.clone());
     match file.filter(|_| !args.foreground || args.log_file.is_some()) {
         Some(path) => {
-            let f = std::fs::OpenOptions::new().create(true).append(true).open(&path).with_context(|| format!("log file {}", path.display()))?;
-            tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::sync::Mutex::new(f)).init();
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .with_context(|| format!("log file {}", path.display()))?;
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(f))
+                .init();
         }
-        None => tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init(),
+        None => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
     }
     Ok(())
 }
@@ -60,31 +72,62 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     if let Some(w) = &sched.warning {
         tracing::warn!("{w}");
     }
-    for w in [slurm_plugins::registry::select(&conf.select_type)?, slurm_plugins::registry::priority(&conf.priority_type)?].into_iter().flatten() {
+    for w in [
+        slurm_plugins::registry::select(&conf.select_type)?,
+        slurm_plugins::registry::priority(&conf.priority_type)?,
+    ]
+    .into_iter()
+    .flatten()
+    {
         tracing::warn!("{w}");
     }
     if conf.auth_type != "auth/slurm" {
-        tracing::warn!("AuthType={} is not supported: using auth/slurm with {}", conf.auth_type, auth::key_path(&conf.path).display());
+        tracing::warn!(
+            "AuthType={} is not supported: using auth/slurm with {}",
+            conf.auth_type,
+            auth::key_path(&conf.path).display()
+        );
     }
     let key = Key::load(&auth::key_path(&conf.path))?;
-    let (journal, saved) = Journal::open(&conf.state_save_location, args.ignore_state_errors, args.clear_state)?;
+    let (journal, saved) = Journal::open(
+        &conf.state_save_location,
+        args.ignore_state_errors,
+        args.clear_state,
+    )?;
     let now = auth::now();
     let conf = Arc::new(conf);
     let ctl = Controller::new(conf.clone(), saved, sched.plugin, now);
-    tracing::info!("slurmctld version {} started on cluster {} ({} jobs recovered)", slurm_proto::SLURM_VERSION, conf.cluster_name, ctl.p.jobs.len());
+    tracing::info!(
+        "slurmctld version {} started on cluster {} ({} jobs recovered)",
+        slurm_proto::SLURM_VERSION,
+        conf.cluster_name,
+        ctl.p.jobs.len()
+    );
     if let Some(pidfile) = &conf.slurmctld_pidfile {
         let _ = std::fs::write(pidfile, format!("{}\n", std::process::id()));
     }
     let published = Arc::new(RwLock::new(Arc::new(ctl.snapshot())));
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let (tx, rx) = std::sync::mpsc::channel();
     let host = slurm_common::users::hostname();
-    let agent = Agent { key: key.clone(), host: host.clone(), cmds: tx.clone(), rt: rt.handle().clone() };
+    let agent = Agent {
+        key: key.clone(),
+        host: host.clone(),
+        cmds: tx.clone(),
+        rt: rt.handle().clone(),
+    };
     let pubw = published.clone();
-    let writer = std::thread::Builder::new().name("writer".into()).spawn(move || writer::run(ctl, journal, rx, pubw, agent))?;
+    let writer = std::thread::Builder::new()
+        .name("writer".into())
+        .spawn(move || writer::run(ctl, journal, rx, pubw, agent))?;
     let addr = format!("{}:{}", conf.ctld_address(), conf.slurmctld_port);
     rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
         tracing::info!("listening on {addr}");
         match auth::bind_sack(&auth::sack_socket_path(&conf)) {
             Ok(Some(l)) => {
@@ -93,7 +136,12 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             Ok(None) => tracing::info!("credential socket already served by another daemon"),
             Err(e) => tracing::warn!("cannot serve the credential socket: {e}"),
         }
-        let server = Server { key, published, cmds: tx.clone(), host };
+        let server = Server {
+            key,
+            published,
+            cmds: tx.clone(),
+            host,
+        };
         tokio::spawn(server.serve(listener));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {

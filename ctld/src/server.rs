@@ -4,7 +4,7 @@
 
 use crate::writer::{Command, Published};
 use slurm_common::auth::{now, AuthError, Key};
-use slurm_common::net::{read_frame, write_frame, encode};
+use slurm_common::net::{encode, read_frame, write_frame};
 use slurm_proto::{JobRecord, Request, RequestBody, Response, RpcError, SlurmError};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -24,7 +24,10 @@ pub struct Server {
 /// Borrowed twin of `Response::Jobs` so a snapshot is encoded without copying.
 #[derive(serde::Serialize)]
 enum JobsRef<'a> {
-    Jobs { jobs: &'a [Arc<JobRecord>], last_update: i64 },
+    Jobs {
+        jobs: &'a [Arc<JobRecord>],
+        last_update: i64,
+    },
 }
 
 impl Server {
@@ -45,7 +48,9 @@ impl Server {
             };
             let me = self.clone();
             tokio::spawn(async move {
-                if let Err(e) = tokio::time::timeout(Duration::from_secs(60), me.connection(sock)).await {
+                if let Err(e) =
+                    tokio::time::timeout(Duration::from_secs(60), me.connection(sock)).await
+                {
                     tracing::debug!("connection timed out: {e}");
                 }
                 drop(permit);
@@ -59,7 +64,14 @@ impl Server {
             Ok(None) => return,
             Err(e) => {
                 tracing::debug!("bad request: {e}");
-                let _ = write_frame(&mut sock, &Response::Error(RpcError { error: SlurmError::ProtocolError, detail: Some(e.to_string()) })).await;
+                let _ = write_frame(
+                    &mut sock,
+                    &Response::Error(RpcError {
+                        error: SlurmError::ProtocolError,
+                        detail: Some(e.to_string()),
+                    }),
+                )
+                .await;
                 return;
             }
         };
@@ -92,35 +104,53 @@ impl Server {
 
     async fn answer(&self, req: Request) -> Result<Vec<u8>, slurm_common::net::NetError> {
         let r = match req.body {
-            RequestBody::Ping => Response::Pong { controller: self.host.clone() },
+            RequestBody::Ping => Response::Pong {
+                controller: self.host.clone(),
+            },
             RequestBody::GetJobs => {
                 let s = self.snapshot();
                 if let Some(b) = s.jobs_frame.get() {
                     return Ok(b.clone());
                 }
-                let b = encode(&JobsRef::Jobs { jobs: &s.jobs, last_update: s.last_update })?;
+                let b = encode(&JobsRef::Jobs {
+                    jobs: &s.jobs,
+                    last_update: s.last_update,
+                })?;
                 let _ = s.jobs_frame.set(b.clone());
                 return Ok(b);
             }
             RequestBody::GetNodes => {
                 let s = self.snapshot();
-                Response::Nodes { nodes: s.nodes.clone(), last_update: s.last_update }
+                Response::Nodes {
+                    nodes: s.nodes.clone(),
+                    last_update: s.last_update,
+                }
             }
             RequestBody::GetPartitions => {
                 let s = self.snapshot();
-                Response::Partitions { partitions: s.partitions.clone(), last_update: s.last_update }
+                Response::Partitions {
+                    partitions: s.partitions.clone(),
+                    last_update: s.last_update,
+                }
             }
             RequestBody::GetConfig => Response::Config(self.snapshot().config.clone()),
-            RequestBody::LaunchBatch(_) | RequestBody::SignalJob { .. } | RequestBody::TerminateJob { .. } | RequestBody::NodePing => {
-                Response::Error(SlurmError::InvalidRequest.into())
-            }
+            RequestBody::LaunchBatch(_)
+            | RequestBody::SignalJob { .. }
+            | RequestBody::TerminateJob { .. }
+            | RequestBody::NodePing => Response::Error(SlurmError::InvalidRequest.into()),
             body => {
                 let (tx, rx) = oneshot::channel();
-                let cmd = Command::Rpc { uid: req.cred.uid, gid: req.cred.gid, body, reply: tx };
+                let cmd = Command::Rpc {
+                    uid: req.cred.uid,
+                    gid: req.cred.gid,
+                    body,
+                    reply: tx,
+                };
                 if self.cmds.send(cmd).is_err() {
                     Response::Error(SlurmError::InternalError.into())
                 } else {
-                    rx.await.unwrap_or(Response::Error(SlurmError::InternalError.into()))
+                    rx.await
+                        .unwrap_or(Response::Error(SlurmError::InternalError.into()))
                 }
             }
         };

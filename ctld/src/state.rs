@@ -8,7 +8,9 @@ use slurm_common::conf::{PartitionStateConf, SlurmConf};
 use slurm_common::users;
 use slurm_plugins::sched::{estimate_start, Running};
 use slurm_plugins::view::Hold;
-use slurm_plugins::{ClusterView, Decision, JobView, NodeAlloc, NodeView, PartitionView, PendingReason, Scheduler};
+use slurm_plugins::{
+    ClusterView, Decision, JobView, NodeAlloc, NodeView, PartitionView, PendingReason, Scheduler,
+};
 use slurm_proto::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -110,7 +112,12 @@ fn partition_state(s: &PartitionStateConf) -> PartitionState {
 }
 
 impl Controller {
-    pub fn new(conf: Arc<SlurmConf>, saved: Saved, scheduler: Box<dyn Scheduler>, now: i64) -> Controller {
+    pub fn new(
+        conf: Arc<SlurmConf>,
+        saved: Saved,
+        scheduler: Box<dyn Scheduler>,
+        now: i64,
+    ) -> Controller {
         let slurm_uid = users::parse_user(&conf.slurm_user).unwrap_or(0);
         let mut nodes = Vec::with_capacity(conf.nodes.len());
         let mut node_index = HashMap::new();
@@ -411,7 +418,11 @@ impl Controller {
                 .iter()
                 .map(|p| PartitionView {
                     name: p.name.clone(),
-                    nodes: p.nodes.iter().filter_map(|n| self.node_index.get(n).copied()).collect(),
+                    nodes: p
+                        .nodes
+                        .iter()
+                        .filter_map(|n| self.node_index.get(n).copied())
+                        .collect(),
                     up: p.state == PartitionState::Up,
                     max_time: p.max_time,
                     max_nodes: p.max_nodes,
@@ -425,7 +436,12 @@ impl Controller {
 
     fn job_view(&self, j: &JobRecord) -> Option<JobView> {
         let partition = self.partitions.iter().position(|p| p.name == j.partition)?;
-        let idx = |names: &Vec<String>| names.iter().filter_map(|n| self.node_index.get(n).copied()).collect();
+        let idx = |names: &Vec<String>| {
+            names
+                .iter()
+                .filter_map(|n| self.node_index.get(n).copied())
+                .collect()
+        };
         Some(JobView {
             id: j.job_id,
             priority: j.priority,
@@ -454,7 +470,13 @@ impl Controller {
     // Submission
 
     /// Validate a submission and build the job record (not yet stored).
-    pub fn build_job(&self, who: Caller, desc: JobDesc, job_id: JobId, now: i64) -> Result<(JobRecord, Payload), RpcError> {
+    pub fn build_job(
+        &self,
+        who: Caller,
+        desc: JobDesc,
+        job_id: JobId,
+        now: i64,
+    ) -> Result<(JobRecord, Payload), RpcError> {
         let part = match &desc.partition {
             Some(name) => self
                 .partitions
@@ -469,7 +491,10 @@ impl Controller {
                 .ok_or(RpcError::from(SlurmError::DefaultPartitionNotSet))?,
         };
         if !desc.script.starts_with("#!") {
-            return err_detail(SlurmError::InvalidRequest, "batch script must start with #!");
+            return err_detail(
+                SlurmError::InvalidRequest,
+                "batch script must start with #!",
+            );
         }
         for n in desc.req_nodes.iter().chain(&desc.exc_nodes) {
             if !self.node_index.contains_key(n) {
@@ -479,8 +504,14 @@ impl Controller {
         if desc.min_nodes == Some(0) || desc.max_nodes == Some(0) {
             return err(SlurmError::TooManyRequestedNodes);
         }
-        if desc.ntasks == Some(0) || desc.cpus_per_task == Some(0) || desc.ntasks_per_node == Some(0) {
-            return err_detail(SlurmError::InvalidRequest, "task and cpu counts must be positive");
+        if desc.ntasks == Some(0)
+            || desc.cpus_per_task == Some(0)
+            || desc.ntasks_per_node == Some(0)
+        {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                "task and cpu counts must be positive",
+            );
         }
         if let (Some(a), Some(b)) = (desc.min_nodes, desc.max_nodes) {
             if b < a {
@@ -514,7 +545,11 @@ impl Controller {
             Some(t) => t,
             None => part.default_time.or(part.max_time),
         };
-        let held = desc.hold.then_some(if who.privileged { HoldKind::Admin } else { HoldKind::User });
+        let held = desc.hold.then_some(if who.privileged {
+            HoldKind::Admin
+        } else {
+            HoldKind::User
+        });
         let user = users::user_by_uid(who.uid);
         let name = desc.name.clone().unwrap_or_else(|| {
             desc.command
@@ -542,7 +577,11 @@ impl Controller {
             account: stored.account.clone().unwrap_or_default(),
             qos: stored.qos.clone().unwrap_or_else(|| "normal".into()),
             partition: part.name.clone(),
-            priority: if held.is_some() { 0 } else { slurm_plugins::priority::basic(job_id as u64) },
+            priority: if held.is_some() {
+                0
+            } else {
+                slurm_plugins::priority::basic(job_id as u64)
+            },
             state: JobState::Pending,
             completing: false,
             reason: match held {
@@ -573,7 +612,9 @@ impl Controller {
         };
         // Could it ever run on this partition?
         let view = self.cluster_view();
-        let jv = self.job_view(&job).ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
+        let jv = self
+            .job_view(&job)
+            .ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
         if slurm_plugins::select::place(&view, &jv, true).is_err() {
             return err(SlurmError::RequestedNodeConfigUnavailable);
         }
@@ -599,7 +640,9 @@ impl Controller {
         let id = self.p.next_job_id;
         let (job, _) = self.build_job(who, desc, id, now)?;
         let view = self.cluster_view();
-        let jv = self.job_view(&job).ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
+        let jv = self
+            .job_view(&job)
+            .ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
         let running: Vec<Running> = self
             .p
             .jobs
@@ -611,12 +654,20 @@ impl Controller {
             })
             .collect();
         // Far future when it cannot be predicted, as Slurm reports it.
-        let (start, alloc) = estimate_start(&view, &running, &jv, now).unwrap_or((now + 365 * 86400 * 1000, Vec::new()));
+        let (start, alloc) = estimate_start(&view, &running, &jv, now)
+            .unwrap_or((now + 365 * 86400 * 1000, Vec::new()));
         Ok(Response::TestResult {
             job_id: id,
             start_time: start,
-            cpus: if alloc.is_empty() { job.req_cpus } else { alloc.iter().map(|a| a.cpus).sum() },
-            nodes: alloc.iter().map(|a| self.nodes[a.node].name.clone()).collect(),
+            cpus: if alloc.is_empty() {
+                job.req_cpus
+            } else {
+                alloc.iter().map(|a| a.cpus).sum()
+            },
+            nodes: alloc
+                .iter()
+                .map(|a| self.nodes[a.node].name.clone())
+                .collect(),
             partition: job.partition,
         })
     }
@@ -689,7 +740,10 @@ impl Controller {
     }
 
     fn start_job(&mut self, id: JobId, alloc: &[NodeAlloc], now: i64) {
-        let names: Vec<String> = alloc.iter().map(|a| self.nodes[a.node].name.clone()).collect();
+        let names: Vec<String> = alloc
+            .iter()
+            .map(|a| self.nodes[a.node].name.clone())
+            .collect();
         let Some(payload) = self.p.payloads.get(&id).cloned() else {
             return;
         };
@@ -759,7 +813,14 @@ impl Controller {
     // Ending jobs
 
     /// Move a running job to a final state and start cleaning its nodes.
-    fn end_running(&mut self, id: JobId, state: JobState, reason: JobReason, now: i64, kill_wait: u32) {
+    fn end_running(
+        &mut self,
+        id: JobId,
+        state: JobState,
+        reason: JobReason,
+        now: i64,
+        kill_wait: u32,
+    ) {
         let Some(j) = self.job_mut(id) else { return };
         j.state = state;
         j.reason = reason;
@@ -816,7 +877,9 @@ impl Controller {
     }
 
     fn batch_complete(&mut self, id: JobId, status: i32, now: i64) {
-        let Some(j) = self.p.jobs.get(&id) else { return };
+        let Some(j) = self.p.jobs.get(&id) else {
+            return;
+        };
         if j.state == JobState::Running {
             let (code, sig) = wait_status_pair(status);
             let (state, reason) = if sig != 0 {
@@ -827,7 +890,13 @@ impl Controller {
                 (JobState::Completed, JobReason::None)
             };
             let batch = j.batch_host.clone();
-            let others: Vec<String> = j.alloc.nodes.iter().filter(|n| Some(*n) != batch.as_ref()).cloned().collect();
+            let others: Vec<String> = j
+                .alloc
+                .nodes
+                .iter()
+                .filter(|n| Some(*n) != batch.as_ref())
+                .cloned()
+                .collect();
             let Some(j) = self.job_mut(id) else { return };
             j.exit_status = status;
             j.state = state;
@@ -849,7 +918,13 @@ impl Controller {
         }
     }
 
-    fn cancel_one(&mut self, who: Caller, id: JobId, signal: Option<i32>, now: i64) -> Result<(), SlurmError> {
+    fn cancel_one(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        signal: Option<i32>,
+        now: i64,
+    ) -> Result<(), SlurmError> {
         let Some(j) = self.p.jobs.get(&id) else {
             return Err(SlurmError::InvalidJobId);
         };
@@ -885,7 +960,11 @@ impl Controller {
             (_, Some(sig)) => {
                 let host = j.batch_host.clone().unwrap_or_default();
                 if let Some(addr) = self.node_addr(&host) {
-                    self.effects.push(Effect::Signal { addr, job_id: id, signal: sig });
+                    self.effects.push(Effect::Signal {
+                        addr,
+                        job_id: id,
+                        signal: sig,
+                    });
                 }
                 Ok(())
             }
@@ -927,7 +1006,13 @@ impl Controller {
         Response::Cancelled(out)
     }
 
-    fn update_job(&mut self, who: Caller, id: JobId, u: JobUpdate, now: i64) -> Result<Response, RpcError> {
+    fn update_job(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        u: JobUpdate,
+        now: i64,
+    ) -> Result<Response, RpcError> {
         let Some(j) = self.p.jobs.get(&id) else {
             return err(SlurmError::InvalidJobId);
         };
@@ -940,8 +1025,14 @@ impl Controller {
                 if state != JobState::Pending {
                     return err(SlurmError::JobNotPending);
                 }
-                let kind = if who.privileged { HoldKind::Admin } else { HoldKind::User };
-                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                let kind = if who.privileged {
+                    HoldKind::Admin
+                } else {
+                    HoldKind::User
+                };
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.held = Some(kind);
                 j.priority = 0;
                 j.reason = match kind {
@@ -956,7 +1047,9 @@ impl Controller {
                 if j.held == Some(HoldKind::Admin) && !who.privileged {
                     return err(SlurmError::AccessDenied);
                 }
-                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.held = None;
                 j.priority = slurm_plugins::priority::basic(id as u64);
                 j.reason = JobReason::None;
@@ -971,7 +1064,9 @@ impl Controller {
                 let running = state == JobState::Running;
                 let nodes = j.alloc.nodes.clone();
                 let kw = self.conf.kill_wait;
-                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.state = JobState::Pending;
                 j.reason = JobReason::None;
                 j.restarts += 1;
@@ -1005,7 +1100,9 @@ impl Controller {
                 if state.is_finished() {
                     return err(SlurmError::AlreadyDone);
                 }
-                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.time_limit = t;
                 if let Some(s) = j.start_time.filter(|_| state == JobState::Running) {
                     j.end_time = t.map(|m| s + m as i64 * 60);
@@ -1015,11 +1112,15 @@ impl Controller {
                 if n < 0 && !who.privileged {
                     return err(SlurmError::AccessDenied);
                 }
-                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.desc.nice = Some(n);
             }
             JobUpdate::Name(n) => {
-                let j = self.job_mut(id).ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.name = n;
             }
         }
@@ -1043,7 +1144,11 @@ impl Controller {
             .map(|j| j.job_id)
             .collect();
         for id in ids {
-            let running = self.p.jobs.get(&id).is_some_and(|j| j.state == JobState::Running);
+            let running = self
+                .p
+                .jobs
+                .get(&id)
+                .is_some_and(|j| j.state == JobState::Running);
             if running {
                 if let Some(j) = self.job_mut(id) {
                     j.node_failed = true;
@@ -1066,7 +1171,9 @@ impl Controller {
         let Some(&i) = self.node_index.get(&r.name) else {
             return err_detail(SlurmError::InvalidNodeName, r.name);
         };
-        let restarted = self.nodes[i].slurmd_start_time.is_some_and(|t| t != r.slurmd_start_time);
+        let restarted = self.nodes[i]
+            .slurmd_start_time
+            .is_some_and(|t| t != r.slurmd_start_time);
         {
             let n = &mut self.nodes[i];
             n.boot_time = Some(r.boot_time);
@@ -1107,7 +1214,9 @@ impl Controller {
             .p
             .jobs
             .values()
-            .filter(|j| j.state == JobState::Running && j.batch_host.as_deref() == Some(name.as_str()))
+            .filter(|j| {
+                j.state == JobState::Running && j.batch_host.as_deref() == Some(name.as_str())
+            })
             .filter(|j| !r.running_jobs.contains(&j.job_id))
             .filter(|j| restarted || j.start_time.is_some_and(|s| s < r.slurmd_start_time))
             .map(|j| j.job_id)
@@ -1152,7 +1261,14 @@ impl Controller {
         Ok(Response::Ok)
     }
 
-    fn update_node(&mut self, who: Caller, names: Vec<String>, state: Option<NodeStateRequest>, reason: Option<String>, now: i64) -> Result<Response, RpcError> {
+    fn update_node(
+        &mut self,
+        who: Caller,
+        names: Vec<String>,
+        state: Option<NodeStateRequest>,
+        reason: Option<String>,
+        now: i64,
+    ) -> Result<Response, RpcError> {
         if !who.privileged {
             return err(SlurmError::AccessDenied);
         }
@@ -1161,8 +1277,15 @@ impl Controller {
                 return err_detail(SlurmError::InvalidNodeName, n.clone());
             }
         }
-        if matches!(state, Some(NodeStateRequest::Drain) | Some(NodeStateRequest::Down)) && reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
-            return err_detail(SlurmError::InvalidNodeState, "a reason is required to DOWN or DRAIN a node");
+        if matches!(
+            state,
+            Some(NodeStateRequest::Drain) | Some(NodeStateRequest::Down)
+        ) && reason.as_deref().is_none_or(|r| r.trim().is_empty())
+        {
+            return err_detail(
+                SlurmError::InvalidNodeState,
+                "a reason is required to DOWN or DRAIN a node",
+            );
         }
         for n in names {
             let uid = who.uid;
@@ -1183,7 +1306,9 @@ impl Controller {
                     });
                     self.fail_node_jobs(&n, now);
                 }
-                Some(NodeStateRequest::Resume) | Some(NodeStateRequest::Idle) => self.set_admin(&n, |a| *a = NodeAdmin::default()),
+                Some(NodeStateRequest::Resume) | Some(NodeStateRequest::Idle) => {
+                    self.set_admin(&n, |a| *a = NodeAdmin::default())
+                }
                 Some(NodeStateRequest::Undrain) => self.set_admin(&n, |a| {
                     a.drain = false;
                     if !a.down {
@@ -1217,7 +1342,9 @@ impl Controller {
                 .nodes
                 .iter()
                 .filter(|n| !n.flags.not_responding && n.base_state != NodeBaseState::Future)
-                .filter(|n| now - n.last_heard.unwrap_or(self.boot_time).max(self.boot_time) > timeout)
+                .filter(|n| {
+                    now - n.last_heard.unwrap_or(self.boot_time).max(self.boot_time) > timeout
+                })
                 .map(|n| n.name.clone())
                 .collect();
             for name in dead {
@@ -1286,7 +1413,11 @@ impl Controller {
             RequestBody::TestJob(d) => self.test_job(who, d, now),
             RequestBody::Cancel(f) => Ok(self.cancel(who, f, now)),
             RequestBody::UpdateJob { job_id, update } => self.update_job(who, job_id, update, now),
-            RequestBody::UpdateNode { names, state, reason } => self.update_node(who, names, state, reason, now),
+            RequestBody::UpdateNode {
+                names,
+                state,
+                reason,
+            } => self.update_node(who, names, state, reason, now),
             RequestBody::RegisterNode(r) if who.privileged => self.register(r, now),
             RequestBody::Heartbeat { node, .. } if who.privileged => self.heartbeat(&node, now),
             RequestBody::BatchComplete { job_id, status, .. } if who.privileged => {
@@ -1297,9 +1428,10 @@ impl Controller {
                 self.node_cleaned(job_id, &node);
                 Ok(Response::Ok)
             }
-            RequestBody::RegisterNode(_) | RequestBody::Heartbeat { .. } | RequestBody::BatchComplete { .. } | RequestBody::JobCleaned { .. } => {
-                err(SlurmError::AccessDenied)
-            }
+            RequestBody::RegisterNode(_)
+            | RequestBody::Heartbeat { .. }
+            | RequestBody::BatchComplete { .. }
+            | RequestBody::JobCleaned { .. } => err(SlurmError::AccessDenied),
             _ => err(SlurmError::InvalidRequest),
         };
         if self.dirty {
@@ -1310,7 +1442,10 @@ impl Controller {
 
     /// A launch could not be delivered: put the job back in the queue.
     pub fn launch_failed(&mut self, id: JobId, node: &str, now: i64) {
-        let running = self.p.jobs.get(&id).is_some_and(|j| j.state == JobState::Running && j.batch_host.as_deref() == Some(node));
+        let running =
+            self.p.jobs.get(&id).is_some_and(|j| {
+                j.state == JobState::Running && j.batch_host.as_deref() == Some(node)
+            });
         if !running {
             return;
         }
@@ -1324,7 +1459,12 @@ impl Controller {
             j.completing_nodes = j.alloc.nodes.clone();
             j.eligible_time = Some(now);
         }
-        let nodes = self.p.jobs.get(&id).map(|j| j.alloc.nodes.clone()).unwrap_or_default();
+        let nodes = self
+            .p
+            .jobs
+            .get(&id)
+            .map(|j| j.alloc.nodes.clone())
+            .unwrap_or_default();
         self.terminate_on(id, &nodes, 0);
         self.node_cleaned(id, node);
         self.save_job(id);

@@ -33,7 +33,13 @@ pub type Published = Arc<RwLock<Arc<Snapshot>>>;
 const COMPACT_BYTES: u64 = 64 << 20;
 const MAX_BATCH: usize = 1024;
 
-pub fn run(mut ctl: Controller, mut journal: Journal, rx: Receiver<Command>, published: Published, agent: Agent) {
+pub fn run(
+    mut ctl: Controller,
+    mut journal: Journal,
+    rx: Receiver<Command>,
+    published: Published,
+    agent: Agent,
+) {
     let tick = Duration::from_secs(1);
     let mut next_tick = Instant::now() + tick;
     loop {
@@ -55,7 +61,12 @@ pub fn run(mut ctl: Controller, mut journal: Journal, rx: Receiver<Command>, pub
         let mut shutdown = false;
         for c in batch {
             match c {
-                Command::Rpc { uid, gid, body, reply } => {
+                Command::Rpc {
+                    uid,
+                    gid,
+                    body,
+                    reply,
+                } => {
                     let who = ctl.caller(uid, gid);
                     replies.push((reply, ctl.handle(who, body, now)));
                 }

@@ -69,9 +69,15 @@ mod tests {
 
     #[test]
     fn names_resolve_or_fail() {
-        assert_eq!(scheduler("sched/builtin").unwrap().plugin.name(), "sched/builtin");
+        assert_eq!(
+            scheduler("sched/builtin").unwrap().plugin.name(),
+            "sched/builtin"
+        );
         assert!(scheduler("sched/backfill").unwrap().warning.is_some());
-        assert!(matches!(scheduler("sched/wiki"), Err(PluginError::Unknown { .. })));
+        assert!(matches!(
+            scheduler("sched/wiki"),
+            Err(PluginError::Unknown { .. })
+        ));
         assert_eq!(select("select/cons_tres"), Ok(None));
         assert!(select("select/bogus").is_err());
         assert!(priority("priority/fancy").is_err());

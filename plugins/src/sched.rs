@@ -44,8 +44,14 @@ pub fn queue_order(view: &ClusterView, queue: &[JobView]) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..queue.len()).collect();
     idx.sort_by(|&a, &b| {
         let (ja, jb) = (&queue[a], &queue[b]);
-        let ta = view.partitions.get(ja.partition).map_or(0, |p| p.priority_tier);
-        let tb = view.partitions.get(jb.partition).map_or(0, |p| p.priority_tier);
+        let ta = view
+            .partitions
+            .get(ja.partition)
+            .map_or(0, |p| p.priority_tier);
+        let tb = view
+            .partitions
+            .get(jb.partition)
+            .map_or(0, |p| p.priority_tier);
         tb.cmp(&ta)
             .then(jb.priority.cmp(&ja.priority))
             .then(ja.submit_time.cmp(&jb.submit_time))
@@ -98,7 +104,10 @@ impl Scheduler for Builtin {
         for i in queue_order(view, queue) {
             let job = &queue[i];
             if let Some(reason) = static_reason(view, job, now) {
-                out.push(Decision::Pending { job: job.id, reason });
+                out.push(Decision::Pending {
+                    job: job.id,
+                    reason,
+                });
                 continue;
             }
             if blocked[job.partition] {
@@ -195,8 +204,14 @@ mod tests {
             full(3, 100),
             full(4, 90),
             full(5, 80),
-            JobView { begin_time: Some(1000), ..full(6, 200) },
-            JobView { hold: Some(Hold::User), ..full(7, 200) },
+            JobView {
+                begin_time: Some(1000),
+                ..full(6, 200)
+            },
+            JobView {
+                hold: Some(Hold::User),
+                ..full(7, 200)
+            },
         ];
         let d = Builtin.schedule(&v, &q, 10);
         assert_eq!(
@@ -217,9 +232,18 @@ mod tests {
     fn ties_break_on_submit_time_then_id() {
         let v = cluster(1, 1, 100);
         let q = vec![
-            JobView { submit_time: 5, ..job(3) },
-            JobView { submit_time: 5, ..job(2) },
-            JobView { submit_time: 9, ..job(1) },
+            JobView {
+                submit_time: 5,
+                ..job(3)
+            },
+            JobView {
+                submit_time: 5,
+                ..job(2)
+            },
+            JobView {
+                submit_time: 9,
+                ..job(1)
+            },
         ];
         let d = Builtin.schedule(&v, &q, 10);
         assert_eq!(reasons(&d)[0], (2, None));
@@ -229,9 +253,23 @@ mod tests {
     fn down_partition_and_limits() {
         let mut v = cluster(2, 4, 4000);
         v.partitions[0].max_time = Some(60);
-        let d = Builtin.schedule(&v, &[JobView { time_limit: Some(61), ..job(1) }, job(2)], 0);
+        let d = Builtin.schedule(
+            &v,
+            &[
+                JobView {
+                    time_limit: Some(61),
+                    ..job(1)
+                },
+                job(2),
+            ],
+            0,
+        );
         assert_eq!(reasons(&d)[0], (1, Some(PendingReason::PartitionTimeLimit)));
-        assert_eq!(reasons(&d)[1], (2, Some(PendingReason::PartitionTimeLimit)), "unlimited > 60");
+        assert_eq!(
+            reasons(&d)[1],
+            (2, Some(PendingReason::PartitionTimeLimit)),
+            "unlimited > 60"
+        );
         v.partitions[0].max_time = None;
         v.partitions[0].up = false;
         let d = Builtin.schedule(&v, &[job(3)], 0);
@@ -243,14 +281,26 @@ mod tests {
         let mut v = cluster(1, 4, 4000);
         let run = Running {
             end: Some(500),
-            alloc: vec![NodeAlloc { node: 0, cpus: 4, mem: 0, tasks: 4, exclusive: false }],
+            alloc: vec![NodeAlloc {
+                node: 0,
+                cpus: 4,
+                mem: 0,
+                tasks: 4,
+                exclusive: false,
+            }],
         };
         v.consume(&run.alloc);
         let (t, a) = estimate_start(&v, &[run.clone()], &job(1), 100).unwrap();
         assert_eq!((t, a[0].node), (500, 0));
         let forever = Running { end: None, ..run };
         assert!(estimate_start(&v, &[forever], &job(1), 100).is_none());
-        v.release(&[NodeAlloc { node: 0, cpus: 4, mem: 0, tasks: 4, exclusive: false }]);
+        v.release(&[NodeAlloc {
+            node: 0,
+            cpus: 4,
+            mem: 0,
+            tasks: 4,
+            exclusive: false,
+        }]);
         assert_eq!(estimate_start(&v, &[], &job(1), 100).unwrap().0, 100);
     }
 }

@@ -51,7 +51,10 @@ fn tasks_capacity(n: &NodeView, job: &JobView, empty: bool) -> u32 {
 /// Place `job` on `view` as it is now (`empty = false`) or on an empty,
 /// fully available partition (`empty = true`, the "could it ever run" test).
 pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeAlloc>, SelectFail> {
-    let part = view.partitions.get(job.partition).ok_or(SelectFail::Never)?;
+    let part = view
+        .partitions
+        .get(job.partition)
+        .ok_or(SelectFail::Never)?;
     let exclusive = job.exclusive || part.exclusive;
     let job_ex;
     let job = if exclusive != job.exclusive {
@@ -63,9 +66,16 @@ pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeA
     } else {
         job
     };
-    let fail = if empty { SelectFail::Never } else { SelectFail::Busy };
+    let fail = if empty {
+        SelectFail::Never
+    } else {
+        SelectFail::Busy
+    };
 
-    let max_nodes = job.max_nodes.max(job.min_nodes).min(part.max_nodes.unwrap_or(u32::MAX));
+    let max_nodes = job
+        .max_nodes
+        .max(job.min_nodes)
+        .min(part.max_nodes.unwrap_or(u32::MAX));
     if job.min_nodes > max_nodes || job.min_nodes as usize > part.nodes.len() {
         return Err(SelectFail::Never);
     }
@@ -92,7 +102,10 @@ pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeA
         let required = job.req_nodes.contains(&i);
         let enough = total >= job.num_tasks
             && chosen.len() as u32 >= job.min_nodes
-            && job.req_nodes.iter().all(|r| chosen.iter().any(|c| c.0 == *r));
+            && job
+                .req_nodes
+                .iter()
+                .all(|r| chosen.iter().any(|c| c.0 == *r));
         if enough && !required {
             break;
         }
@@ -106,13 +119,19 @@ pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeA
         chosen.push((i, cap));
         total = total.saturating_add(cap);
     }
-    if job.req_nodes.iter().any(|r| !chosen.iter().any(|c| c.0 == *r)) {
+    if job
+        .req_nodes
+        .iter()
+        .any(|r| !chosen.iter().any(|c| c.0 == *r))
+    {
         return Err(fail);
     }
     if chosen.len() as u32 > max_nodes {
         return Err(SelectFail::Never);
     }
-    if job.ntasks_per_node.is_none() && total < job.num_tasks || (chosen.len() as u32) < job.min_nodes {
+    if job.ntasks_per_node.is_none() && total < job.num_tasks
+        || (chosen.len() as u32) < job.min_nodes
+    {
         return Err(fail);
     }
     if job.ntasks_per_node.is_none() && (chosen.len() as u32) > job.num_tasks {
@@ -218,7 +237,10 @@ pub(crate) mod tests {
     #[test]
     fn two_tasks_share_one_node() {
         let v = cluster(3, 4, 4000);
-        let j = JobView { num_tasks: 2, ..job(1) };
+        let j = JobView {
+            num_tasks: 2,
+            ..job(1)
+        };
         let a = place(&v, &j, false).unwrap();
         assert_eq!(a.len(), 1);
         assert_eq!((a[0].node, a[0].cpus, a[0].tasks), (0, 2, 2));
@@ -242,7 +264,12 @@ pub(crate) mod tests {
     #[test]
     fn tasks_fill_nodes_in_order() {
         let v = cluster(3, 4, 4000);
-        let j = JobView { min_nodes: 2, max_nodes: 2, num_tasks: 6, ..job(1) };
+        let j = JobView {
+            min_nodes: 2,
+            max_nodes: 2,
+            num_tasks: 6,
+            ..job(1)
+        };
         let a = place(&v, &j, false).unwrap();
         assert_eq!(a.iter().map(|x| x.tasks).collect::<Vec<_>>(), vec![4, 2]);
     }
@@ -250,13 +277,25 @@ pub(crate) mod tests {
     #[test]
     fn busy_versus_never() {
         let mut v = cluster(2, 4, 4000);
-        let big = JobView { num_tasks: 8, min_nodes: 1, max_nodes: 2, ..job(1) };
+        let big = JobView {
+            num_tasks: 8,
+            min_nodes: 1,
+            max_nodes: 2,
+            ..job(1)
+        };
         assert!(place(&v, &big, false).is_ok());
         v.nodes[0].alloc_cpus = 1;
         assert_eq!(place(&v, &big, false), Err(SelectFail::Busy));
-        let huge = JobView { num_tasks: 9, max_nodes: 2, ..job(2) };
+        let huge = JobView {
+            num_tasks: 9,
+            max_nodes: 2,
+            ..job(2)
+        };
         assert_eq!(place(&v, &huge, true), Err(SelectFail::Never));
-        let mem = JobView { mem_per_node: Some(5000), ..job(3) };
+        let mem = JobView {
+            mem_per_node: Some(5000),
+            ..job(3)
+        };
         assert_eq!(place(&v, &mem, true), Err(SelectFail::Never));
     }
 
@@ -264,7 +303,10 @@ pub(crate) mod tests {
     fn exclusive_needs_empty_nodes_and_takes_them_whole() {
         let mut v = cluster(2, 4, 4000);
         v.nodes[0].alloc_cpus = 1;
-        let j = JobView { exclusive: true, ..job(1) };
+        let j = JobView {
+            exclusive: true,
+            ..job(1)
+        };
         let a = place(&v, &j, false).unwrap();
         assert_eq!((a[0].node, a[0].cpus, a[0].mem), (1, 4, 4000));
         v.consume(&a);
@@ -279,23 +321,39 @@ pub(crate) mod tests {
         v.nodes[0].weight = 10;
         let a = place(&v, &job(1), false).unwrap();
         assert_eq!(a[0].node, 1, "lowest weight first");
-        let j = JobView { req_nodes: vec![0], ..job(2) };
+        let j = JobView {
+            req_nodes: vec![0],
+            ..job(2)
+        };
         assert_eq!(place(&v, &j, false).unwrap()[0].node, 0);
-        let j = JobView { exc_nodes: vec![1, 2], ..job(3) };
+        let j = JobView {
+            exc_nodes: vec![1, 2],
+            ..job(3)
+        };
         assert_eq!(place(&v, &j, false).unwrap()[0].node, 0);
         v.nodes[0].available = false;
-        let j = JobView { req_nodes: vec![0], ..job(4) };
+        let j = JobView {
+            req_nodes: vec![0],
+            ..job(4)
+        };
         assert_eq!(place(&v, &j, false), Err(SelectFail::Busy));
     }
 
     #[test]
     fn memory_is_consumed() {
         let mut v = cluster(1, 4, 4000);
-        let j = JobView { mem_per_node: Some(3000), ..job(1) };
+        let j = JobView {
+            mem_per_node: Some(3000),
+            ..job(1)
+        };
         let a = place(&v, &j, false).unwrap();
         v.consume(&a);
         assert_eq!(place(&v, &j, false), Err(SelectFail::Busy));
-        let small = JobView { mem_per_cpu: Some(500), num_tasks: 2, ..job(2) };
+        let small = JobView {
+            mem_per_cpu: Some(500),
+            num_tasks: 2,
+            ..job(2)
+        };
         let b = place(&v, &small, false).unwrap();
         assert_eq!(b[0].mem, 1000);
     }

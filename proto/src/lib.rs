@@ -537,10 +537,16 @@ impl SlurmError {
             SlurmError::InvalidJobId => "Invalid job id specified",
             SlurmError::AccessDenied => "Access/permission denied",
             SlurmError::InvalidPartitionName => "Invalid partition name specified",
-            SlurmError::DefaultPartitionNotSet => "No partition specified or system default partition",
-            SlurmError::RequestedNodeConfigUnavailable => "Requested node configuration is not available",
+            SlurmError::DefaultPartitionNotSet => {
+                "No partition specified or system default partition"
+            }
+            SlurmError::RequestedNodeConfigUnavailable => {
+                "Requested node configuration is not available"
+            }
             SlurmError::InvalidNodeName => "Invalid node name specified",
-            SlurmError::InvalidTimeLimit => "Requested time limit is invalid (missing or exceeds some limit)",
+            SlurmError::InvalidTimeLimit => {
+                "Requested time limit is invalid (missing or exceeds some limit)"
+            }
             SlurmError::JobPending => "Job is pending execution",
             SlurmError::AlreadyDone => "Job/step already completing or completed",
             SlurmError::TransitionStateNoUpdate => "Requested operation is presently disabled",

@@ -23,7 +23,15 @@ pub fn bin_dir() -> PathBuf {
     if dir.ends_with("deps") {
         dir.pop();
     }
-    for b in ["slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel", "scontrol"] {
+    for b in [
+        "slurmctld",
+        "slurmd",
+        "sbatch",
+        "squeue",
+        "sinfo",
+        "scancel",
+        "scontrol",
+    ] {
         assert!(
             dir.join(b).exists(),
             "{} missing in {}: run `cargo build --workspace --bins` first",
@@ -45,8 +53,12 @@ pub struct TestCluster {
 impl TestCluster {
     /// Start a cluster of `nodes` nodes; `tune` may change the spec first.
     pub fn start(nodes: u32, tune: impl FnOnce(&mut ClusterSpec)) -> TestCluster {
-        let tmp = tempfile::Builder::new().prefix("slurm-test-").tempdir().expect("tempdir");
-        let mut spec = ClusterSpec::new(&tmp.path().join("cluster"), nodes, &bin_dir()).expect("spec");
+        let tmp = tempfile::Builder::new()
+            .prefix("slurm-test-")
+            .tempdir()
+            .expect("tempdir");
+        let mut spec =
+            ClusterSpec::new(&tmp.path().join("cluster"), nodes, &bin_dir()).expect("spec");
         tune(&mut spec);
         let c = match LocalCluster::start(spec) {
             Ok(c) => c,
@@ -58,7 +70,8 @@ impl TestCluster {
         let work = tmp.path().join("work");
         std::fs::create_dir_all(&work).expect("work dir");
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
         std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
         TestCluster { c, work, _tmp: tmp }
     }
@@ -88,13 +101,23 @@ impl TestCluster {
 
     /// Submit with sbatch (as root) and return the job id.
     pub fn sbatch(&self, args: &[&str]) -> JobId {
-        let out = self.cmd("sbatch").arg("--parsable").args(args).output().expect("sbatch");
+        let out = self
+            .cmd("sbatch")
+            .arg("--parsable")
+            .args(args)
+            .output()
+            .expect("sbatch");
         parse_id(&out)
     }
 
     /// Submit as the unprivileged test user.
     pub fn sbatch_as_user(&self, args: &[&str]) -> JobId {
-        let out = self.cmd_as(TEST_UID, TEST_GID, "sbatch").arg("--parsable").args(args).output().expect("sbatch");
+        let out = self
+            .cmd_as(TEST_UID, TEST_GID, "sbatch")
+            .arg("--parsable")
+            .args(args)
+            .output()
+            .expect("sbatch");
         parse_id(&out)
     }
 
@@ -117,7 +140,13 @@ impl TestCluster {
     }
 
     /// Wait until `pred` holds for job `id`, or fail the test with its record.
-    pub fn wait_job(&self, id: JobId, secs: u64, what: &str, pred: impl Fn(&JobRecord) -> bool) -> JobRecord {
+    pub fn wait_job(
+        &self,
+        id: JobId,
+        secs: u64,
+        what: &str,
+        pred: impl Fn(&JobRecord) -> bool,
+    ) -> JobRecord {
         let deadline = Instant::now() + Duration::from_secs(secs);
         let mut last = None;
         while Instant::now() < deadline {
@@ -140,10 +169,18 @@ impl TestCluster {
 
     /// Wait until the job has finished and cleaned up.
     pub fn wait_done(&self, id: JobId, secs: u64) -> JobRecord {
-        self.wait_job(id, secs, "finished", |j| j.state.is_finished() && !j.completing)
+        self.wait_job(id, secs, "finished", |j| {
+            j.state.is_finished() && !j.completing
+        })
     }
 
-    pub fn wait_node(&self, name: &str, secs: u64, what: &str, pred: impl Fn(&NodeRecord) -> bool) -> NodeRecord {
+    pub fn wait_node(
+        &self,
+        name: &str,
+        secs: u64,
+        what: &str,
+        pred: impl Fn(&NodeRecord) -> bool,
+    ) -> NodeRecord {
         let deadline = Instant::now() + Duration::from_secs(secs);
         while Instant::now() < deadline {
             if let Ok(Response::Nodes { nodes, .. }) = self.c.call(RequestBody::GetNodes) {
@@ -155,7 +192,10 @@ impl TestCluster {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("node {name} never became {what} within {secs}s\n{}", self.logs());
+        panic!(
+            "node {name} never became {what} within {secs}s\n{}",
+            self.logs()
+        );
     }
 
     pub fn logs(&self) -> String {
@@ -165,13 +205,18 @@ impl TestCluster {
 
 fn parse_id(out: &Output) -> JobId {
     let s = String::from_utf8_lossy(&out.stdout);
-    s.trim().split(';').next().unwrap_or("").parse().unwrap_or_else(|_| {
-        panic!(
-            "sbatch failed ({}): stdout {s:?} stderr {:?}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    s.trim()
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .parse()
+        .unwrap_or_else(|_| {
+            panic!(
+                "sbatch failed ({}): stdout {s:?} stderr {:?}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
 }
 
 /// The tail of every log in `dir`, for failure messages.

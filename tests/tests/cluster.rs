@@ -47,8 +47,15 @@ fn three_node_job_runs_as_the_user_with_slurm_environment() {
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
-    assert!(out.contains(&format!("{}\n", t.work.display())), "ran in the submit dir:\n{out}");
-    assert_eq!(std::fs::metadata(&out_path).unwrap().uid(), TEST_UID, "output written as the user");
+    assert!(
+        out.contains(&format!("{}\n", t.work.display())),
+        "ran in the submit dir:\n{out}"
+    );
+    assert_eq!(
+        std::fs::metadata(&out_path).unwrap().uid(),
+        TEST_UID,
+        "output written as the user"
+    );
 }
 
 #[test]
@@ -58,15 +65,35 @@ fn full_cluster_keeps_jobs_pending_and_cancel_frees_it() {
     t.wait_job(big, 20, "running", |j| j.state == JobState::Running);
     let waiting = t.sbatch(&["-J", "waitres", "--wrap", "true"]);
     let behind = t.sbatch(&["-J", "waitprio", "--wrap", "true"]);
-    t.wait_job(waiting, 10, "pending on Resources", |j| j.reason == JobReason::Resources);
-    t.wait_job(behind, 10, "pending on Priority", |j| j.reason == JobReason::Priority);
+    t.wait_job(waiting, 10, "pending on Resources", |j| {
+        j.reason == JobReason::Resources
+    });
+    t.wait_job(behind, 10, "pending on Priority", |j| {
+        j.reason == JobReason::Priority
+    });
 
     let sq = stdout(&t.run("squeue", &[]));
     let lines: Vec<&str> = sq.lines().collect();
-    assert_eq!(lines[0], "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)");
-    assert!(sq.contains(&format!("{waiting:>18}     debug  waitres     root PD       0:00      1 (Resources)")), "{sq}");
-    assert!(sq.contains(&format!("{behind:>18}     debug waitprio     root PD       0:00      1 (Priority)")), "{sq}");
-    assert!(sq.contains("     root  R ") && sq.contains("      2 n[1-2]"), "{sq}");
+    assert_eq!(
+        lines[0],
+        "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+    );
+    assert!(
+        sq.contains(&format!(
+            "{waiting:>18}     debug  waitres     root PD       0:00      1 (Resources)"
+        )),
+        "{sq}"
+    );
+    assert!(
+        sq.contains(&format!(
+            "{behind:>18}     debug waitprio     root PD       0:00      1 (Priority)"
+        )),
+        "{sq}"
+    );
+    assert!(
+        sq.contains("     root  R ") && sq.contains("      2 n[1-2]"),
+        "{sq}"
+    );
     let si = stdout(&t.run("sinfo", &[]));
     assert_eq!(si, "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\ndebug*       up   infinite      2  alloc n[1-2]\n");
 
@@ -78,7 +105,10 @@ fn full_cluster_keeps_jobs_pending_and_cancel_frees_it() {
     assert_eq!(t.wait_done(waiting, 30).state, JobState::Completed);
     assert_eq!(t.wait_done(behind, 30).state, JobState::Completed);
     let si = stdout(&t.run("sinfo", &[]));
-    assert!(si.ends_with("debug*       up   infinite      2   idle n[1-2]\n"), "{si}");
+    assert!(
+        si.ends_with("debug*       up   infinite      2   idle n[1-2]\n"),
+        "{si}"
+    );
     // Unknown ids are silent and succeed, as in Slurm.
     let out = t.run("scancel", &["999999"]);
     assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty());
@@ -103,7 +133,12 @@ fn time_limit_ends_the_job_with_timeout() {
 fn controller_crash_loses_no_acknowledged_submission_and_readopts_running_jobs() {
     let mut t = TestCluster::start(2, |_| {});
     let marker = t.work.join("marker");
-    let running = t.sbatch(&["-o", "run.out", "--wrap", &format!("sleep 6; echo finished > {}", marker.display())]);
+    let running = t.sbatch(&[
+        "-o",
+        "run.out",
+        "--wrap",
+        &format!("sleep 6; echo finished > {}", marker.display()),
+    ]);
     t.wait_job(running, 20, "running", |j| j.state == JobState::Running);
     let mut held = Vec::new();
     for i in 0..40 {
@@ -114,11 +149,17 @@ fn controller_crash_loses_no_acknowledged_submission_and_readopts_running_jobs()
     t.c.start_ctld().expect("restart");
     let jobs = t.jobs();
     for id in &held {
-        let j = jobs.iter().find(|j| j.job_id == *id).unwrap_or_else(|| panic!("job {id} lost"));
+        let j = jobs
+            .iter()
+            .find(|j| j.job_id == *id)
+            .unwrap_or_else(|| panic!("job {id} lost"));
         assert_eq!(j.state, JobState::Pending);
         assert_eq!(j.reason, JobReason::JobHeldAdmin);
     }
-    let r = jobs.iter().find(|j| j.job_id == running).expect("running job kept");
+    let r = jobs
+        .iter()
+        .find(|j| j.job_id == running)
+        .expect("running job kept");
     assert_eq!(r.state, JobState::Running);
     // The node daemons re-register and the job finishes normally.
     let j = t.wait_done(running, 40);
@@ -156,30 +197,73 @@ fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
     let conf = slurm_common::conf::SlurmConf::load(&t.c.spec.conf_path()).unwrap();
     let addr = format!("{}:{}", conf.ctld_address(), conf.slurmctld_port);
     let now = slurm_common::auth::now();
-    let forged = slurm_common::auth::Key::from_bytes(b"not the cluster key at all").sign(0, 0, "x", now);
-    let r = slurm_common::net::call_sync(&addr, &Request { cred: forged, body: RequestBody::GetJobs }, Duration::from_secs(5)).unwrap();
-    assert!(matches!(r, Response::Error(e) if e.error == SlurmError::InvalidCredential), "{r:?}");
+    let forged =
+        slurm_common::auth::Key::from_bytes(b"not the cluster key at all").sign(0, 0, "x", now);
+    let r = slurm_common::net::call_sync(
+        &addr,
+        &Request {
+            cred: forged,
+            body: RequestBody::GetJobs,
+        },
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    assert!(
+        matches!(r, Response::Error(e) if e.error == SlurmError::InvalidCredential),
+        "{r:?}"
+    );
     let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
     let old = key.sign(0, 0, "x", now - 3600);
-    let r = slurm_common::net::call_sync(&addr, &Request { cred: old, body: RequestBody::GetJobs }, Duration::from_secs(5)).unwrap();
-    assert!(matches!(r, Response::Error(e) if e.error == SlurmError::ExpiredCredential), "{r:?}");
+    let r = slurm_common::net::call_sync(
+        &addr,
+        &Request {
+            cred: old,
+            body: RequestBody::GetJobs,
+        },
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    assert!(
+        matches!(r, Response::Error(e) if e.error == SlurmError::ExpiredCredential),
+        "{r:?}"
+    );
 
     // A user's job: another user may not cancel, hold or change it.
     let id = t.sbatch_as_user(&["-J", "mine", "--begin", "now+3600", "--wrap", "true"]);
     let j = t.job(id).unwrap();
     assert_eq!(j.user_id, TEST_UID);
-    let out = t.cmd_as(12345, 12345, "scancel").arg(id.to_string()).output().unwrap();
+    let out = t
+        .cmd_as(12345, 12345, "scancel")
+        .arg(id.to_string())
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("Access/permission denied"), "{}", stderr(&out));
-    let out = t.cmd_as(12345, 12345, "scontrol").args(["hold", &id.to_string()]).output().unwrap();
+    assert!(
+        stderr(&out).contains("Access/permission denied"),
+        "{}",
+        stderr(&out)
+    );
+    let out = t
+        .cmd_as(12345, 12345, "scontrol")
+        .args(["hold", &id.to_string()])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert_eq!(t.job(id).unwrap().state, JobState::Pending);
     // Nor may a user drain a node.
-    let out = t.cmd_as(TEST_UID, TEST_GID, "scontrol").args(["update", "nodename=n1", "state=drain", "reason=x"]).output().unwrap();
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["update", "nodename=n1", "state=drain", "reason=x"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(!t.nodes()[0].flags.drain);
     // The owner may; so may root.
-    let out = t.cmd_as(TEST_UID, TEST_GID, "scontrol").args(["hold", &id.to_string()]).output().unwrap();
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["hold", &id.to_string()])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(t.job(id).unwrap().reason, JobReason::JobHeldUser);
     let out = t.run("scancel", &[&id.to_string()]);
@@ -196,15 +280,23 @@ fn hold_release_begin_requeue_and_drain() {
     assert_eq!(j.priority, 0);
     let sq = stdout(&t.run("squeue", &["-j", &h.to_string(), "-h", "-o", "%i %t %r"]));
     assert_eq!(sq, format!("{h} PD JobHeldAdmin\n"));
-    assert!(t.run("scontrol", &["release", &h.to_string()]).status.success());
+    assert!(t
+        .run("scontrol", &["release", &h.to_string()])
+        .status
+        .success());
     assert_eq!(t.wait_done(h, 20).state, JobState::Completed);
 
     // A begin time in the future.
     let b = t.sbatch(&["--begin", "now+3600", "--wrap", "true"]);
-    t.wait_job(b, 10, "waiting for its begin time", |j| j.reason == JobReason::BeginTime);
+    t.wait_job(b, 10, "waiting for its begin time", |j| {
+        j.reason == JobReason::BeginTime
+    });
 
     // Drain keeps new work off a node; resume brings it back.
-    let out = t.run("scontrol", &["update", "NodeName=n1", "State=DRAIN", "Reason=maint"]);
+    let out = t.run(
+        "scontrol",
+        &["update", "NodeName=n1", "State=DRAIN", "Reason=maint"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let n = t.wait_node("n1", 5, "drained", |n| n.flags.drain);
     assert_eq!(n.reason.as_deref(), Some("maint"));
@@ -212,14 +304,27 @@ fn hold_release_begin_requeue_and_drain() {
     let j = t.wait_job(r, 20, "running", |j| j.state == JobState::Running);
     assert_eq!(j.alloc.nodes, vec!["n2"]);
     assert!(stdout(&t.run("sinfo", &[])).contains("drain n1"));
-    assert!(t.run("scontrol", &["update", "nodename=n1", "state=resume"]).status.success());
-    t.wait_node("n1", 5, "resumed", |n| !n.flags.drain && n.base_state == NodeBaseState::Idle);
+    assert!(t
+        .run("scontrol", &["update", "nodename=n1", "state=resume"])
+        .status
+        .success());
+    t.wait_node("n1", 5, "resumed", |n| {
+        !n.flags.drain && n.base_state == NodeBaseState::Idle
+    });
 
     // Requeue a running job: it goes back to the queue and runs again.
-    assert!(t.run("scontrol", &["requeue", &r.to_string()]).status.success());
-    let j = t.wait_job(r, 30, "running again", |j| j.state == JobState::Running && j.restarts == 1);
+    assert!(t
+        .run("scontrol", &["requeue", &r.to_string()])
+        .status
+        .success());
+    let j = t.wait_job(r, 30, "running again", |j| {
+        j.state == JobState::Running && j.restarts == 1
+    });
     assert_eq!(j.restarts, 1);
-    assert!(t.run("scancel", &[&r.to_string(), &b.to_string()]).status.success());
+    assert!(t
+        .run("scancel", &[&r.to_string(), &b.to_string()])
+        .status
+        .success());
     assert_eq!(t.wait_done(r, 30).state, JobState::Cancelled);
 }
 
@@ -232,7 +337,10 @@ fn failures_exit_codes_and_purge_after_min_job_age() {
     assert_eq!(j.reason, JobReason::NonZeroExitCode);
     assert_eq!(j.exit_code_pair(), (3, 0));
     let show = stdout(&t.run("scontrol", &["show", "job", &f.to_string()]));
-    assert!(show.contains("JobState=FAILED Reason=NonZeroExitCode"), "{show}");
+    assert!(
+        show.contains("JobState=FAILED Reason=NonZeroExitCode"),
+        "{show}"
+    );
     assert!(show.contains("ExitCode=3:0"), "{show}");
     // Gone from the controller MinJobAge seconds after it ended.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
@@ -242,25 +350,51 @@ fn failures_exit_codes_and_purge_after_min_job_age() {
     }
     let out = t.run("scontrol", &["show", "job", &f.to_string()]);
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(stderr(&out), "slurm_load_jobs error: Invalid job id specified\n");
+    assert_eq!(
+        stderr(&out),
+        "slurm_load_jobs error: Invalid job id specified\n"
+    );
 }
 
 #[test]
 fn daemons_report_versions_and_reject_bad_configs() {
     let bin = bin_dir();
     for d in ["slurmctld", "slurmd", "sbatch", "squeue", "scontrol"] {
-        let out = std::process::Command::new(bin.join(d)).arg("-V").output().unwrap();
-        assert_eq!(stdout(&out), format!("slurm {}\n", slurm_proto::SLURM_VERSION), "{d}");
+        let out = std::process::Command::new(bin.join(d))
+            .arg("-V")
+            .output()
+            .unwrap();
+        assert_eq!(
+            stdout(&out),
+            format!("slurm {}\n", slurm_proto::SLURM_VERSION),
+            "{d}"
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("slurm.conf");
-    std::fs::write(&conf, "ClusterName=x\nSlurmctldHost=h(127.0.0.1)\nNodeName=n1 CPUs=abc\n").unwrap();
-    let out = std::process::Command::new(bin.join("slurmctld")).args(["-D", "-f"]).arg(&conf).output().unwrap();
+    std::fs::write(
+        &conf,
+        "ClusterName=x\nSlurmctldHost=h(127.0.0.1)\nNodeName=n1 CPUs=abc\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(bin.join("slurmctld"))
+        .args(["-D", "-f"])
+        .arg(&conf)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(stderr(&out).contains("slurm.conf:3"), "{}", stderr(&out));
     std::fs::write(&conf, "ClusterName=x\nSlurmctldHost=h(127.0.0.1)\nSchedulerType=sched/nope\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n").unwrap();
     std::fs::write(dir.path().join("slurm.key"), "0123456789abcdef0123456789").unwrap();
-    let out = std::process::Command::new(bin.join("slurmctld")).args(["-D", "-f"]).arg(&conf).output().unwrap();
+    let out = std::process::Command::new(bin.join("slurmctld"))
+        .args(["-D", "-f"])
+        .arg(&conf)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("unknown SchedulerType plugin 'sched/nope'"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown SchedulerType plugin 'sched/nope'"),
+        "{}",
+        stderr(&out)
+    );
 }
