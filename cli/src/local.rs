@@ -45,7 +45,9 @@ impl ClusterSpec {
     pub fn new(dir: &Path, nodes: u32, bin_dir: &Path) -> std::io::Result<ClusterSpec> {
         let ip = "127.0.0.1".to_string();
         let ctld_port = free_port(&ip)?;
-        let slurmd_ports = (0..nodes).map(|_| free_port(&ip)).collect::<Result<Vec<_>, _>>()?;
+        let slurmd_ports = (0..nodes)
+            .map(|_| free_port(&ip))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(ClusterSpec {
             dir: dir.to_path_buf(),
             nodes,
@@ -148,7 +150,10 @@ pub struct LocalCluster {
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Timeout(String),
 }
@@ -162,7 +167,8 @@ impl LocalCluster {
     /// Write the configuration, start the controller and node daemons, and
     /// wait until every node is up.
     pub fn start(spec: ClusterSpec) -> Result<LocalCluster, LocalError> {
-        spec.write().map_err(io_err(format!("writing {}", spec.dir.display())))?;
+        spec.write()
+            .map_err(io_err(format!("writing {}", spec.dir.display())))?;
         let n = spec.nodes as usize;
         let mut c = LocalCluster {
             spec,
@@ -201,12 +207,17 @@ impl LocalCluster {
                 Ok(())
             });
         }
-        cmd.spawn().map_err(io_err(format!("starting {}", exe.display())))
+        cmd.spawn()
+            .map_err(io_err(format!("starting {}", exe.display())))
     }
 
     pub fn start_ctld(&mut self) -> Result<(), LocalError> {
         let conf = self.spec.conf_path().display().to_string();
-        let child = self.spawn("slurmctld", &["-D".into(), "-f".into(), conf], "slurmctld.log")?;
+        let child = self.spawn(
+            "slurmctld",
+            &["-D".into(), "-f".into(), conf],
+            "slurmctld.log",
+        )?;
         self.ctld = Some(child);
         // Wait for it to answer.
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -273,16 +284,22 @@ impl LocalCluster {
     }
 
     pub fn client(&self) -> Result<slurm_common::net::Client, LocalError> {
-        let conf = slurm_common::conf::SlurmConf::load(&self.spec.conf_path())
-            .map_err(|e| LocalError::Io { what: "slurm.conf".into(), source: std::io::Error::other(e.to_string()) })?;
+        let conf = slurm_common::conf::SlurmConf::load(&self.spec.conf_path()).map_err(|e| {
+            LocalError::Io {
+                what: "slurm.conf".into(),
+                source: std::io::Error::other(e.to_string()),
+            }
+        })?;
         Ok(slurm_common::net::Client::from_conf(&conf))
     }
 
     pub fn call(&self, body: RequestBody) -> Result<Response, LocalError> {
         let mut c = self.client()?;
         c.timeout = Duration::from_secs(5);
-        c.call(body)
-            .map_err(|e| LocalError::Io { what: "controller".into(), source: std::io::Error::other(e.to_string()) })
+        c.call(body).map_err(|e| LocalError::Io {
+            what: "controller".into(),
+            source: std::io::Error::other(e.to_string()),
+        })
     }
 
     /// Wait until every node has registered and is usable.
@@ -291,7 +308,9 @@ impl LocalCluster {
         while Instant::now() < deadline {
             if let Ok(Response::Nodes { nodes, .. }) = self.call(RequestBody::GetNodes) {
                 if nodes.len() == self.spec.nodes as usize
-                    && nodes.iter().all(|n| n.is_available() && n.base_state != NodeBaseState::Unknown)
+                    && nodes
+                        .iter()
+                        .all(|n| n.is_available() && n.base_state != NodeBaseState::Unknown)
                 {
                     return Ok(());
                 }
@@ -345,7 +364,9 @@ struct Opts {
 fn parse(args: &[String]) -> Result<Opts, String> {
     let mut o = Opts {
         action: "start".into(),
-        dir: std::env::var_os("SLURM_LOCAL_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("slurm-local")),
+        dir: std::env::var_os("SLURM_LOCAL_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("slurm-local")),
         nodes: 3,
         cpus: 4,
         mem: 4000,
@@ -358,10 +379,14 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             _ => (a.as_str(), None),
         };
         let mut val = |name: &str| -> Result<String, String> {
-            inline.clone().or_else(|| it.next().cloned()).ok_or(format!("option {name} needs a value"))
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or(format!("option {name} needs a value"))
         };
         let num = |name: &str, v: String| -> Result<u64, String> {
-            v.parse::<u64>().map_err(|_| format!("invalid value '{v}' for {name}"))
+            v.parse::<u64>()
+                .map_err(|_| format!("invalid value '{v}' for {name}"))
         };
         match k {
             "start" | "stop" | "status" | "demo" => o.action = k.to_string(),
@@ -391,7 +416,9 @@ fn spec_for(o: &Opts) -> Result<ClusterSpec, String> {
     s.mem_mb = o.mem;
     if let Some(p) = o.port {
         s.ctld_port = p;
-        s.slurmd_ports = (0..o.nodes).map(|i| p.saturating_add(1 + i as u16)).collect();
+        s.slurmd_ports = (0..o.nodes)
+            .map(|i| p.saturating_add(1 + i as u16))
+            .collect();
     }
     Ok(s)
 }
@@ -437,7 +464,10 @@ echo \"batch host $SLURMD_NODENAME, running as $(id -un)\"\nsleep 3\necho done\n
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
-    let id: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| "sbatch printed no job id".to_string())?;
+    let id: u32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .map_err(|_| "sbatch printed no job id".to_string())?;
     println!("Submitted batch job {id}");
     std::thread::sleep(Duration::from_millis(700));
     show(c, "squeue", &[]);
@@ -445,7 +475,9 @@ echo \"batch host $SLURMD_NODENAME, running as $(id -un)\"\nsleep 3\necho done\n
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let done = match c.call(RequestBody::GetJobs) {
-            Ok(Response::Jobs { jobs, .. }) => jobs.iter().any(|j| j.job_id == id && j.state.is_finished() && !j.completing),
+            Ok(Response::Jobs { jobs, .. }) => jobs
+                .iter()
+                .any(|j| j.job_id == id && j.state.is_finished() && !j.completing),
             _ => false,
         };
         if done {
@@ -459,7 +491,10 @@ echo \"batch host $SLURMD_NODENAME, running as $(id -un)\"\nsleep 3\necho done\n
     show(c, "scontrol", &["show", "job", &id.to_string()]);
     let outfile = work.join(format!("hello-{id}.out"));
     println!("$ cat {}", outfile.display());
-    print!("{}", std::fs::read_to_string(&outfile).map_err(|e| format!("{}: {e}", outfile.display()))?);
+    print!(
+        "{}",
+        std::fs::read_to_string(&outfile).map_err(|e| format!("{}: {e}", outfile.display()))?
+    );
     Ok(())
 }
 
@@ -488,13 +523,22 @@ pub fn main() -> i32 {
         }
     };
     if o.action == "status" {
-        let c = LocalCluster { spec, ctld: None, slurmds: vec![], detached: true };
+        let c = LocalCluster {
+            spec,
+            ctld: None,
+            slurmds: vec![],
+            detached: true,
+        };
         show(&c, "squeue", &[]);
         show(&c, "sinfo", &[]);
         return 0;
     }
     if o.dir.join("run/pids").exists() {
-        eprintln!("slurm-local: a cluster seems to run in {} (slurm-local stop --dir {} first)", o.dir.display(), o.dir.display());
+        eprintln!(
+            "slurm-local: a cluster seems to run in {} (slurm-local stop --dir {} first)",
+            o.dir.display(),
+            o.dir.display()
+        );
         return 1;
     }
     let conf = spec.conf_path();
@@ -549,7 +593,13 @@ mod tests {
 
     #[test]
     fn arguments() {
-        let o = parse(&["demo".into(), "--nodes=5".into(), "--dir".into(), "/tmp/x".into()]).unwrap();
+        let o = parse(&[
+            "demo".into(),
+            "--nodes=5".into(),
+            "--dir".into(),
+            "/tmp/x".into(),
+        ])
+        .unwrap();
         assert_eq!((o.action.as_str(), o.nodes), ("demo", 5));
         assert_eq!(o.dir, PathBuf::from("/tmp/x"));
         assert!(parse(&["--bogus".into()]).is_err());

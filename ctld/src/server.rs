@@ -143,7 +143,7 @@ impl Server {
                 let cmd = Command::Rpc {
                     uid: req.cred.uid,
                     gid: req.cred.gid,
-                    body,
+                    body: Box::new(body),
                     reply: tx,
                 };
                 if self.cmds.send(cmd).is_err() {

@@ -377,7 +377,7 @@ impl Controller {
         let mut entries = self.conf.entries.clone();
         entries.push(("SLURM_CONF".into(), self.conf.path.display().to_string()));
         entries.push(("SLURM_VERSION".into(), SLURM_VERSION.into()));
-        entries.sort_by(|a, b| a.0.to_ascii_lowercase().cmp(&b.0.to_ascii_lowercase()));
+        entries.sort_by_key(|e| e.0.to_ascii_lowercase());
         ConfigDump {
             entries,
             boot_time: self.boot_time,

@@ -16,7 +16,7 @@ pub enum Command {
     Rpc {
         uid: u32,
         gid: u32,
-        body: RequestBody,
+        body: Box<RequestBody>,
         reply: oneshot::Sender<Response>,
     },
     LaunchFailed {
@@ -68,7 +68,7 @@ pub fn run(
                     reply,
                 } => {
                     let who = ctl.caller(uid, gid);
-                    replies.push((reply, ctl.handle(who, body, now)));
+                    replies.push((reply, ctl.handle(who, *body, now)));
                 }
                 Command::LaunchFailed { job_id, node } => ctl.launch_failed(job_id, &node, now),
                 Command::Shutdown => shutdown = true,

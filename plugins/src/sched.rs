@@ -290,7 +290,7 @@ mod tests {
             }],
         };
         v.consume(&run.alloc);
-        let (t, a) = estimate_start(&v, &[run.clone()], &job(1), 100).unwrap();
+        let (t, a) = estimate_start(&v, std::slice::from_ref(&run), &job(1), 100).unwrap();
         assert_eq!((t, a[0].node), (500, 0));
         let forever = Running { end: None, ..run };
         assert!(estimate_start(&v, &[forever], &job(1), 100).is_none());

@@ -31,11 +31,7 @@ fn tasks_capacity(n: &NodeView, job: &JobView, empty: bool) -> u32 {
         cap = cap.min((mem / (mpc * cpt as u64)) as u32);
     }
     match job.mem_per_node {
-        Some(0) => {
-            if !(empty || n.is_empty()) {
-                cap = 0;
-            }
-        }
+        Some(0) if !(empty || n.is_empty()) => cap = 0,
         Some(m) if m > mem => cap = 0,
         _ => {}
     }

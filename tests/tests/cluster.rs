@@ -209,7 +209,7 @@ fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
     )
     .unwrap();
     assert!(
-        matches!(r, Response::Error(e) if e.error == SlurmError::InvalidCredential),
+        matches!(r, Response::Error(ref e) if e.error == SlurmError::InvalidCredential),
         "{r:?}"
     );
     let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
@@ -224,7 +224,7 @@ fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
     )
     .unwrap();
     assert!(
-        matches!(r, Response::Error(e) if e.error == SlurmError::ExpiredCredential),
+        matches!(r, Response::Error(ref e) if e.error == SlurmError::ExpiredCredential),
         "{r:?}"
     );
 

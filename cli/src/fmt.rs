@@ -1,0 +1,764 @@
+//! The output-format engine the query commands share: Slurm's `-o` field
+//! syntax (`%[.][size]type[suffix]`), `-O` long-name syntax
+//! (`name[:[.][size][suffix]]`), padding and truncation to a width, a small
+//! getopt work-alike that reports bad options as Slurm's commands do, and the
+//! time and memory renderings (`2026-11-22T05:37:34`, `Sun Nov 22 05:37:41
+//! 2026`, `4000M`).
+//!
+//! Timestamps take a [`Tz`] so golden tests can render in UTC whatever the
+//! machine's time zone; the commands themselves use [`Tz::Local`] as Slurm does.
+
+use chrono::{Local, TimeZone, Utc};
+use slurm_proto::{JobRecord, JobState};
+
+/// Which clock face timestamps are rendered on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tz {
+    /// The machine's local time (what the commands print).
+    Local,
+    /// UTC (tests).
+    Utc,
+}
+
+impl Tz {
+    fn fmt(self, t: i64, pattern: &str) -> String {
+        match self {
+            Tz::Local => match Local.timestamp_opt(t, 0) {
+                chrono::LocalResult::Single(d) | chrono::LocalResult::Ambiguous(d, _) => {
+                    d.format(pattern).to_string()
+                }
+                chrono::LocalResult::None => "Unknown".to_string(),
+            },
+            Tz::Utc => match Utc.timestamp_opt(t, 0) {
+                chrono::LocalResult::Single(d) | chrono::LocalResult::Ambiguous(d, _) => {
+                    d.format(pattern).to_string()
+                }
+                chrono::LocalResult::None => "Unknown".to_string(),
+            },
+        }
+    }
+
+    /// `2026-11-22T05:37:34`.
+    pub fn timestamp(self, t: i64) -> String {
+        self.fmt(t, "%Y-%m-%dT%H:%M:%S")
+    }
+
+    /// [`Tz::timestamp`], or `none` when unset (absent, 0 or negative).
+    pub fn opt_timestamp(self, t: Option<i64>, none: &str) -> String {
+        match t {
+            Some(t) if t > 0 => self.timestamp(t),
+            _ => none.to_string(),
+        }
+    }
+
+    /// The date line `squeue -l` and `sinfo -l` print first: `Sun Nov 22 05:37:41 2026`.
+    pub fn header_time(self, t: i64) -> String {
+        self.fmt(t, "%a %b %e %H:%M:%S %Y")
+    }
+}
+
+/// One piece of a parsed format: literal text or a field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    Text(String),
+    Field(Field),
+}
+
+/// A field reference with its layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// The type letter (`-o`) or the lower-cased long name (`-O`).
+    pub key: String,
+    /// 0 = as wide as the value.
+    pub width: usize,
+    /// Right-justify (the `.` flag).
+    pub right: bool,
+    /// Text printed after the field (`-O` suffix).
+    pub suffix: String,
+}
+
+impl Field {
+    pub fn new(key: &str, width: usize, right: bool) -> Field {
+        Field {
+            key: key.to_string(),
+            width,
+            right,
+            suffix: String::new(),
+        }
+    }
+}
+
+/// Parses a `-o` format (`%.18i %9P %j`). Letters for which `valid` is false
+/// are reported in the returned error list (Slurm prints them and goes on).
+/// `%%` is a literal `%`.
+pub fn parse_short(fmt: &str, valid: &dyn Fn(char) -> bool) -> (Vec<Item>, Vec<String>) {
+    let mut items = Vec::new();
+    let mut errors = Vec::new();
+    let mut text = String::new();
+    let chars: Vec<char> = fmt.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c != '%' {
+            text.push(c);
+            i += 1;
+            continue;
+        }
+        if i + 1 < chars.len() && chars[i + 1] == '%' {
+            text.push('%');
+            i += 2;
+            continue;
+        }
+        let mut j = i + 1;
+        let mut right = false;
+        if j < chars.len() && chars[j] == '.' {
+            right = true;
+            j += 1;
+        }
+        let start = j;
+        while j < chars.len() && chars[j].is_ascii_digit() {
+            j += 1;
+        }
+        let digits: String = chars[start..j].iter().collect();
+        if j >= chars.len() {
+            // A dangling `%...` at the end: keep it as text.
+            text.extend(&chars[i..]);
+            break;
+        }
+        let letter = chars[j];
+        let width = digits.parse::<usize>().unwrap_or(0).min(4096);
+        if !text.is_empty() {
+            items.push(Item::Text(std::mem::take(&mut text)));
+        }
+        if valid(letter) {
+            items.push(Item::Field(Field::new(&letter.to_string(), width, right)));
+        } else {
+            errors.push(letter.to_string());
+        }
+        i = j + 1;
+    }
+    if !text.is_empty() {
+        items.push(Item::Text(text));
+    }
+    (items, errors)
+}
+
+/// Parses a `-O` format (`jobid:10,name,state:.8`). Names are lower-cased;
+/// `canon` maps a name to its canonical key (or `None` when unknown, which is
+/// reported in the error list). Fields without a size get `default_width`.
+pub fn parse_long(
+    fmt: &str,
+    default_width: usize,
+    canon: &dyn Fn(&str) -> Option<String>,
+) -> (Vec<Item>, Vec<String>) {
+    let mut items = Vec::new();
+    let mut errors = Vec::new();
+    for part in fmt.split(',') {
+        if part.is_empty() {
+            continue;
+        }
+        let (name, spec) = match part.split_once(':') {
+            Some((n, s)) => (n, Some(s)),
+            None => (part, None),
+        };
+        let Some(key) = canon(&name.to_ascii_lowercase()) else {
+            errors.push(name.to_string());
+            continue;
+        };
+        let mut width = default_width;
+        let mut right = false;
+        let mut suffix = String::new();
+        if let Some(spec) = spec {
+            let mut rest = spec;
+            if let Some(r) = rest.strip_prefix('.') {
+                right = true;
+                rest = r;
+            }
+            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+            if !digits.is_empty() {
+                width = digits.parse::<usize>().unwrap_or(default_width).min(4096);
+            }
+            suffix = rest[digits.len()..].to_string();
+        }
+        items.push(Item::Field(Field {
+            key,
+            width,
+            right,
+            suffix,
+        }));
+    }
+    (items, errors)
+}
+
+/// Pads (or truncates) `s` to `width` characters; width 0 leaves it as is.
+pub fn pad(s: &str, width: usize, right: bool) -> String {
+    if width == 0 {
+        return s.to_string();
+    }
+    let n = s.chars().count();
+    if n >= width {
+        return s.chars().take(width).collect();
+    }
+    let fill = " ".repeat(width - n);
+    if right {
+        format!("{fill}{s}")
+    } else {
+        format!("{s}{fill}")
+    }
+}
+
+/// Renders one line (without its newline), asking `value` for each field.
+pub fn render(items: &[Item], value: &mut dyn FnMut(&Field) -> String) -> String {
+    let mut out = String::new();
+    for it in items {
+        match it {
+            Item::Text(t) => out.push_str(t),
+            Item::Field(f) => {
+                let v = value(f);
+                out.push_str(&pad(&v, f.width, f.right));
+                out.push_str(&f.suffix);
+            }
+        }
+    }
+    out
+}
+
+/// Memory in MiB as Slurm prints it with unit conversion: `0`, `4000M`, `8G`, `2T`.
+pub fn mem_str(mib: u64) -> String {
+    if mib == 0 {
+        return "0".to_string();
+    }
+    let units = ["M", "G", "T", "P"];
+    let mut v = mib;
+    let mut u = 0;
+    while v.is_multiple_of(1024) && u + 1 < units.len() {
+        v /= 1024;
+        u += 1;
+    }
+    format!("{v}{}", units[u])
+}
+
+// ---------------------------------------------------------------- job views
+
+/// Long state name, `COMPLETING` while the job cleans up.
+pub fn job_state_long(job: &JobRecord) -> &'static str {
+    if job.completing {
+        "COMPLETING"
+    } else {
+        job.state.name()
+    }
+}
+
+/// Compact state, `CG` while the job cleans up.
+pub fn job_state_short(job: &JobRecord) -> &'static str {
+    if job.completing {
+        "CG"
+    } else {
+        job.state.short()
+    }
+}
+
+/// Seconds the job has run: `now - start` while running, `end - start` after.
+pub fn job_run_secs(job: &JobRecord, now: i64) -> i64 {
+    match job.start_time {
+        Some(s) if s > 0 && job.state != JobState::Pending => {
+            let stopped =
+                job.state.is_finished() || job.completing || job.state == JobState::Suspended;
+            let end = if stopped {
+                job.end_time.unwrap_or(now)
+            } else {
+                now
+            };
+            (end - s).max(0)
+        }
+        _ => 0,
+    }
+}
+
+/// Nodes to show in NODELIST: the ones still completing for a completing job,
+/// else the allocation.
+pub fn job_nodes(job: &JobRecord) -> Vec<String> {
+    if job.completing && !job.completing_nodes.is_empty() {
+        job.completing_nodes.clone()
+    } else {
+        job.alloc.nodes.clone()
+    }
+}
+
+/// Compressed node list (`n[1-3]`), empty when none.
+pub fn job_nodelist(job: &JobRecord) -> String {
+    slurm_common::hostlist::compress(&job_nodes(job))
+}
+
+/// Node count: allocated nodes, or the minimum asked for while pending.
+pub fn job_num_nodes(job: &JobRecord) -> u32 {
+    if job.alloc.nodes.is_empty() {
+        job.min_nodes.max(1)
+    } else {
+        job.alloc.nodes.len() as u32
+    }
+}
+
+/// CPU count: allocated, or asked for while pending.
+pub fn job_num_cpus(job: &JobRecord) -> u32 {
+    if job.alloc.nodes.is_empty() {
+        job.req_cpus.max(1)
+    } else {
+        job.alloc.total_cpus()
+    }
+}
+
+/// CPUs per task (1 unless `-c` was given).
+pub fn job_cpus_per_task(job: &JobRecord) -> u32 {
+    job.desc.cpus_per_task.unwrap_or(1).max(1)
+}
+
+/// Minimum CPUs per node (`MinCPUsNode`, squeue `%c`).
+pub fn job_min_cpus_node(job: &JobRecord) -> u32 {
+    let cpt = job_cpus_per_task(job);
+    match job.desc.ntasks_per_node {
+        Some(n) if n > 0 => n.saturating_mul(cpt),
+        _ => cpt,
+    }
+}
+
+/// `MinMemoryNode` / squeue `%m`: `0`, `4000M`, or per-CPU as `500M`.
+pub fn job_min_memory(job: &JobRecord) -> String {
+    if let Some(m) = job.desc.mem_per_cpu {
+        return mem_str(m);
+    }
+    mem_str(job.desc.mem_per_node.unwrap_or(0))
+}
+
+/// Expected or actual start, for pending jobs falling back on `--begin`.
+pub fn job_start(job: &JobRecord, now: i64) -> Option<i64> {
+    match job.start_time {
+        Some(s) if s > 0 => Some(s),
+        _ if job.state == JobState::Pending => job.desc.begin_time.filter(|b| *b > now),
+        _ => None,
+    }
+}
+
+/// Actual end, or expected end (start + limit) while running.
+pub fn job_end(job: &JobRecord, now: i64) -> Option<i64> {
+    if job.state.is_finished() {
+        return job.end_time.filter(|e| *e > 0);
+    }
+    let start = job_start(job, now)?;
+    job.time_limit.map(|l| start + i64::from(l) * 60)
+}
+
+/// TRES string as `scontrol show job` prints it: allocated when the job has
+/// nodes, requested otherwise (`node_mem` is the per-node memory a job that
+/// asked for no memory would get, used for pending jobs).
+pub fn job_tres(job: &JobRecord, node_mem: Option<u64>) -> String {
+    let mut parts = Vec::new();
+    if !job.alloc.nodes.is_empty() {
+        let cpus = job.alloc.total_cpus();
+        parts.push(format!("cpu={cpus}"));
+        let mem: u64 = job.alloc.mem.iter().sum();
+        if mem > 0 {
+            parts.push(format!("mem={}", mem_str(mem)));
+        }
+        parts.push(format!("node={}", job.alloc.nodes.len()));
+        parts.push(format!("billing={cpus}"));
+    } else {
+        let cpus = job.req_cpus.max(1);
+        let nodes = job.min_nodes.max(1);
+        parts.push(format!("cpu={cpus}"));
+        let mem = match (job.desc.mem_per_cpu, job.desc.mem_per_node) {
+            (Some(m), _) => m.saturating_mul(u64::from(cpus)),
+            (None, Some(m)) if m > 0 => m.saturating_mul(u64::from(nodes)),
+            _ => node_mem.unwrap_or(0).saturating_mul(u64::from(nodes)),
+        };
+        if mem > 0 {
+            parts.push(format!("mem={}", mem_str(mem)));
+        }
+        parts.push(format!("node={nodes}"));
+        parts.push(format!("billing={cpus}"));
+    }
+    parts.join(",")
+}
+
+/// Expands an output-file pattern as Slurm shows it (`%j`, `%x`, `%u`, `%A`,
+/// `%a`, `%N`, `%%`, with optional zero-padding width), relative to the work dir.
+pub fn expand_std_path(pattern: &str, job: &JobRecord) -> String {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '%' {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        let mut j = i + 1;
+        while j < chars.len() && chars[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j >= chars.len() {
+            out.extend(&chars[i..]);
+            break;
+        }
+        let width: usize = chars[i + 1..j]
+            .iter()
+            .collect::<String>()
+            .parse()
+            .unwrap_or(0)
+            .min(10);
+        let num = |v: u64| format!("{v:0width$}");
+        match chars[j] {
+            '%' => out.push('%'),
+            'j' | 'A' | 'J' => out.push_str(&num(u64::from(job.job_id))),
+            'a' => out.push_str(&num(4_294_967_294)),
+            'x' => out.push_str(&job.name),
+            'u' => out.push_str(&job.user_name),
+            'n' | 't' => out.push_str(&num(0)),
+            'N' => match &job.batch_host {
+                Some(h) => out.push_str(h),
+                None => out.extend(&chars[i..=j]),
+            },
+            _ => out.extend(&chars[i..=j]),
+        }
+        i = j + 1;
+    }
+    if out.starts_with('/') || job.desc.work_dir.is_empty() {
+        out
+    } else {
+        format!("{}/{}", job.desc.work_dir.trim_end_matches('/'), out)
+    }
+}
+
+/// The paths `StdOut`, `StdErr`, `StdIn` as shown: Slurm's defaults applied
+/// (`slurm-%j.out`, stderr with stdout, stdin `/dev/null`).
+pub fn job_std_paths(job: &JobRecord) -> (String, String, String) {
+    let out_pat = job
+        .desc
+        .std_out
+        .clone()
+        .unwrap_or_else(|| "slurm-%j.out".to_string());
+    let out = expand_std_path(&out_pat, job);
+    let err = match &job.desc.std_err {
+        Some(p) => expand_std_path(p, job),
+        None => out.clone(),
+    };
+    let input = match &job.desc.std_in {
+        Some(p) => expand_std_path(p, job),
+        None => "/dev/null".to_string(),
+    };
+    (out, err, input)
+}
+
+// ------------------------------------------------------------ option parsing
+
+/// Whether an option takes an argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    No,
+    Required,
+    /// Attached (`-j1`, `--jobs=1`), or the next word when it is not an option.
+    Optional,
+}
+
+/// One option a command accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct Opt {
+    pub short: Option<char>,
+    pub long: &'static str,
+    pub arg: Arg,
+}
+
+/// What the parser found, in order: (long name, argument) or a positional word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    Opt(&'static str, Option<String>),
+    Word(String),
+}
+
+/// Parses `args` (without the program name) the way getopt_long does,
+/// returning the messages getopt would print on a bad option.
+pub fn getopt(prog: &str, args: &[String], opts: &[Opt]) -> Result<Vec<Parsed>, String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let next_is_value = |i: usize| -> bool {
+        args.get(i)
+            .map(|a| !a.starts_with('-') || a == "-")
+            .unwrap_or(false)
+    };
+    while i < args.len() {
+        let a = &args[i];
+        i += 1;
+        if a == "--" {
+            for w in &args[i..] {
+                out.push(Parsed::Word(w.clone()));
+            }
+            break;
+        }
+        if let Some(body) = a.strip_prefix("--") {
+            let (name, attached) = match body.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (body, None),
+            };
+            let exact = opts.iter().find(|o| o.long == name);
+            let opt = match exact {
+                Some(o) => *o,
+                None => {
+                    let cands: Vec<&Opt> = opts
+                        .iter()
+                        .filter(|o| !o.long.is_empty() && o.long.starts_with(name))
+                        .collect();
+                    match cands.len() {
+                        1 => *cands[0],
+                        0 => return Err(format!("{prog}: unrecognized option '--{name}'")),
+                        _ => {
+                            let names: Vec<String> =
+                                cands.iter().map(|o| format!("'--{}'", o.long)).collect();
+                            return Err(format!(
+                                "{prog}: option '--{name}' is ambiguous; possibilities: {}",
+                                names.join(" ")
+                            ));
+                        }
+                    }
+                }
+            };
+            match opt.arg {
+                Arg::No => {
+                    if attached.is_some() {
+                        return Err(format!(
+                            "{prog}: option '--{}' doesn't allow an argument",
+                            opt.long
+                        ));
+                    }
+                    out.push(Parsed::Opt(opt.long, None));
+                }
+                Arg::Required => {
+                    let v = match attached {
+                        Some(v) => v,
+                        None => match args.get(i) {
+                            Some(v) => {
+                                i += 1;
+                                v.clone()
+                            }
+                            None => {
+                                return Err(format!(
+                                    "{prog}: option '--{}' requires an argument",
+                                    opt.long
+                                ))
+                            }
+                        },
+                    };
+                    out.push(Parsed::Opt(opt.long, Some(v)));
+                }
+                Arg::Optional => {
+                    let v = match attached {
+                        Some(v) => Some(v),
+                        None if next_is_value(i) => {
+                            i += 1;
+                            Some(args[i - 1].clone())
+                        }
+                        None => None,
+                    };
+                    out.push(Parsed::Opt(opt.long, v));
+                }
+            }
+            continue;
+        }
+        if a.len() > 1 && a.starts_with('-') {
+            let chars: Vec<char> = a[1..].chars().collect();
+            let mut k = 0;
+            while k < chars.len() {
+                let c = chars[k];
+                k += 1;
+                let Some(opt) = opts.iter().find(|o| o.short == Some(c)) else {
+                    return Err(format!("{prog}: invalid option -- '{c}'"));
+                };
+                let rest: String = chars[k..].iter().collect();
+                match opt.arg {
+                    Arg::No => out.push(Parsed::Opt(opt.long, None)),
+                    Arg::Required => {
+                        let v = if !rest.is_empty() {
+                            rest
+                        } else {
+                            match args.get(i) {
+                                Some(v) => {
+                                    i += 1;
+                                    v.clone()
+                                }
+                                None => {
+                                    return Err(format!(
+                                        "{prog}: option requires an argument -- '{c}'"
+                                    ))
+                                }
+                            }
+                        };
+                        out.push(Parsed::Opt(opt.long, Some(v)));
+                        break;
+                    }
+                    Arg::Optional => {
+                        let v = if !rest.is_empty() {
+                            Some(rest)
+                        } else if next_is_value(i) {
+                            i += 1;
+                            Some(args[i - 1].clone())
+                        } else {
+                            None
+                        };
+                        out.push(Parsed::Opt(opt.long, v));
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(Parsed::Word(a.clone()));
+    }
+    Ok(out)
+}
+
+/// Splits a comma-separated option value, dropping empty items.
+pub fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(|x| x.trim())
+        .filter(|x| !x.is_empty())
+        .map(|x| x.to_string())
+        .collect()
+}
+
+/// Slurm's natural host-name order (prefix, then numeric suffix).
+pub fn host_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn split(s: &str) -> (&str, Option<u64>) {
+        let idx = s
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| c.is_ascii_digit())
+            .last()
+            .map(|(i, _)| i);
+        match idx {
+            Some(i) => (&s[..i], s[i..].parse().ok()),
+            None => (s, None),
+        }
+    }
+    let (pa, na) = split(a);
+    let (pb, nb) = split(b);
+    pa.cmp(pb).then(na.cmp(&nb)).then(a.cmp(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_format_parses_widths_and_text() {
+        let (items, errs) = parse_short("%.18i %9P|%j%%", &|c| c != 'z');
+        assert!(errs.is_empty());
+        assert_eq!(
+            items,
+            vec![
+                Item::Field(Field::new("i", 18, true)),
+                Item::Text(" ".into()),
+                Item::Field(Field::new("P", 9, false)),
+                Item::Text("|".into()),
+                Item::Field(Field::new("j", 0, false)),
+                Item::Text("%".into()),
+            ]
+        );
+        let (_, errs) = parse_short("%z %i", &|c| c != 'z');
+        assert_eq!(errs, vec!["z".to_string()]);
+    }
+
+    #[test]
+    fn long_format_parses_sizes_and_suffixes() {
+        let canon = |s: &str| {
+            if s == "bogus" {
+                None
+            } else {
+                Some(s.to_string())
+            }
+        };
+        let (items, errs) = parse_long("JobID:10,name,state:.8|,bogus", 20, &canon);
+        assert_eq!(errs, vec!["bogus".to_string()]);
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0], Item::Field(Field::new("jobid", 10, false)));
+        assert_eq!(items[1], Item::Field(Field::new("name", 20, false)));
+        let mut f = Field::new("state", 8, true);
+        f.suffix = "|".into();
+        assert_eq!(items[2], Item::Field(f));
+    }
+
+    #[test]
+    fn pad_truncates_and_justifies() {
+        assert_eq!(pad("TIME_LIMIT", 9, true), "TIME_LIMI");
+        assert_eq!(pad("ab", 4, true), "  ab");
+        assert_eq!(pad("ab", 4, false), "ab  ");
+        assert_eq!(pad("abc", 0, false), "abc");
+    }
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(mem_str(0), "0");
+        assert_eq!(mem_str(4000), "4000M");
+        assert_eq!(mem_str(12000), "12000M");
+        assert_eq!(mem_str(8192), "8G");
+        assert_eq!(mem_str(1024 * 1024), "1T");
+    }
+
+    #[test]
+    fn getopt_handles_clusters_attached_and_errors() {
+        let opts = [
+            Opt {
+                short: Some('h'),
+                long: "noheader",
+                arg: Arg::No,
+            },
+            Opt {
+                short: Some('o'),
+                long: "format",
+                arg: Arg::Required,
+            },
+            Opt {
+                short: Some('j'),
+                long: "jobs",
+                arg: Arg::Optional,
+            },
+        ];
+        let args: Vec<String> = ["-ho%i", "--form=%j", "-j", "1,2", "-j3", "--jobs"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let p = getopt("squeue", &args, &opts).unwrap();
+        assert_eq!(
+            p,
+            vec![
+                Parsed::Opt("noheader", None),
+                Parsed::Opt("format", Some("%i".into())),
+                Parsed::Opt("format", Some("%j".into())),
+                Parsed::Opt("jobs", Some("1,2".into())),
+                Parsed::Opt("jobs", Some("3".into())),
+                Parsed::Opt("jobs", None),
+            ]
+        );
+        let bad = getopt("squeue", &["-z".to_string()], &opts).unwrap_err();
+        assert_eq!(bad, "squeue: invalid option -- 'z'");
+        let bad = getopt("squeue", &["-o".to_string()], &opts).unwrap_err();
+        assert_eq!(bad, "squeue: option requires an argument -- 'o'");
+        let bad = getopt("squeue", &["--bogus".to_string()], &opts).unwrap_err();
+        assert_eq!(bad, "squeue: unrecognized option '--bogus'");
+    }
+
+    #[test]
+    fn timestamps_in_utc() {
+        assert_eq!(Tz::Utc.timestamp(1_795_325_854), "2026-11-22T05:37:34");
+        assert_eq!(
+            Tz::Utc.header_time(1_795_325_861),
+            "Sun Nov 22 05:37:41 2026"
+        );
+        assert_eq!(Tz::Utc.opt_timestamp(None, "Unknown"), "Unknown");
+    }
+
+    #[test]
+    fn host_order_is_natural() {
+        let mut v = vec!["n10", "n2", "n1", "m3"];
+        v.sort_by(|a, b| host_cmp(a, b));
+        assert_eq!(v, vec!["m3", "n1", "n2", "n10"]);
+    }
+}

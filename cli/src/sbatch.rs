@@ -1,0 +1,2483 @@
+//! `sbatch`: submit a batch script.
+//!
+//! The flow follows Slurm's:
+//!
+//! 1. The command line is tokenised with getopt semantics ([`getopt`]): unknown
+//!    options fail at once, and the "early" options act at once (`--help`,
+//!    `--usage`, `--version`, `--wrap`, `-v`, `-Q`).
+//! 2. The script is read: `--wrap` builds one, otherwise the file named by the
+//!    first operand (or stdin when there is none, or it is `-`). It must start
+//!    with `#!`.
+//! 3. Options are taken from the script's `#SBATCH` lines (up to the first
+//!    command), then from the `SBATCH_*` environment, then from the command
+//!    line; each source is parsed into an [`Options`] and later sources
+//!    override earlier ones ([`merge`]). All three go through one option table
+//!    ([`SPECS`]) and one value parser ([`apply`]).
+//! 4. The merged options become a [`JobDesc`] ([`build_desc`]), sent as
+//!    `SubmitBatchJob` (or `TestJob` for `--test-only`); [`report`] prints the
+//!    answer the way Slurm does.
+//!
+//! Exit codes are Slurm's: 0 on success, 1 for most errors, 255 where Slurm
+//! exits with -1 (getopt failures and rejected option values).
+//!
+//! Nothing here reads the process environment or the current directory
+//! directly except [`main`]: [`prepare`] takes them as arguments so tests can
+//! drive it.
+
+use crate::common::{self, CallError};
+use getopt::HasArg;
+use slurm_common::{hostlist, timefmt, users};
+use slurm_proto::{JobDesc, RequestBody, Response, SlurmError, SLURM_VERSION};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Exit code Slurm uses when an option is rejected (`exit(-1)`).
+pub const EXIT_BAD_OPTION: i32 = 255;
+
+/// getopt_long, as glibc implements it, for `sbatch` and `scancel`.
+///
+/// Long options take `--name=value` or `--name value` (required arguments
+/// only); unambiguous prefixes of long names are accepted; short options may
+/// be clustered (`-vQ`) and take their argument attached (`-n2`) or as the
+/// next word (`-n 2`); optional arguments are only ever attached. `--` ends
+/// the options. Error messages are glibc's.
+pub mod getopt {
+    /// Whether an option takes an argument.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum HasArg {
+        No,
+        Required,
+        Optional,
+    }
+
+    /// One entry of an option table. `id` names what the option does;
+    /// aliases (`--name`/`--jobname`) share an id.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Opt {
+        pub long: Option<&'static str>,
+        pub short: Option<char>,
+        pub has_arg: HasArg,
+        pub id: usize,
+    }
+
+    /// Options in the order given (id, argument), and the operands.
+    #[derive(Debug, Default, Clone, PartialEq)]
+    pub struct Parsed {
+        pub opts: Vec<(usize, Option<String>)>,
+        pub operands: Vec<String>,
+    }
+
+    /// A getopt failure: glibc's one-line message (prefixed with the program
+    /// name), and the options read before it (a command acts on those in
+    /// order, so `--version` before a bad option still wins).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Error {
+        pub message: String,
+        pub before: Parsed,
+    }
+
+    /// Parses `args` (without the program name). With `permute`, operands
+    /// may be mixed with options (glibc's default); without, the first
+    /// operand ends the options (a leading `+` in the option string).
+    pub fn parse(
+        prog: &str,
+        args: &[String],
+        table: &[Opt],
+        permute: bool,
+    ) -> Result<Parsed, Error> {
+        let mut out = Parsed::default();
+        macro_rules! fail {
+            ($($t:tt)*) => {
+                return Err(Error { message: format!($($t)*), before: out })
+            };
+        }
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            if a == "--" {
+                out.operands.extend(args[i + 1..].iter().cloned());
+                break;
+            }
+            if let Some(body) = a.strip_prefix("--") {
+                let (name, val) = match body.find('=') {
+                    Some(p) => (&body[..p], Some(&body[p + 1..])),
+                    None => (body, None),
+                };
+                let opt = match table.iter().find(|o| o.long == Some(name)) {
+                    Some(o) => *o,
+                    None => {
+                        let cands: Vec<&Opt> = table
+                            .iter()
+                            .filter(|o| o.long.is_some_and(|l| l.starts_with(name)))
+                            .collect();
+                        let mut uniq: Vec<&Opt> = Vec::new();
+                        for c in &cands {
+                            if !uniq.iter().any(|u| u.id == c.id && u.has_arg == c.has_arg) {
+                                uniq.push(c);
+                            }
+                        }
+                        match uniq.len() {
+                            0 => fail!("{prog}: unrecognized option '--{body}'"),
+                            1 => *uniq[0],
+                            _ => {
+                                let mut msg = format!(
+                                    "{prog}: option '--{body}' is ambiguous; possibilities:"
+                                );
+                                for c in cands {
+                                    msg.push_str(&format!(" '--{}'", c.long.unwrap_or_default()));
+                                }
+                                fail!("{msg}");
+                            }
+                        }
+                    }
+                };
+                let long = opt.long.unwrap_or_default();
+                match opt.has_arg {
+                    HasArg::No => {
+                        if val.is_some() {
+                            fail!("{prog}: option '--{long}' doesn't allow an argument");
+                        }
+                        out.opts.push((opt.id, None));
+                    }
+                    HasArg::Required => {
+                        if let Some(v) = val {
+                            out.opts.push((opt.id, Some(v.to_string())));
+                        } else if i + 1 < args.len() {
+                            i += 1;
+                            out.opts.push((opt.id, Some(args[i].clone())));
+                        } else {
+                            fail!("{prog}: option '--{long}' requires an argument");
+                        }
+                    }
+                    HasArg::Optional => out.opts.push((opt.id, val.map(str::to_string))),
+                }
+                i += 1;
+                continue;
+            }
+            if a.len() > 1 && a.starts_with('-') {
+                let chars: Vec<char> = a[1..].chars().collect();
+                let mut j = 0;
+                while j < chars.len() {
+                    let c = chars[j];
+                    let Some(opt) = table.iter().find(|o| o.short == Some(c)) else {
+                        fail!("{prog}: invalid option -- '{c}'");
+                    };
+                    let rest: String = chars[j + 1..].iter().collect();
+                    match opt.has_arg {
+                        HasArg::No => {
+                            out.opts.push((opt.id, None));
+                            j += 1;
+                        }
+                        HasArg::Required => {
+                            if !rest.is_empty() {
+                                out.opts.push((opt.id, Some(rest)));
+                            } else if i + 1 < args.len() {
+                                i += 1;
+                                out.opts.push((opt.id, Some(args[i].clone())));
+                            } else {
+                                fail!("{prog}: option requires an argument -- '{c}'");
+                            }
+                            break;
+                        }
+                        HasArg::Optional => {
+                            out.opts.push((opt.id, (!rest.is_empty()).then_some(rest)));
+                            break;
+                        }
+                    }
+                }
+                i += 1;
+                continue;
+            }
+            if permute {
+                out.operands.push(a.clone());
+                i += 1;
+            } else {
+                out.operands.extend(args[i..].iter().cloned());
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What an option does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Key {
+    Account,
+    Begin,
+    Chdir,
+    Comment,
+    CpusPerTask,
+    Error,
+    Exclude,
+    Exclusive,
+    Export,
+    Help,
+    Hold,
+    IgnorePbs,
+    Input,
+    JobName,
+    Mem,
+    MemPerCpu,
+    Nice,
+    NoRequeue,
+    Nodelist,
+    Nodes,
+    Ntasks,
+    NtasksPerNode,
+    Output,
+    Oversubscribe,
+    Parsable,
+    Partition,
+    Qos,
+    Quiet,
+    Requeue,
+    TestOnly,
+    Time,
+    Usage,
+    Verbose,
+    Version,
+    Wrap,
+    /// A Slurm option not implemented here: a warning (ignored), or an
+    /// error when ignoring it would change what the job gets.
+    Unsupported {
+        fatal: bool,
+    },
+}
+
+impl Key {
+    /// Options acted on while the command line is first read; in `#SBATCH`
+    /// lines they are ignored, as Slurm does.
+    fn early(self) -> bool {
+        matches!(
+            self,
+            Key::Help | Key::Usage | Key::Version | Key::Wrap | Key::Verbose | Key::Quiet
+        )
+    }
+}
+
+/// One option: its names, argument, meaning and input environment variable.
+struct Spec {
+    long: &'static str,
+    short: Option<char>,
+    arg: HasArg,
+    key: Key,
+    env: Option<&'static str>,
+}
+
+const fn spec(
+    long: &'static str,
+    short: Option<char>,
+    arg: HasArg,
+    key: Key,
+    env: Option<&'static str>,
+) -> Spec {
+    Spec {
+        long,
+        short,
+        arg,
+        key,
+        env,
+    }
+}
+
+use HasArg::{No as NA, Optional as OA, Required as RA};
+const WARN: Key = Key::Unsupported { fatal: false };
+const FATAL: Key = Key::Unsupported { fatal: true };
+
+/// The option table, used by the command line, `#SBATCH` lines and the
+/// `SBATCH_*` environment alike.
+#[rustfmt::skip]
+static SPECS: &[Spec] = &[
+    spec("account", Some('A'), RA, Key::Account, Some("SBATCH_ACCOUNT")),
+    spec("begin", Some('b'), RA, Key::Begin, None),
+    spec("chdir", Some('D'), RA, Key::Chdir, None),
+    spec("comment", None, RA, Key::Comment, None),
+    spec("cpus-per-task", Some('c'), RA, Key::CpusPerTask, None),
+    spec("error", Some('e'), RA, Key::Error, Some("SBATCH_ERROR")),
+    spec("exclude", Some('x'), RA, Key::Exclude, None),
+    spec("exclusive", None, OA, Key::Exclusive, Some("SBATCH_EXCLUSIVE")),
+    spec("export", None, RA, Key::Export, Some("SBATCH_EXPORT")),
+    spec("help", Some('h'), NA, Key::Help, None),
+    spec("hold", Some('H'), NA, Key::Hold, None),
+    spec("ignore-pbs", None, NA, Key::IgnorePbs, Some("SBATCH_IGNORE_PBS")),
+    spec("input", Some('i'), RA, Key::Input, Some("SBATCH_INPUT")),
+    spec("job-name", Some('J'), RA, Key::JobName, Some("SBATCH_JOB_NAME")),
+    spec("mem", None, RA, Key::Mem, Some("SBATCH_MEM_PER_NODE")),
+    spec("mem-per-cpu", None, RA, Key::MemPerCpu, Some("SBATCH_MEM_PER_CPU")),
+    spec("nice", None, OA, Key::Nice, None),
+    spec("no-requeue", None, NA, Key::NoRequeue, Some("SBATCH_NO_REQUEUE")),
+    spec("nodelist", Some('w'), RA, Key::Nodelist, None),
+    spec("nodes", Some('N'), RA, Key::Nodes, None),
+    spec("ntasks", Some('n'), RA, Key::Ntasks, None),
+    spec("ntasks-per-node", None, RA, Key::NtasksPerNode, None),
+    spec("tasks-per-node", None, RA, Key::NtasksPerNode, None),
+    spec("output", Some('o'), RA, Key::Output, Some("SBATCH_OUTPUT")),
+    spec("oversubscribe", Some('s'), NA, Key::Oversubscribe, None),
+    spec("parsable", None, NA, Key::Parsable, None),
+    spec("partition", Some('p'), RA, Key::Partition, Some("SBATCH_PARTITION")),
+    spec("qos", Some('q'), RA, Key::Qos, Some("SBATCH_QOS")),
+    spec("quiet", Some('Q'), NA, Key::Quiet, None),
+    spec("requeue", None, NA, Key::Requeue, Some("SBATCH_REQUEUE")),
+    spec("test-only", None, NA, Key::TestOnly, None),
+    spec("time", Some('t'), RA, Key::Time, Some("SBATCH_TIMELIMIT")),
+    spec("usage", None, NA, Key::Usage, None),
+    spec("verbose", Some('v'), NA, Key::Verbose, Some("SBATCH_DEBUG")),
+    spec("version", Some('V'), NA, Key::Version, None),
+    spec("wrap", None, RA, Key::Wrap, None),
+    // Slurm options not implemented yet. Ignoring these would change what
+    // the job is given or when it runs, so they are refused.
+    spec("array", Some('a'), RA, FATAL, Some("SBATCH_ARRAY_INX")),
+    spec("batch", None, RA, FATAL, Some("SBATCH_BATCH")),
+    spec("bb", None, RA, FATAL, None),
+    spec("bbf", None, RA, FATAL, None),
+    spec("cluster", None, RA, FATAL, None),
+    spec("clusters", Some('M'), RA, FATAL, Some("SBATCH_CLUSTERS")),
+    spec("constraint", Some('C'), RA, FATAL, Some("SBATCH_CONSTRAINT")),
+    spec("container", None, RA, FATAL, Some("SBATCH_CONTAINER")),
+    spec("container-id", None, RA, FATAL, Some("SBATCH_CONTAINER_ID")),
+    spec("core-spec", Some('S'), RA, FATAL, Some("SBATCH_CORE_SPEC")),
+    spec("cores-per-socket", None, RA, FATAL, None),
+    spec("cpus-per-gpu", None, RA, FATAL, Some("SBATCH_CPUS_PER_GPU")),
+    spec("deadline", None, RA, FATAL, None),
+    spec("dependency", Some('d'), RA, FATAL, None),
+    spec("export-file", None, RA, FATAL, None),
+    spec("extra-node-info", Some('B'), RA, FATAL, None),
+    spec("gid", None, RA, FATAL, None),
+    spec("gpus", Some('G'), RA, FATAL, Some("SBATCH_GPUS")),
+    spec("gpus-per-node", None, RA, FATAL, Some("SBATCH_GPUS_PER_NODE")),
+    spec("gpus-per-socket", None, RA, FATAL, None),
+    spec("gpus-per-task", None, RA, FATAL, Some("SBATCH_GPUS_PER_TASK")),
+    spec("gres", None, RA, FATAL, Some("SBATCH_GRES")),
+    spec("licenses", Some('L'), RA, FATAL, None),
+    spec("mem-per-gpu", None, RA, FATAL, Some("SBATCH_MEM_PER_GPU")),
+    spec("nodefile", Some('F'), RA, FATAL, None),
+    spec("ntasks-per-core", None, RA, FATAL, None),
+    spec("ntasks-per-gpu", None, RA, FATAL, None),
+    spec("ntasks-per-socket", None, RA, FATAL, None),
+    spec("reservation", None, RA, FATAL, Some("SBATCH_RESERVATION")),
+    spec("sockets-per-node", None, RA, FATAL, None),
+    spec("switches", None, RA, FATAL, None),
+    spec("thread-spec", None, RA, FATAL, Some("SBATCH_THREAD_SPEC")),
+    spec("threads-per-core", None, RA, FATAL, Some("SBATCH_THREADS_PER_CORE")),
+    spec("tres-per-task", None, RA, FATAL, Some("SBATCH_TRES_PER_TASK")),
+    spec("uid", None, RA, FATAL, None),
+    spec("wait", Some('W'), NA, FATAL, Some("SBATCH_WAIT")),
+    // Slurm options not implemented yet whose absence does not change the
+    // allocation: accepted with a warning.
+    spec("acctg-freq", None, RA, WARN, Some("SBATCH_ACCTG_FREQ")),
+    spec("cluster-constraint", None, RA, WARN, None),
+    spec("contiguous", None, NA, WARN, None),
+    spec("cpu-freq", None, RA, WARN, None),
+    spec("delay-boot", None, RA, WARN, Some("SBATCH_DELAY_BOOT")),
+    spec("distribution", Some('m'), RA, WARN, Some("SBATCH_DISTRIBUTION")),
+    spec("extra", None, RA, WARN, None),
+    spec("get-user-env", None, OA, WARN, Some("SBATCH_GET_USER_ENV")),
+    spec("gpu-bind", None, RA, WARN, Some("SBATCH_GPU_BIND")),
+    spec("gpu-freq", None, RA, WARN, Some("SBATCH_GPU_FREQ")),
+    spec("gres-flags", None, RA, WARN, Some("SBATCH_GRES_FLAGS")),
+    spec("hint", None, RA, WARN, Some("SBATCH_HINT")),
+    spec("kill-on-invalid-dep", None, RA, WARN, None),
+    spec("mail-type", None, RA, WARN, None),
+    spec("mail-user", None, RA, WARN, None),
+    spec("mcs-label", None, RA, WARN, None),
+    spec("mem-bind", None, RA, WARN, Some("SBATCH_MEM_BIND")),
+    spec("mincpus", None, RA, WARN, None),
+    spec("network", None, RA, WARN, Some("SBATCH_NETWORK")),
+    spec("no-kill", Some('k'), OA, WARN, Some("SBATCH_NO_KILL")),
+    spec("open-mode", None, RA, WARN, Some("SBATCH_OPEN_MODE")),
+    spec("overcommit", Some('O'), NA, WARN, Some("SBATCH_OVERCOMMIT")),
+    spec("power", None, RA, WARN, Some("SBATCH_POWER")),
+    spec("prefer", None, RA, WARN, None),
+    spec("priority", None, RA, WARN, None),
+    spec("profile", None, RA, WARN, Some("SBATCH_PROFILE")),
+    spec("propagate", None, OA, WARN, None),
+    spec("reboot", None, NA, WARN, None),
+    spec("signal", None, RA, WARN, Some("SBATCH_SIGNAL")),
+    spec("spread-job", None, NA, WARN, Some("SBATCH_SPREAD_JOB")),
+    spec("time-min", None, RA, WARN, None),
+    spec("tmp", None, RA, WARN, None),
+    spec("tres-bind", None, RA, WARN, Some("SBATCH_TRES_BIND")),
+    spec("use-min-nodes", None, NA, WARN, Some("SBATCH_USE_MIN_NODES")),
+    spec("wait-all-nodes", None, RA, WARN, Some("SBATCH_WAIT_ALL_NODES")),
+    spec("wckey", None, RA, WARN, Some("SBATCH_WCKEY")),
+];
+
+fn getopt_table() -> Vec<getopt::Opt> {
+    SPECS
+        .iter()
+        .enumerate()
+        .map(|(i, s)| getopt::Opt {
+            long: Some(s.long),
+            short: s.short,
+            has_arg: s.arg,
+            id: i,
+        })
+        .collect()
+}
+
+/// Where an option came from (for the precedence rules and messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Script,
+    Env,
+    Cli,
+}
+
+/// Options as one source gives them; `None` = not given by that source.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Options {
+    pub account: Option<String>,
+    /// Unix seconds.
+    pub begin: Option<i64>,
+    pub chdir: Option<String>,
+    pub comment: Option<String>,
+    pub cpus_per_task: Option<u32>,
+    pub error: Option<String>,
+    /// `-x` as given (hostlist expression or file name).
+    pub exclude: Option<String>,
+    pub exclusive: Option<bool>,
+    pub export: Option<String>,
+    pub hold: Option<bool>,
+    pub input: Option<String>,
+    pub job_name: Option<String>,
+    /// MiB per node; 0 = all of the node's memory.
+    pub mem: Option<u64>,
+    /// MiB per CPU.
+    pub mem_per_cpu: Option<u64>,
+    pub nice: Option<i32>,
+    /// `-w` as given (hostlist expression or file name).
+    pub nodelist: Option<String>,
+    /// (min, max); max `None` = no maximum.
+    pub nodes: Option<(u32, Option<u32>)>,
+    pub ntasks: Option<u32>,
+    pub ntasks_per_node: Option<u32>,
+    pub output: Option<String>,
+    pub parsable: Option<bool>,
+    pub partition: Option<String>,
+    pub qos: Option<String>,
+    pub requeue: Option<bool>,
+    pub test_only: Option<bool>,
+    /// Minutes; `Some(None)` = UNLIMITED.
+    pub time: Option<Option<u32>>,
+}
+
+macro_rules! overlay_fields {
+    ($dst:expr, $src:expr, $($f:ident),*) => {
+        $( if $src.$f.is_some() { $dst.$f = $src.$f.clone(); } )*
+    };
+}
+
+impl Options {
+    /// Fields set in `later` replace those in `self`.
+    pub fn overlay(&mut self, later: &Options) {
+        overlay_fields!(
+            self,
+            later,
+            account,
+            begin,
+            chdir,
+            comment,
+            cpus_per_task,
+            error,
+            exclude,
+            exclusive,
+            export,
+            hold,
+            input,
+            job_name,
+            mem,
+            mem_per_cpu,
+            nice,
+            nodelist,
+            nodes,
+            ntasks,
+            ntasks_per_node,
+            output,
+            parsable,
+            partition,
+            qos,
+            requeue,
+            test_only,
+            time
+        );
+    }
+}
+
+/// A failure that ends the command: what to print on stderr, and the exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fail {
+    pub stderr: String,
+    pub code: i32,
+}
+
+impl Fail {
+    fn error(msg: impl std::fmt::Display, code: i32) -> Fail {
+        Fail {
+            stderr: format!("sbatch: error: {msg}\n"),
+            code,
+        }
+    }
+    fn fatal(msg: impl std::fmt::Display) -> Fail {
+        Fail {
+            stderr: format!("sbatch: fatal: {msg}\n"),
+            code: 1,
+        }
+    }
+    /// A getopt failure: glibc's line and Slurm's hint.
+    fn getopt(line: &str) -> Fail {
+        Fail {
+            stderr: format!("{line}\nTry \"sbatch --help\" for more information\n"),
+            code: EXIT_BAD_OPTION,
+        }
+    }
+}
+
+/// Slurm's `parse_int`: a whole decimal number (optional sign, leading
+/// blanks), not negative, and positive when `positive`.
+pub fn parse_int(name: &str, val: &str, positive: bool) -> Result<u32, Fail> {
+    let t = val.trim_start();
+    let (neg, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let bad = || Fail::error(format!("Invalid numeric value \"{val}\" for {name}."), 1);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = match digits.parse::<u64>() {
+        Ok(n) => n,
+        Err(_) if !neg => {
+            return Err(Fail::error(
+                format!("Numeric argument ({digits}) too large for {name}."),
+                1,
+            ))
+        }
+        Err(_) => return Err(bad()),
+    };
+    if (neg && n != 0) || (positive && n == 0) {
+        return Err(bad());
+    }
+    if n > i32::MAX as u64 {
+        return Err(Fail::error(
+            format!("Numeric argument ({n}) too large for {name}."),
+            1,
+        ));
+    }
+    Ok(n as u32)
+}
+
+/// Slurm's node count word: a number with an optional `k` (×1024) or `m`
+/// (×1024²) suffix; `None` when it is not one. Empty is 0.
+fn str_to_nodes(s: &str) -> Option<u64> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Some(0);
+    }
+    let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if end == 0 {
+        return None;
+    }
+    let n: u64 = t[..end].parse().ok()?;
+    let mult = match t[end..].trim_end() {
+        "" => 1,
+        "k" | "K" => 1024,
+        "m" | "M" => 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(mult).filter(|v| *v <= i32::MAX as u64)
+}
+
+/// `-N min[-max]`.
+pub fn parse_nodes(arg: &str) -> Result<(u32, Option<u32>), Fail> {
+    let invalid = |s: &str| {
+        Fail::error(
+            format!("\"{s}\" is not a valid node count"),
+            EXIT_BAD_OPTION,
+        )
+    };
+    let (min, max) = match arg.split_once('-') {
+        Some((lo, hi)) => {
+            let min = str_to_nodes(lo).ok_or_else(|| invalid(lo))?;
+            let max = str_to_nodes(hi).ok_or_else(|| invalid(hi))?;
+            (min.max(1), max)
+        }
+        None => {
+            if arg.trim().is_empty() {
+                return Err(invalid(arg));
+            }
+            let n = str_to_nodes(arg).ok_or_else(|| invalid(arg))?;
+            (n, n)
+        }
+    };
+    if max != 0 && max < min {
+        return Err(Fail::error(
+            format!("Maximum node count {max} is less than minimum node count {min}"),
+            EXIT_BAD_OPTION,
+        ));
+    }
+    Ok((min as u32, (max != 0).then_some(max as u32)))
+}
+
+/// A memory size as `--mem` takes it: a whole number with an optional unit
+/// `K`, `M` (default), `G` or `T` (optionally followed by `B`), in MiB
+/// (kibibytes round up). `None` when it is not one.
+pub fn parse_mem_mib(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if end == 0 {
+        return None;
+    }
+    let n: u64 = t[..end].parse().ok()?;
+    let unit = &t[end..];
+    let unit = unit
+        .strip_suffix('B')
+        .or_else(|| unit.strip_suffix('b'))
+        .filter(|u| !u.is_empty())
+        .unwrap_or(unit);
+    match unit {
+        "" | "m" | "M" => Some(n),
+        "k" | "K" => Some(n.div_ceil(1024)),
+        "g" | "G" => n.checked_mul(1024),
+        "t" | "T" => n.checked_mul(1024 * 1024),
+        _ => None,
+    }
+}
+
+/// Values that need the outside world: the time (for `--begin`).
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The directory sbatch runs in (absolute).
+    pub cwd: PathBuf,
+    pub hostname: String,
+    /// Unix seconds.
+    pub now: i64,
+    /// sbatch's scheduling priority (`SLURM_PRIO_PROCESS`).
+    pub prio: i32,
+}
+
+/// Applies one option from `src` to `opts`. Warnings for ignored options
+/// are appended to `warnings`.
+fn apply(
+    opts: &mut Options,
+    spec: &Spec,
+    val: Option<&str>,
+    src: Source,
+    ctx: &Context,
+    warnings: &mut Vec<String>,
+) -> Result<(), Fail> {
+    let v = val.unwrap_or_default();
+    let s = || Some(v.to_string());
+    let path = || {
+        if v.eq_ignore_ascii_case("none") {
+            Some("/dev/null".to_string())
+        } else {
+            Some(v.to_string())
+        }
+    };
+    match spec.key {
+        Key::Account => opts.account = s(),
+        Key::Begin => {
+            let t = timefmt::parse_timestamp(v, ctx.now)
+                .map_err(|_| Fail::error("Invalid --begin specification", EXIT_BAD_OPTION))?;
+            opts.begin = Some(t);
+        }
+        Key::Chdir => opts.chdir = s(),
+        Key::Comment => opts.comment = s(),
+        Key::CpusPerTask => opts.cpus_per_task = Some(parse_int("--cpus-per-task", v, true)?),
+        Key::Error => opts.error = path(),
+        Key::Exclude => opts.exclude = s(),
+        Key::Exclusive => {
+            let excl = match val {
+                None => true,
+                Some(a) if a.eq_ignore_ascii_case("exclusive") => true,
+                Some(a) if a.eq_ignore_ascii_case("oversubscribe") => false,
+                Some(a)
+                    if a.eq_ignore_ascii_case("user")
+                        || a.eq_ignore_ascii_case("mcs")
+                        || a.eq_ignore_ascii_case("topo") =>
+                {
+                    warnings.push(format!(
+                        "--exclusive={a} is not supported yet; the job gets whole nodes (--exclusive)"
+                    ));
+                    true
+                }
+                Some(_) => {
+                    return Err(Fail::error(
+                        "Invalid --exclusive specification",
+                        EXIT_BAD_OPTION,
+                    ))
+                }
+            };
+            opts.exclusive = Some(excl);
+        }
+        Key::Export => opts.export = s(),
+        Key::Hold => opts.hold = Some(true),
+        Key::IgnorePbs => {}
+        Key::Input => opts.input = path(),
+        Key::JobName => opts.job_name = s(),
+        Key::Mem => {
+            let m = parse_mem_mib(v)
+                .ok_or_else(|| Fail::error("Invalid --mem specification", EXIT_BAD_OPTION))?;
+            opts.mem = Some(m);
+        }
+        Key::MemPerCpu => {
+            let m = parse_mem_mib(v).ok_or_else(|| {
+                Fail::error("Invalid --mem-per-cpu specification", EXIT_BAD_OPTION)
+            })?;
+            opts.mem_per_cpu = Some(m);
+        }
+        Key::Nice => {
+            // strtoll: leading number, anything after it ignored.
+            let n: i64 = match val {
+                None => 100,
+                Some(a) => leading_int(a),
+            };
+            const LIMIT: i64 = 2_147_483_645; // NICE_OFFSET - 3
+            if n.abs() > LIMIT {
+                return Err(Fail::error(
+                    format!("Invalid --nice value, out of range (+/- {LIMIT})"),
+                    EXIT_BAD_OPTION,
+                ));
+            }
+            opts.nice = Some(n as i32);
+        }
+        Key::NoRequeue => opts.requeue = Some(false),
+        Key::Nodelist => opts.nodelist = s(),
+        Key::Nodes => opts.nodes = Some(parse_nodes(v)?),
+        Key::Ntasks => opts.ntasks = Some(parse_int("--ntasks", v, true)?),
+        Key::NtasksPerNode => opts.ntasks_per_node = Some(parse_int("--ntasks-per-node", v, true)?),
+        Key::Output => opts.output = path(),
+        Key::Oversubscribe => opts.exclusive = Some(false),
+        Key::Parsable => opts.parsable = Some(true),
+        Key::Partition => opts.partition = s(),
+        Key::Qos => opts.qos = s(),
+        Key::Requeue => opts.requeue = Some(true),
+        Key::TestOnly => opts.test_only = Some(true),
+        Key::Time => {
+            let t = timefmt::parse_time_limit(v)
+                .map_err(|_| Fail::error("Invalid --time specification", EXIT_BAD_OPTION))?;
+            // A limit of 0 asks for no limit, as in Slurm.
+            opts.time = Some(t.filter(|m| *m != 0));
+        }
+        Key::Unsupported { fatal } => {
+            let what = match src {
+                Source::Env => format!("{} (--{})", spec.env.unwrap_or_default(), spec.long),
+                _ => format!("--{}", spec.long),
+            };
+            if fatal {
+                return Err(Fail::error(format!("{what} is not supported yet"), 1));
+            }
+            warnings.push(format!("{what} is not supported yet and was ignored"));
+        }
+        // Early options are handled where the command line is first read.
+        Key::Help | Key::Usage | Key::Version | Key::Wrap | Key::Verbose | Key::Quiet => {}
+    }
+    Ok(())
+}
+
+/// `strtoll(s, NULL, 10)`: the leading integer of `s` (0 if none), clamped.
+fn leading_int(s: &str) -> i64 {
+    let t = s.trim_start();
+    let (neg, rest) = match t.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let n = digits
+        .parse::<i64>()
+        .unwrap_or(if digits.is_empty() { 0 } else { i64::MAX });
+    if neg {
+        -n
+    } else {
+        n
+    }
+}
+
+/// Parses getopt output from one source into `Options`.
+fn options_from(
+    parsed: &[(usize, Option<String>)],
+    src: Source,
+    ctx: &Context,
+    warnings: &mut Vec<String>,
+) -> Result<Options, Fail> {
+    let mut o = Options::default();
+    for (id, val) in parsed {
+        let Some(spec) = SPECS.get(*id) else { continue };
+        if spec.key.early() {
+            continue;
+        }
+        apply(&mut o, spec, val.as_deref(), src, ctx, warnings)?;
+    }
+    Ok(o)
+}
+
+/// One `#SBATCH` word, Slurm-style: blanks separate words, `'` and `"` quote
+/// (and are removed), `\` makes the next character literal, an unquoted `#`
+/// starts a comment. Returns the word and the rest of the line, `None` at
+/// the end of the line (or at an empty word, as Slurm stops there too).
+fn directive_word(line: &str) -> Result<Option<(String, &str)>, char> {
+    let s = line.trim_start();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let mut escape = false;
+    let mut end = s.len();
+    for (i, c) in s.char_indices() {
+        if escape {
+            escape = false;
+            word.push(c);
+            continue;
+        }
+        if c == '\\' {
+            escape = true;
+            continue;
+        }
+        if let Some(q) = quote {
+            if c == q {
+                quote = None;
+            } else {
+                word.push(c);
+            }
+            continue;
+        }
+        if c == '"' || c == '\'' {
+            quote = Some(c);
+            continue;
+        }
+        if c == '#' || c.is_whitespace() {
+            end = i;
+            break;
+        }
+        word.push(c);
+    }
+    if let Some(q) = quote {
+        return Err(q);
+    }
+    if word.is_empty() {
+        return Ok(None);
+    }
+    let rest = &s[end..];
+    // A comment ends the line.
+    let rest = if rest.starts_with('#') { "" } else { rest };
+    Ok(Some((word, rest)))
+}
+
+/// The words of a script's `#SBATCH` (and legacy `#SLURM`) lines, read until
+/// the first line that is neither blank nor a comment. Also returns whether
+/// `#SLURM` was seen (Slurm warns about it).
+pub fn script_directives(script: &str, file: &str) -> Result<(Vec<String>, bool), Fail> {
+    let mut words = Vec::new();
+    let mut legacy = false;
+    for (n, line) in script.split('\n').enumerate() {
+        let rest = if let Some(r) = line.strip_prefix("#SBATCH") {
+            r
+        } else if let Some(r) = line.strip_prefix("#SLURM") {
+            legacy = true;
+            r
+        } else {
+            match line.trim_start().chars().next() {
+                None | Some('#') => continue,
+                Some(_) => break,
+            }
+        };
+        let mut rest = rest;
+        loop {
+            match directive_word(rest) {
+                Ok(Some((w, r))) => {
+                    words.push(w);
+                    rest = r;
+                }
+                Ok(None) => break,
+                Err(q) => {
+                    return Err(Fail::fatal(format!(
+                        "{file}: line {}: Unmatched `{q}` in [{line}]",
+                        n + 1
+                    )))
+                }
+            }
+        }
+    }
+    Ok((words, legacy))
+}
+
+/// Options from `#SBATCH` lines.
+fn script_options(
+    script: &str,
+    file: &str,
+    ctx: &Context,
+    warnings: &mut Vec<String>,
+) -> Result<Options, Fail> {
+    let (words, _legacy) = script_directives(script, file)?;
+    let parsed = getopt::parse("sbatch", &words, &getopt_table(), false)
+        .map_err(|e| Fail::getopt(&e.message))?;
+    if let Some(first) = parsed.operands.first() {
+        return Err(Fail::error(
+            format!("Invalid directive found in batch script: {first}"),
+            EXIT_BAD_OPTION,
+        ));
+    }
+    options_from(&parsed.opts, Source::Script, ctx, warnings)
+}
+
+/// Options from `SBATCH_*` variables. Flags are set by an empty value,
+/// `yes` or a non-zero number; other values leave them unset.
+fn env_options(
+    env: &[(String, String)],
+    ctx: &Context,
+    warnings: &mut Vec<String>,
+) -> Result<(Options, u32), Fail> {
+    let mut o = Options::default();
+    let mut verbose = 0;
+    for spec in SPECS {
+        let Some(var) = spec.env else { continue };
+        let Some(val) = env_get(env, var) else {
+            continue;
+        };
+        if spec.key == Key::Verbose {
+            verbose = parse_int("--verbose", val, false)?;
+            continue;
+        }
+        let arg = match spec.arg {
+            HasArg::No => {
+                let on = val.is_empty()
+                    || val.eq_ignore_ascii_case("yes")
+                    || val.trim().parse::<i64>().is_ok_and(|n| n != 0);
+                if !on {
+                    continue;
+                }
+                None
+            }
+            HasArg::Optional => (!val.is_empty()).then_some(val),
+            HasArg::Required => Some(val),
+        };
+        apply(&mut o, spec, arg, Source::Env, ctx, warnings)?;
+    }
+    Ok((o, verbose))
+}
+
+fn env_get<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+/// Combines the three sources: command line over environment over script.
+/// `--mem` and `--mem-per-cpu` exclude each other: both on the command line
+/// (or script) is an error; one there drops the other from the environment;
+/// both from the environment is an error.
+pub fn merge(script: &Options, env: &Options, cli: &Options) -> Result<Options, Fail> {
+    let mut direct = script.clone();
+    direct.overlay(cli);
+    let mut env = env.clone();
+    if direct.mem.is_some() && direct.mem_per_cpu.is_some() {
+        return Err(Fail::fatal(
+            "--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.",
+        ));
+    } else if direct.mem.is_some() {
+        env.mem_per_cpu = None;
+    } else if direct.mem_per_cpu.is_some() {
+        env.mem = None;
+    } else if env.mem.is_some() && env.mem_per_cpu.is_some() {
+        return Err(Fail::fatal(
+            "SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and SLURM_MEM_PER_NODE are mutually exclusive.",
+        ));
+    }
+    let mut out = script.clone();
+    out.overlay(&env);
+    out.overlay(cli);
+    if direct.mem.is_some() {
+        out.mem_per_cpu = None;
+    } else if direct.mem_per_cpu.is_some() {
+        out.mem = None;
+    }
+    Ok(out)
+}
+
+/// The script given by `--wrap`.
+pub fn wrap_script(cmd: &str) -> String {
+    format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{cmd}\n")
+}
+
+/// Slurm's checks on a script's text.
+pub fn check_script(script: &str) -> Result<(), Fail> {
+    let lines = |ls: &[&str]| Fail {
+        stderr: ls.iter().map(|l| format!("sbatch: error: {l}\n")).collect(),
+        code: 1,
+    };
+    if script.is_empty() {
+        return Err(lines(&["Batch script is empty!"]));
+    }
+    if script.chars().all(char::is_whitespace) {
+        return Err(lines(&["Batch script contains only whitespace!"]));
+    }
+    if !script.starts_with("#!") {
+        return Err(lines(&[
+            "This does not look like a batch script.  The first",
+            "line must start with #! followed by the path to an interpreter.",
+            "For instance: #!/bin/sh",
+        ]));
+    }
+    if script.contains('\0') {
+        return Err(lines(&[
+            "The Slurm job script contains a NULL character '\\0'.",
+        ]));
+    }
+    if script.contains("\r\n") {
+        return Err(lines(&[
+            "Batch script contains DOS line breaks (\\r\\n)",
+            "instead of expected UNIX line breaks (\\n).",
+        ]));
+    }
+    Ok(())
+}
+
+/// Where sbatch looks for a script named on the command line: as given when
+/// it contains a `/` or exists in the current directory, else on `PATH`.
+fn resolve_script(name: &str, cwd: &Path, env: &[(String, String)]) -> PathBuf {
+    let direct = cwd.join(name);
+    if name.contains('/') || direct.exists() {
+        return direct;
+    }
+    if let Some(path) = env_get(env, "PATH") {
+        for dir in path.split(':').filter(|d| !d.is_empty()) {
+            let p = Path::new(dir).join(name);
+            if p.is_file() {
+                return if p.is_absolute() { p } else { cwd.join(p) };
+            }
+        }
+    }
+    direct
+}
+
+/// The environment a job gets under `--export` (Slurm's rules): `ALL`
+/// (default) is everything; `NONE` is only the `SLURM_*` variables; otherwise
+/// a comma list applied in order: `ALL`, `NAME` (its current value) or
+/// `NAME=value`, with the `SLURM_*` variables added at the end.
+pub fn export_environment(export: Option<&str>, env: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    fn set(out: &mut Vec<(String, String)>, k: &str, v: &str) {
+        match out.iter_mut().find(|(ok, _)| ok == k) {
+            Some(e) => e.1 = v.to_string(),
+            None => out.push((k.to_string(), v.to_string())),
+        }
+    }
+    let merge_slurm = |out: &mut Vec<(String, String)>| {
+        for (k, v) in env.iter().filter(|(k, _)| k.starts_with("SLURM_")) {
+            set(out, k, v);
+        }
+    };
+    match export {
+        None => return env.to_vec(),
+        Some(e) if e.eq_ignore_ascii_case("ALL") => return env.to_vec(),
+        Some(e) if e.eq_ignore_ascii_case("NONE") => merge_slurm(&mut out),
+        Some(list) => {
+            for tok in split_quoted(list, ',') {
+                if tok.eq_ignore_ascii_case("ALL") {
+                    for (k, v) in env {
+                        set(&mut out, k, v);
+                    }
+                } else if let Some((k, v)) = tok.split_once('=') {
+                    set(&mut out, k, &unquote(v));
+                } else if let Some(v) = env_get(env, &tok) {
+                    set(&mut out, &tok, v);
+                }
+            }
+            merge_slurm(&mut out);
+        }
+    }
+    out
+}
+
+/// Splits at `sep` outside `'…'`/`"…"`, dropping empty pieces.
+fn split_quoted(s: &str, sep: char) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    for c in s.chars() {
+        match quote {
+            Some(q) if c == q => {
+                quote = None;
+                cur.push(c);
+            }
+            Some(_) => cur.push(c),
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                cur.push(c);
+            }
+            None if c == sep => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
+            None => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn unquote(v: &str) -> String {
+    for q in ['"', '\''] {
+        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
+            return v[1..v.len() - 1].to_string();
+        }
+    }
+    v.to_string()
+}
+
+/// Expands a `-w`/`-x` value: a hostlist expression, or (when it contains a
+/// `/`) a file of host names, one expression per line, `#` comments allowed.
+pub fn expand_nodes(value: &str, cwd: &Path) -> Result<Vec<String>, Fail> {
+    let expr = if value.contains('/') {
+        let text = std::fs::read_to_string(cwd.join(value))
+            .map_err(|e| Fail::error(format!("Unable to open file {value}: {e}"), 1))?;
+        text.lines()
+            .map(|l| l.split('#').next().unwrap_or_default().trim())
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(",")
+    } else {
+        value.to_string()
+    };
+    // An expression the controller could not read is its error in Slurm.
+    hostlist::expand(&expr).map_err(|_| {
+        Fail::error(
+            format!(
+                "Batch job submission failed: {}",
+                SlurmError::InvalidNodeName.message()
+            ),
+            1,
+        )
+    })
+}
+
+/// The script and where it came from.
+#[derive(Debug, Clone)]
+pub struct Script {
+    pub text: String,
+    /// Absolute path of the script file; `None` for `--wrap` and stdin.
+    pub path: Option<String>,
+    /// The name as given on the command line (for the default job name).
+    pub name: Option<String>,
+    pub argv: Vec<String>,
+    pub wrapped: bool,
+}
+
+/// Turns merged options into the submission.
+pub fn build_desc(
+    o: &Options,
+    script: &Script,
+    env: &[(String, String)],
+    ctx: &Context,
+    notes: &mut Vec<String>,
+) -> Result<JobDesc, Fail> {
+    let work_dir = match &o.chdir {
+        Some(d) if d.starts_with('/') => d.clone(),
+        Some(d) => ctx.cwd.join(d).to_string_lossy().into_owned(),
+        None => ctx.cwd.to_string_lossy().into_owned(),
+    };
+    let req_nodes = match &o.nodelist {
+        Some(v) => expand_nodes(v, &ctx.cwd)?,
+        None => Vec::new(),
+    };
+    let exc_nodes = match &o.exclude {
+        Some(v) => expand_nodes(v, &ctx.cwd)?,
+        None => Vec::new(),
+    };
+    let (mut min_nodes, mut max_nodes) = match o.nodes {
+        Some((lo, hi)) => (Some(lo), hi),
+        None => (None, None),
+    };
+    if !req_nodes.is_empty() {
+        let mut uniq = req_nodes.clone();
+        uniq.sort();
+        uniq.dedup();
+        let n = uniq.len() as u32;
+        min_nodes = Some(min_nodes.map_or(n, |m| m.max(n)));
+    }
+    if let (Some(nt), Some(min)) = (o.ntasks, min_nodes) {
+        if max_nodes.is_some_and(|mx| nt < mx) {
+            max_nodes = Some(nt);
+        }
+        if nt < min {
+            notes.push(format!(
+                "Warning: can't run {nt} processes on {min} nodes, setting nnodes to {nt}"
+            ));
+            min_nodes = Some(nt);
+            max_nodes = Some(nt);
+        }
+    }
+    let name = o.job_name.clone().or_else(|| {
+        if script.wrapped {
+            Some("wrap".to_string())
+        } else {
+            match script.name.as_deref() {
+                Some(n) if n != "-" => Some(base_name(n)),
+                _ => Some("sbatch".to_string()),
+            }
+        }
+    });
+    let mut environment = export_environment(o.export.as_deref(), env);
+    let mut set = |k: &str, v: String| match environment.iter_mut().find(|(ek, _)| ek == k) {
+        Some(e) => e.1 = v,
+        None => environment.push((k.to_string(), v)),
+    };
+    set("SLURM_SUBMIT_DIR", ctx.cwd.to_string_lossy().into_owned());
+    set("SLURM_SUBMIT_HOST", ctx.hostname.clone());
+    set("SLURM_PRIO_PROCESS", ctx.prio.to_string());
+    Ok(JobDesc {
+        name,
+        partition: o.partition.clone(),
+        account: o.account.clone(),
+        qos: o.qos.clone(),
+        time_limit: o.time,
+        min_nodes,
+        max_nodes,
+        ntasks: o.ntasks,
+        cpus_per_task: o.cpus_per_task,
+        ntasks_per_node: o.ntasks_per_node,
+        mem_per_node: o.mem,
+        mem_per_cpu: o.mem_per_cpu,
+        req_nodes,
+        exc_nodes,
+        exclusive: o.exclusive.unwrap_or(false),
+        hold: o.hold.unwrap_or(false),
+        begin_time: o.begin,
+        nice: o.nice,
+        requeue: o.requeue,
+        work_dir,
+        std_out: o.output.clone(),
+        std_err: o.error.clone(),
+        std_in: o.input.clone(),
+        script: script.text.clone(),
+        argv: script.argv.clone(),
+        environment: environment
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+        submit_host: ctx.hostname.clone(),
+        command: script.path.clone(),
+        comment: o.comment.clone(),
+    })
+}
+
+fn base_name(p: &str) -> String {
+    let t = p.trim_end_matches('/');
+    t.rsplit('/').next().unwrap_or(t).to_string()
+}
+
+/// A submission ready to send.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub desc: JobDesc,
+    pub test_only: bool,
+    pub parsable: bool,
+    pub quiet: bool,
+    pub verbose: u32,
+}
+
+impl Submission {
+    pub fn request(&self) -> RequestBody {
+        if self.test_only {
+            RequestBody::TestJob(self.desc.clone())
+        } else {
+            RequestBody::SubmitBatchJob(self.desc.clone())
+        }
+    }
+}
+
+/// What [`prepare`] decided.
+#[derive(Debug)]
+pub enum Prepared {
+    Submit(Box<Submission>),
+    /// Nothing to send; exit with this code (messages already written).
+    Exit(i32),
+}
+
+/// stdout and stderr.
+pub struct Term<'a> {
+    pub out: &'a mut dyn Write,
+    pub err: &'a mut dyn Write,
+}
+
+impl Term<'_> {
+    fn out(&mut self, s: &str) {
+        let _ = self.out.write_all(s.as_bytes());
+    }
+    fn err(&mut self, s: &str) {
+        let _ = self.err.write_all(s.as_bytes());
+    }
+    fn fail(&mut self, f: Fail) -> Prepared {
+        self.err(&f.stderr);
+        Prepared::Exit(f.code)
+    }
+}
+
+/// `--help`, `--usage` and `--version` act as soon as they are read.
+fn early_exit(parsed: &getopt::Parsed, term: &mut Term) -> Option<Prepared> {
+    for (id, _) in &parsed.opts {
+        match SPECS.get(*id).map(|s| s.key) {
+            Some(Key::Help) => term.out(&help_text()),
+            Some(Key::Usage) => term.out(USAGE),
+            Some(Key::Version) => term.out(&format!("slurm {SLURM_VERSION}\n")),
+            _ => continue,
+        }
+        return Some(Prepared::Exit(0));
+    }
+    None
+}
+
+/// Reads the command line, the script and the environment, and builds the
+/// submission (or prints what stops it).
+pub fn prepare(
+    argv: &[String],
+    env: &[(String, String)],
+    ctx: &Context,
+    stdin: &mut dyn Read,
+    term: &mut Term,
+) -> Prepared {
+    let prog = argv.first().map(String::as_str).unwrap_or("sbatch");
+    let args = argv.get(1..).unwrap_or_default();
+    let parsed = match getopt::parse(prog, args, &getopt_table(), false) {
+        Ok(p) => p,
+        Err(e) => {
+            // Options before the bad one still act (`--version --bogus`).
+            if let Some(done) = early_exit(&e.before, term) {
+                return done;
+            }
+            return term.fail(Fail::getopt(&e.message));
+        }
+    };
+    if let Some(done) = early_exit(&parsed, term) {
+        return done;
+    }
+
+    // Early pass.
+    let mut verbose = 0u32;
+    let mut quiet = 0u32;
+    let mut wrap: Option<String> = None;
+    for (id, val) in &parsed.opts {
+        match SPECS.get(*id).map(|s| s.key) {
+            Some(Key::Verbose) => verbose += 1,
+            Some(Key::Quiet) => quiet += 1,
+            Some(Key::Wrap) => wrap = val.clone(),
+            _ => {}
+        }
+    }
+
+    // The script.
+    let script = if let Some(cmd) = &wrap {
+        if !parsed.operands.is_empty() {
+            return term.fail(Fail::error(
+                "Script arguments not permitted with --wrap option",
+                1,
+            ));
+        }
+        Script {
+            text: wrap_script(cmd),
+            path: None,
+            name: None,
+            argv: Vec::new(),
+            wrapped: true,
+        }
+    } else {
+        let name = parsed.operands.first().cloned();
+        let (bytes, path) = match name.as_deref() {
+            None | Some("-") => {
+                let mut buf = Vec::new();
+                if let Err(e) = stdin.read_to_end(&mut buf) {
+                    return term.fail(Fail::error(
+                        format!("unable to read the script from stdin: {e}"),
+                        1,
+                    ));
+                }
+                (buf, None)
+            }
+            Some(n) => {
+                let p = resolve_script(n, &ctx.cwd, env);
+                match std::fs::read(&p) {
+                    Ok(b) => (b, Some(p.to_string_lossy().into_owned())),
+                    Err(_) => return term.fail(Fail::error(format!("Unable to open file {n}"), 1)),
+                }
+            }
+        };
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                if quiet == 0 {
+                    term.err("sbatch: warning: the batch script is not valid UTF-8; invalid bytes were replaced\n");
+                }
+                String::from_utf8_lossy(e.as_bytes()).into_owned()
+            }
+        };
+        Script {
+            text,
+            path,
+            argv: parsed.operands.iter().skip(1).cloned().collect(),
+            name,
+            wrapped: false,
+        }
+    };
+    if let Err(f) = check_script(&script.text) {
+        return term.fail(f);
+    }
+
+    // Options: script, then environment, then command line.
+    let mut warnings = Vec::new();
+    let file = script.name.clone().unwrap_or_else(|| "stdin".to_string());
+    let from_script = match script_options(&script.text, &file, ctx, &mut warnings) {
+        Ok(o) => o,
+        Err(f) => return term.fail(f),
+    };
+    if matches!(script_directives(&script.text, &file), Ok((_, true))) {
+        term.err("sbatch: error: Change from #SLURM to #SBATCH in your script and verify the options are valid in sbatch\n");
+    }
+    let (from_env, env_verbose) = match env_options(env, ctx, &mut warnings) {
+        Ok(o) => o,
+        Err(f) => return term.fail(f),
+    };
+    let from_cli = match options_from(&parsed.opts, Source::Cli, ctx, &mut warnings) {
+        Ok(o) => o,
+        Err(f) => return term.fail(f),
+    };
+    if verbose == 0 {
+        verbose = env_verbose;
+    }
+    let merged = match merge(&from_script, &from_env, &from_cli) {
+        Ok(o) => o,
+        Err(f) => return term.fail(f),
+    };
+    if quiet > 0 && verbose > 0 {
+        return term.fail(Fail::error(
+            "don't specify both --verbose (-v) and --quiet (-Q)",
+            1,
+        ));
+    }
+    if quiet == 0 {
+        for w in &warnings {
+            term.err(&format!("sbatch: warning: {w}\n"));
+        }
+    }
+    let mut notes = Vec::new();
+    let desc = match build_desc(&merged, &script, env, ctx, &mut notes) {
+        Ok(d) => d,
+        Err(f) => return term.fail(f),
+    };
+    if quiet == 0 {
+        for n in &notes {
+            term.err(&format!("sbatch: {n}\n"));
+        }
+    }
+    Prepared::Submit(Box::new(Submission {
+        desc,
+        test_only: merged.test_only.unwrap_or(false),
+        parsable: merged.parsable.unwrap_or(false),
+        quiet: quiet > 0,
+        verbose,
+    }))
+}
+
+/// Prints the controller's answer as Slurm does; returns the exit code.
+pub fn report(sub: &Submission, result: Result<Response, CallError>, term: &mut Term) -> i32 {
+    match result {
+        Ok(Response::Submitted { job_id }) => {
+            if !sub.quiet {
+                if sub.parsable {
+                    term.out(&format!("{job_id}\n"));
+                } else {
+                    term.out(&format!("Submitted batch job {job_id}\n"));
+                }
+            }
+            0
+        }
+        Ok(Response::TestResult {
+            job_id,
+            start_time,
+            cpus,
+            nodes,
+            partition,
+        }) => {
+            if !sub.quiet {
+                term.err(&format!(
+                    "sbatch: Job {job_id} to start at {} using {cpus} processors on nodes {} in partition {partition}\n",
+                    timefmt::format_timestamp(start_time),
+                    hostlist::compress(&nodes)
+                ));
+            }
+            0
+        }
+        Ok(Response::Error(e)) | Err(CallError::Rpc(e)) => {
+            let what = if sub.test_only {
+                "allocation failure"
+            } else {
+                "Batch job submission failed"
+            };
+            term.err(&format!("sbatch: error: {what}: {}\n", e.error.message()));
+            if sub.verbose > 0 {
+                if let Some(d) = &e.detail {
+                    term.err(&format!("sbatch: error: {d}\n"));
+                }
+            }
+            1
+        }
+        Err(CallError::Net(e)) => {
+            let what = if sub.test_only {
+                "allocation failure"
+            } else {
+                "Batch job submission failed"
+            };
+            term.err(&format!(
+                "sbatch: error: {what}: Unable to contact slurm controller (connect failure)\n"
+            ));
+            if sub.verbose > 0 {
+                term.err(&format!("sbatch: error: {e}\n"));
+            }
+            1
+        }
+        Ok(_) | Err(CallError::Unexpected) => {
+            term.err("sbatch: error: Batch job submission failed: unexpected reply from the controller\n");
+            1
+        }
+    }
+}
+
+const USAGE: &str = "\
+Usage: sbatch [-N nnodes] [-n ntasks] [-c ncpus] [-t minutes] [-p partition]
+              [-A account] [-q qos] [-J jobname] [-o out] [-e err] [-i in]
+              [-D dir] [-w hosts] [-x hosts] [-H] [-Q] [-v] [--mem=MB]
+              [--mem-per-cpu=MB] [--ntasks-per-node=n] [--exclusive]
+              [--export=names] [--begin=time] [--nice[=value]] [--requeue]
+              [--no-requeue] [--comment=text] [--parsable] [--test-only]
+              [--wrap=command] [script [args...]]
+";
+
+fn help_text() -> String {
+    let rows: &[(&str, &str)] = &[
+        ("-A, --account=name", "charge the job to this account"),
+        ("-b, --begin=time", "do not start the job before this time"),
+        ("-c, --cpus-per-task=n", "CPUs needed by each task"),
+        ("    --comment=text", "attach a comment to the job"),
+        ("-D, --chdir=dir", "working directory of the job"),
+        ("-e, --error=file", "file for the script's stderr"),
+        ("    --exclusive", "do not share nodes with other jobs"),
+        (
+            "    --export=ALL|NONE|names",
+            "environment to pass to the job",
+        ),
+        ("-H, --hold", "submit the job held"),
+        ("-i, --input=file", "file for the script's stdin"),
+        ("-J, --job-name=name", "name of the job"),
+        ("    --mem=size[K|M|G|T]", "memory per node (0: all of it)"),
+        ("    --mem-per-cpu=size", "memory per allocated CPU"),
+        ("-N, --nodes=min[-max]", "number of nodes"),
+        ("-n, --ntasks=n", "number of tasks"),
+        ("    --nice[=value]", "lower the job's priority"),
+        ("    --ntasks-per-node=n", "tasks on each node"),
+        ("-o, --output=file", "file for the script's stdout"),
+        ("    --parsable", "print only the job id"),
+        ("-p, --partition=name", "partition to run in"),
+        ("-q, --qos=name", "quality of service"),
+        ("-Q, --quiet", "print errors only"),
+        (
+            "    --requeue, --no-requeue",
+            "whether the job may be requeued",
+        ),
+        ("-t, --time=limit", "time limit"),
+        (
+            "    --test-only",
+            "report when the job would start, do not submit",
+        ),
+        ("-v, --verbose", "more messages"),
+        (
+            "-w, --nodelist=hosts",
+            "run on these nodes (or a file of them)",
+        ),
+        (
+            "    --wrap=command",
+            "run this command in a generated sh script",
+        ),
+        ("-x, --exclude=hosts", "do not run on these nodes"),
+        ("-h, --help", "show this help"),
+        ("    --usage", "show a short usage summary"),
+        ("-V, --version", "show the version"),
+    ];
+    let mut s = String::from("Usage: sbatch [OPTIONS...] [script [args...]]\n\n");
+    for (opt, what) in rows {
+        s.push_str(&format!("  {opt:<30} {what}\n"));
+    }
+    s
+}
+
+/// Unix scheduling priority of this process.
+fn process_priority() -> i32 {
+    // SAFETY: getpriority has no memory-safety preconditions.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+}
+
+/// Entry point of the `sbatch` binary.
+pub fn main() -> i32 {
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let cwd = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("sbatch: error: getcwd failed: {e}");
+            return 1;
+        }
+    };
+    let ctx = Context {
+        cwd,
+        hostname: users::hostname(),
+        now: common::now(),
+        prio: process_priority(),
+    };
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let mut out = stdout.lock();
+    let mut err = stderr.lock();
+    let mut term = Term {
+        out: &mut out,
+        err: &mut err,
+    };
+    let mut stdin = std::io::stdin();
+    let sub = match prepare(&argv, &env, &ctx, &mut stdin, &mut term) {
+        Prepared::Exit(code) => return code,
+        Prepared::Submit(s) => s,
+    };
+    let conf = match common::load_conf("sbatch") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let client = common::client(&conf);
+    let result = common::call(&client, sub.request());
+    let code = report(&sub, result, &mut term);
+    let _ = term.out.flush();
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slurm_proto::RpcError;
+
+    fn ctx(dir: &Path) -> Context {
+        Context {
+            cwd: dir.to_path_buf(),
+            hostname: "login1".into(),
+            now: 1_800_000_000,
+            prio: 0,
+        }
+    }
+
+    fn args(s: &[&str]) -> Vec<String> {
+        std::iter::once("sbatch")
+            .chain(s.iter().copied())
+            .map(String::from)
+            .collect()
+    }
+
+    fn envv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    struct Run {
+        prepared: Option<Submission>,
+        code: Option<i32>,
+        out: String,
+        err: String,
+    }
+
+    fn run_with(argv: &[&str], env: &[(&str, &str)], stdin: &str, dir: &Path) -> Run {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let mut input = stdin.as_bytes();
+        let p = {
+            let mut term = Term {
+                out: &mut out,
+                err: &mut err,
+            };
+            prepare(&args(argv), &envv(env), &ctx(dir), &mut input, &mut term)
+        };
+        let (prepared, code) = match p {
+            Prepared::Submit(s) => (Some(*s), None),
+            Prepared::Exit(c) => (None, Some(c)),
+        };
+        Run {
+            prepared,
+            code,
+            out: String::from_utf8(out).unwrap(),
+            err: String::from_utf8(err).unwrap(),
+        }
+    }
+
+    fn run(argv: &[&str], env: &[(&str, &str)], stdin: &str) -> Run {
+        run_with(argv, env, stdin, Path::new("/home/u/jobs"))
+    }
+
+    fn desc(argv: &[&str], env: &[(&str, &str)], stdin: &str) -> JobDesc {
+        let r = run(argv, env, stdin);
+        match r.prepared {
+            Some(s) => s.desc,
+            None => panic!("no submission: code {:?} err {}", r.code, r.err),
+        }
+    }
+
+    const SH: &str = "#!/bin/sh\ntrue\n";
+
+    #[test]
+    fn getopt_forms() {
+        let t = getopt_table();
+        let p = getopt::parse(
+            "sbatch",
+            &[
+                "-n2",
+                "-N",
+                "3",
+                "--time=5",
+                "--partition",
+                "debug",
+                "-vvQ",
+                "x.sh",
+                "-n",
+                "9",
+            ]
+            .map(String::from),
+            &t,
+            false,
+        )
+        .unwrap();
+        assert_eq!(p.operands, vec!["x.sh", "-n", "9"]);
+        let keys: Vec<(Key, Option<String>)> = p
+            .opts
+            .iter()
+            .map(|(i, v)| (SPECS[*i].key, v.clone()))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                (Key::Ntasks, Some("2".into())),
+                (Key::Nodes, Some("3".into())),
+                (Key::Time, Some("5".into())),
+                (Key::Partition, Some("debug".into())),
+                (Key::Verbose, None),
+                (Key::Verbose, None),
+                (Key::Quiet, None),
+            ]
+        );
+        // Prefix abbreviation, and `--` ending options.
+        let p = getopt::parse(
+            "sbatch",
+            &["--part=x", "--", "-J"].map(String::from),
+            &t,
+            false,
+        )
+        .unwrap();
+        assert_eq!(SPECS[p.opts[0].0].key, Key::Partition);
+        assert_eq!(p.operands, vec!["-J"]);
+        // Optional arguments attach only.
+        let p = getopt::parse("sbatch", &["--nice", "5"].map(String::from), &t, false).unwrap();
+        assert_eq!(p.opts[0].1, None);
+        assert_eq!(p.operands, vec!["5"]);
+        // Required arguments take the next word even if it looks like an option.
+        let p = getopt::parse("sbatch", &["-J", "-x"].map(String::from), &t, false).unwrap();
+        assert_eq!(p.opts[0].1.as_deref(), Some("-x"));
+    }
+
+    #[test]
+    fn getopt_errors_are_glibcs() {
+        let t = getopt_table();
+        let e = |a: &[&str]| {
+            getopt::parse(
+                "sbatch",
+                &a.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                &t,
+                false,
+            )
+            .unwrap_err()
+            .message
+        };
+        assert_eq!(e(&["--foo"]), "sbatch: unrecognized option '--foo'");
+        assert_eq!(e(&["--foo=1"]), "sbatch: unrecognized option '--foo=1'");
+        assert_eq!(e(&["-y"]), "sbatch: invalid option -- 'y'");
+        assert_eq!(e(&["-p"]), "sbatch: option requires an argument -- 'p'");
+        assert_eq!(
+            e(&["--partition"]),
+            "sbatch: option '--partition' requires an argument"
+        );
+        assert_eq!(
+            e(&["--hold=1"]),
+            "sbatch: option '--hold' doesn't allow an argument"
+        );
+        assert!(e(&["--nt"])
+            .starts_with("sbatch: option '--nt' is ambiguous; possibilities: '--ntasks'"));
+    }
+
+    #[test]
+    fn unknown_option_message_and_code() {
+        let r = run(&["--foo", "x.sh"], &[], "");
+        assert_eq!(r.code, Some(255));
+        assert_eq!(
+            r.err,
+            "sbatch: unrecognized option '--foo'\nTry \"sbatch --help\" for more information\n"
+        );
+    }
+
+    #[test]
+    fn every_option_long_and_short() {
+        let d = desc(
+            &[
+                "-J",
+                "name",
+                "-o",
+                "out.%j",
+                "-e",
+                "err.%j",
+                "-i",
+                "in.txt",
+                "-t",
+                "1:00:00",
+                "-N",
+                "2-3",
+                "-n",
+                "4",
+                "-c",
+                "2",
+                "--ntasks-per-node",
+                "2",
+                "--mem",
+                "2G",
+                "-p",
+                "debug",
+                "-A",
+                "acct",
+                "-q",
+                "high",
+                "-D",
+                "sub",
+                "-w",
+                "n[1-2]",
+                "-x",
+                "n3",
+                "-H",
+                "--begin",
+                "now+60",
+                "--export",
+                "NONE",
+                "--exclusive",
+                "--nice=10",
+                "--requeue",
+                "--comment",
+                "hi there",
+                "--wrap",
+                "echo hi",
+            ],
+            &[("SLURM_CONF", "/etc/slurm.conf"), ("HOME", "/home/u")],
+            "",
+        );
+        assert_eq!(d.name.as_deref(), Some("name"));
+        assert_eq!(d.std_out.as_deref(), Some("out.%j"));
+        assert_eq!(d.std_err.as_deref(), Some("err.%j"));
+        assert_eq!(d.std_in.as_deref(), Some("in.txt"));
+        assert_eq!(d.time_limit, Some(Some(60)));
+        assert_eq!((d.min_nodes, d.max_nodes), (Some(2), Some(3)));
+        assert_eq!(d.ntasks, Some(4));
+        assert_eq!(d.cpus_per_task, Some(2));
+        assert_eq!(d.ntasks_per_node, Some(2));
+        assert_eq!(d.mem_per_node, Some(2048));
+        assert_eq!(d.partition.as_deref(), Some("debug"));
+        assert_eq!(d.account.as_deref(), Some("acct"));
+        assert_eq!(d.qos.as_deref(), Some("high"));
+        assert_eq!(d.work_dir, "/home/u/jobs/sub");
+        assert_eq!(d.req_nodes, vec!["n1", "n2"]);
+        assert_eq!(d.exc_nodes, vec!["n3"]);
+        assert!(d.hold);
+        assert_eq!(d.begin_time, Some(1_800_000_060));
+        assert!(d.exclusive);
+        assert_eq!(d.nice, Some(10));
+        assert_eq!(d.requeue, Some(true));
+        assert_eq!(d.comment.as_deref(), Some("hi there"));
+        assert_eq!(d.command, None);
+        assert_eq!(d.submit_host, "login1");
+        assert!(d
+            .environment
+            .contains(&"SLURM_CONF=/etc/slurm.conf".to_string()));
+        assert!(!d.environment.iter().any(|e| e.starts_with("HOME=")));
+        assert!(d
+            .environment
+            .contains(&"SLURM_SUBMIT_DIR=/home/u/jobs".to_string()));
+        assert!(d
+            .environment
+            .contains(&"SLURM_SUBMIT_HOST=login1".to_string()));
+    }
+
+    #[test]
+    fn attached_short_and_equals_long_forms() {
+        let d = desc(
+            &[
+                "-n2",
+                "-N1",
+                "-c4",
+                "-pdebug",
+                "-Jx",
+                "-t10",
+                "--mem-per-cpu=512",
+                "--nodes=1",
+                "--ntasks=3",
+                "--wrap=true",
+            ],
+            &[],
+            "",
+        );
+        assert_eq!(d.ntasks, Some(3));
+        assert_eq!(d.min_nodes, Some(1));
+        assert_eq!(d.cpus_per_task, Some(4));
+        assert_eq!(d.partition.as_deref(), Some("debug"));
+        assert_eq!(d.name.as_deref(), Some("x"));
+        assert_eq!(d.time_limit, Some(Some(10)));
+        assert_eq!(d.mem_per_cpu, Some(512));
+    }
+
+    #[test]
+    fn wrap_builds_the_script() {
+        let r = run(&["-o", "/dev/null", "--wrap=true"], &[], "");
+        let s = r.prepared.unwrap();
+        assert_eq!(
+            s.desc.script,
+            "#!/bin/sh\n# This script was created by sbatch --wrap.\n\ntrue\n"
+        );
+        assert_eq!(s.desc.name.as_deref(), Some("wrap"));
+        assert_eq!(s.desc.command, None);
+        let r = run(&["--wrap=true", "extra"], &[], "");
+        assert_eq!(r.code, Some(1));
+        assert_eq!(
+            r.err,
+            "sbatch: error: Script arguments not permitted with --wrap option\n"
+        );
+    }
+
+    #[test]
+    fn script_from_stdin_and_file() {
+        let d = desc(&[], &[], "#!/bin/bash\n#SBATCH -J fromstdin\necho hi\n");
+        assert_eq!(d.name.as_deref(), Some("fromstdin"));
+        assert_eq!(d.command, None);
+        let d = desc(&["-"], &[], SH);
+        assert_eq!(d.name.as_deref(), Some("sbatch"));
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("job.sh"),
+            "#!/bin/sh\n#SBATCH -n 3\nexit 0\n",
+        )
+        .unwrap();
+        let r = run_with(&["job.sh", "a", "b c"], &[], "", dir.path());
+        let d = r.prepared.unwrap().desc;
+        assert_eq!(d.ntasks, Some(3));
+        assert_eq!(d.argv, vec!["a", "b c"]);
+        assert_eq!(d.name.as_deref(), Some("job.sh"));
+        assert_eq!(
+            d.command,
+            Some(dir.path().join("job.sh").to_string_lossy().into_owned())
+        );
+        assert_eq!(d.work_dir, dir.path().to_string_lossy());
+
+        let r = run_with(&["missing.sh"], &[], "", dir.path());
+        assert_eq!(r.code, Some(1));
+        assert_eq!(r.err, "sbatch: error: Unable to open file missing.sh\n");
+    }
+
+    #[test]
+    fn script_path_search() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::fs::write(bin.join("onpath.sh"), SH).unwrap();
+        let path = bin.to_string_lossy().into_owned();
+        let r = run_with(&["onpath.sh"], &[("PATH", &path)], "", dir.path());
+        let d = r.prepared.unwrap().desc;
+        assert_eq!(
+            d.command,
+            Some(bin.join("onpath.sh").to_string_lossy().into_owned())
+        );
+    }
+
+    #[test]
+    fn bad_scripts_are_refused() {
+        let r = run(&[], &[], "echo hi\n");
+        assert_eq!(r.code, Some(1));
+        assert_eq!(
+            r.err,
+            "sbatch: error: This does not look like a batch script.  The first\n\
+             sbatch: error: line must start with #! followed by the path to an interpreter.\n\
+             sbatch: error: For instance: #!/bin/sh\n"
+        );
+        let r = run(&[], &[], "");
+        assert_eq!(r.err, "sbatch: error: Batch script is empty!\n");
+        let r = run(&[], &[], " \n\t\n");
+        assert_eq!(
+            r.err,
+            "sbatch: error: Batch script contains only whitespace!\n"
+        );
+        let r = run(&[], &[], "#!/bin/sh\r\ntrue\r\n");
+        assert_eq!(r.code, Some(1));
+        assert!(r.err.contains("DOS line breaks"));
+    }
+
+    #[test]
+    fn directives_stop_at_first_command() {
+        let script = "#!/bin/bash\n\n# a comment\n#SBATCH -J first\n   \n#SBATCH -n 2 -c 3\n  #SBATCH -p ignored-indented\nhostname\n#SBATCH -p after-command\n";
+        let (words, _) = script_directives(script, "x").unwrap();
+        assert_eq!(words, vec!["-J", "first", "-n", "2", "-c", "3"]);
+        let d = desc(&[], &[], script);
+        assert_eq!(d.partition, None);
+        assert_eq!(d.cpus_per_task, Some(3));
+    }
+
+    #[test]
+    fn directive_quoting_and_comments() {
+        let script = "#!/bin/sh\n#SBATCH -J \"my job\" # trailing comment -p x\n#SBATCH --comment='a b'#c\n#SBATCH --output=a\\ b\n#SBATCH -e e#notcomment\ntrue\n";
+        let (words, _) = script_directives(script, "x").unwrap();
+        assert_eq!(
+            words,
+            vec!["-J", "my job", "--comment=a b", "--output=a b", "-e", "e"]
+        );
+        let d = desc(&[], &[], script);
+        assert_eq!(d.name.as_deref(), Some("my job"));
+        assert_eq!(d.comment.as_deref(), Some("a b"));
+
+        let r = run(&[], &[], "#!/bin/sh\n#SBATCH -J \"open\ntrue\n");
+        assert_eq!(r.code, Some(1));
+        assert_eq!(
+            r.err,
+            "sbatch: fatal: stdin: line 2: Unmatched `\"` in [#SBATCH -J \"open]\n"
+        );
+    }
+
+    #[test]
+    fn bad_directives() {
+        let r = run(&[], &[], "#!/bin/sh\n#SBATCH --nice 5\ntrue\n");
+        assert_eq!(r.code, Some(255));
+        assert_eq!(
+            r.err,
+            "sbatch: error: Invalid directive found in batch script: 5\n"
+        );
+        let r = run(&[], &[], "#!/bin/sh\n#SBATCH --bogus\ntrue\n");
+        assert_eq!(r.code, Some(255));
+        assert_eq!(
+            r.err,
+            "sbatch: unrecognized option '--bogus'\nTry \"sbatch --help\" for more information\n"
+        );
+        // Early options in a script are ignored, as Slurm does.
+        let d = desc(&[], &[], "#!/bin/sh\n#SBATCH --wrap=x -v\ntrue\n");
+        assert_eq!(d.script, "#!/bin/sh\n#SBATCH --wrap=x -v\ntrue\n");
+    }
+
+    #[test]
+    fn precedence_cli_over_env_over_script() {
+        let script = "#!/bin/sh\n#SBATCH -J s -p sp -A sa -t 5 -o so\ntrue\n";
+        let env = [
+            ("SBATCH_JOB_NAME", "e"),
+            ("SBATCH_PARTITION", "ep"),
+            ("SBATCH_TIMELIMIT", "7"),
+        ];
+        let d = desc(&["-J", "c"], &env, script);
+        assert_eq!(d.name.as_deref(), Some("c"));
+        assert_eq!(d.partition.as_deref(), Some("ep"));
+        assert_eq!(d.account.as_deref(), Some("sa"));
+        assert_eq!(d.time_limit, Some(Some(7)));
+        assert_eq!(d.std_out.as_deref(), Some("so"));
+    }
+
+    #[test]
+    fn environment_inputs() {
+        let env = [
+            ("SBATCH_ACCOUNT", "ea"),
+            ("SBATCH_QOS", "eq"),
+            ("SBATCH_EXCLUSIVE", ""),
+            ("SBATCH_OUTPUT", "o"),
+            ("SBATCH_ERROR", "e"),
+            ("SBATCH_INPUT", "none"),
+            ("SBATCH_REQUEUE", "1"),
+            ("SBATCH_MEM_PER_NODE", "1G"),
+            ("SBATCH_EXPORT", "NONE"),
+        ];
+        let d = desc(&["--wrap=x"], &env, "");
+        assert_eq!(d.account.as_deref(), Some("ea"));
+        assert_eq!(d.qos.as_deref(), Some("eq"));
+        assert!(d.exclusive);
+        assert_eq!(d.std_out.as_deref(), Some("o"));
+        assert_eq!(d.std_err.as_deref(), Some("e"));
+        assert_eq!(d.std_in.as_deref(), Some("/dev/null"));
+        assert_eq!(d.requeue, Some(true));
+        assert_eq!(d.mem_per_node, Some(1024));
+        assert!(!d.environment.iter().any(|e| e.starts_with("SBATCH_")));
+        // A flag variable with a false value leaves the flag unset.
+        let d = desc(&["--wrap=x"], &[("SBATCH_REQUEUE", "no")], "");
+        assert_eq!(d.requeue, None);
+        // Verbose from SBATCH_DEBUG.
+        let r = run(&["--wrap=x"], &[("SBATCH_DEBUG", "2")], "");
+        assert_eq!(r.prepared.unwrap().verbose, 2);
+        // A value error in the environment names the option.
+        let r = run(&["--wrap=x"], &[("SBATCH_TIMELIMIT", "soon")], "");
+        assert_eq!(r.code, Some(255));
+        assert_eq!(r.err, "sbatch: error: Invalid --time specification\n");
+    }
+
+    #[test]
+    fn export_variants() {
+        let env = envv(&[("A", "1"), ("B", "2"), ("SLURM_X", "s"), ("PATH", "/bin")]);
+        let kv = |v: Vec<(String, String)>| {
+            v.into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            kv(export_environment(None, &env)),
+            ["A=1", "B=2", "SLURM_X=s", "PATH=/bin"]
+        );
+        assert_eq!(
+            kv(export_environment(Some("all"), &env)),
+            ["A=1", "B=2", "SLURM_X=s", "PATH=/bin"]
+        );
+        assert_eq!(kv(export_environment(Some("NONE"), &env)), ["SLURM_X=s"]);
+        assert_eq!(
+            kv(export_environment(Some("A,C=3"), &env)),
+            ["A=1", "C=3", "SLURM_X=s"]
+        );
+        assert_eq!(
+            kv(export_environment(Some("ALL,B=9"), &env)),
+            ["A=1", "B=9", "SLURM_X=s", "PATH=/bin"]
+        );
+        assert_eq!(
+            kv(export_environment(Some("D=\"x,y\",B"), &env)),
+            ["D=x,y", "B=2", "SLURM_X=s"]
+        );
+        assert_eq!(kv(export_environment(Some("MISSING"), &env)), ["SLURM_X=s"]);
+    }
+
+    #[test]
+    fn job_environment_gets_submit_variables() {
+        let d = desc(
+            &["--wrap=x"],
+            &[("A", "1"), ("SLURM_SUBMIT_HOST", "old")],
+            "",
+        );
+        assert_eq!(
+            d.environment,
+            vec![
+                "A=1",
+                "SLURM_SUBMIT_HOST=login1",
+                "SLURM_SUBMIT_DIR=/home/u/jobs",
+                "SLURM_PRIO_PROCESS=0"
+            ]
+        );
+    }
+
+    #[test]
+    fn size_suffixes() {
+        assert_eq!(parse_mem_mib("100"), Some(100));
+        assert_eq!(parse_mem_mib("100M"), Some(100));
+        assert_eq!(parse_mem_mib("1500K"), Some(2));
+        assert_eq!(parse_mem_mib("1k"), Some(1));
+        assert_eq!(parse_mem_mib("2G"), Some(2048));
+        assert_eq!(parse_mem_mib("2gb"), Some(2048));
+        assert_eq!(parse_mem_mib("1T"), Some(1024 * 1024));
+        assert_eq!(parse_mem_mib("0"), Some(0));
+        assert_eq!(parse_mem_mib("1.5G"), None);
+        assert_eq!(parse_mem_mib("G"), None);
+        assert_eq!(parse_mem_mib("-1"), None);
+        assert_eq!(parse_mem_mib("4X"), None);
+        assert_eq!(parse_mem_mib(""), None);
+        assert_eq!(parse_mem_mib("99999999999999999999T"), None);
+        let r = run(&["--mem=lots", "--wrap=x"], &[], "");
+        assert_eq!(r.code, Some(255));
+        assert_eq!(r.err, "sbatch: error: Invalid --mem specification\n");
+        let r = run(&["--mem-per-cpu=1x", "--wrap=x"], &[], "");
+        assert_eq!(
+            r.err,
+            "sbatch: error: Invalid --mem-per-cpu specification\n"
+        );
+    }
+
+    #[test]
+    fn mem_options_exclude_each_other() {
+        let r = run(&["--mem=1G", "--mem-per-cpu=100", "--wrap=x"], &[], "");
+        assert_eq!(r.code, Some(1));
+        assert_eq!(
+            r.err,
+            "sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.\n"
+        );
+        // One on the command line drops the other from the environment.
+        let d = desc(
+            &["--mem-per-cpu=100", "--wrap=x"],
+            &[("SBATCH_MEM_PER_NODE", "1G")],
+            "",
+        );
+        assert_eq!((d.mem_per_node, d.mem_per_cpu), (None, Some(100)));
+        let r = run(
+            &["--wrap=x"],
+            &[("SBATCH_MEM_PER_NODE", "1G"), ("SBATCH_MEM_PER_CPU", "1")],
+            "",
+        );
+        assert_eq!(r.code, Some(1));
+        assert!(r.err.starts_with("sbatch: fatal: SLURM_MEM_PER_CPU"));
+        let d = desc(&["--mem=0", "--wrap=x"], &[], "");
+        assert_eq!(d.mem_per_node, Some(0));
+    }
+
+    #[test]
+    fn numbers_and_nodes() {
+        assert_eq!(parse_nodes("2").unwrap(), (2, Some(2)));
+        assert_eq!(parse_nodes("2-4").unwrap(), (2, Some(4)));
+        assert_eq!(parse_nodes("2-").unwrap(), (2, None));
+        assert_eq!(parse_nodes("1k").unwrap(), (1024, Some(1024)));
+        assert_eq!(
+            parse_nodes("abc").unwrap_err().stderr,
+            "sbatch: error: \"abc\" is not a valid node count\n"
+        );
+        assert_eq!(
+            parse_nodes("4-2").unwrap_err().stderr,
+            "sbatch: error: Maximum node count 2 is less than minimum node count 4\n"
+        );
+        let r = run(&["-n", "abc", "--wrap=x"], &[], "");
+        assert_eq!(r.code, Some(1));
+        assert_eq!(
+            r.err,
+            "sbatch: error: Invalid numeric value \"abc\" for --ntasks.\n"
+        );
+        let r = run(&["-c", "0", "--wrap=x"], &[], "");
+        assert_eq!(
+            r.err,
+            "sbatch: error: Invalid numeric value \"0\" for --cpus-per-task.\n"
+        );
+        let r = run(&["--ntasks-per-node=-1", "--wrap=x"], &[], "");
+        assert_eq!(
+            r.err,
+            "sbatch: error: Invalid numeric value \"-1\" for --ntasks-per-node.\n"
+        );
+        assert!(parse_int("n", "99999999999", true)
+            .unwrap_err()
+            .stderr
+            .contains("too large"));
+        let r = run(&["-N", "x", "--wrap=x"], &[], "");
+        assert_eq!(r.code, Some(255));
+    }
+
+    #[test]
+    fn time_values() {
+        assert_eq!(
+            desc(&["-t", "0", "--wrap=x"], &[], "").time_limit,
+            Some(None)
+        );
+        assert_eq!(
+            desc(&["-t", "UNLIMITED", "--wrap=x"], &[], "").time_limit,
+            Some(None)
+        );
+        assert_eq!(
+            desc(&["-t", "1-0", "--wrap=x"], &[], "").time_limit,
+            Some(Some(1440))
+        );
+        assert_eq!(desc(&["--wrap=x"], &[], "").time_limit, None);
+        let r = run(&["-t", "abc", "--wrap=x"], &[], "");
+        assert_eq!(r.code, Some(255));
+        assert_eq!(r.err, "sbatch: error: Invalid --time specification\n");
+        let r = run(&["--begin", "whenever", "--wrap=x"], &[], "");
+        assert_eq!(r.err, "sbatch: error: Invalid --begin specification\n");
+    }
+
+    #[test]
+    fn nice_exclusive_requeue() {
+        assert_eq!(desc(&["--nice", "--wrap=x"], &[], "").nice, Some(100));
+        assert_eq!(desc(&["--nice=-5", "--wrap=x"], &[], "").nice, Some(-5));
+        let r = run(&["--nice=9999999999", "--wrap=x"], &[], "");
+        assert_eq!(
+            r.err,
+            "sbatch: error: Invalid --nice value, out of range (+/- 2147483645)\n"
+        );
+        assert!(!desc(&["--exclusive=oversubscribe", "--wrap=x"], &[], "").exclusive);
+        assert!(desc(&["--exclusive=user", "--wrap=x"], &[], "").exclusive);
+        let r = run(&["--exclusive=bogus", "--wrap=x"], &[], "");
+        assert_eq!(r.err, "sbatch: error: Invalid --exclusive specification\n");
+        assert_eq!(
+            desc(&["--requeue", "--no-requeue", "--wrap=x"], &[], "").requeue,
+            Some(false)
+        );
+        assert_eq!(
+            desc(&["-o", "NONE", "--wrap=x"], &[], "")
+                .std_out
+                .as_deref(),
+            Some("/dev/null")
+        );
+    }
+
+    #[test]
+    fn ntasks_per_node_without_ntasks_leaves_ntasks_unset() {
+        let d = desc(&["-N", "2", "--ntasks-per-node=4", "--wrap=x"], &[], "");
+        assert_eq!(d.ntasks, None);
+        assert_eq!(d.min_nodes, Some(2));
+        assert_eq!(d.ntasks_per_node, Some(4));
+    }
+
+    #[test]
+    fn fewer_tasks_than_nodes() {
+        let r = run(&["-N", "3", "-n", "2", "--wrap=x"], &[], "");
+        let d = r.prepared.unwrap().desc;
+        assert_eq!((d.min_nodes, d.max_nodes), (Some(2), Some(2)));
+        assert_eq!(
+            r.err,
+            "sbatch: Warning: can't run 2 processes on 3 nodes, setting nnodes to 2\n"
+        );
+    }
+
+    #[test]
+    fn nodelists() {
+        let d = desc(&["-w", "n[1-3],n1", "--wrap=x"], &[], "");
+        assert_eq!(d.req_nodes, vec!["n1", "n2", "n3", "n1"]);
+        assert_eq!(d.min_nodes, Some(3));
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("hosts"), "# nodes\nn1\nn[2-3] # more\n\n").unwrap();
+        let r = run_with(&["-w", "./hosts", "--wrap=x"], &[], "", dir.path());
+        assert_eq!(r.prepared.unwrap().desc.req_nodes, vec!["n1", "n2", "n3"]);
+        let r = run(&["-x", "n[1-", "--wrap=x"], &[], "");
+        assert_eq!(r.code, Some(1));
+        assert_eq!(
+            r.err,
+            "sbatch: error: Batch job submission failed: Invalid node name specified\n"
+        );
+    }
+
+    #[test]
+    fn unsupported_options() {
+        let r = run(&["--array=1-3", "--wrap=x"], &[], "");
+        assert_eq!(r.code, Some(1));
+        assert_eq!(r.err, "sbatch: error: --array is not supported yet\n");
+        let r = run(&["--mail-type=END", "--wrap=x"], &[], "");
+        assert!(r.prepared.is_some());
+        assert_eq!(
+            r.err,
+            "sbatch: warning: --mail-type is not supported yet and was ignored\n"
+        );
+        let r = run(&["-Q", "--mail-type=END", "--wrap=x"], &[], "");
+        assert_eq!(r.err, "");
+        let r = run(&["--wrap=x"], &[("SBATCH_GRES", "gpu:1")], "");
+        assert_eq!(
+            r.err,
+            "sbatch: error: SBATCH_GRES (--gres) is not supported yet\n"
+        );
+    }
+
+    #[test]
+    fn help_usage_version_and_quiet_verbose() {
+        let r = run(&["--version"], &[], "");
+        assert_eq!((r.code, r.out.as_str()), (Some(0), "slurm 25.11.0\n"));
+        let r = run(&["-V", "--bogus-after-version"], &[], "");
+        assert_eq!((r.code, r.out.as_str()), (Some(0), "slurm 25.11.0\n"));
+        let r = run(&["--bogus-before-version", "-V"], &[], "");
+        assert_eq!(r.code, Some(255));
+        let r = run(&["-h"], &[], "");
+        assert_eq!(r.code, Some(0));
+        assert!(r.out.starts_with("Usage: sbatch"));
+        let r = run(&["--usage"], &[], "");
+        assert!(r.out.starts_with("Usage: sbatch"));
+        let r = run(&["-v", "-Q", "--wrap=x"], &[], "");
+        assert_eq!(r.code, Some(1));
+        assert_eq!(
+            r.err,
+            "sbatch: error: don't specify both --verbose (-v) and --quiet (-Q)\n"
+        );
+    }
+
+    fn report_of(sub: &Submission, res: Result<Response, CallError>) -> (i32, String, String) {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let code = {
+            let mut term = Term {
+                out: &mut out,
+                err: &mut err,
+            };
+            report(sub, res, &mut term)
+        };
+        (
+            code,
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        )
+    }
+
+    #[test]
+    fn reports() {
+        let sub = run(&["-o", "/dev/null", "--wrap=true"], &[], "")
+            .prepared
+            .unwrap();
+        assert!(matches!(sub.request(), RequestBody::SubmitBatchJob(_)));
+        assert_eq!(
+            report_of(&sub, Ok(Response::Submitted { job_id: 1 })),
+            (0, "Submitted batch job 1\n".into(), "".into())
+        );
+        let p = run(&["--parsable", "--wrap=true"], &[], "")
+            .prepared
+            .unwrap();
+        assert_eq!(
+            report_of(&p, Ok(Response::Submitted { job_id: 2 })).1,
+            "2\n"
+        );
+        let q = run(&["-Q", "--wrap=true"], &[], "").prepared.unwrap();
+        assert_eq!(report_of(&q, Ok(Response::Submitted { job_id: 2 })).1, "");
+        let e = RpcError {
+            error: SlurmError::InvalidPartitionName,
+            detail: Some("no partition 'x'".into()),
+        };
+        assert_eq!(
+            report_of(&sub, Ok(Response::Error(e.clone()))),
+            (
+                1,
+                "".into(),
+                "sbatch: error: Batch job submission failed: Invalid partition name specified\n"
+                    .into()
+            )
+        );
+        assert_eq!(report_of(&sub, Err(CallError::Rpc(e))).0, 1);
+        let net = slurm_common::net::NetError::Closed;
+        assert_eq!(
+            report_of(&sub, Err(CallError::Net(net))).2,
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)\n"
+        );
+    }
+
+    #[test]
+    fn test_only_report() {
+        let sub = run(&["--test-only", "-n", "1", "--wrap=true"], &[], "")
+            .prepared
+            .unwrap();
+        assert!(matches!(sub.request(), RequestBody::TestJob(_)));
+        let (code, out, err) = report_of(
+            &sub,
+            Ok(Response::TestResult {
+                job_id: 3,
+                start_time: 1_800_000_000,
+                cpus: 1,
+                nodes: vec!["n2".into(), "n1".into()],
+                partition: "debug".into(),
+            }),
+        );
+        assert_eq!((code, out.as_str()), (0, ""));
+        assert_eq!(
+            err,
+            format!(
+                "sbatch: Job 3 to start at {} using 1 processors on nodes n[1-2] in partition debug\n",
+                timefmt::format_timestamp(1_800_000_000)
+            )
+        );
+    }
+}

@@ -1,0 +1,1675 @@
+//! `scontrol`: show and change controller state.
+//!
+//! Supported: `show job|node|partition|config|hostnames|hostlist[sorted]`,
+//! `update NodeName=... State=... Reason=...`, `update JobId=... TimeLimit=...
+//! Nice=... Name=...`, `hold`, `uhold`, `release`, `requeue`, `requeuehold`,
+//! `ping`, `version`, the `-o`/`--oneliner`, `-d`, `-Q`, `-v`, `-V` options and
+//! an interactive mode reading commands from stdin. Commands, entities and
+//! keys are case-insensitive and may be abbreviated while unambiguous.
+//!
+//! The record layouts ([`show_job`], [`show_node`], [`show_partition`],
+//! [`show_config`]) are pure and checked against real Slurm output below; the
+//! command itself runs against a [`Controller`] so its messages and exit codes
+//! are tested without a cluster.
+//!
+//! Choices where we lack Slurm's data: `AllocNode:Sid=<submit host>:*` (no
+//! session id is recorded), `Scheduler=Main`, `uhold` sends the same hold as
+//! `hold` (the controller decides user vs admin hold from the credential).
+
+use crate::fmt::{self, Tz};
+use slurm_common::hostlist;
+use slurm_common::timefmt::{format_duration_hms, format_limit_scontrol, parse_time_limit};
+use slurm_proto::{
+    ConfigDump, JobRecord, JobUpdate, NodeRecord, NodeStateRequest, PartitionRecord, RequestBody,
+    Response, SlurmError,
+};
+
+/// How records are rendered.
+#[derive(Debug, Clone, Copy)]
+pub struct ShowOpts {
+    pub now: i64,
+    pub tz: Tz,
+    /// One line per record (`-o`).
+    pub oneliner: bool,
+}
+
+fn finish(lines: Vec<String>, oneliner: bool) -> String {
+    if oneliner {
+        format!("{}\n", lines.join(" "))
+    } else {
+        format!("{}\n\n", lines.join("\n   "))
+    }
+}
+
+fn null_str(s: &str) -> String {
+    if s.is_empty() {
+        "(null)".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// `scontrol show job` for one job. `node_mem` is the memory per node a
+/// pending job that asked for none would get (its requested TRES shows it).
+pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String {
+    let tz = o.tz;
+    let (code, sig) = job.exit_code_pair();
+    let num_nodes = if job.alloc.nodes.is_empty() {
+        match job.desc.max_nodes {
+            Some(m) if m > job.min_nodes.max(1) => format!("{}-{}", job.min_nodes.max(1), m),
+            _ => job.min_nodes.max(1).to_string(),
+        }
+    } else {
+        job.alloc.nodes.len().to_string()
+    };
+    let min_mem = match job.desc.mem_per_cpu {
+        Some(m) => format!("MinMemoryCPU={}", fmt::mem_str(m)),
+        None => format!("MinMemoryNode={}", fmt::job_min_memory(job)),
+    };
+    let (out, err, input) = fmt::job_std_paths(job);
+    let mut lines = vec![
+        format!("JobId={} JobName={}", job.job_id, job.name),
+        format!(
+            "UserId={}({}) GroupId={}({}) MCS_label=N/A",
+            job.user_name, job.user_id, job.group_name, job.group_id
+        ),
+        format!(
+            "Priority={} Nice={} Account={} QOS={}",
+            job.priority,
+            job.desc.nice.unwrap_or(0),
+            job.account,
+            job.qos
+        ),
+        format!(
+            "JobState={} Reason={} Dependency=(null)",
+            fmt::job_state_long(job),
+            job.reason
+        ),
+        format!(
+            "Requeue={} Restarts={} BatchFlag=1 Reboot=0 ExitCode={code}:{sig}",
+            u8::from(job.desc.requeue.unwrap_or(true)),
+            job.restarts
+        ),
+        format!(
+            "RunTime={} TimeLimit={} TimeMin=N/A",
+            format_duration_hms(fmt::job_run_secs(job, o.now)),
+            format_limit_scontrol(job.time_limit)
+        ),
+        format!(
+            "SubmitTime={} EligibleTime={}",
+            tz.timestamp(job.submit_time),
+            tz.opt_timestamp(job.eligible_time, "Unknown")
+        ),
+        format!(
+            "AccrueTime={}",
+            tz.opt_timestamp(job.eligible_time.filter(|t| *t <= o.now), "Unknown")
+        ),
+        format!(
+            "StartTime={} EndTime={} Deadline=N/A",
+            tz.opt_timestamp(fmt::job_start(job, o.now), "Unknown"),
+            tz.opt_timestamp(fmt::job_end(job, o.now), "Unknown")
+        ),
+        format!(
+            "SuspendTime=None SecsPreSuspend=0 LastSchedEval={} Scheduler=Main",
+            tz.opt_timestamp(job.last_sched_eval, "Unknown")
+        ),
+        format!(
+            "Partition={} AllocNode:Sid={}:*",
+            job.partition,
+            null_str(&job.desc.submit_host)
+        ),
+        format!(
+            "ReqNodeList={} ExcNodeList={}",
+            null_str(&hostlist::compress(&job.desc.req_nodes)),
+            null_str(&hostlist::compress(&job.desc.exc_nodes))
+        ),
+        format!("NodeList={}", hostlist::compress(&job.alloc.nodes)),
+    ];
+    if let Some(h) = &job.batch_host {
+        lines.push(format!("BatchHost={h}"));
+    }
+    lines.extend([
+        format!(
+            "NumNodes={num_nodes} NumCPUs={} NumTasks={} CPUs/Task={} ReqB:S:C:T=0:0:*:*",
+            fmt::job_num_cpus(job),
+            job.num_tasks,
+            fmt::job_cpus_per_task(job)
+        ),
+        format!("TRES={}", fmt::job_tres(job, node_mem)),
+        format!(
+            "Socks/Node=* NtasksPerN:B:S:C={}:0:*:* CoreSpec=*",
+            job.desc.ntasks_per_node.unwrap_or(0)
+        ),
+        format!(
+            "MinCPUsNode={} {min_mem} MinTmpDiskNode=0",
+            fmt::job_min_cpus_node(job)
+        ),
+        "Features=(null) DelayBoot=00:00:00".to_string(),
+        format!(
+            "OverSubscribe={} Contiguous=0 Licenses=(null) Network=(null)",
+            if job.desc.exclusive { "NO" } else { "OK" }
+        ),
+        format!(
+            "Command={}",
+            null_str(job.desc.command.as_deref().unwrap_or(""))
+        ),
+        format!("WorkDir={}", job.desc.work_dir),
+    ]);
+    if let Some(c) = job.desc.comment.as_deref().filter(|c| !c.is_empty()) {
+        lines.push(format!("Comment={c}"));
+    }
+    lines.extend([
+        format!("StdErr={err}"),
+        format!("StdIn={input}"),
+        format!("StdOut={out}"),
+        "Power=".to_string(),
+        String::new(),
+    ]);
+    finish(lines, o.oneliner)
+}
+
+fn list_or_null(v: &[String]) -> String {
+    if v.is_empty() {
+        "(null)".to_string()
+    } else {
+        v.join(",")
+    }
+}
+
+/// `scontrol show node` for one node.
+pub fn show_node(n: &NodeRecord, o: &ShowOpts) -> String {
+    let tz = o.tz;
+    let mut first = format!("NodeName={} ", n.name);
+    if let Some(a) = &n.arch {
+        first.push_str(&format!("Arch={a} "));
+    }
+    first.push_str(&format!("CoresPerSocket={} ", n.cores_per_socket));
+    let mut lines = vec![
+        first,
+        format!(
+            "CPUAlloc={} CPUEfctv={} CPUTot={} CPULoad={}",
+            n.alloc_cpus,
+            n.cpus,
+            n.cpus,
+            n.cpu_load
+                .map(|l| format!("{l:.2}"))
+                .unwrap_or_else(|| "N/A".to_string())
+        ),
+        format!("AvailableFeatures={}", list_or_null(&n.features)),
+        format!("ActiveFeatures={}", list_or_null(&n.features)),
+        format!("Gres={}", list_or_null(&n.gres)),
+        format!(
+            "NodeAddr={} NodeHostName={} Version={}",
+            n.addr,
+            n.hostname,
+            n.version.as_deref().unwrap_or("(null)")
+        ),
+    ];
+    if let Some(os) = &n.os {
+        lines.push(format!("OS={os} "));
+    }
+    lines.extend([
+        format!(
+            "RealMemory={} AllocMem={} FreeMem={} Sockets={} Boards={}",
+            n.real_memory,
+            n.alloc_mem,
+            n.free_mem
+                .map(|m| m.to_string())
+                .unwrap_or_else(|| "N/A".to_string()),
+            n.sockets,
+            n.boards
+        ),
+        format!(
+            "State={} ThreadsPerCore={} TmpDisk={} Weight={} Owner=N/A MCS_label=N/A",
+            n.state_long(),
+            n.threads_per_core,
+            n.tmp_disk,
+            n.weight
+        ),
+    ]);
+    if !n.partitions.is_empty() {
+        lines.push(format!("Partitions={} ", n.partitions.join(",")));
+    }
+    let mut alloc_tres = Vec::new();
+    if n.alloc_cpus > 0 {
+        alloc_tres.push(format!("cpu={}", n.alloc_cpus));
+    }
+    if n.alloc_mem > 0 {
+        alloc_tres.push(format!("mem={}", fmt::mem_str(n.alloc_mem)));
+    }
+    let mut cfg_tres = vec![format!("cpu={}", n.cpus)];
+    if n.real_memory > 0 {
+        cfg_tres.push(format!("mem={}", fmt::mem_str(n.real_memory)));
+    }
+    cfg_tres.push(format!("billing={}", n.cpus));
+    lines.extend([
+        format!(
+            "BootTime={} SlurmdStartTime={}",
+            tz.opt_timestamp(n.boot_time, "None"),
+            tz.opt_timestamp(n.slurmd_start_time, "None")
+        ),
+        format!("LastBusyTime={}", tz.opt_timestamp(n.last_busy, "Unknown")),
+        format!("CfgTRES={}", cfg_tres.join(",")),
+        format!("AllocTRES={}", alloc_tres.join(",")),
+        "CapWatts=n/a".to_string(),
+        "CurrentWatts=0 AveWatts=0".to_string(),
+        "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s".to_string(),
+    ]);
+    if let Some(r) = n.reason.as_deref().filter(|r| !r.is_empty()) {
+        let who = n
+            .reason_uid
+            .map(slurm_common::users::user_name_or_id)
+            .unwrap_or_else(|| "slurm".to_string());
+        lines.push(format!(
+            "Reason={r} [{who}@{}]",
+            tz.opt_timestamp(n.reason_time, "Unknown")
+        ));
+    }
+    finish(lines, o.oneliner)
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "YES"
+    } else {
+        "NO"
+    }
+}
+
+/// `scontrol show partition` for one partition.
+pub fn show_partition(p: &PartitionRecord, o: &ShowOpts) -> String {
+    let all = |v: &Option<String>| v.clone().unwrap_or_else(|| "ALL".to_string());
+    let def_mem = match p.def_mem_per_cpu {
+        Some(m) => format!("DefMemPerCPU={m}"),
+        None => "DefMemPerNode=UNLIMITED".to_string(),
+    };
+    let max_mem = match p.max_mem_per_node {
+        Some(m) => m.to_string(),
+        None => "UNLIMITED".to_string(),
+    };
+    let lines = vec![
+        format!("PartitionName={}", p.name),
+        format!(
+            "AllowGroups={} AllowAccounts={} AllowQos={}",
+            all(&p.allow_groups),
+            all(&p.allow_accounts),
+            all(&p.allow_qos)
+        ),
+        format!("AllocNodes=ALL Default={} QoS=N/A", yes_no(p.default)),
+        format!(
+            "DefaultTime={} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden={}",
+            match p.default_time {
+                None => "NONE".to_string(),
+                t => format_limit_scontrol(t),
+            },
+            yes_no(p.hidden)
+        ),
+        format!(
+            "MaxNodes={} MaxTime={} MinNodes={} LLN=NO MaxCPUsPerNode=UNLIMITED",
+            p.max_nodes
+                .map(|m| m.to_string())
+                .unwrap_or_else(|| "UNLIMITED".to_string()),
+            format_limit_scontrol(p.max_time),
+            p.min_nodes
+        ),
+        format!("Nodes={}", null_str(&p.nodes_expr)),
+        format!(
+            "PriorityJobFactor={} PriorityTier={} RootOnly=NO ReqResv=NO OverSubscribe={}",
+            p.priority_job_factor, p.priority_tier, p.oversubscribe
+        ),
+        "OverTimeLimit=NONE PreemptMode=OFF".to_string(),
+        format!(
+            "State={} TotalCPUs={} TotalNodes={} SelectTypeParameters=NONE",
+            p.state.name(),
+            p.total_cpus,
+            p.nodes.len()
+        ),
+        "JobDefaults=(null)".to_string(),
+        format!("{def_mem} MaxMemPerNode={max_mem}"),
+        format!(
+            "TRES=cpu={},mem={},node={},billing={}",
+            p.total_cpus,
+            fmt::mem_str(p.total_mem),
+            p.nodes.len(),
+            p.total_cpus
+        ),
+    ];
+    finish(lines, o.oneliner)
+}
+
+/// `scontrol show config`.
+pub fn show_config(c: &ConfigDump, now: i64, tz: Tz) -> String {
+    let mut out = format!("Configuration data as of {}\n", tz.timestamp(now));
+    for (k, v) in &c.entries {
+        out.push_str(&format!("{k:<23} = {v}\n"));
+    }
+    out
+}
+
+// ------------------------------------------------------------------ command
+
+/// A failed controller call: Slurm's message, and whether it was a network failure.
+#[derive(Debug, Clone)]
+pub struct CallFail {
+    pub message: String,
+    pub net: bool,
+}
+
+/// What the command talks to: the real controller, or a fake in tests.
+pub trait Controller {
+    fn call(&self, body: RequestBody) -> Result<Response, CallFail>;
+    /// The primary controller's configured host name (for `ping`).
+    fn host(&self) -> String;
+}
+
+struct Real {
+    client: slurm_common::net::Client,
+    host: String,
+}
+
+impl Controller for Real {
+    fn call(&self, body: RequestBody) -> Result<Response, CallFail> {
+        crate::common::call(&self.client, body).map_err(|e| CallFail {
+            message: crate::squeue::call_error_text(&e),
+            net: matches!(e, crate::common::CallError::Net(_)),
+        })
+    }
+    fn host(&self) -> String {
+        self.host.clone()
+    }
+}
+
+/// Global options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Globals {
+    pub oneliner: bool,
+    pub quiet: bool,
+    pub verbose: bool,
+    pub details: bool,
+}
+
+/// Captured output of one command.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Out {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    fn err(&mut self, s: impl AsRef<str>) {
+        self.stderr.push_str(s.as_ref());
+        self.stderr.push('\n');
+    }
+}
+
+/// Matches `word` against `names` case-insensitively: exact, else a unique
+/// prefix of at least `min` characters.
+fn pick<'a>(word: &str, names: &[&'a str], min: usize) -> Option<&'a str> {
+    let w = word.to_ascii_lowercase();
+    if let Some(n) = names.iter().find(|n| **n == w) {
+        return Some(n);
+    }
+    if w.len() < min {
+        return None;
+    }
+    let c: Vec<&&str> = names.iter().filter(|n| n.starts_with(&w)).collect();
+    if c.len() == 1 {
+        Some(c[0])
+    } else {
+        None
+    }
+}
+
+const COMMANDS: &[&str] = &[
+    "show",
+    "update",
+    "hold",
+    "uhold",
+    "release",
+    "requeue",
+    "requeuehold",
+    "ping",
+    "version",
+    "help",
+    "quit",
+    "exit",
+    "oneliner",
+    "details",
+    "quiet",
+    "verbose",
+];
+
+const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
+    Valid <OPTION> values are:
+     -d or --details: provide more details (mostly for show job)
+     -h or --help: equivalent to \"help\" command
+     -o or --oneliner: equivalent to \"oneliner\" command
+     -Q or --quiet: equivalent to \"quiet\" command
+     -v or --verbose: equivalent to \"verbose\" command
+     -V or --version: equivalent to \"version\" command
+
+  <keyword> may be omitted from the execute line and scontrol will execute
+  in interactive mode. It will process commands as entered until explicitly
+  terminated.
+
+    Valid <COMMAND> values are:
+     exit                     terminate scontrol
+     help                     print this description of use.
+     hold <job_list>          prevent specified job from starting.
+     ping                     print status of slurmctld daemons.
+     quit                     terminate this command.
+     release <job_list>       permit specified job to start (see hold).
+     requeue <job_id>         re-queue a batch job.
+     requeuehold <job_id>     re-queue and hold a batch job.
+     show <ENTITY> [<ID>]     display state of identified entity, default
+                              is all records.
+     uhold <job_list>         place user hold on specified job (see hold).
+     update <SPECIFICATIONS>  update job or node configuration.
+     version                  display tool version number.
+
+  <ENTITY> may be \"config\", \"hostlist\", \"hostlistsorted\", \"hostnames\",
+       \"job\", \"node\" or \"partition\".
+
+  Node updates: NodeName=<name> State=DOWN|DRAIN|IDLE|RESUME|UNDRAIN Reason=<text>
+  Job updates:  JobId=<id> TimeLimit=<time> Nice=<n> Name=<name>
+";
+
+fn load_jobs(ctl: &dyn Controller, out: &mut Out) -> Option<Vec<JobRecord>> {
+    match ctl.call(RequestBody::GetJobs) {
+        Ok(Response::Jobs { jobs, .. }) => Some(jobs),
+        Ok(_) => {
+            out.err("slurm_load_jobs error: Unexpected message received");
+            None
+        }
+        Err(e) => {
+            out.err(format!("slurm_load_jobs error: {}", e.message));
+            None
+        }
+    }
+}
+
+fn load_nodes(ctl: &dyn Controller, out: &mut Out) -> Option<Vec<NodeRecord>> {
+    match ctl.call(RequestBody::GetNodes) {
+        Ok(Response::Nodes { nodes, .. }) => Some(nodes),
+        Ok(_) => {
+            out.err("slurm_load_node error: Unexpected message received");
+            None
+        }
+        Err(e) => {
+            out.err(format!("slurm_load_node error: {}", e.message));
+            None
+        }
+    }
+}
+
+fn load_partitions(ctl: &dyn Controller, out: &mut Out) -> Option<Vec<PartitionRecord>> {
+    match ctl.call(RequestBody::GetPartitions) {
+        Ok(Response::Partitions { partitions, .. }) => Some(partitions),
+        Ok(_) => {
+            out.err("slurm_load_partitions error: Unexpected message received");
+            None
+        }
+        Err(e) => {
+            out.err(format!("slurm_load_partitions error: {}", e.message));
+            None
+        }
+    }
+}
+
+/// Memory per node a pending job without `--mem` would get in its partition.
+fn partition_node_mem(
+    job: &JobRecord,
+    parts: &[PartitionRecord],
+    nodes: &[NodeRecord],
+) -> Option<u64> {
+    let p = parts.iter().find(|p| p.name == job.partition)?;
+    nodes
+        .iter()
+        .filter(|n| p.nodes.contains(&n.name))
+        .map(|n| n.real_memory)
+        .min()
+}
+
+fn cmd_show(
+    args: &[String],
+    g: &Globals,
+    ctl: &dyn Controller,
+    now: i64,
+    tz: Tz,
+    out: &mut Out,
+) -> i32 {
+    let Some(entity) = args.first() else {
+        out.err("too few arguments for keyword:show");
+        return 1;
+    };
+    let so = ShowOpts {
+        now,
+        tz,
+        oneliner: g.oneliner,
+    };
+    let id = args.get(1).map(String::as_str);
+    let entities = [
+        "jobs",
+        "nodes",
+        "partitions",
+        "config",
+        "hostnames",
+        "hostlist",
+        "hostlistsorted",
+    ];
+    match pick(entity, &entities, 1) {
+        Some("jobs") => {
+            let wanted = match id {
+                None => None,
+                Some(s) => match s
+                    .split(['_', '+', '.'])
+                    .next()
+                    .and_then(|b| b.parse::<u32>().ok())
+                {
+                    Some(n) if n > 0 => Some(n),
+                    _ => {
+                        out.err(format!(
+                            "slurm_load_jobs error: {}",
+                            SlurmError::InvalidJobId.message()
+                        ));
+                        return 1;
+                    }
+                },
+            };
+            let Some(mut jobs) = load_jobs(ctl, out) else {
+                return 1;
+            };
+            jobs.sort_by_key(|j| j.job_id);
+            let jobs: Vec<&JobRecord> = jobs
+                .iter()
+                .filter(|j| wanted.is_none_or(|w| j.job_id == w))
+                .collect();
+            if jobs.is_empty() {
+                if wanted.is_some() {
+                    out.err(format!(
+                        "slurm_load_jobs error: {}",
+                        SlurmError::InvalidJobId.message()
+                    ));
+                    return 1;
+                }
+                out.stdout.push_str("No jobs in the system\n");
+                return 0;
+            }
+            // Pending jobs that asked for no memory show their nodes' memory.
+            let need_mem = jobs.iter().any(|j| {
+                j.alloc.nodes.is_empty()
+                    && j.desc.mem_per_cpu.is_none()
+                    && j.desc.mem_per_node.unwrap_or(0) == 0
+            });
+            let (parts, nodes) = if need_mem {
+                let mut sink = Out::default();
+                (
+                    load_partitions(ctl, &mut sink).unwrap_or_default(),
+                    load_nodes(ctl, &mut sink).unwrap_or_default(),
+                )
+            } else {
+                (Vec::new(), Vec::new())
+            };
+            for j in jobs {
+                let mem = partition_node_mem(j, &parts, &nodes);
+                out.stdout.push_str(&show_job(j, mem, &so));
+            }
+            0
+        }
+        Some("nodes") => {
+            let Some(nodes) = load_nodes(ctl, out) else {
+                return 1;
+            };
+            let shown: Vec<&NodeRecord> = match id {
+                None => nodes.iter().collect(),
+                Some(expr) => {
+                    let names = hostlist::expand(expr).unwrap_or_else(|_| vec![expr.to_string()]);
+                    nodes.iter().filter(|n| names.contains(&n.name)).collect()
+                }
+            };
+            if shown.is_empty() {
+                match id {
+                    Some(expr) => {
+                        if !g.quiet {
+                            out.stdout.push_str(&format!("Node {expr} not found\n"));
+                        }
+                        return 1;
+                    }
+                    None => {
+                        out.stdout.push_str("No nodes in the system\n");
+                        return 0;
+                    }
+                }
+            }
+            for n in shown {
+                out.stdout.push_str(&show_node(n, &so));
+            }
+            0
+        }
+        Some("partitions") => {
+            let Some(parts) = load_partitions(ctl, out) else {
+                return 1;
+            };
+            let shown: Vec<&PartitionRecord> = parts
+                .iter()
+                .filter(|p| id.is_none_or(|w| p.name == w))
+                .collect();
+            if shown.is_empty() {
+                match id {
+                    Some(name) => {
+                        if !g.quiet {
+                            out.stdout
+                                .push_str(&format!("Partition {name} not found\n"));
+                        }
+                        return 1;
+                    }
+                    None => {
+                        out.stdout.push_str("No partitions in the system\n");
+                        return 0;
+                    }
+                }
+            }
+            for p in shown {
+                out.stdout.push_str(&show_partition(p, &so));
+            }
+            0
+        }
+        Some("config") => match ctl.call(RequestBody::GetConfig) {
+            Ok(Response::Config(c)) => {
+                out.stdout.push_str(&show_config(&c, now, tz));
+                0
+            }
+            Ok(_) => {
+                out.err("slurm_load_ctl_conf error: Unexpected message received");
+                1
+            }
+            Err(e) => {
+                out.err(format!("slurm_load_ctl_conf error: {}", e.message));
+                1
+            }
+        },
+        Some(e @ ("hostnames" | "hostlist" | "hostlistsorted")) => {
+            let input = match id {
+                Some(s) => s.to_string(),
+                None if e == "hostnames" => std::env::var("SLURM_JOB_NODELIST")
+                    .or_else(|_| std::env::var("SLURM_NODELIST"))
+                    .unwrap_or_default(),
+                None => {
+                    out.err("scontrol: error: a hostlist is required");
+                    return 1;
+                }
+            };
+            let names = match hostlist::expand(&input) {
+                Ok(n) => n,
+                Err(err) => {
+                    out.err(format!("scontrol: error: Invalid hostlist: {err}"));
+                    return 1;
+                }
+            };
+            if e == "hostnames" {
+                for n in names {
+                    out.stdout.push_str(&n);
+                    out.stdout.push('\n');
+                }
+            } else if e == "hostlist" {
+                // In the order given, compressed where runs allow.
+                out.stdout.push_str(&hostlist::compress(&names));
+                out.stdout.push('\n');
+            } else {
+                out.stdout
+                    .push_str(&hostlist::compress(&hostlist::sort_hosts(&names)));
+                out.stdout.push('\n');
+            }
+            0
+        }
+        _ => {
+            out.err(format!("invalid entity:{entity} for keyword:show "));
+            1
+        }
+    }
+}
+
+/// Splits `Key=Value` into (lower-case key, value); quotes around the value are dropped.
+fn key_value(tok: &str) -> Option<(String, String)> {
+    let (k, v) = tok.split_once('=')?;
+    let v = v
+        .strip_prefix('"')
+        .and_then(|x| x.strip_suffix('"'))
+        .or_else(|| v.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')))
+        .unwrap_or(v);
+    Some((k.to_ascii_lowercase(), v.to_string()))
+}
+
+fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let mut pairs = Vec::new();
+    for a in args {
+        match key_value(a) {
+            Some(kv) => pairs.push((kv, a.clone())),
+            None => {
+                out.err(format!("Invalid input: {a}"));
+                out.err("Request aborted");
+                return 1;
+            }
+        }
+    }
+    let has = |k: &str| pairs.iter().any(|((key, _), _)| key == k);
+    if has("nodename") {
+        update_node(&pairs, ctl, out)
+    } else if has("jobid") {
+        update_job(&pairs, ctl, out)
+    } else if has("partitionname") {
+        out.err("scontrol: error: Partition updates are not supported");
+        1
+    } else {
+        out.err("No valid entity in update command");
+        out.err(
+            "Input line must include \"NodeName\", \"PartitionName\", \
+             \"Reservation/ReservationName\", \"JobId\", \"StepId\", or \"FrontendName\"",
+        );
+        1
+    }
+}
+
+type Pairs = [((String, String), String)];
+
+fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let mut names = Vec::new();
+    let mut state = None;
+    let mut reason = None;
+    for ((k, v), raw) in pairs {
+        match k.as_str() {
+            "nodename" => match hostlist::expand(v) {
+                Ok(n) if !n.is_empty() => names.extend(n),
+                _ => {
+                    out.err(format!("Invalid node name specified: {v}"));
+                    return 1;
+                }
+            },
+            "state" => {
+                state = Some(match v.to_ascii_lowercase().as_str() {
+                    "drain" => NodeStateRequest::Drain,
+                    "resume" => NodeStateRequest::Resume,
+                    "down" => NodeStateRequest::Down,
+                    "undrain" => NodeStateRequest::Undrain,
+                    "idle" => NodeStateRequest::Idle,
+                    _ => {
+                        out.err(format!("Invalid input: {raw}"));
+                        out.err("Request aborted");
+                        out.err("Valid states are: DOWN DRAIN IDLE RESUME UNDRAIN");
+                        return 1;
+                    }
+                })
+            }
+            "reason" => reason = Some(v.clone()),
+            _ => {
+                out.err(format!("Update of this parameter is not supported: {raw}"));
+                out.err("Request aborted");
+                return 1;
+            }
+        }
+    }
+    let needs_reason = matches!(
+        state,
+        Some(NodeStateRequest::Drain | NodeStateRequest::Down)
+    );
+    if needs_reason && reason.as_deref().is_none_or(str::is_empty) {
+        out.err("You must specify a reason when DOWNING or DRAINING a node. Request denied");
+        return 1;
+    }
+    if state.is_none() && reason.is_none() {
+        return 0;
+    }
+    match ctl.call(RequestBody::UpdateNode {
+        names,
+        state,
+        reason,
+    }) {
+        Ok(Response::Error(e)) => {
+            out.err(format!("slurm_update error: {}", e.error.message()));
+            1
+        }
+        Ok(_) => 0,
+        Err(e) => {
+            out.err(format!("slurm_update error: {}", e.message));
+            1
+        }
+    }
+}
+
+fn update_job(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let mut ids = Vec::new();
+    let mut updates = Vec::new();
+    for ((k, v), raw) in pairs {
+        match k.as_str() {
+            "jobid" => {
+                for id in fmt::split_list(v) {
+                    match id.parse::<u32>() {
+                        Ok(n) if n > 0 => ids.push(n),
+                        _ => {
+                            out.err(format!("Invalid JobId value: {id}"));
+                            return 1;
+                        }
+                    }
+                }
+            }
+            "timelimit" => match parse_time_limit(v) {
+                Ok(t) => updates.push(JobUpdate::TimeLimit(t)),
+                Err(_) => {
+                    out.err(format!("Invalid TimeLimit value: {v}"));
+                    return 1;
+                }
+            },
+            "nice" => match v.parse::<i32>() {
+                Ok(n) if n.unsigned_abs() < 2_147_483_645 => updates.push(JobUpdate::Nice(n)),
+                _ => {
+                    out.err(format!("Invalid nice value: {v}"));
+                    return 1;
+                }
+            },
+            "name" | "jobname" => updates.push(JobUpdate::Name(v.clone())),
+            _ => {
+                out.err(format!("Update of this parameter is not supported: {raw}"));
+                out.err("Request aborted");
+                return 1;
+            }
+        }
+    }
+    let mut rc = 0;
+    for id in ids {
+        for u in &updates {
+            match ctl.call(RequestBody::UpdateJob {
+                job_id: id,
+                update: u.clone(),
+            }) {
+                Ok(Response::Error(e)) => {
+                    out.err(format!("slurm_update error: {}", e.error.message()));
+                    rc = 1;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    out.err(format!("slurm_update error: {}", e.message));
+                    rc = 1;
+                    break;
+                }
+            }
+        }
+    }
+    rc
+}
+
+/// `hold`, `uhold`, `release`, `requeue`, `requeuehold` over a job list
+/// (ids, or names of the caller's pending jobs).
+fn cmd_job_list(cmd: &str, args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let words: Vec<String> = args.iter().flat_map(|a| fmt::split_list(a)).collect();
+    if words.is_empty() {
+        out.err(format!("too few arguments for keyword:{cmd}"));
+        return 1;
+    }
+    let mut targets: Vec<(String, u32)> = Vec::new();
+    let mut jobs_cache: Option<Vec<JobRecord>> = None;
+    let mut rc = 0;
+    for w in words {
+        let base = w.split(['_', '+']).next().unwrap_or("");
+        if let Ok(n) = base.parse::<u32>() {
+            targets.push((w.clone(), n));
+            continue;
+        }
+        if jobs_cache.is_none() {
+            let mut sink = Out::default();
+            jobs_cache = Some(load_jobs(ctl, &mut sink).unwrap_or_default());
+        }
+        let found: Vec<u32> = jobs_cache
+            .as_ref()
+            .map(|js| {
+                js.iter()
+                    .filter(|j| j.name == w && !j.state.is_finished())
+                    .map(|j| j.job_id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if found.is_empty() {
+            out.err(format!(
+                "{} for job {w}",
+                SlurmError::InvalidJobId.message()
+            ));
+            rc = 1;
+        }
+        targets.extend(found.into_iter().map(|id| (id.to_string(), id)));
+    }
+    let updates: &[JobUpdate] = match cmd {
+        "hold" | "uhold" => &[JobUpdate::Hold],
+        "release" => &[JobUpdate::Release],
+        "requeue" => &[JobUpdate::Requeue],
+        _ => &[JobUpdate::Requeue, JobUpdate::Hold],
+    };
+    for (label, id) in targets {
+        for u in updates {
+            let res = ctl.call(RequestBody::UpdateJob {
+                job_id: id,
+                update: u.clone(),
+            });
+            let msg = match res {
+                Ok(Response::Error(e)) => Some(e.error.message().to_string()),
+                Ok(_) => None,
+                Err(e) => Some(e.message),
+            };
+            if let Some(m) = msg {
+                out.err(format!("{m} for job {label}"));
+                rc = 1;
+                break;
+            }
+        }
+    }
+    rc
+}
+
+fn cmd_ping(ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let host = ctl.host();
+    match ctl.call(RequestBody::Ping) {
+        Ok(Response::Pong { .. }) | Ok(Response::Ok) => {
+            out.stdout
+                .push_str(&format!("Slurmctld(primary) at {host} is UP\n"));
+            0
+        }
+        _ => {
+            out.stdout
+                .push_str(&format!("Slurmctld(primary) at {host} is DOWN\n"));
+            1
+        }
+    }
+}
+
+/// Runs one scontrol command (`words` after the global options).
+pub fn run_command(
+    words: &[String],
+    g: &mut Globals,
+    ctl: &dyn Controller,
+    now: i64,
+    tz: Tz,
+    out: &mut Out,
+) -> i32 {
+    let Some(first) = words.first() else {
+        return 0;
+    };
+    let rest = &words[1..];
+    match pick(first, COMMANDS, 2) {
+        Some("show") => cmd_show(rest, g, ctl, now, tz, out),
+        Some("update") => {
+            if rest.is_empty() {
+                out.err("too few arguments for keyword:update");
+                return 1;
+            }
+            cmd_update(rest, ctl, out)
+        }
+        Some(c @ ("hold" | "uhold" | "release" | "requeue" | "requeuehold")) => {
+            cmd_job_list(c, rest, ctl, out)
+        }
+        Some("ping") => cmd_ping(ctl, out),
+        Some("version") => {
+            out.stdout
+                .push_str(&format!("slurm {}\n", slurm_proto::SLURM_VERSION));
+            0
+        }
+        Some("help") => {
+            out.stdout.push_str(HELP);
+            0
+        }
+        Some("quit" | "exit") => 0,
+        Some("oneliner") => {
+            g.oneliner = true;
+            0
+        }
+        Some("details") => {
+            g.details = true;
+            0
+        }
+        Some("quiet") => {
+            g.quiet = true;
+            0
+        }
+        Some("verbose") => {
+            g.verbose = true;
+            0
+        }
+        _ => {
+            out.err(format!("invalid keyword: {first}"));
+            1
+        }
+    }
+}
+
+/// Splits an interactive line into words, honouring single and double quotes.
+pub fn split_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut any = false;
+    for c in line.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => cur.push(c),
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                any = true;
+            }
+            None if c.is_whitespace() => {
+                if any || !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            None => cur.push(c),
+        }
+    }
+    if any || !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
+/// Parsed command line: global options (anywhere, as getopt permutes them)
+/// and the command words.
+fn parse_globals(args: &[String]) -> Result<(Globals, Vec<String>, Option<String>), String> {
+    let try_help = "Try \"scontrol --help\" for more information";
+    let version = || Some(format!("slurm {}\n", slurm_proto::SLURM_VERSION));
+    let mut g = Globals::default();
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        i += 1;
+        if !a.starts_with('-') || a == "-" {
+            words.push(a.clone());
+            continue;
+        }
+        match a.as_str() {
+            "--oneliner" => g.oneliner = true,
+            "--details" => g.details = true,
+            "--quiet" => g.quiet = true,
+            "--verbose" => g.verbose = true,
+            "--all" | "--hide" | "--local" | "--sibling" | "--federation" => {}
+            "--version" => return Ok((g, vec![], version())),
+            "--help" | "--usage" => return Ok((g, vec![], Some(HELP.to_string()))),
+            "--" => {
+                words.extend(args[i..].iter().cloned());
+                break;
+            }
+            s if s.starts_with("--clusters") || s.starts_with("--cluster") => {
+                if !s.contains('=') {
+                    i += 1;
+                }
+            }
+            s if s.starts_with("--") => {
+                return Err(format!("scontrol: unrecognized option '{s}'\n{try_help}"))
+            }
+            s => {
+                let chars: Vec<char> = s[1..].chars().collect();
+                for (k, c) in chars.iter().enumerate() {
+                    match c {
+                        'o' => g.oneliner = true,
+                        'd' => g.details = true,
+                        'Q' => g.quiet = true,
+                        'v' => g.verbose = true,
+                        'a' => {}
+                        'V' => return Ok((g, vec![], version())),
+                        'h' => return Ok((g, vec![], Some(HELP.to_string()))),
+                        'M' => {
+                            if k + 1 == chars.len() {
+                                i += 1;
+                            }
+                            break;
+                        }
+                        c => return Err(format!("scontrol: invalid option -- '{c}'\n{try_help}")),
+                    }
+                }
+            }
+        }
+    }
+    Ok((g, words, None))
+}
+
+/// Runs scontrol with `args` (without the program name) against `ctl`.
+pub fn run(args: &[String], ctl: &dyn Controller, now: i64, tz: Tz) -> (i32, Out) {
+    let mut out = Out::default();
+    match parse_globals(args) {
+        Err(e) => {
+            out.err(e);
+            (1, out)
+        }
+        Ok((_, _, Some(text))) => {
+            out.stdout.push_str(&text);
+            (0, out)
+        }
+        Ok((mut g, words, None)) => {
+            let rc = run_command(&words, &mut g, ctl, now, tz, &mut out);
+            (rc, out)
+        }
+    }
+}
+
+/// `scontrol`'s entry point; returns the exit code.
+pub fn main() -> i32 {
+    use std::io::{BufRead, IsTerminal, Write};
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mut g, words) = match parse_globals(&args) {
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+        Ok((_, _, Some(text))) => {
+            print!("{text}");
+            return 0;
+        }
+        Ok((g, words, None)) => (g, words),
+    };
+    let conf = match crate::common::load_conf("scontrol") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let host = conf
+        .slurmctld_hosts
+        .first()
+        .map(|h| h.name.clone())
+        .unwrap_or_else(|| conf.ctld_address());
+    let ctl = Real {
+        client: crate::common::client(&conf),
+        host,
+    };
+    let emit = |out: &Out| {
+        print!("{}", out.stdout);
+        eprint!("{}", out.stderr);
+        let _ = std::io::stdout().flush();
+    };
+    if !words.is_empty() {
+        let mut out = Out::default();
+        let rc = run_command(
+            &words,
+            &mut g,
+            &ctl,
+            crate::common::now(),
+            Tz::Local,
+            &mut out,
+        );
+        emit(&out);
+        return rc;
+    }
+    // Interactive mode.
+    let stdin = std::io::stdin();
+    let tty = stdin.is_terminal();
+    let mut rc = 0;
+    loop {
+        if tty {
+            print!("scontrol: ");
+            let _ = std::io::stdout().flush();
+        }
+        let mut line = String::new();
+        match stdin.lock().read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let words = split_words(&line);
+        if words.is_empty() {
+            continue;
+        }
+        if matches!(pick(&words[0], COMMANDS, 2), Some("quit" | "exit")) {
+            break;
+        }
+        let mut out = Out::default();
+        rc = run_command(
+            &words,
+            &mut g,
+            &ctl,
+            crate::common::now(),
+            Tz::Local,
+            &mut out,
+        );
+        emit(&out);
+    }
+    rc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sinfo::tests::{debug_partition, node, nodes, T_BOOT};
+    use crate::squeue::tests::{job, reference_jobs, running, T_NOW, T_START, T_SUBMIT};
+    use slurm_proto::{JobReason, JobState, NodeBaseState, RpcError};
+    use std::cell::RefCell;
+
+    fn so() -> ShowOpts {
+        ShowOpts {
+            now: T_NOW,
+            tz: Tz::Utc,
+            oneliner: false,
+        }
+    }
+
+    /// The reference shows a session id we do not record.
+    fn golden(s: &str) -> String {
+        s.replace("AllocNode:Sid=localhost:2546", "AllocNode:Sid=localhost:*")
+    }
+
+    #[test]
+    fn show_job_running_matches_slurm() {
+        let j = running(6, "long1", "n1");
+        assert_eq!(
+            show_job(&j, Some(4000), &so()),
+            golden(include_str!(
+                "../tests/golden/scontrol-show-job-running.out"
+            ))
+        );
+    }
+
+    #[test]
+    fn show_job_pending_matches_slurm() {
+        let j = job(9, "waitres", JobState::Pending, JobReason::Resources, 11333);
+        assert_eq!(
+            show_job(&j, Some(4000), &so()),
+            golden(include_str!(
+                "../tests/golden/scontrol-show-job-pending.out"
+            ))
+        );
+    }
+
+    #[test]
+    fn show_job_cancelled_matches_slurm() {
+        let mut j = running(6, "long1", "n1");
+        j.state = JobState::Cancelled;
+        j.cancelled = true;
+        j.end_time = Some(T_NOW);
+        j.exit_status = 15;
+        let o = ShowOpts {
+            now: T_NOW + 30,
+            ..so()
+        };
+        assert_eq!(
+            show_job(&j, None, &o),
+            golden(include_str!(
+                "../tests/golden/scontrol-show-job-cancelled.out"
+            ))
+        );
+    }
+
+    #[test]
+    fn show_job_details_and_oneliner() {
+        let mut j = job(12, "later", JobState::Pending, JobReason::BeginTime, 1);
+        j.desc.begin_time = Some(T_SUBMIT + 3600);
+        j.time_limit = Some(60);
+        j.desc.std_out = Some("out-%j-%x.txt".into());
+        j.desc.std_err = None;
+        j.desc.mem_per_node = Some(8192);
+        j.desc.req_nodes = vec!["n2".into(), "n1".into()];
+        let o = ShowOpts {
+            oneliner: true,
+            ..so()
+        };
+        let s = show_job(&j, Some(4000), &o);
+        assert!(s.ends_with(" Power= \n"), "{s}");
+        assert_eq!(s.lines().count(), 1);
+        for want in [
+            "StartTime=2026-11-22T06:37:34 EndTime=2026-11-22T07:37:34",
+            "TimeLimit=01:00:00",
+            "ReqNodeList=n[1-2]",
+            "TRES=cpu=4,mem=8G,node=1,billing=4",
+            "MinMemoryNode=8G",
+            "StdOut=/home/alice/jobs/out-12-later.txt",
+            "StdErr=/home/alice/jobs/out-12-later.txt",
+        ] {
+            assert!(s.contains(want), "missing {want} in {s}");
+        }
+    }
+
+    #[test]
+    fn show_node_matches_slurm() {
+        assert_eq!(
+            show_node(&node("n1"), &so()),
+            include_str!("../tests/golden/scontrol-show-node.out")
+        );
+        let mut n = node("n1");
+        n.base_state = NodeBaseState::Allocated;
+        n.alloc_cpus = 4;
+        n.last_busy = Some(T_SUBMIT);
+        assert_eq!(
+            show_node(&n, &so()),
+            include_str!("../tests/golden/scontrol-show-node-busy.out")
+        );
+    }
+
+    #[test]
+    fn show_node_reason_and_unregistered() {
+        let mut n = node("n2");
+        n.flags.drain = true;
+        n.reason = Some("maint".into());
+        n.reason_uid = Some(0);
+        n.reason_time = Some(T_BOOT);
+        let s = show_node(&n, &so());
+        assert!(s.contains("State=IDLE+DRAIN "));
+        assert!(
+            s.ends_with("\n   Reason=maint [root@2026-11-22T04:39:11]\n\n"),
+            "{s}"
+        );
+        let mut n = node("n3");
+        n.os = None;
+        n.cpu_load = None;
+        n.free_mem = None;
+        n.version = None;
+        n.boot_time = None;
+        let s = show_node(&n, &so());
+        assert!(!s.contains("OS="));
+        assert!(s.contains("CPULoad=N/A"));
+        assert!(s.contains("FreeMem=N/A"));
+        assert!(s.contains("Version=(null)"));
+        assert!(s.contains("BootTime=None"));
+    }
+
+    #[test]
+    fn show_partition_matches_slurm() {
+        assert_eq!(
+            show_partition(&debug_partition(), &so()),
+            include_str!("../tests/golden/scontrol-show-partition.out")
+        );
+    }
+
+    #[test]
+    fn show_config_layout() {
+        let c = ConfigDump {
+            entries: vec![
+                ("AccountingStorageHost".into(), "localhost".into()),
+                ("AccountingStorageBackupHost".into(), "(null)".into()),
+            ],
+            boot_time: T_BOOT,
+        };
+        assert_eq!(
+            show_config(&c, T_NOW, Tz::Utc),
+            "Configuration data as of 2026-11-22T05:37:41\n\
+             AccountingStorageHost   = localhost\n\
+             AccountingStorageBackupHost = (null)\n"
+        );
+    }
+
+    /// A controller answering from fixed records and logging updates.
+    struct Fake {
+        up: bool,
+        calls: RefCell<Vec<String>>,
+    }
+
+    impl Controller for Fake {
+        fn call(&self, body: RequestBody) -> Result<Response, CallFail> {
+            if !self.up {
+                return Err(CallFail {
+                    message: "Unable to contact slurm controller (connect failure)".into(),
+                    net: true,
+                });
+            }
+            let err = |e: SlurmError| Ok(Response::Error(RpcError::from(e)));
+            match body {
+                RequestBody::Ping => Ok(Response::Pong {
+                    controller: "vm".into(),
+                }),
+                RequestBody::GetJobs => Ok(Response::Jobs {
+                    jobs: reference_jobs(),
+                    last_update: T_NOW,
+                }),
+                RequestBody::GetNodes => Ok(Response::Nodes {
+                    nodes: nodes(),
+                    last_update: T_NOW,
+                }),
+                RequestBody::GetPartitions => Ok(Response::Partitions {
+                    partitions: vec![debug_partition()],
+                    last_update: T_NOW,
+                }),
+                RequestBody::UpdateJob { job_id, update } => {
+                    self.calls.borrow_mut().push(format!("{job_id} {update:?}"));
+                    match (job_id, &update) {
+                        (6..=12, JobUpdate::Hold) if job_id <= 8 => err(SlurmError::JobNotPending),
+                        (6..=12, _) => Ok(Response::Ok),
+                        _ => err(SlurmError::InvalidJobId),
+                    }
+                }
+                RequestBody::UpdateNode {
+                    names,
+                    state,
+                    reason,
+                } => {
+                    self.calls
+                        .borrow_mut()
+                        .push(format!("{names:?} {state:?} {reason:?}"));
+                    if names.iter().all(|n| n.starts_with('n') && n.len() == 2) {
+                        Ok(Response::Ok)
+                    } else {
+                        err(SlurmError::InvalidNodeName)
+                    }
+                }
+                _ => err(SlurmError::InvalidRequest),
+            }
+        }
+        fn host(&self) -> String {
+            "vm".into()
+        }
+    }
+
+    fn fake() -> Fake {
+        Fake {
+            up: true,
+            calls: RefCell::new(vec![]),
+        }
+    }
+
+    fn sc(ctl: &Fake, args: &[&str]) -> (i32, String, String) {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let (rc, out) = run(&args, ctl, T_NOW, Tz::Utc);
+        (rc, out.stdout, out.stderr)
+    }
+
+    #[test]
+    fn show_commands_and_errors() {
+        let f = fake();
+        let (rc, out, _) = sc(&f, &["show", "job", "9"]);
+        assert_eq!(rc, 0);
+        assert_eq!(
+            out,
+            golden(include_str!(
+                "../tests/golden/scontrol-show-job-pending.out"
+            ))
+        );
+        let (rc, out, err) = sc(&f, &["show", "job", "999999"]);
+        assert_eq!((rc, out.as_str()), (1, ""));
+        assert_eq!(
+            err,
+            include_str!("../tests/golden/scontrol-show-job-nonexistent.err")
+        );
+        let (rc, _, err) = sc(&f, &["sho", "jobs", "abc"]);
+        assert_eq!(
+            (rc, err.as_str()),
+            (1, "slurm_load_jobs error: Invalid job id specified\n")
+        );
+        let (rc, out, _) = sc(&f, &["SHOW", "Node", "n1"]);
+        assert_eq!(
+            (rc, out.as_str()),
+            (0, include_str!("../tests/golden/scontrol-show-node.out"))
+        );
+        let (rc, out, _) = sc(&f, &["show", "node", "n9"]);
+        assert_eq!((rc, out.as_str()), (1, "Node n9 not found\n"));
+        let (rc, out, _) = sc(&f, &["show", "partition", "foo"]);
+        assert_eq!((rc, out.as_str()), (1, "Partition foo not found\n"));
+        let (rc, out, _) = sc(&f, &["show", "part"]);
+        assert_eq!(
+            (rc, out.as_str()),
+            (
+                0,
+                include_str!("../tests/golden/scontrol-show-partition.out")
+            )
+        );
+        assert_eq!(
+            sc(&f, &["-o", "show", "nodes"]),
+            sc(&f, &["show", "nodes", "--oneliner"])
+        );
+        let (rc, out, _) = sc(&f, &["-o", "show", "nodes"]);
+        assert_eq!(rc, 0);
+        assert_eq!(out.lines().count(), 3);
+        assert!(out.starts_with("NodeName=n1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 "));
+        let (rc, _, err) = sc(&f, &["show", "bogus"]);
+        assert_eq!(
+            (rc, err.as_str()),
+            (1, "invalid entity:bogus for keyword:show \n")
+        );
+        let (rc, _, err) = sc(&f, &["frobnicate"]);
+        assert_eq!((rc, err.as_str()), (1, "invalid keyword: frobnicate\n"));
+        let (rc, out, _) = sc(&f, &["show", "hostnames", "n[1-3]"]);
+        assert_eq!((rc, out.as_str()), (0, "n1\nn2\nn3\n"));
+        let (rc, out, _) = sc(&f, &["show", "hostlist", "n1,n2,n3"]);
+        assert_eq!((rc, out.as_str()), (0, "n[1-3]\n"));
+        let (rc, _, err) = sc(
+            &Fake {
+                up: false,
+                calls: RefCell::new(vec![]),
+            },
+            &["show", "job"],
+        );
+        assert_eq!(
+            (rc, err.as_str()),
+            (
+                1,
+                "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
+            )
+        );
+    }
+
+    #[test]
+    fn ping_and_version() {
+        assert_eq!(
+            sc(&fake(), &["ping"]),
+            (0, "Slurmctld(primary) at vm is UP\n".into(), String::new())
+        );
+        let down = Fake {
+            up: false,
+            calls: RefCell::new(vec![]),
+        };
+        assert_eq!(
+            sc(&down, &["ping"]),
+            (
+                1,
+                "Slurmctld(primary) at vm is DOWN\n".into(),
+                String::new()
+            )
+        );
+        assert_eq!(sc(&fake(), &["version"]).1, "slurm 25.11.0\n");
+        assert_eq!(sc(&fake(), &["-V"]).1, "slurm 25.11.0\n");
+        assert_eq!(sc(&fake(), &["--version"]).1, "slurm 25.11.0\n");
+        let (rc, _, err) = sc(&fake(), &["-z"]);
+        assert_eq!(rc, 1);
+        assert_eq!(
+            err,
+            "scontrol: invalid option -- 'z'\nTry \"scontrol --help\" for more information\n"
+        );
+    }
+
+    #[test]
+    fn update_node() {
+        let f = fake();
+        let (rc, _, err) = sc(&f, &["update", "NodeName=n[1-2]", "State=DRAIN"]);
+        assert_eq!(rc, 1);
+        assert_eq!(
+            err,
+            "You must specify a reason when DOWNING or DRAINING a node. Request denied\n"
+        );
+        assert!(f.calls.borrow().is_empty());
+        let (rc, _, err) = sc(
+            &f,
+            &[
+                "update",
+                "nodename=n[1-2]",
+                "state=drain",
+                "reason=maint work",
+            ],
+        );
+        assert_eq!((rc, err.as_str()), (0, ""));
+        let (rc, _, _) = sc(&f, &["update", "NodeName=n3", "State=RESUME"]);
+        assert_eq!(rc, 0);
+        assert_eq!(
+            *f.calls.borrow(),
+            vec![
+                "[\"n1\", \"n2\"] Some(Drain) Some(\"maint work\")".to_string(),
+                "[\"n3\"] Some(Resume) None".to_string(),
+            ]
+        );
+        let (rc, _, err) = sc(&f, &["update", "NodeName=foo9", "State=idle"]);
+        assert_eq!(
+            (rc, err.as_str()),
+            (1, "slurm_update error: Invalid node name specified\n")
+        );
+        let (rc, _, err) = sc(&f, &["update", "NodeName=n1", "State=sleepy"]);
+        assert_eq!(rc, 1);
+        assert!(err.starts_with("Invalid input: State=sleepy\nRequest aborted\n"));
+        let (rc, _, err) = sc(&f, &["update", "NodeName=n1", "Weight=5"]);
+        assert_eq!(rc, 1);
+        assert!(err.starts_with("Update of this parameter is not supported: Weight=5\n"));
+        let (rc, _, err) = sc(&f, &["update", "foo=bar"]);
+        assert_eq!(rc, 1);
+        assert!(err.starts_with("No valid entity in update command\n"));
+    }
+
+    #[test]
+    fn update_job_and_holds() {
+        let f = fake();
+        let (rc, _, err) = sc(
+            &f,
+            &[
+                "update",
+                "JobId=9",
+                "TimeLimit=1:00:00",
+                "Nice=10",
+                "name=x",
+            ],
+        );
+        assert_eq!((rc, err.as_str()), (0, ""));
+        let (rc, _, err) = sc(&f, &["update", "jobid=999999", "timelimit=10"]);
+        assert_eq!(
+            (rc, err.as_str()),
+            (1, "slurm_update error: Invalid job id specified\n")
+        );
+        let (rc, _, err) = sc(&f, &["update", "jobid=9", "timelimit=soon"]);
+        assert_eq!((rc, err.as_str()), (1, "Invalid TimeLimit value: soon\n"));
+        let (rc, _, err) = sc(&f, &["hold", "9,10", "12"]);
+        assert_eq!((rc, err.as_str()), (0, ""));
+        let (rc, _, err) = sc(&f, &["hold", "6"]);
+        assert_eq!(
+            (rc, err.as_str()),
+            (1, "Job is no longer pending execution for job 6\n")
+        );
+        let (rc, _, err) = sc(&f, &["release", "999"]);
+        assert_eq!(
+            (rc, err.as_str()),
+            (1, "Invalid job id specified for job 999\n")
+        );
+        let (rc, _, _) = sc(&f, &["uhold", "waitres"]);
+        assert_eq!(rc, 0);
+        let (rc, _, _) = sc(&f, &["requeue", "6"]);
+        assert_eq!(rc, 0);
+        assert_eq!(
+            *f.calls.borrow(),
+            vec![
+                "9 TimeLimit(Some(60))",
+                "9 Nice(10)",
+                "9 Name(\"x\")",
+                "999999 TimeLimit(Some(10))",
+                "9 Hold",
+                "10 Hold",
+                "12 Hold",
+                "6 Hold",
+                "999 Release",
+                "9 Hold",
+                "6 Requeue",
+            ]
+        );
+        let _ = (T_START, T_BOOT);
+    }
+
+    #[test]
+    fn interactive_words() {
+        assert_eq!(
+            split_words("update NodeName=n1 State=DRAIN Reason=\"disk gone\""),
+            vec!["update", "NodeName=n1", "State=DRAIN", "Reason=disk gone"]
+        );
+    }
+}
