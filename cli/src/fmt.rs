@@ -762,3 +762,12 @@ mod tests {
         assert_eq!(v, vec!["m3", "n1", "n2", "n10"]);
     }
 }
+
+/// Slurm prints unset strings as `(null)`.
+pub fn or_null(s: &str) -> &str {
+    if s.is_empty() {
+        "(null)"
+    } else {
+        s
+    }
+}

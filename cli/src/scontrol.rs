@@ -77,7 +77,7 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
             "Priority={} Nice={} Account={} QOS={}",
             job.priority,
             job.desc.nice.unwrap_or(0),
-            job.account,
+            fmt::or_null(&job.account),
             job.qos
         ),
         format!(

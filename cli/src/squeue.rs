@@ -251,7 +251,7 @@ pub fn job_value(key: &str, job: &JobRecord, now: i64, tz: Tz) -> String {
     use slurm_common::hostlist::compress;
     use slurm_common::timefmt::{format_elapsed, format_limit_squeue};
     match key {
-        "a" => job.account.clone(),
+        "a" => fmt::or_null(&job.account).to_string(),
         "A" | "i" | "F" => job.job_id.to_string(),
         "b" => "N/A".to_string(),
         "B" => job.batch_host.clone().unwrap_or_else(|| "n/a".to_string()),

@@ -9,7 +9,8 @@ use slurm_common::users;
 use slurm_plugins::sched::{estimate_start, Running};
 use slurm_plugins::view::Hold;
 use slurm_plugins::{
-    ClusterView, Decision, JobView, NodeAlloc, NodeView, PartitionView, PendingReason, Scheduler,
+    ClusterView, Decision, JobView, NodeAlloc, NodeView, PartitionView, PendingReason, RunningJob,
+    Scheduler,
 };
 use slurm_proto::*;
 use std::collections::HashMap;
@@ -429,6 +430,23 @@ impl Controller {
                     exclusive: p.oversubscribe.eq_ignore_ascii_case("EXCLUSIVE"),
                     priority_tier: p.priority_tier,
                     def_mem_per_cpu: p.def_mem_per_cpu,
+                })
+                .collect(),
+            running: self
+                .p
+                .jobs
+                .values()
+                .filter(|j| j.state == JobState::Running)
+                .map(|j| RunningJob {
+                    id: j.job_id,
+                    end: j.end_time,
+                    alloc: self.allocs_of(j),
+                    priority: j.priority,
+                    partition: self
+                        .partitions
+                        .iter()
+                        .position(|p| p.name == j.partition)
+                        .unwrap_or(0),
                 })
                 .collect(),
         }

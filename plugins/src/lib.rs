@@ -22,4 +22,4 @@ pub mod select;
 pub mod view;
 
 pub use sched::{Decision, PendingReason, Scheduler};
-pub use view::{ClusterView, JobView, NodeAlloc, NodeView, PartitionView};
+pub use view::{ClusterView, JobView, NodeAlloc, NodeView, PartitionView, RunningJob};

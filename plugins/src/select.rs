@@ -205,6 +205,7 @@ pub(crate) mod tests {
                 priority_tier: 1,
                 def_mem_per_cpu: None,
             }],
+            running: vec![],
         }
     }
 

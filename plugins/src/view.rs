@@ -1,7 +1,7 @@
 //! The core's view of the cluster: plain data built by the caller.
 
 /// One node's capacity and what is already used on it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeView {
     pub name: String,
     pub cpus: u32,
@@ -38,7 +38,7 @@ impl NodeView {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PartitionView {
     pub name: String,
     /// Indices into [`ClusterView::nodes`].
@@ -59,6 +59,19 @@ pub struct PartitionView {
 pub struct ClusterView {
     pub nodes: Vec<NodeView>,
     pub partitions: Vec<PartitionView>,
+    /// Jobs holding resources now, with their expected ends (for planning).
+    pub running: Vec<RunningJob>,
+}
+
+/// A job that holds resources: what it holds and until when (its start plus
+/// its time limit; `None` when it has no limit).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunningJob {
+    pub id: u32,
+    pub end: Option<i64>,
+    pub alloc: Vec<NodeAlloc>,
+    pub priority: u32,
+    pub partition: usize,
 }
 
 /// Who holds a job back from scheduling.
@@ -69,7 +82,7 @@ pub enum Hold {
 }
 
 /// A pending job as the core sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobView {
     pub id: u32,
     pub priority: u32,
@@ -96,7 +109,7 @@ pub struct JobView {
 }
 
 /// What a job gets on one node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeAlloc {
     pub node: usize,
     pub cpus: u32,
