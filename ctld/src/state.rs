@@ -808,6 +808,7 @@ impl Controller {
             submit_host: j.desc.submit_host.clone(),
             ctld_host: conf.ctld_address(),
             ctld_port: conf.slurmctld_port,
+            start_time: now,
         };
         self.save_job(id);
         self.stats.jobs_started += 1;

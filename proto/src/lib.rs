@@ -685,6 +685,9 @@ pub struct BatchLaunch {
     pub submit_host: String,
     pub ctld_host: String,
     pub ctld_port: u16,
+    /// When the controller started the job (Unix seconds).
+    #[serde(default)]
+    pub start_time: i64,
 }
 
 /// Controller configuration as `scontrol show config` prints it.

@@ -1,0 +1,159 @@
+//! The command line, as Slurm's `slurmd` takes it:
+//! `slurmd [-D] [-N nodename] [-f slurm.conf] [-v...] [-L logfile] [-V] [-h]`.
+//!
+//! Short options may be clustered (`-Dvv`) and take their value attached or
+//! as the next word (`-Nn1`, `-N n1`).
+
+use std::path::PathBuf;
+
+/// Options for a daemon run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Args {
+    /// `-D`: stay in the foreground (we always do; accepted for compatibility).
+    pub foreground: bool,
+    /// `-N`: the node this daemon serves (default: the short hostname).
+    pub node_name: Option<String>,
+    /// `-f`: configuration file (default: `$SLURM_CONF` or /etc/slurm/slurm.conf).
+    pub conf: Option<PathBuf>,
+    /// Number of `-v`.
+    pub verbose: u8,
+    /// `-L`: log file (overrides `SlurmdLogFile`).
+    pub logfile: Option<PathBuf>,
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Run(Args),
+    Version,
+    Help,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgsError {
+    #[error("invalid option -- '{0}'")]
+    Unknown(String),
+    #[error("option requires an argument -- '{0}'")]
+    Missing(char),
+    #[error("unexpected argument '{0}'")]
+    Extra(String),
+}
+
+pub const USAGE: &str = "\
+Usage: slurmd [OPTIONS]
+  -D             Run in the foreground (always the case; accepted).
+  -f file        Read the configuration from `file' instead of slurm.conf.
+  -h, --help     Show this help and exit.
+  -L logfile     Write log messages to `logfile'.
+  -N nodename    Serve the node `nodename' (default: this host's short name).
+  -v             Be more verbose; repeat for more.
+  -V, --version  Print the version and exit.
+";
+
+/// Parse the arguments after the program name.
+pub fn parse<I, S>(argv: I) -> Result<Command, ArgsError>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    let mut args = Args::default();
+    let mut it = argv.into_iter().map(Into::into);
+    while let Some(word) = it.next() {
+        match word.as_str() {
+            "--version" => return Ok(Command::Version),
+            "--help" | "--usage" => return Ok(Command::Help),
+            _ => {}
+        }
+        if word.starts_with("--") || !word.starts_with('-') || word == "-" {
+            return Err(if word.starts_with('-') {
+                ArgsError::Unknown(word)
+            } else {
+                ArgsError::Extra(word)
+            });
+        }
+        let flags: Vec<char> = word.chars().skip(1).collect();
+        let mut i = 0;
+        while i < flags.len() {
+            let c = flags[i];
+            match c {
+                'D' => args.foreground = true,
+                'v' => args.verbose = args.verbose.saturating_add(1),
+                'V' => return Ok(Command::Version),
+                'h' => return Ok(Command::Help),
+                'N' | 'f' | 'L' => {
+                    let rest: String = flags[i + 1..].iter().collect();
+                    let value = if !rest.is_empty() {
+                        rest
+                    } else {
+                        it.next().ok_or(ArgsError::Missing(c))?
+                    };
+                    match c {
+                        'N' => args.node_name = Some(value),
+                        'f' => args.conf = Some(PathBuf::from(value)),
+                        _ => args.logfile = Some(PathBuf::from(value)),
+                    }
+                    break;
+                }
+                other => return Err(ArgsError::Unknown(other.to_string())),
+            }
+            i += 1;
+        }
+    }
+    Ok(Command::Run(args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(v: &[&str]) -> Args {
+        match parse(v.iter().copied()) {
+            Ok(Command::Run(a)) => a,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_command_line_runs_with_defaults() {
+        assert_eq!(run(&[]), Args::default());
+    }
+
+    #[test]
+    fn flags_values_and_clusters() {
+        let a = run(&["-D", "-N", "n1", "-f", "/etc/x.conf", "-vv", "-L", "/tmp/l"]);
+        assert!(a.foreground);
+        assert_eq!(a.node_name.as_deref(), Some("n1"));
+        assert_eq!(a.conf, Some(PathBuf::from("/etc/x.conf")));
+        assert_eq!(a.verbose, 2);
+        assert_eq!(a.logfile, Some(PathBuf::from("/tmp/l")));
+        let b = run(&["-DvNn2", "-v"]);
+        assert!(b.foreground);
+        assert_eq!(b.verbose, 2);
+        assert_eq!(b.node_name.as_deref(), Some("n2"));
+        let c = run(&["-fslurm.conf"]);
+        assert_eq!(c.conf, Some(PathBuf::from("slurm.conf")));
+    }
+
+    #[test]
+    fn version_and_help() {
+        assert_eq!(parse(["-V"]), Ok(Command::Version));
+        assert_eq!(parse(["-D", "--version"]), Ok(Command::Version));
+        assert_eq!(parse(["-Dh"]), Ok(Command::Help));
+        assert_eq!(parse(["--help"]), Ok(Command::Help));
+    }
+
+    #[test]
+    fn bad_command_lines_are_errors() {
+        assert_eq!(parse(["-N"]), Err(ArgsError::Missing('N')));
+        assert_eq!(parse(["-x"]), Err(ArgsError::Unknown("x".into())));
+        assert_eq!(
+            parse(["--bogus"]),
+            Err(ArgsError::Unknown("--bogus".into()))
+        );
+        assert_eq!(parse(["n1"]), Err(ArgsError::Extra("n1".into())));
+        assert_eq!(
+            ArgsError::Missing('f').to_string(),
+            "option requires an argument -- 'f'"
+        );
+    }
+}

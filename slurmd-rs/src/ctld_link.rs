@@ -1,0 +1,355 @@
+//! The daemon's side of the conversation with the controller.
+//!
+//! - [`run_link`]: register (every second until `Ok`), then heartbeat every
+//!   `clamp(SlurmdTimeout/3, 1, 30)` seconds; any failure or error answer
+//!   sends us back to registering.
+//! - [`Outbox`] / [`run_outbox`]: job events (`BatchComplete`, `JobCleaned`)
+//!   delivered one at a time, in order, once registered, retried every
+//!   second until the controller answers `Ok`. The queue is saved in the spool on every change
+//!   so a daemon restart loses none.
+
+use crate::daemon::Ctx;
+use serde::{Deserialize, Serialize};
+use slurm_common::net::{self, NetError};
+use slurm_proto::{JobId, NodeRegistration, Request, RequestBody, Response, SlurmError};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+/// How long one call to the controller may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// An event the controller keeps refusing (with an error answer, not a
+/// network failure) is dropped after this many tries.
+const MAX_REFUSALS: u32 = 30;
+
+/// Seconds between heartbeats for a `SlurmdTimeout` (0 = no timeout).
+pub fn heartbeat_interval(slurmd_timeout: u32) -> Duration {
+    let s = if slurmd_timeout == 0 {
+        30
+    } else {
+        (slurmd_timeout / 3).clamp(1, 30)
+    };
+    Duration::from_secs(s.into())
+}
+
+/// Send one request to the controller, signed as root.
+pub async fn call(ctx: &Ctx, body: RequestBody) -> Result<Response, NetError> {
+    let cred = ctx.key.sign(0, 0, &ctx.host, crate::now());
+    net::call_async(&ctx.ctld_addr, &Request { cred, body }, CALL_TIMEOUT).await
+}
+
+/// What this node tells the controller when it registers.
+pub fn registration(ctx: &Ctx) -> NodeRegistration {
+    let hw = ctx.hardware.clone();
+    let (os, arch) = crate::sysinfo::uname();
+    NodeRegistration {
+        name: ctx.node.clone(),
+        cpus: hw.cpus,
+        boards: hw.boards,
+        sockets: hw.sockets,
+        cores_per_socket: hw.cores_per_socket,
+        threads_per_core: hw.threads_per_core,
+        real_memory: hw.real_memory,
+        tmp_disk: hw.tmp_disk,
+        boot_time: crate::sysinfo::boot_time(),
+        slurmd_start_time: ctx.start_time,
+        version: slurm_proto::SLURM_VERSION.to_string(),
+        os,
+        arch,
+        cpu_load: crate::sysinfo::cpu_load(),
+        free_mem: crate::sysinfo::free_mem(),
+        running_jobs: ctx.running_jobs(),
+    }
+}
+
+fn describe(r: &Result<Response, NetError>) -> String {
+    match r {
+        Ok(Response::Error(e)) => e.to_string(),
+        Ok(other) => format!("unexpected answer {other:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Register, then heartbeat, forever.
+pub async fn run_link(ctx: Arc<Ctx>) {
+    let interval = heartbeat_interval(ctx.conf.slurmd_timeout);
+    let mut last_problem = String::new();
+    loop {
+        loop {
+            let reg = registration(&ctx);
+            let r = call(&ctx, RequestBody::RegisterNode(reg)).await;
+            if matches!(r, Ok(Response::Ok)) {
+                break;
+            }
+            let problem = describe(&r);
+            if problem != last_problem {
+                warn!(
+                    "registration with the controller at {} failed: {problem}; retrying",
+                    ctx.ctld_addr
+                );
+                last_problem = problem;
+            } else {
+                debug!("registration retry failed: {problem}");
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        last_problem.clear();
+        ctx.registered.store(true, Ordering::SeqCst);
+        info!("registered with the controller at {}", ctx.ctld_addr);
+        ctx.outbox.wake();
+        loop {
+            tokio::time::sleep(interval).await;
+            let r = call(
+                &ctx,
+                RequestBody::Heartbeat {
+                    node: ctx.node.clone(),
+                    running_jobs: ctx.running_jobs(),
+                },
+            )
+            .await;
+            if !matches!(r, Ok(Response::Ok)) {
+                warn!("heartbeat failed: {}; registering again", describe(&r));
+                ctx.registered.store(false, Ordering::SeqCst);
+                break;
+            }
+        }
+    }
+}
+
+/// A job event for the controller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OutMsg {
+    BatchComplete { job_id: JobId, status: i32 },
+    JobCleaned { job_id: JobId },
+}
+
+impl OutMsg {
+    pub fn job_id(&self) -> JobId {
+        match self {
+            OutMsg::BatchComplete { job_id, .. } | OutMsg::JobCleaned { job_id } => *job_id,
+        }
+    }
+
+    pub fn to_request(&self, node: &str) -> RequestBody {
+        match *self {
+            OutMsg::BatchComplete { job_id, status } => RequestBody::BatchComplete {
+                job_id,
+                node: node.to_string(),
+                status,
+            },
+            OutMsg::JobCleaned { job_id } => RequestBody::JobCleaned {
+                job_id,
+                node: node.to_string(),
+            },
+        }
+    }
+}
+
+/// Ordered, persisted queue of job events.
+pub struct Outbox {
+    queue: Mutex<VecDeque<OutMsg>>,
+    notify: Notify,
+    path: Option<PathBuf>,
+}
+
+impl Outbox {
+    /// An outbox kept in memory only.
+    pub fn in_memory() -> Outbox {
+        Outbox {
+            queue: Mutex::new(VecDeque::new()),
+            notify: Notify::new(),
+            path: None,
+        }
+    }
+
+    /// An outbox saved at `path`, starting with what a previous run left there.
+    pub fn load(path: PathBuf) -> Outbox {
+        let queue = match std::fs::read(&path) {
+            Ok(b) => match serde_json::from_slice::<VecDeque<OutMsg>>(&b) {
+                Ok(q) => {
+                    if !q.is_empty() {
+                        info!(
+                            "{} job event(s) left by the previous run will be sent",
+                            q.len()
+                        );
+                    }
+                    q
+                }
+                Err(e) => {
+                    warn!("ignoring malformed outbox {}: {e}", path.display());
+                    VecDeque::new()
+                }
+            },
+            Err(_) => VecDeque::new(),
+        };
+        Outbox {
+            queue: Mutex::new(queue),
+            notify: Notify::new(),
+            path: Some(path),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<OutMsg>> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn save(&self, q: &VecDeque<OutMsg>) {
+        let Some(path) = &self.path else { return };
+        let tmp = path.with_extension("tmp");
+        let res = serde_json::to_vec(q)
+            .map_err(std::io::Error::other)
+            .and_then(|b| std::fs::write(&tmp, b))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = res {
+            warn!("cannot save the outbox {}: {e}", path.display());
+        }
+    }
+
+    pub fn push(&self, m: OutMsg) {
+        let mut q = self.lock();
+        q.push_back(m);
+        self.save(&q);
+        drop(q);
+        self.notify.notify_one();
+    }
+
+    /// Wake the sender (e.g. after registering).
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Jobs with events not yet delivered.
+    pub fn pending_jobs(&self) -> Vec<JobId> {
+        self.lock().iter().map(OutMsg::job_id).collect()
+    }
+
+    fn front(&self) -> Option<OutMsg> {
+        self.lock().front().cloned()
+    }
+
+    fn pop_front(&self) {
+        let mut q = self.lock();
+        q.pop_front();
+        self.save(&q);
+    }
+}
+
+/// Deliver the outbox, forever.
+pub async fn run_outbox(ctx: Arc<Ctx>) {
+    let mut refusals = 0u32;
+    loop {
+        // Events wait for registration: a restarted controller learns the
+        // node's running jobs first, then how the others ended.
+        if !ctx.registered.load(Ordering::SeqCst) {
+            tokio::select! {
+                _ = ctx.outbox.notify.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            continue;
+        }
+        let Some(msg) = ctx.outbox.front() else {
+            ctx.outbox.notify.notified().await;
+            continue;
+        };
+        let r = call(&ctx, msg.to_request(&ctx.node)).await;
+        let done = match &r {
+            Ok(Response::Ok) => {
+                debug!(job = msg.job_id(), "delivered {msg:?}");
+                true
+            }
+            Ok(Response::Error(e))
+                if matches!(e.error, SlurmError::InvalidJobId | SlurmError::AlreadyDone) =>
+            {
+                warn!(
+                    job = msg.job_id(),
+                    "controller refused {msg:?} ({e}); dropping it"
+                );
+                true
+            }
+            Ok(_) => {
+                refusals += 1;
+                if refusals >= MAX_REFUSALS {
+                    warn!(
+                        job = msg.job_id(),
+                        "controller keeps refusing {msg:?} ({}); dropping it",
+                        describe(&r)
+                    );
+                    true
+                } else {
+                    debug!(
+                        job = msg.job_id(),
+                        "controller refused {msg:?}: {}",
+                        describe(&r)
+                    );
+                    false
+                }
+            }
+            Err(e) => {
+                debug!(job = msg.job_id(), "cannot deliver {msg:?}: {e}");
+                false
+            }
+        };
+        if done {
+            refusals = 0;
+            ctx.outbox.pop_front();
+            if let OutMsg::JobCleaned { job_id } = msg {
+                ctx.jobs.remove_cleaned(job_id);
+            }
+        } else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heartbeat_interval_is_clamped() {
+        assert_eq!(heartbeat_interval(300), Duration::from_secs(30));
+        assert_eq!(heartbeat_interval(60), Duration::from_secs(20));
+        assert_eq!(heartbeat_interval(2), Duration::from_secs(1));
+        assert_eq!(heartbeat_interval(0), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn outbox_persists_in_order() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("outbox.json");
+        let o = Outbox::load(p.clone());
+        assert!(o.is_empty());
+        o.push(OutMsg::BatchComplete {
+            job_id: 3,
+            status: 256,
+        });
+        o.push(OutMsg::JobCleaned { job_id: 3 });
+        o.push(OutMsg::JobCleaned { job_id: 9 });
+        o.pop_front();
+        let again = Outbox::load(p.clone());
+        assert_eq!(again.pending_jobs(), vec![3, 9]);
+        assert_eq!(again.front(), Some(OutMsg::JobCleaned { job_id: 3 }));
+        std::fs::write(&p, b"{not json").unwrap();
+        assert!(Outbox::load(p).is_empty());
+        let r = OutMsg::BatchComplete {
+            job_id: 3,
+            status: 9,
+        }
+        .to_request("n1");
+        assert!(
+            matches!(r, RequestBody::BatchComplete { job_id: 3, status: 9, ref node } if node == "n1")
+        );
+    }
+}

@@ -1,0 +1,399 @@
+//! Start-up, the RPC listener and request dispatch.
+//!
+//! One TCP listener on the node's `NodeAddr:Port`; each connection carries one
+//! request frame and gets one response frame. Every request's credential is
+//! verified first; job requests (`LaunchBatch`, `SignalJob`, `TerminateJob`)
+//! are taken only from root or `SlurmUser`.
+
+use crate::ctld_link::{self, Outbox};
+use crate::jobs::{self, JobTable};
+use crate::settings::Settings;
+use crate::sysinfo::{self, Hardware};
+use slurm_common::auth::{self, AuthError, Key};
+use slurm_common::conf::SlurmConf;
+use slurm_common::net;
+use slurm_proto::{JobId, Request, RequestBody, Response, RpcError, SlurmError};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tracing::{debug, error, info, warn};
+
+/// Connections served at once; more wait in the kernel's backlog.
+const MAX_CONNECTIONS: usize = 128;
+/// How long a peer may take to send its request or read our answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Everything the daemon's tasks share.
+pub struct Ctx {
+    pub conf: SlurmConf,
+    /// Absolute slurm.conf path, as jobs see it in `SLURM_CONF`.
+    pub conf_path_str: String,
+    pub node: String,
+    pub key: Key,
+    /// This host's name, put in the credentials we sign.
+    pub host: String,
+    pub spool: PathBuf,
+    /// This node's job state files (see [`jobs`]).
+    pub state_dir: PathBuf,
+    /// `host:port` of the controller.
+    pub ctld_addr: String,
+    pub start_time: i64,
+    /// uid of `SlurmUser`, allowed to send job requests besides root.
+    pub slurm_uid: Option<u32>,
+    /// Hardware reported at registration.
+    pub hardware: Hardware,
+    pub jobs: JobTable,
+    pub outbox: Outbox,
+    pub registered: AtomicBool,
+}
+
+impl Ctx {
+    /// Jobs this daemon runs or has not yet reported clean, ascending.
+    pub fn running_jobs(&self) -> Vec<JobId> {
+        let mut ids = self.jobs.ids();
+        ids.extend(self.outbox.pending_jobs());
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Key(#[from] AuthError),
+    #[error("cannot create spool directory {path}: {source}")]
+    Spool {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("cannot write pid file {path}: {source}")]
+    PidFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A started daemon: listening, not yet serving.
+pub struct Daemon {
+    ctx: Arc<Ctx>,
+    listener: TcpListener,
+    pidfile: Option<PathBuf>,
+}
+
+fn make_spool(spool: &Path, state: &Path) -> Result<(), DaemonError> {
+    let err = |source| DaemonError::Spool {
+        path: spool.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(spool).map_err(err)?;
+    // Job directories inside must be reachable by their users.
+    std::fs::set_permissions(spool, std::fs::Permissions::from_mode(0o755)).map_err(err)?;
+    std::fs::create_dir_all(state).map_err(err)?;
+    std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+    Ok(())
+}
+
+async fn bind(addr: &str, port: u16) -> Result<TcpListener, DaemonError> {
+    match TcpListener::bind((addr, port)).await {
+        Ok(l) => Ok(l),
+        Err(e)
+            if !matches!(
+                e.kind(),
+                std::io::ErrorKind::AddrInUse | std::io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            warn!("cannot listen on {addr}:{port} ({e}); listening on all addresses instead");
+            TcpListener::bind(("0.0.0.0", port))
+                .await
+                .map_err(|source| DaemonError::Bind {
+                    addr: format!("0.0.0.0:{port}"),
+                    source,
+                })
+        }
+        Err(source) => Err(DaemonError::Bind {
+            addr: format!("{addr}:{port}"),
+            source,
+        }),
+    }
+}
+
+impl Daemon {
+    /// Load the key, prepare the spool, bind the port, write the pid file.
+    pub async fn start(s: Settings) -> Result<Daemon, DaemonError> {
+        let key = Key::load(&auth::key_path(&s.conf.path))?;
+        let state_dir = jobs::state_dir(&s.spool, &s.node);
+        make_spool(&s.spool, &state_dir)?;
+        let (addr, port) = s.listen_addr();
+        let listener = bind(&addr, port).await?;
+        let hardware = match s.node_conf() {
+            Some(n) if s.config_overrides() => Hardware {
+                cpus: n.cpus,
+                boards: n.boards,
+                sockets: n.sockets,
+                cores_per_socket: n.cores_per_socket,
+                threads_per_core: n.threads_per_core,
+                real_memory: n.real_memory,
+                tmp_disk: n.tmp_disk,
+            },
+            _ => sysinfo::detect_hardware(),
+        };
+        let slurm_uid = slurm_common::users::parse_user(&s.conf.slurm_user);
+        if slurm_uid.is_none() {
+            warn!(
+                "SlurmUser `{}' is unknown here; only root may send job requests",
+                s.conf.slurm_user
+            );
+        }
+        let ctx = Arc::new(Ctx {
+            ctld_addr: format!("{}:{}", s.conf.ctld_address(), s.conf.slurmctld_port),
+            conf_path_str: s.conf_path.to_string_lossy().into_owned(),
+            node: s.node.clone(),
+            key,
+            host: slurm_common::users::hostname(),
+            outbox: Outbox::load(s.spool.join(format!("outbox.{}.json", s.node))),
+            spool: s.spool.clone(),
+            state_dir,
+            start_time: crate::now(),
+            slurm_uid,
+            hardware,
+            jobs: JobTable::default(),
+            registered: AtomicBool::new(false),
+            conf: s.conf,
+        });
+        if let Some(p) = &s.pidfile {
+            let write = || -> std::io::Result<()> {
+                if let Some(dir) = p.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(p, format!("{}\n", std::process::id()))
+            };
+            write().map_err(|source| DaemonError::PidFile {
+                path: p.clone(),
+                source,
+            })?;
+        }
+        Ok(Daemon {
+            ctx,
+            listener,
+            pidfile: s.pidfile,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    pub fn ctx(&self) -> &Arc<Ctx> {
+        &self.ctx
+    }
+
+    /// Serve until `shutdown` completes. Running jobs are left running.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) {
+        let ctx = self.ctx;
+        info!(
+            node = %ctx.node,
+            "slurmd version {} started on {}",
+            slurm_proto::SLURM_VERSION,
+            self.listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default()
+        );
+        jobs::adopt(&ctx);
+        let background = [
+            tokio::spawn(ctld_link::run_link(ctx.clone())),
+            tokio::spawn(ctld_link::run_outbox(ctx.clone())),
+            tokio::spawn(sack_task(
+                auth::sack_socket_path(&ctx.conf),
+                ctx.key.clone(),
+            )),
+        ];
+        let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                _ = &mut shutdown => break,
+                p = limit.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            let accepted = tokio::select! {
+                _ = &mut shutdown => break,
+                a = self.listener.accept() => a,
+            };
+            match accepted {
+                Ok((stream, peer)) => {
+                    let ctx = ctx.clone();
+                    tokio::spawn(async move {
+                        handle_connection(&ctx, stream, peer).await;
+                        drop(permit);
+                    });
+                }
+                Err(e) => {
+                    warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        info!(
+            "shutting down; running jobs ({:?}) keep running",
+            ctx.jobs.ids()
+        );
+        for t in background {
+            t.abort();
+        }
+        if let Some(p) = &self.pidfile {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Serve the local credential socket when no other daemon on this host
+/// does; check again now and then in case that daemon goes away.
+async fn sack_task(path: PathBuf, key: Key) {
+    let mut warned = false;
+    loop {
+        match auth::bind_sack(&path) {
+            Ok(Some(listener)) => {
+                info!("serving credentials on {}", path.display());
+                auth::serve_sack(listener, key.clone()).await;
+            }
+            Ok(None) => {
+                if !warned {
+                    debug!(
+                        "credential socket {} is served by another daemon",
+                        path.display()
+                    );
+                    warned = true;
+                }
+            }
+            Err(e) => {
+                if !warned {
+                    warn!("cannot bind the credential socket {}: {e}", path.display());
+                    warned = true;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+}
+
+async fn handle_connection(ctx: &Arc<Ctx>, mut stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let req: Request = match tokio::time::timeout(IO_TIMEOUT, net::read_frame(&mut stream)).await {
+        Ok(Ok(Some(r))) => r,
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => {
+            warn!("malformed request from {peer}: {e}");
+            return;
+        }
+        Err(_) => {
+            debug!("{peer} sent no request in time");
+            return;
+        }
+    };
+    let resp = dispatch(ctx, req).await;
+    match tokio::time::timeout(IO_TIMEOUT, net::write_frame(&mut stream, &resp)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => debug!("cannot answer {peer}: {e}"),
+        Err(_) => debug!("{peer} did not read our answer in time"),
+    }
+}
+
+fn refuse(error: SlurmError, detail: impl Into<String>) -> Response {
+    Response::Error(RpcError {
+        error,
+        detail: Some(detail.into()),
+    })
+}
+
+/// Verify and answer one request.
+pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
+    let cred = &req.cred;
+    if let Err(e) = ctx.key.verify(cred, crate::now()) {
+        warn!(uid = cred.uid, host = %cred.host, "refused request: {e}");
+        let code = match e {
+            AuthError::Expired => SlurmError::ExpiredCredential,
+            _ => SlurmError::InvalidCredential,
+        };
+        return refuse(code, e.to_string());
+    }
+    let privileged = cred.uid == 0 || Some(cred.uid) == ctx.slurm_uid;
+    let job_request = matches!(
+        req.body,
+        RequestBody::LaunchBatch(_)
+            | RequestBody::SignalJob { .. }
+            | RequestBody::TerminateJob { .. }
+    );
+    if job_request && !privileged {
+        warn!(
+            uid = cred.uid,
+            "refused job request from an unprivileged user"
+        );
+        return refuse(
+            SlurmError::AccessDenied,
+            format!("uid {} may not send job requests to slurmd", cred.uid),
+        );
+    }
+    match req.body {
+        RequestBody::NodePing => Response::NodePong {
+            running_jobs: ctx.running_jobs(),
+        },
+        RequestBody::Ping => Response::Ok,
+        RequestBody::LaunchBatch(l) => {
+            debug!(job = l.job_id, "launch request");
+            jobs::launch(ctx, *l).await
+        }
+        RequestBody::SignalJob { job_id, signal } => jobs::signal(ctx, job_id, signal),
+        RequestBody::TerminateJob { job_id, kill_wait } => {
+            debug!(job = job_id, kill_wait, "terminate request");
+            tokio::spawn(jobs::terminate(ctx.clone(), job_id, kill_wait));
+            Response::Ok
+        }
+        other => {
+            let name = format!("{other:?}");
+            let name = name
+                .split([' ', '(', '{'])
+                .next()
+                .unwrap_or("?")
+                .to_string();
+            refuse(
+                SlurmError::InvalidRequest,
+                format!("{name} is not a request slurmd serves"),
+            )
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT; SIGHUP is logged and ignored.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        error!("cannot install signal handlers");
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => { info!("SIGTERM received"); return; }
+            _ = int.recv() => { info!("SIGINT received"); return; }
+            _ = hup.recv() => info!("SIGHUP received; reconfiguration is not supported yet, ignoring"),
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The environment of a batch script: the submitted environment plus the
+//! `SLURM_*` variables Slurm's batch step sets (see
+//! `reference/slurm-22.05-outputs/env-batch-2tasks.out`; 23.11+ adds the job
+//! start/end times).
+//!
+//! `SLURM_TASK_PID` is not here: it is the script's own pid, only known in
+//! the child, which fills it in just before `exec` ([`super::exec`]).
+
+use slurm_common::hostlist;
+use slurm_proto::BatchLaunch;
+
+/// Node-side facts the environment needs besides the launch request.
+#[derive(Debug, Clone)]
+pub struct EnvParams<'a> {
+    /// This node's name.
+    pub node: &'a str,
+    /// Absolute path of slurm.conf (`SLURM_CONF`).
+    pub conf_path: &'a str,
+    /// When the job started (Unix seconds).
+    pub start_time: i64,
+}
+
+/// An ordered environment: `set` replaces a variable in place or appends it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Env(pub Vec<(String, String)>);
+
+impl Env {
+    /// From `K=V` strings; entries without `=` (or with an empty name) are dropped,
+    /// and a repeated name keeps its first position and its last value.
+    pub fn from_kv(list: &[String]) -> Env {
+        let mut e = Env::default();
+        for kv in list {
+            if let Some((k, v)) = kv.split_once('=') {
+                if !k.is_empty() {
+                    e.set(k, v);
+                }
+            }
+        }
+        e
+    }
+
+    pub fn set(&mut self, k: &str, v: impl Into<String>) {
+        let v = v.into();
+        match self.0.iter_mut().find(|(n, _)| n == k) {
+            Some(slot) => slot.1 = v,
+            None => self.0.push((k.to_string(), v)),
+        }
+    }
+
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str())
+    }
+
+    pub fn remove(&mut self, k: &str) {
+        self.0.retain(|(n, _)| n != k);
+    }
+}
+
+/// The full environment of a batch script (all but `SLURM_TASK_PID`).
+pub fn batch_env(l: &BatchLaunch, p: &EnvParams) -> Env {
+    let mut e = Env::from_kv(&l.environment);
+    // A pid inherited from an outer job must not survive; the child sets ours.
+    e.remove("SLURM_TASK_PID");
+
+    // The controller's start time when it sent one, else the node's clock.
+    let start = if l.start_time > 0 {
+        l.start_time
+    } else {
+        p.start_time
+    };
+    let a = &l.alloc;
+    let idx = a.nodes.iter().position(|n| n == p.node).unwrap_or(0);
+    let cpus_here = a.cpus.get(idx).copied().unwrap_or_else(|| a.total_cpus());
+    let nodelist = if a.nodes.is_empty() {
+        p.node.to_string()
+    } else {
+        hostlist::compress(&a.nodes)
+    };
+    let nnodes = a.nodes.len().max(1).to_string();
+    let job_id = l.job_id.to_string();
+
+    e.set("ENVIRONMENT", "BATCH");
+    e.set("SLURMD_NODENAME", p.node);
+    e.set("SLURM_CLUSTER_NAME", &*l.cluster_name);
+    e.set("SLURM_CONF", p.conf_path);
+    e.set("SLURM_CPUS_ON_NODE", cpus_here.to_string());
+    if l.cpus_per_task > 1 {
+        e.set("SLURM_CPUS_PER_TASK", l.cpus_per_task.to_string());
+    }
+    e.set("SLURM_GTIDS", "0");
+    e.set("SLURM_JOBID", &*job_id);
+    e.set("SLURM_JOB_ACCOUNT", &*l.account);
+    e.set(
+        "SLURM_JOB_CPUS_PER_NODE",
+        hostlist::compress_counts(&a.cpus),
+    );
+    e.set("SLURM_JOB_END_TIME", "");
+    e.set("SLURM_JOB_GID", l.gid.to_string());
+    e.set("SLURM_JOB_ID", &*job_id);
+    e.set("SLURM_JOB_NAME", &*l.job_name);
+    e.set("SLURM_JOB_NODELIST", &*nodelist);
+    e.set("SLURM_JOB_NUM_NODES", &*nnodes);
+    e.set("SLURM_JOB_PARTITION", &*l.partition);
+    e.set("SLURM_JOB_QOS", &*l.qos);
+    e.set("SLURM_JOB_START_TIME", start.to_string());
+    e.set("SLURM_JOB_UID", l.uid.to_string());
+    e.set("SLURM_JOB_USER", &*l.user_name);
+    e.set("SLURM_LOCALID", "0");
+    match l.mem_per_cpu {
+        Some(m) => e.set("SLURM_MEM_PER_CPU", m.to_string()),
+        None => e.remove("SLURM_MEM_PER_CPU"),
+    }
+    match l.mem_per_node {
+        Some(m) => e.set("SLURM_MEM_PER_NODE", m.to_string()),
+        None => e.remove("SLURM_MEM_PER_NODE"),
+    }
+    e.set("SLURM_NNODES", &*nnodes);
+    e.set("SLURM_NODEID", "0");
+    e.set("SLURM_NODELIST", &*nodelist);
+    e.set("SLURM_NODE_ALIASES", "(null)");
+    e.set("SLURM_NPROCS", l.num_tasks.to_string());
+    e.set("SLURM_NTASKS", l.num_tasks.to_string());
+    if let Some(n) = l.ntasks_per_node {
+        e.set("SLURM_NTASKS_PER_NODE", n.to_string());
+    }
+    e.set("SLURM_PRIO_PROCESS", "0");
+    e.set("SLURM_PROCID", "0");
+    // sbatch sends where it was run; -D only changes the working directory.
+    if e.get("SLURM_SUBMIT_DIR").is_none() {
+        e.set("SLURM_SUBMIT_DIR", &*l.work_dir);
+    }
+    if e.get("SLURM_SUBMIT_HOST").is_none() {
+        e.set("SLURM_SUBMIT_HOST", &*l.submit_host);
+    }
+    e.set("SLURM_TASKS_PER_NODE", hostlist::compress_counts(&a.tasks));
+    e.set("SLURM_TOPOLOGY_ADDR", p.node);
+    e.set("SLURM_TOPOLOGY_ADDR_PATTERN", "node");
+    e.set(
+        "SLURM_WORKING_CLUSTER",
+        format!(
+            "{}:{}:{}:{}:{}",
+            l.cluster_name,
+            l.ctld_host,
+            l.ctld_port,
+            crate::SLURM_PROTOCOL_NUM,
+            crate::SELECT_CONS_TRES_ID
+        ),
+    );
+    match l.time_limit {
+        Some(min) => e.set(
+            "SLURM_JOB_END_TIME",
+            (start + i64::from(min) * 60).to_string(),
+        ),
+        None => e.remove("SLURM_JOB_END_TIME"),
+    }
+    e
+}
+
+/// The umask the job asked for (`SLURM_UMASK`, octal, set by `sbatch`), else 022.
+pub fn job_umask(e: &Env) -> u32 {
+    e.get("SLURM_UMASK")
+        .and_then(|s| u32::from_str_radix(s.trim(), 8).ok())
+        .filter(|m| *m <= 0o777)
+        .unwrap_or(0o022)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use slurm_proto::Allocation;
+
+    /// The launch behind the reference output (job 4 of env-batch-2tasks).
+    pub(crate) fn reference_launch() -> BatchLaunch {
+        BatchLaunch {
+            job_id: 4,
+            job_name: "envdump".into(),
+            uid: 999,
+            gid: 995,
+            user_name: "anchor".into(),
+            account: "anchoracct".into(),
+            qos: "normal".into(),
+            partition: "debug".into(),
+            cluster_name: "anchor".into(),
+            alloc: Allocation {
+                nodes: vec!["n1".into()],
+                cpus: vec![2],
+                mem: vec![0],
+                tasks: vec![2],
+            },
+            num_tasks: 2,
+            cpus_per_task: 1,
+            ntasks_per_node: None,
+            mem_per_node: None,
+            mem_per_cpu: None,
+            time_limit: None,
+            work_dir: "/home/alice/jobs".into(),
+            std_out: Some("env-%j.out".into()),
+            std_err: None,
+            std_in: None,
+            script: "#!/bin/sh\nenv | grep ^SLURM | sort\n".into(),
+            argv: vec![],
+            environment: vec![
+                "PATH=/usr/bin:/bin".into(),
+                "HOME=/home/alice".into(),
+                "SLURM_TASK_PID=1".into(),
+                "SLURM_MEM_PER_CPU=77".into(),
+                "junk-without-equals".into(),
+            ],
+            submit_host: "vm".into(),
+            ctld_host: "127.0.0.1".into(),
+            ctld_port: 6817,
+            start_time: 0,
+        }
+    }
+
+    /// env-batch-2tasks.out without SLURM_TASK_PID.
+    const REFERENCE: &str = "\
+SLURMD_NODENAME=n1
+SLURM_CLUSTER_NAME=anchor
+SLURM_CONF=/etc/slurm/slurm.conf
+SLURM_CPUS_ON_NODE=2
+SLURM_GTIDS=0
+SLURM_JOBID=4
+SLURM_JOB_ACCOUNT=anchoracct
+SLURM_JOB_CPUS_PER_NODE=2
+SLURM_JOB_GID=995
+SLURM_JOB_ID=4
+SLURM_JOB_NAME=envdump
+SLURM_JOB_NODELIST=n1
+SLURM_JOB_NUM_NODES=1
+SLURM_JOB_PARTITION=debug
+SLURM_JOB_QOS=normal
+SLURM_JOB_UID=999
+SLURM_JOB_USER=anchor
+SLURM_LOCALID=0
+SLURM_NNODES=1
+SLURM_NODEID=0
+SLURM_NODELIST=n1
+SLURM_NODE_ALIASES=(null)
+SLURM_NPROCS=2
+SLURM_NTASKS=2
+SLURM_PRIO_PROCESS=0
+SLURM_PROCID=0
+SLURM_SUBMIT_DIR=/home/alice/jobs
+SLURM_SUBMIT_HOST=vm
+SLURM_TASKS_PER_NODE=2
+SLURM_TOPOLOGY_ADDR=n1
+SLURM_TOPOLOGY_ADDR_PATTERN=node
+SLURM_WORKING_CLUSTER=anchor:127.0.0.1:6817:9728:109
+";
+
+    fn params() -> EnvParams<'static> {
+        EnvParams {
+            node: "n1",
+            conf_path: "/etc/slurm/slurm.conf",
+            start_time: 1_700_000_000,
+        }
+    }
+
+    #[test]
+    fn matches_the_reference_batch_environment() {
+        let e = batch_env(&reference_launch(), &params());
+        let mut got: Vec<String> =
+            e.0.iter()
+                .filter(|(k, _)| k.starts_with("SLURM"))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+        got.sort();
+        // The reference (22.05) lines, with the protocol number of 25.11 and
+        // the 23.11+ start time; SLURM_TASK_PID is added by the child.
+        let mut want: Vec<String> = REFERENCE
+            .lines()
+            .map(|l| {
+                if l.starts_with("SLURM_WORKING_CLUSTER=") {
+                    format!(
+                        "SLURM_WORKING_CLUSTER=anchor:127.0.0.1:6817:{}:109",
+                        crate::SLURM_PROTOCOL_NUM
+                    )
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        want.push("SLURM_JOB_START_TIME=1700000000".into());
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(e.get("ENVIRONMENT"), Some("BATCH"));
+        assert_eq!(e.get("PATH"), Some("/usr/bin:/bin"));
+        assert_eq!(e.0[0].0, "PATH", "submitted variables keep their order");
+    }
+
+    #[test]
+    fn optional_variables_appear_when_asked_for() {
+        let mut l = reference_launch();
+        l.alloc = Allocation {
+            nodes: vec!["n1".into(), "n2".into(), "n3".into(), "n4".into()],
+            cpus: vec![2, 2, 2, 1],
+            mem: vec![100; 4],
+            tasks: vec![2, 2, 2, 1],
+        };
+        l.cpus_per_task = 2;
+        l.ntasks_per_node = Some(2);
+        l.mem_per_node = Some(100);
+        l.time_limit = Some(10);
+        let e = batch_env(&l, &params());
+        assert_eq!(e.get("SLURM_JOB_CPUS_PER_NODE"), Some("2(x3),1"));
+        assert_eq!(e.get("SLURM_TASKS_PER_NODE"), Some("2(x3),1"));
+        assert_eq!(e.get("SLURM_JOB_NODELIST"), Some("n[1-4]"));
+        assert_eq!(e.get("SLURM_NNODES"), Some("4"));
+        assert_eq!(e.get("SLURM_CPUS_ON_NODE"), Some("2"));
+        assert_eq!(e.get("SLURM_CPUS_PER_TASK"), Some("2"));
+        assert_eq!(e.get("SLURM_NTASKS_PER_NODE"), Some("2"));
+        assert_eq!(e.get("SLURM_MEM_PER_NODE"), Some("100"));
+        assert_eq!(e.get("SLURM_MEM_PER_CPU"), None);
+        assert_eq!(e.get("SLURM_JOB_END_TIME"), Some("1700000600"));
+    }
+
+    #[test]
+    fn umask_comes_from_the_submission() {
+        let mut e = Env::default();
+        assert_eq!(job_umask(&e), 0o022);
+        e.set("SLURM_UMASK", "0077");
+        assert_eq!(job_umask(&e), 0o077);
+        e.set("SLURM_UMASK", "99");
+        assert_eq!(job_umask(&e), 0o022);
+    }
+}

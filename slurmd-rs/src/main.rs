@@ -1,0 +1,90 @@
+//! `slurmd`: the node daemon's entry point (see the library for the parts).
+
+use anyhow::anyhow;
+use slurmd::args::{self, Command};
+use slurmd::daemon::{self, Daemon};
+use slurmd::settings::Settings;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+fn init_logging(settings: &Settings) -> anyhow::Result<()> {
+    let level = settings.log_level();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLURMD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level.as_str()));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match &settings.logfile {
+        Some(path) => {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| anyhow!("cannot open log file {}: {e}", path.display()))?;
+            builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(f))
+                .init();
+        }
+        None => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init(),
+    }
+    Ok(())
+}
+
+fn run(a: args::Args) -> anyhow::Result<()> {
+    let settings = Settings::from_args(&a)?;
+    init_logging(&settings)?;
+    for w in &settings.conf.warnings {
+        tracing::warn!("{w}");
+    }
+    let to_file = settings.logfile.is_some();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow!("cannot start the runtime: {e}"))?;
+    rt.block_on(async move {
+        let d = Daemon::start(settings).await.inspect_err(|e| {
+            if to_file {
+                tracing::error!("{e}");
+            }
+        })?;
+        d.serve(daemon::shutdown_signal()).await;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    // Do not wait for blocked helper threads: running jobs stay as they are.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cmd = match args::parse(std::env::args().skip(1)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("slurmd: {e}");
+            eprint!("{}", args::USAGE);
+            return ExitCode::from(1);
+        }
+    };
+    match cmd {
+        Command::Version => {
+            println!("slurm {}", slurm_proto::SLURM_VERSION);
+            ExitCode::SUCCESS
+        }
+        Command::Help => {
+            print!("{}", args::USAGE);
+            ExitCode::SUCCESS
+        }
+        Command::Run(a) => match run(a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                // Every error's message already names its cause.
+                eprintln!("slurmd: error: {e}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}

@@ -1,0 +1,531 @@
+//! The daemon end to end against a fake controller: registration,
+//! heartbeats, credential checks, a batch job as `nobody`, termination, and
+//! the binary's command line.
+
+use slurm_common::auth::{self, Key};
+use slurm_common::net;
+use slurm_proto::{Allocation, BatchLaunch, Request, RequestBody, Response, RpcError, SlurmError};
+use slurmd::args::Args;
+use slurmd::daemon::Daemon;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A controller that records what node daemons send and answers Ok (or an
+/// error to the next heartbeat, when asked).
+struct FakeCtld {
+    port: u16,
+    rx: mpsc::UnboundedReceiver<RequestBody>,
+    fail_heartbeat: Arc<AtomicBool>,
+}
+
+async fn fake_ctld(key: Key) -> FakeCtld {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let fail_heartbeat = Arc::new(AtomicBool::new(false));
+    let fail = fail_heartbeat.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let req: Request = match net::read_frame(&mut s).await {
+                Ok(Some(r)) => r,
+                _ => continue,
+            };
+            key.verify(&req.cred, auth::now())
+                .expect("slurmd signs its requests");
+            assert_eq!(req.cred.uid, 0);
+            let resp = match req.body {
+                RequestBody::Heartbeat { .. } if fail.swap(false, Ordering::SeqCst) => {
+                    Response::Error(RpcError {
+                        error: SlurmError::InvalidNodeName,
+                        detail: None,
+                    })
+                }
+                _ => Response::Ok,
+            };
+            let _ = tx.send(req.body);
+            let _ = net::write_frame(&mut s, &resp).await;
+        }
+    });
+    FakeCtld {
+        port,
+        rx,
+        fail_heartbeat,
+    }
+}
+
+impl FakeCtld {
+    /// The next message matching `f`, skipping others (heartbeats...).
+    async fn expect<T>(&mut self, what: &str, f: impl Fn(&RequestBody) -> Option<T>) -> T {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let m = tokio::time::timeout_at(deadline, self.rx.recv())
+                .await
+                .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+                .expect("controller channel open");
+            if let Some(t) = f(&m) {
+                return t;
+            }
+        }
+    }
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    key: Key,
+    slurmd_port: u16,
+}
+
+fn write_conf(dir: &Path, ctld_port: u16, slurmd_port: u16) {
+    let d = dir.display();
+    std::fs::write(
+        dir.join("slurm.conf"),
+        format!(
+            "ClusterName=testc
+SlurmctldHost=ctl(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdSpoolDir={d}/spool.%n
+SlurmdPidFile={d}/run/slurmd.%n.pid
+SlurmdTimeout=3
+SlurmUser=root
+AuthType=auth/slurm
+AuthInfo=socket={d}/sack.socket
+SlurmdParameters=config_overrides
+NodeName=n1 NodeAddr=127.0.0.1 Port={slurmd_port} CPUs=2 RealMemory=100
+PartitionName=debug Nodes=n1 Default=YES
+"
+        ),
+    )
+    .unwrap();
+}
+
+fn cluster(ctld_port: u16) -> Cluster {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key_path = dir.path().join("slurm.key");
+    auth::generate_key(&key_path).unwrap();
+    let key = Key::load(&key_path).unwrap();
+    let slurmd_port = free_port();
+    write_conf(dir.path(), ctld_port, slurmd_port);
+    Cluster {
+        dir,
+        key,
+        slurmd_port,
+    }
+}
+
+async fn call(c: &Cluster, uid: u32, body: RequestBody) -> Response {
+    let cred = c.key.sign(uid, uid, "test", auth::now());
+    net::call_async(
+        &format!("127.0.0.1:{}", c.slurmd_port),
+        &Request { cred, body },
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap()
+}
+
+fn launch(job_id: u32, work: &Path, script: &str) -> BatchLaunch {
+    BatchLaunch {
+        job_id,
+        job_name: "t".into(),
+        uid: 65534,
+        gid: 65534,
+        user_name: slurm_common::users::user_name_or_id(65534),
+        account: "acct".into(),
+        qos: "normal".into(),
+        partition: "debug".into(),
+        cluster_name: "testc".into(),
+        alloc: Allocation {
+            nodes: vec!["n1".into()],
+            cpus: vec![1],
+            mem: vec![0],
+            tasks: vec![1],
+        },
+        num_tasks: 1,
+        cpus_per_task: 1,
+        ntasks_per_node: None,
+        mem_per_node: None,
+        mem_per_cpu: None,
+        time_limit: Some(5),
+        work_dir: work.to_string_lossy().into_owned(),
+        std_out: None,
+        std_err: None,
+        std_in: None,
+        script: script.into(),
+        argv: vec![],
+        environment: vec!["PATH=/usr/bin:/bin".into()],
+        submit_host: "test".into(),
+        ctld_host: "127.0.0.1".into(),
+        ctld_port: 1,
+        start_time: 0,
+    }
+}
+
+fn is_err(r: &Response, code: SlurmError) -> bool {
+    matches!(r, Response::Error(e) if e.error == code)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_end_to_end() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run jobs as another user");
+        return;
+    }
+    // The controller must know the key before the daemon starts; make the
+    // cluster directory first with a placeholder port, then rewrite.
+    let c = cluster(1);
+    let mut ctld = fake_ctld(c.key.clone()).await;
+    write_conf(c.dir.path(), ctld.port, c.slurmd_port);
+    let args = Args {
+        node_name: Some("n1".into()),
+        ..Args::default()
+    };
+    let settings = slurmd::settings::Settings::from_args(&Args {
+        conf: Some(c.dir.path().join("slurm.conf")),
+        ..args
+    })
+    .unwrap();
+    let pidfile = settings.pidfile.clone().unwrap();
+    let spool = settings.spool.clone();
+    let d = Daemon::start(settings).await.unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(d.serve(async {
+        let _ = stop_rx.await;
+    }));
+    assert!(pidfile.exists());
+
+    // Registration with the configured hardware, then heartbeats.
+    let reg = ctld
+        .expect("registration", |m| match m {
+            RequestBody::RegisterNode(r) => Some(r.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(
+        (reg.name.as_str(), reg.cpus, reg.real_memory),
+        ("n1", 2, 100)
+    );
+    assert_eq!(reg.version, slurm_proto::SLURM_VERSION);
+    assert!(reg.running_jobs.is_empty());
+    ctld.expect("heartbeat", |m| {
+        matches!(m, RequestBody::Heartbeat { .. }).then_some(())
+    })
+    .await;
+    // A refused heartbeat sends the daemon back to registering.
+    ctld.fail_heartbeat.store(true, Ordering::SeqCst);
+    ctld.expect("re-registration", |m| {
+        matches!(m, RequestBody::RegisterNode(_)).then_some(())
+    })
+    .await;
+
+    // Credentials.
+    let mut forged = c.key.sign(0, 0, "x", auth::now());
+    forged.uid = 5;
+    let r = net::call_async(
+        &format!("127.0.0.1:{}", c.slurmd_port),
+        &Request {
+            cred: forged,
+            body: RequestBody::NodePing,
+        },
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert!(is_err(&r, SlurmError::InvalidCredential), "{r:?}");
+    let expired = c.key.sign(0, 0, "x", auth::now() - 10_000);
+    let r = net::call_async(
+        &format!("127.0.0.1:{}", c.slurmd_port),
+        &Request {
+            cred: expired,
+            body: RequestBody::NodePing,
+        },
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert!(is_err(&r, SlurmError::ExpiredCredential), "{r:?}");
+    let r = call(&c, 1000, RequestBody::NodePing).await;
+    assert!(
+        matches!(r, Response::NodePong { ref running_jobs } if running_jobs.is_empty()),
+        "{r:?}"
+    );
+    let work = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let l = launch(
+        42,
+        work.path(),
+        "#!/bin/sh\necho hello from $SLURM_JOB_ID\n",
+    );
+    let r = call(&c, 1000, RequestBody::LaunchBatch(Box::new(l.clone()))).await;
+    assert!(is_err(&r, SlurmError::AccessDenied), "{r:?}");
+    let r = call(&c, 0, RequestBody::SubmitBatchJob(Default::default())).await;
+    assert!(is_err(&r, SlurmError::InvalidRequest), "{r:?}");
+
+    // Garbage on the socket is dropped without harm.
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", c.slurmd_port))
+            .await
+            .unwrap();
+        s.write_all(&[0, 0, 0, 3, b'x', b'y', b'z']).await.unwrap();
+    }
+
+    // A batch job runs as nobody and is reported complete, then clean.
+    let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l.clone()))).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let status = ctld
+        .expect("batch complete", |m| match m {
+            RequestBody::BatchComplete {
+                job_id: 42,
+                status,
+                node,
+            } if node == "n1" => Some(*status),
+            _ => None,
+        })
+        .await;
+    assert_eq!(status, 0);
+    ctld.expect("job cleaned", |m| {
+        matches!(m, RequestBody::JobCleaned { job_id: 42, .. }).then_some(())
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("slurm-42.out")).unwrap(),
+        "hello from 42\n"
+    );
+    assert!(!spool.join("job00042").exists());
+
+    // Termination: SIGTERM reaches the script.
+    let l = launch(43, work.path(), "#!/bin/sh\nsleep 60 &\nwait\n");
+    let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l))).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    assert!(spool.join("job00043").join("slurm_script").exists());
+    let r = call(&c, 1000, RequestBody::NodePing).await;
+    assert!(
+        matches!(r, Response::NodePong { ref running_jobs } if running_jobs.contains(&43)),
+        "{r:?}"
+    );
+    let r = call(
+        &c,
+        0,
+        RequestBody::SignalJob {
+            job_id: 43,
+            signal: 0,
+        },
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let r = call(
+        &c,
+        0,
+        RequestBody::TerminateJob {
+            job_id: 43,
+            kill_wait: 2,
+        },
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let status = ctld
+        .expect("batch complete after terminate", |m| match m {
+            RequestBody::BatchComplete {
+                job_id: 43, status, ..
+            } => Some(*status),
+            _ => None,
+        })
+        .await;
+    assert_eq!(status & 0x7f, libc::SIGTERM, "status {status}");
+    ctld.expect("job cleaned after terminate", |m| {
+        matches!(m, RequestBody::JobCleaned { job_id: 43, .. }).then_some(())
+    })
+    .await;
+
+    // Jobs not running here: signal is refused, terminate reports clean.
+    let r = call(
+        &c,
+        0,
+        RequestBody::SignalJob {
+            job_id: 77,
+            signal: 15,
+        },
+    )
+    .await;
+    assert!(is_err(&r, SlurmError::InvalidJobId), "{r:?}");
+    let r = call(
+        &c,
+        0,
+        RequestBody::TerminateJob {
+            job_id: 77,
+            kill_wait: 1,
+        },
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    ctld.expect("job cleaned for a foreign job", |m| {
+        matches!(m, RequestBody::JobCleaned { job_id: 77, .. }).then_some(())
+    })
+    .await;
+
+    // The credential socket is served.
+    let sock = c.dir.path().join("sack.socket");
+    let cred = tokio::task::spawn_blocking(move || auth::fetch_from_socket(&sock))
+        .await
+        .unwrap()
+        .unwrap();
+    c.key.verify(&cred, auth::now()).unwrap();
+
+    let _ = stop_tx.send(());
+    served.await.unwrap();
+    assert!(!pidfile.exists());
+}
+
+/// A slurmd child process, killed if the test fails before stopping it.
+struct DaemonProc(Option<std::process::Child>);
+
+impl DaemonProc {
+    fn stop(mut self) {
+        let mut child = self.0.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let st = child.wait().unwrap();
+        assert!(st.success(), "slurmd exited with {st:?}");
+    }
+}
+
+impl Drop for DaemonProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A restarted daemon re-adopts the job the previous one left running, and
+/// events queued before the restart are still delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_daemon_readopts_running_jobs() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run jobs as another user");
+        return;
+    }
+    let c = cluster(1);
+    let mut ctld = fake_ctld(c.key.clone()).await;
+    write_conf(c.dir.path(), ctld.port, c.slurmd_port);
+    let conf = c.dir.path().join("slurm.conf");
+    let log = c.dir.path().join("slurmd.log");
+    let start = || {
+        DaemonProc(Some(
+            std::process::Command::new(env!("CARGO_BIN_EXE_slurmd"))
+                .args(["-D", "-N", "n1", "-L"])
+                .arg(&log)
+                .arg("-f")
+                .arg(&conf)
+                .spawn()
+                .unwrap(),
+        ))
+    };
+    let d1 = start();
+    ctld.expect("registration", |m| {
+        matches!(m, RequestBody::RegisterNode(_)).then_some(())
+    })
+    .await;
+    let work = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let l = launch(
+        50,
+        work.path(),
+        "#!/bin/sh
+echo started
+exec sleep 60
+",
+    );
+    let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l))).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    d1.stop();
+    // The job outlives the daemon.
+    let out = work.path().join("slurm-50.out");
+    let mut waited = 0;
+    while std::fs::read_to_string(&out).unwrap_or_default() != "started\n" {
+        assert!(waited < 100, "job output never appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+
+    let d2 = start();
+    let reg = ctld
+        .expect("registration after restart", |m| match m {
+            RequestBody::RegisterNode(r) => Some(r.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(reg.running_jobs, vec![50]);
+    let r = call(
+        &c,
+        0,
+        RequestBody::TerminateJob {
+            job_id: 50,
+            kill_wait: 1,
+        },
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    ctld.expect("batch complete of the adopted job", |m| {
+        matches!(m, RequestBody::BatchComplete { job_id: 50, .. }).then_some(())
+    })
+    .await;
+    ctld.expect("job cleaned of the adopted job", |m| {
+        matches!(m, RequestBody::JobCleaned { job_id: 50, .. }).then_some(())
+    })
+    .await;
+    // The job leaves running_jobs once the controller has acknowledged it clean.
+    let mut tries = 0;
+    loop {
+        let r = call(&c, 0, RequestBody::NodePing).await;
+        match r {
+            Response::NodePong { running_jobs } if running_jobs.is_empty() => break,
+            other => assert!(tries < 100, "{other:?}"),
+        }
+        tries += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    d2.stop();
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("re-adopted running job"), "{log}");
+}
+
+#[test]
+fn binary_command_line() {
+    let exe = env!("CARGO_BIN_EXE_slurmd");
+    let out = std::process::Command::new(exe).arg("-V").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "slurm 25.11.0\n");
+
+    let out = std::process::Command::new(exe).arg("-Q").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+
+    let dir = tempfile::tempdir().unwrap();
+    write_conf(dir.path(), 1, 2);
+    let out = std::process::Command::new(exe)
+        .args(["-D", "-N", "nosuch", "-f"])
+        .arg(dir.path().join("slurm.conf"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("node name `nosuch' not found"), "{err}");
+}
