@@ -207,6 +207,8 @@ enum Key {
     Begin,
     Chdir,
     Comment,
+    Array,
+    Dependency,
     CpusPerTask,
     Error,
     Exclude,
@@ -293,6 +295,8 @@ static SPECS: &[Spec] = &[
     spec("begin", Some('b'), RA, Key::Begin, None),
     spec("chdir", Some('D'), RA, Key::Chdir, None),
     spec("comment", None, RA, Key::Comment, None),
+    spec("array", Some('a'), RA, Key::Array, Some("SBATCH_ARRAY_INX")),
+    spec("dependency", Some('d'), RA, Key::Dependency, None),
     spec("cpus-per-task", Some('c'), RA, Key::CpusPerTask, None),
     spec("error", Some('e'), RA, Key::Error, Some("SBATCH_ERROR")),
     spec("exclude", Some('x'), RA, Key::Exclude, None),
@@ -327,7 +331,6 @@ static SPECS: &[Spec] = &[
     spec("wrap", None, RA, Key::Wrap, None),
     // Slurm options not implemented yet. Ignoring these would change what
     // the job is given or when it runs, so they are refused.
-    spec("array", Some('a'), RA, FATAL, Some("SBATCH_ARRAY_INX")),
     spec("batch", None, RA, FATAL, Some("SBATCH_BATCH")),
     spec("bb", None, RA, FATAL, None),
     spec("bbf", None, RA, FATAL, None),
@@ -340,7 +343,6 @@ static SPECS: &[Spec] = &[
     spec("cores-per-socket", None, RA, FATAL, None),
     spec("cpus-per-gpu", None, RA, FATAL, Some("SBATCH_CPUS_PER_GPU")),
     spec("deadline", None, RA, FATAL, None),
-    spec("dependency", Some('d'), RA, FATAL, None),
     spec("export-file", None, RA, FATAL, None),
     spec("extra-node-info", Some('B'), RA, FATAL, None),
     spec("gid", None, RA, FATAL, None),
@@ -428,6 +430,10 @@ pub enum Source {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Options {
     pub account: Option<String>,
+    /// `--array` as given (validated).
+    pub array: Option<String>,
+    /// `--dependency` as given (validated).
+    pub dependency: Option<String>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -475,6 +481,8 @@ impl Options {
             self,
             later,
             account,
+            array,
+            dependency,
             begin,
             chdir,
             comment,
@@ -684,6 +692,16 @@ fn apply(
         }
         Key::Chdir => opts.chdir = s(),
         Key::Comment => opts.comment = s(),
+        Key::Array => {
+            slurm_common::jobspec::parse_array(v, u32::MAX)
+                .map_err(|e| Fail::error(&e.to_string(), 1))?;
+            opts.array = s();
+        }
+        Key::Dependency => {
+            slurm_common::jobspec::parse_dependency(v)
+                .map_err(|e| Fail::error(&e.to_string(), 1))?;
+            opts.dependency = s();
+        }
         Key::CpusPerTask => opts.cpus_per_task = Some(parse_int("--cpus-per-task", v, true)?),
         Key::Error => opts.error = path(),
         Key::Exclude => opts.exclude = s(),
@@ -1258,6 +1276,8 @@ pub fn build_desc(
         submit_host: ctx.hostname.clone(),
         command: script.path.clone(),
         comment: o.comment.clone(),
+        array: o.array.clone(),
+        dependency: o.dependency.clone(),
     })
 }
 
@@ -2359,9 +2379,12 @@ mod tests {
 
     #[test]
     fn unsupported_options() {
-        let r = run(&["--array=1-3", "--wrap=x"], &[], "");
+        let r = run(&["--array=1-", "--wrap=x"], &[], "");
         assert_eq!(r.code, Some(1));
-        assert_eq!(r.err, "sbatch: error: --array is not supported yet\n");
+        assert_eq!(
+            r.err,
+            "sbatch: error: Invalid job array specification: 1-\n"
+        );
         let r = run(&["--mail-type=END", "--wrap=x"], &[], "");
         assert!(r.prepared.is_some());
         assert_eq!(

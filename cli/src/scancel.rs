@@ -817,6 +817,37 @@ pub fn execute(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
+    // Array tasks (`12_3`) are jobs of their own: find their ids.
+    let resolved;
+    let o = if o
+        .ids
+        .iter()
+        .any(|i| i.step.is_none() && matches!(i.array, Some(ArrayIdx::Task(_))))
+    {
+        match ctl(RequestBody::GetJobs) {
+            Ok(Response::Jobs { jobs, .. }) => {
+                let mut c = o.clone();
+                for id in &mut c.ids {
+                    if let (Some(ArrayIdx::Task(t)), None) = (id.array, id.step) {
+                        let found = jobs.iter().find(|j| {
+                            j.array
+                                .as_ref()
+                                .is_some_and(|a| a.job_id == id.job && a.task_id == t)
+                        });
+                        if let Some(j) = found {
+                            id.job = j.job_id;
+                            id.array = None;
+                        }
+                    }
+                }
+                resolved = c;
+                &resolved
+            }
+            _ => o,
+        }
+    } else {
+        o
+    };
     let (mut filter, unsent) = build_filter(o);
 
     if o.needs_job_list() {
@@ -1322,6 +1353,8 @@ mod tests {
             cancelled: false,
             timed_out: false,
             node_failed: false,
+            array: None,
+            dependency: None,
         }
     }
     use slurm_proto::JobDesc;

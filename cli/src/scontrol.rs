@@ -68,7 +68,13 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
     };
     let (out, err, input) = fmt::job_std_paths(job);
     let mut lines = vec![
-        format!("JobId={} JobName={}", job.job_id, job.name),
+        match &job.array {
+            Some(a) => format!(
+                "JobId={} ArrayJobId={} ArrayTaskId={} JobName={}",
+                job.job_id, a.job_id, a.task_id, job.name
+            ),
+            None => format!("JobId={} JobName={}", job.job_id, job.name),
+        },
         format!(
             "UserId={}({}) GroupId={}({}) MCS_label=N/A",
             job.user_name, job.user_id, job.group_name, job.group_id
@@ -81,9 +87,10 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
             job.qos
         ),
         format!(
-            "JobState={} Reason={} Dependency=(null)",
+            "JobState={} Reason={} Dependency={}",
             fmt::job_state_long(job),
-            job.reason
+            job.reason,
+            job.dependency.as_deref().unwrap_or("(null)")
         ),
         format!(
             "Requeue={} Restarts={} BatchFlag=1 Reboot=0 ExitCode={code}:{sig}",

@@ -252,7 +252,17 @@ pub fn job_value(key: &str, job: &JobRecord, now: i64, tz: Tz) -> String {
     use slurm_common::timefmt::{format_elapsed, format_limit_squeue};
     match key {
         "a" => fmt::or_null(&job.account).to_string(),
-        "A" | "i" | "F" => job.job_id.to_string(),
+        "i" => job.display_id(),
+        "A" => job.job_id.to_string(),
+        "F" => job
+            .array
+            .as_ref()
+            .map_or(job.job_id, |a| a.job_id)
+            .to_string(),
+        "K" => job
+            .array
+            .as_ref()
+            .map_or("N/A".to_string(), |a| a.task_id.to_string()),
         "b" => "N/A".to_string(),
         "B" => job.batch_host.clone().unwrap_or_else(|| "n/a".to_string()),
         "c" => fmt::job_min_cpus_node(job).to_string(),
@@ -268,7 +278,6 @@ pub fn job_value(key: &str, job: &JobRecord, now: i64, tz: Tz) -> String {
         "H" | "I" | "J" => "*".to_string(),
         "j" => job.name.clone(),
         "k" => null_or(&job.desc.comment),
-        "K" => "N/A".to_string(),
         "l" => format_limit_squeue(job.time_limit),
         "L" => time_left(job, now),
         "m" => fmt::job_min_memory(job),
@@ -1099,6 +1108,8 @@ pub(crate) mod tests {
             cancelled: false,
             timed_out: false,
             node_failed: false,
+            array: None,
+            dependency: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! Map:
 //! - [`conf`]: `slurm.conf` (parse → default → validate; errors carry file:line).
 //! - [`hostlist`]: hostlist expressions (`n[001-003,7]`) and count lists (`2(x3),1`).
+//! - [`jobspec`]: job array (`--array`) and dependency (`--dependency`) syntax.
 //! - [`timefmt`]: Slurm's time formats (limits, elapsed, timestamps, `--begin`).
 //! - [`auth`]: HMAC-signed credentials (`auth/slurm` semantics) and the local
 //!   credential socket (SACK-like) that hands them to unprivileged commands.
@@ -15,6 +16,7 @@
 pub mod auth;
 pub mod conf;
 pub mod hostlist;
+pub mod jobspec;
 pub mod net;
 pub mod timefmt;
 pub mod users;

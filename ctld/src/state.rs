@@ -5,7 +5,7 @@
 
 use crate::journal::{Entry, NodeAdmin, Payload, Saved};
 use slurm_common::conf::{PartitionStateConf, SlurmConf};
-use slurm_common::users;
+use slurm_common::{jobspec, users};
 use slurm_plugins::sched::{estimate_start, Running};
 use slurm_plugins::view::Hold;
 use slurm_plugins::{
@@ -15,6 +15,14 @@ use slurm_plugins::{
 use slurm_proto::*;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Where a job's dependencies stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DepState {
+    Satisfied,
+    Waiting,
+    Never,
+}
 
 /// Reason Slurm gives a node that stopped answering.
 pub const NOT_RESPONDING: &str = "Not responding";
@@ -539,6 +547,28 @@ impl Controller {
         if self.p.jobs.len() as u32 >= self.conf.max_job_count {
             return err(SlurmError::ReachedMaxJobCount);
         }
+        if let Some(d) = &desc.dependency {
+            let dep = jobspec::parse_dependency(d).map_err(|e| RpcError {
+                error: SlurmError::Dependency,
+                detail: Some(e.to_string()),
+            })?;
+            for c in &dep.clauses {
+                if let jobspec::DepClause::Job { job_id, .. } = c {
+                    let known = self.p.jobs.contains_key(job_id)
+                        || self
+                            .p
+                            .jobs
+                            .values()
+                            .any(|o| o.array.as_ref().is_some_and(|a| a.job_id == *job_id));
+                    if !known {
+                        return err_detail(
+                            SlurmError::Dependency,
+                            format!("job {job_id} is not known"),
+                        );
+                    }
+                }
+            }
+        }
         // Task and node counts as Slurm derives them.
         let part_nodes = part.nodes.len().max(1) as u32;
         let mut min_nodes = desc.min_nodes.unwrap_or(1);
@@ -626,6 +656,8 @@ impl Controller {
             cancelled: false,
             timed_out: false,
             node_failed: false,
+            array: None,
+            dependency: stored.dependency.clone(),
             desc: stored,
         };
         // Could it ever run on this partition?
@@ -641,17 +673,167 @@ impl Controller {
 
     fn submit(&mut self, who: Caller, desc: JobDesc, now: i64) -> Result<Response, RpcError> {
         let id = self.p.next_job_id;
+        let array = match &desc.array {
+            Some(spec) => Some(
+                jobspec::parse_array(spec, self.conf.max_array_size).map_err(|e| RpcError {
+                    error: SlurmError::InvalidArray,
+                    detail: Some(e.to_string()),
+                })?,
+            ),
+            None => None,
+        };
+        let count = array.as_ref().map_or(1, |a| a.tasks.len() as u32);
+        if self.p.jobs.len() as u64 + count as u64 > self.conf.max_job_count as u64 {
+            return err(SlurmError::ReachedMaxJobCount);
+        }
         let (job, payload) = self.build_job(who, desc, id, now)?;
-        self.p.next_job_id = id.wrapping_add(1).max(1);
+        self.p.next_job_id = id.wrapping_add(count).max(1);
         self.entries.push(Entry::NextJobId(self.p.next_job_id));
         let payload = Arc::new(payload);
-        self.entries.push(Entry::Payload(id, payload.clone()));
-        self.p.payloads.insert(id, payload);
-        self.p.jobs.insert(id, Arc::new(job));
-        self.save_job(id);
+        match array {
+            None => {
+                self.entries.push(Entry::Payload(id, payload.clone()));
+                self.p.payloads.insert(id, payload);
+                self.p.jobs.insert(id, Arc::new(job));
+                self.save_job(id);
+            }
+            Some(a) => {
+                let step = match a.tasks.as_slice() {
+                    [x, y, ..] => {
+                        let st = y - x;
+                        a.tasks.windows(2).all(|w| w[1] - w[0] == st).then_some(st)
+                    }
+                    _ => None,
+                };
+                for (k, &task) in a.tasks.iter().enumerate() {
+                    let tid = id + k as u32;
+                    let mut t = job.clone();
+                    t.job_id = tid;
+                    if t.held.is_none() {
+                        t.priority = slurm_plugins::priority::basic(tid as u64);
+                    }
+                    t.array = Some(ArrayInfo {
+                        job_id: id,
+                        task_id: task,
+                        task_count: a.tasks.len() as u32,
+                        task_min: a.tasks[0],
+                        task_max: *a.tasks.last().unwrap_or(&a.tasks[0]),
+                        task_step: step,
+                        max_running: a.max_running,
+                    });
+                    self.entries.push(Entry::Payload(tid, payload.clone()));
+                    self.p.payloads.insert(tid, payload.clone());
+                    self.p.jobs.insert(tid, Arc::new(t));
+                    self.save_job(tid);
+                }
+            }
+        }
         self.sched_needed = true;
-        self.stats.jobs_submitted += 1;
+        self.stats.jobs_submitted += count as u64;
         Ok(Response::Submitted { job_id: id })
+    }
+
+    /// Where a job's dependencies stand.
+    fn dependency_state(&self, j: &JobRecord, now: i64) -> DepState {
+        let Some(spec) = &j.dependency else {
+            return DepState::Satisfied;
+        };
+        let Ok(dep) = jobspec::parse_dependency(spec) else {
+            return DepState::Never;
+        };
+        let states: Vec<DepState> = dep
+            .clauses
+            .iter()
+            .map(|c| self.clause_state(j, c, now))
+            .collect();
+        if dep.any {
+            if states.contains(&DepState::Satisfied) {
+                DepState::Satisfied
+            } else if states.iter().all(|s| *s == DepState::Never) {
+                DepState::Never
+            } else {
+                DepState::Waiting
+            }
+        } else if states.contains(&DepState::Never) {
+            DepState::Never
+        } else if states.iter().all(|s| *s == DepState::Satisfied) {
+            DepState::Satisfied
+        } else {
+            DepState::Waiting
+        }
+    }
+
+    fn clause_state(&self, me: &JobRecord, c: &jobspec::DepClause, now: i64) -> DepState {
+        use jobspec::{DepClause, DepKind};
+        let (kind, job_id, task) = match c {
+            DepClause::Singleton => {
+                let earlier_active = self.p.jobs.values().any(|o| {
+                    o.job_id < me.job_id
+                        && o.user_id == me.user_id
+                        && o.name == me.name
+                        && (!o.state.is_finished() || o.completing)
+                });
+                return if earlier_active {
+                    DepState::Waiting
+                } else {
+                    DepState::Satisfied
+                };
+            }
+            DepClause::Job { kind, job_id, task } => (kind, *job_id, *task),
+        };
+        // The jobs a clause names: one job, one array task, or a whole array.
+        let targets: Vec<&Arc<JobRecord>> = self
+            .p
+            .jobs
+            .values()
+            .filter(|o| match (&o.array, task, kind) {
+                (Some(a), _, DepKind::AfterCorr) => {
+                    a.job_id == job_id && Some(a.task_id) == me.array.as_ref().map(|m| m.task_id)
+                }
+                (Some(a), Some(t), _) => a.job_id == job_id && a.task_id == t,
+                (Some(a), None, _) => a.job_id == job_id,
+                (None, None, _) => o.job_id == job_id,
+                (None, Some(_), _) => false,
+            })
+            .collect();
+        // Purged jobs count as done.
+        let each = |o: &JobRecord| -> DepState {
+            let ended = o.state.is_finished() && !o.completing;
+            match kind {
+                DepKind::After(mins) => match o.start_time {
+                    _ if o.state == JobState::Cancelled => DepState::Satisfied,
+                    Some(s) if o.state != JobState::Pending && now >= s + *mins as i64 * 60 => {
+                        DepState::Satisfied
+                    }
+                    _ => DepState::Waiting,
+                },
+                DepKind::AfterAny => {
+                    if ended {
+                        DepState::Satisfied
+                    } else {
+                        DepState::Waiting
+                    }
+                }
+                DepKind::AfterOk | DepKind::AfterCorr => match (ended, o.state) {
+                    (true, JobState::Completed) => DepState::Satisfied,
+                    (true, _) => DepState::Never,
+                    _ => DepState::Waiting,
+                },
+                DepKind::AfterNotOk => match (ended, o.state) {
+                    (true, JobState::Completed) => DepState::Never,
+                    (true, _) => DepState::Satisfied,
+                    _ => DepState::Waiting,
+                },
+            }
+        };
+        let st: Vec<DepState> = targets.iter().map(|o| each(o)).collect();
+        if st.contains(&DepState::Never) {
+            DepState::Never
+        } else if st.iter().all(|s| *s == DepState::Satisfied) {
+            DepState::Satisfied
+        } else {
+            DepState::Waiting
+        }
     }
 
     fn test_job(&self, who: Caller, desc: JobDesc, now: i64) -> Result<Response, RpcError> {
@@ -714,13 +896,65 @@ impl Controller {
     pub fn schedule(&mut self, now: i64) {
         self.sched_needed = false;
         let t0 = std::time::Instant::now();
-        let queue: Vec<JobView> = self
-            .p
-            .jobs
-            .values()
-            .filter(|j| j.state == JobState::Pending && !j.completing)
-            .filter_map(|j| self.job_view(j))
-            .collect();
+        // Dependencies and array task limits keep jobs out of the queue.
+        let mut running_tasks: HashMap<JobId, u32> = HashMap::new();
+        for j in self.p.jobs.values() {
+            if let Some(a) = &j.array {
+                if j.state == JobState::Running || (j.completing && j.state != JobState::Pending) {
+                    *running_tasks.entry(a.job_id).or_default() += 1;
+                }
+            }
+        }
+        let mut held_back: Vec<(JobId, JobReason)> = Vec::new();
+        let mut satisfied: Vec<JobId> = Vec::new();
+        let mut queue: Vec<JobView> = Vec::new();
+        for j in self.p.jobs.values() {
+            if j.state != JobState::Pending || j.completing {
+                continue;
+            }
+            if j.held.is_none() && j.dependency.is_some() {
+                match self.dependency_state(j, now) {
+                    DepState::Satisfied => satisfied.push(j.job_id),
+                    DepState::Waiting => {
+                        held_back.push((j.job_id, JobReason::Dependency));
+                        continue;
+                    }
+                    DepState::Never => {
+                        held_back.push((j.job_id, JobReason::DependencyNeverSatisfied));
+                        continue;
+                    }
+                }
+            }
+            if let Some(a) = &j.array {
+                if let Some(max) = a.max_running {
+                    let n = running_tasks.entry(a.job_id).or_default();
+                    if *n >= max && j.held.is_none() {
+                        held_back.push((j.job_id, JobReason::JobArrayTaskLimit));
+                        continue;
+                    }
+                    // Tasks are offered lowest id first; count those offered.
+                    *n += 1;
+                }
+            }
+            if let Some(v) = self.job_view(j) {
+                queue.push(v);
+            }
+        }
+        for (id, r) in held_back {
+            if self.p.jobs.get(&id).is_some_and(|j| j.reason != r) {
+                if let Some(j) = self.job_mut(id) {
+                    j.reason = r;
+                    j.last_sched_eval = Some(now);
+                }
+                self.dirty = true;
+            }
+        }
+        for id in satisfied {
+            if let Some(j) = self.job_mut(id) {
+                j.dependency = None;
+            }
+            self.save_job(id);
+        }
         if queue.is_empty() {
             return;
         }
@@ -781,6 +1015,24 @@ impl Controller {
             tasks: alloc.iter().map(|a| a.tasks).collect(),
         };
         j.batch_host = names.first().cloned();
+        let mut environment = payload.environment.clone();
+        let (mut std_out, mut std_err) = (j.desc.std_out.clone(), j.desc.std_err.clone());
+        if let Some(a) = &j.array {
+            environment.extend([
+                format!("SLURM_ARRAY_JOB_ID={}", a.job_id),
+                format!("SLURM_ARRAY_TASK_ID={}", a.task_id),
+                format!("SLURM_ARRAY_TASK_COUNT={}", a.task_count),
+                format!("SLURM_ARRAY_TASK_MIN={}", a.task_min),
+                format!("SLURM_ARRAY_TASK_MAX={}", a.task_max),
+            ]);
+            if let Some(st) = a.task_step {
+                environment.push(format!("SLURM_ARRAY_TASK_STEP={st}"));
+            }
+            // Default output names an array task by %A_%a, as Slurm does.
+            let out = std_out.take().unwrap_or_else(|| "slurm-%A_%a.out".into());
+            std_out = Some(expand_array_patterns(&out, a));
+            std_err = std_err.map(|e| expand_array_patterns(&e, a));
+        }
         let launch = BatchLaunch {
             job_id: id,
             job_name: j.name.clone(),
@@ -799,12 +1051,12 @@ impl Controller {
             mem_per_cpu: j.desc.mem_per_cpu,
             time_limit: j.time_limit,
             work_dir: j.desc.work_dir.clone(),
-            std_out: j.desc.std_out.clone(),
-            std_err: j.desc.std_err.clone(),
+            std_out,
+            std_err,
             std_in: j.desc.std_in.clone(),
             script: payload.script.clone(),
             argv: j.desc.argv.clone(),
-            environment: payload.environment.clone(),
+            environment,
             submit_host: j.desc.submit_host.clone(),
             ctld_host: conf.ctld_address(),
             ctld_port: conf.slurmctld_port,
@@ -1004,7 +1256,22 @@ impl Controller {
                 .map(|j| j.job_id)
                 .collect()
         } else {
-            f.job_ids.clone()
+            let mut ids = Vec::new();
+            for id in &f.job_ids {
+                let tasks: Vec<JobId> = self
+                    .p
+                    .jobs
+                    .values()
+                    .filter(|j| j.array.as_ref().is_some_and(|a| a.job_id == *id))
+                    .map(|j| j.job_id)
+                    .collect();
+                if tasks.is_empty() {
+                    ids.push(*id);
+                } else {
+                    ids.extend(tasks);
+                }
+            }
+            ids
         };
         let out = ids
             .into_iter()
@@ -1487,5 +1754,66 @@ impl Controller {
         self.terminate_on(id, &nodes, 0);
         self.node_cleaned(id, node);
         self.save_job(id);
+    }
+}
+
+/// Expand `%A` and `%a` (with optional zero-padding width) in an output
+/// pattern for an array task; every other `%` sequence is left for the node.
+pub fn expand_array_patterns(pat: &str, a: &ArrayInfo) -> String {
+    let mut out = String::with_capacity(pat.len());
+    let mut chars = pat.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let mut width = String::new();
+        while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+            width.push(d);
+            chars.next();
+        }
+        match chars.peek().copied() {
+            Some(l @ ('A' | 'a')) => {
+                chars.next();
+                let v = if l == 'A' { a.job_id } else { a.task_id };
+                let w: usize = width.parse().unwrap_or(0).min(10);
+                out.push_str(&format!("{v:0w$}"));
+            }
+            Some('%') => {
+                chars.next();
+                out.push_str("%%");
+            }
+            _ => {
+                out.push('%');
+                out.push_str(&width);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn array_patterns_leave_other_sequences_alone() {
+        let a = ArrayInfo {
+            job_id: 12,
+            task_id: 3,
+            task_count: 4,
+            task_min: 0,
+            task_max: 3,
+            task_step: Some(1),
+            max_running: None,
+        };
+        assert_eq!(
+            expand_array_patterns("slurm-%A_%a.out", &a),
+            "slurm-12_3.out"
+        );
+        assert_eq!(
+            expand_array_patterns("o-%4a-%j-%%A-%x", &a),
+            "o-0003-%j-%%A-%x"
+        );
     }
 }

@@ -145,6 +145,8 @@ pub enum JobReason {
     NonZeroExitCode,
     TimeLimit,
     RaisedSignal,
+    DependencyNeverSatisfied,
+    JobArrayTaskLimit,
     /// A reason string set by a policy that has no variant here yet.
     Other(String),
 }
@@ -168,6 +170,8 @@ impl fmt::Display for JobReason {
             JobReason::NonZeroExitCode => "NonZeroExitCode",
             JobReason::TimeLimit => "TimeLimit",
             JobReason::RaisedSignal => "RaisedSignal",
+            JobReason::DependencyNeverSatisfied => "DependencyNeverSatisfied",
+            JobReason::JobArrayTaskLimit => "JobArrayTaskLimit",
             JobReason::Other(s) => s.as_str(),
         };
         f.write_str(s)
@@ -217,6 +221,12 @@ pub struct JobDesc {
     /// `sbatch` itself, for `Command=` in `scontrol show job`.
     pub command: Option<String>,
     pub comment: Option<String>,
+    /// `--array` as given (`0-99:2%10`).
+    #[serde(default)]
+    pub array: Option<String>,
+    /// `--dependency` as given (`afterok:12,singleton`).
+    #[serde(default)]
+    pub dependency: Option<String>,
 }
 
 /// Where a job runs: one entry per allocated node, in node order.
@@ -283,6 +293,28 @@ pub struct JobRecord {
     pub timed_out: bool,
     /// Set when one of its nodes failed.
     pub node_failed: bool,
+    /// Set for the tasks of a job array.
+    #[serde(default)]
+    pub array: Option<ArrayInfo>,
+    /// Dependencies still to be met (`None` once satisfied or never set).
+    #[serde(default)]
+    pub dependency: Option<String>,
+}
+
+/// A job array task's place in its array.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ArrayInfo {
+    /// The array's id (`%A`): the id of its first task.
+    pub job_id: JobId,
+    /// This task's index (`%a`).
+    pub task_id: u32,
+    pub task_count: u32,
+    pub task_min: u32,
+    pub task_max: u32,
+    /// The step when the indices were given as one stepped range.
+    pub task_step: Option<u32>,
+    /// `%N`: tasks allowed to run at once.
+    pub max_running: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -292,6 +324,14 @@ pub enum HoldKind {
 }
 
 impl JobRecord {
+    /// The id users see: `123_7` for array tasks, `123` otherwise.
+    pub fn display_id(&self) -> String {
+        match &self.array {
+            Some(a) => format!("{}_{}", a.job_id, a.task_id),
+            None => self.job_id.to_string(),
+        }
+    }
+
     /// Exit code and signal, as `ExitCode=N:S` shows them.
     pub fn exit_code_pair(&self) -> (i32, i32) {
         wait_status_pair(self.exit_status)
@@ -501,6 +541,8 @@ pub enum SlurmError {
     Disabled,
     ProtocolError,
     InternalError,
+    Dependency,
+    InvalidArray,
 }
 
 impl SlurmError {
@@ -530,6 +572,8 @@ impl SlurmError {
             SlurmError::Disabled => 2056,
             SlurmError::ProtocolError => 1003,
             SlurmError::InternalError => 1000,
+            SlurmError::Dependency => 2029,
+            SlurmError::InvalidArray => 2089,
         }
     }
     pub fn message(self) -> &'static str {
@@ -563,6 +607,8 @@ impl SlurmError {
             SlurmError::Disabled => "Requested operation is presently disabled",
             SlurmError::ProtocolError => "Protocol error",
             SlurmError::InternalError => "Unexpected internal error",
+            SlurmError::Dependency => "Job dependency problem",
+            SlurmError::InvalidArray => "Invalid job array specification",
         }
     }
 }

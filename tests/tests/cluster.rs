@@ -398,3 +398,106 @@ fn daemons_report_versions_and_reject_bad_configs() {
         stderr(&out)
     );
 }
+
+#[test]
+fn job_arrays_and_dependencies() {
+    let t = TestCluster::start(1, |_| {});
+    let a = t.sbatch(&[
+        "--array=0-5%2",
+        "-o",
+        "arr-%A_%a.out",
+        "--wrap",
+        "echo task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID count $SLURM_ARRAY_TASK_COUNT; sleep 1",
+    ]);
+    let dep = t.sbatch(&[
+        "--dependency",
+        &format!("afterok:{a}"),
+        "-o",
+        "dep.out",
+        "--wrap",
+        "echo after",
+    ]);
+    let never = t.sbatch(&["--dependency", &format!("afternotok:{a}"), "--wrap", "true"]);
+    t.wait_job(dep, 10, "waiting on its dependency", |j| {
+        j.reason == JobReason::Dependency
+    });
+    // At most two tasks run at once; the rest wait on the array limit.
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    let mut saw_limit = false;
+    loop {
+        let jobs = t.jobs();
+        let tasks: Vec<_> = jobs
+            .iter()
+            .filter(|j| j.array.as_ref().is_some_and(|x| x.job_id == a))
+            .collect();
+        assert_eq!(tasks.len(), 6);
+        let running = tasks
+            .iter()
+            .filter(|j| j.state == JobState::Running)
+            .count();
+        assert!(running <= 2, "{running} tasks running");
+        saw_limit |= tasks
+            .iter()
+            .any(|j| j.reason == JobReason::JobArrayTaskLimit);
+        if tasks.iter().all(|j| j.state.is_finished() && !j.completing) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "array did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(saw_limit, "no task ever waited on JobArrayTaskLimit");
+    for i in 0..6 {
+        let out = std::fs::read_to_string(t.work.join(format!("arr-{a}_{i}.out"))).unwrap();
+        assert_eq!(out, format!("task {i} of {a} count 6\n"));
+    }
+    let d = t.wait_done(dep, 30);
+    assert_eq!(d.state, JobState::Completed);
+    assert_eq!(
+        std::fs::read_to_string(t.work.join("dep.out")).unwrap(),
+        "after\n"
+    );
+    let last_end = t
+        .jobs()
+        .iter()
+        .filter(|j| j.array.as_ref().is_some_and(|x| x.job_id == a))
+        .filter_map(|j| j.end_time)
+        .max()
+        .unwrap();
+    assert!(d.start_time.unwrap() >= last_end);
+    t.wait_job(never, 10, "never satisfiable", |j| {
+        j.reason == JobReason::DependencyNeverSatisfied
+    });
+
+    // squeue names tasks ARRAY_TASK, scancel takes the array id or one task.
+    let b = t.sbatch(&["--array=1-3", "-H", "--wrap", "true"]);
+    let sq = stdout(&t.run(
+        "squeue",
+        &[
+            "-h",
+            "-o",
+            "%i %F %K",
+            "-t",
+            "PD",
+            "-j",
+            &(b + 1).to_string(),
+        ],
+    ));
+    assert_eq!(sq, format!("{b}_2 {b} 2\n"));
+    assert!(t.run("scancel", &[&format!("{b}_3")]).status.success());
+    assert_eq!(t.job(b + 2).unwrap().state, JobState::Cancelled);
+    assert_eq!(t.job(b).unwrap().state, JobState::Pending);
+    assert!(t.run("scancel", &[&b.to_string()]).status.success());
+    assert!(t
+        .jobs()
+        .iter()
+        .filter(|j| j.array.as_ref().is_some_and(|x| x.job_id == b))
+        .all(|j| j.state == JobState::Cancelled));
+    // A dependency on an unknown job is refused at submission.
+    let out = t.run("sbatch", &["--dependency=afterok:999999", "--wrap", "true"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("Job dependency problem"),
+        "{}",
+        stderr(&out)
+    );
+}
