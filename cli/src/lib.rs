@@ -6,6 +6,7 @@
 //! - [`common`]: configuration loading, the controller client, error printing.
 //! - [`squeue`], [`sinfo`], [`scontrol`]: queries and their text layouts.
 //! - [`sbatch`], [`scancel`]: submission and cancellation.
+//! - [`srun`]: `srun` (job steps, with or without an allocation) and `salloc`.
 //! - [`local`]: `slurm-local`, a complete cluster on loopback.
 
 pub mod common;
@@ -16,3 +17,4 @@ pub mod scancel;
 pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
+pub mod srun;

@@ -1353,6 +1353,8 @@ mod tests {
             cancelled: false,
             timed_out: false,
             node_failed: false,
+            steps: Vec::new(),
+            batch: true,
             array: None,
             dependency: None,
         }

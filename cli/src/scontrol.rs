@@ -93,9 +93,10 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
             job.dependency.as_deref().unwrap_or("(null)")
         ),
         format!(
-            "Requeue={} Restarts={} BatchFlag=1 Reboot=0 ExitCode={code}:{sig}",
+            "Requeue={} Restarts={} BatchFlag={} Reboot=0 ExitCode={code}:{sig}",
             u8::from(job.desc.requeue.unwrap_or(true)),
-            job.restarts
+            job.restarts,
+            u8::from(job.batch)
         ),
         format!(
             "RunTime={} TimeLimit={} TimeMin=N/A",

@@ -1108,6 +1108,8 @@ pub(crate) mod tests {
             cancelled: false,
             timed_out: false,
             node_failed: false,
+            steps: Vec::new(),
+            batch: true,
             array: None,
             dependency: None,
         }

@@ -115,6 +115,43 @@ impl Key {
     }
 }
 
+impl Key {
+    fn step_mac(&self, c: &slurm_proto::StepCred) -> Hmac<Sha256> {
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("hmac takes any key");
+        m.update(
+            format!(
+                "step\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
+                c.job_id,
+                c.step_id,
+                c.uid,
+                c.gid,
+                c.user_name,
+                c.nodes.join(","),
+                c.expires
+            )
+            .as_bytes(),
+        );
+        m
+    }
+
+    /// Sign a step credential (the controller does this).
+    pub fn sign_step(&self, c: &mut slurm_proto::StepCred) {
+        c.sig = hex::encode(self.step_mac(c).finalize().into_bytes());
+    }
+
+    /// Check a step credential's signature and expiry (node daemons do this).
+    pub fn verify_step(&self, c: &slurm_proto::StepCred, now: i64) -> Result<(), AuthError> {
+        let sig = hex::decode(&c.sig).map_err(|_| AuthError::BadSignature)?;
+        self.step_mac(c)
+            .verify_slice(&sig)
+            .map_err(|_| AuthError::BadSignature)?;
+        if now > c.expires {
+            return Err(AuthError::Expired);
+        }
+        Ok(())
+    }
+}
+
 /// `slurm.key` beside the configuration file.
 pub fn key_path(conf_path: &Path) -> PathBuf {
     conf_path
@@ -266,6 +303,30 @@ mod tests {
         let mut junk = c;
         junk.sig = "zz".into();
         assert!(matches!(k.verify(&junk, 150), Err(AuthError::BadSignature)));
+    }
+
+    #[test]
+    fn step_credentials_are_bound_to_their_fields() {
+        let k = Key::from_bytes(b"0123456789abcdef0123");
+        let mut c = slurm_proto::StepCred {
+            job_id: 5,
+            step_id: 0,
+            uid: 1000,
+            gid: 1000,
+            user_name: "u".into(),
+            nodes: vec!["n1".into(), "n2".into()],
+            expires: 500,
+            sig: String::new(),
+        };
+        k.sign_step(&mut c);
+        k.verify_step(&c, 400).unwrap();
+        assert!(matches!(k.verify_step(&c, 501), Err(AuthError::Expired)));
+        let mut other = c.clone();
+        other.nodes.push("n3".into());
+        assert!(matches!(
+            k.verify_step(&other, 400),
+            Err(AuthError::BadSignature)
+        ));
     }
 
     #[test]

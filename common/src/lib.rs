@@ -8,6 +8,7 @@
 //! - [`auth`]: HMAC-signed credentials (`auth/slurm` semantics) and the local
 //!   credential socket (SACK-like) that hands them to unprivileged commands.
 //! - [`net`]: the RPC framing (length-prefixed JSON) and a blocking client.
+//! - [`stepio`]: the I/O stream between a step's node daemons and `srun`.
 //! - [`users`]: uid/gid ⇄ name look-ups.
 //!
 //! Invariant: nothing here panics on external input; every parse returns an error
@@ -18,5 +19,6 @@ pub mod conf;
 pub mod hostlist;
 pub mod jobspec;
 pub mod net;
+pub mod stepio;
 pub mod timefmt;
 pub mod users;

@@ -96,7 +96,8 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     )?;
     let now = auth::now();
     let conf = Arc::new(conf);
-    let ctl = Controller::new(conf.clone(), saved, sched.plugin, now);
+    let mut ctl = Controller::new(conf.clone(), saved, sched.plugin, now);
+    ctl.key = Some(key.clone());
     tracing::info!(
         "slurmctld version {} started on cluster {} ({} jobs recovered)",
         slurm_proto::SLURM_VERSION,

@@ -90,6 +90,8 @@ pub struct Controller {
     pub last_update: i64,
     /// Counters shown by `sdiag` later.
     pub stats: Stats,
+    /// Signs step credentials.
+    pub key: Option<slurm_common::auth::Key>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -250,6 +252,7 @@ impl Controller {
             sched_needed: true,
             last_update: now,
             stats: Stats::default(),
+            key: None,
         };
         c.refresh();
         c
@@ -503,6 +506,19 @@ impl Controller {
         job_id: JobId,
         now: i64,
     ) -> Result<(JobRecord, Payload), RpcError> {
+        self.build_job_kind(who, desc, job_id, now, true)
+    }
+
+    /// As [`Controller::build_job`]; `batch = false` for allocations without
+    /// a script (`salloc`, `srun`).
+    pub fn build_job_kind(
+        &self,
+        who: Caller,
+        desc: JobDesc,
+        job_id: JobId,
+        now: i64,
+        batch: bool,
+    ) -> Result<(JobRecord, Payload), RpcError> {
         let part = match &desc.partition {
             Some(name) => self
                 .partitions
@@ -516,7 +532,7 @@ impl Controller {
                 .or(self.partitions.first())
                 .ok_or(RpcError::from(SlurmError::DefaultPartitionNotSet))?,
         };
-        if !desc.script.starts_with("#!") {
+        if batch && !desc.script.starts_with("#!") {
             return err_detail(
                 SlurmError::InvalidRequest,
                 "batch script must start with #!",
@@ -656,6 +672,8 @@ impl Controller {
             cancelled: false,
             timed_out: false,
             node_failed: false,
+            steps: Vec::new(),
+            batch,
             array: None,
             dependency: stored.dependency.clone(),
             desc: stored,
@@ -1014,7 +1032,8 @@ impl Controller {
             mem: alloc.iter().map(|a| a.mem).collect(),
             tasks: alloc.iter().map(|a| a.tasks).collect(),
         };
-        j.batch_host = names.first().cloned();
+        let batch = j.batch;
+        j.batch_host = if batch { names.first().cloned() } else { None };
         let mut environment = payload.environment.clone();
         let (mut std_out, mut std_err) = (j.desc.std_out.clone(), j.desc.std_err.clone());
         if let Some(a) = &j.array {
@@ -1067,7 +1086,7 @@ impl Controller {
         for a in alloc {
             self.nodes[a.node].last_busy = Some(now);
         }
-        if let Some(host) = names.first() {
+        if let Some(host) = names.first().filter(|_| batch) {
             if let Some(addr) = self.node_addr(host) {
                 self.effects.push(Effect::Launch {
                     node: host.clone(),
@@ -1078,6 +1097,270 @@ impl Controller {
         }
         // Refresh now so the next decision of this pass sees the allocation.
         self.refresh();
+    }
+
+    // ------------------------------------------------------------------
+    // Interactive allocations and steps
+
+    fn allocate(&mut self, who: Caller, desc: JobDesc, now: i64) -> Result<Response, RpcError> {
+        if desc.array.is_some() {
+            return err_detail(SlurmError::InvalidArray, "job arrays need a batch script");
+        }
+        let id = self.p.next_job_id;
+        let (job, payload) = self.build_job_kind(who, desc, id, now, false)?;
+        self.p.next_job_id = id.wrapping_add(1).max(1);
+        self.entries.push(Entry::NextJobId(self.p.next_job_id));
+        let payload = Arc::new(payload);
+        self.entries.push(Entry::Payload(id, payload.clone()));
+        self.p.payloads.insert(id, payload);
+        self.p.jobs.insert(id, Arc::new(job));
+        self.save_job(id);
+        self.sched_needed = true;
+        self.stats.jobs_submitted += 1;
+        Ok(Response::Submitted { job_id: id })
+    }
+
+    fn complete_job(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        status: i32,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(SlurmError::AccessDenied);
+        }
+        match j.state {
+            JobState::Running => {
+                let (code, sig) = wait_status_pair(status);
+                let (state, reason) = if sig != 0 {
+                    (JobState::Failed, JobReason::RaisedSignal)
+                } else if code != 0 {
+                    (JobState::Failed, JobReason::NonZeroExitCode)
+                } else {
+                    (JobState::Completed, JobReason::None)
+                };
+                if let Some(j) = self.job_mut(id) {
+                    j.exit_status = status;
+                }
+                self.end_running(id, state, reason, now, self.conf.kill_wait);
+                Ok(Response::Ok)
+            }
+            // Released before it ever started: nothing ran.
+            JobState::Pending => {
+                self.cancel_one(who, id, None, now)
+                    .map_err(RpcError::from)?;
+                Ok(Response::Ok)
+            }
+            _ => err(SlurmError::AlreadyDone),
+        }
+    }
+
+    fn create_step(&mut self, who: Caller, r: StepRequest, now: i64) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&r.job_id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(SlurmError::AccessDenied);
+        }
+        if j.state != JobState::Running {
+            return err(if j.state == JobState::Pending {
+                SlurmError::JobPending
+            } else {
+                SlurmError::AlreadyDone
+            });
+        }
+        let Some(key) = self.key.clone() else {
+            return err(SlurmError::InternalError);
+        };
+        // Nodes: those named (in the job), else the first N, else all.
+        let mut nodes: Vec<usize> = (0..j.alloc.nodes.len()).collect();
+        if !r.nodelist.is_empty() {
+            let mut picked = Vec::new();
+            for n in &r.nodelist {
+                match j.alloc.nodes.iter().position(|x| x == n) {
+                    Some(k) => picked.push(k),
+                    None => {
+                        return err_detail(
+                            SlurmError::RequestedNodeConfigUnavailable,
+                            format!("node {n} is not in job {}", j.job_id),
+                        )
+                    }
+                }
+            }
+            picked.sort_unstable();
+            picked.dedup();
+            nodes = picked;
+        }
+        nodes.retain(|&k| !r.exclude.contains(&j.alloc.nodes[k]));
+        let cpt = r.cpus_per_task.unwrap_or(1).max(1);
+        let want_nodes = match (r.min_nodes, r.ntasks) {
+            (Some(n), _) => n as usize,
+            (None, Some(t)) if r.nodelist.is_empty() => {
+                // As few nodes as hold the tasks, in order.
+                let mut cap = 0u32;
+                let mut k = 0;
+                while k < nodes.len() && cap < t {
+                    cap += (j.alloc.cpus[nodes[k]] / cpt).max(1);
+                    k += 1;
+                }
+                k.max(1)
+            }
+            _ => nodes.len(),
+        };
+        if want_nodes == 0 || want_nodes > nodes.len() {
+            return err(SlurmError::TooManyRequestedNodes);
+        }
+        nodes.truncate(want_nodes);
+        let ntasks = match (r.ntasks, r.ntasks_per_node) {
+            (Some(t), _) => t,
+            (None, Some(p)) => p * nodes.len() as u32,
+            (None, None) if r.min_nodes.is_some() || !r.nodelist.is_empty() => nodes.len() as u32,
+            (None, None) => j.num_tasks.max(nodes.len() as u32),
+        };
+        if (ntasks as usize) < nodes.len() {
+            return err_detail(SlurmError::TooManyRequestedNodes, "fewer tasks than nodes");
+        }
+        let mut per_node = vec![0u32; nodes.len()];
+        if let Some(p) = r.ntasks_per_node {
+            per_node.iter_mut().for_each(|x| *x = p);
+            if p * nodes.len() as u32 != ntasks {
+                // -n wins; spread it as evenly as --ntasks-per-node allows.
+                let mut left = ntasks;
+                for x in per_node.iter_mut() {
+                    *x = left.min(p);
+                    left -= *x;
+                }
+                if left > 0 {
+                    return err(SlurmError::TooManyRequestedCpus);
+                }
+            }
+        } else {
+            per_node.iter_mut().for_each(|x| *x = 1);
+            let mut left = ntasks - nodes.len() as u32;
+            for (k, &n) in nodes.iter().enumerate() {
+                let cap = (j.alloc.cpus[n] / cpt).max(1);
+                let add = left.min(cap.saturating_sub(1));
+                per_node[k] += add;
+                left -= add;
+            }
+            // More tasks than cpus: overcommit round-robin, as --overcommit.
+            let mut k = 0;
+            while left > 0 {
+                per_node[k % nodes.len()] += 1;
+                left -= 1;
+                k += 1;
+            }
+        }
+        let cyclic = r
+            .distribution
+            .as_deref()
+            .is_some_and(|d| d.starts_with("cyclic"));
+        let mut tasks: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
+        if cyclic {
+            let mut t = 0;
+            while t < ntasks {
+                for (k, list) in tasks.iter_mut().enumerate() {
+                    if (list.len() as u32) < per_node[k] && t < ntasks {
+                        list.push(t);
+                        t += 1;
+                    }
+                }
+            }
+        } else {
+            let mut t = 0;
+            for (k, list) in tasks.iter_mut().enumerate() {
+                for _ in 0..per_node[k] {
+                    list.push(t);
+                    t += 1;
+                }
+            }
+        }
+        let names: Vec<String> = nodes.iter().map(|&k| j.alloc.nodes[k].clone()).collect();
+        let step_id = j.steps.len() as u32;
+        let mut cred = StepCred {
+            job_id: j.job_id,
+            step_id,
+            uid: j.user_id,
+            gid: j.group_id,
+            user_name: j.user_name.clone(),
+            nodes: names.clone(),
+            expires: now + 3600,
+            sig: String::new(),
+        };
+        key.sign_step(&mut cred);
+        let layout = StepLayout {
+            job_id: j.job_id,
+            step_id,
+            addrs: names
+                .iter()
+                .map(|n| self.node_addr(n).unwrap_or_default())
+                .collect(),
+            nodes: names.clone(),
+            tasks,
+            cpus_per_task: cpt,
+            job_cpus: nodes.iter().map(|&k| j.alloc.cpus[k]).collect(),
+            cred,
+        };
+        let rec = StepRecord {
+            step_id,
+            name: r.name.clone(),
+            state: JobState::Running,
+            nodes: names,
+            ntasks,
+            tasks_per_node: per_node,
+            cpus_per_task: cpt,
+            start_time: now,
+            end_time: None,
+            exit_status: 0,
+        };
+        let id = r.job_id;
+        if let Some(j) = self.job_mut(id) {
+            j.steps.push(rec);
+        }
+        self.save_job(id);
+        Ok(Response::StepCreated(Box::new(layout)))
+    }
+
+    fn step_complete(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        step_id: u32,
+        status: i32,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(SlurmError::AccessDenied);
+        }
+        let Some(j) = self.job_mut(id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        let Some(st) = j.steps.iter_mut().find(|s| s.step_id == step_id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if st.state == JobState::Running {
+            let (code, sig) = wait_status_pair(status);
+            st.state = if code == 0 && sig == 0 {
+                JobState::Completed
+            } else if sig != 0 && sig != libc::SIGKILL && sig != libc::SIGTERM {
+                JobState::Failed
+            } else if sig != 0 {
+                JobState::Cancelled
+            } else {
+                JobState::Failed
+            };
+            st.exit_status = status;
+            st.end_time = Some(now);
+        }
+        self.save_job(id);
+        Ok(Response::Ok)
     }
 
     // ------------------------------------------------------------------
@@ -1094,6 +1377,14 @@ impl Controller {
     ) {
         let Some(j) = self.job_mut(id) else { return };
         j.state = state;
+        for st in j
+            .steps
+            .iter_mut()
+            .filter(|st| st.state == JobState::Running)
+        {
+            st.state = state;
+            st.end_time = Some(now);
+        }
         j.reason = reason;
         j.end_time = Some(now);
         j.completing = true;
@@ -1704,6 +1995,16 @@ impl Controller {
                 state,
                 reason,
             } => self.update_node(who, names, state, reason, now),
+            RequestBody::AllocateJob(d) => self.allocate(who, d, now),
+            RequestBody::CompleteJob { job_id, status } => {
+                self.complete_job(who, job_id, status, now)
+            }
+            RequestBody::CreateStep(r) => self.create_step(who, r, now),
+            RequestBody::StepComplete {
+                job_id,
+                step_id,
+                status,
+            } => self.step_complete(who, job_id, step_id, status, now),
             RequestBody::RegisterNode(r) if who.privileged => self.register(r, now),
             RequestBody::Heartbeat { node, .. } if who.privileged => self.heartbeat(&node, now),
             RequestBody::BatchComplete { job_id, status, .. } if who.privileged => {

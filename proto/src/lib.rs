@@ -299,6 +299,105 @@ pub struct JobRecord {
     /// Dependencies still to be met (`None` once satisfied or never set).
     #[serde(default)]
     pub dependency: Option<String>,
+    /// Job steps (`srun` inside the allocation), oldest first.
+    #[serde(default)]
+    pub steps: Vec<StepRecord>,
+    /// `false` for allocations without a script (`salloc`, `srun`).
+    #[serde(default = "yes")]
+    pub batch: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The step id Slurm gives the batch script (`N.batch`).
+pub const BATCH_STEP: u32 = 0xFFFF_FFFB;
+
+/// One job step as the controller records it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepRecord {
+    pub step_id: u32,
+    pub name: String,
+    pub state: JobState,
+    pub nodes: Vec<String>,
+    pub ntasks: u32,
+    pub tasks_per_node: Vec<u32>,
+    pub cpus_per_task: u32,
+    pub start_time: i64,
+    pub end_time: Option<i64>,
+    /// Raw wait status of the worst task.
+    pub exit_status: i32,
+}
+
+/// What `srun` asks for when it creates a step in an allocation.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct StepRequest {
+    pub job_id: JobId,
+    pub name: String,
+    pub ntasks: Option<u32>,
+    pub min_nodes: Option<u32>,
+    pub max_nodes: Option<u32>,
+    pub cpus_per_task: Option<u32>,
+    pub ntasks_per_node: Option<u32>,
+    /// `-w`, expanded.
+    pub nodelist: Vec<String>,
+    /// `-x`, expanded.
+    pub exclude: Vec<String>,
+    /// `cyclic` spreads tasks round-robin; anything else is block.
+    pub distribution: Option<String>,
+}
+
+/// The controller's grant of a step: where each task runs, and the signed
+/// credential node daemons check before launching anything.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepLayout {
+    pub job_id: JobId,
+    pub step_id: u32,
+    pub nodes: Vec<String>,
+    /// `host:port` of each node's daemon.
+    pub addrs: Vec<String>,
+    /// Global task ids on each node.
+    pub tasks: Vec<Vec<u32>>,
+    pub cpus_per_task: u32,
+    /// Cpus of the job on each of the step's nodes.
+    pub job_cpus: Vec<u32>,
+    pub cred: StepCred,
+}
+
+/// Signed by the controller: this user may run step `step_id` of `job_id`
+/// on `nodes` until `expires`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StepCred {
+    pub job_id: JobId,
+    pub step_id: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub user_name: String,
+    pub nodes: Vec<String>,
+    pub expires: i64,
+    pub sig: String,
+}
+
+/// What `srun` sends each node daemon of a step.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskLaunch {
+    pub layout: StepLayout,
+    /// Index of the receiving node in `layout.nodes`.
+    pub node_index: u32,
+    pub argv: Vec<String>,
+    pub environment: Vec<String>,
+    pub cwd: String,
+    /// Where `srun` listens for the step's I/O (`host:port`).
+    pub io_addr: String,
+    /// Job facts for the environment.
+    pub job_name: String,
+    pub partition: String,
+    pub account: String,
+    pub cluster_name: String,
+    pub job_nodes: Vec<String>,
+    pub job_cpus: Vec<u32>,
+    pub job_tasks: Vec<u32>,
 }
 
 /// A job array task's place in its array.
@@ -793,6 +892,28 @@ pub enum RequestBody {
         kill_wait: u32,
     },
     NodePing,
+    // ---- steps and interactive allocations
+    /// `salloc`/`srun`: an allocation with no batch script.
+    AllocateJob(JobDesc),
+    /// The holder of an allocation is done with it (raw wait status).
+    CompleteJob {
+        job_id: JobId,
+        status: i32,
+    },
+    CreateStep(StepRequest),
+    StepComplete {
+        job_id: JobId,
+        step_id: u32,
+        status: i32,
+    },
+    /// `srun` → node daemon.
+    LaunchTasks(Box<TaskLaunch>),
+    /// `srun` → node daemon: signal a step's tasks.
+    SignalTasks {
+        job_id: JobId,
+        step_id: u32,
+        signal: i32,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -826,6 +947,7 @@ pub enum Response {
     Config(ConfigDump),
     /// Per-job outcome of a cancel: (id, error if any).
     Cancelled(Vec<(JobId, Option<SlurmError>)>),
+    StepCreated(Box<StepLayout>),
     /// Node daemon's answer to a ping.
     NodePong {
         running_jobs: Vec<JobId>,

@@ -79,8 +79,17 @@ impl TestCluster {
     /// A command of this cluster, run in the work directory.
     pub fn cmd(&self, prog: &str) -> Command {
         let mut c = self.c.command(prog);
-        c.current_dir(&self.work);
+        c.current_dir(&self.work).env("PATH", self.path());
         c
+    }
+
+    /// PATH for commands and jobs: this build's binaries first, then the
+    /// system's (jobs run `srun`, `mpirun` and `python3` from it).
+    pub fn path(&self) -> String {
+        format!(
+            "{}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+            self.c.spec.bin_dir.display()
+        )
     }
 
     /// The same command run as the unprivileged test user.
@@ -91,6 +100,7 @@ impl TestCluster {
             .arg("--clear-groups")
             .arg(self.c.spec.bin_dir.join(prog))
             .env("SLURM_CONF", self.c.spec.conf_path())
+            .env("PATH", self.path())
             .current_dir(&self.work);
         c
     }

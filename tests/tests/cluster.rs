@@ -501,3 +501,88 @@ fn job_arrays_and_dependencies() {
         stderr(&out)
     );
 }
+
+#[test]
+fn srun_steps_inside_and_outside_allocations_and_salloc() {
+    let t = TestCluster::start(3, |_| {});
+    // Steps inside a batch job, as the user, over all three nodes.
+    let script = write_script(
+        &t,
+        "steps.sh",
+        "#!/bin/sh\n#SBATCH -N 3 --ntasks-per-node=2 -o steps-%j.out\n\
+srun -l sh -c 'echo $SLURM_PROCID $SLURMD_NODENAME $SLURM_LOCALID $SLURM_STEP_ID $(id -u)' | sort\n\
+srun -N 2 -n 2 -l printenv SLURM_STEP_NODELIST | sort\n\
+echo hello | srun -n 1 cat\n\
+srun -N 3 sh -c 'exit 2'; echo rc=$?\n",
+    );
+    let id = t.sbatch_as_user(&[&script]);
+    let j = t.wait_done(id, 60);
+    assert_eq!(j.state, JobState::Completed, "{:?}", j.reason);
+    let out = std::fs::read_to_string(t.work.join(format!("steps-{id}.out"))).unwrap();
+    let want = format!(
+        "0: 0 n1 0 0 {u}\n1: 1 n1 1 0 {u}\n2: 2 n2 0 0 {u}\n3: 3 n2 1 0 {u}\n4: 4 n3 0 0 {u}\n5: 5 n3 1 0 {u}\n\
+0: n[1-2]\n1: n[1-2]\nhello\n",
+        u = TEST_UID
+    );
+    assert!(
+        out.starts_with(&want),
+        "got:\n{out}\nwanted to start with:\n{want}\n{}",
+        t.logs()
+    );
+    assert!(
+        out.contains("srun: error: n1: task 0: Exited with exit code 2\n"),
+        "{out}"
+    );
+    assert!(out.ends_with("rc=2\n"), "{out}");
+    assert_eq!(j.steps.len(), 4);
+    assert_eq!(j.steps[0].ntasks, 6);
+    assert_eq!(j.steps[3].state, JobState::Failed);
+
+    // srun outside an allocation allocates, runs and releases.
+    let out = t.run("srun", &["-N", "2", "-l", "hostname"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().count(), 2);
+    let out = t.run("srun", &["-n", "1", "sh", "-c", "kill -9 $$"]);
+    assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
+    assert!(stderr(&out).contains("task 0: Killed"), "{}", stderr(&out));
+
+    // salloc runs a command in an allocation; srun inside it makes steps.
+    let srun = t.c.spec.bin_dir.join("srun");
+    let out = t
+        .cmd("salloc")
+        .args(["-N", "3", "sh", "-c"])
+        .arg(format!(
+            "echo $SLURM_JOB_NODELIST $SLURM_JOB_NUM_NODES; {} -l true && {} hostname | wc -l",
+            srun.display(),
+            srun.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "n[1-3] 3\n3\n");
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("salloc: Granted job allocation ")
+            && err.contains("salloc: Relinquishing job allocation"),
+        "{err}"
+    );
+    let alloc_id: u32 = err
+        .lines()
+        .next()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let j = t.wait_done(alloc_id, 20);
+    assert_eq!(j.state, JobState::Completed);
+    assert!(!j.batch);
+    // A user may not run steps in someone else's allocation.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "srun")
+        .args(["--jobid", &id.to_string(), "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}

@@ -1,0 +1,1107 @@
+//! `srun` and `salloc`.
+//!
+//! `srun` inside an allocation (`SLURM_JOB_ID` set, or `--jobid`) creates a
+//! step: the controller lays the tasks out over the job's nodes and signs a
+//! step credential; `srun` listens for the step's I/O, asks each node daemon
+//! to start its tasks, prints their output (with `--label`, prefixed by the
+//! task id), feeds its stdin to task 0, forwards signals, and exits with the
+//! worst task's status. Outside an allocation it first allocates one (as
+//! `salloc` does), runs the step, and releases the allocation.
+//!
+//! `salloc` allocates, runs a command (default: the user's shell) with the
+//! allocation's environment, and releases the allocation when it exits.
+
+use crate::common::{self, call, CallError};
+use crate::fmt::{getopt, Arg, Opt, Parsed};
+use slurm_common::auth::CredSource;
+use slurm_common::conf::SlurmConf;
+use slurm_common::stepio::{read_io, write_io, IoFrame, IoHello, IoKind};
+use slurm_common::{hostlist, net, timefmt};
+use slurm_proto::{
+    JobDesc, JobRecord, JobState, Request, RequestBody, Response, StepLayout, StepRequest,
+    TaskLaunch,
+};
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::Duration;
+
+/// Options shared by srun and salloc.
+#[derive(Debug, Clone, Default)]
+pub struct AllocOpts {
+    pub ntasks: Option<u32>,
+    pub nodes: Option<(u32, Option<u32>)>,
+    pub cpus_per_task: Option<u32>,
+    pub ntasks_per_node: Option<u32>,
+    pub nodelist: Vec<String>,
+    pub exclude: Vec<String>,
+    pub job_name: Option<String>,
+    pub time: Option<Option<u32>>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    pub mem: Option<u64>,
+    pub mem_per_cpu: Option<u64>,
+    pub exclusive: bool,
+    pub label: bool,
+    pub kill_on_bad_exit: bool,
+    pub quiet: bool,
+    pub verbose: u32,
+    pub distribution: Option<String>,
+    pub jobid: Option<u32>,
+    pub chdir: Option<String>,
+    pub export: Option<String>,
+    pub command: Vec<String>,
+    pub version: bool,
+    pub help: bool,
+}
+
+const OPTS: &[Opt] = &[
+    Opt {
+        short: Some('n'),
+        long: "ntasks",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('N'),
+        long: "nodes",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('c'),
+        long: "cpus-per-task",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "ntasks-per-node",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('w'),
+        long: "nodelist",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('x'),
+        long: "exclude",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('J'),
+        long: "job-name",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('t'),
+        long: "time",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('p'),
+        long: "partition",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('A'),
+        long: "account",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('q'),
+        long: "qos",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "mem",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "mem-per-cpu",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "exclusive",
+        arg: Arg::Optional,
+    },
+    Opt {
+        short: None,
+        long: "overlap",
+        arg: Arg::No,
+    },
+    Opt {
+        short: Some('l'),
+        long: "label",
+        arg: Arg::No,
+    },
+    Opt {
+        short: Some('K'),
+        long: "kill-on-bad-exit",
+        arg: Arg::Optional,
+    },
+    Opt {
+        short: None,
+        long: "cpu-bind",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "cpu_bind",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "mpi",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "export",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('u'),
+        long: "unbuffered",
+        arg: Arg::No,
+    },
+    Opt {
+        short: Some('Q'),
+        long: "quiet",
+        arg: Arg::No,
+    },
+    Opt {
+        short: Some('v'),
+        long: "verbose",
+        arg: Arg::No,
+    },
+    Opt {
+        short: Some('V'),
+        long: "version",
+        arg: Arg::No,
+    },
+    Opt {
+        short: Some('h'),
+        long: "help",
+        arg: Arg::No,
+    },
+    Opt {
+        short: None,
+        long: "usage",
+        arg: Arg::No,
+    },
+    Opt {
+        short: Some('m'),
+        long: "distribution",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "jobid",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('D'),
+        long: "chdir",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('W'),
+        long: "wait",
+        arg: Arg::Required,
+    },
+];
+
+fn num(prog: &str, opt: &str, v: &str) -> Result<u32, String> {
+    v.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{prog}: error: Invalid numeric value \"{v}\" for --{opt}."))
+}
+
+/// Where the options end and the command begins (srun stops at the first
+/// word that is not an option or its argument).
+fn split_command(args: &[String]) -> usize {
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if a == "--" {
+            return i;
+        }
+        if let Some(body) = a.strip_prefix("--") {
+            let name = body.split('=').next().unwrap_or("");
+            let takes = OPTS
+                .iter()
+                .find(|o| o.long == name || (!name.is_empty() && o.long.starts_with(name)))
+                .map(|o| o.arg == Arg::Required)
+                .unwrap_or(false);
+            i += if takes && !body.contains('=') { 2 } else { 1 };
+            continue;
+        }
+        if a.len() > 1 && a.starts_with('-') {
+            let chars: Vec<char> = a[1..].chars().collect();
+            let mut skip = 1;
+            for (k, c) in chars.iter().enumerate() {
+                if let Some(o) = OPTS.iter().find(|o| o.short == Some(*c)) {
+                    if o.arg != Arg::No {
+                        if o.arg == Arg::Required && k + 1 == chars.len() {
+                            skip = 2;
+                        }
+                        break;
+                    }
+                }
+            }
+            i += skip;
+            continue;
+        }
+        return i;
+    }
+    args.len()
+}
+
+pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
+    let split = split_command(args);
+    let mut o = AllocOpts::default();
+    let mut rest: Vec<String> = args[split..].to_vec();
+    if rest.first().is_some_and(|a| a == "--") {
+        rest.remove(0);
+    }
+    o.command = rest;
+    for p in getopt(prog, &args[..split], OPTS)? {
+        let Parsed::Opt(name, val) = p else { continue };
+        let v = val.clone().unwrap_or_default();
+        match name {
+            "ntasks" => o.ntasks = Some(num(prog, name, &v)?),
+            "nodes" => {
+                let (a, b) = match v.split_once('-') {
+                    Some((a, b)) => (num(prog, name, a)?, Some(num(prog, name, b)?)),
+                    None => (num(prog, name, &v)?, None),
+                };
+                o.nodes = Some((a, b));
+            }
+            "cpus-per-task" => o.cpus_per_task = Some(num(prog, name, &v)?),
+            "ntasks-per-node" => o.ntasks_per_node = Some(num(prog, name, &v)?),
+            "nodelist" | "exclude" => {
+                let names = hostlist::expand(&v).map_err(|e| format!("{prog}: error: {e}"))?;
+                if name == "nodelist" {
+                    o.nodelist = names;
+                } else {
+                    o.exclude = names;
+                }
+            }
+            "job-name" => o.job_name = Some(v),
+            "time" => {
+                o.time = Some(
+                    timefmt::parse_time_limit(&v)
+                        .map_err(|_| format!("{prog}: error: Invalid --time specification"))?,
+                )
+            }
+            "partition" => o.partition = Some(v),
+            "account" => o.account = Some(v),
+            "qos" => o.qos = Some(v),
+            "mem" | "mem-per-cpu" => {
+                let m = crate::sbatch::parse_mem_mib(&v)
+                    .ok_or_else(|| format!("{prog}: error: Invalid --{name} specification"))?;
+                if name == "mem" {
+                    o.mem = Some(m);
+                } else {
+                    o.mem_per_cpu = Some(m);
+                }
+            }
+            "exclusive" => o.exclusive = true,
+            "label" => o.label = true,
+            "kill-on-bad-exit" => o.kill_on_bad_exit = v.is_empty() || v != "0",
+            "quiet" => o.quiet = true,
+            "verbose" => o.verbose += 1,
+            "version" => o.version = true,
+            "help" | "usage" => o.help = true,
+            "distribution" => o.distribution = Some(v),
+            "jobid" => o.jobid = Some(num(prog, name, &v)?),
+            "chdir" => o.chdir = Some(v),
+            "export" => o.export = Some(v),
+            "mpi" => {
+                if !matches!(v.as_str(), "none" | "pmi2" | "pmix" | "openmpi") {
+                    return Err(format!("{prog}: error: MPI type '{v}' is not known"));
+                }
+            }
+            // Binding and buffering do not change what runs where.
+            _ => {}
+        }
+    }
+    Ok(o)
+}
+
+fn env_map() -> Vec<(String, String)> {
+    std::env::vars().collect()
+}
+
+/// The environment a step's tasks get (`--export`, default ALL).
+fn export_env(spec: Option<&str>) -> Vec<String> {
+    let env = env_map();
+    match spec {
+        None => env.into_iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        Some(s) => {
+            let mut out: Vec<String> = Vec::new();
+            let items: Vec<&str> = s.split(',').collect();
+            let all = items.iter().any(|i| i.eq_ignore_ascii_case("ALL"));
+            let none = items.iter().any(|i| i.eq_ignore_ascii_case("NONE"));
+            for (k, v) in &env {
+                if all || (!none && items.contains(&k.as_str())) || k.starts_with("SLURM_") {
+                    out.push(format!("{k}={v}"));
+                }
+            }
+            for i in items {
+                if i.contains('=') {
+                    out.push(i.to_string());
+                }
+            }
+            out
+        }
+    }
+}
+
+fn cwd() -> String {
+    std::env::current_dir()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "/tmp".into())
+}
+
+fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
+    let work_dir = match &o.chdir {
+        Some(d) if d.starts_with('/') => d.clone(),
+        Some(d) => format!("{}/{d}", cwd()),
+        None => cwd(),
+    };
+    JobDesc {
+        name: Some(
+            o.job_name
+                .clone()
+                .unwrap_or_else(|| default_name.to_string()),
+        ),
+        partition: o.partition.clone(),
+        account: o.account.clone(),
+        qos: o.qos.clone(),
+        time_limit: o.time,
+        min_nodes: o.nodes.map(|n| n.0).or(if o.nodelist.is_empty() {
+            None
+        } else {
+            Some(o.nodelist.len() as u32)
+        }),
+        max_nodes: o.nodes.and_then(|n| n.1),
+        ntasks: o.ntasks,
+        cpus_per_task: o.cpus_per_task,
+        ntasks_per_node: o.ntasks_per_node,
+        mem_per_node: o.mem,
+        mem_per_cpu: o.mem_per_cpu,
+        req_nodes: o.nodelist.clone(),
+        exc_nodes: o.exclude.clone(),
+        exclusive: o.exclusive,
+        work_dir,
+        environment: Vec::new(),
+        submit_host: slurm_common::users::hostname(),
+        ..Default::default()
+    }
+}
+
+fn get_job(client: &net::Client, id: u32) -> Result<Option<JobRecord>, CallError> {
+    match call(client, RequestBody::GetJobs)? {
+        Response::Jobs { jobs, .. } => Ok(jobs.into_iter().find(|j| j.job_id == id)),
+        _ => Err(CallError::Unexpected),
+    }
+}
+
+/// Allocate and wait until the job runs. Messages go to stderr as Slurm's.
+fn allocate(
+    prog: &str,
+    client: &net::Client,
+    o: &AllocOpts,
+    name: &str,
+) -> Result<JobRecord, String> {
+    let id = match call(client, RequestBody::AllocateJob(job_desc(o, name))) {
+        Ok(Response::Submitted { job_id }) => job_id,
+        Ok(_) => {
+            return Err(format!(
+                "{prog}: error: Unable to allocate resources: unexpected reply"
+            ))
+        }
+        Err(e) => return Err(format!("{prog}: error: Unable to allocate resources: {e}")),
+    };
+    let mut announced = false;
+    loop {
+        let j = get_job(client, id)
+            .map_err(|e| format!("{prog}: error: {e}"))?
+            .ok_or_else(|| format!("{prog}: error: job {id} vanished"))?;
+        match j.state {
+            JobState::Running => {
+                if announced && !o.quiet {
+                    eprintln!("{prog}: job {id} has been allocated resources");
+                }
+                if prog == "salloc" && !o.quiet {
+                    eprintln!("salloc: Granted job allocation {id}");
+                }
+                return Ok(j);
+            }
+            JobState::Pending => {
+                if !announced && !o.quiet {
+                    if prog == "salloc" {
+                        eprintln!("salloc: Pending job allocation {id}");
+                    }
+                    eprintln!("{prog}: job {id} queued and waiting for resources");
+                    announced = true;
+                }
+            }
+            s => {
+                return Err(format!(
+                    "{prog}: error: Unable to allocate resources: job {id} is {}",
+                    s.name()
+                ))
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn release(client: &net::Client, id: u32, status: i32) {
+    let _ = call(client, RequestBody::CompleteJob { job_id: id, status });
+}
+
+/// Exit code of a raw wait status, as a shell reports it.
+fn shell_code(status: i32) -> i32 {
+    let (code, sig) = slurm_proto::wait_status_pair(status);
+    if sig != 0 {
+        128 + sig
+    } else {
+        code
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "Hangup",
+        libc::SIGINT => "Interrupt",
+        libc::SIGKILL => "Killed",
+        libc::SIGSEGV => "Segmentation fault",
+        libc::SIGTERM => "Terminated",
+        libc::SIGABRT => "Aborted",
+        libc::SIGBUS => "Bus error",
+        _ => "Signal",
+    }
+}
+
+/// The address this host uses to reach `addr` (where node daemons can reach
+/// us back).
+fn local_ip_towards(addr: &str) -> String {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").and_then(|u| {
+        u.connect(addr)?;
+        u.local_addr()
+    });
+    match s {
+        Ok(a) => a.ip().to_string(),
+        Err(_) => "127.0.0.1".into(),
+    }
+}
+
+struct StepRun {
+    layout: StepLayout,
+    job: JobRecord,
+    conf: SlurmConf,
+    opts: AllocOpts,
+}
+
+/// Launch the step's tasks and relay their I/O; returns the worst raw status.
+async fn run_step(r: StepRun) -> Result<i32, String> {
+    let l = &r.layout;
+    let ntasks: usize = l.tasks.iter().map(Vec::len).sum();
+    let ip = local_ip_towards(l.addrs.first().map(String::as_str).unwrap_or("127.0.0.1:1"));
+    let listener = tokio::net::TcpListener::bind((ip.as_str(), 0))
+        .await
+        .map_err(|e| format!("srun: error: cannot listen for step I/O: {e}"))?;
+    let io_addr = format!(
+        "{ip}:{}",
+        listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    );
+    let creds = CredSource::from_conf(&r.conf);
+    let environment = export_env(r.opts.export.as_deref());
+    let workdir = r.opts.chdir.clone().unwrap_or_else(cwd);
+
+    // Launch on every node at once.
+    let mut launches = Vec::new();
+    for (k, addr) in l.addrs.iter().enumerate() {
+        let t = TaskLaunch {
+            layout: l.clone(),
+            node_index: k as u32,
+            argv: r.opts.command.clone(),
+            environment: environment.clone(),
+            cwd: workdir.clone(),
+            io_addr: io_addr.clone(),
+            job_name: r.job.name.clone(),
+            partition: r.job.partition.clone(),
+            account: r.job.account.clone(),
+            cluster_name: r.conf.cluster_name.clone(),
+            job_nodes: r.job.alloc.nodes.clone(),
+            job_cpus: r.job.alloc.cpus.clone(),
+            job_tasks: r.job.alloc.tasks.clone(),
+        };
+        let cred = creds
+            .credential()
+            .map_err(|e| format!("srun: error: {e}"))?;
+        let addr = addr.clone();
+        let node = l.nodes[k].clone();
+        launches.push(tokio::spawn(async move {
+            let req = Request {
+                cred,
+                body: RequestBody::LaunchTasks(Box::new(t)),
+            };
+            (
+                node,
+                net::call_async(&addr, &req, Duration::from_secs(30)).await,
+            )
+        }));
+    }
+    let mut failed = None;
+    for h in launches {
+        match h.await {
+            Ok((_, Ok(Response::Ok))) => {}
+            Ok((node, Ok(Response::Error(e)))) => {
+                failed = Some(format!(
+                    "srun: error: task launch failed on node {node}: {e}"
+                ))
+            }
+            Ok((node, Ok(_))) => {
+                failed = Some(format!(
+                    "srun: error: task launch failed on node {node}: unexpected reply"
+                ))
+            }
+            Ok((node, Err(e))) => {
+                failed = Some(format!(
+                    "srun: error: task launch failed on node {node}: {e}"
+                ))
+            }
+            Err(e) => failed = Some(format!("srun: error: {e}")),
+        }
+    }
+    if let Some(f) = failed {
+        signal_all(&r, libc::SIGKILL).await;
+        return Err(f);
+    }
+
+    // One connection per node: stdout/stderr/exit frames.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u32, IoFrame)>(1024);
+    let task0_node = l.tasks.iter().position(|t| t.contains(&0)).unwrap_or(0) as u32;
+    let mut stdin_sink = None;
+    let mut accepted = 0;
+    let accept_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while accepted < l.nodes.len() {
+        let (sock, _) = match tokio::time::timeout_at(accept_deadline, listener.accept()).await {
+            Ok(Ok(s)) => s,
+            _ => return Err("srun: error: node daemons did not connect for the step's I/O".into()),
+        };
+        let _ = sock.set_nodelay(true);
+        let (mut rd, wr) = sock.into_split();
+        let hello: Option<IoHello> = net::read_frame(&mut rd).await.ok().flatten();
+        let Some(h) =
+            hello.filter(|h| h.key == l.cred.sig && h.job_id == l.job_id && h.step_id == l.step_id)
+        else {
+            continue;
+        };
+        accepted += 1;
+        if h.node_index == task0_node {
+            stdin_sink = Some(wr);
+        }
+        let tx = tx.clone();
+        let node = h.node_index;
+        tokio::spawn(async move {
+            while let Ok(Some(f)) = read_io(&mut rd).await {
+                if tx.send((node, f)).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+
+    // stdin → task 0, read by a thread so a terminal never blocks the runtime.
+    if let Some(mut sink) = stdin_sink {
+        let (itx, mut irx) = tokio::sync::mpsc::channel::<Option<Vec<u8>>>(16);
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 8192];
+            let mut stdin = std::io::stdin();
+            loop {
+                match std::io::Read::read(&mut stdin, &mut buf) {
+                    Ok(0) | Err(_) => {
+                        let _ = itx.blocking_send(None);
+                        break;
+                    }
+                    Ok(n) => {
+                        if itx.blocking_send(Some(buf[..n].to_vec())).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(m) = irx.recv().await {
+                let f = match m {
+                    Some(data) => IoFrame {
+                        kind: IoKind::Stdin,
+                        task: 0,
+                        data,
+                    },
+                    None => IoFrame {
+                        kind: IoKind::StdinEof,
+                        task: 0,
+                        data: vec![],
+                    },
+                };
+                let eof = f.kind == IoKind::StdinEof;
+                if write_io(&mut sink, &f).await.is_err() || eof {
+                    break;
+                }
+            }
+        });
+    }
+
+    // Forward signals to the tasks.
+    let sigs = r.layout.clone();
+    let sig_conf = r.conf.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let kinds = [
+            SignalKind::interrupt(),
+            SignalKind::terminate(),
+            SignalKind::hangup(),
+            SignalKind::quit(),
+            SignalKind::user_defined1(),
+            SignalKind::user_defined2(),
+        ];
+        let mut streams: Vec<_> = kinds
+            .iter()
+            .filter_map(|k| signal(*k).ok().map(|s| (k.as_raw_value(), s)))
+            .collect();
+        loop {
+            let futs = streams.iter_mut().map(|(n, s)| {
+                let n = *n;
+                Box::pin(async move {
+                    s.recv().await;
+                    n
+                })
+            });
+            let sig = first_of(futs.collect()).await;
+            send_signal(&sig_conf, &sigs, sig).await;
+        }
+    });
+
+    let width = (ntasks.saturating_sub(1)).to_string().len();
+    let mut partial: HashMap<(u32, bool), Vec<u8>> = HashMap::new();
+    let mut statuses: HashMap<u32, (u32, i32)> = HashMap::new();
+    let mut killed = false;
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    while let Some((node, f)) = rx.recv().await {
+        match f.kind {
+            IoKind::Stdout | IoKind::Stderr => {
+                let is_err = f.kind == IoKind::Stderr;
+                let mut out: Box<dyn Write> = if is_err {
+                    Box::new(stderr.lock())
+                } else {
+                    Box::new(stdout.lock())
+                };
+                if r.opts.label {
+                    let buf = partial.entry((f.task, is_err)).or_default();
+                    buf.extend_from_slice(&f.data);
+                    while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                        let line: Vec<u8> = buf.drain(..=pos).collect();
+                        let _ = write!(out, "{:>width$}: ", f.task);
+                        let _ = out.write_all(&line);
+                    }
+                } else {
+                    let _ = out.write_all(&f.data);
+                }
+                let _ = out.flush();
+            }
+            IoKind::Exit => {
+                let st = f.status();
+                statuses.insert(f.task, (node, st));
+                if st != 0 && r.opts.kill_on_bad_exit && !killed {
+                    killed = true;
+                    signal_all(&r, libc::SIGKILL).await;
+                }
+                if statuses.len() >= ntasks {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    // Unterminated last lines.
+    for ((task, is_err), rest) in partial {
+        if !rest.is_empty() {
+            let mut out: Box<dyn Write> = if is_err {
+                Box::new(stderr.lock())
+            } else {
+                Box::new(stdout.lock())
+            };
+            let _ = write!(out, "{task:>width$}: ");
+            let _ = out.write_all(&rest);
+            let _ = out.write_all(b"\n");
+        }
+    }
+    let mut worst = 0i32;
+    let mut tasks: Vec<u32> = (0..ntasks as u32).collect();
+    tasks.sort_unstable();
+    for t in tasks {
+        let (node, st) = match statuses.get(&t) {
+            Some(v) => *v,
+            None => {
+                eprintln!("srun: error: task {t}: lost (its node daemon stopped reporting)");
+                worst = worst.max(1 << 8);
+                continue;
+            }
+        };
+        let node_name = l.nodes.get(node as usize).cloned().unwrap_or_default();
+        let (code, sig) = slurm_proto::wait_status_pair(st);
+        if sig != 0 {
+            eprintln!("srun: error: {node_name}: task {t}: {}", signal_name(sig));
+        } else if code != 0 {
+            eprintln!("srun: error: {node_name}: task {t}: Exited with exit code {code}");
+        }
+        if shell_code(st) > shell_code(worst) {
+            worst = st;
+        }
+    }
+    Ok(worst)
+}
+
+/// Wait for the first of several futures.
+async fn first_of<F: std::future::Future<Output = i32> + Unpin>(mut futs: Vec<F>) -> i32 {
+    std::future::poll_fn(move |cx| {
+        for f in futs.iter_mut() {
+            if let std::task::Poll::Ready(v) = std::pin::Pin::new(f).poll(cx) {
+                return std::task::Poll::Ready(v);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+async fn send_signal(conf: &SlurmConf, l: &StepLayout, sig: i32) {
+    let creds = CredSource::from_conf(conf);
+    for addr in &l.addrs {
+        if let Ok(cred) = creds.credential() {
+            let req = Request {
+                cred,
+                body: RequestBody::SignalTasks {
+                    job_id: l.job_id,
+                    step_id: l.step_id,
+                    signal: sig,
+                },
+            };
+            let _ = net::call_async(addr, &req, Duration::from_secs(5)).await;
+        }
+    }
+}
+
+async fn signal_all(r: &StepRun, sig: i32) {
+    send_signal(&r.conf, &r.layout, sig).await;
+}
+
+fn usage(prog: &str) -> String {
+    format!(
+        "Usage: {prog} [-N nnodes] [-n ntasks] [-c ncpus] [--ntasks-per-node=n] [-w hosts] [-x hosts]\n\
+         \x20     [-J jobname] [-t minutes] [-p partition] [-A account] [--mem=MB] [--exclusive]\n\
+         \x20     [-l] [-K] [-m block|cyclic] [--jobid=id] [-D path] [--export=...] executable [args...]\n"
+    )
+}
+
+pub fn srun_main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = match parse("srun", &args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            eprintln!("Try \"srun --help\" for more information");
+            return 1;
+        }
+    };
+    if o.version {
+        println!("slurm {}", slurm_proto::SLURM_VERSION);
+        return 0;
+    }
+    if o.help {
+        print!("{}", usage("srun"));
+        return 0;
+    }
+    if o.command.is_empty() {
+        eprintln!("srun: fatal: No command given to execute.");
+        return 1;
+    }
+    let conf = match common::load_conf("srun") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let client = common::client(&conf);
+    let in_alloc = o.jobid.or_else(|| {
+        std::env::var("SLURM_JOB_ID")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    let name = o.command[0]
+        .rsplit('/')
+        .next()
+        .unwrap_or("srun")
+        .to_string();
+    let (job, allocated) = match in_alloc {
+        Some(id) => match get_job(&client, id) {
+            Ok(Some(j)) => (j, false),
+            Ok(None) => {
+                eprintln!("srun: error: Unable to confirm allocation for job {id}: Invalid job id specified");
+                return 1;
+            }
+            Err(e) => {
+                eprintln!("srun: error: {e}");
+                return 1;
+            }
+        },
+        None => match allocate("srun", &client, &o, &name) {
+            Ok(j) => (j, true),
+            Err(e) => {
+                eprintln!("{e}");
+                return 1;
+            }
+        },
+    };
+    let req = StepRequest {
+        job_id: job.job_id,
+        name: o.job_name.clone().unwrap_or(name),
+        ntasks: o.ntasks,
+        min_nodes: o.nodes.map(|n| n.0),
+        max_nodes: o.nodes.and_then(|n| n.1),
+        cpus_per_task: o.cpus_per_task,
+        ntasks_per_node: o.ntasks_per_node,
+        nodelist: o.nodelist.clone(),
+        exclude: o.exclude.clone(),
+        distribution: o.distribution.clone(),
+    };
+    let layout = match call(&client, RequestBody::CreateStep(req)) {
+        Ok(Response::StepCreated(l)) => *l,
+        Ok(_) => {
+            eprintln!(
+                "srun: error: Unable to create step for job {}: unexpected reply",
+                job.job_id
+            );
+            return 1;
+        }
+        Err(e) => {
+            eprintln!(
+                "srun: error: Unable to create step for job {}: {e}",
+                job.job_id
+            );
+            if allocated {
+                release(&client, job.job_id, 1 << 8);
+            }
+            return 1;
+        }
+    };
+    let (job_id, step_id) = (layout.job_id, layout.step_id);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("srun: error: {e}");
+            return 1;
+        }
+    };
+    let result = rt.block_on(run_step(StepRun {
+        layout,
+        job,
+        conf,
+        opts: o,
+    }));
+    let status = match result {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            1 << 8
+        }
+    };
+    let _ = call(
+        &client,
+        RequestBody::StepComplete {
+            job_id,
+            step_id,
+            status,
+        },
+    );
+    if allocated {
+        release(&client, job_id, status);
+    }
+    rt.shutdown_timeout(Duration::from_millis(100));
+    shell_code(status)
+}
+
+/// The environment `salloc` gives its command.
+pub fn alloc_env(j: &JobRecord, conf: &SlurmConf, o: &AllocOpts) -> Vec<(String, String)> {
+    let nodes = hostlist::compress(&j.alloc.nodes);
+    let mut env = vec![
+        ("SLURM_CLUSTER_NAME".to_string(), conf.cluster_name.clone()),
+        ("SLURM_JOB_ID".into(), j.job_id.to_string()),
+        ("SLURM_JOBID".into(), j.job_id.to_string()),
+        ("SLURM_JOB_NAME".into(), j.name.clone()),
+        ("SLURM_JOB_NODELIST".into(), nodes.clone()),
+        ("SLURM_NODELIST".into(), nodes),
+        (
+            "SLURM_JOB_NUM_NODES".into(),
+            j.alloc.nodes.len().to_string(),
+        ),
+        ("SLURM_NNODES".into(), j.alloc.nodes.len().to_string()),
+        (
+            "SLURM_JOB_CPUS_PER_NODE".into(),
+            hostlist::compress_counts(&j.alloc.cpus),
+        ),
+        (
+            "SLURM_TASKS_PER_NODE".into(),
+            hostlist::compress_counts(&j.alloc.tasks),
+        ),
+        ("SLURM_JOB_PARTITION".into(), j.partition.clone()),
+        ("SLURM_SUBMIT_DIR".into(), cwd()),
+        ("SLURM_SUBMIT_HOST".into(), slurm_common::users::hostname()),
+    ];
+    if o.ntasks.is_some() || o.ntasks_per_node.is_some() {
+        env.push(("SLURM_NTASKS".into(), j.num_tasks.to_string()));
+        env.push(("SLURM_NPROCS".into(), j.num_tasks.to_string()));
+    }
+    if let Some(c) = o.cpus_per_task {
+        env.push(("SLURM_CPUS_PER_TASK".into(), c.to_string()));
+    }
+    if let Some(n) = o.ntasks_per_node {
+        env.push(("SLURM_NTASKS_PER_NODE".into(), n.to_string()));
+    }
+    env
+}
+
+pub fn salloc_main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = match parse("salloc", &args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            eprintln!("Try \"salloc --help\" for more information");
+            return 1;
+        }
+    };
+    if o.version {
+        println!("slurm {}", slurm_proto::SLURM_VERSION);
+        return 0;
+    }
+    if o.help {
+        print!("{}", usage("salloc"));
+        return 0;
+    }
+    let conf = match common::load_conf("salloc") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let client = common::client(&conf);
+    let shell = std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into());
+    let command = if o.command.is_empty() {
+        vec![shell]
+    } else {
+        o.command.clone()
+    };
+    let name = command[0]
+        .rsplit('/')
+        .next()
+        .unwrap_or("salloc")
+        .to_string();
+    let job = match allocate("salloc", &client, &o, &name) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let status = match std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .envs(alloc_env(&job, &conf, &o))
+        .status()
+    {
+        Ok(s) => std::os::unix::process::ExitStatusExt::into_raw(s),
+        Err(e) => {
+            eprintln!("salloc: error: {}: {e}", command[0]);
+            127 << 8
+        }
+    };
+    if !o.quiet {
+        eprintln!("salloc: Relinquishing job allocation {}", job.job_id);
+    }
+    release(&client, job.job_id, status);
+    shell_code(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn options_stop_at_the_command() {
+        let o = parse(
+            "srun",
+            &a(&["-N", "3", "-n3", "--label", "hostname", "-s", "--x"]),
+        )
+        .unwrap();
+        assert_eq!(o.nodes, Some((3, None)));
+        assert_eq!(o.ntasks, Some(3));
+        assert!(o.label);
+        assert_eq!(o.command, a(&["hostname", "-s", "--x"]));
+        let o = parse(
+            "srun",
+            &a(&[
+                "--ntasks-per-node=1",
+                "--kill-on-bad-exit",
+                "--cpu_bind=none",
+                "--nodes=3",
+                "--nodelist=n1,n2,n3",
+                "--ntasks=3",
+                "orted",
+                "-mca",
+                "x",
+            ]),
+        )
+        .unwrap();
+        assert!(o.kill_on_bad_exit);
+        assert_eq!(o.nodelist, a(&["n1", "n2", "n3"]));
+        assert_eq!(o.command[0], "orted");
+        let o = parse("srun", &a(&["--", "-weird"])).unwrap();
+        assert_eq!(o.command, a(&["-weird"]));
+    }
+
+    #[test]
+    fn bad_options_name_themselves() {
+        assert!(parse("srun", &a(&["-n", "abc", "true"]))
+            .unwrap_err()
+            .contains("\"abc\" for --ntasks"));
+        assert!(parse("srun", &a(&["--bogus", "true"]))
+            .unwrap_err()
+            .contains("unrecognized option '--bogus'"));
+        assert!(parse("srun", &a(&["--mpi=weird", "true"]))
+            .unwrap_err()
+            .contains("MPI type"));
+    }
+
+    #[test]
+    fn exit_codes_as_a_shell_reports_them() {
+        assert_eq!(shell_code(3 << 8), 3);
+        assert_eq!(shell_code(9), 137);
+    }
+}

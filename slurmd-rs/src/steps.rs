@@ -1,0 +1,528 @@
+//! Job steps: the tasks `srun` launches on this node.
+//!
+//! `srun` sends [`TaskLaunch`] with a step credential the controller signed
+//! (who may run which step of which job on which nodes). After checking it,
+//! the daemon connects back to `srun`'s I/O address, says which step and node
+//! it serves ([`IoHello`]), starts each task as the job's user in its own
+//! session with the step environment, streams the tasks' stdout and stderr
+//! to `srun` and reports each task's exit status. Task 0 reads `srun`'s stdin.
+//!
+//! Step tasks are registered per job so `TerminateJob` and `SignalTasks`
+//! reach them; they are killed with the job.
+
+use crate::daemon::Ctx;
+use slurm_common::auth::AuthError;
+use slurm_common::hostlist;
+use slurm_common::net;
+use slurm_common::stepio::{read_io, write_io, IoFrame, IoHello, IoKind};
+use slurm_proto::{JobId, Response, RpcError, SlurmError, TaskLaunch};
+use std::collections::HashMap;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+struct StepEntry {
+    uid: u32,
+    /// Process groups (= task pids) still alive.
+    pgids: Vec<i32>,
+}
+
+/// Running steps on this node, by (job, step).
+static STEPS: LazyLock<Mutex<HashMap<(JobId, u32), StepEntry>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn steps() -> std::sync::MutexGuard<'static, HashMap<(JobId, u32), StepEntry>> {
+    STEPS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn refuse(error: SlurmError, detail: impl Into<String>) -> Response {
+    Response::Error(RpcError {
+        error,
+        detail: Some(detail.into()),
+    })
+}
+
+/// The environment of one task (without `SLURM_TASK_PID`, which the task's
+/// shell sets to its own pid just before it execs the program).
+pub fn task_env(
+    t: &TaskLaunch,
+    node: &str,
+    conf_path: &str,
+    local_id: u32,
+    global: u32,
+) -> Vec<(String, String)> {
+    let l = &t.layout;
+    let mut env: Vec<(String, String)> = t
+        .environment
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut set = |k: &str, v: String| match env.iter_mut().find(|(n, _)| n == k) {
+        Some(e) => e.1 = v,
+        None => env.push((k.to_string(), v)),
+    };
+    let idx = t.node_index as usize;
+    let here: Vec<String> = l
+        .tasks
+        .get(idx)
+        .map(|v| v.iter().map(u32::to_string).collect())
+        .unwrap_or_default();
+    let per_node: Vec<u32> = l.tasks.iter().map(|v| v.len() as u32).collect();
+    let ntasks: u32 = per_node.iter().sum();
+    let step_nodes = hostlist::compress(&l.nodes);
+    let (io_host, io_port) = t
+        .io_addr
+        .rsplit_once(':')
+        .unwrap_or((t.io_addr.as_str(), "0"));
+    set("SLURMD_NODENAME", node.to_string());
+    set("SLURM_CLUSTER_NAME", t.cluster_name.clone());
+    set("SLURM_CONF", conf_path.to_string());
+    set(
+        "SLURM_CPUS_ON_NODE",
+        l.job_cpus.get(idx).copied().unwrap_or(1).to_string(),
+    );
+    if l.cpus_per_task > 1 {
+        set("SLURM_CPUS_PER_TASK", l.cpus_per_task.to_string());
+    }
+    set("SLURM_DISTRIBUTION", "block".to_string());
+    set("SLURM_GTIDS", here.join(","));
+    set("SLURM_JOBID", l.job_id.to_string());
+    set("SLURM_JOB_ID", l.job_id.to_string());
+    set("SLURM_JOB_ACCOUNT", t.account.clone());
+    set(
+        "SLURM_JOB_CPUS_PER_NODE",
+        hostlist::compress_counts(&t.job_cpus),
+    );
+    set("SLURM_JOB_GID", l.cred.gid.to_string());
+    set("SLURM_JOB_NAME", t.job_name.clone());
+    set("SLURM_JOB_NODELIST", hostlist::compress(&t.job_nodes));
+    set("SLURM_JOB_NUM_NODES", t.job_nodes.len().to_string());
+    set("SLURM_JOB_PARTITION", t.partition.clone());
+    set("SLURM_JOB_UID", l.cred.uid.to_string());
+    set("SLURM_JOB_USER", l.cred.user_name.clone());
+    set("SLURM_LAUNCH_NODE_IPADDR", io_host.to_string());
+    set("SLURM_LOCALID", local_id.to_string());
+    set("SLURM_NNODES", l.nodes.len().to_string());
+    set("SLURM_NODEID", t.node_index.to_string());
+    set("SLURM_NODELIST", step_nodes.clone());
+    set("SLURM_NPROCS", ntasks.to_string());
+    set("SLURM_NTASKS", ntasks.to_string());
+    set("SLURM_PRIO_PROCESS", "0".to_string());
+    set("SLURM_PROCID", global.to_string());
+    set("SLURM_SRUN_COMM_HOST", io_host.to_string());
+    set("SLURM_SRUN_COMM_PORT", io_port.to_string());
+    set("SLURM_STEPID", l.step_id.to_string());
+    set("SLURM_STEP_ID", l.step_id.to_string());
+    set("SLURM_STEP_LAUNCHER_PORT", io_port.to_string());
+    set("SLURM_STEP_NODELIST", step_nodes);
+    set("SLURM_STEP_NUM_NODES", l.nodes.len().to_string());
+    set("SLURM_STEP_NUM_TASKS", ntasks.to_string());
+    set(
+        "SLURM_STEP_TASKS_PER_NODE",
+        hostlist::compress_counts(&per_node),
+    );
+    set("SLURM_TASKS_PER_NODE", hostlist::compress_counts(&per_node));
+    set("SLURM_TOPOLOGY_ADDR", node.to_string());
+    set("SLURM_TOPOLOGY_ADDR_PATTERN", "node".to_string());
+    env
+}
+
+/// Check and start a step's tasks on this node. The tasks run on in the
+/// background; the answer says only whether they were started.
+pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLaunch) -> Response {
+    let cred = &t.layout.cred;
+    if let Err(e) = ctx.key.verify_step(cred, crate::now()) {
+        let code = match e {
+            AuthError::Expired => SlurmError::ExpiredCredential,
+            _ => SlurmError::InvalidCredential,
+        };
+        warn!(job = cred.job_id, "refused step credential: {e}");
+        return refuse(code, format!("step credential: {e}"));
+    }
+    if !privileged && caller_uid != cred.uid {
+        return refuse(
+            SlurmError::AccessDenied,
+            format!("uid {caller_uid} may not launch tasks of uid {}", cred.uid),
+        );
+    }
+    let idx = t.node_index as usize;
+    if cred.nodes.get(idx) != Some(&ctx.node) || t.layout.nodes.get(idx) != Some(&ctx.node) {
+        return refuse(
+            SlurmError::InvalidRequest,
+            format!(
+                "step {}.{} does not run on {}",
+                cred.job_id, cred.step_id, ctx.node
+            ),
+        );
+    }
+    let Some(prog) = t.argv.first().cloned() else {
+        return refuse(SlurmError::InvalidRequest, "no program to run");
+    };
+    let key = (cred.job_id, cred.step_id);
+    if steps().contains_key(&key) {
+        return refuse(
+            SlurmError::InvalidRequest,
+            format!("step {}.{} already runs here", key.0, key.1),
+        );
+    }
+    let io = match tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::net::TcpStream::connect(&t.io_addr),
+    )
+    .await
+    {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            return refuse(
+                SlurmError::InvalidRequest,
+                format!("cannot reach srun at {}: {e}", t.io_addr),
+            )
+        }
+        Err(_) => {
+            return refuse(
+                SlurmError::InvalidRequest,
+                format!("srun at {} did not answer", t.io_addr),
+            )
+        }
+    };
+    let _ = io.set_nodelay(true);
+    let (mut rd, mut wr) = io.into_split();
+    let hello = IoHello {
+        job_id: cred.job_id,
+        step_id: cred.step_id,
+        node_index: t.node_index,
+        key: cred.sig.clone(),
+    };
+    if let Err(e) = net::write_frame(&mut wr, &hello).await {
+        return refuse(
+            SlurmError::InvalidRequest,
+            format!("cannot reach srun: {e}"),
+        );
+    }
+    let (uid, gid) = (cred.uid, cred.gid);
+    let groups = slurm_common::users::user_by_uid(uid)
+        .map(|u| slurm_common::users::group_list(&u.name, gid))
+        .unwrap_or_else(|| vec![gid]);
+    let (cwd, cwd_note) = if std::path::Path::new(&t.cwd).is_dir() {
+        (t.cwd.clone(), None)
+    } else {
+        (
+            "/tmp".to_string(),
+            Some(format!("slurmstepd: error: couldn't chdir to `{}': No such file or directory: going to /tmp instead\n", t.cwd)),
+        )
+    };
+
+    let (tx, mut rx) = mpsc::channel::<IoFrame>(256);
+    // One writer owns the socket's sending half.
+    tokio::spawn(async move {
+        while let Some(f) = rx.recv().await {
+            if write_io(&mut wr, &f).await.is_err() {
+                break;
+            }
+        }
+        let _ = wr.shutdown().await;
+    });
+
+    let here: Vec<u32> = t.layout.tasks.get(idx).cloned().unwrap_or_default();
+    steps().insert(
+        key,
+        StepEntry {
+            uid,
+            pgids: Vec::new(),
+        },
+    );
+    let mut stdin_of_task0 = None;
+    let mut waiters = Vec::new();
+    for (local, &global) in here.iter().enumerate() {
+        let env = task_env(&t, &ctx.node, &ctx.conf_path_str, local as u32, global);
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg("SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec \"$0\" \"$@\"")
+            .arg(&prog)
+            .args(&t.argv[1..])
+            .env_clear()
+            .envs(env)
+            .current_dir(&cwd)
+            .stdin(if global == 0 {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false);
+        let groups = groups.clone();
+        // SAFETY: only async-signal-safe calls between fork and exec; the
+        // group list was allocated before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if uid != 0 && libc::setuid(0) == 0 {
+                    return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+                }
+                Ok(())
+            });
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let msg = format!("slurmstepd: error: execve(): {prog}: {e}\n");
+                let _ = tx
+                    .send(IoFrame {
+                        kind: IoKind::Stderr,
+                        task: global,
+                        data: msg.into_bytes(),
+                    })
+                    .await;
+                let _ = tx.send(IoFrame::exit(global, 1 << 8)).await;
+                continue;
+            }
+        };
+        if let Some(note) = &cwd_note {
+            let _ = tx
+                .send(IoFrame {
+                    kind: IoKind::Stderr,
+                    task: global,
+                    data: note.clone().into_bytes(),
+                })
+                .await;
+        }
+        let pid = child.id().map(|p| p as i32).unwrap_or(0);
+        if let Some(e) = steps().get_mut(&key) {
+            e.pgids.push(pid);
+        }
+        if global == 0 {
+            stdin_of_task0 = child.stdin.take();
+        }
+        let out = child.stdout.take();
+        let err = child.stderr.take();
+        let tx2 = tx.clone();
+        waiters.push(tokio::spawn(async move {
+            let pump = |r: Option<tokio::process::ChildStdout>, kind| {
+                let tx = tx2.clone();
+                async move {
+                    let Some(mut r) = r else { return };
+                    let mut buf = vec![0u8; 8192];
+                    while let Ok(n) = r.read(&mut buf).await {
+                        if n == 0
+                            || tx
+                                .send(IoFrame {
+                                    kind,
+                                    task: global,
+                                    data: buf[..n].to_vec(),
+                                })
+                                .await
+                                .is_err()
+                        {
+                            break;
+                        }
+                    }
+                }
+            };
+            let pump_err = |r: Option<tokio::process::ChildStderr>| {
+                let tx = tx2.clone();
+                async move {
+                    let Some(mut r) = r else { return };
+                    let mut buf = vec![0u8; 8192];
+                    while let Ok(n) = r.read(&mut buf).await {
+                        if n == 0
+                            || tx
+                                .send(IoFrame {
+                                    kind: IoKind::Stderr,
+                                    task: global,
+                                    data: buf[..n].to_vec(),
+                                })
+                                .await
+                                .is_err()
+                        {
+                            break;
+                        }
+                    }
+                }
+            };
+            tokio::join!(pump(out, IoKind::Stdout), pump_err(err));
+            let status = child.wait().await.map(|s| s.into_raw()).unwrap_or(1 << 8);
+            // Anything the task left behind in its session dies with it.
+            // SAFETY: signalling the task's own process group.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+            let _ = tx2.send(IoFrame::exit(global, status)).await;
+            pid
+        }));
+    }
+    drop(tx);
+    debug!(
+        job = key.0,
+        step = key.1,
+        tasks = here.len(),
+        "step launched"
+    );
+
+    // stdin from srun goes to task 0.
+    tokio::spawn(async move {
+        let mut stdin = stdin_of_task0;
+        while let Ok(Some(f)) = read_io(&mut rd).await {
+            match f.kind {
+                IoKind::Stdin => {
+                    if let Some(s) = stdin.as_mut() {
+                        if s.write_all(&f.data).await.is_err() {
+                            stdin = None;
+                        }
+                    }
+                }
+                IoKind::StdinEof => stdin = None,
+                _ => {}
+            }
+        }
+    });
+    tokio::spawn(async move {
+        for w in waiters {
+            if let Ok(pid) = w.await {
+                if let Some(e) = steps().get_mut(&key) {
+                    e.pgids.retain(|p| *p != pid);
+                }
+            }
+        }
+        steps().remove(&key);
+    });
+    Response::Ok
+}
+
+/// Signal a step's tasks (`srun` forwarding Ctrl-C, `--kill-on-bad-exit`).
+pub fn signal(
+    caller_uid: u32,
+    privileged: bool,
+    job_id: JobId,
+    step_id: u32,
+    sig: i32,
+) -> Response {
+    let map = steps();
+    let Some(e) = map.get(&(job_id, step_id)) else {
+        return refuse(
+            SlurmError::InvalidJobId,
+            format!("step {job_id}.{step_id} is not running here"),
+        );
+    };
+    if !privileged && e.uid != caller_uid {
+        return refuse(SlurmError::AccessDenied, "not your step");
+    }
+    for p in &e.pgids {
+        // SAFETY: signalling the task's process group.
+        unsafe {
+            libc::kill(-*p, sig);
+        }
+    }
+    Response::Ok
+}
+
+fn job_pgids(job_id: JobId) -> Vec<i32> {
+    steps()
+        .iter()
+        .filter(|((j, _), _)| *j == job_id)
+        .flat_map(|(_, e)| e.pgids.clone())
+        .collect()
+}
+
+/// End every step of a job here: SIGCONT and SIGTERM, then SIGKILL after
+/// `kill_wait` seconds for what is left.
+pub async fn terminate_job(job_id: JobId, kill_wait: u32) {
+    let pgids = job_pgids(job_id);
+    if pgids.is_empty() {
+        return;
+    }
+    for p in &pgids {
+        // SAFETY: signalling the tasks' process groups.
+        unsafe {
+            libc::kill(-*p, libc::SIGCONT);
+            libc::kill(-*p, libc::SIGTERM);
+        }
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(kill_wait as u64);
+    while tokio::time::Instant::now() < deadline && !job_pgids(job_id).is_empty() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for p in job_pgids(job_id) {
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(-p, libc::SIGKILL);
+        }
+    }
+    // Give the waiters a moment to reap and report.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while tokio::time::Instant::now() < deadline && !job_pgids(job_id).is_empty() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slurm_proto::{StepCred, StepLayout};
+
+    #[test]
+    fn task_environment_describes_the_step_and_the_job() {
+        let t = TaskLaunch {
+            layout: StepLayout {
+                job_id: 7,
+                step_id: 2,
+                nodes: vec!["n1".into(), "n2".into()],
+                addrs: vec![],
+                tasks: vec![vec![0, 1], vec![2]],
+                cpus_per_task: 1,
+                job_cpus: vec![2, 1],
+                cred: StepCred {
+                    job_id: 7,
+                    step_id: 2,
+                    uid: 1000,
+                    gid: 100,
+                    user_name: "alice".into(),
+                    nodes: vec!["n1".into(), "n2".into()],
+                    expires: 0,
+                    sig: String::new(),
+                },
+            },
+            node_index: 1,
+            argv: vec!["hostname".into()],
+            environment: vec!["PATH=/bin".into(), "SLURM_PROCID=99".into()],
+            cwd: "/tmp".into(),
+            io_addr: "127.0.0.1:4000".into(),
+            job_name: "j".into(),
+            partition: "debug".into(),
+            account: String::new(),
+            cluster_name: "c".into(),
+            job_nodes: vec!["n1".into(), "n2".into(), "n3".into()],
+            job_cpus: vec![2, 1, 1],
+            job_tasks: vec![2, 1, 1],
+        };
+        let env = task_env(&t, "n2", "/etc/slurm/slurm.conf", 0, 2);
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("PATH"), Some("/bin"));
+        assert_eq!(get("SLURM_PROCID"), Some("2"));
+        assert_eq!(get("SLURM_LOCALID"), Some("0"));
+        assert_eq!(get("SLURM_NODEID"), Some("1"));
+        assert_eq!(get("SLURM_STEP_ID"), Some("2"));
+        assert_eq!(get("SLURM_NTASKS"), Some("3"));
+        assert_eq!(get("SLURM_STEP_NODELIST"), Some("n[1-2]"));
+        assert_eq!(get("SLURM_STEP_TASKS_PER_NODE"), Some("2,1"));
+        assert_eq!(get("SLURM_JOB_NODELIST"), Some("n[1-3]"));
+        assert_eq!(get("SLURM_JOB_CPUS_PER_NODE"), Some("2,1(x2)"));
+        assert_eq!(get("SLURM_SRUN_COMM_PORT"), Some("4000"));
+        assert_eq!(get("SLURMD_NODENAME"), Some("n2"));
+        assert_eq!(get("SLURM_GTIDS"), Some("2"));
+    }
+}
