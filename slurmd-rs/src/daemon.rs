@@ -360,9 +360,22 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
         RequestBody::SignalJob { job_id, signal } => jobs::signal(ctx, job_id, signal),
         RequestBody::TerminateJob { job_id, kill_wait } => {
             debug!(job = job_id, kill_wait, "terminate request");
-            tokio::spawn(jobs::terminate(ctx.clone(), job_id, kill_wait));
+            let ctx = ctx.clone();
+            tokio::spawn(async move {
+                // Steps first, so the job is clean when the batch side reports.
+                crate::steps::terminate_job(job_id, kill_wait).await;
+                jobs::terminate(ctx, job_id, kill_wait).await;
+            });
             Response::Ok
         }
+        RequestBody::LaunchTasks(t) => {
+            crate::steps::launch(ctx, req.cred.uid, privileged, *t).await
+        }
+        RequestBody::SignalTasks {
+            job_id,
+            step_id,
+            signal,
+        } => crate::steps::signal(req.cred.uid, privileged, job_id, step_id, signal),
         other => {
             let name = format!("{other:?}");
             let name = name

@@ -17,6 +17,8 @@
 //! - [`launch`]: a batch job's environment ([`launch::env`]), output-file
 //!   patterns ([`launch::pattern`]), spool files, and the child-side
 //!   privilege drop and exec ([`launch::exec`]).
+//! - [`steps`]: tasks of job steps launched by `srun`, their I/O stream
+//!   back to `srun`, signals, and their end with the job.
 //! - [`sysinfo`]: what the node has and how it is doing (CPUs, memory, boot
 //!   time, kernel, load).
 //!
@@ -38,6 +40,7 @@ pub mod daemon;
 pub mod jobs;
 pub mod launch;
 pub mod settings;
+pub mod steps;
 pub mod sysinfo;
 
 /// Slurm's RPC protocol number for 25.11 (`44 << 8`), as it appears in
