@@ -586,3 +586,67 @@ srun -N 3 sh -c 'exit 2'; echo rc=$?\n",
         .unwrap();
     assert!(!out.status.success());
 }
+
+/// The issue's MPI job: OpenMPI's mpirun finds the allocation in the
+/// environment and starts its daemons through `srun`, one per node.
+#[test]
+fn mpi_ring_across_three_nodes() {
+    let t = TestCluster::start(3, |_| {});
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/mpi/mpi-ping-pong.py"),
+        t.work.join("mpi-ping-pong.py"),
+    )
+    .unwrap();
+    let script = write_script(
+        &t,
+        "mpi.sh",
+        "#!/bin/sh\n#SBATCH -J mpi-ping-pong\n#SBATCH -o mpi-ping-pong-%j.out\n#SBATCH -e mpi-ping-pong-%j.err\n\
+#SBATCH -t 0-2:00:00\n#SBATCH --nodes=3\n#SBATCH --ntasks-per-node=1\n\
+echo \"Number of Nodes Allocated = ${SLURM_JOB_NUM_NODES}\"\n\
+echo \"Number of Tasks Allocated = ${SLURM_NTASKS}\"\n\
+mpirun python3 mpi-ping-pong.py\n",
+    );
+    // OpenMPI stays on loopback.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "sbatch")
+        .arg("--parsable")
+        .arg(&script)
+        .env("OMPI_MCA_oob_tcp_if_include", "lo")
+        .env("OMPI_MCA_btl_tcp_if_include", "lo")
+        .env("OMPI_MCA_btl", "self,tcp")
+        .env("HOME", t.work.display().to_string())
+        .output()
+        .unwrap();
+    let id: u32 = stdout(&out)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{}", stderr(&out)));
+    let j = t.wait_done(id, 120);
+    let read = |ext: &str| {
+        std::fs::read_to_string(t.work.join(format!("mpi-ping-pong-{id}.{ext}")))
+            .unwrap_or_default()
+    };
+    let (o, e) = (read("out"), read("err"));
+    assert_eq!(
+        j.state,
+        JobState::Completed,
+        "stdout:\n{o}\nstderr:\n{e}\n{}",
+        t.logs()
+    );
+    assert!(
+        o.starts_with("Number of Nodes Allocated = 3\nNumber of Tasks Allocated = 3\n"),
+        "{o}"
+    );
+    for (rank, node) in [(0, "n1"), (1, "n2"), (2, "n3")] {
+        assert!(
+            o.contains(&format!("rank {rank}: host="))
+                && o.contains(&format!("slurm_node={node}\n")),
+            "{o}"
+        );
+    }
+    assert!(o.contains("final ball=15 expected=15 OK"), "{o}");
+    // mpirun started its daemons as one step on all three nodes.
+    assert_eq!(j.steps.len(), 1, "{:?}", j.steps);
+    assert_eq!(j.steps[0].nodes, vec!["n1", "n2", "n3"]);
+    assert_eq!(j.steps[0].state, JobState::Completed);
+}
