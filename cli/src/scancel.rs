@@ -848,6 +848,44 @@ pub fn execute(
     } else {
         o
     };
+    // Steps are cancelled one by one.
+    let mut step_rc = 0;
+    let stepless;
+    let o = if o.ids.iter().any(|i| i.step.is_some() && i.array.is_none()) {
+        for id in o.ids.iter().filter(|i| i.array.is_none()) {
+            let Some(step) = id.step else { continue };
+            if o.verbose > 0 {
+                let _ = writeln!(err, "scancel: Terminating step {id}");
+            }
+            let r = ctl(RequestBody::CancelStep {
+                job_id: id.job,
+                step_id: step,
+                signal: o.signal,
+            });
+            let msg = match r {
+                Ok(Response::Ok) => None,
+                Ok(Response::Error(e)) => Some(e.error.message().to_string()),
+                Ok(_) => Some("unexpected reply from the controller".to_string()),
+                Err(e) => Some(call_error_text(&e)),
+            };
+            if let Some(m) = msg {
+                let _ = writeln!(
+                    err,
+                    "scancel: error: Kill job error on job step id {id}: {m}"
+                );
+                step_rc = 1;
+            }
+        }
+        let mut c = o.clone();
+        c.ids.retain(|i| !(i.step.is_some() && i.array.is_none()));
+        if c.ids.is_empty() {
+            return step_rc;
+        }
+        stepless = c;
+        &stepless
+    } else {
+        o
+    };
     let (mut filter, unsent) = build_filter(o);
 
     if o.needs_job_list() {

@@ -49,6 +49,40 @@ fn null_str(s: &str) -> String {
     }
 }
 
+/// `scontrol show step` for one step of `job`.
+pub fn show_step(job: &JobRecord, st: &slurm_proto::StepRecord, o: &ShowOpts) -> String {
+    let id = if st.step_id == slurm_proto::BATCH_STEP {
+        format!("{}.batch", job.display_id())
+    } else {
+        format!("{}.{}", job.display_id(), st.step_id)
+    };
+    let cpus = st.ntasks * st.cpus_per_task.max(1);
+    let lines = vec![
+        format!(
+            "StepId={id} UserId={} StartTime={} TimeLimit={}",
+            job.user_id,
+            o.tz.timestamp(st.start_time),
+            slurm_common::timefmt::format_limit_scontrol(job.time_limit)
+        ),
+        format!(
+            "State={} Partition={} NodeList={}",
+            st.state.name(),
+            job.partition,
+            hostlist::compress(&st.nodes)
+        ),
+        format!(
+            "Nodes={} CPUs={cpus} Tasks={} Name={} Network=(null)",
+            st.nodes.len(),
+            st.ntasks,
+            st.name
+        ),
+        format!("TRES=cpu={cpus},node={}", st.nodes.len()),
+        "ResvPorts=(null)".to_string(),
+        "CPUFreqReq=Default Dist=Block".to_string(),
+    ];
+    finish(lines, o.oneliner)
+}
+
 /// `scontrol show job` for one job. `node_mem` is the memory per node a
 /// pending job that asked for none would get (its requested TRES shows it).
 pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String {
@@ -558,6 +592,7 @@ fn cmd_show(
     let id = args.get(1).map(String::as_str);
     let entities = [
         "jobs",
+        "steps",
         "nodes",
         "partitions",
         "config",
@@ -621,6 +656,52 @@ fn cmd_show(
             for j in jobs {
                 let mem = partition_node_mem(j, &parts, &nodes);
                 out.stdout.push_str(&show_job(j, mem, &so));
+            }
+            0
+        }
+        Some("steps") => {
+            // `job` or `job.step`.
+            let (want_job, want_step) = match id {
+                None => (None, None),
+                Some(s) => {
+                    let (j, st) = match s.split_once('.') {
+                        Some((j, st)) => (j, Some(st)),
+                        None => (s, None),
+                    };
+                    let st = match st {
+                        None => None,
+                        Some("batch") => Some(slurm_proto::BATCH_STEP),
+                        Some(x) => x.parse::<u32>().ok(),
+                    };
+                    (j.parse::<u32>().ok(), st)
+                }
+            };
+            let Some(jobs) = load_jobs(ctl, out) else {
+                return 1;
+            };
+            let mut n = 0;
+            for j in &jobs {
+                if want_job.is_some_and(|w| w != j.job_id) {
+                    continue;
+                }
+                for st in j
+                    .steps
+                    .iter()
+                    .filter(|s| s.state == slurm_proto::JobState::Running)
+                {
+                    if want_step.is_some_and(|w| w != st.step_id) {
+                        continue;
+                    }
+                    out.stdout.push_str(&show_step(j, st, &so));
+                    n += 1;
+                }
+            }
+            if n == 0 {
+                if let Some(i) = id {
+                    out.err(format!("Job step {i} not found"));
+                    return 1;
+                }
+                out.stdout.push_str("No job steps in the system\n");
             }
             0
         }

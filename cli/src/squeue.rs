@@ -531,6 +531,8 @@ pub struct Options {
     pub time_header: bool,
     pub sort: Vec<SortKey>,
     pub filter: Filter,
+    /// `-s`: list job steps instead of jobs.
+    pub steps: bool,
 }
 
 impl Default for Options {
@@ -538,6 +540,7 @@ impl Default for Options {
         Options {
             items: fmt::parse_short(DEFAULT_FORMAT, &|_| true).0,
             noheader: false,
+            steps: false,
             time_header: false,
             sort: parse_sort(DEFAULT_SORT).0,
             filter: Filter::default(),
@@ -821,6 +824,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     let mut noheader = false;
     let mut long = false;
     let mut start = false;
+    let mut steps = false;
     let mut iterate = None;
     let mut verbose = false;
     let mut cli_format = false;
@@ -874,6 +878,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                     "qos" => filter.qos = fmt::split_list(&v),
                     "sort" => sort = Some(v),
                     "start" => start = true,
+                    "steps" => steps = true,
                     "states" => states = Some(v),
                     "user" => filter.users = fmt::split_list(&v),
                     "verbose" => verbose = true,
@@ -919,7 +924,13 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
             None if long => LONG_FORMAT.to_string(),
             None => DEFAULT_FORMAT.to_string(),
         };
-        let (items, errs) = fmt::parse_short(&f, &|c| LETTERS.contains(c));
+        let f = match (&format, steps) {
+            (None, true) => STEP_FORMAT.to_string(),
+            _ => f,
+        };
+        let (items, errs) = fmt::parse_short(&f, &|c| {
+            LETTERS.contains(c) || (steps && "iAjPuMNlSbn".contains(c))
+        });
         for e in errs {
             errors.push_str(&format!(
                 "squeue: error: Invalid job format specification: {e}\n"
@@ -953,6 +964,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
             time_header: long || iterate.is_some(),
             sort: sort_keys,
             filter,
+            steps,
         }),
         iterate,
         verbose,
@@ -985,6 +997,81 @@ pub fn single_job_error(filter: &Filter, jobs: &[JobRecord]) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// `squeue -s`'s default layout.
+pub const STEP_FORMAT: &str = "%.15i %.8j %.9P %.8u %.9M %N";
+
+/// `squeue -s`: the running steps of the jobs passing the filter.
+pub fn format_steps(jobs: &[JobRecord], opts: &Options, now: i64, tz: Tz) -> String {
+    use slurm_common::hostlist::compress;
+    use slurm_common::timefmt::{format_elapsed, format_limit_squeue};
+    let mut rows: Vec<(&JobRecord, &slurm_proto::StepRecord)> = jobs
+        .iter()
+        .filter(|j| opts.filter.job_ids.is_empty() || opts.filter.job_ids.contains(&j.job_id))
+        .filter(|j| {
+            opts.filter.users.is_empty()
+                || opts
+                    .filter
+                    .users
+                    .iter()
+                    .any(|u| *u == j.user_name || *u == j.user_id.to_string())
+        })
+        .filter(|j| {
+            opts.filter.partitions.is_empty() || opts.filter.partitions.contains(&j.partition)
+        })
+        .flat_map(|j| {
+            j.steps
+                .iter()
+                .filter(|s| s.state == JobState::Running)
+                .map(move |s| (j, s))
+        })
+        .collect();
+    rows.sort_by_key(|(j, s)| (j.job_id, s.step_id));
+    let step_id = |j: &JobRecord, s: &slurm_proto::StepRecord| {
+        if s.step_id == slurm_proto::BATCH_STEP {
+            format!("{}.batch", j.display_id())
+        } else {
+            format!("{}.{}", j.display_id(), s.step_id)
+        }
+    };
+    let mut out = String::new();
+    if !opts.noheader {
+        out.push_str(&fmt::render(&opts.items, &mut |f| {
+            match f.key.as_str() {
+                "i" | "A" => "STEPID",
+                "j" => "NAME",
+                "P" => "PARTITION",
+                "u" => "USER",
+                "M" => "TIME",
+                "N" => "NODELIST",
+                "l" => "TIME_LIMIT",
+                "S" => "START_TIME",
+                "b" => "TRES_PER_NODE",
+                "n" => "NTASKS",
+                _ => "",
+            }
+            .to_string()
+        }));
+        out.push('\n');
+    }
+    for (j, s) in rows {
+        out.push_str(&fmt::render(&opts.items, &mut |f| match f.key.as_str() {
+            "i" | "A" => step_id(j, s),
+            "j" => s.name.clone(),
+            "P" => j.partition.clone(),
+            "u" => j.user_name.clone(),
+            "M" => format_elapsed(now - s.start_time),
+            "N" => compress(&s.nodes),
+            "l" => format_limit_squeue(j.time_limit),
+            "S" => tz.timestamp(s.start_time),
+            "b" => "N/A".into(),
+            "n" => s.ntasks.to_string(),
+            _ => String::new(),
+        }));
+        out.push('\n');
+    }
+    out
 }
 
 /// `squeue`'s entry point; returns the exit code.
@@ -1032,7 +1119,11 @@ pub fn main() -> i32 {
             eprintln!("{e}");
             return 1;
         }
-        let text = format_jobs(&jobs, &opts, crate::common::now(), Tz::Local);
+        let text = if opts.steps {
+            format_steps(&jobs, &opts, crate::common::now(), Tz::Local)
+        } else {
+            format_jobs(&jobs, &opts, crate::common::now(), Tz::Local)
+        };
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         if out

@@ -77,6 +77,23 @@ impl Agent {
                 }
                 // The node will be marked down by its missing heartbeats.
             }
+            Effect::SignalStep {
+                addr,
+                job_id,
+                step_id,
+                signal,
+            } => {
+                let body = RequestBody::SignalTasks {
+                    job_id,
+                    step_id,
+                    signal,
+                };
+                if let Err(e) =
+                    call_async(&addr, &self.request(body), Duration::from_secs(10)).await
+                {
+                    tracing::warn!("signal {signal} to step {job_id}.{step_id} failed: {e}");
+                }
+            }
             Effect::Signal {
                 addr,
                 job_id,

@@ -46,6 +46,12 @@ pub enum Effect {
         job_id: JobId,
         signal: i32,
     },
+    SignalStep {
+        addr: String,
+        job_id: JobId,
+        step_id: u32,
+        signal: i32,
+    },
 }
 
 /// Who is asking.
@@ -1034,6 +1040,21 @@ impl Controller {
         };
         let batch = j.batch;
         j.batch_host = if batch { names.first().cloned() } else { None };
+        if batch {
+            // The script itself runs as step `batch` on the first node.
+            j.steps.push(StepRecord {
+                step_id: BATCH_STEP,
+                name: "batch".into(),
+                state: JobState::Running,
+                nodes: names.iter().take(1).cloned().collect(),
+                ntasks: 1,
+                tasks_per_node: vec![1],
+                cpus_per_task: alloc.first().map_or(1, |a| a.cpus),
+                start_time: now,
+                end_time: None,
+                exit_status: 0,
+            });
+        }
         let mut environment = payload.environment.clone();
         let (mut std_out, mut std_err) = (j.desc.std_out.clone(), j.desc.std_err.clone());
         if let Some(a) = &j.array {
@@ -1280,7 +1301,7 @@ impl Controller {
             }
         }
         let names: Vec<String> = nodes.iter().map(|&k| j.alloc.nodes[k].clone()).collect();
-        let step_id = j.steps.len() as u32;
+        let step_id = j.steps.iter().filter(|s| s.step_id != BATCH_STEP).count() as u32;
         let mut cred = StepCred {
             job_id: j.job_id,
             step_id,
@@ -1323,6 +1344,40 @@ impl Controller {
         }
         self.save_job(id);
         Ok(Response::StepCreated(Box::new(layout)))
+    }
+
+    fn cancel_step(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        step_id: u32,
+        signal: Option<i32>,
+    ) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(SlurmError::AccessDenied);
+        }
+        let Some(st) = j.steps.iter().find(|s| s.step_id == step_id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if st.state != JobState::Running {
+            return err(SlurmError::AlreadyDone);
+        }
+        let signal = signal.unwrap_or(libc::SIGKILL);
+        let nodes = st.nodes.clone();
+        for n in nodes {
+            if let Some(addr) = self.node_addr(&n) {
+                self.effects.push(Effect::SignalStep {
+                    addr,
+                    job_id: id,
+                    step_id,
+                    signal,
+                });
+            }
+        }
+        Ok(Response::Ok)
     }
 
     fn step_complete(
@@ -1462,6 +1517,11 @@ impl Controller {
             let Some(j) = self.job_mut(id) else { return };
             j.exit_status = status;
             j.state = state;
+            if let Some(b) = j.steps.iter_mut().find(|s| s.step_id == BATCH_STEP) {
+                b.state = state;
+                b.exit_status = status;
+                b.end_time = Some(now);
+            }
             j.reason = reason;
             j.end_time = Some(now);
             j.completing = true;
@@ -2005,6 +2065,11 @@ impl Controller {
                 step_id,
                 status,
             } => self.step_complete(who, job_id, step_id, status, now),
+            RequestBody::CancelStep {
+                job_id,
+                step_id,
+                signal,
+            } => self.cancel_step(who, job_id, step_id, signal),
             RequestBody::RegisterNode(r) if who.privileged => self.register(r, now),
             RequestBody::Heartbeat { node, .. } if who.privileged => self.heartbeat(&node, now),
             RequestBody::BatchComplete { job_id, status, .. } if who.privileged => {

@@ -906,6 +906,12 @@ pub enum RequestBody {
         step_id: u32,
         status: i32,
     },
+    /// `scancel job.step`: signal (default: kill) one step's tasks.
+    CancelStep {
+        job_id: JobId,
+        step_id: u32,
+        signal: Option<i32>,
+    },
     /// `srun` → node daemon.
     LaunchTasks(Box<TaskLaunch>),
     /// `srun` → node daemon: signal a step's tasks.

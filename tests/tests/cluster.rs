@@ -534,9 +534,16 @@ srun -N 3 sh -c 'exit 2'; echo rc=$?\n",
         "{out}"
     );
     assert!(out.ends_with("rc=2\n"), "{out}");
-    assert_eq!(j.steps.len(), 4);
-    assert_eq!(j.steps[0].ntasks, 6);
-    assert_eq!(j.steps[3].state, JobState::Failed);
+    assert_eq!(j.steps[0].step_id, slurm_proto::BATCH_STEP);
+    assert_eq!(j.steps[0].state, JobState::Completed);
+    let steps: Vec<_> = j
+        .steps
+        .iter()
+        .filter(|s| s.step_id != slurm_proto::BATCH_STEP)
+        .collect();
+    assert_eq!(steps.len(), 4);
+    assert_eq!((steps[0].step_id, steps[0].ntasks), (0, 6));
+    assert_eq!(steps[3].state, JobState::Failed);
 
     // srun outside an allocation allocates, runs and releases.
     let out = t.run("srun", &["-N", "2", "-l", "hostname"]);
@@ -646,7 +653,79 @@ mpirun python3 mpi-ping-pong.py\n",
     }
     assert!(o.contains("final ball=15 expected=15 OK"), "{o}");
     // mpirun started its daemons as one step on all three nodes.
-    assert_eq!(j.steps.len(), 1, "{:?}", j.steps);
-    assert_eq!(j.steps[0].nodes, vec!["n1", "n2", "n3"]);
-    assert_eq!(j.steps[0].state, JobState::Completed);
+    let steps: Vec<_> = j
+        .steps
+        .iter()
+        .filter(|s| s.step_id != slurm_proto::BATCH_STEP)
+        .collect();
+    assert_eq!(steps.len(), 1, "{:?}", j.steps);
+    assert_eq!(steps[0].nodes, vec!["n1", "n2", "n3"]);
+    assert_eq!(steps[0].state, JobState::Completed);
+}
+
+#[test]
+fn steps_are_listed_shown_and_cancelled() {
+    let t = TestCluster::start(2, |_| {});
+    let id = t.sbatch(&[
+        "-N",
+        "2",
+        "-o",
+        "long.out",
+        "--wrap",
+        "srun -N 2 sleep 60; echo step-ended rc=$?; sleep 60",
+    ]);
+    t.wait_job(id, 20, "running its step", |j| {
+        j.steps
+            .iter()
+            .any(|s| s.step_id == 0 && s.state == JobState::Running)
+    });
+    let sq = stdout(&t.run("squeue", &["-s"]));
+    let lines: Vec<&str> = sq.lines().collect();
+    assert_eq!(
+        lines[0], "         STEPID     NAME PARTITION     USER      TIME NODELIST",
+        "{sq}"
+    );
+    // Numbered steps first, then the batch step; TIME varies.
+    assert_eq!(
+        &lines[1][..44],
+        &format!("{:>15}    sleep     debug     root ", format!("{id}.0"))[..],
+        "{sq}"
+    );
+    assert!(lines[1].ends_with(" n[1-2]"), "{sq}");
+    assert_eq!(
+        &lines[2][..44],
+        &format!("{:>15}    batch     debug     root ", format!("{id}.batch"))[..],
+        "{sq}"
+    );
+    assert!(lines[2].ends_with(" n1"), "{sq}");
+    assert_eq!(lines.len(), 3, "{sq}");
+    let show = stdout(&t.run("scontrol", &["show", "step", &format!("{id}.0")]));
+    assert!(
+        show.starts_with(&format!("StepId={id}.0 UserId=0 StartTime=")),
+        "{show}"
+    );
+    assert!(show.contains("   State=RUNNING Partition=debug NodeList=n[1-2]\n   Nodes=2 CPUs=2 Tasks=2 Name=sleep"), "{show}");
+    // Cancelling the step leaves the job running.
+    let out = t.run("scancel", &[&format!("{id}.0")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = t.wait_job(id, 20, "step cancelled", |j| {
+        j.steps
+            .iter()
+            .any(|s| s.step_id == 0 && s.state == JobState::Cancelled)
+    });
+    assert_eq!(j.state, JobState::Running);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let o = std::fs::read_to_string(t.work.join("long.out")).unwrap_or_default();
+        if o.contains("step-ended rc=137") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "step not reported ended: {o:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(t.run("scancel", &[&id.to_string()]).status.success());
+    assert_eq!(t.wait_done(id, 30).state, JobState::Cancelled);
 }
