@@ -623,9 +623,17 @@ fn cmd_show(
                 return 1;
             };
             jobs.sort_by_key(|j| j.job_id);
+            // `A_T` names one array task; `A` the whole array.
+            let task: Option<u32> = id
+                .and_then(|s| s.split_once('_'))
+                .and_then(|(_, t)| t.parse().ok());
             let jobs: Vec<&JobRecord> = jobs
                 .iter()
-                .filter(|j| wanted.is_none_or(|w| j.job_id == w))
+                .filter(|j| match (wanted, &j.array) {
+                    (None, _) => true,
+                    (Some(w), Some(a)) if a.job_id == w => task.is_none_or(|t| a.task_id == t),
+                    (Some(w), _) => j.job_id == w && task.is_none(),
+                })
                 .collect();
             if jobs.is_empty() {
                 if wanted.is_some() {
