@@ -6,6 +6,7 @@
 //! - [`common`]: configuration loading, the controller client, error printing.
 //! - [`squeue`], [`sinfo`], [`scontrol`]: queries and their text layouts.
 //! - [`sbatch`], [`scancel`]: submission and cancellation.
+//! - [`sdiag`]: the controller's scheduling counters.
 //! - [`srun`]: `srun` (job steps, with or without an allocation) and `salloc`.
 //! - [`local`]: `slurm-local`, a complete cluster on loopback.
 
@@ -15,6 +16,7 @@ pub mod local;
 pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;
+pub mod sdiag;
 pub mod sinfo;
 pub mod squeue;
 pub mod srun;

@@ -378,7 +378,11 @@ impl Filter {
     pub fn matches(&self, job: &JobRecord) -> bool {
         if !self.job_ids.is_empty()
             && !self.job_ids.contains(&job.job_id)
-            && !job.array.as_ref().is_some_and(|a| self.job_ids.contains(&a.job_id)) {
+            && !job
+                .array
+                .as_ref()
+                .is_some_and(|a| self.job_ids.contains(&a.job_id))
+        {
             return false;
         }
         if !self.users.is_empty()

@@ -134,6 +134,7 @@ impl Server {
                 }
             }
             RequestBody::GetConfig => Response::Config(self.snapshot().config.clone()),
+            RequestBody::GetDiag => Response::Diag(Box::new(self.snapshot().diag.clone())),
             RequestBody::LaunchBatch(_)
             | RequestBody::SignalJob { .. }
             | RequestBody::TerminateJob { .. }

@@ -71,6 +71,7 @@ pub struct Snapshot {
     pub partitions: Vec<PartitionRecord>,
     pub config: ConfigDump,
     pub last_update: i64,
+    pub diag: DiagStats,
     /// The encoded `GetJobs` answer, made once per snapshot on first use.
     pub jobs_frame: std::sync::OnceLock<Vec<u8>>,
 }
@@ -104,8 +105,24 @@ pub struct Controller {
 pub struct Stats {
     pub jobs_submitted: u64,
     pub jobs_started: u64,
+    pub jobs_completed: u64,
+    pub jobs_canceled: u64,
+    pub jobs_failed: u64,
     pub sched_cycles: u64,
     pub last_cycle_us: u64,
+    pub max_cycle_us: u64,
+    pub total_cycle_us: u64,
+    pub total_depth: u64,
+    pub last_queue: u64,
+    pub bf_cycles: u64,
+    pub bf_last_us: u64,
+    pub bf_max_us: u64,
+    pub bf_total_us: u64,
+    pub bf_last_depth: u64,
+    pub bf_total_depth: u64,
+    pub bf_backfilled_jobs: u64,
+    pub bf_last_when: Option<i64>,
+    pub bf_last_queue: u64,
 }
 
 fn err<T>(e: SlurmError) -> Result<T, RpcError> {
@@ -280,6 +297,15 @@ impl Controller {
         std::mem::take(&mut self.effects)
     }
 
+    /// Count a job reaching a final state (for `sdiag`).
+    fn count_end(&mut self, state: JobState) {
+        match state {
+            JobState::Completed => self.stats.jobs_completed += 1,
+            JobState::Cancelled => self.stats.jobs_canceled += 1,
+            _ => self.stats.jobs_failed += 1,
+        }
+    }
+
     fn save_job(&mut self, id: JobId) {
         if let Some(j) = self.p.jobs.get(&id) {
             self.entries.push(Entry::Job(j.clone()));
@@ -386,8 +412,40 @@ impl Controller {
             nodes: self.nodes.clone(),
             partitions: self.partitions.clone(),
             config: self.config_dump(),
+            diag: self.diag(),
             last_update: self.last_update,
             jobs_frame: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn diag(&self) -> DiagStats {
+        let st = &self.stats;
+        let count = |s: JobState| self.p.jobs.values().filter(|j| j.state == s).count() as u64;
+        DiagStats {
+            since: self.boot_time,
+            now: self.last_update,
+            jobs_submitted: st.jobs_submitted,
+            jobs_started: st.jobs_started,
+            jobs_completed: st.jobs_completed,
+            jobs_canceled: st.jobs_canceled,
+            jobs_failed: st.jobs_failed,
+            jobs_pending: count(JobState::Pending),
+            jobs_running: count(JobState::Running),
+            main_cycles: st.sched_cycles,
+            main_last_us: st.last_cycle_us,
+            main_max_us: st.max_cycle_us,
+            main_total_us: st.total_cycle_us,
+            main_total_depth: st.total_depth,
+            main_last_queue: st.last_queue,
+            bf_cycles: st.bf_cycles,
+            bf_last_us: st.bf_last_us,
+            bf_max_us: st.bf_max_us,
+            bf_total_us: st.bf_total_us,
+            bf_last_depth: st.bf_last_depth,
+            bf_total_depth: st.bf_total_depth,
+            bf_backfilled_jobs: st.bf_backfilled_jobs,
+            bf_last_when: st.bf_last_when,
+            bf_last_queue: st.bf_last_queue,
         }
     }
 
@@ -982,6 +1040,7 @@ impl Controller {
         if queue.is_empty() {
             return;
         }
+        let queue_len = queue.len() as u64;
         let view = self.cluster_view();
         let decisions = self.scheduler.schedule(&view, &queue, now);
         for d in decisions {
@@ -1010,8 +1069,13 @@ impl Controller {
                 }
             }
         }
+        let us = t0.elapsed().as_micros() as u64;
         self.stats.sched_cycles += 1;
-        self.stats.last_cycle_us = t0.elapsed().as_micros() as u64;
+        self.stats.last_cycle_us = us;
+        self.stats.max_cycle_us = self.stats.max_cycle_us.max(us);
+        self.stats.total_cycle_us += us;
+        self.stats.total_depth += queue_len;
+        self.stats.last_queue = queue_len;
         self.refresh();
     }
 
@@ -1430,6 +1494,7 @@ impl Controller {
         now: i64,
         kill_wait: u32,
     ) {
+        self.count_end(state);
         let Some(j) = self.job_mut(id) else { return };
         j.state = state;
         for st in j
@@ -1506,6 +1571,10 @@ impl Controller {
             } else {
                 (JobState::Completed, JobReason::None)
             };
+            self.count_end(state);
+            let Some(j) = self.p.jobs.get(&id) else {
+                return;
+            };
             let batch = j.batch_host.clone();
             let others: Vec<String> = j
                 .alloc
@@ -1563,6 +1632,10 @@ impl Controller {
                 };
                 j.state = JobState::Cancelled;
                 j.cancelled = true;
+                self.stats.jobs_canceled += 1;
+                let Some(j) = self.job_mut(id) else {
+                    return Err(SlurmError::InvalidJobId);
+                };
                 j.reason = JobReason::None;
                 j.end_time = Some(now);
                 j.start_time.get_or_insert(now);

@@ -835,6 +835,38 @@ pub struct BatchLaunch {
     pub start_time: i64,
 }
 
+/// Scheduler and controller counters, as `sdiag` prints them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DiagStats {
+    /// When the controller started (the counters' origin).
+    pub since: i64,
+    pub now: i64,
+    pub jobs_submitted: u64,
+    pub jobs_started: u64,
+    pub jobs_completed: u64,
+    pub jobs_canceled: u64,
+    pub jobs_failed: u64,
+    pub jobs_pending: u64,
+    pub jobs_running: u64,
+    /// Main scheduler: passes, last/max/total cycle time (µs), jobs looked at.
+    pub main_cycles: u64,
+    pub main_last_us: u64,
+    pub main_max_us: u64,
+    pub main_total_us: u64,
+    pub main_total_depth: u64,
+    pub main_last_queue: u64,
+    /// Backfill passes (when the policy plans ahead).
+    pub bf_cycles: u64,
+    pub bf_last_us: u64,
+    pub bf_max_us: u64,
+    pub bf_total_us: u64,
+    pub bf_last_depth: u64,
+    pub bf_total_depth: u64,
+    pub bf_backfilled_jobs: u64,
+    pub bf_last_when: Option<i64>,
+    pub bf_last_queue: u64,
+}
+
 /// Controller configuration as `scontrol show config` prints it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ConfigDump {
@@ -853,6 +885,7 @@ pub enum RequestBody {
     GetNodes,
     GetPartitions,
     GetConfig,
+    GetDiag,
     Cancel(CancelFilter),
     UpdateJob {
         job_id: JobId,
@@ -951,6 +984,7 @@ pub enum Response {
         last_update: i64,
     },
     Config(ConfigDump),
+    Diag(Box<DiagStats>),
     /// Per-job outcome of a cancel: (id, error if any).
     Cancelled(Vec<(JobId, Option<SlurmError>)>),
     StepCreated(Box<StepLayout>),

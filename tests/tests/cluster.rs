@@ -336,6 +336,12 @@ fn failures_exit_codes_and_purge_after_min_job_age() {
     assert_eq!(j.state, JobState::Failed);
     assert_eq!(j.reason, JobReason::NonZeroExitCode);
     assert_eq!(j.exit_code_pair(), (3, 0));
+    let diag = stdout(&t.run("sdiag", &[]));
+    assert!(diag.contains("Jobs submitted: 1\nJobs started:   1\nJobs completed: 0\nJobs canceled:  0\nJobs failed:    1\n"), "{diag}");
+    assert!(
+        diag.contains("Main schedule statistics (microseconds):\n\tLast cycle:   "),
+        "{diag}"
+    );
     let show = stdout(&t.run("scontrol", &["show", "job", &f.to_string()]));
     assert!(
         show.contains("JobState=FAILED Reason=NonZeroExitCode"),

@@ -1,0 +1,141 @@
+//! `sdiag`: the controller's scheduling and job counters.
+
+use crate::common::{self, call};
+use chrono::{Local, TimeZone};
+use slurm_proto::{DiagStats, RequestBody, Response};
+
+fn when(t: i64) -> String {
+    match Local.timestamp_opt(t, 0).single() {
+        Some(d) => format!("{} ({t})", d.format("%a %b %e %H:%M:%S %Y")),
+        None => format!("({t})"),
+    }
+}
+
+fn mean(total: u64, n: u64) -> u64 {
+    total.checked_div(n).unwrap_or(0)
+}
+
+/// The report, as Slurm's sdiag lays it out (sections we have data for).
+pub fn render(d: &DiagStats) -> String {
+    let minutes = ((d.now - d.since).max(1) as u64).div_ceil(60);
+    let mut s = String::new();
+    s.push_str("*******************************************************\n");
+    s.push_str(&format!("sdiag output at {}\n", when(d.now)));
+    s.push_str(&format!("Data since      {}\n", when(d.since)));
+    s.push_str("*******************************************************\n\n");
+    s.push_str(&format!("Jobs submitted: {}\n", d.jobs_submitted));
+    s.push_str(&format!("Jobs started:   {}\n", d.jobs_started));
+    s.push_str(&format!("Jobs completed: {}\n", d.jobs_completed));
+    s.push_str(&format!("Jobs canceled:  {}\n", d.jobs_canceled));
+    s.push_str(&format!("Jobs failed:    {}\n\n", d.jobs_failed));
+    s.push_str(&format!("Job states ts:  {}\n", when(d.now)));
+    s.push_str(&format!("Jobs pending:   {}\n", d.jobs_pending));
+    s.push_str(&format!("Jobs running:   {}\n\n", d.jobs_running));
+    s.push_str("Main schedule statistics (microseconds):\n");
+    s.push_str(&format!("\tLast cycle:   {}\n", d.main_last_us));
+    s.push_str(&format!("\tMax cycle:    {}\n", d.main_max_us));
+    s.push_str(&format!("\tTotal cycles: {}\n", d.main_cycles));
+    s.push_str(&format!(
+        "\tMean cycle:   {}\n",
+        mean(d.main_total_us, d.main_cycles)
+    ));
+    s.push_str(&format!(
+        "\tMean depth cycle:  {}\n",
+        mean(d.main_total_depth, d.main_cycles)
+    ));
+    s.push_str(&format!(
+        "\tCycles per minute: {}\n",
+        d.main_cycles / minutes
+    ));
+    s.push_str(&format!("\tLast queue length: {}\n\n", d.main_last_queue));
+    s.push_str("Backfilling stats\n");
+    s.push_str(&format!(
+        "\tTotal backfilled jobs (since last slurm start): {}\n",
+        d.bf_backfilled_jobs
+    ));
+    s.push_str(&format!("\tTotal cycles: {}\n", d.bf_cycles));
+    s.push_str(&format!(
+        "\tLast cycle when: {}\n",
+        d.bf_last_when.map_or("N/A".to_string(), when)
+    ));
+    s.push_str(&format!("\tLast cycle: {}\n", d.bf_last_us));
+    s.push_str(&format!("\tMax cycle:  {}\n", d.bf_max_us));
+    s.push_str(&format!(
+        "\tMean cycle: {}\n",
+        mean(d.bf_total_us, d.bf_cycles)
+    ));
+    s.push_str(&format!("\tLast depth cycle: {}\n", d.bf_last_depth));
+    s.push_str(&format!(
+        "\tMean depth cycle: {}\n",
+        mean(d.bf_total_depth, d.bf_cycles)
+    ));
+    s.push_str(&format!("\tLast queue length: {}\n", d.bf_last_queue));
+    s
+}
+
+pub fn main() -> i32 {
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "-V" | "--version" => {
+                println!("slurm {}", slurm_proto::SLURM_VERSION);
+                return 0;
+            }
+            "-h" | "--help" | "--usage" => {
+                println!("Usage: sdiag [-V]");
+                return 0;
+            }
+            // Resetting counters and sorting the RPC tables: nothing to do.
+            "-a" | "--all" | "-r" | "--reset" | "-i" | "--sort-by-id" | "-t" | "--sort-by-time"
+            | "-T" | "--sort-by-time2" => {}
+            other => {
+                eprintln!("sdiag: unrecognized option '{other}'");
+                eprintln!("Try \"sdiag --help\" for more information");
+                return 1;
+            }
+        }
+    }
+    let conf = match common::load_conf("sdiag") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match call(&common::client(&conf), RequestBody::GetDiag) {
+        Ok(Response::Diag(d)) => {
+            print!("{}", render(&d));
+            0
+        }
+        Ok(_) => {
+            eprintln!("slurm_get_statistics: Unexpected message received");
+            1
+        }
+        Err(e) => {
+            eprintln!("slurm_get_statistics: {e}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn means_and_sections() {
+        let d = DiagStats {
+            since: 0,
+            now: 600,
+            jobs_submitted: 10,
+            main_cycles: 20,
+            main_total_us: 2000,
+            main_total_depth: 40,
+            bf_cycles: 0,
+            ..Default::default()
+        };
+        let r = render(&d);
+        assert!(r.contains("Jobs submitted: 10\n"));
+        assert!(r.contains("\tMean cycle:   100\n"));
+        assert!(r.contains("\tMean depth cycle:  2\n"));
+        assert!(r.contains("\tCycles per minute: 2\n"));
+        assert!(r.contains("\tLast cycle when: N/A\n"));
+        assert!(r.contains("\tMean cycle: 0\n"));
+    }
+}
