@@ -32,6 +32,9 @@ pub struct ClusterSpec {
     pub extra_conf: String,
     /// Where slurmctld and slurmd are.
     pub bin_dir: PathBuf,
+    /// `Some(secs)`: one `slurmd --mock[=secs]` process serves every node
+    /// and runs no job processes (scale tests).
+    pub mock: Option<Option<u64>>,
 }
 
 /// A free TCP port on `ip` (bound then released).
@@ -44,10 +47,18 @@ impl ClusterSpec {
     /// Defaults for `dir`, with ports picked free on 127.0.0.1.
     pub fn new(dir: &Path, nodes: u32, bin_dir: &Path) -> std::io::Result<ClusterSpec> {
         let ip = "127.0.0.1".to_string();
-        let ctld_port = free_port(&ip)?;
-        let slurmd_ports = (0..nodes)
-            .map(|_| free_port(&ip))
+        // Hold every probe socket until all ports are chosen, so no port is
+        // handed out twice.
+        let held = (0..=nodes)
+            .map(|_| std::net::TcpListener::bind((ip.as_str(), 0)))
             .collect::<Result<Vec<_>, _>>()?;
+        let ports = held
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect::<Result<Vec<_>, _>>()?;
+        drop(held);
+        let ctld_port = ports[0];
+        let slurmd_ports = ports[1..].to_vec();
         Ok(ClusterSpec {
             dir: dir.to_path_buf(),
             nodes,
@@ -61,6 +72,7 @@ impl ClusterSpec {
             min_job_age: 300,
             extra_conf: String::new(),
             bin_dir: bin_dir.to_path_buf(),
+            mock: None,
         })
     }
 
@@ -177,8 +189,13 @@ impl LocalCluster {
             detached: false,
         };
         c.start_ctld()?;
-        for i in 0..n {
-            c.start_slurmd(i)?;
+        match c.spec.mock {
+            Some(secs) => c.start_mock_slurmd(secs)?,
+            None => {
+                for i in 0..n {
+                    c.start_slurmd(i)?;
+                }
+            }
         }
         c.wait_nodes_up(Duration::from_secs(30))?;
         Ok(c)
@@ -242,6 +259,25 @@ impl LocalCluster {
             &format!("slurmd.{name}.log"),
         )?;
         self.slurmds[i] = Some(child);
+        Ok(())
+    }
+
+    /// One daemon in mock mode for every node (kept as node 0's process).
+    pub fn start_mock_slurmd(&mut self, secs: Option<u64>) -> Result<(), LocalError> {
+        let conf = self.spec.conf_path().display().to_string();
+        let mock = match secs {
+            Some(s) => format!("--mock={s}"),
+            None => "--mock".to_string(),
+        };
+        let nodes = format!("n[1-{}]", self.spec.nodes);
+        let child = self.spawn(
+            "slurmd",
+            &["-D".into(), "-N".into(), nodes, "-f".into(), conf, mock],
+            "slurmd.mock.log",
+        )?;
+        if let Some(slot) = self.slurmds.first_mut() {
+            *slot = Some(child);
+        }
         Ok(())
     }
 

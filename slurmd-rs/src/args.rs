@@ -19,6 +19,9 @@ pub struct Args {
     pub verbose: u8,
     /// `-L`: log file (overrides `SlurmdLogFile`).
     pub logfile: Option<PathBuf>,
+    /// `--mock[=SECONDS]`: jobs run without forking, for their time limit
+    /// (or SECONDS when shorter); `Some(None)` = the time limit only.
+    pub mock: Option<Option<u64>>,
 }
 
 /// What the command line asks for.
@@ -45,7 +48,10 @@ Usage: slurmd [OPTIONS]
   -f file        Read the configuration from `file' instead of slurm.conf.
   -h, --help     Show this help and exit.
   -L logfile     Write log messages to `logfile'.
-  -N nodename    Serve the node `nodename' (default: this host's short name).
+  -N nodename    Serve the node `nodename' (default: this host's short name);
+                 a hostlist (`n[1-1000]') serves every node named, in one process.
+  --mock[=secs]  Run no job processes: each batch job \"runs\" for its time limit
+                 (or secs when shorter), then completes. For scale tests.
   -v             Be more verbose; repeat for more.
   -V, --version  Print the version and exit.
 ";
@@ -62,6 +68,18 @@ where
         match word.as_str() {
             "--version" => return Ok(Command::Version),
             "--help" | "--usage" => return Ok(Command::Help),
+            "--mock" => {
+                args.mock = Some(None);
+                continue;
+            }
+            w if w.starts_with("--mock=") => {
+                let v = &w["--mock=".len()..];
+                let secs = v
+                    .parse::<u64>()
+                    .map_err(|_| ArgsError::Unknown(w.to_string()))?;
+                args.mock = Some(Some(secs));
+                continue;
+            }
             _ => {}
         }
         if word.starts_with("--") || !word.starts_with('-') || word == "-" {
@@ -132,6 +150,13 @@ mod tests {
         assert_eq!(b.node_name.as_deref(), Some("n2"));
         let c = run(&["-fslurm.conf"]);
         assert_eq!(c.conf, Some(PathBuf::from("slurm.conf")));
+    }
+
+    #[test]
+    fn mock_mode() {
+        assert_eq!(run(&["--mock"]).mock, Some(None));
+        assert_eq!(run(&["--mock=30", "-N", "n[1-9]"]).mock, Some(Some(30)));
+        assert!(parse(["--mock=x"]).is_err());
     }
 
     #[test]

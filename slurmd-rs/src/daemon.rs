@@ -58,6 +58,7 @@ impl Ctx {
     pub fn running_jobs(&self) -> Vec<JobId> {
         let mut ids = self.jobs.ids();
         ids.extend(self.outbox.pending_jobs());
+        ids.extend(crate::mock::ids(&self.node));
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -355,11 +356,17 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
         RequestBody::Ping => Response::Ok,
         RequestBody::LaunchBatch(l) => {
             debug!(job = l.job_id, "launch request");
-            jobs::launch(ctx, *l).await
+            match crate::mock::mode() {
+                Some(secs) => crate::mock::launch(ctx, *l, secs),
+                None => jobs::launch(ctx, *l).await,
+            }
         }
         RequestBody::SignalJob { job_id, signal } => jobs::signal(ctx, job_id, signal),
         RequestBody::TerminateJob { job_id, kill_wait } => {
             debug!(job = job_id, kill_wait, "terminate request");
+            if crate::mock::terminate(&ctx.node, job_id) {
+                return Response::Ok;
+            }
             let ctx = ctx.clone();
             tokio::spawn(async move {
                 // Steps first, so the job is clean when the batch side reports.

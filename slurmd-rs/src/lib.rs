@@ -4,6 +4,7 @@
 //!
 //! Map:
 //! - [`args`]: the command line (`-D -N -f -v -L -V`), parsed without panics.
+//! - [`mock`]: mock execution for scale tests (`--mock`; no processes).
 //! - [`settings`]: what start-up resolves before the runtime exists: the
 //!   configuration, this node's name, and the `%n`/`%h`-expanded paths
 //!   (spool, log, pid files).
@@ -39,6 +40,7 @@ pub mod ctld_link;
 pub mod daemon;
 pub mod jobs;
 pub mod launch;
+pub mod mock;
 pub mod settings;
 pub mod steps;
 pub mod sysinfo;

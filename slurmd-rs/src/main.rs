@@ -35,7 +35,61 @@ fn init_logging(settings: &Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Several nodes in one process (`-N n[1-1000]`, usually with `--mock`).
+fn run_many(a: args::Args, names: Vec<String>) -> anyhow::Result<()> {
+    let first = Settings::from_args(&args::Args {
+        node_name: names.first().cloned(),
+        ..a.clone()
+    })?;
+    init_logging(&first)?;
+    let mut all = Vec::with_capacity(names.len());
+    for n in &names {
+        let one = args::Args {
+            node_name: Some(n.clone()),
+            ..a.clone()
+        };
+        all.push(Settings::resolve(
+            first.conf.clone(),
+            first.conf_path.clone(),
+            &one,
+        )?);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow!("cannot start the runtime: {e}"))?;
+    rt.block_on(async move {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let mut served = Vec::new();
+        for s in all {
+            let d = Daemon::start(s).await?;
+            let mut rx = rx.clone();
+            served.push(tokio::spawn(d.serve(async move {
+                let _ = rx.changed().await;
+            })));
+        }
+        tracing::info!("serving {} nodes", served.len());
+        daemon::shutdown_signal().await;
+        let _ = tx.send(true);
+        for h in served {
+            let _ = h.await;
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    Ok(())
+}
+
 fn run(a: args::Args) -> anyhow::Result<()> {
+    if let Some(m) = a.mock {
+        slurmd::mock::enable(m);
+    }
+    if let Some(expr) = &a.node_name {
+        let names = slurm_common::hostlist::expand(expr).map_err(|e| anyhow!("-N: {e}"))?;
+        if names.len() > 1 {
+            return run_many(a, names);
+        }
+    }
     let settings = Settings::from_args(&a)?;
     init_logging(&settings)?;
     for w in &settings.conf.warnings {

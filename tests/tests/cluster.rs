@@ -735,3 +735,59 @@ fn steps_are_listed_shown_and_cancelled() {
     assert!(t.run("scancel", &[&id.to_string()]).status.success());
     assert_eq!(t.wait_done(id, 30).state, JobState::Cancelled);
 }
+
+/// One `slurmd --mock` process stands in for 400 nodes; 2000 jobs run through
+/// the controller without forking a process each.
+#[test]
+fn mock_slurmd_drives_the_controller_at_scale() {
+    let t = TestCluster::start(400, |s| {
+        s.mock = Some(Some(1));
+        s.cpus = 8;
+    });
+    let nodes = t.nodes();
+    assert_eq!(nodes.len(), 400);
+    assert!(
+        nodes.iter().all(|n| n.base_state == NodeBaseState::Idle),
+        "nodes not all idle"
+    );
+    let mut first = 0;
+    for i in 0..40 {
+        // 50 jobs per array keeps the submission loop short.
+        let id = t.sbatch(&[
+            "--array=0-49",
+            "-n",
+            "4",
+            "-t",
+            "5",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "true",
+        ]);
+        if i == 0 {
+            first = id;
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let jobs = t.jobs();
+        let done = jobs
+            .iter()
+            .filter(|j| j.job_id >= first && j.state == JobState::Completed && !j.completing)
+            .count();
+        if done == 2000 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {done} of 2000 mock jobs completed"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Mock jobs really were placed: 2000 jobs of 4 cpus on 400 × 8 cpus
+    // need at least three waves of one second.
+    let jobs = t.jobs();
+    let start = jobs.iter().filter_map(|j| j.start_time).min().unwrap();
+    let end = jobs.iter().filter_map(|j| j.end_time).max().unwrap();
+    assert!(end - start >= 2, "finished in {}s", end - start);
+}
