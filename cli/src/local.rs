@@ -115,10 +115,6 @@ MaxJobCount=100000\n",
             kw = self.kill_wait,
             mja = self.min_job_age,
         );
-        s.push_str(&self.extra_conf);
-        if !s.ends_with('\n') {
-            s.push('\n');
-        }
         for i in 0..self.nodes as usize {
             s.push_str(&format!(
                 "NodeName={} NodeAddr={} Port={} CPUs={} RealMemory={} State=UNKNOWN\n",
@@ -133,6 +129,11 @@ MaxJobCount=100000\n",
             "PartitionName=debug Nodes=n[1-{}] Default=YES MaxTime=INFINITE State=UP\n",
             self.nodes
         ));
+        // Site additions last, so they may name the nodes above.
+        s.push_str(&self.extra_conf);
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
         s
     }
 

@@ -596,6 +596,7 @@ impl Controller {
                 .or(self.partitions.first())
                 .ok_or(RpcError::from(SlurmError::DefaultPartitionNotSet))?,
         };
+        self.check_partition_access(who, part, &desc)?;
         if batch && !desc.script.starts_with("#!") {
             return err_detail(
                 SlurmError::InvalidRequest,
@@ -751,6 +752,87 @@ impl Controller {
             return err(SlurmError::RequestedNodeConfigUnavailable);
         }
         Ok((job, payload))
+    }
+
+    /// AllowGroups / AllowAccounts / AllowQos (and the Deny lists): who may
+    /// use a partition. Root and SlurmUser may use any.
+    fn check_partition_access(
+        &self,
+        who: Caller,
+        part: &PartitionRecord,
+        desc: &JobDesc,
+    ) -> Result<(), RpcError> {
+        if who.privileged {
+            return Ok(());
+        }
+        let list = |s: &Option<String>| -> Option<Vec<String>> {
+            s.as_ref()
+                .filter(|v| !v.eq_ignore_ascii_case("ALL"))
+                .map(|v| v.split(',').map(|x| x.trim().to_string()).collect())
+        };
+        let deny = |e: SlurmError, d: String| {
+            Err(RpcError {
+                error: e,
+                detail: Some(d),
+            })
+        };
+        if let Some(groups) = list(&part.allow_groups) {
+            let user = users::user_by_uid(who.uid);
+            let mine: Vec<u32> = match &user {
+                Some(u) => users::group_list(&u.name, who.gid),
+                None => vec![who.gid],
+            };
+            let names: Vec<String> = mine.iter().map(|g| users::group_name_or_id(*g)).collect();
+            if !groups.iter().any(|g| names.contains(g)) {
+                return deny(
+                    SlurmError::AccessDenied,
+                    format!("user's group not permitted to use partition {}", part.name),
+                );
+            }
+        }
+        let account = desc.account.clone().unwrap_or_default();
+        if let Some(accts) = list(&part.allow_accounts) {
+            if !accts.contains(&account) {
+                return deny(
+                    SlurmError::InvalidAccount,
+                    format!("account '{account}' may not use partition {}", part.name),
+                );
+            }
+        }
+        if let Some(accts) = self
+            .conf
+            .partition(&part.name)
+            .and_then(|p| list(&p.deny_accounts))
+        {
+            if accts.contains(&account) {
+                return deny(
+                    SlurmError::InvalidAccount,
+                    format!("account '{account}' may not use partition {}", part.name),
+                );
+            }
+        }
+        let qos = desc.qos.clone().unwrap_or_else(|| "normal".into());
+        if let Some(q) = list(&part.allow_qos) {
+            if !q.contains(&qos) {
+                return deny(
+                    SlurmError::InvalidQos,
+                    format!("QOS '{qos}' may not use partition {}", part.name),
+                );
+            }
+        }
+        if let Some(q) = self
+            .conf
+            .partition(&part.name)
+            .and_then(|p| list(&p.deny_qos))
+        {
+            if q.contains(&qos) {
+                return deny(
+                    SlurmError::InvalidQos,
+                    format!("QOS '{qos}' may not use partition {}", part.name),
+                );
+            }
+        }
+        Ok(())
     }
 
     fn submit(&mut self, who: Caller, desc: JobDesc, now: i64) -> Result<Response, RpcError> {

@@ -642,6 +642,8 @@ pub enum SlurmError {
     InternalError,
     Dependency,
     InvalidArray,
+    InvalidAccount,
+    InvalidQos,
 }
 
 impl SlurmError {
@@ -673,6 +675,8 @@ impl SlurmError {
             SlurmError::InternalError => 1000,
             SlurmError::Dependency => 2029,
             SlurmError::InvalidArray => 2089,
+            SlurmError::InvalidAccount => 2087,
+            SlurmError::InvalidQos => 2066,
         }
     }
     pub fn message(self) -> &'static str {
@@ -708,6 +712,10 @@ impl SlurmError {
             SlurmError::InternalError => "Unexpected internal error",
             SlurmError::Dependency => "Job dependency problem",
             SlurmError::InvalidArray => "Invalid job array specification",
+            SlurmError::InvalidAccount => {
+                "Invalid account or account/partition combination specified"
+            }
+            SlurmError::InvalidQos => "Invalid qos specification",
         }
     }
 }

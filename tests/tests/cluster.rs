@@ -193,7 +193,9 @@ fn dead_node_daemon_goes_down_and_its_job_fails_then_returns() {
 
 #[test]
 fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
-    let t = TestCluster::start(1, |_| {});
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = "PartitionName=physics Nodes=n1 AllowAccounts=phys AllowQos=normal\n".into();
+    });
     let conf = slurm_common::conf::SlurmConf::load(&t.c.spec.conf_path()).unwrap();
     let addr = format!("{}:{}", conf.ctld_address(), conf.slurmctld_port);
     let now = slurm_common::auth::now();
@@ -269,6 +271,20 @@ fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
     let out = t.run("scancel", &[&id.to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(t.job(id).unwrap().state, JobState::Cancelled);
+
+    // Partition access lists hold for users (root may use any partition).
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "sbatch")
+        .args(["-p", "physics", "-A", "chem", "--wrap", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr(&out),
+        "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n"
+    );
+    let ok = t.sbatch_as_user(&["-p", "physics", "-A", "phys", "--wrap", "true"]);
+    assert_eq!(t.wait_done(ok, 20).state, JobState::Completed);
 }
 
 #[test]
