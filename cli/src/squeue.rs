@@ -1394,6 +1394,7 @@ pub(crate) mod tests {
             time_header: false,
             sort: vec![],
             filter: Filter::default(),
+            steps: false,
         };
         let out = format_jobs(
             std::slice::from_ref(&j),
