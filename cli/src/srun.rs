@@ -50,6 +50,9 @@ pub struct AllocOpts {
     pub jobid: Option<u32>,
     pub chdir: Option<String>,
     pub export: Option<String>,
+    /// `-o`/`-e`: file patterns for the tasks' stdout and stderr.
+    pub output: Option<String>,
+    pub error: Option<String>,
     pub command: Vec<String>,
     pub version: bool,
     pub help: bool,
@@ -211,6 +214,16 @@ const OPTS: &[Opt] = &[
         long: "wait",
         arg: Arg::Required,
     },
+    Opt {
+        short: Some('o'),
+        long: "output",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('e'),
+        long: "error",
+        arg: Arg::Required,
+    },
 ];
 
 fn num(prog: &str, opt: &str, v: &str) -> Result<u32, String> {
@@ -321,6 +334,8 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "jobid" => o.jobid = Some(num(prog, name, &v)?),
             "chdir" => o.chdir = Some(v),
             "export" => o.export = Some(v),
+            "output" => o.output = Some(v),
+            "error" => o.error = Some(v),
             "mpi" => {
                 if !matches!(v.as_str(), "none" | "pmi2" | "pmix" | "openmpi") {
                     return Err(format!("{prog}: error: MPI type '{v}' is not known"));
@@ -697,6 +712,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
     let width = (ntasks.saturating_sub(1)).to_string().len();
     let mut partial: HashMap<(u32, bool), Vec<u8>> = HashMap::new();
     let mut statuses: HashMap<u32, (u32, i32)> = HashMap::new();
+    let mut files: HashMap<String, std::fs::File> = HashMap::new();
     let mut killed = false;
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
@@ -704,10 +720,30 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         match f.kind {
             IoKind::Stdout | IoKind::Stderr => {
                 let is_err = f.kind == IoKind::Stderr;
-                let mut out: Box<dyn Write> = if is_err {
-                    Box::new(stderr.lock())
+                let pattern = if is_err {
+                    r.opts.error.as_ref().or(r.opts.output.as_ref())
                 } else {
-                    Box::new(stdout.lock())
+                    r.opts.output.as_ref()
+                };
+                let mut out: Box<dyn Write> = match pattern {
+                    Some(p) if p == "none" => Box::new(std::io::sink()),
+                    Some(p) => {
+                        let path = expand_io_pattern(p, &r, f.task, node);
+                        if !files.contains_key(&path) {
+                            match std::fs::File::create(&path) {
+                                Ok(file) => {
+                                    files.insert(path.clone(), file);
+                                }
+                                Err(e) => eprintln!("srun: error: cannot open {path}: {e}"),
+                            }
+                        }
+                        match files.get(&path) {
+                            Some(f) => Box::new(f),
+                            None => Box::new(std::io::sink()),
+                        }
+                    }
+                    None if is_err => Box::new(stderr.lock()),
+                    None => Box::new(stdout.lock()),
                 };
                 if r.opts.label {
                     let buf = partial.entry((f.task, is_err)).or_default();
@@ -773,6 +809,42 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         }
     }
     Ok(worst)
+}
+
+/// Expand an `srun -o/-e` pattern for one task: `%j` job, `%s` step, `%J`
+/// job.step, `%t` task, `%n` node index, `%N` node name, `%u` user, `%x` job
+/// name, `%%`; relative paths are relative to the working directory.
+fn expand_io_pattern(p: &str, r: &StepRun, task: u32, node: u32) -> String {
+    let l = &r.layout;
+    let mut out = String::new();
+    let mut chars = p.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('j') => out.push_str(&l.job_id.to_string()),
+            Some('s') => out.push_str(&l.step_id.to_string()),
+            Some('J') => out.push_str(&format!("{}.{}", l.job_id, l.step_id)),
+            Some('t') => out.push_str(&task.to_string()),
+            Some('n') => out.push_str(&node.to_string()),
+            Some('N') => out.push_str(l.nodes.get(node as usize).map(String::as_str).unwrap_or("")),
+            Some('u') => out.push_str(&l.cred.user_name),
+            Some('x') => out.push_str(&r.job.name),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    if out.starts_with('/') {
+        out
+    } else {
+        format!("{}/{out}", r.opts.chdir.clone().unwrap_or_else(cwd))
+    }
 }
 
 /// Wait for the first of several futures.

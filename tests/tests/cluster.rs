@@ -571,6 +571,27 @@ srun -N 3 sh -c 'exit 2'; echo rc=$?\n",
     let out = t.run("srun", &["-N", "2", "-l", "hostname"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out).lines().count(), 2);
+    let out = t.run(
+        "srun",
+        &[
+            "-N",
+            "2",
+            "-o",
+            "task-%t-%N.txt",
+            "sh",
+            "-c",
+            "echo $SLURM_PROCID",
+        ],
+    );
+    assert!(
+        out.status.success() && out.stdout.is_empty(),
+        "{}",
+        stderr(&out)
+    );
+    for (task, node) in [(0, "n1"), (1, "n2")] {
+        let f = std::fs::read_to_string(t.work.join(format!("task-{task}-{node}.txt"))).unwrap();
+        assert_eq!(f, format!("{task}\n"));
+    }
     let out = t.run("srun", &["-n", "1", "sh", "-c", "kill -9 $$"]);
     assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
     assert!(stderr(&out).contains("task 0: Killed"), "{}", stderr(&out));
