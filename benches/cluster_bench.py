@@ -7,6 +7,7 @@ release binaries and prints a table:
 - sequential `sbatch` submissions per second,
 - time for 1000 trivial jobs to finish,
 - `squeue` latency with 3000 pending jobs,
+- step launch latency (`srun -N3 true` inside an allocation),
 - controller RSS.
 
 Usage: cargo build --release --workspace --bins && benches/cluster_bench.py
@@ -91,7 +92,20 @@ def main():
         dt = (time.monotonic() - t0) / n
         rows.append((f"squeue with {a.pending} pending", f"{dt * 1000:.1f} ms", SLURM_2205["squeue"]))
 
-        # 4. Controller memory.
+        # 4. Step launch latency inside an allocation: srun -N3 true.
+        alloc = run(bin_dir, env, "sbatch", "--parsable", "-N", "3", "-o", "/dev/null", "--wrap", "sleep 600").strip()
+        while [st for j, st in job_states(bin_dir, env) if j == alloc] != ["RUNNING"]:
+            time.sleep(0.1)
+        senv = dict(env, SLURM_JOB_ID=alloc)
+        n = 20
+        t0 = time.monotonic()
+        for _ in range(n):
+            run(bin_dir, senv, "srun", "-N3", "true")
+        dt = (time.monotonic() - t0) / n
+        rows.append(("step launch (srun -N3 true)", f"{dt * 1000:.1f} ms", "-"))
+        run(bin_dir, env, "scancel", alloc, check=False)
+
+        # 5. Controller memory.
         pid = open(os.path.join(cdir, "run", "slurmctld.pid")).read().strip()
         rss = 0
         for line in open(f"/proc/{pid}/status"):
