@@ -9,6 +9,8 @@
 //!   the scheduler, commits the journal, then replies and dispatches effects.
 //! - [`server`]: the RPC listener: authenticates, serves reads from the
 //!   latest snapshot, forwards changes to the writer.
+//! - [`http`]: HTTP on the RPC port: probes and metrics.
+//! - [`metrics`]: OpenMetrics text from a snapshot.
 //! - [`agent`]: delivers effects (launch, terminate, signal) to node daemons.
 //! - [`args`]: the daemon's command line, as Slurm's.
 //!
@@ -17,7 +19,9 @@
 
 pub mod agent;
 pub mod args;
+pub mod http;
 pub mod journal;
+pub mod metrics;
 pub mod server;
 pub mod state;
 pub mod writer;

@@ -59,6 +59,20 @@ impl Server {
     }
 
     async fn connection(&self, mut sock: TcpStream) {
+        // HTTP or RPC? Wait for the first four bytes (they may arrive split).
+        let mut first = [0u8; 4];
+        let mut n = 0;
+        for _ in 0..100 {
+            n = sock.peek(&mut first).await.unwrap_or(0);
+            if n >= 4 || n == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        if crate::http::is_http(&first[..n]) {
+            crate::http::serve(sock, self.snapshot()).await;
+            return;
+        }
         let req: Request = match read_frame(&mut sock).await {
             Ok(Some(r)) => r,
             Ok(None) => return,

@@ -828,3 +828,27 @@ fn mock_slurmd_drives_the_controller_at_scale() {
     let end = jobs.iter().filter_map(|j| j.end_time).max().unwrap();
     assert!(end - start >= 2, "finished in {}s", end - start);
 }
+
+#[test]
+fn controller_port_answers_http_probes_beside_rpc() {
+    use std::io::{Read, Write};
+    let t = TestCluster::start(1, |_| {});
+    let get = |path: &str| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", t.c.spec.ctld_port)).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut r = String::new();
+        s.read_to_string(&mut r).unwrap();
+        r
+    };
+    for p in ["/livez", "/readyz", "/healthz"] {
+        let r = get(p);
+        assert!(
+            r.starts_with("HTTP/1.1 200 OK\r\n") && r.ends_with("\r\n\r\nok\n"),
+            "{p}: {r}"
+        );
+    }
+    assert!(get("/nope").starts_with("HTTP/1.1 404 "));
+    assert!(get("/metrics").contains("/metrics/jobs\n"));
+    // RPC on the same port still works.
+    assert!(t.run("scontrol", &["ping"]).status.success());
+}
