@@ -209,6 +209,7 @@ enum Key {
     Comment,
     Array,
     Dependency,
+    Reservation,
     CpusPerTask,
     Error,
     Exclude,
@@ -296,6 +297,7 @@ static SPECS: &[Spec] = &[
     spec("chdir", Some('D'), RA, Key::Chdir, None),
     spec("comment", None, RA, Key::Comment, None),
     spec("array", Some('a'), RA, Key::Array, Some("SBATCH_ARRAY_INX")),
+    spec("reservation", None, RA, Key::Reservation, Some("SBATCH_RESERVATION")),
     spec("dependency", Some('d'), RA, Key::Dependency, None),
     spec("cpus-per-task", Some('c'), RA, Key::CpusPerTask, None),
     spec("error", Some('e'), RA, Key::Error, Some("SBATCH_ERROR")),
@@ -357,7 +359,6 @@ static SPECS: &[Spec] = &[
     spec("ntasks-per-core", None, RA, FATAL, None),
     spec("ntasks-per-gpu", None, RA, FATAL, None),
     spec("ntasks-per-socket", None, RA, FATAL, None),
-    spec("reservation", None, RA, FATAL, Some("SBATCH_RESERVATION")),
     spec("sockets-per-node", None, RA, FATAL, None),
     spec("switches", None, RA, FATAL, None),
     spec("thread-spec", None, RA, FATAL, Some("SBATCH_THREAD_SPEC")),
@@ -434,6 +435,7 @@ pub struct Options {
     pub array: Option<String>,
     /// `--dependency` as given (validated).
     pub dependency: Option<String>,
+    pub reservation: Option<String>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -483,6 +485,7 @@ impl Options {
             account,
             array,
             dependency,
+            reservation,
             begin,
             chdir,
             comment,
@@ -697,6 +700,7 @@ fn apply(
                 .map_err(|e| Fail::error(&e.to_string(), 1))?;
             opts.array = s();
         }
+        Key::Reservation => opts.reservation = s(),
         Key::Dependency => {
             slurm_common::jobspec::parse_dependency(v)
                 .map_err(|e| Fail::error(&e.to_string(), 1))?;
@@ -1278,6 +1282,7 @@ pub fn build_desc(
         comment: o.comment.clone(),
         array: o.array.clone(),
         dependency: o.dependency.clone(),
+        reservation: o.reservation.clone(),
     })
 }
 

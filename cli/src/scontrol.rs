@@ -465,6 +465,8 @@ fn pick<'a>(word: &str, names: &[&'a str], min: usize) -> Option<&'a str> {
 const COMMANDS: &[&str] = &[
     "show",
     "update",
+    "create",
+    "delete",
     "hold",
     "uhold",
     "release",
@@ -593,6 +595,7 @@ fn cmd_show(
     let entities = [
         "jobs",
         "steps",
+        "reservations",
         "nodes",
         "partitions",
         "config",
@@ -664,6 +667,36 @@ fn cmd_show(
             for j in jobs {
                 let mem = partition_node_mem(j, &parts, &nodes);
                 out.stdout.push_str(&show_job(j, mem, &so));
+            }
+            0
+        }
+        Some("reservations") => {
+            let list = match ctl.call(RequestBody::GetReservations) {
+                Ok(Response::Reservations { reservations, .. }) => reservations,
+                Ok(_) => {
+                    out.err("slurm_load_reservations error: Unexpected message received");
+                    return 1;
+                }
+                Err(f) => {
+                    out.err(format!("slurm_load_reservations error: {}", f.message));
+                    return 1;
+                }
+            };
+            let shown: Vec<_> = list
+                .iter()
+                .filter(|r| id.is_none_or(|n| r.name == n))
+                .collect();
+            if shown.is_empty() {
+                match id {
+                    Some(n) => {
+                        out.stdout.push_str(&format!("Reservation {n} not found\n"));
+                        return 1;
+                    }
+                    None => out.stdout.push_str("No reservations in the system\n"),
+                }
+            }
+            for r in shown {
+                out.stdout.push_str(&show_reservation(r, &so));
             }
             0
         }
@@ -837,6 +870,139 @@ fn key_value(tok: &str) -> Option<(String, String)> {
     Some((k.to_ascii_lowercase(), v.to_string()))
 }
 
+/// `create reservation ...` / `update ReservationName=... ...`.
+fn cmd_reservation(
+    args: &[String],
+    update: bool,
+    ctl: &dyn Controller,
+    now: i64,
+    out: &mut Out,
+) -> i32 {
+    let verb = if update { "updating" } else { "creating" };
+    let mut spec = slurm_proto::ReservationSpec::default();
+    let list = |v: &str| -> Vec<String> {
+        v.split(',')
+            .filter(|x| !x.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    for a in args {
+        let Some((k, v)) = key_value(a) else {
+            out.err(format!("Invalid input: {a}"));
+            return 1;
+        };
+        let r: Result<(), String> = (|| {
+            match k.as_str() {
+                "reservation" | "reservationname" => spec.name = Some(v.clone()),
+                "starttime" => {
+                    spec.start_time = Some(
+                        slurm_common::timefmt::parse_timestamp(&v, now)
+                            .map_err(|e| e.to_string())?,
+                    )
+                }
+                "endtime" => {
+                    spec.end_time = Some(
+                        slurm_common::timefmt::parse_timestamp(&v, now)
+                            .map_err(|e| e.to_string())?,
+                    )
+                }
+                "duration" => {
+                    spec.duration = match slurm_common::timefmt::parse_time_limit(&v)
+                        .map_err(|e| e.to_string())?
+                    {
+                        Some(m) => Some(m),
+                        None => Some(365 * 24 * 60),
+                    }
+                }
+                "nodes" => spec.nodes = Some(hostlist::expand(&v).map_err(|e| e.to_string())?),
+                "nodecnt" | "nodecount" => {
+                    spec.node_cnt = Some(v.parse().map_err(|_| format!("invalid NodeCnt {v}"))?)
+                }
+                "users" | "user" => spec.users = Some(list(&v)),
+                "accounts" | "account" => spec.accounts = Some(list(&v)),
+                "partition" | "partitionname" => spec.partition = Some(v.clone()),
+                "flags" | "flag" => spec.flags = Some(list(&v.to_ascii_uppercase())),
+                other => return Err(format!("unknown reservation option {other}")),
+            }
+            Ok(())
+        })();
+        if let Err(e) = r {
+            out.err(format!("Error {verb} the reservation: {e}"));
+            return 1;
+        }
+    }
+    let body = if update {
+        slurm_proto::RequestBody::UpdateReservation(spec)
+    } else {
+        slurm_proto::RequestBody::CreateReservation(spec)
+    };
+    match ctl.call(body) {
+        Ok(Response::ReservationCreated { name }) => {
+            out.stdout
+                .push_str(&format!("Reservation created: {name}\n"));
+            0
+        }
+        Ok(Response::Ok) => {
+            out.stdout.push_str("Reservation updated.\n");
+            0
+        }
+        Ok(Response::Error(e)) => {
+            let msg = match &e.detail {
+                Some(d) => format!("{}: {d}", e.error.message()),
+                None => e.error.message().to_string(),
+            };
+            out.err(format!("Error {verb} the reservation: {msg}"));
+            1
+        }
+        Ok(_) => 1,
+        Err(f) => {
+            out.err(format!("Error {verb} the reservation: {}", f.message));
+            1
+        }
+    }
+}
+
+/// `scontrol show reservation` for one reservation.
+pub fn show_reservation(r: &slurm_proto::ReservationRecord, o: &ShowOpts) -> String {
+    let null = |v: &[String]| {
+        if v.is_empty() {
+            "(null)".to_string()
+        } else {
+            v.join(",")
+        }
+    };
+    let state = if r.is_active(o.now) {
+        "ACTIVE"
+    } else {
+        "INACTIVE"
+    };
+    let lines = vec![
+        format!(
+            "ReservationName={} StartTime={} EndTime={} Duration={}",
+            r.name,
+            o.tz.timestamp(r.start_time),
+            o.tz.timestamp(r.end_time),
+            slurm_common::timefmt::format_duration_hms(r.end_time - r.start_time)
+        ),
+        format!(
+            "Nodes={} NodeCnt={} CoreCnt={} Features=(null) PartitionName={} Flags={}",
+            if r.nodes.is_empty() { "(null)".into() } else { hostlist::compress(&r.nodes) },
+            r.nodes.len(),
+            r.core_cnt,
+            r.partition.clone().unwrap_or_else(|| "(null)".into()),
+            r.flags.join(",")
+        ),
+        format!("TRES=cpu={}", r.core_cnt),
+        format!(
+            "Users={} Groups=(null) Accounts={} Licenses=(null) State={state} BurstBuffer=(null) Watts=n/a",
+            null(&r.users),
+            null(&r.accounts)
+        ),
+        "MaxStartDelay=(null)".to_string(),
+    ];
+    finish(lines, o.oneliner)
+}
+
 fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     let mut pairs = Vec::new();
     for a in args {
@@ -850,7 +1016,9 @@ fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
         }
     }
     let has = |k: &str| pairs.iter().any(|((key, _), _)| key == k);
-    if has("nodename") {
+    if has("reservation") || has("reservationname") {
+        cmd_reservation(args, true, ctl, crate::common::now(), out)
+    } else if has("nodename") {
         update_node(&pairs, ctl, out)
     } else if has("jobid") {
         update_job(&pairs, ctl, out)
@@ -1097,6 +1265,43 @@ pub fn run_command(
                 return 1;
             }
             cmd_update(rest, ctl, out)
+        }
+        Some("create") => match rest.first().map(|e| e.to_ascii_lowercase()) {
+            Some(e) if "reservation".starts_with(&e) && e.len() >= 3 => {
+                cmd_reservation(&rest[1..], false, ctl, now, out)
+            }
+            _ => {
+                out.err("invalid entity for keyword:create (only reservation)");
+                1
+            }
+        },
+        Some("delete") => {
+            let name = rest
+                .iter()
+                .filter_map(|a| key_value(a))
+                .find(|(k, _)| k == "reservation" || k == "reservationname")
+                .map(|(_, v)| v);
+            match name {
+                Some(n) => match ctl.call(RequestBody::DeleteReservation { name: n }) {
+                    Ok(Response::Ok) => 0,
+                    Ok(Response::Error(e)) => {
+                        out.err(format!(
+                            "Error deleting the reservation: {}",
+                            e.error.message()
+                        ));
+                        1
+                    }
+                    Ok(_) => 1,
+                    Err(f) => {
+                        out.err(format!("Error deleting the reservation: {}", f.message));
+                        1
+                    }
+                },
+                None => {
+                    out.err("invalid keyword: delete needs Reservation=NAME");
+                    1
+                }
+            }
         }
         Some(c @ ("hold" | "uhold" | "release" | "requeue" | "requeuehold")) => {
             cmd_job_list(c, rest, ctl, out)

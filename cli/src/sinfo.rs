@@ -863,6 +863,8 @@ pub enum Action {
         opts: Box<Options>,
         iterate: Option<u64>,
     },
+    /// `-T`: list reservations.
+    Reservations,
 }
 
 /// Parses sinfo's arguments (without the program name); `env` reads
@@ -952,9 +954,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                         }
                         o.states = list.into_iter().filter(|s| s != "all").collect();
                     }
-                    "reservation" => {
-                        return Err("sinfo: error: Reservations are not supported yet".to_string())
-                    }
+                    "reservation" => return Ok(Action::Reservations),
                     _ => {}
                 }
             }
@@ -1013,6 +1013,30 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     })
 }
 
+/// `sinfo -T`: one line per reservation.
+pub fn format_reservations(list: &[slurm_proto::ReservationRecord], now: i64, tz: Tz) -> String {
+    let mut out = format!(
+        "{:<14} {:>8} {:>19} {:>19} {:>12} NODELIST\n",
+        "RESV_NAME", "STATE", "START_TIME", "END_TIME", "DURATION"
+    );
+    for r in list {
+        out.push_str(&format!(
+            "{:<14} {:>8} {:>19} {:>19} {:>12} {}\n",
+            r.name,
+            if r.is_active(now) {
+                "ACTIVE"
+            } else {
+                "INACTIVE"
+            },
+            tz.timestamp(r.start_time),
+            tz.timestamp(r.end_time),
+            slurm_common::timefmt::format_elapsed(r.end_time - r.start_time),
+            slurm_common::hostlist::compress(&r.nodes)
+        ));
+    }
+    out
+}
+
 /// `sinfo`'s entry point; returns the exit code.
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -1022,6 +1046,33 @@ pub fn main() -> i32 {
             return 0;
         }
         Ok(Action::Run { opts, iterate }) => (opts, iterate),
+        Ok(Action::Reservations) => {
+            let conf = match crate::common::load_conf("sinfo") {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let client = crate::common::client(&conf);
+            return match crate::common::call(&client, RequestBody::GetReservations) {
+                Ok(Response::Reservations { reservations, .. }) => {
+                    print!(
+                        "{}",
+                        format_reservations(&reservations, crate::common::now(), Tz::Local)
+                    );
+                    0
+                }
+                Ok(_) => {
+                    eprintln!("slurm_load_reservations: Unexpected message received");
+                    1
+                }
+                Err(e) => {
+                    eprintln!(
+                        "slurm_load_reservations: {}",
+                        crate::squeue::call_error_text(&e)
+                    );
+                    1
+                }
+            };
+        }
         Err(e) => {
             eprintln!("{e}");
             return 1;
@@ -1161,6 +1212,7 @@ pub(crate) mod tests {
         match parse_args(&args, &|_| None).unwrap() {
             Action::Run { opts, .. } => format_sinfo(parts, nodes, &opts, T_NOW, Tz::Utc),
             Action::Print(s) => s,
+            Action::Reservations => String::new(),
         }
     }
 

@@ -41,6 +41,8 @@ pub enum Entry {
     RemoveJob(JobId),
     Node(String, NodeAdmin),
     NextJobId(u32),
+    Reservation(slurm_proto::ReservationRecord),
+    RemoveReservation(String),
 }
 
 /// Everything recovered at start-up.
@@ -50,6 +52,8 @@ pub struct Saved {
     pub jobs: BTreeMap<JobId, Arc<JobRecord>>,
     pub payloads: BTreeMap<JobId, Arc<Payload>>,
     pub nodes: BTreeMap<String, NodeAdmin>,
+    #[serde(default)]
+    pub reservations: BTreeMap<String, slurm_proto::ReservationRecord>,
 }
 
 impl Saved {
@@ -69,6 +73,12 @@ impl Saved {
                 self.nodes.insert(n, a);
             }
             Entry::NextJobId(n) => self.next_job_id = n,
+            Entry::Reservation(r) => {
+                self.reservations.insert(r.name.clone(), r);
+            }
+            Entry::RemoveReservation(n) => {
+                self.reservations.remove(&n);
+            }
         }
     }
 }

@@ -149,6 +149,13 @@ impl Server {
             }
             RequestBody::GetConfig => Response::Config(self.snapshot().config.clone()),
             RequestBody::GetDiag => Response::Diag(Box::new(self.snapshot().diag.clone())),
+            RequestBody::GetReservations => {
+                let s = self.snapshot();
+                Response::Reservations {
+                    reservations: s.reservations.clone(),
+                    last_update: s.last_update,
+                }
+            }
             RequestBody::LaunchBatch(_)
             | RequestBody::SignalJob { .. }
             | RequestBody::TerminateJob { .. }

@@ -72,6 +72,7 @@ pub struct Snapshot {
     pub config: ConfigDump,
     pub last_update: i64,
     pub diag: DiagStats,
+    pub reservations: Vec<ReservationRecord>,
     /// The encoded `GetJobs` answer, made once per snapshot on first use.
     pub jobs_frame: std::sync::OnceLock<Vec<u8>>,
 }
@@ -394,6 +395,19 @@ impl Controller {
                 NodeBaseState::Mixed
             };
         }
+        let now = self.last_update;
+        for n in &mut self.nodes {
+            n.flags.reserved = false;
+            n.flags.maint = false;
+        }
+        for r in self.p.reservations.values().filter(|r| r.is_active(now)) {
+            for name in &r.nodes {
+                if let Some(&i) = self.node_index.get(name) {
+                    self.nodes[i].flags.reserved = true;
+                    self.nodes[i].flags.maint |= r.has_flag("MAINT");
+                }
+            }
+        }
         for p in &mut self.partitions {
             p.total_cpus = 0;
             p.total_mem = 0;
@@ -413,6 +427,7 @@ impl Controller {
             partitions: self.partitions.clone(),
             config: self.config_dump(),
             diag: self.diag(),
+            reservations: self.p.reservations.values().cloned().collect(),
             last_update: self.last_update,
             jobs_frame: std::sync::OnceLock::new(),
         }
@@ -548,7 +563,13 @@ impl Controller {
             mem_per_node: j.desc.mem_per_node,
             mem_per_cpu: j.desc.mem_per_cpu,
             req_nodes: idx(&j.desc.req_nodes),
-            exc_nodes: idx(&j.desc.exc_nodes),
+            exc_nodes: {
+                let mut x: Vec<usize> = idx(&j.desc.exc_nodes);
+                x.extend(self.reserved_away(j));
+                x.sort_unstable();
+                x.dedup();
+                x
+            },
             exclusive: j.desc.exclusive,
             time_limit: j.time_limit,
             begin_time: j.desc.begin_time,
@@ -557,6 +578,302 @@ impl Controller {
                 HoldKind::Admin => Hold::Admin,
             }),
         })
+    }
+
+    /// Nodes a job may not use because of reservations: for a job in a
+    /// reservation, every node outside it; for others, nodes of reservations
+    /// that are active or would begin before the job could end.
+    fn reserved_away(&self, j: &JobRecord) -> Vec<usize> {
+        let now = self.last_update;
+        if let Some(r) = j
+            .desc
+            .reservation
+            .as_ref()
+            .and_then(|n| self.p.reservations.get(n))
+        {
+            return (0..self.nodes.len())
+                .filter(|&i| !r.nodes.contains(&self.nodes[i].name))
+                .collect();
+        }
+        let end = j
+            .time_limit
+            .map_or(i64::MAX, |m| now.saturating_add(m as i64 * 60));
+        self.p
+            .reservations
+            .values()
+            .filter(|r| r.end_time > now && r.start_time < end)
+            .flat_map(|r| r.nodes.iter())
+            .filter_map(|n| self.node_index.get(n).copied())
+            .collect()
+    }
+
+    fn reservation_nodes_free(&self, nodes: &[String], start: i64, ignore_jobs: bool) -> bool {
+        ignore_jobs
+            || !self.p.jobs.values().any(|j| {
+                (j.state == JobState::Running || j.completing)
+                    && j.end_time.is_none_or(|e| e > start)
+                    && j.alloc.nodes.iter().any(|n| nodes.contains(n))
+            })
+    }
+
+    fn reservation_from(
+        &self,
+        who: Caller,
+        spec: &ReservationSpec,
+        base: Option<&ReservationRecord>,
+        now: i64,
+    ) -> Result<ReservationRecord, RpcError> {
+        let bad = |d: String| {
+            Err(RpcError {
+                error: SlurmError::ReservationInvalid,
+                detail: Some(d),
+            })
+        };
+        let mut r = base.cloned().unwrap_or_default();
+        if base.is_none() {
+            r.name = match &spec.name {
+                Some(n) if !n.is_empty() => n.clone(),
+                _ => {
+                    let user = users::user_name_or_id(who.uid);
+                    let mut k = 1;
+                    while self.p.reservations.contains_key(&format!("{user}_{k}")) {
+                        k += 1;
+                    }
+                    format!("{user}_{k}")
+                }
+            };
+            r.start_time = now;
+        }
+        if let Some(t) = spec.start_time {
+            r.start_time = t.max(if base.is_none() { now } else { i64::MIN });
+        }
+        match (spec.end_time, spec.duration) {
+            (Some(e), _) => r.end_time = e,
+            (None, Some(d)) => r.end_time = r.start_time + d as i64 * 60,
+            (None, None) if base.is_none() => {
+                return bad("a Duration or EndTime is required".into())
+            }
+            _ => {}
+        }
+        if r.end_time <= r.start_time {
+            return bad("EndTime must follow StartTime".into());
+        }
+        if let Some(f) = &spec.flags {
+            const KNOWN: &[&str] = &[
+                "MAINT",
+                "IGNORE_JOBS",
+                "FLEX",
+                "DAILY",
+                "WEEKLY",
+                "WEEKDAY",
+                "WEEKEND",
+                "OVERLAP",
+                "PART_NODES",
+                "STATIC_ALLOC",
+                "ANY_NODES",
+                "NO_HOLD_JOBS_AFTER",
+                "PURGE_COMP",
+                "FIRST_CORES",
+                "TIME_FLOAT",
+                "REPLACE",
+                "REPLACE_DOWN",
+                "SPEC_NODES",
+                "NO_HOLD_JOBS_AFTER_END",
+                "MAGNETIC",
+                "USER_DELETE",
+                "HOURLY",
+            ];
+            for x in f {
+                if !KNOWN.contains(&x.as_str()) {
+                    return bad(format!("unknown reservation flag {x}"));
+                }
+            }
+            r.flags = f.clone();
+        }
+        if let Some(u) = &spec.users {
+            r.users = u.clone();
+        }
+        if let Some(a) = &spec.accounts {
+            r.accounts = a.clone();
+        }
+        if spec.partition.is_some() {
+            r.partition = spec.partition.clone();
+        }
+        if base.is_none() && r.users.is_empty() && r.accounts.is_empty() {
+            return bad("Users or Accounts must be given".into());
+        }
+        let ignore = r.has_flag("IGNORE_JOBS") || r.has_flag("MAINT");
+        if let Some(n) = &spec.nodes {
+            for x in n {
+                if !self.node_index.contains_key(x) {
+                    return Err(RpcError {
+                        error: SlurmError::InvalidNodeName,
+                        detail: Some(x.clone()),
+                    });
+                }
+            }
+            r.nodes = n.clone();
+        } else if let Some(cnt) = spec.node_cnt {
+            let pool: Vec<String> = self
+                .nodes
+                .iter()
+                .filter(|n| {
+                    r.partition
+                        .as_ref()
+                        .is_none_or(|p| n.partitions.contains(p))
+                })
+                .filter(|n| {
+                    !self.p.reservations.values().any(|o| {
+                        o.name != r.name
+                            && o.nodes.contains(&n.name)
+                            && o.start_time < r.end_time
+                            && r.start_time < o.end_time
+                    })
+                })
+                .filter(|n| {
+                    self.reservation_nodes_free(std::slice::from_ref(&n.name), r.start_time, ignore)
+                })
+                .map(|n| n.name.clone())
+                .take(cnt as usize)
+                .collect();
+            if pool.len() < cnt as usize {
+                return Err(RpcError {
+                    error: SlurmError::ReservationBusy,
+                    detail: Some(format!("only {} nodes free", pool.len())),
+                });
+            }
+            r.nodes = pool;
+        } else if base.is_none() {
+            return bad("Nodes or NodeCnt must be given".into());
+        }
+        if !self.reservation_nodes_free(&r.nodes, r.start_time, ignore) {
+            return Err(SlurmError::ReservationBusy.into());
+        }
+        if !r.has_flag("OVERLAP") {
+            for o in self.p.reservations.values().filter(|o| o.name != r.name) {
+                if o.start_time < r.end_time
+                    && r.start_time < o.end_time
+                    && o.nodes.iter().any(|n| r.nodes.contains(n))
+                {
+                    return Err(RpcError {
+                        error: SlurmError::ReservationBusy,
+                        detail: Some(format!("overlaps reservation {}", o.name)),
+                    });
+                }
+            }
+        }
+        r.core_cnt = r
+            .nodes
+            .iter()
+            .filter_map(|n| self.node_index.get(n))
+            .map(|&i| self.nodes[i].cpus)
+            .sum();
+        Ok(r)
+    }
+
+    fn create_reservation(
+        &mut self,
+        who: Caller,
+        spec: ReservationSpec,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        if spec
+            .name
+            .as_ref()
+            .is_some_and(|n| self.p.reservations.contains_key(n))
+        {
+            return err_detail(
+                SlurmError::ReservationInvalid,
+                "a reservation of that name exists",
+            );
+        }
+        let r = self.reservation_from(who, &spec, None, now)?;
+        let name = r.name.clone();
+        self.entries.push(Entry::Reservation(r.clone()));
+        self.p.reservations.insert(name.clone(), r);
+        self.dirty = true;
+        self.sched_needed = true;
+        self.refresh();
+        Ok(Response::ReservationCreated { name })
+    }
+
+    fn update_reservation(
+        &mut self,
+        who: Caller,
+        spec: ReservationSpec,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        let Some(base) = spec
+            .name
+            .as_ref()
+            .and_then(|n| self.p.reservations.get(n))
+            .cloned()
+        else {
+            return err(SlurmError::ReservationInvalid);
+        };
+        let r = self.reservation_from(who, &spec, Some(&base), now)?;
+        self.entries.push(Entry::Reservation(r.clone()));
+        self.p.reservations.insert(r.name.clone(), r);
+        self.dirty = true;
+        self.sched_needed = true;
+        self.refresh();
+        Ok(Response::Ok)
+    }
+
+    fn delete_reservation(&mut self, who: Caller, name: &str) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        if self.p.reservations.remove(name).is_none() {
+            return err(SlurmError::ReservationInvalid);
+        }
+        self.entries
+            .push(Entry::RemoveReservation(name.to_string()));
+        self.dirty = true;
+        self.sched_needed = true;
+        self.refresh();
+        Ok(Response::Ok)
+    }
+
+    /// Repeat DAILY/WEEKLY reservations past their end; drop ended ones.
+    fn roll_reservations(&mut self, now: i64) {
+        let ended: Vec<ReservationRecord> = self
+            .p
+            .reservations
+            .values()
+            .filter(|r| r.end_time <= now)
+            .cloned()
+            .collect();
+        for mut r in ended {
+            let period = if r.has_flag("DAILY") {
+                86400
+            } else if r.has_flag("WEEKLY") {
+                7 * 86400
+            } else if r.has_flag("HOURLY") {
+                3600
+            } else {
+                0
+            };
+            if period > 0 {
+                while r.end_time <= now {
+                    r.start_time += period;
+                    r.end_time += period;
+                }
+                self.entries.push(Entry::Reservation(r.clone()));
+                self.p.reservations.insert(r.name.clone(), r);
+            } else {
+                self.p.reservations.remove(&r.name);
+                self.entries.push(Entry::RemoveReservation(r.name.clone()));
+            }
+            self.dirty = true;
+            self.sched_needed = true;
+        }
     }
 
     // ------------------------------------------------------------------
@@ -597,6 +914,21 @@ impl Controller {
                 .ok_or(RpcError::from(SlurmError::DefaultPartitionNotSet))?,
         };
         self.check_partition_access(who, part, &desc)?;
+        if let Some(rn) = &desc.reservation {
+            let Some(r) = self.p.reservations.get(rn) else {
+                return err(SlurmError::ReservationInvalid);
+            };
+            let uname = users::user_name_or_id(who.uid);
+            let acct = desc.account.clone().unwrap_or_default();
+            let allowed = who.privileged
+                || r.users
+                    .iter()
+                    .any(|u| *u == uname || *u == who.uid.to_string())
+                || (!acct.is_empty() && r.accounts.contains(&acct));
+            if !allowed {
+                return err(SlurmError::ReservationAccess);
+            }
+        }
         if batch && !desc.script.starts_with("#!") {
             return err_detail(
                 SlurmError::InvalidRequest,
@@ -1087,6 +1419,17 @@ impl Controller {
                         held_back.push((j.job_id, JobReason::DependencyNeverSatisfied));
                         continue;
                     }
+                }
+            }
+            if let Some(rn) = &j.desc.reservation {
+                if !self
+                    .p
+                    .reservations
+                    .get(rn)
+                    .is_some_and(|r| r.is_active(now))
+                {
+                    held_back.push((j.job_id, JobReason::Reservation));
+                    continue;
                 }
             }
             if let Some(a) = &j.array {
@@ -2128,6 +2471,9 @@ impl Controller {
 
     /// Once a second: node timeouts, time limits, purge of old jobs.
     pub fn tick(&mut self, now: i64) {
+        self.last_update = self.last_update.max(now);
+        self.roll_reservations(now);
+        self.refresh();
         let timeout = self.conf.slurmd_timeout as i64;
         if timeout > 0 {
             let dead: Vec<String> = self
@@ -2211,6 +2557,9 @@ impl Controller {
                 reason,
             } => self.update_node(who, names, state, reason, now),
             RequestBody::AllocateJob(d) => self.allocate(who, d, now),
+            RequestBody::CreateReservation(r) => self.create_reservation(who, r, now),
+            RequestBody::UpdateReservation(r) => self.update_reservation(who, r, now),
+            RequestBody::DeleteReservation { name } => self.delete_reservation(who, &name),
             RequestBody::CompleteJob { job_id, status } => {
                 self.complete_job(who, job_id, status, now)
             }

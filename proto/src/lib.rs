@@ -147,6 +147,7 @@ pub enum JobReason {
     RaisedSignal,
     DependencyNeverSatisfied,
     JobArrayTaskLimit,
+    Reservation,
     /// A reason string set by a policy that has no variant here yet.
     Other(String),
 }
@@ -172,6 +173,7 @@ impl fmt::Display for JobReason {
             JobReason::RaisedSignal => "RaisedSignal",
             JobReason::DependencyNeverSatisfied => "DependencyNeverSatisfied",
             JobReason::JobArrayTaskLimit => "JobArrayTaskLimit",
+            JobReason::Reservation => "Reservation",
             JobReason::Other(s) => s.as_str(),
         };
         f.write_str(s)
@@ -227,6 +229,50 @@ pub struct JobDesc {
     /// `--dependency` as given (`afterok:12,singleton`).
     #[serde(default)]
     pub dependency: Option<String>,
+    /// `--reservation`.
+    #[serde(default)]
+    pub reservation: Option<String>,
+}
+
+/// An advance reservation (`scontrol create reservation`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ReservationRecord {
+    pub name: String,
+    pub start_time: i64,
+    pub end_time: i64,
+    pub nodes: Vec<String>,
+    pub users: Vec<String>,
+    pub accounts: Vec<String>,
+    pub partition: Option<String>,
+    /// Upper-case flag names (`MAINT`, `IGNORE_JOBS`, `DAILY`, ...).
+    pub flags: Vec<String>,
+    pub core_cnt: u32,
+}
+
+impl ReservationRecord {
+    pub fn is_active(&self, now: i64) -> bool {
+        self.start_time <= now && now < self.end_time
+    }
+    pub fn has_flag(&self, f: &str) -> bool {
+        self.flags.iter().any(|x| x.eq_ignore_ascii_case(f))
+    }
+}
+
+/// What `scontrol create|update reservation` asks for; unset fields keep
+/// their value on update.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ReservationSpec {
+    pub name: Option<String>,
+    pub start_time: Option<i64>,
+    pub end_time: Option<i64>,
+    /// Minutes.
+    pub duration: Option<u32>,
+    pub nodes: Option<Vec<String>>,
+    pub node_cnt: Option<u32>,
+    pub users: Option<Vec<String>>,
+    pub accounts: Option<Vec<String>>,
+    pub partition: Option<String>,
+    pub flags: Option<Vec<String>>,
 }
 
 /// Where a job runs: one entry per allocated node, in node order.
@@ -463,6 +509,12 @@ pub struct NodeFlags {
     pub drain: bool,
     pub not_responding: bool,
     pub completing: bool,
+    /// In an active advance reservation.
+    #[serde(default)]
+    pub reserved: bool,
+    /// In an active maintenance reservation.
+    #[serde(default)]
+    pub maint: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -520,6 +572,12 @@ impl NodeRecord {
         if self.flags.drain {
             s.push_str("+DRAIN");
         }
+        if self.flags.maint {
+            s.push_str("+MAINTENANCE");
+        }
+        if self.flags.reserved {
+            s.push_str("+RESERVED");
+        }
         if self.flags.not_responding {
             s.push_str("+NOT_RESPONDING");
         }
@@ -541,6 +599,10 @@ impl NodeRecord {
             }
         } else if self.flags.completing {
             "comp"
+        } else if self.flags.maint {
+            "maint"
+        } else if self.flags.reserved && self.base_state == NodeBaseState::Idle {
+            "resv"
         } else {
             match self.base_state {
                 NodeBaseState::Unknown => "unk",
@@ -644,6 +706,9 @@ pub enum SlurmError {
     InvalidArray,
     InvalidAccount,
     InvalidQos,
+    ReservationInvalid,
+    ReservationBusy,
+    ReservationAccess,
 }
 
 impl SlurmError {
@@ -677,6 +742,9 @@ impl SlurmError {
             SlurmError::InvalidArray => 2089,
             SlurmError::InvalidAccount => 2087,
             SlurmError::InvalidQos => 2066,
+            SlurmError::ReservationInvalid => 2060,
+            SlurmError::ReservationBusy => 2061,
+            SlurmError::ReservationAccess => 2062,
         }
     }
     pub fn message(self) -> &'static str {
@@ -716,6 +784,9 @@ impl SlurmError {
                 "Invalid account or account/partition combination specified"
             }
             SlurmError::InvalidQos => "Invalid qos specification",
+            SlurmError::ReservationInvalid => "Invalid reservation name specified",
+            SlurmError::ReservationBusy => "Requested nodes are busy",
+            SlurmError::ReservationAccess => "Access denied to requested reservation",
         }
     }
 }
@@ -894,6 +965,12 @@ pub enum RequestBody {
     GetPartitions,
     GetConfig,
     GetDiag,
+    GetReservations,
+    CreateReservation(ReservationSpec),
+    UpdateReservation(ReservationSpec),
+    DeleteReservation {
+        name: String,
+    },
     Cancel(CancelFilter),
     UpdateJob {
         job_id: JobId,
@@ -993,6 +1070,13 @@ pub enum Response {
     },
     Config(ConfigDump),
     Diag(Box<DiagStats>),
+    Reservations {
+        reservations: Vec<ReservationRecord>,
+        last_update: i64,
+    },
+    ReservationCreated {
+        name: String,
+    },
     /// Per-job outcome of a cancel: (id, error if any).
     Cancelled(Vec<(JobId, Option<SlurmError>)>),
     StepCreated(Box<StepLayout>),

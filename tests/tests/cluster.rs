@@ -852,3 +852,126 @@ fn controller_port_answers_http_probes_beside_rpc() {
     // RPC on the same port still works.
     assert!(t.run("scontrol", &["ping"]).status.success());
 }
+
+#[test]
+fn reservations_keep_other_jobs_off_their_nodes() {
+    let t = TestCluster::start(2, |_| {});
+    let out = t.run(
+        "scontrol",
+        &[
+            "create",
+            "reservation",
+            "ReservationName=maint1",
+            "StartTime=now",
+            "Duration=60",
+            "Nodes=n1",
+            "Users=root",
+            "Flags=MAINT",
+        ],
+    );
+    assert_eq!(
+        stdout(&out),
+        "Reservation created: maint1\n",
+        "{}",
+        stderr(&out)
+    );
+    let show = stdout(&t.run("scontrol", &["show", "reservation", "maint1"]));
+    assert!(
+        show.starts_with("ReservationName=maint1 StartTime="),
+        "{show}"
+    );
+    assert!(
+        show.contains(
+            "   Nodes=n1 NodeCnt=1 CoreCnt=4 Features=(null) PartitionName=(null) Flags=MAINT\n"
+        ),
+        "{show}"
+    );
+    assert!(
+        show.contains("Users=root Groups=(null) Accounts=(null) Licenses=(null) State=ACTIVE"),
+        "{show}"
+    );
+    let si = stdout(&t.run("sinfo", &["-T"]));
+    assert!(
+        si.starts_with("RESV_NAME")
+            && si.contains("maint1")
+            && si.contains("ACTIVE")
+            && si.trim_end().ends_with("n1"),
+        "{si}"
+    );
+    assert!(stdout(&t.run("sinfo", &[])).contains("maint n1"));
+
+    // Jobs outside the reservation stay off n1, even when n2 is full.
+    let a = t.sbatch(&["-n", "4", "--wrap", "sleep 30"]);
+    assert_eq!(
+        t.wait_job(a, 20, "running", |j| j.state == JobState::Running)
+            .alloc
+            .nodes,
+        vec!["n2"]
+    );
+    // A job in the reservation runs on n1.
+    let c = t.sbatch(&["--reservation=maint1", "--wrap", "true"]);
+    let j = t.wait_done(c, 20);
+    assert_eq!(
+        (j.state, j.alloc.nodes.clone()),
+        (JobState::Completed, vec!["n1".to_string()])
+    );
+    let b = t.sbatch(&["-n", "1", "--wrap", "true"]);
+    t.wait_job(b, 10, "pending on Resources", |j| {
+        j.reason == JobReason::Resources
+    });
+    // Users outside it may not use it; a future reservation makes jobs wait.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "sbatch")
+        .args(["--reservation=maint1", "--wrap", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&out).contains("Access denied to requested reservation"),
+        "{}",
+        stderr(&out)
+    );
+    let out = t.run(
+        "scontrol",
+        &[
+            "create",
+            "reservation",
+            "ReservationName=later",
+            "StartTime=now+3600",
+            "Duration=10",
+            "Nodes=n2",
+            "Users=root",
+            "Flags=IGNORE_JOBS",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let w = t.sbatch(&["--reservation=later", "--wrap", "true"]);
+    t.wait_job(w, 10, "waiting for its reservation", |j| {
+        j.reason == JobReason::Reservation
+    });
+    // Busy nodes refuse a reservation; deleting frees n1 for everyone.
+    let out = t.run(
+        "scontrol",
+        &[
+            "create",
+            "reservation",
+            "StartTime=now",
+            "Duration=10",
+            "Nodes=n2",
+            "Users=root",
+        ],
+    );
+    assert!(
+        stderr(&out).contains("Requested nodes are busy"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(t
+        .run("scontrol", &["delete", "ReservationName=maint1"])
+        .status
+        .success());
+    assert_eq!(t.wait_done(b, 20).state, JobState::Completed);
+    assert!(t
+        .run("scancel", &[&a.to_string(), &w.to_string()])
+        .status
+        .success());
+}
