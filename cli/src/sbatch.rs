@@ -210,6 +210,7 @@ enum Key {
     Array,
     Dependency,
     Reservation,
+    External,
     CpusPerTask,
     Error,
     Exclude,
@@ -298,6 +299,7 @@ static SPECS: &[Spec] = &[
     spec("comment", None, RA, Key::Comment, None),
     spec("array", Some('a'), RA, Key::Array, Some("SBATCH_ARRAY_INX")),
     spec("reservation", None, RA, Key::Reservation, Some("SBATCH_RESERVATION")),
+    spec("external", None, NA, Key::External, None),
     spec("dependency", Some('d'), RA, Key::Dependency, None),
     spec("cpus-per-task", Some('c'), RA, Key::CpusPerTask, None),
     spec("error", Some('e'), RA, Key::Error, Some("SBATCH_ERROR")),
@@ -436,6 +438,7 @@ pub struct Options {
     /// `--dependency` as given (validated).
     pub dependency: Option<String>,
     pub reservation: Option<String>,
+    pub external: Option<bool>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -486,6 +489,7 @@ impl Options {
             array,
             dependency,
             reservation,
+            external,
             begin,
             chdir,
             comment,
@@ -701,6 +705,7 @@ fn apply(
             opts.array = s();
         }
         Key::Reservation => opts.reservation = s(),
+        Key::External => opts.external = Some(true),
         Key::Dependency => {
             slurm_common::jobspec::parse_dependency(v)
                 .map_err(|e| Fail::error(&e.to_string(), 1))?;
@@ -1283,6 +1288,7 @@ pub fn build_desc(
         array: o.array.clone(),
         dependency: o.dependency.clone(),
         reservation: o.reservation.clone(),
+        external: o.external.unwrap_or(false),
     })
 }
 
@@ -1381,8 +1387,10 @@ pub fn prepare(
     let mut verbose = 0u32;
     let mut quiet = 0u32;
     let mut wrap: Option<String> = None;
+    let mut external = false;
     for (id, val) in &parsed.opts {
         match SPECS.get(*id).map(|s| s.key) {
+            Some(Key::External) => external = true,
             Some(Key::Verbose) => verbose += 1,
             Some(Key::Quiet) => quiet += 1,
             Some(Key::Wrap) => wrap = val.clone(),
@@ -1390,8 +1398,19 @@ pub fn prepare(
         }
     }
 
-    // The script.
-    let script = if let Some(cmd) = &wrap {
+    // The script (an external job has none: it only holds its allocation).
+    let script = if external {
+        if wrap.is_some() || !parsed.operands.is_empty() {
+            return term.fail(Fail::error("--external jobs take no batch script", 1));
+        }
+        Script {
+            text: String::new(),
+            path: None,
+            name: None,
+            argv: Vec::new(),
+            wrapped: false,
+        }
+    } else if let Some(cmd) = &wrap {
         if !parsed.operands.is_empty() {
             return term.fail(Fail::error(
                 "Script arguments not permitted with --wrap option",
@@ -1443,8 +1462,10 @@ pub fn prepare(
             wrapped: false,
         }
     };
-    if let Err(f) = check_script(&script.text) {
-        return term.fail(f);
+    if !external {
+        if let Err(f) = check_script(&script.text) {
+            return term.fail(f);
+        }
     }
 
     // Options: script, then environment, then command line.

@@ -962,6 +962,84 @@ fn cmd_reservation(
     }
 }
 
+/// `scontrol create NodeName=... State=External CPUs=... RealMemory=...`.
+fn cmd_create_node(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let mut names = Vec::new();
+    let mut spec = slurm_proto::NodeSpec {
+        state: "IDLE".into(),
+        cpus: 1,
+        real_memory: 1,
+        ..Default::default()
+    };
+    for a in args {
+        let Some((k, v)) = key_value(a) else {
+            out.err(format!("Invalid input: {a}"));
+            return 1;
+        };
+        let bad = |out: &mut Out| {
+            out.err(format!("scontrol: error: Invalid value for {k}: {v}"));
+            1
+        };
+        match k.as_str() {
+            "nodename" => match hostlist::expand(&v) {
+                Ok(n) if !n.is_empty() => names = n,
+                _ => return bad(out),
+            },
+            "state" => spec.state = v.to_ascii_uppercase(),
+            "cpus" | "procs" => match v.parse() {
+                Ok(n) => spec.cpus = n,
+                Err(_) => return bad(out),
+            },
+            "realmemory" => match v.parse() {
+                Ok(n) => spec.real_memory = n,
+                Err(_) => return bad(out),
+            },
+            "feature" | "features" => spec.features = v.split(',').map(String::from).collect(),
+            "partitions" | "partition" => {
+                spec.partitions = v.split(',').map(String::from).collect()
+            }
+            "nodeaddr" => spec.addr = Some(v.clone()),
+            "port" => match v.parse() {
+                Ok(n) => spec.port = Some(n),
+                Err(_) => return bad(out),
+            },
+            other => {
+                out.err(format!(
+                    "scontrol: error: Unsupported option for a new node: {other}"
+                ));
+                return 1;
+            }
+        }
+    }
+    let mut rc = 0;
+    for n in names {
+        let body = RequestBody::CreateNode(slurm_proto::NodeSpec {
+            name: n.clone(),
+            ..spec.clone()
+        });
+        match ctl.call(body) {
+            Ok(Response::Ok) => {}
+            Ok(Response::Error(e)) => {
+                let d = e.detail.map(|d| format!(": {d}")).unwrap_or_default();
+                out.err(format!(
+                    "scontrol: error: Unable to create node {n}: {}{d}",
+                    e.error.message()
+                ));
+                rc = 1;
+            }
+            Ok(_) => rc = 1,
+            Err(f) => {
+                out.err(format!(
+                    "scontrol: error: Unable to create node {n}: {}",
+                    f.message
+                ));
+                rc = 1;
+            }
+        }
+    }
+    rc
+}
+
 /// `scontrol show reservation` for one reservation.
 pub fn show_reservation(r: &slurm_proto::ReservationRecord, o: &ShowOpts) -> String {
     let null = |v: &[String]| {
@@ -1270,11 +1348,46 @@ pub fn run_command(
             Some(e) if "reservation".starts_with(&e) && e.len() >= 3 => {
                 cmd_reservation(&rest[1..], false, ctl, now, out)
             }
+            Some(e) if e.starts_with("nodename=") => cmd_create_node(rest, ctl, out),
             _ => {
                 out.err("invalid entity for keyword:create (only reservation)");
                 1
             }
         },
+        Some("delete")
+            if rest
+                .iter()
+                .any(|a| a.to_ascii_lowercase().starts_with("nodename=")) =>
+        {
+            let mut rc = 0;
+            for a in rest {
+                let Some((k, v)) = key_value(a) else { continue };
+                if k != "nodename" {
+                    continue;
+                }
+                for name in hostlist::expand(&v).unwrap_or_else(|_| vec![v.clone()]) {
+                    match ctl.call(RequestBody::DeleteNode { name: name.clone() }) {
+                        Ok(Response::Ok) => {}
+                        Ok(Response::Error(e)) => {
+                            out.err(format!(
+                                "scontrol: error: Unable to delete node {name}: {}",
+                                e.error.message()
+                            ));
+                            rc = 1;
+                        }
+                        Ok(_) => rc = 1,
+                        Err(f) => {
+                            out.err(format!(
+                                "scontrol: error: Unable to delete node {name}: {}",
+                                f.message
+                            ));
+                            rc = 1;
+                        }
+                    }
+                }
+            }
+            rc
+        }
         Some("delete") => {
             let name = rest
                 .iter()

@@ -1175,6 +1175,7 @@ pub(crate) mod tests {
             arch: Some("x86_64".into()),
             cpu_load: Some(0.74),
             free_mem: Some(23653),
+            external: false,
         }
     }
 

@@ -43,6 +43,8 @@ pub enum Entry {
     NextJobId(u32),
     Reservation(slurm_proto::ReservationRecord),
     RemoveReservation(String),
+    DynNode(slurm_proto::NodeSpec),
+    RemoveNode(String),
 }
 
 /// Everything recovered at start-up.
@@ -54,6 +56,9 @@ pub struct Saved {
     pub nodes: BTreeMap<String, NodeAdmin>,
     #[serde(default)]
     pub reservations: BTreeMap<String, slurm_proto::ReservationRecord>,
+    /// Nodes created at run time (`scontrol create NodeName=...`).
+    #[serde(default)]
+    pub dyn_nodes: BTreeMap<String, slurm_proto::NodeSpec>,
 }
 
 impl Saved {
@@ -78,6 +83,12 @@ impl Saved {
             }
             Entry::RemoveReservation(n) => {
                 self.reservations.remove(&n);
+            }
+            Entry::DynNode(n) => {
+                self.dyn_nodes.insert(n.name.clone(), n);
+            }
+            Entry::RemoveNode(n) => {
+                self.dyn_nodes.remove(&n);
             }
         }
     }

@@ -196,6 +196,7 @@ impl Controller {
                 arch: None,
                 cpu_load: None,
                 free_mem: None,
+                external: false,
             });
         }
         let partitions = conf
@@ -259,7 +260,15 @@ impl Controller {
                 });
             }
         }
-        let registered = vec![false; nodes.len()];
+        // External nodes have no daemon: they count as registered from the start.
+        for n in nodes.iter_mut() {
+            n.external = conf
+                .node(&n.name)
+                .and_then(|c| c.state.as_deref())
+                .is_some_and(|s| s.split('+').any(|w| w == "EXTERNAL"));
+        }
+        let registered: Vec<bool> = nodes.iter().map(|n| n.external).collect();
+        let dyn_nodes: Vec<NodeSpec> = p.dyn_nodes.values().cloned().collect();
         let mut c = Controller {
             conf,
             p,
@@ -278,8 +287,138 @@ impl Controller {
             stats: Stats::default(),
             key: None,
         };
+        for spec in dyn_nodes {
+            c.add_node(&spec);
+        }
         c.refresh();
         c
+    }
+
+    /// Add a run-time node (no persistence here; callers journal it).
+    fn add_node(&mut self, spec: &NodeSpec) {
+        let external = spec.state == "EXTERNAL";
+        let parts: Vec<String> = self
+            .partitions
+            .iter()
+            .filter(|p| {
+                spec.partitions.contains(&p.name) || p.nodes_expr.eq_ignore_ascii_case("ALL")
+            })
+            .map(|p| p.name.clone())
+            .collect();
+        for p in self
+            .partitions
+            .iter_mut()
+            .filter(|p| parts.contains(&p.name))
+        {
+            if !p.nodes.contains(&spec.name) {
+                p.nodes.push(spec.name.clone());
+            }
+        }
+        self.node_index.insert(spec.name.clone(), self.nodes.len());
+        self.registered.push(external);
+        self.nodes.push(NodeRecord {
+            name: spec.name.clone(),
+            addr: spec.addr.clone().unwrap_or_else(|| spec.name.clone()),
+            hostname: spec.name.clone(),
+            port: spec.port.unwrap_or(self.conf.slurmd_port),
+            cpus: spec.cpus.max(1),
+            boards: 1,
+            sockets: spec.cpus.max(1),
+            cores_per_socket: 1,
+            threads_per_core: 1,
+            real_memory: spec.real_memory.max(1),
+            tmp_disk: 0,
+            weight: 1,
+            features: spec.features.clone(),
+            gres: Vec::new(),
+            base_state: NodeBaseState::Unknown,
+            flags: NodeFlags::default(),
+            reason: None,
+            reason_time: None,
+            reason_uid: None,
+            alloc_cpus: 0,
+            alloc_mem: 0,
+            partitions: parts,
+            boot_time: None,
+            slurmd_start_time: None,
+            last_busy: None,
+            last_heard: None,
+            version: None,
+            os: None,
+            arch: None,
+            cpu_load: None,
+            free_mem: None,
+            external,
+        });
+    }
+
+    fn create_node(&mut self, who: Caller, spec: NodeSpec) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        let mut spec = spec;
+        spec.state = spec.state.to_ascii_uppercase();
+        if spec.name.is_empty() || self.node_index.contains_key(&spec.name) {
+            return err_detail(
+                SlurmError::InvalidNodeName,
+                format!("node '{}' exists or is unnamed", spec.name),
+            );
+        }
+        if !matches!(
+            spec.state.as_str(),
+            "EXTERNAL" | "FUTURE" | "IDLE" | "CLOUD"
+        ) {
+            return err_detail(
+                SlurmError::InvalidNodeState,
+                format!("State={} (use External, Future or Idle)", spec.state),
+            );
+        }
+        for p in &spec.partitions {
+            if !self.partitions.iter().any(|x| &x.name == p) {
+                return err(SlurmError::InvalidPartitionName);
+            }
+        }
+        self.add_node(&spec);
+        self.entries.push(Entry::DynNode(spec.clone()));
+        self.p.dyn_nodes.insert(spec.name.clone(), spec);
+        self.dirty = true;
+        self.sched_needed = true;
+        self.refresh();
+        Ok(Response::Ok)
+    }
+
+    fn delete_node(&mut self, who: Caller, name: &str) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        if !self.p.dyn_nodes.contains_key(name) {
+            return err_detail(
+                SlurmError::InvalidNodeName,
+                format!("{name} was not created at run time"),
+            );
+        }
+        let busy = self.p.jobs.values().any(|j| {
+            (j.state == JobState::Running || j.completing)
+                && j.alloc.nodes.iter().any(|n| n == name)
+        });
+        if busy {
+            return err(SlurmError::NodesBusy);
+        }
+        self.p.dyn_nodes.remove(name);
+        self.entries.push(Entry::RemoveNode(name.to_string()));
+        if let Some(i) = self.node_index.remove(name) {
+            self.nodes.remove(i);
+            self.registered.remove(i);
+            for (k, n) in self.nodes.iter().enumerate() {
+                self.node_index.insert(n.name.clone(), k);
+            }
+        }
+        for p in &mut self.partitions {
+            p.nodes.retain(|n| n != name);
+        }
+        self.dirty = true;
+        self.refresh();
+        Ok(Response::Ok)
     }
 
     pub fn caller(&self, uid: u32, gid: u32) -> Caller {
@@ -330,10 +469,11 @@ impl Controller {
             .map(|&i| format!("{}:{}", self.nodes[i].addr, self.nodes[i].port))
     }
 
+    /// A daemon that can take messages (external nodes have none).
     fn node_responding(&self, name: &str) -> bool {
-        self.node_index
-            .get(name)
-            .is_some_and(|&i| !self.nodes[i].flags.not_responding && self.registered[i])
+        self.node_index.get(name).is_some_and(|&i| {
+            !self.nodes[i].external && !self.nodes[i].flags.not_responding && self.registered[i]
+        })
     }
 
     // ------------------------------------------------------------------
@@ -584,6 +724,14 @@ impl Controller {
     /// reservation, every node outside it; for others, nodes of reservations
     /// that are active or would begin before the job could end.
     fn reserved_away(&self, j: &JobRecord) -> Vec<usize> {
+        let mut away: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].external != j.desc.external)
+            .collect();
+        away.extend(self.reservation_away(j));
+        away
+    }
+
+    fn reservation_away(&self, j: &JobRecord) -> Vec<usize> {
         let now = self.last_update;
         if let Some(r) = j
             .desc
@@ -928,6 +1076,13 @@ impl Controller {
             if !allowed {
                 return err(SlurmError::ReservationAccess);
             }
+        }
+        let batch = batch && !desc.external;
+        if desc.external && !desc.script.is_empty() {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                "an EXTERNAL_JOB has no batch script",
+            );
         }
         if batch && !desc.script.starts_with("#!") {
             return err_detail(
@@ -2479,7 +2634,9 @@ impl Controller {
             let dead: Vec<String> = self
                 .nodes
                 .iter()
-                .filter(|n| !n.flags.not_responding && n.base_state != NodeBaseState::Future)
+                .filter(|n| {
+                    !n.external && !n.flags.not_responding && n.base_state != NodeBaseState::Future
+                })
                 .filter(|n| {
                     now - n.last_heard.unwrap_or(self.boot_time).max(self.boot_time) > timeout
                 })
@@ -2557,6 +2714,8 @@ impl Controller {
                 reason,
             } => self.update_node(who, names, state, reason, now),
             RequestBody::AllocateJob(d) => self.allocate(who, d, now),
+            RequestBody::CreateNode(n) => self.create_node(who, n),
+            RequestBody::DeleteNode { name } => self.delete_node(who, &name),
             RequestBody::CreateReservation(r) => self.create_reservation(who, r, now),
             RequestBody::UpdateReservation(r) => self.update_reservation(who, r, now),
             RequestBody::DeleteReservation { name } => self.delete_reservation(who, &name),

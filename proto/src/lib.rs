@@ -232,6 +232,10 @@ pub struct JobDesc {
     /// `--reservation`.
     #[serde(default)]
     pub reservation: Option<String>,
+    /// `EXTERNAL_JOB`: no script, nothing launched; holds its allocation on
+    /// external nodes until cancelled or its time limit.
+    #[serde(default)]
+    pub external: bool,
 }
 
 /// An advance reservation (`scontrol create reservation`).
@@ -256,6 +260,22 @@ impl ReservationRecord {
     pub fn has_flag(&self, f: &str) -> bool {
         self.flags.iter().any(|x| x.eq_ignore_ascii_case(f))
     }
+}
+
+/// A node added at run time.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NodeSpec {
+    pub name: String,
+    pub cpus: u32,
+    /// MiB.
+    pub real_memory: u64,
+    pub features: Vec<String>,
+    /// Partitions to join (besides those with `Nodes=ALL`).
+    pub partitions: Vec<String>,
+    /// Upper-case state: `EXTERNAL`, `FUTURE`, `IDLE` (a daemon will register).
+    pub state: String,
+    pub addr: Option<String>,
+    pub port: Option<u16>,
 }
 
 /// What `scontrol create|update reservation` asks for; unset fields keep
@@ -551,6 +571,10 @@ pub struct NodeRecord {
     pub arch: Option<String>,
     pub cpu_load: Option<f64>,
     pub free_mem: Option<u64>,
+    /// No node daemon: a Kubernetes (or other external) node that only takes
+    /// external jobs.
+    #[serde(default)]
+    pub external: bool,
 }
 
 impl NodeRecord {
@@ -577,6 +601,9 @@ impl NodeRecord {
         }
         if self.flags.reserved {
             s.push_str("+RESERVED");
+        }
+        if self.external {
+            s.push_str("+EXTERNAL");
         }
         if self.flags.not_responding {
             s.push_str("+NOT_RESPONDING");
@@ -969,6 +996,12 @@ pub enum RequestBody {
     CreateReservation(ReservationSpec),
     UpdateReservation(ReservationSpec),
     DeleteReservation {
+        name: String,
+    },
+    /// `scontrol create NodeName=... State=External ...`: a node at run time.
+    CreateNode(NodeSpec),
+    /// `scontrol delete NodeName=...`: remove a node created at run time.
+    DeleteNode {
         name: String,
     },
     Cancel(CancelFilter),

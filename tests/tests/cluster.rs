@@ -975,3 +975,62 @@ fn reservations_keep_other_jobs_off_their_nodes() {
         .status
         .success());
 }
+
+/// Kubernetes-style external nodes and jobs (Slurm 25.05 semantics).
+#[test]
+fn external_nodes_take_only_external_jobs() {
+    let mut t = TestCluster::start(1, |s| {
+        s.extra_conf = "PartitionName=kube Nodes=ALL\n".into();
+    });
+    let out = t.run(
+        "scontrol",
+        &[
+            "create",
+            "NodeName=k[1-2]",
+            "State=External",
+            "CPUs=8",
+            "RealMemory=16000",
+            "Partitions=kube",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let nodes = t.nodes();
+    let k1 = nodes.iter().find(|n| n.name == "k1").expect("k1 created");
+    assert!(
+        k1.external && k1.base_state == NodeBaseState::Idle,
+        "{:?}",
+        k1.state_long()
+    );
+    assert_eq!(k1.state_long(), "IDLE+EXTERNAL");
+    // A job with a script never lands on an external node...
+    let b = t.sbatch(&["-p", "kube", "-n", "1", "--wrap", "true"]);
+    assert_eq!(t.wait_done(b, 20).alloc.nodes, vec!["n1"]);
+    // ...and an external job never on a daemon's node; it launches nothing
+    // and holds its allocation until cancelled, then frees it at once.
+    let e = t.sbatch(&["--external", "-p", "kube", "-N", "2", "-J", "pod-abc"]);
+    let j = t.wait_job(e, 20, "running", |j| j.state == JobState::Running);
+    assert_eq!(j.alloc.nodes, vec!["k1", "k2"]);
+    assert!(!j.batch && j.batch_host.is_none());
+    let out = t.run("sbatch", &["--external", "--wrap", "true"]);
+    assert!(
+        !out.status.success(),
+        "an external job with a script must be refused"
+    );
+    // External nodes are never pinged, so a controller restart keeps them up.
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld().unwrap();
+    assert!(t.nodes().iter().any(|n| n.name == "k2" && n.external));
+    assert!(t.run("scancel", &[&e.to_string()]).status.success());
+    let j = t.wait_done(e, 10);
+    assert_eq!(j.state, JobState::Cancelled);
+    let nodes = t.nodes();
+    assert!(nodes
+        .iter()
+        .filter(|n| n.external)
+        .all(|n| n.alloc_cpus == 0 && n.base_state == NodeBaseState::Idle));
+    assert!(t
+        .run("scontrol", &["delete", "NodeName=k2"])
+        .status
+        .success());
+    assert!(!t.nodes().iter().any(|n| n.name == "k2"));
+}
