@@ -7,6 +7,7 @@
 //! - [`squeue`], [`sinfo`], [`scontrol`]: queries and their text layouts.
 //! - [`sbatch`], [`scancel`]: submission and cancellation.
 //! - [`sdiag`]: the controller's scheduling counters.
+//! - [`shares`]: `sprio` and `sshare` (multifactor priority, fair share).
 //! - [`srun`]: `srun` (job steps, with or without an allocation) and `salloc`.
 //! - [`local`]: `slurm-local`, a complete cluster on loopback.
 
@@ -17,6 +18,7 @@ pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;
 pub mod sdiag;
+pub mod shares;
 pub mod sinfo;
 pub mod squeue;
 pub mod srun;

@@ -48,7 +48,12 @@ pub fn route(path: &str, snap: &Snapshot) -> Reply {
         {
             Some(body) => Reply {
                 status: 200,
-                content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                // The index is plain text; the endpoints are OpenMetrics.
+                content_type: if p == "/metrics" || p == "/metrics/" {
+                    "text/plain; charset=utf-8"
+                } else {
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                },
                 body,
             },
             None => text(404, format!("unknown metrics endpoint {p}\n")),

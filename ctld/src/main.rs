@@ -68,7 +68,10 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     for w in &conf.warnings {
         tracing::warn!("{w}");
     }
-    let sched = slurm_plugins::registry::scheduler(&conf.scheduler_type)?;
+    let sched = slurm_plugins::registry::scheduler_with_params(
+        &conf.scheduler_type,
+        conf.get("SchedulerParameters").unwrap_or(""),
+    )?;
     if let Some(w) = &sched.warning {
         tracing::warn!("{w}");
     }
@@ -98,6 +101,14 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let conf = Arc::new(conf);
     let mut ctl = Controller::new(conf.clone(), saved, sched.plugin, now);
     ctl.key = Some(key.clone());
+    if conf.priority_type == "priority/multifactor" {
+        let params = slurm_plugins::priority::PriorityParams::from_config(&conf.entries)?;
+        for w in slurm_plugins::priority::PriorityParams::unsupported(&conf.entries) {
+            tracing::warn!("{w}");
+        }
+        let offset = chrono::Local::now().offset().local_minus_utc() as i64;
+        ctl.multifactor = Some(slurm_plugins::priority::Multifactor::new(params, offset));
+    }
     tracing::info!(
         "slurmctld version {} started on cluster {} ({} jobs recovered)",
         slurm_proto::SLURM_VERSION,

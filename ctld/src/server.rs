@@ -149,6 +149,14 @@ impl Server {
             }
             RequestBody::GetConfig => Response::Config(self.snapshot().config.clone()),
             RequestBody::GetDiag => Response::Diag(Box::new(self.snapshot().diag.clone())),
+            RequestBody::GetPriorities => {
+                let s = self.snapshot();
+                Response::Priorities {
+                    jobs: s.priorities.clone(),
+                    weights: s.weights.clone(),
+                }
+            }
+            RequestBody::GetShares => Response::Shares(self.snapshot().shares.clone()),
             RequestBody::GetReservations => {
                 let s = self.snapshot();
                 Response::Reservations {

@@ -6,7 +6,6 @@
 use crate::journal::{Entry, NodeAdmin, Payload, Saved};
 use slurm_common::conf::{PartitionStateConf, SlurmConf};
 use slurm_common::{jobspec, users};
-use slurm_plugins::sched::{estimate_start, Running};
 use slurm_plugins::view::Hold;
 use slurm_plugins::{
     ClusterView, Decision, JobView, NodeAlloc, NodeView, PartitionView, PendingReason, RunningJob,
@@ -73,6 +72,9 @@ pub struct Snapshot {
     pub last_update: i64,
     pub diag: DiagStats,
     pub reservations: Vec<ReservationRecord>,
+    pub priorities: Vec<JobPriority>,
+    pub weights: Vec<(String, u32)>,
+    pub shares: Vec<ShareInfo>,
     /// The encoded `GetJobs` answer, made once per snapshot on first use.
     pub jobs_frame: std::sync::OnceLock<Vec<u8>>,
 }
@@ -100,6 +102,12 @@ pub struct Controller {
     pub stats: Stats,
     /// Signs step credentials.
     pub key: Option<slurm_common::auth::Key>,
+    /// `PriorityType=priority/multifactor`: its state (fair-share tree).
+    pub multifactor: Option<slurm_plugins::priority::Multifactor>,
+    /// Seconds of each running job already charged to fair share.
+    charged: HashMap<JobId, i64>,
+    /// The last computed factors of pending jobs (`sprio`).
+    factors: HashMap<JobId, JobPriority>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -286,6 +294,9 @@ impl Controller {
             last_update: now,
             stats: Stats::default(),
             key: None,
+            multifactor: None,
+            charged: HashMap::new(),
+            factors: HashMap::new(),
         };
         for spec in dyn_nodes {
             c.add_node(&spec);
@@ -568,6 +579,27 @@ impl Controller {
             config: self.config_dump(),
             diag: self.diag(),
             reservations: self.p.reservations.values().cloned().collect(),
+            priorities: {
+                let mut v: Vec<JobPriority> = self.factors.values().cloned().collect();
+                v.sort_by_key(|p| p.job_id);
+                v
+            },
+            weights: self
+                .multifactor
+                .as_ref()
+                .map(|m| {
+                    let p = &m.params;
+                    vec![
+                        ("age".to_string(), p.weight_age),
+                        ("assoc".to_string(), p.weight_assoc),
+                        ("fairshare".to_string(), p.weight_fairshare),
+                        ("jobsize".to_string(), p.weight_job_size),
+                        ("partition".to_string(), p.weight_partition),
+                        ("qos".to_string(), p.weight_qos),
+                    ]
+                })
+                .unwrap_or_default(),
+            shares: self.shares(),
             last_update: self.last_update,
             jobs_frame: std::sync::OnceLock::new(),
         }
@@ -666,11 +698,23 @@ impl Controller {
                 .p
                 .jobs
                 .values()
-                .filter(|j| j.state == JobState::Running)
+                .filter(|j| j.state == JobState::Running || j.completing)
                 .map(|j| RunningJob {
                     id: j.job_id,
-                    end: j.end_time,
-                    alloc: self.allocs_of(j),
+                    // A job cleaning up frees its nodes any moment now.
+                    end: if j.state == JobState::Running {
+                        j.end_time
+                    } else {
+                        Some(self.last_update)
+                    },
+                    alloc: self
+                        .allocs_of(j)
+                        .into_iter()
+                        .filter(|a| {
+                            j.state == JobState::Running
+                                || j.completing_nodes.contains(&self.nodes[a.node].name)
+                        })
+                        .collect(),
                     priority: j.priority,
                     partition: self
                         .partitions
@@ -1022,6 +1066,186 @@ impl Controller {
             self.dirty = true;
             self.sched_needed = true;
         }
+    }
+
+    // ------------------------------------------------------------------
+    // Priority (multifactor)
+
+    fn shares(&self) -> Vec<ShareInfo> {
+        let Some(m) = &self.multifactor else {
+            return Vec::new();
+        };
+        m.report()
+            .rows
+            .iter()
+            .map(|r| ShareInfo {
+                account: r.account.clone(),
+                user: r.user.clone(),
+                depth: r.depth as u32,
+                raw_shares: r.raw_shares.to_string(),
+                norm_shares: r.norm_shares,
+                raw_usage: r.raw_usage,
+                effective_usage: r.effective_usage,
+                fairshare: r.fairshare,
+                level_fs: r.level_fs.map(|v| if v.is_finite() { v } else { f64::MAX }),
+            })
+            .collect()
+    }
+
+    fn account_of(j: &JobRecord) -> String {
+        if j.account.is_empty() {
+            "default".to_string()
+        } else {
+            j.account.clone()
+        }
+    }
+
+    /// Charge running jobs' CPU time to fair share, then recompute pending
+    /// jobs' priorities when the calculation period has passed.
+    fn multifactor_tick(&mut self, now: i64) {
+        let Some(mut m) = self.multifactor.take() else {
+            return;
+        };
+        let mut seen = Vec::new();
+        for j in self.p.jobs.values() {
+            let Some(start) = j.start_time.filter(|_| j.state != JobState::Pending) else {
+                continue;
+            };
+            let until = if j.state == JobState::Running {
+                now
+            } else {
+                j.end_time.unwrap_or(now)
+            };
+            let from = self.charged.get(&j.job_id).copied().unwrap_or(start);
+            seen.push((j.job_id, until.max(from)));
+            if until > from {
+                if let Err(e) = m.tree.record_job_usage(
+                    &j.user_name,
+                    &Self::account_of(j),
+                    j.alloc.total_cpus(),
+                    (until - from) as u64,
+                    now,
+                ) {
+                    tracing::warn!("fair share usage of job {}: {e}", j.job_id);
+                }
+            }
+        }
+        // Every job is charged up to where it has run (ended jobs stay
+        // charged until they are purged).
+        self.charged = seen.into_iter().collect();
+        let recalc = m.tick(now);
+        self.multifactor = Some(m);
+        if recalc {
+            self.recompute_priorities(now);
+        }
+    }
+
+    fn priority_context(&self) -> slurm_plugins::priority::PriorityContext {
+        slurm_plugins::priority::PriorityContext {
+            total_nodes: self.nodes.len() as u32,
+            total_cpus: self.nodes.iter().map(|n| n.cpus).sum(),
+            total_mem_mb: self.nodes.iter().map(|n| n.real_memory).sum(),
+            tres_totals: Vec::new(),
+            max_partition_job_factor: self
+                .partitions
+                .iter()
+                .map(|p| p.priority_job_factor)
+                .max()
+                .unwrap_or(1),
+            max_qos_priority: 0,
+            max_assoc_priority: 0,
+        }
+    }
+
+    /// The multifactor priority of a pending job (`None` under priority/basic).
+    fn multifactor_priority(&self, j: &JobRecord, now: i64) -> Option<JobPriority> {
+        let m = self.multifactor.as_ref()?;
+        let part = self.partitions.iter().find(|p| p.name == j.partition);
+        let input = slurm_plugins::priority::PriorityInput {
+            job_id: j.job_id,
+            partition: j.partition.clone(),
+            submit_time: j.submit_time,
+            eligible_time: j.eligible_time.filter(|e| *e <= now),
+            held: j.held.is_some(),
+            nice: j.desc.nice.unwrap_or(0),
+            site_factor: 0,
+            req_nodes: j.min_nodes,
+            req_cpus: j.req_cpus,
+            req_mem_mb: j.desc.mem_per_node.unwrap_or(0) * j.min_nodes as u64,
+            time_limit: j.time_limit,
+            tres: Vec::new(),
+            partition_priority_job_factor: part.map_or(1, |p| p.priority_job_factor),
+            qos_priority: 0,
+            assoc_priority: 0,
+            assoc_path: m
+                .report()
+                .rows
+                .iter()
+                .find(|r| {
+                    r.user.as_deref() == Some(j.user_name.as_str())
+                        && r.account == Self::account_of(j)
+                })
+                .map(|r| r.path.clone()),
+            prev_priority: Some(j.priority),
+        };
+        let f = m.priority(&input, &self.priority_context(), now);
+        Some(JobPriority {
+            job_id: j.job_id,
+            partition: j.partition.clone(),
+            user: j.user_name.clone(),
+            priority: f.priority,
+            site: f.site,
+            age: f.age,
+            assoc: f.assoc,
+            fairshare: f.fairshare,
+            job_size: f.job_size,
+            partition_factor: f.partition,
+            qos: f.qos,
+            nice: f.nice,
+            tres: f
+                .tres
+                .iter()
+                .map(|(k, v)| format!("{k}={v:.2}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        })
+    }
+
+    fn recompute_priorities(&mut self, now: i64) {
+        if self.multifactor.is_none() {
+            return;
+        }
+        let pending: Vec<JobId> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Pending)
+            .map(|j| j.job_id)
+            .collect();
+        self.factors.retain(|id, _| pending.contains(id));
+        for id in pending {
+            let Some(f) = self
+                .p
+                .jobs
+                .get(&id)
+                .and_then(|j| self.multifactor_priority(j, now))
+            else {
+                continue;
+            };
+            let changed = self
+                .p
+                .jobs
+                .get(&id)
+                .is_some_and(|j| j.priority != f.priority);
+            if changed {
+                if let Some(j) = self.job_mut(id) {
+                    j.priority = f.priority;
+                }
+                self.dirty = true;
+            }
+            self.factors.insert(id, f);
+        }
+        self.sched_needed = true;
     }
 
     // ------------------------------------------------------------------
@@ -1381,6 +1605,34 @@ impl Controller {
         }
         self.sched_needed = true;
         self.stats.jobs_submitted += count as u64;
+        if let Some(m) = self.multifactor.as_mut() {
+            // A new user gets an association at once; the fair share then
+            // reflects the usage charged so far.
+            if let Some(j) = self.p.jobs.get(&id) {
+                let (u, a) = (j.user_name.clone(), Self::account_of(j));
+                if m.tree.find_user(&u, &a).is_none() {
+                    if let Err(e) = m.tree.ensure_user(&u, &a) {
+                        tracing::warn!("fair share association for {u}: {e}");
+                    }
+                    // The shares of everyone changed: recompute all.
+                    m.recompute();
+                    self.recompute_priorities(now);
+                }
+            }
+            for tid in id..id + count {
+                if let Some(f) = self
+                    .p
+                    .jobs
+                    .get(&tid)
+                    .and_then(|j| self.multifactor_priority(j, now))
+                {
+                    if let Some(j) = self.job_mut(tid) {
+                        j.priority = f.priority;
+                    }
+                    self.factors.insert(tid, f);
+                }
+            }
+        }
         Ok(Response::Submitted { job_id: id })
     }
 
@@ -1487,25 +1739,25 @@ impl Controller {
         }
     }
 
-    fn test_job(&self, who: Caller, desc: JobDesc, now: i64) -> Result<Response, RpcError> {
+    fn test_job(&mut self, who: Caller, desc: JobDesc, now: i64) -> Result<Response, RpcError> {
         let id = self.p.next_job_id;
         let (job, _) = self.build_job(who, desc, id, now)?;
         let view = self.cluster_view();
         let jv = self
             .job_view(&job)
             .ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
-        let running: Vec<Running> = self
+        // The queue ahead of it, as the policy would see it.
+        let queue: Vec<JobView> = self
             .p
             .jobs
             .values()
-            .filter(|j| j.state == JobState::Running)
-            .map(|j| Running {
-                end: j.end_time,
-                alloc: self.allocs_of(j),
-            })
+            .filter(|j| j.state == JobState::Pending && !j.completing && j.held.is_none())
+            .filter_map(|j| self.job_view(j))
             .collect();
         // Far future when it cannot be predicted, as Slurm reports it.
-        let (start, alloc) = estimate_start(&view, &running, &jv, now)
+        let (start, alloc) = self
+            .scheduler
+            .expected_start(&view, &queue, &jv, now)
             .unwrap_or((now + 365 * 86400 * 1000, Vec::new()));
         Ok(Response::TestResult {
             job_id: id,
@@ -1622,11 +1874,25 @@ impl Controller {
         }
         let queue_len = queue.len() as u64;
         let view = self.cluster_view();
-        let decisions = self.scheduler.schedule(&view, &queue, now);
-        for d in decisions {
+        let users: Vec<u32> = queue
+            .iter()
+            .map(|v| self.p.jobs.get(&v.id).map_or(0, |j| j.user_id))
+            .collect();
+        let plan = self.scheduler.plan_with_users(&view, &queue, &users, now);
+        let mut blocked_seen = false;
+        let mut backfilled = 0u64;
+        for d in plan.decisions {
             match d {
-                Decision::Start { job, alloc } => self.start_job(job, &alloc, now),
+                Decision::Start { job, alloc } => {
+                    if blocked_seen {
+                        backfilled += 1;
+                    }
+                    self.start_job(job, &alloc, now)
+                }
                 Decision::Pending { job, reason } => {
+                    if matches!(reason, PendingReason::Resources | PendingReason::Priority) {
+                        blocked_seen = true;
+                    }
                     let r = match reason {
                         PendingReason::Priority => JobReason::Priority,
                         PendingReason::Resources => JobReason::Resources,
@@ -1649,7 +1915,34 @@ impl Controller {
                 }
             }
         }
+        // Planned starts of pending jobs (what `squeue --start` shows).
+        for v in &queue {
+            let planned = plan.starts.get(&v.id).map(|p| p.start);
+            let update = self
+                .p
+                .jobs
+                .get(&v.id)
+                .is_some_and(|j| j.state == JobState::Pending && j.start_time != planned);
+            if update {
+                if let Some(j) = self.job_mut(v.id) {
+                    j.start_time = planned;
+                }
+                self.dirty = true;
+            }
+        }
         let us = t0.elapsed().as_micros() as u64;
+        if self.scheduler.name() == "sched/backfill" {
+            let st = &mut self.stats;
+            st.bf_cycles += 1;
+            st.bf_last_us = us;
+            st.bf_max_us = st.bf_max_us.max(us);
+            st.bf_total_us += us;
+            st.bf_last_depth = queue_len;
+            st.bf_total_depth += queue_len;
+            st.bf_backfilled_jobs += backfilled;
+            st.bf_last_when = Some(now);
+            st.bf_last_queue = queue_len;
+        }
         self.stats.sched_cycles += 1;
         self.stats.last_cycle_us = us;
         self.stats.max_cycle_us = self.stats.max_cycle_us.max(us);
@@ -2218,7 +2511,7 @@ impl Controller {
                 };
                 j.reason = JobReason::None;
                 j.end_time = Some(now);
-                j.start_time.get_or_insert(now);
+                j.start_time = Some(now);
                 self.save_job(id);
                 self.sched_needed = true;
                 Ok(())
@@ -2627,6 +2920,7 @@ impl Controller {
     /// Once a second: node timeouts, time limits, purge of old jobs.
     pub fn tick(&mut self, now: i64) {
         self.last_update = self.last_update.max(now);
+        self.multifactor_tick(now);
         self.roll_reservations(now);
         self.refresh();
         let timeout = self.conf.slurmd_timeout as i64;

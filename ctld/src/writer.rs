@@ -89,12 +89,7 @@ pub fn run(
             tracing::error!("cannot save state: {e}; exiting");
             std::process::exit(1);
         }
-        for (reply, r) in replies {
-            let _ = reply.send(r);
-        }
-        for e in ctl.take_effects() {
-            agent.dispatch(e);
-        }
+        // Publish before replying, so a client reads its own writes.
         if ctl.dirty {
             ctl.dirty = false;
             ctl.last_update = now;
@@ -102,6 +97,12 @@ pub fn run(
             if let Ok(mut w) = published.write() {
                 *w = snap;
             }
+        }
+        for (reply, r) in replies {
+            let _ = reply.send(r);
+        }
+        for e in ctl.take_effects() {
+            agent.dispatch(e);
         }
         if journal.size > COMPACT_BYTES {
             if let Err(e) = journal.compact(&ctl.p) {

@@ -6,20 +6,29 @@
 //! - [`view`]: what the core sees: nodes, partitions, jobs (by index, not name).
 //! - [`select`]: `select/cons_tres` placement: whole cores and memory per node,
 //!   multi-node jobs, task layout.
-//! - [`sched`]: `sched/builtin` (strict priority order) and the [`Scheduler`]
-//!   trait every policy implements.
+//! - [`sched`]: `sched/builtin` (strict priority order), the [`Scheduler`]
+//!   trait every policy implements, and the [`Plan`] a pass returns.
+//! - [`plan`]: the availability plan: free cores and memory per node over
+//!   time, from running jobs' ends and reservations.
+//! - [`backfill`]: `sched/backfill`, EASY to conservative by reservation
+//!   depth, configured by `SchedulerParameters`.
 //! - [`priority`]: `priority/basic` (submission order).
 //! - [`registry`]: maps `slurm.conf` plugin names to constructors.
 //!
 //! Invariants: deterministic (ties break on priority, submit time, job id); a
-//! core or MiB of memory is never given twice within one pass; every pending
-//! job gets a typed reason.
+//! core or MiB of memory is never given twice within one pass, now or at
+//! any planned time; a backfilled job never delays a reservation; every
+//! pending job gets a typed reason.
 
+pub mod backfill;
+pub mod fairshare;
+pub mod plan;
 pub mod priority;
 pub mod registry;
 pub mod sched;
 pub mod select;
 pub mod view;
 
-pub use sched::{Decision, PendingReason, Scheduler};
+pub use backfill::{Backfill, BackfillParams};
+pub use sched::{Decision, PendingReason, Plan, PlannedStart, Scheduler};
 pub use view::{ClusterView, JobView, NodeAlloc, NodeView, PartitionView, RunningJob};

@@ -6,6 +6,7 @@
 
 use crate::select::{place, SelectFail};
 use crate::view::{ClusterView, Hold, JobView, NodeAlloc};
+use std::collections::BTreeMap;
 
 /// Why a job stays pending (becomes the REASON column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,12 +31,113 @@ pub enum Decision {
     Pending { job: u32, reason: PendingReason },
 }
 
+/// When and where a job is planned to run: now (it starts in this pass) or
+/// later (it holds a reservation in the plan).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedStart {
+    pub start: i64,
+    /// Start plus the time limit; `None` when the job has no limit.
+    pub end: Option<i64>,
+    pub alloc: Vec<NodeAlloc>,
+}
+
+/// What one pass decided, and the planned start of every job that starts
+/// now or holds a reservation (`squeue --start`, `sbatch --test-only`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// One per queued job, in the order the jobs were considered.
+    pub decisions: Vec<Decision>,
+    pub starts: BTreeMap<u32, PlannedStart>,
+}
+
+impl Plan {
+    /// A plan with no reservations: the jobs that start now start at `now`.
+    pub fn from_decisions(decisions: Vec<Decision>, queue: &[JobView], now: i64) -> Plan {
+        let limits: BTreeMap<u32, Option<u32>> =
+            queue.iter().map(|j| (j.id, j.time_limit)).collect();
+        let starts = decisions
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Start { job, alloc } => Some((
+                    *job,
+                    PlannedStart {
+                        start: now,
+                        end: limits
+                            .get(job)
+                            .copied()
+                            .flatten()
+                            .map(|m| now.saturating_add(m as i64 * 60)),
+                        alloc: alloc.clone(),
+                    },
+                )),
+                Decision::Pending { .. } => None,
+            })
+            .collect();
+        Plan { decisions, starts }
+    }
+
+    /// The planned start of every job of `queue`, in queue order (`None`:
+    /// not planned, e.g. beyond `bf_window` or the reservation depth).
+    pub fn planned_starts(&self, queue: &[JobView]) -> Vec<(u32, Option<i64>, Vec<NodeAlloc>)> {
+        queue
+            .iter()
+            .map(|j| match self.starts.get(&j.id) {
+                Some(p) => (j.id, Some(p.start), p.alloc.clone()),
+                None => (j.id, None, Vec::new()),
+            })
+            .collect()
+    }
+}
+
 /// One scheduling policy (`SchedulerType`).
 pub trait Scheduler: Send {
     /// The `slurm.conf` name of this policy.
     fn name(&self) -> &'static str;
     /// Decide for every job in `queue`. `view` is the cluster as it is now.
     fn schedule(&mut self, view: &ClusterView, queue: &[JobView], now: i64) -> Vec<Decision>;
+
+    /// Decide, and say when each job is planned to start. Policies that do
+    /// not plan ahead report only the jobs starting now.
+    fn plan(&mut self, view: &ClusterView, queue: &[JobView], now: i64) -> Plan {
+        let decisions = self.schedule(view, queue, now);
+        Plan::from_decisions(decisions, queue, now)
+    }
+
+    /// [`Scheduler::plan`] with each queued job's user id (`users[i]` owns
+    /// `queue[i]`), for per-user limits (`bf_max_job_user`). When `users`
+    /// does not match `queue` in length, per-user limits are not applied.
+    fn plan_with_users(
+        &mut self,
+        view: &ClusterView,
+        queue: &[JobView],
+        users: &[u32],
+        now: i64,
+    ) -> Plan {
+        let _ = users;
+        self.plan(view, queue, now)
+    }
+
+    /// When and where `job` (not in `queue`) would start if it were
+    /// submitted now behind `queue` (`sbatch --test-only`). `None` when it
+    /// cannot be predicted.
+    fn expected_start(
+        &mut self,
+        view: &ClusterView,
+        queue: &[JobView],
+        job: &JobView,
+        now: i64,
+    ) -> Option<(i64, Vec<NodeAlloc>)> {
+        let _ = queue;
+        let running: Vec<Running> = view
+            .running
+            .iter()
+            .map(|r| Running {
+                end: r.end,
+                alloc: r.alloc.clone(),
+            })
+            .collect();
+        estimate_start(view, &running, job, now)
+    }
 }
 
 /// Order of consideration: partition tier, priority (high first), submit

@@ -2,10 +2,16 @@
 //! node, multi-node jobs, `-w`/`-x`, `--exclusive`, node weight).
 //!
 //! Nodes are tried lowest weight first, then in configuration order; required
-//! nodes (`-w`) come first. Tasks are laid out block-wise: every chosen node
-//! gets one task, then nodes are filled in order up to their free cores.
+//! nodes (`-w`) come first. A node is passed over when taking it would leave
+//! too few node slots (`--nodes` max) for the remaining tasks. Tasks are laid
+//! out block-wise: every chosen node gets one task, then nodes are filled in
+//! order up to their free cores.
+//!
+//! The greedy is shared with the backfill planner ([`crate::plan`]), which
+//! feeds it the resources free over a window of the future instead of now.
 
-use crate::view::{ClusterView, JobView, NodeAlloc, NodeView};
+use crate::view::{ClusterView, JobView, NodeAlloc, NodeView, PartitionView};
+use std::borrow::Cow;
 
 /// Why a job cannot be placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,23 +22,63 @@ pub enum SelectFail {
     Never,
 }
 
-fn tasks_capacity(n: &NodeView, job: &JobView, empty: bool) -> u32 {
+/// What one node offers a job: free cores and MiB, and whether nothing at
+/// all is allocated on it (needed by `--exclusive` and `--mem=0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Free {
+    pub cpus: u32,
+    pub mem: u64,
+    pub empty: bool,
+}
+
+impl Free {
+    /// What `n` offers now.
+    pub fn of(n: &NodeView) -> Free {
+        Free {
+            cpus: n.free_cpus(),
+            mem: n.free_mem(),
+            empty: n.is_empty(),
+        }
+    }
+
+    /// What `n` would offer with nothing running on it.
+    pub fn whole(n: &NodeView) -> Free {
+        Free {
+            cpus: n.cpus,
+            mem: n.mem,
+            empty: true,
+        }
+    }
+}
+
+/// How many of `job`'s tasks fit in `f` (0 = none; with `--ntasks-per-node`
+/// either exactly that many or none). `mem` is the node's whole memory and
+/// `def_mem_per_cpu` the partition's default for jobs that ask for none.
+pub(crate) fn tasks_capacity(
+    f: Free,
+    mem: u64,
+    def_mem_per_cpu: Option<u64>,
+    job: &JobView,
+) -> u32 {
     let cpt = job.cpus_per_task.max(1);
-    let (cpus, mem) = if empty {
-        (n.cpus, n.mem)
-    } else {
-        (n.free_cpus(), n.free_mem())
-    };
-    if job.exclusive && !(empty || n.is_empty()) {
+    if job.exclusive && !f.empty {
         return 0;
     }
-    let mut cap = cpus / cpt;
-    if let Some(mpc) = job.mem_per_cpu.filter(|m| *m > 0) {
-        cap = cap.min((mem / (mpc * cpt as u64)) as u32);
+    let mut cap = f.cpus / cpt;
+    let per_cpu = match (job.mem_per_node, job.mem_per_cpu) {
+        (_, Some(m)) => Some(m),
+        // The default is charged up to the node's memory (see the layout
+        // below), so it only limits a node whose memory is partly taken.
+        (None, None) if f.mem < mem => def_mem_per_cpu,
+        _ => None,
+    };
+    if let Some(mpc) = per_cpu.filter(|m| *m > 0) {
+        let per_task = mpc.saturating_mul(cpt as u64);
+        cap = cap.min((f.mem / per_task).min(u32::MAX as u64) as u32);
     }
     match job.mem_per_node {
-        Some(0) if !(empty || n.is_empty()) => cap = 0,
-        Some(m) if m > mem => cap = 0,
+        Some(0) if !f.empty => cap = 0,
+        Some(m) if m > f.mem => cap = 0,
         _ => {}
     }
     if let Some(ntpn) = job.ntasks_per_node {
@@ -44,30 +90,36 @@ fn tasks_capacity(n: &NodeView, job: &JobView, empty: bool) -> u32 {
     cap
 }
 
-/// Place `job` on `view` as it is now (`empty = false`) or on an empty,
-/// fully available partition (`empty = true`, the "could it ever run" test).
-pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeAlloc>, SelectFail> {
+/// A job checked against its partition once, ready to be placed against
+/// any source of free resources (now, or a window of the future).
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared<'a> {
+    /// The job with `exclusive` forced on by `OverSubscribe=EXCLUSIVE`.
+    pub job: Cow<'a, JobView>,
+    pub part: &'a PartitionView,
+    /// The job's node count bound by the partition's `MaxNodes`.
+    pub max_nodes: u32,
+}
+
+/// The checks that do not depend on what is free: partition, node counts,
+/// required nodes inside the partition and not excluded.
+pub(crate) fn prepare<'a>(
+    view: &'a ClusterView,
+    job: &'a JobView,
+) -> Result<Prepared<'a>, SelectFail> {
     let part = view
         .partitions
         .get(job.partition)
         .ok_or(SelectFail::Never)?;
     let exclusive = job.exclusive || part.exclusive;
-    let job_ex;
     let job = if exclusive != job.exclusive {
-        job_ex = JobView {
+        Cow::Owned(JobView {
             exclusive,
             ..job.clone()
-        };
-        &job_ex
+        })
     } else {
-        job
+        Cow::Borrowed(job)
     };
-    let fail = if empty {
-        SelectFail::Never
-    } else {
-        SelectFail::Busy
-    };
-
     let max_nodes = job
         .max_nodes
         .max(job.min_nodes)
@@ -76,53 +128,74 @@ pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeA
         return Err(SelectFail::Never);
     }
     for r in &job.req_nodes {
-        if !part.nodes.contains(r) || job.exc_nodes.contains(r) {
+        if *r >= view.nodes.len() || !part.nodes.contains(r) || job.exc_nodes.contains(r) {
             return Err(SelectFail::Never);
         }
     }
-    let mut cands: Vec<usize> = part
-        .nodes
-        .iter()
-        .copied()
-        .filter(|i| !job.exc_nodes.contains(i))
-        .filter(|i| empty || view.nodes.get(*i).is_some_and(|n| n.available))
-        .collect();
-    cands.sort_by_key(|&i| {
-        let n = &view.nodes[i];
-        (!job.req_nodes.contains(&i), n.weight, i)
-    });
+    Ok(Prepared {
+        job,
+        part,
+        max_nodes,
+    })
+}
 
+/// The greedy at the heart of cons_tres placement, over candidates already
+/// in preference order (required nodes first, then lowest weight, then
+/// configuration order). `free(i)` says what node `i` offers (`None`: not
+/// usable); it is only asked for the nodes the greedy reaches. `max_cap`
+/// bounds the tasks any candidate could hold; a node is skipped when taking
+/// it would leave too few node slots (`max_nodes`) for the tasks still
+/// needed, so small leftovers do not crowd out a node that can hold the job.
+/// Whenever the plain first-fit succeeds, this picks exactly what it picks.
+pub(crate) fn greedy(
+    nodes: &[NodeView],
+    p: &Prepared,
+    cands: impl IntoIterator<Item = usize>,
+    mut free: impl FnMut(usize) -> Option<Free>,
+    max_cap: u32,
+    fail: SelectFail,
+) -> Result<Vec<NodeAlloc>, SelectFail> {
+    let job: &JobView = &p.job;
+    let req_all_chosen = |chosen: &[(usize, u32)]| {
+        job.req_nodes
+            .iter()
+            .all(|r| chosen.iter().any(|c| c.0 == *r))
+    };
     let mut chosen: Vec<(usize, u32)> = Vec::new();
     let mut total = 0u32;
-    for &i in &cands {
+    for i in cands {
         let required = job.req_nodes.contains(&i);
         let enough = total >= job.num_tasks
             && chosen.len() as u32 >= job.min_nodes
-            && job
-                .req_nodes
-                .iter()
-                .all(|r| chosen.iter().any(|c| c.0 == *r));
+            && req_all_chosen(&chosen);
         if enough && !required {
             break;
         }
-        let cap = tasks_capacity(&view.nodes[i], job, empty);
+        let cap = match (free(i), nodes.get(i)) {
+            (Some(f), Some(n)) => tasks_capacity(f, n.mem, p.part.def_mem_per_cpu, job),
+            _ => 0,
+        };
         if cap == 0 {
             if required {
                 return Err(fail);
             }
             continue;
         }
+        if !required && job.ntasks_per_node.is_none() {
+            // Would taking this node leave room for the rest?
+            let slots_after = (p.max_nodes as u64).saturating_sub(chosen.len() as u64 + 1);
+            let need_after = (job.num_tasks as u64).saturating_sub(total as u64 + cap as u64);
+            if need_after > slots_after.saturating_mul(max_cap as u64) {
+                continue;
+            }
+        }
         chosen.push((i, cap));
         total = total.saturating_add(cap);
     }
-    if job
-        .req_nodes
-        .iter()
-        .any(|r| !chosen.iter().any(|c| c.0 == *r))
-    {
+    if !req_all_chosen(&chosen) {
         return Err(fail);
     }
-    if chosen.len() as u32 > max_nodes {
+    if chosen.len() as u32 > p.max_nodes {
         return Err(SelectFail::Never);
     }
     if job.ntasks_per_node.is_none() && total < job.num_tasks
@@ -140,7 +213,7 @@ pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeA
     if let Some(ntpn) = job.ntasks_per_node {
         tasks.iter_mut().for_each(|t| *t = ntpn.max(1));
     } else {
-        let mut left = job.num_tasks - chosen.len() as u32;
+        let mut left = job.num_tasks.saturating_sub(chosen.len() as u32);
         for (k, (_, cap)) in chosen.iter().enumerate() {
             let add = left.min(cap - 1);
             tasks[k] += add;
@@ -148,18 +221,25 @@ pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeA
         }
     }
     let cpt = job.cpus_per_task.max(1);
+    let part = p.part;
     Ok(chosen
         .iter()
         .zip(tasks)
         .map(|(&(i, _), t)| {
-            let n = &view.nodes[i];
-            let cpus = if job.exclusive { n.cpus } else { t * cpt };
+            let n = &nodes[i];
+            let cpus = if job.exclusive {
+                n.cpus
+            } else {
+                t.saturating_mul(cpt)
+            };
             let mem = match (job.mem_per_node, job.mem_per_cpu) {
                 (Some(0), _) => n.mem,
                 (Some(m), _) => m,
-                (None, Some(m)) => m * cpus as u64,
+                // A node held whole is charged at most all of its memory.
+                (None, Some(m)) if job.exclusive => m.saturating_mul(cpus as u64).min(n.mem),
+                (None, Some(m)) => m.saturating_mul(cpus as u64),
                 (None, None) => match part.def_mem_per_cpu {
-                    Some(d) => (d * cpus as u64).min(n.mem),
+                    Some(d) => d.saturating_mul(cpus as u64).min(n.mem),
                     None if job.exclusive => n.mem,
                     None => 0,
                 },
@@ -173,6 +253,59 @@ pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeA
             }
         })
         .collect())
+}
+
+/// The most tasks of `job` any node of `part` could ever hold (for
+/// [`greedy`]'s look-ahead).
+pub(crate) fn max_tasks_per_node(max_node_cpus: u32, job: &JobView) -> u32 {
+    let cap = max_node_cpus / job.cpus_per_task.max(1);
+    match job.ntasks_per_node {
+        Some(n) => cap.min(n.max(1)),
+        None => cap,
+    }
+}
+
+/// Place `job` on `view` as it is now (`empty = false`) or on an empty,
+/// fully available partition (`empty = true`, the "could it ever run" test).
+pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeAlloc>, SelectFail> {
+    let p = prepare(view, job)?;
+    let fail = if empty {
+        SelectFail::Never
+    } else {
+        SelectFail::Busy
+    };
+    let job: &JobView = &p.job;
+    let mut cands: Vec<usize> = p
+        .part
+        .nodes
+        .iter()
+        .copied()
+        .filter(|i| *i < view.nodes.len())
+        .filter(|i| !job.exc_nodes.contains(i))
+        .filter(|i| empty || view.nodes[*i].available)
+        .collect();
+    cands.sort_by_key(|&i| (!job.req_nodes.contains(&i), view.nodes[i].weight, i));
+    cands.dedup();
+    let max_cpus = p
+        .part
+        .nodes
+        .iter()
+        .filter_map(|i| view.nodes.get(*i))
+        .map(|n| n.cpus)
+        .max()
+        .unwrap_or(0);
+    let max_cap = max_tasks_per_node(max_cpus, job);
+    greedy(
+        &view.nodes,
+        &p,
+        cands,
+        |i| {
+            let n = &view.nodes[i];
+            Some(if empty { Free::whole(n) } else { Free::of(n) })
+        },
+        max_cap,
+        fail,
+    )
 }
 
 #[cfg(test)]
@@ -334,6 +467,49 @@ pub(crate) mod tests {
             ..job(4)
         };
         assert_eq!(place(&v, &j, false), Err(SelectFail::Busy));
+    }
+
+    #[test]
+    fn default_memory_per_cpu_never_overcommits() {
+        let mut v = cluster(1, 4, 1000);
+        v.partitions[0].def_mem_per_cpu = Some(400);
+        // On an untouched node the default is charged up to its memory.
+        let all = JobView {
+            num_tasks: 4,
+            ..job(1)
+        };
+        assert_eq!(place(&v, &all, false).unwrap()[0].mem, 1000);
+        // Once some memory is taken, the default limits the cores.
+        let one = place(&v, &job(2), false).unwrap();
+        assert_eq!(one[0].mem, 400);
+        v.consume(&one);
+        let two = JobView {
+            num_tasks: 2,
+            ..job(3)
+        };
+        assert_eq!(place(&v, &two, false).unwrap()[0].mem, 800);
+        let three = JobView {
+            num_tasks: 3,
+            ..job(4)
+        };
+        assert_eq!(place(&v, &three, false), Err(SelectFail::Busy));
+    }
+
+    #[test]
+    fn exclusive_memory_per_cpu_is_capped_at_the_node() {
+        let v = cluster(1, 8, 4000);
+        let j = JobView {
+            exclusive: true,
+            mem_per_cpu: Some(250),
+            num_tasks: 2,
+            ..job(1)
+        };
+        assert_eq!(place(&v, &j, false).unwrap()[0].mem, 2000);
+        let big = JobView {
+            mem_per_cpu: Some(1000),
+            ..j
+        };
+        assert_eq!(place(&v, &big, false).unwrap()[0].mem, 4000);
     }
 
     #[test]

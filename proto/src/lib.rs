@@ -14,6 +14,7 @@
 //! Slurm's display strings live in `Display` impls here so every process
 //! prints them the same way.
 
+pub mod acct;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -941,6 +942,41 @@ pub struct BatchLaunch {
     pub start_time: i64,
 }
 
+/// A pending job's priority and its weighted factors (`sprio`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JobPriority {
+    pub job_id: JobId,
+    pub partition: String,
+    pub user: String,
+    pub priority: u32,
+    pub site: i64,
+    pub age: f64,
+    pub assoc: f64,
+    pub fairshare: f64,
+    pub job_size: f64,
+    pub partition_factor: f64,
+    pub qos: f64,
+    pub nice: i64,
+    /// `cpu=1.2,mem=3.0`.
+    pub tres: String,
+}
+
+/// One association's fair share (`sshare`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ShareInfo {
+    pub account: String,
+    pub user: Option<String>,
+    pub depth: u32,
+    pub raw_shares: String,
+    pub norm_shares: f64,
+    pub raw_usage: f64,
+    pub effective_usage: f64,
+    /// `None` where sshare leaves the column empty.
+    pub fairshare: Option<f64>,
+    /// `None` when unset; `f64::MAX` stands for infinity (JSON has none).
+    pub level_fs: Option<f64>,
+}
+
 /// Scheduler and controller counters, as `sdiag` prints them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct DiagStats {
@@ -993,6 +1029,8 @@ pub enum RequestBody {
     GetConfig,
     GetDiag,
     GetReservations,
+    GetPriorities,
+    GetShares,
     CreateReservation(ReservationSpec),
     UpdateReservation(ReservationSpec),
     DeleteReservation {
@@ -1103,6 +1141,12 @@ pub enum Response {
     },
     Config(ConfigDump),
     Diag(Box<DiagStats>),
+    Priorities {
+        jobs: Vec<JobPriority>,
+        /// The weights, `(name, weight)`, in sprio's column order.
+        weights: Vec<(String, u32)>,
+    },
+    Shares(Vec<ShareInfo>),
     Reservations {
         reservations: Vec<ReservationRecord>,
         last_update: i64,

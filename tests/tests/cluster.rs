@@ -848,7 +848,12 @@ fn controller_port_answers_http_probes_beside_rpc() {
         );
     }
     assert!(get("/nope").starts_with("HTTP/1.1 404 "));
-    assert!(get("/metrics").contains("/metrics/jobs\n"));
+    assert!(get("/metrics").contains("/metrics/jobs"));
+    let jobs = get("/metrics/jobs");
+    assert!(
+        jobs.contains("# TYPE slurm_jobs gauge") && jobs.ends_with("# EOF\n"),
+        "{jobs}"
+    );
     // RPC on the same port still works.
     assert!(t.run("scontrol", &["ping"]).status.success());
 }
@@ -1033,4 +1038,100 @@ fn external_nodes_take_only_external_jobs() {
         .status
         .success());
     assert!(!t.nodes().iter().any(|n| n.name == "k2"));
+}
+
+/// sched/backfill: a short job starts ahead of a blocked big one without
+/// delaying it; a long one that would delay it waits.
+#[test]
+fn backfill_starts_short_jobs_without_delaying_the_blocked_one() {
+    let t = TestCluster::start(2, |s| {
+        s.extra_conf = "SchedulerType=sched/backfill\n".into()
+    });
+    let a = t.sbatch(&["-n", "4", "-t", "2", "--wrap", "sleep 300"]);
+    let ja = t.wait_job(a, 20, "running", |j| j.state == JobState::Running);
+    let big = t.sbatch(&["-N", "2", "-n", "8", "-t", "5", "--wrap", "true"]);
+    let jb = t.wait_job(big, 10, "planned", |j| {
+        j.reason == JobReason::Resources && j.start_time.is_some()
+    });
+    // Its planned start is when A's time limit ends (rounded up to bf_resolution, 60 s).
+    let (planned, a_end) = (jb.start_time.unwrap(), ja.end_time.unwrap());
+    assert!(
+        (a_end..=a_end + 60).contains(&planned),
+        "planned {planned}, A ends {a_end}"
+    );
+    let short = t.sbatch(&["-n", "2", "-t", "1", "--wrap", "sleep 1"]);
+    let long = t.sbatch(&["-n", "2", "-t", "10", "--wrap", "sleep 1"]);
+    let js = t.wait_done(short, 20);
+    assert_eq!(js.state, JobState::Completed);
+    let jl = t.job(long).unwrap();
+    assert_eq!(
+        jl.state,
+        JobState::Pending,
+        "the long job would delay the big one"
+    );
+    let sq = stdout(&t.run("squeue", &["--start", "-h", "-o", "%i %S"]));
+    assert!(
+        sq.lines()
+            .any(|l| l.starts_with(&format!("{big} ")) && !l.ends_with("N/A")),
+        "{sq}"
+    );
+    let diag = stdout(&t.run("sdiag", &[]));
+    assert!(
+        diag.contains("\tTotal backfilled jobs (since last slurm start): "),
+        "{diag}"
+    );
+    assert!(
+        !diag.contains("\tTotal backfilled jobs (since last slurm start): 0\n"),
+        "{diag}"
+    );
+    // When A ends early the big job goes first, then the long one.
+    assert!(t.run("scancel", &[&a.to_string()]).status.success());
+    let jb = t.wait_done(big, 30);
+    let jl = t.wait_done(long, 30);
+    assert!(jb.start_time.unwrap() <= jl.start_time.unwrap());
+}
+
+/// priority/multifactor: fair share from the usage the controller has
+/// seen; a user who used the cluster ranks below one who did not.
+#[test]
+fn multifactor_priority_favours_users_with_less_usage() {
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = "PriorityType=priority/multifactor\nPriorityWeightFairshare=10000\nPriorityWeightAge=1000\nPriorityCalcPeriod=1\nPriorityDecayHalfLife=0\n".into();
+    });
+    // root burns CPU time; then the node is filled so both users' jobs wait.
+    let burn = t.sbatch(&["-n", "4", "--wrap", "sleep 3"]);
+    t.wait_done(burn, 20);
+    let fill = t.sbatch(&["-n", "4", "--wrap", "sleep 30"]);
+    t.wait_job(fill, 10, "running", |j| j.state == JobState::Running);
+    let mine = t.sbatch(&["-n", "1", "--wrap", "true"]);
+    let theirs = t.sbatch_as_user(&["-n", "1", "--wrap", "true"]);
+    std::thread::sleep(Duration::from_secs(3));
+    let (pm, pt) = (
+        t.job(mine).unwrap().priority,
+        t.job(theirs).unwrap().priority,
+    );
+    assert!(
+        pt > pm,
+        "user without usage should rank higher: {pt} vs {pm}"
+    );
+    let sprio = stdout(&t.run("sprio", &[]));
+    assert!(
+        sprio
+            .starts_with("          JOBID PARTITION   PRIORITY       SITE        AGE  FAIRSHARE\n"),
+        "{sprio}"
+    );
+    assert!(sprio.contains(&format!("{theirs:>15} debug")), "{sprio}");
+    let sshare = stdout(&t.run("sshare", &[]));
+    assert!(
+        sshare.starts_with("Account                    User  RawShares"),
+        "{sshare}"
+    );
+    assert!(
+        sshare.contains("root ") && sshare.contains("nobody"),
+        "{sshare}"
+    );
+    // The higher-priority job runs first when the node frees up.
+    assert!(t.run("scancel", &[&fill.to_string()]).status.success());
+    let (jm, jt) = (t.wait_done(mine, 20), t.wait_done(theirs, 20));
+    assert!(jt.start_time.unwrap() <= jm.start_time.unwrap());
 }

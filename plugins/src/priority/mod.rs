@@ -2,6 +2,19 @@
 //! controller's life gets [`BASIC_TOP`]; each later one one less, so the
 //! number sorts the queue first-in first-out and never reaches zero (zero
 //! means "held" in Slurm).
+//!
+//! `priority/multifactor`: [`params`] reads its `slurm.conf` settings,
+//! [`mod@multifactor`] weighs a job's factors (with fair share from
+//! [`crate::fairshare`]) into a priority and the breakdown `sprio` shows.
+
+pub mod multifactor;
+pub mod params;
+
+pub use multifactor::{
+    multifactor, multifactor_with_fairshare, Multifactor, NormFactors, PriorityContext,
+    PriorityFactors, PriorityInput,
+};
+pub use params::{PriorityConfigError, PriorityFlags, PriorityParams};
 
 pub const BASIC_TOP: u32 = 0xFFFF_0000;
 
@@ -19,3 +32,6 @@ mod tests {
         assert_eq!(super::basic(u64::MAX), 1);
     }
 }
+
+#[cfg(test)]
+mod multifactor_tests;

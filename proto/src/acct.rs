@@ -1,0 +1,1001 @@
+//! Accounting wire types: what the controller's outbox and the commands
+//! (`sacct`, `sacctmgr`, `sreport`, `sshare`) send `slurmdbd`, and its answers.
+//!
+//! Map:
+//! - [`DbdRequest`] = credential + [`AcctRequest`]; the answer is an [`AcctResponse`].
+//!   Framing is the same as the controller's (4-byte length + JSON).
+//! - Ingestion: [`SeqRecord`] = `(cluster, seq)` + an [`AcctRecord`] (job start/end,
+//!   step start/end, node state, cluster size). `seq` is the outbox's per-cluster
+//!   sequence number, starting at 1 and increasing by one per record; the daemon
+//!   applies each `(cluster, seq)` exactly once, however often it is resent, and
+//!   answers [`AcctResponse::Ack`] only once the whole batch is durable.
+//! - Administration: clusters, accounts, users, associations and QOS, each with a
+//!   record type (`*Rec`), a filter (`*Filter`, empty lists match everything) and
+//!   a patch (`*Patch`, fields are [`Set::Keep`] unless changed).
+//! - Queries: [`JobQuery`] (sacct's filters) → [`JobRow`]s; [`UsageQuery`] →
+//!   [`UsageReport`] from the hourly/daily/monthly rollups.
+//!
+//! Invariants: data only, no I/O. Times are Unix seconds, wall limits minutes,
+//! memory MiB, TRES strings `cpu=4,mem=1024M,node=1` (`-1` as a value in a patch
+//! removes that TRES from the limit).
+
+use crate::{Credential, JobId, JobRecord, JobState, StepRecord};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// `DbdPort` when slurmdbd.conf does not say.
+pub const DEFAULT_DBD_PORT: u16 = 6819;
+
+/// The shares value Slurm calls `Fairshare=parent`: use the parent's.
+pub const FAIRSHARE_PARENT: u32 = 0x7FFF_FFFF;
+
+/// One request to slurmdbd.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DbdRequest {
+    pub cred: Credential,
+    pub body: AcctRequest,
+}
+
+// ---------------------------------------------------------------- ingestion
+
+/// One accounting record from a controller's outbox.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SeqRecord {
+    pub cluster: String,
+    /// Per-cluster outbox sequence number (1, 2, 3, ...).
+    pub seq: u64,
+    pub record: AcctRecord,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum AcctRecord {
+    /// A job was submitted or started: the full record (upserted).
+    JobStart(AcctJob),
+    /// A job ended: the full record again, with its end state and time.
+    JobEnd(AcctJob),
+    StepStart(AcctStep),
+    StepEnd(AcctStep),
+    NodeState(NodeEvent),
+    /// The controller (re)started or the cluster changed size.
+    ClusterInfo(ClusterInfo),
+}
+
+/// A job as accounting keeps it. Identified by `(cluster, job_id, submit_time)`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AcctJob {
+    pub job_id: JobId,
+    /// Set for array tasks: the array's id and this task's index.
+    pub array_job_id: Option<JobId>,
+    pub array_task_id: Option<u32>,
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub group: String,
+    pub gid: u32,
+    pub account: String,
+    pub partition: String,
+    pub qos: String,
+    pub state: JobStateWire,
+    /// Raw wait status of the batch script (`exit << 8 | signal`).
+    pub exit_status: i32,
+    pub submit_time: i64,
+    pub eligible_time: Option<i64>,
+    pub start_time: Option<i64>,
+    pub end_time: Option<i64>,
+    /// Minutes; `None` = UNLIMITED.
+    pub time_limit: Option<u32>,
+    pub priority: u32,
+    /// Hostlist expression (`n[1-3]`) or a comma list (the daemon compresses it);
+    /// empty before the job has nodes.
+    pub nodelist: String,
+    pub node_count: u32,
+    pub alloc_cpus: u32,
+    pub req_cpus: u32,
+    /// MiB asked for in total.
+    pub req_mem: u64,
+    pub alloc_tres: String,
+    pub req_tres: String,
+    pub work_dir: String,
+    pub submit_line: String,
+    pub comment: String,
+}
+
+/// `JobState` with a default, so records missing it still decode.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct JobStateWire(pub JobState);
+
+impl Default for JobStateWire {
+    fn default() -> Self {
+        JobStateWire(JobState::Pending)
+    }
+}
+
+impl From<JobState> for JobStateWire {
+    fn from(s: JobState) -> Self {
+        JobStateWire(s)
+    }
+}
+
+/// A job step. Identified by `(cluster, job_id, job_submit, step_id)`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AcctStep {
+    pub job_id: JobId,
+    /// The job's `submit_time` (part of the job's identity).
+    pub job_submit: i64,
+    /// `crate::BATCH_STEP` for `N.batch`.
+    pub step_id: u32,
+    pub name: String,
+    pub state: JobStateWire,
+    pub nodelist: String,
+    pub node_count: u32,
+    pub ntasks: u32,
+    pub alloc_cpus: u32,
+    pub start_time: i64,
+    pub end_time: Option<i64>,
+    /// Raw wait status of the worst task.
+    pub exit_status: i32,
+    /// User + system CPU time of all tasks, microseconds (TotalCPU).
+    pub total_cpu_usec: u64,
+    pub user_cpu_usec: u64,
+    pub sys_cpu_usec: u64,
+    /// Largest resident set of any task, KiB (MaxRSS).
+    pub max_rss_kib: u64,
+    pub max_rss_node: String,
+    pub max_vmsize_kib: u64,
+    pub alloc_tres: String,
+}
+
+/// A node changed state. A `reason` with a DOWN/DRAIN/FAIL state opens an
+/// event (closing the node's previous one); any other state closes it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct NodeEvent {
+    pub node: String,
+    /// Upper-case long state, as `scontrol show node` prints it (`DOWN+DRAIN`).
+    pub state: String,
+    pub reason: Option<String>,
+    pub reason_uid: Option<u32>,
+    pub cpus: u32,
+    pub time: i64,
+}
+
+impl NodeEvent {
+    /// Does this state take the node out of service (an event to record)?
+    pub fn is_outage(&self) -> bool {
+        let s = self.state.to_ascii_uppercase();
+        s.contains("DOWN") || s.contains("DRAIN") || s.contains("FAIL")
+    }
+}
+
+/// The cluster as the controller sees it at `time`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ClusterInfo {
+    pub control_host: String,
+    pub control_port: u16,
+    pub cpus: u32,
+    pub nodes: u32,
+    pub tres: String,
+    pub time: i64,
+}
+
+impl AcctJob {
+    /// The accounting view of a controller job record.
+    pub fn from_record(r: &JobRecord) -> AcctJob {
+        let mem: u64 = r.alloc.mem.iter().sum();
+        let cpus = r.alloc.total_cpus();
+        let nodes = r.alloc.nodes.len() as u32;
+        let alloc_tres = if nodes == 0 {
+            String::new()
+        } else {
+            format!("cpu={cpus},mem={mem}M,node={nodes},billing={cpus}")
+        };
+        let req_mem = match (r.desc.mem_per_node, r.desc.mem_per_cpu) {
+            (Some(m), _) => m * u64::from(r.min_nodes.max(1)),
+            (None, Some(m)) => m * u64::from(r.req_cpus),
+            _ => 0,
+        };
+        let mut req_tres = format!("cpu={}", r.req_cpus);
+        if req_mem > 0 {
+            req_tres.push_str(&format!(",mem={req_mem}M"));
+        }
+        req_tres.push_str(&format!(",node={},billing={}", r.min_nodes, r.req_cpus));
+        AcctJob {
+            job_id: r.job_id,
+            array_job_id: r.array.as_ref().map(|a| a.job_id),
+            array_task_id: r.array.as_ref().map(|a| a.task_id),
+            name: r.name.clone(),
+            user: r.user_name.clone(),
+            uid: r.user_id,
+            group: r.group_name.clone(),
+            gid: r.group_id,
+            account: r.account.clone(),
+            partition: r.partition.clone(),
+            qos: r.qos.clone(),
+            state: r.state.into(),
+            exit_status: r.exit_status,
+            submit_time: r.submit_time,
+            eligible_time: r.eligible_time,
+            start_time: r.start_time,
+            end_time: r.end_time,
+            time_limit: r.time_limit,
+            priority: r.priority,
+            nodelist: r.alloc.nodes.join(","),
+            node_count: nodes,
+            alloc_cpus: cpus,
+            req_cpus: r.req_cpus,
+            req_mem,
+            alloc_tres,
+            req_tres,
+            work_dir: r.desc.work_dir.clone(),
+            submit_line: r.desc.command.clone().unwrap_or_default(),
+            comment: r.desc.comment.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl AcctStep {
+    /// The accounting view of one step of `job`.
+    pub fn from_record(job: &JobRecord, s: &StepRecord) -> AcctStep {
+        let cpus = s.ntasks * s.cpus_per_task.max(1);
+        AcctStep {
+            job_id: job.job_id,
+            job_submit: job.submit_time,
+            step_id: s.step_id,
+            name: s.name.clone(),
+            state: s.state.into(),
+            nodelist: s.nodes.join(","),
+            node_count: s.nodes.len() as u32,
+            ntasks: s.ntasks,
+            alloc_cpus: cpus,
+            start_time: s.start_time,
+            end_time: s.end_time,
+            exit_status: s.exit_status,
+            alloc_tres: format!("cpu={cpus},node={}", s.nodes.len()),
+            ..AcctStep::default()
+        }
+    }
+}
+
+// ---------------------------------------------------------- administration
+
+/// A change to one field: leave it, clear it (no limit), or set it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub enum Set<T> {
+    #[default]
+    Keep,
+    Clear,
+    To(T),
+}
+
+impl<T: Clone> Set<T> {
+    pub fn is_keep(&self) -> bool {
+        matches!(self, Set::Keep)
+    }
+    /// Apply to an optional slot.
+    pub fn apply(&self, slot: &mut Option<T>) {
+        match self {
+            Set::Keep => {}
+            Set::Clear => *slot = None,
+            Set::To(v) => *slot = Some(v.clone()),
+        }
+    }
+}
+
+/// A change to a list (`qos=a,b`, `qos+=c`, `qos-=a`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub enum ListChange {
+    #[default]
+    Keep,
+    Replace(Vec<String>),
+    Add(Vec<String>),
+    Remove(Vec<String>),
+}
+
+impl ListChange {
+    pub fn is_keep(&self) -> bool {
+        matches!(self, ListChange::Keep)
+    }
+    pub fn apply(&self, list: &mut Vec<String>) {
+        match self {
+            ListChange::Keep => {}
+            ListChange::Replace(v) => *list = v.clone(),
+            ListChange::Add(v) => {
+                for x in v {
+                    if !list.contains(x) {
+                        list.push(x.clone());
+                    }
+                }
+            }
+            ListChange::Remove(v) => list.retain(|x| !v.contains(x)),
+        }
+    }
+    /// Every name the change mentions (to check they exist).
+    pub fn names(&self) -> &[String] {
+        match self {
+            ListChange::Keep => &[],
+            ListChange::Replace(v) | ListChange::Add(v) | ListChange::Remove(v) => v,
+        }
+    }
+}
+
+/// Defines a limits record (every field optional: `None` = no limit), its
+/// patch, and how a patch applies. TRES fields go through `merge_tres`
+/// (old value, patch value) so `cpu=-1` can drop one TRES.
+macro_rules! limits {
+    ($(#[$m:meta])* $name:ident / $patch:ident {
+        counts: [$($n:ident),* $(,)?],
+        tres: [$($t:ident),* $(,)?] $(,)?
+    }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct $name {
+            $(pub $n: Option<u64>,)*
+            $(pub $t: Option<String>,)*
+        }
+
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct $patch {
+            $(pub $n: Set<u64>,)*
+            $(pub $t: Set<String>,)*
+        }
+
+        impl $patch {
+            pub fn is_empty(&self) -> bool {
+                true $(&& self.$n.is_keep())* $(&& self.$t.is_keep())*
+            }
+
+            pub fn apply(
+                &self,
+                l: &mut $name,
+                merge_tres: &dyn Fn(Option<&str>, &str) -> Option<String>,
+            ) {
+                $(self.$n.apply(&mut l.$n);)*
+                $(
+                    match &self.$t {
+                        Set::Keep => {}
+                        Set::Clear => l.$t = None,
+                        Set::To(v) => l.$t = merge_tres(l.$t.as_deref(), v),
+                    }
+                )*
+            }
+
+            /// Every TRES string the patch sets (to validate).
+            pub fn tres_values(&self) -> Vec<&str> {
+                let mut v: Vec<&str> = Vec::new();
+                $(if let Set::To(s) = &self.$t { v.push(s); })*
+                v
+            }
+        }
+
+        impl $name {
+            /// Every TRES string set (to validate).
+            pub fn tres_values(&self) -> Vec<&str> {
+                let mut v: Vec<&str> = Vec::new();
+                $(if let Some(s) = &self.$t { v.push(s); })*
+                v
+            }
+        }
+    };
+}
+
+limits!(
+    /// Association limits (`sacctmgr ... set MaxJobs=...`). `max_wall` and
+    /// `grp_wall` are minutes; `grp_tres_mins` is TRES-minutes.
+    AssocLimits / AssocLimitsPatch {
+        counts: [grp_jobs, grp_submit_jobs, grp_wall, max_jobs, max_submit_jobs, max_wall],
+        tres: [grp_tres, grp_tres_mins, max_tres, max_tres_per_user, max_tres_mins],
+    }
+);
+
+limits!(
+    /// QOS limits. `max_wall` (MaxWall per job) and `grp_wall` are minutes.
+    QosLimits / QosLimitsPatch {
+        counts: [
+            grp_jobs,
+            grp_submit_jobs,
+            grp_wall,
+            max_jobs_per_user,
+            max_submit_jobs_per_user,
+            max_jobs_per_account,
+            max_submit_jobs_per_account,
+            max_wall,
+        ],
+        tres: [
+            grp_tres,
+            grp_tres_mins,
+            max_tres_per_user,
+            max_tres_per_job,
+            max_tres_per_node,
+            max_tres_per_account,
+            min_tres_per_job,
+        ],
+    }
+);
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ClusterRec {
+    pub name: String,
+    pub control_host: String,
+    pub control_port: u16,
+    pub rpc_version: u32,
+    pub cpus: u32,
+    pub nodes: u32,
+    pub tres: String,
+    /// Unix seconds.
+    pub created: i64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct ClusterFilter {
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct AccountRec {
+    pub name: String,
+    pub description: String,
+    pub organization: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct AccountFilter {
+    pub names: Vec<String>,
+    pub descriptions: Vec<String>,
+    pub organizations: Vec<String>,
+    /// Only accounts with an association under one of these parents.
+    pub parents: Vec<String>,
+    /// Restricts which associations a modify or delete touches.
+    pub clusters: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct AccountPatch {
+    pub description: Set<String>,
+    pub organization: Set<String>,
+}
+
+/// `sacctmgr add account`: the accounts plus one association per cluster.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AddAccounts {
+    pub names: Vec<String>,
+    /// Defaults to the name.
+    pub description: Option<String>,
+    /// Defaults to the parent's organization, or the name under root.
+    pub organization: Option<String>,
+    /// Defaults to `root`.
+    pub parent: Option<String>,
+    /// Empty: every cluster.
+    pub clusters: Vec<String>,
+    pub assoc: AssocSettings,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AdminLevel {
+    #[default]
+    None,
+    Operator,
+    Administrator,
+}
+
+impl AdminLevel {
+    pub fn name(self) -> &'static str {
+        match self {
+            AdminLevel::None => "None",
+            AdminLevel::Operator => "Operator",
+            AdminLevel::Administrator => "Administrator",
+        }
+    }
+    /// `none`, `operator`/`oper`, `administrator`/`admin`, case-insensitive.
+    pub fn parse(s: &str) -> Option<AdminLevel> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" | "" => Some(AdminLevel::None),
+            "operator" | "oper" => Some(AdminLevel::Operator),
+            "administrator" | "admin" => Some(AdminLevel::Administrator),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for AdminLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct UserRec {
+    pub name: String,
+    pub default_account: String,
+    pub admin_level: AdminLevel,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct UserFilter {
+    pub names: Vec<String>,
+    pub default_accounts: Vec<String>,
+    pub admin_levels: Vec<AdminLevel>,
+    /// Restrict to users with associations in these accounts; for a delete,
+    /// only those associations are removed.
+    pub accounts: Vec<String>,
+    pub clusters: Vec<String>,
+    pub partitions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct UserPatch {
+    pub default_account: Set<String>,
+    pub admin_level: Set<AdminLevel>,
+}
+
+/// `sacctmgr add user`: creates the users that do not exist and their
+/// associations (each account × cluster × partition).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AddUsers {
+    pub names: Vec<String>,
+    /// Required for a new user unless `accounts` has exactly one entry.
+    pub default_account: Option<String>,
+    pub admin_level: Option<AdminLevel>,
+    /// Defaults to `[default_account]`.
+    pub accounts: Vec<String>,
+    /// Empty: every cluster where the account has an association.
+    pub clusters: Vec<String>,
+    /// Empty: one association without a partition.
+    pub partitions: Vec<String>,
+    pub assoc: AssocSettings,
+}
+
+/// Settings for new associations.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AssocSettings {
+    /// Default 1.
+    pub shares: Option<u32>,
+    pub limits: AssocLimits,
+    /// Empty: inherit the parent's QOS list (`normal` at the root).
+    pub qos: Vec<String>,
+    pub default_qos: Option<String>,
+}
+
+/// An association: `(cluster, account, user, partition)`; `user` is empty for
+/// an account's own association (a node of the account tree).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AssocRec {
+    pub id: u64,
+    pub cluster: String,
+    pub account: String,
+    pub user: String,
+    pub partition: String,
+    /// For an account association: the parent account (`None` for root).
+    /// For a user association: the account.
+    pub parent: Option<String>,
+    /// Fairshare ([`FAIRSHARE_PARENT`] = `parent`).
+    pub shares: u32,
+    pub limits: AssocLimits,
+    pub qos: Vec<String>,
+    pub default_qos: Option<String>,
+}
+
+impl AssocRec {
+    pub fn is_user(&self) -> bool {
+        !self.user.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct AssocFilter {
+    pub ids: Vec<u64>,
+    pub clusters: Vec<String>,
+    pub accounts: Vec<String>,
+    /// Names; `""` matches account associations.
+    pub users: Vec<String>,
+    pub partitions: Vec<String>,
+    /// Only account associations (no users).
+    pub only_accounts: bool,
+    /// Only user associations.
+    pub only_users: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct AssocPatch {
+    pub shares: Set<u32>,
+    /// Move an account association under another account (`Clear` is refused).
+    pub parent: Set<String>,
+    pub limits: AssocLimitsPatch,
+    pub qos: ListChange,
+    pub default_qos: Set<String>,
+}
+
+impl AssocPatch {
+    pub fn is_empty(&self) -> bool {
+        self.shares.is_keep()
+            && self.parent.is_keep()
+            && self.limits.is_empty()
+            && self.qos.is_keep()
+            && self.default_qos.is_keep()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct QosRec {
+    pub id: u64,
+    pub name: String,
+    pub description: String,
+    pub priority: u32,
+    /// Upper-case flag names (`DENYONLIMIT`, `NOPREEMPT`, ...).
+    pub flags: Vec<String>,
+    /// QOS this one may preempt.
+    pub preempt: Vec<String>,
+    /// `cluster` (the cluster's PreemptMode), `off`, `cancel`, `requeue`, `suspend`.
+    pub preempt_mode: String,
+    /// Seconds.
+    pub grace_time: u32,
+    pub usage_factor: f64,
+    pub limits: QosLimits,
+}
+
+impl Default for QosRec {
+    fn default() -> Self {
+        QosRec {
+            id: 0,
+            name: String::new(),
+            description: String::new(),
+            priority: 0,
+            flags: Vec::new(),
+            preempt: Vec::new(),
+            preempt_mode: "cluster".into(),
+            grace_time: 0,
+            usage_factor: 1.0,
+            limits: QosLimits::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct QosFilter {
+    pub names: Vec<String>,
+    pub ids: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct QosPatch {
+    pub description: Set<String>,
+    pub priority: Set<u32>,
+    pub flags: ListChange,
+    pub preempt: ListChange,
+    pub preempt_mode: Set<String>,
+    pub grace_time: Set<u32>,
+    pub usage_factor: Set<f64>,
+    pub limits: QosLimitsPatch,
+}
+
+// ----------------------------------------------------------------- queries
+
+/// `sacct`'s selection. Empty lists match everything.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct JobQuery {
+    pub clusters: Vec<String>,
+    /// Matches the job id or, for array tasks, the array's id.
+    pub job_ids: Vec<JobId>,
+    pub users: Vec<String>,
+    pub uids: Vec<u32>,
+    pub accounts: Vec<String>,
+    pub partitions: Vec<String>,
+    pub qos: Vec<String>,
+    pub names: Vec<String>,
+    /// With a window: jobs that were in one of these states during it
+    /// (RUNNING: ran at some point of it; PENDING: waited during it; an end
+    /// state: ended within it). Without: jobs whose state is one of these.
+    pub states: Vec<JobState>,
+    /// Window `[start, end]` (`-S`/`-E`): without states, jobs that were
+    /// eligible or running at some point of it.
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub with_steps: bool,
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct JobRow {
+    pub cluster: String,
+    pub job: AcctJob,
+    /// Oldest first (batch step, then 0, 1, ...), when asked for.
+    pub steps: Vec<AcctStep>,
+}
+
+/// Granularity of rollups.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub enum Span {
+    Hour,
+    Day,
+    Month,
+}
+
+impl Span {
+    pub fn name(self) -> &'static str {
+        match self {
+            Span::Hour => "hour",
+            Span::Day => "day",
+            Span::Month => "month",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct UsageQuery {
+    pub clusters: Vec<String>,
+    pub accounts: Vec<String>,
+    pub users: Vec<String>,
+    pub start: i64,
+    pub end: i64,
+    /// `None`: the coarsest rollup the window is aligned to.
+    pub span: Option<Span>,
+    /// Sum each cluster / (account, user) over the whole window.
+    pub total: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct UsageReport {
+    pub clusters: Vec<ClusterUsage>,
+    pub assocs: Vec<AssocUsage>,
+}
+
+/// CPU-seconds of one cluster in one period.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ClusterUsage {
+    pub cluster: String,
+    pub time_start: i64,
+    /// CPUs the cluster had (the largest during the period).
+    pub cpu_count: u32,
+    /// CPU count × seconds.
+    pub total_secs: u64,
+    pub alloc_secs: u64,
+    pub down_secs: u64,
+    pub idle_secs: u64,
+}
+
+/// CPU-seconds allocated to one user's jobs in one account in one period.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AssocUsage {
+    pub cluster: String,
+    pub account: String,
+    pub user: String,
+    pub time_start: i64,
+    pub alloc_secs: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RollupStats {
+    pub hours: u32,
+    pub days: u32,
+    pub months: u32,
+}
+
+// --------------------------------------------------------------- the enums
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum AcctRequest {
+    Ping,
+    // ---- controller outbox (root or SlurmUser only)
+    Record(SeqRecord),
+    /// Applied in one transaction, in seq order; answered with one `Ack`.
+    Records(Vec<SeqRecord>),
+    // ---- administration (root, SlurmUser, or AdminLevel Operator+)
+    AddClusters(Vec<ClusterRec>),
+    DeleteClusters(ClusterFilter),
+    AddAccounts(AddAccounts),
+    ModifyAccounts {
+        filter: AccountFilter,
+        set: AccountPatch,
+        /// Applied to the accounts' own associations.
+        assoc: AssocPatch,
+    },
+    DeleteAccounts(AccountFilter),
+    AddUsers(AddUsers),
+    ModifyUsers {
+        filter: UserFilter,
+        set: UserPatch,
+        /// Applied to the users' associations matching the filter.
+        assoc: AssocPatch,
+    },
+    /// Removes the users, or with `accounts` in the filter only those associations.
+    DeleteUsers(UserFilter),
+    ModifyAssocs {
+        filter: AssocFilter,
+        set: AssocPatch,
+    },
+    DeleteAssocs(AssocFilter),
+    AddQos(Vec<QosRec>),
+    ModifyQos {
+        filter: QosFilter,
+        set: QosPatch,
+    },
+    DeleteQos(QosFilter),
+    /// Roll usage up to `now` (default: the clock) at once.
+    Rollup {
+        now: Option<i64>,
+    },
+    // ---- queries (any authenticated user)
+    ListClusters(ClusterFilter),
+    ListAccounts(AccountFilter),
+    ListUsers(UserFilter),
+    ListAssocs(AssocFilter),
+    ListQos(QosFilter),
+    GetJobs(JobQuery),
+    GetUsage(UsageQuery),
+}
+
+impl AcctRequest {
+    /// Changes the database (admin only)?
+    pub fn is_admin(&self) -> bool {
+        matches!(
+            self,
+            AcctRequest::AddClusters(_)
+                | AcctRequest::DeleteClusters(_)
+                | AcctRequest::AddAccounts(_)
+                | AcctRequest::ModifyAccounts { .. }
+                | AcctRequest::DeleteAccounts(_)
+                | AcctRequest::AddUsers(_)
+                | AcctRequest::ModifyUsers { .. }
+                | AcctRequest::DeleteUsers(_)
+                | AcctRequest::ModifyAssocs { .. }
+                | AcctRequest::DeleteAssocs(_)
+                | AcctRequest::AddQos(_)
+                | AcctRequest::ModifyQos { .. }
+                | AcctRequest::DeleteQos(_)
+                | AcctRequest::Rollup { .. }
+        )
+    }
+    /// Only the controller (root / SlurmUser) sends these.
+    pub fn is_ingest(&self) -> bool {
+        matches!(self, AcctRequest::Record(_) | AcctRequest::Records(_))
+    }
+}
+
+/// Per-cluster acknowledgement of a batch.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClusterAck {
+    pub cluster: String,
+    /// Every seq up to and including this one is applied.
+    pub through: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum AcctResponse {
+    Ok,
+    Pong {
+        version: String,
+    },
+    /// Every record of the request is durable (new ones applied, resent ones skipped).
+    Ack {
+        applied: u32,
+        duplicates: u32,
+        clusters: Vec<ClusterAck>,
+    },
+    /// What an add/modify/delete changed, named as sacctmgr lists them
+    /// (`C = cluster A = account U = user P = partition` for associations).
+    Changed(Vec<String>),
+    Clusters(Vec<ClusterRec>),
+    Accounts(Vec<AccountRec>),
+    Users(Vec<UserRec>),
+    Assocs(Vec<AssocRec>),
+    Qos(Vec<QosRec>),
+    Jobs(Vec<JobRow>),
+    Usage(UsageReport),
+    RolledUp(RollupStats),
+    Error(AcctError),
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum AcctErrorKind {
+    InvalidCredential,
+    ExpiredCredential,
+    AccessDenied,
+    /// Bad input: a name, value or combination that cannot be.
+    InvalidRequest,
+    NotFound,
+    AlreadyExists,
+    /// Still referenced (an account with sub-accounts, a user's default account...).
+    InUse,
+    /// The database failed.
+    Storage,
+    Protocol,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AcctError {
+    pub kind: AcctErrorKind,
+    pub message: String,
+}
+
+impl fmt::Display for AcctError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AcctError {}
+
+impl AcctError {
+    pub fn new(kind: AcctErrorKind, message: impl Into<String>) -> AcctError {
+        AcctError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patches_apply_and_default_to_keep() {
+        let p: AssocLimitsPatch = serde_json::from_str(r#"{"max_jobs":{"To":5}}"#).unwrap();
+        let mut l = AssocLimits {
+            grp_jobs: Some(3),
+            grp_tres: Some("cpu=4".into()),
+            ..Default::default()
+        };
+        let merge = |_: Option<&str>, new: &str| Some(new.to_string());
+        p.apply(&mut l, &merge);
+        assert_eq!((l.max_jobs, l.grp_jobs), (Some(5), Some(3)));
+        let p = AssocLimitsPatch {
+            grp_jobs: Set::Clear,
+            grp_tres: Set::To("mem=1M".into()),
+            ..Default::default()
+        };
+        p.apply(&mut l, &merge);
+        assert_eq!(l.grp_jobs, None);
+        assert_eq!(l.grp_tres.as_deref(), Some("mem=1M"));
+        assert_eq!(p.tres_values(), vec!["mem=1M"]);
+        let mut q = vec!["a".to_string()];
+        ListChange::Add(vec!["b".into(), "a".into()]).apply(&mut q);
+        ListChange::Remove(vec!["a".into()]).apply(&mut q);
+        assert_eq!(q, vec!["b"]);
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let r = AcctRequest::Records(vec![SeqRecord {
+            cluster: "c".into(),
+            seq: 1,
+            record: AcctRecord::JobStart(AcctJob {
+                job_id: 7,
+                state: JobState::Running.into(),
+                ..Default::default()
+            }),
+        }]);
+        let s = serde_json::to_string(&r).unwrap();
+        let back: AcctRequest = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, r);
+        assert!(!r.is_admin() && r.is_ingest());
+        assert_eq!(AdminLevel::parse("Admin"), Some(AdminLevel::Administrator));
+    }
+}

@@ -1,0 +1,273 @@
+//! The simulated machine: nodes and partitions as the scheduling core sees
+//! them, and the scheduler that drives it, from a `slurm.conf` or from a
+//! flat `N nodes x C cpus` description.
+
+use slurm_common::conf::{PartitionStateConf, SlurmConf};
+use slurm_plugins::registry;
+use slurm_plugins::{ClusterView, NodeView, PartitionView, Scheduler};
+
+/// Nodes, partitions and scheduler settings of one simulation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    /// Nodes and partitions, nothing allocated, nothing running.
+    pub view: ClusterView,
+    /// Index of the partition jobs go to unless told otherwise.
+    pub default_partition: usize,
+    /// `SchedulerType`.
+    pub scheduler_type: String,
+    /// `SchedulerParameters` as one comma-separated string.
+    pub scheduler_params: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ClusterError {
+    #[error("the cluster has no nodes")]
+    NoNodes,
+    #[error("the cluster has no partitions")]
+    NoPartitions,
+    #[error("partition {0} has no nodes")]
+    EmptyPartition(String),
+    #[error("no partition named '{0}'")]
+    UnknownPartition(String),
+    #[error(transparent)]
+    Plugin(#[from] registry::PluginError),
+}
+
+/// A resolved scheduler and, if it stands in for another or ignores
+/// options, the warning to show.
+pub struct SchedulerChoice {
+    pub scheduler: Box<dyn Scheduler>,
+    pub warning: Option<String>,
+}
+
+impl Cluster {
+    /// `nodes` nodes of `cpus` CPUs and `mem` MiB, named `n1..nN` (zero
+    /// padded to the width of N), in one partition `sim` with no limits,
+    /// scheduled by `sched/backfill` with its default parameters.
+    pub fn flat(nodes: usize, cpus: u32, mem: u64) -> Result<Cluster, ClusterError> {
+        if nodes == 0 || cpus == 0 {
+            return Err(ClusterError::NoNodes);
+        }
+        let width = nodes.to_string().len();
+        let view = ClusterView {
+            nodes: (1..=nodes)
+                .map(|i| NodeView {
+                    name: format!("n{i:0width$}"),
+                    cpus,
+                    mem,
+                    available: true,
+                    weight: 1,
+                    ..Default::default()
+                })
+                .collect(),
+            partitions: vec![PartitionView {
+                name: "sim".into(),
+                nodes: (0..nodes).collect(),
+                up: true,
+                priority_tier: 1,
+                ..Default::default()
+            }],
+            running: vec![],
+        };
+        Ok(Cluster {
+            view,
+            default_partition: 0,
+            scheduler_type: "sched/backfill".into(),
+            scheduler_params: String::new(),
+        })
+    }
+
+    /// Nodes, partitions and scheduler of a loaded `slurm.conf`. Every node
+    /// is taken to be up and registered, except those whose configured
+    /// state is DOWN, DRAIN, FAIL or FUTURE (or that a `DownNodes` line
+    /// names): those never run jobs.
+    pub fn from_conf(conf: &SlurmConf) -> Result<Cluster, ClusterError> {
+        if conf.nodes.is_empty() {
+            return Err(ClusterError::NoNodes);
+        }
+        if conf.partitions.is_empty() {
+            return Err(ClusterError::NoPartitions);
+        }
+        let down: Vec<&str> = conf
+            .down_nodes
+            .iter()
+            .flat_map(|d| d.nodes.iter().map(String::as_str))
+            .collect();
+        let nodes: Vec<NodeView> = conf
+            .nodes
+            .iter()
+            .map(|n| {
+                let st = n.state.as_deref().unwrap_or("UNKNOWN").to_ascii_uppercase();
+                let off = st.starts_with("DOWN")
+                    || st.starts_with("DRAIN")
+                    || st.contains("+DRAIN")
+                    || st == "FAIL"
+                    || st == "FUTURE"
+                    || down.contains(&n.name.as_str());
+                NodeView {
+                    name: n.name.clone(),
+                    cpus: n.cpus,
+                    mem: n.real_memory,
+                    available: !off,
+                    weight: n.weight,
+                    features: n.features.clone(),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let index = |name: &str| nodes.iter().position(|n| n.name == name);
+        let partitions: Vec<PartitionView> = conf
+            .partitions
+            .iter()
+            .map(|p| PartitionView {
+                name: p.name.clone(),
+                nodes: p.nodes.iter().filter_map(|n| index(n)).collect(),
+                up: p.state == PartitionStateConf::Up,
+                max_time: p.max_time,
+                max_nodes: p.max_nodes,
+                exclusive: p.oversubscribe.eq_ignore_ascii_case("EXCLUSIVE"),
+                priority_tier: p.priority_tier,
+                def_mem_per_cpu: p.def_mem_per_cpu.or(conf.def_mem_per_cpu),
+            })
+            .collect();
+        if let Some(p) = partitions.iter().find(|p| p.nodes.is_empty()) {
+            return Err(ClusterError::EmptyPartition(p.name.clone()));
+        }
+        let default_partition = conf
+            .default_partition()
+            .and_then(|d| partitions.iter().position(|p| p.name == d.name))
+            .unwrap_or(0);
+        let scheduler_params = conf
+            .get("SchedulerParameters")
+            .map(str::to_string)
+            .unwrap_or_else(|| conf.scheduler_parameters.join(","));
+        Ok(Cluster {
+            view: ClusterView {
+                nodes,
+                partitions,
+                running: vec![],
+            },
+            default_partition,
+            scheduler_type: conf.scheduler_type.clone(),
+            scheduler_params,
+        })
+    }
+
+    /// The index of partition `name`.
+    pub fn partition(&self, name: &str) -> Result<usize, ClusterError> {
+        self.view
+            .partitions
+            .iter()
+            .position(|p| p.name == name)
+            .ok_or_else(|| ClusterError::UnknownPartition(name.to_string()))
+    }
+
+    /// The index of node `name`.
+    pub fn node(&self, name: &str) -> Option<usize> {
+        self.view.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// CPUs of the nodes that can run jobs (the utilisation denominator).
+    pub fn usable_cpus(&self) -> u64 {
+        self.view
+            .nodes
+            .iter()
+            .filter(|n| n.available)
+            .map(|n| u64::from(n.cpus))
+            .sum()
+    }
+
+    /// The configured scheduler, through the same registry the controller
+    /// uses.
+    pub fn scheduler(&self) -> Result<SchedulerChoice, ClusterError> {
+        let r = registry::scheduler_with_params(&self.scheduler_type, &self.scheduler_params)?;
+        Ok(SchedulerChoice {
+            scheduler: r.plugin,
+            warning: r.warning,
+        })
+    }
+
+    /// One line: `128 nodes (128 cpus), 1 partition`.
+    pub fn describe(&self) -> String {
+        let v = &self.view;
+        let parts = v.partitions.len();
+        format!(
+            "{} nodes ({} usable cpus), {} partition{} ({})",
+            v.nodes.len(),
+            self.usable_cpus(),
+            parts,
+            if parts == 1 { "" } else { "s" },
+            v.partitions
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn flat_cluster() {
+        let c = Cluster::flat(128, 1, 0).unwrap();
+        assert_eq!(c.view.nodes[0].name, "n001");
+        assert_eq!(c.view.nodes[127].name, "n128");
+        assert_eq!(c.usable_cpus(), 128);
+        assert_eq!(c.view.partitions[0].nodes.len(), 128);
+        assert_eq!(Cluster::flat(3, 4, 0).unwrap().view.nodes[2].name, "n3");
+        assert_eq!(Cluster::flat(0, 4, 0), Err(ClusterError::NoNodes));
+        assert_eq!(c.scheduler().unwrap().scheduler.name(), "sched/backfill");
+    }
+
+    #[test]
+    fn from_conf() {
+        let text = "\
+NodeName=a[1-2] CPUs=4 RealMemory=1000 Weight=5
+NodeName=b1 CPUs=8 RealMemory=2000 State=DRAIN
+DownNodes=a2 State=DOWN
+DefMemPerCPU=100
+SchedulerType=sched/builtin
+SchedulerParameters=bf_window=60,bf_resolution=1
+PartitionName=p1 Nodes=a[1-2] MaxTime=60 OverSubscribe=EXCLUSIVE
+PartitionName=p2 Nodes=ALL Default=YES State=DOWN PriorityTier=3
+";
+        let conf = SlurmConf::parse_str(text, Path::new("slurm.conf")).unwrap();
+        let c = Cluster::from_conf(&conf).unwrap();
+        let avail: Vec<bool> = c.view.nodes.iter().map(|n| n.available).collect();
+        assert_eq!(avail, vec![true, false, false]);
+        assert_eq!(c.usable_cpus(), 4);
+        assert_eq!(c.default_partition, 1);
+        let p = &c.view.partitions;
+        assert_eq!(
+            (p[0].max_time, p[0].exclusive, p[0].up),
+            (Some(60), true, true)
+        );
+        assert_eq!(
+            (p[1].nodes.clone(), p[1].up, p[1].priority_tier),
+            (vec![0, 1, 2], false, 3)
+        );
+        assert_eq!(p[0].def_mem_per_cpu, Some(100));
+        assert_eq!(c.scheduler_type, "sched/builtin");
+        assert_eq!(c.scheduler_params, "bf_window=60,bf_resolution=1");
+        assert_eq!(c.partition("p2"), Ok(1));
+        assert!(c.partition("nope").is_err());
+
+        let conf = SlurmConf::parse_str(
+            "NodeName=a1 CPUs=1\nPartitionName=p Nodes=a1\nSchedulerType=sched/wiki\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        let e = Cluster::from_conf(&conf)
+            .unwrap()
+            .scheduler()
+            .err()
+            .unwrap();
+        assert_eq!(e.to_string(), "unknown SchedulerType plugin 'sched/wiki'");
+        let conf = SlurmConf::parse_str("NodeName=a1 CPUs=1\n", Path::new("x")).unwrap();
+        assert_eq!(Cluster::from_conf(&conf), Err(ClusterError::NoPartitions));
+    }
+}

@@ -1,0 +1,775 @@
+//! The replay loop, in virtual time.
+//!
+//! Events are submissions (from the workload) and completions (a started
+//! job ends after its run time, or at its time limit if that comes first).
+//! At each event time the engine applies every completion, then every
+//! submission (ties by job id), then runs one scheduler pass over the
+//! pending queue and applies its starts; with an interval, passes run only
+//! at multiples of it, as a controller's periodic scheduler does.
+//!
+//! The cluster view is kept up to date in place (allocations added and
+//! removed, running jobs with their expected ends = start + limit), never
+//! rebuilt. A pass is skipped when it cannot start anything: no job is
+//! pending, or no usable node has a free CPU.
+//!
+//! Every start is one line of the decision log, `time job nodes` (nodes as
+//! a hostlist); its SHA-256 is the run's fingerprint. Everything is ordered
+//! (ties by job id), so the same input gives the same log.
+
+use crate::cluster::Cluster;
+use crate::workload::SimJob;
+use sha2::{Digest, Sha256};
+use slurm_plugins::sched::static_reason;
+use slurm_plugins::select::{place, SelectFail};
+use slurm_plugins::{priority, Scheduler};
+use slurm_plugins::{ClusterView, Decision, JobView, NodeAlloc, PendingReason, Plan, RunningJob};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// How the engine runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Seconds between passes; `None`: a pass after every batch of events.
+    pub interval: Option<i64>,
+}
+
+/// What happened to one job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobOutcome {
+    pub id: u32,
+    pub submit: i64,
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    /// CPUs held while running.
+    pub cpus: u64,
+    pub killed: bool,
+    /// Refused at submission: it could never run on its partition.
+    pub rejected: Option<PendingReason>,
+}
+
+/// Things an observer may want to see as they happen (the golden tests
+/// print them). Every method has an empty default.
+pub trait Observer {
+    fn reject(&mut self, _t: i64, _job: &SimJob, _reason: PendingReason) {}
+    fn start(&mut self, _t: i64, _job: &SimJob, _alloc: &[NodeAlloc], _view: &ClusterView) {}
+    fn end(&mut self, _t: i64, _job: &SimJob, _killed: bool) {}
+    /// Whether [`Observer::pass`] wants to be called (it costs a little).
+    fn wants_passes(&self) -> bool {
+        false
+    }
+    fn pass(&mut self, _t: i64, _plan: &Plan, _queue: &[JobView], _view: &ClusterView) {}
+}
+
+/// An observer that looks at nothing.
+pub struct Quiet;
+impl Observer for Quiet {}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("job {0} is submitted twice")]
+    DuplicateJob(u32),
+    #[error("the scheduler started job {job}, which is not pending")]
+    NotPending { job: u32 },
+    #[error("the scheduler gave job {job} more than node {node} has free")]
+    Overcommit { job: u32, node: String },
+    #[error("the scheduler gave job {job} a node that does not exist ({node})")]
+    NoSuchNode { job: u32, node: usize },
+    #[error("writing the decision log: {0}")]
+    Log(#[from] std::io::Error),
+}
+
+/// The result of a replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// One per submitted job, in submission order.
+    pub jobs: Vec<JobOutcome>,
+    /// Passes run (skipped ones are not counted).
+    pub passes: u64,
+    /// Passes that started at least one job.
+    pub productive_passes: u64,
+    /// Time spent inside the scheduler.
+    pub sched_time: Duration,
+    /// Most jobs pending at once.
+    pub max_pending: usize,
+    /// SHA-256 hex of the decision log.
+    pub hash: String,
+    pub usable_cpus: u64,
+}
+
+/// Replay `jobs` on `cluster` with `sched`. `log`, when given, receives the
+/// decision log.
+pub fn run(
+    cluster: &Cluster,
+    jobs: Vec<SimJob>,
+    sched: &mut dyn Scheduler,
+    opts: Options,
+    obs: &mut dyn Observer,
+    log: Option<&mut dyn Write>,
+) -> Result<Outcome, SimError> {
+    let mut ids: Vec<u32> = jobs.iter().map(|j| j.req.id).collect();
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+        return Err(SimError::DuplicateJob(w[0]));
+    }
+    Engine::new(cluster, jobs, opts, log).run(sched, obs)
+}
+
+struct Engine<'a> {
+    view: ClusterView,
+    /// In submission order: (submit time, id).
+    jobs: Vec<SimJob>,
+    outcomes: Vec<JobOutcome>,
+    by_id: HashMap<u32, usize>,
+    next_sub: usize,
+    /// (end, id, index into jobs).
+    ends: BinaryHeap<Reverse<(i64, u32, usize)>>,
+    pending: Vec<JobView>,
+    pending_users: Vec<u32>,
+    /// Job id → its position in `view.running`.
+    running_pos: HashMap<u32, usize>,
+    /// Free CPUs on usable nodes.
+    free_cpus: u64,
+    opts: Options,
+    hasher: Sha256,
+    log: Option<&'a mut dyn Write>,
+    passes: u64,
+    productive_passes: u64,
+    sched_time: Duration,
+    max_pending: usize,
+    usable_cpus: u64,
+}
+
+fn node_free(n: &slurm_plugins::NodeView) -> u64 {
+    if n.available {
+        u64::from(n.free_cpus())
+    } else {
+        0
+    }
+}
+
+impl<'a> Engine<'a> {
+    fn new(
+        cluster: &Cluster,
+        mut jobs: Vec<SimJob>,
+        opts: Options,
+        log: Option<&'a mut dyn Write>,
+    ) -> Engine<'a> {
+        jobs.sort_by_key(|j| (j.req.submit_time, j.req.id));
+        for (seq, j) in jobs.iter_mut().enumerate() {
+            j.req.priority = j.priority.unwrap_or_else(|| priority::basic(seq as u64));
+        }
+        let mut view = cluster.view.clone();
+        view.running.clear();
+        let free_cpus = view.nodes.iter().map(node_free).sum();
+        Engine {
+            outcomes: jobs
+                .iter()
+                .map(|j| JobOutcome {
+                    id: j.req.id,
+                    submit: j.req.submit_time,
+                    ..Default::default()
+                })
+                .collect(),
+            by_id: jobs
+                .iter()
+                .enumerate()
+                .map(|(i, j)| (j.req.id, i))
+                .collect(),
+            jobs,
+            view,
+            next_sub: 0,
+            ends: BinaryHeap::new(),
+            pending: Vec::new(),
+            pending_users: Vec::new(),
+            running_pos: HashMap::new(),
+            free_cpus,
+            opts,
+            hasher: Sha256::new(),
+            log,
+            passes: 0,
+            productive_passes: 0,
+            sched_time: Duration::ZERO,
+            max_pending: 0,
+            usable_cpus: cluster.usable_cpus(),
+        }
+    }
+
+    fn run(
+        mut self,
+        sched: &mut dyn Scheduler,
+        obs: &mut dyn Observer,
+    ) -> Result<Outcome, SimError> {
+        let interval = self.opts.interval.filter(|s| *s > 0);
+        let mut last_pass: Option<i64> = None;
+        let mut last_t: i64 = i64::MIN;
+        // Something changed since the last pass (periodic mode only).
+        let mut dirty = false;
+        loop {
+            let t_sub = self.jobs.get(self.next_sub).map(|j| j.req.submit_time);
+            let t_end = self.ends.peek().map(|Reverse((t, _, _))| *t);
+            let t_tick = match interval {
+                Some(s)
+                    if !self.pending.is_empty()
+                        && (dirty || t_sub.is_some() || t_end.is_some()) =>
+                {
+                    Some(round_up(last_t.saturating_add(1), s))
+                }
+                _ => None,
+            };
+            let Some(t) = [t_sub, t_end, t_tick].into_iter().flatten().min() else {
+                break;
+            };
+            last_t = t;
+            while let Some(&Reverse((te, _, i))) = self.ends.peek() {
+                if te != t {
+                    break;
+                }
+                self.ends.pop();
+                self.complete(i, t, obs);
+                dirty = true;
+            }
+            while self
+                .jobs
+                .get(self.next_sub)
+                .is_some_and(|j| j.req.submit_time == t)
+            {
+                let i = self.next_sub;
+                self.next_sub += 1;
+                self.submit(i, t, obs);
+                dirty = true;
+            }
+            self.max_pending = self.max_pending.max(self.pending.len());
+            let due = match interval {
+                None => true,
+                Some(s) => t.rem_euclid(s) == 0 && last_pass != Some(t),
+            };
+            if due {
+                last_pass = Some(t);
+                dirty = false;
+                if !self.pending.is_empty() && self.free_cpus > 0 {
+                    self.pass(sched, t, obs)?;
+                }
+            }
+        }
+        self.log_flush()?;
+        Ok(Outcome {
+            jobs: self.outcomes,
+            passes: self.passes,
+            productive_passes: self.productive_passes,
+            sched_time: self.sched_time,
+            max_pending: self.max_pending,
+            hash: hex::encode(self.hasher.finalize()),
+            usable_cpus: self.usable_cpus,
+        })
+    }
+
+    fn log_flush(&mut self) -> Result<(), SimError> {
+        if let Some(l) = self.log.as_mut() {
+            l.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Queue job `i`, or refuse it when it could never run where it asks.
+    fn submit(&mut self, i: usize, t: i64, obs: &mut dyn Observer) {
+        let job = &self.jobs[i];
+        // Partitions never change state in a replay, so these are final.
+        let reason = match static_reason(&self.view, &job.req, t) {
+            Some(
+                r @ (PendingReason::PartitionDown
+                | PendingReason::PartitionTimeLimit
+                | PendingReason::PartitionNodeLimit
+                | PendingReason::BadConstraints),
+            ) => Some(r),
+            _ => match place(&self.view, &job.req, true) {
+                Err(SelectFail::Never) => Some(PendingReason::BadConstraints),
+                _ => None,
+            },
+        };
+        match reason {
+            Some(r) => {
+                self.outcomes[i].rejected = Some(r);
+                obs.reject(t, job, r);
+            }
+            None => {
+                self.pending.push(job.req.clone());
+                self.pending_users.push(job.user);
+            }
+        }
+    }
+
+    fn complete(&mut self, i: usize, t: i64, obs: &mut dyn Observer) {
+        let id = self.jobs[i].req.id;
+        if let Some(pos) = self.running_pos.remove(&id) {
+            let r = self.view.running.swap_remove(pos);
+            if let Some(moved) = self.view.running.get(pos) {
+                self.running_pos.insert(moved.id, pos);
+            }
+            self.change(&r.alloc, false);
+        }
+        self.outcomes[i].end = Some(t);
+        obs.end(t, &self.jobs[i], self.outcomes[i].killed);
+    }
+
+    /// Add (`take`) or remove an allocation, keeping `free_cpus` right.
+    fn change(&mut self, alloc: &[NodeAlloc], take: bool) {
+        for a in alloc {
+            if let Some(n) = self.view.nodes.get(a.node) {
+                self.free_cpus -= node_free(n);
+            }
+            let one = std::slice::from_ref(a);
+            if take {
+                self.view.consume(one);
+            } else {
+                self.view.release(one);
+            }
+            if let Some(n) = self.view.nodes.get(a.node) {
+                self.free_cpus += node_free(n);
+            }
+        }
+    }
+
+    fn pass(
+        &mut self,
+        sched: &mut dyn Scheduler,
+        t: i64,
+        obs: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        let clock = Instant::now();
+        let plan = sched.plan_with_users(&self.view, &self.pending, &self.pending_users, t);
+        self.sched_time += clock.elapsed();
+        self.passes += 1;
+        if obs.wants_passes() {
+            obs.pass(t, &plan, &self.pending, &self.view);
+        }
+        let mut started = HashSet::new();
+        for d in plan.decisions {
+            if let Decision::Start { job, alloc } = d {
+                if !started.insert(job) {
+                    return Err(SimError::NotPending { job });
+                }
+                self.start(job, alloc, t, obs)?;
+            }
+        }
+        if !started.is_empty() {
+            self.productive_passes += 1;
+            let queue = std::mem::take(&mut self.pending);
+            let users = std::mem::take(&mut self.pending_users);
+            for (j, u) in queue.into_iter().zip(users) {
+                if !started.contains(&j.id) {
+                    self.pending.push(j);
+                    self.pending_users.push(u);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start(
+        &mut self,
+        id: u32,
+        alloc: Vec<NodeAlloc>,
+        t: i64,
+        obs: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        let i = match self.by_id.get(&id) {
+            Some(&i)
+                if i < self.next_sub
+                    && self.outcomes[i].start.is_none()
+                    && self.outcomes[i].rejected.is_none() =>
+            {
+                i
+            }
+            _ => return Err(SimError::NotPending { job: id }),
+        };
+        // The core promises never to give a CPU twice; check it anyway, so a
+        // broken policy fails the replay instead of skewing its figures.
+        for a in &alloc {
+            let Some(n) = self.view.nodes.get(a.node) else {
+                return Err(SimError::NoSuchNode {
+                    job: id,
+                    node: a.node,
+                });
+            };
+            if !n.available
+                || n.exclusive_in_use
+                || (a.exclusive && !n.is_empty())
+                || a.cpus > n.free_cpus()
+                || a.mem > n.free_mem()
+            {
+                return Err(SimError::Overcommit {
+                    job: id,
+                    node: n.name.clone(),
+                });
+            }
+        }
+        self.change(&alloc, true);
+        let job = &self.jobs[i];
+        let end = t.saturating_add(job.duration());
+        let o = &mut self.outcomes[i];
+        o.start = Some(t);
+        o.cpus = alloc.iter().map(|a| u64::from(a.cpus)).sum();
+        o.killed = job.killed();
+
+        let names: Vec<&str> = alloc
+            .iter()
+            .map(|a| self.view.nodes[a.node].name.as_str())
+            .collect();
+        let line = format!(
+            "{t} {id} {}\n",
+            slurm_common::hostlist::compress_str(&names)
+        );
+        self.hasher.update(line.as_bytes());
+        if let Some(l) = self.log.as_mut() {
+            l.write_all(line.as_bytes())?;
+        }
+        obs.start(t, job, &alloc, &self.view);
+
+        self.running_pos.insert(id, self.view.running.len());
+        self.view.running.push(RunningJob {
+            id,
+            end: job
+                .req
+                .time_limit
+                .filter(|m| *m > 0)
+                .map(|m| t.saturating_add(i64::from(m) * 60)),
+            alloc,
+            priority: job.req.priority,
+            partition: job.req.partition,
+        });
+        self.ends.push(Reverse((end, id, i)));
+        Ok(())
+    }
+}
+
+/// `t` rounded up to a multiple of `s` (s > 0).
+fn round_up(t: i64, s: i64) -> i64 {
+    match t.rem_euclid(s) {
+        0 => t,
+        r => t.saturating_add(s - r),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slurm_plugins::sched::Builtin;
+
+    fn job(id: u32, submit: i64, run: i64, tasks: u32, limit: u32) -> SimJob {
+        let mut j = SimJob::new(id, submit, run);
+        j.req.num_tasks = tasks;
+        j.req.max_nodes = tasks;
+        j.req.time_limit = Some(limit);
+        j
+    }
+
+    fn replay(c: &Cluster, jobs: Vec<SimJob>, interval: Option<i64>) -> Outcome {
+        let mut s = c.scheduler().unwrap().scheduler;
+        run(c, jobs, s.as_mut(), Options { interval }, &mut Quiet, None).unwrap()
+    }
+
+    /// One pass as the scheduler saw it: now, running (id, end), queue ids.
+    type Seen = (i64, Vec<(u32, Option<i64>)>, Vec<u32>);
+
+    /// Delegates to sched/builtin and remembers what it was shown.
+    struct Spy {
+        seen: Vec<Seen>,
+    }
+    impl Scheduler for Spy {
+        fn name(&self) -> &'static str {
+            "spy"
+        }
+        fn schedule(&mut self, view: &ClusterView, queue: &[JobView], now: i64) -> Vec<Decision> {
+            let mut running: Vec<_> = view.running.iter().map(|r| (r.id, r.end)).collect();
+            running.sort();
+            self.seen
+                .push((now, running, queue.iter().map(|j| j.id).collect()));
+            Builtin.schedule(view, queue, now)
+        }
+    }
+
+    #[test]
+    fn the_view_holds_running_jobs_until_their_limit() {
+        let c = Cluster::flat(1, 2, 0).unwrap();
+        let jobs = vec![
+            job(1, 0, 30, 1, 2),
+            job(2, 10, 30, 2, 1),
+            job(3, 20, 5, 1, 1),
+        ];
+        let mut spy = Spy { seen: vec![] };
+        let mut log = Vec::new();
+        let o = run(
+            &c,
+            jobs,
+            &mut spy,
+            Options::default(),
+            &mut Quiet,
+            Some(&mut log),
+        )
+        .unwrap();
+        assert_eq!(
+            spy.seen,
+            vec![
+                (0, vec![], vec![1]),
+                (10, vec![(1, Some(120))], vec![2]),
+                (20, vec![(1, Some(120))], vec![2, 3]),
+                (30, vec![], vec![2, 3]),
+                (60, vec![], vec![3]),
+            ]
+        );
+        assert_eq!(
+            String::from_utf8(log).unwrap(),
+            "0 1 n1\n30 2 n1\n60 3 n1\n"
+        );
+        assert_eq!(
+            o.passes, 5,
+            "the pass at 60 starts job 3; at 65 the queue is empty"
+        );
+        assert_eq!(o.productive_passes, 3);
+        let starts: Vec<_> = o.jobs.iter().map(|j| (j.start, j.end)).collect();
+        assert_eq!(
+            starts,
+            vec![
+                (Some(0), Some(30)),
+                (Some(30), Some(60)),
+                (Some(60), Some(65))
+            ]
+        );
+    }
+
+    #[test]
+    fn same_input_same_hash_and_ties_by_id() {
+        let c = Cluster::flat(2, 1, 0).unwrap();
+        let jobs = || {
+            vec![
+                job(3, 0, 10, 1, 1),
+                job(1, 0, 10, 1, 1),
+                job(2, 0, 10, 1, 1),
+            ]
+        };
+        let a = replay(&c, jobs(), None);
+        let b = replay(&c, jobs(), None);
+        assert_eq!(
+            a,
+            Outcome {
+                sched_time: a.sched_time,
+                ..b
+            }
+        );
+        let started: Vec<_> = a.jobs.iter().map(|j| (j.id, j.start)).collect();
+        assert_eq!(started, vec![(1, Some(0)), (2, Some(0)), (3, Some(10))]);
+        assert_eq!(a.hash.len(), 64);
+    }
+
+    #[test]
+    fn zero_length_jobs_and_periodic_passes() {
+        let c = Cluster::flat(1, 1, 0).unwrap();
+        let jobs = vec![job(1, 0, 0, 1, 1), job(2, 0, 0, 1, 1), job(3, 5, 0, 1, 1)];
+        let o = replay(&c, jobs.clone(), None);
+        let s: Vec<_> = o.jobs.iter().map(|j| j.start).collect();
+        assert_eq!(s, vec![Some(0), Some(0), Some(5)]);
+        // One CPU: one start per tick (a zero-length job holds it for the pass).
+        let o = replay(&c, jobs, Some(60));
+        let s: Vec<_> = o.jobs.iter().map(|j| j.start).collect();
+        assert_eq!(s, vec![Some(0), Some(60), Some(120)]);
+    }
+
+    #[test]
+    fn nothing_usable_ends_instead_of_ticking_forever() {
+        let conf = slurm_common::conf::SlurmConf::parse_str(
+            "NodeName=n1 CPUs=1 State=DOWN\nPartitionName=p Nodes=n1\n",
+            std::path::Path::new("x"),
+        )
+        .unwrap();
+        let c = Cluster::from_conf(&conf).unwrap();
+        for interval in [None, Some(30)] {
+            let o = replay(&c, vec![job(1, 0, 10, 1, 1)], interval);
+            assert_eq!(o.jobs[0].start, None);
+            assert_eq!(o.passes, 0);
+        }
+    }
+
+    /// Starts every pending job on node 0, whether or not it fits.
+    struct Reckless(u32);
+    impl Scheduler for Reckless {
+        fn name(&self) -> &'static str {
+            "reckless"
+        }
+        fn schedule(&mut self, _: &ClusterView, queue: &[JobView], _: i64) -> Vec<Decision> {
+            queue
+                .iter()
+                .map(|j| Decision::Start {
+                    job: j.id + self.0,
+                    alloc: vec![NodeAlloc {
+                        node: 0,
+                        cpus: 1,
+                        mem: 0,
+                        tasks: 1,
+                        exclusive: false,
+                    }],
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_policy_that_breaks_the_rules_fails_the_replay() {
+        let c = Cluster::flat(1, 1, 0).unwrap();
+        let jobs = vec![job(1, 0, 10, 1, 1), job(2, 0, 10, 1, 1)];
+        let e = run(
+            &c,
+            jobs.clone(),
+            &mut Reckless(0),
+            Options::default(),
+            &mut Quiet,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the scheduler gave job 2 more than node n1 has free"
+        );
+        let e = run(
+            &c,
+            jobs.clone(),
+            &mut Reckless(1),
+            Options::default(),
+            &mut Quiet,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the scheduler started job 3, which is not pending"
+        );
+        let e = run(
+            &c,
+            jobs,
+            &mut Reckless(7),
+            Options::default(),
+            &mut Quiet,
+            None,
+        )
+        .unwrap_err();
+        assert!(matches!(e, SimError::NotPending { job: 8 }), "{e}");
+        let twice = vec![job(1, 0, 10, 1, 1), job(1, 5, 10, 1, 1)];
+        let e = run(
+            &c,
+            twice,
+            &mut Builtin,
+            Options::default(),
+            &mut Quiet,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "job 1 is submitted twice");
+    }
+
+    #[test]
+    fn killed_jobs_end_at_their_limit() {
+        let c = Cluster::flat(1, 1, 0).unwrap();
+        let o = replay(&c, vec![job(1, 0, 500, 1, 2)], None);
+        assert_eq!((o.jobs[0].end, o.jobs[0].killed), (Some(120), true));
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    struct Spec {
+        submit: i64,
+        run: i64,
+        tasks: u32,
+        nodes: Option<u32>,
+        limit: u32,
+        exclusive: bool,
+    }
+
+    fn spec() -> impl Strategy<Value = Spec> {
+        (
+            0i64..300,
+            0i64..400,
+            1u32..10,
+            proptest::option::of(1u32..4),
+            1u32..6,
+            any::<bool>(),
+        )
+            .prop_map(|(submit, run, tasks, nodes, limit, exclusive)| Spec {
+                submit,
+                run,
+                tasks,
+                nodes,
+                limit,
+                exclusive,
+            })
+    }
+
+    fn jobs(specs: &[Spec]) -> Vec<SimJob> {
+        specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut j = SimJob::new(i as u32 + 1, s.submit, s.run);
+                j.req.num_tasks = s.tasks;
+                let (lo, hi) = s.nodes.map_or((1, s.tasks), |n| (n, n));
+                j.req.min_nodes = lo;
+                j.req.max_nodes = hi;
+                j.req.time_limit = Some(s.limit);
+                j.req.exclusive = s.exclusive;
+                j
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever the workload and policy: the replay never overcommits
+        /// (the engine checks every start), every accepted job starts and
+        /// ends after its duration, and the log is reproducible. Under
+        /// sched/builtin, jobs also start in priority order.
+        #[test]
+        fn replays_are_sound(
+            specs in proptest::collection::vec(spec(), 1..25),
+            nodes in 1usize..5,
+            cpus in 1u32..5,
+            builtin in any::<bool>(),
+            interval in proptest::option::of(1i64..120),
+        ) {
+            let mut c = Cluster::flat(nodes, cpus, 0).unwrap();
+            if builtin {
+                c.scheduler_type = "sched/builtin".into();
+            }
+            let once = || {
+                let mut s = c.scheduler().unwrap().scheduler;
+                run(&c, jobs(&specs), s.as_mut(), Options { interval }, &mut Quiet, None)
+            };
+            let o = once().unwrap();
+            prop_assert_eq!(&once().unwrap().hash, &o.hash);
+            let by_id: HashMap<u32, SimJob> = jobs(&specs).into_iter().map(|j| (j.req.id, j)).collect();
+            for j in &o.jobs {
+                if j.rejected.is_some() {
+                    prop_assert!(j.start.is_none());
+                    continue;
+                }
+                let (Some(s), Some(e)) = (j.start, j.end) else {
+                    return Err(TestCaseError::fail(format!("job {} never ran", j.id)));
+                };
+                prop_assert!(s >= j.submit);
+                prop_assert_eq!(e - s, by_id[&j.id].duration());
+                if let Some(i) = interval {
+                    prop_assert_eq!(s.rem_euclid(i), 0);
+                }
+            }
+            if builtin {
+                let started: Vec<i64> = o.jobs.iter().filter_map(|j| j.start).collect();
+                prop_assert!(started.windows(2).all(|w| w[0] <= w[1]), "{:?}", started);
+            }
+        }
+    }
+}
