@@ -643,6 +643,15 @@ pub fn host_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     pa.cmp(pb).then(na.cmp(&nb)).then(a.cmp(b))
 }
 
+/// Slurm prints unset strings as `(null)`.
+pub fn or_null(s: &str) -> &str {
+    if s.is_empty() {
+        "(null)"
+    } else {
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -760,14 +769,5 @@ mod tests {
         let mut v = vec!["n10", "n2", "n1", "m3"];
         v.sort_by(|a, b| host_cmp(a, b));
         assert_eq!(v, vec!["m3", "n1", "n2", "n10"]);
-    }
-}
-
-/// Slurm prints unset strings as `(null)`.
-pub fn or_null(s: &str) -> &str {
-    if s.is_empty() {
-        "(null)"
-    } else {
-        s
     }
 }

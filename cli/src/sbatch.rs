@@ -701,14 +701,14 @@ fn apply(
         Key::Comment => opts.comment = s(),
         Key::Array => {
             slurm_common::jobspec::parse_array(v, u32::MAX)
-                .map_err(|e| Fail::error(&e.to_string(), 1))?;
+                .map_err(|e| Fail::error(e.to_string(), 1))?;
             opts.array = s();
         }
         Key::Reservation => opts.reservation = s(),
         Key::External => opts.external = Some(true),
         Key::Dependency => {
             slurm_common::jobspec::parse_dependency(v)
-                .map_err(|e| Fail::error(&e.to_string(), 1))?;
+                .map_err(|e| Fail::error(e.to_string(), 1))?;
             opts.dependency = s();
         }
         Key::CpusPerTask => opts.cpus_per_task = Some(parse_int("--cpus-per-task", v, true)?),

@@ -336,10 +336,8 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "export" => o.export = Some(v),
             "output" => o.output = Some(v),
             "error" => o.error = Some(v),
-            "mpi" => {
-                if !matches!(v.as_str(), "none" | "pmi2" | "pmix" | "openmpi") {
-                    return Err(format!("{prog}: error: MPI type '{v}' is not known"));
-                }
+            "mpi" if !matches!(v.as_str(), "none" | "pmi2" | "pmix" | "openmpi") => {
+                return Err(format!("{prog}: error: MPI type '{v}' is not known"));
             }
             // Binding and buffering do not change what runs where.
             _ => {}
