@@ -1,2 +1,27 @@
-//! `slurmdbd`, the accounting daemon, is built in the accounting issue. The
-//! crate exists so the workspace has DESIGN.md's layout; it holds no code yet.
+//! `slurmdbd`: the accounting daemon. Keeps clusters, accounts, users,
+//! associations and QOS (what `sacctmgr` manages), the job and step records the
+//! controllers send, node events, and hourly/daily/monthly usage, in SQLite
+//! (embedded default), MariaDB/MySQL or PostgreSQL through sqlx.
+//!
+//! Map:
+//! - [`conf`]: `slurmdbd.conf` (parse → defaults → validate; errors at file:line).
+//! - [`storage`]: the database: versioned schema and migrations, the admin
+//!   operations, exactly-once ingestion, job queries, rollups and purge.
+//! - [`server`]: the TCP listener (credential check, permissions, dispatch) and
+//!   the hourly maintenance task.
+//! - [`client`]: a one-request client (used by tests; the commands will use it).
+//! - [`tres`]: TRES strings in limits.
+//! - [`args`]: the command line.
+//!
+//! Invariants: the wire types are `slurm_proto::acct`; every request is
+//! authenticated with the cluster key (`slurm.key` beside slurmdbd.conf); each
+//! request is one transaction, so a refused request changes nothing; each
+//! `(cluster, seq)` record is applied at most once and acknowledged only after
+//! it is committed.
+
+pub mod args;
+pub mod client;
+pub mod conf;
+pub mod server;
+pub mod storage;
+pub mod tres;

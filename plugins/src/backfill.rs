@@ -211,7 +211,12 @@ impl Backfill {
         let users = users.filter(|u| u.len() == queue.len());
         let mut avail = Availability::new(view, now, i64::from(prm.resolution));
         let latest = now.saturating_add(i64::from(prm.window) * 60);
-        avail.set_horizon(latest);
+        let shortest = queue
+            .iter()
+            .map(|j| duration(j).unwrap_or(FOREVER))
+            .min()
+            .unwrap_or(0);
+        avail.set_horizon(latest, shortest);
         let mut blocked = vec![false; view.partitions.len()];
         let mut per_user: BTreeMap<u32, u32> = BTreeMap::new();
         let mut stats = BackfillStats::default();
@@ -454,7 +459,7 @@ impl Scheduler for Backfill {
         let saved = self.last;
         let (_, mut avail) = self.plan_pass(view, &others, None, now);
         self.last = saved;
-        avail.set_horizon(FOREVER);
+        avail.set_horizon(FOREVER, 0);
         let p = prepare(view, job).ok()?;
         if !avail.ever_fits_prepared(view, &p) {
             return None;

@@ -172,19 +172,33 @@ impl NodeLine {
         }
     }
 
-    /// For each threshold, the first time the node has that many cores free.
-    fn reach(&self, thr: &[u32; NT]) -> [i64; NT] {
+    /// For each threshold, the first start of a stretch of at least
+    /// `min_dur` seconds during which the node has that many cores free. No
+    /// job of `min_dur` or longer can use the node for that many cores at an
+    /// earlier start.
+    fn reach(&self, thr: &[u32; NT], min_dur: i64) -> [i64; NT] {
         let mut r = [FOREVER; NT];
         if !self.usable {
             return r;
         }
-        for s in &self.segs {
+        let mut run: [Option<i64>; NT] = [None; NT];
+        for (k, s) in self.segs.iter().enumerate() {
             let f = self.free(s).cpus;
-            for (x, t) in r.iter_mut().zip(thr) {
-                if *x == FOREVER && f >= *t {
-                    *x = s.t;
+            let next = self.segs.get(k + 1).map_or(FOREVER, |s| s.t);
+            for ((x, t), run) in r.iter_mut().zip(thr).zip(run.iter_mut()) {
+                if *x != FOREVER {
+                    continue;
+                }
+                if f < *t {
+                    *run = None;
+                    continue;
+                }
+                let from = *run.get_or_insert(s.t);
+                if next == FOREVER || next.saturating_sub(from) >= min_dur {
+                    *x = from;
                 }
             }
+            // A stretch with the most cores is one for every threshold.
             if r[0] != FOREVER {
                 break;
             }
@@ -340,18 +354,34 @@ impl Agg {
         k + 1
     }
 
-    fn add(&mut self, from: i64, to: i64, d: &Sums) {
-        if to <= from || d.is_zero() {
+    /// Add changes given as `(from, delta)` steps (a delta holds until a
+    /// later step takes it back), in one sweep.
+    fn apply(&mut self, steps: &mut [(i64, Sums)]) {
+        steps.sort_unstable_by_key(|s| s.0);
+        let Some(first) = steps.first().map(|s| s.0) else {
             return;
-        }
-        let a = self.split(from);
-        let b = if to == FOREVER {
-            self.t.len()
-        } else {
-            self.split(to)
         };
-        for v in &mut self.v[a..b] {
-            v.add(d, 1);
+        for &(t, _) in steps.iter() {
+            if t != FOREVER {
+                self.split(t);
+            }
+        }
+        let mut run = Sums::default();
+        let mut e = 0;
+        let mut k = self.idx(first);
+        while k < self.t.len() {
+            while e < steps.len() && steps[e].0 <= self.t[k] {
+                run.add(&steps[e].1, 1);
+                e += 1;
+            }
+            if run.is_zero() {
+                if e == steps.len() {
+                    break;
+                }
+            } else {
+                self.v[k].add(&run, 1);
+            }
+            k += 1;
         }
     }
 
@@ -415,6 +445,9 @@ struct PartLine {
     /// at some time up to the horizon; the others are of no use to any
     /// search that ends there (and never will be again in this pass).
     live: [Vec<usize>; NT],
+    /// How many entries of each `live` list have dropped out since it was
+    /// last compacted (scans skip them anyway: their `reach` is too late).
+    stale: [usize; NT],
     /// Per threshold, the first position in `order` whose node has that
     /// many cores free now. Free cores now only shrink during a pass, so
     /// nodes before it can be passed over for good.
@@ -463,8 +496,10 @@ pub struct Availability {
     /// free ([`FOREVER`]: never).
     reach: Vec<i64>,
     parts: Vec<PartLine>,
-    /// The latest start searches will ask for (see [`Availability::set_horizon`]).
+    /// The latest start searches will ask for, and the shortest job they
+    /// will ask about (see [`Availability::set_horizon`]).
     horizon: i64,
+    shortest: i64,
 }
 
 impl Availability {
@@ -553,7 +588,7 @@ impl Availability {
         let n = nodes.len();
         let mut reach = vec![FOREVER; NT * n];
         for (i, node) in nodes.iter().enumerate() {
-            for (k, r) in node.reach(&thr).into_iter().enumerate() {
+            for (k, r) in node.reach(&thr, 0).into_iter().enumerate() {
                 reach[k * n + i] = r;
             }
         }
@@ -608,17 +643,34 @@ impl Availability {
             reach,
             parts,
             horizon: FOREVER,
+            shortest: 0,
         };
-        a.set_horizon(FOREVER);
+        a.set_horizon(FOREVER, 0);
         a
     }
 
-    /// Promise that searches (until the next call) start no later than
-    /// `latest`, so nodes fully taken until then can be left out of them.
-    pub fn set_horizon(&mut self, latest: i64) {
-        self.horizon = latest;
+    /// Promise that, until the next call, searches start no later than
+    /// `latest` and are for jobs that run at least `shortest` seconds
+    /// (unlimited ones count as forever), so the plan can leave out nodes
+    /// that have no room that long before then. Jobs shorter than
+    /// `shortest` are still answered right, only without that help.
+    pub fn set_horizon(&mut self, latest: i64, shortest: i64) {
         let n = self.nodes.len();
+        if shortest != self.shortest {
+            self.shortest = shortest;
+            for (i, node) in self.nodes.iter().enumerate() {
+                for (k, r) in node.reach(&self.thr, shortest).into_iter().enumerate() {
+                    self.reach[k * n + i] = r;
+                }
+            }
+            for line in &mut self.parts {
+                line.cursor = [0; NT];
+                line.advance(&self.reach, n, self.now);
+            }
+        }
+        self.horizon = latest;
         for line in &mut self.parts {
+            line.stale = [0; NT];
             for (k, live) in line.live.iter_mut().enumerate() {
                 let reach = &self.reach[k * n..(k + 1) * n];
                 *live = line
@@ -700,6 +752,8 @@ impl Availability {
             return;
         }
         let n = self.nodes.len();
+        // (partition, from, change of its sums), applied in one sweep each.
+        let mut steps: Vec<(usize, i64, Sums)> = Vec::new();
         for a in alloc {
             let Some(node) = self.nodes.get_mut(a.node) else {
                 continue;
@@ -724,29 +778,45 @@ impl Availability {
             }
             let after0 = node.free(&node.segs[0]).cpus;
             let mut gone = [false; NT];
-            for (k, r) in node.reach(&self.thr).into_iter().enumerate() {
+            for (k, r) in node.reach(&self.thr, self.shortest).into_iter().enumerate() {
                 let x = &mut self.reach[k * n + a.node];
                 gone[k] = *x <= self.horizon && r > self.horizon;
                 *x = r;
             }
-            let key = (node.weight, a.node);
             let parts = node.parts.clone();
             for p in parts {
                 let line = &mut self.parts[p];
-                for (live, _) in line.live.iter_mut().zip(gone).filter(|g| g.1) {
-                    let nodes = &self.nodes;
-                    if let Ok(at) = live.binary_search_by_key(&key, |&i| (nodes[i].weight, i)) {
-                        live.remove(at);
+                for (k, _) in gone.iter().enumerate().filter(|g| *g.1) {
+                    line.stale[k] += 1;
+                    if line.stale[k] * 8 > line.live[k].len() {
+                        let reach = &self.reach[k * n..(k + 1) * n];
+                        let horizon = self.horizon;
+                        line.live[k].retain(|&i| reach[i] <= horizon);
+                        line.stale[k] = 0;
                     }
                 }
                 for &(from, to, before, after) in &changes {
-                    line.agg
-                        .add(from, to, &Sums::delta(before, after, &self.thr));
+                    let d = Sums::delta(before, after, &self.thr);
+                    if to > from && !d.is_zero() {
+                        steps.push((p, from, d));
+                        if to != FOREVER {
+                            let mut back = Sums::default();
+                            back.add(&d, -1);
+                            steps.push((p, to, back));
+                        }
+                    }
                 }
                 if ks == 0 {
                     line.track_now(before0, after0);
                     line.advance(&self.reach, n, self.now);
                 }
+            }
+        }
+        steps.sort_unstable_by_key(|s| s.0);
+        for group in steps.chunk_by(|a, b| a.0 == b.0) {
+            let mut by_time: Vec<(i64, Sums)> = group.iter().map(|s| (s.1, s.2)).collect();
+            if let Some(line) = group.first().and_then(|s| self.parts.get_mut(s.0)) {
+                line.agg.apply(&mut by_time);
             }
         }
     }
@@ -913,8 +983,15 @@ impl Availability {
         };
         let job: &JobView = &p.job;
         let n = self.nodes.len();
-        let reach = &self.reach[need.node_slot * n..(need.node_slot + 1) * n];
         let dur = duration(job);
+        // The per-node index only speaks for jobs at least `shortest` long.
+        let indexed = dur.is_none_or(|d| d >= self.shortest);
+        let unindexed = vec![i64::MIN; if indexed { 0 } else { n }];
+        let reach = if indexed {
+            &self.reach[need.node_slot * n..(need.node_slot + 1) * n]
+        } else {
+            &unindexed[..]
+        };
         let end_of = |s: i64| self.end_of(s, dur);
         // (first start that avoids what blocked the node, node)
         let mut blocked: Vec<(i64, usize)> = Vec::new();
@@ -923,7 +1000,8 @@ impl Availability {
             None => (None, None),
         };
         let free = |i: usize| {
-            let r = *reach.get(i)?;
+            let usable = self.nodes.get(i)?.usable;
+            let r = if usable { *reach.get(i)? } else { FOREVER };
             let known = memo.as_ref().and_then(|m| m.get(i)).copied();
             let b = if r > start {
                 r
@@ -946,7 +1024,9 @@ impl Availability {
         let req = self.required(p);
         // Now, nodes before the cursor have too few cores free; later, nodes
         // out of the live list have too few until after the horizon.
-        let (list, skip) = if start == self.now {
+        let (list, skip) = if !indexed {
+            (&line.order, 0)
+        } else if start == self.now {
             (
                 &line.order,
                 line.cursor[need.node_slot].min(line.order.len()),

@@ -62,10 +62,12 @@ impl Plan {
                     *job,
                     PlannedStart {
                         start: now,
+                        // A limit of 0 means none, as in Slurm.
                         end: limits
                             .get(job)
                             .copied()
                             .flatten()
+                            .filter(|m| *m > 0)
                             .map(|m| now.saturating_add(m as i64 * 60)),
                         alloc: alloc.clone(),
                     },

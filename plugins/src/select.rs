@@ -483,16 +483,13 @@ pub(crate) mod tests {
         let one = place(&v, &job(2), false).unwrap();
         assert_eq!(one[0].mem, 400);
         v.consume(&one);
+        // 600 MiB left: room for one more core at 400, not two.
         let two = JobView {
             num_tasks: 2,
             ..job(3)
         };
-        assert_eq!(place(&v, &two, false).unwrap()[0].mem, 800);
-        let three = JobView {
-            num_tasks: 3,
-            ..job(4)
-        };
-        assert_eq!(place(&v, &three, false), Err(SelectFail::Busy));
+        assert_eq!(place(&v, &two, false), Err(SelectFail::Busy));
+        assert_eq!(place(&v, &job(4), false).unwrap()[0].mem, 400);
     }
 
     #[test]

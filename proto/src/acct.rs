@@ -4,11 +4,11 @@
 //! Map:
 //! - [`DbdRequest`] = credential + [`AcctRequest`]; the answer is an [`AcctResponse`].
 //!   Framing is the same as the controller's (4-byte length + JSON).
-//! - Ingestion: [`SeqRecord`] = `(cluster, seq)` + an [`AcctRecord`] (job start/end,
-//!   step start/end, node state, cluster size). `seq` is the outbox's per-cluster
+//! - Ingestion: [`SeqRecord`] = `(cluster, epoch, seq)` + an [`AcctRecord`] (job
+//!   start/end, step start/end, node state, cluster size). `seq` is the outbox's
 //!   sequence number, starting at 1 and increasing by one per record; the daemon
-//!   applies each `(cluster, seq)` exactly once, however often it is resent, and
-//!   answers [`AcctResponse::Ack`] only once the whole batch is durable.
+//!   applies each `(cluster, epoch, seq)` exactly once, however often it is
+//!   resent, and answers [`AcctResponse::Ack`] only once the whole batch is durable.
 //! - Administration: clusters, accounts, users, associations and QOS, each with a
 //!   record type (`*Rec`), a filter (`*Filter`, empty lists match everything) and
 //!   a patch (`*Patch`, fields are [`Set::Keep`] unless changed).
@@ -42,7 +42,12 @@ pub struct DbdRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SeqRecord {
     pub cluster: String,
-    /// Per-cluster outbox sequence number (1, 2, 3, ...).
+    /// Identifies the outbox: a controller whose saved state is wiped starts
+    /// a new epoch (e.g. a random number made with the state), so its
+    /// sequence may restart at 1 without its records being taken for resends.
+    #[serde(default)]
+    pub epoch: u64,
+    /// Sequence number within `(cluster, epoch)`: 1, 2, 3, ... without gaps.
     pub seq: u64,
     pub record: AcctRecord,
 }
@@ -878,10 +883,11 @@ impl AcctRequest {
     }
 }
 
-/// Per-cluster acknowledgement of a batch.
+/// Per-outbox acknowledgement of a batch.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ClusterAck {
     pub cluster: String,
+    pub epoch: u64,
     /// Every seq up to and including this one is applied.
     pub through: u64,
 }
@@ -985,6 +991,7 @@ mod tests {
     fn requests_round_trip() {
         let r = AcctRequest::Records(vec![SeqRecord {
             cluster: "c".into(),
+            epoch: 0,
             seq: 1,
             record: AcctRecord::JobStart(AcctJob {
                 job_id: 7,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::plan::duration;
 use crate::sched::Builtin;
 use crate::select::place;
 use crate::select::tests::{cluster, job};
@@ -636,8 +637,9 @@ proptest! {
         let mut b = bf(&s.params);
         let latest = s.now + b.params.window as i64 * 60;
         let (_, mut avail) = b.plan_pass(&s.view, &s.queue, None, s.now);
-        for horizon in [latest, FOREVER] {
-            avail.set_horizon(horizon);
+        let shortest = s.queue.iter().map(|j| duration(j).unwrap_or(FOREVER)).min().unwrap_or(0);
+        for (horizon, short) in [(latest, shortest), (FOREVER, 0), (latest, 0), (FOREVER, 3600)] {
+            avail.set_horizon(horizon, short);
             for j in &s.queue {
                 let Ok(p) = prepare(&s.view, j) else { continue };
                 let slow = avail.earliest_slow(&s.view, &p, s.now, horizon);
@@ -705,6 +707,7 @@ proptest! {
         let mut b = bf(&s.params);
         let _ = b.plan(&s.view, &s.queue, s.now);
         let _ = b.plan(&s.view, &s.queue, i64::MAX - 10);
+        let _ = b.plan(&s.view, &s.queue, i64::MIN + 10);
         if let Some(j) = s.queue.first() {
             let _ = b.expected_start(&s.view, &s.queue[1..], j, s.now);
         }

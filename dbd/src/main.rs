@@ -1,0 +1,126 @@
+use anyhow::Context;
+use slurm_common::auth::Key;
+use slurmdbd::conf::{default_conf_path, DbdConf};
+use slurmdbd::server::{maintenance, Server};
+use slurmdbd::storage::Storage;
+use std::sync::Arc;
+
+fn main() {
+    let args = match slurmdbd::args::parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("slurmdbd: {e}");
+            eprint!("{}", slurmdbd::args::USAGE);
+            std::process::exit(1);
+        }
+    };
+    if args.version {
+        println!("slurm {}", slurm_proto::SLURM_VERSION);
+        return;
+    }
+    if args.help {
+        print!("{}", slurmdbd::args::USAGE);
+        return;
+    }
+    if let Err(e) = run(args) {
+        eprintln!("slurmdbd: fatal: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn init_logging(args: &slurmdbd::args::Args, conf: &DbdConf) -> anyhow::Result<()> {
+    const LEVELS: [&str; 5] = ["off", "error", "info", "debug", "trace"];
+    let base = match conf.debug_level.as_str() {
+        "quiet" => 0,
+        "fatal" | "error" => 1,
+        "info" | "verbose" => 2,
+        "debug" | "debug2" => 3,
+        _ => 4,
+    };
+    let level = LEVELS[(base + args.verbose as usize).min(LEVELS.len() - 1)];
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLURMDBD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    match conf.log_file.as_ref().filter(|_| !args.foreground) {
+        Some(path) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("log file {}", path.display()))?;
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(f))
+                .init();
+        }
+        None => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+    }
+    Ok(())
+}
+
+fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
+    let path = args.conf.clone().unwrap_or_else(default_conf_path);
+    let conf = DbdConf::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    init_logging(&args, &conf)?;
+    for w in &conf.warnings {
+        tracing::warn!("{w}");
+    }
+    let key = Key::load(&conf.key_path())?;
+    let slurm_user_uid = match slurm_common::users::user_by_name(&conf.slurm_user) {
+        Some(u) => Some(u.uid),
+        None => {
+            tracing::warn!("SlurmUser '{}' is not a known user", conf.slurm_user);
+            None
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let target = conf.storage_target();
+        let storage = Arc::new(
+            Storage::open(&target)
+                .await
+                .with_context(|| format!("accounting storage {}", target.display()))?,
+        );
+        let addr = conf.listen_addr();
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        tracing::info!(
+            "slurmdbd version {} started: {} storage at {}, listening on {addr}",
+            slurm_proto::SLURM_VERSION,
+            storage.backend().name(),
+            target.display()
+        );
+        if let Some(pidfile) = &conf.pid_file {
+            if let Err(e) = std::fs::write(pidfile, format!("{}\n", std::process::id())) {
+                tracing::warn!("cannot write {}: {e}", pidfile.display());
+            }
+        }
+        tokio::spawn(maintenance(storage.clone(), conf.purge.clone()));
+        let server = Arc::new(Server {
+            storage: storage.clone(),
+            key,
+            slurm_user_uid,
+        });
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let shutdown = async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        };
+        server.serve(listener, shutdown).await;
+        tracing::info!("shutting down");
+        storage.close().await;
+        if let Some(pidfile) = &conf.pid_file {
+            let _ = std::fs::remove_file(pidfile);
+        }
+        anyhow::Ok(())
+    })
+}

@@ -1,0 +1,287 @@
+//! The listener: frames carry [`DbdRequest`]s (credential checked first) and
+//! are answered with [`AcctResponse`]s; a connection may carry several
+//! requests, one after another. Plus the hourly maintenance task (rollup and
+//! purge).
+//!
+//! Who may do what: ingestion only root and SlurmUser (the controller);
+//! changes to the database root, SlurmUser and users whose AdminLevel is
+//! Operator or Administrator (only an Administrator may make one); queries
+//! any authenticated user.
+
+use crate::conf::PurgeSettings;
+use crate::storage::{Storage, StorageError};
+use slurm_common::auth::{now, AuthError, Key};
+use slurm_common::net::{read_frame, write_frame};
+use slurm_proto::acct::*;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+/// How long a connection may sit idle between requests.
+const IDLE: Duration = Duration::from_secs(300);
+
+pub struct Server {
+    pub storage: Arc<Storage>,
+    pub key: Key,
+    /// The uid of slurmdbd.conf's SlurmUser (root is always allowed).
+    pub slurm_user_uid: Option<u32>,
+}
+
+fn err(kind: AcctErrorKind, m: impl Into<String>) -> AcctResponse {
+    AcctResponse::Error(AcctError::new(kind, m))
+}
+
+/// A storage error as the client sees it.
+pub fn storage_error(e: StorageError) -> AcctResponse {
+    let kind = match &e {
+        StorageError::Invalid(_) => AcctErrorKind::InvalidRequest,
+        StorageError::NotFound(_) => AcctErrorKind::NotFound,
+        StorageError::Exists(_) => AcctErrorKind::AlreadyExists,
+        StorageError::InUse(_) => AcctErrorKind::InUse,
+        _ => {
+            tracing::warn!("storage: {e}");
+            AcctErrorKind::Storage
+        }
+    };
+    err(kind, e.to_string())
+}
+
+/// Does the request make someone an Administrator?
+fn grants_administrator(r: &AcctRequest) -> bool {
+    match r {
+        AcctRequest::AddUsers(a) => a.admin_level == Some(AdminLevel::Administrator),
+        AcctRequest::ModifyUsers { set, .. } => {
+            set.admin_level == Set::To(AdminLevel::Administrator)
+        }
+        _ => false,
+    }
+}
+
+impl Server {
+    /// Accept connections until `shutdown` completes.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+        let limit = Arc::new(Semaphore::new(256));
+        tokio::pin!(shutdown);
+        loop {
+            let accepted = tokio::select! {
+                _ = &mut shutdown => return,
+                a = listener.accept() => a,
+            };
+            let sock = match accepted {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = sock.set_nodelay(true);
+            let Ok(permit) = limit.clone().acquire_owned().await else {
+                return;
+            };
+            let me = self.clone();
+            tokio::spawn(async move {
+                me.connection(sock).await;
+                drop(permit);
+            });
+        }
+    }
+
+    async fn connection(&self, mut sock: TcpStream) {
+        loop {
+            let req: DbdRequest = match tokio::time::timeout(IDLE, read_frame(&mut sock)).await {
+                Err(_) | Ok(Ok(None)) => return,
+                Ok(Ok(Some(r))) => r,
+                Ok(Err(e)) => {
+                    tracing::debug!("bad request: {e}");
+                    let _ =
+                        write_frame(&mut sock, &err(AcctErrorKind::Protocol, e.to_string())).await;
+                    return;
+                }
+            };
+            let resp = self.handle(req, now()).await;
+            if let Err(e) = write_frame(&mut sock, &resp).await {
+                tracing::debug!("cannot reply: {e}");
+                return;
+            }
+        }
+    }
+
+    /// Check the credential and the caller's rights, then answer.
+    pub async fn handle(&self, req: DbdRequest, now: i64) -> AcctResponse {
+        if let Err(e) = self.key.verify(&req.cred, now) {
+            tracing::info!("refused credential (uid {}): {e}", req.cred.uid);
+            let kind = match e {
+                AuthError::Expired | AuthError::NotYetValid => AcctErrorKind::ExpiredCredential,
+                _ => AcctErrorKind::InvalidCredential,
+            };
+            return err(kind, e.to_string());
+        }
+        let uid = req.cred.uid;
+        let superuser = uid == 0 || Some(uid) == self.slurm_user_uid;
+        let body = req.body;
+        if body.is_ingest() && !superuser {
+            return err(
+                AcctErrorKind::AccessDenied,
+                format!("uid {uid} may not send accounting records (only root or SlurmUser)"),
+            );
+        }
+        if body.is_admin() && !superuser {
+            let name = slurm_common::users::user_by_uid(uid)
+                .map(|u| u.name)
+                .unwrap_or_else(|| uid.to_string());
+            let level = match self.storage.admin_level(&name).await {
+                Ok(l) => l.unwrap_or_default(),
+                Err(e) => return storage_error(e),
+            };
+            if level < AdminLevel::Operator {
+                return err(
+                    AcctErrorKind::AccessDenied,
+                    format!(
+                        "user '{name}' is not an administrator or operator \
+                         (AdminLevel=Operator or Administrator is needed)"
+                    ),
+                );
+            }
+            if grants_administrator(&body) && level < AdminLevel::Administrator {
+                return err(
+                    AcctErrorKind::AccessDenied,
+                    format!("only an Administrator may make user '{name}' an Administrator"),
+                );
+            }
+        }
+        self.answer(body, now).await
+    }
+
+    async fn answer(&self, body: AcctRequest, now: i64) -> AcctResponse {
+        let s = &self.storage;
+        let changed = |r: Result<Vec<String>, StorageError>| match r {
+            Ok(v) => AcctResponse::Changed(v),
+            Err(e) => storage_error(e),
+        };
+        match body {
+            AcctRequest::Ping => AcctResponse::Pong {
+                version: slurm_proto::SLURM_VERSION.to_string(),
+            },
+            AcctRequest::Record(r) => self.ingest(vec![r]).await,
+            AcctRequest::Records(v) => self.ingest(v).await,
+            AcctRequest::AddClusters(v) => changed(s.add_clusters(v).await),
+            AcctRequest::DeleteClusters(f) => changed(s.delete_clusters(&f).await),
+            AcctRequest::AddAccounts(a) => changed(s.add_accounts(&a).await),
+            AcctRequest::ModifyAccounts { filter, set, assoc } => {
+                changed(s.modify_accounts(&filter, &set, &assoc).await)
+            }
+            AcctRequest::DeleteAccounts(f) => changed(s.delete_accounts(&f).await),
+            AcctRequest::AddUsers(a) => changed(s.add_users(&a).await),
+            AcctRequest::ModifyUsers { filter, set, assoc } => {
+                changed(s.modify_users(&filter, &set, &assoc).await)
+            }
+            AcctRequest::DeleteUsers(f) => changed(s.delete_users(&f).await),
+            AcctRequest::ModifyAssocs { filter, set } => {
+                changed(s.modify_assocs(&filter, &set).await)
+            }
+            AcctRequest::DeleteAssocs(f) => changed(s.delete_assocs(&f).await),
+            AcctRequest::AddQos(v) => changed(s.add_qos(v).await),
+            AcctRequest::ModifyQos { filter, set } => changed(s.modify_qos(&filter, &set).await),
+            AcctRequest::DeleteQos(f) => changed(s.delete_qos(&f).await),
+            AcctRequest::Rollup { now: at } => match s.rollup(at.unwrap_or(now)).await {
+                Ok(st) => AcctResponse::RolledUp(st),
+                Err(e) => storage_error(e),
+            },
+            AcctRequest::ListClusters(f) => match s.list_clusters(&f).await {
+                Ok(v) => AcctResponse::Clusters(v),
+                Err(e) => storage_error(e),
+            },
+            AcctRequest::ListAccounts(f) => match s.list_accounts(&f).await {
+                Ok(v) => AcctResponse::Accounts(v),
+                Err(e) => storage_error(e),
+            },
+            AcctRequest::ListUsers(f) => match s.list_users(&f).await {
+                Ok(v) => AcctResponse::Users(v),
+                Err(e) => storage_error(e),
+            },
+            AcctRequest::ListAssocs(f) => match s.list_assocs(&f).await {
+                Ok(v) => AcctResponse::Assocs(v),
+                Err(e) => storage_error(e),
+            },
+            AcctRequest::ListQos(f) => match s.list_qos(&f).await {
+                Ok(v) => AcctResponse::Qos(v),
+                Err(e) => storage_error(e),
+            },
+            AcctRequest::GetJobs(q) => match s.jobs(&q).await {
+                Ok(v) => AcctResponse::Jobs(v),
+                Err(e) => storage_error(e),
+            },
+            AcctRequest::GetUsage(q) => match s.usage(&q).await {
+                Ok(v) => AcctResponse::Usage(v),
+                Err(e) => storage_error(e),
+            },
+        }
+    }
+
+    async fn ingest(&self, records: Vec<SeqRecord>) -> AcctResponse {
+        let n = records.len();
+        match self.storage.ingest(records).await {
+            Ok(o) => {
+                tracing::debug!(
+                    "ingested {n} records: {} applied, {} already seen",
+                    o.applied,
+                    o.duplicates
+                );
+                AcctResponse::Ack {
+                    applied: o.applied,
+                    duplicates: o.duplicates,
+                    clusters: o.clusters,
+                }
+            }
+            Err(e) => storage_error(e),
+        }
+    }
+}
+
+/// Seconds until the next hour boundary (+ a few seconds so the hour is complete).
+fn until_next_hour(now: i64) -> Duration {
+    Duration::from_secs((3600 - now.rem_euclid(3600) + 5) as u64)
+}
+
+/// Hourly: roll usage up and purge old records. Runs once at start.
+pub async fn maintenance(storage: Arc<Storage>, purge: PurgeSettings) {
+    loop {
+        let t = now();
+        match storage.rollup(t).await {
+            Ok(st) if st.hours > 0 => tracing::info!(
+                "rollup: {} hours, {} days, {} months",
+                st.hours,
+                st.days,
+                st.months
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::error!("rollup failed: {e}"),
+        }
+        match storage.purge(&purge, t).await {
+            Ok(p) if p != Default::default() => tracing::info!(
+                "purged {} jobs, {} steps, {} events, {} usage rows",
+                p.jobs,
+                p.steps,
+                p.events,
+                p.usage
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::error!("purge failed: {e}"),
+        }
+        tokio::time::sleep(until_next_hour(now())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_hour() {
+        assert_eq!(until_next_hour(3600), Duration::from_secs(3605));
+        assert_eq!(until_next_hour(7199), Duration::from_secs(6));
+    }
+}
