@@ -46,11 +46,31 @@ pub fn free_port(ip: &str) -> std::io::Result<u16> {
 impl ClusterSpec {
     /// Defaults for `dir`, with ports picked free on 127.0.0.1.
     pub fn new(dir: &Path, nodes: u32, bin_dir: &Path) -> std::io::Result<ClusterSpec> {
+        Self::with_ports(dir, nodes, bin_dir, None)
+    }
+
+    /// As [`ClusterSpec::new`]; with `Some(base)` the ports are a block
+    /// `base..=base+nodes` (all checked free) instead of kernel-chosen ones,
+    /// so a large cluster stays out of the range other clusters draw from.
+    pub fn with_ports(
+        dir: &Path,
+        nodes: u32,
+        bin_dir: &Path,
+        base: Option<u16>,
+    ) -> std::io::Result<ClusterSpec> {
         let ip = "127.0.0.1".to_string();
         // Hold every probe socket until all ports are chosen, so no port is
         // handed out twice.
         let held = (0..=nodes)
-            .map(|_| std::net::TcpListener::bind((ip.as_str(), 0)))
+            .map(|k| {
+                let port = match base {
+                    Some(b) => b
+                        .checked_add(k as u16)
+                        .ok_or_else(|| std::io::Error::other("port range overflows"))?,
+                    None => 0,
+                };
+                std::net::TcpListener::bind((ip.as_str(), port))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let ports = held
             .iter()

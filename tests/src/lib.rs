@@ -57,8 +57,24 @@ impl TestCluster {
             .prefix("slurm-test-")
             .tempdir()
             .expect("tempdir");
-        let mut spec =
-            ClusterSpec::new(&tmp.path().join("cluster"), nodes, &bin_dir()).expect("spec");
+        // Large clusters take a block below the kernel's ephemeral range, so
+        // they never grab a port another test's daemon is about to reuse.
+        let mut spec = if nodes > 16 {
+            (0..20u16)
+                .find_map(|k| {
+                    let base = 20000 + ((std::process::id() % 16) as u16 + k * 3) * 500;
+                    ClusterSpec::with_ports(
+                        &tmp.path().join("cluster"),
+                        nodes,
+                        &bin_dir(),
+                        Some(base),
+                    )
+                    .ok()
+                })
+                .expect("a free block of ports")
+        } else {
+            ClusterSpec::new(&tmp.path().join("cluster"), nodes, &bin_dir()).expect("spec")
+        };
         tune(&mut spec);
         let c = match LocalCluster::start(spec) {
             Ok(c) => c,
