@@ -1502,44 +1502,32 @@ impl Controller {
             }
         }
         let account = desc.account.clone().unwrap_or_default();
-        if let Some(accts) = list(&part.allow_accounts) {
-            if !accts.contains(&account) {
-                return deny(
-                    SlurmError::InvalidAccount,
-                    format!("account '{account}' may not use partition {}", part.name),
-                );
-            }
-        }
-        if let Some(accts) = self
-            .conf
-            .partition(&part.name)
-            .and_then(|p| list(&p.deny_accounts))
-        {
-            if accts.contains(&account) {
-                return deny(
-                    SlurmError::InvalidAccount,
-                    format!("account '{account}' may not use partition {}", part.name),
-                );
-            }
-        }
         let qos = desc.qos.clone().unwrap_or_else(|| "normal".into());
-        if let Some(q) = list(&part.allow_qos) {
-            if !q.contains(&qos) {
+        let conf = self.conf.partition(&part.name);
+        // (value, allow list, deny list, error, what)
+        let checks = [
+            (
+                &account,
+                list(&part.allow_accounts),
+                conf.and_then(|p| list(&p.deny_accounts)),
+                SlurmError::InvalidAccount,
+                "account",
+            ),
+            (
+                &qos,
+                list(&part.allow_qos),
+                conf.and_then(|p| list(&p.deny_qos)),
+                SlurmError::InvalidQos,
+                "QOS",
+            ),
+        ];
+        for (value, allow, denied, error, what) in checks {
+            let refused = allow.is_some_and(|a| !a.contains(value))
+                || denied.is_some_and(|d| d.contains(value));
+            if refused {
                 return deny(
-                    SlurmError::InvalidQos,
-                    format!("QOS '{qos}' may not use partition {}", part.name),
-                );
-            }
-        }
-        if let Some(q) = self
-            .conf
-            .partition(&part.name)
-            .and_then(|p| list(&p.deny_qos))
-        {
-            if q.contains(&qos) {
-                return deny(
-                    SlurmError::InvalidQos,
-                    format!("QOS '{qos}' may not use partition {}", part.name),
+                    error,
+                    format!("{what} '{value}' may not use partition {}", part.name),
                 );
             }
         }
