@@ -1,0 +1,725 @@
+//! End to end: a real controller and node daemons (`slurm_cli::local`), a
+//! `slurmrestd` process on 127.0.0.1 and on a unix socket, every served
+//! path driven, and every response validated against the schema that our
+//! OpenAPI document gives for its path, method and status.
+//!
+//! Needs the daemons built: `cargo build --workspace --bins`.
+
+use serde_json::{json, Value};
+use slurm_cli::local::{free_port, ClusterSpec, LocalCluster};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NOBODY: &str = "nobody";
+
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    for b in ["slurmctld", "slurmd"] {
+        assert!(
+            dir.join(b).exists(),
+            "{b} missing in {}: run `cargo build --workspace --bins` before these tests",
+            dir.display()
+        );
+    }
+    dir
+}
+
+// ------------------------------------------------------------- tiny client
+
+struct Reply {
+    status: u16,
+    body: Value,
+    raw: String,
+}
+
+enum Target<'a> {
+    Tcp(&'a str),
+    Unix(&'a Path),
+}
+
+fn http(
+    target: &Target,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Reply {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if let Some(b) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    req.push_str("\r\n");
+    if let Some(b) = body {
+        req.push_str(b);
+    }
+    let mut buf = Vec::new();
+    match target {
+        Target::Tcp(addr) => {
+            let mut s = std::net::TcpStream::connect(addr).expect("connect slurmrestd");
+            s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            s.write_all(req.as_bytes()).unwrap();
+            s.read_to_end(&mut buf).expect("read reply");
+        }
+        Target::Unix(p) => {
+            let mut s = std::os::unix::net::UnixStream::connect(p).expect("connect unix socket");
+            s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            s.write_all(req.as_bytes()).unwrap();
+            s.read_to_end(&mut buf).expect("read reply");
+        }
+    }
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").expect("http head");
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status code");
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase()
+            .starts_with("transfer-encoding: chunked")
+    });
+    let raw = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    let body = serde_json::from_str(&raw).unwrap_or(Value::Null);
+    Reply { status, body, raw }
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
+}
+
+// ---------------------------------------------------------- the validator
+
+struct Checker {
+    doc: Value,
+    count: usize,
+}
+
+impl Checker {
+    /// Validate `r` against the schema of `template` (a path of the
+    /// document) for `method` and the reply's status; panic with every
+    /// violation.
+    fn check(&mut self, template: &str, method: &str, r: &Reply) {
+        let op = &self.doc["paths"][template][method];
+        assert!(op.is_object(), "{method} {template} is not in our document");
+        let resp = op["responses"]
+            .get(r.status.to_string())
+            .unwrap_or(&op["responses"]["default"]);
+        let reference = resp["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no schema for {method} {template} {}", r.status));
+        let schema = json!({"$ref": reference, "components": self.doc["components"]});
+        let v = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft4)
+            .build(&schema)
+            .expect("schema compiles");
+        let errs: Vec<String> = v
+            .iter_errors(&r.body)
+            .map(|e| format!("{} at {}", e, e.instance_path))
+            .collect();
+        assert!(
+            errs.is_empty(),
+            "{method} {template} ({}) violates {reference}:\n{}\nbody: {}",
+            r.status,
+            errs.join("\n"),
+            &r.raw[..r.raw.len().min(3000)]
+        );
+        for k in ["meta", "errors", "warnings"] {
+            assert!(
+                r.body.get(k).is_some(),
+                "{method} {template}: no {k}: {}",
+                r.raw
+            );
+        }
+        self.count += 1;
+    }
+}
+
+struct Restd {
+    child: Child,
+}
+
+impl Drop for Restd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn first_error(r: &Reply) -> String {
+    r.body["errors"][0]["error"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn rest_api_against_a_running_cluster() {
+    let bins = bin_dir();
+    let tmp = tempfile::Builder::new()
+        .prefix("restd-test-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("cluster");
+    std::fs::create_dir_all(&dir).unwrap();
+    let jwt_key = dir.join("jwt_hs256.key");
+    let key_bytes: Vec<u8> = (0..32u8).map(|i| b'a' + i % 26).collect();
+    std::fs::write(&jwt_key, &key_bytes).unwrap();
+    let mut spec = ClusterSpec::new(&dir, 2, &bins).expect("spec");
+    spec.extra_conf = format!(
+        "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\n",
+        jwt_key.display()
+    );
+    let cluster = LocalCluster::start(spec).expect("cluster starts");
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o1777)).unwrap();
+
+    let port = free_port("127.0.0.1").unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let sock = dir.join("restd.sock");
+    let log = std::fs::File::create(dir.join("log/slurmrestd.log")).unwrap();
+    let _restd = Restd {
+        child: Command::new(env!("CARGO_BIN_EXE_slurmrestd"))
+            .arg("-f")
+            .arg(cluster.spec.conf_path())
+            .arg(&addr)
+            .arg(format!("unix:{}", sock.display()))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start slurmrestd"),
+    };
+    wait_for("slurmrestd", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(&addr).is_ok() && sock.exists()
+    });
+    let tcp = Target::Tcp(&addr);
+    let unix = Target::Unix(&sock);
+
+    let root_tok = slurmrestd::jwt::mint_token(&key_bytes, "root", 600).unwrap();
+    let nobody_tok = slurmrestd::jwt::mint_token(&key_bytes, NOBODY, 600).unwrap();
+    let root: Vec<(&str, &str)> = vec![
+        ("X-SLURM-USER-NAME", "root"),
+        ("X-SLURM-USER-TOKEN", &root_tok),
+    ];
+    let bearer = format!("Bearer {nobody_tok}");
+    let as_nobody: Vec<(&str, &str)> = vec![("Authorization", &bearer)];
+    let root_for_nobody: Vec<(&str, &str)> = vec![
+        ("X-SLURM-USER-NAME", NOBODY),
+        ("X-SLURM-USER-TOKEN", &root_tok),
+    ];
+
+    // Our document covers exactly what we serve.
+    let r = http(&tcp, "GET", "/openapi/v3", &[], None);
+    assert_eq!(r.status, 200);
+    let served: Vec<&str> = slurmrestd::spec::SERVED.iter().map(|(p, _)| *p).collect();
+    let mut got: Vec<&str> = r.body["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    got.sort();
+    let mut want = served.clone();
+    want.sort();
+    assert_eq!(got, want);
+    let mut ck = Checker {
+        doc: r.body.clone(),
+        count: 0,
+    };
+    let s = "/slurm/v0.0.44";
+    let p = |x: &str| format!("{s}{x}");
+
+    // ---- authentication
+    let r = http(&tcp, "GET", &p("/jobs/"), &[], None);
+    assert_eq!(r.status, 401, "{}", r.raw);
+    ck.check(&p("/jobs/"), "get", &r);
+    let r = http(
+        &tcp,
+        "GET",
+        &p("/jobs/"),
+        &[("X-SLURM-USER-TOKEN", "not.a.token")],
+        None,
+    );
+    assert_eq!(r.status, 401);
+    let forged = slurmrestd::jwt::mint_token(b"some other key, 16+ bytes", "root", 600).unwrap();
+    let r = http(
+        &tcp,
+        "GET",
+        &p("/ping/"),
+        &[("X-SLURM-USER-TOKEN", &forged)],
+        None,
+    );
+    assert_eq!(r.status, 401);
+    ck.check(&p("/ping/"), "get", &r);
+    let expired = slurmrestd::jwt::mint_token_at(&key_bytes, "root", 1000, 10).unwrap();
+    let r = http(
+        &tcp,
+        "GET",
+        &p("/ping/"),
+        &[("X-SLURM-USER-TOKEN", &expired)],
+        None,
+    );
+    assert_eq!(r.status, 401);
+    assert!(r.raw.contains("expired"), "{}", r.raw);
+    // Only root/SlurmUser may act for someone else.
+    let r = http(
+        &tcp,
+        "GET",
+        &p("/ping/"),
+        &[
+            ("X-SLURM-USER-NAME", "root"),
+            ("X-SLURM-USER-TOKEN", &nobody_tok),
+        ],
+        None,
+    );
+    assert_eq!(r.status, 401, "{}", r.raw);
+    let r = http(&tcp, "GET", &p("/ping/"), &as_nobody, None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert_eq!(r.body["meta"]["client"]["user"], NOBODY);
+    // rest_auth/local over the unix socket: we are root.
+    let r = http(&unix, "GET", &p("/ping/"), &[], None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert_eq!(r.body["meta"]["client"]["user"], "root");
+    ck.check(&p("/ping/"), "get", &r);
+    let r = http(
+        &unix,
+        "GET",
+        &p("/ping/"),
+        &[("X-SLURM-USER-NAME", NOBODY)],
+        None,
+    );
+    assert_eq!(r.body["meta"]["client"]["user"], NOBODY, "{}", r.raw);
+
+    // ---- ping, diag, licenses, shares, reconfigure
+    let r = http(&tcp, "GET", &p("/ping/"), &root, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["pings"][0]["responding"], true);
+    assert_eq!(
+        r.body["meta"]["slurm"]["release"],
+        slurm_proto::SLURM_VERSION
+    );
+    ck.check(&p("/ping/"), "get", &r);
+    let r = http(&tcp, "GET", &p("/diag/"), &root, None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/diag/"), "get", &r);
+    let r = http(&tcp, "GET", &p("/licenses/"), &root, None);
+    assert_eq!(r.status, 200);
+    ck.check(&p("/licenses/"), "get", &r);
+    let r = http(&tcp, "GET", &p("/shares"), &root, None);
+    assert!(r.status == 200 || r.status == 422, "{}", r.raw);
+    ck.check(&p("/shares"), "get", &r);
+    let r = http(&tcp, "GET", &p("/reconfigure/"), &root, None);
+    assert_eq!(r.status, 501);
+    assert!(r.body["errors"][0]["description"]
+        .as_str()
+        .unwrap()
+        .contains("not supported"));
+    ck.check(&p("/reconfigure/"), "get", &r);
+
+    // ---- submit as nobody (root acting for nobody), read back
+    let wd = work.display().to_string();
+    let body = json!({
+        "script": "#!/bin/sh\nsleep 60\n",
+        "job": {
+            "name": "rest1",
+            "current_working_directory": wd,
+            "environment": ["PATH=/usr/bin:/bin"],
+            "time_limit": {"set": true, "infinite": false, "number": 5},
+            "tasks": 1,
+            "memory_per_node": 10,
+            "standard_output": "rest-%j.out",
+            "comment": "from rest",
+        }
+    })
+    .to_string();
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/job/submit"),
+        &root_for_nobody,
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/job/submit"), "post", &r);
+    let id = r.body["job_id"].as_u64().expect("job id");
+    assert_eq!(r.body["step_id"], "batch");
+    let jp = p(&format!("/job/{id}"));
+    let r = http(&tcp, "GET", &jp, &as_nobody, None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/job/{job_id}"), "get", &r);
+    let j = &r.body["jobs"][0];
+    assert_eq!(j["job_id"], id);
+    assert_eq!(j["name"], "rest1");
+    assert_eq!(j["user_name"], NOBODY);
+    assert_eq!(j["comment"], "from rest");
+    assert_eq!(
+        j["time_limit"],
+        json!({"set": true, "infinite": false, "number": 5})
+    );
+    assert_eq!(j["standard_output"], format!("{wd}/rest-%j.out"));
+    assert_eq!(j["current_working_directory"], wd);
+    assert!(j["job_state"].is_array());
+    wait_for("job to run", Duration::from_secs(30), || {
+        http(&tcp, "GET", &jp, &as_nobody, None).body["jobs"][0]["job_state"] == json!(["RUNNING"])
+    });
+    let r = http(&tcp, "GET", &jp, &as_nobody, None);
+    ck.check(&p("/job/{job_id}"), "get", &r);
+    assert!(!r.body["jobs"][0]["nodes"].as_str().unwrap().is_empty());
+    assert_eq!(r.body["jobs"][0]["start_time"]["set"], true);
+
+    // jobs/ and update_time
+    let r = http(&tcp, "GET", &p("/jobs/"), &root, None);
+    assert_eq!(r.status, 200);
+    ck.check(&p("/jobs/"), "get", &r);
+    assert!(r.body["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|j| j["job_id"] == id));
+    let last = r.body["last_update"]["number"].as_i64().unwrap();
+    let r = http(
+        &tcp,
+        "GET",
+        &p(&format!("/jobs/?update_time={last}")),
+        &root,
+        None,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["jobs"], json!([]));
+    assert_eq!(r.body["last_update"]["number"], last);
+    ck.check(&p("/jobs/"), "get", &r);
+    let r = http(
+        &tcp,
+        "GET",
+        &p("/jobs/?update_time=yesterday-ish"),
+        &root,
+        None,
+    );
+    assert_eq!(r.status, 400);
+    ck.check(&p("/jobs/"), "get", &r);
+    let r = http(
+        &tcp,
+        "GET",
+        &p(&format!("/jobs/state/?job_id={id}")),
+        &root,
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert_eq!(r.body["jobs"][0]["job_state"], json!(["RUNNING"]));
+    ck.check(&p("/jobs/state/"), "get", &r);
+    let r = http(&tcp, "GET", &p("/jobs/state/"), &root, None);
+    assert_eq!(r.status, 200);
+    ck.check(&p("/jobs/state/"), "get", &r);
+
+    // resources
+    let r = http(&tcp, "GET", &p(&format!("/resources/{id}")), &root, None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert!(!r.body["nodes"].as_array().unwrap().is_empty());
+    ck.check(&p("/resources/{job_id}"), "get", &r);
+
+    // update
+    let r = http(&tcp, "POST", &jp, &as_nobody, Some(r#"{"time_limit": 4}"#));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/job/{job_id}"), "post", &r);
+    let r = http(&tcp, "GET", &jp, &as_nobody, None);
+    assert_eq!(r.body["jobs"][0]["time_limit"]["number"], 4);
+    let r = http(&tcp, "POST", &jp, &as_nobody, Some("{\"time_limit\": }"));
+    assert_eq!(r.status, 400);
+    assert!(r.raw.contains("line 1 column"), "{}", r.raw);
+    ck.check(&p("/job/{job_id}"), "post", &r);
+
+    // errors: unknown job, bad id, bad body, semantic rejection
+    let r = http(&tcp, "GET", &p("/job/999999"), &root, None);
+    assert_eq!(r.status, 404);
+    assert_eq!(first_error(&r), "Invalid job id specified");
+    ck.check(&p("/job/{job_id}"), "get", &r);
+    let r = http(&tcp, "GET", &p("/job/abc"), &root, None);
+    assert_eq!(r.status, 400);
+    ck.check(&p("/job/{job_id}"), "get", &r);
+    let r = http(&tcp, "DELETE", &p("/job/999999"), &root, None);
+    assert_eq!(r.status, 404, "{}", r.raw);
+    ck.check(&p("/job/{job_id}"), "delete", &r);
+    let bad = json!({"job": {"script": "#!/bin/sh\n", "current_working_directory": wd, "time_limit": "soon"}}).to_string();
+    let r = http(&tcp, "POST", &p("/job/submit"), &root, Some(&bad));
+    assert_eq!(r.status, 400);
+    assert!(r.raw.contains("job/time_limit"), "{}", r.raw);
+    ck.check(&p("/job/submit"), "post", &r);
+    let r = http(&tcp, "POST", &p("/job/submit"), &root, Some("[1,2"));
+    assert_eq!(r.status, 400);
+    ck.check(&p("/job/submit"), "post", &r);
+    let nopart = json!({"job": {"script": "#!/bin/sh\n", "current_working_directory": wd, "partition": "nosuch"}}).to_string();
+    let r = http(&tcp, "POST", &p("/job/submit"), &root, Some(&nopart));
+    assert_eq!(r.status, 422, "{}", r.raw);
+    assert_eq!(first_error(&r), "Invalid partition name specified");
+    ck.check(&p("/job/submit"), "post", &r);
+
+    // allocate, bulk cancel
+    let alloc = json!({"job": {"current_working_directory": wd, "tasks": 1, "time_limit": 2, "name": "alloc1"}}).to_string();
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/job/allocate"),
+        &root_for_nobody,
+        Some(&alloc),
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/job/allocate"), "post", &r);
+    let aid = r.body["job_id"].as_u64().unwrap();
+    let kill = json!({"jobs": [aid.to_string()]}).to_string();
+    let r = http(&tcp, "DELETE", &p("/jobs/"), &root, Some(&kill));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/jobs/"), "delete", &r);
+    let r = http(&tcp, "DELETE", &p("/jobs/"), &root, Some("{}"));
+    assert_eq!(r.status, 400);
+    ck.check(&p("/jobs/"), "delete", &r);
+
+    // cancel the batch job
+    let r = http(&tcp, "DELETE", &jp, &as_nobody, None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/job/{job_id}"), "delete", &r);
+    wait_for("job to be cancelled", Duration::from_secs(30), || {
+        let st = &http(&tcp, "GET", &jp, &as_nobody, None).body["jobs"][0]["job_state"];
+        st.as_array()
+            .is_some_and(|a| a.contains(&json!("CANCELLED")))
+    });
+    let r = http(&tcp, "GET", &jp, &as_nobody, None);
+    ck.check(&p("/job/{job_id}"), "get", &r);
+
+    // ---- nodes
+    let r = http(&tcp, "GET", &p("/nodes/"), &root, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["nodes"].as_array().unwrap().len(), 2);
+    ck.check(&p("/nodes/"), "get", &r);
+    let r = http(&tcp, "GET", &p("/node/n1"), &root, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["nodes"][0]["name"], "n1");
+    assert_eq!(r.body["nodes"][0]["cpus"], 4);
+    ck.check(&p("/node/{node_name}"), "get", &r);
+    let r = http(&tcp, "GET", &p("/node/zz9"), &root, None);
+    assert_eq!(r.status, 404);
+    ck.check(&p("/node/{node_name}"), "get", &r);
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/node/n1"),
+        &root,
+        Some(r#"{"state": ["DRAIN"], "reason": "rest test"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/node/{node_name}"), "post", &r);
+    let r = http(&tcp, "GET", &p("/node/n1"), &root, None);
+    assert!(
+        r.body["nodes"][0]["state"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("DRAIN")),
+        "{}",
+        r.raw
+    );
+    assert_eq!(r.body["nodes"][0]["reason"], "rest test");
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/node/n1"),
+        &as_nobody,
+        Some(r#"{"state": ["RESUME"]}"#),
+    );
+    assert_eq!(r.status, 403, "{}", r.raw);
+    ck.check(&p("/node/{node_name}"), "post", &r);
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/node/n1"),
+        &root,
+        Some(r#"{"state": ["RESUME"]}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/node/n1"),
+        &root,
+        Some(r#"{"state": ["FLYING"]}"#),
+    );
+    assert_eq!(r.status, 400);
+    ck.check(&p("/node/{node_name}"), "post", &r);
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/nodes/"),
+        &root,
+        Some(r#"{"name": ["n2"], "state": ["DRAIN"], "reason": "bulk"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/nodes/"), "post", &r);
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/nodes/"),
+        &root,
+        Some(r#"{"name": ["n2"], "state": ["RESUME"]}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+
+    // new/node, external, delete
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/new/node/"),
+        &root,
+        Some(r#"{"node_conf": "NodeName=ext1 State=External CPUs=2 RealMemory=100"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/new/node/"), "post", &r);
+    let r = http(&tcp, "GET", &p("/node/ext1"), &root, None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert!(
+        r.body["nodes"][0]["state"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("EXTERNAL")),
+        "{}",
+        r.raw
+    );
+    let r = http(&tcp, "DELETE", &p("/node/ext1"), &root, None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/node/{node_name}"), "delete", &r);
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/new/node/"),
+        &root,
+        Some(r#"{"node_conf": "CPUs=2"}"#),
+    );
+    assert_eq!(r.status, 400);
+    ck.check(&p("/new/node/"), "post", &r);
+
+    // ---- partitions
+    let r = http(&tcp, "GET", &p("/partitions/"), &root, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["partitions"][0]["name"], "debug");
+    ck.check(&p("/partitions/"), "get", &r);
+    let r = http(&tcp, "GET", &p("/partition/debug"), &root, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["partitions"][0]["nodes"]["total"], 2);
+    ck.check(&p("/partition/{partition_name}"), "get", &r);
+    let r = http(&tcp, "GET", &p("/partition/nope"), &root, None);
+    assert_eq!(r.status, 404);
+    ck.check(&p("/partition/{partition_name}"), "get", &r);
+
+    // ---- reservations
+    let now = slurm_common::auth::now();
+    let resv = json!({
+        "name": "maint1", "node_list": ["n2"], "start_time": {"set": true, "number": now + 3600},
+        "duration": 10, "flags": ["MAINT"], "users": ["root"],
+    })
+    .to_string();
+    let r = http(&tcp, "POST", &p("/reservation"), &root, Some(&resv));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/reservation"), "post", &r);
+    let r = http(&tcp, "GET", &p("/reservations/"), &root, None);
+    assert_eq!(r.status, 200);
+    ck.check(&p("/reservations/"), "get", &r);
+    assert_eq!(r.body["reservations"][0]["name"], "maint1");
+    let r = http(&tcp, "GET", &p("/reservation/maint1"), &root, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["reservations"][0]["node_list"], "n2");
+    assert_eq!(r.body["reservations"][0]["flags"], json!(["MAINT"]));
+    ck.check(&p("/reservation/{reservation_name}"), "get", &r);
+    let upd = json!({"reservations": [{"name": "maint1", "duration": 20}]}).to_string();
+    let r = http(&tcp, "POST", &p("/reservations/"), &root, Some(&upd));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/reservations/"), "post", &r);
+    let r = http(&tcp, "DELETE", &p("/reservation/maint1"), &root, None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/reservation/{reservation_name}"), "delete", &r);
+    let r = http(&tcp, "GET", &p("/reservation/maint1"), &root, None);
+    assert_eq!(r.status, 404);
+    ck.check(&p("/reservation/{reservation_name}"), "get", &r);
+
+    // ---- unknown paths and methods
+    let r = http(&tcp, "GET", "/slurm/v0.0.44/nothing/", &root, None);
+    assert_eq!(r.status, 404);
+    assert!(r.body["errors"].as_array().is_some_and(|e| !e.is_empty()));
+    let r = http(&tcp, "PUT", &p("/jobs/"), &root, None);
+    assert_eq!(r.status, 405);
+
+    // ---- rest_auth/local alone identifies nobody over TCP
+    let port2 = free_port("127.0.0.1").unwrap();
+    let addr2 = format!("127.0.0.1:{port2}");
+    let _local_only = Restd {
+        child: Command::new(env!("CARGO_BIN_EXE_slurmrestd"))
+            .args(["-a", "rest_auth/local", "-f"])
+            .arg(cluster.spec.conf_path())
+            .arg(&addr2)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start slurmrestd"),
+    };
+    wait_for("second slurmrestd", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(&addr2).is_ok()
+    });
+    let r = http(&Target::Tcp(&addr2), "GET", &p("/ping/"), &root, None);
+    assert_eq!(r.status, 401, "{}", r.raw);
+    ck.check(&p("/ping/"), "get", &r);
+
+    // ---- bad command lines are refused with a message
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmrestd"))
+        .args(["-a", "rest_auth/munge", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rest_auth/munge"));
+    let out = Command::new(env!("CARGO_BIN_EXE_slurmrestd"))
+        .arg("-V")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("slurm {}", slurm_proto::SLURM_VERSION)
+    );
+
+    eprintln!("{} responses validated", ck.count);
+    drop(cluster);
+}
