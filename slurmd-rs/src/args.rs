@@ -1,5 +1,5 @@
 //! The command line, as Slurm's `slurmd` takes it:
-//! `slurmd [-D] [-N nodename] [-f slurm.conf] [-v...] [-L logfile] [-V] [-h]`.
+//! `slurmd [-D] [-C] [-N nodename] [-f slurm.conf] [-v...] [-L logfile] [-V] [-h]`.
 //!
 //! Short options may be clustered (`-Dvv`) and take their value attached or
 //! as the next word (`-Nn1`, `-N n1`).
@@ -28,6 +28,9 @@ pub struct Args {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Run(Args),
+    /// `-C`: print this machine's hardware as a slurm.conf node line, and
+    /// its uptime, then exit.
+    PrintConfig(Args),
     Version,
     Help,
 }
@@ -44,6 +47,7 @@ pub enum ArgsError {
 
 pub const USAGE: &str = "\
 Usage: slurmd [OPTIONS]
+  -C             Print this machine's hardware configuration and exit.
   -D             Run in the foreground (always the case; accepted).
   -f file        Read the configuration from `file' instead of slurm.conf.
   -h, --help     Show this help and exit.
@@ -63,6 +67,7 @@ where
     S: Into<String>,
 {
     let mut args = Args::default();
+    let mut print_config = false;
     let mut it = argv.into_iter().map(Into::into);
     while let Some(word) = it.next() {
         match word.as_str() {
@@ -95,6 +100,7 @@ where
             let c = flags[i];
             match c {
                 'D' => args.foreground = true,
+                'C' => print_config = true,
                 'v' => args.verbose = args.verbose.saturating_add(1),
                 'V' => return Ok(Command::Version),
                 'h' => return Ok(Command::Help),
@@ -117,7 +123,11 @@ where
             i += 1;
         }
     }
-    Ok(Command::Run(args))
+    Ok(if print_config {
+        Command::PrintConfig(args)
+    } else {
+        Command::Run(args)
+    })
 }
 
 #[cfg(test)]
@@ -165,6 +175,11 @@ mod tests {
         assert_eq!(parse(["-D", "--version"]), Ok(Command::Version));
         assert_eq!(parse(["-Dh"]), Ok(Command::Help));
         assert_eq!(parse(["--help"]), Ok(Command::Help));
+        match parse(["-C", "-N", "n7"]) {
+            Ok(Command::PrintConfig(a)) => assert_eq!(a.node_name.as_deref(), Some("n7")),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(matches!(parse(["-DC"]), Ok(Command::PrintConfig(_))));
     }
 
     #[test]

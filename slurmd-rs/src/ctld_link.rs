@@ -8,6 +8,7 @@
 //!   second until the controller answers `Ok`. The queue is saved in the spool on every change
 //!   so a daemon restart loses none.
 
+use crate::cgroup::Usage;
 use crate::daemon::Ctx;
 use serde::{Deserialize, Serialize};
 use slurm_common::net::{self, NetError};
@@ -123,8 +124,22 @@ pub async fn run_link(ctx: Arc<Ctx>) {
 /// A job event for the controller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OutMsg {
-    BatchComplete { job_id: JobId, status: i32 },
-    JobCleaned { job_id: JobId },
+    BatchComplete {
+        job_id: JobId,
+        status: i32,
+        /// The kernel killed processes of the job for lack of memory
+        /// (`OUT_OF_MEMORY`). Not on the wire yet: `BatchComplete` has no
+        /// field for it.
+        #[serde(default)]
+        oom: bool,
+        /// What the job used, from its cgroup (with a gathering
+        /// `JobAcctGatherType`). Not on the wire yet either.
+        #[serde(default)]
+        usage: Option<Usage>,
+    },
+    JobCleaned {
+        job_id: JobId,
+    },
 }
 
 impl OutMsg {
@@ -136,7 +151,7 @@ impl OutMsg {
 
     pub fn to_request(&self, node: &str) -> RequestBody {
         match *self {
-            OutMsg::BatchComplete { job_id, status } => RequestBody::BatchComplete {
+            OutMsg::BatchComplete { job_id, status, .. } => RequestBody::BatchComplete {
                 job_id,
                 node: node.to_string(),
                 status,
@@ -334,6 +349,8 @@ mod tests {
         o.push(OutMsg::BatchComplete {
             job_id: 3,
             status: 256,
+            oom: true,
+            usage: None,
         });
         o.push(OutMsg::JobCleaned { job_id: 3 });
         o.push(OutMsg::JobCleaned { job_id: 9 });
@@ -346,8 +363,22 @@ mod tests {
         let r = OutMsg::BatchComplete {
             job_id: 3,
             status: 9,
+            oom: false,
+            usage: Some(Usage::default()),
         }
         .to_request("n1");
+        // An outbox saved by an older daemon still loads.
+        let old: VecDeque<OutMsg> =
+            serde_json::from_str(r#"[{"BatchComplete":{"job_id":5,"status":0}}]"#).unwrap();
+        assert!(matches!(
+            old[0],
+            OutMsg::BatchComplete {
+                job_id: 5,
+                oom: false,
+                usage: None,
+                ..
+            }
+        ));
         assert!(
             matches!(r, RequestBody::BatchComplete { job_id: 3, status: 9, ref node } if node == "n1")
         );

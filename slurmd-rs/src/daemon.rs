@@ -5,10 +5,14 @@
 //! verified first; job requests (`LaunchBatch`, `SignalJob`, `TerminateJob`)
 //! are taken only from root or `SlurmUser`.
 
+use crate::auxconf::AuxConfError;
+use crate::cgroup::{self, conf::CgroupConf};
 use crate::ctld_link::{self, Outbox};
+use crate::gres::{GresConf, NodeGres};
+use crate::hw;
 use crate::jobs::{self, JobTable};
 use crate::settings::Settings;
-use crate::sysinfo::{self, Hardware};
+use crate::sysinfo::Hardware;
 use slurm_common::auth::{self, AuthError, Key};
 use slurm_common::conf::SlurmConf;
 use slurm_common::net;
@@ -48,6 +52,12 @@ pub struct Ctx {
     pub slurm_uid: Option<u32>,
     /// Hardware reported at registration.
     pub hardware: Hardware,
+    /// Generic resources (gres.conf and auto-detection).
+    pub gres: NodeGres,
+    /// Job cgroups (`proctrack/cgroup`, `task/cgroup`); `None` without.
+    pub cgroups: Option<cgroup::Manager>,
+    /// `JobAcctGatherType` gathers usage (`jobacct_gather/cgroup` or `/linux`).
+    pub acct_gather: bool,
     pub jobs: JobTable,
     pub outbox: Outbox,
     pub registered: AtomicBool,
@@ -84,6 +94,113 @@ pub enum DaemonError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    AuxConf(#[from] AuxConfError),
+    #[error("task/cgroup cannot confine jobs: {0}")]
+    Cgroup(cgroup::CgroupError),
+}
+
+/// Whether slurm.conf asks for cgroups: (track processes, constrain them).
+pub fn cgroup_plugins(conf: &SlurmConf) -> (bool, bool) {
+    let task = conf
+        .task_plugin
+        .iter()
+        .any(|t| t.trim().eq_ignore_ascii_case("task/cgroup"));
+    let track = task
+        || conf
+            .proctrack_type
+            .trim()
+            .eq_ignore_ascii_case("proctrack/cgroup");
+    (track, task)
+}
+
+/// The hardware to report: the configured one with
+/// `SlurmdParameters=config_overrides`, else what detection finds (and a
+/// warning when that is less than the node's slurm.conf line).
+fn node_hardware(s: &Settings) -> Hardware {
+    if let (Some(n), true) = (s.node_conf(), s.config_overrides()) {
+        return Hardware {
+            cpus: n.cpus,
+            boards: n.boards,
+            sockets: n.sockets,
+            cores_per_socket: n.cores_per_socket,
+            threads_per_core: n.threads_per_core,
+            real_memory: n.real_memory,
+            tmp_disk: n.tmp_disk,
+        };
+    }
+    let found = hw::host().hardware(hw::tmp_disk(&s.conf.tmp_fs));
+    if let Some(n) = s.node_conf() {
+        if let Some(why) = hw::low_hardware(&found, n) {
+            warn!(
+                "node {} has less hardware than its slurm.conf line: {why}",
+                s.node
+            );
+        }
+    }
+    found
+}
+
+/// Set up job cgroups as slurm.conf and cgroup.conf ask.
+fn cgroup_manager(
+    s: &Settings,
+    conf_dir: &Path,
+    gres: &NodeGres,
+) -> Result<Option<cgroup::Manager>, DaemonError> {
+    let (track, constrain) = cgroup_plugins(&s.conf);
+    if !track || crate::mock::mode().is_some() {
+        return Ok(None);
+    }
+    let conf = CgroupConf::load(conf_dir)?;
+    for w in &conf.warnings {
+        warn!("{w}");
+    }
+    let host = hw::host();
+    let wants_limits = constrain
+        && (conf.constrain_cores
+            || conf.constrain_ram_space
+            || conf.constrain_swap_space
+            || conf.constrain_devices);
+    let node_mem_mib = s
+        .node_conf()
+        .map(|n| n.real_memory)
+        .filter(|m| *m > 1)
+        .unwrap_or(host.real_memory);
+    let opts = cgroup::ManagerOpts {
+        conf,
+        node: &s.node,
+        constrain,
+        cpu_order: host.topology.cpu_ids(),
+        node_mem_mib,
+        devices: gres.devices.clone(),
+    };
+    match cgroup::Manager::new(opts) {
+        Ok(Some(m)) => {
+            for n in &m.notes {
+                warn!("{n}");
+            }
+            info!(
+                "job cgroups: {:?} under {}{}",
+                m.version,
+                m.top().display(),
+                if m.constrains() {
+                    ", confined"
+                } else {
+                    ", tracking only"
+                }
+            );
+            Ok(Some(m))
+        }
+        Ok(None) => {
+            info!("CgroupPlugin=disabled: jobs are tracked by process group");
+            Ok(None)
+        }
+        Err(e) if wants_limits => Err(DaemonError::Cgroup(e)),
+        Err(e) => {
+            warn!("cgroups unavailable ({e}); jobs are tracked by process group only");
+            Ok(None)
+        }
+    }
 }
 
 /// A started daemon: listening, not yet serving.
@@ -138,18 +255,35 @@ impl Daemon {
         make_spool(&s.spool, &state_dir)?;
         let (addr, port) = s.listen_addr();
         let listener = bind(&addr, port).await?;
-        let hardware = match s.node_conf() {
-            Some(n) if s.config_overrides() => Hardware {
-                cpus: n.cpus,
-                boards: n.boards,
-                sockets: n.sockets,
-                cores_per_socket: n.cores_per_socket,
-                threads_per_core: n.threads_per_core,
-                real_memory: n.real_memory,
-                tmp_disk: n.tmp_disk,
-            },
-            _ => sysinfo::detect_hardware(),
+        let hardware = node_hardware(&s);
+        let conf_dir = s
+            .conf_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let gres_conf = GresConf::load(&conf_dir, &s.node)?;
+        for w in &gres_conf.warnings {
+            warn!("{w}");
+        }
+        let gres = if gres_conf.lines.is_empty() && gres_conf.autodetect.is_none() {
+            NodeGres::default()
+        } else {
+            crate::gres::node_gres(&gres_conf, Path::new("/"), &hw::host().topology)
         };
+        for n in &gres.notes {
+            warn!("{n}");
+        }
+        if !gres.counts.is_empty() {
+            info!("generic resources: {}", gres.to_gres_string());
+        }
+        let cgroups = cgroup_manager(&s, &conf_dir, &gres)?;
+        let acct_gather = matches!(
+            s.conf
+                .get("JobAcctGatherType")
+                .map(|t| t.trim().to_ascii_lowercase())
+                .as_deref(),
+            Some("jobacct_gather/cgroup" | "jobacct_gather/linux")
+        );
         let slurm_uid = slurm_common::users::parse_user(&s.conf.slurm_user);
         if slurm_uid.is_none() {
             warn!(
@@ -169,6 +303,9 @@ impl Daemon {
             start_time: crate::now(),
             slurm_uid,
             hardware,
+            gres,
+            cgroups,
+            acct_gather,
             jobs: JobTable::default(),
             registered: AtomicBool::new(false),
             conf: s.conf,
@@ -255,6 +392,9 @@ impl Daemon {
         );
         for t in background {
             t.abort();
+        }
+        if let Some(m) = &ctx.cgroups {
+            m.tidy();
         }
         if let Some(p) = &self.pidfile {
             let _ = std::fs::remove_file(p);

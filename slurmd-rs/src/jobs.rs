@@ -1,12 +1,20 @@
 //! The jobs on this node: launching, waiting, signalling, terminating,
 //! cleaning up, and re-adopting after a daemon restart.
 //!
-//! A job's life here: `Launching` (spool files, spawn) → `Running` (script
-//! alive; its process group is the job) → `Completing` (script ended:
-//! `BatchComplete` queued, the rest of the group killed) → `Cleaned`
-//! (`JobCleaned` queued, spool removed). The entry is dropped once the
-//! outbox has delivered `JobCleaned`, so the controller sees the job in
-//! `running_jobs` until it knows the node is clean.
+//! A job's life here: `Launching` (spool files, cgroup, spawn) → `Running`
+//! (script alive; its cgroup, or without cgroups its process group, is the
+//! job) → `Completing` (script ended: the rest of the job killed, usage and
+//! OOM kills read from the cgroup, `BatchComplete` queued) → `Cleaned`
+//! (cgroup and spool removed, `JobCleaned` queued). The entry is dropped
+//! once the outbox has delivered `JobCleaned`, so the controller sees the
+//! job in `running_jobs` until it knows the node is clean.
+//!
+//! With cgroups, every process of the job is in
+//! `.../job_<id>/step_batch` (the script joins before it execs), so
+//! processes that leave the script's session (`setsid`, double forks) are
+//! still found and killed; `SignalJob` and `TerminateJob`'s SIGTERM reach
+//! the script's process group (and the whole cgroup with
+//! `SignalChildrenProcesses=yes`), SIGKILL always reaches the whole cgroup.
 //!
 //! Each running job also has a state file `<spool>/jobstate.<node>/<id>.json`
 //! (root's, unlike the job directory which the user owns) with its pid and
@@ -16,6 +24,7 @@
 //! daemon was its parent, so such jobs are reported with status 0 and a
 //! warning in the log.
 
+use crate::cgroup::{JobCgroup, JobSpec, Usage};
 use crate::ctld_link::OutMsg;
 use crate::daemon::Ctx;
 use crate::launch;
@@ -44,6 +53,15 @@ struct Entry {
     pgid: i32,
     /// Becomes `true` when the script has ended.
     exited: Option<watch::Receiver<bool>>,
+    cgroup: Option<Arc<JobCgroup>>,
+}
+
+/// What `signal` and `terminate` act on.
+struct Target {
+    phase: Phase,
+    pgid: i32,
+    exited: Option<watch::Receiver<bool>>,
+    cgroup: Option<Arc<JobCgroup>>,
 }
 
 /// The table of jobs on this node.
@@ -77,6 +95,7 @@ impl JobTable {
                         phase: Phase::Launching,
                         pgid: 0,
                         exited: None,
+                        cgroup: None,
                     },
                 );
                 Ok(())
@@ -92,15 +111,30 @@ impl JobTable {
         }
     }
 
-    fn set_running(&self, id: JobId, pgid: i32, exited: watch::Receiver<bool>) {
+    fn set_running(
+        &self,
+        id: JobId,
+        pgid: i32,
+        exited: watch::Receiver<bool>,
+        cgroup: Option<Arc<JobCgroup>>,
+    ) {
         self.lock().insert(
             id,
             Entry {
                 phase: Phase::Running,
                 pgid,
                 exited: Some(exited),
+                cgroup,
             },
         );
+    }
+
+    /// The cgroup of a running job (for its `srun` steps).
+    pub fn cgroup(&self, id: JobId) -> Option<Arc<JobCgroup>> {
+        self.lock()
+            .get(&id)
+            .filter(|e| e.phase == Phase::Running)
+            .and_then(|e| e.cgroup.clone())
     }
 
     fn set_phase(&self, id: JobId, phase: Phase) {
@@ -117,10 +151,13 @@ impl JobTable {
         }
     }
 
-    fn target(&self, id: JobId) -> Option<(Phase, i32, Option<watch::Receiver<bool>>)> {
-        self.lock()
-            .get(&id)
-            .map(|e| (e.phase, e.pgid, e.exited.clone()))
+    fn target(&self, id: JobId) -> Option<Target> {
+        self.lock().get(&id).map(|e| Target {
+            phase: e.phase,
+            pgid: e.pgid,
+            exited: e.exited.clone(),
+            cgroup: e.cgroup.clone(),
+        })
     }
 }
 
@@ -134,6 +171,14 @@ struct StateFile {
     /// Set once `BatchComplete` is in the outbox.
     #[serde(default)]
     status: Option<i32>,
+    /// The job's cgroup, when it has one.
+    #[serde(default)]
+    cgroup: Option<JobCgroup>,
+    /// The job's user and error file (for the OOM message).
+    #[serde(default)]
+    uid: u32,
+    #[serde(default)]
+    stderr: Option<String>,
 }
 
 /// The directory of a node's job state files within its spool.
@@ -150,6 +195,73 @@ fn rpc_error(error: SlurmError, detail: impl Into<String>) -> Response {
         error,
         detail: Some(detail.into()),
     })
+}
+
+/// A job's share of this node, from its launch request.
+pub fn job_spec(l: &BatchLaunch, node: &str) -> JobSpec {
+    let a = &l.alloc;
+    let idx = a.nodes.iter().position(|n| n == node).unwrap_or(0);
+    let cpus = a
+        .cpus
+        .get(idx)
+        .copied()
+        .filter(|c| *c > 0)
+        .unwrap_or_else(|| l.num_tasks.max(1).saturating_mul(l.cpus_per_task.max(1)));
+    let mem_mib = a
+        .mem
+        .get(idx)
+        .copied()
+        .filter(|m| *m > 0)
+        .or(l.mem_per_node.filter(|m| *m > 0))
+        .or(l.mem_per_cpu.map(|m| m.saturating_mul(u64::from(cpus))))
+        .unwrap_or(0);
+    JobSpec {
+        job_id: l.job_id,
+        uid: l.uid,
+        cpus,
+        mem_mib,
+        gpus: None,
+    }
+}
+
+/// Make the job's cgroup and have the prepared script join its
+/// `step_batch`. `Ok(None)` without cgroups, or when only tracking and the
+/// cgroup cannot be made (logged); an error when the job must be confined.
+fn job_cgroup(
+    ctx: &Ctx,
+    l: &BatchLaunch,
+    prep: &mut launch::Prepared,
+) -> Result<Option<JobCgroup>, launch::LaunchError> {
+    let Some(m) = &ctx.cgroups else {
+        return Ok(None);
+    };
+    let made =
+        m.create_job(&job_spec(l, &ctx.node))
+            .and_then(|jc| match jc.create_step("step_batch") {
+                Ok(procs) => Ok((jc, procs)),
+                Err(e) => {
+                    let _ = m.remove_job(&jc);
+                    Err(e)
+                }
+            });
+    match made {
+        Ok((jc, procs)) => {
+            if let Err(e) = prep.join_cgroups(procs) {
+                let _ = m.remove_job(&jc);
+                return Err(e);
+            }
+            debug!(job = l.job_id, cpus = ?jc.cpus, mem = ?jc.mem_limit, "job cgroup ready");
+            Ok(Some(jc))
+        }
+        Err(e) if m.constrains() => Err(launch::LaunchError::Cgroup(e.to_string())),
+        Err(e) => {
+            warn!(
+                job = l.job_id,
+                "cannot make the job's cgroup ({e}); tracking it by process group"
+            );
+            Ok(None)
+        }
+    }
 }
 
 fn killpg(pgid: i32, sig: i32) -> bool {
@@ -182,6 +294,7 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     }
     let start_time = crate::now();
     let c2 = ctx.clone();
+    let uid = l.uid;
     let prepared = tokio::task::spawn_blocking(move || {
         let params = launch::LaunchParams {
             node: &c2.node,
@@ -189,10 +302,17 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
             spool: &c2.spool,
             start_time,
         };
-        launch::prepare(&l, &params)
+        let mut p = launch::prepare(&l, &params)?;
+        match job_cgroup(&c2, &l, &mut p) {
+            Ok(cg) => Ok((p, cg)),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&p.job_dir);
+                Err(e)
+            }
+        }
     })
     .await;
-    let prepared = match prepared {
+    let (prepared, cgroup) = match prepared {
         Ok(Ok(p)) => p,
         Ok(Err(e)) => {
             ctx.jobs.abort_launch(id);
@@ -215,15 +335,23 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     };
     let job_dir = prepared.job_dir.clone();
     let (stdout, user) = (prepared.stdout.clone(), prepared.user_name.clone());
+    let stderr = prepared.stderr.clone();
+    let drop_cgroup = |cg: &Option<JobCgroup>| {
+        if let (Some(m), Some(jc)) = (&ctx.cgroups, cg) {
+            let _ = m.remove_job(jc);
+        }
+    };
     let child = match launch::spawn(prepared) {
         Ok(c) => c,
         Err(e) => {
+            drop_cgroup(&cgroup);
             ctx.jobs.abort_launch(id);
             error!(job = id, "launch failed: {e}");
             return rpc_error(SlurmError::InternalError, e.to_string());
         }
     };
     let Some(pid) = child.id().map(|p| p as i32) else {
+        drop_cgroup(&cgroup);
         ctx.jobs.abort_launch(id);
         return rpc_error(
             SlurmError::InternalError,
@@ -231,7 +359,8 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
         );
     };
     let (tx, rx) = watch::channel(false);
-    ctx.jobs.set_running(id, pid, rx);
+    ctx.jobs
+        .set_running(id, pid, rx, cgroup.clone().map(Arc::new));
     let start_ticks = crate::sysinfo::proc_start(pid).map(|(t, _)| t).unwrap_or(0);
     let state = StateFile {
         job_id: id,
@@ -239,6 +368,9 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
         start_ticks,
         job_dir,
         status: None,
+        cgroup,
+        uid,
+        stderr: Some(stderr),
     };
     write_state(&ctx.state_dir, &state);
     info!(job = id, pid, user = %user, output = %stdout, "launched batch script");
@@ -296,41 +428,118 @@ async fn poll_until_gone(pid: i32, start: Option<u64>) {
     }
 }
 
-/// The script has ended (`state.status` set): report it (unless a previous
-/// daemon already did), kill what is left, clean up, report clean.
-async fn finish(ctx: Arc<Ctx>, state: StateFile, report: bool, tx: watch::Sender<bool>) {
-    let (id, pgid) = (state.job_id, state.pid);
-    let _ = tx.send(true);
-    ctx.jobs.set_phase(id, Phase::Completing);
-    if report {
-        let status = state.status.unwrap_or(0);
-        let (code, sig) = slurm_proto::wait_status_pair(status);
-        info!(job = id, status, "batch script ended (exit {code}:{sig})");
-        ctx.outbox
-            .push(OutMsg::BatchComplete { job_id: id, status });
-        write_state(&ctx.state_dir, &state);
-    }
-
+/// Kill what is left of a job: its process group and its cgroup.
+async fn kill_rest(id: JobId, pgid: i32, cgroup: Option<JobCgroup>) {
     killpg(pgid, libc::SIGKILL);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let left = tokio::task::spawn_blocking(move || crate::sysinfo::group_members(pgid))
-            .await
-            .unwrap_or_default();
+        let cg = cgroup.clone();
+        let left = tokio::task::spawn_blocking(move || {
+            let mut left = crate::sysinfo::group_members(pgid);
+            if let Some(jc) = cg {
+                left.extend(jc.kill_all(Duration::from_millis(500)));
+            }
+            left
+        })
+        .await
+        .unwrap_or_default();
         if left.is_empty() {
-            break;
+            return;
         }
         if tokio::time::Instant::now() >= deadline {
             warn!(
                 job = id,
                 "processes {left:?} survive SIGKILL; reporting the job clean anyway"
             );
-            break;
+            return;
         }
         killpg(pgid, libc::SIGKILL);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
 
+/// Slurm's notice of OOM kills, appended to the job's error file as long
+/// as that is the user's own regular file (never through a symbolic link).
+fn note_oom(path: &str, uid: u32, job: JobId, kills: u64) {
+    use std::io::Write;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return;
+    };
+    match f.metadata() {
+        Ok(m) if m.file_type().is_file() && m.uid() == uid => {}
+        _ => return,
+    }
+    let _ = writeln!(
+        f,
+        "slurmstepd: error: Detected {kills} oom_kill event{} in StepId={job}.batch. Some of the step tasks have been OOM Killed.",
+        if kills == 1 { "" } else { "s" }
+    );
+}
+
+/// The script has ended (`state.status` set): kill what is left, read the
+/// usage and OOM kills, report (unless a previous daemon already did),
+/// clean up, report clean.
+async fn finish(ctx: Arc<Ctx>, state: StateFile, report: bool, tx: watch::Sender<bool>) {
+    let (id, pgid) = (state.job_id, state.pid);
+    let _ = tx.send(true);
+    ctx.jobs.set_phase(id, Phase::Completing);
+    kill_rest(id, pgid, state.cgroup.clone()).await;
+    let (usage, oom) = match state.cgroup.clone() {
+        Some(jc) => tokio::task::spawn_blocking(move || (jc.usage(), jc.oom_kills()))
+            .await
+            .unwrap_or_default(),
+        None => (Usage::default(), 0),
+    };
+    if report {
+        let status = state.status.unwrap_or(0);
+        let (code, sig) = slurm_proto::wait_status_pair(status);
+        info!(job = id, status, "batch script ended (exit {code}:{sig})");
+        if oom > 0 {
+            warn!(
+                job = id,
+                "{oom} process(es) of the job were killed for running out of memory"
+            );
+            if let Some(path) = state.stderr.clone() {
+                let uid = state.uid;
+                let _ = tokio::task::spawn_blocking(move || note_oom(&path, uid, id, oom)).await;
+            }
+        }
+        let usage = (ctx.acct_gather && state.cgroup.is_some()).then_some(usage);
+        if let Some(u) = &usage {
+            info!(
+                job = id,
+                cpu_usec = u.cpu_usec,
+                user_usec = u.user_usec,
+                system_usec = u.system_usec,
+                max_rss = u.max_rss_bytes,
+                "job usage"
+            );
+        }
+        ctx.outbox.push(OutMsg::BatchComplete {
+            job_id: id,
+            status,
+            oom: oom > 0,
+            usage,
+        });
+        write_state(&ctx.state_dir, &state);
+    }
+
+    if let Some(jc) = state.cgroup.clone() {
+        let c2 = ctx.clone();
+        let removed = tokio::task::spawn_blocking(move || match &c2.cgroups {
+            Some(m) => m.remove_job(&jc),
+            None => jc.remove(),
+        })
+        .await;
+        if let Ok(Err(e)) = removed {
+            warn!(job = id, "cannot remove the job's cgroup: {e}");
+        }
+    }
     let (dir, job_dir) = (ctx.state_dir.clone(), state.job_dir);
     let _ = tokio::task::spawn_blocking(move || {
         if let Err(e) = std::fs::remove_dir_all(&job_dir) {
@@ -346,6 +555,13 @@ async fn finish(ctx: Arc<Ctx>, state: StateFile, report: bool, tx: watch::Sender
     debug!(job = id, "job cleaned up");
 }
 
+/// Whether signals other than SIGKILL go to the whole cgroup.
+fn signal_children(ctx: &Ctx) -> bool {
+    ctx.cgroups
+        .as_ref()
+        .is_some_and(|m| m.conf().signal_children_processes)
+}
+
 /// Deliver `signal` to a job's processes (`SignalJob`).
 pub fn signal(ctx: &Ctx, id: JobId, signal: i32) -> Response {
     if !(0..=64).contains(&signal) {
@@ -356,9 +572,19 @@ pub fn signal(ctx: &Ctx, id: JobId, signal: i32) -> Response {
     }
     match ctx.jobs.target(id) {
         None => Response::Error(SlurmError::InvalidJobId.into()),
-        Some((Phase::Running, pgid, _)) => {
+        Some(Target {
+            phase: Phase::Running,
+            pgid,
+            cgroup,
+            ..
+        }) => {
             info!(job = id, signal, "signalling job");
             killpg(pgid, signal);
+            if let Some(jc) = cgroup {
+                if signal == libc::SIGKILL || (signal != 0 && signal_children(ctx)) {
+                    jc.signal(signal);
+                }
+            }
             Response::Ok
         }
         // Not started yet, or already ending: nothing to signal.
@@ -384,10 +610,19 @@ pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32) {
             );
             ctx.outbox.push(OutMsg::JobCleaned { job_id: id });
         }
-        Some((Phase::Running, pgid, exited)) => {
+        Some(Target {
+            phase: Phase::Running,
+            pgid,
+            exited,
+            cgroup,
+        }) => {
             info!(job = id, kill_wait, "terminating job");
             killpg(pgid, libc::SIGCONT);
             killpg(pgid, libc::SIGTERM);
+            if let (Some(jc), true) = (&cgroup, signal_children(&ctx)) {
+                jc.signal(libc::SIGCONT);
+                jc.signal(libc::SIGTERM);
+            }
             let ended = match exited {
                 Some(mut rx) => tokio::time::timeout(
                     Duration::from_secs(kill_wait.into()),
@@ -400,6 +635,9 @@ pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32) {
             if !ended && ctx.jobs.phase(id) == Some(Phase::Running) {
                 info!(job = id, "job outlived KillWait; sending SIGKILL");
                 killpg(pgid, libc::SIGKILL);
+                if let Some(jc) = cgroup {
+                    jc.signal(libc::SIGKILL);
+                }
             }
         }
         // Already ending: its waiter reports as usual.
@@ -434,7 +672,11 @@ pub fn adopt(ctx: &Arc<Ctx>) {
             && matches!(crate::sysinfo::proc_start(st.pid),
                 Some((t, s)) if t == st.start_ticks && s != 'Z' && s != 'X');
         let (tx, rx) = watch::channel(false);
-        ctx.jobs.set_running(st.job_id, st.pid, rx);
+        if let (Some(m), Some(jc)) = (&ctx.cgroups, &st.cgroup) {
+            m.adopt(jc);
+        }
+        let cg = st.cgroup.clone().map(Arc::new);
+        ctx.jobs.set_running(st.job_id, st.pid, rx, cg);
         let ctx2 = ctx.clone();
         let mut st = st;
         let report = st.status.is_none();

@@ -3,7 +3,15 @@
 //! heartbeats, runs batch scripts as their user and reports how they ended.
 //!
 //! Map:
-//! - [`args`]: the command line (`-D -N -f -v -L -V`), parsed without panics.
+//! - [`args`]: the command line (`-C -D -N -f -v -L -V`), parsed without panics.
+//! - [`hw`]: hardware detection (hwloc, else `/sys` and `/proc` under an
+//!   injectable root): sockets, cores, threads, NUMA nodes, CPUs, memory;
+//!   the `slurmd -C` line and the "less than configured" check.
+//! - [`gres`]: `gres.conf` for this node and GPU auto-detection from the
+//!   NVIDIA driver's `/proc` and `/sys` files.
+//! - [`cgroup`]: job cgroups, v1 and v2 (`cgroup.conf`, cpusets, memory
+//!   and swap limits, device denial on v1, kill-everything, OOM and usage).
+//! - [`auxconf`]: lexing of `cgroup.conf` and `gres.conf`.
 //! - [`mock`]: mock execution for scale tests (`--mock`; no processes).
 //! - [`settings`]: what start-up resolves before the runtime exists: the
 //!   configuration, this node's name, and the `%n`/`%h`-expanded paths
@@ -20,8 +28,8 @@
 //!   privilege drop and exec ([`launch::exec`]).
 //! - [`steps`]: tasks of job steps launched by `srun`, their I/O stream
 //!   back to `srun`, signals, and their end with the job.
-//! - [`sysinfo`]: what the node has and how it is doing (CPUs, memory, boot
-//!   time, kernel, load).
+//! - [`sysinfo`]: how the node is doing (boot time, kernel, load, free
+//!   memory, processes).
 //!
 //! Invariants:
 //! - Every request's credential is verified before anything else; job
@@ -29,15 +37,24 @@
 //! - Jobs never run as root unless the job's uid is 0: the child drops its
 //!   groups, gid and uid (and checks they stuck) before it opens any file.
 //! - Between `fork` and `exec` the child only makes async-signal-safe calls;
-//!   everything it needs is prepared beforehand.
+//!   everything it needs is prepared beforehand. With cgroups it joins its
+//!   job's cgroup first, so no process of a job is ever outside it, and
+//!   ending a job kills everything in the cgroup, not only its session.
+//! - A job confined by `task/cgroup` never runs unconfined: when its cgroup
+//!   cannot be made, the launch fails (tracking-only cgroups degrade to
+//!   process groups with a warning).
 //! - Stopping the daemon never kills jobs; job events not yet acknowledged by
 //!   the controller are kept in the spool and sent after a restart.
 //! - Nothing here panics on external input (frames, requests, files in the
 //!   spool, `/proc`).
 
 pub mod args;
+pub mod auxconf;
+pub mod cgroup;
 pub mod ctld_link;
 pub mod daemon;
+pub mod gres;
+pub mod hw;
 pub mod jobs;
 pub mod launch;
 pub mod mock;

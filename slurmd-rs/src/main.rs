@@ -114,6 +114,31 @@ fn run(a: args::Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `slurmd -C`: the node line (with what gres.conf and GPU auto-detection
+/// give, when gres.conf is beside slurm.conf) and the uptime.
+fn print_config(a: &args::Args) -> anyhow::Result<()> {
+    use slurmd::{gres, hw};
+    let node = a
+        .node_name
+        .clone()
+        .unwrap_or_else(slurm_common::users::hostname);
+    let conf = a
+        .conf
+        .clone()
+        .unwrap_or_else(slurm_common::conf::default_conf_path);
+    let found = hw::host();
+    let dir = conf.parent().unwrap_or(std::path::Path::new("/"));
+    let gres_conf = gres::GresConf::load(dir, &node)?;
+    let g = gres::node_gres(&gres_conf, std::path::Path::new("/"), &found.topology);
+    println!(
+        "{}",
+        hw::config_line(&node, &found.hardware(0), &g.to_gres_string())
+    );
+    let up = hw::uptime(std::path::Path::new("/")).unwrap_or(0);
+    println!("UpTime={}", hw::format_uptime(up));
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cmd = match args::parse(std::env::args().skip(1)) {
         Ok(c) => c,
@@ -132,6 +157,13 @@ fn main() -> ExitCode {
             print!("{}", args::USAGE);
             ExitCode::SUCCESS
         }
+        Command::PrintConfig(a) => match print_config(&a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("slurmd: error: {e}");
+                ExitCode::from(1)
+            }
+        },
         Command::Run(a) => match run(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -75,6 +75,8 @@ pub fn launch(ctx: &Arc<Ctx>, l: BatchLaunch, mock: Option<u64>) -> Response {
         ctx.outbox.push(OutMsg::BatchComplete {
             job_id: key.1,
             status,
+            oom: false,
+            usage: None,
         });
         ctx.outbox.push(OutMsg::JobCleaned { job_id: key.1 });
         ctx.outbox.wake();

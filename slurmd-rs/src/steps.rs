@@ -8,7 +8,10 @@
 //! to `srun` and reports each task's exit status. Task 0 reads `srun`'s stdin.
 //!
 //! Step tasks are registered per job so `TerminateJob` and `SignalTasks`
-//! reach them; they are killed with the job.
+//! reach them; they are killed with the job. When the job has a cgroup here
+//! (its batch script runs on this node), each task joins the step's
+//! directory `.../job_<id>/step_<n>` before it execs, and what a step
+//! leaves behind is killed when it ends.
 
 use crate::daemon::Ctx;
 use slurm_common::auth::AuthError;
@@ -229,6 +232,36 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
         let _ = wr.shutdown().await;
     });
 
+    let step_cg = match ctx.jobs.cgroup(key.0) {
+        Some(jc) => {
+            let name = format!("step_{}", key.1);
+            let (jc2, n2) = (jc.clone(), name.clone());
+            match tokio::task::spawn_blocking(move || jc2.create_step(&n2)).await {
+                Ok(Ok(procs)) => {
+                    use std::os::unix::ffi::OsStrExt;
+                    let paths: Vec<std::ffi::CString> = procs
+                        .iter()
+                        .filter_map(|p| std::ffi::CString::new(p.as_os_str().as_bytes()).ok())
+                        .collect();
+                    Some((jc, name, Arc::new(paths)))
+                }
+                Ok(Err(e)) => {
+                    warn!(
+                        job = key.0,
+                        step = key.1,
+                        "cannot make the step's cgroup: {e}"
+                    );
+                    None
+                }
+                Err(_) => None,
+            }
+        }
+        None => None,
+    };
+    let cg_paths = step_cg
+        .as_ref()
+        .map(|(_, _, p)| p.clone())
+        .unwrap_or_default();
     let here: Vec<u32> = t.layout.tasks.get(idx).cloned().unwrap_or_default();
     steps().insert(
         key,
@@ -258,10 +291,13 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             .stderr(Stdio::piped())
             .kill_on_drop(false);
         let groups = groups.clone();
+        let cg_paths = cg_paths.clone();
         // SAFETY: only async-signal-safe calls between fork and exec; the
-        // group list was allocated before the fork.
+        // group list and cgroup paths were allocated before the fork.
         unsafe {
             cmd.pre_exec(move || {
+                crate::launch::exec::join_cgroups(&cg_paths)
+                    .map_err(std::io::Error::from_raw_os_error)?;
                 if libc::setsid() < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -397,6 +433,9 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
                     e.pgids.retain(|p| *p != pid);
                 }
             }
+        }
+        if let Some((jc, name, _)) = step_cg {
+            let _ = tokio::task::spawn_blocking(move || jc.end_step(&name)).await;
         }
         steps().remove(&key);
     });

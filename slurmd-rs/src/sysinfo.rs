@@ -1,8 +1,6 @@
-//! What this node has and how it is doing, read from the kernel.
-//!
-//! Detection is deliberately simple for now (CPUs online, one core per
-//! socket); hwloc-grade topology comes later. Every reader returns a safe
-//! default when a file is missing or malformed.
+//! How this node is doing (load, free memory, boot time, processes), read
+//! from the kernel; the hardware itself is detected in [`crate::hw`]. Every
+//! reader returns a safe default when a file is missing or malformed.
 
 use std::ffi::CStr;
 
@@ -20,18 +18,9 @@ pub struct Hardware {
     pub tmp_disk: u64,
 }
 
-/// Detect this machine's hardware.
+/// This machine's hardware (see [`crate::hw`]), without `TmpDisk`.
 pub fn detect_hardware() -> Hardware {
-    let cpus = online_cpus();
-    Hardware {
-        cpus,
-        boards: 1,
-        sockets: cpus,
-        cores_per_socket: 1,
-        threads_per_core: 1,
-        real_memory: meminfo_mib(&read("/proc/meminfo"), "MemTotal").unwrap_or(1),
-        tmp_disk: 0,
-    }
+    crate::hw::host().hardware(0)
 }
 
 pub fn online_cpus() -> u32 {

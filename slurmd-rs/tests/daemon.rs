@@ -1,6 +1,7 @@
 //! The daemon end to end against a fake controller: registration,
-//! heartbeats, credential checks, a batch job as `nobody`, termination, and
-//! the binary's command line.
+//! heartbeats, credential checks, a batch job as `nobody`, termination,
+//! jobs in cgroups (confined, killed whole, OOM noticed), and the binary's
+//! command line.
 
 use slurm_common::auth::{self, Key};
 use slurm_common::net;
@@ -392,6 +393,184 @@ async fn daemon_end_to_end() {
     assert!(!pidfile.exists());
 }
 
+/// Whether real cgroups can be made here (root, a writable cgroup fs).
+fn cgroups_writable() -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return false;
+    }
+    let mount = Path::new("/sys/fs/cgroup");
+    let probe_parent = match slurmd::cgroup::detect_version(mount) {
+        Some(slurmd::cgroup::Version::V2) => mount.to_path_buf(),
+        Some(slurmd::cgroup::Version::V1) => mount.join("freezer"),
+        None => return false,
+    };
+    let probe = probe_parent.join(format!("slurmd-probe-{}", std::process::id()));
+    let ok = std::fs::create_dir(&probe).is_ok();
+    let _ = std::fs::remove_dir(&probe);
+    ok
+}
+
+/// Kills whatever a failed test left in a daemon's cgroups, so the next
+/// run finds them free.
+struct CgroupSweep(std::path::PathBuf);
+
+impl Drop for CgroupSweep {
+    fn drop(&mut self) {
+        for p in slurmd::cgroup::pids_under(&self.0) {
+            // SAFETY: killing a leftover test job process.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    matches!(slurmd::sysinfo::proc_start(pid), Some((_, s)) if s != 'Z' && s != 'X')
+}
+
+/// With task/cgroup: the script runs in its job's cgroup on its CPUs; on
+/// termination a process that left its session dies too and the cgroup
+/// goes; a memory hog over the job's memory is OOM-killed and the job's
+/// output says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cgroup_jobs_end_to_end() {
+    if !cgroups_writable() {
+        eprintln!("skipped: needs root and a writable cgroup file system");
+        return;
+    }
+    let c = cluster(1);
+    let mut ctld = fake_ctld(c.key.clone()).await;
+    write_conf(c.dir.path(), ctld.port, c.slurmd_port);
+    let conf = c.dir.path().join("slurm.conf");
+    let mut text = std::fs::read_to_string(&conf).unwrap();
+    text.push_str(
+        "ProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity,task/cgroup\nJobAcctGatherType=jobacct_gather/cgroup\n",
+    );
+    std::fs::write(&conf, text).unwrap();
+    std::fs::write(
+        c.dir.path().join("cgroup.conf"),
+        "CgroupPlugin=autodetect\nConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n",
+    )
+    .unwrap();
+    let settings = slurmd::settings::Settings::from_args(&Args {
+        conf: Some(conf),
+        node_name: Some("n1".into()),
+        ..Args::default()
+    })
+    .unwrap();
+    let d = Daemon::start(settings).await.unwrap();
+    let top = d
+        .ctx()
+        .cgroups
+        .as_ref()
+        .expect("cgroups are set up")
+        .top()
+        .to_path_buf();
+    let _sweep = CgroupSweep(top.clone());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(d.serve(async {
+        let _ = stop_rx.await;
+    }));
+    ctld.expect("registration", |m| {
+        matches!(m, RequestBody::RegisterNode(_)).then_some(())
+    })
+    .await;
+    let work = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+
+    let l = launch(
+        60,
+        work.path(),
+        "#!/bin/sh\nsetsid sh -c 'sleep 300 & echo $! > escaped.pid'\ncat /proc/self/cgroup > cgroup.txt\nsleep 300\n",
+    );
+    let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l))).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let pidfile = work.path().join("escaped.pid");
+    let mut escaped = None;
+    for _ in 0..200 {
+        escaped = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
+        let cg = std::fs::read_to_string(work.path().join("cgroup.txt")).unwrap_or_default();
+        if escaped.is_some() && cg.contains("step_batch") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let escaped = escaped.expect("the job's double-forked sleep started");
+    assert!(alive(escaped));
+    let cg = std::fs::read_to_string(work.path().join("cgroup.txt")).unwrap();
+    assert!(cg.contains("/uid_65534/job_60/step_batch"), "{cg}");
+    // One CPU allocated: the first one of the node.
+    let status = std::fs::read_to_string(format!("/proc/{escaped}/status")).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Cpus_allowed_list:") && l.ends_with("\t0")),
+        "{status}"
+    );
+    let r = call(
+        &c,
+        0,
+        RequestBody::TerminateJob {
+            job_id: 60,
+            kill_wait: 1,
+        },
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    ctld.expect("job 60 cleaned", |m| {
+        matches!(m, RequestBody::JobCleaned { job_id: 60, .. }).then_some(())
+    })
+    .await;
+    let mut waited = 0;
+    while alive(escaped) && waited < 100 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        waited += 1;
+    }
+    assert!(
+        !alive(escaped),
+        "the process that left the job's session survived"
+    );
+    assert!(!top.join("uid_65534/job_60").exists());
+
+    // 64 MiB for a job that wants 300: the hog is killed, the script goes on.
+    let mut l = launch(
+        61,
+        work.path(),
+        "#!/bin/sh\nhead -c 300M /dev/zero | tail > /dev/null\necho after\n",
+    );
+    l.alloc.mem = vec![64];
+    let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l))).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let status = ctld
+        .expect("job 61 complete", |m| match m {
+            RequestBody::BatchComplete {
+                job_id: 61, status, ..
+            } => Some(*status),
+            _ => None,
+        })
+        .await;
+    assert_eq!(status, 0);
+    ctld.expect("job 61 cleaned", |m| {
+        matches!(m, RequestBody::JobCleaned { job_id: 61, .. }).then_some(())
+    })
+    .await;
+    let out = std::fs::read_to_string(work.path().join("slurm-61.out")).unwrap();
+    // The shell reports its killed pipeline, then goes on.
+    assert!(out.contains("after\n"), "{out}");
+    assert!(
+        out.contains("slurmstepd: error: Detected 1 oom_kill event in StepId=61.batch. Some of the step tasks have been OOM Killed."),
+        "{out}"
+    );
+    assert!(!top.join("uid_65534/job_61").exists());
+
+    let _ = stop_tx.send(());
+    served.await.unwrap();
+    // Nothing left running: the daemon's cgroup directories are gone too.
+    assert!(!top.exists(), "{} remains", top.display());
+}
+
 /// A slurmd child process, killed if the test fails before stopping it.
 struct DaemonProc(Option<std::process::Child>);
 
@@ -528,4 +707,22 @@ fn binary_command_line() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("node name `nosuch' not found"), "{err}");
+
+    // -C: the node line and the uptime.
+    let out = std::process::Command::new(exe)
+        .args(["-C", "-N", "n7"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with("NodeName=n7 CPUs=")
+            && lines[0].contains(" Boards=1 SocketsPerBoard="),
+        "{text}"
+    );
+    let up = lines[1].strip_prefix("UpTime=").unwrap();
+    let (days, hms) = up.split_once('-').unwrap();
+    assert!(days.parse::<u64>().is_ok() && hms.len() == 8, "{up}");
 }

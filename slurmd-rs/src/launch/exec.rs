@@ -2,7 +2,8 @@
 //!
 //! [`ChildPlan`] holds every byte the child needs, prepared in the parent
 //! (C strings, pointer arrays, the group list, the messages it may print), so
-//! the child only makes async-signal-safe calls: `setsid`, `setgroups`,
+//! the child only makes async-signal-safe calls: `open`/`write` of the
+//! job's `cgroup.procs` files (see [`join_cgroups`]), `setsid`, `setgroups`,
 //! `setgid`, `setuid`, `open`, `dup2`, `chdir`, `signal`, `sigprocmask`,
 //! `getpid`, `write`, `execve`, `nanosleep`, `_exit`.
 //!
@@ -30,6 +31,7 @@ pub enum Step {
     OpenStdout,
     OpenStderr,
     Dup2,
+    JoinCgroup,
 }
 
 impl Step {
@@ -37,6 +39,7 @@ impl Step {
         use Step::*;
         [
             Setsid, Setgroups, Setgid, Setuid, CheckIds, OpenStdin, OpenStdout, OpenStderr, Dup2,
+            JoinCgroup,
         ]
         .into_iter()
         .find(|s| *s as u8 == b)
@@ -53,6 +56,7 @@ impl Step {
             Step::OpenStdout => "opening the output file",
             Step::OpenStderr => "opening the error file",
             Step::Dup2 => "dup2",
+            Step::JoinCgroup => "joining the job's cgroup",
         }
     }
 }
@@ -79,6 +83,8 @@ pub struct ChildPlan {
     envp: Vec<*const c_char>,
     pid_slot: Box<[u8; 32]>,
     pid_index: usize,
+    /// `cgroup.procs` files the child moves itself into first.
+    cgroup_procs: Vec<CString>,
     /// Write end of the error pipe (set by the parent just before spawning).
     pub(crate) err_fd: RawFd,
 }
@@ -157,8 +163,20 @@ impl ChildPlan {
             envp,
             pid_slot,
             pid_index,
+            cgroup_procs: Vec::new(),
             err_fd: -1,
         })
+    }
+
+    /// Have the child join these cgroups (`.../step_batch/cgroup.procs`)
+    /// before anything else, so every process it starts is the job's.
+    pub fn set_cgroups(&mut self, procs: &[std::path::PathBuf]) -> Result<(), NulError> {
+        use std::os::unix::ffi::OsStrExt;
+        self.cgroup_procs = procs
+            .iter()
+            .map(|p| cstr("a cgroup path", p.as_os_str().as_bytes()))
+            .collect::<Result<_, _>>()?;
+        Ok(())
     }
 
     /// Report `step` with the current errno to the parent and fail.
@@ -180,6 +198,9 @@ impl ChildPlan {
     /// # Safety
     /// Must only be called in a freshly forked child.
     pub unsafe fn run(&mut self) -> io::Result<()> {
+        if let Err(e) = join_cgroups(&self.cgroup_procs) {
+            return self.fail_with(Step::JoinCgroup, e);
+        }
         if libc::setsid() < 0 {
             return self.fail(Step::Setsid);
         }
@@ -286,6 +307,41 @@ impl ChildPlan {
     }
 }
 
+/// Move the calling process into cgroups by writing its pid to each
+/// `cgroup.procs` file; the errno of the first failure. Async-signal-safe
+/// (`getpid`, `open`, `write`, `close`), for a child between fork and exec.
+pub fn join_cgroups(procs: &[CString]) -> Result<(), i32> {
+    if procs.is_empty() {
+        return Ok(());
+    }
+    let mut buf = [0u8; 12];
+    // SAFETY: getpid cannot fail.
+    let n = format_u32(unsafe { libc::getpid() } as u32, &mut buf[..10]);
+    buf[n] = b'\n';
+    for p in procs {
+        // O_CREAT|O_APPEND: harmless on a cgroup file system, and lets
+        // tests use a fake tree of plain files.
+        // SAFETY: a NUL-terminated path and a buffer of the given length.
+        let fd = unsafe {
+            libc::open(
+                p.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+                0o644 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(errno());
+        }
+        let w = unsafe { libc::write(fd, buf.as_ptr().cast(), n + 1) };
+        let e = errno();
+        unsafe { libc::close(fd) };
+        if w != (n + 1) as isize {
+            return Err(if w < 0 { e } else { libc::EIO });
+        }
+    }
+    Ok(())
+}
+
 fn errno() -> i32 {
     io::Error::last_os_error()
         .raw_os_error()
@@ -367,7 +423,7 @@ mod tests {
 
     #[test]
     fn steps_round_trip_and_strerror_matches_libc() {
-        for b in 1..=9u8 {
+        for b in 1..=10u8 {
             assert_eq!(Step::from_u8(b).map(|s| s as u8), Some(b));
         }
         assert_eq!(Step::from_u8(0), None);

@@ -3,8 +3,10 @@
 //!
 //! [`prepare`] does everything that may block or allocate (user and group
 //! look-ups, the spool directory, the environment, the paths) and builds the
-//! [`exec::ChildPlan`]; [`spawn`] forks and execs it. The child becomes a
-//! session and process-group leader, so the job's processes are its group.
+//! [`exec::ChildPlan`]; [`spawn`] forks and execs it. The child joins the
+//! job's cgroup when there is one ([`Prepared::join_cgroups`]), then becomes
+//! a session and process-group leader, so without cgroups the job's
+//! processes are its group.
 
 pub mod env;
 pub mod exec;
@@ -45,6 +47,8 @@ pub enum LaunchError {
     },
     #[error("cannot start the batch script: {0}")]
     Spawn(io::Error),
+    #[error("cannot set up the job's cgroup: {0}")]
+    Cgroup(String),
 }
 
 /// A launch ready to be spawned.
@@ -57,6 +61,17 @@ pub struct Prepared {
     pub stderr: String,
     pub work_dir: String,
     pub user_name: String,
+    /// `cgroup.procs` files the script joins before it execs.
+    pub cgroup_procs: Vec<PathBuf>,
+}
+
+impl Prepared {
+    /// Have the script join these cgroups (the job's `step_batch`).
+    pub fn join_cgroups(&mut self, procs: Vec<PathBuf>) -> Result<(), LaunchError> {
+        self.plan.set_cgroups(&procs)?;
+        self.cgroup_procs = procs;
+        Ok(())
+    }
 }
 
 /// `job00004`: a job's directory name in the spool (5-digit zero padding).
@@ -148,6 +163,7 @@ pub fn prepare(l: &BatchLaunch, p: &LaunchParams) -> Result<Prepared, LaunchErro
         stderr,
         work_dir,
         user_name,
+        cgroup_procs: Vec::new(),
     })
 }
 
@@ -210,6 +226,7 @@ pub fn spawn(prep: Prepared) -> Result<tokio::process::Child, LaunchError> {
         stdin,
         stdout,
         stderr,
+        cgroup_procs,
         ..
     } = prep;
     let res = (|| {
@@ -242,6 +259,10 @@ pub fn spawn(prep: Prepared) -> Result<tokio::process::Child, LaunchError> {
                             exec::Step::OpenStdin => stdin.clone(),
                             exec::Step::OpenStdout => stdout.clone(),
                             exec::Step::OpenStderr => stderr.clone(),
+                            exec::Step::JoinCgroup => cgroup_procs
+                                .first()
+                                .map(|p| p.display().to_string())
+                                .unwrap_or_default(),
                             _ => script_path.to_string_lossy().into_owned(),
                         };
                         return Err(LaunchError::Child {
