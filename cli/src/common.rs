@@ -42,3 +42,29 @@ pub fn client(conf: &SlurmConf) -> Client {
 pub fn now() -> i64 {
     slurm_common::auth::now()
 }
+
+/// Send one request to slurmdbd (AccountingStorageHost:AccountingStoragePort).
+pub fn dbd_call(
+    conf: &SlurmConf,
+    body: slurm_proto::acct::AcctRequest,
+) -> Result<slurm_proto::acct::AcctResponse, String> {
+    if conf.accounting_storage_type != "accounting_storage/slurmdbd" {
+        return Err("Slurm accounting storage is disabled".into());
+    }
+    let cred = slurm_common::auth::CredSource::from_conf(conf)
+        .credential()
+        .map_err(|e| format!("cannot get a credential: {e}"))?;
+    let addr = format!(
+        "{}:{}",
+        conf.accounting_storage_host
+            .as_deref()
+            .unwrap_or("127.0.0.1"),
+        conf.accounting_storage_port
+    );
+    slurm_common::dbd::call_sync(
+        &addr,
+        &slurm_proto::acct::DbdRequest { cred, body },
+        std::time::Duration::from_secs(30),
+    )
+    .map_err(|e| format!("Problem talking to the database: {e}"))
+}

@@ -6,6 +6,7 @@
 //! - [`common`]: configuration loading, the controller client, error printing.
 //! - [`squeue`], [`sinfo`], [`scontrol`]: queries and their text layouts.
 //! - [`sbatch`], [`scancel`]: submission and cancellation.
+//! - [`sacct`]: job and step records from slurmdbd.
 //! - [`sdiag`]: the controller's scheduling counters.
 //! - [`shares`]: `sprio` and `sshare` (multifactor priority, fair share).
 //! - [`srun`]: `srun` (job steps, with or without an allocation) and `salloc`.
@@ -14,6 +15,7 @@
 pub mod common;
 pub mod fmt;
 pub mod local;
+pub mod sacct;
 pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;

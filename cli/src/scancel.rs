@@ -1393,6 +1393,7 @@ mod tests {
             node_failed: false,
             steps: Vec::new(),
             batch: true,
+            cancelled_by: None,
             array: None,
             dependency: None,
         }

@@ -1207,6 +1207,7 @@ pub(crate) mod tests {
             node_failed: false,
             steps: Vec::new(),
             batch: true,
+            cancelled_by: None,
             array: None,
             dependency: None,
         }

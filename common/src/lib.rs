@@ -7,6 +7,7 @@
 //! - [`timefmt`]: Slurm's time formats (limits, elapsed, timestamps, `--begin`).
 //! - [`auth`]: HMAC-signed credentials (`auth/slurm` semantics) and the local
 //!   credential socket (SACK-like) that hands them to unprivileged commands.
+//! - [`dbd`]: a one-request client for slurmdbd.
 //! - [`net`]: the RPC framing (length-prefixed JSON) and a blocking client.
 //! - [`stepio`]: the I/O stream between a step's node daemons and `srun`.
 //! - [`users`]: uid/gid ⇄ name look-ups.
@@ -16,6 +17,7 @@
 
 pub mod auth;
 pub mod conf;
+pub mod dbd;
 pub mod hostlist;
 pub mod jobspec;
 pub mod net;

@@ -15,6 +15,8 @@ pub struct Agent {
     pub host: String,
     pub cmds: Sender<Command>,
     pub rt: tokio::runtime::Handle,
+    /// The accounting outbox's sender task, when accounting goes to slurmdbd.
+    pub acct: Option<tokio::sync::mpsc::UnboundedSender<slurm_proto::acct::SeqRecord>>,
 }
 
 impl Agent {
@@ -22,6 +24,13 @@ impl Agent {
         Request {
             cred: self.key.sign(0, 0, &self.host, now()),
             body,
+        }
+    }
+
+    /// Hand a durable accounting record to the sender task.
+    pub fn account(&self, r: slurm_proto::acct::SeqRecord) {
+        if let Some(tx) = &self.acct {
+            let _ = tx.send(r);
         }
     }
 

@@ -45,6 +45,10 @@ pub enum Entry {
     RemoveReservation(String),
     DynNode(slurm_proto::NodeSpec),
     RemoveNode(String),
+    /// An accounting record queued for slurmdbd.
+    Acct(Box<slurm_proto::acct::SeqRecord>),
+    /// slurmdbd has every record up to this seq.
+    AcctAcked(u64),
 }
 
 /// Everything recovered at start-up.
@@ -59,6 +63,9 @@ pub struct Saved {
     /// Nodes created at run time (`scontrol create NodeName=...`).
     #[serde(default)]
     pub dyn_nodes: BTreeMap<String, slurm_proto::NodeSpec>,
+    /// The accounting outbox.
+    #[serde(default)]
+    pub acct: crate::acct::AcctQueue,
 }
 
 impl Saved {
@@ -90,6 +97,8 @@ impl Saved {
             Entry::RemoveNode(n) => {
                 self.dyn_nodes.remove(&n);
             }
+            Entry::Acct(r) => self.acct.push(*r),
+            Entry::AcctAcked(n) => self.acct.acked(n),
         }
     }
 }

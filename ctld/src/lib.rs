@@ -17,6 +17,7 @@
 //! Invariants: one writer; nothing is acknowledged before it is durable; the
 //! writer never waits on the network (effects are sent by async tasks).
 
+pub mod acct;
 pub mod agent;
 pub mod args;
 pub mod http;

@@ -125,11 +125,43 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         .build()?;
     let (tx, rx) = std::sync::mpsc::channel();
     let host = slurm_common::users::hostname();
+    let acct = match conf.accounting_storage_type.as_str() {
+        "accounting_storage/slurmdbd" => {
+            let addr = format!(
+                "{}:{}",
+                conf.accounting_storage_host
+                    .as_deref()
+                    .unwrap_or("127.0.0.1"),
+                conf.accounting_storage_port
+            );
+            let backlog = ctl.acct_backlog();
+            if !backlog.is_empty() {
+                tracing::info!("{} accounting records still to send", backlog.len());
+            }
+            ctl.acct_start(&host, now);
+            let (atx, arx) = tokio::sync::mpsc::unbounded_channel();
+            rt.spawn(slurmctld::acct::sender(
+                addr,
+                key.clone(),
+                host.clone(),
+                backlog,
+                arx,
+                tx.clone(),
+            ));
+            Some(atx)
+        }
+        "accounting_storage/none" | "" => None,
+        other => {
+            tracing::warn!("AccountingStorageType={other} is not supported: no accounting");
+            None
+        }
+    };
     let agent = Agent {
         key: key.clone(),
         host: host.clone(),
         cmds: tx.clone(),
         rt: rt.handle().clone(),
+        acct,
     };
     let pubw = published.clone();
     let writer = std::thread::Builder::new()

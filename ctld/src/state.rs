@@ -108,6 +108,14 @@ pub struct Controller {
     charged: HashMap<JobId, i64>,
     /// The last computed factors of pending jobs (`sprio`).
     factors: HashMap<JobId, JobPriority>,
+    /// Accounting records go to slurmdbd (`accounting_storage/slurmdbd`).
+    pub acct_enabled: bool,
+    /// Records made durable in this batch, for the sender once it commits.
+    acct_new: Vec<slurm_proto::acct::SeqRecord>,
+    /// What was last recorded per job, step and node (to send only changes).
+    acct_jobs: HashMap<JobId, slurm_proto::acct::AcctJob>,
+    acct_steps: HashMap<(JobId, u32), (JobState, Option<i64>, i32)>,
+    acct_nodes: HashMap<String, (bool, bool, Option<String>)>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -297,6 +305,11 @@ impl Controller {
             multifactor: None,
             charged: HashMap::new(),
             factors: HashMap::new(),
+            acct_enabled: false,
+            acct_new: Vec::new(),
+            acct_jobs: HashMap::new(),
+            acct_steps: HashMap::new(),
+            acct_nodes: HashMap::new(),
         };
         for spec in dyn_nodes {
             c.add_node(&spec);
@@ -460,14 +473,147 @@ impl Controller {
     fn save_job(&mut self, id: JobId) {
         if let Some(j) = self.p.jobs.get(&id) {
             self.entries.push(Entry::Job(j.clone()));
+            if self.acct_enabled {
+                let j = j.clone();
+                self.acct_job(&j);
+            }
         }
         self.dirty = true;
     }
 
     fn save_node(&mut self, name: &str) {
         let a = self.p.nodes.get(name).cloned().unwrap_or_default();
+        if self.acct_enabled {
+            self.acct_node(name, &a);
+        }
         self.entries.push(Entry::Node(name.to_string(), a));
         self.dirty = true;
+    }
+
+    // ------------------------------------------------------------------
+    // Accounting outbox
+
+    /// Queue one record (journaled with the batch that caused it).
+    fn account(&mut self, record: slurm_proto::acct::AcctRecord) {
+        let r = self.p.acct.make(&self.conf.cluster_name, record);
+        self.p.acct.push(r.clone());
+        self.entries.push(Entry::Acct(Box::new(r.clone())));
+        self.acct_new.push(r);
+    }
+
+    /// Records made durable by the batch just committed.
+    pub fn take_acct(&mut self) -> Vec<slurm_proto::acct::SeqRecord> {
+        std::mem::take(&mut self.acct_new)
+    }
+
+    /// Records still waiting for slurmdbd (from the saved state).
+    pub fn acct_backlog(&self) -> std::collections::VecDeque<slurm_proto::acct::SeqRecord> {
+        self.p.acct.pending.clone()
+    }
+
+    /// slurmdbd has every record up to `through`.
+    pub fn acct_acked(&mut self, through: u64) {
+        if self
+            .p
+            .acct
+            .pending
+            .front()
+            .is_some_and(|r| r.seq <= through)
+        {
+            self.p.acct.acked(through);
+            self.entries.push(Entry::AcctAcked(through));
+        }
+    }
+
+    /// Record what changed about a job and its steps since last sent.
+    fn acct_job(&mut self, j: &JobRecord) {
+        use slurm_proto::acct::{AcctJob, AcctRecord, AcctStep};
+        let mut rec = AcctJob::from_record(j);
+        // Accounting records a cancelled job's end when it is cancelled,
+        // before any script status: its job line says 0:0, as Slurm's does.
+        if j.state == JobState::Cancelled {
+            rec.exit_status = 0;
+        }
+        // A pending job's priority moves every cycle: not worth a record.
+        let mut key = rec.clone();
+        key.priority = 0;
+        if self.acct_jobs.get(&j.job_id) != Some(&key) {
+            self.acct_jobs.insert(j.job_id, key);
+            self.account(if j.state.is_finished() {
+                AcctRecord::JobEnd(rec)
+            } else {
+                AcctRecord::JobStart(rec)
+            });
+        }
+        for s in &j.steps {
+            let now = (s.state, s.end_time, s.exit_status);
+            let k = (j.job_id, s.step_id);
+            if self.acct_steps.get(&k) == Some(&now) {
+                continue;
+            }
+            self.acct_steps.insert(k, now);
+            let st = AcctStep::from_record(j, s);
+            self.account(if s.end_time.is_some() {
+                AcctRecord::StepEnd(st)
+            } else {
+                AcctRecord::StepStart(st)
+            });
+        }
+    }
+
+    /// Record a node going out of or back into service.
+    fn acct_node(&mut self, name: &str, a: &NodeAdmin) {
+        use slurm_proto::acct::{AcctRecord, NodeEvent};
+        let key = (a.down, a.drain, a.reason.clone());
+        let before = self.acct_nodes.insert(name.to_string(), key.clone());
+        let was_out = before.as_ref().is_some_and(|b| b.0 || b.1);
+        if before.as_ref() == Some(&key) || (!was_out && !a.down && !a.drain) {
+            return;
+        }
+        let state = match (a.down, a.drain) {
+            (true, true) => "DOWN+DRAIN",
+            (true, false) => "DOWN",
+            (false, true) => "IDLE+DRAIN",
+            (false, false) => "IDLE",
+        };
+        let cpus = self
+            .node_index
+            .get(name)
+            .map(|&i| self.nodes[i].cpus)
+            .unwrap_or(0);
+        self.account(AcctRecord::NodeState(NodeEvent {
+            node: name.to_string(),
+            state: state.to_string(),
+            reason: if a.down || a.drain {
+                a.reason.clone()
+            } else {
+                None
+            },
+            reason_uid: a.reason_uid,
+            cpus,
+            time: a.reason_time.unwrap_or(self.last_update),
+        }));
+    }
+
+    /// Start accounting: tell slurmdbd what the cluster is (once per start).
+    pub fn acct_start(&mut self, host: &str, now: i64) {
+        use slurm_proto::acct::{AcctRecord, ClusterInfo};
+        self.acct_enabled = true;
+        for (name, a) in &self.p.nodes {
+            self.acct_nodes
+                .insert(name.clone(), (a.down, a.drain, a.reason.clone()));
+        }
+        let cpus: u32 = self.nodes.iter().map(|n| n.cpus).sum();
+        let mem: u64 = self.nodes.iter().map(|n| n.real_memory).sum();
+        let nodes = self.nodes.len() as u32;
+        self.account(AcctRecord::ClusterInfo(ClusterInfo {
+            control_host: host.to_string(),
+            control_port: self.conf.slurmctld_port,
+            cpus,
+            nodes,
+            tres: format!("cpu={cpus},mem={mem}M,energy=0,node={nodes},billing={cpus}"),
+            time: now,
+        }));
     }
 
     fn job_mut(&mut self, id: JobId) -> Option<&mut JobRecord> {
@@ -1450,6 +1596,7 @@ impl Controller {
             node_failed: false,
             steps: Vec::new(),
             batch,
+            cancelled_by: None,
             array: None,
             dependency: stored.dependency.clone(),
             desc: stored,
@@ -2462,9 +2609,13 @@ impl Controller {
             self.sched_needed = true;
             self.refresh();
         } else if j.exit_status == 0 && j.state != JobState::Pending {
-            // Cancelled, timed out or failed before the script's status came.
+            // Cancelled, timed out or failed before the script's status came:
+            // the status belongs to the batch step (and `scontrol show job`).
             if let Some(j) = self.job_mut(id) {
                 j.exit_status = status;
+                if let Some(b) = j.steps.iter_mut().find(|s| s.step_id == BATCH_STEP) {
+                    b.exit_status = status;
+                }
             }
             self.save_job(id);
         }
@@ -2493,6 +2644,7 @@ impl Controller {
                 };
                 j.state = JobState::Cancelled;
                 j.cancelled = true;
+                j.cancelled_by = Some(who.uid);
                 self.stats.jobs_canceled += 1;
                 let Some(j) = self.job_mut(id) else {
                     return Err(SlurmError::InvalidJobId);
@@ -2508,6 +2660,7 @@ impl Controller {
             (_, None) => {
                 if let Some(j) = self.job_mut(id) {
                     j.cancelled = true;
+                    j.cancelled_by = Some(who.uid);
                 }
                 let kw = self.conf.kill_wait;
                 self.end_running(id, JobState::Cancelled, JobReason::None, now, kw);

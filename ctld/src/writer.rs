@@ -23,6 +23,8 @@ pub enum Command {
         job_id: JobId,
         node: String,
     },
+    /// slurmdbd acknowledged every accounting record up to this seq.
+    AcctAcked(u64),
     Shutdown,
 }
 
@@ -71,6 +73,7 @@ pub fn run(
                     replies.push((reply, ctl.handle(who, *body, now)));
                 }
                 Command::LaunchFailed { job_id, node } => ctl.launch_failed(job_id, &node, now),
+                Command::AcctAcked(n) => ctl.acct_acked(n),
                 Command::Shutdown => shutdown = true,
             }
         }
@@ -103,6 +106,10 @@ pub fn run(
         }
         for e in ctl.take_effects() {
             agent.dispatch(e);
+        }
+        // Accounting records leave only once durable here.
+        for r in ctl.take_acct() {
+            agent.account(r);
         }
         if journal.size > COMPACT_BYTES {
             if let Err(e) = journal.compact(&ctl.p) {

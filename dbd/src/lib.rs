@@ -9,7 +9,7 @@
 //!   operations, exactly-once ingestion, job queries, rollups and purge.
 //! - [`server`]: the TCP listener (credential check, permissions, dispatch) and
 //!   the hourly maintenance task.
-//! - [`client`]: a one-request client (used by tests; the commands will use it).
+//! - [`client`]: a one-request client (re-exported from `slurm_common::dbd`).
 //! - [`tres`]: TRES strings in limits.
 //! - [`args`]: the command line.
 //!
@@ -20,7 +20,8 @@
 //! it is committed.
 
 pub mod args;
-pub mod client;
+/// The client lives in `slurm_common::dbd` (the controller and commands use it).
+pub use slurm_common::dbd as client;
 pub mod conf;
 pub mod server;
 pub mod storage;

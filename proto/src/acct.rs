@@ -104,6 +104,8 @@ pub struct AcctJob {
     pub work_dir: String,
     pub submit_line: String,
     pub comment: String,
+    /// Who cancelled the job (`CANCELLED by UID`).
+    pub requid: Option<u32>,
 }
 
 /// `JobState` with a default, so records missing it still decode.
@@ -238,6 +240,7 @@ impl AcctJob {
             work_dir: r.desc.work_dir.clone(),
             submit_line: r.desc.command.clone().unwrap_or_default(),
             comment: r.desc.comment.clone().unwrap_or_default(),
+            requid: r.cancelled_by.filter(|_| r.cancelled),
         }
     }
 }

@@ -372,6 +372,9 @@ pub struct JobRecord {
     /// `false` for allocations without a script (`salloc`, `srun`).
     #[serde(default = "yes")]
     pub batch: bool,
+    /// Who cancelled it (sacct's `CANCELLED by UID`).
+    #[serde(default)]
+    pub cancelled_by: Option<u32>,
 }
 
 fn yes() -> bool {

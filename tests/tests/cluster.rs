@@ -6,6 +6,9 @@ use slurm_tests::*;
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
+#[path = "cluster/accounting.rs"]
+mod accounting;
+
 fn write_script(t: &TestCluster, name: &str, body: &str) -> String {
     let p = t.work.join(name);
     std::fs::write(&p, body).unwrap();

@@ -18,7 +18,7 @@ pub struct Migration {
 }
 
 /// The newest schema this build knows.
-pub const LATEST: u32 = 2;
+pub const LATEST: u32 = 3;
 
 pub const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -214,6 +214,11 @@ pub const MIGRATIONS: &[Migration] = &[
             "ALTER TABLE jobs ADD COLUMN submit_line {text}",
             "ALTER TABLE jobs ADD COLUMN job_comment {text}",
         ],
+    },
+    Migration {
+        version: 3,
+        name: "who cancelled a job",
+        statements: &["ALTER TABLE jobs ADD COLUMN requid BIGINT"],
     },
 ];
 

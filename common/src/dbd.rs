@@ -1,8 +1,8 @@
 //! A client for slurmdbd: one request, one answer, over the same framing as
-//! the controller's (4-byte length + JSON). Small enough to move into
-//! `slurm_common::net` when the commands need it without this crate.
+//! the controller's (4-byte length + JSON). Used by the controller's
+//! accounting outbox and by the commands (sacct, sacctmgr, sreport).
 
-use slurm_common::net::{encode, read_frame, read_frame_sync, write_frame, NetError};
+use crate::net::{encode, read_frame, read_frame_sync, write_frame, NetError};
 use slurm_proto::acct::{AcctResponse, DbdRequest};
 use std::io::Write;
 use std::net::{TcpStream, ToSocketAddrs};

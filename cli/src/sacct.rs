@@ -1,0 +1,706 @@
+//! `sacct`: jobs and steps as slurmdbd recorded them, in Slurm's layouts
+//! (fixed-width columns with `+` marking a cut value, or `-p`/`-P` lists).
+
+use crate::common;
+use crate::fmt::{getopt, Arg, Opt, Parsed};
+use slurm_common::timefmt::{format_duration_hms, format_opt_timestamp, parse_timestamp};
+use slurm_proto::acct::{AcctJob, AcctRequest, AcctResponse, AcctStep, JobQuery, JobRow};
+use slurm_proto::{JobState, BATCH_STEP};
+
+const fn o(short: Option<char>, long: &'static str, arg: Arg) -> Opt {
+    Opt { short, long, arg }
+}
+
+const OPTS: &[Opt] = &[
+    o(Some('a'), "allusers", Arg::No),
+    o(Some('A'), "accounts", Arg::Required),
+    o(Some('b'), "brief", Arg::No),
+    o(Some('D'), "duplicates", Arg::No),
+    o(Some('E'), "endtime", Arg::Required),
+    o(Some('e'), "helpformat", Arg::No),
+    o(Some('h'), "help", Arg::No),
+    o(Some('j'), "jobs", Arg::Required),
+    o(Some('L'), "allclusters", Arg::No),
+    o(Some('l'), "long", Arg::No),
+    o(Some('M'), "clusters", Arg::Required),
+    o(Some('n'), "noheader", Arg::No),
+    o(None, "name", Arg::Required),
+    o(Some('o'), "format", Arg::Required),
+    o(Some('p'), "parsable", Arg::No),
+    o(Some('P'), "parsable2", Arg::No),
+    o(Some('q'), "qos", Arg::Required),
+    o(Some('r'), "partition", Arg::Required),
+    o(Some('S'), "starttime", Arg::Required),
+    o(Some('s'), "state", Arg::Required),
+    o(Some('u'), "user", Arg::Required),
+    o(Some('V'), "version", Arg::No),
+    o(Some('X'), "allocations", Arg::No),
+    o(None, "json", Arg::No),
+    o(None, "usage", Arg::No),
+];
+
+/// Every field sacct can print: (name, default width, right-aligned).
+const FIELDS: &[(&str, usize, bool)] = &[
+    ("Account", 10, true),
+    ("AllocCPUS", 10, true),
+    ("AllocNodes", 10, true),
+    ("AllocTRES", 10, true),
+    ("Cluster", 10, true),
+    ("Comment", 15, true),
+    ("CPUTime", 10, true),
+    ("CPUTimeRAW", 10, true),
+    ("Elapsed", 10, true),
+    ("ElapsedRaw", 10, true),
+    ("Eligible", 19, true),
+    ("End", 19, true),
+    ("ExitCode", 8, true),
+    ("GID", 6, true),
+    ("Group", 9, true),
+    ("JobID", 12, false),
+    ("JobIDRaw", 12, false),
+    ("JobName", 10, true),
+    ("MaxRSS", 10, true),
+    ("MaxRSSNode", 10, true),
+    ("MaxVMSize", 10, true),
+    ("NCPUS", 10, true),
+    ("NNodes", 8, true),
+    ("NodeList", 15, true),
+    ("NTasks", 8, true),
+    ("Partition", 10, true),
+    ("Priority", 10, true),
+    ("QOS", 10, true),
+    ("ReqCPUS", 8, true),
+    ("ReqMem", 10, true),
+    ("ReqNodes", 8, true),
+    ("ReqTRES", 10, true),
+    ("Start", 19, true),
+    ("State", 10, true),
+    ("Submit", 19, true),
+    ("SubmitLine", 20, true),
+    ("SystemCPU", 10, true),
+    ("Timelimit", 10, true),
+    ("TimelimitRaw", 12, true),
+    ("TotalCPU", 10, true),
+    ("UID", 6, true),
+    ("User", 9, true),
+    ("UserCPU", 10, true),
+    ("WorkDir", 15, true),
+];
+
+const DEFAULT_FORMAT: &str = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode";
+const BRIEF_FORMAT: &str = "JobID,State,ExitCode";
+const LONG_FORMAT: &str = "JobID,JobIDRaw,JobName,Partition,MaxVMSize,MaxRSS,MaxRSSNode,\
+AveCPU,NTasks,AllocCPUS,Elapsed,State,ExitCode,ReqCPUS,ReqMem,AllocTRES,TotalCPU,UserCPU,\
+SystemCPU,Start,End,Submit";
+
+/// One column to print.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: &'static str,
+    pub width: usize,
+    pub right: bool,
+}
+
+/// Parse `--format` (`JobID,JobName%30,State`): unknown names are an error.
+pub fn parse_format(s: &str) -> Result<Vec<Column>, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (name, width) = match item.split_once('%') {
+            Some((n, w)) => {
+                let w: usize = w
+                    .parse()
+                    .map_err(|_| format!("Invalid field width in '{item}'"))?;
+                (n, Some(w))
+            }
+            None => (item, None),
+        };
+        // AveCPU and other averages are not gathered: print them as the max.
+        let lookup = if name.eq_ignore_ascii_case("AveCPU") {
+            "TotalCPU"
+        } else {
+            name
+        };
+        let f = FIELDS
+            .iter()
+            .find(|f| f.0.eq_ignore_ascii_case(lookup))
+            .ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
+        out.push(Column {
+            name: f.0,
+            width: width.unwrap_or(f.1),
+            right: f.2,
+        });
+    }
+    if out.is_empty() {
+        return Err("No fields requested in --format".into());
+    }
+    Ok(out)
+}
+
+/// How rows are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    Columns,
+    /// `-p`: `|` after every field.
+    Parsable,
+    /// `-P`: `|` between fields.
+    Parsable2,
+}
+
+/// `exit:signal` from a raw wait status.
+pub fn exit_code(status: i32) -> String {
+    if status & 0x7f != 0 {
+        format!("0:{}", status & 0x7f)
+    } else {
+        format!("{}:0", (status >> 8) & 0xff)
+    }
+}
+
+fn job_id_str(j: &AcctJob) -> String {
+    match (j.array_job_id, j.array_task_id) {
+        (Some(a), Some(t)) => format!("{a}_{t}"),
+        _ => j.job_id.to_string(),
+    }
+}
+
+fn step_suffix(s: &AcctStep) -> String {
+    if s.step_id == BATCH_STEP {
+        "batch".into()
+    } else {
+        s.step_id.to_string()
+    }
+}
+
+fn elapsed(start: Option<i64>, end: Option<i64>, now: i64) -> i64 {
+    match start {
+        Some(s) if s > 0 => (end.unwrap_or(now) - s).max(0),
+        _ => 0,
+    }
+}
+
+fn cpu_time(usec: u64) -> String {
+    let secs = usec / 1_000_000;
+    let ms = (usec % 1_000_000) / 1000;
+    let (d, h, m, s) = (secs / 86400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    if d > 0 {
+        format!("{d}-{h:02}:{m:02}:{s:02}")
+    } else if h > 0 {
+        format!("{h:02}:{m:02}:{s:02}")
+    } else {
+        format!("{m:02}:{s:02}.{ms:03}")
+    }
+}
+
+fn kib(v: u64) -> String {
+    if v == 0 {
+        String::new()
+    } else {
+        format!("{v}K")
+    }
+}
+
+fn mem_mib(v: u64) -> String {
+    if v == 0 {
+        "0".into()
+    } else if v.is_multiple_of(1024) {
+        format!("{}G", v / 1024)
+    } else {
+        format!("{v}M")
+    }
+}
+
+fn nodelist(s: &str) -> String {
+    if s.is_empty() {
+        "None assigned".into()
+    } else {
+        s.to_string()
+    }
+}
+
+fn job_state(j: &AcctJob) -> String {
+    match (j.state.0, j.requid) {
+        (JobState::Cancelled, Some(uid)) => format!("CANCELLED by {uid}"),
+        (s, _) => s.name().to_string(),
+    }
+}
+
+/// The value of `col` for a job row.
+pub fn job_value(col: &str, cluster: &str, j: &AcctJob, now: i64) -> String {
+    let el = elapsed(j.start_time, j.end_time, now);
+    match col {
+        "Account" => j.account.clone(),
+        "AllocCPUS" | "NCPUS" => j.alloc_cpus.to_string(),
+        "AllocNodes" => j.node_count.to_string(),
+        "AllocTRES" => j.alloc_tres.clone(),
+        "Cluster" => cluster.to_string(),
+        "Comment" => j.comment.clone(),
+        "CPUTime" => format_duration_hms(el * i64::from(j.alloc_cpus)),
+        "CPUTimeRAW" => (el * i64::from(j.alloc_cpus)).to_string(),
+        "Elapsed" => format_duration_hms(el),
+        "ElapsedRaw" => el.to_string(),
+        "Eligible" => format_opt_timestamp(j.eligible_time, "Unknown"),
+        "End" => format_opt_timestamp(j.end_time, "Unknown"),
+        "ExitCode" => exit_code(j.exit_status),
+        "GID" => j.gid.to_string(),
+        "Group" => j.group.clone(),
+        "JobID" => job_id_str(j),
+        "JobIDRaw" => j.job_id.to_string(),
+        "JobName" => j.name.clone(),
+        "NNodes" => j.node_count.max(1).to_string(),
+        "NodeList" => nodelist(&j.nodelist),
+        "Partition" => j.partition.clone(),
+        "Priority" => j.priority.to_string(),
+        "QOS" => j.qos.clone(),
+        "ReqCPUS" => j.req_cpus.to_string(),
+        "ReqMem" => mem_mib(j.req_mem),
+        "ReqNodes" => j.node_count.max(1).to_string(),
+        "ReqTRES" => j.req_tres.clone(),
+        "Start" => format_opt_timestamp(j.start_time, "Unknown"),
+        "State" => job_state(j),
+        "Submit" => format_opt_timestamp(Some(j.submit_time), "Unknown"),
+        "SubmitLine" => j.submit_line.clone(),
+        "Timelimit" => slurm_common::timefmt::format_time_limit(j.time_limit),
+        "TimelimitRaw" => j
+            .time_limit
+            .map_or("UNLIMITED".to_string(), |m| m.to_string()),
+        "UID" => j.uid.to_string(),
+        "User" => j.user.clone(),
+        "WorkDir" => j.work_dir.clone(),
+        // Usage is per step; the job line leaves it blank, as Slurm does.
+        _ => String::new(),
+    }
+}
+
+/// The value of `col` for a step row of job `j`.
+pub fn step_value(col: &str, cluster: &str, j: &AcctJob, s: &AcctStep, now: i64) -> String {
+    let el = elapsed(Some(s.start_time), s.end_time, now);
+    match col {
+        "Account" => j.account.clone(),
+        "AllocCPUS" | "NCPUS" => s.alloc_cpus.to_string(),
+        "AllocNodes" | "NNodes" | "ReqNodes" => s.node_count.to_string(),
+        "AllocTRES" => s.alloc_tres.clone(),
+        "Cluster" => cluster.to_string(),
+        "CPUTime" => format_duration_hms(el * i64::from(s.alloc_cpus)),
+        "CPUTimeRAW" => (el * i64::from(s.alloc_cpus)).to_string(),
+        "Elapsed" => format_duration_hms(el),
+        "ElapsedRaw" => el.to_string(),
+        "End" => format_opt_timestamp(s.end_time, "Unknown"),
+        "ExitCode" => exit_code(s.exit_status),
+        "GID" => j.gid.to_string(),
+        "Group" => j.group.clone(),
+        "JobID" => format!("{}.{}", job_id_str(j), step_suffix(s)),
+        "JobIDRaw" => format!("{}.{}", j.job_id, step_suffix(s)),
+        "JobName" => s.name.clone(),
+        "MaxRSS" => kib(s.max_rss_kib),
+        "MaxRSSNode" => s.max_rss_node.clone(),
+        "MaxVMSize" => kib(s.max_vmsize_kib),
+        "NodeList" => nodelist(&s.nodelist),
+        "NTasks" => s.ntasks.to_string(),
+        "QOS" => j.qos.clone(),
+        "ReqCPUS" => s.alloc_cpus.to_string(),
+        "ReqMem" => mem_mib(j.req_mem),
+        "Start" => format_opt_timestamp(Some(s.start_time), "Unknown"),
+        "State" => s.state.0.name().to_string(),
+        "Submit" => format_opt_timestamp(Some(s.start_time), "Unknown"),
+        "SystemCPU" => cpu_time(s.sys_cpu_usec),
+        "TotalCPU" => cpu_time(s.total_cpu_usec),
+        "UID" => j.uid.to_string(),
+        "User" => String::new(),
+        "UserCPU" => cpu_time(s.user_cpu_usec),
+        _ => String::new(),
+    }
+}
+
+/// Fit `v` in `width`: cut values end in `+`.
+fn cell(v: &str, c: &Column) -> String {
+    let n = v.chars().count();
+    let v = if n > c.width && c.width > 0 {
+        let mut t: String = v.chars().take(c.width - 1).collect();
+        t.push('+');
+        t
+    } else {
+        v.to_string()
+    };
+    if c.right {
+        format!("{v:>w$}", w = c.width)
+    } else {
+        format!("{v:<w$}", w = c.width)
+    }
+}
+
+fn line(values: &[String], cols: &[Column], layout: Layout) -> String {
+    match layout {
+        Layout::Columns => {
+            let mut s = String::new();
+            for (v, c) in values.iter().zip(cols) {
+                s.push_str(&cell(v, c));
+                s.push(' ');
+            }
+            s
+        }
+        Layout::Parsable => values.iter().map(|v| format!("{v}|")).collect(),
+        Layout::Parsable2 => values.join("|"),
+    }
+}
+
+/// The whole listing.
+pub fn render(
+    rows: &[JobRow],
+    cols: &[Column],
+    layout: Layout,
+    header: bool,
+    steps: bool,
+    now: i64,
+) -> String {
+    let mut out = String::new();
+    if header {
+        let names: Vec<String> = cols.iter().map(|c| c.name.to_string()).collect();
+        out.push_str(&line(&names, cols, layout));
+        out.push('\n');
+        if layout == Layout::Columns {
+            for c in cols {
+                out.push_str(&"-".repeat(c.width));
+                out.push(' ');
+            }
+            out.push('\n');
+        }
+    }
+    for r in rows {
+        let v: Vec<String> = cols
+            .iter()
+            .map(|c| job_value(c.name, &r.cluster, &r.job, now))
+            .collect();
+        out.push_str(&line(&v, cols, layout));
+        out.push('\n');
+        if steps {
+            for s in &r.steps {
+                let v: Vec<String> = cols
+                    .iter()
+                    .map(|c| step_value(c.name, &r.cluster, &r.job, s, now))
+                    .collect();
+                out.push_str(&line(&v, cols, layout));
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+fn parse_states(s: &str) -> Result<Vec<JobState>, String> {
+    crate::fmt::split_list(s)
+        .iter()
+        .map(|w| {
+            let w = w.to_ascii_uppercase();
+            let w = match w.as_str() {
+                "CA" | "CANCELED" => "CANCELLED",
+                "OOM" => "OUT_OF_MEMORY",
+                other => other,
+            };
+            JobState::parse(w).ok_or_else(|| format!("Invalid state: {w}"))
+        })
+        .collect()
+}
+
+fn usage() -> &'static str {
+    "Usage: sacct [-a] [-A accounts] [-E end] [-j jobs] [-L] [-M clusters] [-n] \
+[--name names] [-o format] [-p|-P] [-q qos] [-r partitions] [-S start] [-s states] \
+[-u users] [-X] [--json]\n"
+}
+
+/// Parsed command line.
+#[derive(Debug, Default)]
+pub struct Options {
+    pub query: JobQuery,
+    pub format: Option<String>,
+    pub layout: Option<Layout>,
+    pub header: bool,
+    pub all_users: bool,
+    pub all_clusters: bool,
+    pub json: bool,
+    pub help: Option<String>,
+}
+
+pub fn parse_args(args: &[String], now: i64) -> Result<Options, String> {
+    let mut o = Options {
+        header: true,
+        ..Default::default()
+    };
+    let mut start_given = false;
+    for p in getopt("sacct", args, OPTS)? {
+        let (name, val) = match p {
+            Parsed::Opt(n, v) => (n, v.unwrap_or_default()),
+            Parsed::Word(w) => return Err(format!("sacct: unexpected argument '{w}'")),
+        };
+        let list = || crate::fmt::split_list(&val);
+        match name {
+            "allusers" => o.all_users = true,
+            "accounts" => o.query.accounts = list(),
+            "brief" => o.format = Some(BRIEF_FORMAT.into()),
+            "duplicates" => {}
+            "endtime" => o.query.end = Some(parse_timestamp(&val, now).map_err(|e| e.to_string())?),
+            "starttime" => {
+                start_given = true;
+                o.query.start = Some(parse_timestamp(&val, now).map_err(|e| e.to_string())?)
+            }
+            "helpformat" => {
+                let names: Vec<&str> = FIELDS.iter().map(|f| f.0).collect();
+                o.help = Some(
+                    names
+                        .chunks(5)
+                        .map(|c| {
+                            c.iter()
+                                .map(|n| format!("{n:<20}"))
+                                .collect::<String>()
+                                .trim_end()
+                                .to_string()
+                                + "\n"
+                        })
+                        .collect(),
+                );
+            }
+            "help" | "usage" => o.help = Some(usage().to_string()),
+            "version" => o.help = Some(format!("slurm {}\n", slurm_proto::SLURM_VERSION)),
+            "jobs" => {
+                for w in list() {
+                    let id = w.split(['.', '_']).next().unwrap_or("");
+                    let id: u32 = id.parse().map_err(|_| format!("Invalid job id: {w}"))?;
+                    o.query.job_ids.push(id);
+                }
+            }
+            "allclusters" => o.all_clusters = true,
+            "clusters" => {
+                let l = list();
+                if l.iter().any(|c| c.eq_ignore_ascii_case("all")) {
+                    o.all_clusters = true;
+                } else {
+                    o.query.clusters = l;
+                }
+            }
+            "long" => o.format = Some(LONG_FORMAT.into()),
+            "noheader" => o.header = false,
+            "name" => o.query.names = list(),
+            "format" => o.format = Some(val.clone()),
+            "parsable" => o.layout = Some(Layout::Parsable),
+            "parsable2" => o.layout = Some(Layout::Parsable2),
+            "qos" => o.query.qos = list(),
+            "partition" => o.query.partitions = list(),
+            "state" => o.query.states = parse_states(&val)?,
+            "user" => {
+                for u in list() {
+                    match u.parse::<u32>() {
+                        Ok(uid) => o.query.uids.push(uid),
+                        Err(_) => o.query.users.push(u),
+                    }
+                }
+            }
+            "allocations" => o.query.with_steps = false,
+            "json" => o.json = true,
+            _ => {}
+        }
+    }
+    if !args
+        .iter()
+        .any(|a| a == "-X" || a == "--allocations" || a.starts_with("--alloc"))
+    {
+        o.query.with_steps = true;
+    }
+    // Without -S: since midnight, or since ever when jobs or states are named.
+    if !start_given && o.query.job_ids.is_empty() && o.query.states.is_empty() {
+        let midnight = chrono::Local::now()
+            .date_naive()
+            .and_hms_opt(0, 0, 0)
+            .and_then(|d| d.and_local_timezone(chrono::Local).single())
+            .map(|d| d.timestamp())
+            .unwrap_or(now - 86400);
+        o.query.start = Some(midnight);
+    }
+    Ok(o)
+}
+
+pub fn main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let now = common::now();
+    let o = match parse_args(&args, now) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            eprint!("{}", usage());
+            return 1;
+        }
+    };
+    if let Some(h) = &o.help {
+        print!("{h}");
+        return 0;
+    }
+    let cols = match parse_format(o.format.as_deref().unwrap_or(DEFAULT_FORMAT)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sacct: error: {e}");
+            return 1;
+        }
+    };
+    let conf = match common::load_conf("sacct") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let mut q = o.query.clone();
+    if q.clusters.is_empty() && !o.all_clusters {
+        q.clusters = vec![conf.cluster_name.clone()];
+    }
+    // Without -a, -u, -A or -j a user sees their own jobs.
+    let me = unsafe { libc::getuid() };
+    if !o.all_users
+        && q.users.is_empty()
+        && q.uids.is_empty()
+        && q.job_ids.is_empty()
+        && q.accounts.is_empty()
+        && me != 0
+    {
+        q.uids.push(me);
+    }
+    let rows = match common::dbd_call(&conf, AcctRequest::GetJobs(q)) {
+        Ok(AcctResponse::Jobs(rows)) => rows,
+        Ok(AcctResponse::Error(e)) => {
+            eprintln!("sacct: error: {e}");
+            return 1;
+        }
+        Ok(_) => {
+            eprintln!("sacct: error: unexpected answer from slurmdbd");
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("sacct: error: {e}");
+            return 1;
+        }
+    };
+    if o.json {
+        match serde_json::to_string_pretty(&serde_json::json!({ "jobs": rows })) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("sacct: error: {e}");
+                return 1;
+            }
+        }
+        return 0;
+    }
+    print!(
+        "{}",
+        render(
+            &rows,
+            &cols,
+            o.layout.unwrap_or(Layout::Columns),
+            o.header,
+            o.query.with_steps,
+            now
+        )
+    );
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u32, name: &str, state: JobState, cpus: u32) -> AcctJob {
+        AcctJob {
+            job_id: id,
+            name: name.into(),
+            partition: "debug".into(),
+            account: "anchoracct".into(),
+            state: state.into(),
+            alloc_cpus: cpus,
+            nodelist: "n1".into(),
+            node_count: 1,
+            ..Default::default()
+        }
+    }
+
+    fn step(id: u32, name: &str, state: JobState, cpus: u32, status: i32) -> AcctStep {
+        AcctStep {
+            step_id: id,
+            name: name.into(),
+            state: state.into(),
+            alloc_cpus: cpus,
+            exit_status: status,
+            nodelist: "n1".into(),
+            node_count: 1,
+            ntasks: 1,
+            ..Default::default()
+        }
+    }
+
+    fn rows() -> Vec<JobRow> {
+        let mut cancelled = job(6, "long1", JobState::Cancelled, 4);
+        cancelled.requid = Some(0);
+        let mut pending = job(12, "later", JobState::Cancelled, 1);
+        pending.requid = Some(999);
+        pending.nodelist.clear();
+        vec![
+            JobRow {
+                cluster: "c".into(),
+                job: job(5, "envstep", JobState::Completed, 2),
+                steps: vec![
+                    step(BATCH_STEP, "batch", JobState::Completed, 2, 0),
+                    step(0, "bash", JobState::Completed, 2, 0),
+                ],
+            },
+            JobRow {
+                cluster: "c".into(),
+                job: cancelled,
+                steps: vec![step(BATCH_STEP, "batch", JobState::Cancelled, 4, 15)],
+            },
+            JobRow {
+                cluster: "c".into(),
+                job: pending,
+                steps: vec![],
+            },
+        ]
+    }
+
+    #[test]
+    fn default_layout_matches_slurm() {
+        let cols = parse_format(DEFAULT_FORMAT).unwrap();
+        let out = render(&rows(), &cols, Layout::Columns, true, true, 0);
+        let want = "\
+JobID           JobName  Partition    Account  AllocCPUS      State ExitCode 
+------------ ---------- ---------- ---------- ---------- ---------- -------- 
+5               envstep      debug anchoracct          2  COMPLETED      0:0 
+5.batch           batch            anchoracct          2  COMPLETED      0:0 
+5.0                bash            anchoracct          2  COMPLETED      0:0 
+6                 long1      debug anchoracct          4 CANCELLED+      0:0 
+6.batch           batch            anchoracct          4  CANCELLED     0:15 
+12                later      debug anchoracct          1 CANCELLED+      0:0 
+";
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn parsable_and_nodelist() {
+        let cols = parse_format("JobID,State,ExitCode,NodeList").unwrap();
+        let out = render(&rows(), &cols, Layout::Parsable2, true, false, 0);
+        assert_eq!(
+            out,
+            "JobID|State|ExitCode|NodeList\n5|COMPLETED|0:0|n1\n\
+             6|CANCELLED by 0|0:0|n1\n12|CANCELLED by 999|0:0|None assigned\n"
+        );
+        assert!(parse_format("JobID,Bogus").unwrap_err().contains("Bogus"));
+        assert_eq!(parse_format("JobName%30").unwrap()[0].width, 30);
+    }
+
+    #[test]
+    fn options_build_the_query() {
+        let a: Vec<String> = ["-j", "4,5_2,6.batch", "-X", "-s", "CD,ca", "-u", "alice"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let o = parse_args(&a, 1_000_000).unwrap();
+        assert_eq!(o.query.job_ids, vec![4, 5, 6]);
+        assert!(!o.query.with_steps);
+        assert_eq!(
+            o.query.states,
+            vec![JobState::Completed, JobState::Cancelled]
+        );
+        assert_eq!(o.query.users, vec!["alice"]);
+        assert_eq!(o.query.start, None);
+        assert!(parse_args(&["-s".into(), "bogus".into()], 0).is_err());
+    }
+}

@@ -1,0 +1,183 @@
+//! The accounting outbox: job, step, node and cluster records on their way to
+//! slurmdbd (`AccountingStorageType=accounting_storage/slurmdbd`).
+//!
+//! The writer appends each record to the journal in the same batch as the
+//! state change that caused it, so a record exists exactly when its change
+//! is durable. Records carry `(cluster, epoch, seq)`; the [`sender`] task ships
+//! them in order and slurmdbd applies each seq once, so resends after a crash
+//! or an outage never double a record. An acknowledgement is itself journaled
+//! (`Entry::AcctAcked`), after which the records are dropped.
+//!
+//! Invariants: seqs are 1, 2, 3, ... without gaps within an epoch; a record
+//! leaves the queue only once slurmdbd said it is durable there.
+
+use crate::writer::Command;
+use serde::{Deserialize, Serialize};
+use slurm_common::auth::{now, Key};
+use slurm_proto::acct::{AcctRecord, AcctRequest, AcctResponse, DbdRequest, SeqRecord};
+use std::collections::VecDeque;
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// The durable part of the outbox (saved with the controller's state).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AcctQueue {
+    /// Identifies this outbox to slurmdbd; 0 until the first record.
+    pub epoch: u64,
+    /// The seq the next record gets.
+    pub next_seq: u64,
+    /// Records not yet acknowledged, oldest first.
+    pub pending: VecDeque<SeqRecord>,
+}
+
+impl AcctQueue {
+    /// Apply a journaled record.
+    pub fn push(&mut self, r: SeqRecord) {
+        self.epoch = r.epoch;
+        self.next_seq = r.seq + 1;
+        self.pending.push_back(r);
+    }
+
+    /// Apply a journaled acknowledgement of every seq up to `through`.
+    pub fn acked(&mut self, through: u64) {
+        while self.pending.front().is_some_and(|r| r.seq <= through) {
+            self.pending.pop_front();
+        }
+    }
+
+    /// The next record of this outbox (the caller journals and pushes it).
+    pub fn make(&mut self, cluster: &str, record: AcctRecord) -> SeqRecord {
+        if self.epoch == 0 {
+            self.epoch = new_epoch();
+            self.next_seq = 1;
+        }
+        SeqRecord {
+            cluster: cluster.to_string(),
+            epoch: self.epoch,
+            seq: self.next_seq.max(1),
+            record,
+        }
+    }
+}
+
+/// A number that tells this outbox from any earlier one of the cluster.
+fn new_epoch() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    (t ^ (u64::from(std::process::id()) << 40)).max(1)
+}
+
+/// Most records sent in one request.
+const BATCH: usize = 1000;
+
+/// Ships records to slurmdbd at `addr` until the channel closes. `pending`
+/// is what the saved state still holds; `rx` brings each record once it is
+/// durable here; acknowledgements go back to the writer as commands.
+pub async fn sender(
+    addr: String,
+    key: Key,
+    host: String,
+    pending: VecDeque<SeqRecord>,
+    mut rx: UnboundedReceiver<SeqRecord>,
+    cmds: Sender<Command>,
+) {
+    let mut queue = pending;
+    let mut backoff = Duration::from_millis(250);
+    let mut down_logged = false;
+    loop {
+        if queue.is_empty() {
+            match rx.recv().await {
+                Some(r) => queue.push_back(r),
+                None => return,
+            }
+        }
+        while let Ok(r) = rx.try_recv() {
+            queue.push_back(r);
+        }
+        let batch: Vec<SeqRecord> = queue.iter().take(BATCH).cloned().collect();
+        let req = DbdRequest {
+            cred: key.sign(0, 0, &host, now()),
+            body: AcctRequest::Records(batch.clone()),
+        };
+        let last = batch.last().map(|r| (r.cluster.clone(), r.epoch));
+        match slurm_common::dbd::call(&addr, &req, Duration::from_secs(30)).await {
+            Ok(AcctResponse::Ack { clusters, .. }) => {
+                let through = clusters
+                    .iter()
+                    .filter(|c| Some((c.cluster.clone(), c.epoch)) == last)
+                    .map(|c| c.through)
+                    .max()
+                    .unwrap_or(0);
+                while queue.front().is_some_and(|r| r.seq <= through) {
+                    queue.pop_front();
+                }
+                if through > 0 && cmds.send(Command::AcctAcked(through)).is_err() {
+                    return;
+                }
+                if down_logged {
+                    tracing::info!("slurmdbd at {addr} is back; accounting records flowing");
+                    down_logged = false;
+                }
+                backoff = Duration::from_millis(250);
+                continue;
+            }
+            Ok(AcctResponse::Error(e)) => {
+                tracing::error!("slurmdbd at {addr} refused accounting records: {e}");
+            }
+            Ok(other) => {
+                tracing::error!("slurmdbd at {addr} answered records with {other:?}");
+            }
+            Err(e) => {
+                if !down_logged {
+                    tracing::warn!(
+                        "slurmdbd at {addr} unreachable ({e}); {} records queued",
+                        queue.len()
+                    );
+                    down_logged = true;
+                }
+            }
+        }
+        // Wait before trying again, still taking in new records.
+        let sleep = tokio::time::sleep(backoff);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => break,
+                r = rx.recv() => match r {
+                    Some(r) => queue.push_back(r),
+                    None => return,
+                },
+            }
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slurm_proto::acct::ClusterInfo;
+
+    #[test]
+    fn seqs_follow_on_and_acks_drop_records() {
+        let mut q = AcctQueue::default();
+        for _ in 0..3 {
+            let r = q.make("c", AcctRecord::ClusterInfo(ClusterInfo::default()));
+            q.push(r);
+        }
+        let seqs: Vec<u64> = q.pending.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, vec![1, 2, 3]);
+        assert!(q.epoch != 0);
+        q.acked(2);
+        assert_eq!(q.pending.len(), 1);
+        assert_eq!(
+            q.make("c", AcctRecord::ClusterInfo(ClusterInfo::default()))
+                .seq,
+            4
+        );
+    }
+}

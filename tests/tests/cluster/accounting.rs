@@ -1,0 +1,126 @@
+//! Accounting end to end: the controller's outbox, slurmdbd on SQLite and
+//! the commands that read it.
+
+use super::write_script;
+use slurm_tests::*;
+use std::time::{Duration, Instant};
+
+/// `sacct -P -n` lines for `jobs`, retried until `done` holds.
+fn sacct_until(t: &TestCluster, args: &[&str], secs: u64, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        let out = t.run("sacct", args);
+        last = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() && done(&last) {
+            return last;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    panic!(
+        "sacct {args:?} never showed what was expected; last:\n{last}\n{}",
+        t.logs()
+    );
+}
+
+#[test]
+fn jobs_reach_sacct_exactly_once_across_a_slurmdbd_outage() {
+    let mut t = TestCluster::start(2, |s| s.accounting = true);
+    let ok = write_script(&t, "ok.sh", "#!/bin/sh\nsrun -n1 true\nsleep 2\nexit 0\n");
+    let bad = write_script(&t, "bad.sh", "#!/bin/sh\nexit 3\n");
+    let long = write_script(&t, "long.sh", "#!/bin/sh\nsleep 300\n");
+    let a = t.sbatch(&["-J", "okjob", &ok]);
+    let b = t.sbatch(&["-J", "badjob", &bad]);
+    let c = t.sbatch(&["-J", "longjob", &long]);
+    t.wait_job(c, 30, "running", |j| {
+        j.state == slurm_proto::JobState::Running
+    });
+    let out = t.run("scancel", &[&c.to_string()]);
+    assert!(out.status.success());
+    for id in [a, b, c] {
+        t.wait_done(id, 60);
+    }
+    let ids = format!("{a},{b},{c}");
+    let fmt = "--format=JobID,JobName,State,ExitCode,Elapsed";
+    let text = sacct_until(&t, &["-P", "-n", "-j", &ids, fmt], 30, |s| {
+        s.contains(&format!("{a}|okjob|COMPLETED|0:0"))
+            && s.contains(&format!("{b}|badjob|FAILED|3:0"))
+            && s.contains(&format!("{c}|longjob|CANCELLED by 0|0:0"))
+            && s.contains(&format!("{a}.0|true|COMPLETED|0:0"))
+            && s.contains(&format!("{c}.batch|batch|CANCELLED|0:15"))
+    });
+    assert!(
+        text.contains(&format!("{a}.batch|batch|COMPLETED|0:0")),
+        "{text}"
+    );
+    // The 2-second job took at least 2 seconds.
+    let elapsed = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{a}|")))
+        .and_then(|l| l.rsplit('|').next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(elapsed.as_str() >= "00:00:02", "{text}");
+    // The default layout, as Slurm prints it.
+    let out = t.run("sacct", &["-j", &b.to_string(), "-X"]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.starts_with(
+            "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode \n"
+        ),
+        "{s}"
+    );
+    assert!(s.contains("     badjob      debug "), "{s}");
+
+    // slurmdbd goes away; jobs keep running and their records wait, even
+    // across a controller crash.
+    t.c.kill_dbd(libc::SIGKILL);
+    let d = t.sbatch(&["-J", "during1", &bad]);
+    let e = t.sbatch(&["-J", "during2", &ok]);
+    t.wait_done(d, 60);
+    t.wait_done(e, 60);
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld().expect("controller restarts");
+    let f = t.sbatch(&["-J", "during3", &bad]);
+    t.wait_done(f, 60);
+    let out = t.run("sacct", &["-j", &d.to_string()]);
+    assert!(!out.status.success(), "sacct works without slurmdbd?");
+    t.c.start_dbd().expect("slurmdbd restarts");
+    let all = format!("{a},{b},{c},{d},{e},{f}");
+    let text = sacct_until(
+        &t,
+        &["-P", "-n", "-j", &all, "--format=JobID,State"],
+        30,
+        |s| {
+            s.contains(&format!("{d}|FAILED"))
+                && s.contains(&format!("{e}|COMPLETED"))
+                && s.contains(&format!("{e}.0|COMPLETED"))
+                && s.contains(&format!("{f}|FAILED"))
+        },
+    );
+    // Every job and step exactly once.
+    let mut lines: Vec<&str> = text.lines().map(|l| l.split('|').next().unwrap()).collect();
+    let n = lines.len();
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines.len(), n, "a record doubled:\n{text}");
+    for id in [a, b, c, d, e, f] {
+        assert!(
+            lines.contains(&id.to_string().as_str()),
+            "{id} missing:\n{text}"
+        );
+        assert!(
+            lines.contains(&format!("{id}.batch").as_str()),
+            "{id}.batch missing:\n{text}"
+        );
+    }
+    assert_eq!(
+        n,
+        6 * 2 + 2,
+        "jobs, batch steps and two srun steps:\n{text}"
+    );
+}
