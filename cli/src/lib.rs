@@ -7,6 +7,7 @@
 //! - [`squeue`], [`sinfo`], [`scontrol`]: queries and their text layouts.
 //! - [`sbatch`], [`scancel`]: submission and cancellation.
 //! - [`sacct`]: job and step records from slurmdbd.
+//! - [`sacctmgr`]: clusters, accounts, users, associations and QOS in slurmdbd.
 //! - [`sdiag`]: the controller's scheduling counters.
 //! - [`shares`]: `sprio` and `sshare` (multifactor priority, fair share).
 //! - [`srun`]: `srun` (job steps, with or without an allocation) and `salloc`.
@@ -16,6 +17,7 @@ pub mod common;
 pub mod fmt;
 pub mod local;
 pub mod sacct;
+pub mod sacctmgr;
 pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;

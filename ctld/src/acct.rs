@@ -157,6 +157,66 @@ pub async fn sender(
     }
 }
 
+/// Fetch this cluster's associations, users and QOS from slurmdbd now, on
+/// each `kick`, and every `every` — whichever comes first — and hand them to
+/// the writer.
+pub async fn assoc_fetcher(
+    addr: String,
+    key: Key,
+    host: String,
+    cluster: String,
+    cmds: Sender<Command>,
+    kick: std::sync::Arc<tokio::sync::Notify>,
+    every: Duration,
+) {
+    use slurm_proto::acct::{AssocFilter, QosFilter, UserFilter};
+    let mut warned = false;
+    loop {
+        let ask = |body: AcctRequest| DbdRequest {
+            cred: key.sign(0, 0, &host, now()),
+            body,
+        };
+        let t = Duration::from_secs(10);
+        let ra = ask(AcctRequest::ListAssocs(AssocFilter {
+            clusters: vec![cluster.clone()],
+            ..Default::default()
+        }));
+        let ru = ask(AcctRequest::ListUsers(UserFilter::default()));
+        let rq = ask(AcctRequest::ListQos(QosFilter::default()));
+        let assocs = slurm_common::dbd::call(&addr, &ra, t);
+        let users = slurm_common::dbd::call(&addr, &ru, t);
+        let qos = slurm_common::dbd::call(&addr, &rq, t);
+        let (a, u, q) = tokio::join!(assocs, users, qos);
+        match (a, u, q) {
+            (
+                Ok(AcctResponse::Assocs(assocs)),
+                Ok(AcctResponse::Users(users)),
+                Ok(AcctResponse::Qos(qos)),
+            ) => {
+                warned = false;
+                let cache = crate::assoc::AssocCache {
+                    assocs,
+                    users: users.into_iter().map(|u| (u.name.clone(), u)).collect(),
+                    qos: qos.into_iter().map(|q| (q.name.clone(), q)).collect(),
+                };
+                if cmds.send(Command::AcctAssocs(Box::new(cache))).is_err() {
+                    return;
+                }
+            }
+            other => {
+                if !warned {
+                    tracing::warn!("cannot fetch associations from slurmdbd at {addr}: {other:?}");
+                    warned = true;
+                }
+            }
+        }
+        tokio::select! {
+            _ = kick.notified() => {}
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,6 +20,7 @@
 pub mod acct;
 pub mod agent;
 pub mod args;
+pub mod assoc;
 pub mod http;
 pub mod journal;
 pub mod metrics;

@@ -125,6 +125,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         .build()?;
     let (tx, rx) = std::sync::mpsc::channel();
     let host = slurm_common::users::hostname();
+    let mut acct_kick = None;
     let acct = match conf.accounting_storage_type.as_str() {
         "accounting_storage/slurmdbd" => {
             let addr = format!(
@@ -138,7 +139,21 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             if !backlog.is_empty() {
                 tracing::info!("{} accounting records still to send", backlog.len());
             }
-            ctl.acct_start(&host, now);
+            ctl.acct_start(&conf.ctld_address(), now);
+            ctl.enforce = slurmctld::assoc::Enforce::parse(&conf.accounting_storage_enforce);
+            let kick = Arc::new(tokio::sync::Notify::new());
+            if ctl.enforce.any() {
+                rt.spawn(slurmctld::acct::assoc_fetcher(
+                    addr.clone(),
+                    key.clone(),
+                    host.clone(),
+                    conf.cluster_name.clone(),
+                    tx.clone(),
+                    kick.clone(),
+                    std::time::Duration::from_secs(30),
+                ));
+            }
+            acct_kick = Some(kick);
             let (atx, arx) = tokio::sync::mpsc::unbounded_channel();
             rt.spawn(slurmctld::acct::sender(
                 addr,
@@ -185,6 +200,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             published,
             cmds: tx.clone(),
             host,
+            acct_kick,
         };
         tokio::spawn(server.serve(listener));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -19,6 +19,8 @@ pub struct Server {
     pub published: Published,
     pub cmds: Sender<Command>,
     pub host: String,
+    /// Wakes the association fetcher (slurmdbd says something changed).
+    pub acct_kick: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// Borrowed twin of `Response::Jobs` so a snapshot is encoded without copying.
@@ -164,6 +166,13 @@ impl Server {
                     last_update: s.last_update,
                 }
             }
+            RequestBody::AcctChanged => match &self.acct_kick {
+                Some(k) => {
+                    k.notify_one();
+                    Response::Ok
+                }
+                None => Response::Error(SlurmError::Disabled.into()),
+            },
             RequestBody::LaunchBatch(_)
             | RequestBody::SignalJob { .. }
             | RequestBody::TerminateJob { .. }

@@ -116,6 +116,10 @@ pub struct Controller {
     acct_jobs: HashMap<JobId, slurm_proto::acct::AcctJob>,
     acct_steps: HashMap<(JobId, u32), (JobState, Option<i64>, i32)>,
     acct_nodes: HashMap<String, (bool, bool, Option<String>)>,
+    /// `AccountingStorageEnforce`.
+    pub enforce: crate::assoc::Enforce,
+    /// Associations, users and QOS from slurmdbd (once fetched).
+    assocs: Option<crate::assoc::AssocCache>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -310,6 +314,8 @@ impl Controller {
             acct_jobs: HashMap::new(),
             acct_steps: HashMap::new(),
             acct_nodes: HashMap::new(),
+            enforce: crate::assoc::Enforce::default(),
+            assocs: None,
         };
         for spec in dyn_nodes {
             c.add_node(&spec);
@@ -593,6 +599,12 @@ impl Controller {
             cpus,
             time: a.reason_time.unwrap_or(self.last_update),
         }));
+    }
+
+    /// New associations, users and QOS from slurmdbd.
+    pub fn set_assocs(&mut self, c: crate::assoc::AssocCache) {
+        self.assocs = Some(c);
+        self.sched_needed = true;
     }
 
     /// Start accounting: tell slurmdbd what the cluster is (once per start).
@@ -1553,7 +1565,7 @@ impl Controller {
         stored.script = String::new();
         stored.environment = Vec::new();
         stored.min_nodes = Some(min_nodes);
-        let job = JobRecord {
+        let mut job = JobRecord {
             job_id,
             name,
             user_id: who.uid,
@@ -1601,6 +1613,25 @@ impl Controller {
             dependency: stored.dependency.clone(),
             desc: stored,
         };
+        // AccountingStorageEnforce: a valid association, an allowed QOS,
+        // and submit limits.
+        if let (true, Some(cache)) = (self.enforce.any(), &self.assocs) {
+            let (account, qos) = cache.admit(
+                self.enforce,
+                &job.user_name,
+                job.desc.account.as_deref(),
+                job.desc.qos.as_deref(),
+                &job.partition,
+                job.time_limit,
+                &job,
+                self.p.jobs.values().map(|j| j.as_ref()),
+            )?;
+            if job.time_limit.is_none() {
+                job.time_limit = cache.default_wall(&job.user_name, &account, &job.partition, &qos);
+            }
+            job.account = account;
+            job.qos = qos;
+        }
         // Could it ever run on this partition?
         let view = self.cluster_view();
         let jv = self
@@ -1988,6 +2019,34 @@ impl Controller {
             if let Some(v) = self.job_view(j) {
                 queue.push(v);
             }
+        }
+        // Association and QOS limits, highest priority first.
+        if let (true, Some(cache)) = (self.enforce.limits, &self.assocs) {
+            let mut usage =
+                crate::assoc::Usage::of(cache, self.p.jobs.values().map(|j| j.as_ref()));
+            let mut order: Vec<usize> = (0..queue.len()).collect();
+            order.sort_by_key(|&i| {
+                (
+                    std::cmp::Reverse(queue[i].priority),
+                    queue[i].submit_time,
+                    queue[i].id,
+                )
+            });
+            let mut keep = vec![true; queue.len()];
+            for i in order {
+                let Some(j) = self.p.jobs.get(&queue[i].id) else {
+                    continue;
+                };
+                if j.held.is_some() {
+                    continue;
+                }
+                if let Some(r) = usage.hold(cache, j) {
+                    held_back.push((j.job_id, JobReason::Other(r)));
+                    keep[i] = false;
+                }
+            }
+            let mut k = keep.into_iter();
+            queue.retain(|_| k.next().unwrap_or(true));
         }
         for (id, r) in held_back {
             if self.p.jobs.get(&id).is_some_and(|j| j.reason != r) {

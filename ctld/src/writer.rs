@@ -25,6 +25,8 @@ pub enum Command {
     },
     /// slurmdbd acknowledged every accounting record up to this seq.
     AcctAcked(u64),
+    /// Associations, users and QOS as slurmdbd has them now.
+    AcctAssocs(Box<crate::assoc::AssocCache>),
     Shutdown,
 }
 
@@ -74,6 +76,7 @@ pub fn run(
                 }
                 Command::LaunchFailed { job_id, node } => ctl.launch_failed(job_id, &node, now),
                 Command::AcctAcked(n) => ctl.acct_acked(n),
+                Command::AcctAssocs(c) => ctl.set_assocs(*c),
                 Command::Shutdown => shutdown = true,
             }
         }

@@ -152,7 +152,36 @@ impl Server {
                 );
             }
         }
-        self.answer(body, now).await
+        let admin = body.is_admin();
+        let resp = self.answer(body, now).await;
+        if admin && matches!(&resp, AcctResponse::Changed(v) if !v.is_empty()) {
+            self.tell_controllers();
+        }
+        resp
+    }
+
+    /// Ask every registered controller to fetch associations again, so a
+    /// change reaches them at once (they also poll).
+    fn tell_controllers(&self) {
+        let storage = self.storage.clone();
+        let key = self.key.clone();
+        tokio::spawn(async move {
+            let Ok(clusters) = storage.list_clusters(&ClusterFilter::default()).await else {
+                return;
+            };
+            for c in clusters.into_iter().filter(|c| c.control_port != 0) {
+                let addr = format!("{}:{}", c.control_host, c.control_port);
+                let req = slurm_proto::Request {
+                    cred: key.sign(0, 0, "slurmdbd", now()),
+                    body: slurm_proto::RequestBody::AcctChanged,
+                };
+                if let Err(e) =
+                    slurm_common::net::call_async(&addr, &req, Duration::from_secs(5)).await
+                {
+                    tracing::debug!("cannot tell cluster {} at {addr}: {e}", c.name);
+                }
+            }
+        });
     }
 
     async fn answer(&self, body: AcctRequest, now: i64) -> AcctResponse {

@@ -209,7 +209,7 @@ async fn migrations(b: Backend) {
     s.close().await;
 
     let s = db.open(Migrate::Latest).await;
-    assert_eq!(s.schema_version().await.unwrap(), 2);
+    assert_eq!(s.schema_version().await.unwrap(), 3);
     let old = s.list_clusters(&ClusterFilter::default()).await.unwrap();
     assert_eq!(old.len(), 1);
     assert_eq!((old[0].name.as_str(), old[0].created), ("old", 5));
@@ -223,6 +223,7 @@ async fn migrations(b: Backend) {
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].job.name, "legacy");
     assert_eq!(jobs[0].job.submit_line, "", "new column reads as empty");
+    assert_eq!(jobs[0].job.requid, None, "requid of old rows is unset");
     // The upgraded schema takes new records (with the new columns).
     let mut j = job(43, "ann", "root", JobState::Completed);
     j.submit_line = "sbatch x.sh".into();
@@ -233,7 +234,7 @@ async fn migrations(b: Backend) {
 
     // Opening at the latest version again changes nothing.
     let s = db.open(Migrate::Latest).await;
-    assert_eq!(s.schema_version().await.unwrap(), 2);
+    assert_eq!(s.schema_version().await.unwrap(), 3);
     // A newer daemon ran here: refuse, clearly.
     s.force_schema_version(99).await.unwrap();
     s.close().await;
@@ -243,7 +244,7 @@ async fn migrations(b: Backend) {
             e,
             StorageError::NewerSchema {
                 found: 99,
-                supported: 2
+                supported: 3
             }
         ),
         "{e}"

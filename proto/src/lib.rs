@@ -740,6 +740,7 @@ pub enum SlurmError {
     ReservationInvalid,
     ReservationBusy,
     ReservationAccess,
+    AccountingPolicy,
 }
 
 impl SlurmError {
@@ -773,6 +774,7 @@ impl SlurmError {
             SlurmError::InvalidArray => 2089,
             SlurmError::InvalidAccount => 2087,
             SlurmError::InvalidQos => 2066,
+            SlurmError::AccountingPolicy => 2050,
             SlurmError::ReservationInvalid => 2060,
             SlurmError::ReservationBusy => 2061,
             SlurmError::ReservationAccess => 2062,
@@ -815,6 +817,9 @@ impl SlurmError {
                 "Invalid account or account/partition combination specified"
             }
             SlurmError::InvalidQos => "Invalid qos specification",
+            SlurmError::AccountingPolicy => {
+                "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+            }
             SlurmError::ReservationInvalid => "Invalid reservation name specified",
             SlurmError::ReservationBusy => "Requested nodes are busy",
             SlurmError::ReservationAccess => "Access denied to requested reservation",
@@ -1032,6 +1037,8 @@ pub enum RequestBody {
     GetConfig,
     GetDiag,
     GetReservations,
+    /// slurmdbd: associations, users or QOS changed; fetch them again.
+    AcctChanged,
     GetPriorities,
     GetShares,
     CreateReservation(ReservationSpec),

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 #[path = "cluster/accounting.rs"]
 mod accounting;
+#[path = "cluster/acct_cmds.rs"]
+mod acct_cmds;
 
 fn write_script(t: &TestCluster, name: &str, body: &str) -> String {
     let p = t.work.join(name);

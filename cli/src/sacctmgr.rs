@@ -1,0 +1,1544 @@
+//! `sacctmgr`: clusters, accounts, users, associations and QOS in slurmdbd.
+//!
+//! `sacctmgr [-i] [-n] [-p|-P] [-Q] <add|modify|delete|show> <entity> [specs]`,
+//! where specs are `Name=value` pairs, bare names, `where ...` (what to
+//! touch) and `set ...` (what to change). A limit set to `-1` is removed;
+//! `QOS+=x` / `QOS-=x` add to or take from a list. Changes are sent only after
+//! the confirmation prompt (or at once with `-i`), in one transaction, so a
+//! refused change changes nothing.
+
+use crate::common;
+use slurm_common::timefmt::{format_duration_hms, parse_time_limit};
+use slurm_proto::acct::*;
+use std::io::{BufRead, IsTerminal, Write};
+
+/// A parse or usage error (printed as ` Unknown option: ...` style messages).
+type Res<T> = Result<T, String>;
+
+// ------------------------------------------------------------ command line
+
+#[derive(Debug, Default, Clone)]
+pub struct Flags {
+    pub immediate: bool,
+    pub header: bool,
+    /// `-p` (`Some(true)`: trailing `|`) or `-P` (`Some(false)`).
+    pub parsable: Option<bool>,
+    pub quiet: bool,
+}
+
+/// One `key[op]=value` pair or a bare word, in the order given.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Spec {
+    Word(String),
+    /// Key (lower case), operator (`=`, `+=`, `-=`), value.
+    Pair(String, char, String),
+}
+
+/// The specs of a command, split into where (filter) and set parts.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Specs {
+    pub filter: Vec<Spec>,
+    pub set: Vec<Spec>,
+}
+
+pub fn parse_specs(words: &[String]) -> Specs {
+    let mut s = Specs::default();
+    let mut in_set = false;
+    for w in words {
+        let lw = w.to_ascii_lowercase();
+        if lw == "where" {
+            in_set = false;
+            continue;
+        }
+        if lw == "set" {
+            in_set = true;
+            continue;
+        }
+        let spec = match w.split_once('=') {
+            Some((k, v)) => {
+                let (k, op) = if let Some(k) = k.strip_suffix('+') {
+                    (k, '+')
+                } else if let Some(k) = k.strip_suffix('-') {
+                    (k, '-')
+                } else {
+                    (k, '=')
+                };
+                Spec::Pair(k.trim().to_ascii_lowercase(), op, v.trim().to_string())
+            }
+            None => Spec::Word(w.clone()),
+        };
+        if in_set {
+            s.set.push(spec);
+        } else {
+            s.filter.push(spec);
+        }
+    }
+    s
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn lower_list(v: &str) -> Vec<String> {
+    list(v)
+        .into_iter()
+        .map(|x| x.to_ascii_lowercase())
+        .collect()
+}
+
+fn count(key: &str, v: &str) -> Res<Set<u64>> {
+    if v == "-1" || v.eq_ignore_ascii_case("unlimited") {
+        return Ok(Set::Clear);
+    }
+    v.parse::<u64>()
+        .map(Set::To)
+        .map_err(|_| format!("Invalid value '{v}' for {key}: expected a number or -1"))
+}
+
+fn wall(key: &str, v: &str) -> Res<Set<u64>> {
+    if v == "-1" {
+        return Ok(Set::Clear);
+    }
+    match parse_time_limit(v) {
+        Ok(Some(m)) => Ok(Set::To(u64::from(m))),
+        Ok(None) => Ok(Set::Clear),
+        Err(e) => Err(format!("Invalid value '{v}' for {key}: {e}")),
+    }
+}
+
+fn tres(v: &str) -> Set<String> {
+    if v == "-1" {
+        Set::Clear
+    } else {
+        Set::To(v.to_string())
+    }
+}
+
+fn list_change(op: char, v: &str) -> ListChange {
+    let l = lower_list(v);
+    match op {
+        '+' => ListChange::Add(l),
+        '-' => ListChange::Remove(l),
+        _ if v == "-1" || v.is_empty() => ListChange::Replace(Vec::new()),
+        _ => ListChange::Replace(l),
+    }
+}
+
+/// Apply an association setting (`Fairshare`, limits, `QOS`, `DefaultQOS`);
+/// `false` when `key` is not one.
+fn assoc_setting(p: &mut AssocPatch, key: &str, op: char, v: &str) -> Res<bool> {
+    let l = &mut p.limits;
+    match key {
+        "fairshare" | "shares" => {
+            p.shares = if v.eq_ignore_ascii_case("parent") {
+                Set::To(FAIRSHARE_PARENT)
+            } else if v == "-1" {
+                Set::To(1)
+            } else {
+                Set::To(
+                    v.parse()
+                        .map_err(|_| format!("Invalid value '{v}' for Fairshare"))?,
+                )
+            }
+        }
+        "grpjobs" => l.grp_jobs = count(key, v)?,
+        "grpsubmitjobs" | "grpsubmit" => l.grp_submit_jobs = count(key, v)?,
+        "grpwall" => l.grp_wall = wall(key, v)?,
+        "grptres" => l.grp_tres = tres(v),
+        "grptresmins" => l.grp_tres_mins = tres(v),
+        "maxjobs" => l.max_jobs = count(key, v)?,
+        "maxsubmitjobs" | "maxsubmit" => l.max_submit_jobs = count(key, v)?,
+        "maxwall" | "maxwalldurationperjob" => l.max_wall = wall(key, v)?,
+        "maxtres" | "maxtresperjob" => l.max_tres = tres(v),
+        "maxtresperuser" | "maxtrespu" => l.max_tres_per_user = tres(v),
+        "maxtresmins" | "maxtresminsperjob" => l.max_tres_mins = tres(v),
+        "qos" | "qoslevel" => p.qos = list_change(op, v),
+        "defaultqos" | "defqos" => {
+            p.default_qos = if v == "-1" || v.is_empty() {
+                Set::Clear
+            } else {
+                Set::To(v.to_ascii_lowercase())
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Settings for new associations, from the same keys.
+fn assoc_settings(p: &AssocPatch) -> AssocSettings {
+    let mut limits = AssocLimits::default();
+    p.limits.apply(&mut limits, &|_, new| Some(new.to_string()));
+    AssocSettings {
+        shares: match p.shares {
+            Set::To(s) => Some(s),
+            _ => None,
+        },
+        limits,
+        qos: match &p.qos {
+            ListChange::Replace(v) | ListChange::Add(v) => v.clone(),
+            _ => Vec::new(),
+        },
+        default_qos: match &p.default_qos {
+            Set::To(q) => Some(q.clone()),
+            _ => None,
+        },
+    }
+}
+
+/// Apply a QOS setting; `false` when `key` is not one.
+fn qos_setting(p: &mut QosPatch, key: &str, op: char, v: &str) -> Res<bool> {
+    let l = &mut p.limits;
+    match key {
+        "description" => p.description = Set::To(v.to_string()),
+        "priority" => {
+            p.priority = if v == "-1" {
+                Set::To(0)
+            } else {
+                Set::To(
+                    v.parse()
+                        .map_err(|_| format!("Invalid value '{v}' for Priority"))?,
+                )
+            }
+        }
+        "flags" => {
+            let up: Vec<String> = list(v).iter().map(|f| f.to_ascii_uppercase()).collect();
+            p.flags = match op {
+                '+' => ListChange::Add(up),
+                '-' => ListChange::Remove(up),
+                _ if v == "-1" => ListChange::Replace(Vec::new()),
+                _ => ListChange::Replace(up),
+            }
+        }
+        "preempt" => p.preempt = list_change(op, v),
+        "preemptmode" => p.preempt_mode = Set::To(v.to_ascii_lowercase()),
+        "gracetime" => {
+            p.grace_time = Set::To(
+                parse_time_limit(v)
+                    .ok()
+                    .flatten()
+                    .map(|m| m * 60)
+                    .or_else(|| v.parse().ok())
+                    .ok_or_else(|| format!("Invalid value '{v}' for GraceTime"))?,
+            )
+        }
+        "usagefactor" => {
+            p.usage_factor = Set::To(
+                v.parse()
+                    .map_err(|_| format!("Invalid value '{v}' for UsageFactor"))?,
+            )
+        }
+        "grpjobs" => l.grp_jobs = count(key, v)?,
+        "grpsubmitjobs" | "grpsubmit" => l.grp_submit_jobs = count(key, v)?,
+        "grpwall" => l.grp_wall = wall(key, v)?,
+        "grptres" => l.grp_tres = tres(v),
+        "grptresmins" => l.grp_tres_mins = tres(v),
+        "maxjobsperuser" | "maxjobspu" | "maxjobs" => l.max_jobs_per_user = count(key, v)?,
+        "maxsubmitjobsperuser" | "maxsubmitjobspu" | "maxsubmitpu" | "maxsubmitjobs" => {
+            l.max_submit_jobs_per_user = count(key, v)?
+        }
+        "maxjobsperaccount" | "maxjobspa" => l.max_jobs_per_account = count(key, v)?,
+        "maxsubmitjobsperaccount" | "maxsubmitjobspa" | "maxsubmitpa" => {
+            l.max_submit_jobs_per_account = count(key, v)?
+        }
+        "maxwall" | "maxwalldurationperjob" => l.max_wall = wall(key, v)?,
+        "maxtresperuser" | "maxtrespu" => l.max_tres_per_user = tres(v),
+        "maxtresperjob" | "maxtres" => l.max_tres_per_job = tres(v),
+        "maxtrespernode" => l.max_tres_per_node = tres(v),
+        "maxtresperaccount" | "maxtrespa" => l.max_tres_per_account = tres(v),
+        "mintresperjob" | "mintres" => l.min_tres_per_job = tres(v),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn unknown(key: &str) -> String {
+    format!(" Unknown option: {key}\n Use keyword 'where' to modify condition")
+}
+
+// ---------------------------------------------------------------- requests
+
+/// What one command line asks of slurmdbd, plus the text to show first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub request: AcctRequest,
+    /// Printed before the confirmation (Slurm's ` Adding Account(s)` lines).
+    pub preview: String,
+    /// Heading for the names slurmdbd reports changed.
+    pub heading: &'static str,
+}
+
+fn names_of(specs: &[Spec], name_keys: &[&str]) -> Vec<String> {
+    let mut v = Vec::new();
+    for s in specs {
+        match s {
+            Spec::Word(w) => v.extend(list(w)),
+            Spec::Pair(k, _, val) if name_keys.contains(&k.as_str()) => v.extend(list(val)),
+            _ => {}
+        }
+    }
+    v
+}
+
+fn clusters_in(k: &str) -> bool {
+    matches!(k, "cluster" | "clusters")
+}
+
+/// `sacctmgr add ...`.
+pub fn add(entity: &str, specs: &Specs) -> Res<Change> {
+    let all: Vec<Spec> = specs.filter.iter().chain(&specs.set).cloned().collect();
+    match entity {
+        "cluster" => {
+            let names = names_of(&all, &["name", "names", "cluster", "clusters"]);
+            if names.is_empty() {
+                return Err(" Need name of cluster to add.".into());
+            }
+            for s in &all {
+                if let Spec::Pair(k, _, _) = s {
+                    if !matches!(k.as_str(), "name" | "names" | "cluster" | "clusters") {
+                        return Err(unknown(k));
+                    }
+                }
+            }
+            Ok(Change {
+                preview: format!(
+                    " Adding Cluster(s)\n  Name           = {}\n",
+                    names.join(",")
+                ),
+                request: AcctRequest::AddClusters(
+                    names
+                        .into_iter()
+                        .map(|n| ClusterRec {
+                            name: n.to_ascii_lowercase(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                heading: " Associations",
+            })
+        }
+        "account" => {
+            let mut a = AddAccounts::default();
+            let mut p = AssocPatch::default();
+            for s in &all {
+                match s {
+                    Spec::Word(w) => a.names.extend(lower_list(w)),
+                    Spec::Pair(k, op, v) => match k.as_str() {
+                        "name" | "names" | "account" | "accounts" => a.names.extend(lower_list(v)),
+                        "description" => a.description = Some(v.clone()),
+                        "organization" => a.organization = Some(v.clone()),
+                        "parent" => a.parent = Some(v.to_ascii_lowercase()),
+                        k if clusters_in(k) => a.clusters = lower_list(v),
+                        _ => {
+                            if !assoc_setting(&mut p, k, *op, v)? {
+                                return Err(unknown(k));
+                            }
+                        }
+                    },
+                }
+            }
+            if a.names.is_empty() {
+                return Err(" Need name of account to add.".into());
+            }
+            a.assoc = assoc_settings(&p);
+            let mut preview = format!(" Adding Account(s)\n  {}\n", a.names.join("\n  "));
+            preview.push_str(&format!(
+                " Settings\n  Parent        = {}\n",
+                a.parent.as_deref().unwrap_or("root")
+            ));
+            Ok(Change {
+                request: AcctRequest::AddAccounts(a),
+                preview,
+                heading: " Associations",
+            })
+        }
+        "user" => {
+            let mut a = AddUsers::default();
+            let mut p = AssocPatch::default();
+            for s in &all {
+                match s {
+                    Spec::Word(w) => a.names.extend(lower_list(w)),
+                    Spec::Pair(k, op, v) => match k.as_str() {
+                        "name" | "names" | "user" | "users" => a.names.extend(lower_list(v)),
+                        "account" | "accounts" => a.accounts = lower_list(v),
+                        "defaultaccount" => a.default_account = Some(v.to_ascii_lowercase()),
+                        "adminlevel" => {
+                            a.admin_level = Some(
+                                AdminLevel::parse(v)
+                                    .ok_or_else(|| format!("Invalid AdminLevel '{v}'"))?,
+                            )
+                        }
+                        "partition" | "partitions" => a.partitions = list(v),
+                        k if clusters_in(k) => a.clusters = lower_list(v),
+                        _ => {
+                            if !assoc_setting(&mut p, k, *op, v)? {
+                                return Err(unknown(k));
+                            }
+                        }
+                    },
+                }
+            }
+            if a.names.is_empty() {
+                return Err(" Need name of user to add.".into());
+            }
+            a.assoc = assoc_settings(&p);
+            Ok(Change {
+                preview: format!(" Adding User(s)\n  {}\n", a.names.join("\n  ")),
+                request: AcctRequest::AddUsers(a),
+                heading: " Associations",
+            })
+        }
+        "qos" => {
+            let mut names = Vec::new();
+            let mut p = QosPatch::default();
+            for s in &all {
+                match s {
+                    Spec::Word(w) => names.extend(lower_list(w)),
+                    Spec::Pair(k, op, v) => match k.as_str() {
+                        "name" | "names" => names.extend(lower_list(v)),
+                        _ => {
+                            if !qos_setting(&mut p, k, *op, v)? {
+                                return Err(unknown(k));
+                            }
+                        }
+                    },
+                }
+            }
+            if names.is_empty() {
+                return Err(" Need name of QOS to add.".into());
+            }
+            let recs = names
+                .iter()
+                .map(|n| {
+                    let mut r = QosRec {
+                        name: n.clone(),
+                        description: n.clone(),
+                        ..Default::default()
+                    };
+                    if let Set::To(d) = &p.description {
+                        r.description = d.clone();
+                    }
+                    if let Set::To(v) = p.priority {
+                        r.priority = v;
+                    }
+                    p.flags.apply(&mut r.flags);
+                    p.preempt.apply(&mut r.preempt);
+                    if let Set::To(m) = &p.preempt_mode {
+                        r.preempt_mode = m.clone();
+                    }
+                    if let Set::To(g) = p.grace_time {
+                        r.grace_time = g;
+                    }
+                    if let Set::To(u) = p.usage_factor {
+                        r.usage_factor = u;
+                    }
+                    p.limits
+                        .apply(&mut r.limits, &|_, new| Some(new.to_string()));
+                    r
+                })
+                .collect();
+            Ok(Change {
+                preview: format!(" Adding QOS(s)\n  {}\n", names.join("\n  ")),
+                request: AcctRequest::AddQos(recs),
+                heading: "",
+            })
+        }
+        other => Err(format!(" Unknown add entity: {other}")),
+    }
+}
+
+/// Filters shared by modify, delete and show.
+#[derive(Debug, Default)]
+struct Where {
+    names: Vec<String>,
+    clusters: Vec<String>,
+    accounts: Vec<String>,
+    users: Vec<String>,
+    partitions: Vec<String>,
+    parents: Vec<String>,
+    ids: Vec<u64>,
+}
+
+fn parse_where(entity: &str, specs: &[Spec]) -> Res<Where> {
+    let mut w = Where::default();
+    for s in specs {
+        match s {
+            Spec::Word(x) => w.names.extend(list(x)),
+            Spec::Pair(k, _, v) => match k.as_str() {
+                "name" | "names" => w.names.extend(list(v)),
+                "cluster" | "clusters" if entity == "cluster" => w.names.extend(list(v)),
+                "cluster" | "clusters" => w.clusters.extend(lower_list(v)),
+                "account" | "accounts" | "acct" if entity == "account" => {
+                    w.names.extend(lower_list(v))
+                }
+                "account" | "accounts" | "acct" => w.accounts.extend(lower_list(v)),
+                "user" | "users" if entity == "user" => w.names.extend(lower_list(v)),
+                "user" | "users" => w.users.extend(lower_list(v)),
+                "partition" | "partitions" => w.partitions.extend(list(v)),
+                "parent" | "parentname" => w.parents.extend(lower_list(v)),
+                "id" | "ids" => {
+                    for x in list(v) {
+                        w.ids
+                            .push(x.parse().map_err(|_| format!("Invalid id '{x}'"))?);
+                    }
+                }
+                "qos" if entity == "qos" => w.names.extend(lower_list(v)),
+                "format" | "withassoc" | "tree" => {}
+                other => return Err(unknown(other)),
+            },
+        }
+    }
+    if entity != "cluster" && entity != "partition" {
+        w.names = w
+            .names
+            .into_iter()
+            .map(|n| n.to_ascii_lowercase())
+            .collect();
+    }
+    Ok(w)
+}
+
+fn assoc_filter(w: &Where, entity: &str) -> AssocFilter {
+    let mut f = AssocFilter {
+        ids: w.ids.clone(),
+        clusters: w.clusters.clone(),
+        accounts: w.accounts.clone(),
+        users: w.users.clone(),
+        partitions: w.partitions.clone(),
+        ..Default::default()
+    };
+    match entity {
+        "user" => f.users.extend(w.names.clone()),
+        "account" => f.accounts.extend(w.names.clone()),
+        _ => {}
+    }
+    f
+}
+
+/// `sacctmgr modify ...`.
+pub fn modify(entity: &str, specs: &Specs) -> Res<Change> {
+    if specs.set.is_empty() {
+        return Err(" You didn't give me anything to set".into());
+    }
+    let w = parse_where(entity, &specs.filter)?;
+    match entity {
+        "account" => {
+            let mut set = AccountPatch::default();
+            let mut assoc = AssocPatch::default();
+            for s in &specs.set {
+                let Spec::Pair(k, op, v) = s else {
+                    return Err(unknown(&format!("{s:?}")));
+                };
+                match k.as_str() {
+                    "description" => set.description = Set::To(v.clone()),
+                    "organization" => set.organization = Set::To(v.clone()),
+                    "parent" => assoc.parent = Set::To(v.to_ascii_lowercase()),
+                    _ => {
+                        if !assoc_setting(&mut assoc, k, *op, v)? {
+                            return Err(unknown(k));
+                        }
+                    }
+                }
+            }
+            Ok(Change {
+                preview: String::new(),
+                request: AcctRequest::ModifyAccounts {
+                    filter: AccountFilter {
+                        names: w.names,
+                        parents: w.parents,
+                        clusters: w.clusters,
+                        ..Default::default()
+                    },
+                    set,
+                    assoc,
+                },
+                heading: " Modified account associations...",
+            })
+        }
+        "user" => {
+            let mut set = UserPatch::default();
+            let mut assoc = AssocPatch::default();
+            for s in &specs.set {
+                let Spec::Pair(k, op, v) = s else {
+                    return Err(unknown(&format!("{s:?}")));
+                };
+                match k.as_str() {
+                    "defaultaccount" => set.default_account = Set::To(v.to_ascii_lowercase()),
+                    "adminlevel" => {
+                        set.admin_level = Set::To(
+                            AdminLevel::parse(v)
+                                .ok_or_else(|| format!("Invalid AdminLevel '{v}'"))?,
+                        )
+                    }
+                    _ => {
+                        if !assoc_setting(&mut assoc, k, *op, v)? {
+                            return Err(unknown(k));
+                        }
+                    }
+                }
+            }
+            Ok(Change {
+                preview: String::new(),
+                request: AcctRequest::ModifyUsers {
+                    filter: UserFilter {
+                        names: w.names,
+                        accounts: w.accounts,
+                        clusters: w.clusters,
+                        partitions: w.partitions,
+                        ..Default::default()
+                    },
+                    set,
+                    assoc,
+                },
+                heading: " Modified user associations...",
+            })
+        }
+        "association" => {
+            let mut set = AssocPatch::default();
+            for s in &specs.set {
+                let Spec::Pair(k, op, v) = s else {
+                    return Err(unknown(&format!("{s:?}")));
+                };
+                if !assoc_setting(&mut set, k, *op, v)? {
+                    return Err(unknown(k));
+                }
+            }
+            Ok(Change {
+                preview: String::new(),
+                request: AcctRequest::ModifyAssocs {
+                    filter: assoc_filter(&w, entity),
+                    set,
+                },
+                heading: " Modified account associations...",
+            })
+        }
+        "qos" => {
+            let mut set = QosPatch::default();
+            for s in &specs.set {
+                let Spec::Pair(k, op, v) = s else {
+                    return Err(unknown(&format!("{s:?}")));
+                };
+                if !qos_setting(&mut set, k, *op, v)? {
+                    return Err(unknown(k));
+                }
+            }
+            Ok(Change {
+                preview: String::new(),
+                request: AcctRequest::ModifyQos {
+                    filter: QosFilter {
+                        names: w.names,
+                        ids: w.ids,
+                    },
+                    set,
+                },
+                heading: " Modified qos...",
+            })
+        }
+        other => Err(format!(" Unknown modify entity: {other}")),
+    }
+}
+
+/// `sacctmgr delete ...`.
+pub fn delete(entity: &str, specs: &Specs) -> Res<Change> {
+    let w = parse_where(entity, &specs.filter)?;
+    let (request, heading) = match entity {
+        "cluster" => (
+            AcctRequest::DeleteClusters(ClusterFilter {
+                names: w.names.iter().map(|n| n.to_ascii_lowercase()).collect(),
+            }),
+            " Deleting clusters...",
+        ),
+        "account" => (
+            AcctRequest::DeleteAccounts(AccountFilter {
+                names: w.names,
+                parents: w.parents,
+                clusters: w.clusters,
+                ..Default::default()
+            }),
+            " Deleting accounts...",
+        ),
+        "user" => (
+            AcctRequest::DeleteUsers(UserFilter {
+                names: w.names,
+                accounts: w.accounts,
+                clusters: w.clusters,
+                partitions: w.partitions,
+                ..Default::default()
+            }),
+            " Deleting users...",
+        ),
+        "association" => (
+            AcctRequest::DeleteAssocs(assoc_filter(&w, entity)),
+            " Deleting associations...",
+        ),
+        "qos" => (
+            AcctRequest::DeleteQos(QosFilter {
+                names: w.names,
+                ids: w.ids,
+            }),
+            " Deleting QOS(s)...",
+        ),
+        other => return Err(format!(" Unknown delete entity: {other}")),
+    };
+    let nothing = match &request {
+        AcctRequest::DeleteClusters(f) => f.names.is_empty(),
+        AcctRequest::DeleteAccounts(f) => f.names.is_empty(),
+        AcctRequest::DeleteUsers(f) => f.names.is_empty(),
+        AcctRequest::DeleteQos(f) => f.names.is_empty() && f.ids.is_empty(),
+        AcctRequest::DeleteAssocs(f) => {
+            f.ids.is_empty() && f.accounts.is_empty() && f.users.is_empty()
+        }
+        _ => false,
+    };
+    if nothing {
+        return Err(format!(" No conditions given to delete {entity}s"));
+    }
+    Ok(Change {
+        request,
+        preview: String::new(),
+        heading,
+    })
+}
+
+// ------------------------------------------------------------------ show
+
+/// A column of a listing: key, title, default width.
+type Col = (&'static str, &'static str, usize);
+
+const ACCOUNT_COLS: &[Col] = &[
+    ("account", "Account", 10),
+    ("descr", "Descr", 20),
+    ("org", "Org", 20),
+];
+const USER_COLS: &[Col] = &[
+    ("user", "User", 10),
+    ("defacct", "Def Acct", 10),
+    ("admin", "Admin", 9),
+];
+const ASSOC_LIMIT_COLS: &[Col] = &[
+    ("share", "Share", 9),
+    ("priority", "Priority", 10),
+    ("grpjobs", "GrpJobs", 7),
+    ("grptres", "GrpTRES", 13),
+    ("grpsubmit", "GrpSubmit", 9),
+    ("grpwall", "GrpWall", 11),
+    ("grptresmins", "GrpTRESMins", 13),
+    ("maxjobs", "MaxJobs", 7),
+    ("maxtres", "MaxTRES", 13),
+    ("maxtrespu", "MaxTRESPU", 13),
+    ("maxsubmit", "MaxSubmit", 9),
+    ("maxwall", "MaxWall", 11),
+    ("maxtresmins", "MaxTRESMins", 13),
+    ("qos", "QOS", 20),
+    ("defqos", "Def QOS", 9),
+];
+const ASSOC_KEY_COLS: &[Col] = &[
+    ("cluster", "Cluster", 10),
+    ("account", "Account", 10),
+    ("user", "User", 10),
+    ("partition", "Partition", 10),
+];
+const QOS_COLS: &[Col] = &[
+    ("name", "Name", 10),
+    ("priority", "Priority", 10),
+    ("gracetime", "GraceTime", 10),
+    ("preempt", "Preempt", 10),
+    ("preemptmode", "PreemptMode", 11),
+    ("flags", "Flags", 40),
+    ("usagefactor", "UsageFactor", 11),
+    ("grptres", "GrpTRES", 13),
+    ("grptresmins", "GrpTRESMins", 13),
+    ("grpjobs", "GrpJobs", 7),
+    ("grpsubmit", "GrpSubmit", 9),
+    ("grpwall", "GrpWall", 11),
+    ("maxtres", "MaxTRES", 13),
+    ("maxtrespernode", "MaxTRESPerNode", 14),
+    ("maxwall", "MaxWall", 11),
+    ("maxtrespu", "MaxTRESPU", 13),
+    ("maxjobspu", "MaxJobsPU", 9),
+    ("maxsubmitpu", "MaxSubmitPU", 11),
+    ("maxtrespa", "MaxTRESPA", 13),
+    ("maxjobspa", "MaxJobsPA", 9),
+    ("maxsubmitpa", "MaxSubmitPA", 11),
+    ("mintres", "MinTRES", 13),
+];
+const CLUSTER_COLS: &[Col] = &[
+    ("cluster", "Cluster", 10),
+    ("controlhost", "ControlHost", 15),
+    ("controlport", "ControlPort", 12),
+    ("rpc", "RPC", 5),
+    ("share", "Share", 9),
+    ("grpjobs", "GrpJobs", 7),
+    ("grptres", "GrpTRES", 13),
+    ("grpsubmit", "GrpSubmit", 9),
+    ("maxjobs", "MaxJobs", 7),
+    ("maxtres", "MaxTRES", 13),
+    ("maxsubmit", "MaxSubmit", 9),
+    ("maxwall", "MaxWall", 11),
+    ("qos", "QOS", 20),
+    ("defqos", "Def QOS", 9),
+];
+
+/// Names a user may type for a column key.
+fn alias(name: &str) -> String {
+    let n: String = name
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    match n.as_str() {
+        "description" => "descr",
+        "organization" => "org",
+        "defaultaccount" => "defacct",
+        "adminlevel" => "admin",
+        "fairshare" | "shares" => "share",
+        "defaultqos" => "defqos",
+        "parent" => "parentname",
+        "grpsubmitjobs" => "grpsubmit",
+        "maxsubmitjobs" => "maxsubmit",
+        "maxtresperuser" => "maxtrespu",
+        "maxjobsperuser" => "maxjobspu",
+        "maxsubmitjobsperuser" => "maxsubmitpu",
+        "maxtresperaccount" => "maxtrespa",
+        "maxjobsperaccount" => "maxjobspa",
+        "maxsubmitjobsperaccount" => "maxsubmitpa",
+        "maxtresperjob" => "maxtres",
+        "maxwalldurationperjob" => "maxwall",
+        "mintresperjob" => "mintres",
+        "qoslevel" => "qos",
+        "rpcversion" => "rpc",
+        other => return other.to_string(),
+    }
+    .to_string()
+}
+
+/// Columns from `format=a,b%20` against what an entity offers.
+fn pick(
+    format: Option<&str>,
+    offered: &[Col],
+    default: &[Col],
+) -> Res<Vec<(String, String, usize)>> {
+    let Some(f) = format else {
+        return Ok(default
+            .iter()
+            .map(|c| (c.0.to_string(), c.1.to_string(), c.2))
+            .collect());
+    };
+    let mut out = Vec::new();
+    for item in f.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (name, width) = match item.split_once('%') {
+            Some((n, w)) => (
+                n,
+                Some(
+                    w.parse::<usize>()
+                        .map_err(|_| format!("Invalid field width in '{item}'"))?,
+                ),
+            ),
+            None => (item, None),
+        };
+        let key = alias(name);
+        let c = offered
+            .iter()
+            .find(|c| c.0 == key)
+            .ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
+        out.push((c.0.to_string(), c.1.to_string(), width.unwrap_or(c.2)));
+    }
+    Ok(out)
+}
+
+fn fit(v: &str, width: usize) -> String {
+    let n = v.chars().count();
+    if n > width && width > 0 {
+        let mut t: String = v.chars().take(width - 1).collect();
+        t.push('+');
+        t
+    } else {
+        format!("{v:>width$}")
+    }
+}
+
+/// Lay out rows (values per column) as Slurm does.
+fn table(cols: &[(String, String, usize)], rows: &[Vec<String>], f: &Flags) -> String {
+    let mut out = String::new();
+    let line = |vals: &[String], out: &mut String| {
+        match f.parsable {
+            Some(trailing) => {
+                out.push_str(&vals.join("|"));
+                if trailing {
+                    out.push('|');
+                }
+            }
+            None => {
+                for (v, c) in vals.iter().zip(cols) {
+                    out.push_str(&fit(v, c.2));
+                    out.push(' ');
+                }
+            }
+        }
+        out.push('\n');
+    };
+    if f.header {
+        let titles: Vec<String> = cols.iter().map(|c| c.1.clone()).collect();
+        line(&titles, &mut out);
+        if f.parsable.is_none() {
+            for c in cols {
+                out.push_str(&"-".repeat(c.2));
+                out.push(' ');
+            }
+            out.push('\n');
+        }
+    }
+    for r in rows {
+        line(r, &mut out);
+    }
+    out
+}
+
+fn num(v: Option<u64>) -> String {
+    v.map(|n| n.to_string()).unwrap_or_default()
+}
+
+fn mins(v: Option<u64>) -> String {
+    v.map(|m| format_duration_hms(m as i64 * 60))
+        .unwrap_or_default()
+}
+
+fn s(v: &Option<String>) -> String {
+    v.clone().unwrap_or_default()
+}
+
+fn assoc_value(a: &AssocRec, key: &str, depth: usize) -> String {
+    let l = &a.limits;
+    match key {
+        "cluster" => a.cluster.clone(),
+        "account" => format!("{}{}", " ".repeat(depth), a.account),
+        "user" => a.user.clone(),
+        "partition" => a.partition.clone(),
+        "parentname" => {
+            if a.is_user() {
+                String::new()
+            } else {
+                a.parent.clone().unwrap_or_default()
+            }
+        }
+        "share" => {
+            if a.shares == FAIRSHARE_PARENT {
+                "parent".into()
+            } else {
+                a.shares.to_string()
+            }
+        }
+        "priority" => String::new(),
+        "grpjobs" => num(l.grp_jobs),
+        "grptres" => s(&l.grp_tres),
+        "grpsubmit" => num(l.grp_submit_jobs),
+        "grpwall" => mins(l.grp_wall),
+        "grptresmins" => s(&l.grp_tres_mins),
+        "maxjobs" => num(l.max_jobs),
+        "maxtres" => s(&l.max_tres),
+        "maxtrespu" => s(&l.max_tres_per_user),
+        "maxsubmit" => num(l.max_submit_jobs),
+        "maxwall" => mins(l.max_wall),
+        "maxtresmins" => s(&l.max_tres_mins),
+        "qos" => {
+            let mut q = a.qos.clone();
+            q.sort();
+            q.join(",")
+        }
+        "defqos" => s(&a.default_qos),
+        "id" => a.id.to_string(),
+        _ => String::new(),
+    }
+}
+
+fn qos_value(q: &QosRec, key: &str) -> String {
+    let l = &q.limits;
+    match key {
+        "name" => q.name.clone(),
+        "descr" => q.description.clone(),
+        "id" => q.id.to_string(),
+        "priority" => q.priority.to_string(),
+        "gracetime" => format_duration_hms(i64::from(q.grace_time)),
+        "preempt" => q.preempt.join(","),
+        "preemptmode" => q.preempt_mode.clone(),
+        "flags" => q.flags.join(","),
+        "usagefactor" => format!("{:.6}", q.usage_factor),
+        "grptres" => s(&l.grp_tres),
+        "grptresmins" => s(&l.grp_tres_mins),
+        "grpjobs" => num(l.grp_jobs),
+        "grpsubmit" => num(l.grp_submit_jobs),
+        "grpwall" => mins(l.grp_wall),
+        "maxtres" => s(&l.max_tres_per_job),
+        "maxtrespernode" => s(&l.max_tres_per_node),
+        "maxwall" => mins(l.max_wall),
+        "maxtrespu" => s(&l.max_tres_per_user),
+        "maxjobspu" => num(l.max_jobs_per_user),
+        "maxsubmitpu" => num(l.max_submit_jobs_per_user),
+        "maxtrespa" => s(&l.max_tres_per_account),
+        "maxjobspa" => num(l.max_jobs_per_account),
+        "maxsubmitpa" => num(l.max_submit_jobs_per_account),
+        "mintres" => s(&l.min_tres_per_job),
+        _ => String::new(),
+    }
+}
+
+/// Lays out slurmdbd's answers to a `show`.
+type Render = Box<dyn Fn(&[AcctResponse], &Flags) -> Res<String>>;
+
+/// What `show` needs from slurmdbd, and how to print the answers.
+pub struct Show {
+    pub requests: Vec<AcctRequest>,
+    render: Render,
+}
+
+/// `sacctmgr show ...`.
+pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
+    let mut format = None;
+    let mut with_assoc = false;
+    let mut tree = false;
+    let mut rest = Vec::new();
+    for s in specs.filter.iter().chain(&specs.set) {
+        match s {
+            Spec::Pair(k, _, v) if k == "format" => format = Some(v.clone()),
+            Spec::Word(w) if w.eq_ignore_ascii_case("withassoc") => with_assoc = true,
+            Spec::Word(w) if w.eq_ignore_ascii_case("tree") => tree = true,
+            other => rest.push(other.clone()),
+        }
+    }
+    let w = parse_where(entity, &rest)?;
+    let assoc_cols: Vec<Col> = ASSOC_KEY_COLS
+        .iter()
+        .chain(ASSOC_LIMIT_COLS)
+        .copied()
+        .chain([("parentname", "Par Name", 10), ("id", "ID", 6)])
+        .collect();
+    match entity {
+        "account" => {
+            let offered: Vec<Col> = ACCOUNT_COLS.iter().chain(&assoc_cols).copied().collect();
+            let default: Vec<Col> = if with_assoc {
+                ACCOUNT_COLS
+                    .iter()
+                    .copied()
+                    .chain([
+                        ("cluster", "Cluster", 10),
+                        ("parentname", "Par Name", 10),
+                        ("user", "User", 10),
+                    ])
+                    .chain(ASSOC_LIMIT_COLS.iter().copied())
+                    .collect()
+            } else {
+                ACCOUNT_COLS.to_vec()
+            };
+            let cols = pick(format.as_deref(), &offered, &default)?;
+            let filter = AccountFilter {
+                names: w.names.clone(),
+                parents: w.parents.clone(),
+                ..Default::default()
+            };
+            let mut requests = vec![AcctRequest::ListAccounts(filter)];
+            if with_assoc {
+                requests.push(AcctRequest::ListAssocs(AssocFilter {
+                    accounts: w.names.clone(),
+                    clusters: w.clusters.clone(),
+                    ..Default::default()
+                }));
+            }
+            Ok(Show {
+                requests,
+                render: Box::new(move |resp, f| {
+                    let accounts = match resp.first() {
+                        Some(AcctResponse::Accounts(v)) => v.clone(),
+                        _ => return Err("unexpected answer from slurmdbd".into()),
+                    };
+                    let assocs = match resp.get(1) {
+                        Some(AcctResponse::Assocs(v)) => Some(v),
+                        _ => None,
+                    };
+                    let mut rows = Vec::new();
+                    for a in &accounts {
+                        let val = |k: &str, assoc: Option<&AssocRec>| match k {
+                            "account" => a.name.clone(),
+                            "descr" => a.description.clone(),
+                            "org" => a.organization.clone(),
+                            _ => assoc.map(|x| assoc_value(x, k, 0)).unwrap_or_default(),
+                        };
+                        match assocs {
+                            Some(list) => {
+                                for x in list.iter().filter(|x| x.account == a.name) {
+                                    rows.push(cols.iter().map(|c| val(&c.0, Some(x))).collect());
+                                }
+                            }
+                            None => rows.push(cols.iter().map(|c| val(&c.0, None)).collect()),
+                        }
+                    }
+                    Ok(table(&cols, &rows, f))
+                }),
+            })
+        }
+        "user" => {
+            let offered: Vec<Col> = USER_COLS.iter().chain(&assoc_cols).copied().collect();
+            let default: Vec<Col> = if with_assoc {
+                USER_COLS
+                    .iter()
+                    .copied()
+                    .chain(ASSOC_KEY_COLS[..1].iter().copied())
+                    .chain(ASSOC_KEY_COLS[1..2].iter().copied())
+                    .chain(ASSOC_KEY_COLS[3..].iter().copied())
+                    .chain(ASSOC_LIMIT_COLS.iter().copied())
+                    .collect()
+            } else {
+                USER_COLS.to_vec()
+            };
+            let cols = pick(format.as_deref(), &offered, &default)?;
+            let mut requests = vec![AcctRequest::ListUsers(UserFilter {
+                names: w.names.clone(),
+                accounts: w.accounts.clone(),
+                clusters: w.clusters.clone(),
+                ..Default::default()
+            })];
+            if with_assoc {
+                requests.push(AcctRequest::ListAssocs(AssocFilter {
+                    users: w.names.clone(),
+                    accounts: w.accounts.clone(),
+                    clusters: w.clusters.clone(),
+                    only_users: true,
+                    ..Default::default()
+                }));
+            }
+            Ok(Show {
+                requests,
+                render: Box::new(move |resp, f| {
+                    let users = match resp.first() {
+                        Some(AcctResponse::Users(v)) => v.clone(),
+                        _ => return Err("unexpected answer from slurmdbd".into()),
+                    };
+                    let assocs = match resp.get(1) {
+                        Some(AcctResponse::Assocs(v)) => Some(v),
+                        _ => None,
+                    };
+                    let mut rows = Vec::new();
+                    for u in &users {
+                        let val = |k: &str, assoc: Option<&AssocRec>| match k {
+                            "user" => u.name.clone(),
+                            "defacct" => u.default_account.clone(),
+                            "admin" => u.admin_level.name().to_string(),
+                            _ => assoc.map(|x| assoc_value(x, k, 0)).unwrap_or_default(),
+                        };
+                        match assocs {
+                            Some(list) => {
+                                for x in list.iter().filter(|x| x.user == u.name) {
+                                    rows.push(cols.iter().map(|c| val(&c.0, Some(x))).collect());
+                                }
+                            }
+                            None => rows.push(cols.iter().map(|c| val(&c.0, None)).collect()),
+                        }
+                    }
+                    Ok(table(&cols, &rows, f))
+                }),
+            })
+        }
+        "association" => {
+            let default: Vec<Col> = ASSOC_KEY_COLS
+                .iter()
+                .chain(ASSOC_LIMIT_COLS)
+                .copied()
+                .collect();
+            let cols = pick(format.as_deref(), &assoc_cols, &default)?;
+            let filter = assoc_filter(&w, entity);
+            Ok(Show {
+                requests: vec![AcctRequest::ListAssocs(filter)],
+                render: Box::new(move |resp, f| {
+                    let list = match resp.first() {
+                        Some(AcctResponse::Assocs(v)) => v.clone(),
+                        _ => return Err("unexpected answer from slurmdbd".into()),
+                    };
+                    let rows: Vec<Vec<String>> = list
+                        .iter()
+                        .map(|a| {
+                            let depth = if tree { tree_depth(a, &list) } else { 0 };
+                            cols.iter().map(|c| assoc_value(a, &c.0, depth)).collect()
+                        })
+                        .collect();
+                    Ok(table(&cols, &rows, f))
+                }),
+            })
+        }
+        "qos" => {
+            let offered: Vec<Col> = QOS_COLS
+                .iter()
+                .copied()
+                .chain([("descr", "Descr", 20), ("id", "ID", 6)])
+                .collect();
+            let cols = pick(format.as_deref(), &offered, QOS_COLS)?;
+            Ok(Show {
+                requests: vec![AcctRequest::ListQos(QosFilter {
+                    names: w.names.clone(),
+                    ids: w.ids.clone(),
+                })],
+                render: Box::new(move |resp, f| {
+                    let list = match resp.first() {
+                        Some(AcctResponse::Qos(v)) => v.clone(),
+                        _ => return Err("unexpected answer from slurmdbd".into()),
+                    };
+                    let rows: Vec<Vec<String>> = list
+                        .iter()
+                        .map(|q| cols.iter().map(|c| qos_value(q, &c.0)).collect())
+                        .collect();
+                    Ok(table(&cols, &rows, f))
+                }),
+            })
+        }
+        "cluster" => {
+            let cols = pick(format.as_deref(), CLUSTER_COLS, CLUSTER_COLS)?;
+            let names: Vec<String> = w.names.iter().map(|n| n.to_ascii_lowercase()).collect();
+            Ok(Show {
+                requests: vec![
+                    AcctRequest::ListClusters(ClusterFilter {
+                        names: names.clone(),
+                    }),
+                    AcctRequest::ListAssocs(AssocFilter {
+                        clusters: names,
+                        accounts: vec!["root".into()],
+                        only_accounts: true,
+                        ..Default::default()
+                    }),
+                ],
+                render: Box::new(move |resp, f| {
+                    let clusters = match resp.first() {
+                        Some(AcctResponse::Clusters(v)) => v.clone(),
+                        _ => return Err("unexpected answer from slurmdbd".into()),
+                    };
+                    let roots = match resp.get(1) {
+                        Some(AcctResponse::Assocs(v)) => v.clone(),
+                        _ => Vec::new(),
+                    };
+                    let rows: Vec<Vec<String>> = clusters
+                        .iter()
+                        .map(|c| {
+                            let root = roots.iter().find(|a| a.cluster == c.name);
+                            cols.iter()
+                                .map(|col| match col.0.as_str() {
+                                    "cluster" => c.name.clone(),
+                                    "controlhost" => c.control_host.clone(),
+                                    "controlport" => c.control_port.to_string(),
+                                    "rpc" => c.rpc_version.to_string(),
+                                    k => root.map(|r| assoc_value(r, k, 0)).unwrap_or_default(),
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    Ok(table(&cols, &rows, f))
+                }),
+            })
+        }
+        other => Err(format!(" Unknown show entity: {other}")),
+    }
+}
+
+/// How deep an association sits in its cluster's account tree.
+fn tree_depth(a: &AssocRec, all: &[AssocRec]) -> usize {
+    let mut depth = if a.is_user() { 1 } else { 0 };
+    let mut parent = if a.is_user() {
+        Some(a.account.clone())
+    } else {
+        a.parent.clone()
+    };
+    if a.is_user() {
+        // The user's account itself is one level above it.
+        parent = all
+            .iter()
+            .find(|x| !x.is_user() && x.cluster == a.cluster && x.account == a.account)
+            .and_then(|x| x.parent.clone());
+    }
+    while let Some(p) = parent {
+        depth += 1;
+        parent = all
+            .iter()
+            .find(|x| !x.is_user() && x.cluster == a.cluster && x.account == p)
+            .and_then(|x| x.parent.clone());
+        if depth > 64 {
+            break;
+        }
+    }
+    depth
+}
+
+// ------------------------------------------------------------------- main
+
+fn entity_name(w: &str) -> Option<&'static str> {
+    let w = w.to_ascii_lowercase();
+    Some(match w.as_str() {
+        "cluster" | "clusters" => "cluster",
+        "account" | "accounts" => "account",
+        "user" | "users" => "user",
+        "association" | "associations" | "assoc" | "assocs" => "association",
+        "qos" => "qos",
+        _ => return None,
+    })
+}
+
+const USAGE: &str = "Usage: sacctmgr [-i] [-n] [-p|-P] [-Q] <command> <entity> [specs]\n\
+  commands: add|create, modify|update, delete|remove, show|list\n\
+  entities: cluster, account, user, association, qos\n";
+
+fn confirm() -> bool {
+    print!(" Would you like to commit changes? (You have 30 seconds to decide)\n(N/y): ");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    if !std::io::stdin().is_terminal() {
+        println!();
+    }
+    matches!(line.trim(), "y" | "Y" | "yes")
+}
+
+fn run_change(conf: &slurm_common::conf::SlurmConf, c: Change, f: &Flags) -> i32 {
+    if !f.quiet && !c.preview.is_empty() {
+        print!("{}", c.preview);
+    }
+    if !f.immediate && !confirm() {
+        println!(" Changes Discarded");
+        return 0;
+    }
+    match common::dbd_call(conf, c.request) {
+        Ok(AcctResponse::Changed(v)) => {
+            if v.is_empty() {
+                if !f.quiet {
+                    println!(" Nothing new added.");
+                }
+                return 0;
+            }
+            if !f.quiet {
+                if !c.heading.is_empty() {
+                    println!("{}", c.heading);
+                }
+                for n in v {
+                    println!("  {n}");
+                }
+            }
+            0
+        }
+        Ok(AcctResponse::Error(e)) => {
+            eprintln!(" sacctmgr: error: {e}");
+            1
+        }
+        Ok(_) => {
+            eprintln!(" sacctmgr: error: unexpected answer from slurmdbd");
+            1
+        }
+        Err(e) => {
+            eprintln!("sacctmgr: error: {e}");
+            1
+        }
+    }
+}
+
+/// Parse flags and the command; `Err` is (message, exit code).
+pub fn parse_command(args: &[String]) -> Result<(Flags, String, String, Specs), (String, i32)> {
+    let mut f = Flags {
+        header: true,
+        ..Default::default()
+    };
+    let mut words = Vec::new();
+    for a in args {
+        match a.as_str() {
+            "-i" | "--immediate" => f.immediate = true,
+            "-n" | "--noheader" => f.header = false,
+            "-p" | "--parsable" => f.parsable = Some(true),
+            "-P" | "--parsable2" => f.parsable = Some(false),
+            "-Q" | "--quiet" => f.quiet = true,
+            "-v" | "--verbose" | "-r" | "--readonly" => {}
+            "-V" | "--version" => return Err((format!("slurm {}", slurm_proto::SLURM_VERSION), 0)),
+            "-h" | "--help" | "help" => return Err((USAGE.trim_end().to_string(), 0)),
+            s if s.starts_with('-') && words.is_empty() => {
+                return Err((format!("sacctmgr: unrecognized option '{s}'\n{USAGE}"), 1))
+            }
+            _ => words.push(a.clone()),
+        }
+    }
+    if words.len() < 2 {
+        return Err((USAGE.trim_end().to_string(), 1));
+    }
+    let cmd = match words[0].to_ascii_lowercase().as_str() {
+        "add" | "create" => "add",
+        "modify" | "update" => "modify",
+        "delete" | "remove" => "delete",
+        "show" | "list" => "show",
+        other => return Err((format!(" Unknown command: {other}"), 1)),
+    };
+    let entity =
+        entity_name(&words[1]).ok_or_else(|| (format!(" Unknown entity: {}", words[1]), 1))?;
+    Ok((
+        f,
+        cmd.to_string(),
+        entity.to_string(),
+        parse_specs(&words[2..]),
+    ))
+}
+
+pub fn main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (f, cmd, entity, specs) = match parse_command(&args) {
+        Ok(x) => x,
+        Err((msg, code)) => {
+            if code == 0 {
+                println!("{msg}");
+            } else {
+                eprintln!("{msg}");
+            }
+            return code;
+        }
+    };
+    let conf = match common::load_conf("sacctmgr") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let change = match cmd.as_str() {
+        "add" => add(&entity, &specs),
+        "modify" => modify(&entity, &specs),
+        "delete" => delete(&entity, &specs),
+        _ => {
+            let sh = match show(&entity, &specs) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return 1;
+                }
+            };
+            let mut answers = Vec::new();
+            for r in sh.requests {
+                match common::dbd_call(&conf, r) {
+                    Ok(AcctResponse::Error(e)) => {
+                        eprintln!(" sacctmgr: error: {e}");
+                        return 1;
+                    }
+                    Ok(a) => answers.push(a),
+                    Err(e) => {
+                        eprintln!("sacctmgr: error: {e}");
+                        return 1;
+                    }
+                }
+            }
+            return match (sh.render)(&answers, &f) {
+                Ok(s) => {
+                    print!("{s}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("sacctmgr: error: {e}");
+                    1
+                }
+            };
+        }
+    };
+    match change {
+        Ok(c) => run_change(&conf, c, &f),
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(s: &str) -> Specs {
+        parse_specs(&s.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn add_account_and_user_with_limits() {
+        let c = add(
+            "account",
+            &specs(
+                "physics Description=Physics parent=science Fairshare=10 MaxJobs=5 GrpTRES=cpu=8",
+            ),
+        )
+        .unwrap();
+        let AcctRequest::AddAccounts(a) = c.request else {
+            panic!()
+        };
+        assert_eq!(a.names, vec!["physics"]);
+        assert_eq!(a.parent.as_deref(), Some("science"));
+        assert_eq!(a.assoc.shares, Some(10));
+        assert_eq!(a.assoc.limits.max_jobs, Some(5));
+        assert_eq!(a.assoc.limits.grp_tres.as_deref(), Some("cpu=8"));
+        let c = add(
+            "user",
+            &specs("alice,bob Account=physics MaxWall=1:00:00 qos=normal,high"),
+        )
+        .unwrap();
+        let AcctRequest::AddUsers(u) = c.request else {
+            panic!()
+        };
+        assert_eq!(u.names, vec!["alice", "bob"]);
+        assert_eq!(u.accounts, vec!["physics"]);
+        assert_eq!(u.assoc.limits.max_wall, Some(60));
+        assert_eq!(u.assoc.qos, vec!["normal", "high"]);
+        assert!(add("user", &specs("alice Bogus=1"))
+            .unwrap_err()
+            .contains("Bogus"));
+        assert!(add("account", &specs("x MaxJobs=lots")).is_err());
+    }
+
+    #[test]
+    fn modify_with_where_and_set() {
+        let c = modify(
+            "user",
+            &specs("where name=alice account=physics set MaxJobs=-1 qos+=high"),
+        )
+        .unwrap();
+        let AcctRequest::ModifyUsers { filter, assoc, .. } = c.request else {
+            panic!()
+        };
+        assert_eq!(filter.names, vec!["alice"]);
+        assert_eq!(filter.accounts, vec!["physics"]);
+        assert_eq!(assoc.limits.max_jobs, Set::Clear);
+        assert_eq!(assoc.qos, ListChange::Add(vec!["high".into()]));
+        let c = modify(
+            "qos",
+            &specs("normal set MaxJobsPerUser=2 Flags=DenyOnLimit"),
+        )
+        .unwrap();
+        let AcctRequest::ModifyQos { filter, set } = c.request else {
+            panic!()
+        };
+        assert_eq!(filter.names, vec!["normal"]);
+        assert_eq!(set.limits.max_jobs_per_user, Set::To(2));
+        assert_eq!(set.flags, ListChange::Replace(vec!["DENYONLIMIT".into()]));
+        assert!(modify("qos", &specs("normal")).is_err());
+        assert!(delete("user", &specs("")).is_err());
+    }
+
+    #[test]
+    fn listings_fit_columns_and_formats() {
+        let f = Flags {
+            header: true,
+            ..Default::default()
+        };
+        let cols = pick(None, USER_COLS, USER_COLS).unwrap();
+        let rows = vec![vec!["root".into(), "root".into(), "Administrator".into()]];
+        assert_eq!(
+            table(&cols, &rows, &f),
+            "      User   Def Acct     Admin \n---------- ---------- --------- \n      root       root Administ+ \n"
+        );
+        let cols = pick(Some("User,DefaultAccount%4"), USER_COLS, USER_COLS).unwrap();
+        assert_eq!(cols[1].2, 4);
+        assert!(pick(Some("Nope"), USER_COLS, USER_COLS).is_err());
+        let p = Flags {
+            header: false,
+            parsable: Some(false),
+            ..Default::default()
+        };
+        assert_eq!(table(&cols, &rows, &p), "root|root|Administrator\n");
+    }
+}

@@ -1,0 +1,193 @@
+//! sacctmgr against slurmdbd, and AccountingStorageEnforce in the controller:
+//! associations, QOS and their limits.
+
+use super::write_script;
+use slurm_proto::JobState;
+use slurm_tests::*;
+use std::time::{Duration, Instant};
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn mgr(t: &TestCluster, args: &[&str]) -> String {
+    let o = t.run("sacctmgr", args);
+    assert!(
+        o.status.success(),
+        "sacctmgr {args:?} failed:\n{}",
+        text(&o)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.extra_conf = "AccountingStorageEnforce=associations,limits,qos\n".into();
+    });
+    // A user without an association is refused, with Slurm's message.
+    let script = write_script(&t, "sleep.sh", "#!/bin/sh\nsleep 300\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = t
+            .cmd_as(TEST_UID, TEST_GID, "sbatch")
+            .arg(&script)
+            .output()
+            .unwrap();
+        let s = text(&o);
+        if s.contains("Invalid account or account/partition combination specified") {
+            assert!(!o.status.success());
+            break;
+        }
+        assert!(Instant::now() < deadline, "not refused: {s}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    let out = mgr(
+        &t,
+        &[
+            "-i",
+            "add",
+            "account",
+            "physics",
+            "Description=Physics dept",
+            "Fairshare=5",
+        ],
+    );
+    assert!(
+        out.contains("Adding Account(s)") && out.contains("physics"),
+        "{out}"
+    );
+    let out = mgr(&t, &["-i", "add", "user", "nobody", "Account=physics"]);
+    assert!(out.contains("nobody"), "{out}");
+    mgr(
+        &t,
+        &["-i", "modify", "qos", "normal", "set", "MaxJobsPerUser=2"],
+    );
+    mgr(
+        &t,
+        &[
+            "-i",
+            "modify",
+            "account",
+            "physics",
+            "set",
+            "GrpJobs=10",
+            "MaxWall=1:00:00",
+        ],
+    );
+    // Bad input changes nothing and says what is wrong.
+    let o = t.run("sacctmgr", &["-i", "add", "user", "nobody", "Bogus=1"]);
+    assert!(
+        !o.status.success() && text(&o).to_lowercase().contains("unknown option: bogus"),
+        "{}",
+        text(&o)
+    );
+    let o = t.run(
+        "sacctmgr",
+        &["-i", "add", "user", "alice", "Account=nosuch"],
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+
+    let out = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "assoc",
+            "format=Account,User,Share,GrpJobs,MaxWall",
+        ],
+    );
+    assert!(out.contains("physics||5|10|01:00:00\n"), "{out}");
+    assert!(out.contains("physics|nobody|1||\n"), "{out}");
+    let out = mgr(&t, &["-P", "-n", "show", "qos", "format=Name,MaxJobsPU"]);
+    assert!(out.contains("normal|2\n"), "{out}");
+    let out = mgr(&t, &["show", "account", "physics"]);
+    assert!(
+        out.starts_with("   Account                Descr                  Org \n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("   physics         Physics dept              physics \n"),
+        "{out}"
+    );
+    let out = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "user",
+            "nobody",
+            "withassoc",
+            "format=User,DefaultAccount,Account",
+        ],
+    );
+    assert_eq!(out, "nobody|physics|physics\n");
+    mgr(&t, &["-i", "add", "qos", "high", "Priority=100"]);
+    let out = mgr(&t, &["-i", "delete", "qos", "high"]);
+    assert!(out.contains("high"), "{out}");
+    let out = mgr(&t, &["-P", "-n", "show", "qos", "format=Name"]);
+    assert_eq!(out, "normal\n");
+
+    // The third job waits for the QOS limit, then runs when one ends.
+    let ids: Vec<u32> = (0..3).map(|_| t.sbatch_as_user(&[&script])).collect();
+    t.wait_job(ids[0], 30, "running", |j| j.state == JobState::Running);
+    t.wait_job(ids[1], 30, "running", |j| j.state == JobState::Running);
+    let j = t.wait_job(ids[2], 30, "held by QOS", |j| {
+        j.reason.to_string() == "QOSMaxJobsPerUserLimit"
+    });
+    assert_eq!(j.state, JobState::Pending);
+    assert_eq!(j.account, "physics");
+    let sq = t.run("squeue", &["-j", &ids[2].to_string(), "-h", "-o", "%r"]);
+    assert_eq!(
+        String::from_utf8_lossy(&sq.stdout).trim(),
+        "QOSMaxJobsPerUserLimit"
+    );
+    // A job over the account's MaxWall is held with the association's reason.
+    let long = t.sbatch_as_user(&["-t", "2:00:00", &script]);
+    t.wait_job(long, 30, "held by MaxWall", |j| {
+        j.reason.to_string() == "AssocMaxWallDurationPerJobLimit"
+    });
+    t.run("scancel", &[&ids[0].to_string(), &long.to_string()]);
+    t.wait_job(ids[2], 30, "running", |j| j.state == JobState::Running);
+    // Raising the limit releases nothing more but is seen at once.
+    mgr(
+        &t,
+        &["-i", "modify", "qos", "normal", "set", "MaxJobsPerUser=-1"],
+    );
+    let out = mgr(&t, &["-P", "-n", "show", "qos", "format=Name,MaxJobsPU"]);
+    assert_eq!(out, "normal|\n");
+    t.run("scancel", &[&ids[1].to_string(), &ids[2].to_string()]);
+    let ids_s = format!("{},{},{}", ids[0], ids[1], ids[2]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = t.run(
+            "sacct",
+            &[
+                "-P",
+                "-n",
+                "-X",
+                "-j",
+                &ids_s,
+                "--format=JobID,User,Account,State",
+            ],
+        );
+        let s = String::from_utf8_lossy(&o.stdout).into_owned();
+        if s.lines()
+            .filter(|l| l.contains("|nobody|physics|CANCELLED by 0"))
+            .count()
+            == 3
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "sacct: {s}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
