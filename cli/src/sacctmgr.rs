@@ -1486,7 +1486,7 @@ mod tests {
         assert_eq!(u.assoc.qos, vec!["normal", "high"]);
         assert!(add("user", &specs("alice Bogus=1"))
             .unwrap_err()
-            .contains("Bogus"));
+            .contains("Unknown option: bogus"));
         assert!(add("account", &specs("x MaxJobs=lots")).is_err());
     }
 
