@@ -8,6 +8,7 @@
 //! - [`sbatch`], [`scancel`]: submission and cancellation.
 //! - [`sacct`]: job and step records from slurmdbd.
 //! - [`sacctmgr`]: clusters, accounts, users, associations and QOS in slurmdbd.
+//! - [`sreport`]: usage reports from slurmdbd's rollups.
 //! - [`sdiag`]: the controller's scheduling counters.
 //! - [`shares`]: `sprio` and `sshare` (multifactor priority, fair share).
 //! - [`srun`]: `srun` (job steps, with or without an allocation) and `salloc`.
@@ -25,4 +26,5 @@ pub mod sdiag;
 pub mod shares;
 pub mod sinfo;
 pub mod squeue;
+pub mod sreport;
 pub mod srun;

@@ -10,6 +10,8 @@ pub struct User {
     pub gid: u32,
     pub home: String,
     pub shell: String,
+    /// The GECOS field (the user's full name first).
+    pub gecos: String,
 }
 
 fn buf_len() -> usize {
@@ -29,6 +31,11 @@ unsafe fn user_from(pw: &libc::passwd) -> User {
         gid: pw.pw_gid,
         home: CStr::from_ptr(pw.pw_dir).to_string_lossy().into_owned(),
         shell: CStr::from_ptr(pw.pw_shell).to_string_lossy().into_owned(),
+        gecos: if pw.pw_gecos.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(pw.pw_gecos).to_string_lossy().into_owned()
+        },
     }
 }
 

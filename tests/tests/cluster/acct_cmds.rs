@@ -190,4 +190,67 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
         assert!(Instant::now() < deadline, "sacct: {s}");
         std::thread::sleep(Duration::from_millis(300));
     }
+
+    // Usage: a 2-second job, rolled up now, shows in sreport.
+    let two = write_script(&t, "two.sh", "#!/bin/sh\nsleep 2\n");
+    let id = t.sbatch_as_user(&[&two]);
+    t.wait_done(id, 60);
+    let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
+    let now = slurm_common::auth::now();
+    let addr = format!("{}:{}", t.c.spec.ip, t.c.spec.dbd_port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (start, end) = ("start=now-7200", "end=now+7200");
+    loop {
+        let req = slurm_proto::acct::DbdRequest {
+            cred: key.sign(0, 0, "test", slurm_common::auth::now()),
+            body: slurm_proto::acct::AcctRequest::Rollup {
+                now: Some(now + 3600),
+            },
+        };
+        slurm_common::dbd::call_sync(&addr, &req, Duration::from_secs(10)).unwrap();
+        let o = t.run(
+            "sreport",
+            &["-P", "-n", "-t", "seconds", "user", "topusage", start, end],
+        );
+        let s = text(&o);
+        let used: u64 = s
+            .lines()
+            .find(|l| l.contains("|nobody|"))
+            .and_then(|l| l.split('|').nth(4))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if used >= 2 {
+            assert!(s.contains("|physics|"), "{s}");
+            let o = t.run(
+                "sreport",
+                &[
+                    "-P",
+                    "-n",
+                    "-t",
+                    "seconds",
+                    "cluster",
+                    "AccountUtilizationByUser",
+                    start,
+                    end,
+                ],
+            );
+            let s = text(&o);
+            assert!(s.lines().any(|l| l.starts_with("local|root|||")), "{s}");
+            assert!(
+                s.lines().any(|l| l.starts_with("local|physics|nobody|")),
+                "{s}"
+            );
+            let o = t.run(
+                "sreport",
+                &["-P", "-n", "cluster", "utilization", start, end],
+            );
+            assert!(text(&o).starts_with("local|"), "{}", text(&o));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sreport never showed nobody's usage: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

@@ -1,0 +1,586 @@
+//! `sreport`: usage reports from slurmdbd's hourly/daily/monthly rollups.
+//!
+//! `sreport [-n] [-p|-P] [-t units] cluster utilization|AccountUtilizationByUser
+//! [start=] [end=] [clusters=] [accounts=] [users=]`, and `user topusage
+//! [TopCount=N]`. Units: Seconds, Minutes (default), Hours, Percent, and the
+//! `SecPer`/`MinPer`/`HourPer` forms that add the percentage.
+
+use crate::common;
+use slurm_common::timefmt::{format_timestamp, parse_timestamp};
+use slurm_proto::acct::*;
+use std::collections::{BTreeMap, HashMap};
+
+/// How usage is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Units {
+    Seconds,
+    Minutes,
+    Hours,
+    Percent,
+    SecPer,
+    MinPer,
+    HourPer,
+}
+
+impl Units {
+    pub fn parse(s: &str) -> Option<Units> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "seconds" | "s" => Units::Seconds,
+            "minutes" | "m" => Units::Minutes,
+            "hours" | "h" => Units::Hours,
+            "percent" | "p" => Units::Percent,
+            "secper" => Units::SecPer,
+            "minper" => Units::MinPer,
+            "hourper" => Units::HourPer,
+            _ => return None,
+        })
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Units::Seconds | Units::SecPer => "CPU Seconds",
+            Units::Minutes | Units::MinPer => "CPU Minutes",
+            Units::Hours | Units::HourPer => "CPU Hours",
+            Units::Percent => "Percentage of Total",
+        }
+    }
+
+    /// `secs` of `total`, as these units print it.
+    pub fn fmt(self, secs: u64, total: u64) -> String {
+        let pct = if total == 0 {
+            0.0
+        } else {
+            secs as f64 * 100.0 / total as f64
+        };
+        let amount = |div: u64| ((secs + div / 2) / div).to_string();
+        match self {
+            Units::Seconds => secs.to_string(),
+            Units::Minutes => amount(60),
+            Units::Hours => amount(3600),
+            Units::Percent => format!("{pct:.2}%"),
+            Units::SecPer => format!("{}({pct:.2}%)", secs),
+            Units::MinPer => format!("{}({pct:.2}%)", amount(60)),
+            Units::HourPer => format!("{}({pct:.2}%)", amount(3600)),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Opts {
+    pub header: bool,
+    pub parsable: Option<bool>,
+    pub units: Units,
+    pub report: String,
+    pub start: i64,
+    pub end: i64,
+    pub clusters: Vec<String>,
+    pub accounts: Vec<String>,
+    pub users: Vec<String>,
+    pub top: usize,
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn midnight(t: i64) -> i64 {
+    use chrono::TimeZone;
+    chrono::Local
+        .timestamp_opt(t, 0)
+        .single()
+        .and_then(|d| d.date_naive().and_hms_opt(0, 0, 0))
+        .and_then(|d| d.and_local_timezone(chrono::Local).single())
+        .map(|d| d.timestamp())
+        .unwrap_or(t - t.rem_euclid(86400))
+}
+
+pub fn parse_args(args: &[String], now: i64) -> Result<Opts, String> {
+    let today = midnight(now);
+    let mut o = Opts {
+        header: true,
+        parsable: None,
+        units: Units::Minutes,
+        report: String::new(),
+        // Default: yesterday.
+        start: midnight(today - 1),
+        end: today,
+        clusters: Vec::new(),
+        accounts: Vec::new(),
+        users: Vec::new(),
+        top: 10,
+    };
+    let mut words = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-n" | "--noheader" => o.header = false,
+            "-p" | "--parsable" => o.parsable = Some(true),
+            "-P" | "--parsable2" => o.parsable = Some(false),
+            "-t" => {
+                let v = it.next().ok_or("option -t needs a value")?;
+                o.units = Units::parse(v).ok_or_else(|| format!("Unknown time format {v}"))?;
+            }
+            s if s.starts_with("-t") && s.len() > 2 => {
+                o.units = Units::parse(&s[2..])
+                    .ok_or_else(|| format!("Unknown time format {}", &s[2..]))?
+            }
+            s if s.starts_with("--time-format=") => {
+                let v = &s["--time-format=".len()..];
+                o.units = Units::parse(v).ok_or_else(|| format!("Unknown time format {v}"))?
+            }
+            "-v" | "--verbose" | "-a" | "--all_clusters" => {}
+            s if s.starts_with('-') => return Err(format!("sreport: unrecognized option '{s}'")),
+            _ => words.push(a.clone()),
+        }
+    }
+    let mut report = Vec::new();
+    for w in words {
+        match w.split_once('=') {
+            Some((k, v)) => match k.to_ascii_lowercase().as_str() {
+                "start" => o.start = parse_timestamp(v, now).map_err(|e| e.to_string())?,
+                "end" => o.end = parse_timestamp(v, now).map_err(|e| e.to_string())?,
+                "cluster" | "clusters" => o.clusters = list(v),
+                "account" | "accounts" => o.accounts = list(v),
+                "user" | "users" => o.users = list(v),
+                "topcount" => o.top = v.parse().map_err(|_| format!("Invalid TopCount '{v}'"))?,
+                "format" | "tree" | "group" => {}
+                other => return Err(format!(" Unknown condition: {other}")),
+            },
+            None => report.push(w.to_ascii_lowercase()),
+        }
+    }
+    o.report = match report.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["cluster", "utilization"] => "utilization".into(),
+        ["cluster", "accountutilizationbyuser"] => "account_by_user".into(),
+        ["user", "topusage"] => "topusage".into(),
+        _ => {
+            return Err(format!(
+                "Not valid report {}: use cluster utilization, cluster \
+                 AccountUtilizationByUser or user topusage",
+                report.join(" ")
+            ))
+        }
+    };
+    if o.end <= o.start {
+        return Err("The end time must be after the start time".into());
+    }
+    Ok(o)
+}
+
+fn fit(v: &str, w: usize) -> String {
+    if v.chars().count() > w && w > 0 {
+        let mut t: String = v.chars().take(w - 1).collect();
+        t.push('+');
+        t
+    } else {
+        format!("{v:>w$}")
+    }
+}
+
+fn table(cols: &[(&str, usize)], rows: &[Vec<String>], o: &Opts) -> String {
+    let mut out = String::new();
+    let line = |vals: &[String], out: &mut String| {
+        match o.parsable {
+            Some(trailing) => {
+                out.push_str(&vals.join("|"));
+                if trailing {
+                    out.push('|');
+                }
+            }
+            None => {
+                for (v, c) in vals.iter().zip(cols) {
+                    out.push_str(&fit(v, c.1));
+                    out.push(' ');
+                }
+            }
+        }
+        out.push('\n');
+    };
+    if o.header {
+        let t: Vec<String> = cols.iter().map(|c| c.0.to_string()).collect();
+        line(&t, &mut out);
+        if o.parsable.is_none() {
+            for c in cols {
+                out.push_str(&"-".repeat(c.1));
+                out.push(' ');
+            }
+            out.push('\n');
+        }
+    }
+    for r in rows {
+        line(r, &mut out);
+    }
+    out
+}
+
+fn banner(title: &str, o: &Opts) -> String {
+    if !o.header || o.parsable.is_some() {
+        return String::new();
+    }
+    let rule = "-".repeat(80);
+    format!(
+        "{rule}\n{title} {} - {} ({} secs)\nUsage reported in {}\n{rule}\n",
+        format_timestamp(o.start),
+        format_timestamp(o.end - 1),
+        o.end - o.start,
+        o.units.label()
+    )
+}
+
+/// `cluster utilization`.
+pub fn utilization(r: &UsageReport, o: &Opts) -> String {
+    let cols = [
+        ("Cluster", 9),
+        ("Allocated", 10),
+        ("Down", 9),
+        ("PLND Down", 9),
+        ("Idle", 10),
+        ("Planned", 9),
+        ("Reported", 10),
+    ];
+    let rows: Vec<Vec<String>> = r
+        .clusters
+        .iter()
+        .map(|c| {
+            let t = c.total_secs;
+            vec![
+                c.cluster.clone(),
+                o.units.fmt(c.alloc_secs, t),
+                o.units.fmt(c.down_secs, t),
+                o.units.fmt(0, t),
+                o.units.fmt(c.idle_secs, t),
+                o.units.fmt(0, t),
+                o.units.fmt(t, t),
+            ]
+        })
+        .collect();
+    banner("Cluster Utilization", o) + &table(&cols, &rows, o)
+}
+
+fn proper_name(user: &str) -> String {
+    slurm_common::users::user_by_name(user)
+        .map(|u| u.gecos.split(',').next().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+/// `cluster AccountUtilizationByUser`: each account (its subtree's usage)
+/// followed by its users, in tree order.
+pub fn account_by_user(r: &UsageReport, assocs: &[AssocRec], o: &Opts) -> String {
+    let cols = [
+        ("Cluster", 9),
+        ("Account", 15),
+        ("Login", 9),
+        ("Proper Name", 15),
+        ("Used", 9),
+        ("Energy", 8),
+    ];
+    let total: HashMap<&str, u64> = r
+        .clusters
+        .iter()
+        .map(|c| (c.cluster.as_str(), c.total_secs))
+        .collect();
+    let mut used: HashMap<(String, String, String), u64> = HashMap::new();
+    for a in &r.assocs {
+        *used
+            .entry((a.cluster.clone(), a.account.clone(), a.user.clone()))
+            .or_default() += a.alloc_secs;
+    }
+    // Account usage = its users' plus its sub-accounts'.
+    let mut acct_used: HashMap<(String, String), u64> = HashMap::new();
+    let parent: HashMap<(String, String), String> = assocs
+        .iter()
+        .filter(|a| !a.is_user())
+        .filter_map(|a| {
+            a.parent
+                .clone()
+                .map(|p| ((a.cluster.clone(), a.account.clone()), p))
+        })
+        .collect();
+    for ((c, acct, _), v) in &used {
+        let mut cur = Some(acct.clone());
+        let mut depth = 0;
+        while let Some(a) = cur {
+            *acct_used.entry((c.clone(), a.clone())).or_default() += v;
+            cur = parent.get(&(c.clone(), a)).cloned();
+            depth += 1;
+            if depth > 64 {
+                break;
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for a in assocs {
+        if !o.accounts.is_empty() && !o.accounts.contains(&a.account) {
+            continue;
+        }
+        let t = total.get(a.cluster.as_str()).copied().unwrap_or(0);
+        if a.is_user() {
+            if !o.users.is_empty() && !o.users.contains(&a.user) {
+                continue;
+            }
+            let v = used
+                .get(&(a.cluster.clone(), a.account.clone(), a.user.clone()))
+                .copied()
+                .unwrap_or(0);
+            rows.push(vec![
+                a.cluster.clone(),
+                a.account.clone(),
+                a.user.clone(),
+                proper_name(&a.user),
+                o.units.fmt(v, t),
+                "0".into(),
+            ]);
+        } else {
+            let v = acct_used
+                .get(&(a.cluster.clone(), a.account.clone()))
+                .copied()
+                .unwrap_or(0);
+            rows.push(vec![
+                a.cluster.clone(),
+                a.account.clone(),
+                String::new(),
+                String::new(),
+                o.units.fmt(v, t),
+                "0".into(),
+            ]);
+        }
+    }
+    banner("Cluster/Account/User Utilization", o) + &table(&cols, &rows, o)
+}
+
+/// `user topusage`: the users with the most usage, each with the accounts
+/// they used.
+pub fn top_usage(r: &UsageReport, o: &Opts) -> String {
+    let cols = [
+        ("Cluster", 9),
+        ("Login", 9),
+        ("Proper Name", 15),
+        ("Account", 15),
+        ("Used", 9),
+        ("Energy", 8),
+    ];
+    let total: HashMap<&str, u64> = r
+        .clusters
+        .iter()
+        .map(|c| (c.cluster.as_str(), c.total_secs))
+        .collect();
+    let mut per: BTreeMap<(String, String), (u64, Vec<String>)> = BTreeMap::new();
+    for a in &r.assocs {
+        let e = per.entry((a.cluster.clone(), a.user.clone())).or_default();
+        e.0 += a.alloc_secs;
+        if !e.1.contains(&a.account) {
+            e.1.push(a.account.clone());
+        }
+    }
+    let mut v: Vec<_> = per.into_iter().filter(|(_, (s, _))| *s > 0).collect();
+    v.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+    v.truncate(o.top);
+    let rows: Vec<Vec<String>> = v
+        .into_iter()
+        .map(|((c, u), (s, accts))| {
+            let t = total.get(c.as_str()).copied().unwrap_or(0);
+            vec![
+                c,
+                u.clone(),
+                proper_name(&u),
+                accts.join(","),
+                o.units.fmt(s, t),
+                "0".into(),
+            ]
+        })
+        .collect();
+    banner(&format!("Top {} Users", o.top), o) + &table(&cols, &rows, o)
+}
+
+pub fn main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!(
+            "Usage: sreport [-n] [-p|-P] [-t units] cluster utilization|AccountUtilizationByUser \
+             | user topusage [start=] [end=] [clusters=] [accounts=] [users=] [TopCount=]"
+        );
+        return 0;
+    }
+    let o = match parse_args(&args, common::now()) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let conf = match common::load_conf("sreport") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let clusters = if o.clusters.is_empty() {
+        vec![conf.cluster_name.clone()]
+    } else {
+        o.clusters.clone()
+    };
+    let q = UsageQuery {
+        clusters: clusters.clone(),
+        accounts: Vec::new(),
+        users: o.users.clone(),
+        start: o.start,
+        end: o.end,
+        span: None,
+        total: true,
+    };
+    let report = match common::dbd_call(&conf, AcctRequest::GetUsage(q)) {
+        Ok(AcctResponse::Usage(r)) => r,
+        Ok(AcctResponse::Error(e)) => {
+            eprintln!("sreport: error: {e}");
+            return 1;
+        }
+        Ok(_) => {
+            eprintln!("sreport: error: unexpected answer from slurmdbd");
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("sreport: error: {e}");
+            return 1;
+        }
+    };
+    let text = match o.report.as_str() {
+        "utilization" => utilization(&report, &o),
+        "topusage" => top_usage(&report, &o),
+        _ => {
+            let assocs = match common::dbd_call(
+                &conf,
+                AcctRequest::ListAssocs(AssocFilter {
+                    clusters,
+                    ..Default::default()
+                }),
+            ) {
+                Ok(AcctResponse::Assocs(v)) => v,
+                Ok(other) => {
+                    eprintln!("sreport: error: unexpected answer from slurmdbd: {other:?}");
+                    return 1;
+                }
+                Err(e) => {
+                    eprintln!("sreport: error: {e}");
+                    return 1;
+                }
+            };
+            account_by_user(&report, &assocs, &o)
+        }
+    };
+    print!("{text}");
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> Opts {
+        let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        parse_args(&a, 1_700_000_000).unwrap()
+    }
+
+    fn report() -> UsageReport {
+        UsageReport {
+            clusters: vec![ClusterUsage {
+                cluster: "c".into(),
+                cpu_count: 4,
+                total_secs: 4 * 3600,
+                alloc_secs: 3600,
+                down_secs: 0,
+                idle_secs: 3 * 3600,
+                ..Default::default()
+            }],
+            assocs: vec![
+                AssocUsage {
+                    cluster: "c".into(),
+                    account: "phys".into(),
+                    user: "alice".into(),
+                    alloc_secs: 2400,
+                    ..Default::default()
+                },
+                AssocUsage {
+                    cluster: "c".into(),
+                    account: "chem".into(),
+                    user: "bob".into(),
+                    alloc_secs: 1200,
+                    ..Default::default()
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn units_and_options() {
+        assert_eq!(Units::Minutes.fmt(90, 0), "2");
+        assert_eq!(Units::Hours.fmt(7200, 14400), "2");
+        assert_eq!(Units::Percent.fmt(3600, 14400), "25.00%");
+        assert_eq!(Units::MinPer.fmt(60, 240), "1(25.00%)");
+        let o = opts(&[
+            "-t",
+            "hours",
+            "cluster",
+            "utilization",
+            "start=2023-01-01",
+            "end=2023-01-02",
+        ]);
+        assert_eq!(o.units, Units::Hours);
+        assert_eq!(o.end - o.start, 86400);
+        assert!(parse_args(&["bogus".into()], 0).is_err());
+        assert!(parse_args(
+            &[
+                "-t".into(),
+                "parsecs".into(),
+                "user".into(),
+                "topusage".into()
+            ],
+            0
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn reports_lay_out_usage() {
+        let o = opts(&["-P", "-n", "cluster", "utilization"]);
+        assert_eq!(utilization(&report(), &o), "c|60|0|0|180|0|240\n");
+        let o = opts(&["-P", "-n", "user", "topusage"]);
+        assert_eq!(
+            top_usage(&report(), &o),
+            "c|alice||phys|40|0\nc|bob||chem|20|0\n"
+        );
+        let assocs = vec![
+            AssocRec {
+                cluster: "c".into(),
+                account: "root".into(),
+                ..Default::default()
+            },
+            AssocRec {
+                cluster: "c".into(),
+                account: "phys".into(),
+                parent: Some("root".into()),
+                ..Default::default()
+            },
+            AssocRec {
+                cluster: "c".into(),
+                account: "phys".into(),
+                user: "alice".into(),
+                parent: Some("phys".into()),
+                ..Default::default()
+            },
+        ];
+        let o = opts(&[
+            "-P",
+            "-n",
+            "-t",
+            "seconds",
+            "cluster",
+            "AccountUtilizationByUser",
+        ]);
+        assert_eq!(
+            account_by_user(&report(), &assocs, &o),
+            "c|root|||2400|0\nc|phys|||2400|0\nc|phys|alice||2400|0\n"
+        );
+    }
+}
