@@ -168,6 +168,7 @@ pub async fn assoc_fetcher(
     cmds: Sender<Command>,
     kick: std::sync::Arc<tokio::sync::Notify>,
     every: Duration,
+    usage_window: Option<Duration>,
 ) {
     use slurm_proto::acct::{AssocFilter, QosFilter, UserFilter};
     let mut warned = false;
@@ -186,7 +187,25 @@ pub async fn assoc_fetcher(
         let assocs = slurm_common::dbd::call(&addr, &ra, t);
         let users = slurm_common::dbd::call(&addr, &ru, t);
         let qos = slurm_common::dbd::call(&addr, &rq, t);
-        let (a, u, q) = tokio::join!(assocs, users, qos);
+        let t_now = now();
+        let ru = ask(AcctRequest::GetUsage(slurm_proto::acct::UsageQuery {
+            clusters: vec![cluster.clone()],
+            start: t_now - usage_window.map_or(0, |w| w.as_secs() as i64),
+            end: t_now + 3600,
+            span: Some(slurm_proto::acct::Span::Hour),
+            ..Default::default()
+        }));
+        let usage = async {
+            match usage_window {
+                Some(_) => Some(slurm_common::dbd::call(&addr, &ru, t).await),
+                None => None,
+            }
+        };
+        let (a, u, q, us) = tokio::join!(assocs, users, qos, usage);
+        let usage = match us {
+            Some(Ok(AcctResponse::Usage(r))) => Some(r),
+            _ => None,
+        };
         match (a, u, q) {
             (
                 Ok(AcctResponse::Assocs(assocs)),
@@ -194,10 +213,15 @@ pub async fn assoc_fetcher(
                 Ok(AcctResponse::Qos(qos)),
             ) => {
                 warned = false;
+                let rolled_until = usage
+                    .as_ref()
+                    .and_then(|r| r.clusters.iter().map(|c| c.time_start + 3600).max());
                 let cache = crate::assoc::AssocCache {
                     assocs,
                     users: users.into_iter().map(|u| (u.name.clone(), u)).collect(),
                     qos: qos.into_iter().map(|q| (q.name.clone(), q)).collect(),
+                    usage: usage.map(|r| r.assocs).unwrap_or_default(),
+                    rolled_until,
                 };
                 if cmds.send(Command::AcctAssocs(Box::new(cache))).is_err() {
                     return;

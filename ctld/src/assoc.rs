@@ -5,7 +5,7 @@
 //!
 //! Pure: no I/O. The caller passes the jobs to count.
 
-use slurm_proto::acct::{AssocRec, QosRec, UserRec};
+use slurm_proto::acct::{AssocRec, QosRec, UserRec, FAIRSHARE_PARENT};
 use slurm_proto::{JobRecord, JobState, RpcError, SlurmError};
 use std::collections::HashMap;
 
@@ -56,6 +56,69 @@ pub struct AssocCache {
     pub assocs: Vec<AssocRec>,
     pub users: HashMap<String, UserRec>,
     pub qos: HashMap<String, QosRec>,
+    /// Hourly CPU-seconds per (account, user) from slurmdbd's rollups
+    /// (fetched when multifactor priority needs them).
+    pub usage: Vec<slurm_proto::acct::AssocUsage>,
+    /// The end of the last rolled-up hour: usage after it is the
+    /// controller's own to count.
+    pub rolled_until: Option<i64>,
+}
+
+impl AssocCache {
+    /// A fair-share tree with slurmdbd's accounts, users and shares, and
+    /// the rolled-up usage decayed to `now`.
+    pub fn fair_share_tree(
+        &self,
+        policy: slurm_plugins::fairshare::UsagePolicy,
+        now: i64,
+    ) -> slurm_plugins::fairshare::FairShareTree {
+        use slurm_plugins::fairshare::{FairShareTree, Shares};
+        let shares = |v: u32| {
+            if v == FAIRSHARE_PARENT {
+                Shares::Parent
+            } else {
+                Shares::Value(v)
+            }
+        };
+        let mut tree = FairShareTree::new(policy);
+        // Parents before children, whatever order the list is in.
+        let mut todo: Vec<&AssocRec> = self
+            .assocs
+            .iter()
+            .filter(|a| !a.is_user() && a.account != "root" && a.partition.is_empty())
+            .collect();
+        while !todo.is_empty() {
+            let before = todo.len();
+            todo.retain(|a| {
+                let parent = a.parent.as_deref().unwrap_or("root");
+                if tree.find_account(parent).is_none() {
+                    return true;
+                }
+                if let Err(e) = tree.add_account(&a.account, parent, shares(a.shares)) {
+                    tracing::warn!("fair share tree: {e}");
+                }
+                false
+            });
+            if todo.len() == before {
+                break;
+            }
+        }
+        for a in self.assocs.iter().filter(|a| a.is_user()) {
+            if tree.find_user(&a.user, &a.account).is_none() {
+                if let Err(e) = tree.add_user(&a.user, &a.account, shares(a.shares)) {
+                    tracing::warn!("fair share tree: {e}");
+                }
+            }
+        }
+        tree.decay(now);
+        for u in &self.usage {
+            if let Ok(id) = tree.ensure_user(&u.user, &u.account) {
+                // Charged at the middle of its hour, decayed from there.
+                let _ = tree.add_usage(id, u.alloc_secs as f64, u.time_start + 1800);
+            }
+        }
+        tree
+    }
 }
 
 /// A TRES string (`cpu=4,mem=2G,node=1`) as counts (mem in MiB).

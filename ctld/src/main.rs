@@ -142,7 +142,12 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             ctl.acct_start(&conf.ctld_address(), now);
             ctl.enforce = slurmctld::assoc::Enforce::parse(&conf.accounting_storage_enforce);
             let kick = Arc::new(tokio::sync::Notify::new());
-            if ctl.enforce.any() {
+            // Multifactor fair share uses recorded usage over ~8 half-lives.
+            let usage_window = ctl.multifactor.as_ref().map(|m| {
+                let hl = m.params.decay_half_life.max(3600);
+                std::time::Duration::from_secs((hl * 8).min(60 * 86400))
+            });
+            if ctl.enforce.any() || usage_window.is_some() {
                 rt.spawn(slurmctld::acct::assoc_fetcher(
                     addr.clone(),
                     key.clone(),
@@ -151,6 +156,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
                     tx.clone(),
                     kick.clone(),
                     std::time::Duration::from_secs(30),
+                    usage_window,
                 ));
             }
             acct_kick = Some(kick);

@@ -602,9 +602,31 @@ impl Controller {
     }
 
     /// New associations, users and QOS from slurmdbd.
-    pub fn set_assocs(&mut self, c: crate::assoc::AssocCache) {
+    pub fn set_assocs(&mut self, c: crate::assoc::AssocCache, now: i64) {
         self.assocs = Some(c);
         self.sched_needed = true;
+        self.fair_share_from_accounting(now);
+    }
+
+    /// Multifactor with accounting: the fair-share tree is slurmdbd's, with
+    /// its recorded usage; this controller adds only what ran after the
+    /// last rolled-up hour.
+    fn fair_share_from_accounting(&mut self, now: i64) {
+        let (Some(m), Some(c)) = (self.multifactor.as_mut(), self.assocs.as_ref()) else {
+            return;
+        };
+        let Some(until) = c.rolled_until else {
+            return;
+        };
+        m.tree = c.fair_share_tree(m.tree.policy(), now);
+        for j in self.p.jobs.values() {
+            if let Some(start) = j.start_time.filter(|_| j.state != JobState::Pending) {
+                self.charged.insert(j.job_id, start.max(until));
+            }
+        }
+        m.recompute();
+        self.multifactor_tick(now);
+        self.recompute_priorities(now);
     }
 
     /// Start accounting: tell slurmdbd what the cluster is (once per start).
@@ -1631,6 +1653,13 @@ impl Controller {
             }
             job.account = account;
             job.qos = qos;
+        } else if let Some(cache) = &self.assocs {
+            // Not enforced, but accounting knows the user's default account.
+            if job.account.is_empty() {
+                if let Some(u) = cache.users.get(&job.user_name) {
+                    job.account = u.default_account.clone();
+                }
+            }
         }
         // Could it ever run on this partition?
         let view = self.cluster_view();

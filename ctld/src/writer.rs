@@ -76,7 +76,7 @@ pub fn run(
                 }
                 Command::LaunchFailed { job_id, node } => ctl.launch_failed(job_id, &node, now),
                 Command::AcctAcked(n) => ctl.acct_acked(n),
-                Command::AcctAssocs(c) => ctl.set_assocs(*c),
+                Command::AcctAssocs(c) => ctl.set_assocs(*c, now),
                 Command::Shutdown => shutdown = true,
             }
         }

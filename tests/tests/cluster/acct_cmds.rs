@@ -254,3 +254,86 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// Roll slurmdbd's usage up to the end of the current hour.
+fn rollup_now(t: &TestCluster) {
+    let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
+    let now = slurm_common::auth::now();
+    let req = slurm_proto::acct::DbdRequest {
+        cred: key.sign(0, 0, "test", now),
+        body: slurm_proto::acct::AcctRequest::Rollup {
+            now: Some(now + 3600),
+        },
+    };
+    let addr = format!("{}:{}", t.c.spec.ip, t.c.spec.dbd_port);
+    slurm_common::dbd::call_sync(&addr, &req, Duration::from_secs(10)).unwrap();
+}
+
+#[test]
+fn fair_share_tree_and_usage_come_from_slurmdbd() {
+    let mut t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.min_job_age = 2;
+        s.extra_conf = "PriorityType=priority/multifactor\nPriorityWeightFairshare=10000\n\
+PriorityCalcPeriod=1\nPriorityDecayHalfLife=7-0\n"
+            .into();
+    });
+    mgr(&t, &["-i", "add", "account", "physics"]);
+    mgr(
+        &t,
+        &[
+            "-i",
+            "add",
+            "user",
+            "nobody",
+            "Account=physics",
+            "Fairshare=3",
+        ],
+    );
+    let two = write_script(&t, "two.sh", "#!/bin/sh\nsleep 2\n");
+    // Accounting gives the job the user's default account.
+    let id = t.sbatch_as_user(&[&two]);
+    let j = t.wait_done(id, 60);
+    assert_eq!(j.account, "physics");
+    // Purged from the controller, rolled up in slurmdbd, controller restarted:
+    // only slurmdbd still knows the usage.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while t.job(id).is_some() {
+        assert!(Instant::now() < deadline, "job {id} never purged");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Its end record must be in before the rollup counts it.
+    loop {
+        let o = t.run(
+            "sacct",
+            &["-P", "-n", "-X", "-j", &id.to_string(), "--format=State"],
+        );
+        if String::from_utf8_lossy(&o.stdout).trim() == "COMPLETED" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "job {id} not recorded");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    rollup_now(&t);
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld().expect("controller restarts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = String::from_utf8_lossy(&t.run("sshare", &[]).stdout).into_owned();
+        let row: Vec<String> = out
+            .lines()
+            .find(|l| l.contains(" nobody "))
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
+        // Account User RawShares NormShares RawUsage ...
+        if row.len() >= 5 && row[2] == "3" && row[4].parse::<f64>().unwrap_or(0.0) >= 2.0 {
+            assert_eq!(row[0], "physics", "{out}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sshare never showed nobody's recorded usage:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
