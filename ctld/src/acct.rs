@@ -157,13 +157,20 @@ pub async fn sender(
     }
 }
 
+/// How to reach slurmdbd and sign requests to it.
+#[derive(Clone)]
+pub struct DbdLink {
+    pub addr: String,
+    pub key: Key,
+    /// This host's name (in credentials).
+    pub host: String,
+}
+
 /// Fetch this cluster's associations, users and QOS from slurmdbd now, on
 /// each `kick`, and every `every` — whichever comes first — and hand them to
 /// the writer.
 pub async fn assoc_fetcher(
-    addr: String,
-    key: Key,
-    host: String,
+    link: DbdLink,
     cluster: String,
     cmds: Sender<Command>,
     kick: std::sync::Arc<tokio::sync::Notify>,
@@ -171,6 +178,7 @@ pub async fn assoc_fetcher(
     usage_window: Option<Duration>,
 ) {
     use slurm_proto::acct::{AssocFilter, QosFilter, UserFilter};
+    let DbdLink { addr, key, host } = link;
     let mut warned = false;
     loop {
         let ask = |body: AcctRequest| DbdRequest {

@@ -149,9 +149,11 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             });
             if ctl.enforce.any() || usage_window.is_some() {
                 rt.spawn(slurmctld::acct::assoc_fetcher(
-                    addr.clone(),
-                    key.clone(),
-                    host.clone(),
+                    slurmctld::acct::DbdLink {
+                        addr: addr.clone(),
+                        key: key.clone(),
+                        host: host.clone(),
+                    },
                     conf.cluster_name.clone(),
                     tx.clone(),
                     kick.clone(),
