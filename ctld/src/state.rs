@@ -3226,6 +3226,8 @@ impl Controller {
     /// Apply one request that changes state. Reads are served from snapshots
     /// and never come here.
     pub fn handle(&mut self, who: Caller, body: RequestBody, now: i64) -> Response {
+        // Derived state (reservation flags on nodes) is computed as of now.
+        self.last_update = self.last_update.max(now);
         let r = match body {
             RequestBody::SubmitBatchJob(d) => self.submit(who, d, now),
             RequestBody::TestJob(d) => self.test_job(who, d, now),

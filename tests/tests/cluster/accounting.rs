@@ -33,9 +33,17 @@ fn jobs_reach_sacct_exactly_once_across_a_slurmdbd_outage() {
     let ok = write_script(&t, "ok.sh", "#!/bin/sh\nsrun -n1 true\nsleep 2\nexit 0\n");
     let bad = write_script(&t, "bad.sh", "#!/bin/sh\nexit 3\n");
     let long = write_script(&t, "long.sh", "#!/bin/sh\nsleep 300\n");
-    let a = t.sbatch(&["-J", "okjob", &ok]);
-    let b = t.sbatch(&["-J", "badjob", &bad]);
-    let c = t.sbatch(&["-J", "longjob", &long]);
+    // Accounts and users made with sacctmgr.
+    for args in [
+        &["-i", "add", "account", "physics", "Description=Physics"][..],
+        &["-i", "add", "user", "root", "Account=physics"][..],
+    ] {
+        let o = t.run("sacctmgr", args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let a = t.sbatch(&["-J", "okjob", "-A", "physics", &ok]);
+    let b = t.sbatch(&["-J", "badjob", "-A", "physics", &bad]);
+    let c = t.sbatch(&["-J", "longjob", "-A", "physics", &long]);
     t.wait_job(c, 30, "running", |j| {
         j.state == slurm_proto::JobState::Running
     });
@@ -56,6 +64,14 @@ fn jobs_reach_sacct_exactly_once_across_a_slurmdbd_outage() {
     assert!(
         text.contains(&format!("{a}.batch|batch|COMPLETED|0:0")),
         "{text}"
+    );
+    let accts = t.run(
+        "sacct",
+        &["-P", "-n", "-X", "-j", &ids, "--format=Account,User"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&accts.stdout),
+        "physics|root\nphysics|root\nphysics|root\n"
     );
     // The 2-second job took at least 2 seconds.
     let elapsed = text
