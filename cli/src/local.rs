@@ -37,6 +37,8 @@ pub struct ClusterSpec {
     pub mock: Option<Option<u64>>,
     /// Run slurmdbd on SQLite and send accounting to it.
     pub accounting: bool,
+    /// A `cgroup.conf` to write beside slurm.conf.
+    pub cgroup_conf: Option<String>,
     pub dbd_port: u16,
 }
 
@@ -99,6 +101,7 @@ impl ClusterSpec {
             bin_dir: bin_dir.to_path_buf(),
             mock: None,
             accounting: false,
+            cgroup_conf: None,
             dbd_port,
         })
     }
@@ -182,6 +185,9 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
         let key = self.dir.join("slurm.key");
         if !key.exists() {
             slurm_common::auth::generate_key(&key)?;
+        }
+        if let Some(c) = &self.cgroup_conf {
+            std::fs::write(self.dir.join("cgroup.conf"), c)?;
         }
         if self.accounting {
             let path = self.dbd_conf_path();

@@ -53,6 +53,9 @@ pub enum Effect {
     },
 }
 
+/// What accounting last heard of a step: state, end, exit status, usage known.
+type StepSent = (JobState, Option<i64>, i32, bool);
+
 /// Who is asking.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
@@ -114,7 +117,7 @@ pub struct Controller {
     acct_new: Vec<slurm_proto::acct::SeqRecord>,
     /// What was last recorded per job, step and node (to send only changes).
     acct_jobs: HashMap<JobId, slurm_proto::acct::AcctJob>,
-    acct_steps: HashMap<(JobId, u32), (JobState, Option<i64>, i32)>,
+    acct_steps: HashMap<(JobId, u32), StepSent>,
     acct_nodes: HashMap<String, (bool, bool, Option<String>)>,
     /// `AccountingStorageEnforce`.
     pub enforce: crate::assoc::Enforce,
@@ -552,7 +555,7 @@ impl Controller {
             });
         }
         for s in &j.steps {
-            let now = (s.state, s.end_time, s.exit_status);
+            let now = (s.state, s.end_time, s.exit_status, s.usage.is_some());
             let k = (j.job_id, s.step_id);
             if self.acct_steps.get(&k) == Some(&now) {
                 continue;
@@ -2213,6 +2216,8 @@ impl Controller {
                 start_time: now,
                 end_time: None,
                 exit_status: 0,
+                usage: None,
+                usage_node: None,
             });
         }
         let mut environment = payload.environment.clone();
@@ -2497,6 +2502,8 @@ impl Controller {
             start_time: now,
             end_time: None,
             exit_status: 0,
+            usage: None,
+            usage_node: None,
         };
         let id = r.job_id;
         if let Some(j) = self.job_mut(id) {
@@ -2654,13 +2661,37 @@ impl Controller {
         self.refresh();
     }
 
-    fn batch_complete(&mut self, id: JobId, status: i32, now: i64) {
+    fn batch_complete(
+        &mut self,
+        id: JobId,
+        status: i32,
+        oom: bool,
+        usage: Option<(TaskUsage, String)>,
+        now: i64,
+    ) {
+        if !self.p.jobs.contains_key(&id) {
+            return;
+        }
+        if let Some((u, node)) = usage {
+            if let Some(b) = self
+                .job_mut(id)
+                .and_then(|j| j.steps.iter_mut().find(|s| s.step_id == BATCH_STEP))
+            {
+                b.usage = Some(u);
+                b.usage_node = Some(node);
+            }
+        }
         let Some(j) = self.p.jobs.get(&id) else {
             return;
         };
         if j.state == JobState::Running {
             let (code, sig) = wait_status_pair(status);
-            let (state, reason) = if sig != 0 {
+            let (state, reason) = if oom {
+                (
+                    JobState::OutOfMemory,
+                    JobReason::Other("OutOfMemory".into()),
+                )
+            } else if sig != 0 {
                 (JobState::Failed, JobReason::RaisedSignal)
             } else if code != 0 {
                 (JobState::Failed, JobReason::NonZeroExitCode)
@@ -2686,6 +2717,12 @@ impl Controller {
                 b.state = state;
                 b.exit_status = status;
                 b.end_time = Some(now);
+            }
+            // Steps still running when the script ends end with the job (a
+            // step's own completion may still be on its way from srun).
+            for st in j.steps.iter_mut().filter(|s| s.state == JobState::Running) {
+                st.state = state;
+                st.end_time = Some(now);
             }
             j.reason = reason;
             j.end_time = Some(now);
@@ -3260,8 +3297,14 @@ impl Controller {
             } => self.cancel_step(who, job_id, step_id, signal),
             RequestBody::RegisterNode(r) if who.privileged => self.register(r, now),
             RequestBody::Heartbeat { node, .. } if who.privileged => self.heartbeat(&node, now),
-            RequestBody::BatchComplete { job_id, status, .. } if who.privileged => {
-                self.batch_complete(job_id, status, now);
+            RequestBody::BatchComplete {
+                job_id,
+                status,
+                oom,
+                usage,
+                node,
+            } if who.privileged => {
+                self.batch_complete(job_id, status, oom, usage.map(|u| (u, node)), now);
                 Ok(Response::Ok)
             }
             RequestBody::JobCleaned { job_id, node } if who.privileged => {

@@ -263,6 +263,11 @@ impl AcctStep {
             end_time: s.end_time,
             exit_status: s.exit_status,
             alloc_tres: format!("cpu={cpus},node={}", s.nodes.len()),
+            total_cpu_usec: s.usage.map_or(0, |u| u.cpu_usec),
+            user_cpu_usec: s.usage.map_or(0, |u| u.user_usec),
+            sys_cpu_usec: s.usage.map_or(0, |u| u.system_usec),
+            max_rss_kib: s.usage.map_or(0, |u| u.max_rss_bytes / 1024),
+            max_rss_node: s.usage_node.clone().unwrap_or_default(),
             ..AcctStep::default()
         }
     }

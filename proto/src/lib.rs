@@ -384,6 +384,17 @@ fn yes() -> bool {
 /// The step id Slurm gives the batch script (`N.batch`).
 pub const BATCH_STEP: u32 = 0xFFFF_FFFB;
 
+/// What processes used, read from their cgroup when they end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskUsage {
+    /// CPU time of every process, microseconds.
+    pub cpu_usec: u64,
+    pub user_usec: u64,
+    pub system_usec: u64,
+    /// Peak memory (`memory.max_usage_in_bytes` / `memory.peak`).
+    pub max_rss_bytes: u64,
+}
+
 /// One job step as the controller records it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StepRecord {
@@ -398,6 +409,12 @@ pub struct StepRecord {
     pub end_time: Option<i64>,
     /// Raw wait status of the worst task.
     pub exit_status: i32,
+    /// Usage gathered on the node (sacct's TotalCPU, MaxRSS).
+    #[serde(default)]
+    pub usage: Option<TaskUsage>,
+    /// Node the usage (MaxRSS) was read on.
+    #[serde(default)]
+    pub usage_node: Option<String>,
 }
 
 /// What `srun` asks for when it creates a step in an allocation.
@@ -1073,6 +1090,12 @@ pub enum RequestBody {
         job_id: JobId,
         node: String,
         status: i32,
+        /// The kernel killed processes of the job for lack of memory.
+        #[serde(default)]
+        oom: bool,
+        /// What the batch step used, from its cgroup (jobacct_gather).
+        #[serde(default)]
+        usage: Option<TaskUsage>,
     },
     /// Every process of the job is gone on `node`.
     JobCleaned {

@@ -128,12 +128,11 @@ pub enum OutMsg {
         job_id: JobId,
         status: i32,
         /// The kernel killed processes of the job for lack of memory
-        /// (`OUT_OF_MEMORY`). Not on the wire yet: `BatchComplete` has no
-        /// field for it.
+        /// (`OUT_OF_MEMORY`).
         #[serde(default)]
         oom: bool,
         /// What the job used, from its cgroup (with a gathering
-        /// `JobAcctGatherType`). Not on the wire yet either.
+        /// `JobAcctGatherType`).
         #[serde(default)]
         usage: Option<Usage>,
     },
@@ -151,10 +150,17 @@ impl OutMsg {
 
     pub fn to_request(&self, node: &str) -> RequestBody {
         match *self {
-            OutMsg::BatchComplete { job_id, status, .. } => RequestBody::BatchComplete {
+            OutMsg::BatchComplete {
+                job_id,
+                status,
+                oom,
+                usage,
+            } => RequestBody::BatchComplete {
                 job_id,
                 node: node.to_string(),
                 status,
+                oom,
+                usage,
             },
             OutMsg::JobCleaned { job_id } => RequestBody::JobCleaned {
                 job_id,
@@ -380,7 +386,7 @@ mod tests {
             }
         ));
         assert!(
-            matches!(r, RequestBody::BatchComplete { job_id: 3, status: 9, ref node } if node == "n1")
+            matches!(r, RequestBody::BatchComplete { job_id: 3, status: 9, ref node, .. } if node == "n1")
         );
     }
 }

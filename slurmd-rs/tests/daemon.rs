@@ -295,6 +295,7 @@ async fn daemon_end_to_end() {
                 job_id: 42,
                 status,
                 node,
+                ..
             } if node == "n1" => Some(*status),
             _ => None,
         })
@@ -543,15 +544,22 @@ async fn cgroup_jobs_end_to_end() {
     l.alloc.mem = vec![64];
     let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l))).await;
     assert!(matches!(r, Response::Ok), "{r:?}");
-    let status = ctld
+    let (status, oom, usage) = ctld
         .expect("job 61 complete", |m| match m {
             RequestBody::BatchComplete {
-                job_id: 61, status, ..
-            } => Some(*status),
+                job_id: 61,
+                status,
+                oom,
+                usage,
+                ..
+            } => Some((*status, *oom, *usage)),
             _ => None,
         })
         .await;
     assert_eq!(status, 0);
+    assert!(oom, "the OOM kill reaches the controller");
+    let usage = usage.expect("usage gathered from the cgroup");
+    assert!(usage.max_rss_bytes > 0 && usage.cpu_usec > 0, "{usage:?}");
     ctld.expect("job 61 cleaned", |m| {
         matches!(m, RequestBody::JobCleaned { job_id: 61, .. }).then_some(())
     })

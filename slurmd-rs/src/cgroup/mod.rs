@@ -228,15 +228,7 @@ pub struct JobSpec {
 }
 
 /// A job's usage, read from its cgroup at the end.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// CPU time of every process of the job, microseconds.
-    pub cpu_usec: u64,
-    pub user_usec: u64,
-    pub system_usec: u64,
-    /// Peak memory of the job (`memory.max_usage_in_bytes` / `memory.peak`).
-    pub max_rss_bytes: u64,
-}
+pub use slurm_proto::TaskUsage as Usage;
 
 /// Where a job's cgroup is; saved with the job's state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

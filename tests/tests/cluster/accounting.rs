@@ -140,3 +140,54 @@ fn jobs_reach_sacct_exactly_once_across_a_slurmdbd_outage() {
         "jobs, batch steps and two srun steps:\n{text}"
     );
 }
+
+#[test]
+fn memory_hog_ends_out_of_memory_and_usage_reaches_sacct() {
+    let v1 = std::path::Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists();
+    let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if unsafe { libc::geteuid() } != 0 || !(v1 || v2) {
+        eprintln!("skipped: needs root and a memory cgroup");
+        return;
+    }
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.extra_conf =
+            "ProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity,task/cgroup\n".into();
+        s.cgroup_conf = Some(
+            "CgroupPlugin=autodetect\nConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n"
+                .into(),
+        );
+    });
+    let hog = write_script(
+        &t,
+        "hog.sh",
+        "#!/bin/sh\nhead -c 300M /dev/zero | tail > /dev/null\necho after\n",
+    );
+    let id = t.sbatch(&["--mem=64", &hog]);
+    let j = t.wait_done(id, 60);
+    assert_eq!(j.state, slurm_proto::JobState::OutOfMemory, "{}", t.logs());
+    let out = t.run(
+        "squeue",
+        &["-t", "all", "-h", "-j", &id.to_string(), "-o", "%T %r"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "OUT_OF_MEMORY OutOfMemory"
+    );
+    let fmt = "--format=JobID,State,MaxRSS,TotalCPU";
+    let text = sacct_until(&t, &["-P", "-n", "-j", &id.to_string(), fmt], 30, |s| {
+        s.contains(&format!("{id}.batch|OUT_OF_MEMORY|"))
+    });
+    let batch: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{id}.batch|")))
+        .unwrap()
+        .split('|')
+        .collect();
+    let rss_k: u64 = batch[2].trim_end_matches('K').parse().unwrap_or(0);
+    assert!(rss_k > 1024, "MaxRSS of the batch step: {text}");
+    assert!(
+        !batch[3].is_empty() && batch[3] != "00:00.000",
+        "TotalCPU: {text}"
+    );
+}
