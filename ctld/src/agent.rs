@@ -44,6 +44,7 @@ impl Agent {
             Effect::Launch { node, addr, launch } => {
                 let job_id = launch.job_id;
                 let body = RequestBody::LaunchBatch(launch);
+                let mut prolog_failed = false;
                 for attempt in 0..5 {
                     match call_async(&addr, &self.request(body.clone()), Duration::from_secs(10))
                         .await
@@ -51,6 +52,7 @@ impl Agent {
                         Ok(Response::Ok) => return,
                         Ok(Response::Error(e)) => {
                             tracing::error!("launch of job {job_id} on {node} refused: {e}");
+                            prolog_failed = e.error == slurm_proto::SlurmError::PrologFailed;
                             break;
                         }
                         Ok(_) => break,
@@ -63,7 +65,11 @@ impl Agent {
                         }
                     }
                 }
-                let _ = self.cmds.send(Command::LaunchFailed { job_id, node });
+                let _ = self.cmds.send(Command::LaunchFailed {
+                    job_id,
+                    node,
+                    prolog_failed,
+                });
             }
             Effect::Terminate {
                 node,

@@ -2130,7 +2130,13 @@ impl Controller {
                         PendingReason::PartitionNodeLimit => JobReason::PartitionNodeLimit,
                         PendingReason::BadConstraints => JobReason::BadConstraints,
                     };
-                    let changed = self.p.jobs.get(&job).is_some_and(|j| j.reason != r);
+                    // A requeue-held job keeps saying why it was held.
+                    let changed = self.p.jobs.get(&job).is_some_and(|j| {
+                        j.reason != r
+                            && !(r == JobReason::JobHeldAdmin
+                                && j.reason
+                                    == JobReason::Other("launch failed requeued held".into()))
+                    });
                     if changed {
                         if let Some(j) = self.job_mut(job) {
                             j.reason = r;
@@ -3311,9 +3317,20 @@ impl Controller {
                 self.node_cleaned(job_id, &node);
                 Ok(Response::Ok)
             }
+            RequestBody::EpilogFailed { job_id, node } if who.privileged => {
+                tracing::error!("epilog of job {job_id} failed on {node}: draining it");
+                self.set_admin(&node, |a| {
+                    a.drain = true;
+                    a.reason = Some("Epilog error".into());
+                    a.reason_time = Some(now);
+                    a.reason_uid = Some(0);
+                });
+                Ok(Response::Ok)
+            }
             RequestBody::RegisterNode(_)
             | RequestBody::Heartbeat { .. }
             | RequestBody::BatchComplete { .. }
+            | RequestBody::EpilogFailed { .. }
             | RequestBody::JobCleaned { .. } => err(SlurmError::AccessDenied),
             _ => err(SlurmError::InvalidRequest),
         };
@@ -3324,7 +3341,7 @@ impl Controller {
     }
 
     /// A launch could not be delivered: put the job back in the queue.
-    pub fn launch_failed(&mut self, id: JobId, node: &str, now: i64) {
+    pub fn launch_failed(&mut self, id: JobId, node: &str, prolog_failed: bool, now: i64) {
         let running =
             self.p.jobs.get(&id).is_some_and(|j| {
                 j.state == JobState::Running && j.batch_host.as_deref() == Some(node)
@@ -3332,9 +3349,25 @@ impl Controller {
         if !running {
             return;
         }
+        if prolog_failed {
+            // As Slurm: the node is drained and the job requeued, held.
+            tracing::error!("prolog of job {id} failed on {node}: draining it");
+            self.set_admin(node, |a| {
+                a.drain = true;
+                a.reason = Some("Prolog error".into());
+                a.reason_time = Some(now);
+                a.reason_uid = Some(0);
+            });
+        }
         if let Some(j) = self.job_mut(id) {
             j.state = JobState::Pending;
-            j.reason = JobReason::None;
+            j.reason = if prolog_failed {
+                j.held = Some(HoldKind::Admin);
+                j.priority = 0;
+                JobReason::Other("launch failed requeued held".into())
+            } else {
+                JobReason::None
+            };
             j.restarts += 1;
             j.start_time = None;
             j.end_time = None;

@@ -22,6 +22,8 @@ pub enum Command {
     LaunchFailed {
         job_id: JobId,
         node: String,
+        /// The node's Prolog failed (drain it, hold the job).
+        prolog_failed: bool,
     },
     /// slurmdbd acknowledged every accounting record up to this seq.
     AcctAcked(u64),
@@ -74,7 +76,11 @@ pub fn run(
                     let who = ctl.caller(uid, gid);
                     replies.push((reply, ctl.handle(who, *body, now)));
                 }
-                Command::LaunchFailed { job_id, node } => ctl.launch_failed(job_id, &node, now),
+                Command::LaunchFailed {
+                    job_id,
+                    node,
+                    prolog_failed,
+                } => ctl.launch_failed(job_id, &node, prolog_failed, now),
                 Command::AcctAcked(n) => ctl.acct_acked(n),
                 Command::AcctAssocs(c) => ctl.set_assocs(*c, now),
                 Command::Shutdown => shutdown = true,

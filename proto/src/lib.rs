@@ -758,6 +758,7 @@ pub enum SlurmError {
     ReservationBusy,
     ReservationAccess,
     AccountingPolicy,
+    PrologFailed,
 }
 
 impl SlurmError {
@@ -792,6 +793,7 @@ impl SlurmError {
             SlurmError::InvalidAccount => 2087,
             SlurmError::InvalidQos => 2066,
             SlurmError::AccountingPolicy => 2050,
+            SlurmError::PrologFailed => 4021,
             SlurmError::ReservationInvalid => 2060,
             SlurmError::ReservationBusy => 2061,
             SlurmError::ReservationAccess => 2062,
@@ -834,6 +836,7 @@ impl SlurmError {
                 "Invalid account or account/partition combination specified"
             }
             SlurmError::InvalidQos => "Invalid qos specification",
+            SlurmError::PrologFailed => "Job prolog failed",
             SlurmError::AccountingPolicy => {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }
@@ -1099,6 +1102,11 @@ pub enum RequestBody {
     },
     /// Every process of the job is gone on `node`.
     JobCleaned {
+        job_id: JobId,
+        node: String,
+    },
+    /// The Epilog failed on `node` (drain it with "Epilog error").
+    EpilogFailed {
         job_id: JobId,
         node: String,
     },

@@ -139,12 +139,18 @@ pub enum OutMsg {
     JobCleaned {
         job_id: JobId,
     },
+    /// The Epilog failed for this job (the node is to be drained).
+    EpilogFailed {
+        job_id: JobId,
+    },
 }
 
 impl OutMsg {
     pub fn job_id(&self) -> JobId {
         match self {
-            OutMsg::BatchComplete { job_id, .. } | OutMsg::JobCleaned { job_id } => *job_id,
+            OutMsg::BatchComplete { job_id, .. }
+            | OutMsg::JobCleaned { job_id }
+            | OutMsg::EpilogFailed { job_id } => *job_id,
         }
     }
 
@@ -163,6 +169,10 @@ impl OutMsg {
                 usage,
             },
             OutMsg::JobCleaned { job_id } => RequestBody::JobCleaned {
+                job_id,
+                node: node.to_string(),
+            },
+            OutMsg::EpilogFailed { job_id } => RequestBody::EpilogFailed {
                 job_id,
                 node: node.to_string(),
             },

@@ -28,6 +28,7 @@ use crate::cgroup::{JobCgroup, JobSpec, Usage};
 use crate::ctld_link::OutMsg;
 use crate::daemon::Ctx;
 use crate::launch;
+use crate::prolog;
 use serde::{Deserialize, Serialize};
 use slurm_proto::{BatchLaunch, JobId, Response, RpcError, SlurmError};
 use std::collections::BTreeMap;
@@ -179,6 +180,63 @@ struct StateFile {
     uid: u32,
     #[serde(default)]
     stderr: Option<String>,
+    /// What the epilog is told (user, partition, account, nodes).
+    #[serde(default)]
+    env: Option<ScriptInfo>,
+}
+
+/// The job facts a prolog or epilog sees, kept with the job's state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+struct ScriptInfo {
+    gid: u32,
+    user: String,
+    partition: String,
+    account: String,
+    nodelist: String,
+}
+
+fn script_env(
+    ctx: &Ctx,
+    job_id: JobId,
+    uid: Option<u32>,
+    info: Option<&ScriptInfo>,
+) -> prolog::ScriptEnv {
+    prolog::ScriptEnv {
+        job_id,
+        uid,
+        gid: info.map(|i| i.gid),
+        user: info.map(|i| i.user.clone()),
+        partition: info.map(|i| i.partition.clone()),
+        account: info.map(|i| i.account.clone()),
+        nodelist: info.map(|i| i.nodelist.clone()),
+        node: ctx.node.clone(),
+        cluster: ctx.conf.cluster_name.clone(),
+        conf_path: ctx.conf_path_str.clone(),
+    }
+}
+
+/// `PrologEpilogTimeout` (seconds; unset or 0: no limit).
+fn script_timeout(ctx: &Ctx) -> Duration {
+    let secs = ctx
+        .conf
+        .get("PrologEpilogTimeout")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&v| v < 65534)
+        .unwrap_or(0);
+    Duration::from_secs(secs)
+}
+
+/// Run the Epilog (if any) for a job ending here; a failure is reported so
+/// the controller drains this node.
+async fn epilog(ctx: &Ctx, job_id: JobId, uid: Option<u32>, info: Option<&ScriptInfo>) {
+    let Some(path) = ctx.conf.epilog.clone() else {
+        return;
+    };
+    let env = script_env(ctx, job_id, uid, info);
+    if let Err(e) = prolog::run(prolog::Kind::Epilog, &path, &env, script_timeout(ctx)).await {
+        error!(job = job_id, "{e}");
+        ctx.outbox.push(OutMsg::EpilogFailed { job_id });
+    }
 }
 
 /// The directory of a node's job state files within its spool.
@@ -292,6 +350,21 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
             "launch request for a job not allocated to {}", ctx.node
         );
     }
+    let info = ScriptInfo {
+        gid: l.gid,
+        user: l.user_name.clone(),
+        partition: l.partition.clone(),
+        account: l.account.clone(),
+        nodelist: slurm_common::hostlist::compress(&l.alloc.nodes),
+    };
+    if let Some(path) = ctx.conf.prolog.clone() {
+        let env = script_env(ctx, id, Some(l.uid), Some(&info));
+        if let Err(e) = prolog::run(prolog::Kind::Prolog, &path, &env, script_timeout(ctx)).await {
+            ctx.jobs.abort_launch(id);
+            error!(job = id, "{e}");
+            return rpc_error(SlurmError::PrologFailed, e);
+        }
+    }
     let start_time = crate::now();
     let c2 = ctx.clone();
     let uid = l.uid;
@@ -371,6 +444,7 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
         cgroup,
         uid,
         stderr: Some(stderr),
+        env: Some(info),
     };
     write_state(&ctx.state_dir, &state);
     info!(job = id, pid, user = %user, output = %stdout, "launched batch script");
@@ -550,6 +624,7 @@ async fn finish(ctx: Arc<Ctx>, state: StateFile, report: bool, tx: watch::Sender
         let _ = std::fs::remove_file(state_path(&dir, id));
     })
     .await;
+    epilog(&ctx, id, Some(state.uid), state.env.as_ref()).await;
     ctx.jobs.set_phase(id, Phase::Cleaned);
     ctx.outbox.push(OutMsg::JobCleaned { job_id: id });
     debug!(job = id, "job cleaned up");
@@ -608,6 +683,7 @@ pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32) {
                 job = id,
                 "terminate: job not running here; reporting it clean"
             );
+            epilog(&ctx, id, None, None).await;
             ctx.outbox.push(OutMsg::JobCleaned { job_id: id });
         }
         Some(Target {

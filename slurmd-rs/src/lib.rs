@@ -58,6 +58,7 @@ pub mod hw;
 pub mod jobs;
 pub mod launch;
 pub mod mock;
+pub mod prolog;
 pub mod settings;
 pub mod steps;
 pub mod sysinfo;

@@ -10,6 +10,8 @@ use std::time::Duration;
 mod accounting;
 #[path = "cluster/acct_cmds.rs"]
 mod acct_cmds;
+#[path = "cluster/node_scripts.rs"]
+mod node_scripts;
 
 fn write_script(t: &TestCluster, name: &str, body: &str) -> String {
     let p = t.work.join(name);

@@ -1,0 +1,72 @@
+//! Prolog and Epilog from slurm.conf, run by the node daemons.
+
+use slurm_proto::{JobReason, JobState};
+use slurm_tests::*;
+
+#[test]
+fn prolog_and_epilog_run_and_failures_drain_the_node() {
+    let mut dir = std::path::PathBuf::new();
+    let t = TestCluster::start(2, |s| {
+        dir = s.dir.clone();
+        std::fs::create_dir_all(&s.dir).unwrap();
+        for (name, ctx) in [("prolog.sh", "prolog"), ("epilog.sh", "epilog")] {
+            let p = s.dir.join(name);
+            std::fs::write(
+                &p,
+                format!(
+                    "#!/bin/sh\necho \"$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID $SLURM_JOB_USER $SLURMD_NODENAME\" >> {d}/{ctx}.log\n\
+                     [ -e {d}/fail-{ctx}-$SLURMD_NODENAME ] && exit 1\nexit 0\n",
+                    d = s.dir.display()
+                ),
+            )
+            .unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        s.extra_conf = format!(
+            "Prolog={d}/prolog.sh\nEpilog={d}/epilog.sh\nPrologEpilogTimeout=30\n",
+            d = s.dir.display()
+        );
+    });
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+
+    // Both run, as root, with the job's facts, on the job's node.
+    let id = t.sbatch(&["-w", "n1", "--wrap", "true"]);
+    t.wait_done(id, 30);
+    assert!(
+        read("prolog.log").contains(&format!("prolog_slurmd {id} root n1\n")),
+        "{}",
+        read("prolog.log")
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !read("epilog.log").contains(&format!("epilog_slurmd {id} root n1\n")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "epilog: {}",
+            read("epilog.log")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+
+    // A failing prolog drains the node and requeues the job, held.
+    std::fs::write(dir.join("fail-prolog-n2"), "").unwrap();
+    let id = t.sbatch(&["-w", "n2", "--wrap", "true"]);
+    let j = t.wait_job(id, 30, "requeued held", |j| {
+        j.state == JobState::Pending && j.held.is_some() && j.restarts == 1
+    });
+    assert_eq!(
+        j.reason,
+        JobReason::Other("launch failed requeued held".into())
+    );
+    let n2 = t.wait_node("n2", 10, "drained", |n| n.flags.drain);
+    assert_eq!(n2.reason.as_deref(), Some("Prolog error"));
+    assert!(t.run("scancel", &[&id.to_string()]).status.success());
+
+    // A failing epilog drains the node once the job is done.
+    std::fs::write(dir.join("fail-epilog-n1"), "").unwrap();
+    let id = t.sbatch(&["-w", "n1", "--wrap", "true"]);
+    let j = t.wait_done(id, 30);
+    assert_eq!(j.state, JobState::Completed);
+    let n1 = t.wait_node("n1", 10, "drained", |n| n.flags.drain);
+    assert_eq!(n1.reason.as_deref(), Some("Epilog error"));
+}
