@@ -427,6 +427,10 @@ fn job_limit_reason(
 /// Running usage counted per association, account, QOS and QOS × user.
 #[derive(Debug, Default)]
 pub struct Usage {
+    /// CPU-minutes recorded by slurmdbd per account subtree and per
+    /// (user, account), plus what running jobs may still use.
+    minutes_account: HashMap<String, u64>,
+    minutes_user: HashMap<(String, String), u64>,
     user_assoc: HashMap<(String, String), Use>,
     account: HashMap<String, Use>,
     qos: HashMap<String, Use>,
@@ -438,13 +442,43 @@ impl Usage {
     /// Count the running jobs.
     pub fn of<'a>(cache: &AssocCache, jobs: impl Iterator<Item = &'a JobRecord>) -> Usage {
         let mut u = Usage::default();
+        for r in &cache.usage {
+            let m = r.alloc_secs / 60;
+            *u.minutes_user
+                .entry((r.user.clone(), r.account.clone()))
+                .or_default() += m;
+            for a in cache.account_chain(&r.account) {
+                *u.minutes_account.entry(a.account.clone()).or_default() += m;
+            }
+        }
         for j in jobs.filter(|j| j.state == JobState::Running) {
             u.charge(cache, j, Use::of(j));
         }
         u
     }
 
+    /// CPU-minutes a job may still use (its time limit, else one hour).
+    fn job_minutes(j: &JobRecord, x: Use) -> u64 {
+        let mins = match (j.time_limit, j.start_time, j.state) {
+            (Some(t), Some(s), JobState::Running) => {
+                let left = (s + i64::from(t) * 60 - slurm_common::auth::now()).max(0) / 60;
+                left as u64
+            }
+            (Some(t), _, _) => u64::from(t),
+            (None, _, _) => 60,
+        };
+        mins * x.cpu
+    }
+
     fn charge(&mut self, cache: &AssocCache, j: &JobRecord, x: Use) {
+        let m = Self::job_minutes(j, x);
+        *self
+            .minutes_user
+            .entry((j.user_name.clone(), j.account.clone()))
+            .or_default() += m;
+        for a in cache.account_chain(&j.account) {
+            *self.minutes_account.entry(a.account.clone()).or_default() += m;
+        }
         self.user_assoc
             .entry((j.user_name.clone(), j.account.clone()))
             .or_default()
@@ -514,6 +548,27 @@ impl Usage {
         }
         if let Some(t) = over_tres(assoc.limits.grp_tres.as_deref(), mine, x) {
             return Some(format!("AssocGrp{t}Limit"));
+        }
+        // GrpTRESMins (cpu): recorded usage plus what running jobs and this
+        // one may still use must stay within it.
+        let mine_min = self
+            .minutes_user
+            .get(&(j.user_name.clone(), j.account.clone()))
+            .copied()
+            .unwrap_or(0);
+        let this_min = Self::job_minutes(j, x);
+        if let Some(l) = assoc.limits.grp_tres_mins.as_deref().map(tres_map) {
+            if l.get("cpu").is_some_and(|&max| mine_min + this_min > max) {
+                return Some("AssocGrpCPUMinutesLimit".into());
+            }
+        }
+        for a in cache.account_chain(&j.account) {
+            let used_min = self.minutes_account.get(&a.account).copied().unwrap_or(0);
+            if let Some(l) = a.limits.grp_tres_mins.as_deref().map(tres_map) {
+                if l.get("cpu").is_some_and(|&max| used_min + this_min > max) {
+                    return Some("AssocGrpCPUMinutesLimit".into());
+                }
+            }
         }
         for a in cache.account_chain(&j.account) {
             let used = self.account.get(&a.account).copied().unwrap_or_default();
@@ -666,5 +721,22 @@ mod tests {
             Some("AssocGrpCpuLimit")
         );
         assert_eq!(tres_map("cpu=4,mem=2G")["mem"], 2048);
+        // GrpTRESMins: 100 cpu-minutes recorded against a limit of 120.
+        let mut c3 = c2.clone();
+        c3.assocs[1].limits.grp_tres = None;
+        c3.assocs[1].limits.grp_tres_mins = Some("cpu=120".into());
+        c3.usage.push(slurm_proto::acct::AssocUsage {
+            account: "phys".into(),
+            user: "alice".into(),
+            alloc_secs: 100 * 60,
+            ..Default::default()
+        });
+        let mut u = Usage::of(&c3, [].iter());
+        // 1 cpu x 10 minutes fits; 4 cpus x 10 minutes does not.
+        assert_eq!(u.hold(&c3, &job(5, JobState::Pending, 1)), None);
+        assert_eq!(
+            u.hold(&c3, &job(6, JobState::Pending, 4)).as_deref(),
+            Some("AssocGrpCPUMinutesLimit")
+        );
     }
 }

@@ -143,10 +143,18 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             ctl.enforce = slurmctld::assoc::Enforce::parse(&conf.accounting_storage_enforce);
             let kick = Arc::new(tokio::sync::Notify::new());
             // Multifactor fair share uses recorded usage over ~8 half-lives.
-            let usage_window = ctl.multifactor.as_ref().map(|m| {
-                let hl = m.params.decay_half_life.max(3600);
-                std::time::Duration::from_secs((hl * 8).min(60 * 86400))
-            });
+            // GrpTRESMins limits count usage too (over the last 60 days).
+            let usage_window = ctl
+                .multifactor
+                .as_ref()
+                .map(|m| {
+                    let hl = m.params.decay_half_life.max(3600);
+                    std::time::Duration::from_secs((hl * 8).min(60 * 86400))
+                })
+                .or(ctl
+                    .enforce
+                    .limits
+                    .then(|| std::time::Duration::from_secs(60 * 86400)));
             if ctl.enforce.any() || usage_window.is_some() {
                 rt.spawn(slurmctld::acct::assoc_fetcher(
                     slurmctld::acct::DbdLink {
