@@ -39,6 +39,8 @@ pub struct ClusterSpec {
     pub accounting: bool,
     /// A `cgroup.conf` to write beside slurm.conf.
     pub cgroup_conf: Option<String>,
+    /// Every node's `Gres=` (`gpu:a100:4`); GresTypes lists their names.
+    pub node_gres: Option<String>,
     pub dbd_port: u16,
 }
 
@@ -102,6 +104,7 @@ impl ClusterSpec {
             mock: None,
             accounting: false,
             cgroup_conf: None,
+            node_gres: None,
             dbd_port,
         })
     }
@@ -154,9 +157,22 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
                 self.ip, self.dbd_port
             ));
         }
+        let gres = match &self.node_gres {
+            Some(g) => {
+                let mut names: Vec<String> = slurm_common::gres::parse_list(g)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|x| x.name)
+                    .collect();
+                names.dedup();
+                s.push_str(&format!("GresTypes={}\n", names.join(",")));
+                format!(" Gres={g}")
+            }
+            None => String::new(),
+        };
         for i in 0..self.nodes as usize {
             s.push_str(&format!(
-                "NodeName={} NodeAddr={} Port={} CPUs={} RealMemory={} State=UNKNOWN\n",
+                "NodeName={} NodeAddr={} Port={} CPUs={} RealMemory={}{gres} State=UNKNOWN\n",
                 self.node_name(i),
                 self.ip,
                 self.slurmd_ports[i],

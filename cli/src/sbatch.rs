@@ -210,6 +210,10 @@ enum Key {
     Array,
     Dependency,
     Reservation,
+    Gres,
+    Gpus,
+    GpusPerNode,
+    GpusPerTask,
     External,
     CpusPerTask,
     Error,
@@ -350,11 +354,11 @@ static SPECS: &[Spec] = &[
     spec("export-file", None, RA, FATAL, None),
     spec("extra-node-info", Some('B'), RA, FATAL, None),
     spec("gid", None, RA, FATAL, None),
-    spec("gpus", Some('G'), RA, FATAL, Some("SBATCH_GPUS")),
-    spec("gpus-per-node", None, RA, FATAL, Some("SBATCH_GPUS_PER_NODE")),
+    spec("gpus", Some('G'), RA, Key::Gpus, Some("SBATCH_GPUS")),
+    spec("gpus-per-node", None, RA, Key::GpusPerNode, Some("SBATCH_GPUS_PER_NODE")),
     spec("gpus-per-socket", None, RA, FATAL, None),
-    spec("gpus-per-task", None, RA, FATAL, Some("SBATCH_GPUS_PER_TASK")),
-    spec("gres", None, RA, FATAL, Some("SBATCH_GRES")),
+    spec("gpus-per-task", None, RA, Key::GpusPerTask, Some("SBATCH_GPUS_PER_TASK")),
+    spec("gres", None, RA, Key::Gres, Some("SBATCH_GRES")),
     spec("licenses", Some('L'), RA, FATAL, None),
     spec("mem-per-gpu", None, RA, FATAL, Some("SBATCH_MEM_PER_GPU")),
     spec("nodefile", Some('F'), RA, FATAL, None),
@@ -439,6 +443,10 @@ pub struct Options {
     pub dependency: Option<String>,
     pub reservation: Option<String>,
     pub external: Option<bool>,
+    pub gres: Option<String>,
+    pub gpus: Option<String>,
+    pub gpus_per_node: Option<String>,
+    pub gpus_per_task: Option<String>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -490,6 +498,10 @@ impl Options {
             dependency,
             reservation,
             external,
+            gres,
+            gpus,
+            gpus_per_node,
+            gpus_per_task,
             begin,
             chdir,
             comment,
@@ -705,6 +717,18 @@ fn apply(
             opts.array = s();
         }
         Key::Reservation => opts.reservation = s(),
+        Key::Gres => {
+            slurm_common::gres::parse_list(v).map_err(|e| Fail::error(e, 1))?;
+            opts.gres = s();
+        }
+        Key::Gpus | Key::GpusPerNode | Key::GpusPerTask => {
+            slurm_common::gres::parse_gpus(v).map_err(|e| Fail::error(e, 1))?;
+            match spec.key {
+                Key::Gpus => opts.gpus = s(),
+                Key::GpusPerNode => opts.gpus_per_node = s(),
+                _ => opts.gpus_per_task = s(),
+            }
+        }
         Key::External => opts.external = Some(true),
         Key::Dependency => {
             slurm_common::jobspec::parse_dependency(v)
@@ -1289,6 +1313,10 @@ pub fn build_desc(
         dependency: o.dependency.clone(),
         reservation: o.reservation.clone(),
         external: o.external.unwrap_or(false),
+        gres: o.gres.clone(),
+        gpus: o.gpus.clone(),
+        gpus_per_node: o.gpus_per_node.clone(),
+        gpus_per_task: o.gpus_per_task.clone(),
     })
 }
 
@@ -2419,11 +2447,19 @@ mod tests {
         );
         let r = run(&["-Q", "--mail-type=END", "--wrap=x"], &[], "");
         assert_eq!(r.err, "");
-        let r = run(&["--wrap=x"], &[("SBATCH_GRES", "gpu:1")], "");
+        let r = run(&["--wrap=x"], &[("SBATCH_BATCH", "x")], "");
+        assert!(r.err.contains("is not supported yet"), "{}", r.err);
+        // GRES options reach the request; a malformed one is refused.
+        let r = run(&["--wrap=x"], &[("SBATCH_GRES", "gpu:a100:1")], "");
+        assert_eq!(r.prepared.unwrap().desc.gres.as_deref(), Some("gpu:a100:1"));
+        let r = run(&["--gpus-per-node=a100:2", "--wrap=x"], &[], "");
         assert_eq!(
-            r.err,
-            "sbatch: error: SBATCH_GRES (--gres) is not supported yet\n"
+            r.prepared.unwrap().desc.gpus_per_node.as_deref(),
+            Some("a100:2")
         );
+        let r = run(&["--gres=gpu:a:b:c", "--wrap=x"], &[], "");
+        assert_eq!(r.code, Some(1));
+        assert!(r.err.contains("Invalid generic resource"), "{}", r.err);
     }
 
     #[test]

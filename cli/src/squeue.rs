@@ -1222,6 +1222,7 @@ pub(crate) mod tests {
             cpus: vec![4],
             mem: vec![0],
             tasks: vec![4],
+            gres: vec![],
         };
         j
     }

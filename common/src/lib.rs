@@ -8,6 +8,7 @@
 //! - [`auth`]: HMAC-signed credentials (`auth/slurm` semantics) and the local
 //!   credential socket (SACK-like) that hands them to unprivileged commands.
 //! - [`dbd`]: a one-request client for slurmdbd.
+//! - [`gres`]: generic resource specifications (`gpu:a100:2`).
 //! - [`net`]: the RPC framing (length-prefixed JSON) and a blocking client.
 //! - [`stepio`]: the I/O stream between a step's node daemons and `srun`.
 //! - [`users`]: uid/gid ⇄ name look-ups.
@@ -18,6 +19,7 @@
 pub mod auth;
 pub mod conf;
 pub mod dbd;
+pub mod gres;
 pub mod hostlist;
 pub mod jobspec;
 pub mod net;

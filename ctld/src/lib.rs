@@ -21,6 +21,7 @@ pub mod acct;
 pub mod agent;
 pub mod args;
 pub mod assoc;
+pub mod gres;
 pub mod http;
 pub mod journal;
 pub mod metrics;

@@ -6,7 +6,7 @@
 use crate::journal::{Entry, NodeAdmin, Payload, Saved};
 use slurm_common::conf::{PartitionStateConf, SlurmConf};
 use slurm_common::{jobspec, users};
-use slurm_plugins::view::Hold;
+use slurm_plugins::view::{GresCounts, GresReq, Hold};
 use slurm_plugins::{
     ClusterView, Decision, JobView, NodeAlloc, NodeView, PartitionView, PendingReason, RunningJob,
     Scheduler,
@@ -119,6 +119,8 @@ pub struct Controller {
     acct_jobs: HashMap<JobId, slurm_proto::acct::AcctJob>,
     acct_steps: HashMap<(JobId, u32), StepSent>,
     acct_nodes: HashMap<String, (bool, bool, Option<String>)>,
+    /// The cluster's kinds of generic resource (GPUs by type, ...).
+    gres_kinds: crate::gres::GresKinds,
     /// `AccountingStorageEnforce`.
     pub enforce: crate::assoc::Enforce,
     /// Associations, users and QOS from slurmdbd (once fetched).
@@ -319,10 +321,12 @@ impl Controller {
             acct_nodes: HashMap::new(),
             enforce: crate::assoc::Enforce::default(),
             assocs: None,
+            gres_kinds: crate::gres::GresKinds::default(),
         };
         for spec in dyn_nodes {
             c.add_node(&spec);
         }
+        c.refresh_gres_kinds();
         c.refresh();
         c
     }
@@ -604,6 +608,28 @@ impl Controller {
         }));
     }
 
+    /// The GRES kinds of every node's `Gres=` line.
+    fn refresh_gres_kinds(&mut self) {
+        let (k, warn) = crate::gres::GresKinds::of(self.nodes.iter().map(|n| n.gres.as_slice()));
+        for w in warn {
+            tracing::warn!("{w}");
+        }
+        self.gres_kinds = k;
+    }
+
+    /// A job's generic resources per node, as the core counts them.
+    fn job_gres(&self, d: &JobDesc, nodes: u32, tasks: u32) -> Result<Vec<GresReq>, String> {
+        let specs = slurm_common::gres::job_per_node(
+            d.gres.as_deref(),
+            d.gpus.as_deref(),
+            d.gpus_per_node.as_deref(),
+            d.gpus_per_task.as_deref(),
+            nodes,
+            tasks,
+        )?;
+        self.gres_kinds.job_reqs(&specs)
+    }
+
     /// New associations, users and QOS from slurmdbd.
     pub fn set_assocs(&mut self, c: crate::assoc::AssocCache, now: i64) {
         self.assocs = Some(c);
@@ -833,7 +859,20 @@ impl Controller {
     /// The scheduler's view of nodes and partitions right now.
     fn cluster_view(&self) -> ClusterView {
         let mut exclusive = vec![false; self.nodes.len()];
+        let mut gres_used = vec![GresCounts::default(); self.nodes.len()];
         for j in self.p.jobs.values() {
+            if j.state == JobState::Running || j.completing {
+                for (k, name) in j.alloc.nodes.iter().enumerate() {
+                    let (Some(&i), Some(g)) = (self.node_index.get(name), j.alloc.gres.get(k))
+                    else {
+                        continue;
+                    };
+                    let c = self.gres_kinds.alloc_counts(g);
+                    for (u, x) in gres_used[i].iter_mut().zip(c) {
+                        *u = u.saturating_add(x);
+                    }
+                }
+            }
             if (j.state == JobState::Running || j.completing) && j.desc.exclusive {
                 for name in &j.alloc.nodes {
                     if let Some(&i) = self.node_index.get(name) {
@@ -857,6 +896,8 @@ impl Controller {
                     weight: n.weight,
                     features: n.features.clone(),
                     exclusive_in_use: exclusive[i],
+                    gres: self.gres_kinds.node_counts(&n.gres),
+                    alloc_gres: gres_used[i],
                 })
                 .collect(),
             partitions: self
@@ -944,6 +985,10 @@ impl Controller {
                 HoldKind::User => Hold::User,
                 HoldKind::Admin => Hold::Admin,
             }),
+            // Checked at submission; a request no node serves never fits.
+            gres: self
+                .job_gres(&j.desc, j.min_nodes, j.num_tasks)
+                .unwrap_or_else(|_| vec![GresReq { mask: 0, count: 1 }]),
         })
     }
 
@@ -1664,6 +1709,10 @@ impl Controller {
                 }
             }
         }
+        // Generic resources every node of the job needs.
+        if let Err(e) = self.job_gres(&job.desc, job.min_nodes, job.num_tasks) {
+            return err_detail(SlurmError::InvalidGres, e);
+        }
         // Could it ever run on this partition?
         let view = self.cluster_view();
         let jv = self
@@ -1985,6 +2034,12 @@ impl Controller {
                     mem: j.alloc.mem.get(k).copied().unwrap_or(0),
                     tasks: j.alloc.tasks.get(k).copied().unwrap_or(0),
                     exclusive: j.desc.exclusive,
+                    gres: j
+                        .alloc
+                        .gres
+                        .get(k)
+                        .map(|g| self.gres_kinds.alloc_counts(g))
+                        .unwrap_or_default(),
                 })
             })
             .collect()
@@ -2192,6 +2247,28 @@ impl Controller {
         let Some(payload) = self.p.payloads.get(&id).cloned() else {
             return;
         };
+        // Device indices for the generic resources, lowest free first.
+        let gres: Vec<Vec<GresAlloc>> = alloc
+            .iter()
+            .map(|a| {
+                if a.gres.iter().all(|g| *g == 0) {
+                    return Vec::new();
+                }
+                let node = &self.nodes[a.node];
+                let busy: Vec<&GresAlloc> = self
+                    .p
+                    .jobs
+                    .values()
+                    .filter(|o| o.job_id != id && (o.state == JobState::Running || o.completing))
+                    .filter_map(|o| {
+                        let k = o.alloc.nodes.iter().position(|n| *n == node.name)?;
+                        o.alloc.gres.get(k)
+                    })
+                    .flatten()
+                    .collect();
+                self.gres_kinds.assign(&node.gres, &a.gres, &busy)
+            })
+            .collect();
         let conf = self.conf.clone();
         let Some(j) = self.job_mut(id) else {
             return;
@@ -2206,6 +2283,7 @@ impl Controller {
             cpus: alloc.iter().map(|a| a.cpus).collect(),
             mem: alloc.iter().map(|a| a.mem).collect(),
             tasks: alloc.iter().map(|a| a.tasks).collect(),
+            gres,
         };
         let batch = j.batch;
         j.batch_host = if batch { names.first().cloned() } else { None };

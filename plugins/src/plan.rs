@@ -32,7 +32,7 @@
 //! the least it has free over the window.
 
 use crate::select::{greedy, max_tasks_per_node, prepare, Free, Prepared, SelectFail};
-use crate::view::{ClusterView, JobView, NodeAlloc};
+use crate::view::{take_gres, ClusterView, GresCounts, GresReq, JobView, NodeAlloc, MAX_GRES};
 use std::collections::BTreeMap;
 
 /// The end of a job without a time limit, and of a plan.
@@ -63,12 +63,15 @@ struct Seg {
     mem: u64,
     /// How many holders have the whole node.
     excl: u32,
+    /// Generic resources used per kind.
+    gres: GresCounts,
 }
 
 #[derive(Debug, Clone)]
 struct NodeLine {
     cpus: u32,
     mem: u64,
+    gres: GresCounts,
     weight: u32,
     usable: bool,
     /// Partitions whose plan this node is part of.
@@ -85,8 +88,17 @@ impl NodeLine {
         Free {
             cpus: self.cpus.saturating_sub(s.cpus),
             mem: self.mem.saturating_sub(s.mem),
-            empty: s.cpus == 0 && s.mem == 0,
+            empty: s.cpus == 0 && s.mem == 0 && s.gres.iter().all(|g| *g == 0),
+            gres: self.free_gres(s),
         }
+    }
+
+    fn free_gres(&self, s: &Seg) -> GresCounts {
+        let mut f = [0u16; MAX_GRES];
+        for (k, v) in f.iter_mut().enumerate() {
+            *v = self.gres[k].saturating_sub(s.gres[k]);
+        }
+        f
     }
 
     fn idx(&self, t: i64) -> usize {
@@ -107,19 +119,24 @@ impl NodeLine {
     /// The least the node offers over `[t, end)`, or, when some part of it
     /// leaves fewer than `min_cpus` cores free (or someone holds the node
     /// whole), the earliest start that could avoid those parts.
-    fn window(&self, t: i64, end: i64, min_cpus: u32) -> Result<Free, i64> {
+    fn window(&self, t: i64, end: i64, min_cpus: u32, gres: &[GresReq]) -> Result<Free, i64> {
         let mut k = self.idx(t);
         let (mut c, mut m) = (0u32, 0u64);
+        let mut g = [0u16; MAX_GRES];
         let mut blocked_until = None;
         loop {
             let s = &self.segs[k];
             k += 1;
             let next = self.segs.get(k).map_or(FOREVER, |s| s.t);
-            if s.excl > 0 || self.cpus.saturating_sub(s.cpus) < min_cpus.max(1) {
+            let short_gres = !gres.is_empty() && take_gres(&self.free_gres(s), gres).is_none();
+            if s.excl > 0 || self.cpus.saturating_sub(s.cpus) < min_cpus.max(1) || short_gres {
                 blocked_until = Some(next);
             } else {
                 c = c.max(s.cpus);
                 m = m.max(s.mem);
+                for (x, used) in g.iter_mut().zip(s.gres) {
+                    *x = (*x).max(used);
+                }
             }
             if next >= end {
                 break;
@@ -127,11 +144,18 @@ impl NodeLine {
         }
         match blocked_until {
             Some(b) => Err(b),
-            None => Ok(Free {
-                cpus: self.cpus - c,
-                mem: self.mem.saturating_sub(m),
-                empty: c == 0 && m == 0,
-            }),
+            None => {
+                let mut free = [0u16; MAX_GRES];
+                for (k, f) in free.iter_mut().enumerate() {
+                    *f = self.gres[k].saturating_sub(g[k]);
+                }
+                Ok(Free {
+                    cpus: self.cpus - c,
+                    mem: self.mem.saturating_sub(m),
+                    empty: c == 0 && m == 0 && g.iter().all(|x| *x == 0),
+                    gres: free,
+                })
+            }
         }
     }
 
@@ -519,6 +543,7 @@ impl Availability {
             .map(|n| NodeLine {
                 cpus: n.cpus,
                 mem: n.mem,
+                gres: n.gres,
                 weight: n.weight,
                 usable: n.available,
                 parts: Vec::new(),
@@ -527,12 +552,13 @@ impl Availability {
                     cpus: n.alloc_cpus,
                     mem: n.alloc_mem,
                     excl: u32::from(n.exclusive_in_use),
+                    gres: n.alloc_gres,
                 }],
             })
             .collect();
 
         // What each node gets back, and when.
-        let mut back: Vec<Vec<(i64, u32, u64)>> = vec![Vec::new(); nodes.len()];
+        let mut back: Vec<Vec<(i64, u32, u64, GresCounts)>> = vec![Vec::new(); nodes.len()];
         // Latest release among the holders flagged exclusive, and among all.
         let mut last_excl: Vec<Option<i64>> = vec![None; nodes.len()];
         let mut last_any: Vec<Option<i64>> = vec![None; nodes.len()];
@@ -542,7 +568,7 @@ impl Availability {
                 let Some(b) = back.get_mut(a.node) else {
                     continue;
                 };
-                b.push((at, a.cpus, a.mem));
+                b.push((at, a.cpus, a.mem, a.gres));
                 last_any[a.node] = Some(last_any[a.node].map_or(at, |x| x.max(at)));
                 if a.exclusive {
                     last_excl[a.node] = Some(last_excl[a.node].map_or(at, |x| x.max(at)));
@@ -550,25 +576,28 @@ impl Availability {
             }
         }
         for (i, node) in nodes.iter_mut().enumerate() {
-            let mut ev: Vec<(i64, u32, u64, u32)> = back[i]
+            let mut ev: Vec<(i64, u32, u64, u32, GresCounts)> = back[i]
                 .iter()
                 .filter(|e| e.0 != FOREVER)
-                .map(|&(t, c, m)| (t, c, m, 0))
+                .map(|&(t, c, m, g)| (t, c, m, 0, g))
                 .collect();
             if node.segs[0].excl > 0 {
                 // A node held whole is freed when its exclusive holder ends;
                 // when none says so, when everything on it has ended.
                 let at = last_excl[i].or(last_any[i]).unwrap_or(FOREVER);
                 if at != FOREVER {
-                    ev.push((at, 0, 0, 1));
+                    ev.push((at, 0, 0, 1, [0; MAX_GRES]));
                 }
             }
             ev.sort_unstable();
             let mut cur = node.segs[0];
-            for (t, c, m, x) in ev {
+            for (t, c, m, x, g) in ev {
                 cur.cpus = cur.cpus.saturating_sub(c);
                 cur.mem = cur.mem.saturating_sub(m);
                 cur.excl = cur.excl.saturating_sub(x);
+                for (u, r) in cur.gres.iter_mut().zip(g) {
+                    *u = u.saturating_sub(r);
+                }
                 cur.t = t;
                 match node.segs.last_mut() {
                     Some(last) if last.t == t => *last = cur,
@@ -708,7 +737,7 @@ impl Availability {
         if !n.usable {
             return None;
         }
-        n.window(start.max(self.now), end, 1).ok()
+        n.window(start.max(self.now), end, 1, &[]).ok()
     }
 
     /// The times at which what `node` has in use changes (the first is `now`).
@@ -772,6 +801,9 @@ impl Availability {
                 s.cpus = s.cpus.saturating_add(a.cpus);
                 s.mem = s.mem.saturating_add(a.mem);
                 s.excl = s.excl.saturating_add(u32::from(a.exclusive));
+                for (u, g) in s.gres.iter_mut().zip(a.gres) {
+                    *u = u.saturating_add(g);
+                }
                 let after = node.free(&node.segs[k]);
                 let to = node.segs.get(k + 1).map_or(FOREVER, |s| s.t);
                 changes.push((node.segs[k].t, to, before, after));
@@ -906,7 +938,9 @@ impl Availability {
                 req.iter().copied().chain(rest),
                 |i| {
                     let n = &self.nodes[i];
-                    n.usable.then(|| n.window(t, end, 1).ok()).flatten()
+                    n.usable
+                        .then(|| n.window(t, end, 1, &p.job.gres).ok())
+                        .flatten()
                 },
                 max_tasks_per_node(line.max_cpus, job),
                 SelectFail::Busy,
@@ -1008,7 +1042,7 @@ impl Availability {
             } else if let Some(m) = known.filter(|m| *m > start) {
                 m
             } else {
-                match self.nodes[i].window(start, end, need.node_min) {
+                match self.nodes[i].window(start, end, need.node_min, &job.gres) {
                     Ok(f) => return Some(f),
                     Err(b) => b,
                 }
@@ -1142,6 +1176,7 @@ mod tests {
             mem: 0,
             tasks: cpus,
             exclusive: false,
+            gres: Default::default(),
         }
     }
 

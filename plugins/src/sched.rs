@@ -391,6 +391,7 @@ mod tests {
                 mem: 0,
                 tasks: 4,
                 exclusive: false,
+                gres: Default::default(),
             }],
         };
         v.consume(&run.alloc);
@@ -404,6 +405,7 @@ mod tests {
             mem: 0,
             tasks: 4,
             exclusive: false,
+            gres: Default::default(),
         }]);
         assert_eq!(estimate_start(&v, &[], &job(1), 100).unwrap().0, 100);
     }

@@ -10,7 +10,9 @@
 //! The greedy is shared with the backfill planner ([`crate::plan`]), which
 //! feeds it the resources free over a window of the future instead of now.
 
-use crate::view::{ClusterView, JobView, NodeAlloc, NodeView, PartitionView};
+use crate::view::{
+    take_gres, ClusterView, GresCounts, JobView, NodeAlloc, NodeView, PartitionView,
+};
 use std::borrow::Cow;
 
 /// Why a job cannot be placed.
@@ -29,6 +31,8 @@ pub struct Free {
     pub cpus: u32,
     pub mem: u64,
     pub empty: bool,
+    /// Free generic resources per kind.
+    pub gres: GresCounts,
 }
 
 impl Free {
@@ -38,6 +42,7 @@ impl Free {
             cpus: n.free_cpus(),
             mem: n.free_mem(),
             empty: n.is_empty(),
+            gres: n.free_gres(),
         }
     }
 
@@ -47,6 +52,7 @@ impl Free {
             cpus: n.cpus,
             mem: n.mem,
             empty: true,
+            gres: n.gres,
         }
     }
 }
@@ -62,6 +68,9 @@ pub(crate) fn tasks_capacity(
 ) -> u32 {
     let cpt = job.cpus_per_task.max(1);
     if job.exclusive && !f.empty {
+        return 0;
+    }
+    if !job.gres.is_empty() && take_gres(&f.gres, &job.gres).is_none() {
         return 0;
     }
     let mut cap = f.cpus / cpt;
@@ -162,6 +171,9 @@ pub(crate) fn greedy(
             .all(|r| chosen.iter().any(|c| c.0 == *r))
     };
     let mut chosen: Vec<(usize, u32)> = Vec::new();
+    // Generic resources free on each chosen node (what it gets is taken
+    // from them below).
+    let mut chosen_gres: Vec<GresCounts> = Vec::new();
     let mut total = 0u32;
     for i in cands {
         let required = job.req_nodes.contains(&i);
@@ -171,9 +183,12 @@ pub(crate) fn greedy(
         if enough && !required {
             break;
         }
-        let cap = match (free(i), nodes.get(i)) {
-            (Some(f), Some(n)) => tasks_capacity(f, n.mem, p.part.def_mem_per_cpu, job),
-            _ => 0,
+        let (cap, fg) = match (free(i), nodes.get(i)) {
+            (Some(f), Some(n)) => (
+                tasks_capacity(f, n.mem, p.part.def_mem_per_cpu, job),
+                f.gres,
+            ),
+            _ => (0, GresCounts::default()),
         };
         if cap == 0 {
             if required {
@@ -190,6 +205,7 @@ pub(crate) fn greedy(
             }
         }
         chosen.push((i, cap));
+        chosen_gres.push(fg);
         total = total.saturating_add(cap);
     }
     if !req_all_chosen(&chosen) {
@@ -225,7 +241,8 @@ pub(crate) fn greedy(
     Ok(chosen
         .iter()
         .zip(tasks)
-        .map(|(&(i, _), t)| {
+        .zip(chosen_gres)
+        .map(|((&(i, _), t), fg)| {
             let n = &nodes[i];
             let cpus = if job.exclusive {
                 n.cpus
@@ -244,12 +261,19 @@ pub(crate) fn greedy(
                     None => 0,
                 },
             };
+            // A node held whole comes with all its generic resources.
+            let gres = if job.exclusive {
+                fg
+            } else {
+                take_gres(&fg, &job.gres).unwrap_or_default()
+            };
             NodeAlloc {
                 node: i,
                 cpus,
                 mem,
                 tasks: t,
                 exclusive: job.exclusive,
+                gres,
             }
         })
         .collect())
@@ -326,6 +350,8 @@ pub(crate) mod tests {
                     weight: 1,
                     features: vec![],
                     exclusive_in_use: false,
+                    gres: Default::default(),
+                    alloc_gres: Default::default(),
                 })
                 .collect(),
             partitions: vec![PartitionView {
@@ -360,6 +386,7 @@ pub(crate) mod tests {
             exclusive: false,
             time_limit: None,
             begin_time: None,
+            gres: vec![],
             hold: None,
         }
     }

@@ -1,5 +1,46 @@
 //! The core's view of the cluster: plain data built by the caller.
 
+/// How many kinds of generic resource (`gpu:a100`, `gpu:v100`, ...) the
+/// core tracks; the caller maps the cluster's kinds to indices.
+pub const MAX_GRES: usize = 4;
+
+/// A count per GRES kind.
+pub type GresCounts = [u16; MAX_GRES];
+
+/// A job's need of one generic resource on each of its nodes: `count` units
+/// of any kind whose bit is set in `mask` (`gpu` matches every GPU type,
+/// `gpu:a100` one kind).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GresReq {
+    pub mask: u8,
+    pub count: u16,
+}
+
+/// Take `reqs` out of `free`, lowest kind first: what is taken per kind,
+/// or `None` when they do not fit.
+pub fn take_gres(free: &GresCounts, reqs: &[GresReq]) -> Option<GresCounts> {
+    let mut left = *free;
+    let mut took = [0u16; MAX_GRES];
+    for r in reqs {
+        let mut need = r.count;
+        for k in 0..MAX_GRES {
+            if need == 0 {
+                break;
+            }
+            if r.mask & (1 << k) != 0 {
+                let t = need.min(left[k]);
+                left[k] -= t;
+                took[k] += t;
+                need -= t;
+            }
+        }
+        if need > 0 {
+            return None;
+        }
+    }
+    Some(took)
+}
+
 /// One node's capacity and what is already used on it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeView {
@@ -16,6 +57,9 @@ pub struct NodeView {
     pub features: Vec<String>,
     /// Some job holds the whole node (`--exclusive`).
     pub exclusive_in_use: bool,
+    /// Generic resources per kind, and how many are allocated.
+    pub gres: GresCounts,
+    pub alloc_gres: GresCounts,
 }
 
 impl NodeView {
@@ -26,6 +70,15 @@ impl NodeView {
             self.cpus.saturating_sub(self.alloc_cpus)
         }
     }
+    pub fn free_gres(&self) -> GresCounts {
+        let mut f = [0u16; MAX_GRES];
+        if !self.exclusive_in_use {
+            for (k, v) in f.iter_mut().enumerate() {
+                *v = self.gres[k].saturating_sub(self.alloc_gres[k]);
+            }
+        }
+        f
+    }
     pub fn free_mem(&self) -> u64 {
         if self.exclusive_in_use {
             0
@@ -34,7 +87,10 @@ impl NodeView {
         }
     }
     pub fn is_empty(&self) -> bool {
-        self.alloc_cpus == 0 && self.alloc_mem == 0 && !self.exclusive_in_use
+        self.alloc_cpus == 0
+            && self.alloc_mem == 0
+            && !self.exclusive_in_use
+            && self.alloc_gres.iter().all(|g| *g == 0)
     }
 }
 
@@ -106,6 +162,8 @@ pub struct JobView {
     pub time_limit: Option<u32>,
     pub begin_time: Option<i64>,
     pub hold: Option<Hold>,
+    /// Generic resources wanted on each node.
+    pub gres: Vec<GresReq>,
 }
 
 /// What a job gets on one node.
@@ -117,6 +175,8 @@ pub struct NodeAlloc {
     pub tasks: u32,
     /// The job holds the whole node.
     pub exclusive: bool,
+    /// Generic resources taken per kind.
+    pub gres: GresCounts,
 }
 
 impl ClusterView {
@@ -127,6 +187,9 @@ impl ClusterView {
                 n.alloc_cpus += a.cpus;
                 n.alloc_mem += a.mem;
                 n.exclusive_in_use |= a.exclusive;
+                for k in 0..MAX_GRES {
+                    n.alloc_gres[k] = n.alloc_gres[k].saturating_add(a.gres[k]);
+                }
             }
         }
     }
@@ -137,6 +200,9 @@ impl ClusterView {
             if let Some(n) = self.nodes.get_mut(a.node) {
                 n.alloc_cpus = n.alloc_cpus.saturating_sub(a.cpus);
                 n.alloc_mem = n.alloc_mem.saturating_sub(a.mem);
+                for k in 0..MAX_GRES {
+                    n.alloc_gres[k] = n.alloc_gres[k].saturating_sub(a.gres[k]);
+                }
                 if a.exclusive {
                     n.exclusive_in_use = false;
                 }

@@ -237,6 +237,18 @@ pub struct JobDesc {
     /// external nodes until cancelled or its time limit.
     #[serde(default)]
     pub external: bool,
+    /// `--gres` (per node: `gpu:a100:2,gpu:1`).
+    #[serde(default)]
+    pub gres: Option<String>,
+    /// `--gpus` (total: `[type:]count`).
+    #[serde(default)]
+    pub gpus: Option<String>,
+    /// `--gpus-per-node` (`[type:]count`).
+    #[serde(default)]
+    pub gpus_per_node: Option<String>,
+    /// `--gpus-per-task` (`[type:]count`).
+    #[serde(default)]
+    pub gpus_per_task: Option<String>,
 }
 
 /// An advance reservation (`scontrol create reservation`).
@@ -305,6 +317,52 @@ pub struct Allocation {
     pub mem: Vec<u64>,
     /// Tasks per node (what SLURM_TASKS_PER_NODE lists).
     pub tasks: Vec<u32>,
+    /// Generic resources per node (same order as `nodes`).
+    #[serde(default)]
+    pub gres: Vec<Vec<GresAlloc>>,
+}
+
+/// Generic resources of one name and type given to a job on one node, by
+/// device index (the node's GPU numbering: `gpu:a100:2(IDX:0-1)`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GresAlloc {
+    pub name: String,
+    #[serde(default)]
+    pub kind: Option<String>,
+    pub indices: Vec<u32>,
+}
+
+impl GresAlloc {
+    /// `gpu:a100:2(IDX:0-1)` / `gpu:1(IDX:3)`.
+    pub fn describe(&self) -> String {
+        let idx = compress_indices(&self.indices);
+        match &self.kind {
+            Some(k) => format!("{}:{k}:{}(IDX:{idx})", self.name, self.indices.len()),
+            None => format!("{}:{}(IDX:{idx})", self.name, self.indices.len()),
+        }
+    }
+}
+
+/// `0-1,3` from `[0, 1, 3]`.
+pub fn compress_indices(v: &[u32]) -> String {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            v[i].to_string()
+        } else {
+            format!("{}-{}", v[i], v[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
 }
 
 impl Allocation {
@@ -759,6 +817,7 @@ pub enum SlurmError {
     ReservationAccess,
     AccountingPolicy,
     PrologFailed,
+    InvalidGres,
 }
 
 impl SlurmError {
@@ -794,6 +853,7 @@ impl SlurmError {
             SlurmError::InvalidQos => 2066,
             SlurmError::AccountingPolicy => 2050,
             SlurmError::PrologFailed => 4021,
+            SlurmError::InvalidGres => 2072,
             SlurmError::ReservationInvalid => 2060,
             SlurmError::ReservationBusy => 2061,
             SlurmError::ReservationAccess => 2062,
@@ -837,6 +897,7 @@ impl SlurmError {
             }
             SlurmError::InvalidQos => "Invalid qos specification",
             SlurmError::PrologFailed => "Job prolog failed",
+            SlurmError::InvalidGres => "Invalid generic resource (gres) specification",
             SlurmError::AccountingPolicy => {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }

@@ -608,6 +608,7 @@ mod tests {
                         mem: 0,
                         tasks: 1,
                         exclusive: false,
+                        gres: Default::default(),
                     }],
                 })
                 .collect()

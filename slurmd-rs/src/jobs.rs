@@ -278,7 +278,20 @@ pub fn job_spec(l: &BatchLaunch, node: &str) -> JobSpec {
         uid: l.uid,
         cpus,
         mem_mib,
-        gpus: None,
+        gpus: Some(
+            l.alloc
+                .nodes
+                .iter()
+                .position(|n| *n == node)
+                .and_then(|k| l.alloc.gres.get(k))
+                .map(|g| {
+                    g.iter()
+                        .filter(|x| x.name == "gpu")
+                        .flat_map(|x| x.indices.iter().copied())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
     }
 }
 
@@ -374,6 +387,10 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
             conf_path: &c2.conf_path_str,
             spool: &c2.spool,
             start_time,
+            renumber_gpus: c2
+                .cgroups
+                .as_ref()
+                .is_some_and(|m| m.constrains() && m.conf().constrain_devices),
         };
         let mut p = launch::prepare(&l, &params)?;
         match job_cgroup(&c2, &l, &mut p) {

@@ -155,6 +155,7 @@ fn launch(job_id: u32, work: &Path, script: &str) -> BatchLaunch {
             cpus: vec![1],
             mem: vec![0],
             tasks: vec![1],
+            gres: vec![],
         },
         num_tasks: 1,
         cpus_per_task: 1,

@@ -10,6 +10,8 @@ use std::time::Duration;
 mod accounting;
 #[path = "cluster/acct_cmds.rs"]
 mod acct_cmds;
+#[path = "cluster/gpus.rs"]
+mod gpus;
 #[path = "cluster/node_scripts.rs"]
 mod node_scripts;
 

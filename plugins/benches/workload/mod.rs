@@ -39,6 +39,7 @@ fn node_alloc(node: usize, cpus: u32, mem: u64) -> NodeAlloc {
         mem,
         tasks: cpus,
         exclusive: false,
+        gres: Default::default(),
     }
 }
 

@@ -13,6 +13,7 @@ fn node_alloc(node: usize, cpus: u32) -> NodeAlloc {
         mem: 0,
         tasks: cpus,
         exclusive: false,
+        gres: Default::default(),
     }
 }
 
@@ -710,6 +711,90 @@ proptest! {
         let _ = b.plan(&s.view, &s.queue, i64::MIN + 10);
         if let Some(j) = s.queue.first() {
             let _ = b.expected_start(&s.view, &s.queue[1..], j, s.now);
+        }
+    }
+}
+
+/// `n` nodes of 4 cores with two GPUs each (kind 0).
+fn gpu_cluster(n: usize) -> ClusterView {
+    let mut v = cluster(n, 4, 4000);
+    for node in &mut v.nodes {
+        node.gres[0] = 2;
+    }
+    v
+}
+
+fn gpus(mut j: JobView, count: u16) -> JobView {
+    j.gres = vec![crate::view::GresReq { mask: 1, count }];
+    j
+}
+
+#[test]
+fn gpus_are_counted_per_node_and_never_given_twice() {
+    let mut v = gpu_cluster(2);
+    let a = place(&v, &gpus(job(1), 2), false).unwrap();
+    assert_eq!((a[0].node, a[0].gres[0]), (0, 2));
+    v.consume(&a);
+    let b = place(&v, &gpus(job(2), 1), false).unwrap();
+    assert_eq!((b[0].node, b[0].gres[0]), (1, 1));
+    v.consume(&b);
+    assert_eq!(
+        place(&v, &gpus(job(3), 2), false),
+        Err(crate::select::SelectFail::Busy)
+    );
+    assert_eq!(
+        place(&v, &gpus(job(4), 3), true),
+        Err(crate::select::SelectFail::Never)
+    );
+    // A job without GPUs still fits next to them.
+    assert!(place(&v, &job(5), false).is_ok());
+    v.release(&a);
+    assert!(place(&v, &gpus(job(3), 2), false).is_ok());
+}
+
+#[test]
+fn backfill_plans_gpu_jobs_after_the_gpus_free_up() {
+    let mut v = gpu_cluster(1);
+    // One core but both GPUs busy until t=600.
+    let mut hold = node_alloc(0, 1);
+    hold.gres[0] = 2;
+    run(&mut v, 100, Some(600), vec![hold]);
+    let q = vec![
+        gpus(sized(1, 100, 1, 1, Some(60)), 1),
+        sized(2, 50, 1, 2, Some(5)),
+        gpus(sized(3, 40, 1, 1, Some(5)), 1),
+    ];
+    let p = bf("").plan(&v, &q, 0);
+    assert_eq!(outcome(&p), vec![(1, RES), (2, None), (3, PRIO)]);
+    assert_eq!(start_of(&p, 1), Some(600));
+    assert!(
+        start_of(&p, 3).unwrap() >= 600,
+        "never before the GPUs are back"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Whatever the queue, a backfill pass never hands out more GPUs on a
+    /// node than it has.
+    #[test]
+    fn no_gpu_given_twice(reqs in proptest::collection::vec((0u16..3, 1u32..3, 1u32..4), 1..20)) {
+        let mut v = gpu_cluster(3);
+        let q: Vec<JobView> = reqs
+            .iter()
+            .enumerate()
+            .map(|(i, &(g, n, t))| gpus(sized(i as u32 + 1, 100 - i as u32, n, t.max(n), Some(10)), g))
+            .map(|mut j| { if j.gres[0].count == 0 { j.gres.clear(); } j })
+            .collect();
+        let p = bf("").plan(&v, &q, 0);
+        for d in &p.decisions {
+            if let Decision::Start { alloc, .. } = d {
+                v.consume(alloc);
+            }
+        }
+        for n in &v.nodes {
+            prop_assert!(n.alloc_gres[0] <= n.gres[0], "{:?}", n);
+            prop_assert!(n.alloc_cpus <= n.cpus);
         }
     }
 }

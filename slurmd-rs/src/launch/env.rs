@@ -18,6 +18,8 @@ pub struct EnvParams<'a> {
     pub conf_path: &'a str,
     /// When the job started (Unix seconds).
     pub start_time: i64,
+    /// The job sees only its GPUs (ConstrainDevices), numbered from 0.
+    pub renumber_gpus: bool,
 }
 
 /// An ordered environment: `set` replaces a variable in place or appends it.
@@ -133,6 +135,11 @@ pub fn batch_env(l: &BatchLaunch, p: &EnvParams) -> Env {
         e.set("SLURM_SUBMIT_HOST", &*l.submit_host);
     }
     e.set("SLURM_TASKS_PER_NODE", hostlist::compress_counts(&a.tasks));
+    gpu_env(
+        &mut e,
+        a.gres.get(idx).map(Vec::as_slice).unwrap_or(&[]),
+        p.renumber_gpus,
+    );
     e.set("SLURM_TOPOLOGY_ADDR", p.node);
     e.set("SLURM_TOPOLOGY_ADDR_PATTERN", "node");
     e.set(
@@ -154,6 +161,42 @@ pub fn batch_env(l: &BatchLaunch, p: &EnvParams) -> Env {
         None => e.remove("SLURM_JOB_END_TIME"),
     }
     e
+}
+
+/// The GPUs given on this node: `SLURM_JOB_GPUS` (the node's indices),
+/// `CUDA_VISIBLE_DEVICES` and `GPU_DEVICE_ORDINAL` (as the job sees them),
+/// `SLURM_GPUS_ON_NODE`. Without GPUs these are removed, so none leaks in
+/// from the submitting environment.
+pub fn gpu_env(e: &mut Env, gres: &[slurm_proto::GresAlloc], renumber: bool) {
+    let mut idx: Vec<u32> = gres
+        .iter()
+        .filter(|g| g.name == "gpu")
+        .flat_map(|g| g.indices.iter().copied())
+        .collect();
+    idx.sort_unstable();
+    if idx.is_empty() {
+        for k in [
+            "SLURM_JOB_GPUS",
+            "CUDA_VISIBLE_DEVICES",
+            "GPU_DEVICE_ORDINAL",
+            "SLURM_GPUS_ON_NODE",
+        ] {
+            e.remove(k);
+        }
+        return;
+    }
+    let join =
+        |v: &mut dyn Iterator<Item = u32>| v.map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let global = join(&mut idx.iter().copied());
+    let seen = if renumber {
+        join(&mut (0..idx.len() as u32))
+    } else {
+        global.clone()
+    };
+    e.set("SLURM_JOB_GPUS", &*global);
+    e.set("SLURM_GPUS_ON_NODE", idx.len().to_string());
+    e.set("CUDA_VISIBLE_DEVICES", &*seen);
+    e.set("GPU_DEVICE_ORDINAL", &*seen);
 }
 
 /// The umask the job asked for (`SLURM_UMASK`, octal, set by `sbatch`), else 022.
@@ -186,6 +229,7 @@ pub(crate) mod tests {
                 cpus: vec![2],
                 mem: vec![0],
                 tasks: vec![2],
+                gres: vec![],
             },
             num_tasks: 2,
             cpus_per_task: 1,
@@ -254,6 +298,7 @@ SLURM_WORKING_CLUSTER=anchor:127.0.0.1:6817:9728:109
             node: "n1",
             conf_path: "/etc/slurm/slurm.conf",
             start_time: 1_700_000_000,
+            renumber_gpus: false,
         }
     }
 
@@ -297,6 +342,7 @@ SLURM_WORKING_CLUSTER=anchor:127.0.0.1:6817:9728:109
             cpus: vec![2, 2, 2, 1],
             mem: vec![100; 4],
             tasks: vec![2, 2, 2, 1],
+            gres: vec![],
         };
         l.cpus_per_task = 2;
         l.ntasks_per_node = Some(2);

@@ -29,6 +29,9 @@ pub struct LaunchParams<'a> {
     pub spool: &'a Path,
     /// Job start time, Unix seconds.
     pub start_time: i64,
+    /// Devices are constrained to the job's GPUs, which it then sees as
+    /// 0..n (CUDA_VISIBLE_DEVICES renumbered).
+    pub renumber_gpus: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +129,7 @@ pub fn prepare(l: &BatchLaunch, p: &LaunchParams) -> Result<Prepared, LaunchErro
             node: p.node,
             conf_path: p.conf_path,
             start_time: p.start_time,
+            renumber_gpus: p.renumber_gpus,
         },
     );
     let umask = env::job_umask(&env);
@@ -348,6 +352,7 @@ mod tests {
             conf_path: "/etc/slurm/slurm.conf",
             spool: spool.path(),
             start_time: 1,
+            renumber_gpus: false,
         };
         let prep = prepare(&l, &p).unwrap();
         let script = prep.script_path.clone();
@@ -384,6 +389,7 @@ mod tests {
             conf_path: "/etc/slurm/slurm.conf",
             spool: spool.path(),
             start_time: 1,
+            renumber_gpus: false,
         };
         // Working directory missing: message on stderr, runs in /tmp.
         let mut l = launch_for(
@@ -439,6 +445,7 @@ mod tests {
             conf_path: "/etc/slurm/slurm.conf",
             spool: spool.path(),
             start_time: 1,
+            renumber_gpus: false,
         };
         assert!(matches!(
             prepare(&l, &p),

@@ -1,0 +1,65 @@
+//! GPUs as generic resources: the controller gives each job distinct device
+//! indices and the node daemon hands them to the job.
+
+use super::write_script;
+use slurm_proto::{JobReason, JobState};
+use slurm_tests::*;
+
+fn gpu_env(t: &TestCluster, id: u32) -> String {
+    let out = t.work.join(format!("slurm-{id}.out"));
+    std::fs::read_to_string(&out).unwrap_or_default()
+}
+
+#[test]
+fn gpu_jobs_get_their_own_device_indices() {
+    let t = TestCluster::start(2, |s| {
+        s.node_gres = Some("gpu:a100:2,gpu:v100:2".into());
+    });
+    let show = write_script(
+        &t,
+        "gpus.sh",
+        "#!/bin/sh\necho \"CUDA=$CUDA_VISIBLE_DEVICES JOB_GPUS=$SLURM_JOB_GPUS ORD=$GPU_DEVICE_ORDINAL ON=$SLURM_GPUS_ON_NODE\"\nsleep 3\n",
+    );
+    // Two A100s, then one more GPU of any type: all on n1 (-w), never shared.
+    let a = t.sbatch(&["-w", "n1", "--gres=gpu:a100:2", &show]);
+    let b = t.sbatch(&["-w", "n1", "--gpus-per-node=1", &show]);
+    let c = t.sbatch(&["-w", "n1", "--gpus=v100:1", &show]);
+    for id in [a, b, c] {
+        t.wait_done(id, 60);
+    }
+    assert_eq!(gpu_env(&t, a), "CUDA=0,1 JOB_GPUS=0,1 ORD=0,1 ON=2\n");
+    // The A100s were busy: the V100s (2-3) are what was left.
+    assert_eq!(gpu_env(&t, b), "CUDA=2 JOB_GPUS=2 ORD=2 ON=1\n");
+    assert_eq!(gpu_env(&t, c), "CUDA=3 JOB_GPUS=3 ORD=3 ON=1\n");
+    let jb = t.job(b).unwrap();
+    assert_eq!(jb.alloc.gres[0][0].describe(), "gpu:v100:1(IDX:2)");
+
+    // More than n1 has waits for Resources; more than any node has is refused.
+    let hog = t.sbatch(&["-w", "n1", "--gres=gpu:4", "--wrap", "sleep 30"]);
+    t.wait_job(hog, 30, "running", |j| j.state == JobState::Running);
+    let wait = t.sbatch(&["-w", "n1", "--gres=gpu:1", &show]);
+    t.wait_job(wait, 30, "pending on resources", |j| {
+        j.reason == JobReason::Resources
+    });
+    let free = t.sbatch(&["--wrap", "true"]);
+    let jf = t.wait_done(free, 30);
+    assert_eq!(jf.state, JobState::Completed, "CPU jobs still run beside");
+    assert!(t.run("scancel", &[&hog.to_string()]).status.success());
+    t.wait_done(wait, 60);
+    assert_eq!(gpu_env(&t, wait), "CUDA=0 JOB_GPUS=0 ORD=0 ON=1\n");
+    let out = t.run("sbatch", &["--gres=gpu:5", "--wrap", "true"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("Requested node configuration is not available"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = t.run("sbatch", &["--gres=fpga:1", "--wrap", "true"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("Invalid generic resource (gres) specification"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
