@@ -556,6 +556,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             job_nodes: r.job.alloc.nodes.clone(),
             job_cpus: r.job.alloc.cpus.clone(),
             job_tasks: r.job.alloc.tasks.clone(),
+            job_gres: r.job.alloc.gres.clone(),
         };
         let cred = creds
             .credential()

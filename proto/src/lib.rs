@@ -543,6 +543,9 @@ pub struct TaskLaunch {
     pub job_nodes: Vec<String>,
     pub job_cpus: Vec<u32>,
     pub job_tasks: Vec<u32>,
+    /// The job's generic resources per node (same order as `job_nodes`).
+    #[serde(default)]
+    pub job_gres: Vec<Vec<GresAlloc>>,
 }
 
 /// A job array task's place in its array.

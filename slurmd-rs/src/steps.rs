@@ -57,6 +57,7 @@ pub fn task_env(
     conf_path: &str,
     local_id: u32,
     global: u32,
+    renumber_gpus: bool,
 ) -> Vec<(String, String)> {
     let l = &t.layout;
     let mut env: Vec<(String, String)> = t
@@ -133,7 +134,17 @@ pub fn task_env(
     set("SLURM_TASKS_PER_NODE", hostlist::compress_counts(&per_node));
     set("SLURM_TOPOLOGY_ADDR", node.to_string());
     set("SLURM_TOPOLOGY_ADDR_PATTERN", "node".to_string());
-    env
+    // The job's GPUs on this node (the batch script's are for its own node).
+    let gres = t
+        .job_nodes
+        .iter()
+        .position(|n| n == node)
+        .and_then(|k| t.job_gres.get(k))
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let mut e = crate::launch::env::Env(env);
+    crate::launch::env::gpu_env(&mut e, gres, renumber_gpus);
+    e.0
 }
 
 /// Check and start a step's tasks on this node. The tasks run on in the
@@ -273,7 +284,18 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
     let mut stdin_of_task0 = None;
     let mut waiters = Vec::new();
     for (local, &global) in here.iter().enumerate() {
-        let env = task_env(&t, &ctx.node, &ctx.conf_path_str, local as u32, global);
+        let renumber = ctx
+            .cgroups
+            .as_ref()
+            .is_some_and(|m| m.constrains() && m.conf().constrain_devices);
+        let env = task_env(
+            &t,
+            &ctx.node,
+            &ctx.conf_path_str,
+            local as u32,
+            global,
+            renumber,
+        );
         let mut cmd = tokio::process::Command::new("/bin/sh");
         cmd.arg("-c")
             .arg("SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec \"$0\" \"$@\"")
@@ -546,9 +568,17 @@ mod tests {
             cluster_name: "c".into(),
             job_nodes: vec!["n1".into(), "n2".into(), "n3".into()],
             job_cpus: vec![2, 1, 1],
+            job_gres: vec![
+                vec![],
+                vec![slurm_proto::GresAlloc {
+                    name: "gpu".into(),
+                    kind: None,
+                    indices: vec![1, 3],
+                }],
+            ],
             job_tasks: vec![2, 1, 1],
         };
-        let env = task_env(&t, "n2", "/etc/slurm/slurm.conf", 0, 2);
+        let env = task_env(&t, "n2", "/etc/slurm/slurm.conf", 0, 2, false);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("PATH"), Some("/bin"));
         assert_eq!(get("SLURM_PROCID"), Some("2"));
@@ -562,6 +592,9 @@ mod tests {
         assert_eq!(get("SLURM_JOB_CPUS_PER_NODE"), Some("2,1(x2)"));
         assert_eq!(get("SLURM_SRUN_COMM_PORT"), Some("4000"));
         assert_eq!(get("SLURMD_NODENAME"), Some("n2"));
+        // n2's GPUs, not the batch node's.
+        assert_eq!(get("CUDA_VISIBLE_DEVICES"), Some("1,3"));
+        assert_eq!(get("SLURM_JOB_GPUS"), Some("1,3"));
         assert_eq!(get("SLURM_GTIDS"), Some("2"));
     }
 }
