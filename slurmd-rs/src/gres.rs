@@ -6,8 +6,9 @@
 //! File=/dev/nvidia[0-3] Cores=0-3`), for every node or only for those in
 //! `NodeName=`. [`GresConf::parse`] keeps the lines that concern one node.
 //!
-//! Auto-detection (`AutoDetect=nvidia`, and `nvml`, which this build serves
-//! the same way since NVML is not linked) reads the NVIDIA driver's files:
+//! Auto-detection: `AutoDetect=nvml` asks NVIDIA's NVML library (opened at
+//! run time; a node without it falls back to the driver's files);
+//! `AutoDetect=nvidia` reads the NVIDIA driver's files:
 //! `<root>/proc/driver/nvidia/gpus/<bus>/information` (`Model`, `Bus
 //! Location`, `Device Minor`) and `<root>/sys/bus/pci/drivers/nvidia/<bus>/
 //! local_cpulist`. Detected GPUs take the `Type` and `Cores` of the
@@ -265,6 +266,54 @@ pub fn parse_nvidia_information(text: &str) -> Option<(String, String, u32)> {
     Some((model?, bus?, minor?))
 }
 
+/// GPUs as NVML reports them (model, PCI bus, device minor); their nearby
+/// CPUs from `<root>/sys`. `Err` when NVML cannot be loaded or answers an
+/// error (no NVIDIA driver on this node).
+#[cfg(feature = "nvml")]
+pub fn probe_nvml(root: &Path) -> Result<Vec<GpuInfo>, String> {
+    let nvml = nvml_wrapper::Nvml::init().map_err(|e| e.to_string())?;
+    let n = nvml.device_count().map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for i in 0..n {
+        let d = nvml.device_by_index(i).map_err(|e| e.to_string())?;
+        let model = d.name().map_err(|e| e.to_string())?;
+        let minor = d.minor_number().map_err(|e| e.to_string())?;
+        let bus_id = d.pci_info().map_err(|e| e.to_string())?.bus_id;
+        // NVML writes an 8-digit domain (`00000000:07:00.0`); sysfs has 4.
+        let bus = bus_id
+            .to_ascii_lowercase()
+            .rsplit_once(':')
+            .map(|(head, f)| {
+                let parts: Vec<&str> = head.split(':').collect();
+                let dom = parts.first().map_or("0", |d| d.trim_start_matches('0'));
+                let rest = parts[1..].join(":");
+                format!("{:0>4}:{rest}:{f}", if dom.is_empty() { "0" } else { dom })
+            })
+            .unwrap_or(bus_id.to_ascii_lowercase());
+        let local_cpus = std::fs::read_to_string(
+            root.join("sys/bus/pci/drivers/nvidia")
+                .join(&bus)
+                .join("local_cpulist"),
+        )
+        .ok()
+        .and_then(|t| crate::hw::parse_cpu_list(&t));
+        out.push(GpuInfo {
+            model,
+            bus,
+            minor,
+            local_cpus,
+        });
+    }
+    out.sort_by_key(|g| g.minor);
+    Ok(out)
+}
+
+/// Without the `nvml` feature NVML is never there.
+#[cfg(not(feature = "nvml"))]
+pub fn probe_nvml(_root: &Path) -> Result<Vec<GpuInfo>, String> {
+    Err("this slurmd is built without NVML".into())
+}
+
 /// GPUs under `<root>/proc/driver/nvidia/gpus`, by device minor.
 pub fn probe_nvidia(root: &Path) -> Vec<GpuInfo> {
     let Ok(rd) = std::fs::read_dir(root.join("proc/driver/nvidia/gpus")) else {
@@ -368,12 +417,15 @@ pub fn node_gres(conf: &GresConf, root: &Path, topo: &crate::hw::Topology) -> No
     let mut out = NodeGres::default();
     let detected = match conf.autodetect {
         Some(AutoDetect::Nvidia) => probe_nvidia(root),
-        Some(AutoDetect::Nvml) => {
-            out.notes.push(
-                "AutoDetect=nvml: NVML is not built in; reading /proc/driver/nvidia instead".into(),
-            );
-            probe_nvidia(root)
-        }
+        Some(AutoDetect::Nvml) => match probe_nvml(root) {
+            Ok(v) => v,
+            Err(e) => {
+                out.notes.push(format!(
+                    "AutoDetect=nvml: NVML unavailable ({e}); reading /proc/driver/nvidia instead"
+                ));
+                probe_nvidia(root)
+            }
+        },
         Some(a @ (AutoDetect::Rsmi | AutoDetect::OneApi | AutoDetect::Nrt)) => {
             out.notes.push(format!(
                 "AutoDetect={a:?} is not supported; using gres.conf only"
@@ -577,6 +629,24 @@ Name=bandwidth Count=4G Flags=CountOnly Bogus=1
         assert_eq!(g.devices[0].cpus, Some(vec![0, 4]));
         assert_eq!(g.devices[2].index, 2);
         assert_eq!(g.devices[2].cpus, Some(vec![2, 3, 6, 7]));
+        // AutoDetect=nvml on a node without NVIDIA's library: the driver's
+        // files stand in, and the node says so.
+        let conf = GresConf::parse(
+            &text.replace("AutoDetect=nvidia", "AutoDetect=nvml"),
+            Path::new("/g"),
+            "n1",
+        )
+        .unwrap();
+        let nvml_here = probe_nvml(d.path()).is_ok();
+        let g = node_gres(&conf, d.path(), &topo);
+        if !nvml_here {
+            assert_eq!(g.to_gres_string(), "gpu:a100:2,gpu:tesla_v100-sxm2-16gb:1");
+            assert!(
+                g.notes.iter().any(|n| n.contains("NVML unavailable")),
+                "{:?}",
+                g.notes
+            );
+        }
         // Without auto-detection only gres.conf counts.
         let conf = GresConf::parse(
             "Name=gpu File=/dev/nvidia[0-3]\nName=mps Count=200\n",
