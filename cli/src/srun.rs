@@ -42,6 +42,11 @@ pub struct AllocOpts {
     pub mem: Option<u64>,
     pub mem_per_cpu: Option<u64>,
     pub exclusive: bool,
+    /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
+    pub gres: Option<String>,
+    pub gpus: Option<String>,
+    pub gpus_per_node: Option<String>,
+    pub gpus_per_task: Option<String>,
     pub label: bool,
     pub kill_on_bad_exit: bool,
     pub quiet: bool,
@@ -157,6 +162,26 @@ const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "mpi",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "gres",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('G'),
+        long: "gpus",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "gpus-per-node",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "gpus-per-task",
         arg: Arg::Required,
     },
     Opt {
@@ -324,6 +349,18 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 }
             }
             "exclusive" => o.exclusive = true,
+            "gres" => {
+                slurm_common::gres::parse_list(&v).map_err(|e| format!("{prog}: error: {e}"))?;
+                o.gres = Some(v);
+            }
+            "gpus" | "gpus-per-node" | "gpus-per-task" => {
+                slurm_common::gres::parse_gpus(&v).map_err(|e| format!("{prog}: error: {e}"))?;
+                match name {
+                    "gpus" => o.gpus = Some(v),
+                    "gpus-per-node" => o.gpus_per_node = Some(v),
+                    _ => o.gpus_per_task = Some(v),
+                }
+            }
             "label" => o.label = true,
             "kill-on-bad-exit" => o.kill_on_bad_exit = v.is_empty() || v != "0",
             "quiet" => o.quiet = true,
@@ -411,6 +448,10 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         req_nodes: o.nodelist.clone(),
         exc_nodes: o.exclude.clone(),
         exclusive: o.exclusive,
+        gres: o.gres.clone(),
+        gpus: o.gpus.clone(),
+        gpus_per_node: o.gpus_per_node.clone(),
+        gpus_per_task: o.gpus_per_task.clone(),
         work_dir,
         environment: Vec::new(),
         submit_host: slurm_common::users::hostname(),

@@ -55,6 +55,23 @@ fn gpu_jobs_get_their_own_device_indices() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // srun makes its own allocation with GPUs; its tasks see them.
+    let out = t.run(
+        "srun",
+        &[
+            "-w",
+            "n2",
+            "--gpus-per-node=v100:2",
+            "printenv",
+            "CUDA_VISIBLE_DEVICES",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "2,3\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = t.run("sbatch", &["--gres=fpga:1", "--wrap", "true"]);
     assert!(
         String::from_utf8_lossy(&out.stderr)
