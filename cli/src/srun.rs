@@ -47,6 +47,8 @@ pub struct AllocOpts {
     pub gpus: Option<String>,
     pub gpus_per_node: Option<String>,
     pub gpus_per_task: Option<String>,
+    /// `--cpu-bind` (else `SLURM_CPU_BIND`).
+    pub cpu_bind: Option<String>,
     pub label: bool,
     pub kill_on_bad_exit: bool,
     pub quiet: bool,
@@ -361,6 +363,11 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                     _ => o.gpus_per_task = Some(v),
                 }
             }
+            "cpu-bind" | "cpu_bind" => {
+                slurm_common::cpubind::CpuBind::parse(&v)
+                    .map_err(|e| format!("{prog}: error: {e}"))?;
+                o.cpu_bind = Some(v);
+            }
             "label" => o.label = true,
             "kill-on-bad-exit" => o.kill_on_bad_exit = v.is_empty() || v != "0",
             "quiet" => o.quiet = true,
@@ -376,7 +383,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "mpi" if !matches!(v.as_str(), "none" | "pmi2" | "pmix" | "openmpi") => {
                 return Err(format!("{prog}: error: MPI type '{v}' is not known"));
             }
-            // Binding and buffering do not change what runs where.
+            // Buffering and the like do not change what runs where.
             _ => {}
         }
     }
@@ -598,6 +605,11 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             job_cpus: r.job.alloc.cpus.clone(),
             job_tasks: r.job.alloc.tasks.clone(),
             job_gres: r.job.alloc.gres.clone(),
+            cpu_bind: r
+                .opts
+                .cpu_bind
+                .clone()
+                .or_else(|| std::env::var("SLURM_CPU_BIND").ok()),
         };
         let cred = creds
             .credential()

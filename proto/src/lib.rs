@@ -546,6 +546,9 @@ pub struct TaskLaunch {
     /// The job's generic resources per node (same order as `job_nodes`).
     #[serde(default)]
     pub job_gres: Vec<Vec<GresAlloc>>,
+    /// `--cpu-bind` (`[verbose,]none|cores|threads|rank|map_cpu:..|mask_cpu:..`).
+    #[serde(default)]
+    pub cpu_bind: Option<String>,
 }
 
 /// A job array task's place in its array.

@@ -274,6 +274,21 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
         .map(|(_, _, p)| p.clone())
         .unwrap_or_default();
     let here: Vec<u32> = t.layout.tasks.get(idx).cloned().unwrap_or_default();
+    // --cpu-bind: within the job's cpuset here, else the node's CPUs.
+    let bind = t
+        .cpu_bind
+        .as_deref()
+        .map(slurm_common::cpubind::CpuBind::parse)
+        .transpose()
+        .unwrap_or(None);
+    let job_cpus: Vec<u32> = match step_cg.as_ref().map(|(jc, _, _)| jc.cpus.clone()) {
+        Some(c) if !c.is_empty() => c,
+        _ => {
+            // SAFETY: sysconf has no preconditions.
+            let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+            (0..n).collect()
+        }
+    };
     steps().insert(
         key,
         StepEntry {
@@ -314,12 +329,31 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             .kill_on_drop(false);
         let groups = groups.clone();
         let cg_paths = cg_paths.clone();
+        let task_cpus = bind
+            .as_ref()
+            .and_then(|b| b.cpus_for(local as u32, t.layout.cpus_per_task, &job_cpus));
+        // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET only sets bits.
+        let cpu_set = task_cpus.as_ref().map(|cpus| unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in cpus {
+                if (c as usize) < libc::CPU_SETSIZE as usize {
+                    libc::CPU_SET(c as usize, &mut set);
+                }
+            }
+            set
+        });
         // SAFETY: only async-signal-safe calls between fork and exec; the
         // group list and cgroup paths were allocated before the fork.
         unsafe {
             cmd.pre_exec(move || {
                 crate::launch::exec::join_cgroups(&cg_paths)
                     .map_err(std::io::Error::from_raw_os_error)?;
+                if let Some(set) = &cpu_set {
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 if libc::setsid() < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -362,6 +396,20 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
         if let Some(e) = steps().get_mut(&key) {
             e.pgids.push(pid);
+        }
+        if let (Some(cpus), Some(true)) = (&task_cpus, bind.as_ref().map(|b| b.verbose)) {
+            let note = format!(
+                "cpu-bind=MASK - {}, task {global:2} {local:2} [{pid}]: mask {} set\n",
+                ctx.node,
+                slurm_common::cpubind::mask_hex(cpus)
+            );
+            let _ = tx
+                .send(IoFrame {
+                    kind: IoKind::Stderr,
+                    task: global,
+                    data: note.into_bytes(),
+                })
+                .await;
         }
         if global == 0 {
             stdin_of_task0 = child.stdin.take();
@@ -577,6 +625,7 @@ mod tests {
                 }],
             ],
             job_tasks: vec![2, 1, 1],
+            cpu_bind: None,
         };
         let env = task_env(&t, "n2", "/etc/slurm/slurm.conf", 0, 2, false);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());

@@ -70,3 +70,55 @@ fn prolog_and_epilog_run_and_failures_drain_the_node() {
     let n1 = t.wait_node("n1", 10, "drained", |n| n.flags.drain);
     assert_eq!(n1.reason.as_deref(), Some("Epilog error"));
 }
+
+#[test]
+fn srun_cpu_bind_pins_each_task() {
+    let t = TestCluster::start(1, |_| {});
+    let run = |bind: &str| {
+        let o = t.run(
+            "srun",
+            &[
+                "-n2",
+                "-l",
+                bind,
+                "sh",
+                "-c",
+                "grep Cpus_allowed_list /proc/self/status",
+            ],
+        );
+        let mut lines: Vec<String> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        lines.sort();
+        (
+            lines,
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            o.status.success(),
+        )
+    };
+    let (lines, err, ok) = run("--cpu-bind=verbose,map_cpu:1,0");
+    assert!(ok, "{err}");
+    assert_eq!(
+        lines,
+        vec!["0: Cpus_allowed_list: 1", "1: Cpus_allowed_list: 0"],
+        "{err}"
+    );
+    assert!(err.contains("cpu-bind=MASK - n1, task  0  0 ["), "{err}");
+    assert!(err.contains("]: mask 0x2 set"), "{err}");
+    let (lines, err, _) = run("--cpu-bind=cores");
+    assert_eq!(
+        lines,
+        vec!["0: Cpus_allowed_list: 0", "1: Cpus_allowed_list: 1"],
+        "{err}"
+    );
+    assert!(
+        !err.contains("cpu-bind=MASK"),
+        "quiet unless verbose: {err}"
+    );
+    let (_, err, ok) = run("--cpu-bind=sideways");
+    assert!(
+        !ok && err.contains("invalid --cpu-bind argument: sideways"),
+        "{err}"
+    );
+}
