@@ -53,8 +53,8 @@ pub enum Effect {
     },
 }
 
-/// What accounting last heard of a step: state, end, exit status, usage known.
-type StepSent = (JobState, Option<i64>, i32, bool);
+/// What accounting last heard of a step: state, end, exit status, CPU used.
+type StepSent = (JobState, Option<i64>, i32, u64);
 
 /// Who is asking.
 #[derive(Debug, Clone, Copy)]
@@ -559,7 +559,12 @@ impl Controller {
             });
         }
         for s in &j.steps {
-            let now = (s.state, s.end_time, s.exit_status, s.usage.is_some());
+            let now = (
+                s.state,
+                s.end_time,
+                s.exit_status,
+                s.usage.map_or(0, |u| u.cpu_usec.max(1)),
+            );
             let k = (j.job_id, s.step_id);
             if self.acct_steps.get(&k) == Some(&now) {
                 continue;
@@ -2745,6 +2750,27 @@ impl Controller {
         self.refresh();
     }
 
+    /// Add one node's usage to a step: CPU times add up, MaxRSS is the
+    /// largest of any node (and says which).
+    fn step_usage(&mut self, id: JobId, step_id: u32, node: &str, u: TaskUsage) {
+        let Some(st) = self
+            .job_mut(id)
+            .and_then(|j| j.steps.iter_mut().find(|s| s.step_id == step_id))
+        else {
+            return;
+        };
+        let mut total = st.usage.unwrap_or_default();
+        total.cpu_usec += u.cpu_usec;
+        total.user_usec += u.user_usec;
+        total.system_usec += u.system_usec;
+        if u.max_rss_bytes >= total.max_rss_bytes {
+            total.max_rss_bytes = u.max_rss_bytes;
+            st.usage_node = Some(node.to_string());
+        }
+        st.usage = Some(total);
+        self.save_job(id);
+    }
+
     fn batch_complete(
         &mut self,
         id: JobId,
@@ -3395,6 +3421,15 @@ impl Controller {
                 self.node_cleaned(job_id, &node);
                 Ok(Response::Ok)
             }
+            RequestBody::StepUsage {
+                job_id,
+                step_id,
+                node,
+                usage,
+            } if who.privileged => {
+                self.step_usage(job_id, step_id, &node, usage);
+                Ok(Response::Ok)
+            }
             RequestBody::EpilogFailed { job_id, node } if who.privileged => {
                 tracing::error!("epilog of job {job_id} failed on {node}: draining it");
                 self.set_admin(&node, |a| {
@@ -3409,6 +3444,7 @@ impl Controller {
             | RequestBody::Heartbeat { .. }
             | RequestBody::BatchComplete { .. }
             | RequestBody::EpilogFailed { .. }
+            | RequestBody::StepUsage { .. }
             | RequestBody::JobCleaned { .. } => err(SlurmError::AccessDenied),
             _ => err(SlurmError::InvalidRequest),
         };

@@ -1177,6 +1177,13 @@ pub enum RequestBody {
         job_id: JobId,
         node: String,
     },
+    /// What a step's processes used on `node` (from its cgroup).
+    StepUsage {
+        job_id: JobId,
+        step_id: u32,
+        node: String,
+        usage: TaskUsage,
+    },
     // ---- controller → node daemon
     LaunchBatch(Box<BatchLaunch>),
     SignalJob {

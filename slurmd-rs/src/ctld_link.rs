@@ -143,6 +143,12 @@ pub enum OutMsg {
     EpilogFailed {
         job_id: JobId,
     },
+    /// What a step's processes used on this node.
+    StepUsage {
+        job_id: JobId,
+        step_id: u32,
+        usage: Usage,
+    },
 }
 
 impl OutMsg {
@@ -150,7 +156,8 @@ impl OutMsg {
         match self {
             OutMsg::BatchComplete { job_id, .. }
             | OutMsg::JobCleaned { job_id }
-            | OutMsg::EpilogFailed { job_id } => *job_id,
+            | OutMsg::EpilogFailed { job_id }
+            | OutMsg::StepUsage { job_id, .. } => *job_id,
         }
     }
 
@@ -175,6 +182,16 @@ impl OutMsg {
             OutMsg::EpilogFailed { job_id } => RequestBody::EpilogFailed {
                 job_id,
                 node: node.to_string(),
+            },
+            OutMsg::StepUsage {
+                job_id,
+                step_id,
+                usage,
+            } => RequestBody::StepUsage {
+                job_id,
+                step_id,
+                node: node.to_string(),
+                usage,
             },
         }
     }

@@ -496,6 +496,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             }
         }
     });
+    let ctx2 = ctx.clone();
     tokio::spawn(async move {
         for w in waiters {
             if let Ok(pid) = w.await {
@@ -505,7 +506,22 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             }
         }
         if let Some((jc, name, _)) = step_cg {
-            let _ = tokio::task::spawn_blocking(move || jc.end_step(&name)).await;
+            let gather = ctx2.acct_gather;
+            let usage = tokio::task::spawn_blocking(move || {
+                let u = gather.then(|| jc.step_usage(&name));
+                jc.end_step(&name);
+                u
+            })
+            .await
+            .ok()
+            .flatten();
+            if let Some(usage) = usage {
+                ctx2.outbox.push(crate::ctld_link::OutMsg::StepUsage {
+                    job_id: key.0,
+                    step_id: key.1,
+                    usage,
+                });
+            }
         }
         steps().remove(&key);
     });

@@ -415,11 +415,26 @@ impl JobCgroup {
 
     /// CPU time and peak memory of the job so far.
     pub fn usage(&self) -> Usage {
+        self.usage_of(None)
+    }
+
+    /// What one step's processes used (its directory under the job's).
+    pub fn step_usage(&self, name: &str) -> Usage {
+        self.usage_of(Some(name))
+    }
+
+    fn usage_of(&self, step: Option<&str>) -> Usage {
         let mut u = Usage::default();
         let num = |p: PathBuf| read(&p).and_then(|t| t.trim().parse::<u64>().ok());
+        let dir = |c: &str| {
+            self.dir(c).map(|d| match step {
+                Some(s) => d.join(s),
+                None => d.to_path_buf(),
+            })
+        };
         match self.version {
             Version::V2 => {
-                let Some(d) = self.dir("unified") else {
+                let Some(d) = dir("unified") else {
                     return u;
                 };
                 if let Some(t) = read(&d.join("cpu.stat")) {
@@ -432,7 +447,7 @@ impl JobCgroup {
                     .unwrap_or(0);
             }
             Version::V1 => {
-                if let Some(d) = self.dir("cpuacct") {
+                if let Some(d) = dir("cpuacct") {
                     u.cpu_usec = num(d.join("cpuacct.usage")).unwrap_or(0) / 1000;
                     if let Some(t) = read(&d.join("cpuacct.stat")) {
                         // SAFETY: sysconf has no preconditions.
@@ -442,7 +457,7 @@ impl JobCgroup {
                         u.system_usec = usec("system");
                     }
                 }
-                if let Some(d) = self.dir("memory") {
+                if let Some(d) = dir("memory") {
                     u.max_rss_bytes = num(d.join("memory.max_usage_in_bytes")).unwrap_or(0);
                 }
             }

@@ -158,6 +158,37 @@ fn memory_hog_ends_out_of_memory_and_usage_reaches_sacct() {
                 .into(),
         );
     });
+    // A step's usage is gathered on its node too.
+    let step = write_script(
+        &t,
+        "step.sh",
+        "#!/bin/sh\nsrun -n1 sh -c 'head -c 20M /dev/zero | tail > /dev/null'\n",
+    );
+    let sid = t.sbatch(&["--mem=200", &step]);
+    t.wait_done(sid, 60);
+    let text = sacct_until(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "-j",
+            &sid.to_string(),
+            "--format=JobID,State,MaxRSS,MaxRSSNode",
+        ],
+        30,
+        |s| {
+            s.lines()
+                .any(|l| l.starts_with(&format!("{sid}.0|COMPLETED|")) && l.ends_with("|n1"))
+        },
+    );
+    let rss: u64 = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{sid}.0|")))
+        .and_then(|l| l.split('|').nth(2))
+        .and_then(|v| v.trim_end_matches('K').parse().ok())
+        .unwrap_or(0);
+    assert!(rss > 1024, "MaxRSS of step 0: {text}");
+
     let hog = write_script(
         &t,
         "hog.sh",
