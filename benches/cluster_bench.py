@@ -8,7 +8,11 @@ release binaries and prints a table:
 - time for 1000 trivial jobs to finish,
 - `squeue` latency with 3000 pending jobs,
 - step launch latency (`srun -N3 true` inside an allocation),
-- controller RSS.
+- controller RSS,
+- batch jobs per second through one node daemon (a 1-node cluster with 64
+  CPUs: jobs really fork, run `true` as the user and are cleaned up).
+
+The clusters run with accounting (slurmdbd on SQLite), as slurm-local does.
 
 Usage: cargo build --release --workspace --bins && benches/cluster_bench.py
        [--bin target/release] [--submit N] [--jobs N] [--pending N]
@@ -48,6 +52,7 @@ def main():
     ap.add_argument("--submit", type=int, default=300)
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--pending", type=int, default=3000)
+    ap.add_argument("--one-node", type=int, default=500, help="jobs for the one-node row")
     a = ap.parse_args()
     bin_dir = os.path.abspath(a.bin)
     tmp = tempfile.mkdtemp(prefix="slurm-bench-")
@@ -114,6 +119,28 @@ def main():
         rows.append(("controller RSS", f"{rss} MB", SLURM_2205["rss"]))
     finally:
         subprocess.run([os.path.join(bin_dir, "slurm-local"), "stop", "--dir", cdir], stdout=subprocess.DEVNULL)
+
+    # 6. Batch jobs through one node daemon, from first submission to last completion.
+    odir = os.path.join(tmp, "one")
+    subprocess.run([os.path.join(bin_dir, "slurm-local"), "start", "--dir", odir, "--nodes", "1",
+                    "--cpus", "64", "--mem", "64000"], check=True, stdout=subprocess.DEVNULL)
+    env1 = dict(os.environ, SLURM_CONF=os.path.join(odir, "slurm.conf"))
+    try:
+        t0 = time.monotonic()
+        ids = set()
+        for _ in range(a.one_node):
+            ids.add(run(bin_dir, env1, "sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true").strip())
+        while True:
+            live = [j for j, st in job_states(bin_dir, env1) if j in ids and st in ("PENDING", "RUNNING", "COMPLETING")]
+            if not live:
+                break
+            time.sleep(0.1)
+        dt = time.monotonic() - t0
+        failed = [j for j, st in job_states(bin_dir, env1) if j in ids and st != "COMPLETED"]
+        rows.append((f"batch jobs through one slurmd ({a.one_node})",
+                     f"{a.one_node / dt:.0f} jobs/s" + (f" ({len(failed)} not COMPLETED)" if failed else ""), "-"))
+    finally:
+        subprocess.run([os.path.join(bin_dir, "slurm-local"), "stop", "--dir", odir], stdout=subprocess.DEVNULL)
     w = max(len(r[0]) for r in rows)
     print(f"{'measure':<{w}}  {'ours':>24}  {'Slurm 22.05':>12}")
     for r in rows:

@@ -605,6 +605,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             job_cpus: r.job.alloc.cpus.clone(),
             job_tasks: r.job.alloc.tasks.clone(),
             job_gres: r.job.alloc.gres.clone(),
+            job_mem: r.job.alloc.mem.clone(),
             cpu_bind: r
                 .opts
                 .cpu_bind

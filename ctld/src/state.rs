@@ -3421,6 +3421,10 @@ impl Controller {
                 self.node_cleaned(job_id, &node);
                 Ok(Response::Ok)
             }
+            RequestBody::PrologFailed { job_id, node } if who.privileged => {
+                self.prolog_failed(job_id, &node, now);
+                Ok(Response::Ok)
+            }
             RequestBody::StepUsage {
                 job_id,
                 step_id,
@@ -3432,12 +3436,7 @@ impl Controller {
             }
             RequestBody::EpilogFailed { job_id, node } if who.privileged => {
                 tracing::error!("epilog of job {job_id} failed on {node}: draining it");
-                self.set_admin(&node, |a| {
-                    a.drain = true;
-                    a.reason = Some("Epilog error".into());
-                    a.reason_time = Some(now);
-                    a.reason_uid = Some(0);
-                });
+                self.drain_for(&node, "Epilog error", now);
                 Ok(Response::Ok)
             }
             RequestBody::RegisterNode(_)
@@ -3445,6 +3444,7 @@ impl Controller {
             | RequestBody::BatchComplete { .. }
             | RequestBody::EpilogFailed { .. }
             | RequestBody::StepUsage { .. }
+            | RequestBody::PrologFailed { .. }
             | RequestBody::JobCleaned { .. } => err(SlurmError::AccessDenied),
             _ => err(SlurmError::InvalidRequest),
         };
@@ -3455,6 +3455,28 @@ impl Controller {
     }
 
     /// A launch could not be delivered: put the job back in the queue.
+    /// The Prolog failed on one of a running job's nodes (at its first
+    /// step there): as at launch, drain the node and requeue the job held.
+    fn prolog_failed(&mut self, id: JobId, node: &str, now: i64) {
+        tracing::error!("prolog of job {id} failed on {node}: draining it");
+        self.drain_for(node, "Prolog error", now);
+        let running = self.p.jobs.get(&id).is_some_and(|j| {
+            j.state == JobState::Running && j.alloc.nodes.iter().any(|n| n == node)
+        });
+        if running {
+            self.requeue_failed_launch(id, None, true, now);
+        }
+    }
+
+    fn drain_for(&mut self, node: &str, reason: &str, now: i64) {
+        self.set_admin(node, |a| {
+            a.drain = true;
+            a.reason = Some(reason.into());
+            a.reason_time = Some(now);
+            a.reason_uid = Some(0);
+        });
+    }
+
     pub fn launch_failed(&mut self, id: JobId, node: &str, prolog_failed: bool, now: i64) {
         let running =
             self.p.jobs.get(&id).is_some_and(|j| {
@@ -3466,16 +3488,17 @@ impl Controller {
         if prolog_failed {
             // As Slurm: the node is drained and the job requeued, held.
             tracing::error!("prolog of job {id} failed on {node}: draining it");
-            self.set_admin(node, |a| {
-                a.drain = true;
-                a.reason = Some("Prolog error".into());
-                a.reason_time = Some(now);
-                a.reason_uid = Some(0);
-            });
+            self.drain_for(node, "Prolog error", now);
         }
+        self.requeue_failed_launch(id, Some(node), prolog_failed, now);
+    }
+
+    /// Put a job that could not start back in the queue (held after a
+    /// failed prolog); `clean` is a node known to have nothing of it.
+    fn requeue_failed_launch(&mut self, id: JobId, clean: Option<&str>, held: bool, now: i64) {
         if let Some(j) = self.job_mut(id) {
             j.state = JobState::Pending;
-            j.reason = if prolog_failed {
+            j.reason = if held {
                 j.held = Some(HoldKind::Admin);
                 j.priority = 0;
                 JobReason::Other("launch failed requeued held".into())
@@ -3496,7 +3519,9 @@ impl Controller {
             .map(|j| j.alloc.nodes.clone())
             .unwrap_or_default();
         self.terminate_on(id, &nodes, 0);
-        self.node_cleaned(id, node);
+        if let Some(node) = clean {
+            self.node_cleaned(id, node);
+        }
         self.save_job(id);
     }
 }

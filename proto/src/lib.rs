@@ -549,6 +549,9 @@ pub struct TaskLaunch {
     /// `--cpu-bind` (`[verbose,]none|cores|threads|rank|map_cpu:..|mask_cpu:..`).
     #[serde(default)]
     pub cpu_bind: Option<String>,
+    /// The job's memory per node, MiB (same order as `job_nodes`).
+    #[serde(default)]
+    pub job_mem: Vec<u64>,
 }
 
 /// A job array task's place in its array.
@@ -1174,6 +1177,11 @@ pub enum RequestBody {
     },
     /// The Epilog failed on `node` (drain it with "Epilog error").
     EpilogFailed {
+        job_id: JobId,
+        node: String,
+    },
+    /// The Prolog failed on `node` before a step could start there.
+    PrologFailed {
         job_id: JobId,
         node: String,
     },

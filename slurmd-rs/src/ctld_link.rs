@@ -143,6 +143,10 @@ pub enum OutMsg {
     EpilogFailed {
         job_id: JobId,
     },
+    /// The Prolog failed here before a step of the job could start.
+    PrologFailed {
+        job_id: JobId,
+    },
     /// What a step's processes used on this node.
     StepUsage {
         job_id: JobId,
@@ -157,6 +161,7 @@ impl OutMsg {
             OutMsg::BatchComplete { job_id, .. }
             | OutMsg::JobCleaned { job_id }
             | OutMsg::EpilogFailed { job_id }
+            | OutMsg::PrologFailed { job_id }
             | OutMsg::StepUsage { job_id, .. } => *job_id,
         }
     }
@@ -180,6 +185,10 @@ impl OutMsg {
                 node: node.to_string(),
             },
             OutMsg::EpilogFailed { job_id } => RequestBody::EpilogFailed {
+                job_id,
+                node: node.to_string(),
+            },
+            OutMsg::PrologFailed { job_id } => RequestBody::PrologFailed {
                 job_id,
                 node: node.to_string(),
             },

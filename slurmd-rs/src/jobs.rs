@@ -187,15 +187,15 @@ struct StateFile {
 
 /// The job facts a prolog or epilog sees, kept with the job's state.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-struct ScriptInfo {
-    gid: u32,
-    user: String,
-    partition: String,
-    account: String,
-    nodelist: String,
+pub(crate) struct ScriptInfo {
+    pub(crate) gid: u32,
+    pub(crate) user: String,
+    pub(crate) partition: String,
+    pub(crate) account: String,
+    pub(crate) nodelist: String,
 }
 
-fn script_env(
+pub(crate) fn script_env(
     ctx: &Ctx,
     job_id: JobId,
     uid: Option<u32>,
@@ -216,7 +216,7 @@ fn script_env(
 }
 
 /// `PrologEpilogTimeout` (seconds; unset or 0: no limit).
-fn script_timeout(ctx: &Ctx) -> Duration {
+pub(crate) fn script_timeout(ctx: &Ctx) -> Duration {
     let secs = ctx
         .conf
         .get("PrologEpilogTimeout")
@@ -700,7 +700,15 @@ pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32) {
                 job = id,
                 "terminate: job not running here; reporting it clean"
             );
-            epilog(&ctx, id, None, None).await;
+            // Steps may have run here without the batch script.
+            let here = crate::steps::end_job(&ctx, id).await;
+            epilog(
+                &ctx,
+                id,
+                here.as_ref().map(|h| h.0),
+                here.as_ref().map(|h| &h.1),
+            )
+            .await;
             ctx.outbox.push(OutMsg::JobCleaned { job_id: id });
         }
         Some(Target {

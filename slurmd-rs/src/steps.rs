@@ -8,10 +8,12 @@
 //! to `srun` and reports each task's exit status. Task 0 reads `srun`'s stdin.
 //!
 //! Step tasks are registered per job so `TerminateJob` and `SignalTasks`
-//! reach them; they are killed with the job. When the job has a cgroup here
-//! (its batch script runs on this node), each task joins the step's
-//! directory `.../job_<id>/step_<n>` before it execs, and what a step
-//! leaves behind is killed when it ends.
+//! reach them; they are killed with the job. The first step of a job on a
+//! node that does not run its batch script runs the Prolog there and makes
+//! the job's cgroup (cpuset, memory, devices from the allocation), which
+//! goes with the job. Each task joins the step's directory
+//! `.../job_<id>/step_<n>` before it execs, and what a step leaves behind
+//! is killed when it ends.
 
 use crate::daemon::Ctx;
 use slurm_common::auth::AuthError;
@@ -40,6 +42,122 @@ static STEPS: LazyLock<Mutex<HashMap<(JobId, u32), StepEntry>>> =
 
 fn steps() -> std::sync::MutexGuard<'static, HashMap<(JobId, u32), StepEntry>> {
     STEPS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Jobs with steps on this node but not their batch script: their cgroup
+/// here, by (node, job).
+struct StepJob {
+    uid: u32,
+    info: crate::jobs::ScriptInfo,
+    cgroup: Option<Arc<crate::cgroup::JobCgroup>>,
+}
+
+static STEP_JOBS: LazyLock<Mutex<HashMap<(String, JobId), StepJob>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn step_jobs() -> std::sync::MutexGuard<'static, HashMap<(String, JobId), StepJob>> {
+    STEP_JOBS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The job's cgroup for a step here. On a node without the batch script,
+/// the job's first step runs the Prolog and makes the cgroup; `Err` when the
+/// Prolog fails (the controller is told, to drain the node).
+async fn job_here(
+    ctx: &Arc<Ctx>,
+    t: &TaskLaunch,
+) -> Result<Option<Arc<crate::cgroup::JobCgroup>>, String> {
+    let cred = &t.layout.cred;
+    let job = cred.job_id;
+    if ctx.jobs.phase(job).is_some() {
+        return Ok(ctx.jobs.cgroup(job));
+    }
+    let key = (ctx.node.clone(), job);
+    if let Some(j) = step_jobs().get(&key) {
+        return Ok(j.cgroup.clone());
+    }
+    let info = crate::jobs::ScriptInfo {
+        gid: cred.gid,
+        user: cred.user_name.clone(),
+        partition: t.partition.clone(),
+        account: t.account.clone(),
+        nodelist: hostlist::compress(&t.job_nodes),
+    };
+    if let Some(path) = ctx.conf.prolog.clone() {
+        let env = crate::jobs::script_env(ctx, job, Some(cred.uid), Some(&info));
+        let timeout = crate::jobs::script_timeout(ctx);
+        if let Err(e) = crate::prolog::run(crate::prolog::Kind::Prolog, &path, &env, timeout).await
+        {
+            ctx.outbox
+                .push(crate::ctld_link::OutMsg::PrologFailed { job_id: job });
+            return Err(e);
+        }
+    }
+    let k = t.job_nodes.iter().position(|n| *n == ctx.node);
+    let spec = crate::cgroup::JobSpec {
+        job_id: job,
+        uid: cred.uid,
+        cpus: k.and_then(|k| t.job_cpus.get(k)).copied().unwrap_or(1),
+        mem_mib: k.and_then(|k| t.job_mem.get(k)).copied().unwrap_or(0),
+        gpus: Some(
+            k.and_then(|k| t.job_gres.get(k))
+                .map(|g| {
+                    g.iter()
+                        .filter(|x| x.name == "gpu")
+                        .flat_map(|x| x.indices.iter().copied())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
+    };
+    let c2 = ctx.clone();
+    let cgroup = tokio::task::spawn_blocking(move || {
+        let m = c2.cgroups.as_ref()?;
+        match m.create_job(&spec) {
+            Ok(jc) => Some(Arc::new(jc)),
+            Err(e) => {
+                warn!(
+                    job = spec.job_id,
+                    "cannot make the job's cgroup for its steps: {e}"
+                );
+                None
+            }
+        }
+    })
+    .await
+    .ok()
+    .flatten();
+    step_jobs().insert(
+        key,
+        StepJob {
+            uid: cred.uid,
+            info,
+            cgroup: cgroup.clone(),
+        },
+    );
+    Ok(cgroup)
+}
+
+/// The job ended: kill what is left of its steps here and remove the cgroup
+/// its steps had (on nodes without its batch script). Returns the job's
+/// user and facts (for the Epilog) when steps ran here.
+pub(crate) async fn end_job(ctx: &Arc<Ctx>, job: JobId) -> Option<(u32, crate::jobs::ScriptInfo)> {
+    let j = step_jobs().remove(&(ctx.node.clone(), job))?;
+    if let Some(jc) = j.cgroup {
+        let c2 = ctx.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            jc.signal(libc::SIGKILL);
+            if let Some(m) = &c2.cgroups {
+                for _ in 0..50 {
+                    if m.remove_job(&jc).is_ok() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        })
+        .await;
+    }
+    Some((j.uid, j.info))
 }
 
 fn refuse(error: SlurmError, detail: impl Into<String>) -> Response {
@@ -243,7 +361,27 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
         let _ = wr.shutdown().await;
     });
 
-    let step_cg = match ctx.jobs.cgroup(key.0) {
+    let job_cg = match job_here(ctx, &t).await {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(job = key.0, "{e}");
+            let _ = tx
+                .send(IoFrame {
+                    kind: IoKind::Stderr,
+                    task: t
+                        .layout
+                        .tasks
+                        .get(idx)
+                        .and_then(|v| v.first())
+                        .copied()
+                        .unwrap_or(0),
+                    data: format!("slurmstepd: error: {e}\n").into_bytes(),
+                })
+                .await;
+            return refuse(SlurmError::PrologFailed, e);
+        }
+    };
+    let step_cg = match job_cg {
         Some(jc) => {
             let name = format!("step_{}", key.1);
             let (jc2, n2) = (jc.clone(), name.clone());
@@ -642,6 +780,7 @@ mod tests {
             ],
             job_tasks: vec![2, 1, 1],
             cpu_bind: None,
+            job_mem: vec![],
         };
         let env = task_env(&t, "n2", "/etc/slurm/slurm.conf", 0, 2, false);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());

@@ -48,6 +48,25 @@ fn prolog_and_epilog_run_and_failures_drain_the_node() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 
+    // A job's first step on another node runs the prolog there too, and
+    // the epilog follows on every node.
+    let id = t.sbatch(&["-N2", "--wrap", "srun -N2 true"]);
+    assert_eq!(t.wait_done(id, 30).state, JobState::Completed);
+    assert!(
+        read("prolog.log").contains(&format!("prolog_slurmd {id} root n2\n")),
+        "{}",
+        read("prolog.log")
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !read("epilog.log").contains(&format!("epilog_slurmd {id} root n2\n")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "epilog: {}",
+            read("epilog.log")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+
     // A failing prolog drains the node and requeues the job, held.
     std::fs::write(dir.join("fail-prolog-n2"), "").unwrap();
     let id = t.sbatch(&["-w", "n2", "--wrap", "true"]);
