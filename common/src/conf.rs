@@ -390,6 +390,14 @@ impl SlurmConf {
     }
 
     /// The first controller's address (`127.0.0.1` when none is configured).
+    /// `SlurmdParameters=config_overrides`: nodes are taken to have what
+    /// their lines say, whatever they report.
+    pub fn config_overrides(&self) -> bool {
+        self.slurmd_parameters
+            .iter()
+            .any(|p| p.trim().eq_ignore_ascii_case("config_overrides"))
+    }
+
     pub fn ctld_address(&self) -> String {
         self.slurmctld_hosts
             .first()
@@ -2779,4 +2787,47 @@ mod tests {
             let _ = parse(text);
         }
     }
+}
+
+/// A node's countable hardware, as configured or as reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HwCounts {
+    pub cpus: u32,
+    /// Sockets × cores per socket.
+    pub cores: u32,
+    /// MiB.
+    pub real_memory: u64,
+    /// MiB.
+    pub tmp_disk: u64,
+}
+
+/// Why `found` falls short of `conf`, in Slurm's words for the drain reason
+/// (`Low RealMemory (reported:2000 < 100.00% of configured:4000)`); `None`
+/// when it does not.
+pub fn low_hardware(found: &HwCounts, conf: &HwCounts) -> Option<String> {
+    let mut why = Vec::new();
+    if found.cpus < conf.cpus {
+        why.push(format!(
+            "Low CPUs (reported:{} < configured:{})",
+            found.cpus, conf.cpus
+        ));
+    } else if found.cores < conf.cores {
+        why.push(format!(
+            "Low socket*core count (reported:{} < configured:{})",
+            found.cores, conf.cores
+        ));
+    }
+    if found.real_memory < conf.real_memory {
+        why.push(format!(
+            "Low RealMemory (reported:{} < 100.00% of configured:{})",
+            found.real_memory, conf.real_memory
+        ));
+    }
+    if found.tmp_disk < conf.tmp_disk {
+        why.push(format!(
+            "Low TmpDisk (reported:{} < configured:{})",
+            found.tmp_disk, conf.tmp_disk
+        ));
+    }
+    (!why.is_empty()).then(|| why.join(", "))
 }

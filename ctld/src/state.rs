@@ -3146,6 +3146,35 @@ impl Controller {
             n.flags.not_responding = false;
         }
         self.registered[i] = true;
+        // Less hardware than its line says: drained, as Slurm does (unless
+        // SlurmdParameters=config_overrides).
+        if !self.conf.config_overrides() && !self.nodes[i].external {
+            use slurm_common::conf::{low_hardware, HwCounts};
+            let n = &self.nodes[i];
+            let found = HwCounts {
+                cpus: r.cpus,
+                cores: r.sockets * r.cores_per_socket,
+                real_memory: r.real_memory,
+                tmp_disk: r.tmp_disk,
+            };
+            let conf = HwCounts {
+                cpus: n.cpus,
+                cores: n.sockets * n.cores_per_socket,
+                real_memory: n.real_memory,
+                tmp_disk: n.tmp_disk,
+            };
+            if let Some(why) = low_hardware(&found, &conf) {
+                let same = self
+                    .p
+                    .nodes
+                    .get(&r.name)
+                    .is_some_and(|a| a.drain && a.reason.as_deref() == Some(why.as_str()));
+                if !same {
+                    tracing::warn!("node {} drained: {why}", r.name);
+                    self.drain_for(&r.name, &why, now);
+                }
+            }
+        }
         let admin = self.p.nodes.get(&r.name).cloned().unwrap_or_default();
         if admin.down {
             let by_timeout = admin.reason.as_deref() == Some(NOT_RESPONDING);

@@ -413,32 +413,20 @@ pub fn config_line(node: &str, hw: &Hardware, gres: &str) -> String {
 /// in the words the controller uses for the drain reason; `None` when it
 /// does not.
 pub fn low_hardware(found: &Hardware, conf: &NodeConf) -> Option<String> {
-    let mut why = Vec::new();
-    let found_cores = found.sockets * found.cores_per_socket;
-    let conf_cores = conf.sockets * conf.cores_per_socket;
-    if found.cpus < conf.cpus {
-        why.push(format!(
-            "Low CPUs (reported:{} < configured:{})",
-            found.cpus, conf.cpus
-        ));
-    } else if found_cores < conf_cores {
-        why.push(format!(
-            "Low socket*core count (reported:{found_cores} < configured:{conf_cores})"
-        ));
-    }
-    if found.real_memory < conf.real_memory {
-        why.push(format!(
-            "Low RealMemory (reported:{} < 100.00% of configured:{})",
-            found.real_memory, conf.real_memory
-        ));
-    }
-    if found.tmp_disk < conf.tmp_disk {
-        why.push(format!(
-            "Low TmpDisk (reported:{} < configured:{})",
-            found.tmp_disk, conf.tmp_disk
-        ));
-    }
-    (!why.is_empty()).then(|| why.join(", "))
+    use slurm_common::conf::HwCounts;
+    let f = HwCounts {
+        cpus: found.cpus,
+        cores: found.sockets * found.cores_per_socket,
+        real_memory: found.real_memory,
+        tmp_disk: found.tmp_disk,
+    };
+    let c = HwCounts {
+        cpus: conf.cpus,
+        cores: conf.sockets * conf.cores_per_socket,
+        real_memory: conf.real_memory,
+        tmp_disk: conf.tmp_disk,
+    };
+    slurm_common::conf::low_hardware(&f, &c)
 }
 
 #[cfg(test)]

@@ -143,10 +143,7 @@ impl Settings {
 
     /// `SlurmdParameters=config_overrides`: report the configured hardware.
     pub fn config_overrides(&self) -> bool {
-        self.conf
-            .slurmd_parameters
-            .iter()
-            .any(|p| p.trim().eq_ignore_ascii_case("config_overrides"))
+        self.conf.config_overrides()
     }
 
     /// Log level from `SlurmdDebug`, raised by each `-v`.

@@ -141,3 +141,27 @@ fn srun_cpu_bind_pins_each_task() {
         "{err}"
     );
 }
+
+#[test]
+fn node_with_less_hardware_than_its_line_is_drained() {
+    // The line says 64 CPUs; this machine has fewer.
+    let mut t = TestCluster::start(1, |s| s.cpus = 64);
+    let path = t.c.spec.conf_path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("SlurmdParameters=config_overrides\n"));
+    std::fs::write(
+        &path,
+        text.replace("SlurmdParameters=config_overrides\n", ""),
+    )
+    .unwrap();
+    t.c.kill_slurmd(0, libc::SIGKILL);
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld().expect("controller restarts");
+    t.c.start_slurmd(0).expect("slurmd restarts");
+    let n = t.wait_node("n1", 30, "drained", |n| n.flags.drain);
+    let why = n.reason.unwrap_or_default();
+    assert!(
+        why.starts_with("Low CPUs (reported:") && why.ends_with(" < configured:64)"),
+        "{why}"
+    );
+}
