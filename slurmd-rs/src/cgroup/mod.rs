@@ -466,6 +466,24 @@ impl JobCgroup {
     }
 }
 
+/// Remove every directory below `dir` that holds no process, deepest first.
+fn sweep_empty(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        sweep_empty(&p);
+        let empty = read(&p.join("cgroup.procs")).is_some_and(|t| t.trim().is_empty());
+        if empty {
+            let _ = std::fs::remove_dir(&p);
+        }
+    }
+}
+
 /// v1 cpuset: a directory takes no process before it has CPUs and memory
 /// nodes; give `child` those of `parent` where it has none.
 fn copy_cpuset(parent: &Path, child: &Path) -> Result<(), CgroupError> {
@@ -624,6 +642,11 @@ impl Manager {
         let Some((tops, lock)) = chosen else {
             return Err(CgroupError::Locked(safe));
         };
+        // A daemon that died left its jobs' directories: those with no
+        // process left are gone with it (live ones stay, to be re-adopted).
+        for (_, top) in &tops {
+            sweep_empty(top);
+        }
         if o.constrain && version == Version::V1 {
             let has = |c: &str| tops.iter().any(|(n, _)| n == c);
             let c = &o.conf;
