@@ -109,6 +109,16 @@ impl Agent {
                     tracing::warn!("signal {signal} to step {job_id}.{step_id} failed: {e}");
                 }
             }
+            Effect::Prologue { node, addr, facts } => {
+                let job_id = facts.job_id;
+                let body = RequestBody::JobPrologue(facts);
+                // A failed prolog is reported by the node itself (it drains).
+                match call_async(&addr, &self.request(body), Duration::from_secs(60)).await {
+                    Ok(Response::Ok) => {}
+                    Ok(other) => tracing::warn!("prolog of job {job_id} on {node}: {other:?}"),
+                    Err(e) => tracing::warn!("prolog of job {job_id} on {node} not sent: {e}"),
+                }
+            }
             Effect::Signal {
                 addr,
                 job_id,

@@ -51,6 +51,13 @@ pub enum Effect {
         step_id: u32,
         signal: i32,
     },
+    /// `PrologFlags=Alloc`: set the job up (Prolog, cgroup) on a node
+    /// without its batch script.
+    Prologue {
+        node: String,
+        addr: String,
+        facts: Box<JobPrologue>,
+    },
 }
 
 /// What accounting last heard of a step: state, end, exit status, CPU used.
@@ -2368,6 +2375,35 @@ impl Controller {
                     addr,
                     launch: Box::new(launch),
                 });
+            }
+        }
+        // PrologFlags=Alloc (or Contain): every other node of the job runs
+        // its Prolog now rather than at the job's first step there.
+        let at_alloc = conf.get("PrologFlags").is_some_and(|f| {
+            f.split(',')
+                .any(|w| w.eq_ignore_ascii_case("alloc") || w.eq_ignore_ascii_case("contain"))
+        });
+        if at_alloc && !self.p.jobs.get(&id).is_some_and(|j| j.desc.external) {
+            if let Some(j) = self.p.jobs.get(&id) {
+                let facts = JobPrologue {
+                    job_id: id,
+                    uid: j.user_id,
+                    gid: j.group_id,
+                    user_name: j.user_name.clone(),
+                    partition: j.partition.clone(),
+                    account: j.account.clone(),
+                    alloc: j.alloc.clone(),
+                };
+                let first = if batch { 1 } else { 0 };
+                for node in names.iter().skip(first) {
+                    if let Some(addr) = self.node_addr(node) {
+                        self.effects.push(Effect::Prologue {
+                            node: node.clone(),
+                            addr,
+                            facts: Box::new(facts.clone()),
+                        });
+                    }
+                }
             }
         }
         // Refresh now so the next decision of this pass sees the allocation.

@@ -475,6 +475,19 @@ pub struct StepRecord {
     pub usage_node: Option<String>,
 }
 
+/// A job's facts for a node daemon setting it up before any step
+/// (`PrologFlags=Alloc`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JobPrologue {
+    pub job_id: JobId,
+    pub uid: u32,
+    pub gid: u32,
+    pub user_name: String,
+    pub partition: String,
+    pub account: String,
+    pub alloc: Allocation,
+}
+
 /// What `srun` asks for when it creates a step in an allocation.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StepRequest {
@@ -1180,6 +1193,9 @@ pub enum RequestBody {
         job_id: JobId,
         node: String,
     },
+    /// `PrologFlags=Alloc`: run the Prolog and set the job up on this node
+    /// now, before any step comes.
+    JobPrologue(Box<JobPrologue>),
     /// The Prolog failed on `node` before a step could start there.
     PrologFailed {
         job_id: JobId,

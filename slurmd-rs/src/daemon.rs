@@ -478,6 +478,7 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
         RequestBody::LaunchBatch(_)
             | RequestBody::SignalJob { .. }
             | RequestBody::TerminateJob { .. }
+            | RequestBody::JobPrologue(_)
     );
     if job_request && !privileged {
         warn!(
@@ -514,6 +515,15 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
                 jobs::terminate(ctx, job_id, kill_wait).await;
             });
             Response::Ok
+        }
+        RequestBody::JobPrologue(f) => {
+            if crate::mock::mode().is_some() {
+                return Response::Ok;
+            }
+            match crate::steps::prepare_job(ctx, &f).await {
+                Ok(_) => Response::Ok,
+                Err(e) => refuse(SlurmError::PrologFailed, e),
+            }
         }
         RequestBody::LaunchTasks(t) => {
             crate::steps::launch(ctx, req.cred.uid, privileged, *t).await

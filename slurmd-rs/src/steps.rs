@@ -67,7 +67,33 @@ async fn job_here(
     t: &TaskLaunch,
 ) -> Result<Option<Arc<crate::cgroup::JobCgroup>>, String> {
     let cred = &t.layout.cred;
-    let job = cred.job_id;
+    let facts = slurm_proto::JobPrologue {
+        job_id: cred.job_id,
+        uid: cred.uid,
+        gid: cred.gid,
+        user_name: cred.user_name.clone(),
+        partition: t.partition.clone(),
+        account: t.account.clone(),
+        alloc: slurm_proto::Allocation {
+            nodes: t.job_nodes.clone(),
+            cpus: t.job_cpus.clone(),
+            mem: t.job_mem.clone(),
+            tasks: t.job_tasks.clone(),
+            gres: t.job_gres.clone(),
+        },
+    };
+    prepare_job(ctx, &facts).await
+}
+
+/// Set a job up on this node (once): unless its batch script runs here, run
+/// the Prolog and make the job's cgroup from the allocation. Called at the
+/// job's first step here, or at allocation with `PrologFlags=Alloc`. `Err`
+/// when the Prolog fails (the controller is told, to drain the node).
+pub async fn prepare_job(
+    ctx: &Arc<Ctx>,
+    f: &slurm_proto::JobPrologue,
+) -> Result<Option<Arc<crate::cgroup::JobCgroup>>, String> {
+    let job = f.job_id;
     if ctx.jobs.phase(job).is_some() {
         return Ok(ctx.jobs.cgroup(job));
     }
@@ -76,14 +102,14 @@ async fn job_here(
         return Ok(j.cgroup.clone());
     }
     let info = crate::jobs::ScriptInfo {
-        gid: cred.gid,
-        user: cred.user_name.clone(),
-        partition: t.partition.clone(),
-        account: t.account.clone(),
-        nodelist: hostlist::compress(&t.job_nodes),
+        gid: f.gid,
+        user: f.user_name.clone(),
+        partition: f.partition.clone(),
+        account: f.account.clone(),
+        nodelist: hostlist::compress(&f.alloc.nodes),
     };
     if let Some(path) = ctx.conf.prolog.clone() {
-        let env = crate::jobs::script_env(ctx, job, Some(cred.uid), Some(&info));
+        let env = crate::jobs::script_env(ctx, job, Some(f.uid), Some(&info));
         let timeout = crate::jobs::script_timeout(ctx);
         if let Err(e) = crate::prolog::run(crate::prolog::Kind::Prolog, &path, &env, timeout).await
         {
@@ -92,14 +118,14 @@ async fn job_here(
             return Err(e);
         }
     }
-    let k = t.job_nodes.iter().position(|n| *n == ctx.node);
+    let k = f.alloc.nodes.iter().position(|n| *n == ctx.node);
     let spec = crate::cgroup::JobSpec {
         job_id: job,
-        uid: cred.uid,
-        cpus: k.and_then(|k| t.job_cpus.get(k)).copied().unwrap_or(1),
-        mem_mib: k.and_then(|k| t.job_mem.get(k)).copied().unwrap_or(0),
+        uid: f.uid,
+        cpus: k.and_then(|k| f.alloc.cpus.get(k)).copied().unwrap_or(1),
+        mem_mib: k.and_then(|k| f.alloc.mem.get(k)).copied().unwrap_or(0),
         gpus: Some(
-            k.and_then(|k| t.job_gres.get(k))
+            k.and_then(|k| f.alloc.gres.get(k))
                 .map(|g| {
                     g.iter()
                         .filter(|x| x.name == "gpu")
@@ -129,7 +155,7 @@ async fn job_here(
     step_jobs().insert(
         key,
         StepJob {
-            uid: cred.uid,
+            uid: f.uid,
             info,
             cgroup: cgroup.clone(),
         },

@@ -165,3 +165,32 @@ fn node_with_less_hardware_than_its_line_is_drained() {
         "{why}"
     );
 }
+
+#[test]
+fn prolog_flags_alloc_runs_the_prolog_on_every_node_at_start() {
+    let mut dir = std::path::PathBuf::new();
+    let t = TestCluster::start(2, |s| {
+        dir = s.dir.clone();
+        std::fs::create_dir_all(&s.dir).unwrap();
+        let p = s.dir.join("prolog.sh");
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho \"$SLURM_JOB_ID $SLURMD_NODENAME\" >> {}/prolog.log\n",
+                s.dir.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        s.extra_conf = format!("Prolog={}/prolog.sh\nPrologFlags=Alloc\n", s.dir.display());
+    });
+    // No step ever runs on n2, yet its prolog runs.
+    let id = t.sbatch(&["-N2", "--wrap", "sleep 1"]);
+    assert_eq!(t.wait_done(id, 30).state, JobState::Completed);
+    let log = std::fs::read_to_string(dir.join("prolog.log")).unwrap_or_default();
+    assert!(
+        log.contains(&format!("{id} n1\n")) && log.contains(&format!("{id} n2\n")),
+        "{log}"
+    );
+}
