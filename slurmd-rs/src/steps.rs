@@ -11,9 +11,9 @@
 //! reach them; they are killed with the job. The first step of a job on a
 //! node that does not run its batch script runs the Prolog there and makes
 //! the job's cgroup (cpuset, memory, devices from the allocation), which
-//! goes with the job. Each task joins the step's directory
-//! `.../job_<id>/step_<n>` before it execs, and what a step leaves behind
-//! is killed when it ends.
+//! goes with the job. Each task joins its own directory
+//! `.../job_<id>/step_<n>/task_<local id>` before it execs, and what a step
+//! leaves behind is killed when it ends.
 
 use crate::daemon::Ctx;
 use slurm_common::auth::AuthError;
@@ -492,7 +492,29 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             .stderr(Stdio::piped())
             .kill_on_drop(false);
         let groups = groups.clone();
-        let cg_paths = cg_paths.clone();
+        // Each task in its own directory under the step's (task_<local id>).
+        let cg_paths = match &step_cg {
+            Some((jc, name, _)) => match jc.create_step(&format!("{name}/task_{local}")) {
+                Ok(procs) => {
+                    use std::os::unix::ffi::OsStrExt;
+                    Arc::new(
+                        procs
+                            .iter()
+                            .filter_map(|p| std::ffi::CString::new(p.as_os_str().as_bytes()).ok())
+                            .collect::<Vec<_>>(),
+                    )
+                }
+                Err(e) => {
+                    debug!(
+                        job = key.0,
+                        step = key.1,
+                        "no task cgroup ({e}); the step's"
+                    );
+                    cg_paths.clone()
+                }
+            },
+            None => cg_paths.clone(),
+        };
         let task_cpus = bind
             .as_ref()
             .and_then(|b| b.cpus_for(local as u32, t.layout.cpus_per_task, &job_cpus));

@@ -189,6 +189,24 @@ fn memory_hog_ends_out_of_memory_and_usage_reaches_sacct() {
         .unwrap_or(0);
     assert!(rss > 1024, "MaxRSS of step 0: {text}");
 
+    // Each task of a step has its own cgroup under the step's.
+    let out = t.run(
+        "srun",
+        &[
+            "-n2",
+            "-l",
+            "sh",
+            "-c",
+            "grep -E 'freezer|cpuacct|unified|^0::' /proc/self/cgroup | head -1",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("/step_0/task_0") && text.contains("/step_0/task_1"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     let hog = write_script(
         &t,
         "hog.sh",
