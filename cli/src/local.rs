@@ -41,6 +41,8 @@ pub struct ClusterSpec {
     pub cgroup_conf: Option<String>,
     /// Every node's `Gres=` (`gpu:a100:4`); GresTypes lists their names.
     pub node_gres: Option<String>,
+    /// `Features=` of node i (none past the end).
+    pub node_features: Vec<String>,
     pub dbd_port: u16,
 }
 
@@ -105,6 +107,7 @@ impl ClusterSpec {
             accounting: false,
             cgroup_conf: None,
             node_gres: None,
+            node_features: Vec::new(),
             dbd_port,
         })
     }
@@ -171,8 +174,12 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
             None => String::new(),
         };
         for i in 0..self.nodes as usize {
+            let feat = match self.node_features.get(i) {
+                Some(f) if !f.is_empty() => format!(" Features={f}"),
+                _ => String::new(),
+            };
             s.push_str(&format!(
-                "NodeName={} NodeAddr={} Port={} CPUs={} RealMemory={}{gres} State=UNKNOWN\n",
+                "NodeName={} NodeAddr={} Port={} CPUs={} RealMemory={}{gres}{feat} State=UNKNOWN\n",
                 self.node_name(i),
                 self.ip,
                 self.slurmd_ports[i],

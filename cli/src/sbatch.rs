@@ -211,6 +211,7 @@ enum Key {
     Dependency,
     Reservation,
     Gres,
+    Constraint,
     Gpus,
     GpusPerNode,
     GpusPerTask,
@@ -344,7 +345,7 @@ static SPECS: &[Spec] = &[
     spec("bbf", None, RA, FATAL, None),
     spec("cluster", None, RA, FATAL, None),
     spec("clusters", Some('M'), RA, FATAL, Some("SBATCH_CLUSTERS")),
-    spec("constraint", Some('C'), RA, FATAL, Some("SBATCH_CONSTRAINT")),
+    spec("constraint", Some('C'), RA, Key::Constraint, Some("SBATCH_CONSTRAINT")),
     spec("container", None, RA, FATAL, Some("SBATCH_CONTAINER")),
     spec("container-id", None, RA, FATAL, Some("SBATCH_CONTAINER_ID")),
     spec("core-spec", Some('S'), RA, FATAL, Some("SBATCH_CORE_SPEC")),
@@ -444,6 +445,7 @@ pub struct Options {
     pub reservation: Option<String>,
     pub external: Option<bool>,
     pub gres: Option<String>,
+    pub constraint: Option<String>,
     pub gpus: Option<String>,
     pub gpus_per_node: Option<String>,
     pub gpus_per_task: Option<String>,
@@ -499,6 +501,7 @@ impl Options {
             reservation,
             external,
             gres,
+            constraint,
             gpus,
             gpus_per_node,
             gpus_per_task,
@@ -717,6 +720,10 @@ fn apply(
             opts.array = s();
         }
         Key::Reservation => opts.reservation = s(),
+        Key::Constraint => {
+            slurm_common::constraint::Constraint::parse(v).map_err(|e| Fail::error(e, 1))?;
+            opts.constraint = s();
+        }
         Key::Gres => {
             slurm_common::gres::parse_list(v).map_err(|e| Fail::error(e, 1))?;
             opts.gres = s();
@@ -1314,6 +1321,7 @@ pub fn build_desc(
         reservation: o.reservation.clone(),
         external: o.external.unwrap_or(false),
         gres: o.gres.clone(),
+        constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),
         gpus_per_task: o.gpus_per_task.clone(),

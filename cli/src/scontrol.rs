@@ -186,7 +186,10 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
             "MinCPUsNode={} {min_mem} MinTmpDiskNode=0",
             fmt::job_min_cpus_node(job)
         ),
-        "Features=(null) DelayBoot=00:00:00".to_string(),
+        format!(
+            "Features={} DelayBoot=00:00:00",
+            job.desc.constraint.as_deref().unwrap_or("(null)")
+        ),
         format!(
             "OverSubscribe={} Contiguous=0 Licenses=(null) Network=(null)",
             if job.desc.exclusive { "NO" } else { "OK" }

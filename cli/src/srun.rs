@@ -44,6 +44,8 @@ pub struct AllocOpts {
     pub exclusive: bool,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
+    /// `--constraint` (node features).
+    pub constraint: Option<String>,
     pub gpus: Option<String>,
     pub gpus_per_node: Option<String>,
     pub gpus_per_task: Option<String>,
@@ -169,6 +171,11 @@ const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "gres",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('C'),
+        long: "constraint",
         arg: Arg::Required,
     },
     Opt {
@@ -351,6 +358,11 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 }
             }
             "exclusive" => o.exclusive = true,
+            "constraint" => {
+                slurm_common::constraint::Constraint::parse(&v)
+                    .map_err(|e| format!("{prog}: error: {e}"))?;
+                o.constraint = Some(v);
+            }
             "gres" => {
                 slurm_common::gres::parse_list(&v).map_err(|e| format!("{prog}: error: {e}"))?;
                 o.gres = Some(v);
@@ -456,6 +468,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         exc_nodes: o.exclude.clone(),
         exclusive: o.exclusive,
         gres: o.gres.clone(),
+        constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),
         gpus_per_task: o.gpus_per_task.clone(),

@@ -7,6 +7,7 @@
 //! - [`timefmt`]: Slurm's time formats (limits, elapsed, timestamps, `--begin`).
 //! - [`auth`]: HMAC-signed credentials (`auth/slurm` semantics) and the local
 //!   credential socket (SACK-like) that hands them to unprivileged commands.
+//! - [`constraint`]: `--constraint` expressions over node features.
 //! - [`cpubind`]: `srun --cpu-bind` (which CPUs each task gets).
 //! - [`dbd`]: a one-request client for slurmdbd.
 //! - [`gres`]: generic resource specifications (`gpu:a100:2`).
@@ -19,6 +20,7 @@
 
 pub mod auth;
 pub mod conf;
+pub mod constraint;
 pub mod cpubind;
 pub mod dbd;
 pub mod gres;

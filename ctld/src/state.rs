@@ -986,6 +986,7 @@ impl Controller {
             exc_nodes: {
                 let mut x: Vec<usize> = idx(&j.desc.exc_nodes);
                 x.extend(self.reserved_away(j));
+                x.extend(self.constraint_away(j, partition));
                 x.sort_unstable();
                 x.dedup();
                 x
@@ -1002,6 +1003,37 @@ impl Controller {
                 .job_gres(&j.desc, j.min_nodes, j.num_tasks)
                 .unwrap_or_else(|_| vec![GresReq { mask: 0, count: 1 }]),
         })
+    }
+
+    /// Nodes of the job's partition its `--constraint` rules out. For
+    /// `[a|b]`, the first alternative enough of the partition's nodes have.
+    fn constraint_away(&self, j: &JobRecord, partition: usize) -> Vec<usize> {
+        let Some(c) = j
+            .desc
+            .constraint
+            .as_deref()
+            .and_then(|c| slurm_common::constraint::Constraint::parse(c).ok())
+        else {
+            return Vec::new();
+        };
+        let nodes: Vec<usize> = self.partitions[partition]
+            .nodes
+            .iter()
+            .filter_map(|n| self.node_index.get(n).copied())
+            .collect();
+        let choice = (0..c.choices())
+            .find(|&k| {
+                nodes
+                    .iter()
+                    .filter(|&&i| c.node_ok(&self.nodes[i].features, k))
+                    .count()
+                    >= j.min_nodes.max(1) as usize
+            })
+            .unwrap_or(0);
+        nodes
+            .into_iter()
+            .filter(|&i| !c.node_ok(&self.nodes[i].features, choice))
+            .collect()
     }
 
     /// Nodes a job may not use because of reservations: for a job in a
@@ -1724,6 +1756,28 @@ impl Controller {
         // Generic resources every node of the job needs.
         if let Err(e) = self.job_gres(&job.desc, job.min_nodes, job.num_tasks) {
             return err_detail(SlurmError::InvalidGres, e);
+        }
+        if let Some(c) = &job.desc.constraint {
+            let c = match slurm_common::constraint::Constraint::parse(c) {
+                Ok(c) => c,
+                Err(e) => return err_detail(SlurmError::InvalidFeature, e),
+            };
+            if let Some(f) = c
+                .features()
+                .into_iter()
+                .find(|f| !self.nodes.iter().any(|n| n.features.iter().any(|x| x == f)))
+            {
+                return err_detail(
+                    SlurmError::InvalidFeature,
+                    format!("no node has feature '{f}'"),
+                );
+            }
+            if !c.counts().is_empty() {
+                return err_detail(
+                    SlurmError::InvalidFeature,
+                    "feature counts (name*N) are not supported",
+                );
+            }
         }
         // Could it ever run on this partition?
         let view = self.cluster_view();

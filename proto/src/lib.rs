@@ -249,6 +249,9 @@ pub struct JobDesc {
     /// `--gpus-per-task` (`[type:]count`).
     #[serde(default)]
     pub gpus_per_task: Option<String>,
+    /// `--constraint` (node features: `intel&(ib|opa)`, `[rack1|rack2]`).
+    #[serde(default)]
+    pub constraint: Option<String>,
 }
 
 /// An advance reservation (`scontrol create reservation`).
@@ -840,6 +843,7 @@ pub enum SlurmError {
     AccountingPolicy,
     PrologFailed,
     InvalidGres,
+    InvalidFeature,
 }
 
 impl SlurmError {
@@ -876,6 +880,7 @@ impl SlurmError {
             SlurmError::AccountingPolicy => 2050,
             SlurmError::PrologFailed => 4021,
             SlurmError::InvalidGres => 2072,
+            SlurmError::InvalidFeature => 2040,
             SlurmError::ReservationInvalid => 2060,
             SlurmError::ReservationBusy => 2061,
             SlurmError::ReservationAccess => 2062,
@@ -920,6 +925,7 @@ impl SlurmError {
             SlurmError::InvalidQos => "Invalid qos specification",
             SlurmError::PrologFailed => "Job prolog failed",
             SlurmError::InvalidGres => "Invalid generic resource (gres) specification",
+            SlurmError::InvalidFeature => "Invalid feature specification",
             SlurmError::AccountingPolicy => {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }

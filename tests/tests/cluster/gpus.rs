@@ -80,3 +80,49 @@ fn gpu_jobs_get_their_own_device_indices() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn constraint_picks_nodes_by_feature() {
+    let t = TestCluster::start(3, |s| {
+        s.node_features = vec!["intel,ib".into(), "amd,ib".into(), "intel,opa,rack2".into()];
+    });
+    let host = |args: &[&str]| {
+        let id = t.sbatch(args);
+        let j = t.wait_done(id, 30);
+        assert_eq!(j.state, JobState::Completed, "{args:?}");
+        j.alloc.nodes.join(",")
+    };
+    assert_eq!(host(&["-C", "amd", "--wrap", "true"]), "n2");
+    assert_eq!(host(&["-C", "intel&opa", "--wrap", "true"]), "n3");
+    assert_eq!(
+        host(&["--constraint=opa|amd", "-N2", "--wrap", "true"]),
+        "n2,n3"
+    );
+    assert_eq!(
+        host(&["-C", "[rack2|ib]", "-N2", "--wrap", "true"]),
+        "n1,n2"
+    );
+    let j = t.sbatch(&["-C", "intel&ib", "--wrap", "true"]);
+    let show = t.run("scontrol", &["show", "job", &j.to_string()]);
+    assert!(String::from_utf8_lossy(&show.stdout).contains("Features=intel&ib DelayBoot"));
+    // A feature no node has is refused; so is a malformed expression.
+    for bad in [
+        &["-C", "arm", "--wrap", "true"][..],
+        &["-C", "intel&", "--wrap", "true"][..],
+    ] {
+        let out = t.run("sbatch", bad);
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Invalid feature specification"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Impossible together: never starts, refused at submission.
+    let out = t.run("sbatch", &["-C", "amd&opa", "--wrap", "true"]);
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
