@@ -155,7 +155,9 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
                     .enforce
                     .limits
                     .then(|| std::time::Duration::from_secs(60 * 86400)));
-            if ctl.enforce.any() || usage_window.is_some() {
+            // Associations, users and QOS serve enforcement, default
+            // accounts, QOS preemption and fair share alike.
+            {
                 rt.spawn(slurmctld::acct::assoc_fetcher(
                     slurmctld::acct::DbdLink {
                         addr: addr.clone(),

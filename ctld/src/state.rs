@@ -4,6 +4,9 @@
 //! durable and dispatches after the batch commits.
 
 use crate::journal::{Entry, NodeAdmin, Payload, Saved};
+
+#[path = "preempt.rs"]
+mod preempt;
 use slurm_common::conf::{PartitionStateConf, SlurmConf};
 use slurm_common::{jobspec, users};
 use slurm_plugins::view::{GresCounts, GresReq, Hold};
@@ -128,6 +131,8 @@ pub struct Controller {
     acct_nodes: HashMap<String, (bool, bool, Option<String>)>,
     /// The cluster's kinds of generic resource (GPUs by type, ...).
     gres_kinds: crate::gres::GresKinds,
+    /// Jobs that preempted others, and when (their victims are leaving).
+    preempting: HashMap<JobId, i64>,
     /// `AccountingStorageEnforce`.
     pub enforce: crate::assoc::Enforce,
     /// Associations, users and QOS from slurmdbd (once fetched).
@@ -329,6 +334,7 @@ impl Controller {
             enforce: crate::assoc::Enforce::default(),
             assocs: None,
             gres_kinds: crate::gres::GresKinds::default(),
+            preempting: HashMap::new(),
         };
         for spec in dyn_nodes {
             c.add_node(&spec);
@@ -2228,17 +2234,20 @@ impl Controller {
         let plan = self.scheduler.plan_with_users(&view, &queue, &users, now);
         let mut blocked_seen = false;
         let mut backfilled = 0u64;
+        let mut on_resources: Vec<JobId> = Vec::new();
         for d in plan.decisions {
             match d {
                 Decision::Start { job, alloc } => {
                     if blocked_seen {
                         backfilled += 1;
                     }
+                    self.preempting.remove(&job);
                     self.start_job(job, &alloc, now)
                 }
                 Decision::Pending { job, reason } => {
                     if matches!(reason, PendingReason::Resources | PendingReason::Priority) {
                         blocked_seen = true;
+                        on_resources.push(job);
                     }
                     let r = match reason {
                         PendingReason::Priority => JobReason::Priority,
@@ -2268,6 +2277,8 @@ impl Controller {
                 }
             }
         }
+        // Blocked jobs may displace lower ones (PreemptType).
+        self.preempt_for(&on_resources, now);
         // Planned starts of pending jobs (what `squeue --start` shows).
         for v in &queue {
             let planned = plan.starts.get(&v.id).map(|p| p.start);
@@ -2798,6 +2809,40 @@ impl Controller {
         self.refresh();
     }
 
+    /// Put a job back in the queue (`scontrol requeue`, preemption): a
+    /// running one is ended on its nodes first (after `kill_wait` seconds
+    /// of grace), its steps closed.
+    fn requeue_running(&mut self, id: JobId, kill_wait: u32, now: i64) {
+        let Some(j) = self.job_mut(id) else { return };
+        let running = j.state == JobState::Running;
+        let nodes = j.alloc.nodes.clone();
+        for st in j.steps.iter_mut().filter(|s| s.state == JobState::Running) {
+            st.state = JobState::Cancelled;
+            st.end_time = Some(now);
+        }
+        j.state = JobState::Pending;
+        j.reason = JobReason::None;
+        j.restarts += 1;
+        j.start_time = None;
+        j.end_time = None;
+        j.exit_status = 0;
+        j.cancelled = false;
+        j.timed_out = false;
+        j.node_failed = false;
+        j.eligible_time = Some(now);
+        if running {
+            j.completing = true;
+            j.completing_nodes = nodes.clone();
+            self.terminate_on(id, &nodes, kill_wait);
+        } else {
+            j.alloc = Allocation::default();
+            j.batch_host = None;
+        }
+        self.save_job(id);
+        self.sched_needed = true;
+        self.refresh();
+    }
+
     /// Ask `nodes` to end the job; nodes that cannot answer are done at once.
     fn terminate_on(&mut self, id: JobId, nodes: &[String], kill_wait: u32) {
         let mut gone = Vec::new();
@@ -3110,30 +3155,8 @@ impl Controller {
                 if j.completing {
                     return err(SlurmError::TransitionStateNoUpdate);
                 }
-                let running = state == JobState::Running;
-                let nodes = j.alloc.nodes.clone();
                 let kw = self.conf.kill_wait;
-                let j = self
-                    .job_mut(id)
-                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
-                j.state = JobState::Pending;
-                j.reason = JobReason::None;
-                j.restarts += 1;
-                j.start_time = None;
-                j.end_time = None;
-                j.exit_status = 0;
-                j.cancelled = false;
-                j.timed_out = false;
-                j.node_failed = false;
-                j.eligible_time = Some(now);
-                if running {
-                    j.completing = true;
-                    j.completing_nodes = nodes.clone();
-                    self.terminate_on(id, &nodes, kw);
-                } else {
-                    j.alloc = Allocation::default();
-                    j.batch_host = None;
-                }
+                self.requeue_running(id, kw, now);
             }
             JobUpdate::TimeLimit(t) => {
                 let cur = j.time_limit;

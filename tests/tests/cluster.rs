@@ -14,6 +14,8 @@ mod acct_cmds;
 mod gpus;
 #[path = "cluster/node_scripts.rs"]
 mod node_scripts;
+#[path = "cluster/preemption.rs"]
+mod preemption;
 
 fn write_script(t: &TestCluster, name: &str, body: &str) -> String {
     let p = t.work.join(name);

@@ -1,0 +1,195 @@
+//! Preemption (`PreemptType=preempt/partition_prio` or `preempt/qos`): a
+//! pending job blocked on resources displaces running jobs it may preempt,
+//! the fewest and lowest-priority ones that make it fit, by their
+//! `PreemptMode`: CANCEL (ended PREEMPTED) or REQUEUE (back in the queue).
+//! `GraceTime` (partition or QOS) is how long a victim gets between SIGTERM
+//! and SIGKILL. SUSPEND is not supported: such victims are left alone.
+//!
+//! One preemptor per scheduling pass: it starts once its victims have left
+//! their nodes; it does not preempt again while they are leaving.
+
+use super::Controller;
+use slurm_plugins::select::place;
+use slurm_proto::{JobId, JobReason, JobRecord, JobState};
+
+/// How a victim goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Off,
+    Cancel,
+    Requeue,
+}
+
+impl Mode {
+    fn parse(s: &str) -> Option<Mode> {
+        let first = s
+            .split(',')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_uppercase();
+        Some(match first.as_str() {
+            "OFF" => Mode::Off,
+            "CANCEL" => Mode::Cancel,
+            "REQUEUE" => Mode::Requeue,
+            // SUSPEND (and GANG) are not supported: no preemption.
+            "SUSPEND" | "GANG" => Mode::Off,
+            _ => return None,
+        })
+    }
+}
+
+/// Seconds a preemptor waits for its victims to leave before it may
+/// preempt again.
+const SETTLE: i64 = 60;
+
+impl Controller {
+    fn preempt_type(&self) -> Option<&'static str> {
+        match self.conf.get("PreemptType").map(str::trim) {
+            Some("preempt/partition_prio") => Some("partition_prio"),
+            Some("preempt/qos") => Some("qos"),
+            _ => None,
+        }
+    }
+
+    /// A victim's mode and grace time (seconds).
+    fn victim_mode(&self, v: &JobRecord) -> (Mode, u32) {
+        let cluster = self
+            .conf
+            .get("PreemptMode")
+            .and_then(Mode::parse)
+            .unwrap_or(Mode::Off);
+        let part = self.conf.partition(&v.partition);
+        let mut mode = part
+            .and_then(|p| p.preempt_mode.as_deref())
+            .and_then(Mode::parse)
+            .unwrap_or(cluster);
+        let mut grace = part.map_or(0, |p| p.grace_time);
+        if let Some(q) = self.assocs.as_ref().and_then(|c| c.qos.get(&v.qos)) {
+            if let Some(m) = Mode::parse(&q.preempt_mode) {
+                mode = m;
+            }
+            grace = grace.max(q.grace_time);
+        }
+        (mode, grace)
+    }
+
+    fn may_preempt(&self, kind: &str, j: &JobRecord, v: &JobRecord) -> bool {
+        if v.job_id == j.job_id || v.state != JobState::Running || v.completing || v.desc.external {
+            return false;
+        }
+        match kind {
+            "partition_prio" => {
+                let tier = |name: &str| {
+                    self.partitions
+                        .iter()
+                        .find(|p| p.name == name)
+                        .map_or(0, |p| p.priority_tier)
+                };
+                tier(&j.partition) > tier(&v.partition)
+            }
+            _ => self
+                .assocs
+                .as_ref()
+                .and_then(|c| c.qos.get(&j.qos))
+                .is_some_and(|q| q.preempt.iter().any(|p| *p == v.qos)),
+        }
+    }
+
+    /// Try to make room for the first of `blocked` (pending on resources,
+    /// highest priority first) that running jobs it may preempt could fit.
+    pub(super) fn preempt_for(&mut self, blocked: &[JobId], now: i64) {
+        let Some(kind) = self.preempt_type() else {
+            return;
+        };
+        self.preempting.retain(|_, t| now - *t < SETTLE);
+        for &id in blocked {
+            if self.preempting.contains_key(&id) {
+                return;
+            }
+            let Some(j) = self.p.jobs.get(&id).cloned() else {
+                continue;
+            };
+            let Some(jv) = self.job_view(&j) else {
+                continue;
+            };
+            let mut view = self.cluster_view();
+            let mut cands: Vec<&JobRecord> = self
+                .p
+                .jobs
+                .values()
+                .map(|v| v.as_ref())
+                .filter(|v| self.may_preempt(kind, &j, v))
+                .filter(|v| self.victim_mode(v).0 != Mode::Off)
+                .collect();
+            // Lowest priority first; among equals the youngest.
+            cands.sort_by_key(|v| (v.priority, std::cmp::Reverse(v.start_time), v.job_id));
+            let mut chosen: Vec<JobId> = Vec::new();
+            let mut fits = false;
+            for v in &cands {
+                view.release(&self.allocs_of(v));
+                chosen.push(v.job_id);
+                if place(&view, &jv, false).is_ok() {
+                    fits = true;
+                    break;
+                }
+            }
+            if !fits {
+                continue;
+            }
+            // The fewest: give back any victim the job does not need.
+            for k in (0..chosen.len()).rev() {
+                let Some(v) = self.p.jobs.get(&chosen[k]) else {
+                    continue;
+                };
+                let a = self.allocs_of(v);
+                view.consume(&a);
+                if place(&view, &jv, false).is_ok() {
+                    chosen.remove(k);
+                } else {
+                    view.release(&a);
+                }
+            }
+            for v in chosen {
+                self.preempt_one(v, id, now);
+            }
+            self.preempting.insert(id, now);
+            return;
+        }
+    }
+
+    fn preempt_one(&mut self, victim: JobId, by: JobId, now: i64) {
+        let Some(v) = self.p.jobs.get(&victim).cloned() else {
+            return;
+        };
+        let (mode, grace) = self.victim_mode(&v);
+        let kill_wait = self.conf.kill_wait.max(grace);
+        tracing::info!("job {victim} preempted ({mode:?}) for job {by}");
+        match mode {
+            Mode::Off => {}
+            Mode::Cancel => {
+                self.end_running(
+                    victim,
+                    JobState::Preempted,
+                    JobReason::Other("Preempted".into()),
+                    now,
+                    kill_wait,
+                );
+            }
+            Mode::Requeue => self.requeue_running(victim, kill_wait, now),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes() {
+        assert_eq!(Mode::parse("REQUEUE"), Some(Mode::Requeue));
+        assert_eq!(Mode::parse("cancel"), Some(Mode::Cancel));
+        assert_eq!(Mode::parse("SUSPEND,GANG"), Some(Mode::Off));
+        assert_eq!(Mode::parse("bogus"), None);
+    }
+}
