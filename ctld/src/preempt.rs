@@ -92,7 +92,7 @@ impl Controller {
                 .assocs
                 .as_ref()
                 .and_then(|c| c.qos.get(&j.qos))
-                .is_some_and(|q| q.preempt.iter().any(|p| *p == v.qos)),
+                .is_some_and(|q| q.preempt.contains(&v.qos)),
         }
     }
 
