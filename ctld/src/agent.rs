@@ -76,8 +76,13 @@ impl Agent {
                 addr,
                 job_id,
                 kill_wait,
+                start_time,
             } => {
-                let body = RequestBody::TerminateJob { job_id, kill_wait };
+                let body = RequestBody::TerminateJob {
+                    job_id,
+                    kill_wait,
+                    start_time,
+                };
                 for attempt in 0..10u32 {
                     match call_async(&addr, &self.request(body.clone()), Duration::from_secs(10))
                         .await

@@ -42,6 +42,8 @@ pub enum Effect {
         addr: String,
         job_id: JobId,
         kill_wait: u32,
+        /// The run being ended (`None`: whichever).
+        start_time: Option<i64>,
     },
     Signal {
         addr: String,
@@ -2846,6 +2848,7 @@ impl Controller {
     /// Ask `nodes` to end the job; nodes that cannot answer are done at once.
     fn terminate_on(&mut self, id: JobId, nodes: &[String], kill_wait: u32) {
         let mut gone = Vec::new();
+        let start_time = self.p.jobs.get(&id).and_then(|j| j.start_time);
         for n in nodes {
             if self.node_responding(n) {
                 if let Some(addr) = self.node_addr(n) {
@@ -2854,6 +2857,7 @@ impl Controller {
                         addr,
                         job_id: id,
                         kill_wait,
+                        start_time,
                     });
                 }
             } else {
@@ -3340,6 +3344,7 @@ impl Controller {
                         addr,
                         job_id: *id,
                         kill_wait: 0,
+                        start_time: None,
                     });
                 }
             }

@@ -1224,6 +1224,10 @@ pub enum RequestBody {
     TerminateJob {
         job_id: JobId,
         kill_wait: u32,
+        /// The run being ended (its start time), so a launch of that run
+        /// arriving after this request is refused.
+        #[serde(default)]
+        start_time: Option<i64>,
     },
     NodePing,
     // ---- steps and interactive allocations

@@ -503,7 +503,11 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
             }
         }
         RequestBody::SignalJob { job_id, signal } => jobs::signal(ctx, job_id, signal),
-        RequestBody::TerminateJob { job_id, kill_wait } => {
+        RequestBody::TerminateJob {
+            job_id,
+            kill_wait,
+            start_time,
+        } => {
             debug!(job = job_id, kill_wait, "terminate request");
             if crate::mock::terminate(&ctx.node, job_id) {
                 return Response::Ok;
@@ -512,7 +516,7 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
             tokio::spawn(async move {
                 // Steps first, so the job is clean when the batch side reports.
                 crate::steps::terminate_job(job_id, kill_wait).await;
-                jobs::terminate(ctx, job_id, kill_wait).await;
+                jobs::terminate(ctx, job_id, kill_wait, start_time).await;
             });
             Response::Ok
         }

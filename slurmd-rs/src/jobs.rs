@@ -344,8 +344,33 @@ fn killpg(pgid: i32, sig: i32) -> bool {
 }
 
 /// Launch a batch script (`LaunchBatch`). Answers once it has been spawned.
+/// Jobs told to end before their launch arrived here (the two requests
+/// race), by (node, job): their launch is refused.
+type EarlyKey = (String, JobId, i64);
+
+static ENDED_EARLY: std::sync::LazyLock<Mutex<BTreeMap<EarlyKey, std::time::Instant>>> =
+    std::sync::LazyLock::new(|| Mutex::new(BTreeMap::new()));
+
+fn ended_early() -> std::sync::MutexGuard<'static, BTreeMap<EarlyKey, std::time::Instant>> {
+    ENDED_EARLY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     let id = l.job_id;
+    {
+        let mut early = ended_early();
+        early.retain(|_, t| t.elapsed() < Duration::from_secs(600));
+        if early
+            .remove(&(ctx.node.clone(), id, l.start_time))
+            .is_some()
+        {
+            info!(job = id, "launch of a job already terminated here refused");
+            return rpc_error(
+                SlurmError::AlreadyDone,
+                format!("job {id} was terminated before its launch arrived"),
+            );
+        }
+    }
     match ctx.jobs.begin_launch(id) {
         Ok(()) => {}
         // A repeated request for a job already started here.
@@ -687,7 +712,7 @@ pub fn signal(ctx: &Ctx, id: JobId, signal: i32) -> Response {
 /// End a job on this node (`TerminateJob`): SIGCONT and SIGTERM to its
 /// processes, SIGKILL after `kill_wait` seconds. A job not running here
 /// (a node of a multi-node job without the script) is reported clean at once.
-pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32) {
+pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32, start_time: Option<i64>) {
     // A launch in progress finishes first (bounded).
     let mut waited = 0;
     while ctx.jobs.phase(id) == Some(Phase::Launching) && waited < 600 {
@@ -700,6 +725,9 @@ pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32) {
                 job = id,
                 "terminate: job not running here; reporting it clean"
             );
+            if let Some(st) = start_time {
+                ended_early().insert((ctx.node.clone(), id, st), std::time::Instant::now());
+            }
             // Steps may have run here without the batch script.
             let here = crate::steps::end_job(&ctx, id).await;
             epilog(

@@ -287,6 +287,26 @@ async fn daemon_end_to_end() {
         s.write_all(&[0, 0, 0, 3, b'x', b'y', b'z']).await.unwrap();
     }
 
+    // A terminate that overtakes its launch: that run's launch is refused,
+    // a later run of the same job id is not.
+    let work0 = tempfile::tempdir().unwrap();
+    let mut early = launch(90, work0.path(), "#!/bin/sh\ntrue\n");
+    early.start_time = 1_700_000_000;
+    let r = call(
+        &c,
+        0,
+        RequestBody::TerminateJob {
+            job_id: 90,
+            kill_wait: 0,
+            start_time: Some(early.start_time),
+        },
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(early.clone()))).await;
+    assert!(is_err(&r, SlurmError::AlreadyDone), "{r:?}");
+
     // A batch job runs as nobody and is reported complete, then clean.
     let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l.clone()))).await;
     assert!(matches!(r, Response::Ok), "{r:?}");
@@ -338,6 +358,7 @@ async fn daemon_end_to_end() {
         RequestBody::TerminateJob {
             job_id: 43,
             kill_wait: 2,
+            start_time: None,
         },
     )
     .await;
@@ -373,6 +394,7 @@ async fn daemon_end_to_end() {
         RequestBody::TerminateJob {
             job_id: 77,
             kill_wait: 1,
+            start_time: None,
         },
     )
     .await;
@@ -517,6 +539,7 @@ async fn cgroup_jobs_end_to_end() {
         RequestBody::TerminateJob {
             job_id: 60,
             kill_wait: 1,
+            start_time: None,
         },
     )
     .await;
@@ -668,6 +691,7 @@ exec sleep 60
         RequestBody::TerminateJob {
             job_id: 50,
             kill_wait: 1,
+            start_time: None,
         },
     )
     .await;
