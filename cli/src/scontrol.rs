@@ -476,6 +476,7 @@ const COMMANDS: &[&str] = &[
     "requeue",
     "requeuehold",
     "ping",
+    "token",
     "version",
     "help",
     "quit",
@@ -1309,6 +1310,41 @@ fn cmd_job_list(cmd: &str, args: &[String], ctl: &dyn Controller, out: &mut Out)
     rc
 }
 
+/// `scontrol token [username=NAME] [lifespan=SECONDS]`: `SLURM_JWT=...`.
+fn cmd_token(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let (mut username, mut lifespan) = (None, None);
+    for w in rest {
+        match w.split_once('=') {
+            Some((k, v)) if k.eq_ignore_ascii_case("username") => username = Some(v.to_string()),
+            Some((k, v)) if k.eq_ignore_ascii_case("lifespan") => match v.parse::<i64>() {
+                Ok(n) if n > 0 => lifespan = Some(n),
+                _ => {
+                    out.err(&format!("Invalid lifespan value: {v}"));
+                    return 1;
+                }
+            },
+            _ => {
+                out.err(&format!("Invalid parameter for token: {w}"));
+                return 1;
+            }
+        }
+    }
+    match ctl.call(RequestBody::GetToken { username, lifespan }) {
+        Ok(Response::Token(t)) => {
+            out.stdout.push_str(&format!("SLURM_JWT={t}\n"));
+            0
+        }
+        Ok(_) => {
+            out.err("slurm_request_token: Unexpected message received");
+            1
+        }
+        Err(e) => {
+            out.err(&format!("slurm_request_token: {}", e.message));
+            1
+        }
+    }
+}
+
 fn cmd_ping(ctl: &dyn Controller, out: &mut Out) -> i32 {
     let host = ctl.host();
     match ctl.call(RequestBody::Ping) {
@@ -1423,6 +1459,7 @@ pub fn run_command(
             cmd_job_list(c, rest, ctl, out)
         }
         Some("ping") => cmd_ping(ctl, out),
+        Some("token") => cmd_token(rest, ctl, out),
         Some("version") => {
             out.stdout
                 .push_str(&format!("slurm {}\n", slurm_proto::SLURM_VERSION));

@@ -219,6 +219,15 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             cmds: tx.clone(),
             host,
             acct_kick,
+            jwt_key: match slurmrestd::jwt::conf_key(&conf) {
+                Ok(k) => Some(k),
+                Err(slurmrestd::jwt::JwtError::NoKey) => None,
+                Err(e) => {
+                    tracing::warn!("no JWT key for scontrol token: {e}");
+                    None
+                }
+            },
+            slurm_uid: slurm_common::users::parse_user(&conf.slurm_user).unwrap_or(0),
         };
         tokio::spawn(server.serve(listener));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

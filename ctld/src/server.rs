@@ -21,6 +21,10 @@ pub struct Server {
     pub host: String,
     /// Wakes the association fetcher (slurmdbd says something changed).
     pub acct_kick: Option<Arc<tokio::sync::Notify>>,
+    /// `AuthAltParameters=jwt_key=` (for `scontrol token`).
+    pub jwt_key: Option<Vec<u8>>,
+    /// SlurmUser's uid (may mint tokens for others, as root may).
+    pub slurm_uid: u32,
 }
 
 /// Borrowed twin of `Response::Jobs` so a snapshot is encoded without copying.
@@ -111,6 +115,46 @@ impl Server {
         let _ = sock.flush().await;
     }
 
+    /// `scontrol token`: a JWT for the caller, or for `username` when the
+    /// caller is root or SlurmUser.
+    fn token(
+        &self,
+        cred: &slurm_proto::Credential,
+        username: Option<String>,
+        lifespan: Option<i64>,
+    ) -> Response {
+        let Some(key) = &self.jwt_key else {
+            return Response::Error(RpcError {
+                error: SlurmError::Disabled,
+                detail: Some("JWT authentication is not configured (AuthAltTypes=auth/jwt)".into()),
+            });
+        };
+        let me = slurm_common::users::user_name_or_id(cred.uid);
+        let user = username.unwrap_or_else(|| me.clone());
+        if user != me && cred.uid != 0 && cred.uid != self.slurm_uid {
+            return Response::Error(RpcError {
+                error: SlurmError::AccessDenied,
+                detail: Some(format!(
+                    "only root or SlurmUser may get a token for '{user}'"
+                )),
+            });
+        }
+        let life = lifespan.unwrap_or(1800);
+        if life <= 0 {
+            return Response::Error(RpcError {
+                error: SlurmError::InvalidRequest,
+                detail: Some(format!("invalid lifespan {life}")),
+            });
+        }
+        match slurmrestd::jwt::mint_token(key, &user, life) {
+            Ok(t) => Response::Token(t),
+            Err(e) => Response::Error(RpcError {
+                error: SlurmError::InternalError,
+                detail: Some(e.to_string()),
+            }),
+        }
+    }
+
     fn snapshot(&self) -> Arc<crate::state::Snapshot> {
         match self.published.read() {
             Ok(g) => g.clone(),
@@ -165,6 +209,9 @@ impl Server {
                     reservations: s.reservations.clone(),
                     last_update: s.last_update,
                 }
+            }
+            RequestBody::GetToken { username, lifespan } => {
+                self.token(&req.cred, username, lifespan)
             }
             RequestBody::AcctChanged => match &self.acct_kick {
                 Some(k) => {

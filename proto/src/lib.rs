@@ -1148,6 +1148,12 @@ pub enum RequestBody {
     GetReservations,
     /// slurmdbd: associations, users or QOS changed; fetch them again.
     AcctChanged,
+    /// `scontrol token`: a JWT for the caller (or, for root and SlurmUser,
+    /// for `username`), valid `lifespan` seconds.
+    GetToken {
+        username: Option<String>,
+        lifespan: Option<i64>,
+    },
     GetPriorities,
     GetShares,
     CreateReservation(ReservationSpec),
@@ -1263,6 +1269,8 @@ pub enum RequestBody {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Response {
     Ok,
+    /// A JWT (`scontrol token`).
+    Token(String),
     Pong {
         controller: String,
     },

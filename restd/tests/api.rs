@@ -170,6 +170,13 @@ impl Drop for Restd {
     }
 }
 
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
 fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + timeout;
     while Instant::now() < end {
@@ -267,6 +274,54 @@ fn rest_api_against_a_running_cluster() {
     };
     let s = "/slurm/v0.0.44";
     let p = |x: &str| format!("{s}{x}");
+
+    // ---- scontrol token: the controller mints tokens restd accepts; a user
+    // gets only their own, root may ask for anyone's.
+    let scontrol = bins.join("scontrol");
+    let as_user = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&scontrol)
+            .args(args)
+            .env("SLURM_CONF", cluster.spec.conf_path())
+            .output()
+            .unwrap()
+    };
+    let o = as_user(&["token"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let tok = out
+        .trim()
+        .strip_prefix("SLURM_JWT=")
+        .unwrap_or_else(|| panic!("{out}{}", String::from_utf8_lossy(&o.stderr)))
+        .to_string();
+    assert_eq!(
+        slurmrestd::jwt::verify_token(&key_bytes, &tok, now_secs())
+            .unwrap()
+            .sun,
+        NOBODY
+    );
+    let hdr = format!("Bearer {tok}");
+    let r = http(&tcp, "GET", &p("/jobs/"), &[("Authorization", &hdr)], None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let o = as_user(&["token", "username=root"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr).to_lowercase();
+    assert!(
+        err.contains("slurm_request_token") && err.contains("denied"),
+        "{err}"
+    );
+    let o = Command::new(&scontrol)
+        .args(["token", "username=nobody", "lifespan=60"])
+        .env("SLURM_CONF", cluster.spec.conf_path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let tok = out
+        .trim()
+        .strip_prefix("SLURM_JWT=")
+        .expect("root gets nobody's token");
+    let c = slurmrestd::jwt::verify_token(&key_bytes, tok, now_secs()).unwrap();
+    assert!(c.exp - now_secs() <= 60);
 
     // ---- authentication
     let r = http(&tcp, "GET", &p("/jobs/"), &[], None);
