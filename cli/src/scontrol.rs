@@ -1319,12 +1319,12 @@ fn cmd_token(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
             Some((k, v)) if k.eq_ignore_ascii_case("lifespan") => match v.parse::<i64>() {
                 Ok(n) if n > 0 => lifespan = Some(n),
                 _ => {
-                    out.err(&format!("Invalid lifespan value: {v}"));
+                    out.err(format!("Invalid lifespan value: {v}"));
                     return 1;
                 }
             },
             _ => {
-                out.err(&format!("Invalid parameter for token: {w}"));
+                out.err(format!("Invalid parameter for token: {w}"));
                 return 1;
             }
         }
@@ -1339,7 +1339,7 @@ fn cmd_token(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
             1
         }
         Err(e) => {
-            out.err(&format!("slurm_request_token: {}", e.message));
+            out.err(format!("slurm_request_token: {}", e.message));
             1
         }
     }
