@@ -12,10 +12,12 @@
 //! - [`sdiag`]: the controller's scheduling counters.
 //! - [`shares`]: `sprio` and `sshare` (multifactor priority, fair share).
 //! - [`srun`]: `srun` (job steps, with or without an allocation) and `salloc`.
+//! - [`jsonout`]: `--json` bodies, as slurmrestd's responses.
 //! - [`local`]: `slurm-local`, a complete cluster on loopback.
 
 pub mod common;
 pub mod fmt;
+pub mod jsonout;
 pub mod local;
 pub mod sacct;
 pub mod sacctmgr;

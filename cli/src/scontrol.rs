@@ -425,12 +425,17 @@ impl Controller for Real {
 }
 
 /// Global options.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Globals {
     pub oneliner: bool,
     pub quiet: bool,
     pub verbose: bool,
     pub details: bool,
+    /// `--json`: `show` prints slurmrestd's bodies.
+    pub json: bool,
+    /// For `--json`'s `meta`: the cluster and the command line.
+    pub cluster: String,
+    pub argv: Vec<String>,
 }
 
 /// Captured output of one command.
@@ -650,8 +655,10 @@ fn cmd_show(
                     ));
                     return 1;
                 }
-                out.stdout.push_str("No jobs in the system\n");
-                return 0;
+                if !g.json {
+                    out.stdout.push_str("No jobs in the system\n");
+                    return 0;
+                }
             }
             // Pending jobs that asked for no memory show their nodes' memory.
             let need_mem = jobs.iter().any(|j| {
@@ -668,6 +675,15 @@ fn cmd_show(
             } else {
                 (Vec::new(), Vec::new())
             };
+            if g.json {
+                let last = jobs.iter().map(|j| j.submit_time).max().unwrap_or(0);
+                out.stdout.push_str(&crate::jsonout::render(
+                    crate::jsonout::Body::Jobs(&jobs, now.max(last), None),
+                    &g.cluster,
+                    &g.argv,
+                ));
+                return 0;
+            }
             for j in jobs {
                 let mem = partition_node_mem(j, &parts, &nodes);
                 out.stdout.push_str(&show_job(j, mem, &so));
@@ -696,8 +712,17 @@ fn cmd_show(
                         out.stdout.push_str(&format!("Reservation {n} not found\n"));
                         return 1;
                     }
+                    None if g.json => {}
                     None => out.stdout.push_str("No reservations in the system\n"),
                 }
+            }
+            if g.json {
+                out.stdout.push_str(&crate::jsonout::render(
+                    crate::jsonout::Body::Reservations(&shown, now),
+                    &g.cluster,
+                    &g.argv,
+                ));
+                return 0;
             }
             for r in shown {
                 out.stdout.push_str(&show_reservation(r, &so));
@@ -769,11 +794,20 @@ fn cmd_show(
                         }
                         return 1;
                     }
+                    None if g.json => {}
                     None => {
                         out.stdout.push_str("No nodes in the system\n");
                         return 0;
                     }
                 }
+            }
+            if g.json {
+                out.stdout.push_str(&crate::jsonout::render(
+                    crate::jsonout::Body::Nodes(&shown, now),
+                    &g.cluster,
+                    &g.argv,
+                ));
+                return 0;
             }
             for n in shown {
                 out.stdout.push_str(&show_node(n, &so));
@@ -797,11 +831,20 @@ fn cmd_show(
                         }
                         return 1;
                     }
+                    None if g.json => {}
                     None => {
                         out.stdout.push_str("No partitions in the system\n");
                         return 0;
                     }
                 }
+            }
+            if g.json {
+                out.stdout.push_str(&crate::jsonout::render(
+                    crate::jsonout::Body::Partitions(&shown, now),
+                    &g.cluster,
+                    &g.argv,
+                ));
+                return 0;
             }
             for p in shown {
                 out.stdout.push_str(&show_partition(p, &so));
@@ -1539,6 +1582,14 @@ fn parse_globals(args: &[String]) -> Result<(Globals, Vec<String>, Option<String
         }
         match a.as_str() {
             "--oneliner" => g.oneliner = true,
+            s if s == "--json" || s.starts_with("--json=") => {
+                crate::jsonout::check_parser(s.strip_prefix("--json="))
+                    .map_err(|e| format!("scontrol: error: {e}"))?;
+                g.json = true;
+            }
+            s if s == "--yaml" || s.starts_with("--yaml=") => {
+                return Err("scontrol: error: --yaml is not supported; use --json".into())
+            }
             "--details" => g.details = true,
             "--quiet" => g.quiet = true,
             "--verbose" => g.verbose = true,
@@ -1630,6 +1681,10 @@ pub fn main() -> i32 {
         client: crate::common::client(&conf),
         host,
     };
+    g.cluster = conf.cluster_name.clone();
+    g.argv = std::iter::once("scontrol".to_string())
+        .chain(args.iter().cloned())
+        .collect();
     let emit = |out: &Out| {
         print!("{}", out.stdout);
         eprint!("{}", out.stderr);

@@ -221,6 +221,8 @@ pub struct Options {
     pub dead: bool,
     /// Widths of the default layouts' `%P`/`%N` grow to the longest value.
     pub auto_widths: bool,
+    /// `--json`: slurmrestd's node list instead of the table.
+    pub json: bool,
 }
 
 impl Default for Options {
@@ -237,6 +239,7 @@ impl Default for Options {
             states_and: false,
             partitions: vec![],
             nodes: vec![],
+            json: false,
             responding: false,
             dead: false,
             auto_widths: true,
@@ -673,6 +676,16 @@ const OPTS: &[Opt] = &[
     },
     Opt {
         short: None,
+        long: "json",
+        arg: Arg::Optional,
+    },
+    Opt {
+        short: None,
+        long: "yaml",
+        arg: Arg::Optional,
+    },
+    Opt {
+        short: None,
         long: "help",
         arg: Arg::No,
     },
@@ -895,6 +908,14 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                     "dead" => o.dead = true,
                     "exact" => o.exact = true,
                     "noheader" => o.noheader = true,
+                    "json" => {
+                        crate::jsonout::check_parser(Some(v.as_str()))
+                            .map_err(|e| format!("sinfo: error: {e}"))?;
+                        o.json = true;
+                    }
+                    "yaml" => {
+                        return Err("sinfo: error: --yaml is not supported; use --json".into())
+                    }
                     "help" => return Ok(Action::Print(HELP.to_string())),
                     "usage" => return Ok(Action::Print(USAGE.to_string())),
                     "version" => {
@@ -1109,7 +1130,27 @@ pub fn main() -> i32 {
                 return 1;
             }
         };
-        let text = format_sinfo(&parts, &nodes, &opts, crate::common::now(), Tz::Local);
+        let text = if opts.json {
+            // The nodes of the partitions and states asked for, as REST lists them.
+            let sel: Vec<&NodeRecord> = nodes
+                .iter()
+                .filter(|n| {
+                    opts.partitions.is_empty()
+                        || n.partitions.iter().any(|p| opts.partitions.contains(p))
+                })
+                .filter(|n| opts.nodes.is_empty() || opts.nodes.contains(&n.name))
+                .collect();
+            let argv: Vec<String> = std::iter::once("sinfo".to_string())
+                .chain(args.iter().cloned())
+                .collect();
+            crate::jsonout::render(
+                crate::jsonout::Body::Nodes(&sel, crate::common::now()),
+                &conf.cluster_name,
+                &argv,
+            )
+        } else {
+            format_sinfo(&parts, &nodes, &opts, crate::common::now(), Tz::Local)
+        };
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         if out

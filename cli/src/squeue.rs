@@ -539,6 +539,8 @@ pub struct Options {
     pub filter: Filter,
     /// `-s`: list job steps instead of jobs.
     pub steps: bool,
+    /// `--json`: slurmrestd's job list instead of the table.
+    pub json: bool,
 }
 
 impl Default for Options {
@@ -550,6 +552,7 @@ impl Default for Options {
             time_header: false,
             sort: parse_sort(DEFAULT_SORT).0,
             filter: Filter::default(),
+            json: false,
         }
     }
 }
@@ -621,6 +624,16 @@ const OPTS: &[Opt] = &[
         short: Some('h'),
         long: "noheader",
         arg: Arg::No,
+    },
+    Opt {
+        short: None,
+        long: "json",
+        arg: Arg::Optional,
+    },
+    Opt {
+        short: None,
+        long: "yaml",
+        arg: Arg::Optional,
     },
     Opt {
         short: None,
@@ -834,6 +847,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     let mut iterate = None;
     let mut verbose = false;
     let mut cli_format = false;
+    let mut json = false;
     for p in parsed {
         match p {
             Parsed::Word(w) => {
@@ -846,6 +860,14 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                 match name {
                     "account" => filter.accounts = fmt::split_list(&v),
                     "noheader" => noheader = true,
+                    "json" => {
+                        crate::jsonout::check_parser(Some(v.as_str()))
+                            .map_err(|e| format!("squeue: error: {e}"))?;
+                        json = true;
+                    }
+                    "yaml" => {
+                        return Err("squeue: error: --yaml is not supported; use --json".into())
+                    }
                     "help" => return Ok(Action::Print(HELP.to_string())),
                     "usage" => return Ok(Action::Print(USAGE.to_string())),
                     "version" => {
@@ -971,6 +993,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
             sort: sort_keys,
             filter,
             steps,
+            json,
         }),
         iterate,
         verbose,
@@ -1125,7 +1148,19 @@ pub fn main() -> i32 {
             eprintln!("{e}");
             return 1;
         }
-        let text = if opts.steps {
+        let text = if opts.json {
+            let mut sel: Vec<&JobRecord> = jobs.iter().filter(|j| opts.filter.matches(j)).collect();
+            sort_jobs(&mut sel, &opts.sort, crate::common::now());
+            let last = sel.iter().map(|j| j.submit_time).max().unwrap_or(0);
+            let argv: Vec<String> = std::iter::once("squeue".to_string())
+                .chain(args.iter().cloned())
+                .collect();
+            crate::jsonout::render(
+                crate::jsonout::Body::Jobs(&sel, crate::common::now().max(last), None),
+                &conf.cluster_name,
+                &argv,
+            )
+        } else if opts.steps {
             format_steps(&jobs, &opts, crate::common::now(), Tz::Local)
         } else {
             format_jobs(&jobs, &opts, crate::common::now(), Tz::Local)
@@ -1397,6 +1432,7 @@ pub(crate) mod tests {
             sort: vec![],
             filter: Filter::default(),
             steps: false,
+            json: false,
         };
         let out = format_jobs(
             std::slice::from_ref(&j),

@@ -775,6 +775,51 @@ fn rest_api_against_a_running_cluster() {
         format!("slurm {}", slurm_proto::SLURM_VERSION)
     );
 
+    // ---- the commands' --json bodies are the REST responses' schemas
+    for (cmd, args, path) in [
+        ("squeue", &["--json"][..], "/jobs/"),
+        ("squeue", &["--json=v0.0.44", "-t", "all"][..], "/jobs/"),
+        ("sinfo", &["--json"][..], "/nodes/"),
+        ("scontrol", &["--json", "show", "job"][..], "/jobs/"),
+        ("scontrol", &["show", "node", "--json"][..], "/nodes/"),
+        (
+            "scontrol",
+            &["show", "partition", "--json"][..],
+            "/partitions/",
+        ),
+        (
+            "scontrol",
+            &["show", "reservation", "--json"][..],
+            "/reservations/",
+        ),
+    ] {
+        let o = cluster.command(cmd).args(args).output().unwrap();
+        let raw = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            o.status.success(),
+            "{cmd} {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let body: Value =
+            serde_json::from_str(&raw).unwrap_or_else(|e| panic!("{cmd} {args:?}: {e}\n{raw}"));
+        assert_eq!(body["meta"]["command"][0], cmd, "{raw}");
+        ck.check(
+            &p(path),
+            "get",
+            &Reply {
+                status: 200,
+                body,
+                raw,
+            },
+        );
+    }
+    let o = cluster
+        .command("squeue")
+        .arg("--json=v0.0.38")
+        .output()
+        .unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("data_parser"));
+
     eprintln!("{} responses validated", ck.count);
     drop(cluster);
 }

@@ -1,0 +1,86 @@
+//! `--json` for the commands: the same bodies as slurmrestd's responses
+//! (`openapi/slurmctld`, data_parser v0.0.44), built with its writers, with
+//! `meta.command` naming the command line.
+
+use serde_json::{json, Map, Value};
+use slurm_proto::{JobRecord, NodeRecord, PartitionRecord, ReservationRecord};
+use slurmrestd::openapi as oa;
+
+/// What a command prints with `--json`.
+pub enum Body<'a> {
+    Jobs(&'a [&'a JobRecord], i64, Option<i64>),
+    Nodes(&'a [&'a NodeRecord], i64),
+    Partitions(&'a [&'a PartitionRecord], i64),
+    Reservations(&'a [&'a ReservationRecord], i64),
+}
+
+/// `--json[=data_parser]`: only the version we speak is accepted.
+pub fn check_parser(v: Option<&str>) -> Result<(), String> {
+    match v {
+        None | Some("") => Ok(()),
+        Some(p) if oa::DATA_PARSER.ends_with(p.trim_start_matches("data_parser/")) => Ok(()),
+        Some(p) => Err(format!(
+            "unknown data_parser '{p}' (this build speaks {})",
+            oa::DATA_PARSER
+        )),
+    }
+}
+
+/// The whole response, pretty-printed with a final newline.
+pub fn render(body: Body, cluster: &str, command: &[String]) -> String {
+    let mut m = Map::new();
+    match body {
+        Body::Jobs(jobs, last, last_backfill) => {
+            m.insert(
+                "jobs".into(),
+                Value::Array(jobs.iter().map(|j| oa::job_info(j, cluster)).collect()),
+            );
+            m.insert("last_backfill".into(), oa::time(last_backfill));
+            m.insert("last_update".into(), oa::num(last));
+        }
+        Body::Nodes(nodes, last) => {
+            m.insert(
+                "nodes".into(),
+                Value::Array(nodes.iter().map(|n| oa::node_info(n, cluster)).collect()),
+            );
+            m.insert("last_update".into(), oa::num(last));
+        }
+        Body::Partitions(parts, last) => {
+            m.insert(
+                "partitions".into(),
+                Value::Array(
+                    parts
+                        .iter()
+                        .map(|p| oa::partition_info(p, cluster))
+                        .collect(),
+                ),
+            );
+            m.insert("last_update".into(), oa::num(last));
+        }
+        Body::Reservations(rs, last) => {
+            m.insert(
+                "reservations".into(),
+                Value::Array(rs.iter().map(|r| oa::reservation_info(r)).collect()),
+            );
+            m.insert("last_update".into(), oa::num(last));
+        }
+    }
+    // SAFETY: getuid cannot fail.
+    let user = slurm_common::users::user_name_or_id(unsafe { libc::getuid() });
+    // SAFETY: getgid cannot fail.
+    let group = slurm_common::users::group_name_or_id(unsafe { libc::getgid() });
+    let client = oa::Client {
+        source: String::new(),
+        user,
+        group,
+    };
+    let v = oa::envelope(
+        m,
+        oa::meta(cluster, Some(&client), command),
+        Vec::new(),
+        Vec::new(),
+    );
+    let mut s = serde_json::to_string_pretty(&v).unwrap_or_else(|_| json!({}).to_string());
+    s.push('\n');
+    s
+}
