@@ -211,6 +211,7 @@ enum Key {
     Dependency,
     Reservation,
     Gres,
+    Licenses,
     Constraint,
     Gpus,
     GpusPerNode,
@@ -360,7 +361,7 @@ static SPECS: &[Spec] = &[
     spec("gpus-per-socket", None, RA, FATAL, None),
     spec("gpus-per-task", None, RA, Key::GpusPerTask, Some("SBATCH_GPUS_PER_TASK")),
     spec("gres", None, RA, Key::Gres, Some("SBATCH_GRES")),
-    spec("licenses", Some('L'), RA, FATAL, None),
+    spec("licenses", Some('L'), RA, Key::Licenses, Some("SBATCH_LICENSES")),
     spec("mem-per-gpu", None, RA, FATAL, Some("SBATCH_MEM_PER_GPU")),
     spec("nodefile", Some('F'), RA, FATAL, None),
     spec("ntasks-per-core", None, RA, FATAL, None),
@@ -445,6 +446,7 @@ pub struct Options {
     pub reservation: Option<String>,
     pub external: Option<bool>,
     pub gres: Option<String>,
+    pub licenses: Option<String>,
     pub constraint: Option<String>,
     pub gpus: Option<String>,
     pub gpus_per_node: Option<String>,
@@ -501,6 +503,7 @@ impl Options {
             reservation,
             external,
             gres,
+            licenses,
             constraint,
             gpus,
             gpus_per_node,
@@ -720,6 +723,10 @@ fn apply(
             opts.array = s();
         }
         Key::Reservation => opts.reservation = s(),
+        Key::Licenses => {
+            slurm_common::licenses::parse(v).map_err(|e| Fail::error(e, 1))?;
+            opts.licenses = s();
+        }
         Key::Constraint => {
             slurm_common::constraint::Constraint::parse(v).map_err(|e| Fail::error(e, 1))?;
             opts.constraint = s();
@@ -1321,6 +1328,7 @@ pub fn build_desc(
         reservation: o.reservation.clone(),
         external: o.external.unwrap_or(false),
         gres: o.gres.clone(),
+        licenses: o.licenses.clone(),
         constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),

@@ -605,6 +605,7 @@ fn cmd_show(
         "jobs",
         "steps",
         "reservations",
+        "licenses",
         "nodes",
         "partitions",
         "config",
@@ -687,6 +688,43 @@ fn cmd_show(
             for j in jobs {
                 let mem = partition_node_mem(j, &parts, &nodes);
                 out.stdout.push_str(&show_job(j, mem, &so));
+            }
+            0
+        }
+        Some("licenses") => {
+            let list = match ctl.call(RequestBody::GetLicenses) {
+                Ok(Response::Licenses { licenses, .. }) => licenses,
+                Ok(_) => {
+                    out.err("slurm_load_licenses error: Unexpected message received");
+                    return 1;
+                }
+                Err(f) => {
+                    out.err(format!("slurm_load_licenses error: {}", f.message));
+                    return 1;
+                }
+            };
+            let shown: Vec<_> = list
+                .iter()
+                .filter(|l| id.is_none_or(|n| l.name == n))
+                .collect();
+            if shown.is_empty() {
+                match id {
+                    Some(n) => {
+                        out.stdout.push_str(&format!("License {n} not found\n"));
+                        return 1;
+                    }
+                    None => out.stdout.push_str("No licenses configured in Slurm.\n"),
+                }
+            }
+            for l in shown {
+                let sep = if so.oneliner { " " } else { "\n    " };
+                out.stdout.push_str(&format!(
+                    "LicenseName={}{sep}Total={} Used={} Free={} Reserved=0 Remote=no\n",
+                    l.name,
+                    l.total,
+                    l.used,
+                    l.total.saturating_sub(l.used)
+                ));
             }
             0
         }

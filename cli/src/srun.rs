@@ -46,6 +46,8 @@ pub struct AllocOpts {
     pub gres: Option<String>,
     /// `--constraint` (node features).
     pub constraint: Option<String>,
+    /// `--licenses`.
+    pub licenses: Option<String>,
     pub gpus: Option<String>,
     pub gpus_per_node: Option<String>,
     pub gpus_per_task: Option<String>,
@@ -176,6 +178,11 @@ const OPTS: &[Opt] = &[
     Opt {
         short: Some('C'),
         long: "constraint",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('L'),
+        long: "licenses",
         arg: Arg::Required,
     },
     Opt {
@@ -358,6 +365,10 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 }
             }
             "exclusive" => o.exclusive = true,
+            "licenses" => {
+                slurm_common::licenses::parse(&v).map_err(|e| format!("{prog}: error: {e}"))?;
+                o.licenses = Some(v);
+            }
             "constraint" => {
                 slurm_common::constraint::Constraint::parse(&v)
                     .map_err(|e| format!("{prog}: error: {e}"))?;
@@ -469,6 +480,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         exclusive: o.exclusive,
         gres: o.gres.clone(),
         constraint: o.constraint.clone(),
+        licenses: o.licenses.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),
         gpus_per_task: o.gpus_per_task.clone(),

@@ -11,6 +11,7 @@
 //! - [`cpubind`]: `srun --cpu-bind` (which CPUs each task gets).
 //! - [`dbd`]: a one-request client for slurmdbd.
 //! - [`gres`]: generic resource specifications (`gpu:a100:2`).
+//! - [`licenses`]: license lists (`matlab:2,abaqus`).
 //! - [`net`]: the RPC framing (length-prefixed JSON) and a blocking client.
 //! - [`stepio`]: the I/O stream between a step's node daemons and `srun`.
 //! - [`users`]: uid/gid ⇄ name look-ups.
@@ -26,6 +27,7 @@ pub mod dbd;
 pub mod gres;
 pub mod hostlist;
 pub mod jobspec;
+pub mod licenses;
 pub mod net;
 pub mod stepio;
 pub mod timefmt;

@@ -213,6 +213,13 @@ impl Server {
             RequestBody::GetToken { username, lifespan } => {
                 self.token(&req.cred, username, lifespan)
             }
+            RequestBody::GetLicenses => {
+                let s = self.snapshot();
+                Response::Licenses {
+                    licenses: s.licenses.clone(),
+                    last_update: s.last_update,
+                }
+            }
             RequestBody::AcctChanged => match &self.acct_kick {
                 Some(k) => {
                     k.notify_one();

@@ -92,6 +92,7 @@ pub struct Snapshot {
     pub shares: Vec<ShareInfo>,
     /// The encoded `GetJobs` answer, made once per snapshot on first use.
     pub jobs_frame: std::sync::OnceLock<Vec<u8>>,
+    pub licenses: Vec<LicenseInfo>,
 }
 
 pub struct Controller {
@@ -135,6 +136,8 @@ pub struct Controller {
     gres_kinds: crate::gres::GresKinds,
     /// Jobs that preempted others, and when (their victims are leaving).
     preempting: HashMap<JobId, i64>,
+    /// `Licenses=`: name and count.
+    licenses: Vec<(String, u32)>,
     /// `AccountingStorageEnforce`.
     pub enforce: crate::assoc::Enforce,
     /// Associations, users and QOS from slurmdbd (once fetched).
@@ -337,7 +340,12 @@ impl Controller {
             assocs: None,
             gres_kinds: crate::gres::GresKinds::default(),
             preempting: HashMap::new(),
+            licenses: Vec::new(),
         };
+        match slurm_common::licenses::parse(c.conf.get("Licenses").unwrap_or("")) {
+            Ok(l) => c.licenses = l,
+            Err(e) => tracing::warn!("Licenses= ignored: {e}"),
+        }
         for spec in dyn_nodes {
             c.add_node(&spec);
         }
@@ -831,7 +839,35 @@ impl Controller {
             shares: self.shares(),
             last_update: self.last_update,
             jobs_frame: std::sync::OnceLock::new(),
+            licenses: {
+                let used = self.licenses_used();
+                self.licenses
+                    .iter()
+                    .map(|(name, total)| LicenseInfo {
+                        name: name.clone(),
+                        total: *total,
+                        used: used.get(name).copied().unwrap_or(0),
+                    })
+                    .collect()
+            },
         }
+    }
+
+    /// Licenses held by running (and still completing) jobs.
+    fn licenses_used(&self) -> HashMap<String, u32> {
+        let mut used: HashMap<String, u32> = HashMap::new();
+        for j in self.p.jobs.values() {
+            if j.state != JobState::Running && !j.completing {
+                continue;
+            }
+            let Some(l) = j.desc.licenses.as_deref() else {
+                continue;
+            };
+            for (name, n) in slurm_common::licenses::parse(l).unwrap_or_default() {
+                *used.entry(name).or_default() += n;
+            }
+        }
+        used
     }
 
     fn diag(&self) -> DiagStats {
@@ -1761,6 +1797,30 @@ impl Controller {
                 }
             }
         }
+        // Licenses: known ones, never more than the cluster has.
+        if let Some(l) = &job.desc.licenses {
+            let want = match slurm_common::licenses::parse(l) {
+                Ok(w) => w,
+                Err(e) => return err_detail(SlurmError::InvalidLicenses, e),
+            };
+            for (name, n) in want {
+                match self.licenses.iter().find(|(x, _)| *x == name) {
+                    Some((_, total)) if n <= *total => {}
+                    Some((_, total)) => {
+                        return err_detail(
+                            SlurmError::InvalidLicenses,
+                            format!("{name}:{n} is more than the cluster's {total}"),
+                        )
+                    }
+                    None => {
+                        return err_detail(
+                            SlurmError::InvalidLicenses,
+                            format!("no license '{name}' (Licenses= in slurm.conf)"),
+                        )
+                    }
+                }
+            }
+        }
         // Generic resources every node of the job needs.
         if let Err(e) = self.job_gres(&job.desc, job.min_nodes, job.num_tasks) {
             return err_detail(SlurmError::InvalidGres, e);
@@ -2180,6 +2240,48 @@ impl Controller {
             if let Some(v) = self.job_view(j) {
                 queue.push(v);
             }
+        }
+        // Licenses, highest priority first: a job waits for what it needs.
+        if !self.licenses.is_empty() && !queue.is_empty() {
+            let mut free: HashMap<String, u32> = self.licenses.iter().cloned().collect();
+            for (name, n) in self.licenses_used() {
+                if let Some(f) = free.get_mut(&name) {
+                    *f = f.saturating_sub(n);
+                }
+            }
+            let mut order: Vec<usize> = (0..queue.len()).collect();
+            order.sort_by_key(|&i| {
+                (
+                    std::cmp::Reverse(queue[i].priority),
+                    queue[i].submit_time,
+                    queue[i].id,
+                )
+            });
+            let mut keep = vec![true; queue.len()];
+            for i in order {
+                let Some(j) = self.p.jobs.get(&queue[i].id) else {
+                    continue;
+                };
+                let Some(l) = j.desc.licenses.as_deref() else {
+                    continue;
+                };
+                let want = slurm_common::licenses::parse(l).unwrap_or_default();
+                let fits = want
+                    .iter()
+                    .all(|(name, n)| free.get(name).is_some_and(|f| f >= n));
+                if fits {
+                    for (name, n) in want {
+                        if let Some(f) = free.get_mut(&name) {
+                            *f -= n;
+                        }
+                    }
+                } else if j.held.is_none() {
+                    held_back.push((j.job_id, JobReason::Other("Licenses".into())));
+                    keep[i] = false;
+                }
+            }
+            let mut k = keep.into_iter();
+            queue.retain(|_| k.next().unwrap_or(true));
         }
         // Association and QOS limits, highest priority first.
         if let (true, Some(cache)) = (self.enforce.limits, &self.assocs) {

@@ -252,6 +252,9 @@ pub struct JobDesc {
     /// `--constraint` (node features: `intel&(ib|opa)`, `[rack1|rack2]`).
     #[serde(default)]
     pub constraint: Option<String>,
+    /// `--licenses` (`matlab:2,abaqus`).
+    #[serde(default)]
+    pub licenses: Option<String>,
 }
 
 /// An advance reservation (`scontrol create reservation`).
@@ -489,6 +492,14 @@ pub struct JobPrologue {
     pub partition: String,
     pub account: String,
     pub alloc: Allocation,
+}
+
+/// One cluster license (`Licenses=` in slurm.conf) and its use.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LicenseInfo {
+    pub name: String,
+    pub total: u32,
+    pub used: u32,
 }
 
 /// What `srun` asks for when it creates a step in an allocation.
@@ -844,6 +855,7 @@ pub enum SlurmError {
     PrologFailed,
     InvalidGres,
     InvalidFeature,
+    InvalidLicenses,
 }
 
 impl SlurmError {
@@ -881,6 +893,7 @@ impl SlurmError {
             SlurmError::PrologFailed => 4021,
             SlurmError::InvalidGres => 2072,
             SlurmError::InvalidFeature => 2040,
+            SlurmError::InvalidLicenses => 2048,
             SlurmError::ReservationInvalid => 2060,
             SlurmError::ReservationBusy => 2061,
             SlurmError::ReservationAccess => 2062,
@@ -926,6 +939,7 @@ impl SlurmError {
             SlurmError::PrologFailed => "Job prolog failed",
             SlurmError::InvalidGres => "Invalid generic resource (gres) specification",
             SlurmError::InvalidFeature => "Invalid feature specification",
+            SlurmError::InvalidLicenses => "Invalid license specification",
             SlurmError::AccountingPolicy => {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }
@@ -1148,6 +1162,8 @@ pub enum RequestBody {
     GetReservations,
     /// slurmdbd: associations, users or QOS changed; fetch them again.
     AcctChanged,
+    /// `scontrol show licenses`, REST `licenses/`.
+    GetLicenses,
     /// `scontrol token`: a JWT for the caller (or, for root and SlurmUser,
     /// for `username`), valid `lifespan` seconds.
     GetToken {
@@ -1271,6 +1287,10 @@ pub enum Response {
     Ok,
     /// A JWT (`scontrol token`).
     Token(String),
+    Licenses {
+        licenses: Vec<LicenseInfo>,
+        last_update: i64,
+    },
     Pong {
         controller: String,
     },

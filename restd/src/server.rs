@@ -659,13 +659,37 @@ impl App {
         Ok(done(json!({ "statistics": stats })))
     }
 
-    fn licenses(&self) -> HResult {
-        match self.conf.get("Licenses") {
-            Some(l) if !l.trim().is_empty() => Err(Fail::not_supported(
-                "license tracking (Licenses=) is not supported by this controller yet",
-                "slurm_load_licenses",
-            )),
-            _ => Ok(done(json!({"licenses": [], "last_update": num(0)}))),
+    async fn licenses(&self, who: &Ident) -> HResult {
+        match self
+            .call(who, RequestBody::GetLicenses, "slurm_load_licenses")
+            .await?
+        {
+            Response::Licenses {
+                licenses,
+                last_update,
+            } => {
+                let list: Vec<Value> = licenses
+                    .iter()
+                    .map(|l| {
+                        json!({
+                            "LicenseName": l.name,
+                            "Total": l.total,
+                            "Used": l.used,
+                            "Free": l.total.saturating_sub(l.used),
+                            "Remote": false,
+                            "Reserved": 0,
+                            "LastConsumed": 0,
+                            "LastDeficit": 0,
+                            "LastUpdate": last_update,
+                        })
+                    })
+                    .collect();
+                Ok(done(
+                    json!({"licenses": list, "last_update": num(last_update)}),
+                ))
+            }
+            Response::Error(e) => Err(Fail::rpc(&e, &[], "slurm_load_licenses")),
+            r => Err(unexpected(&r, "slurm_load_licenses")),
         }
     }
 
@@ -1434,9 +1458,7 @@ async fn h_reconfigure(
 }
 
 async fn h_licenses(State(app): St, ConnectInfo(peer): Peer_, headers: HeaderMap) -> HttpResponse {
-    handler!(Kind::Licenses, app, peer, headers, |_who| async {
-        app.licenses()
-    })
+    handler!(Kind::Licenses, app, peer, headers, |who| app.licenses(who))
 }
 
 async fn h_shares(

@@ -209,7 +209,7 @@ fn rest_api_against_a_running_cluster() {
     std::fs::write(&jwt_key, &key_bytes).unwrap();
     let mut spec = ClusterSpec::new(&dir, 2, &bins).expect("spec");
     spec.extra_conf = format!(
-        "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\n",
+        "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\nLicenses=matlab:3\n",
         jwt_key.display()
     );
     let cluster = LocalCluster::start(spec).expect("cluster starts");
@@ -399,6 +399,8 @@ fn rest_api_against_a_running_cluster() {
     let r = http(&tcp, "GET", &p("/licenses/"), &root, None);
     assert_eq!(r.status, 200);
     ck.check(&p("/licenses/"), "get", &r);
+    assert_eq!(r.body["licenses"][0]["LicenseName"], "matlab", "{}", r.raw);
+    assert_eq!(r.body["licenses"][0]["Total"], 3, "{}", r.raw);
     let r = http(&tcp, "GET", &p("/shares"), &root, None);
     assert!(r.status == 200 || r.status == 422, "{}", r.raw);
     ck.check(&p("/shares"), "get", &r);

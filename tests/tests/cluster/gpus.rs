@@ -126,3 +126,36 @@ fn constraint_picks_nodes_by_feature() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn licenses_are_counted_and_jobs_wait_for_them() {
+    let t = TestCluster::start(1, |s| s.extra_conf = "Licenses=matlab:2,abaqus\n".into());
+    let ids: Vec<u32> = (0..3)
+        .map(|_| t.sbatch(&["-L", "matlab", "--wrap", "sleep 3"]))
+        .collect();
+    t.wait_job(ids[0], 30, "running", |j| j.state == JobState::Running);
+    t.wait_job(ids[1], 30, "running", |j| j.state == JobState::Running);
+    let j = t.wait_job(ids[2], 30, "waiting for a license", |j| {
+        j.reason == JobReason::Other("Licenses".into())
+    });
+    assert_eq!(j.state, JobState::Pending);
+    let out = t.run("scontrol", &["show", "licenses"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "LicenseName=matlab\n    Total=2 Used=2 Free=0 Reserved=0 Remote=no\n\
+         LicenseName=abaqus\n    Total=1 Used=0 Free=1 Reserved=0 Remote=no\n"
+    );
+    // A job needing another license runs beside them.
+    let other = t.sbatch(&["-L", "abaqus:1", "--wrap", "true"]);
+    assert_eq!(t.wait_done(other, 30).state, JobState::Completed);
+    assert_eq!(t.wait_done(ids[2], 60).state, JobState::Completed);
+    for bad in ["nosuch", "matlab:3", "matlab:x"] {
+        let out = t.run("sbatch", &["-L", bad, "--wrap", "true"]);
+        assert!(!out.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("Invalid license specification"),
+            "{bad}: {err}"
+        );
+    }
+}
