@@ -481,6 +481,7 @@ const COMMANDS: &[&str] = &[
     "requeue",
     "requeuehold",
     "ping",
+    "reconfigure",
     "token",
     "version",
     "help",
@@ -1541,6 +1542,17 @@ pub fn run_command(
         }
         Some("ping") => cmd_ping(ctl, out),
         Some("token") => cmd_token(rest, ctl, out),
+        Some("reconfigure") => match ctl.call(RequestBody::Reconfigure) {
+            Ok(Response::Ok) => 0,
+            Ok(_) => {
+                out.err("slurm_reconfigure error: Unexpected message received");
+                1
+            }
+            Err(e) => {
+                out.err(format!("slurm_reconfigure error: {}", e.message));
+                1
+            }
+        },
         Some("version") => {
             out.stdout
                 .push_str(&format!("slurm {}\n", slurm_proto::SLURM_VERSION));

@@ -179,6 +179,35 @@ fn err_detail<T>(e: SlurmError, d: impl Into<String>) -> Result<T, RpcError> {
     })
 }
 
+/// The partitions of a configuration (totals filled by `refresh`).
+fn partition_records(conf: &SlurmConf) -> Vec<PartitionRecord> {
+    conf.partitions
+        .iter()
+        .map(|p| PartitionRecord {
+            name: p.name.clone(),
+            nodes_expr: p.nodes_expr.clone(),
+            nodes: p.nodes.clone(),
+            default: p.default,
+            max_time: p.max_time,
+            default_time: p.default_time,
+            state: partition_state(&p.state),
+            priority_job_factor: p.priority_job_factor,
+            priority_tier: p.priority_tier,
+            oversubscribe: p.oversubscribe.clone(),
+            max_nodes: p.max_nodes,
+            min_nodes: p.min_nodes,
+            hidden: p.hidden,
+            allow_groups: p.allow_groups.clone(),
+            allow_accounts: p.allow_accounts.clone(),
+            allow_qos: p.allow_qos.clone(),
+            def_mem_per_cpu: p.def_mem_per_cpu.or(conf.def_mem_per_cpu),
+            max_mem_per_node: p.max_mem_per_node.or(conf.max_mem_per_node),
+            total_cpus: 0,
+            total_mem: 0,
+        })
+        .collect()
+}
+
 fn partition_state(s: &PartitionStateConf) -> PartitionState {
     match s {
         PartitionStateConf::Up => PartitionState::Up,
@@ -241,32 +270,7 @@ impl Controller {
                 external: false,
             });
         }
-        let partitions = conf
-            .partitions
-            .iter()
-            .map(|p| PartitionRecord {
-                name: p.name.clone(),
-                nodes_expr: p.nodes_expr.clone(),
-                nodes: p.nodes.clone(),
-                default: p.default,
-                max_time: p.max_time,
-                default_time: p.default_time,
-                state: partition_state(&p.state),
-                priority_job_factor: p.priority_job_factor,
-                priority_tier: p.priority_tier,
-                oversubscribe: p.oversubscribe.clone(),
-                max_nodes: p.max_nodes,
-                min_nodes: p.min_nodes,
-                hidden: p.hidden,
-                allow_groups: p.allow_groups.clone(),
-                allow_accounts: p.allow_accounts.clone(),
-                allow_qos: p.allow_qos.clone(),
-                def_mem_per_cpu: p.def_mem_per_cpu.or(conf.def_mem_per_cpu),
-                max_mem_per_node: p.max_mem_per_node.or(conf.max_mem_per_node),
-                total_cpus: 0,
-                total_mem: 0,
-            })
-            .collect();
+        let partitions = partition_records(&conf);
         let mut p = saved;
         if p.next_job_id < conf.first_job_id.max(1) {
             p.next_job_id = conf.first_job_id.max(1);
@@ -656,6 +660,89 @@ impl Controller {
             tasks,
         )?;
         self.gres_kinds.job_reqs(&specs)
+    }
+
+    /// `scontrol reconfigure`: read slurm.conf again and apply what can
+    /// change while running (partitions, node weights/features/GRES,
+    /// licenses, scheduler and priority parameters, preemption, limits...).
+    /// A file that does not parse, or a change that needs a restart (the
+    /// node set, cluster name, ports, state directory, plugins), is refused
+    /// and changes nothing.
+    fn reconfigure(&mut self, who: Caller, now: i64) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        let new = match SlurmConf::load(&self.conf.path) {
+            Ok(c) => c,
+            Err(e) => return err_detail(SlurmError::InvalidRequest, e.to_string()),
+        };
+        let old = &self.conf;
+        let node_names = |c: &SlurmConf| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+        let fixed = [
+            ("ClusterName", old.cluster_name != new.cluster_name),
+            ("the node list", node_names(old) != node_names(&new)),
+            ("SlurmctldPort", old.slurmctld_port != new.slurmctld_port),
+            ("SlurmdPort", old.slurmd_port != new.slurmd_port),
+            (
+                "StateSaveLocation",
+                old.state_save_location != new.state_save_location,
+            ),
+            ("SchedulerType", old.scheduler_type != new.scheduler_type),
+            ("SelectType", old.select_type != new.select_type),
+            ("PriorityType", old.priority_type != new.priority_type),
+            (
+                "AccountingStorageType",
+                old.accounting_storage_type != new.accounting_storage_type,
+            ),
+        ];
+        if let Some((what, _)) = fixed.iter().find(|(_, changed)| *changed) {
+            return err_detail(
+                SlurmError::NeedRestart,
+                format!("{what} changed: restart slurmctld to apply it"),
+            );
+        }
+        // Every check passed: apply.
+        if new.get("SchedulerParameters") != old.get("SchedulerParameters") {
+            match slurm_plugins::registry::scheduler_with_params(
+                &new.scheduler_type,
+                new.get("SchedulerParameters").unwrap_or(""),
+            ) {
+                Ok(s) => self.scheduler = s.plugin,
+                Err(e) => return err_detail(SlurmError::InvalidRequest, e.to_string()),
+            }
+        }
+        if let Some(m) = self.multifactor.as_mut() {
+            match slurm_plugins::priority::PriorityParams::from_config(&new.entries) {
+                Ok(p) => m.reconfigure(p),
+                Err(e) => return err_detail(SlurmError::InvalidRequest, e.to_string()),
+            }
+        }
+        for n in &new.nodes {
+            if let Some(&i) = self.node_index.get(&n.name) {
+                let r = &mut self.nodes[i];
+                r.weight = n.weight;
+                r.features = n.features.clone();
+                r.gres = n.gres.clone();
+                r.partitions = new
+                    .partitions
+                    .iter()
+                    .filter(|p| p.nodes.contains(&n.name))
+                    .map(|p| p.name.clone())
+                    .collect();
+            }
+        }
+        self.partitions = partition_records(&new);
+        self.licenses =
+            slurm_common::licenses::parse(new.get("Licenses").unwrap_or("")).unwrap_or_default();
+        self.enforce = crate::assoc::Enforce::parse(&new.accounting_storage_enforce);
+        self.conf = Arc::new(new);
+        self.refresh_gres_kinds();
+        self.last_update = self.last_update.max(now);
+        self.dirty = true;
+        self.sched_needed = true;
+        self.refresh();
+        tracing::info!("reconfigured from {}", self.conf.path.display());
+        Ok(Response::Ok)
     }
 
     /// New associations, users and QOS from slurmdbd.
@@ -3636,6 +3723,7 @@ impl Controller {
             } => self.update_node(who, names, state, reason, now),
             RequestBody::AllocateJob(d) => self.allocate(who, d, now),
             RequestBody::CreateNode(n) => self.create_node(who, n),
+            RequestBody::Reconfigure => self.reconfigure(who, now),
             RequestBody::DeleteNode { name } => self.delete_node(who, &name),
             RequestBody::CreateReservation(r) => self.create_reservation(who, r, now),
             RequestBody::UpdateReservation(r) => self.update_reservation(who, r, now),

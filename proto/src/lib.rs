@@ -856,6 +856,7 @@ pub enum SlurmError {
     InvalidGres,
     InvalidFeature,
     InvalidLicenses,
+    NeedRestart,
 }
 
 impl SlurmError {
@@ -894,6 +895,7 @@ impl SlurmError {
             SlurmError::InvalidGres => 2072,
             SlurmError::InvalidFeature => 2040,
             SlurmError::InvalidLicenses => 2048,
+            SlurmError::NeedRestart => 2049,
             SlurmError::ReservationInvalid => 2060,
             SlurmError::ReservationBusy => 2061,
             SlurmError::ReservationAccess => 2062,
@@ -940,6 +942,7 @@ impl SlurmError {
             SlurmError::InvalidGres => "Invalid generic resource (gres) specification",
             SlurmError::InvalidFeature => "Invalid feature specification",
             SlurmError::InvalidLicenses => "Invalid license specification",
+            SlurmError::NeedRestart => "Change requires restart of slurmctld",
             SlurmError::AccountingPolicy => {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }
@@ -1164,6 +1167,8 @@ pub enum RequestBody {
     AcctChanged,
     /// `scontrol show licenses`, REST `licenses/`.
     GetLicenses,
+    /// `scontrol reconfigure`: read slurm.conf again.
+    Reconfigure,
     /// `scontrol token`: a JWT for the caller (or, for root and SlurmUser,
     /// for `username`), valid `lifespan` seconds.
     GetToken {

@@ -32,7 +32,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 // Slurm error numbers for what the gateway itself reports.
-const ESLURM_NOT_SUPPORTED: i32 = 2036;
 const ESLURM_REST_INVALID_QUERY: i32 = 9000;
 const ESLURM_REST_FAIL_PARSING: i32 = 9001;
 const ESLURM_REST_INVALID_JOBS_DESC: i32 = 9002;
@@ -192,16 +191,6 @@ impl Fail {
             ESLURM_REST_INVALID_QUERY,
             "Query empty or not RFC7320 compliant",
             &description,
-            source,
-        )
-    }
-
-    fn not_supported(description: &str, source: &str) -> Fail {
-        Fail::new(
-            StatusCode::NOT_IMPLEMENTED,
-            ESLURM_NOT_SUPPORTED,
-            "Requested operation not supported on this system",
-            description,
             source,
         )
     }
@@ -657,6 +646,17 @@ impl App {
             "bf_when_last_cycle": time(d.bf_last_when),
         });
         Ok(done(json!({ "statistics": stats })))
+    }
+
+    async fn reconfigure(&self, who: &Ident) -> HResult {
+        match self
+            .call(who, RequestBody::Reconfigure, "slurm_reconfigure")
+            .await?
+        {
+            Response::Ok => Ok(done(json!({}))),
+            Response::Error(e) => Err(Fail::rpc(&e, &[], "slurm_reconfigure")),
+            r => Err(unexpected(&r, "slurm_reconfigure")),
+        }
     }
 
     async fn licenses(&self, who: &Ident) -> HResult {
@@ -1449,12 +1449,7 @@ async fn h_reconfigure(
     ConnectInfo(peer): Peer_,
     headers: HeaderMap,
 ) -> HttpResponse {
-    handler!(Kind::Plain, app, peer, headers, |_who| async {
-        Err(Fail::not_supported(
-            "reconfiguring the controller is not supported yet: restart slurmctld to load a new slurm.conf",
-            "slurm_reconfigure",
-        ))
-    })
+    handler!(Kind::Plain, app, peer, headers, |who| app.reconfigure(who))
 }
 
 async fn h_licenses(State(app): St, ConnectInfo(peer): Peer_, headers: HeaderMap) -> HttpResponse {

@@ -194,3 +194,60 @@ fn prolog_flags_alloc_runs_the_prolog_on_every_node_at_start() {
         "{log}"
     );
 }
+
+#[test]
+fn scontrol_reconfigure_applies_a_new_slurm_conf() {
+    let t = TestCluster::start(1, |_| {});
+    let path = t.c.spec.conf_path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line = "PartitionName=debug Nodes=n[1-1] Default=YES MaxTime=INFINITE State=UP\n";
+    assert!(text.contains(line), "{text}");
+    // Partition limits and licenses change at once.
+    std::fs::write(
+        &path,
+        text.replace(
+            line,
+            "PartitionName=debug Nodes=n[1-1] Default=YES MaxTime=10 State=UP\n",
+        ) + "Licenses=matlab:2\n",
+    )
+    .unwrap();
+    let out = t.run("scontrol", &["reconfigure"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let show = String::from_utf8_lossy(&t.run("scontrol", &["show", "partition", "debug"]).stdout)
+        .into_owned();
+    assert!(show.contains("MaxTime=00:10:00"), "{show}");
+    let lic =
+        String::from_utf8_lossy(&t.run("scontrol", &["show", "licenses"]).stdout).into_owned();
+    assert!(lic.starts_with("LicenseName=matlab\n    Total=2"), "{lic}");
+    // A broken file, or a change only a restart can apply, changes nothing.
+    let good = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{good}Bogus Line Here\n")).unwrap();
+    let out = t.run("scontrol", &["reconfigure"]);
+    assert!(!out.status.success());
+    std::fs::write(
+        &path,
+        good.replace("ClusterName=local", "ClusterName=other"),
+    )
+    .unwrap();
+    let out = t.run("scontrol", &["reconfigure"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("restart"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let show = String::from_utf8_lossy(&t.run("scontrol", &["show", "partition", "debug"]).stdout)
+        .into_owned();
+    assert!(show.contains("MaxTime=00:10:00"), "{show}");
+    // Only root or SlurmUser may.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .arg("reconfigure")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
