@@ -1329,6 +1329,7 @@ pub fn build_desc(
         external: o.external.unwrap_or(false),
         gres: o.gres.clone(),
         licenses: o.licenses.clone(),
+        admin_comment: None,
         constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),

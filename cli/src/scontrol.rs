@@ -1296,6 +1296,11 @@ fn update_job(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
                 }
             },
             "name" | "jobname" => updates.push(JobUpdate::Name(v.clone())),
+            "comment" => updates.push(JobUpdate::Comment(v.clone())),
+            "admincomment" => updates.push(JobUpdate::AdminComment(v.clone())),
+            "partition" => updates.push(JobUpdate::Partition(v.clone())),
+            "account" => updates.push(JobUpdate::Account(v.clone())),
+            "qos" => updates.push(JobUpdate::Qos(v.clone())),
             _ => {
                 out.err(format!("Update of this parameter is not supported: {raw}"));
                 out.err("Request aborted");

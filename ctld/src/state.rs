@@ -1884,6 +1884,12 @@ impl Controller {
                 }
             }
         }
+        if job.desc.admin_comment.is_some() && !who.privileged {
+            return err_detail(
+                SlurmError::AccessDenied,
+                "only administrators may set admin_comment",
+            );
+        }
         // Licenses: known ones, never more than the cluster has.
         if let Some(l) = &job.desc.licenses {
             let want = match slurm_common::licenses::parse(l) {
@@ -3388,6 +3394,72 @@ impl Controller {
                     .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.name = n;
             }
+            JobUpdate::Comment(c) => {
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.desc.comment = Some(c);
+            }
+            JobUpdate::AdminComment(c) => {
+                if !who.privileged {
+                    return err(SlurmError::AccessDenied);
+                }
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.desc.admin_comment = Some(c);
+            }
+            JobUpdate::Partition(p) | JobUpdate::Account(p) | JobUpdate::Qos(p)
+                if state != JobState::Pending =>
+            {
+                let _ = p;
+                return err(SlurmError::JobNotPending);
+            }
+            JobUpdate::Partition(p) => {
+                if !self.partitions.iter().any(|x| x.name == p) {
+                    return err(SlurmError::InvalidPartitionName);
+                }
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.partition = p.clone();
+                j.desc.partition = Some(p);
+            }
+            JobUpdate::Account(a) => {
+                if let (true, Some(c)) = (self.enforce.any(), &self.assocs) {
+                    let j = self
+                        .p
+                        .jobs
+                        .get(&id)
+                        .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                    if c.user_assoc(&a, &j.user_name, &j.partition).is_none() {
+                        return err_detail(
+                            SlurmError::InvalidAccount,
+                            format!("no association for user '{}' in account '{a}'", j.user_name),
+                        );
+                    }
+                }
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.account = a.clone();
+                j.desc.account = Some(a);
+            }
+            JobUpdate::Qos(q) => {
+                if let (true, Some(c)) = (self.enforce.qos, &self.assocs) {
+                    if !c.qos.contains_key(&q) {
+                        return err_detail(
+                            SlurmError::InvalidQos,
+                            format!("QOS '{q}' does not exist"),
+                        );
+                    }
+                }
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.qos = q.clone();
+                j.desc.qos = Some(q);
+            }
         }
         self.save_job(id);
         self.sched_needed = true;
@@ -3791,7 +3863,6 @@ impl Controller {
         r.unwrap_or_else(Response::Error)
     }
 
-    /// A launch could not be delivered: put the job back in the queue.
     /// The Prolog failed on one of a running job's nodes (at its first
     /// step there): as at launch, drain the node and requeue the job held.
     fn prolog_failed(&mut self, id: JobId, node: &str, now: i64) {
@@ -3814,6 +3885,7 @@ impl Controller {
         });
     }
 
+    /// A launch could not be delivered: put the job back in the queue.
     pub fn launch_failed(&mut self, id: JobId, node: &str, prolog_failed: bool, now: i64) {
         let running =
             self.p.jobs.get(&id).is_some_and(|j| {

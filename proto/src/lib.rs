@@ -255,6 +255,9 @@ pub struct JobDesc {
     /// `--licenses` (`matlab:2,abaqus`).
     #[serde(default)]
     pub licenses: Option<String>,
+    /// Set by administrators only (REST `admin_comment`).
+    #[serde(default)]
+    pub admin_comment: Option<String>,
 }
 
 /// An advance reservation (`scontrol create reservation`).
@@ -994,6 +997,13 @@ pub enum JobUpdate {
     TimeLimit(Option<u32>),
     Nice(i32),
     Name(String),
+    Comment(String),
+    /// Administrators only.
+    AdminComment(String),
+    /// Pending jobs only.
+    Partition(String),
+    Account(String),
+    Qos(String),
 }
 
 /// Which jobs a cancel request names (`scancel`).

@@ -351,7 +351,10 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     };
     put("account", json!(j.account));
     put("accrue_time", time(j.eligible_time));
-    put("admin_comment", json!(""));
+    put(
+        "admin_comment",
+        json!(j.desc.admin_comment.clone().unwrap_or_default()),
+    );
     put("allocating_node", json!(d.submit_host));
     put("array_job_id", array_job_id);
     put("array_task_id", array_task_id);

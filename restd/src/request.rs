@@ -225,6 +225,7 @@ pub struct ParsedJob {
 /// with a warning.
 const JOB_FIELDS_USED: &[&str] = &[
     "account",
+    "admin_comment",
     "argv",
     "array",
     "begin_time",
@@ -293,6 +294,7 @@ pub fn job_desc(
             "array" => d.array = opt_string(val, p)?,
             "begin_time" => d.begin_time = u64_of(val, p)?.filter(|&t| t > 0).map(|t| t as i64),
             "comment" => d.comment = opt_string(val, p)?,
+            "admin_comment" => d.admin_comment = opt_string(val, p)?,
             "cpus_per_task" => d.cpus_per_task = u32_of(val, p)?.filter(|&n| n > 0),
             "current_working_directory" => cwd = opt_string(val, p)?,
             "dependency" => d.dependency = opt_string(val, p)?,
@@ -600,6 +602,11 @@ pub fn job_update(v: &Value) -> Result<JobChanges, BodyError> {
                 updates.push(JobUpdate::Nice(n));
             }
             "name" => updates.push(JobUpdate::Name(string(val, p)?)),
+            "comment" => updates.push(JobUpdate::Comment(string(val, p)?)),
+            "admin_comment" => updates.push(JobUpdate::AdminComment(string(val, p)?)),
+            "partition" => updates.push(JobUpdate::Partition(string(val, p)?)),
+            "account" => updates.push(JobUpdate::Account(string(val, p)?)),
+            "qos" => updates.push(JobUpdate::Qos(string(val, p)?)),
             "hold" => updates.push(if boolean(val, p)? {
                 JobUpdate::Hold
             } else {

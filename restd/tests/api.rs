@@ -656,6 +656,61 @@ fn rest_api_against_a_running_cluster() {
     );
     assert_eq!(r.status, 200, "{}", r.raw);
 
+    // ---- what slurm-bridge does: an admin_comment set by an administrator
+    // reads back unchanged; comment, partition and account change while the
+    // job waits; users may not touch admin_comment.
+    let body = json!({
+        "script": "#!/bin/sh\ntrue\n",
+        "job": {
+            "name": "bridge",
+            "current_working_directory": wd,
+            "environment": ["PATH=/usr/bin:/bin"],
+            "hold": true,
+            "admin_comment": "pod=default/p1",
+        }
+    })
+    .to_string();
+    let r = http(&tcp, "POST", &p("/job/submit"), &root, Some(&body));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let bid = r.body["job_id"].as_u64().unwrap();
+    let bp = p(&format!("/job/{bid}"));
+    let r = http(&tcp, "GET", &bp, &root, None);
+    assert_eq!(
+        r.body["jobs"][0]["admin_comment"], "pod=default/p1",
+        "{}",
+        r.raw
+    );
+    let r = http(
+        &tcp,
+        "POST",
+        &bp,
+        &root,
+        Some(
+            r#"{"comment": "c2", "admin_comment": "pod=default/p2", "account": "acct9", "partition": "debug"}"#,
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+    ck.check(&p("/job/{job_id}"), "post", &r);
+    let r = http(&tcp, "GET", &bp, &root, None);
+    let j = &r.body["jobs"][0];
+    assert_eq!(
+        (j["comment"].clone(), j["admin_comment"].clone()),
+        (json!("c2"), json!("pod=default/p2"))
+    );
+    assert_eq!(j["account"], "acct9");
+    let r = http(&tcp, "POST", &bp, &root, Some(r#"{"partition": "nope"}"#));
+    assert!(r.status >= 400, "{}", r.raw);
+    let r = http(
+        &tcp,
+        "POST",
+        &jp,
+        &as_nobody,
+        Some(r#"{"admin_comment": "mine"}"#),
+    );
+    assert!(r.status >= 400, "a user set admin_comment: {}", r.raw);
+    let r = http(&tcp, "DELETE", &bp, &root, None);
+    assert_eq!(r.status, 200, "{}", r.raw);
+
     // new/node, external, delete
     let r = http(
         &tcp,
