@@ -1205,6 +1205,7 @@ fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
     let mut names = Vec::new();
     let mut state = None;
     let mut reason = None;
+    let mut features: Option<Vec<String>> = None;
     for ((k, v), raw) in pairs {
         match k.as_str() {
             "nodename" => match hostlist::expand(v) {
@@ -1230,6 +1231,9 @@ fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
                 })
             }
             "reason" => reason = Some(v.clone()),
+            "availablefeatures" | "activefeatures" | "features" => {
+                features = Some(fmt::split_list(v))
+            }
             _ => {
                 out.err(format!("Update of this parameter is not supported: {raw}"));
                 out.err("Request aborted");
@@ -1245,13 +1249,14 @@ fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
         out.err("You must specify a reason when DOWNING or DRAINING a node. Request denied");
         return 1;
     }
-    if state.is_none() && reason.is_none() {
+    if state.is_none() && reason.is_none() && features.is_none() {
         return 0;
     }
     match ctl.call(RequestBody::UpdateNode {
         names,
         state,
         reason,
+        features,
     }) {
         Ok(Response::Error(e)) => {
             out.err(format!("slurm_update error: {}", e.error.message()));
@@ -1995,6 +2000,7 @@ mod tests {
                     names,
                     state,
                     reason,
+                    ..
                 } => {
                     self.calls
                         .borrow_mut()

@@ -32,6 +32,9 @@ pub struct NodeAdmin {
     pub reason: Option<String>,
     pub reason_time: Option<i64>,
     pub reason_uid: Option<u32>,
+    /// Features set at run time (replacing the configured ones).
+    #[serde(default)]
+    pub features: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -353,6 +353,17 @@ impl Controller {
         for spec in dyn_nodes {
             c.add_node(&spec);
         }
+        // Features set at run time outlive restarts.
+        let saved: Vec<(String, Vec<String>)> =
+            c.p.nodes
+                .iter()
+                .filter_map(|(n, a)| a.features.clone().map(|f| (n.clone(), f)))
+                .collect();
+        for (n, f) in saved {
+            if let Some(&i) = c.node_index.get(&n) {
+                c.nodes[i].features = f;
+            }
+        }
         c.refresh_gres_kinds();
         c.refresh();
         c
@@ -719,9 +730,10 @@ impl Controller {
         }
         for n in &new.nodes {
             if let Some(&i) = self.node_index.get(&n.name) {
+                let admin = self.p.nodes.get(&n.name).and_then(|a| a.features.clone());
                 let r = &mut self.nodes[i];
                 r.weight = n.weight;
-                r.features = n.features.clone();
+                r.features = admin.unwrap_or_else(|| n.features.clone());
                 r.gres = n.gres.clone();
                 r.partitions = new
                     .partitions
@@ -3634,10 +3646,24 @@ impl Controller {
         names: Vec<String>,
         state: Option<NodeStateRequest>,
         reason: Option<String>,
+        features: Option<Vec<String>>,
         now: i64,
     ) -> Result<Response, RpcError> {
         if !who.privileged {
             return err(SlurmError::AccessDenied);
+        }
+        if let Some(f) = &features {
+            if let Some(bad) = f.iter().find(|x| {
+                x.is_empty()
+                    || !x
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-.:=".contains(c))
+            }) {
+                return err_detail(
+                    SlurmError::InvalidFeature,
+                    format!("invalid feature '{bad}'"),
+                );
+            }
         }
         for n in &names {
             if !self.node_index.contains_key(n) {
@@ -3657,6 +3683,13 @@ impl Controller {
         for n in names {
             let uid = who.uid;
             let reason = reason.clone();
+            if let Some(f) = &features {
+                let f = f.clone();
+                if let Some(&i) = self.node_index.get(&n) {
+                    self.nodes[i].features = f.clone();
+                }
+                self.set_admin(&n, |a| a.features = Some(f));
+            }
             match state {
                 Some(NodeStateRequest::Drain) => self.set_admin(&n, |a| {
                     a.drain = true;
@@ -3674,7 +3707,12 @@ impl Controller {
                     self.fail_node_jobs(&n, now);
                 }
                 Some(NodeStateRequest::Resume) | Some(NodeStateRequest::Idle) => {
-                    self.set_admin(&n, |a| *a = NodeAdmin::default())
+                    self.set_admin(&n, |a| {
+                        *a = NodeAdmin {
+                            features: a.features.take(),
+                            ..NodeAdmin::default()
+                        }
+                    })
                 }
                 Some(NodeStateRequest::Undrain) => self.set_admin(&n, |a| {
                     a.drain = false;
@@ -3792,7 +3830,8 @@ impl Controller {
                 names,
                 state,
                 reason,
-            } => self.update_node(who, names, state, reason, now),
+                features,
+            } => self.update_node(who, names, state, reason, features, now),
             RequestBody::AllocateJob(d) => self.allocate(who, d, now),
             RequestBody::CreateNode(n) => self.create_node(who, n),
             RequestBody::Reconfigure => self.reconfigure(who, now),

@@ -1207,6 +1207,9 @@ pub enum RequestBody {
         names: Vec<String>,
         state: Option<NodeStateRequest>,
         reason: Option<String>,
+        /// `AvailableFeatures=` / REST `features`: replace the node's features.
+        #[serde(default)]
+        features: Option<Vec<String>>,
     },
     // ---- node daemon → controller
     RegisterNode(NodeRegistration),

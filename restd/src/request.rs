@@ -701,6 +701,7 @@ pub fn kill_jobs(v: &Value) -> Result<(CancelFilter, Vec<String>), BodyError> {
 pub struct NodeChanges {
     pub state: Option<NodeStateRequest>,
     pub reason: Option<String>,
+    pub features: Option<Vec<String>>,
     pub warnings: Vec<String>,
 }
 
@@ -712,6 +713,7 @@ pub fn node_update(v: &Value) -> Result<NodeChanges, BodyError> {
     let mut c = NodeChanges {
         state: None,
         reason: None,
+        features: None,
         warnings: Vec::new(),
     };
     for (k, val) in o {
@@ -740,6 +742,7 @@ pub fn node_update(v: &Value) -> Result<NodeChanges, BodyError> {
                 }
             }
             "reason" => c.reason = opt_string(val, p)?,
+            "features" | "features_act" => c.features = Some(string_list(val, p)?),
             "reason_uid" | "name" => {}
             other => c.warnings.push(format!(
                 "{other}: field cannot be updated yet and was ignored"

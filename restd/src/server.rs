@@ -1146,7 +1146,7 @@ impl App {
         if names.is_empty() {
             return Err(Fail::query("node_name: empty".into(), src));
         }
-        if c.state.is_none() && c.reason.is_none() {
+        if c.state.is_none() && c.reason.is_none() && c.features.is_none() {
             return Ok(Done {
                 fields: Map::new(),
                 warnings: {
@@ -1163,6 +1163,7 @@ impl App {
                     names,
                     state: c.state,
                     reason: c.reason,
+                    features: c.features,
                 },
                 src,
             )

@@ -656,6 +656,18 @@ fn rest_api_against_a_running_cluster() {
     );
     assert_eq!(r.status, 200, "{}", r.raw);
 
+    // ---- node features change through REST
+    let r = http(
+        &tcp,
+        "POST",
+        &p("/node/n2"),
+        &root,
+        Some(r#"{"features": ["fast", "ib"]}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let r = http(&tcp, "GET", &p("/node/n2"), &root, None);
+    assert!(r.raw.contains("\"fast\""), "{}", r.raw);
+
     // ---- what slurm-bridge does: an admin_comment set by an administrator
     // reads back unchanged; comment, partition and account change while the
     // job waits; users may not touch admin_comment.

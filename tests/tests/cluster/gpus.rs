@@ -83,7 +83,7 @@ fn gpu_jobs_get_their_own_device_indices() {
 
 #[test]
 fn constraint_picks_nodes_by_feature() {
-    let t = TestCluster::start(3, |s| {
+    let mut t = TestCluster::start(3, |s| {
         s.node_features = vec!["intel,ib".into(), "amd,ib".into(), "intel,opa,rack2".into()];
     });
     let host = |args: &[&str]| {
@@ -125,6 +125,22 @@ fn constraint_picks_nodes_by_feature() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Features change at run time and outlive a controller restart.
+    let out = t.run(
+        "scontrol",
+        &["update", "nodename=n2", "AvailableFeatures=fpga,ib"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld().expect("controller restarts");
+    let id = t.sbatch(&["-C", "fpga", "--wrap", "true"]);
+    assert_eq!(t.wait_done(id, 30).alloc.nodes, vec!["n2"]);
+    let show = t.run("scontrol", &["show", "node", "n2"]);
+    assert!(String::from_utf8_lossy(&show.stdout).contains("AvailableFeatures=fpga,ib"));
 }
 
 #[test]
