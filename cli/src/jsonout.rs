@@ -12,6 +12,8 @@ pub enum Body<'a> {
     Nodes(&'a [&'a NodeRecord], i64),
     Partitions(&'a [&'a PartitionRecord], i64),
     Reservations(&'a [&'a ReservationRecord], i64),
+    /// Fair-share rows, with the accounts and users asked for.
+    Shares(&'a [slurm_proto::ShareInfo], &'a [String], &'a [String]),
 }
 
 /// `--json[=data_parser]`: only the version we speak is accepted.
@@ -56,6 +58,12 @@ pub fn render(body: Body, cluster: &str, command: &[String]) -> String {
                 ),
             );
             m.insert("last_update".into(), oa::num(last));
+        }
+        Body::Shares(rows, accounts, users) => {
+            m.insert(
+                "shares".into(),
+                oa::shares_info(rows, cluster, accounts, users),
+            );
         }
         Body::Reservations(rs, last) => {
             m.insert(

@@ -121,6 +121,7 @@ fn flags(prog: &str) -> Result<(bool, bool), i32> {
         match a.as_str() {
             "-l" | "--long" => long = true,
             "-h" | "--noheader" => noheader = true,
+            s if prog == "sshare" && (s == "--json" || s.starts_with("--json=")) => {}
             "-V" | "--version" => {
                 println!("slurm {}", slurm_proto::SLURM_VERSION);
                 return Err(0);
@@ -166,6 +167,15 @@ pub fn sprio_main() -> i32 {
 }
 
 pub fn sshare_main() -> i32 {
+    let json = std::env::args()
+        .skip(1)
+        .any(|a| a == "--json" || a.starts_with("--json="));
+    if let Some(a) = std::env::args().skip(1).find(|a| a.starts_with("--json=")) {
+        if let Err(e) = crate::jsonout::check_parser(a.strip_prefix("--json=")) {
+            eprintln!("sshare: error: {e}");
+            return 1;
+        }
+    }
     let (long, noheader) = match flags("sshare") {
         Ok(f) => f,
         Err(code) => return code,
@@ -175,6 +185,20 @@ pub fn sshare_main() -> i32 {
         Err(code) => return code,
     };
     match call(&common::client(&conf), RequestBody::GetShares) {
+        Ok(Response::Shares(rows)) if json => {
+            let argv: Vec<String> = std::iter::once("sshare".to_string())
+                .chain(std::env::args().skip(1))
+                .collect();
+            print!(
+                "{}",
+                crate::jsonout::render(
+                    crate::jsonout::Body::Shares(&rows, &[], &[]),
+                    &conf.cluster_name,
+                    &argv
+                )
+            );
+            0
+        }
         Ok(Response::Shares(rows)) => {
             print!("{}", render_sshare(&rows, long, noheader));
             0

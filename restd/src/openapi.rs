@@ -916,3 +916,56 @@ mod tests {
         assert_eq!(m["plugin"]["data_parser"], DATA_PARSER);
     }
 }
+
+/// The `shares` object of `GET shares` (and `sshare --json`): the fair-share
+/// rows, parents found from the tree order, filtered by account and user.
+pub fn shares_info(
+    rows: &[slurm_proto::ShareInfo],
+    cluster: &str,
+    accounts: &[String],
+    users: &[String],
+) -> Value {
+    let f64num = |v: Option<f64>| match v {
+        Some(x) if x.is_finite() && x < f64::MAX => num(x),
+        Some(_) => infinite(),
+        None => unset(),
+    };
+    // Parents from the tree order: the nearest shallower account row.
+    let mut stack: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    for (i, s) in rows.iter().enumerate() {
+        stack.truncate(s.depth as usize);
+        let parent = if s.user.is_some() {
+            s.account.clone()
+        } else {
+            stack.last().cloned().unwrap_or_default()
+        };
+        if s.user.is_none() {
+            stack.push(s.account.clone());
+        }
+        let keep = (accounts.is_empty() || accounts.contains(&s.account))
+            && (users.is_empty() || s.user.as_ref().is_some_and(|u| users.contains(u)));
+        let raw: Option<u32> = s.raw_shares.parse().ok();
+        if s.depth == 1 {
+            total += u64::from(raw.unwrap_or(0));
+        }
+        if !keep {
+            continue;
+        }
+        out.push(json!({
+            "id": i,
+            "cluster": cluster,
+            "name": s.user.clone().unwrap_or_else(|| s.account.clone()),
+            "parent": parent,
+            "partition": "",
+            "shares_normalized": f64num(Some(s.norm_shares)),
+            "shares": match raw { Some(r) => num(r), None => unset() },
+            "effective_usage": f64num(Some(s.effective_usage)),
+            "usage": s.raw_usage.max(0.0).round() as i64,
+            "fairshare": {"factor": f64num(s.fairshare), "level": f64num(s.level_fs)},
+            "type": [if s.user.is_some() { "USER" } else { "ASSOCIATION" }],
+        }));
+    }
+    json!({"shares": out, "total_shares": total})
+}

@@ -848,6 +848,7 @@ fn rest_api_against_a_running_cluster() {
         ("squeue", &["--json"][..], "/jobs/"),
         ("squeue", &["--json=v0.0.44", "-t", "all"][..], "/jobs/"),
         ("sinfo", &["--json"][..], "/nodes/"),
+        ("sshare", &["--json"][..], "/shares"),
         ("scontrol", &["--json", "show", "job"][..], "/jobs/"),
         ("scontrol", &["show", "node", "--json"][..], "/nodes/"),
         (
