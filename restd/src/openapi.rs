@@ -884,39 +884,6 @@ pub fn is_active(j: &JobRecord) -> bool {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_and_exit_codes() {
-        assert_eq!(num(5)["number"], 5);
-        assert_eq!(unset()["set"], false);
-        assert_eq!(infinite()["infinite"], true);
-        assert_eq!(limit(None)["infinite"], true);
-        let e = exit_code(Some(2 << 8));
-        assert_eq!(e["status"], json!(["ERROR"]));
-        assert_eq!(e["return_code"]["number"], 2);
-        let e = exit_code(Some(9));
-        assert_eq!(e["status"], json!(["SIGNALED"]));
-        assert_eq!(e["signal"]["name"], "KILL");
-        assert_eq!(exit_code(Some(0))["status"], json!(["SUCCESS"]));
-        assert_eq!(exit_code(None)["status"], json!(["PENDING"]));
-        assert_eq!(parse_signal("SIGTERM"), Some(15));
-        assert_eq!(parse_signal("usr1"), Some(libc::SIGUSR1));
-        assert_eq!(parse_signal("9"), Some(9));
-        assert_eq!(parse_signal("0"), None);
-        assert_eq!(parse_signal("BOGUS"), None);
-    }
-
-    #[test]
-    fn meta_names_the_version() {
-        let m = meta("c", None, &[]);
-        assert_eq!(m["slurm"]["release"], SLURM_VERSION);
-        assert_eq!(m["plugin"]["data_parser"], DATA_PARSER);
-    }
-}
-
 /// The `shares` object of `GET shares` (and `sshare --json`): the fair-share
 /// rows, parents found from the tree order, filtered by account and user.
 pub fn shares_info(
@@ -968,4 +935,37 @@ pub fn shares_info(
         }));
     }
     json!({"shares": out, "total_shares": total})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_exit_codes() {
+        assert_eq!(num(5)["number"], 5);
+        assert_eq!(unset()["set"], false);
+        assert_eq!(infinite()["infinite"], true);
+        assert_eq!(limit(None)["infinite"], true);
+        let e = exit_code(Some(2 << 8));
+        assert_eq!(e["status"], json!(["ERROR"]));
+        assert_eq!(e["return_code"]["number"], 2);
+        let e = exit_code(Some(9));
+        assert_eq!(e["status"], json!(["SIGNALED"]));
+        assert_eq!(e["signal"]["name"], "KILL");
+        assert_eq!(exit_code(Some(0))["status"], json!(["SUCCESS"]));
+        assert_eq!(exit_code(None)["status"], json!(["PENDING"]));
+        assert_eq!(parse_signal("SIGTERM"), Some(15));
+        assert_eq!(parse_signal("usr1"), Some(libc::SIGUSR1));
+        assert_eq!(parse_signal("9"), Some(9));
+        assert_eq!(parse_signal("0"), None);
+        assert_eq!(parse_signal("BOGUS"), None);
+    }
+
+    #[test]
+    fn meta_names_the_version() {
+        let m = meta("c", None, &[]);
+        assert_eq!(m["slurm"]["release"], SLURM_VERSION);
+        assert_eq!(m["plugin"]["data_parser"], DATA_PARSER);
+    }
 }
