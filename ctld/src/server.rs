@@ -34,6 +34,11 @@ enum JobsRef<'a> {
         jobs: &'a [Arc<JobRecord>],
         last_update: i64,
     },
+    JobsAt {
+        version: u64,
+        jobs: &'a [Arc<JobRecord>],
+        last_update: i64,
+    },
 }
 
 impl Server {
@@ -167,6 +172,18 @@ impl Server {
             RequestBody::Ping => Response::Pong {
                 controller: self.host.clone(),
             },
+            RequestBody::GetJobsIfChanged { since } => {
+                let s = self.snapshot();
+                if s.version == since {
+                    Response::JobsUnchanged { version: since }
+                } else {
+                    return encode(&JobsRef::JobsAt {
+                        version: s.version,
+                        jobs: &s.jobs,
+                        last_update: s.last_update,
+                    });
+                }
+            }
             RequestBody::GetJobs => {
                 let s = self.snapshot();
                 if let Some(b) = s.jobs_frame.get() {

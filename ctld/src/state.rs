@@ -93,6 +93,8 @@ pub struct Snapshot {
     /// The encoded `GetJobs` answer, made once per snapshot on first use.
     pub jobs_frame: std::sync::OnceLock<Vec<u8>>,
     pub licenses: Vec<LicenseInfo>,
+    /// Counts published snapshots (set by the writer).
+    pub version: u64,
 }
 
 pub struct Controller {
@@ -938,6 +940,7 @@ impl Controller {
             shares: self.shares(),
             last_update: self.last_update,
             jobs_frame: std::sync::OnceLock::new(),
+            version: 0,
             licenses: {
                 let used = self.licenses_used();
                 self.licenses

@@ -47,6 +47,7 @@ pub fn run(
     agent: Agent,
 ) {
     let tick = Duration::from_secs(1);
+    let mut version = 0u64;
     let mut next_tick = Instant::now() + tick;
     loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
@@ -105,7 +106,10 @@ pub fn run(
         if ctl.dirty {
             ctl.dirty = false;
             ctl.last_update = now;
-            let snap = Arc::new(ctl.snapshot());
+            version += 1;
+            let mut snap = ctl.snapshot();
+            snap.version = version;
+            let snap = Arc::new(snap);
             if let Ok(mut w) = published.write() {
                 *w = snap;
             }

@@ -1179,6 +1179,11 @@ pub enum RequestBody {
     GetLicenses,
     /// `scontrol reconfigure`: read slurm.conf again.
     Reconfigure,
+    /// The job list with its version (`JobsAt`), unless the controller's
+    /// state is still at version `since`: then only `JobsUnchanged`.
+    GetJobsIfChanged {
+        since: u64,
+    },
     /// `scontrol token`: a JWT for the caller (or, for root and SlurmUser,
     /// for `username`), valid `lifespan` seconds.
     GetToken {
@@ -1305,6 +1310,15 @@ pub enum Response {
     Ok,
     /// A JWT (`scontrol token`).
     Token(String),
+    /// The state is still at this version.
+    JobsUnchanged {
+        version: u64,
+    },
+    JobsAt {
+        version: u64,
+        jobs: Vec<JobRecord>,
+        last_update: i64,
+    },
     Licenses {
         licenses: Vec<LicenseInfo>,
         last_update: i64,

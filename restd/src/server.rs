@@ -225,6 +225,8 @@ impl Fail {
 pub struct Done {
     pub fields: Map<String, Value>,
     pub warnings: Vec<Value>,
+    /// A field already serialized (the job list), spliced into the body.
+    pub raw: Option<(&'static str, Arc<String>)>,
 }
 
 type HResult = Result<Done, Fail>;
@@ -236,6 +238,7 @@ fn done(fields: Value) -> Done {
             _ => Map::new(),
         },
         warnings: Vec::new(),
+        raw: None,
     }
 }
 
@@ -293,6 +296,9 @@ pub struct App {
     host: String,
     ctld_addrs: Vec<(String, String)>,
     timeout: Duration,
+    /// The serialized job list as of a controller state version (and its
+    /// `last_update`).
+    jobs_cache: std::sync::Mutex<Option<(u64, i64, Arc<String>)>>,
 }
 
 impl App {
@@ -335,6 +341,7 @@ impl App {
             host: slurm_common::users::hostname(),
             ctld_addrs,
             timeout,
+            jobs_cache: std::sync::Mutex::new(None),
         })
     }
 
@@ -518,6 +525,32 @@ impl App {
     fn respond(&self, kind: Kind, peer: &Peer, who: Option<&Ident>, r: HResult) -> HttpResponse {
         let meta = self.meta(peer, who);
         let (status, body) = match r {
+            Ok(d) if d.raw.is_some() => {
+                let mut fields = kind.empty();
+                fields.extend(d.fields);
+                let Some((name, raw)) = d.raw else {
+                    unreachable!("checked above")
+                };
+                fields.remove(name);
+                let body = oa::envelope(fields, meta, Vec::new(), d.warnings);
+                // `{"name":<raw>,` + the rest of the object.
+                let rest = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
+                let mut bytes = Vec::with_capacity(raw.len() + rest.len() + name.len() + 4);
+                bytes.extend_from_slice(b"{\"");
+                bytes.extend_from_slice(name.as_bytes());
+                bytes.extend_from_slice(b"\":");
+                bytes.extend_from_slice(raw.as_bytes());
+                if rest.len() > 2 {
+                    bytes.push(b',');
+                }
+                bytes.extend_from_slice(&rest[1..]);
+                return (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    bytes,
+                )
+                    .into_response();
+            }
             Ok(d) => {
                 let mut fields = kind.empty();
                 fields.extend(d.fields);
@@ -737,6 +770,9 @@ impl App {
 
     async fn get_jobs(&self, who: &Ident, q: &Q) -> HResult {
         let since = update_time(q, "slurm_load_jobs")?;
+        if since.is_none() {
+            return self.get_all_jobs(who).await;
+        }
         let (jobs, last) = self.jobs(who).await?;
         let list: Vec<Value> = if since.is_some_and(|t| t >= last) {
             Vec::new()
@@ -749,6 +785,45 @@ impl App {
         Ok(done(
             json!({"jobs": list, "last_backfill": lb, "last_update": num(last)}),
         ))
+    }
+
+    /// The whole job list, serialized once per controller change: an
+    /// unchanged queue costs one small round trip and a copy.
+    async fn get_all_jobs(&self, who: &Ident) -> HResult {
+        let src = "slurm_load_jobs";
+        let cached = self.jobs_cache.lock().ok().and_then(|c| c.clone());
+        // Version 0 is never published: a first call always gets the list.
+        let since = cached.as_ref().map_or(0, |c| c.0);
+        let (last, raw) = match self
+            .call(who, RequestBody::GetJobsIfChanged { since }, src)
+            .await?
+        {
+            Response::JobsUnchanged { .. } => match cached {
+                Some((_, last, raw)) => (last, raw),
+                None => return Err(unexpected(&Response::Ok, src)),
+            },
+            Response::JobsAt {
+                version,
+                jobs,
+                last_update,
+            } => {
+                let list: Vec<Value> = jobs
+                    .iter()
+                    .map(|j| oa::job_info(j, self.cluster()))
+                    .collect();
+                let raw = Arc::new(serde_json::to_string(&list).unwrap_or_else(|_| "[]".into()));
+                if let Ok(mut c) = self.jobs_cache.lock() {
+                    *c = Some((version, last_update, raw.clone()));
+                }
+                (last_update, raw)
+            }
+            Response::Error(e) => return Err(Fail::rpc(&e, &[], src)),
+            r => return Err(unexpected(&r, src)),
+        };
+        let lb = self.last_backfill(who).await;
+        let mut d = done(json!({"last_backfill": lb, "last_update": num(last)}));
+        d.raw = Some(("jobs", raw));
+        Ok(d)
     }
 
     async fn get_jobs_state(&self, who: &Ident, q: &Q) -> HResult {
@@ -1112,6 +1187,7 @@ impl App {
                     w.push(oa::warning_entry("nothing to change", src));
                     w
                 },
+                raw: None,
             });
         }
         match self
@@ -1130,6 +1206,7 @@ impl App {
             Response::Ok => Ok(Done {
                 fields: Map::new(),
                 warnings: warns,
+                raw: None,
             }),
             Response::Error(e) => {
                 let mut f = Fail::rpc(&e, &[SlurmError::InvalidNodeName], src);

@@ -682,9 +682,26 @@ fn rest_api_against_a_running_cluster() {
         }
     })
     .to_string();
+    let before = http(&tcp, "GET", &p("/jobs/"), &root, None);
+    let again = http(&tcp, "GET", &p("/jobs/"), &root, None);
+    assert_eq!(
+        before.body["jobs"], again.body["jobs"],
+        "an unchanged list reads the same"
+    );
+    ck.check(&p("/jobs/"), "get", &again);
     let r = http(&tcp, "POST", &p("/job/submit"), &root, Some(&body));
     assert_eq!(r.status, 200, "{}", r.raw);
     let bid = r.body["job_id"].as_u64().unwrap();
+    // The list follows the change at once.
+    let after = http(&tcp, "GET", &p("/jobs/"), &root, None);
+    ck.check(&p("/jobs/"), "get", &after);
+    let n = |r: &Reply| r.body["jobs"].as_array().map_or(0, |v| v.len());
+    assert_eq!(n(&after), n(&before) + 1, "{}", after.raw);
+    assert!(after.body["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|j| j["job_id"] == bid));
     let bp = p(&format!("/job/{bid}"));
     let r = http(&tcp, "GET", &bp, &root, None);
     assert_eq!(
