@@ -207,6 +207,59 @@ pub fn pad(s: &str, width: usize, right: bool) -> String {
     }
 }
 
+/// Slurm's accounting tables (sacctmgr, sreport): right-aligned columns of
+/// the given widths, a value too long cut with `+`, a dashed line under the
+/// titles; or `|`-separated with `parsable` (`Some(true)`: trailing `|`).
+pub fn acct_table(
+    cols: &[(&str, usize)],
+    rows: &[Vec<String>],
+    parsable: Option<bool>,
+    header: bool,
+) -> String {
+    let fit = |v: &str, w: usize| {
+        if v.chars().count() > w && w > 0 {
+            let mut t: String = v.chars().take(w - 1).collect();
+            t.push('+');
+            t
+        } else {
+            format!("{v:>w$}")
+        }
+    };
+    let mut out = String::new();
+    let line = |vals: &[String], out: &mut String| {
+        match parsable {
+            Some(trailing) => {
+                out.push_str(&vals.join("|"));
+                if trailing {
+                    out.push('|');
+                }
+            }
+            None => {
+                for (v, c) in vals.iter().zip(cols) {
+                    out.push_str(&fit(v, c.1));
+                    out.push(' ');
+                }
+            }
+        }
+        out.push('\n');
+    };
+    if header {
+        let t: Vec<String> = cols.iter().map(|c| c.0.to_string()).collect();
+        line(&t, &mut out);
+        if parsable.is_none() {
+            for c in cols {
+                out.push_str(&"-".repeat(c.1));
+                out.push(' ');
+            }
+            out.push('\n');
+        }
+    }
+    for r in rows {
+        line(r, &mut out);
+    }
+    out
+}
+
 /// Renders one line (without its newline), asking `value` for each field.
 pub fn render(items: &[Item], value: &mut dyn FnMut(&Field) -> String) -> String {
     let mut out = String::new();

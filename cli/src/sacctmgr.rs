@@ -851,52 +851,10 @@ fn pick(
     Ok(out)
 }
 
-fn fit(v: &str, width: usize) -> String {
-    let n = v.chars().count();
-    if n > width && width > 0 {
-        let mut t: String = v.chars().take(width - 1).collect();
-        t.push('+');
-        t
-    } else {
-        format!("{v:>width$}")
-    }
-}
-
 /// Lay out rows (values per column) as Slurm does.
 fn table(cols: &[(String, String, usize)], rows: &[Vec<String>], f: &Flags) -> String {
-    let mut out = String::new();
-    let line = |vals: &[String], out: &mut String| {
-        match f.parsable {
-            Some(trailing) => {
-                out.push_str(&vals.join("|"));
-                if trailing {
-                    out.push('|');
-                }
-            }
-            None => {
-                for (v, c) in vals.iter().zip(cols) {
-                    out.push_str(&fit(v, c.2));
-                    out.push(' ');
-                }
-            }
-        }
-        out.push('\n');
-    };
-    if f.header {
-        let titles: Vec<String> = cols.iter().map(|c| c.1.clone()).collect();
-        line(&titles, &mut out);
-        if f.parsable.is_none() {
-            for c in cols {
-                out.push_str(&"-".repeat(c.2));
-                out.push(' ');
-            }
-            out.push('\n');
-        }
-    }
-    for r in rows {
-        line(r, &mut out);
-    }
-    out
+    let c: Vec<(&str, usize)> = cols.iter().map(|c| (c.1.as_str(), c.2)).collect();
+    crate::fmt::acct_table(&c, rows, f.parsable, f.header)
 }
 
 fn num(v: Option<u64>) -> String {

@@ -171,50 +171,8 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Opts, String> {
     Ok(o)
 }
 
-fn fit(v: &str, w: usize) -> String {
-    if v.chars().count() > w && w > 0 {
-        let mut t: String = v.chars().take(w - 1).collect();
-        t.push('+');
-        t
-    } else {
-        format!("{v:>w$}")
-    }
-}
-
 fn table(cols: &[(&str, usize)], rows: &[Vec<String>], o: &Opts) -> String {
-    let mut out = String::new();
-    let line = |vals: &[String], out: &mut String| {
-        match o.parsable {
-            Some(trailing) => {
-                out.push_str(&vals.join("|"));
-                if trailing {
-                    out.push('|');
-                }
-            }
-            None => {
-                for (v, c) in vals.iter().zip(cols) {
-                    out.push_str(&fit(v, c.1));
-                    out.push(' ');
-                }
-            }
-        }
-        out.push('\n');
-    };
-    if o.header {
-        let t: Vec<String> = cols.iter().map(|c| c.0.to_string()).collect();
-        line(&t, &mut out);
-        if o.parsable.is_none() {
-            for c in cols {
-                out.push_str(&"-".repeat(c.1));
-                out.push(' ');
-            }
-            out.push('\n');
-        }
-    }
-    for r in rows {
-        line(r, &mut out);
-    }
-    out
+    crate::fmt::acct_table(cols, rows, o.parsable, o.header)
 }
 
 fn banner(title: &str, o: &Opts) -> String {

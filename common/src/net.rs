@@ -95,6 +95,16 @@ pub fn read_frame_sync<T: DeserializeOwned, R: Read>(r: &mut R) -> Result<T, Net
 
 /// Blocking: send `req` to `addr` and wait for the response.
 pub fn call_sync(addr: &str, req: &Request, timeout: Duration) -> Result<Response, NetError> {
+    exchange_sync(addr, req, timeout)
+}
+
+/// Blocking, for any framed protocol (controller, slurmdbd): send one
+/// message to `addr` and read one back, within `timeout` for each part.
+pub fn exchange_sync<Q: Serialize, R: DeserializeOwned>(
+    addr: &str,
+    req: &Q,
+    timeout: Duration,
+) -> Result<R, NetError> {
     let addrs: Vec<_> = addr
         .to_socket_addrs()
         .map_err(|e| NetError::Connect {
@@ -128,6 +138,15 @@ pub async fn call_async(
     req: &Request,
     timeout: Duration,
 ) -> Result<Response, NetError> {
+    exchange_async(addr, req, timeout).await
+}
+
+/// Async twin of [`exchange_sync`], the whole exchange within `timeout`.
+pub async fn exchange_async<Q: Serialize, R: DeserializeOwned>(
+    addr: &str,
+    req: &Q,
+    timeout: Duration,
+) -> Result<R, NetError> {
     let fut = async {
         let mut s = tokio::net::TcpStream::connect(addr)
             .await

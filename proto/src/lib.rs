@@ -378,6 +378,21 @@ impl Allocation {
     pub fn total_cpus(&self) -> u32 {
         self.cpus.iter().sum()
     }
+
+    /// The GPU indices given on `node`.
+    pub fn gpus_on(&self, node: &str) -> Vec<u32> {
+        self.nodes
+            .iter()
+            .position(|n| n == node)
+            .and_then(|k| self.gres.get(k))
+            .map(|g| {
+                g.iter()
+                    .filter(|x| x.name == "gpu")
+                    .flat_map(|x| x.indices.iter().copied())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// The controller's record of one job. Persisted as-is in the state journal.

@@ -278,20 +278,7 @@ pub fn job_spec(l: &BatchLaunch, node: &str) -> JobSpec {
         uid: l.uid,
         cpus,
         mem_mib,
-        gpus: Some(
-            l.alloc
-                .nodes
-                .iter()
-                .position(|n| *n == node)
-                .and_then(|k| l.alloc.gres.get(k))
-                .map(|g| {
-                    g.iter()
-                        .filter(|x| x.name == "gpu")
-                        .flat_map(|x| x.indices.iter().copied())
-                        .collect()
-                })
-                .unwrap_or_default(),
-        ),
+        gpus: Some(l.alloc.gpus_on(node)),
     }
 }
 

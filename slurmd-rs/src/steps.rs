@@ -124,16 +124,7 @@ pub async fn prepare_job(
         uid: f.uid,
         cpus: k.and_then(|k| f.alloc.cpus.get(k)).copied().unwrap_or(1),
         mem_mib: k.and_then(|k| f.alloc.mem.get(k)).copied().unwrap_or(0),
-        gpus: Some(
-            k.and_then(|k| f.alloc.gres.get(k))
-                .map(|g| {
-                    g.iter()
-                        .filter(|x| x.name == "gpu")
-                        .flat_map(|x| x.indices.iter().copied())
-                        .collect()
-                })
-                .unwrap_or_default(),
-        ),
+        gpus: Some(f.alloc.gpus_on(&ctx.node)),
     };
     let c2 = ctx.clone();
     let cgroup = tokio::task::spawn_blocking(move || {
