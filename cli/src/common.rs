@@ -54,13 +54,7 @@ pub fn dbd_call(
     let cred = slurm_common::auth::CredSource::from_conf(conf)
         .credential()
         .map_err(|e| format!("cannot get a credential: {e}"))?;
-    let addr = format!(
-        "{}:{}",
-        conf.accounting_storage_host
-            .as_deref()
-            .unwrap_or("127.0.0.1"),
-        conf.accounting_storage_port
-    );
+    let addr = conf.dbd_address();
     slurm_common::dbd::call_sync(
         &addr,
         &slurm_proto::acct::DbdRequest { cred, body },

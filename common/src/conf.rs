@@ -398,6 +398,17 @@ impl SlurmConf {
             .any(|p| p.trim().eq_ignore_ascii_case("config_overrides"))
     }
 
+    /// `AccountingStorageHost:AccountingStoragePort` (slurmdbd).
+    pub fn dbd_address(&self) -> String {
+        format!(
+            "{}:{}",
+            self.accounting_storage_host
+                .as_deref()
+                .unwrap_or("127.0.0.1"),
+            self.accounting_storage_port
+        )
+    }
+
     pub fn ctld_address(&self) -> String {
         self.slurmctld_hosts
             .first()

@@ -128,13 +128,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let mut acct_kick = None;
     let acct = match conf.accounting_storage_type.as_str() {
         "accounting_storage/slurmdbd" => {
-            let addr = format!(
-                "{}:{}",
-                conf.accounting_storage_host
-                    .as_deref()
-                    .unwrap_or("127.0.0.1"),
-                conf.accounting_storage_port
-            );
+            let addr = conf.dbd_address();
             let backlog = ctl.acct_backlog();
             if !backlog.is_empty() {
                 tracing::info!("{} accounting records still to send", backlog.len());

@@ -181,6 +181,36 @@ fn err_detail<T>(e: SlurmError, d: impl Into<String>) -> Result<T, RpcError> {
     })
 }
 
+/// Go through `queue` highest priority first; a job for which `hold` gives
+/// a reason leaves the queue and is held back with it.
+fn hold_by_priority(
+    queue: &mut Vec<JobView>,
+    jobs: &std::collections::BTreeMap<JobId, Arc<JobRecord>>,
+    held_back: &mut Vec<(JobId, JobReason)>,
+    mut hold: impl FnMut(&JobRecord) -> Option<JobReason>,
+) {
+    let mut order: Vec<usize> = (0..queue.len()).collect();
+    order.sort_by_key(|&i| {
+        (
+            std::cmp::Reverse(queue[i].priority),
+            queue[i].submit_time,
+            queue[i].id,
+        )
+    });
+    let mut keep = vec![true; queue.len()];
+    for i in order {
+        let Some(j) = jobs.get(&queue[i].id) else {
+            continue;
+        };
+        if let Some(r) = hold(j) {
+            held_back.push((j.job_id, r));
+            keep[i] = false;
+        }
+    }
+    let mut k = keep.into_iter();
+    queue.retain(|_| k.next().unwrap_or(true));
+}
+
 /// The partitions of a configuration (totals filled by `refresh`).
 fn partition_records(conf: &SlurmConf) -> Vec<PartitionRecord> {
     conf.partitions
@@ -2357,23 +2387,8 @@ impl Controller {
                     *f = f.saturating_sub(n);
                 }
             }
-            let mut order: Vec<usize> = (0..queue.len()).collect();
-            order.sort_by_key(|&i| {
-                (
-                    std::cmp::Reverse(queue[i].priority),
-                    queue[i].submit_time,
-                    queue[i].id,
-                )
-            });
-            let mut keep = vec![true; queue.len()];
-            for i in order {
-                let Some(j) = self.p.jobs.get(&queue[i].id) else {
-                    continue;
-                };
-                let Some(l) = j.desc.licenses.as_deref() else {
-                    continue;
-                };
-                let want = slurm_common::licenses::parse(l).unwrap_or_default();
+            hold_by_priority(&mut queue, &self.p.jobs, &mut held_back, |j| {
+                let want = slurm_common::licenses::parse(j.desc.licenses.as_deref()?).ok()?;
                 let fits = want
                     .iter()
                     .all(|(name, n)| free.get(name).is_some_and(|f| f >= n));
@@ -2383,41 +2398,24 @@ impl Controller {
                             *f -= n;
                         }
                     }
-                } else if j.held.is_none() {
-                    held_back.push((j.job_id, JobReason::Other("Licenses".into())));
-                    keep[i] = false;
+                    None
+                } else {
+                    j.held
+                        .is_none()
+                        .then(|| JobReason::Other("Licenses".into()))
                 }
-            }
-            let mut k = keep.into_iter();
-            queue.retain(|_| k.next().unwrap_or(true));
+            });
         }
         // Association and QOS limits, highest priority first.
         if let (true, Some(cache)) = (self.enforce.limits, &self.assocs) {
             let mut usage =
                 crate::assoc::Usage::of(cache, self.p.jobs.values().map(|j| j.as_ref()));
-            let mut order: Vec<usize> = (0..queue.len()).collect();
-            order.sort_by_key(|&i| {
-                (
-                    std::cmp::Reverse(queue[i].priority),
-                    queue[i].submit_time,
-                    queue[i].id,
-                )
-            });
-            let mut keep = vec![true; queue.len()];
-            for i in order {
-                let Some(j) = self.p.jobs.get(&queue[i].id) else {
-                    continue;
-                };
+            hold_by_priority(&mut queue, &self.p.jobs, &mut held_back, |j| {
                 if j.held.is_some() {
-                    continue;
+                    return None;
                 }
-                if let Some(r) = usage.hold(cache, j) {
-                    held_back.push((j.job_id, JobReason::Other(r)));
-                    keep[i] = false;
-                }
-            }
-            let mut k = keep.into_iter();
-            queue.retain(|_| k.next().unwrap_or(true));
+                usage.hold(cache, j).map(JobReason::Other)
+            });
         }
         for (id, r) in held_back {
             if self.p.jobs.get(&id).is_some_and(|j| j.reason != r) {
