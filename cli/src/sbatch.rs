@@ -211,6 +211,8 @@ enum Key {
     Dependency,
     Reservation,
     Gres,
+    CpusPerGpu,
+    MemPerGpu,
     Licenses,
     Constraint,
     Gpus,
@@ -351,7 +353,7 @@ static SPECS: &[Spec] = &[
     spec("container-id", None, RA, FATAL, Some("SBATCH_CONTAINER_ID")),
     spec("core-spec", Some('S'), RA, FATAL, Some("SBATCH_CORE_SPEC")),
     spec("cores-per-socket", None, RA, FATAL, None),
-    spec("cpus-per-gpu", None, RA, FATAL, Some("SBATCH_CPUS_PER_GPU")),
+    spec("cpus-per-gpu", None, RA, Key::CpusPerGpu, Some("SBATCH_CPUS_PER_GPU")),
     spec("deadline", None, RA, FATAL, None),
     spec("export-file", None, RA, FATAL, None),
     spec("extra-node-info", Some('B'), RA, FATAL, None),
@@ -362,7 +364,7 @@ static SPECS: &[Spec] = &[
     spec("gpus-per-task", None, RA, Key::GpusPerTask, Some("SBATCH_GPUS_PER_TASK")),
     spec("gres", None, RA, Key::Gres, Some("SBATCH_GRES")),
     spec("licenses", Some('L'), RA, Key::Licenses, Some("SBATCH_LICENSES")),
-    spec("mem-per-gpu", None, RA, FATAL, Some("SBATCH_MEM_PER_GPU")),
+    spec("mem-per-gpu", None, RA, Key::MemPerGpu, Some("SBATCH_MEM_PER_GPU")),
     spec("nodefile", Some('F'), RA, FATAL, None),
     spec("ntasks-per-core", None, RA, FATAL, None),
     spec("ntasks-per-gpu", None, RA, FATAL, None),
@@ -446,6 +448,8 @@ pub struct Options {
     pub reservation: Option<String>,
     pub external: Option<bool>,
     pub gres: Option<String>,
+    pub cpus_per_gpu: Option<u32>,
+    pub mem_per_gpu: Option<u64>,
     pub licenses: Option<String>,
     pub constraint: Option<String>,
     pub gpus: Option<String>,
@@ -503,6 +507,8 @@ impl Options {
             reservation,
             external,
             gres,
+            cpus_per_gpu,
+            mem_per_gpu,
             licenses,
             constraint,
             gpus,
@@ -723,6 +729,14 @@ fn apply(
             opts.array = s();
         }
         Key::Reservation => opts.reservation = s(),
+        Key::CpusPerGpu => match v.parse::<u32>() {
+            Ok(n) if n > 0 => opts.cpus_per_gpu = Some(n),
+            _ => return Err(Fail::error(format!("Invalid --cpus-per-gpu value: {v}"), 1)),
+        },
+        Key::MemPerGpu => match parse_mem_mib(v) {
+            Some(m) => opts.mem_per_gpu = Some(m),
+            None => return Err(Fail::error(format!("Invalid --mem-per-gpu value: {v}"), 1)),
+        },
         Key::Licenses => {
             slurm_common::licenses::parse(v).map_err(|e| Fail::error(e, 1))?;
             opts.licenses = s();
@@ -1330,6 +1344,8 @@ pub fn build_desc(
         gres: o.gres.clone(),
         licenses: o.licenses.clone(),
         admin_comment: None,
+        cpus_per_gpu: o.cpus_per_gpu,
+        mem_per_gpu: o.mem_per_gpu,
         constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),

@@ -1828,6 +1828,58 @@ impl Controller {
             (None, Some(_)) => min_nodes,
             (None, None) => num_tasks.min(part_nodes).max(min_nodes),
         };
+        // --cpus-per-gpu / --mem-per-gpu: per node, from the GPUs each node gets.
+        let mut desc = desc;
+        if desc.cpus_per_gpu.is_some() || desc.mem_per_gpu.is_some() {
+            let specs = match slurm_common::gres::job_per_node(
+                desc.gres.as_deref(),
+                desc.gpus.as_deref(),
+                desc.gpus_per_node.as_deref(),
+                desc.gpus_per_task.as_deref(),
+                min_nodes,
+                num_tasks,
+            ) {
+                Ok(s) => s,
+                Err(e) => return err_detail(SlurmError::InvalidGres, e),
+            };
+            let gpus_per_node: u64 = specs
+                .iter()
+                .filter(|s| s.name == "gpu")
+                .map(|s| s.count)
+                .sum();
+            if gpus_per_node == 0 {
+                return err_detail(
+                    SlurmError::InvalidGres,
+                    "--cpus-per-gpu and --mem-per-gpu need GPUs (--gpus, --gres=gpu:N, ...)",
+                );
+            }
+            if let Some(c) = desc.cpus_per_gpu {
+                if desc.cpus_per_task.is_some() {
+                    return err_detail(
+                        SlurmError::InvalidRequest,
+                        "--cpus-per-gpu and --cpus-per-task are mutually exclusive",
+                    );
+                }
+                let tasks_here = desc
+                    .ntasks_per_node
+                    .unwrap_or(num_tasks.div_ceil(min_nodes.max(1)))
+                    .max(1);
+                let cpus = gpus_per_node.saturating_mul(u64::from(c));
+                desc.cpus_per_task = Some(
+                    cpus.div_ceil(u64::from(tasks_here))
+                        .min(u64::from(u32::MAX)) as u32,
+                );
+            }
+            if let Some(m) = desc.mem_per_gpu {
+                if desc.mem_per_node.is_some() || desc.mem_per_cpu.is_some() {
+                    return err_detail(
+                        SlurmError::InvalidRequest,
+                        "--mem-per-gpu, --mem and --mem-per-cpu are mutually exclusive",
+                    );
+                }
+                desc.mem_per_node = Some(gpus_per_node.saturating_mul(m));
+            }
+        }
         let cpt = desc.cpus_per_task.unwrap_or(1);
         let time_limit = match desc.time_limit {
             Some(t) => t,

@@ -258,6 +258,12 @@ pub struct JobDesc {
     /// Set by administrators only (REST `admin_comment`).
     #[serde(default)]
     pub admin_comment: Option<String>,
+    /// `--cpus-per-gpu`: CPUs that come with each allocated GPU.
+    #[serde(default)]
+    pub cpus_per_gpu: Option<u32>,
+    /// `--mem-per-gpu` (MiB): memory that comes with each allocated GPU.
+    #[serde(default)]
+    pub mem_per_gpu: Option<u64>,
 }
 
 /// An advance reservation (`scontrol create reservation`).

@@ -55,6 +55,29 @@ fn gpu_jobs_get_their_own_device_indices() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // CPUs and memory that come with each GPU.
+    let id = t.sbatch(&[
+        "-w",
+        "n2",
+        "--gpus-per-node=2",
+        "--cpus-per-gpu=2",
+        "--mem-per-gpu=100",
+        "--wrap",
+        "true",
+    ]);
+    let j = t.wait_done(id, 30);
+    assert_eq!(
+        (j.alloc.cpus.clone(), j.alloc.mem.clone()),
+        (vec![4], vec![200])
+    );
+    let out = t.run(
+        "sbatch",
+        &["--gpus=1", "--cpus-per-gpu=1", "-c", "2", "--wrap", "true"],
+    );
+    assert!(!out.status.success(), "--cpus-per-gpu with -c was accepted");
+    let out = t.run("sbatch", &["--cpus-per-gpu=1", "--wrap", "true"]);
+    assert!(!out.status.success());
+
     // srun makes its own allocation with GPUs; its tasks see them.
     let out = t.run(
         "srun",
