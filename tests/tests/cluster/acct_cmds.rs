@@ -78,7 +78,7 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
             "physics",
             "set",
             "GrpJobs=10",
-            "MaxWall=1:00:00",
+            "MaxWall=2:00:00",
         ],
     );
     // Bad input changes nothing and says what is wrong.
@@ -104,7 +104,7 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
             "format=Account,User,Share,GrpJobs,MaxWall",
         ],
     );
-    assert!(out.contains("physics||5|10|01:00:00\n"), "{out}");
+    assert!(out.contains("physics||5|10|02:00:00\n"), "{out}");
     assert!(out.contains("physics|nobody|1||\n"), "{out}");
     let out = mgr(&t, &["-P", "-n", "show", "qos", "format=Name,MaxJobsPU"]);
     assert!(out.contains("normal|2\n"), "{out}");
@@ -135,6 +135,23 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
     assert!(out.contains("high"), "{out}");
     let out = mgr(&t, &["-P", "-n", "show", "qos", "format=Name"]);
     assert_eq!(out, "normal\n");
+
+    // The last change; once the controller holds a job by it, it has
+    // everything before it too (it fetches all of slurmdbd's tables at once).
+    mgr(
+        &t,
+        &[
+            "-i",
+            "modify",
+            "account",
+            "physics",
+            "set",
+            "MaxWall=1:00:00",
+        ],
+    );
+    until_controller_knows(&t, &["-t", "1:30:00", "--wrap", "true"], |j| {
+        j.reason.to_string() == "AssocMaxWallDurationPerJobLimit"
+    });
 
     // The third job waits for the QOS limit, then runs when one ends.
     let ids: Vec<u32> = (0..3).map(|_| t.sbatch_as_user(&[&script])).collect();
@@ -255,6 +272,50 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
     }
 }
 
+/// Submit `args` as the test user until the job shows that the controller
+/// has slurmdbd's latest changes (`known`); the probe jobs are cancelled.
+fn until_controller_knows(
+    t: &TestCluster,
+    args: &[&str],
+    known: impl Fn(&slurm_proto::JobRecord) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = t
+            .cmd_as(TEST_UID, TEST_GID, "sbatch")
+            .arg("--parsable")
+            .args(args)
+            .output()
+            .unwrap();
+        let id: Option<u32> = String::from_utf8_lossy(&o.stdout).trim().parse().ok();
+        if let Some(id) = id {
+            let deadline_job = Instant::now() + Duration::from_secs(5);
+            let mut ok = false;
+            while Instant::now() < deadline_job {
+                if let Some(j) = t.job(id) {
+                    if known(&j) {
+                        ok = true;
+                        break;
+                    }
+                    if j.state != JobState::Pending || j.reason != slurm_proto::JobReason::None {
+                        break;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            t.run("scancel", &[&id.to_string()]);
+            if ok {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the controller never saw slurmdbd's changes"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Roll slurmdbd's usage up to the end of the current hour.
 fn rollup_now(t: &TestCluster) {
     let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
@@ -291,6 +352,7 @@ PriorityCalcPeriod=1\nPriorityDecayHalfLife=7-0\n"
         ],
     );
     let two = write_script(&t, "two.sh", "#!/bin/sh\nsleep 2\n");
+    until_controller_knows(&t, &["-H", "--wrap", "true"], |j| j.account == "physics");
     // Accounting gives the job the user's default account.
     let id = t.sbatch_as_user(&[&two]);
     let j = t.wait_done(id, 60);
