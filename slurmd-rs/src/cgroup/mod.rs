@@ -466,7 +466,9 @@ impl JobCgroup {
     }
 }
 
-/// Remove every directory below `dir` that holds no process, deepest first.
+/// Remove every directory below `dir` that holds no process, deepest first;
+/// thaw those a daemon that died mid-kill left frozen (their processes got
+/// SIGKILL and die as they thaw, or go on if they were not being killed).
 fn sweep_empty(dir: &Path) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
@@ -477,6 +479,10 @@ fn sweep_empty(dir: &Path) {
             continue;
         }
         sweep_empty(&p);
+        let state = p.join("freezer.state");
+        if read(&state).is_some_and(|s| matches!(s.trim(), "FROZEN" | "FREEZING")) {
+            let _ = write(&state, "THAWED");
+        }
         let empty = read(&p.join("cgroup.procs")).is_some_and(|t| t.trim().is_empty());
         if empty {
             let _ = std::fs::remove_dir(&p);

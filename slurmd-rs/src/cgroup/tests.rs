@@ -434,3 +434,18 @@ fn real_memory_hog_is_oom_killed_and_detected() {
     mgr.remove_job(&jc).unwrap();
     mgr.tidy();
 }
+
+#[test]
+fn a_daemon_that_died_mid_kill_leaves_nothing_frozen() {
+    let d = fake_v1();
+    let m = d.path();
+    let job = m.join("freezer/slurm_n1/uid_0/job_7");
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    put(&job.join("cgroup.procs"), &format!("{}\n", sleeper.id()));
+    put(&job.join("freezer.state"), "FROZEN\n");
+    let _m = Manager::new(opts(constraining(m), "n1")).unwrap().unwrap();
+    assert_eq!(get(&job.join("freezer.state")).trim(), "THAWED");
+    assert!(job.exists(), "a directory with processes stays");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}
