@@ -76,13 +76,7 @@ pub fn parse_specs(words: &[String]) -> Specs {
     s
 }
 
-fn list(v: &str) -> Vec<String> {
-    v.split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(str::to_string)
-        .collect()
-}
+use crate::fmt::split_list as list;
 
 fn lower_list(v: &str) -> Vec<String> {
     list(v)

@@ -79,13 +79,7 @@ pub struct Opts {
     pub top: usize,
 }
 
-fn list(v: &str) -> Vec<String> {
-    v.split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(str::to_string)
-        .collect()
-}
+use crate::fmt::split_list as list;
 
 fn midnight(t: i64) -> i64 {
     use chrono::TimeZone;
@@ -189,6 +183,14 @@ fn banner(title: &str, o: &Opts) -> String {
     )
 }
 
+/// Each cluster's reported CPU-seconds (what percentages are of).
+fn cluster_totals(r: &UsageReport) -> HashMap<&str, u64> {
+    r.clusters
+        .iter()
+        .map(|c| (c.cluster.as_str(), c.total_secs))
+        .collect()
+}
+
 /// `cluster utilization`.
 pub fn utilization(r: &UsageReport, o: &Opts) -> String {
     let cols = [
@@ -236,11 +238,7 @@ pub fn account_by_user(r: &UsageReport, assocs: &[AssocRec], o: &Opts) -> String
         ("Used", 9),
         ("Energy", 8),
     ];
-    let total: HashMap<&str, u64> = r
-        .clusters
-        .iter()
-        .map(|c| (c.cluster.as_str(), c.total_secs))
-        .collect();
+    let total = cluster_totals(r);
     let mut used: HashMap<(String, String, String), u64> = HashMap::new();
     for a in &r.assocs {
         *used
@@ -321,11 +319,7 @@ pub fn top_usage(r: &UsageReport, o: &Opts) -> String {
         ("Used", 9),
         ("Energy", 8),
     ];
-    let total: HashMap<&str, u64> = r
-        .clusters
-        .iter()
-        .map(|c| (c.cluster.as_str(), c.total_secs))
-        .collect();
+    let total = cluster_totals(r);
     let mut per: BTreeMap<(String, String), (u64, Vec<String>)> = BTreeMap::new();
     for a in &r.assocs {
         let e = per.entry((a.cluster.clone(), a.user.clone())).or_default();

@@ -2812,6 +2812,23 @@ pub struct HwCounts {
     pub tmp_disk: u64,
 }
 
+impl HwCounts {
+    pub fn new(
+        cpus: u32,
+        sockets: u32,
+        cores_per_socket: u32,
+        real_memory: u64,
+        tmp_disk: u64,
+    ) -> Self {
+        HwCounts {
+            cpus,
+            cores: sockets * cores_per_socket,
+            real_memory,
+            tmp_disk,
+        }
+    }
+}
+
 /// Why `found` falls short of `conf`, in Slurm's words for the drain reason
 /// (`Low RealMemory (reported:2000 < 100.00% of configured:4000)`); `None`
 /// when it does not.

@@ -39,6 +39,9 @@ impl Mode {
     }
 }
 
+/// Blocked jobs looked at per pass.
+const MAX_TRIED: usize = 32;
+
 /// Seconds a preemptor waits for its victims to leave before it may
 /// preempt again.
 const SETTLE: i64 = 60;
@@ -103,7 +106,16 @@ impl Controller {
             return;
         };
         self.preempting.retain(|_, t| now - *t < SETTLE);
-        for &id in blocked {
+        // Nothing running may be preempted at all: nothing to try.
+        let any = self.p.jobs.values().any(|v| {
+            v.state == JobState::Running && !v.completing && self.victim_mode(v).0 != Mode::Off
+        });
+        if !any {
+            return;
+        }
+        let base = self.cluster_view();
+        // The highest-priority blocked jobs only: this runs every pass.
+        for &id in blocked.iter().take(MAX_TRIED) {
             if self.preempting.contains_key(&id) {
                 return;
             }
@@ -113,7 +125,7 @@ impl Controller {
             let Some(jv) = self.job_view(&j) else {
                 continue;
             };
-            let mut view = self.cluster_view();
+            let mut view = base.clone();
             let mut cands: Vec<&JobRecord> = self
                 .p
                 .jobs

@@ -988,6 +988,9 @@ impl Controller {
     /// Licenses held by running (and still completing) jobs.
     fn licenses_used(&self) -> HashMap<String, u32> {
         let mut used: HashMap<String, u32> = HashMap::new();
+        if self.licenses.is_empty() {
+            return used;
+        }
         for j in self.p.jobs.values() {
             if j.state != JobState::Running && !j.completing {
                 continue;
@@ -3594,18 +3597,20 @@ impl Controller {
         if !self.conf.config_overrides() && !self.nodes[i].external {
             use slurm_common::conf::{low_hardware, HwCounts};
             let n = &self.nodes[i];
-            let found = HwCounts {
-                cpus: r.cpus,
-                cores: r.sockets * r.cores_per_socket,
-                real_memory: r.real_memory,
-                tmp_disk: r.tmp_disk,
-            };
-            let conf = HwCounts {
-                cpus: n.cpus,
-                cores: n.sockets * n.cores_per_socket,
-                real_memory: n.real_memory,
-                tmp_disk: n.tmp_disk,
-            };
+            let found = HwCounts::new(
+                r.cpus,
+                r.sockets,
+                r.cores_per_socket,
+                r.real_memory,
+                r.tmp_disk,
+            );
+            let conf = HwCounts::new(
+                n.cpus,
+                n.sockets,
+                n.cores_per_socket,
+                n.real_memory,
+                n.tmp_disk,
+            );
             if let Some(why) = low_hardware(&found, &conf) {
                 let same = self
                     .p

@@ -290,13 +290,7 @@ pub fn probe_nvml(root: &Path) -> Result<Vec<GpuInfo>, String> {
                 format!("{:0>4}:{rest}:{f}", if dom.is_empty() { "0" } else { dom })
             })
             .unwrap_or(bus_id.to_ascii_lowercase());
-        let local_cpus = std::fs::read_to_string(
-            root.join("sys/bus/pci/drivers/nvidia")
-                .join(&bus)
-                .join("local_cpulist"),
-        )
-        .ok()
-        .and_then(|t| crate::hw::parse_cpu_list(&t));
+        let local_cpus = local_cpus(root, &bus);
         out.push(GpuInfo {
             model,
             bus,
@@ -314,6 +308,15 @@ pub fn probe_nvml(_root: &Path) -> Result<Vec<GpuInfo>, String> {
     Err("this slurmd is built without NVML".into())
 }
 
+/// The CPUs the driver lists as close to the GPU on PCI bus `bus`.
+fn local_cpus(root: &Path, bus: &str) -> Option<Vec<u32>> {
+    let p = root.join(format!(
+        "sys/bus/pci/drivers/nvidia/{}/local_cpulist",
+        bus.to_ascii_lowercase()
+    ));
+    crate::hw::parse_cpu_list(&std::fs::read_to_string(p).ok()?)
+}
+
 /// GPUs under `<root>/proc/driver/nvidia/gpus`, by device minor.
 pub fn probe_nvidia(root: &Path) -> Vec<GpuInfo> {
     let Ok(rd) = std::fs::read_dir(root.join("proc/driver/nvidia/gpus")) else {
@@ -328,13 +331,7 @@ pub fn probe_nvidia(root: &Path) -> Vec<GpuInfo> {
             continue;
         };
         let dir_bus = e.file_name().to_string_lossy().into_owned();
-        let local_cpus = [&bus, &dir_bus].iter().find_map(|b| {
-            let p = root.join(format!(
-                "sys/bus/pci/drivers/nvidia/{}/local_cpulist",
-                b.to_ascii_lowercase()
-            ));
-            crate::hw::parse_cpu_list(&std::fs::read_to_string(p).ok()?)
-        });
+        let local_cpus = [&bus, &dir_bus].iter().find_map(|b| local_cpus(root, b));
         out.push(GpuInfo {
             model,
             bus,

@@ -414,18 +414,20 @@ pub fn config_line(node: &str, hw: &Hardware, gres: &str) -> String {
 /// does not.
 pub fn low_hardware(found: &Hardware, conf: &NodeConf) -> Option<String> {
     use slurm_common::conf::HwCounts;
-    let f = HwCounts {
-        cpus: found.cpus,
-        cores: found.sockets * found.cores_per_socket,
-        real_memory: found.real_memory,
-        tmp_disk: found.tmp_disk,
-    };
-    let c = HwCounts {
-        cpus: conf.cpus,
-        cores: conf.sockets * conf.cores_per_socket,
-        real_memory: conf.real_memory,
-        tmp_disk: conf.tmp_disk,
-    };
+    let f = HwCounts::new(
+        found.cpus,
+        found.sockets,
+        found.cores_per_socket,
+        found.real_memory,
+        found.tmp_disk,
+    );
+    let c = HwCounts::new(
+        conf.cpus,
+        conf.sockets,
+        conf.cores_per_socket,
+        conf.real_memory,
+        conf.tmp_disk,
+    );
     slurm_common::conf::low_hardware(&f, &c)
 }
 
