@@ -255,7 +255,9 @@ impl Backfill {
                 }
             };
             let dur = duration(job);
-            let shape = Shape::of(&p, dur).filter(|_| shape_memo_on());
+            // Topology makes fits depend on where, not only how much: no memo.
+            let shape = Shape::of(&p, dur)
+                .filter(|_| shape_memo_on() && view.topology_of(job.partition).is_flat());
             let fails_now = match &shape {
                 Some((key, size)) => memo.get(key).is_some_and(|m| m.fails_now(*size)),
                 None => false,
@@ -273,6 +275,7 @@ impl Backfill {
             if let Some(alloc) = fits {
                 let end = avail.end_of(now, dur);
                 avail.reserve(&alloc, now, end);
+                avail.reserve(&view.held_beside(job, &alloc), now, end);
                 starts.insert(job.id, planned(now, dur, alloc.clone()));
                 stats.started += 1;
                 decisions.push(Decision::Start { job: job.id, alloc });
@@ -300,7 +303,9 @@ impl Backfill {
                         .learn(size, found.as_ref().map(|x| x.0));
                 }
                 if let Some((t, alloc)) = found {
-                    avail.reserve(&alloc, t, avail.end_of(t, dur));
+                    let end = avail.end_of(t, dur);
+                    avail.reserve(&alloc, t, end);
+                    avail.reserve(&view.held_beside(job, &alloc), t, end);
                     starts.insert(job.id, planned(t, dur, alloc));
                     stats.reserved += 1;
                 }

@@ -12,6 +12,8 @@
 //!   time, from running jobs' ends and reservations.
 //! - [`backfill`]: `sched/backfill`, EASY to conservative by reservation
 //!   depth, configured by `SchedulerParameters`.
+//! - [`topo`]: `topology/tree` and `topology/block`: which groups of nodes a
+//!   job must stay inside, wrapped around cons_tres' greedy.
 //! - [`priority`]: `priority/basic` (submission order).
 //! - [`registry`]: maps `slurm.conf` plugin names to constructors.
 //!
@@ -27,6 +29,7 @@ pub mod priority;
 pub mod registry;
 pub mod sched;
 pub mod select;
+pub mod topo;
 pub mod view;
 
 pub use backfill::{Backfill, BackfillParams};

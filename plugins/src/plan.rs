@@ -31,7 +31,7 @@
 //! Placement over a window reuses [`crate::select`]'s greedy, given per node
 //! the least it has free over the window.
 
-use crate::select::{greedy, max_tasks_per_node, prepare, Free, Prepared, SelectFail};
+use crate::select::{max_tasks_per_node, prepare, Free, Prepared, SelectFail};
 use crate::view::{take_gres, ClusterView, GresCounts, GresReq, JobView, NodeAlloc, MAX_GRES};
 use std::collections::BTreeMap;
 
@@ -865,15 +865,17 @@ impl Availability {
                 .copied()
                 .filter(|i| !job.req_nodes.contains(i) && !job.exc_nodes.contains(i)),
         );
-        greedy(
-            &view.nodes,
-            p,
-            cands,
-            |i| view.nodes.get(i).map(Free::whole),
-            max_tasks_per_node(line.max_cpus, job),
-            SelectFail::Never,
-        )
-        .is_ok()
+        view.topology_of(job.partition)
+            .place(
+                &view.nodes,
+                p,
+                cands,
+                |i| view.nodes.get(i).map(Free::whole),
+                |_| true,
+                max_tasks_per_node(line.max_cpus, job),
+                SelectFail::Never,
+            )
+            .is_ok()
     }
 
     pub(crate) fn fits_now_prepared(
@@ -932,7 +934,7 @@ impl Availability {
                 .iter()
                 .copied()
                 .filter(|i| !job.req_nodes.contains(i) && !job.exc_nodes.contains(i));
-            let placed = greedy(
+            let placed = view.topology_of(job.partition).place(
                 &view.nodes,
                 p,
                 req.iter().copied().chain(rest),
@@ -942,6 +944,7 @@ impl Availability {
                         .then(|| n.window(t, end, 1, &p.job.gres).ok())
                         .flatten()
                 },
+                |i| self.empty_over(i, t, end),
                 max_tasks_per_node(line.max_cpus, job),
                 SelectFail::Busy,
             );
@@ -982,6 +985,13 @@ impl Availability {
             let next = *line.agg.t.get(line.agg.idx(s) + 1)?;
             t = next.max(bound);
         }
+    }
+
+    /// Nothing at all uses node `i` over `[start, end)`.
+    fn empty_over(&self, i: usize, start: i64, end: i64) -> bool {
+        self.nodes
+            .get(i)
+            .is_some_and(|n| n.window(start, end, 1, &[]).is_ok_and(|f| f.empty))
     }
 
     /// Required nodes in placement order.
@@ -1075,11 +1085,12 @@ impl Availability {
             .iter()
             .copied()
             .filter(|i| reach[*i] <= start && keep(i));
-        let placed = greedy(
+        let placed = view.topology_of(job.partition).place(
             &view.nodes,
             p,
             req.iter().copied().chain(rest),
             free,
+            |i| self.empty_over(i, start, end),
             max_tasks_per_node(line.max_cpus, job),
             SelectFail::Busy,
         );

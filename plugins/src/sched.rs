@@ -224,6 +224,7 @@ impl Scheduler for Builtin {
             match place(&work, job, false) {
                 Ok(alloc) => {
                     work.consume(&alloc);
+                    work.consume(&view.held_beside(job, &alloc));
                     out.push(Decision::Start { job: job.id, alloc });
                 }
                 Err(SelectFail::Busy) => {

@@ -120,10 +120,14 @@ pub(crate) fn prepare<'a>(
         .partitions
         .get(job.partition)
         .ok_or(SelectFail::Never)?;
-    let exclusive = job.exclusive || part.exclusive;
-    let job = if exclusive != job.exclusive {
+    // Nothing else may use the leaves or blocks of an `--exclusive=topo`
+    // job: its own nodes included.
+    let exclusive_topo = job.exclusive_topo || part.exclusive_topo;
+    let exclusive = job.exclusive || part.exclusive || exclusive_topo;
+    let job = if exclusive != job.exclusive || exclusive_topo != job.exclusive_topo {
         Cow::Owned(JobView {
             exclusive,
+            exclusive_topo,
             ..job.clone()
         })
     } else {
@@ -319,7 +323,7 @@ pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeA
         .max()
         .unwrap_or(0);
     let max_cap = max_tasks_per_node(max_cpus, job);
-    greedy(
+    view.topology_of(job.partition).place(
         &view.nodes,
         &p,
         cands,
@@ -327,6 +331,7 @@ pub fn place(view: &ClusterView, job: &JobView, empty: bool) -> Result<Vec<NodeA
             let n = &view.nodes[i];
             Some(if empty { Free::whole(n) } else { Free::of(n) })
         },
+        |i| empty || view.nodes[i].is_empty(),
         max_cap,
         fail,
     )
@@ -363,8 +368,10 @@ pub(crate) mod tests {
                 exclusive: false,
                 priority_tier: 1,
                 def_mem_per_cpu: None,
+                ..Default::default()
             }],
             running: vec![],
+            ..Default::default()
         }
     }
 
@@ -388,6 +395,7 @@ pub(crate) mod tests {
             begin_time: None,
             gres: vec![],
             hold: None,
+            ..Default::default()
         }
     }
 

@@ -109,6 +109,10 @@ pub struct PartitionView {
     pub priority_tier: u32,
     /// MiB per CPU given to jobs that ask for no memory.
     pub def_mem_per_cpu: Option<u64>,
+    /// Index into [`ClusterView::topologies`] (none there: flat).
+    pub topology: usize,
+    /// `ExclusiveTopo=YES`: every job gets its leaves or blocks alone.
+    pub exclusive_topo: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -117,6 +121,9 @@ pub struct ClusterView {
     pub partitions: Vec<PartitionView>,
     /// Jobs holding resources now, with their expected ends (for planning).
     pub running: Vec<RunningJob>,
+    /// The network topologies partitions refer to (`topology.conf` or
+    /// `topology.yaml`); empty = flat.
+    pub topologies: std::sync::Arc<Vec<crate::topo::Topology>>,
 }
 
 /// A job that holds resources: what it holds and until when (its start plus
@@ -164,6 +171,13 @@ pub struct JobView {
     pub hold: Option<Hold>,
     /// Generic resources wanted on each node.
     pub gres: Vec<GresReq>,
+    /// `--switches=N`: at most this many leaf switches (while the job is
+    /// still willing to wait for them).
+    pub switches: Option<u32>,
+    /// `--segment=N`: nodes in segments of `N`, each inside one base block.
+    pub segment: Option<u32>,
+    /// `--exclusive=topo`.
+    pub exclusive_topo: bool,
 }
 
 /// What a job gets on one node.
@@ -180,6 +194,26 @@ pub struct NodeAlloc {
 }
 
 impl ClusterView {
+    /// The topology partition `part` places jobs in.
+    pub fn topology_of(&self, part: usize) -> &crate::topo::Topology {
+        static FLAT: crate::topo::Topology = crate::topo::Topology::Flat;
+        self.partitions
+            .get(part)
+            .and_then(|p| self.topologies.get(p.topology))
+            .unwrap_or(&FLAT)
+    }
+
+    /// What a job started with `alloc` holds besides it: with
+    /// `--exclusive=topo`, the rest of its leaves or blocks (whole).
+    pub fn held_beside(&self, job: &JobView, alloc: &[NodeAlloc]) -> Vec<NodeAlloc> {
+        let excl = job.exclusive_topo
+            || self
+                .partitions
+                .get(job.partition)
+                .is_some_and(|p| p.exclusive_topo);
+        self.topology_of(job.partition).held_with(excl, alloc)
+    }
+
     /// Take `alloc` out of the free resources (used between decisions of one pass).
     pub fn consume(&mut self, alloc: &[NodeAlloc]) {
         for a in alloc {

@@ -3,8 +3,10 @@ use crate::plan::duration;
 use crate::sched::Builtin;
 use crate::select::place;
 use crate::select::tests::{cluster, job};
+use crate::topo::{Block, Blocks, SwitchDef, Topology, Tree};
 use crate::view::{Hold, NodeView, PartitionView, RunningJob};
 use proptest::prelude::*;
+use std::sync::Arc;
 
 fn node_alloc(node: usize, cpus: u32) -> NodeAlloc {
     NodeAlloc {
@@ -368,6 +370,17 @@ fn random_job(r: &mut Rng, id: u32, parts: usize, nodes: usize) -> JobView {
         _ => {}
     }
     j.exclusive = r.chance(10);
+    // Topology options (the flat topology ignores segments and switches).
+    if r.chance(15) {
+        j.segment = Some(r.range(1, 2) as u32);
+        j.min_nodes = j.min_nodes.div_ceil(2) * 2;
+        j.max_nodes = j.max_nodes.max(j.min_nodes);
+        j.num_tasks = j.num_tasks.max(j.min_nodes);
+    }
+    if r.chance(15) {
+        j.switches = Some(r.range(1, 2) as u32);
+    }
+    j.exclusive_topo = r.chance(8);
     if r.chance(10) {
         j.req_nodes = vec![r.below(nodes as u64) as usize];
     }
@@ -375,6 +388,130 @@ fn random_job(r: &mut Rng, id: u32, parts: usize, nodes: usize) -> JobView {
         j.exc_nodes = vec![r.below(nodes as u64) as usize];
     }
     j
+}
+
+/// Flat most of the time; otherwise a tree of 1-3 node leaves under one
+/// or two roots, or blocks of a random base size; the last node may be
+/// left out of either.
+fn random_topology(r: &mut Rng, n: usize) -> Topology {
+    let covered = if n > 1 && r.chance(20) { n - 1 } else { n };
+    match r.below(10) {
+        0..=5 => Topology::Flat,
+        6 | 7 => {
+            let mut defs = Vec::new();
+            let mut i = 0;
+            while i < covered {
+                let k = (r.range(1, 3) as usize).min(covered - i);
+                defs.push(SwitchDef {
+                    name: format!("leaf{i}"),
+                    switches: vec![],
+                    nodes: (i..i + k).collect(),
+                });
+                i += k;
+            }
+            let leaves: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
+            let split = if leaves.len() > 1 && r.chance(20) {
+                leaves.len() / 2
+            } else {
+                leaves.len()
+            };
+            defs.push(SwitchDef {
+                name: "top0".into(),
+                switches: leaves[..split].to_vec(),
+                nodes: vec![],
+            });
+            if split < leaves.len() {
+                defs.push(SwitchDef {
+                    name: "top1".into(),
+                    switches: leaves[split..].to_vec(),
+                    nodes: vec![],
+                });
+            }
+            Topology::Tree(Tree::new(&defs, n).expect("valid tree"))
+        }
+        _ => {
+            let base = r.range(1, 3) as usize;
+            let blocks: Vec<Block> = (0..covered / base)
+                .map(|k| Block {
+                    name: format!("b{k}"),
+                    nodes: (k * base..(k + 1) * base).collect(),
+                })
+                .collect();
+            if blocks.is_empty() {
+                return Topology::Flat;
+            }
+            Topology::Block(Blocks::new(blocks, &[], n, |i| format!("n{i}")).expect("valid blocks"))
+        }
+    }
+}
+
+/// Every start and reservation stays inside the topology: nodes on it,
+/// segments whole inside base blocks, and nothing else in the leaves or
+/// blocks of an `--exclusive=topo` job while it runs.
+fn check_topology(s: &Scenario, plan: &Plan) -> Result<(), String> {
+    let topo = &s.view.topologies[0];
+    let (unit_of, units): (Vec<Option<usize>>, Vec<Vec<usize>>) = match topo {
+        Topology::Flat => return Ok(()),
+        Topology::Tree(t) => (
+            t.leaf_of.clone(),
+            t.switches.iter().map(|x| x.nodes.clone()).collect(),
+        ),
+        Topology::Block(b) => (
+            b.block_of.clone(),
+            b.blocks.iter().map(|x| x.nodes.clone()).collect(),
+        ),
+    };
+    let mut holders: Vec<(u32, i64, i64, Vec<usize>)> = s
+        .view
+        .running
+        .iter()
+        .map(|r| {
+            let end = r.end.map_or(FOREVER, |e| e.max(s.now + 1));
+            (r.id, s.now, end, r.alloc.iter().map(|a| a.node).collect())
+        })
+        .collect();
+    for (id, p) in &plan.starts {
+        holders.push((
+            *id,
+            p.start,
+            p.end.unwrap_or(FOREVER),
+            p.alloc.iter().map(|a| a.node).collect(),
+        ));
+    }
+    for (id, p) in &plan.starts {
+        let j = s.queue.iter().find(|j| j.id == *id).ok_or("unknown job")?;
+        let mut used: Vec<usize> = Vec::new();
+        for a in &p.alloc {
+            let u = unit_of[a.node]
+                .ok_or(format!("job {id} on node {} outside the topology", a.node))?;
+            used.push(u);
+        }
+        if let (Topology::Block(_), Some(seg)) = (topo, j.segment) {
+            for u in &used {
+                let c = used.iter().filter(|x| *x == u).count();
+                if c % seg as usize != 0 {
+                    return Err(format!("job {id}: {c} nodes in block {u}, segment {seg}"));
+                }
+            }
+        }
+        if j.exclusive_topo {
+            let end = p.end.unwrap_or(FOREVER);
+            for (other, os, oe, nodes) in &holders {
+                if other == id || *oe <= p.start || *os >= end {
+                    continue;
+                }
+                if nodes
+                    .iter()
+                    .any(|n| used.iter().any(|u| units[*u].contains(n)))
+                {
+                    return Err(format!(
+                        "job {other} inside the exclusive units of job {id}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn scenario(seed: u64) -> Scenario {
@@ -393,6 +530,7 @@ fn scenario(seed: u64) -> Scenario {
             .collect(),
         ..ClusterView::default()
     };
+    view.topologies = Arc::new(vec![random_topology(&mut r, n)]);
     for pi in 0..r.range(1, 2) {
         let mut nodes: Vec<usize> = (0..n).filter(|_| r.chance(70)).collect();
         if nodes.is_empty() {
@@ -407,14 +545,16 @@ fn scenario(seed: u64) -> Scenario {
             exclusive: r.chance(10),
             priority_tier: r.range(1, 2) as u32,
             def_mem_per_cpu: r.chance(20).then_some(500),
+            ..Default::default()
         });
     }
     let now = 10_000 + r.below(1000) as i64;
     let parts = view.partitions.len();
     for id in 1000..1000 + r.below(16) as u32 {
         let j = random_job(&mut r, id, parts, n);
-        if let Ok(alloc) = place(&view, &j, false) {
+        if let Ok(mut alloc) = place(&view, &j, false) {
             let end = (!r.chance(10)).then(|| now - 100 + r.below(7300) as i64);
+            alloc.extend(view.held_beside(&j, &alloc));
             view.consume(&alloc);
             view.running.push(RunningJob {
                 id,
@@ -596,6 +736,7 @@ proptest! {
         let plan = bf(&s.params).plan_with_users(&s.view, &s.queue, &s.users, s.now);
         check_decisions(&s, &plan).map_err(TestCaseError::fail)?;
         check_capacity(&s, &plan).map_err(TestCaseError::fail)?;
+        check_topology(&s, &plan).map_err(TestCaseError::fail)?;
     }
 
     /// Every reservation is the earliest start its job had when it was made:
