@@ -39,6 +39,9 @@ pub struct ClusterSpec {
     pub accounting: bool,
     /// A `cgroup.conf` to write beside slurm.conf.
     pub cgroup_conf: Option<String>,
+    /// Other files to write beside slurm.conf (`topology.yaml`, ...):
+    /// name and contents.
+    pub conf_files: Vec<(String, String)>,
     /// Every node's `Gres=` (`gpu:a100:4`); GresTypes lists their names.
     pub node_gres: Option<String>,
     /// `Features=` of node i (none past the end).
@@ -106,6 +109,7 @@ impl ClusterSpec {
             mock: None,
             accounting: false,
             cgroup_conf: None,
+            conf_files: Vec::new(),
             node_gres: None,
             node_features: Vec::new(),
             dbd_port,
@@ -211,6 +215,9 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
         }
         if let Some(c) = &self.cgroup_conf {
             std::fs::write(self.dir.join("cgroup.conf"), c)?;
+        }
+        for (name, text) in &self.conf_files {
+            std::fs::write(self.dir.join(name), text)?;
         }
         if self.accounting {
             let path = self.dbd_conf_path();

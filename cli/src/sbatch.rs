@@ -218,6 +218,8 @@ enum Key {
     Gpus,
     GpusPerNode,
     GpusPerTask,
+    Switches,
+    Segment,
     External,
     CpusPerTask,
     Error,
@@ -370,7 +372,8 @@ static SPECS: &[Spec] = &[
     spec("ntasks-per-gpu", None, RA, FATAL, None),
     spec("ntasks-per-socket", None, RA, FATAL, None),
     spec("sockets-per-node", None, RA, FATAL, None),
-    spec("switches", None, RA, FATAL, None),
+    spec("switches", None, RA, Key::Switches, Some("SBATCH_REQ_SWITCH")),
+    spec("segment", None, RA, Key::Segment, Some("SBATCH_SEGMENT_SIZE")),
     spec("thread-spec", None, RA, FATAL, Some("SBATCH_THREAD_SPEC")),
     spec("threads-per-core", None, RA, FATAL, Some("SBATCH_THREADS_PER_CORE")),
     spec("tres-per-task", None, RA, FATAL, Some("SBATCH_TRES_PER_TASK")),
@@ -455,6 +458,12 @@ pub struct Options {
     pub gpus: Option<String>,
     pub gpus_per_node: Option<String>,
     pub gpus_per_task: Option<String>,
+    /// `--switches=count[@max-time]`: (count, wait in seconds).
+    pub switches: Option<(u32, Option<u32>)>,
+    /// `--segment`.
+    pub segment: Option<u32>,
+    /// `--exclusive=topo`.
+    pub exclusive_topo: Option<bool>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -514,6 +523,9 @@ impl Options {
             gpus,
             gpus_per_node,
             gpus_per_task,
+            switches,
+            segment,
+            exclusive_topo,
             begin,
             chdir,
             comment,
@@ -574,6 +586,25 @@ impl Fail {
 
 /// Slurm's `parse_int`: a whole decimal number (optional sign, leading
 /// blanks), not negative, and positive when `positive`.
+/// `--switches=count[@max-time]`: the count and the wait in seconds.
+pub fn parse_switches(v: &str) -> Option<(u32, Option<u32>)> {
+    let (count, wait) = match v.split_once('@') {
+        Some((c, w)) => (c, Some(w)),
+        None => (v, None),
+    };
+    let count: u32 = count.trim().parse().ok()?;
+    let wait = match wait {
+        Some(w) => Some(
+            timefmt::parse_time_limit(w)
+                .ok()
+                .flatten()?
+                .saturating_mul(60),
+        ),
+        None => None,
+    };
+    Some((count, wait))
+}
+
 pub fn parse_int(name: &str, val: &str, positive: bool) -> Result<u32, Fail> {
     let t = val.trim_start();
     let (neg, digits) = match t.strip_prefix('-') {
@@ -771,11 +802,13 @@ fn apply(
                 None => true,
                 Some(a) if a.eq_ignore_ascii_case("exclusive") => true,
                 Some(a) if a.eq_ignore_ascii_case("oversubscribe") => false,
-                Some(a)
-                    if a.eq_ignore_ascii_case("user")
-                        || a.eq_ignore_ascii_case("mcs")
-                        || a.eq_ignore_ascii_case("topo") =>
-                {
+                Some(a) if a.eq_ignore_ascii_case("topo") => {
+                    // Whole leaves or blocks; the controller gives whole
+                    // nodes with them.
+                    opts.exclusive_topo = Some(true);
+                    true
+                }
+                Some(a) if a.eq_ignore_ascii_case("user") || a.eq_ignore_ascii_case("mcs") => {
                     warnings.push(format!(
                         "--exclusive={a} is not supported yet; the job gets whole nodes (--exclusive)"
                     ));
@@ -833,6 +866,21 @@ fn apply(
         Key::Qos => opts.qos = s(),
         Key::Requeue => opts.requeue = Some(true),
         Key::TestOnly => opts.test_only = Some(true),
+        Key::Switches => {
+            let sw = parse_switches(v)
+                .ok_or_else(|| Fail::error("Invalid --switches specification", EXIT_BAD_OPTION))?;
+            opts.switches = Some(sw);
+        }
+        Key::Segment => {
+            let n = parse_int("--segment", v, false)?;
+            if n == 0 {
+                return Err(Fail::error(
+                    "Invalid --segment specification",
+                    EXIT_BAD_OPTION,
+                ));
+            }
+            opts.segment = Some(n);
+        }
         Key::Time => {
             let t = timefmt::parse_time_limit(v)
                 .map_err(|_| Fail::error("Invalid --time specification", EXIT_BAD_OPTION))?;
@@ -1346,6 +1394,10 @@ pub fn build_desc(
         admin_comment: None,
         cpus_per_gpu: o.cpus_per_gpu,
         mem_per_gpu: o.mem_per_gpu,
+        switches: o.switches.map(|s| s.0),
+        wait4switch: o.switches.and_then(|s| s.1),
+        segment: o.segment,
+        exclusive_topo: o.exclusive_topo.unwrap_or(false),
         constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),

@@ -42,6 +42,12 @@ pub struct AllocOpts {
     pub mem: Option<u64>,
     pub mem_per_cpu: Option<u64>,
     pub exclusive: bool,
+    /// `--exclusive=topo`.
+    pub exclusive_topo: bool,
+    /// `--switches=count[@max-time]` (count, wait in seconds).
+    pub switches: Option<(u32, Option<u32>)>,
+    /// `--segment`.
+    pub segment: Option<u32>,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
     /// `--constraint` (node features).
@@ -144,6 +150,16 @@ const OPTS: &[Opt] = &[
         short: None,
         long: "overlap",
         arg: Arg::No,
+    },
+    Opt {
+        short: None,
+        long: "switches",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "segment",
+        arg: Arg::Required,
     },
     Opt {
         short: Some('l'),
@@ -364,7 +380,22 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                     o.mem_per_cpu = Some(m);
                 }
             }
-            "exclusive" => o.exclusive = true,
+            "exclusive" => {
+                o.exclusive = true;
+                o.exclusive_topo |= v.eq_ignore_ascii_case("topo");
+            }
+            "switches" => {
+                o.switches =
+                    Some(crate::sbatch::parse_switches(&v).ok_or_else(|| {
+                        format!("{prog}: error: Invalid --switches specification")
+                    })?);
+            }
+            "segment" => {
+                o.segment =
+                    Some(v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        format!("{prog}: error: Invalid --segment specification")
+                    })?);
+            }
             "licenses" => {
                 slurm_common::licenses::parse(&v).map_err(|e| format!("{prog}: error: {e}"))?;
                 o.licenses = Some(v);
@@ -478,6 +509,10 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         req_nodes: o.nodelist.clone(),
         exc_nodes: o.exclude.clone(),
         exclusive: o.exclusive,
+        exclusive_topo: o.exclusive_topo,
+        switches: o.switches.map(|s| s.0),
+        wait4switch: o.switches.and_then(|s| s.1),
+        segment: o.segment,
         gres: o.gres.clone(),
         constraint: o.constraint.clone(),
         licenses: o.licenses.clone(),

@@ -31,4 +31,5 @@ pub mod licenses;
 pub mod net;
 pub mod stepio;
 pub mod timefmt;
+pub mod topology;
 pub mod users;

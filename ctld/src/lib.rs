@@ -27,4 +27,5 @@ pub mod journal;
 pub mod metrics;
 pub mod server;
 pub mod state;
+pub mod topology;
 pub mod writer;

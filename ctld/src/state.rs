@@ -140,6 +140,8 @@ pub struct Controller {
     preempting: HashMap<JobId, i64>,
     /// `Licenses=`: name and count.
     licenses: Vec<(String, u32)>,
+    /// Network topologies (`topology.yaml`/`topology.conf`).
+    pub topologies: crate::topology::Topologies,
     /// `AccountingStorageEnforce`.
     pub enforce: crate::assoc::Enforce,
     /// Associations, users and QOS from slurmdbd (once fetched).
@@ -377,6 +379,7 @@ impl Controller {
             gres_kinds: crate::gres::GresKinds::default(),
             preempting: HashMap::new(),
             licenses: Vec::new(),
+            topologies: Default::default(),
         };
         match slurm_common::licenses::parse(c.conf.get("Licenses").unwrap_or("")) {
             Ok(l) => c.licenses = l,
@@ -399,6 +402,12 @@ impl Controller {
         c.refresh_gres_kinds();
         c.refresh();
         c
+    }
+
+    /// Read the topology beside `conf` (nodes as configured now).
+    pub fn load_topology(&self, conf: &SlurmConf) -> Result<crate::topology::Topologies, String> {
+        let names: Vec<String> = conf.nodes.iter().map(|n| n.name.clone()).collect();
+        crate::topology::load(conf, &names)
     }
 
     /// Add a run-time node (no persistence here; callers journal it).
@@ -744,7 +753,12 @@ impl Controller {
                 format!("{what} changed: restart slurmctld to apply it"),
             );
         }
+        let topologies = match self.load_topology(&new) {
+            Ok(t) => t,
+            Err(e) => return err_detail(SlurmError::InvalidRequest, e),
+        };
         // Every check passed: apply.
+        self.topologies = topologies;
         if new.get("SchedulerParameters") != old.get("SchedulerParameters") {
             match slurm_plugins::registry::scheduler_with_params(
                 &new.scheduler_type,
@@ -1050,6 +1064,22 @@ impl Controller {
     /// The scheduler's view of nodes and partitions right now.
     fn cluster_view(&self) -> ClusterView {
         let mut exclusive = vec![false; self.nodes.len()];
+        // `--exclusive=topo` jobs hold the rest of their leaves or blocks.
+        let topo_held: HashMap<JobId, Vec<NodeAlloc>> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running || j.completing)
+            .filter(|j| j.desc.exclusive_topo || self.topologies.exclusive.contains(&j.partition))
+            .filter_map(|j| {
+                let t = self
+                    .topologies
+                    .list
+                    .get(self.topologies.of_partition(&j.partition))?;
+                let extra = t.held_with(true, &self.allocs_of(j));
+                (!extra.is_empty()).then_some((j.job_id, extra))
+            })
+            .collect();
         let mut gres_used = vec![GresCounts::default(); self.nodes.len()];
         for j in self.p.jobs.values() {
             if j.state == JobState::Running || j.completing {
@@ -1064,11 +1094,18 @@ impl Controller {
                     }
                 }
             }
-            if (j.state == JobState::Running || j.completing) && j.desc.exclusive {
+            if (j.state == JobState::Running || j.completing)
+                && (j.desc.exclusive || j.desc.exclusive_topo)
+            {
                 for name in &j.alloc.nodes {
                     if let Some(&i) = self.node_index.get(name) {
                         exclusive[i] = true;
                     }
+                }
+            }
+            if let Some(extra) = topo_held.get(&j.job_id) {
+                for a in extra {
+                    exclusive[a.node] = true;
                 }
             }
         }
@@ -1107,8 +1144,11 @@ impl Controller {
                     exclusive: p.oversubscribe.eq_ignore_ascii_case("EXCLUSIVE"),
                     priority_tier: p.priority_tier,
                     def_mem_per_cpu: p.def_mem_per_cpu,
+                    topology: self.topologies.of_partition(&p.name),
+                    exclusive_topo: self.topologies.exclusive.contains(&p.name),
                 })
                 .collect(),
+            topologies: self.topologies.list.clone(),
             running: self
                 .p
                 .jobs
@@ -1129,6 +1169,7 @@ impl Controller {
                             j.state == JobState::Running
                                 || j.completing_nodes.contains(&self.nodes[a.node].name)
                         })
+                        .chain(topo_held.get(&j.job_id).cloned().unwrap_or_default())
                         .collect(),
                     priority: j.priority,
                     partition: self
@@ -1177,11 +1218,30 @@ impl Controller {
                 HoldKind::User => Hold::User,
                 HoldKind::Admin => Hold::Admin,
             }),
+            switches: j.desc.switches.filter(|_| {
+                let eligible = j.desc.begin_time.unwrap_or(0).max(j.submit_time);
+                let wait = j.desc.wait4switch.map_or(self.max_switch_wait(), i64::from);
+                self.last_update < eligible.saturating_add(wait)
+            }),
+            segment: j.desc.segment,
+            exclusive_topo: j.desc.exclusive_topo,
             // Checked at submission; a request no node serves never fits.
             gres: self
                 .job_gres(&j.desc, j.min_nodes, j.num_tasks)
                 .unwrap_or_else(|_| vec![GresReq { mask: 0, count: 1 }]),
         })
+    }
+
+    /// `SchedulerParameters=max_switch_wait=` (seconds; default 300): the
+    /// longest a job waits for its `--switches` count.
+    fn max_switch_wait(&self) -> i64 {
+        self.conf
+            .get("SchedulerParameters")
+            .unwrap_or("")
+            .split(',')
+            .find_map(|o| o.trim().strip_prefix("max_switch_wait="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(300)
     }
 
     /// Nodes of the job's partition its `--constraint` rules out. For
@@ -1831,6 +1891,27 @@ impl Controller {
             (None, Some(_)) => min_nodes,
             (None, None) => num_tasks.min(part_nodes).max(min_nodes),
         };
+        if let Some(seg) = desc.segment {
+            if seg == 0 || min_nodes % seg != 0 {
+                return err_detail(
+                    SlurmError::InvalidRequest,
+                    format!("--segment={seg} does not divide the job's {min_nodes} nodes"),
+                );
+            }
+            let topo = self
+                .topologies
+                .list
+                .get(self.topologies.of_partition(&part.name));
+            if let Some(slurm_plugins::topo::Topology::Block(b)) = topo {
+                let base = b.sizes.first().copied().unwrap_or(1);
+                if seg > base {
+                    return err_detail(
+                        SlurmError::InvalidRequest,
+                        format!("--segment={seg} is larger than the base block size {base}"),
+                    );
+                }
+            }
+        }
         // --cpus-per-gpu / --mem-per-gpu: per node, from the GPUs each node gets.
         let mut desc = desc;
         if desc.cpus_per_gpu.is_some() || desc.mem_per_gpu.is_some() {
@@ -2360,7 +2441,7 @@ impl Controller {
                     cpus: j.alloc.cpus.get(k).copied().unwrap_or(0),
                     mem: j.alloc.mem.get(k).copied().unwrap_or(0),
                     tasks: j.alloc.tasks.get(k).copied().unwrap_or(0),
-                    exclusive: j.desc.exclusive,
+                    exclusive: j.desc.exclusive || j.desc.exclusive_topo,
                     gres: j
                         .alloc
                         .gres

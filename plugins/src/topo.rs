@@ -338,11 +338,14 @@ impl Topology {
             empty: &empty,
             cache: vec![None; nodes.len()],
         };
-        match self {
+        let mut a = match self {
             Topology::Flat => unreachable!("handled above"),
             Topology::Tree(t) => self.place_tree(t, &mut ctx, &cands, max_cap, fail),
             Topology::Block(b) => self.place_block(b, &mut ctx, &cands, max_cap, fail),
-        }
+        }?;
+        // In node order, as Slurm lists an allocation.
+        a.sort_by_key(|x| x.node);
+        Ok(a)
     }
 
     fn place_tree<F: FnMut(usize) -> Option<Free>>(

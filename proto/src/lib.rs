@@ -264,6 +264,18 @@ pub struct JobDesc {
     /// `--mem-per-gpu` (MiB): memory that comes with each allocated GPU.
     #[serde(default)]
     pub mem_per_gpu: Option<u64>,
+    /// `--switches=N`: at most N leaf switches (topology/tree).
+    #[serde(default)]
+    pub switches: Option<u32>,
+    /// `--switches=N@time`: how long to wait for them, seconds.
+    #[serde(default)]
+    pub wait4switch: Option<u32>,
+    /// `--segment=N` (topology/block).
+    #[serde(default)]
+    pub segment: Option<u32>,
+    /// `--exclusive=topo`.
+    #[serde(default)]
+    pub exclusive_topo: bool,
 }
 
 /// An advance reservation (`scontrol create reservation`).

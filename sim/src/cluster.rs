@@ -68,6 +68,7 @@ impl Cluster {
                 ..Default::default()
             }],
             running: vec![],
+            ..Default::default()
         };
         Ok(Cluster {
             view,
@@ -128,6 +129,7 @@ impl Cluster {
                 exclusive: p.oversubscribe.eq_ignore_ascii_case("EXCLUSIVE"),
                 priority_tier: p.priority_tier,
                 def_mem_per_cpu: p.def_mem_per_cpu.or(conf.def_mem_per_cpu),
+                ..Default::default()
             })
             .collect();
         if let Some(p) = partitions.iter().find(|p| p.nodes.is_empty()) {
@@ -146,6 +148,7 @@ impl Cluster {
                 nodes,
                 partitions,
                 running: vec![],
+                ..Default::default()
             },
             default_partition,
             scheduler_type: conf.scheduler_type.clone(),

@@ -16,6 +16,8 @@ mod gpus;
 mod node_scripts;
 #[path = "cluster/preemption.rs"]
 mod preemption;
+#[path = "cluster/topology.rs"]
+mod topology;
 
 fn write_script(t: &TestCluster, name: &str, body: &str) -> String {
     let p = t.work.join(name);

@@ -65,6 +65,7 @@ pub fn workload(nodes: usize, pending: usize, seed: u64) -> (ClusterView, Vec<Jo
             ..PartitionView::default()
         }],
         running: Vec::new(),
+        ..Default::default()
     };
     let mut id = 1_000_000u32;
     let mut i = 0;

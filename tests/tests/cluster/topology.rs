@@ -1,0 +1,51 @@
+//! Network topology: topology/block from topology.yaml, `--segment`.
+
+use slurm_proto::JobState;
+use slurm_tests::*;
+
+fn nodes_of(t: &TestCluster, id: slurm_proto::JobId) -> Vec<String> {
+    t.job(id).unwrap().alloc.nodes
+}
+
+#[test]
+fn segment_job_is_placed_inside_blocks() {
+    let t = TestCluster::start(6, |s| {
+        s.conf_files.push((
+            "topology.yaml".into(),
+            "- topology: nvl\n  cluster_default: true\n  block:\n    block_sizes: [3]\n    blocks:\n      - block: b1\n        nodes: n[1-3]\n      - block: b2\n        nodes: n[4-6]\n"
+                .into(),
+        ));
+    });
+    // b1 keeps two nodes free, b2 three.
+    let a = t.sbatch(&["-N1", "-w", "n1", "--exclusive", "--wrap", "sleep 300"]);
+    t.wait_job(a, 30, "running", |j| j.state == JobState::Running);
+    // Four nodes in segments of two: a pair from each block (without
+    // segments the job would take b2 whole and one node of b1).
+    let b = t.sbatch(&["-N4", "--segment=2", "--exclusive", "--wrap", "sleep 300"]);
+    t.wait_job(b, 30, "running", |j| j.state == JobState::Running);
+    assert_eq!(nodes_of(&t, b), ["n2", "n3", "n4", "n5"]);
+    // Two nodes must share a base block: only n6 is free, so it waits.
+    let c = t.sbatch(&["-N2", "--exclusive", "--wrap", "true"]);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let cj = t.job(c).unwrap();
+    assert_eq!(cj.state, JobState::Pending, "{:?}", cj.alloc.nodes);
+    // Once a frees n1, c waits on: b1 has only n1 free and b2 only n6.
+    assert!(t.run("scancel", &[&a.to_string()]).status.success());
+    t.wait_done(a, 30);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(t.job(c).unwrap().state, JobState::Pending);
+    // When b ends, c gets a whole pair inside one block.
+    assert!(t.run("scancel", &[&b.to_string()]).status.success());
+    t.wait_done(b, 30);
+    let cj = t.wait_done(c, 30);
+    assert_eq!(cj.state, JobState::Completed);
+    let n = cj.alloc.nodes;
+    let block = |x: &str| x[1..].parse::<u32>().unwrap() <= 3;
+    assert_eq!(n.len(), 2);
+    assert_eq!(block(&n[0]), block(&n[1]), "{n:?}");
+    // A segment that does not divide the node count is refused.
+    let out = t.run("sbatch", &["-v", "-N3", "--segment=2", "--wrap", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("segment"), "{err}");
+}
