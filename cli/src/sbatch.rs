@@ -2434,6 +2434,28 @@ mod tests {
     }
 
     #[test]
+    fn topology_options() {
+        let d = desc(
+            &["--switches=2@1:00:00", "--segment=4", "--exclusive=topo", "--wrap=x"],
+            &[],
+            "",
+        );
+        assert_eq!(
+            (d.switches, d.wait4switch, d.segment, d.exclusive_topo),
+            (Some(2), Some(3600), Some(4), true)
+        );
+        let d = desc(&["--wrap=x"], &[("SBATCH_REQ_SWITCH", "1")], "");
+        assert_eq!((d.switches, d.wait4switch), (Some(1), None));
+        let d = desc(&["--switches=3", "--wrap=x"], &[], "");
+        assert!(!d.exclusive_topo && d.segment.is_none());
+        for bad in ["--switches=x", "--switches=2@soon", "--segment=0", "--segment=two"] {
+            let r = run(&[bad, "--wrap=x"], &[], "");
+            assert_ne!(r.code, Some(0), "{bad}");
+            assert!(r.err.contains("--s"), "{bad}: {}", r.err);
+        }
+    }
+
+    #[test]
     fn time_values() {
         assert_eq!(
             desc(&["-t", "0", "--wrap=x"], &[], "").time_limit,
