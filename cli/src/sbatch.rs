@@ -2436,7 +2436,12 @@ mod tests {
     #[test]
     fn topology_options() {
         let d = desc(
-            &["--switches=2@1:00:00", "--segment=4", "--exclusive=topo", "--wrap=x"],
+            &[
+                "--switches=2@1:00:00",
+                "--segment=4",
+                "--exclusive=topo",
+                "--wrap=x",
+            ],
             &[],
             "",
         );
@@ -2448,7 +2453,12 @@ mod tests {
         assert_eq!((d.switches, d.wait4switch), (Some(1), None));
         let d = desc(&["--switches=3", "--wrap=x"], &[], "");
         assert!(!d.exclusive_topo && d.segment.is_none());
-        for bad in ["--switches=x", "--switches=2@soon", "--segment=0", "--segment=two"] {
+        for bad in [
+            "--switches=x",
+            "--switches=2@soon",
+            "--segment=0",
+            "--segment=two",
+        ] {
             let r = run(&[bad, "--wrap=x"], &[], "");
             assert_ne!(r.code, Some(0), "{bad}");
             assert!(r.err.contains("--s"), "{bad}: {}", r.err);

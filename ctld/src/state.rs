@@ -1892,7 +1892,7 @@ impl Controller {
             (None, None) => num_tasks.min(part_nodes).max(min_nodes),
         };
         if let Some(seg) = desc.segment {
-            if seg == 0 || min_nodes % seg != 0 {
+            if seg == 0 || !min_nodes.is_multiple_of(seg) {
                 return err_detail(
                     SlurmError::InvalidRequest,
                     format!("--segment={seg} does not divide the job's {min_nodes} nodes"),

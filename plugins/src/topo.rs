@@ -418,7 +418,7 @@ impl Topology {
         let want = job.min_nodes.max(1);
         let base = b.sizes.first().copied().unwrap_or(1).max(1);
         if let Some(seg) = job.segment {
-            if seg == 0 || seg > base || want % seg != 0 {
+            if seg == 0 || seg > base || !want.is_multiple_of(seg) {
                 return Err(SelectFail::Never);
             }
         }
