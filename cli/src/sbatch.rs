@@ -220,6 +220,7 @@ enum Key {
     GpusPerTask,
     Switches,
     Segment,
+    Contiguous,
     External,
     CpusPerTask,
     Error,
@@ -383,7 +384,7 @@ static SPECS: &[Spec] = &[
     // allocation: accepted with a warning.
     spec("acctg-freq", None, RA, WARN, Some("SBATCH_ACCTG_FREQ")),
     spec("cluster-constraint", None, RA, WARN, None),
-    spec("contiguous", None, NA, WARN, None),
+    spec("contiguous", None, NA, Key::Contiguous, None),
     spec("cpu-freq", None, RA, WARN, None),
     spec("delay-boot", None, RA, WARN, Some("SBATCH_DELAY_BOOT")),
     spec("distribution", Some('m'), RA, WARN, Some("SBATCH_DISTRIBUTION")),
@@ -464,6 +465,7 @@ pub struct Options {
     pub segment: Option<u32>,
     /// `--exclusive=topo`.
     pub exclusive_topo: Option<bool>,
+    pub contiguous: Option<bool>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -526,6 +528,7 @@ impl Options {
             switches,
             segment,
             exclusive_topo,
+            contiguous,
             begin,
             chdir,
             comment,
@@ -871,6 +874,7 @@ fn apply(
                 .ok_or_else(|| Fail::error("Invalid --switches specification", EXIT_BAD_OPTION))?;
             opts.switches = Some(sw);
         }
+        Key::Contiguous => opts.contiguous = Some(true),
         Key::Segment => {
             let n = parse_int("--segment", v, false)?;
             if n == 0 {
@@ -1398,6 +1402,7 @@ pub fn build_desc(
         wait4switch: o.switches.and_then(|s| s.1),
         segment: o.segment,
         exclusive_topo: o.exclusive_topo.unwrap_or(false),
+        contiguous: o.contiguous.unwrap_or(false),
         constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),
@@ -2452,7 +2457,8 @@ mod tests {
         let d = desc(&["--wrap=x"], &[("SBATCH_REQ_SWITCH", "1")], "");
         assert_eq!((d.switches, d.wait4switch), (Some(1), None));
         let d = desc(&["--switches=3", "--wrap=x"], &[], "");
-        assert!(!d.exclusive_topo && d.segment.is_none());
+        assert!(!d.exclusive_topo && d.segment.is_none() && !d.contiguous);
+        assert!(desc(&["--contiguous", "--wrap=x"], &[], "").contiguous);
         for bad in [
             "--switches=x",
             "--switches=2@soon",

@@ -191,8 +191,10 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
             job.desc.constraint.as_deref().unwrap_or("(null)")
         ),
         format!(
-            "OverSubscribe={} Contiguous=0 Licenses=(null) Network=(null)",
-            if job.desc.exclusive { "NO" } else { "OK" }
+            "OverSubscribe={} Contiguous={} Licenses={} Network=(null)",
+            if job.desc.exclusive { "NO" } else { "OK" },
+            u8::from(job.desc.contiguous),
+            job.desc.licenses.as_deref().unwrap_or("(null)")
         ),
         format!(
             "Command={}",

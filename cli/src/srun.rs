@@ -48,6 +48,7 @@ pub struct AllocOpts {
     pub switches: Option<(u32, Option<u32>)>,
     /// `--segment`.
     pub segment: Option<u32>,
+    pub contiguous: bool,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
     /// `--constraint` (node features).
@@ -160,6 +161,11 @@ const OPTS: &[Opt] = &[
         short: None,
         long: "segment",
         arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "contiguous",
+        arg: Arg::No,
     },
     Opt {
         short: Some('l'),
@@ -384,6 +390,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 o.exclusive = true;
                 o.exclusive_topo |= v.eq_ignore_ascii_case("topo");
             }
+            "contiguous" => o.contiguous = true,
             "switches" => {
                 o.switches =
                     Some(crate::sbatch::parse_switches(&v).ok_or_else(|| {
@@ -513,6 +520,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         switches: o.switches.map(|s| s.0),
         wait4switch: o.switches.and_then(|s| s.1),
         segment: o.segment,
+        contiguous: o.contiguous,
         gres: o.gres.clone(),
         constraint: o.constraint.clone(),
         licenses: o.licenses.clone(),

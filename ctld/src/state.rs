@@ -1225,6 +1225,7 @@ impl Controller {
             }),
             segment: j.desc.segment,
             exclusive_topo: j.desc.exclusive_topo,
+            contiguous: j.desc.contiguous,
             // Checked at submission; a request no node serves never fits.
             gres: self
                 .job_gres(&j.desc, j.min_nodes, j.num_tasks)

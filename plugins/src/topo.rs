@@ -327,7 +327,7 @@ impl Topology {
         max_cap: u32,
         fail: SelectFail,
     ) -> Result<Vec<NodeAlloc>, SelectFail> {
-        if self.is_flat() {
+        if self.is_flat() && !p.job.contiguous {
             return greedy(nodes, p, cands, free, max_cap, fail);
         }
         let cands: Vec<usize> = cands.into_iter().collect();
@@ -339,7 +339,7 @@ impl Topology {
             cache: vec![None; nodes.len()],
         };
         let mut a = match self {
-            Topology::Flat => unreachable!("handled above"),
+            Topology::Flat => contiguous(&mut ctx, &cands, max_cap, fail),
             Topology::Tree(t) => self.place_tree(t, &mut ctx, &cands, max_cap, fail),
             Topology::Block(b) => self.place_block(b, &mut ctx, &cands, max_cap, fail),
         }?;
@@ -464,6 +464,58 @@ impl Topology {
     }
 }
 
+/// `--contiguous` (with no topology: tree and block order nodes their own
+/// way and ignore it, as in Slurm): the shortest run of consecutive
+/// usable nodes (in configuration order) that holds the job, the first of
+/// equals; required nodes must be inside it.
+fn contiguous<F: FnMut(usize) -> Option<Free>>(
+    ctx: &mut Ctx<'_, '_, F>,
+    cands: &[usize],
+    max_cap: u32,
+    fail: SelectFail,
+) -> Result<Vec<NodeAlloc>, SelectFail> {
+    let (nodes, p) = (ctx.nodes, ctx.p);
+    let job = &p.job;
+    let mut sorted: Vec<usize> = cands.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    let mut run: Vec<usize> = Vec::new();
+    for i in sorted {
+        if !ctx.usable(i) {
+            continue;
+        }
+        if run.last().is_some_and(|l| l + 1 != i) {
+            runs.push(std::mem::take(&mut run));
+        }
+        run.push(i);
+    }
+    runs.push(run);
+    let want = job.min_nodes.max(1) as usize;
+    runs.retain(|r| r.len() >= want && job.req_nodes.iter().all(|q| r.contains(q)));
+    runs.sort_by_key(|r| (r.len(), r[0]));
+    for r in runs {
+        // Required nodes first, then the run in order; the greedy stops
+        // as soon as the job fits, so the nodes it takes stay consecutive
+        // when nothing is required.
+        let order: Vec<usize> = job
+            .req_nodes
+            .iter()
+            .copied()
+            .chain(r.iter().copied().filter(|i| !job.req_nodes.contains(i)))
+            .collect();
+        let Ok(a) = greedy(nodes, p, order, |i| ctx.get(i), max_cap, fail) else {
+            continue;
+        };
+        let mut got: Vec<usize> = a.iter().map(|x| x.node).collect();
+        got.sort_unstable();
+        if got.windows(2).all(|w| w[1] == w[0] + 1) {
+            return Ok(a);
+        }
+    }
+    Err(fail)
+}
+
 /// One placement's state: what each node offers, asked once.
 struct Ctx<'a, 'b, F> {
     nodes: &'a [NodeView],
@@ -503,6 +555,14 @@ impl<F: FnMut(usize) -> Option<Free>> Ctx<'_, '_, F> {
         tasks_capacity(f, n.mem, self.p.part.def_mem_per_cpu, job) >= least
     }
 
+    /// Nothing uses the leaf or base block of node `i` (nodes that are down
+    /// do not count), as `--exclusive=topo` needs.
+    fn unit_unused(&self, topo: &Topology, i: usize) -> bool {
+        let unit = topo.unit_nodes(topo.unit_of(i).unwrap_or(usize::MAX));
+        unit.iter()
+            .all(|&n| !self.nodes.get(n).is_some_and(|v| v.available) || (self.empty)(n))
+    }
+
     /// `inside` reordered so the greedy fills few groups (`group_of`):
     /// required nodes first, then groups with the most usable nodes, each
     /// in preference order. With `--exclusive=topo`, groups some other job
@@ -523,12 +583,7 @@ impl<F: FnMut(usize) -> Option<Free>> Ctx<'_, '_, F> {
         for &i in inside {
             let Some(g) = group_of(i) else { continue };
             if excl_topo && !refused.contains(&g) && !counts.contains_key(&g) {
-                // The whole unit must be unused by anyone else (nodes that
-                // are down do not count).
-                let unit = topo.unit_nodes(topo.unit_of(i).unwrap_or(usize::MAX));
-                let all_empty = unit
-                    .iter()
-                    .all(|&n| !self.nodes.get(n).is_some_and(|v| v.available) || (self.empty)(n));
+                let all_empty = self.unit_unused(topo, i);
                 if !all_empty {
                     refused.insert(g);
                 }

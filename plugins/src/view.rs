@@ -178,6 +178,8 @@ pub struct JobView {
     pub segment: Option<u32>,
     /// `--exclusive=topo`.
     pub exclusive_topo: bool,
+    /// `--contiguous`: nodes consecutive in configuration order.
+    pub contiguous: bool,
 }
 
 /// What a job gets on one node.

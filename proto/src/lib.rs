@@ -276,6 +276,9 @@ pub struct JobDesc {
     /// `--exclusive=topo`.
     #[serde(default)]
     pub exclusive_topo: bool,
+    /// `--contiguous`.
+    #[serde(default)]
+    pub contiguous: bool,
 }
 
 /// An advance reservation (`scontrol create reservation`).

@@ -381,6 +381,7 @@ fn random_job(r: &mut Rng, id: u32, parts: usize, nodes: usize) -> JobView {
         j.switches = Some(r.range(1, 2) as u32);
     }
     j.exclusive_topo = r.chance(8);
+    j.contiguous = r.chance(10);
     if r.chance(10) {
         j.req_nodes = vec![r.below(nodes as u64) as usize];
     }
@@ -449,6 +450,15 @@ fn random_topology(r: &mut Rng, n: usize) -> Topology {
 /// segments whole inside base blocks, and nothing else in the leaves or
 /// blocks of an `--exclusive=topo` job while it runs.
 fn check_topology(s: &Scenario, plan: &Plan) -> Result<(), String> {
+    for (id, p) in &plan.starts {
+        let j = s.queue.iter().find(|j| j.id == *id).ok_or("unknown job")?;
+        let mut n: Vec<usize> = p.alloc.iter().map(|a| a.node).collect();
+        n.sort_unstable();
+        let flat = s.view.topologies[0].is_flat();
+        if flat && j.contiguous && n.windows(2).any(|w| w[1] != w[0] + 1) {
+            return Err(format!("job {id}: nodes {n:?} are not contiguous"));
+        }
+    }
     let topo = &s.view.topologies[0];
     let (unit_of, units): (Vec<Option<usize>>, Vec<Vec<usize>>) = match topo {
         Topology::Flat => return Ok(()),

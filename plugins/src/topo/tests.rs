@@ -340,3 +340,35 @@ fn block_definition_errors() {
         Err(TopoError::DuplicateBlock(_))
     ));
 }
+
+#[test]
+fn contiguous_takes_the_shortest_run_that_holds_the_job() {
+    let mut v = cluster(8, 4, 4000);
+    // Free runs: n1-n3 (three), n5-n6 (two), n8 (one).
+    v.nodes[3].alloc_cpus = 4;
+    v.nodes[6].alloc_cpus = 4;
+    let two = JobView {
+        contiguous: true,
+        ..nodes_job(1, 2)
+    };
+    assert_eq!(nodes_of(&place(&v, &two, false).unwrap()), [4, 5]);
+    let three = JobView {
+        contiguous: true,
+        ..nodes_job(2, 3)
+    };
+    assert_eq!(nodes_of(&place(&v, &three, false).unwrap()), [0, 1, 2]);
+    let four = JobView {
+        contiguous: true,
+        ..nodes_job(3, 4)
+    };
+    assert_eq!(place(&v, &four, false), Err(SelectFail::Busy));
+    // Without --contiguous four nodes fit.
+    assert!(place(&v, &nodes_job(4, 4), false).is_ok());
+    // A required node picks its run.
+    let req = JobView {
+        contiguous: true,
+        req_nodes: vec![7],
+        ..nodes_job(5, 1)
+    };
+    assert_eq!(nodes_of(&place(&v, &req, false).unwrap()), [7]);
+}
