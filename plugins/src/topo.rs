@@ -356,49 +356,36 @@ impl Topology {
         max_cap: u32,
         fail: SelectFail,
     ) -> Result<Vec<NodeAlloc>, SelectFail> {
-        let (nodes, p) = (ctx.nodes, ctx.p);
-        let job = &p.job;
+        let job = &ctx.p.job;
+        let leaf_of = |i: usize| t.leaf_of.get(i).copied().flatten();
+        // With --switches, no more leaves than asked for.
+        let few_leaves = |a: &[NodeAlloc]| {
+            let mut leaves: Vec<usize> = a.iter().filter_map(|x| leaf_of(x.node)).collect();
+            leaves.sort_unstable();
+            leaves.dedup();
+            job.switches
+                .is_none_or(|max| leaves.len() <= max.max(1) as usize)
+        };
         let mut levels: Vec<u32> = t.switches.iter().map(|s| s.level).collect();
         levels.sort_unstable();
         levels.dedup();
         for lv in levels {
-            let mut best: Option<(usize, Vec<NodeAlloc>)> = None;
-            for s in t.switches.iter().filter(|s| s.level == lv) {
-                if !job
-                    .req_nodes
-                    .iter()
-                    .all(|r| s.nodes.binary_search(r).is_ok())
-                {
-                    continue;
-                }
-                let inside: Vec<usize> = cands
-                    .iter()
-                    .copied()
-                    .filter(|i| s.nodes.binary_search(i).is_ok())
-                    .collect();
-                let Some((usable, order)) =
-                    ctx.grouped(&inside, |i| t.leaf_of.get(i).copied().flatten(), self)
-                else {
-                    continue;
-                };
-                if best.as_ref().is_some_and(|b| b.0 <= usable) {
-                    continue;
-                }
-                let Ok(a) = greedy(nodes, p, order, |i| ctx.get(i), max_cap, fail) else {
-                    continue;
-                };
-                if let Some(max) = job.switches {
-                    let mut leaves: Vec<usize> =
-                        a.iter().filter_map(|x| t.leaf_of[x.node]).collect();
-                    leaves.sort_unstable();
-                    leaves.dedup();
-                    if leaves.len() > max.max(1) as usize {
-                        continue;
-                    }
-                }
-                best = Some((usable, a));
-            }
-            if let Some((_, a)) = best {
+            let groups = t
+                .switches
+                .iter()
+                .filter(|s| s.level == lv)
+                .map(|s| |i: &usize| s.nodes.binary_search(i).is_ok());
+            let found = self.best_fit(
+                ctx,
+                cands,
+                groups,
+                leaf_of,
+                max_cap,
+                fail,
+                |_, o| Some(o),
+                few_leaves,
+            );
+            if let Some(a) = found {
                 return Ok(a);
             }
         }
@@ -413,8 +400,7 @@ impl Topology {
         max_cap: u32,
         fail: SelectFail,
     ) -> Result<Vec<NodeAlloc>, SelectFail> {
-        let (nodes, p) = (ctx.nodes, ctx.p);
-        let job = &p.job;
+        let job = &ctx.p.job;
         let want = job.min_nodes.max(1);
         let base = b.sizes.first().copied().unwrap_or(1).max(1);
         if let Some(seg) = job.segment {
@@ -422,6 +408,7 @@ impl Topology {
                 return Err(SelectFail::Never);
             }
         }
+        let segment = job.segment;
         // The group size (in base blocks) that is enforced: the lowest level
         // that can hold the job, or all blocks for jobs beyond the largest.
         let span = b
@@ -430,37 +417,66 @@ impl Topology {
             .find(|s| **s >= want)
             .map_or(b.blocks.len().max(1), |s| (s / base) as usize);
         let block_of = |i: usize| b.block_of.get(i).copied().flatten();
-        {
-            let mut best: Option<(usize, Vec<NodeAlloc>)> = None;
-            for first in (0..b.blocks.len()).step_by(span) {
-                let range = first..(first + span).min(b.blocks.len());
-                let in_group = |i: &usize| block_of(*i).is_some_and(|k| range.contains(&k));
-                if !job.req_nodes.iter().all(in_group) {
-                    continue;
-                }
-                let inside: Vec<usize> = cands.iter().copied().filter(in_group).collect();
-                let Some((usable, mut order)) = ctx.grouped(&inside, block_of, self) else {
-                    continue;
-                };
-                if best.as_ref().is_some_and(|x| x.0 <= usable) {
-                    continue;
-                }
-                if let Some(seg) = job.segment {
-                    match ctx.segments(&order, seg, want / seg, block_of) {
-                        Some(o) => order = o,
-                        None => continue,
-                    }
-                }
-                let Ok(a) = greedy(nodes, p, order, |i| ctx.get(i), max_cap, fail) else {
-                    continue;
-                };
-                best = Some((usable, a));
+        let groups = (0..b.blocks.len()).step_by(span).map(|first| {
+            let range = first..(first + span).min(b.blocks.len());
+            move |i: &usize| block_of(*i).is_some_and(|k| range.contains(&k))
+        });
+        let in_segments = |ctx: &mut Ctx<'_, '_, F>, order: Vec<usize>| match segment {
+            Some(seg) => ctx.segments(&order, seg, want / seg, block_of),
+            None => Some(order),
+        };
+        self.best_fit(
+            ctx,
+            cands,
+            groups,
+            block_of,
+            max_cap,
+            fail,
+            in_segments,
+            |_| true,
+        )
+        .ok_or(fail)
+    }
+
+    /// Among `groups` (each a test of whether a node is inside one switch
+    /// or aggregated block), the placement in the group with the fewest
+    /// usable nodes, the first of equals. A group must hold every required
+    /// node; `arrange` may reorder or cut its candidates (segments), and
+    /// `accept` may still refuse a placement (`--switches`).
+    #[allow(clippy::too_many_arguments)]
+    fn best_fit<F: FnMut(usize) -> Option<Free>, G: Fn(&usize) -> bool>(
+        &self,
+        ctx: &mut Ctx<'_, '_, F>,
+        cands: &[usize],
+        groups: impl Iterator<Item = G>,
+        unit_of: impl Fn(usize) -> Option<usize>,
+        max_cap: u32,
+        fail: SelectFail,
+        mut arrange: impl FnMut(&mut Ctx<'_, '_, F>, Vec<usize>) -> Option<Vec<usize>>,
+        accept: impl Fn(&[NodeAlloc]) -> bool,
+    ) -> Option<Vec<NodeAlloc>> {
+        let (nodes, p) = (ctx.nodes, ctx.p);
+        let mut best: Option<(usize, Vec<NodeAlloc>)> = None;
+        for in_group in groups {
+            if !p.job.req_nodes.iter().all(&in_group) {
+                continue;
             }
-            if let Some((_, a)) = best {
-                return Ok(a);
+            let inside: Vec<usize> = cands.iter().copied().filter(&in_group).collect();
+            let Some((usable, order)) = ctx.grouped(&inside, &unit_of, self) else {
+                continue;
+            };
+            if best.as_ref().is_some_and(|b| b.0 <= usable) {
+                continue;
+            }
+            let Some(order) = arrange(ctx, order) else {
+                continue;
+            };
+            match greedy(nodes, p, order, |i| ctx.get(i), max_cap, fail) {
+                Ok(a) if accept(&a) => best = Some((usable, a)),
+                _ => {}
             }
         }
-        Err(fail)
+        best.map(|b| b.1)
     }
 }
 
