@@ -4,6 +4,8 @@
 //! - [`openapi`]: JSON writers for jobs, nodes, partitions and reservations
 //!   (`job_info`, `node_info`, `partition_info`, ...), used by REST and by
 //!   the commands' `--json`.
+//! - [`dbjson`]: JSON writers for slurmdbd's records (jobs, accounts, users,
+//!   associations, QOS, clusters, TRES), for `slurmdb/v0.0.44` and `sacct`.
 //! - [`jwt`]: HS256 tokens (`mint_token`, `verify_token`), for `scontrol
 //!   token` and the daemon.
 //! - [`request`]: request bodies → controller requests, with located errors.
@@ -12,6 +14,7 @@
 
 #![recursion_limit = "256"]
 
+pub mod dbjson;
 pub mod jwt;
 pub mod openapi;
 pub mod request;

@@ -260,6 +260,14 @@ enum Kind {
     Reservations,
     ReservationMod,
     Resources,
+    DbPing,
+    DbJobs,
+    Accounts,
+    Users,
+    Assocs,
+    Qos,
+    Clusters,
+    Tres,
 }
 
 impl Kind {
@@ -277,6 +285,14 @@ impl Kind {
             Kind::Reservations => json!({"reservations": [], "last_update": num(0)}),
             Kind::ReservationMod => json!({"reservations": []}),
             Kind::Resources => json!({"nodes": []}),
+            Kind::DbPing => json!({"pings": []}),
+            Kind::DbJobs => json!({"jobs": []}),
+            Kind::Accounts => json!({"accounts": []}),
+            Kind::Users => json!({"users": []}),
+            Kind::Assocs => json!({"associations": []}),
+            Kind::Qos => json!({"qos": []}),
+            Kind::Clusters => json!({"clusters": []}),
+            Kind::Tres => json!({"TRES": []}),
         };
         match v {
             Value::Object(m) => m,
@@ -295,6 +311,8 @@ pub struct App {
     slurm_uid: u32,
     host: String,
     ctld_addrs: Vec<(String, String)>,
+    /// slurmdbd, when accounting goes there.
+    dbd_addr: Option<String>,
     timeout: Duration,
     /// The serialized job list as of a controller state version (and its
     /// `last_update`).
@@ -332,6 +350,8 @@ impl App {
                 .collect()
         };
         let timeout = Duration::from_secs(u64::from(conf.message_timeout.clamp(2, 60)) * 3);
+        let dbd_addr = (conf.accounting_storage_type == "accounting_storage/slurmdbd")
+            .then(|| conf.dbd_address());
         Ok(App {
             conf,
             modes,
@@ -340,6 +360,7 @@ impl App {
             slurm_uid,
             host: slurm_common::users::hostname(),
             ctld_addrs,
+            dbd_addr,
             timeout,
             jobs_cache: std::sync::Mutex::new(None),
         })
@@ -1875,6 +1896,7 @@ pub fn router(app: Arc<App>) -> Router {
         &format!("{s}/reservation/{{reservation_name}}"),
         get(h_reservation_get).delete(h_reservation_delete),
     );
+    r = slurmdb::routes(r);
     for p in ["/openapi/v3", "/openapi", "/openapi.json"] {
         r = r.route(p, get(h_openapi));
     }
@@ -1948,6 +1970,8 @@ pub async fn serve(
     }
     Ok(())
 }
+
+mod slurmdb;
 
 #[cfg(test)]
 mod tests {

@@ -42,6 +42,21 @@ pub const SERVED: &[(&str, &[&str])] = &[
         "/slurm/v0.0.44/reservation/{reservation_name}",
         &["get", "delete"],
     ),
+    ("/slurmdb/v0.0.44/ping/", &["get"]),
+    ("/slurmdb/v0.0.44/jobs/", &["get"]),
+    ("/slurmdb/v0.0.44/job/{job_id}", &["get"]),
+    ("/slurmdb/v0.0.44/accounts/", &["get"]),
+    ("/slurmdb/v0.0.44/account/{account_name}", &["get"]),
+    ("/slurmdb/v0.0.44/users/", &["get"]),
+    ("/slurmdb/v0.0.44/user/{name}", &["get"]),
+    ("/slurmdb/v0.0.44/associations/", &["get"]),
+    ("/slurmdb/v0.0.44/association/", &["get"]),
+    ("/slurmdb/v0.0.44/qos/", &["get"]),
+    ("/slurmdb/v0.0.44/qos/{qos}", &["get"]),
+    ("/slurmdb/v0.0.44/clusters/", &["get"]),
+    ("/slurmdb/v0.0.44/cluster/{cluster_name}", &["get"]),
+    ("/slurmdb/v0.0.44/tres/", &["get"]),
+    ("/slurmdb/v0.0.44/config", &["get"]),
 ];
 
 /// The reference document, parsed.
@@ -259,7 +274,9 @@ mod tests {
         for r in refs {
             assert!(schemas.contains_key(&r), "{r} unresolved");
         }
-        assert!(!schemas.contains_key("v0.0.44_openapi_slurmdbd_config_resp"));
+        // Only what served paths reach (no wckey or instance writes here).
+        assert!(!schemas.contains_key("v0.0.44_openapi_wckey_removed_resp"));
+        assert!(schemas.contains_key("v0.0.44_openapi_slurmdbd_config_resp"));
         // Slash paths in required lists are gone.
         let job_res = &schemas["v0.0.44_job_res"];
         let req: Vec<&str> = job_res["required"]

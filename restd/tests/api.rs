@@ -404,6 +404,11 @@ fn rest_api_against_a_running_cluster() {
     let r = http(&tcp, "GET", &p("/shares"), &root, None);
     assert!(r.status == 200 || r.status == 422, "{}", r.raw);
     ck.check(&p("/shares"), "get", &r);
+    // Without slurmdbd accounting the slurmdb paths say so.
+    let r = http(&tcp, "GET", "/slurmdb/v0.0.44/ping/", &root, None);
+    assert_eq!(r.status, 503, "{}", r.raw);
+    assert!(r.raw.contains("AccountingStorageType"), "{}", r.raw);
+    ck.check("/slurmdb/v0.0.44/ping/", "get", &r);
     let r = http(&tcp, "GET", &p("/reconfigure/"), &root, None);
     assert_eq!(r.status, 200, "{}", r.raw);
     ck.check(&p("/reconfigure/"), "get", &r);
@@ -906,6 +911,221 @@ fn rest_api_against_a_running_cluster() {
         .unwrap();
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("data_parser"));
 
+    eprintln!("{} responses validated", ck.count);
+    drop(cluster);
+}
+
+/// `slurmdb/v0.0.44` against slurmdbd (SQLite) behind a running cluster:
+/// every path, each response validated, contents checked against what
+/// sbatch and sacctmgr put there.
+#[test]
+fn slurmdb_api_against_slurmdbd() {
+    let bins = bin_dir();
+    let tmp = tempfile::Builder::new()
+        .prefix("restd-db-test-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("cluster");
+    std::fs::create_dir_all(&dir).unwrap();
+    let jwt_key = dir.join("jwt_hs256.key");
+    let key_bytes: Vec<u8> = (0..32u8).map(|i| b'A' + i % 26).collect();
+    std::fs::write(&jwt_key, &key_bytes).unwrap();
+    let mut spec = ClusterSpec::new(&dir, 1, &bins).expect("spec");
+    spec.accounting = true;
+    spec.extra_conf = format!(
+        "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\n",
+        jwt_key.display()
+    );
+    let cluster = LocalCluster::start(spec).expect("cluster starts");
+    let conf = slurm_common::conf::SlurmConf::load(&cluster.spec.conf_path()).unwrap();
+    let port = free_port("127.0.0.1").unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let log = std::fs::File::create(dir.join("log/slurmrestd.log")).unwrap();
+    let _restd = Restd {
+        child: Command::new(env!("CARGO_BIN_EXE_slurmrestd"))
+            .arg("-f")
+            .arg(cluster.spec.conf_path())
+            .arg(&addr)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start slurmrestd"),
+    };
+    wait_for("slurmrestd", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(&addr).is_ok()
+    });
+    let tcp = Target::Tcp(&addr);
+    let tok = slurmrestd::jwt::mint_token(&key_bytes, "root", 600).unwrap();
+    let root: Vec<(&str, &str)> = vec![("X-SLURM-USER-NAME", "root"), ("X-SLURM-USER-TOKEN", &tok)];
+    let doc = http(&tcp, "GET", "/openapi/v3", &[], None);
+    let mut ck = Checker {
+        doc: doc.body.clone(),
+        count: 0,
+    };
+    let s = "/slurmdb/v0.0.44";
+    let p = |x: &str| format!("{s}{x}");
+    let get = |path: &str| http(&tcp, "GET", path, &root, None);
+    let mut check = |template: &str, path: &str, status: u16| -> Reply {
+        let r = get(path);
+        assert_eq!(r.status, status, "GET {path}: {}", r.raw);
+        ck.check(template, "get", &r);
+        r
+    };
+
+    // What the database holds: an account, a user in it, a QOS, a job.
+    let sacctmgr = |args: &[&str]| {
+        let o = cluster
+            .command("sacctmgr")
+            .arg("-i")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "sacctmgr {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    sacctmgr(&[
+        "add",
+        "account",
+        "physics",
+        "Description=particles",
+        "Organization=sci",
+    ]);
+    sacctmgr(&["add", "user", NOBODY, "Account=physics"]);
+    sacctmgr(&["add", "qos", "high", "Priority=10", "MaxWall=60"]);
+    let o = cluster
+        .command("sbatch")
+        .args(["--parsable", "-J", "dbjob", "--wrap", "true"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let id: u32 = String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("sbatch: {}", String::from_utf8_lossy(&o.stderr)));
+    let job_path = p(&format!("/job/{id}"));
+    wait_for("the job in slurmdbd", Duration::from_secs(60), || {
+        let r = get(&job_path);
+        r.status == 200 && r.body["jobs"][0]["state"]["current"][0] == "COMPLETED"
+    });
+
+    let r = check(&p("/ping/"), &p("/ping/"), 200);
+    assert_eq!(r.body["pings"][0]["responding"], true);
+    let r = check(&p("/job/{job_id}"), &job_path, 200);
+    let j = &r.body["jobs"][0];
+    assert_eq!(
+        (j["job_id"].as_u64(), j["name"].as_str()),
+        (Some(id as u64), Some("dbjob"))
+    );
+    assert_eq!(j["exit_code"]["status"][0], "SUCCESS");
+    assert_eq!(j["cluster"], conf.cluster_name.as_str());
+    assert!(
+        j["steps"].as_array().is_some_and(|s| !s.is_empty()),
+        "{}",
+        r.raw
+    );
+    check(&p("/job/{job_id}"), &p("/job/999999"), 404);
+    let r = check(&p("/jobs/"), &p("/jobs/?users=root&state=COMPLETED"), 200);
+    assert!(r.body["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["job_id"] == id));
+    let r = check(&p("/jobs/"), &p("/jobs/?users=nobody"), 200);
+    assert_eq!(r.body["jobs"].as_array().unwrap().len(), 0);
+    check(&p("/jobs/"), &p("/jobs/?state=SLEEPY"), 400);
+    check(&p("/jobs/"), &p("/jobs/?start_time=yesterday"), 400);
+    let r = check(&p("/jobs/"), &p("/jobs/?frobnicate=1"), 200);
+    assert!(r.raw.contains("frobnicate"), "{}", r.raw);
+
+    let r = check(&p("/accounts/"), &p("/accounts/"), 200);
+    let acct = r.body["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "physics")
+        .cloned()
+        .unwrap_or_else(|| panic!("{}", r.raw));
+    assert_eq!(
+        (acct["description"].as_str(), acct["organization"].as_str()),
+        (Some("particles"), Some("sci"))
+    );
+    check(&p("/account/{account_name}"), &p("/account/physics"), 200);
+    check(&p("/account/{account_name}"), &p("/account/nosuch"), 404);
+    let r = check(&p("/users/"), &p("/users/"), 200);
+    assert!(r.body["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|u| u["name"] == NOBODY));
+    let r = check(&p("/user/{name}"), &p(&format!("/user/{NOBODY}")), 200);
+    assert_eq!(r.body["users"][0]["default"]["account"], "physics");
+    assert_eq!(r.body["users"][0]["associations"][0]["account"], "physics");
+    check(&p("/user/{name}"), &p("/user/nosuchuser"), 404);
+    let r = check(
+        &p("/associations/"),
+        &p(&format!("/associations/?user={NOBODY}")),
+        200,
+    );
+    let a = r.body["associations"].as_array().unwrap();
+    assert_eq!(a.len(), 1, "{}", r.raw);
+    assert_eq!(
+        (a[0]["account"].as_str(), a[0]["is_default"].as_bool()),
+        (Some("physics"), Some(true))
+    );
+    check(
+        &p("/association/"),
+        &p("/association/?account=physics"),
+        200,
+    );
+    check(&p("/associations/"), &p("/associations/?id=x"), 400);
+    let r = check(&p("/qos/"), &p("/qos/"), 200);
+    assert!(r.body["qos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|q| q["name"] == "normal"));
+    let r = check(&p("/qos/{qos}"), &p("/qos/high"), 200);
+    assert_eq!(r.body["qos"][0]["priority"]["number"], 10);
+    assert_eq!(
+        r.body["qos"][0]["limits"]["max"]["wall_clock"]["per"]["job"]["number"],
+        60
+    );
+    check(&p("/qos/{qos}"), &p("/qos/nosuch"), 404);
+    let r = check(&p("/clusters/"), &p("/clusters/"), 200);
+    assert_eq!(r.body["clusters"][0]["name"], conf.cluster_name.as_str());
+    let one = p(&format!("/cluster/{}", conf.cluster_name));
+    let r = check(&p("/cluster/{cluster_name}"), &one, 200);
+    assert_eq!(
+        r.body["clusters"][0]["associations"]["root"]["account"],
+        "root"
+    );
+    check(&p("/cluster/{cluster_name}"), &p("/cluster/nosuch"), 404);
+    let r = check(&p("/tres/"), &p("/tres/"), 200);
+    assert_eq!(r.body["TRES"][0]["type"], "cpu");
+    assert!(r.body["TRES"][0]["count"].as_u64().unwrap() > 0);
+    let r = check(&p("/config"), &p("/config"), 200);
+    for k in [
+        "clusters",
+        "tres",
+        "accounts",
+        "users",
+        "qos",
+        "associations",
+    ] {
+        assert!(
+            r.body[k].as_array().is_some_and(|a| !a.is_empty()),
+            "{k}: {}",
+            r.raw
+        );
+    }
+    // Unauthenticated: 401, in the path's own schema.
+    let r = http(&tcp, "GET", &p("/accounts/"), &[], None);
+    assert_eq!(r.status, 401);
+    ck.check(&p("/accounts/"), "get", &r);
     eprintln!("{} responses validated", ck.count);
     drop(cluster);
 }

@@ -1,0 +1,616 @@
+//! `slurmdb/v0.0.44` (GET): each path one or a few slurmdbd queries, as the
+//! authenticated user, written by [`crate::dbjson`]. slurmdbd's own access
+//! rules apply (a user sees what `sacct`/`sacctmgr show` would show them).
+//! Without `AccountingStorageType=accounting_storage/slurmdbd` every path
+//! answers 503 naming the setting.
+
+use super::*;
+use crate::dbjson;
+use slurm_proto::acct::{
+    AccountFilter, AccountRec, AcctErrorKind, AcctRequest, AcctResponse, AssocFilter, AssocRec,
+    ClusterFilter, ClusterRec, DbdRequest, JobQuery, QosFilter, QosRec, UserFilter, UserRec,
+};
+
+const DBD_CONNECTION_ERROR: i32 = 7000;
+
+fn list(q: &Q, key: &str) -> Vec<String> {
+    q.get(key)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn unix_time(q: &Q, key: &str, src: &str) -> Result<Option<i64>, Fail> {
+    match q.get(key).map(|s| s.trim()) {
+        None | Some("") => Ok(None),
+        Some(s) => s
+            .parse::<i64>()
+            .map(Some)
+            .map_err(|_| Fail::query(format!("{key}={s}: expected a Unix timestamp"), src)),
+    }
+}
+
+/// Query parameters a path reads; any other one gets a warning.
+fn warn_unknown(q: &Q, known: &[&str], src: &str) -> Vec<Value> {
+    let mut keys: Vec<&String> = q.keys().filter(|k| !known.contains(&k.as_str())).collect();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            oa::warning_entry(
+                &format!("query parameter {k} is not supported: ignored"),
+                src,
+            )
+        })
+        .collect()
+}
+
+fn not_found(what: &str, src: &str) -> Fail {
+    Fail::new(StatusCode::NOT_FOUND, SLURM_ERROR, "Not found", what, src)
+}
+
+impl App {
+    /// One request to slurmdbd as `who`.
+    async fn dbd(&self, who: &Ident, body: AcctRequest, src: &str) -> Result<AcctResponse, Fail> {
+        let Some(addr) = &self.dbd_addr else {
+            return Err(Fail::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                DBD_CONNECTION_ERROR,
+                "Unable to connect to database",
+                "AccountingStorageType is not accounting_storage/slurmdbd",
+                src,
+            ));
+        };
+        let cred = self.credential(who).await?;
+        let req = DbdRequest { cred, body };
+        match slurm_common::dbd::call(addr, &req, self.timeout).await {
+            Ok(AcctResponse::Error(e)) => {
+                let status = match e.kind {
+                    AcctErrorKind::NotFound => StatusCode::NOT_FOUND,
+                    AcctErrorKind::AccessDenied => StatusCode::FORBIDDEN,
+                    AcctErrorKind::InvalidCredential | AcctErrorKind::ExpiredCredential => {
+                        StatusCode::UNAUTHORIZED
+                    }
+                    AcctErrorKind::InvalidRequest
+                    | AcctErrorKind::AlreadyExists
+                    | AcctErrorKind::InUse => StatusCode::UNPROCESSABLE_ENTITY,
+                    AcctErrorKind::Storage | AcctErrorKind::Protocol => {
+                        StatusCode::INTERNAL_SERVER_ERROR
+                    }
+                };
+                Err(Fail::new(
+                    status,
+                    SLURM_ERROR,
+                    "slurmdbd error",
+                    &e.message,
+                    src,
+                ))
+            }
+            Ok(r) => Ok(r),
+            Err(e) => Err(Fail::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                DBD_CONNECTION_ERROR,
+                "Unable to connect to database",
+                &format!("{addr}: {e}"),
+                src,
+            )),
+        }
+    }
+
+    async fn db_assocs(
+        &self,
+        who: &Ident,
+        f: AssocFilter,
+        src: &str,
+    ) -> Result<Vec<AssocRec>, Fail> {
+        match self.dbd(who, AcctRequest::ListAssocs(f), src).await? {
+            AcctResponse::Assocs(a) => Ok(a),
+            r => Err(db_unexpected(&r, src)),
+        }
+    }
+
+    async fn db_clusters(
+        &self,
+        who: &Ident,
+        names: Vec<String>,
+        src: &str,
+    ) -> Result<Vec<ClusterRec>, Fail> {
+        match self
+            .dbd(who, AcctRequest::ListClusters(ClusterFilter { names }), src)
+            .await?
+        {
+            AcctResponse::Clusters(c) => Ok(c),
+            r => Err(db_unexpected(&r, src)),
+        }
+    }
+
+    async fn db_accounts(
+        &self,
+        who: &Ident,
+        f: AccountFilter,
+        src: &str,
+    ) -> Result<Vec<AccountRec>, Fail> {
+        match self.dbd(who, AcctRequest::ListAccounts(f), src).await? {
+            AcctResponse::Accounts(a) => Ok(a),
+            r => Err(db_unexpected(&r, src)),
+        }
+    }
+
+    async fn db_users(&self, who: &Ident, f: UserFilter, src: &str) -> Result<Vec<UserRec>, Fail> {
+        match self.dbd(who, AcctRequest::ListUsers(f), src).await? {
+            AcctResponse::Users(u) => Ok(u),
+            r => Err(db_unexpected(&r, src)),
+        }
+    }
+
+    async fn db_qos(&self, who: &Ident, f: QosFilter, src: &str) -> Result<Vec<QosRec>, Fail> {
+        match self.dbd(who, AcctRequest::ListQos(f), src).await? {
+            AcctResponse::Qos(q) => Ok(q),
+            r => Err(db_unexpected(&r, src)),
+        }
+    }
+
+    pub(super) async fn db_ping(&self, who: &Ident) -> HResult {
+        let src = "slurmdb_ping";
+        let t0 = Instant::now();
+        let ok = matches!(
+            self.dbd(who, AcctRequest::Ping, src).await?,
+            AcctResponse::Pong { .. }
+        );
+        let host = self
+            .dbd_addr
+            .as_deref()
+            .and_then(|a| a.rsplit_once(':').map(|x| x.0.to_string()))
+            .unwrap_or_default();
+        Ok(done(json!({"pings": [{
+            "hostname": host,
+            "responding": ok,
+            "latency": t0.elapsed().as_micros() as u64,
+            "primary": true,
+        }]})))
+    }
+
+    pub(super) async fn db_jobs(&self, who: &Ident, id: Option<&str>, q: &Q) -> HResult {
+        let src = "slurmdb_jobs_get";
+        let mut query = JobQuery {
+            clusters: list(q, "cluster"),
+            users: list(q, "users"),
+            accounts: list(q, "account"),
+            partitions: list(q, "partition"),
+            qos: list(q, "qos"),
+            names: list(q, "job_name"),
+            start: unix_time(q, "start_time", src)?,
+            end: unix_time(q, "end_time", src)?,
+            with_steps: q.get("skip_steps").is_none_or(|v| v == "false" || v == "0"),
+            ..Default::default()
+        };
+        for s in list(q, "state") {
+            let st = slurm_proto::JobState::parse(&s)
+                .ok_or_else(|| Fail::query(format!("state={s}: unknown job state"), src))?;
+            query.states.push(st);
+        }
+        if let Some(id) = id {
+            let (job, _) = parse_job_id(id).map_err(|e| Fail::query(e, src))?;
+            query.job_ids = vec![job];
+            query.with_steps = true;
+        }
+        let warnings = warn_unknown(
+            q,
+            &[
+                "cluster",
+                "users",
+                "account",
+                "partition",
+                "qos",
+                "job_name",
+                "start_time",
+                "end_time",
+                "skip_steps",
+                "state",
+            ],
+            src,
+        );
+        let rows = match self.dbd(who, AcctRequest::GetJobs(query), src).await? {
+            AcctResponse::Jobs(rows) => rows,
+            r => return Err(db_unexpected(&r, src)),
+        };
+        if let (Some(id), true) = (id, rows.is_empty()) {
+            return Err(not_found(&format!("job {id} not found"), src));
+        }
+        let now = slurm_common::auth::now();
+        let jobs: Vec<Value> = rows.iter().map(|r| dbjson::job(r, now)).collect();
+        let mut d = done(json!({ "jobs": jobs }));
+        d.warnings = warnings;
+        Ok(d)
+    }
+
+    pub(super) async fn db_accounts_get(&self, who: &Ident, name: Option<&str>, q: &Q) -> HResult {
+        let src = "slurmdb_accounts_get";
+        let f = AccountFilter {
+            names: name.map(|n| vec![n.to_string()]).unwrap_or_default(),
+            descriptions: list(q, "description"),
+            ..Default::default()
+        };
+        let accounts = self.db_accounts(who, f, src).await?;
+        if let (Some(n), true) = (name, accounts.is_empty()) {
+            return Err(not_found(&format!("account {n} not found"), src));
+        }
+        let assocs = self
+            .db_assocs(
+                who,
+                AssocFilter {
+                    only_accounts: true,
+                    ..Default::default()
+                },
+                src,
+            )
+            .await?;
+        let list: Vec<Value> = accounts
+            .iter()
+            .map(|a| {
+                let mine: Vec<&AssocRec> = assocs.iter().filter(|x| x.account == a.name).collect();
+                dbjson::account(a, &mine)
+            })
+            .collect();
+        let mut d = done(json!({ "accounts": list }));
+        d.warnings = warn_unknown(q, &["description", "WithAssociations"], src);
+        Ok(d)
+    }
+
+    pub(super) async fn db_users_get(&self, who: &Ident, name: Option<&str>, q: &Q) -> HResult {
+        let src = "slurmdb_users_get";
+        let mut f = UserFilter {
+            names: name.map(|n| vec![n.to_string()]).unwrap_or_default(),
+            default_accounts: list(q, "default_account"),
+            ..Default::default()
+        };
+        for l in list(q, "admin_level") {
+            f.admin_levels.push(
+                slurm_proto::acct::AdminLevel::parse(&l)
+                    .ok_or_else(|| Fail::query(format!("admin_level={l}: unknown level"), src))?,
+            );
+        }
+        let users = self.db_users(who, f, src).await?;
+        if let (Some(n), true) = (name, users.is_empty()) {
+            return Err(not_found(&format!("user {n} not found"), src));
+        }
+        let assocs = self
+            .db_assocs(
+                who,
+                AssocFilter {
+                    only_users: true,
+                    ..Default::default()
+                },
+                src,
+            )
+            .await?;
+        let list: Vec<Value> = users
+            .iter()
+            .map(|u| {
+                let mine: Vec<&AssocRec> = assocs.iter().filter(|x| x.user == u.name).collect();
+                dbjson::user(u, &mine)
+            })
+            .collect();
+        let mut d = done(json!({ "users": list }));
+        d.warnings = warn_unknown(q, &["default_account", "admin_level", "with_assocs"], src);
+        Ok(d)
+    }
+
+    pub(super) async fn db_assocs_get(&self, who: &Ident, q: &Q) -> HResult {
+        let src = "slurmdb_associations_get";
+        let mut ids = Vec::new();
+        for i in list(q, "id") {
+            ids.push(
+                i.parse::<u64>()
+                    .map_err(|_| Fail::query(format!("id={i}: not a number"), src))?,
+            );
+        }
+        let f = AssocFilter {
+            ids,
+            clusters: list(q, "cluster"),
+            accounts: list(q, "account"),
+            users: list(q, "user"),
+            partitions: list(q, "partition"),
+            ..Default::default()
+        };
+        let assocs = self.db_assocs(who, f, src).await?;
+        let users = self.db_users(who, UserFilter::default(), src).await?;
+        let list: Vec<Value> = assocs
+            .iter()
+            .map(|a| {
+                let default = users
+                    .iter()
+                    .any(|u| u.name == a.user && u.default_account == a.account);
+                dbjson::assoc(a, default)
+            })
+            .collect();
+        let mut d = done(json!({ "associations": list }));
+        d.warnings = warn_unknown(q, &["id", "cluster", "account", "user", "partition"], src);
+        Ok(d)
+    }
+
+    pub(super) async fn db_qos_get(&self, who: &Ident, name: Option<&str>, q: &Q) -> HResult {
+        let src = "slurmdb_qos_get";
+        let mut names: Vec<String> = name.map(|n| vec![n.to_string()]).unwrap_or_default();
+        names.extend(list(q, "name"));
+        let mut ids = Vec::new();
+        for i in list(q, "id") {
+            ids.push(
+                i.parse::<u64>()
+                    .map_err(|_| Fail::query(format!("id={i}: not a number"), src))?,
+            );
+        }
+        let qos = self.db_qos(who, QosFilter { names, ids }, src).await?;
+        if let (Some(n), true) = (name, qos.is_empty()) {
+            return Err(not_found(&format!("QOS {n} not found"), src));
+        }
+        let mut d = done(json!({ "qos": qos.iter().map(dbjson::qos).collect::<Vec<_>>() }));
+        d.warnings = warn_unknown(q, &["name", "id"], src);
+        Ok(d)
+    }
+
+    pub(super) async fn db_clusters_get(&self, who: &Ident, name: Option<&str>) -> HResult {
+        let src = "slurmdb_clusters_get";
+        let names: Vec<String> = name.map(|n| vec![n.to_string()]).unwrap_or_default();
+        let clusters = self.db_clusters(who, names.clone(), src).await?;
+        if let (Some(n), true) = (name, clusters.is_empty()) {
+            return Err(not_found(&format!("cluster {n} not found"), src));
+        }
+        let roots = self
+            .db_assocs(
+                who,
+                AssocFilter {
+                    clusters: names,
+                    accounts: vec!["root".into()],
+                    only_accounts: true,
+                    ..Default::default()
+                },
+                src,
+            )
+            .await?;
+        let list: Vec<Value> = clusters
+            .iter()
+            .map(|c| dbjson::cluster(c, roots.iter().find(|r| r.cluster == c.name)))
+            .collect();
+        Ok(done(json!({ "clusters": list })))
+    }
+
+    pub(super) async fn db_tres(&self, who: &Ident) -> HResult {
+        let src = "slurmdb_tres_get";
+        let clusters = self.db_clusters(who, Vec::new(), src).await?;
+        Ok(done(json!({ "TRES": dbjson::tres_table(&clusters) })))
+    }
+
+    pub(super) async fn db_config(&self, who: &Ident) -> HResult {
+        let src = "slurmdb_config_get";
+        let clusters = self.db_clusters(who, Vec::new(), src).await?;
+        let accounts = self.db_accounts(who, AccountFilter::default(), src).await?;
+        let users = self.db_users(who, UserFilter::default(), src).await?;
+        let qos = self.db_qos(who, QosFilter::default(), src).await?;
+        let assocs = self.db_assocs(who, AssocFilter::default(), src).await?;
+        let of = |pred: &dyn Fn(&AssocRec) -> bool| -> Vec<&AssocRec> {
+            assocs.iter().filter(|a| pred(a)).collect()
+        };
+        Ok(done(json!({
+            "clusters": clusters
+                .iter()
+                .map(|c| dbjson::cluster(c, assocs.iter().find(|r| r.cluster == c.name && r.account == "root" && r.user.is_empty())))
+                .collect::<Vec<_>>(),
+            "tres": dbjson::tres_table(&clusters),
+            "accounts": accounts
+                .iter()
+                .map(|a| dbjson::account(a, &of(&|x| x.account == a.name && x.user.is_empty())))
+                .collect::<Vec<_>>(),
+            "users": users
+                .iter()
+                .map(|u| dbjson::user(u, &of(&|x| x.user == u.name)))
+                .collect::<Vec<_>>(),
+            "qos": qos.iter().map(dbjson::qos).collect::<Vec<_>>(),
+            "wckeys": [],
+            "associations": assocs
+                .iter()
+                .map(|a| dbjson::assoc(a, users.iter().any(|u| u.name == a.user && u.default_account == a.account)))
+                .collect::<Vec<_>>(),
+            "instances": [],
+        })))
+    }
+}
+
+fn db_unexpected(r: &AcctResponse, src: &str) -> Fail {
+    Fail::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        SLURM_ERROR,
+        "Unexpected reply from slurmdbd",
+        &format!("{:?}", std::mem::discriminant(r)),
+        src,
+    )
+}
+
+pub(super) async fn h_db_ping(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+) -> HttpResponse {
+    handler!(Kind::DbPing, app, peer, headers, |who| app.db_ping(who))
+}
+
+pub(super) async fn h_db_jobs(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+) -> HttpResponse {
+    let query = q(query);
+    handler!(Kind::DbJobs, app, peer, headers, |who| app
+        .db_jobs(who, None, &query))
+}
+
+pub(super) async fn h_db_job(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+) -> HttpResponse {
+    let (id, query) = (p(id), q(query));
+    handler!(Kind::DbJobs, app, peer, headers, |who| app.db_jobs(
+        who,
+        Some(&id),
+        &query
+    ))
+}
+
+pub(super) async fn h_db_accounts(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+) -> HttpResponse {
+    let query = q(query);
+    handler!(Kind::Accounts, app, peer, headers, |who| app
+        .db_accounts_get(who, None, &query))
+}
+
+pub(super) async fn h_db_account(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    name: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+) -> HttpResponse {
+    let (name, query) = (p(name), q(query));
+    handler!(Kind::Accounts, app, peer, headers, |who| app
+        .db_accounts_get(who, Some(&name), &query))
+}
+
+pub(super) async fn h_db_users(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+) -> HttpResponse {
+    let query = q(query);
+    handler!(Kind::Users, app, peer, headers, |who| app
+        .db_users_get(who, None, &query))
+}
+
+pub(super) async fn h_db_user(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    name: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+) -> HttpResponse {
+    let (name, query) = (p(name), q(query));
+    handler!(Kind::Users, app, peer, headers, |who| app.db_users_get(
+        who,
+        Some(&name),
+        &query
+    ))
+}
+
+pub(super) async fn h_db_assocs(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+) -> HttpResponse {
+    let query = q(query);
+    handler!(Kind::Assocs, app, peer, headers, |who| app
+        .db_assocs_get(who, &query))
+}
+
+pub(super) async fn h_db_qos_list(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+) -> HttpResponse {
+    let query = q(query);
+    handler!(Kind::Qos, app, peer, headers, |who| app
+        .db_qos_get(who, None, &query))
+}
+
+pub(super) async fn h_db_qos(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    name: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+) -> HttpResponse {
+    let (name, query) = (p(name), q(query));
+    handler!(Kind::Qos, app, peer, headers, |who| app.db_qos_get(
+        who,
+        Some(&name),
+        &query
+    ))
+}
+
+pub(super) async fn h_db_clusters(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+) -> HttpResponse {
+    handler!(Kind::Clusters, app, peer, headers, |who| app
+        .db_clusters_get(who, None))
+}
+
+pub(super) async fn h_db_cluster(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    name: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> HttpResponse {
+    let name = p(name);
+    handler!(Kind::Clusters, app, peer, headers, |who| app
+        .db_clusters_get(who, Some(&name)))
+}
+
+pub(super) async fn h_db_tres(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+) -> HttpResponse {
+    handler!(Kind::Tres, app, peer, headers, |who| app.db_tres(who))
+}
+
+pub(super) async fn h_db_config(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+) -> HttpResponse {
+    handler!(Kind::Plain, app, peer, headers, |who| app.db_config(who))
+}
+
+/// The `slurmdb/v0.0.44` routes.
+pub(super) fn routes(mut r: Router<Arc<App>>) -> Router<Arc<App>> {
+    let s = "/slurmdb/v0.0.44";
+    r = both(r, &format!("{s}/ping/"), get(h_db_ping));
+    r = both(r, &format!("{s}/jobs/"), get(h_db_jobs));
+    r = both(r, &format!("{s}/job/{{job_id}}"), get(h_db_job));
+    r = both(r, &format!("{s}/accounts/"), get(h_db_accounts));
+    r = both(
+        r,
+        &format!("{s}/account/{{account_name}}"),
+        get(h_db_account),
+    );
+    r = both(r, &format!("{s}/users/"), get(h_db_users));
+    r = both(r, &format!("{s}/user/{{name}}"), get(h_db_user));
+    r = both(r, &format!("{s}/associations/"), get(h_db_assocs));
+    r = both(r, &format!("{s}/association/"), get(h_db_assocs));
+    r = both(r, &format!("{s}/qos/"), get(h_db_qos_list));
+    r = both(r, &format!("{s}/qos/{{qos}}"), get(h_db_qos));
+    r = both(r, &format!("{s}/clusters/"), get(h_db_clusters));
+    r = both(
+        r,
+        &format!("{s}/cluster/{{cluster_name}}"),
+        get(h_db_cluster),
+    );
+    r = both(r, &format!("{s}/tres/"), get(h_db_tres));
+    r = both(r, &format!("{s}/config"), get(h_db_config));
+    r
+}
