@@ -1,6 +1,7 @@
-//! `--json` for the commands: the same bodies as slurmrestd's responses
-//! (`openapi/slurmctld`, data_parser v0.0.44), built with its writers, with
-//! `meta.command` naming the command line.
+//! `--json` and `--yaml` for the commands: the same bodies as slurmrestd's
+//! responses (`openapi/slurmctld` and `openapi/slurmdbd`, data_parser
+//! v0.0.44), built with its writers, with `meta.command` naming the command
+//! line. A command line with `--yaml` gets the same body as YAML.
 
 use serde_json::{json, Map, Value};
 use slurm_proto::{JobRecord, NodeRecord, PartitionRecord, ReservationRecord};
@@ -14,6 +15,16 @@ pub enum Body<'a> {
     Reservations(&'a [&'a ReservationRecord], i64),
     /// Fair-share rows, with the accounts and users asked for.
     Shares(&'a [slurm_proto::ShareInfo], &'a [String], &'a [String]),
+    /// Fields already written (the `slurmdb` bodies: `jobs`, `accounts`...).
+    Fields(Map<String, Value>),
+}
+
+/// Does the command line ask for YAML?
+pub fn wants_yaml(command: &[String]) -> bool {
+    command
+        .iter()
+        .skip(1)
+        .any(|a| a == "--yaml" || a.starts_with("--yaml="))
 }
 
 /// `--json[=data_parser]`: only the version we speak is accepted.
@@ -65,6 +76,7 @@ pub fn render(body: Body, cluster: &str, command: &[String]) -> String {
                 oa::shares_info(rows, cluster, accounts, users),
             );
         }
+        Body::Fields(f) => m.extend(f),
         Body::Reservations(rs, last) => {
             m.insert(
                 "reservations".into(),
@@ -88,6 +100,9 @@ pub fn render(body: Body, cluster: &str, command: &[String]) -> String {
         Vec::new(),
         Vec::new(),
     );
+    if wants_yaml(command) {
+        return serde_yaml::to_string(&v).unwrap_or_else(|_| "{}\n".to_string());
+    }
     let mut s = serde_json::to_string_pretty(&v).unwrap_or_else(|_| json!({}).to_string());
     s.push('\n');
     s

@@ -35,7 +35,8 @@ const OPTS: &[Opt] = &[
     o(Some('u'), "user", Arg::Required),
     o(Some('V'), "version", Arg::No),
     o(Some('X'), "allocations", Arg::No),
-    o(None, "json", Arg::No),
+    o(None, "json", Arg::Optional),
+    o(None, "yaml", Arg::Optional),
     o(None, "usage", Arg::No),
 ];
 
@@ -493,7 +494,11 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Options, String> {
                 }
             }
             "allocations" => o.query.with_steps = false,
-            "json" => o.json = true,
+            "json" | "yaml" => {
+                crate::jsonout::check_parser(Some(val.as_str()))
+                    .map_err(|e| format!("sacct: error: {e}"))?;
+                o.json = true;
+            }
             _ => {}
         }
     }
@@ -573,13 +578,24 @@ pub fn main() -> i32 {
         }
     };
     if o.json {
-        match serde_json::to_string_pretty(&serde_json::json!({ "jobs": rows })) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("sacct: error: {e}");
-                return 1;
-            }
-        }
+        // The body of slurmrestd's `GET slurmdb/v0.0.44/jobs`.
+        let jobs: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| slurmrestd::dbjson::job(r, now))
+            .collect();
+        let mut fields = serde_json::Map::new();
+        fields.insert("jobs".into(), serde_json::Value::Array(jobs));
+        let argv: Vec<String> = std::iter::once("sacct".to_string())
+            .chain(args.iter().cloned())
+            .collect();
+        print!(
+            "{}",
+            crate::jsonout::render(
+                crate::jsonout::Body::Fields(fields),
+                &conf.cluster_name,
+                &argv
+            )
+        );
         return 0;
     }
     print!(

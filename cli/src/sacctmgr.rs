@@ -24,6 +24,8 @@ pub struct Flags {
     /// `-p` (`Some(true)`: trailing `|`) or `-P` (`Some(false)`).
     pub parsable: Option<bool>,
     pub quiet: bool,
+    /// `--json` / `--yaml`: `show` prints slurmrestd's `slurmdb` body.
+    pub json: bool,
 }
 
 /// One `key[op]=value` pair or a bare word, in the order given.
@@ -1306,6 +1308,14 @@ pub fn parse_command(args: &[String]) -> Result<(Flags, String, String, Specs), 
             "-p" | "--parsable" => f.parsable = Some(true),
             "-P" | "--parsable2" => f.parsable = Some(false),
             "-Q" | "--quiet" => f.quiet = true,
+            s if ["--json", "--yaml"]
+                .iter()
+                .any(|p| s == *p || s.starts_with(&format!("{p}="))) =>
+            {
+                crate::jsonout::check_parser(s.split_once('=').map(|x| x.1))
+                    .map_err(|e| (format!("sacctmgr: error: {e}"), 1))?;
+                f.json = true;
+            }
             "-v" | "--verbose" | "-r" | "--readonly" => {}
             "-V" | "--version" => return Err((format!("slurm {}", slurm_proto::SLURM_VERSION), 0)),
             "-h" | "--help" | "help" => return Err((USAGE.trim_end().to_string(), 0)),
@@ -1333,6 +1343,64 @@ pub fn parse_command(args: &[String]) -> Result<(Flags, String, String, Specs), 
         entity.to_string(),
         parse_specs(&words[2..]),
     ))
+}
+
+/// `show --json`: the first answer as slurmrestd's `slurmdb` body, with
+/// the associations and users answered after it.
+fn json_fields(answers: &[AcctResponse]) -> Option<serde_json::Map<String, serde_json::Value>> {
+    use slurmrestd::dbjson;
+    let assocs: &[AssocRec] = match answers.get(1) {
+        Some(AcctResponse::Assocs(a)) => a,
+        _ => &[],
+    };
+    let users: &[UserRec] = match answers.get(2) {
+        Some(AcctResponse::Users(u)) => u,
+        _ => &[],
+    };
+    let of = |pred: &dyn Fn(&AssocRec) -> bool| -> Vec<&AssocRec> {
+        assocs.iter().filter(|a| pred(a)).collect()
+    };
+    let (key, list): (&str, Vec<serde_json::Value>) = match answers.first()? {
+        AcctResponse::Accounts(v) => (
+            "accounts",
+            v.iter()
+                .map(|a| dbjson::account(a, &of(&|x| x.account == a.name && x.user.is_empty())))
+                .collect(),
+        ),
+        AcctResponse::Users(v) => (
+            "users",
+            v.iter()
+                .map(|u| dbjson::user(u, &of(&|x| x.user == u.name)))
+                .collect(),
+        ),
+        AcctResponse::Assocs(v) => (
+            "associations",
+            v.iter()
+                .map(|a| {
+                    let default = users
+                        .iter()
+                        .any(|u| u.name == a.user && u.default_account == a.account);
+                    dbjson::assoc(a, default)
+                })
+                .collect(),
+        ),
+        AcctResponse::Qos(v) => ("qos", v.iter().map(dbjson::qos).collect()),
+        AcctResponse::Clusters(v) => (
+            "clusters",
+            v.iter()
+                .map(|c| {
+                    let root = assocs
+                        .iter()
+                        .find(|r| r.cluster == c.name && r.account == "root" && r.user.is_empty());
+                    dbjson::cluster(c, root)
+                })
+                .collect(),
+        ),
+        _ => return None,
+    };
+    let mut m = serde_json::Map::new();
+    m.insert(key.into(), serde_json::Value::Array(list));
+    Some(m)
 }
 
 pub fn main() -> i32 {
@@ -1364,8 +1432,15 @@ pub fn main() -> i32 {
                     return 1;
                 }
             };
+            let mut requests = sh.requests;
+            if f.json {
+                // The REST bodies carry associations and default accounts.
+                requests.truncate(1);
+                requests.push(AcctRequest::ListAssocs(AssocFilter::default()));
+                requests.push(AcctRequest::ListUsers(UserFilter::default()));
+            }
             let mut answers = Vec::new();
-            for r in sh.requests {
+            for r in requests {
                 match common::dbd_call(&conf, r) {
                     Ok(AcctResponse::Error(e)) => {
                         eprintln!(" sacctmgr: error: {e}");
@@ -1377,6 +1452,28 @@ pub fn main() -> i32 {
                         return 1;
                     }
                 }
+            }
+            if f.json {
+                let argv: Vec<String> = std::iter::once("sacctmgr".to_string())
+                    .chain(args.iter().cloned())
+                    .collect();
+                return match json_fields(&answers) {
+                    Some(fields) => {
+                        print!(
+                            "{}",
+                            crate::jsonout::render(
+                                crate::jsonout::Body::Fields(fields),
+                                &conf.cluster_name,
+                                &argv
+                            )
+                        );
+                        0
+                    }
+                    None => {
+                        eprintln!("sacctmgr: error: unexpected answer from slurmdbd");
+                        1
+                    }
+                };
             }
             return match (sh.render)(&answers, &f) {
                 Ok(s) => {

@@ -1644,13 +1644,14 @@ fn parse_globals(args: &[String]) -> Result<(Globals, Vec<String>, Option<String
         }
         match a.as_str() {
             "--oneliner" => g.oneliner = true,
-            s if s == "--json" || s.starts_with("--json=") => {
-                crate::jsonout::check_parser(s.strip_prefix("--json="))
-                    .map_err(|e| format!("scontrol: error: {e}"))?;
+            s if s == "--json"
+                || s.starts_with("--json=")
+                || s == "--yaml"
+                || s.starts_with("--yaml=") =>
+            {
+                let v = s.split_once('=').map(|x| x.1);
+                crate::jsonout::check_parser(v).map_err(|e| format!("scontrol: error: {e}"))?;
                 g.json = true;
-            }
-            s if s == "--yaml" || s.starts_with("--yaml=") => {
-                return Err("scontrol: error: --yaml is not supported; use --json".into())
             }
             "--details" => g.details = true,
             "--quiet" => g.quiet = true,

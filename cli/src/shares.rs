@@ -121,7 +121,11 @@ fn flags(prog: &str) -> Result<(bool, bool), i32> {
         match a.as_str() {
             "-l" | "--long" => long = true,
             "-h" | "--noheader" => noheader = true,
-            s if prog == "sshare" && (s == "--json" || s.starts_with("--json=")) => {}
+            s if prog == "sshare"
+                && (s == "--json"
+                    || s.starts_with("--json=")
+                    || s == "--yaml"
+                    || s.starts_with("--yaml=")) => {}
             "-V" | "--version" => {
                 println!("slurm {}", slurm_proto::SLURM_VERSION);
                 return Err(0);
@@ -167,11 +171,14 @@ pub fn sprio_main() -> i32 {
 }
 
 pub fn sshare_main() -> i32 {
-    let json = std::env::args()
-        .skip(1)
-        .any(|a| a == "--json" || a.starts_with("--json="));
-    if let Some(a) = std::env::args().skip(1).find(|a| a.starts_with("--json=")) {
-        if let Err(e) = crate::jsonout::check_parser(a.strip_prefix("--json=")) {
+    let is_fmt = |a: &str| {
+        ["--json", "--yaml"]
+            .iter()
+            .any(|f| a == *f || a.starts_with(&format!("{f}=")))
+    };
+    let json = std::env::args().skip(1).any(|a| is_fmt(&a));
+    for a in std::env::args().skip(1).filter(|a| is_fmt(a)) {
+        if let Err(e) = crate::jsonout::check_parser(a.split_once('=').map(|x| x.1)) {
             eprintln!("sshare: error: {e}");
             return 1;
         }

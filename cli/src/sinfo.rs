@@ -908,13 +908,10 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                     "dead" => o.dead = true,
                     "exact" => o.exact = true,
                     "noheader" => o.noheader = true,
-                    "json" => {
+                    "json" | "yaml" => {
                         crate::jsonout::check_parser(Some(v.as_str()))
                             .map_err(|e| format!("sinfo: error: {e}"))?;
                         o.json = true;
-                    }
-                    "yaml" => {
-                        return Err("sinfo: error: --yaml is not supported; use --json".into())
                     }
                     "help" => return Ok(Action::Print(HELP.to_string())),
                     "usage" => return Ok(Action::Print(USAGE.to_string())),

@@ -860,13 +860,10 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                 match name {
                     "account" => filter.accounts = fmt::split_list(&v),
                     "noheader" => noheader = true,
-                    "json" => {
+                    "json" | "yaml" => {
                         crate::jsonout::check_parser(Some(v.as_str()))
                             .map_err(|e| format!("squeue: error: {e}"))?;
                         json = true;
-                    }
-                    "yaml" => {
-                        return Err("squeue: error: --yaml is not supported; use --json".into())
                     }
                     "help" => return Ok(Action::Print(HELP.to_string())),
                     "usage" => return Ok(Action::Print(USAGE.to_string())),

@@ -871,6 +871,14 @@ fn rest_api_against_a_running_cluster() {
         ("squeue", &["--json=v0.0.44", "-t", "all"][..], "/jobs/"),
         ("sinfo", &["--json"][..], "/nodes/"),
         ("sshare", &["--json"][..], "/shares"),
+        ("squeue", &["--yaml"][..], "/jobs/"),
+        ("sinfo", &["--yaml=v0.0.44"][..], "/nodes/"),
+        ("sshare", &["--yaml"][..], "/shares"),
+        (
+            "scontrol",
+            &["--yaml", "show", "partition"][..],
+            "/partitions/",
+        ),
         ("scontrol", &["--json", "show", "job"][..], "/jobs/"),
         ("scontrol", &["show", "node", "--json"][..], "/nodes/"),
         (
@@ -891,9 +899,14 @@ fn rest_api_against_a_running_cluster() {
             "{cmd} {args:?}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let body: Value =
-            serde_json::from_str(&raw).unwrap_or_else(|e| panic!("{cmd} {args:?}: {e}\n{raw}"));
+        let yaml = args.iter().any(|a| a.starts_with("--yaml"));
+        let body: Value = if yaml {
+            serde_yaml::from_str(&raw).unwrap_or_else(|e| panic!("{cmd} {args:?}: {e}\n{raw}"))
+        } else {
+            serde_json::from_str(&raw).unwrap_or_else(|e| panic!("{cmd} {args:?}: {e}\n{raw}"))
+        };
         assert_eq!(body["meta"]["command"][0], cmd, "{raw}");
+        assert_eq!(yaml, !raw.trim_start().starts_with('{'), "{raw}");
         ck.check(
             &p(path),
             "get",
@@ -1122,6 +1135,57 @@ fn slurmdb_api_against_slurmdbd() {
             r.raw
         );
     }
+    // The commands' --json and --yaml print the same bodies.
+    let jobs_q = format!("-j{id}");
+    for (cmd, args, path) in [
+        ("sacct", vec![jobs_q.as_str(), "--json"], "/jobs/"),
+        ("sacct", vec![jobs_q.as_str(), "--yaml"], "/jobs/"),
+        ("sacctmgr", vec!["show", "account", "--json"], "/accounts/"),
+        ("sacctmgr", vec!["show", "user", "--yaml"], "/users/"),
+        (
+            "sacctmgr",
+            vec!["show", "assoc", "--json"],
+            "/associations/",
+        ),
+        ("sacctmgr", vec!["show", "qos", "--json"], "/qos/"),
+        ("sacctmgr", vec!["show", "cluster", "--json"], "/clusters/"),
+    ] {
+        let o = cluster.command(cmd).args(&args).output().unwrap();
+        let raw = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            o.status.success(),
+            "{cmd} {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let body: Value = if args.contains(&"--yaml") {
+            serde_yaml::from_str(&raw).unwrap_or_else(|e| panic!("{cmd} {args:?}: {e}\n{raw}"))
+        } else {
+            serde_json::from_str(&raw).unwrap_or_else(|e| panic!("{cmd} {args:?}: {e}\n{raw}"))
+        };
+        assert_eq!(body["meta"]["command"][0], cmd, "{raw}");
+        ck.check(
+            &p(path),
+            "get",
+            &Reply {
+                status: 200,
+                body: body.clone(),
+                raw: raw.clone(),
+            },
+        );
+        let key = path.trim_matches('/');
+        assert!(
+            body[key].as_array().is_some_and(|a| !a.is_empty()),
+            "{cmd} {args:?}: no {key}: {raw}"
+        );
+    }
+    let o = cluster
+        .command("sacct")
+        .args([jobs_q.as_str(), "--json"])
+        .output()
+        .unwrap();
+    let body: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(body["jobs"][0]["name"], "dbjob");
+
     // Unauthenticated: 401, in the path's own schema.
     let r = http(&tcp, "GET", &p("/accounts/"), &[], None);
     assert_eq!(r.status, 401);
