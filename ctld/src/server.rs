@@ -5,7 +5,7 @@
 use crate::writer::{Command, Published};
 use slurm_common::auth::{now, AuthError, Key};
 use slurm_common::net::{encode, read_frame, write_frame};
-use slurm_proto::{JobRecord, Request, RequestBody, Response, RpcError, SlurmError};
+use slurm_proto::{JobId, JobRecord, Request, RequestBody, Response, RpcError, SlurmError};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,9 +34,11 @@ enum JobsRef<'a> {
         jobs: &'a [Arc<JobRecord>],
         last_update: i64,
     },
-    JobsAt {
+    JobsDelta {
+        epoch: u64,
         version: u64,
-        jobs: &'a [Arc<JobRecord>],
+        ids: Vec<JobId>,
+        changed: Vec<&'a Arc<JobRecord>>,
         last_update: i64,
     },
 }
@@ -172,14 +174,25 @@ impl Server {
             RequestBody::Ping => Response::Pong {
                 controller: self.host.clone(),
             },
-            RequestBody::GetJobsIfChanged { since } => {
+            RequestBody::GetJobsDelta { epoch, since } => {
                 let s = self.snapshot();
-                if s.version == since {
+                if s.epoch == epoch && s.version == since {
                     Response::JobsUnchanged { version: since }
                 } else {
-                    return encode(&JobsRef::JobsAt {
+                    // Another run's copy, or a snapshot without stamps:
+                    // everything.
+                    let all = epoch != s.epoch || since == 0 || s.job_changed.len() != s.jobs.len();
+                    return encode(&JobsRef::JobsDelta {
+                        epoch: s.epoch,
                         version: s.version,
-                        jobs: &s.jobs,
+                        ids: s.jobs.iter().map(|j| j.job_id).collect(),
+                        changed: s
+                            .jobs
+                            .iter()
+                            .enumerate()
+                            .filter(|(k, _)| all || s.job_changed[*k] > since)
+                            .map(|(_, j)| j)
+                            .collect(),
                         last_update: s.last_update,
                     });
                 }

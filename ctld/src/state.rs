@@ -95,6 +95,10 @@ pub struct Snapshot {
     pub licenses: Vec<LicenseInfo>,
     /// Counts published snapshots (set by the writer).
     pub version: u64,
+    /// Identifies this controller run (set by the writer).
+    pub epoch: u64,
+    /// Per job (parallel to `jobs`): the version at which it last changed.
+    pub job_changed: Vec<u64>,
 }
 
 pub struct Controller {
@@ -249,6 +253,34 @@ fn partition_state(s: &PartitionStateConf) -> PartitionState {
         PartitionStateConf::Drain => PartitionState::Drain,
         PartitionStateConf::Inactive => PartitionState::Inactive,
     }
+}
+
+/// Per job of `jobs` (sorted by `id`), the version it last changed at: the
+/// previous snapshot's stamp (`prev`: its jobs and stamps) when it holds the
+/// very same record, `version` otherwise. Records are shared between
+/// snapshots until changed, so pointer equality says "unchanged".
+pub fn stamp_changes<T>(
+    prev: Option<(&[Arc<T>], &[u64])>,
+    jobs: &[Arc<T>],
+    id: impl Fn(&T) -> JobId,
+    version: u64,
+) -> Vec<u64> {
+    let (pj, pc) = match prev {
+        Some((j, c)) if j.len() == c.len() => (j, c),
+        _ => (&[][..], &[][..]),
+    };
+    let mut k = 0;
+    jobs.iter()
+        .map(|j| {
+            while k < pj.len() && id(&pj[k]) < id(j) {
+                k += 1;
+            }
+            match pj.get(k) {
+                Some(p) if id(p) == id(j) && Arc::ptr_eq(p, j) => pc[k],
+                _ => version,
+            }
+        })
+        .collect()
 }
 
 impl Controller {
@@ -984,6 +1016,8 @@ impl Controller {
             shares: self.shares(),
             last_update: self.last_update,
             jobs_frame: std::sync::OnceLock::new(),
+            epoch: 0,
+            job_changed: Vec::new(),
             version: 0,
             licenses: {
                 let used = self.licenses_used();
@@ -4152,6 +4186,26 @@ pub fn expand_array_patterns(pat: &str, a: &ArrayInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn job_change_stamps_follow_shared_records() {
+        let (a, b, c) = (Arc::new(1u32), Arc::new(2u32), Arc::new(3u32));
+        let id = |x: &u32| *x;
+        // No previous stamps: everything changed now.
+        assert_eq!(
+            stamp_changes(None, &[a.clone(), b.clone()], id, 5),
+            vec![5, 5]
+        );
+        let prev = [a.clone(), b.clone(), c.clone()];
+        // 2 was replaced, 3 removed, 4 added; 1 is the same record.
+        let now = [a.clone(), Arc::new(2u32), Arc::new(4u32)];
+        assert_eq!(
+            stamp_changes(Some((&prev, &[1, 2, 3])), &now, id, 9),
+            vec![1, 9, 9]
+        );
+        // Stamps that do not match the jobs are ignored.
+        assert_eq!(stamp_changes(Some((&prev, &[1])), &[a], id, 7), vec![7]);
+    }
 
     #[test]
     fn array_patterns_leave_other_sequences_alone() {

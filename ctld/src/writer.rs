@@ -48,6 +48,12 @@ pub fn run(
 ) {
     let tick = Duration::from_secs(1);
     let mut version = 0u64;
+    // Tells this run's versions from another's (clients cache by both).
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+        | 1;
     let mut next_tick = Instant::now() + tick;
     loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
@@ -109,6 +115,14 @@ pub fn run(
             version += 1;
             let mut snap = ctl.snapshot();
             snap.version = version;
+            snap.epoch = epoch;
+            let prev = published.read().ok().map(|p| p.clone());
+            snap.job_changed = crate::state::stamp_changes(
+                prev.as_ref().map(|p| (&p.jobs[..], &p.job_changed[..])),
+                &snap.jobs,
+                |j| j.job_id,
+                version,
+            );
             let snap = Arc::new(snap);
             if let Ok(mut w) = published.write() {
                 *w = snap;

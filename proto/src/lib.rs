@@ -1215,9 +1215,11 @@ pub enum RequestBody {
     GetLicenses,
     /// `scontrol reconfigure`: read slurm.conf again.
     Reconfigure,
-    /// The job list with its version (`JobsAt`), unless the controller's
-    /// state is still at version `since`: then only `JobsUnchanged`.
-    GetJobsIfChanged {
+    /// What changed in the job list since the caller's copy at (`epoch`,
+    /// `since`): `JobsDelta`, or `JobsUnchanged`. A copy from another
+    /// controller run (other epoch) or version 0 gets every job.
+    GetJobsDelta {
+        epoch: u64,
         since: u64,
     },
     /// `scontrol token`: a JWT for the caller (or, for root and SlurmUser,
@@ -1350,9 +1352,13 @@ pub enum Response {
     JobsUnchanged {
         version: u64,
     },
-    JobsAt {
+    /// Every job id now, in order, and the jobs that changed since the
+    /// version asked about (all of them for a new copy).
+    JobsDelta {
+        epoch: u64,
         version: u64,
-        jobs: Vec<JobRecord>,
+        ids: Vec<JobId>,
+        changed: Vec<JobRecord>,
         last_update: i64,
     },
     Licenses {

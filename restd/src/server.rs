@@ -301,6 +301,16 @@ impl Kind {
     }
 }
 
+/// The job list as last served: each job's JSON and the whole array, as of
+/// a controller run (`epoch`) and state `version`.
+struct JobsCache {
+    epoch: u64,
+    version: u64,
+    last_update: i64,
+    per_job: HashMap<JobId, Arc<String>>,
+    raw: Arc<String>,
+}
+
 /// Shared state of the daemon.
 pub struct App {
     pub conf: SlurmConf,
@@ -314,9 +324,8 @@ pub struct App {
     /// slurmdbd, when accounting goes there.
     dbd_addr: Option<String>,
     timeout: Duration,
-    /// The serialized job list as of a controller state version (and its
-    /// `last_update`).
-    jobs_cache: std::sync::Mutex<Option<(u64, i64, Arc<String>)>>,
+    /// The job list as last served, per job and whole.
+    jobs_cache: std::sync::Mutex<Option<Arc<JobsCache>>>,
 }
 
 impl App {
@@ -808,42 +817,65 @@ impl App {
         ))
     }
 
-    /// The whole job list, serialized once per controller change: an
-    /// unchanged queue costs one small round trip and a copy.
+    /// The whole job list. Each job is serialized once per change of that
+    /// job: the controller sends only the jobs that changed since our copy,
+    /// and an unchanged queue costs one small round trip.
     async fn get_all_jobs(&self, who: &Ident) -> HResult {
         let src = "slurm_load_jobs";
         let cached = self.jobs_cache.lock().ok().and_then(|c| c.clone());
-        // Version 0 is never published: a first call always gets the list.
-        let since = cached.as_ref().map_or(0, |c| c.0);
-        let (last, raw) = match self
-            .call(who, RequestBody::GetJobsIfChanged { since }, src)
-            .await?
-        {
+        // Version 0 is never published: a first call gets every job.
+        let (epoch, since) = cached.as_ref().map_or((0, 0), |c| (c.epoch, c.version));
+        let body = RequestBody::GetJobsDelta { epoch, since };
+        let cache = match self.call(who, body, src).await? {
             Response::JobsUnchanged { .. } => match cached {
-                Some((_, last, raw)) => (last, raw),
+                Some(c) => c,
                 None => return Err(unexpected(&Response::Ok, src)),
             },
-            Response::JobsAt {
+            Response::JobsDelta {
+                epoch: e,
                 version,
-                jobs,
+                ids,
+                changed,
                 last_update,
             } => {
-                let list: Vec<Value> = jobs
-                    .iter()
-                    .map(|j| oa::job_info(j, self.cluster()))
-                    .collect();
-                let raw = Arc::new(serde_json::to_string(&list).unwrap_or_else(|_| "[]".into()));
-                if let Ok(mut c) = self.jobs_cache.lock() {
-                    *c = Some((version, last_update, raw.clone()));
+                let mut per_job = match cached {
+                    Some(c) if c.epoch == e => c.per_job.clone(),
+                    _ => HashMap::new(),
+                };
+                for j in &changed {
+                    let text = serde_json::to_string(&oa::job_info(j, self.cluster()))
+                        .unwrap_or_else(|_| "{}".into());
+                    per_job.insert(j.job_id, Arc::new(text));
                 }
-                (last_update, raw)
+                per_job.retain(|id, _| ids.binary_search(id).is_ok());
+                let mut raw =
+                    String::with_capacity(per_job.values().map(|t| t.len() + 1).sum::<usize>() + 2);
+                raw.push('[');
+                for (k, id) in ids.iter().enumerate() {
+                    if k > 0 {
+                        raw.push(',');
+                    }
+                    raw.push_str(per_job.get(id).map_or("{}", |t| t.as_str()));
+                }
+                raw.push(']');
+                let c = Arc::new(JobsCache {
+                    epoch: e,
+                    version,
+                    last_update,
+                    per_job,
+                    raw: Arc::new(raw),
+                });
+                if let Ok(mut slot) = self.jobs_cache.lock() {
+                    *slot = Some(c.clone());
+                }
+                c
             }
             Response::Error(e) => return Err(Fail::rpc(&e, &[], src)),
             r => return Err(unexpected(&r, src)),
         };
         let lb = self.last_backfill(who).await;
-        let mut d = done(json!({"last_backfill": lb, "last_update": num(last)}));
-        d.raw = Some(("jobs", raw));
+        let mut d = done(json!({"last_backfill": lb, "last_update": num(cache.last_update)}));
+        d.raw = Some(("jobs", cache.raw.clone()));
         Ok(d)
     }
 

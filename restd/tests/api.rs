@@ -732,6 +732,24 @@ fn rest_api_against_a_running_cluster() {
         (json!("c2"), json!("pod=default/p2"))
     );
     assert_eq!(j["account"], "acct9");
+    // The whole list (served per job from restd's cache, refreshed with the
+    // controller's changes) agrees with the single job, and then sees the
+    // next change too.
+    let whole = |tcp: &Target| -> Value {
+        let r = http(tcp, "GET", &p("/jobs/"), &root, None);
+        assert_eq!(r.status, 200, "{}", r.raw);
+        r.body["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["admin_comment"] == "pod=default/p2")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(whole(&tcp)["comment"], "c2");
+    let r = http(&tcp, "POST", &bp, &root, Some(r#"{"comment": "c3"}"#));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert_eq!(whole(&tcp)["comment"], "c3");
     let r = http(&tcp, "POST", &bp, &root, Some(r#"{"partition": "nope"}"#));
     assert!(r.status >= 400, "{}", r.raw);
     let r = http(
