@@ -1211,3 +1211,106 @@ fn slurmdb_api_against_slurmdbd() {
     eprintln!("{} responses validated", ck.count);
     drop(cluster);
 }
+
+/// schemathesis (installed by scripts/setup) fuzzes every served operation
+/// from our document, as root, against a cluster with slurmdbd: no answer
+/// may be a 5xx or break its schema.
+#[test]
+fn schemathesis_finds_no_server_error_or_schema_violation() {
+    let st = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-schemathesis/bin/schemathesis");
+    assert!(st.exists(), "{} missing: run scripts/setup", st.display());
+    let bins = bin_dir();
+    let tmp = tempfile::Builder::new()
+        .prefix("restd-fuzz-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("cluster");
+    std::fs::create_dir_all(&dir).unwrap();
+    let jwt_key = dir.join("jwt_hs256.key");
+    let key_bytes: Vec<u8> = (0..32u8).map(|i| b'a' + (i * 7) % 26).collect();
+    std::fs::write(&jwt_key, &key_bytes).unwrap();
+    let mut spec = ClusterSpec::new(&dir, 2, &bins).expect("spec");
+    spec.accounting = true;
+    spec.extra_conf = format!(
+        "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\nLicenses=matlab:3\n",
+        jwt_key.display()
+    );
+    let cluster = LocalCluster::start(spec).expect("cluster starts");
+    let port = free_port("127.0.0.1").unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let log = std::fs::File::create(dir.join("log/slurmrestd.log")).unwrap();
+    let _restd = Restd {
+        child: Command::new(env!("CARGO_BIN_EXE_slurmrestd"))
+            .arg("-f")
+            .arg(cluster.spec.conf_path())
+            .arg(&addr)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start slurmrestd"),
+    };
+    wait_for("slurmrestd", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(&addr).is_ok()
+    });
+    // Something to find: a held job.
+    let o = cluster
+        .command("sbatch")
+        .args(["-H", "--wrap", "true"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tok = slurmrestd::jwt::mint_token(&key_bytes, "root", 3600).unwrap();
+    let url = format!("http://{addr}");
+    let out = Command::new(&st)
+        .arg("run")
+        .arg(format!("{url}/openapi/v3"))
+        .args(["--url", &url])
+        .args(["-H", "X-SLURM-USER-NAME: root"])
+        .args(["-H", &format!("X-SLURM-USER-TOKEN: {tok}")])
+        .args(["--checks", "not_a_server_error,response_schema_conformance"])
+        .args(["--phases", "coverage,fuzzing"])
+        .args([
+            "--max-examples",
+            "20",
+            "--seed",
+            "1",
+            "--max-time",
+            "60",
+            "-w",
+            "2",
+        ])
+        .args(["--generation-database", "none", "--no-color"])
+        .arg("--report-dir")
+        .arg(tmp.path().join("report"))
+        .current_dir(tmp.path())
+        .env("SLURM_CONF", cluster.spec.conf_path())
+        .output()
+        .expect("run schemathesis");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let tail: String = text
+        .lines()
+        .rev()
+        .take(80)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        out.status.success(),
+        "schemathesis found problems:\n{tail}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = text
+        .lines()
+        .skip_while(|l| !l.contains("Test cases:"))
+        .nth(1)
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    assert!(summary.contains("passed"), "{tail}");
+    eprintln!("schemathesis: {summary}");
+    drop(cluster);
+}
