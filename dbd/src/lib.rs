@@ -24,5 +24,6 @@ pub mod args;
 pub use slurm_common::dbd as client;
 pub mod conf;
 pub mod server;
+pub mod stats;
 pub mod storage;
 pub mod tres;

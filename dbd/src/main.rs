@@ -102,11 +102,17 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
                 tracing::warn!("cannot write {}: {e}", pidfile.display());
             }
         }
-        tokio::spawn(maintenance(storage.clone(), conf.purge.clone()));
+        let stats = Arc::new(slurmdbd::stats::Stats::new(slurm_common::auth::now()));
+        tokio::spawn(maintenance(
+            storage.clone(),
+            conf.purge.clone(),
+            stats.clone(),
+        ));
         let server = Arc::new(Server {
             storage: storage.clone(),
             key,
             slurm_user_uid,
+            stats,
         });
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let shutdown = async move {

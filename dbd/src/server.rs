@@ -27,6 +27,8 @@ pub struct Server {
     pub key: Key,
     /// The uid of slurmdbd.conf's SlurmUser (root is always allowed).
     pub slurm_user_uid: Option<u32>,
+    /// Requests and rollups since start (REST `slurmdb/v0.0.44/diag`).
+    pub stats: Arc<crate::stats::Stats>,
 }
 
 fn err(kind: AcctErrorKind, m: impl Into<String>) -> AcctResponse {
@@ -153,7 +155,10 @@ impl Server {
             }
         }
         let admin = body.is_admin();
+        let rpc = body.name();
+        let t0 = std::time::Instant::now();
         let resp = self.answer(body, now).await;
+        self.stats.request(rpc, uid, t0.elapsed());
         if admin && matches!(&resp, AcctResponse::Changed(v) if !v.is_empty()) {
             self.tell_controllers();
         }
@@ -215,10 +220,17 @@ impl Server {
             AcctRequest::AddQos(v) => changed(s.add_qos(v).await),
             AcctRequest::ModifyQos { filter, set } => changed(s.modify_qos(&filter, &set).await),
             AcctRequest::DeleteQos(f) => changed(s.delete_qos(&f).await),
-            AcctRequest::Rollup { now: at } => match s.rollup(at.unwrap_or(now)).await {
-                Ok(st) => AcctResponse::RolledUp(st),
-                Err(e) => storage_error(e),
-            },
+            AcctRequest::Rollup { now: at } => {
+                let t0 = std::time::Instant::now();
+                match s.rollup(at.unwrap_or(now)).await {
+                    Ok(st) => {
+                        self.stats.rollup(&st, now, t0.elapsed());
+                        AcctResponse::RolledUp(st)
+                    }
+                    Err(e) => storage_error(e),
+                }
+            }
+            AcctRequest::Stats => AcctResponse::Stats(self.stats.snapshot()),
             AcctRequest::ListClusters(f) => match s.list_clusters(&f).await {
                 Ok(v) => AcctResponse::Clusters(v),
                 Err(e) => storage_error(e),
@@ -276,10 +288,19 @@ fn until_next_hour(now: i64) -> Duration {
 }
 
 /// Hourly: roll usage up and purge old records. Runs once at start.
-pub async fn maintenance(storage: Arc<Storage>, purge: PurgeSettings) {
+pub async fn maintenance(
+    storage: Arc<Storage>,
+    purge: PurgeSettings,
+    stats: Arc<crate::stats::Stats>,
+) {
     loop {
         let t = now();
-        match storage.rollup(t).await {
+        let t0 = std::time::Instant::now();
+        let rolled = storage.rollup(t).await;
+        if let Ok(st) = &rolled {
+            stats.rollup(st, t, t0.elapsed());
+        }
+        match rolled {
             Ok(st) if st.hours > 0 => tracing::info!(
                 "rollup: {} hours, {} days, {} months",
                 st.hours,

@@ -803,6 +803,44 @@ pub struct AssocUsage {
     pub alloc_secs: u64,
 }
 
+/// One rollup level's record since slurmdbd started.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct RollupLevel {
+    /// Periods rolled up.
+    pub count: u64,
+    /// When it last rolled a period up (0: never).
+    pub last_run: i64,
+    /// Microseconds: the last run, the longest, and all together.
+    pub last_us: u64,
+    pub max_us: u64,
+    pub total_us: u64,
+}
+
+/// Requests served for one RPC type or one user: count and microseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct RpcCount {
+    pub name: String,
+    pub count: u64,
+    pub total_us: u64,
+}
+
+/// What slurmdbd has done since it started (`sdiag` for slurmdbd, REST
+/// `slurmdb/v0.0.44/diag`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct DbdStats {
+    pub time_start: i64,
+    pub hourly: RollupLevel,
+    pub daily: RollupLevel,
+    pub monthly: RollupLevel,
+    /// Per request type, most used first.
+    pub rpcs: Vec<RpcCount>,
+    /// Per user, most active first.
+    pub users: Vec<RpcCount>,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RollupStats {
     pub hours: u32,
@@ -862,6 +900,40 @@ pub enum AcctRequest {
     ListQos(QosFilter),
     GetJobs(JobQuery),
     GetUsage(UsageQuery),
+    /// What slurmdbd has served and rolled up since it started.
+    Stats,
+}
+
+impl AcctRequest {
+    /// The request's type, as slurmdbd's statistics name it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AcctRequest::Ping => "DBD_PING",
+            AcctRequest::Record(_) | AcctRequest::Records(_) => "DBD_SEND_RECORDS",
+            AcctRequest::AddClusters(_) => "DBD_ADD_CLUSTERS",
+            AcctRequest::DeleteClusters(_) => "DBD_REMOVE_CLUSTERS",
+            AcctRequest::AddAccounts(_) => "DBD_ADD_ACCOUNTS",
+            AcctRequest::ModifyAccounts { .. } => "DBD_MODIFY_ACCOUNTS",
+            AcctRequest::DeleteAccounts(_) => "DBD_REMOVE_ACCOUNTS",
+            AcctRequest::AddUsers(_) => "DBD_ADD_USERS",
+            AcctRequest::ModifyUsers { .. } => "DBD_MODIFY_USERS",
+            AcctRequest::DeleteUsers(_) => "DBD_REMOVE_USERS",
+            AcctRequest::ModifyAssocs { .. } => "DBD_MODIFY_ASSOCS",
+            AcctRequest::DeleteAssocs(_) => "DBD_REMOVE_ASSOCS",
+            AcctRequest::AddQos(_) => "DBD_ADD_QOS",
+            AcctRequest::ModifyQos { .. } => "DBD_MODIFY_QOS",
+            AcctRequest::DeleteQos(_) => "DBD_REMOVE_QOS",
+            AcctRequest::Rollup { .. } => "DBD_ROLL_USAGE",
+            AcctRequest::ListClusters(_) => "DBD_GET_CLUSTERS",
+            AcctRequest::ListAccounts(_) => "DBD_GET_ACCOUNTS",
+            AcctRequest::ListUsers(_) => "DBD_GET_USERS",
+            AcctRequest::ListAssocs(_) => "DBD_GET_ASSOCS",
+            AcctRequest::ListQos(_) => "DBD_GET_QOS",
+            AcctRequest::GetJobs(_) => "DBD_GET_JOBS_COND",
+            AcctRequest::GetUsage(_) => "DBD_GET_ASSOC_USAGE",
+            AcctRequest::Stats => "DBD_GET_STATS",
+        }
+    }
 }
 
 impl AcctRequest {
@@ -923,6 +995,7 @@ pub enum AcctResponse {
     Jobs(Vec<JobRow>),
     Usage(UsageReport),
     RolledUp(RollupStats),
+    Stats(DbdStats),
     Error(AcctError),
 }
 

@@ -5,8 +5,8 @@
 use crate::openapi::{exit_code, infinite, limit, num, opt_num, unset};
 use serde_json::{json, Value};
 use slurm_proto::acct::{
-    AccountRec, AcctJob, AcctStep, AssocLimits, AssocRec, ClusterRec, JobRow, QosLimits, QosRec,
-    UserRec,
+    AccountRec, AcctJob, AcctStep, AssocLimits, AssocRec, ClusterRec, DbdStats, JobRow, QosLimits,
+    QosRec, RollupLevel, RpcCount, UserRec,
 };
 
 /// Slurm's fixed TRES and their ids.
@@ -394,6 +394,45 @@ pub fn tres_table(clusters: &[ClusterRec]) -> Vec<Value> {
             .map(|(n, c)| tres(n, Some(*c))),
     );
     out
+}
+
+fn rollup_level(l: &RollupLevel) -> Value {
+    // The document counts rollup time in seconds.
+    json!({
+        "count": l.count,
+        "last_run": l.last_run,
+        "duration": {
+            "last": l.last_us / 1_000_000,
+            "max": l.max_us / 1_000_000,
+            "time": l.total_us / 1_000_000,
+        },
+    })
+}
+
+fn rpc_counts(v: &[RpcCount], key: &str) -> Vec<Value> {
+    v.iter()
+        .map(|r| {
+            json!({
+                key: r.name,
+                "count": r.count,
+                "time": {"average": r.total_us / r.count.max(1), "total": r.total_us},
+            })
+        })
+        .collect()
+}
+
+/// slurmdbd's statistics (`slurmdb/v0.0.44/diag`).
+pub fn stats(s: &DbdStats) -> Value {
+    json!({
+        "time_start": s.time_start,
+        "rollups": {
+            "hourly": rollup_level(&s.hourly),
+            "daily": rollup_level(&s.daily),
+            "monthly": rollup_level(&s.monthly),
+        },
+        "RPCs": rpc_counts(&s.rpcs, "rpc"),
+        "users": rpc_counts(&s.users, "user"),
+    })
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ pub const SERVED: &[(&str, &[&str])] = &[
         &["get", "delete"],
     ),
     ("/slurmdb/v0.0.44/ping/", &["get"]),
+    ("/slurmdb/v0.0.44/diag/", &["get"]),
     ("/slurmdb/v0.0.44/jobs/", &["get"]),
     ("/slurmdb/v0.0.44/job/{job_id}", &["get"]),
     ("/slurmdb/v0.0.44/accounts/", &["get"]),

@@ -1045,6 +1045,24 @@ fn slurmdb_api_against_slurmdbd() {
 
     let r = check(&p("/ping/"), &p("/ping/"), 200);
     assert_eq!(r.body["pings"][0]["responding"], true);
+    let r = check(&p("/diag/"), &p("/diag/"), 200);
+    let st = &r.body["statistics"];
+    assert!(st["time_start"].as_i64().unwrap() > 0, "{}", r.raw);
+    let rpcs = st["RPCs"].as_array().unwrap();
+    let count = |name: &str| {
+        rpcs.iter()
+            .find(|x| x["rpc"] == name)
+            .and_then(|x| x["count"].as_u64())
+            .unwrap_or(0)
+    };
+    // The controller's records and our own queries were counted.
+    assert!(count("DBD_SEND_RECORDS") > 0, "{}", r.raw);
+    assert!(count("DBD_GET_JOBS_COND") > 0, "{}", r.raw);
+    assert!(st["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|u| u["user"] == "root"));
     let r = check(&p("/job/{job_id}"), &job_path, 200);
     let j = &r.body["jobs"][0];
     assert_eq!(

@@ -379,6 +379,14 @@ impl App {
         Ok(done(json!({ "clusters": list })))
     }
 
+    pub(super) async fn db_diag(&self, who: &Ident) -> HResult {
+        let src = "slurmdb_get_stats";
+        match self.dbd(who, AcctRequest::Stats, src).await? {
+            AcctResponse::Stats(st) => Ok(done(json!({ "statistics": dbjson::stats(&st) }))),
+            r => Err(db_unexpected(&r, src)),
+        }
+    }
+
     pub(super) async fn db_tres(&self, who: &Ident) -> HResult {
         let src = "slurmdb_tres_get";
         let clusters = self.db_clusters(who, Vec::new(), src).await?;
@@ -570,6 +578,14 @@ pub(super) async fn h_db_cluster(
         .db_clusters_get(who, Some(&name)))
 }
 
+pub(super) async fn h_db_diag(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+) -> HttpResponse {
+    handler!(Kind::DbDiag, app, peer, headers, |who| app.db_diag(who))
+}
+
 pub(super) async fn h_db_tres(
     State(app): St,
     ConnectInfo(peer): Peer_,
@@ -590,6 +606,7 @@ pub(super) async fn h_db_config(
 pub(super) fn routes(mut r: Router<Arc<App>>) -> Router<Arc<App>> {
     let s = "/slurmdb/v0.0.44";
     r = both(r, &format!("{s}/ping/"), get(h_db_ping));
+    r = both(r, &format!("{s}/diag/"), get(h_db_diag));
     r = both(r, &format!("{s}/jobs/"), get(h_db_jobs));
     r = both(r, &format!("{s}/job/{{job_id}}"), get(h_db_job));
     r = both(r, &format!("{s}/accounts/"), get(h_db_accounts));
