@@ -541,6 +541,8 @@ pub struct Options {
     pub steps: bool,
     /// `--json`: slurmrestd's job list instead of the table.
     pub json: bool,
+    /// `--only-job-state`: ids and states only (REST `jobs/state/`).
+    pub only_state: bool,
 }
 
 impl Default for Options {
@@ -553,6 +555,7 @@ impl Default for Options {
             sort: parse_sort(DEFAULT_SORT).0,
             filter: Filter::default(),
             json: false,
+            only_state: false,
         }
     }
 }
@@ -634,6 +637,11 @@ const OPTS: &[Opt] = &[
         short: None,
         long: "yaml",
         arg: Arg::Optional,
+    },
+    Opt {
+        short: None,
+        long: "only-job-state",
+        arg: Arg::No,
     },
     Opt {
         short: None,
@@ -848,6 +856,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     let mut verbose = false;
     let mut cli_format = false;
     let mut json = false;
+    let mut only_state = false;
     for p in parsed {
         match p {
             Parsed::Word(w) => {
@@ -887,6 +896,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                         }
                     }
                     "long" => long = true,
+                    "only-job-state" => only_state = true,
                     "me" => filter.users = vec![current_uid().to_string()],
                     "name" => filter.names = fmt::split_list(&v),
                     "format" => {
@@ -945,6 +955,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     } else {
         let f = match &format {
             Some(f) => f.clone(),
+            None if only_state => "%.18i %.8T".to_string(),
             None if start => START_FORMAT.to_string(),
             None if long => LONG_FORMAT.to_string(),
             None => DEFAULT_FORMAT.to_string(),
@@ -991,6 +1002,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
             filter,
             steps,
             json,
+            only_state,
         }),
         iterate,
         verbose,
@@ -1152,11 +1164,25 @@ pub fn main() -> i32 {
             let argv: Vec<String> = std::iter::once("squeue".to_string())
                 .chain(args.iter().cloned())
                 .collect();
-            crate::jsonout::render(
-                crate::jsonout::Body::Jobs(&sel, crate::common::now().max(last), None),
-                &conf.cluster_name,
-                &argv,
-            )
+            let body = if opts.only_state {
+                // The body of REST `jobs/state/`.
+                let mut f = serde_json::Map::new();
+                f.insert(
+                    "jobs".into(),
+                    sel.iter()
+                        .map(|j| slurmrestd::openapi::job_state_info(j))
+                        .collect(),
+                );
+                f.insert("last_backfill".into(), slurmrestd::openapi::num(0));
+                f.insert(
+                    "last_update".into(),
+                    slurmrestd::openapi::num(crate::common::now().max(last)),
+                );
+                crate::jsonout::Body::Fields(f)
+            } else {
+                crate::jsonout::Body::Jobs(&sel, crate::common::now().max(last), None)
+            };
+            crate::jsonout::render(body, &conf.cluster_name, &argv)
         } else if opts.steps {
             format_steps(&jobs, &opts, crate::common::now(), Tz::Local)
         } else {
@@ -1430,6 +1456,7 @@ pub(crate) mod tests {
             filter: Filter::default(),
             steps: false,
             json: false,
+            only_state: false,
         };
         let out = format_jobs(
             std::slice::from_ref(&j),

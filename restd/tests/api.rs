@@ -890,6 +890,11 @@ fn rest_api_against_a_running_cluster() {
         ("sinfo", &["--json"][..], "/nodes/"),
         ("sshare", &["--json"][..], "/shares"),
         ("squeue", &["--yaml"][..], "/jobs/"),
+        (
+            "squeue",
+            &["--json", "--only-job-state"][..],
+            "/jobs/state/",
+        ),
         ("sinfo", &["--yaml=v0.0.44"][..], "/nodes/"),
         ("sshare", &["--yaml"][..], "/shares"),
         (
