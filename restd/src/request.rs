@@ -849,6 +849,177 @@ pub fn reservation(v: &Value, path: &str) -> Result<(ReservationSpec, Vec<String
     Ok((r, warnings))
 }
 
+// ------------------------------------------------------- slurmdb bodies
+
+/// The objects of list `key` in a `slurmdb` POST body.
+fn db_list<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], BodyError> {
+    match v.get(key) {
+        Some(Value::Array(a)) => {
+            for (i, x) in a.iter().enumerate() {
+                if !x.is_object() {
+                    return Err(bad(
+                        &format!("{key}[{i}]"),
+                        format!("expected an object, got {}", kind(x)),
+                    ));
+                }
+            }
+            Ok(a)
+        }
+        Some(other) => Err(bad(key, format!("expected a list, got {}", kind(other)))),
+        None => Err(bad(key, "missing")),
+    }
+}
+
+fn db_name(x: &Value, path: &str, field: &str) -> Result<String, BodyError> {
+    let p = path_join(path, field);
+    match x.get(field) {
+        None | Some(Value::Null) => Err(bad(&p, "missing")),
+        Some(v) => {
+            let s = string(v, &p)?;
+            if s.trim().is_empty() || s.contains(char::is_whitespace) || s.contains(',') {
+                return Err(bad(&p, format!("'{s}' is not a valid name")));
+            }
+            Ok(s)
+        }
+    }
+}
+
+fn field<'a>(x: &'a Value, name: &str) -> &'a Value {
+    x.get(name).unwrap_or(&Value::Null)
+}
+
+/// An account of `POST slurmdb/v0.0.44/accounts`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbAccount {
+    pub name: String,
+    pub description: Option<String>,
+    pub organization: Option<String>,
+}
+
+pub fn db_accounts(v: &Value) -> Result<Vec<DbAccount>, BodyError> {
+    db_list(v, "accounts")?
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let p = format!("accounts[{i}]");
+            Ok(DbAccount {
+                name: db_name(x, &p, "name")?,
+                description: opt_string(field(x, "description"), &path_join(&p, "description"))?,
+                organization: opt_string(field(x, "organization"), &path_join(&p, "organization"))?,
+            })
+        })
+        .collect()
+}
+
+/// A user of `POST slurmdb/v0.0.44/users`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbUser {
+    pub name: String,
+    pub default_account: Option<String>,
+    pub admin_level: Option<slurm_proto::acct::AdminLevel>,
+}
+
+pub fn db_users(v: &Value) -> Result<Vec<DbUser>, BodyError> {
+    db_list(v, "users")?
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let p = format!("users[{i}]");
+            let default_account = match field(x, "default") {
+                Value::Null => None,
+                d => opt_string(field(d, "account"), &path_join(&p, "default/account"))?,
+            };
+            let lp = path_join(&p, "administrator_level");
+            let admin_level = match string_list(field(x, "administrator_level"), &lp)?.first() {
+                None => None,
+                Some(l) if l == "Not Set" => None,
+                Some(l) => Some(
+                    slurm_proto::acct::AdminLevel::parse(l)
+                        .ok_or_else(|| bad(&lp, format!("unknown level '{l}'")))?,
+                ),
+            };
+            Ok(DbUser {
+                name: db_name(x, &p, "name")?,
+                default_account,
+                admin_level,
+            })
+        })
+        .collect()
+}
+
+/// An association of `POST slurmdb/v0.0.44/associations`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbAssoc {
+    pub account: String,
+    /// Empty for the account's own association.
+    pub user: String,
+    pub cluster: Option<String>,
+    pub partition: Option<String>,
+    pub parent: Option<String>,
+    pub shares: Option<u32>,
+    pub qos: Option<Vec<String>>,
+    pub default_qos: Option<String>,
+}
+
+pub fn db_assocs(v: &Value) -> Result<Vec<DbAssoc>, BodyError> {
+    db_list(v, "associations")?
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let p = format!("associations[{i}]");
+            let opt = |f: &str| opt_string(field(x, f), &path_join(&p, f));
+            Ok(DbAssoc {
+                account: db_name(x, &p, "account")?,
+                user: opt("user")?.unwrap_or_default(),
+                cluster: opt("cluster")?,
+                partition: opt("partition")?,
+                parent: opt("parent_account")?,
+                shares: u32_of(field(x, "shares_raw"), &path_join(&p, "shares_raw"))?,
+                qos: match field(x, "qos") {
+                    Value::Null => None,
+                    q => Some(string_list(q, &path_join(&p, "qos"))?),
+                },
+                default_qos: match field(x, "default") {
+                    Value::Null => None,
+                    d => opt_string(field(d, "qos"), &path_join(&p, "default/qos"))?,
+                },
+            })
+        })
+        .collect()
+}
+
+/// A QOS of `POST slurmdb/v0.0.44/qos`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbQos {
+    pub name: String,
+    pub description: Option<String>,
+    pub priority: Option<u32>,
+}
+
+pub fn db_qos(v: &Value) -> Result<Vec<DbQos>, BodyError> {
+    db_list(v, "qos")?
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let p = format!("qos[{i}]");
+            Ok(DbQos {
+                name: db_name(x, &p, "name")?,
+                description: opt_string(field(x, "description"), &path_join(&p, "description"))?,
+                priority: u32_of(field(x, "priority"), &path_join(&p, "priority"))?,
+            })
+        })
+        .collect()
+}
+
+/// The cluster names of `POST slurmdb/v0.0.44/clusters`.
+pub fn db_clusters(v: &Value) -> Result<Vec<String>, BodyError> {
+    db_list(v, "clusters")?
+        .iter()
+        .enumerate()
+        .map(|(i, x)| db_name(x, &format!("clusters[{i}]"), "name"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -944,5 +1115,52 @@ mod tests {
         let e = parse_json(b"{\n \"a\": }").unwrap_err();
         assert!(e.path.starts_with("line 2"), "{e:?}");
         assert!(parse_json(b"  ").is_err());
+    }
+
+    #[test]
+    fn slurmdb_bodies() {
+        let v = json!({"accounts": [{"name": "phys", "description": "d", "organization": "o"}]});
+        assert_eq!(
+            db_accounts(&v).unwrap(),
+            vec![DbAccount {
+                name: "phys".into(),
+                description: Some("d".into()),
+                organization: Some("o".into())
+            }]
+        );
+        assert_eq!(
+            db_accounts(&json!({"accounts": [{"description": "x"}]}))
+                .unwrap_err()
+                .to_string(),
+            "accounts[0]/name: missing"
+        );
+        assert!(db_accounts(&json!({"accounts": {}})).is_err());
+        assert!(db_accounts(&json!({"accounts": [{"name": "a b"}]})).is_err());
+        let u = db_users(
+            &json!({"users": [{"name": "u1", "default": {"account": "phys"},
+            "administrator_level": ["Operator"]}]}),
+        )
+        .unwrap();
+        assert_eq!(u[0].default_account.as_deref(), Some("phys"));
+        assert_eq!(
+            u[0].admin_level,
+            Some(slurm_proto::acct::AdminLevel::Operator)
+        );
+        assert!(
+            db_users(&json!({"users": [{"name": "u", "administrator_level": ["God"]}]})).is_err()
+        );
+        let a = db_assocs(&json!({"associations": [{"account": "phys", "user": "u1",
+            "shares_raw": {"set": true, "infinite": false, "number": 5}, "qos": ["normal"]}]}))
+        .unwrap();
+        assert_eq!(
+            (a[0].shares, a[0].qos.clone()),
+            (Some(5), Some(vec!["normal".to_string()]))
+        );
+        let q = db_qos(&json!({"qos": [{"name": "high", "priority": 10}]})).unwrap();
+        assert_eq!(q[0].priority, Some(10));
+        assert_eq!(
+            db_clusters(&json!({"clusters": [{"name": "c2"}]})).unwrap(),
+            vec!["c2"]
+        );
     }
 }

@@ -269,6 +269,10 @@ enum Kind {
     Qos,
     Clusters,
     Tres,
+    AccountsRemoved,
+    AssocsRemoved,
+    QosRemoved,
+    ClustersRemoved,
 }
 
 impl Kind {
@@ -295,6 +299,10 @@ impl Kind {
             Kind::Qos => json!({"qos": []}),
             Kind::Clusters => json!({"clusters": []}),
             Kind::Tres => json!({"TRES": []}),
+            Kind::AccountsRemoved => json!({"removed_accounts": []}),
+            Kind::AssocsRemoved => json!({"removed_associations": []}),
+            Kind::QosRemoved => json!({"removed_qos": []}),
+            Kind::ClustersRemoved => json!({"deleted_clusters": []}),
         };
         match v {
             Value::Object(m) => m,

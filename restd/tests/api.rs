@@ -1002,12 +1002,17 @@ fn slurmdb_api_against_slurmdbd() {
     let s = "/slurmdb/v0.0.44";
     let p = |x: &str| format!("{s}{x}");
     let get = |path: &str| http(&tcp, "GET", path, &root, None);
-    let mut check = |template: &str, path: &str, status: u16| -> Reply {
-        let r = get(path);
-        assert_eq!(r.status, status, "GET {path}: {}", r.raw);
-        ck.check(template, "get", &r);
+    let mut call = |method: &str, template: &str, path: &str, body: Option<&str>, status: u16| {
+        let r = http(&tcp, method, path, &root, body);
+        assert_eq!(r.status, status, "{method} {path}: {}", r.raw);
+        ck.check(template, &method.to_ascii_lowercase(), &r);
         r
     };
+    macro_rules! check {
+        ($t:expr, $p:expr, $s:expr $(,)?) => {
+            call("GET", $t, $p, None, $s)
+        };
+    }
 
     // What the database holds: an account, a user in it, a QOS, a job.
     let sacctmgr = |args: &[&str]| {
@@ -1048,9 +1053,9 @@ fn slurmdb_api_against_slurmdbd() {
         r.status == 200 && r.body["jobs"][0]["state"]["current"][0] == "COMPLETED"
     });
 
-    let r = check(&p("/ping/"), &p("/ping/"), 200);
+    let r = check!(&p("/ping/"), &p("/ping/"), 200);
     assert_eq!(r.body["pings"][0]["responding"], true);
-    let r = check(&p("/diag/"), &p("/diag/"), 200);
+    let r = check!(&p("/diag/"), &p("/diag/"), 200);
     let st = &r.body["statistics"];
     assert!(st["time_start"].as_i64().unwrap() > 0, "{}", r.raw);
     let rpcs = st["RPCs"].as_array().unwrap();
@@ -1068,7 +1073,7 @@ fn slurmdb_api_against_slurmdbd() {
         .unwrap()
         .iter()
         .any(|u| u["user"] == "root"));
-    let r = check(&p("/job/{job_id}"), &job_path, 200);
+    let r = check!(&p("/job/{job_id}"), &job_path, 200);
     let j = &r.body["jobs"][0];
     assert_eq!(
         (j["job_id"].as_u64(), j["name"].as_str()),
@@ -1081,21 +1086,21 @@ fn slurmdb_api_against_slurmdbd() {
         "{}",
         r.raw
     );
-    check(&p("/job/{job_id}"), &p("/job/999999"), 404);
-    let r = check(&p("/jobs/"), &p("/jobs/?users=root&state=COMPLETED"), 200);
+    check!(&p("/job/{job_id}"), &p("/job/999999"), 404);
+    let r = check!(&p("/jobs/"), &p("/jobs/?users=root&state=COMPLETED"), 200);
     assert!(r.body["jobs"]
         .as_array()
         .unwrap()
         .iter()
         .any(|x| x["job_id"] == id));
-    let r = check(&p("/jobs/"), &p("/jobs/?users=nobody"), 200);
+    let r = check!(&p("/jobs/"), &p("/jobs/?users=nobody"), 200);
     assert_eq!(r.body["jobs"].as_array().unwrap().len(), 0);
-    check(&p("/jobs/"), &p("/jobs/?state=SLEEPY"), 400);
-    check(&p("/jobs/"), &p("/jobs/?start_time=yesterday"), 400);
-    let r = check(&p("/jobs/"), &p("/jobs/?frobnicate=1"), 200);
+    check!(&p("/jobs/"), &p("/jobs/?state=SLEEPY"), 400);
+    check!(&p("/jobs/"), &p("/jobs/?start_time=yesterday"), 400);
+    let r = check!(&p("/jobs/"), &p("/jobs/?frobnicate=1"), 200);
     assert!(r.raw.contains("frobnicate"), "{}", r.raw);
 
-    let r = check(&p("/accounts/"), &p("/accounts/"), 200);
+    let r = check!(&p("/accounts/"), &p("/accounts/"), 200);
     let acct = r.body["accounts"]
         .as_array()
         .unwrap()
@@ -1107,19 +1112,19 @@ fn slurmdb_api_against_slurmdbd() {
         (acct["description"].as_str(), acct["organization"].as_str()),
         (Some("particles"), Some("sci"))
     );
-    check(&p("/account/{account_name}"), &p("/account/physics"), 200);
-    check(&p("/account/{account_name}"), &p("/account/nosuch"), 404);
-    let r = check(&p("/users/"), &p("/users/"), 200);
+    check!(&p("/account/{account_name}"), &p("/account/physics"), 200);
+    check!(&p("/account/{account_name}"), &p("/account/nosuch"), 404);
+    let r = check!(&p("/users/"), &p("/users/"), 200);
     assert!(r.body["users"]
         .as_array()
         .unwrap()
         .iter()
         .any(|u| u["name"] == NOBODY));
-    let r = check(&p("/user/{name}"), &p(&format!("/user/{NOBODY}")), 200);
+    let r = check!(&p("/user/{name}"), &p(&format!("/user/{NOBODY}")), 200);
     assert_eq!(r.body["users"][0]["default"]["account"], "physics");
     assert_eq!(r.body["users"][0]["associations"][0]["account"], "physics");
-    check(&p("/user/{name}"), &p("/user/nosuchuser"), 404);
-    let r = check(
+    check!(&p("/user/{name}"), &p("/user/nosuchuser"), 404);
+    let r = check!(
         &p("/associations/"),
         &p(&format!("/associations/?user={NOBODY}")),
         200,
@@ -1130,38 +1135,38 @@ fn slurmdb_api_against_slurmdbd() {
         (a[0]["account"].as_str(), a[0]["is_default"].as_bool()),
         (Some("physics"), Some(true))
     );
-    check(
+    check!(
         &p("/association/"),
         &p("/association/?account=physics"),
         200,
     );
-    check(&p("/associations/"), &p("/associations/?id=x"), 400);
-    let r = check(&p("/qos/"), &p("/qos/"), 200);
+    check!(&p("/associations/"), &p("/associations/?id=x"), 400);
+    let r = check!(&p("/qos/"), &p("/qos/"), 200);
     assert!(r.body["qos"]
         .as_array()
         .unwrap()
         .iter()
         .any(|q| q["name"] == "normal"));
-    let r = check(&p("/qos/{qos}"), &p("/qos/high"), 200);
+    let r = check!(&p("/qos/{qos}"), &p("/qos/high"), 200);
     assert_eq!(r.body["qos"][0]["priority"]["number"], 10);
     assert_eq!(
         r.body["qos"][0]["limits"]["max"]["wall_clock"]["per"]["job"]["number"],
         60
     );
-    check(&p("/qos/{qos}"), &p("/qos/nosuch"), 404);
-    let r = check(&p("/clusters/"), &p("/clusters/"), 200);
+    check!(&p("/qos/{qos}"), &p("/qos/nosuch"), 404);
+    let r = check!(&p("/clusters/"), &p("/clusters/"), 200);
     assert_eq!(r.body["clusters"][0]["name"], conf.cluster_name.as_str());
     let one = p(&format!("/cluster/{}", conf.cluster_name));
-    let r = check(&p("/cluster/{cluster_name}"), &one, 200);
+    let r = check!(&p("/cluster/{cluster_name}"), &one, 200);
     assert_eq!(
         r.body["clusters"][0]["associations"]["root"]["account"],
         "root"
     );
-    check(&p("/cluster/{cluster_name}"), &p("/cluster/nosuch"), 404);
-    let r = check(&p("/tres/"), &p("/tres/"), 200);
+    check!(&p("/cluster/{cluster_name}"), &p("/cluster/nosuch"), 404);
+    let r = check!(&p("/tres/"), &p("/tres/"), 200);
     assert_eq!(r.body["TRES"][0]["type"], "cpu");
     assert!(r.body["TRES"][0]["count"].as_u64().unwrap() > 0);
-    let r = check(&p("/config"), &p("/config"), 200);
+    let r = check!(&p("/config"), &p("/config"), 200);
     for k in [
         "clusters",
         "tres",
@@ -1176,6 +1181,117 @@ fn slurmdb_api_against_slurmdbd() {
             r.raw
         );
     }
+    // Writes: add, update, remove (slurmdbd's own checks apply).
+    let accounts = p("/accounts/");
+    call(
+        "POST",
+        &accounts,
+        &accounts,
+        Some(
+            r#"{"accounts": [{"name": "chem", "description": "molecules", "organization": "sci"}]}"#,
+        ),
+        200,
+    );
+    call(
+        "POST",
+        &accounts,
+        &accounts,
+        Some(r#"{"accounts": [{"name": "chem", "description": "reactions"}]}"#),
+        200,
+    );
+    call(
+        "POST",
+        &accounts,
+        &accounts,
+        Some(r#"{"accounts": [{"description": "x"}]}"#),
+        400,
+    );
+    call("POST", &accounts, &accounts, Some("{not json"), 400);
+    let users = p("/users/");
+    call(
+        "POST",
+        &users,
+        &users,
+        Some(r#"{"users": [{"name": "daemon", "default": {"account": "chem"}}]}"#),
+        200,
+    );
+    let assocs = p("/associations/");
+    call(
+        "POST",
+        &assocs,
+        &assocs,
+        Some(r#"{"associations": [{"account": "chem", "user": "daemon", "shares_raw": 7}]}"#),
+        200,
+    );
+    let qos = p("/qos/");
+    call(
+        "POST",
+        &qos,
+        &qos,
+        Some(r#"{"qos": [{"name": "low", "priority": 1}]}"#),
+        200,
+    );
+    let clusters = p("/clusters/");
+    call(
+        "POST",
+        &clusters,
+        &clusters,
+        Some(r#"{"clusters": [{"name": "other"}]}"#),
+        200,
+    );
+    let r = check!(&p("/account/{account_name}"), &p("/account/chem"), 200);
+    assert_eq!(r.body["accounts"][0]["description"], "reactions");
+    assert_eq!(r.body["accounts"][0]["organization"], "sci");
+    let r = check!(&p("/user/{name}"), &p("/user/daemon"), 200);
+    assert_eq!(r.body["users"][0]["default"]["account"], "chem");
+    let r = check!(
+        &p("/associations/"),
+        &p("/associations/?user=daemon&account=chem"),
+        200,
+    );
+    assert_eq!(r.body["associations"][0]["shares_raw"], 7, "{}", r.raw);
+    let r = check!(&p("/qos/{qos}"), &p("/qos/low"), 200);
+    assert_eq!(r.body["qos"][0]["priority"]["number"], 1);
+    check!(&p("/cluster/{cluster_name}"), &p("/cluster/other"), 200);
+    call("DELETE", &assocs, &assocs, None, 400);
+    call("DELETE", &p("/user/{name}"), &p("/user/daemon"), None, 200);
+    let r = call(
+        "DELETE",
+        &p("/account/{account_name}"),
+        &p("/account/chem"),
+        None,
+        200,
+    );
+    assert_eq!(r.body["removed_accounts"][0], "chem", "{}", r.raw);
+    call(
+        "DELETE",
+        &p("/account/{account_name}"),
+        &p("/account/chem"),
+        None,
+        404,
+    );
+    let r = call("DELETE", &p("/qos/{qos}"), &p("/qos/low"), None, 200);
+    assert!(r.raw.contains("low"), "{}", r.raw);
+    let r = call(
+        "DELETE",
+        &p("/cluster/{cluster_name}"),
+        &p("/cluster/other"),
+        None,
+        200,
+    );
+    assert!(r.raw.contains("other"), "{}", r.raw);
+    check!(&p("/account/{account_name}"), &p("/account/chem"), 404);
+    // Users may read but not write.
+    let nob = slurmrestd::jwt::mint_token(&key_bytes, NOBODY, 600).unwrap();
+    let r = http(
+        &tcp,
+        "POST",
+        &accounts,
+        &[("X-SLURM-USER-NAME", NOBODY), ("X-SLURM-USER-TOKEN", &nob)],
+        Some(r#"{"accounts": [{"name": "mine"}]}"#),
+    );
+    assert_eq!(r.status, 403, "{}", r.raw);
+
     // The commands' --json and --yaml print the same bodies.
     let jobs_q = format!("-j{id}");
     for (cmd, args, path) in [

@@ -7,8 +7,10 @@
 use super::*;
 use crate::dbjson;
 use slurm_proto::acct::{
-    AccountFilter, AccountRec, AcctErrorKind, AcctRequest, AcctResponse, AssocFilter, AssocRec,
-    ClusterFilter, ClusterRec, DbdRequest, JobQuery, QosFilter, QosRec, UserFilter, UserRec,
+    AccountFilter, AccountPatch, AccountRec, AcctErrorKind, AcctRequest, AcctResponse, AddAccounts,
+    AddUsers, AssocFilter, AssocPatch, AssocRec, AssocSettings, ClusterFilter, ClusterRec,
+    DbdRequest, JobQuery, ListChange, QosFilter, QosPatch, QosRec, Set, UserFilter, UserPatch,
+    UserRec,
 };
 
 const DBD_CONNECTION_ERROR: i32 = 7000;
@@ -428,6 +430,281 @@ impl App {
     }
 }
 
+impl App {
+    /// An add/modify/delete: what slurmdbd says changed.
+    async fn db_change(
+        &self,
+        who: &Ident,
+        body: AcctRequest,
+        src: &str,
+    ) -> Result<Vec<String>, Fail> {
+        match self.dbd(who, body, src).await? {
+            AcctResponse::Changed(v) => Ok(v),
+            r => Err(db_unexpected(&r, src)),
+        }
+    }
+
+    pub(super) async fn db_accounts_post(&self, who: &Ident, body: &[u8]) -> HResult {
+        let src = "slurmdb_accounts_add";
+        let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
+        let list = request::db_accounts(&v).map_err(|e| Fail::body(e, src))?;
+        for a in list {
+            let filter = AccountFilter {
+                names: vec![a.name.clone()],
+                ..Default::default()
+            };
+            let exists = !self.db_accounts(who, filter.clone(), src).await?.is_empty();
+            let req = if exists {
+                let to = |x: Option<String>| x.map_or(Set::Keep, Set::To);
+                AcctRequest::ModifyAccounts {
+                    filter,
+                    set: AccountPatch {
+                        description: to(a.description),
+                        organization: to(a.organization),
+                    },
+                    assoc: AssocPatch::default(),
+                }
+            } else {
+                AcctRequest::AddAccounts(AddAccounts {
+                    names: vec![a.name.clone()],
+                    description: a.description,
+                    organization: a.organization,
+                    ..Default::default()
+                })
+            };
+            self.db_change(who, req, src).await?;
+        }
+        Ok(done(json!({})))
+    }
+
+    pub(super) async fn db_users_post(&self, who: &Ident, body: &[u8]) -> HResult {
+        let src = "slurmdb_users_add";
+        let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
+        let list = request::db_users(&v).map_err(|e| Fail::body(e, src))?;
+        for u in list {
+            let filter = UserFilter {
+                names: vec![u.name.clone()],
+                ..Default::default()
+            };
+            let exists = !self.db_users(who, filter.clone(), src).await?.is_empty();
+            let req = if exists {
+                AcctRequest::ModifyUsers {
+                    filter,
+                    set: UserPatch {
+                        default_account: u.default_account.map_or(Set::Keep, Set::To),
+                        admin_level: u.admin_level.map_or(Set::Keep, Set::To),
+                    },
+                    assoc: AssocPatch::default(),
+                }
+            } else {
+                AcctRequest::AddUsers(AddUsers {
+                    names: vec![u.name.clone()],
+                    accounts: u.default_account.iter().cloned().collect(),
+                    default_account: u.default_account,
+                    admin_level: u.admin_level,
+                    ..Default::default()
+                })
+            };
+            self.db_change(who, req, src).await?;
+        }
+        Ok(done(json!({})))
+    }
+
+    pub(super) async fn db_assocs_post(&self, who: &Ident, body: &[u8]) -> HResult {
+        let src = "slurmdb_associations_add";
+        let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
+        let list = request::db_assocs(&v).map_err(|e| Fail::body(e, src))?;
+        for a in list {
+            let filter = AssocFilter {
+                accounts: vec![a.account.clone()],
+                users: if a.user.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![a.user.clone()]
+                },
+                clusters: a.cluster.iter().cloned().collect(),
+                partitions: a.partition.iter().cloned().collect(),
+                only_accounts: a.user.is_empty(),
+                only_users: !a.user.is_empty(),
+                ..Default::default()
+            };
+            let exists = !self.db_assocs(who, filter.clone(), src).await?.is_empty();
+            let settings = AssocSettings {
+                shares: a.shares,
+                qos: a.qos.clone().unwrap_or_default(),
+                default_qos: a.default_qos.clone(),
+                ..Default::default()
+            };
+            let req = if exists {
+                AcctRequest::ModifyAssocs {
+                    filter,
+                    set: AssocPatch {
+                        shares: a.shares.map_or(Set::Keep, Set::To),
+                        parent: a.parent.clone().map_or(Set::Keep, Set::To),
+                        qos: a.qos.clone().map_or(ListChange::Keep, ListChange::Replace),
+                        default_qos: a.default_qos.clone().map_or(Set::Keep, Set::To),
+                        ..Default::default()
+                    },
+                }
+            } else if a.user.is_empty() {
+                AcctRequest::AddAccounts(AddAccounts {
+                    names: vec![a.account.clone()],
+                    parent: a.parent.clone(),
+                    clusters: a.cluster.iter().cloned().collect(),
+                    assoc: settings,
+                    ..Default::default()
+                })
+            } else {
+                AcctRequest::AddUsers(AddUsers {
+                    names: vec![a.user.clone()],
+                    accounts: vec![a.account.clone()],
+                    clusters: a.cluster.iter().cloned().collect(),
+                    partitions: a.partition.iter().cloned().collect(),
+                    assoc: settings,
+                    ..Default::default()
+                })
+            };
+            self.db_change(who, req, src).await?;
+        }
+        Ok(done(json!({})))
+    }
+
+    pub(super) async fn db_qos_post(&self, who: &Ident, body: &[u8]) -> HResult {
+        let src = "slurmdb_qos_add";
+        let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
+        let list = request::db_qos(&v).map_err(|e| Fail::body(e, src))?;
+        for q in list {
+            let filter = QosFilter {
+                names: vec![q.name.clone()],
+                ..Default::default()
+            };
+            let exists = !self.db_qos(who, filter.clone(), src).await?.is_empty();
+            let req = if exists {
+                AcctRequest::ModifyQos {
+                    filter,
+                    set: QosPatch {
+                        description: q.description.map_or(Set::Keep, Set::To),
+                        priority: q.priority.map_or(Set::Keep, Set::To),
+                        ..Default::default()
+                    },
+                }
+            } else {
+                AcctRequest::AddQos(vec![QosRec {
+                    name: q.name.clone(),
+                    description: q.description.unwrap_or_default(),
+                    priority: q.priority.unwrap_or(0),
+                    ..Default::default()
+                }])
+            };
+            self.db_change(who, req, src).await?;
+        }
+        Ok(done(json!({})))
+    }
+
+    pub(super) async fn db_clusters_post(&self, who: &Ident, body: &[u8]) -> HResult {
+        let src = "slurmdb_clusters_add";
+        let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
+        let names = request::db_clusters(&v).map_err(|e| Fail::body(e, src))?;
+        let known = self.db_clusters(who, names.clone(), src).await?;
+        let new: Vec<ClusterRec> = names
+            .into_iter()
+            .filter(|n| !known.iter().any(|k| k.name.eq_ignore_ascii_case(n)))
+            .map(|name| ClusterRec {
+                name,
+                ..Default::default()
+            })
+            .collect();
+        if !new.is_empty() {
+            self.db_change(who, AcctRequest::AddClusters(new), src)
+                .await?;
+        }
+        Ok(done(json!({})))
+    }
+
+    pub(super) async fn db_delete(&self, who: &Ident, what: Delete, q: &Q) -> HResult {
+        let (src, key, req) = match what {
+            Delete::Account(n) => (
+                "slurmdb_accounts_remove",
+                "removed_accounts",
+                AcctRequest::DeleteAccounts(AccountFilter {
+                    names: vec![n],
+                    ..Default::default()
+                }),
+            ),
+            Delete::User(n) => (
+                "slurmdb_users_remove",
+                "",
+                AcctRequest::DeleteUsers(UserFilter {
+                    names: vec![n],
+                    ..Default::default()
+                }),
+            ),
+            Delete::Qos(n) => (
+                "slurmdb_qos_remove",
+                "removed_qos",
+                AcctRequest::DeleteQos(QosFilter {
+                    names: vec![n],
+                    ..Default::default()
+                }),
+            ),
+            Delete::Cluster(n) => (
+                "slurmdb_clusters_remove",
+                "deleted_clusters",
+                AcctRequest::DeleteClusters(ClusterFilter { names: vec![n] }),
+            ),
+            Delete::Assocs => {
+                let src = "slurmdb_associations_remove";
+                let mut ids = Vec::new();
+                for i in list(q, "id") {
+                    ids.push(
+                        i.parse::<u64>()
+                            .map_err(|_| Fail::query(format!("id={i}: not a number"), src))?,
+                    );
+                }
+                let f = AssocFilter {
+                    ids,
+                    clusters: list(q, "cluster"),
+                    accounts: list(q, "account"),
+                    users: list(q, "user"),
+                    partitions: list(q, "partition"),
+                    ..Default::default()
+                };
+                if f == AssocFilter::default() {
+                    return Err(Fail::query(
+                        "name the associations to remove (account, user, cluster, partition or id)"
+                            .into(),
+                        src,
+                    ));
+                }
+                (src, "removed_associations", AcctRequest::DeleteAssocs(f))
+            }
+        };
+        let mut removed = self.db_change(who, req, src).await?;
+        if removed.is_empty() {
+            return Err(not_found("nothing matched", src));
+        }
+        // slurmdbd also lists the associations that went with an account
+        // (`C = c A = a`): the names alone are what was asked for.
+        if key != "removed_associations" && removed.iter().any(|r| !r.contains(" = ")) {
+            removed.retain(|r| !r.contains(" = "));
+        }
+        Ok(done(if key.is_empty() {
+            json!({})
+        } else {
+            json!({ key: removed })
+        }))
+    }
+}
+
+/// What a `slurmdb` DELETE removes.
+pub(super) enum Delete {
+    Account(String),
+    User(String),
+    Qos(String),
+    Cluster(String),
+    Assocs,
+}
+
 fn db_unexpected(r: &AcctResponse, src: &str) -> Fail {
     Fail::new(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -602,6 +879,63 @@ pub(super) async fn h_db_config(
     handler!(Kind::Plain, app, peer, headers, |who| app.db_config(who))
 }
 
+macro_rules! db_post {
+    ($name:ident, $kind:expr, $method:ident) => {
+        pub(super) async fn $name(
+            State(app): St,
+            ConnectInfo(peer): Peer_,
+            headers: HeaderMap,
+            body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+        ) -> HttpResponse {
+            let body = body_of(body);
+            handler!($kind, app, peer, headers, |who| async {
+                app.$method(who, &body.clone()?).await
+            })
+        }
+    };
+}
+
+db_post!(h_db_accounts_post, Kind::Plain, db_accounts_post);
+db_post!(h_db_users_post, Kind::Plain, db_users_post);
+db_post!(h_db_assocs_post, Kind::Plain, db_assocs_post);
+db_post!(h_db_qos_post, Kind::Plain, db_qos_post);
+db_post!(h_db_clusters_post, Kind::Plain, db_clusters_post);
+
+macro_rules! db_delete_named {
+    ($name:ident, $kind:expr, $variant:ident) => {
+        pub(super) async fn $name(
+            State(app): St,
+            ConnectInfo(peer): Peer_,
+            headers: HeaderMap,
+            name: Result<Path<String>, axum::extract::rejection::PathRejection>,
+        ) -> HttpResponse {
+            let name = p(name);
+            let q = Q::new();
+            handler!($kind, app, peer, headers, |who| app.db_delete(
+                who,
+                Delete::$variant(name.clone()),
+                &q
+            ))
+        }
+    };
+}
+
+db_delete_named!(h_db_account_delete, Kind::AccountsRemoved, Account);
+db_delete_named!(h_db_user_delete, Kind::Plain, User);
+db_delete_named!(h_db_qos_delete, Kind::QosRemoved, Qos);
+db_delete_named!(h_db_cluster_delete, Kind::ClustersRemoved, Cluster);
+
+pub(super) async fn h_db_assocs_delete(
+    State(app): St,
+    ConnectInfo(peer): Peer_,
+    headers: HeaderMap,
+    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+) -> HttpResponse {
+    let query = q(query);
+    handler!(Kind::AssocsRemoved, app, peer, headers, |who| app
+        .db_delete(who, Delete::Assocs, &query))
+}
+
 /// The `slurmdb/v0.0.44` routes.
 pub(super) fn routes(mut r: Router<Arc<App>>) -> Router<Arc<App>> {
     let s = "/slurmdb/v0.0.44";
@@ -609,23 +943,57 @@ pub(super) fn routes(mut r: Router<Arc<App>>) -> Router<Arc<App>> {
     r = both(r, &format!("{s}/diag/"), get(h_db_diag));
     r = both(r, &format!("{s}/jobs/"), get(h_db_jobs));
     r = both(r, &format!("{s}/job/{{job_id}}"), get(h_db_job));
-    r = both(r, &format!("{s}/accounts/"), get(h_db_accounts));
+    r = both(
+        r,
+        &format!("{s}/accounts/"),
+        get(h_db_accounts).post(h_db_accounts_post),
+    );
     r = both(
         r,
         &format!("{s}/account/{{account_name}}"),
-        get(h_db_account),
+        get(h_db_account).delete(h_db_account_delete),
     );
-    r = both(r, &format!("{s}/users/"), get(h_db_users));
-    r = both(r, &format!("{s}/user/{{name}}"), get(h_db_user));
-    r = both(r, &format!("{s}/associations/"), get(h_db_assocs));
-    r = both(r, &format!("{s}/association/"), get(h_db_assocs));
-    r = both(r, &format!("{s}/qos/"), get(h_db_qos_list));
-    r = both(r, &format!("{s}/qos/{{qos}}"), get(h_db_qos));
-    r = both(r, &format!("{s}/clusters/"), get(h_db_clusters));
+    r = both(
+        r,
+        &format!("{s}/users/"),
+        get(h_db_users).post(h_db_users_post),
+    );
+    r = both(
+        r,
+        &format!("{s}/user/{{name}}"),
+        get(h_db_user).delete(h_db_user_delete),
+    );
+    r = both(
+        r,
+        &format!("{s}/associations/"),
+        get(h_db_assocs)
+            .post(h_db_assocs_post)
+            .delete(h_db_assocs_delete),
+    );
+    r = both(
+        r,
+        &format!("{s}/association/"),
+        get(h_db_assocs).delete(h_db_assocs_delete),
+    );
+    r = both(
+        r,
+        &format!("{s}/qos/"),
+        get(h_db_qos_list).post(h_db_qos_post),
+    );
+    r = both(
+        r,
+        &format!("{s}/qos/{{qos}}"),
+        get(h_db_qos).delete(h_db_qos_delete),
+    );
+    r = both(
+        r,
+        &format!("{s}/clusters/"),
+        get(h_db_clusters).post(h_db_clusters_post),
+    );
     r = both(
         r,
         &format!("{s}/cluster/{{cluster_name}}"),
-        get(h_db_cluster),
+        get(h_db_cluster).delete(h_db_cluster_delete),
     );
     r = both(r, &format!("{s}/tres/"), get(h_db_tres));
     r = both(r, &format!("{s}/config"), get(h_db_config));
