@@ -121,11 +121,10 @@ fn flags(prog: &str) -> Result<(bool, bool), i32> {
         match a.as_str() {
             "-l" | "--long" => long = true,
             "-h" | "--noheader" => noheader = true,
-            s if prog == "sshare"
-                && (s == "--json"
-                    || s.starts_with("--json=")
-                    || s == "--yaml"
-                    || s.starts_with("--yaml=")) => {}
+            s if s == "--json"
+                || s.starts_with("--json=")
+                || s == "--yaml"
+                || s.starts_with("--yaml=") => {}
             "-V" | "--version" => {
                 println!("slurm {}", slurm_proto::SLURM_VERSION);
                 return Err(0);
@@ -144,6 +143,58 @@ fn flags(prog: &str) -> Result<(bool, bool), i32> {
     Ok((long, noheader))
 }
 
+/// `--json[=parser]` or `--yaml[=parser]` on the command line (checked).
+fn format_flag(argv: &[String]) -> Result<bool, String> {
+    let mut on = false;
+    for a in argv.iter().skip(1) {
+        for f in ["--json", "--yaml"] {
+            if a == f || a.starts_with(&format!("{f}=")) {
+                crate::jsonout::check_parser(a.split_once('=').map(|x| x.1))?;
+                on = true;
+            }
+        }
+    }
+    Ok(on)
+}
+
+/// `sprio --json`: slurmrestd's v0.0.44 document has no priority-factor
+/// response, so the body carries sprio's own columns (factors as sprio
+/// weighs them) and the weights, in the usual envelope.
+pub fn sprio_fields(
+    jobs: &[slurm_proto::JobPriority],
+    weights: &[(String, u32)],
+) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::json;
+    let list: Vec<serde_json::Value> = jobs
+        .iter()
+        .map(|j| {
+            json!({
+                "job_id": j.job_id,
+                "partition": j.partition,
+                "user": j.user,
+                "priority": j.priority,
+                "factors": {
+                    "site": j.site,
+                    "age": j.age,
+                    "association": j.assoc,
+                    "fairshare": j.fairshare,
+                    "job_size": j.job_size,
+                    "partition": j.partition_factor,
+                    "qos": j.qos,
+                    "nice": j.nice,
+                    "tres": slurmrestd::dbjson::tres_list(&j.tres),
+                },
+            })
+        })
+        .collect();
+    let w: serde_json::Map<String, serde_json::Value> =
+        weights.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+    let mut m = serde_json::Map::new();
+    m.insert("jobs".into(), serde_json::Value::Array(list));
+    m.insert("weights".into(), serde_json::Value::Object(w));
+    m
+}
+
 pub fn sprio_main() -> i32 {
     let (long, noheader) = match flags("sprio") {
         Ok(f) => f,
@@ -157,7 +208,29 @@ pub fn sprio_main() -> i32 {
         eprintln!("You are not running a supported priority plugin\n({}).\nOnly 'priority/multifactor' is supported.", conf.priority_type);
         return 1;
     }
+    let argv: Vec<String> = std::iter::once("sprio".to_string())
+        .chain(std::env::args().skip(1))
+        .collect();
+    let json = match format_flag(&argv) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("sprio: error: {e}");
+            return 1;
+        }
+    };
     match call(&common::client(&conf), RequestBody::GetPriorities) {
+        Ok(Response::Priorities { jobs, weights }) if json => {
+            let fields = sprio_fields(&jobs, &weights);
+            print!(
+                "{}",
+                crate::jsonout::render(
+                    crate::jsonout::Body::Fields(fields),
+                    &conf.cluster_name,
+                    &argv
+                )
+            );
+            0
+        }
         Ok(Response::Priorities { jobs, weights }) => {
             print!("{}", render_sprio(&jobs, &weights, long, noheader));
             0

@@ -1134,6 +1134,25 @@ fn multifactor_priority_favours_users_with_less_usage() {
         "{sprio}"
     );
     assert!(sprio.contains(&format!("{theirs:>15} debug")), "{sprio}");
+    for fmt in ["--json", "--yaml"] {
+        let out = stdout(&t.run("sprio", &[fmt]));
+        let v: serde_json::Value = if fmt == "--json" {
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+        } else {
+            serde_yaml::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+        };
+        let j = v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job_id"] == theirs)
+            .cloned()
+            .unwrap_or_else(|| panic!("{out}"));
+        assert_eq!(j["priority"], pt, "{out}");
+        assert!(j["factors"]["fairshare"].as_f64().is_some(), "{out}");
+        assert_eq!(v["weights"]["fairshare"], 10000, "{out}");
+        assert_eq!(v["meta"]["command"][0], "sprio");
+    }
     let sshare = stdout(&t.run("sshare", &[]));
     assert!(
         sshare.starts_with("Account                    User  RawShares"),
