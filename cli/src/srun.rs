@@ -48,6 +48,9 @@ pub struct AllocOpts {
     pub switches: Option<(u32, Option<u32>)>,
     /// `--segment`.
     pub segment: Option<u32>,
+    /// `--cpus-per-gpu` / `--mem-per-gpu` (MiB), for a new allocation.
+    pub cpus_per_gpu: Option<u32>,
+    pub mem_per_gpu: Option<u64>,
     pub contiguous: bool,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
@@ -166,6 +169,16 @@ const OPTS: &[Opt] = &[
         short: None,
         long: "contiguous",
         arg: Arg::No,
+    },
+    Opt {
+        short: None,
+        long: "cpus-per-gpu",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "mem-per-gpu",
+        arg: Arg::Required,
     },
     Opt {
         short: Some('l'),
@@ -391,6 +404,19 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 o.exclusive_topo |= v.eq_ignore_ascii_case("topo");
             }
             "contiguous" => o.contiguous = true,
+            "cpus-per-gpu" => {
+                let n = num(prog, name, &v)?;
+                if n == 0 {
+                    return Err(format!("{prog}: error: Invalid --cpus-per-gpu value: {v}"));
+                }
+                o.cpus_per_gpu = Some(n);
+            }
+            "mem-per-gpu" => {
+                o.mem_per_gpu =
+                    Some(crate::sbatch::parse_mem_mib(&v).ok_or_else(|| {
+                        format!("{prog}: error: Invalid --mem-per-gpu value: {v}")
+                    })?);
+            }
             "switches" => {
                 o.switches =
                     Some(crate::sbatch::parse_switches(&v).ok_or_else(|| {
@@ -521,6 +547,8 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         wait4switch: o.switches.and_then(|s| s.1),
         segment: o.segment,
         contiguous: o.contiguous,
+        cpus_per_gpu: o.cpus_per_gpu,
+        mem_per_gpu: o.mem_per_gpu,
         gres: o.gres.clone(),
         constraint: o.constraint.clone(),
         licenses: o.licenses.clone(),
@@ -1073,7 +1101,11 @@ pub fn srun_main() -> i32 {
         ntasks: o.ntasks,
         min_nodes: o.nodes.map(|n| n.0),
         max_nodes: o.nodes.and_then(|n| n.1),
-        cpus_per_task: o.cpus_per_task,
+        // With --cpus-per-gpu the controller derived the job's CPUs per
+        // task from the GPUs; the step's tasks get them.
+        cpus_per_task: o
+            .cpus_per_task
+            .or(job.desc.cpus_per_task.filter(|_| o.cpus_per_gpu.is_some())),
         ntasks_per_node: o.ntasks_per_node,
         nodelist: o.nodelist.clone(),
         exclude: o.exclude.clone(),

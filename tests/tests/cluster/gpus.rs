@@ -95,6 +95,37 @@ fn gpu_jobs_get_their_own_device_indices() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // srun --cpus-per-gpu/--mem-per-gpu: the allocation and its task get
+    // the CPUs and memory of their GPUs.
+    let out = t.run(
+        "srun",
+        &[
+            "-w",
+            "n2",
+            "--gpus=2",
+            "--cpus-per-gpu=2",
+            "--mem-per-gpu=64",
+            "sh",
+            "-c",
+            "echo $SLURM_CPUS_PER_TASK $SLURM_JOB_ID",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut w = text.split_whitespace();
+    assert_eq!(
+        w.next(),
+        Some("4"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let jid: u32 = w.next().and_then(|x| x.parse().ok()).expect("job id");
+    let j = t.job(jid).unwrap();
+    assert_eq!(
+        (j.alloc.cpus.clone(), j.alloc.mem.clone()),
+        (vec![4], vec![128])
+    );
+    let out = t.run("srun", &["--cpus-per-gpu=0", "true"]);
+    assert!(!out.status.success());
     let out = t.run("sbatch", &["--gres=fpga:1", "--wrap", "true"]);
     assert!(
         String::from_utf8_lossy(&out.stderr)
