@@ -609,6 +609,7 @@ fn cmd_show(
         "steps",
         "reservations",
         "licenses",
+        "topology",
         "nodes",
         "partitions",
         "config",
@@ -692,6 +693,21 @@ fn cmd_show(
                 let mem = partition_node_mem(j, &parts, &nodes);
                 out.stdout.push_str(&show_job(j, mem, &so));
             }
+            0
+        }
+        Some("topology") => {
+            let list = match ctl.call(RequestBody::GetTopology) {
+                Ok(Response::Topology(t)) => t,
+                Ok(_) => {
+                    out.err("slurm_load_topo error: Unexpected message received");
+                    return 1;
+                }
+                Err(f) => {
+                    out.err(format!("slurm_load_topo error: {}", f.message));
+                    return 1;
+                }
+            };
+            out.stdout.push_str(&show_topology(&list, id));
             0
         }
         Some("licenses") => {
@@ -1129,6 +1145,49 @@ fn cmd_create_node(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 
 }
 
 /// `scontrol show reservation` for one reservation.
+/// `scontrol show topology [name]`: switches (`SwitchName=`, with their
+/// level, nodes and child switches) or blocks (`BlockName=`). A name keeps
+/// the switches or blocks so named or holding a node so named.
+pub fn show_topology(list: &[slurm_proto::TopologyEntry], name: Option<&str>) -> String {
+    if list.is_empty() {
+        return "No topology information available\n".into();
+    }
+    let many = list.iter().any(|e| e.topology != list[0].topology);
+    let mut out = String::new();
+    for e in list
+        .iter()
+        .filter(|e| name.is_none_or(|n| e.name == n || e.nodes.iter().any(|x| x == n)))
+    {
+        let nodes = hostlist::compress(&e.nodes);
+        if e.block {
+            out.push_str(&format!(
+                "BlockName={} BlockIndex={} Nodes={nodes} BlockSize={}",
+                e.name,
+                e.level,
+                e.nodes.len()
+            ));
+        } else {
+            out.push_str(&format!(
+                "SwitchName={} Level={} LinkSpeed=1 Nodes={nodes}",
+                e.name, e.level
+            ));
+            if !e.switches.is_empty() {
+                out.push_str(&format!(" Switches={}", hostlist::compress(&e.switches)));
+            }
+        }
+        if many {
+            out.push_str(&format!(" Topology={}", e.topology));
+        }
+        out.push('\n');
+    }
+    if out.is_empty() {
+        if let Some(n) = name {
+            out.push_str(&format!("No topology information for {n}\n"));
+        }
+    }
+    out
+}
+
 pub fn show_reservation(r: &slurm_proto::ReservationRecord, o: &ShowOpts) -> String {
     let null = |v: &[String]| {
         if v.is_empty() {
@@ -2244,6 +2303,42 @@ mod tests {
         assert_eq!(
             split_words("update NodeName=n1 State=DRAIN Reason=\"disk gone\""),
             vec!["update", "NodeName=n1", "State=DRAIN", "Reason=disk gone"]
+        );
+    }
+
+    #[test]
+    fn topology_lines() {
+        let e = |name: &str, level: u32, nodes: &[&str], sw: &[&str]| slurm_proto::TopologyEntry {
+            topology: "default".into(),
+            block: false,
+            name: name.into(),
+            level,
+            nodes: nodes.iter().map(|x| x.to_string()).collect(),
+            switches: sw.iter().map(|x| x.to_string()).collect(),
+        };
+        let list = vec![
+            e("s0", 0, &["n1", "n2"], &[]),
+            e("s1", 0, &["n3"], &[]),
+            e("top", 1, &["n1", "n2", "n3"], &["s0", "s1"]),
+        ];
+        assert_eq!(
+            show_topology(&list, None),
+            "SwitchName=s0 Level=0 LinkSpeed=1 Nodes=n[1-2]\n\
+             SwitchName=s1 Level=0 LinkSpeed=1 Nodes=n3\n\
+             SwitchName=top Level=1 LinkSpeed=1 Nodes=n[1-3] Switches=s[0-1]\n"
+        );
+        assert_eq!(
+            show_topology(&list, Some("n3")),
+            "SwitchName=s1 Level=0 LinkSpeed=1 Nodes=n3\n\
+             SwitchName=top Level=1 LinkSpeed=1 Nodes=n[1-3] Switches=s[0-1]\n"
+        );
+        assert_eq!(
+            show_topology(&list, Some("zz")),
+            "No topology information for zz\n"
+        );
+        assert_eq!(
+            show_topology(&[], None),
+            "No topology information available\n"
         );
     }
 }

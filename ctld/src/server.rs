@@ -243,6 +243,7 @@ impl Server {
             RequestBody::GetToken { username, lifespan } => {
                 self.token(&req.cred, username, lifespan)
             }
+            RequestBody::GetTopology => Response::Topology(self.snapshot().topology.to_vec()),
             RequestBody::GetLicenses => {
                 let s = self.snapshot();
                 Response::Licenses {

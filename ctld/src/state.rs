@@ -99,6 +99,8 @@ pub struct Snapshot {
     pub epoch: u64,
     /// Per job (parallel to `jobs`): the version at which it last changed.
     pub job_changed: Vec<u64>,
+    /// Every switch and block (`scontrol show topology`).
+    pub topology: Arc<Vec<slurm_proto::TopologyEntry>>,
 }
 
 pub struct Controller {
@@ -1018,6 +1020,7 @@ impl Controller {
             jobs_frame: std::sync::OnceLock::new(),
             epoch: 0,
             job_changed: Vec::new(),
+            topology: self.topologies.entries.clone(),
             version: 0,
             licenses: {
                 let used = self.licenses_used();

@@ -16,8 +16,10 @@ pub struct Topologies {
     pub default: usize,
     /// Partitions with `ExclusiveTopo=YES`.
     pub exclusive: std::collections::HashSet<String>,
-    /// As read (for `scontrol show topology`).
+    /// As read.
     pub conf: TopologyConf,
+    /// Every switch and block, for `scontrol show topology`.
+    pub entries: Arc<Vec<slurm_proto::TopologyEntry>>,
 }
 
 impl Topologies {
@@ -121,13 +123,55 @@ fn resolve(tc: TopologyConf, conf: &SlurmConf, nodes: &[String]) -> Result<Topol
         })
         .map(|p| p.name.clone())
         .collect();
+    let entries = Arc::new(entries_of(&tc, &list, nodes));
     Ok(Topologies {
         list: Arc::new(list),
         by_partition,
         default,
         exclusive,
         conf: tc,
+        entries,
     })
+}
+
+/// The switches and blocks of `list` (resolved from `tc`) by name.
+fn entries_of(
+    tc: &TopologyConf,
+    list: &[Topology],
+    nodes: &[String],
+) -> Vec<slurm_proto::TopologyEntry> {
+    let names = |idx: &[usize]| idx.iter().filter_map(|i| nodes.get(*i).cloned()).collect();
+    let mut out = Vec::new();
+    for (t, topo) in tc.topologies.iter().zip(list) {
+        match (&t.kind, topo) {
+            (TopologyKind::Tree(conf), Topology::Tree(tree)) => {
+                for (c, sw) in conf.iter().zip(&tree.switches) {
+                    out.push(slurm_proto::TopologyEntry {
+                        topology: t.name.clone(),
+                        block: false,
+                        name: sw.name.clone(),
+                        level: sw.level,
+                        nodes: names(&sw.nodes),
+                        switches: c.switches.clone(),
+                    });
+                }
+            }
+            (_, Topology::Block(b)) => {
+                for (k, blk) in b.blocks.iter().enumerate() {
+                    out.push(slurm_proto::TopologyEntry {
+                        topology: t.name.clone(),
+                        block: true,
+                        name: blk.name.clone(),
+                        level: k as u32,
+                        nodes: names(&blk.nodes),
+                        switches: Vec::new(),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -541,6 +541,23 @@ pub struct LicenseInfo {
     pub used: u32,
 }
 
+/// One switch or block of a network topology (`scontrol show topology`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TopologyEntry {
+    /// The topology it belongs to (`topology.yaml` name, `default` for
+    /// topology.conf).
+    pub topology: String,
+    /// A block (topology/block) rather than a switch (topology/tree).
+    pub block: bool,
+    pub name: String,
+    /// Switch level (0 = leaf), or the block's index.
+    pub level: u32,
+    /// Every node under it (expanded).
+    pub nodes: Vec<String>,
+    /// Child switches.
+    pub switches: Vec<String>,
+}
+
 /// What `srun` asks for when it creates a step in an allocation.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StepRequest {
@@ -1213,6 +1230,8 @@ pub enum RequestBody {
     AcctChanged,
     /// `scontrol show licenses`, REST `licenses/`.
     GetLicenses,
+    /// `scontrol show topology`.
+    GetTopology,
     /// `scontrol reconfigure`: read slurm.conf again.
     Reconfigure,
     /// What changed in the job list since the caller's copy at (`epoch`,
@@ -1365,6 +1384,7 @@ pub enum Response {
         licenses: Vec<LicenseInfo>,
         last_update: i64,
     },
+    Topology(Vec<TopologyEntry>),
     Pong {
         controller: String,
     },

@@ -16,6 +16,16 @@ fn segment_job_is_placed_inside_blocks() {
                 .into(),
         ));
     });
+    let show = t.run("scontrol", &["show", "topology"]);
+    assert_eq!(
+        String::from_utf8_lossy(&show.stdout),
+        "BlockName=b1 BlockIndex=0 Nodes=n[1-3] BlockSize=3\nBlockName=b2 BlockIndex=1 Nodes=n[4-6] BlockSize=3\n"
+    );
+    let show = t.run("scontrol", &["show", "topology", "n5"]);
+    assert_eq!(
+        String::from_utf8_lossy(&show.stdout),
+        "BlockName=b2 BlockIndex=1 Nodes=n[4-6] BlockSize=3\n"
+    );
     // b1 keeps two nodes free, b2 three.
     let a = t.sbatch(&["-N1", "-w", "n1", "--exclusive", "--wrap", "sleep 300"]);
     t.wait_job(a, 30, "running", |j| j.state == JobState::Running);
