@@ -1263,6 +1263,7 @@ impl Controller {
             segment: j.desc.segment,
             exclusive_topo: j.desc.exclusive_topo,
             contiguous: j.desc.contiguous,
+            node_counts: self.constraint_counts(j, partition),
             // Checked at submission; a request no node serves never fits.
             gres: self
                 .job_gres(&j.desc, j.min_nodes, j.num_tasks)
@@ -1280,6 +1281,33 @@ impl Controller {
             .find_map(|o| o.trim().strip_prefix("max_switch_wait="))
             .and_then(|v| v.parse().ok())
             .unwrap_or(300)
+    }
+
+    /// `--constraint` counts (`gpu*2`): the partition's nodes with each
+    /// feature and how many of them the job needs.
+    fn constraint_counts(&self, j: &JobRecord, partition: usize) -> Vec<(Vec<usize>, u32)> {
+        let Some(c) = j
+            .desc
+            .constraint
+            .as_deref()
+            .and_then(|c| slurm_common::constraint::Constraint::parse(c).ok())
+        else {
+            return Vec::new();
+        };
+        c.counts()
+            .into_iter()
+            .map(|(f, n)| {
+                let mut set: Vec<usize> = self.partitions[partition]
+                    .nodes
+                    .iter()
+                    .filter_map(|name| self.node_index.get(name).copied())
+                    .filter(|&i| self.nodes[i].features.iter().any(|x| x == f))
+                    .collect();
+                set.sort_unstable();
+                set.dedup();
+                (set, n)
+            })
+            .collect()
     }
 
     /// Nodes of the job's partition its `--constraint` rules out. For
@@ -2152,10 +2180,13 @@ impl Controller {
                     format!("no node has feature '{f}'"),
                 );
             }
-            if !c.counts().is_empty() {
+            if let Some((f, n)) = c.counts().into_iter().find(|(_, n)| *n > job.max_nodes) {
                 return err_detail(
                     SlurmError::InvalidFeature,
-                    "feature counts (name*N) are not supported",
+                    format!(
+                        "{f}*{n} asks for more nodes than the job's {}",
+                        job.max_nodes
+                    ),
                 );
             }
         }

@@ -327,7 +327,7 @@ impl Topology {
         max_cap: u32,
         fail: SelectFail,
     ) -> Result<Vec<NodeAlloc>, SelectFail> {
-        if self.is_flat() && !p.job.contiguous {
+        if self.is_flat() && !p.job.contiguous && p.job.node_counts.is_empty() {
             return greedy(nodes, p, cands, free, max_cap, fail);
         }
         let cands: Vec<usize> = cands.into_iter().collect();
@@ -339,10 +339,24 @@ impl Topology {
             cache: vec![None; nodes.len()],
         };
         let mut a = match self {
-            Topology::Flat => contiguous(&mut ctx, &cands, max_cap, fail),
+            Topology::Flat if p.job.contiguous => contiguous(&mut ctx, &cands, max_cap, fail),
+            Topology::Flat => {
+                let order = ctx.counts_first(&cands);
+                greedy(nodes, p, order, |i| ctx.get(i), max_cap, fail)
+            }
             Topology::Tree(t) => self.place_tree(t, &mut ctx, &cands, max_cap, fail),
             Topology::Block(b) => self.place_block(b, &mut ctx, &cands, max_cap, fail),
         }?;
+        // `--constraint` counts hold on the allocation as a whole.
+        for (set, count) in &p.job.node_counts {
+            let have = a
+                .iter()
+                .filter(|x| set.binary_search(&x.node).is_ok())
+                .count();
+            if have < *count as usize {
+                return Err(fail);
+            }
+        }
         // In node order, as Slurm lists an allocation.
         a.sort_by_key(|x| x.node);
         Ok(a)
@@ -569,6 +583,48 @@ impl<F: FnMut(usize) -> Option<Free>> Ctx<'_, '_, F> {
             1
         };
         tasks_capacity(f, n.mem, self.p.part.def_mem_per_cpu, job) >= least
+    }
+
+    /// `cands` with, after the required nodes, the first usable nodes of
+    /// each `--constraint` count (`gpu*2`: two usable `gpu` nodes), so the
+    /// greedy takes them before others.
+    fn counts_first(&mut self, cands: &[usize]) -> Vec<usize> {
+        let p = self.p;
+        let job = &p.job;
+        let mut first: Vec<usize> = Vec::new();
+        for (set, count) in &job.node_counts {
+            let mut have = first
+                .iter()
+                .chain(&job.req_nodes)
+                .filter(|i| set.binary_search(i).is_ok())
+                .count();
+            for &i in cands {
+                if have >= *count as usize {
+                    break;
+                }
+                if set.binary_search(&i).is_ok()
+                    && !first.contains(&i)
+                    && !job.req_nodes.contains(&i)
+                    && self.usable(i)
+                {
+                    first.push(i);
+                    have += 1;
+                }
+            }
+        }
+        let mut order: Vec<usize> = cands
+            .iter()
+            .copied()
+            .filter(|i| job.req_nodes.contains(i))
+            .collect();
+        order.extend(first.iter().copied());
+        order.extend(
+            cands
+                .iter()
+                .copied()
+                .filter(|i| !job.req_nodes.contains(i) && !first.contains(i)),
+        );
+        order
     }
 
     /// Nothing uses the leaf or base block of node `i` (nodes that are down

@@ -180,6 +180,9 @@ pub struct JobView {
     pub exclusive_topo: bool,
     /// `--contiguous`: nodes consecutive in configuration order.
     pub contiguous: bool,
+    /// `--constraint` counts (`gpu*2`): at least `.1` of the job's nodes
+    /// from the node indices `.0` (ascending).
+    pub node_counts: Vec<(Vec<usize>, u32)>,
 }
 
 /// What a job gets on one node.

@@ -383,6 +383,13 @@ fn random_job(r: &mut Rng, id: u32, parts: usize, nodes: usize) -> JobView {
     j.exclusive_topo = r.chance(8);
     j.contiguous = r.chance(10);
     if r.chance(10) {
+        let set: Vec<usize> = (0..nodes).filter(|_| r.chance(50)).collect();
+        if !set.is_empty() {
+            let count = r.range(1, u64::from(j.min_nodes.max(1))) as u32;
+            j.node_counts = vec![(set, count)];
+        }
+    }
+    if r.chance(10) {
         j.req_nodes = vec![r.below(nodes as u64) as usize];
     }
     if r.chance(10) {
@@ -454,6 +461,12 @@ fn check_topology(s: &Scenario, plan: &Plan) -> Result<(), String> {
         let j = s.queue.iter().find(|j| j.id == *id).ok_or("unknown job")?;
         let mut n: Vec<usize> = p.alloc.iter().map(|a| a.node).collect();
         n.sort_unstable();
+        for (set, count) in &j.node_counts {
+            let have = n.iter().filter(|x| set.contains(x)).count();
+            if have < *count as usize {
+                return Err(format!("job {id}: {have} of {set:?}, wanted {count}"));
+            }
+        }
         let flat = s.view.topologies[0].is_flat();
         if flat && j.contiguous && n.windows(2).any(|w| w[1] != w[0] + 1) {
             return Err(format!("job {id}: nodes {n:?} are not contiguous"));

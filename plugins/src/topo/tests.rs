@@ -372,3 +372,26 @@ fn contiguous_takes_the_shortest_run_that_holds_the_job() {
     };
     assert_eq!(nodes_of(&place(&v, &req, false).unwrap()), [7]);
 }
+
+#[test]
+fn feature_counts_hold_on_the_allocation() {
+    let mut v = cluster(6, 4, 4000);
+    // "gpu" nodes: n4-n6, the last three by preference order.
+    let gpu = vec![3, 4, 5];
+    let j = JobView {
+        node_counts: vec![(gpu.clone(), 2)],
+        ..nodes_job(1, 3)
+    };
+    // Two of the three nodes come from the gpu set, the first free ones.
+    assert_eq!(nodes_of(&place(&v, &j, false).unwrap()), [0, 3, 4]);
+    // With only one gpu node free the job waits.
+    v.nodes[3].alloc_cpus = 4;
+    v.nodes[4].alloc_cpus = 4;
+    assert_eq!(place(&v, &j, false), Err(SelectFail::Busy));
+    // More than the job's nodes can never be.
+    let too_many = JobView {
+        node_counts: vec![(gpu, 4)],
+        ..nodes_job(2, 3)
+    };
+    assert_eq!(place(&v, &too_many, true), Err(SelectFail::Never));
+}

@@ -156,6 +156,19 @@ fn constraint_picks_nodes_by_feature() {
         host(&["-C", "[rack2|ib]", "-N2", "--wrap", "true"]),
         "n1,n2"
     );
+    // Counts: two of the three nodes must be intel (n1, n3).
+    assert_eq!(host(&["-C", "intel*2", "-N2", "--wrap", "true"]), "n1,n3");
+    assert_eq!(
+        host(&["-C", "intel*1&ib", "-N2", "--wrap", "true"]),
+        "n1,n2"
+    );
+    let out = t.run("sbatch", &["-v", "-C", "intel*3", "-N2", "--wrap", "true"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("intel*3"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let j = t.sbatch(&["-C", "intel&ib", "--wrap", "true"]);
     let show = t.run("scontrol", &["show", "job", &j.to_string()]);
     assert!(String::from_utf8_lossy(&show.stdout).contains("Features=intel&ib DelayBoot"));
