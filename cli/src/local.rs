@@ -46,6 +46,8 @@ pub struct ClusterSpec {
     pub node_gres: Option<String>,
     /// `Features=` of node i (none past the end).
     pub node_features: Vec<String>,
+    /// `ThreadsPerCore=` on every node line (`None`: not written).
+    pub threads_per_core: Option<u32>,
     pub dbd_port: u16,
 }
 
@@ -112,6 +114,7 @@ impl ClusterSpec {
             conf_files: Vec::new(),
             node_gres: None,
             node_features: Vec::new(),
+            threads_per_core: None,
             dbd_port,
         })
     }
@@ -178,10 +181,13 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
             None => String::new(),
         };
         for i in 0..self.nodes as usize {
-            let feat = match self.node_features.get(i) {
+            let mut feat = match self.node_features.get(i) {
                 Some(f) if !f.is_empty() => format!(" Features={f}"),
                 _ => String::new(),
             };
+            if let Some(t) = self.threads_per_core {
+                feat.push_str(&format!(" ThreadsPerCore={t}"));
+            }
             s.push_str(&format!(
                 "NodeName={} NodeAddr={} Port={} CPUs={} RealMemory={}{gres}{feat} State=UNKNOWN\n",
                 self.node_name(i),

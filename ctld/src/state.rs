@@ -1100,6 +1100,11 @@ impl Controller {
 
     /// The scheduler's view of nodes and partitions right now.
     fn cluster_view(&self) -> ClusterView {
+        let cr_cpu = self
+            .conf
+            .select_type_parameters
+            .as_deref()
+            .is_some_and(|p| p.split(',').any(|x| x.trim().starts_with("CR_CPU")));
         let mut exclusive = vec![false; self.nodes.len()];
         // `--exclusive=topo` jobs hold the rest of their leaves or blocks.
         let topo_held: HashMap<JobId, Vec<NodeAlloc>> = self
@@ -1163,6 +1168,8 @@ impl Controller {
                     exclusive_in_use: exclusive[i],
                     gres: self.gres_kinds.node_counts(&n.gres),
                     alloc_gres: gres_used[i],
+                    // CR_Core (the default): whole cores; CR_CPU: threads.
+                    threads_per_core: if cr_cpu { 1 } else { n.threads_per_core.max(1) },
                 })
                 .collect(),
             partitions: self

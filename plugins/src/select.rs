@@ -62,10 +62,11 @@ impl Free {
 /// `def_mem_per_cpu` the partition's default for jobs that ask for none.
 pub(crate) fn tasks_capacity(
     f: Free,
-    mem: u64,
+    n: &NodeView,
     def_mem_per_cpu: Option<u64>,
     job: &JobView,
 ) -> u32 {
+    let mem = n.mem;
     let cpt = job.cpus_per_task.max(1);
     if job.exclusive && !f.empty {
         return 0;
@@ -73,7 +74,9 @@ pub(crate) fn tasks_capacity(
     if !job.gres.is_empty() && take_gres(&f.gres, &job.gres).is_none() {
         return 0;
     }
-    let mut cap = f.cpus / cpt;
+    // Whole cores only: the layout rounds a node's CPUs up to cores.
+    let tpc = n.core_cpus();
+    let mut cap = (f.cpus / tpc * tpc) / cpt;
     let per_cpu = match (job.mem_per_node, job.mem_per_cpu) {
         (_, Some(m)) => Some(m),
         // The default is charged up to the node's memory (see the layout
@@ -82,8 +85,9 @@ pub(crate) fn tasks_capacity(
         _ => None,
     };
     if let Some(mpc) = per_cpu.filter(|m| *m > 0) {
-        let per_task = mpc.saturating_mul(cpt as u64);
-        cap = cap.min((f.mem / per_task).min(u32::MAX as u64) as u32);
+        // Memory is charged per allocated CPU, whole cores included.
+        let cpus_by_mem = (f.mem / mpc) / u64::from(tpc) * u64::from(tpc);
+        cap = cap.min((cpus_by_mem / u64::from(cpt)).min(u32::MAX as u64) as u32);
     }
     match job.mem_per_node {
         Some(0) if !f.empty => cap = 0,
@@ -188,10 +192,7 @@ pub(crate) fn greedy(
             break;
         }
         let (cap, fg) = match (free(i), nodes.get(i)) {
-            (Some(f), Some(n)) => (
-                tasks_capacity(f, n.mem, p.part.def_mem_per_cpu, job),
-                f.gres,
-            ),
+            (Some(f), Some(n)) => (tasks_capacity(f, n, p.part.def_mem_per_cpu, job), f.gres),
             _ => (0, GresCounts::default()),
         };
         if cap == 0 {
@@ -251,7 +252,12 @@ pub(crate) fn greedy(
             let cpus = if job.exclusive {
                 n.cpus
             } else {
+                // Whole cores (CR_Core): the last one's spare threads too.
+                let tpc = n.core_cpus();
                 t.saturating_mul(cpt)
+                    .div_ceil(tpc)
+                    .saturating_mul(tpc)
+                    .min(n.cpus)
             };
             let mem = match (job.mem_per_node, job.mem_per_cpu) {
                 (Some(0), _) => n.mem,
@@ -357,6 +363,7 @@ pub(crate) mod tests {
                     exclusive_in_use: false,
                     gres: Default::default(),
                     alloc_gres: Default::default(),
+                    threads_per_core: 1,
                 })
                 .collect(),
             partitions: vec![PartitionView {
@@ -561,5 +568,32 @@ pub(crate) mod tests {
         };
         let b = place(&v, &small, false).unwrap();
         assert_eq!(b[0].mem, 1000);
+    }
+
+    #[test]
+    fn whole_cores_with_threads() {
+        let mut v = cluster(1, 8, 8000);
+        v.nodes[0].threads_per_core = 2;
+        // One task of one CPU gets a whole core: both its threads.
+        let a = place(&v, &job(1), false).unwrap();
+        assert_eq!((a[0].cpus, a[0].tasks), (2, 1));
+        // Three tasks: two cores.
+        let j = JobView {
+            num_tasks: 3,
+            ..job(2)
+        };
+        assert_eq!(place(&v, &j, false).unwrap()[0].cpus, 4);
+        // Memory per CPU is charged on the whole cores, and limits them.
+        let m = JobView {
+            mem_per_cpu: Some(1000),
+            ..job(3)
+        };
+        assert_eq!(place(&v, &m, false).unwrap()[0].mem, 2000);
+        v.nodes[0].alloc_mem = 6500;
+        assert_eq!(place(&v, &m, false), Err(SelectFail::Busy));
+        // Free CPUs that are not whole cores are not used.
+        v.nodes[0].alloc_mem = 0;
+        v.nodes[0].alloc_cpus = 7;
+        assert_eq!(place(&v, &job(4), false), Err(SelectFail::Busy));
     }
 }

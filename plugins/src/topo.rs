@@ -582,7 +582,7 @@ impl<F: FnMut(usize) -> Option<Free>> Ctx<'_, '_, F> {
         } else {
             1
         };
-        tasks_capacity(f, n.mem, self.p.part.def_mem_per_cpu, job) >= least
+        tasks_capacity(f, n, self.p.part.def_mem_per_cpu, job) >= least
     }
 
     /// `cands` with, after the required nodes, the first usable nodes of

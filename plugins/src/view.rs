@@ -60,6 +60,16 @@ pub struct NodeView {
     /// Generic resources per kind, and how many are allocated.
     pub gres: GresCounts,
     pub alloc_gres: GresCounts,
+    /// CPUs per core allocated together (`ThreadsPerCore` with CR_Core);
+    /// 0 or 1: CPUs one by one (CR_CPU).
+    pub threads_per_core: u32,
+}
+
+impl NodeView {
+    /// CPUs that move together.
+    pub fn core_cpus(&self) -> u32 {
+        self.threads_per_core.max(1)
+    }
 }
 
 impl NodeView {

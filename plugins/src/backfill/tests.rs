@@ -548,6 +548,7 @@ fn scenario(seed: u64) -> Scenario {
                 mem: [2000, 8000, 16000][r.below(3) as usize],
                 available: r.chance(90),
                 weight: r.range(1, 3) as u32,
+                threads_per_core: [1, 1, 2][r.below(3) as usize],
                 ..NodeView::default()
             })
             .collect(),

@@ -59,3 +59,24 @@ fn segment_job_is_placed_inside_blocks() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("segment"), "{err}");
 }
+
+/// Whole cores (CR_Core, the default): with two threads per core a
+/// one-CPU job gets both threads of a core; with CR_CPU one thread.
+#[test]
+fn jobs_get_whole_cores() {
+    let t = TestCluster::start(1, |s| {
+        s.cpus = 4;
+        s.threads_per_core = Some(2);
+    });
+    let id = t.sbatch(&["-n1", "--wrap", "true"]);
+    assert_eq!(t.wait_done(id, 30).alloc.cpus, vec![2]);
+    let id = t.sbatch(&["-n3", "--wrap", "true"]);
+    assert_eq!(t.wait_done(id, 30).alloc.cpus, vec![4]);
+    let t = TestCluster::start(1, |s| {
+        s.cpus = 4;
+        s.threads_per_core = Some(2);
+        s.extra_conf = "SelectTypeParameters=CR_CPU_Memory\n".into();
+    });
+    let id = t.sbatch(&["-n1", "--wrap", "true"]);
+    assert_eq!(t.wait_done(id, 30).alloc.cpus, vec![1]);
+}
