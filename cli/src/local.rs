@@ -48,6 +48,9 @@ pub struct ClusterSpec {
     pub node_features: Vec<String>,
     /// `ThreadsPerCore=` on every node line (`None`: not written).
     pub threads_per_core: Option<u32>,
+    /// `Sockets=` on every node line, with `CoresPerSocket=` making up
+    /// the CPUs (`None`: not written).
+    pub sockets: Option<u32>,
     pub dbd_port: u16,
 }
 
@@ -115,6 +118,7 @@ impl ClusterSpec {
             node_gres: None,
             node_features: Vec::new(),
             threads_per_core: None,
+            sockets: None,
             dbd_port,
         })
     }
@@ -185,6 +189,13 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
                 Some(f) if !f.is_empty() => format!(" Features={f}"),
                 _ => String::new(),
             };
+            if let Some(sk) = self.sockets.filter(|x| *x > 0) {
+                let tpc = self.threads_per_core.unwrap_or(1).max(1);
+                feat.push_str(&format!(
+                    " Sockets={sk} CoresPerSocket={}",
+                    (self.cpus / sk / tpc).max(1)
+                ));
+            }
             if let Some(t) = self.threads_per_core {
                 feat.push_str(&format!(" ThreadsPerCore={t}"));
             }

@@ -221,6 +221,11 @@ enum Key {
     Switches,
     Segment,
     Contiguous,
+    SocketsPerNode,
+    CoresPerSocket,
+    ThreadsPerCore,
+    ExtraNodeInfo,
+    NtasksPerSocket,
     External,
     CpusPerTask,
     Error,
@@ -355,11 +360,11 @@ static SPECS: &[Spec] = &[
     spec("container", None, RA, FATAL, Some("SBATCH_CONTAINER")),
     spec("container-id", None, RA, FATAL, Some("SBATCH_CONTAINER_ID")),
     spec("core-spec", Some('S'), RA, FATAL, Some("SBATCH_CORE_SPEC")),
-    spec("cores-per-socket", None, RA, FATAL, None),
+    spec("cores-per-socket", None, RA, Key::CoresPerSocket, None),
     spec("cpus-per-gpu", None, RA, Key::CpusPerGpu, Some("SBATCH_CPUS_PER_GPU")),
     spec("deadline", None, RA, FATAL, None),
     spec("export-file", None, RA, FATAL, None),
-    spec("extra-node-info", Some('B'), RA, FATAL, None),
+    spec("extra-node-info", Some('B'), RA, Key::ExtraNodeInfo, None),
     spec("gid", None, RA, FATAL, None),
     spec("gpus", Some('G'), RA, Key::Gpus, Some("SBATCH_GPUS")),
     spec("gpus-per-node", None, RA, Key::GpusPerNode, Some("SBATCH_GPUS_PER_NODE")),
@@ -371,12 +376,12 @@ static SPECS: &[Spec] = &[
     spec("nodefile", Some('F'), RA, FATAL, None),
     spec("ntasks-per-core", None, RA, FATAL, None),
     spec("ntasks-per-gpu", None, RA, FATAL, None),
-    spec("ntasks-per-socket", None, RA, FATAL, None),
-    spec("sockets-per-node", None, RA, FATAL, None),
+    spec("ntasks-per-socket", None, RA, Key::NtasksPerSocket, None),
+    spec("sockets-per-node", None, RA, Key::SocketsPerNode, None),
     spec("switches", None, RA, Key::Switches, Some("SBATCH_REQ_SWITCH")),
     spec("segment", None, RA, Key::Segment, Some("SBATCH_SEGMENT_SIZE")),
     spec("thread-spec", None, RA, FATAL, Some("SBATCH_THREAD_SPEC")),
-    spec("threads-per-core", None, RA, FATAL, Some("SBATCH_THREADS_PER_CORE")),
+    spec("threads-per-core", None, RA, Key::ThreadsPerCore, Some("SBATCH_THREADS_PER_CORE")),
     spec("tres-per-task", None, RA, FATAL, Some("SBATCH_TRES_PER_TASK")),
     spec("uid", None, RA, FATAL, None),
     spec("wait", Some('W'), NA, FATAL, Some("SBATCH_WAIT")),
@@ -466,6 +471,10 @@ pub struct Options {
     /// `--exclusive=topo`.
     pub exclusive_topo: Option<bool>,
     pub contiguous: Option<bool>,
+    pub sockets_per_node: Option<u32>,
+    pub cores_per_socket: Option<u32>,
+    pub threads_per_core: Option<u32>,
+    pub ntasks_per_socket: Option<u32>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -529,6 +538,10 @@ impl Options {
             segment,
             exclusive_topo,
             contiguous,
+            sockets_per_node,
+            cores_per_socket,
+            threads_per_core,
+            ntasks_per_socket,
             begin,
             chdir,
             comment,
@@ -589,6 +602,22 @@ impl Fail {
 
 /// Slurm's `parse_int`: a whole decimal number (optional sign, leading
 /// blanks), not negative, and positive when `positive`.
+/// `-B sockets[:cores[:threads]]` (`*` leaves one free).
+pub fn parse_extra_node_info(v: &str) -> Option<(Option<u32>, Option<u32>, Option<u32>)> {
+    let parts: Vec<&str> = v.split(':').collect();
+    if parts.is_empty() || parts.len() > 3 {
+        return None;
+    }
+    let mut out = [None, None, None];
+    for (k, p) in parts.iter().enumerate() {
+        out[k] = match p.trim() {
+            "*" => None,
+            x => Some(x.parse::<u32>().ok().filter(|n| *n > 0)?),
+        };
+    }
+    Some((out[0], out[1], out[2]))
+}
+
 /// `--switches=count[@max-time]`: the count and the wait in seconds.
 pub fn parse_switches(v: &str) -> Option<(u32, Option<u32>)> {
     let (count, wait) = match v.split_once('@') {
@@ -875,6 +904,26 @@ fn apply(
             opts.switches = Some(sw);
         }
         Key::Contiguous => opts.contiguous = Some(true),
+        Key::SocketsPerNode => {
+            opts.sockets_per_node = Some(parse_int("--sockets-per-node", v, true)?)
+        }
+        Key::CoresPerSocket => {
+            opts.cores_per_socket = Some(parse_int("--cores-per-socket", v, true)?)
+        }
+        Key::ThreadsPerCore => {
+            opts.threads_per_core = Some(parse_int("--threads-per-core", v, true)?)
+        }
+        Key::NtasksPerSocket => {
+            opts.ntasks_per_socket = Some(parse_int("--ntasks-per-socket", v, true)?)
+        }
+        Key::ExtraNodeInfo => {
+            let (s, c, t) = parse_extra_node_info(v).ok_or_else(|| {
+                Fail::error("Invalid --extra-node-info specification", EXIT_BAD_OPTION)
+            })?;
+            opts.sockets_per_node = s.or(opts.sockets_per_node);
+            opts.cores_per_socket = c.or(opts.cores_per_socket);
+            opts.threads_per_core = t.or(opts.threads_per_core);
+        }
         Key::Segment => {
             let n = parse_int("--segment", v, false)?;
             if n == 0 {
@@ -1403,6 +1452,10 @@ pub fn build_desc(
         segment: o.segment,
         exclusive_topo: o.exclusive_topo.unwrap_or(false),
         contiguous: o.contiguous.unwrap_or(false),
+        sockets_per_node: o.sockets_per_node,
+        cores_per_socket: o.cores_per_socket,
+        threads_per_core: o.threads_per_core,
+        ntasks_per_socket: o.ntasks_per_socket,
         constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),
@@ -2459,6 +2512,28 @@ mod tests {
         let d = desc(&["--switches=3", "--wrap=x"], &[], "");
         assert!(!d.exclusive_topo && d.segment.is_none() && !d.contiguous);
         assert!(desc(&["--contiguous", "--wrap=x"], &[], "").contiguous);
+        let d = desc(
+            &["-B", "2:*:1", "--ntasks-per-socket=2", "--wrap=x"],
+            &[],
+            "",
+        );
+        assert_eq!(
+            (
+                d.sockets_per_node,
+                d.cores_per_socket,
+                d.threads_per_core,
+                d.ntasks_per_socket
+            ),
+            (Some(2), None, Some(1), Some(2))
+        );
+        let d = desc(&["--cores-per-socket=4", "--wrap=x"], &[], "");
+        assert_eq!(d.cores_per_socket, Some(4));
+        assert!(parse_extra_node_info("1:2:3:4").is_none());
+        assert!(parse_extra_node_info("x").is_none());
+        assert_ne!(
+            run(&["--sockets-per-node=0", "--wrap=x"], &[], "").code,
+            Some(0)
+        );
         for bad in [
             "--switches=x",
             "--switches=2@soon",

@@ -48,6 +48,12 @@ pub struct AllocOpts {
     pub switches: Option<(u32, Option<u32>)>,
     /// `--segment`.
     pub segment: Option<u32>,
+    /// `--sockets-per-node`, `--cores-per-socket`, `--threads-per-core`
+    /// (or `-B`), `--ntasks-per-socket`, for a new allocation.
+    pub sockets_per_node: Option<u32>,
+    pub cores_per_socket: Option<u32>,
+    pub threads_per_core: Option<u32>,
+    pub ntasks_per_socket: Option<u32>,
     /// `--cpus-per-gpu` / `--mem-per-gpu` (MiB), for a new allocation.
     pub cpus_per_gpu: Option<u32>,
     pub mem_per_gpu: Option<u64>,
@@ -173,6 +179,31 @@ const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "cpus-per-gpu",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "sockets-per-node",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "cores-per-socket",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "threads-per-core",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "ntasks-per-socket",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('B'),
+        long: "extra-node-info",
         arg: Arg::Required,
     },
     Opt {
@@ -404,6 +435,26 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 o.exclusive_topo |= v.eq_ignore_ascii_case("topo");
             }
             "contiguous" => o.contiguous = true,
+            "sockets-per-node" => {
+                o.sockets_per_node = Some(num(prog, name, &v)?).filter(|n| *n > 0)
+            }
+            "cores-per-socket" => {
+                o.cores_per_socket = Some(num(prog, name, &v)?).filter(|n| *n > 0)
+            }
+            "threads-per-core" => {
+                o.threads_per_core = Some(num(prog, name, &v)?).filter(|n| *n > 0)
+            }
+            "ntasks-per-socket" => {
+                o.ntasks_per_socket = Some(num(prog, name, &v)?).filter(|n| *n > 0)
+            }
+            "extra-node-info" => {
+                let (a, b, c) = crate::sbatch::parse_extra_node_info(&v).ok_or_else(|| {
+                    format!("{prog}: error: Invalid --extra-node-info specification")
+                })?;
+                o.sockets_per_node = a;
+                o.cores_per_socket = b;
+                o.threads_per_core = c;
+            }
             "cpus-per-gpu" => {
                 let n = num(prog, name, &v)?;
                 if n == 0 {
@@ -549,6 +600,10 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         contiguous: o.contiguous,
         cpus_per_gpu: o.cpus_per_gpu,
         mem_per_gpu: o.mem_per_gpu,
+        sockets_per_node: o.sockets_per_node,
+        cores_per_socket: o.cores_per_socket,
+        threads_per_core: o.threads_per_core,
+        ntasks_per_socket: o.ntasks_per_socket,
         gres: o.gres.clone(),
         constraint: o.constraint.clone(),
         licenses: o.licenses.clone(),

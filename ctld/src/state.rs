@@ -1170,6 +1170,7 @@ impl Controller {
                     alloc_gres: gres_used[i],
                     // CR_Core (the default): whole cores; CR_CPU: threads.
                     threads_per_core: if cr_cpu { 1 } else { n.threads_per_core.max(1) },
+                    sockets: n.sockets.max(1),
                 })
                 .collect(),
             partitions: self
@@ -1251,6 +1252,14 @@ impl Controller {
                 let mut x: Vec<usize> = idx(&j.desc.exc_nodes);
                 x.extend(self.reserved_away(j));
                 x.extend(self.constraint_away(j, partition));
+                // --sockets-per-node / --cores-per-socket / --threads-per-core.
+                let d = &j.desc;
+                x.extend((0..self.nodes.len()).filter(|&i| {
+                    let n = &self.nodes[i];
+                    d.sockets_per_node.is_some_and(|s| n.sockets < s)
+                        || d.cores_per_socket.is_some_and(|c| n.cores_per_socket < c)
+                        || d.threads_per_core.is_some_and(|t| n.threads_per_core < t)
+                }));
                 x.sort_unstable();
                 x.dedup();
                 x
@@ -1270,6 +1279,7 @@ impl Controller {
             segment: j.desc.segment,
             exclusive_topo: j.desc.exclusive_topo,
             contiguous: j.desc.contiguous,
+            ntasks_per_socket: j.desc.ntasks_per_socket,
             node_counts: self.constraint_counts(j, partition),
             // Checked at submission; a request no node serves never fits.
             gres: self
@@ -1909,6 +1919,10 @@ impl Controller {
         if desc.ntasks == Some(0)
             || desc.cpus_per_task == Some(0)
             || desc.ntasks_per_node == Some(0)
+            || desc.ntasks_per_socket == Some(0)
+            || desc.sockets_per_node == Some(0)
+            || desc.cores_per_socket == Some(0)
+            || desc.threads_per_core == Some(0)
         {
             return err_detail(
                 SlurmError::InvalidRequest,

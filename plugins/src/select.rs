@@ -94,6 +94,9 @@ pub(crate) fn tasks_capacity(
         Some(m) if m > f.mem => cap = 0,
         _ => {}
     }
+    if let Some(nps) = job.ntasks_per_socket {
+        cap = cap.min(nps.max(1).saturating_mul(n.sockets.max(1)));
+    }
     if let Some(ntpn) = job.ntasks_per_node {
         if cap < ntpn.max(1) {
             return 0;
@@ -364,6 +367,7 @@ pub(crate) mod tests {
                     gres: Default::default(),
                     alloc_gres: Default::default(),
                     threads_per_core: 1,
+                    sockets: 1,
                 })
                 .collect(),
             partitions: vec![PartitionView {
@@ -595,5 +599,26 @@ pub(crate) mod tests {
         v.nodes[0].alloc_mem = 0;
         v.nodes[0].alloc_cpus = 7;
         assert_eq!(place(&v, &job(4), false), Err(SelectFail::Busy));
+    }
+
+    #[test]
+    fn tasks_per_socket_cap_each_node() {
+        let mut v = cluster(2, 8, 8000);
+        v.nodes[0].sockets = 2;
+        v.nodes[1].sockets = 1;
+        let j = JobView {
+            num_tasks: 3,
+            max_nodes: 2,
+            ntasks_per_socket: Some(1),
+            ..job(1)
+        };
+        // Two tasks fit on n1 (two sockets), the third goes to n2.
+        let a = place(&v, &j, false).unwrap();
+        assert_eq!(
+            a.iter().map(|x| (x.node, x.tasks)).collect::<Vec<_>>(),
+            vec![(0, 2), (1, 1)]
+        );
+        let one_node = JobView { max_nodes: 1, ..j };
+        assert_eq!(place(&v, &one_node, true), Err(SelectFail::Never));
     }
 }

@@ -63,6 +63,8 @@ pub struct NodeView {
     /// CPUs per core allocated together (`ThreadsPerCore` with CR_Core);
     /// 0 or 1: CPUs one by one (CR_CPU).
     pub threads_per_core: u32,
+    /// Sockets (0 is read as 1).
+    pub sockets: u32,
 }
 
 impl NodeView {
@@ -190,6 +192,8 @@ pub struct JobView {
     pub exclusive_topo: bool,
     /// `--contiguous`: nodes consecutive in configuration order.
     pub contiguous: bool,
+    /// `--ntasks-per-socket`: at most this many tasks per socket.
+    pub ntasks_per_socket: Option<u32>,
     /// `--constraint` counts (`gpu*2`): at least `.1` of the job's nodes
     /// from the node indices `.0` (ascending).
     pub node_counts: Vec<(Vec<usize>, u32)>,

@@ -279,6 +279,17 @@ pub struct JobDesc {
     /// `--contiguous`.
     #[serde(default)]
     pub contiguous: bool,
+    /// `--sockets-per-node`, `--cores-per-socket`, `--threads-per-core`
+    /// (or `-B S:C:T`): only nodes with at least these.
+    #[serde(default)]
+    pub sockets_per_node: Option<u32>,
+    #[serde(default)]
+    pub cores_per_socket: Option<u32>,
+    #[serde(default)]
+    pub threads_per_core: Option<u32>,
+    /// `--ntasks-per-socket`: at most this many tasks per socket.
+    #[serde(default)]
+    pub ntasks_per_socket: Option<u32>,
 }
 
 /// An advance reservation (`scontrol create reservation`).

@@ -383,6 +383,9 @@ fn random_job(r: &mut Rng, id: u32, parts: usize, nodes: usize) -> JobView {
     j.exclusive_topo = r.chance(8);
     j.contiguous = r.chance(10);
     if r.chance(10) {
+        j.ntasks_per_socket = Some(r.range(1, 3) as u32);
+    }
+    if r.chance(10) {
         let set: Vec<usize> = (0..nodes).filter(|_| r.chance(50)).collect();
         if !set.is_empty() {
             let count = r.range(1, u64::from(j.min_nodes.max(1))) as u32;
@@ -549,6 +552,7 @@ fn scenario(seed: u64) -> Scenario {
                 available: r.chance(90),
                 weight: r.range(1, 3) as u32,
                 threads_per_core: [1, 1, 2][r.below(3) as usize],
+                sockets: [1, 2][r.below(2) as usize],
                 ..NodeView::default()
             })
             .collect(),

@@ -80,3 +80,41 @@ fn jobs_get_whole_cores() {
     let id = t.sbatch(&["-n1", "--wrap", "true"]);
     assert_eq!(t.wait_done(id, 30).alloc.cpus, vec![1]);
 }
+
+/// Sockets: --sockets-per-node and friends pick nodes, --ntasks-per-socket
+/// caps the tasks a node takes.
+#[test]
+fn socket_options_pick_nodes_and_cap_tasks() {
+    let t = TestCluster::start(1, |s| {
+        s.cpus = 4;
+        s.sockets = Some(2);
+    });
+    let ok = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend(["--wrap", "true"]);
+        let id = t.sbatch(&a);
+        let j = t.wait_done(id, 30);
+        assert_eq!(j.state, JobState::Completed, "{args:?}");
+        j
+    };
+    ok(&["--sockets-per-node=2"]);
+    ok(&["-B", "2:2"]);
+    assert_eq!(ok(&["-n2", "--ntasks-per-socket=1"]).alloc.tasks, vec![2]);
+    for bad in [
+        vec!["--sockets-per-node=4"],
+        vec!["--cores-per-socket=3"],
+        vec!["--threads-per-core=2"],
+        vec!["-n3", "--ntasks-per-socket=1"],
+    ] {
+        let mut a = bad.clone();
+        a.extend(["--wrap", "true"]);
+        let out = t.run("sbatch", &a);
+        assert!(!out.status.success(), "{bad:?} was accepted");
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("Requested node configuration is not available"),
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
