@@ -464,6 +464,17 @@ fn check_topology(s: &Scenario, plan: &Plan) -> Result<(), String> {
         let j = s.queue.iter().find(|j| j.id == *id).ok_or("unknown job")?;
         let mut n: Vec<usize> = p.alloc.iter().map(|a| a.node).collect();
         n.sort_unstable();
+        if let Some(nps) = j.ntasks_per_socket {
+            for a in &p.alloc {
+                let cap = nps * s.view.nodes[a.node].sockets.max(1);
+                if a.tasks > cap && a.cpus > 0 {
+                    return Err(format!(
+                        "job {id}: {} tasks on node {}, cap {cap}",
+                        a.tasks, a.node
+                    ));
+                }
+            }
+        }
         for (set, count) in &j.node_counts {
             let have = n.iter().filter(|x| set.contains(x)).count();
             if have < *count as usize {
