@@ -19,6 +19,19 @@ pub enum Body<'a> {
     Fields(Map<String, Value>),
 }
 
+/// `prog args...`'s `--json`/`--yaml` output of fields already written.
+pub fn fields_text(
+    prog: &str,
+    args: &[String],
+    cluster: &str,
+    fields: Map<String, Value>,
+) -> String {
+    let argv: Vec<String> = std::iter::once(prog.to_string())
+        .chain(args.iter().cloned())
+        .collect();
+    render(Body::Fields(fields), cluster, &argv)
+}
+
 /// Does the command line ask for YAML?
 pub fn wants_yaml(command: &[String]) -> bool {
     command

@@ -585,17 +585,8 @@ pub fn main() -> i32 {
             .collect();
         let mut fields = serde_json::Map::new();
         fields.insert("jobs".into(), serde_json::Value::Array(jobs));
-        let argv: Vec<String> = std::iter::once("sacct".to_string())
-            .chain(args.iter().cloned())
-            .collect();
-        print!(
-            "{}",
-            crate::jsonout::render(
-                crate::jsonout::Body::Fields(fields),
-                &conf.cluster_name,
-                &argv
-            )
-        );
+        let text = crate::jsonout::fields_text("sacct", &args, &conf.cluster_name, fields);
+        print!("{text}");
         return 0;
     }
     print!(

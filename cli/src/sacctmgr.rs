@@ -1454,18 +1454,12 @@ pub fn main() -> i32 {
                 }
             }
             if f.json {
-                let argv: Vec<String> = std::iter::once("sacctmgr".to_string())
-                    .chain(args.iter().cloned())
-                    .collect();
                 return match json_fields(&answers) {
                     Some(fields) => {
+                        let name = &conf.cluster_name;
                         print!(
                             "{}",
-                            crate::jsonout::render(
-                                crate::jsonout::Body::Fields(fields),
-                                &conf.cluster_name,
-                                &argv
-                            )
+                            crate::jsonout::fields_text("sacctmgr", &args, name, fields)
                         );
                         0
                     }

@@ -144,9 +144,9 @@ fn flags(prog: &str) -> Result<(bool, bool), i32> {
 }
 
 /// `--json[=parser]` or `--yaml[=parser]` on the command line (checked).
-fn format_flag(argv: &[String]) -> Result<bool, String> {
+fn format_flag(args: &[String]) -> Result<bool, String> {
     let mut on = false;
-    for a in argv.iter().skip(1) {
+    for a in args {
         for f in ["--json", "--yaml"] {
             if a == f || a.starts_with(&format!("{f}=")) {
                 crate::jsonout::check_parser(a.split_once('=').map(|x| x.1))?;
@@ -208,10 +208,8 @@ pub fn sprio_main() -> i32 {
         eprintln!("You are not running a supported priority plugin\n({}).\nOnly 'priority/multifactor' is supported.", conf.priority_type);
         return 1;
     }
-    let argv: Vec<String> = std::iter::once("sprio".to_string())
-        .chain(std::env::args().skip(1))
-        .collect();
-    let json = match format_flag(&argv) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let json = match format_flag(&args) {
         Ok(j) => j,
         Err(e) => {
             eprintln!("sprio: error: {e}");
@@ -221,14 +219,8 @@ pub fn sprio_main() -> i32 {
     match call(&common::client(&conf), RequestBody::GetPriorities) {
         Ok(Response::Priorities { jobs, weights }) if json => {
             let fields = sprio_fields(&jobs, &weights);
-            print!(
-                "{}",
-                crate::jsonout::render(
-                    crate::jsonout::Body::Fields(fields),
-                    &conf.cluster_name,
-                    &argv
-                )
-            );
+            let text = crate::jsonout::fields_text("sprio", &args, &conf.cluster_name, fields);
+            print!("{text}");
             0
         }
         Ok(Response::Priorities { jobs, weights }) => {

@@ -723,80 +723,50 @@ pub(super) async fn h_db_ping(
     handler!(Kind::DbPing, app, peer, headers, |who| app.db_ping(who))
 }
 
-pub(super) async fn h_db_jobs(
-    State(app): St,
-    ConnectInfo(peer): Peer_,
-    headers: HeaderMap,
-    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
-) -> HttpResponse {
-    let query = q(query);
-    handler!(Kind::DbJobs, app, peer, headers, |who| app
-        .db_jobs(who, None, &query))
+/// A GET of a list: `app.$method(who, None, &query)`.
+macro_rules! db_get_list {
+    ($name:ident, $kind:expr, $method:ident) => {
+        pub(super) async fn $name(
+            State(app): St,
+            ConnectInfo(peer): Peer_,
+            headers: HeaderMap,
+            query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+        ) -> HttpResponse {
+            let query = q(query);
+            handler!($kind, app, peer, headers, |who| app
+                .$method(who, None, &query))
+        }
+    };
 }
 
-pub(super) async fn h_db_job(
-    State(app): St,
-    ConnectInfo(peer): Peer_,
-    headers: HeaderMap,
-    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
-    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
-) -> HttpResponse {
-    let (id, query) = (p(id), q(query));
-    handler!(Kind::DbJobs, app, peer, headers, |who| app.db_jobs(
-        who,
-        Some(&id),
-        &query
-    ))
+/// A GET of one by name: `app.$method(who, Some(&name), &query)`.
+macro_rules! db_get_named {
+    ($name:ident, $kind:expr, $method:ident) => {
+        pub(super) async fn $name(
+            State(app): St,
+            ConnectInfo(peer): Peer_,
+            headers: HeaderMap,
+            name: Result<Path<String>, axum::extract::rejection::PathRejection>,
+            query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
+        ) -> HttpResponse {
+            let (name, query) = (p(name), q(query));
+            handler!($kind, app, peer, headers, |who| app.$method(
+                who,
+                Some(&name),
+                &query
+            ))
+        }
+    };
 }
 
-pub(super) async fn h_db_accounts(
-    State(app): St,
-    ConnectInfo(peer): Peer_,
-    headers: HeaderMap,
-    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
-) -> HttpResponse {
-    let query = q(query);
-    handler!(Kind::Accounts, app, peer, headers, |who| app
-        .db_accounts_get(who, None, &query))
-}
-
-pub(super) async fn h_db_account(
-    State(app): St,
-    ConnectInfo(peer): Peer_,
-    headers: HeaderMap,
-    name: Result<Path<String>, axum::extract::rejection::PathRejection>,
-    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
-) -> HttpResponse {
-    let (name, query) = (p(name), q(query));
-    handler!(Kind::Accounts, app, peer, headers, |who| app
-        .db_accounts_get(who, Some(&name), &query))
-}
-
-pub(super) async fn h_db_users(
-    State(app): St,
-    ConnectInfo(peer): Peer_,
-    headers: HeaderMap,
-    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
-) -> HttpResponse {
-    let query = q(query);
-    handler!(Kind::Users, app, peer, headers, |who| app
-        .db_users_get(who, None, &query))
-}
-
-pub(super) async fn h_db_user(
-    State(app): St,
-    ConnectInfo(peer): Peer_,
-    headers: HeaderMap,
-    name: Result<Path<String>, axum::extract::rejection::PathRejection>,
-    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
-) -> HttpResponse {
-    let (name, query) = (p(name), q(query));
-    handler!(Kind::Users, app, peer, headers, |who| app.db_users_get(
-        who,
-        Some(&name),
-        &query
-    ))
-}
+db_get_list!(h_db_jobs, Kind::DbJobs, db_jobs);
+db_get_named!(h_db_job, Kind::DbJobs, db_jobs);
+db_get_list!(h_db_accounts, Kind::Accounts, db_accounts_get);
+db_get_named!(h_db_account, Kind::Accounts, db_accounts_get);
+db_get_list!(h_db_users, Kind::Users, db_users_get);
+db_get_named!(h_db_user, Kind::Users, db_users_get);
+db_get_list!(h_db_qos_list, Kind::Qos, db_qos_get);
+db_get_named!(h_db_qos, Kind::Qos, db_qos_get);
 
 pub(super) async fn h_db_assocs(
     State(app): St,
@@ -807,32 +777,6 @@ pub(super) async fn h_db_assocs(
     let query = q(query);
     handler!(Kind::Assocs, app, peer, headers, |who| app
         .db_assocs_get(who, &query))
-}
-
-pub(super) async fn h_db_qos_list(
-    State(app): St,
-    ConnectInfo(peer): Peer_,
-    headers: HeaderMap,
-    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
-) -> HttpResponse {
-    let query = q(query);
-    handler!(Kind::Qos, app, peer, headers, |who| app
-        .db_qos_get(who, None, &query))
-}
-
-pub(super) async fn h_db_qos(
-    State(app): St,
-    ConnectInfo(peer): Peer_,
-    headers: HeaderMap,
-    name: Result<Path<String>, axum::extract::rejection::PathRejection>,
-    query: Result<Query<Q>, axum::extract::rejection::QueryRejection>,
-) -> HttpResponse {
-    let (name, query) = (p(name), q(query));
-    handler!(Kind::Qos, app, peer, headers, |who| app.db_qos_get(
-        who,
-        Some(&name),
-        &query
-    ))
 }
 
 pub(super) async fn h_db_clusters(
