@@ -31,6 +31,9 @@ pub enum ClusterError {
     UnknownPartition(String),
     #[error(transparent)]
     Plugin(#[from] registry::PluginError),
+    /// topology.yaml / topology.conf cannot be used.
+    #[error("{0}")]
+    Topology(String),
 }
 
 /// A resolved scheduler and, if it stands in for another or ignores
@@ -116,6 +119,8 @@ impl Cluster {
                 }
             })
             .collect();
+        let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+        let topo = slurmctld::topology::load(conf, &names).map_err(ClusterError::Topology)?;
         let index = |name: &str| nodes.iter().position(|n| n.name == name);
         let partitions: Vec<PartitionView> = conf
             .partitions
@@ -129,7 +134,8 @@ impl Cluster {
                 exclusive: p.oversubscribe.eq_ignore_ascii_case("EXCLUSIVE"),
                 priority_tier: p.priority_tier,
                 def_mem_per_cpu: p.def_mem_per_cpu.or(conf.def_mem_per_cpu),
-                ..Default::default()
+                topology: topo.of_partition(&p.name),
+                exclusive_topo: topo.exclusive.contains(&p.name),
             })
             .collect();
         if let Some(p) = partitions.iter().find(|p| p.nodes.is_empty()) {
@@ -148,7 +154,7 @@ impl Cluster {
                 nodes,
                 partitions,
                 running: vec![],
-                ..Default::default()
+                topologies: topo.list.clone(),
             },
             default_partition,
             scheduler_type: conf.scheduler_type.clone(),
@@ -272,5 +278,47 @@ PartitionName=p2 Nodes=ALL Default=YES State=DOWN PriorityTier=3
         assert_eq!(e.to_string(), "unknown SchedulerType plugin 'sched/wiki'");
         let conf = SlurmConf::parse_str("NodeName=a1 CPUs=1\n", Path::new("x")).unwrap();
         assert_eq!(Cluster::from_conf(&conf), Err(ClusterError::NoPartitions));
+    }
+
+    #[test]
+    fn topology_beside_the_conf() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("slurm.conf");
+        std::fs::write(
+            &path,
+            "NodeName=n[1-4] CPUs=4\nPartitionName=p Nodes=ALL Default=YES\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.path().join("topology.yaml"),
+            "- topology: b\n  block:\n    blocks:\n      - block: b1\n        nodes: n[1-2]\n      - block: b2\n        nodes: n[3-4]\n",
+        )
+        .unwrap();
+        let conf = SlurmConf::load(&path).unwrap();
+        let mut c = Cluster::from_conf(&conf).unwrap();
+        assert!(matches!(
+            c.view.topologies[0],
+            slurm_plugins::topo::Topology::Block(_)
+        ));
+        // A two-node job stays inside a block: with n2 busy, n3-n4.
+        c.view.nodes[1].alloc_cpus = 4;
+        let j = slurm_plugins::JobView {
+            min_nodes: 2,
+            max_nodes: 2,
+            num_tasks: 2,
+            cpus_per_task: 1,
+            ..Default::default()
+        };
+        let a = slurm_plugins::select::place(&c.view, &j, false).unwrap();
+        assert_eq!(a.iter().map(|x| x.node).collect::<Vec<_>>(), vec![2, 3]);
+        std::fs::write(
+            d.path().join("topology.yaml"),
+            "- topology: b\n  bogus: 1\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            Cluster::from_conf(&conf),
+            Err(ClusterError::Topology(_))
+        ));
     }
 }
