@@ -399,6 +399,14 @@ impl SlurmConf {
     }
 
     /// `AccountingStorageHost:AccountingStoragePort` (slurmdbd).
+    /// `SelectTypeParameters=CR_CPU*`: CPUs (threads) are allocated one by
+    /// one; otherwise (CR_Core, the default) in whole cores.
+    pub fn allocates_threads(&self) -> bool {
+        self.select_type_parameters
+            .as_deref()
+            .is_some_and(|p| p.split(',').any(|x| x.trim().starts_with("CR_CPU")))
+    }
+
     pub fn dbd_address(&self) -> String {
         format!(
             "{}:{}",

@@ -1100,11 +1100,7 @@ impl Controller {
 
     /// The scheduler's view of nodes and partitions right now.
     fn cluster_view(&self) -> ClusterView {
-        let cr_cpu = self
-            .conf
-            .select_type_parameters
-            .as_deref()
-            .is_some_and(|p| p.split(',').any(|x| x.trim().starts_with("CR_CPU")));
+        let cr_cpu = self.conf.allocates_threads();
         let mut exclusive = vec![false; self.nodes.len()];
         // `--exclusive=topo` jobs hold the rest of their leaves or blocks.
         let topo_held: HashMap<JobId, Vec<NodeAlloc>> = self

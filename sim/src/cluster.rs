@@ -97,6 +97,7 @@ impl Cluster {
             .iter()
             .flat_map(|d| d.nodes.iter().map(String::as_str))
             .collect();
+        let threads = conf.allocates_threads();
         let nodes: Vec<NodeView> = conf
             .nodes
             .iter()
@@ -115,6 +116,8 @@ impl Cluster {
                     available: !off,
                     weight: n.weight,
                     features: n.features.clone(),
+                    threads_per_core: if threads { 1 } else { n.threads_per_core },
+                    sockets: n.sockets,
                     ..Default::default()
                 }
             })
