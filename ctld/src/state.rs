@@ -1231,6 +1231,7 @@ impl Controller {
                 .filter_map(|n| self.node_index.get(n).copied())
                 .collect()
         };
+        let (constraint_away, node_counts) = self.constraint_nodes(j, partition);
         Some(JobView {
             id: j.job_id,
             priority: j.priority,
@@ -1247,15 +1248,8 @@ impl Controller {
             exc_nodes: {
                 let mut x: Vec<usize> = idx(&j.desc.exc_nodes);
                 x.extend(self.reserved_away(j));
-                x.extend(self.constraint_away(j, partition));
-                // --sockets-per-node / --cores-per-socket / --threads-per-core.
-                let d = &j.desc;
-                x.extend((0..self.nodes.len()).filter(|&i| {
-                    let n = &self.nodes[i];
-                    d.sockets_per_node.is_some_and(|s| n.sockets < s)
-                        || d.cores_per_socket.is_some_and(|c| n.cores_per_socket < c)
-                        || d.threads_per_core.is_some_and(|t| n.threads_per_core < t)
-                }));
+                x.extend(constraint_away);
+                x.extend(self.hardware_away(&j.desc));
                 x.sort_unstable();
                 x.dedup();
                 x
@@ -1276,7 +1270,7 @@ impl Controller {
             exclusive_topo: j.desc.exclusive_topo,
             contiguous: j.desc.contiguous,
             ntasks_per_socket: j.desc.ntasks_per_socket,
-            node_counts: self.constraint_counts(j, partition),
+            node_counts,
             // Checked at submission; a request no node serves never fits.
             gres: self
                 .job_gres(&j.desc, j.min_nodes, j.num_tasks)
@@ -1296,49 +1290,30 @@ impl Controller {
             .unwrap_or(300)
     }
 
-    /// `--constraint` counts (`gpu*2`): the partition's nodes with each
+    /// What a job's `--constraint` means on its partition: the nodes it
+    /// rules out (for `[a|b]`, the first alternative enough of the
+    /// partition's nodes have) and, per count (`gpu*2`), the nodes with the
     /// feature and how many of them the job needs.
-    fn constraint_counts(&self, j: &JobRecord, partition: usize) -> Vec<(Vec<usize>, u32)> {
+    fn constraint_nodes(
+        &self,
+        j: &JobRecord,
+        partition: usize,
+    ) -> (Vec<usize>, Vec<(Vec<usize>, u32)>) {
         let Some(c) = j
             .desc
             .constraint
             .as_deref()
             .and_then(|c| slurm_common::constraint::Constraint::parse(c).ok())
         else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
-        c.counts()
-            .into_iter()
-            .map(|(f, n)| {
-                let mut set: Vec<usize> = self.partitions[partition]
-                    .nodes
-                    .iter()
-                    .filter_map(|name| self.node_index.get(name).copied())
-                    .filter(|&i| self.nodes[i].features.iter().any(|x| x == f))
-                    .collect();
-                set.sort_unstable();
-                set.dedup();
-                (set, n)
-            })
-            .collect()
-    }
-
-    /// Nodes of the job's partition its `--constraint` rules out. For
-    /// `[a|b]`, the first alternative enough of the partition's nodes have.
-    fn constraint_away(&self, j: &JobRecord, partition: usize) -> Vec<usize> {
-        let Some(c) = j
-            .desc
-            .constraint
-            .as_deref()
-            .and_then(|c| slurm_common::constraint::Constraint::parse(c).ok())
-        else {
-            return Vec::new();
-        };
-        let nodes: Vec<usize> = self.partitions[partition]
+        let mut nodes: Vec<usize> = self.partitions[partition]
             .nodes
             .iter()
             .filter_map(|n| self.node_index.get(n).copied())
             .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
         let choice = (0..c.choices())
             .find(|&k| {
                 nodes
@@ -1348,9 +1323,41 @@ impl Controller {
                     >= j.min_nodes.max(1) as usize
             })
             .unwrap_or(0);
-        nodes
+        let counts = c
+            .counts()
+            .into_iter()
+            .map(|(f, n)| {
+                let set = nodes
+                    .iter()
+                    .copied()
+                    .filter(|&i| self.nodes[i].features.iter().any(|x| x == f))
+                    .collect();
+                (set, n)
+            })
+            .collect();
+        let away = nodes
             .into_iter()
             .filter(|&i| !c.node_ok(&self.nodes[i].features, choice))
+            .collect();
+        (away, counts)
+    }
+
+    /// Nodes with fewer sockets, cores per socket or threads per core than
+    /// the job asks for (none when it asks for none).
+    fn hardware_away(&self, d: &JobDesc) -> Vec<usize> {
+        if d.sockets_per_node.is_none()
+            && d.cores_per_socket.is_none()
+            && d.threads_per_core.is_none()
+        {
+            return Vec::new();
+        }
+        (0..self.nodes.len())
+            .filter(|&i| {
+                let n = &self.nodes[i];
+                d.sockets_per_node.is_some_and(|s| n.sockets < s)
+                    || d.cores_per_socket.is_some_and(|c| n.cores_per_socket < c)
+                    || d.threads_per_core.is_some_and(|t| n.threads_per_core < t)
+            })
             .collect()
     }
 

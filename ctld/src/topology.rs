@@ -16,8 +16,6 @@ pub struct Topologies {
     pub default: usize,
     /// Partitions with `ExclusiveTopo=YES`.
     pub exclusive: std::collections::HashSet<String>,
-    /// As read.
-    pub conf: TopologyConf,
     /// Every switch and block, for `scontrol show topology`.
     pub entries: Arc<Vec<slurm_proto::TopologyEntry>>,
 }
@@ -129,7 +127,6 @@ fn resolve(tc: TopologyConf, conf: &SlurmConf, nodes: &[String]) -> Result<Topol
         by_partition,
         default,
         exclusive,
-        conf: tc,
         entries,
     })
 }

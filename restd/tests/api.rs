@@ -951,33 +951,35 @@ fn rest_api_against_a_running_cluster() {
     drop(cluster);
 }
 
-/// `slurmdb/v0.0.44` against slurmdbd (SQLite) behind a running cluster:
-/// every path, each response validated, contents checked against what
-/// sbatch and sacctmgr put there.
-#[test]
-fn slurmdb_api_against_slurmdbd() {
+/// A cluster with slurmdbd and JWT (`key`) auth, and slurmrestd on
+/// 127.0.0.1 in front of it. Dropped in field order: restd first.
+struct WithDbd {
+    _restd: Restd,
+    cluster: LocalCluster,
+    addr: String,
+    dir: PathBuf,
+    key: Vec<u8>,
+    tmp: tempfile::TempDir,
+}
+
+fn cluster_with_dbd(prefix: &str, nodes: u32, key: Vec<u8>, extra_conf: &str) -> WithDbd {
     let bins = bin_dir();
-    let tmp = tempfile::Builder::new()
-        .prefix("restd-db-test-")
-        .tempdir()
-        .unwrap();
+    let tmp = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
     let dir = tmp.path().join("cluster");
     std::fs::create_dir_all(&dir).unwrap();
     let jwt_key = dir.join("jwt_hs256.key");
-    let key_bytes: Vec<u8> = (0..32u8).map(|i| b'A' + i % 26).collect();
-    std::fs::write(&jwt_key, &key_bytes).unwrap();
-    let mut spec = ClusterSpec::new(&dir, 1, &bins).expect("spec");
+    std::fs::write(&jwt_key, &key).unwrap();
+    let mut spec = ClusterSpec::new(&dir, nodes, &bins).expect("spec");
     spec.accounting = true;
     spec.extra_conf = format!(
-        "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\n",
+        "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\n{extra_conf}",
         jwt_key.display()
     );
     let cluster = LocalCluster::start(spec).expect("cluster starts");
-    let conf = slurm_common::conf::SlurmConf::load(&cluster.spec.conf_path()).unwrap();
     let port = free_port("127.0.0.1").unwrap();
     let addr = format!("127.0.0.1:{port}");
     let log = std::fs::File::create(dir.join("log/slurmrestd.log")).unwrap();
-    let _restd = Restd {
+    let restd = Restd {
         child: Command::new(env!("CARGO_BIN_EXE_slurmrestd"))
             .arg("-f")
             .arg(cluster.spec.conf_path())
@@ -991,8 +993,31 @@ fn slurmdb_api_against_slurmdbd() {
     wait_for("slurmrestd", Duration::from_secs(20), || {
         std::net::TcpStream::connect(&addr).is_ok()
     });
-    let tcp = Target::Tcp(&addr);
-    let tok = slurmrestd::jwt::mint_token(&key_bytes, "root", 600).unwrap();
+    WithDbd {
+        _restd: restd,
+        cluster,
+        addr,
+        dir,
+        key,
+        tmp,
+    }
+}
+
+/// `slurmdb/v0.0.44` against slurmdbd (SQLite) behind a running cluster:
+/// every path, each response validated, contents checked against what
+/// sbatch and sacctmgr put there.
+#[test]
+fn slurmdb_api_against_slurmdbd() {
+    let setup = cluster_with_dbd(
+        "restd-db-test-",
+        1,
+        (0..32u8).map(|i| b'A' + i % 26).collect(),
+        "",
+    );
+    let (cluster, dir, addr, key_bytes) = (&setup.cluster, &setup.dir, &setup.addr, &setup.key);
+    let conf = slurm_common::conf::SlurmConf::load(&cluster.spec.conf_path()).unwrap();
+    let tcp = Target::Tcp(addr);
+    let tok = slurmrestd::jwt::mint_token(key_bytes, "root", 600).unwrap();
     let root: Vec<(&str, &str)> = vec![("X-SLURM-USER-NAME", "root"), ("X-SLURM-USER-TOKEN", &tok)];
     let doc = http(&tcp, "GET", "/openapi/v3", &[], None);
     let mut ck = Checker {
@@ -1040,7 +1065,7 @@ fn slurmdb_api_against_slurmdbd() {
     let o = cluster
         .command("sbatch")
         .args(["--parsable", "-J", "dbjob", "--wrap", "true"])
-        .current_dir(&dir)
+        .current_dir(dir)
         .output()
         .unwrap();
     let id: u32 = String::from_utf8_lossy(&o.stdout)
@@ -1282,7 +1307,7 @@ fn slurmdb_api_against_slurmdbd() {
     assert!(r.raw.contains("other"), "{}", r.raw);
     check!(&p("/account/{account_name}"), &p("/account/chem"), 404);
     // Users may read but not write.
-    let nob = slurmrestd::jwt::mint_token(&key_bytes, NOBODY, 600).unwrap();
+    let nob = slurmrestd::jwt::mint_token(key_bytes, NOBODY, 600).unwrap();
     let r = http(
         &tcp,
         "POST",
@@ -1348,7 +1373,7 @@ fn slurmdb_api_against_slurmdbd() {
     assert_eq!(r.status, 401);
     ck.check(&p("/accounts/"), "get", &r);
     eprintln!("{} responses validated", ck.count);
-    drop(cluster);
+    drop(setup);
 }
 
 /// schemathesis (installed by scripts/setup) fuzzes every served operation
@@ -1358,49 +1383,22 @@ fn slurmdb_api_against_slurmdbd() {
 fn schemathesis_finds_no_server_error_or_schema_violation() {
     let st = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-schemathesis/bin/schemathesis");
     assert!(st.exists(), "{} missing: run scripts/setup", st.display());
-    let bins = bin_dir();
-    let tmp = tempfile::Builder::new()
-        .prefix("restd-fuzz-")
-        .tempdir()
-        .unwrap();
-    let dir = tmp.path().join("cluster");
-    std::fs::create_dir_all(&dir).unwrap();
-    let jwt_key = dir.join("jwt_hs256.key");
-    let key_bytes: Vec<u8> = (0..32u8).map(|i| b'a' + (i * 7) % 26).collect();
-    std::fs::write(&jwt_key, &key_bytes).unwrap();
-    let mut spec = ClusterSpec::new(&dir, 2, &bins).expect("spec");
-    spec.accounting = true;
-    spec.extra_conf = format!(
-        "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\nLicenses=matlab:3\n",
-        jwt_key.display()
+    let setup = cluster_with_dbd(
+        "restd-fuzz-",
+        2,
+        (0..32u8).map(|i| b'a' + (i * 7) % 26).collect(),
+        "Licenses=matlab:3\n",
     );
-    let cluster = LocalCluster::start(spec).expect("cluster starts");
-    let port = free_port("127.0.0.1").unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    let log = std::fs::File::create(dir.join("log/slurmrestd.log")).unwrap();
-    let _restd = Restd {
-        child: Command::new(env!("CARGO_BIN_EXE_slurmrestd"))
-            .arg("-f")
-            .arg(cluster.spec.conf_path())
-            .arg(&addr)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start slurmrestd"),
-    };
-    wait_for("slurmrestd", Duration::from_secs(20), || {
-        std::net::TcpStream::connect(&addr).is_ok()
-    });
+    let (cluster, dir, addr, key_bytes) = (&setup.cluster, &setup.dir, &setup.addr, &setup.key);
     // Something to find: a held job.
     let o = cluster
         .command("sbatch")
         .args(["-H", "--wrap", "true"])
-        .current_dir(&dir)
+        .current_dir(dir)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let tok = slurmrestd::jwt::mint_token(&key_bytes, "root", 3600).unwrap();
+    let tok = slurmrestd::jwt::mint_token(key_bytes, "root", 3600).unwrap();
     let url = format!("http://{addr}");
     let out = Command::new(&st)
         .arg("run")
@@ -1422,8 +1420,8 @@ fn schemathesis_finds_no_server_error_or_schema_violation() {
         ])
         .args(["--generation-database", "none", "--no-color"])
         .arg("--report-dir")
-        .arg(tmp.path().join("report"))
-        .current_dir(tmp.path())
+        .arg(setup.tmp.path().join("report"))
+        .current_dir(setup.tmp.path())
         .env("SLURM_CONF", cluster.spec.conf_path())
         .output()
         .expect("run schemathesis");
@@ -1451,5 +1449,5 @@ fn schemathesis_finds_no_server_error_or_schema_violation() {
         .to_string();
     assert!(summary.contains("passed"), "{tail}");
     eprintln!("schemathesis: {summary}");
-    drop(cluster);
+    drop(setup);
 }

@@ -55,6 +55,28 @@ fn not_found(what: &str, src: &str) -> Fail {
     Fail::new(StatusCode::NOT_FOUND, SLURM_ERROR, "Not found", what, src)
 }
 
+/// `App::$name`: one slurmdbd list request and its records.
+macro_rules! db_list {
+    ($name:ident, $filter:ty, $req:ident, $resp:ident, $rec:ty) => {
+        async fn $name(&self, who: &Ident, f: $filter, src: &str) -> Result<Vec<$rec>, Fail> {
+            match self.dbd(who, AcctRequest::$req(f), src).await? {
+                AcctResponse::$resp(v) => Ok(v),
+                r => Err(db_unexpected(&r, src)),
+            }
+        }
+    };
+}
+
+/// The items of a `slurmdb` POST body, read by `parse`.
+fn body_items<T>(
+    body: &[u8],
+    src: &str,
+    parse: fn(&Value) -> Result<Vec<T>, request::BodyError>,
+) -> Result<Vec<T>, Fail> {
+    let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
+    parse(&v).map_err(|e| Fail::body(e, src))
+}
+
 impl App {
     /// One request to slurmdbd as `who`.
     async fn dbd(&self, who: &Ident, body: AcctRequest, src: &str) -> Result<AcctResponse, Fail> {
@@ -103,58 +125,23 @@ impl App {
         }
     }
 
-    async fn db_assocs(
-        &self,
-        who: &Ident,
-        f: AssocFilter,
-        src: &str,
-    ) -> Result<Vec<AssocRec>, Fail> {
-        match self.dbd(who, AcctRequest::ListAssocs(f), src).await? {
-            AcctResponse::Assocs(a) => Ok(a),
-            r => Err(db_unexpected(&r, src)),
-        }
-    }
-
-    async fn db_clusters(
-        &self,
-        who: &Ident,
-        names: Vec<String>,
-        src: &str,
-    ) -> Result<Vec<ClusterRec>, Fail> {
-        match self
-            .dbd(who, AcctRequest::ListClusters(ClusterFilter { names }), src)
-            .await?
-        {
-            AcctResponse::Clusters(c) => Ok(c),
-            r => Err(db_unexpected(&r, src)),
-        }
-    }
-
-    async fn db_accounts(
-        &self,
-        who: &Ident,
-        f: AccountFilter,
-        src: &str,
-    ) -> Result<Vec<AccountRec>, Fail> {
-        match self.dbd(who, AcctRequest::ListAccounts(f), src).await? {
-            AcctResponse::Accounts(a) => Ok(a),
-            r => Err(db_unexpected(&r, src)),
-        }
-    }
-
-    async fn db_users(&self, who: &Ident, f: UserFilter, src: &str) -> Result<Vec<UserRec>, Fail> {
-        match self.dbd(who, AcctRequest::ListUsers(f), src).await? {
-            AcctResponse::Users(u) => Ok(u),
-            r => Err(db_unexpected(&r, src)),
-        }
-    }
-
-    async fn db_qos(&self, who: &Ident, f: QosFilter, src: &str) -> Result<Vec<QosRec>, Fail> {
-        match self.dbd(who, AcctRequest::ListQos(f), src).await? {
-            AcctResponse::Qos(q) => Ok(q),
-            r => Err(db_unexpected(&r, src)),
-        }
-    }
+    db_list!(db_assocs, AssocFilter, ListAssocs, Assocs, AssocRec);
+    db_list!(
+        db_clusters,
+        ClusterFilter,
+        ListClusters,
+        Clusters,
+        ClusterRec
+    );
+    db_list!(
+        db_accounts,
+        AccountFilter,
+        ListAccounts,
+        Accounts,
+        AccountRec
+    );
+    db_list!(db_users, UserFilter, ListUsers, Users, UserRec);
+    db_list!(db_qos, QosFilter, ListQos, Qos, QosRec);
 
     pub(super) async fn db_ping(&self, who: &Ident) -> HResult {
         let src = "slurmdb_ping";
@@ -358,7 +345,15 @@ impl App {
     pub(super) async fn db_clusters_get(&self, who: &Ident, name: Option<&str>) -> HResult {
         let src = "slurmdb_clusters_get";
         let names: Vec<String> = name.map(|n| vec![n.to_string()]).unwrap_or_default();
-        let clusters = self.db_clusters(who, names.clone(), src).await?;
+        let clusters = self
+            .db_clusters(
+                who,
+                ClusterFilter {
+                    names: names.clone(),
+                },
+                src,
+            )
+            .await?;
         if let (Some(n), true) = (name, clusters.is_empty()) {
             return Err(not_found(&format!("cluster {n} not found"), src));
         }
@@ -391,13 +386,13 @@ impl App {
 
     pub(super) async fn db_tres(&self, who: &Ident) -> HResult {
         let src = "slurmdb_tres_get";
-        let clusters = self.db_clusters(who, Vec::new(), src).await?;
+        let clusters = self.db_clusters(who, ClusterFilter::default(), src).await?;
         Ok(done(json!({ "TRES": dbjson::tres_table(&clusters) })))
     }
 
     pub(super) async fn db_config(&self, who: &Ident) -> HResult {
         let src = "slurmdb_config_get";
-        let clusters = self.db_clusters(who, Vec::new(), src).await?;
+        let clusters = self.db_clusters(who, ClusterFilter::default(), src).await?;
         let accounts = self.db_accounts(who, AccountFilter::default(), src).await?;
         let users = self.db_users(who, UserFilter::default(), src).await?;
         let qos = self.db_qos(who, QosFilter::default(), src).await?;
@@ -446,8 +441,7 @@ impl App {
 
     pub(super) async fn db_accounts_post(&self, who: &Ident, body: &[u8]) -> HResult {
         let src = "slurmdb_accounts_add";
-        let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
-        let list = request::db_accounts(&v).map_err(|e| Fail::body(e, src))?;
+        let list = body_items(body, src, request::db_accounts)?;
         for a in list {
             let filter = AccountFilter {
                 names: vec![a.name.clone()],
@@ -479,8 +473,7 @@ impl App {
 
     pub(super) async fn db_users_post(&self, who: &Ident, body: &[u8]) -> HResult {
         let src = "slurmdb_users_add";
-        let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
-        let list = request::db_users(&v).map_err(|e| Fail::body(e, src))?;
+        let list = body_items(body, src, request::db_users)?;
         for u in list {
             let filter = UserFilter {
                 names: vec![u.name.clone()],
@@ -512,8 +505,7 @@ impl App {
 
     pub(super) async fn db_assocs_post(&self, who: &Ident, body: &[u8]) -> HResult {
         let src = "slurmdb_associations_add";
-        let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
-        let list = request::db_assocs(&v).map_err(|e| Fail::body(e, src))?;
+        let list = body_items(body, src, request::db_assocs)?;
         for a in list {
             let filter = AssocFilter {
                 accounts: vec![a.account.clone()],
@@ -571,8 +563,7 @@ impl App {
 
     pub(super) async fn db_qos_post(&self, who: &Ident, body: &[u8]) -> HResult {
         let src = "slurmdb_qos_add";
-        let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
-        let list = request::db_qos(&v).map_err(|e| Fail::body(e, src))?;
+        let list = body_items(body, src, request::db_qos)?;
         for q in list {
             let filter = QosFilter {
                 names: vec![q.name.clone()],
@@ -603,9 +594,16 @@ impl App {
 
     pub(super) async fn db_clusters_post(&self, who: &Ident, body: &[u8]) -> HResult {
         let src = "slurmdb_clusters_add";
-        let v = request::parse_json(body).map_err(|e| Fail::body(e, src))?;
-        let names = request::db_clusters(&v).map_err(|e| Fail::body(e, src))?;
-        let known = self.db_clusters(who, names.clone(), src).await?;
+        let names = body_items(body, src, request::db_clusters)?;
+        let known = self
+            .db_clusters(
+                who,
+                ClusterFilter {
+                    names: names.clone(),
+                },
+                src,
+            )
+            .await?;
         let new: Vec<ClusterRec> = names
             .into_iter()
             .filter(|n| !known.iter().any(|k| k.name.eq_ignore_ascii_case(n)))
