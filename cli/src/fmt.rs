@@ -311,19 +311,11 @@ pub fn job_state_short(job: &JobRecord) -> &'static str {
     }
 }
 
-/// Seconds the job has run: `now - start` while running, `end - start` after.
+/// Seconds the job has run: `now - start` while running, `end - start`
+/// after, time spent suspended left out.
 pub fn job_run_secs(job: &JobRecord, now: i64) -> i64 {
     match job.start_time {
-        Some(s) if s > 0 && job.state != JobState::Pending => {
-            let stopped =
-                job.state.is_finished() || job.completing || job.state == JobState::Suspended;
-            let end = if stopped {
-                job.end_time.unwrap_or(now)
-            } else {
-                now
-            };
-            (end - s).max(0)
-        }
+        Some(s) if s > 0 && job.state != JobState::Pending => job.run_secs(now),
         _ => 0,
     }
 }

@@ -1394,6 +1394,9 @@ mod tests {
             steps: Vec::new(),
             batch: true,
             cancelled_by: None,
+            suspend_time: None,
+            suspended_secs: 0,
+            preempt_suspended: false,
             array: None,
             dependency: None,
         }

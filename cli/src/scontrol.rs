@@ -3,7 +3,7 @@
 //! Supported: `show job|node|partition|config|hostnames|hostlist[sorted]`,
 //! `update NodeName=... State=... Reason=...`, `update JobId=... TimeLimit=...
 //! Nice=... Name=...`, `hold`, `uhold`, `release`, `requeue`, `requeuehold`,
-//! `ping`, `version`, the `-o`/`--oneliner`, `-d`, `-Q`, `-v`, `-V` options and
+//! `suspend`, `resume`, `ping`, `version`, the `-o`/`--oneliner`, `-d`, `-Q`, `-v`, `-V` options and
 //! an interactive mode reading commands from stdin. Commands, entities and
 //! keys are case-insensitive and may be abbreviated while unambiguous.
 //!
@@ -152,7 +152,12 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
             tz.opt_timestamp(fmt::job_end(job, o.now), "Unknown")
         ),
         format!(
-            "SuspendTime=None SecsPreSuspend=0 LastSchedEval={} Scheduler=Main",
+            "SuspendTime={} SecsPreSuspend={} LastSchedEval={} Scheduler=Main",
+            tz.opt_timestamp(job.suspend_time, "None"),
+            // Run time up to the last suspension.
+            job.suspend_time
+                .zip(job.start_time)
+                .map_or(0, |(t, s)| (t - s - job.suspended_secs).max(0)),
             tz.opt_timestamp(job.last_sched_eval, "Unknown")
         ),
         format!(
@@ -482,6 +487,8 @@ const COMMANDS: &[&str] = &[
     "release",
     "requeue",
     "requeuehold",
+    "suspend",
+    "resume",
     "ping",
     "reconfigure",
     "token",
@@ -517,8 +524,10 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
      release <job_list>       permit specified job to start (see hold).
      requeue <job_id>         re-queue a batch job.
      requeuehold <job_id>     re-queue and hold a batch job.
+     resume <job_list>        resume previously suspended job.
      show <ENTITY> [<ID>]     display state of identified entity, default
                               is all records.
+     suspend <job_list>       suspend specified job (see resume).
      uhold <job_list>         place user hold on specified job (see hold).
      update <SPECIFICATIONS>  update job or node configuration.
      version                  display tool version number.
@@ -1397,8 +1406,8 @@ fn update_job(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
     rc
 }
 
-/// `hold`, `uhold`, `release`, `requeue`, `requeuehold` over a job list
-/// (ids, or names of the caller's pending jobs).
+/// `hold`, `uhold`, `release`, `requeue`, `requeuehold`, `suspend`,
+/// `resume` over a job list (ids, or names of the caller's unfinished jobs).
 fn cmd_job_list(cmd: &str, args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     let words: Vec<String> = args.iter().flat_map(|a| fmt::split_list(a)).collect();
     if words.is_empty() {
@@ -1440,14 +1449,27 @@ fn cmd_job_list(cmd: &str, args: &[String], ctl: &dyn Controller, out: &mut Out)
         "hold" | "uhold" => &[JobUpdate::Hold],
         "release" => &[JobUpdate::Release],
         "requeue" => &[JobUpdate::Requeue],
+        "suspend" | "resume" => &[],
         _ => &[JobUpdate::Requeue, JobUpdate::Hold],
     };
-    for (label, id) in targets {
-        for u in updates {
-            let res = ctl.call(RequestBody::UpdateJob {
+    let requests = |id: u32| -> Vec<RequestBody> {
+        if matches!(cmd, "suspend" | "resume") {
+            return vec![RequestBody::SuspendJob {
+                job_id: id,
+                suspend: cmd == "suspend",
+            }];
+        }
+        updates
+            .iter()
+            .map(|u| RequestBody::UpdateJob {
                 job_id: id,
                 update: u.clone(),
-            });
+            })
+            .collect()
+    };
+    for (label, id) in targets {
+        for body in requests(id) {
+            let res = ctl.call(body);
             let msg = match res {
                 Ok(Response::Error(e)) => Some(e.error.message().to_string()),
                 Ok(_) => None,
@@ -1608,9 +1630,9 @@ pub fn run_command(
                 }
             }
         }
-        Some(c @ ("hold" | "uhold" | "release" | "requeue" | "requeuehold")) => {
-            cmd_job_list(c, rest, ctl, out)
-        }
+        Some(
+            c @ ("hold" | "uhold" | "release" | "requeue" | "requeuehold" | "suspend" | "resume"),
+        ) => cmd_job_list(c, rest, ctl, out),
         Some("ping") => cmd_ping(ctl, out),
         Some("token") => cmd_token(rest, ctl, out),
         Some("reconfigure") => match ctl.call(RequestBody::Reconfigure) {

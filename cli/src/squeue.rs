@@ -1266,6 +1266,9 @@ pub(crate) mod tests {
             steps: Vec::new(),
             batch: true,
             cancelled_by: None,
+            suspend_time: None,
+            suspended_secs: 0,
+            preempt_suspended: false,
             array: None,
             dependency: None,
         }

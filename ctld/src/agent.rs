@@ -124,6 +124,18 @@ impl Agent {
                     Err(e) => tracing::warn!("prolog of job {job_id} on {node} not sent: {e}"),
                 }
             }
+            Effect::Suspend {
+                addr,
+                job_id,
+                suspend,
+            } => {
+                let body = RequestBody::SuspendJobHere { job_id, suspend };
+                if let Err(e) =
+                    call_async(&addr, &self.request(body), Duration::from_secs(10)).await
+                {
+                    tracing::warn!("suspend={suspend} of job {job_id} failed: {e}");
+                }
+            }
             Effect::Signal {
                 addr,
                 job_id,

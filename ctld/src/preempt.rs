@@ -1,12 +1,16 @@
 //! Preemption (`PreemptType=preempt/partition_prio` or `preempt/qos`): a
 //! pending job blocked on resources displaces running jobs it may preempt,
 //! the fewest and lowest-priority ones that make it fit, by their
-//! `PreemptMode`: CANCEL (ended PREEMPTED) or REQUEUE (back in the queue).
-//! `GraceTime` (partition or QOS) is how long a victim gets between SIGTERM
-//! and SIGKILL. SUSPEND is not supported: such victims are left alone.
+//! `PreemptMode`: CANCEL (ended PREEMPTED), REQUEUE (back in the queue) or
+//! SUSPEND (stopped in place, resumed once the preemptor has gone: see
+//! `suspend.rs`). `GraceTime` (partition or QOS) is how long a victim gets
+//! between SIGTERM and SIGKILL. `GANG` on its own (time slicing of jobs
+//! sharing cores) preempts nothing.
 //!
-//! One preemptor per scheduling pass: it starts once its victims have left
-//! their nodes; it does not preempt again while they are leaving.
+//! One preemptor per scheduling pass. Over suspended victims it starts at
+//! once (their memory and GRES stay held, so it must fit beside those);
+//! otherwise it starts once its victims have left their nodes, and does not
+//! preempt again while they are leaving.
 
 use super::Controller;
 use slurm_plugins::select::place;
@@ -18,6 +22,7 @@ pub enum Mode {
     Off,
     Cancel,
     Requeue,
+    Suspend,
 }
 
 impl Mode {
@@ -32,8 +37,9 @@ impl Mode {
             "OFF" => Mode::Off,
             "CANCEL" => Mode::Cancel,
             "REQUEUE" => Mode::Requeue,
-            // SUSPEND (and GANG) are not supported: no preemption.
-            "SUSPEND" | "GANG" => Mode::Off,
+            "SUSPEND" => Mode::Suspend,
+            // Gang scheduling alone (time slicing) preempts nothing.
+            "GANG" => Mode::Off,
             _ => return None,
         })
     }
@@ -139,7 +145,7 @@ impl Controller {
             let mut chosen: Vec<JobId> = Vec::new();
             let mut fits = false;
             for v in &cands {
-                view.release(&self.allocs_of(v));
+                view.release(&self.freed_by(v));
                 chosen.push(v.job_id);
                 if place(&view, &jv, false).is_ok() {
                     fits = true;
@@ -154,7 +160,7 @@ impl Controller {
                 let Some(v) = self.p.jobs.get(&chosen[k]) else {
                     continue;
                 };
-                let a = self.allocs_of(v);
+                let a = self.freed_by(v);
                 view.consume(&a);
                 if place(&view, &jv, false).is_ok() {
                     chosen.remove(k);
@@ -162,12 +168,38 @@ impl Controller {
                     view.release(&a);
                 }
             }
+            // Over suspended victims only, the preemptor need not wait.
+            let at_once = chosen.iter().all(|v| {
+                self.p
+                    .jobs
+                    .get(v)
+                    .is_some_and(|v| self.victim_mode(v).0 == Mode::Suspend)
+            });
+            let alloc = place(&view, &jv, false).ok();
             for v in chosen {
                 self.preempt_one(v, id, now);
             }
-            self.preempting.insert(id, now);
+            match alloc.filter(|_| at_once) {
+                Some(alloc) => self.start_job(id, &alloc, now),
+                None => {
+                    self.preempting.insert(id, now);
+                }
+            }
             return;
         }
+    }
+
+    /// What preempting `v` gives back: everything, or for SUSPEND only its
+    /// cores (its memory and GRES stay with it).
+    fn freed_by(&self, v: &JobRecord) -> Vec<slurm_plugins::NodeAlloc> {
+        let mut a = self.allocs_of(v);
+        if self.victim_mode(v).0 == Mode::Suspend {
+            for x in &mut a {
+                x.mem = 0;
+                x.gres = Default::default();
+            }
+        }
+        a
     }
 
     fn preempt_one(&mut self, victim: JobId, by: JobId, now: i64) {
@@ -189,6 +221,7 @@ impl Controller {
                 );
             }
             Mode::Requeue => self.requeue_running(victim, kill_wait, now),
+            Mode::Suspend => self.suspend_job(victim, true, now),
         }
     }
 }
@@ -201,7 +234,8 @@ mod tests {
     fn modes() {
         assert_eq!(Mode::parse("REQUEUE"), Some(Mode::Requeue));
         assert_eq!(Mode::parse("cancel"), Some(Mode::Cancel));
-        assert_eq!(Mode::parse("SUSPEND,GANG"), Some(Mode::Off));
+        assert_eq!(Mode::parse("SUSPEND,GANG"), Some(Mode::Suspend));
+        assert_eq!(Mode::parse("GANG"), Some(Mode::Off));
         assert_eq!(Mode::parse("bogus"), None);
     }
 }

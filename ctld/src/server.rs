@@ -260,6 +260,7 @@ impl Server {
             },
             RequestBody::LaunchBatch(_)
             | RequestBody::SignalJob { .. }
+            | RequestBody::SuspendJobHere { .. }
             | RequestBody::TerminateJob { .. }
             | RequestBody::NodePing => Response::Error(SlurmError::InvalidRequest.into()),
             body => {

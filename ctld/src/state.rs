@@ -7,6 +7,8 @@ use crate::journal::{Entry, NodeAdmin, Payload, Saved};
 
 #[path = "preempt.rs"]
 mod preempt;
+#[path = "suspend.rs"]
+mod suspend;
 use slurm_common::conf::{PartitionStateConf, SlurmConf};
 use slurm_common::{jobspec, users};
 use slurm_plugins::view::{GresCounts, GresReq, Hold};
@@ -55,6 +57,12 @@ pub enum Effect {
         job_id: JobId,
         step_id: u32,
         signal: i32,
+    },
+    /// Stop (`suspend`) or continue a job's processes on one node.
+    Suspend {
+        addr: String,
+        job_id: JobId,
+        suspend: bool,
     },
     /// `PrologFlags=Alloc`: set the job up (Prolog, cgroup) on a node
     /// without its batch script.
@@ -917,7 +925,9 @@ impl Controller {
         let mut exclusive = vec![false; self.nodes.len()];
         for j in self.p.jobs.values() {
             let holding = j.state == JobState::Running || j.completing;
-            if !holding {
+            // A suspended job keeps its memory; its cores are given back.
+            let suspended = j.state == JobState::Suspended && !j.completing;
+            if !holding && !suspended {
                 continue;
             }
             for (k, name) in j.alloc.nodes.iter().enumerate() {
@@ -926,8 +936,11 @@ impl Controller {
                 }
                 if let Some(&i) = self.node_index.get(name) {
                     let n = &mut self.nodes[i];
-                    n.alloc_cpus += j.alloc.cpus.get(k).copied().unwrap_or(0);
                     n.alloc_mem += j.alloc.mem.get(k).copied().unwrap_or(0);
+                    if suspended {
+                        continue;
+                    }
+                    n.alloc_cpus += j.alloc.cpus.get(k).copied().unwrap_or(0);
                     if j.completing {
                         n.flags.completing = true;
                     }
@@ -1119,8 +1132,10 @@ impl Controller {
             })
             .collect();
         let mut gres_used = vec![GresCounts::default(); self.nodes.len()];
+        // Cores of jobs suspended by preemption wait for them.
+        let preempt_held = self.preempt_held_cpus();
         for j in self.p.jobs.values() {
-            if j.state == JobState::Running || j.completing {
+            if Self::holds_devices(j) {
                 for (k, name) in j.alloc.nodes.iter().enumerate() {
                     let (Some(&i), Some(g)) = (self.node_index.get(name), j.alloc.gres.get(k))
                     else {
@@ -1156,7 +1171,7 @@ impl Controller {
                     name: n.name.clone(),
                     cpus: n.cpus,
                     mem: n.real_memory,
-                    alloc_cpus: n.alloc_cpus,
+                    alloc_cpus: (n.alloc_cpus + preempt_held[i]).min(n.cpus.max(n.alloc_cpus)),
                     alloc_mem: n.alloc_mem,
                     available: n.is_available() && self.registered[i],
                     weight: n.weight,
@@ -1708,10 +1723,11 @@ impl Controller {
             let Some(start) = j.start_time.filter(|_| j.state != JobState::Pending) else {
                 continue;
             };
-            let until = if j.state == JobState::Running {
-                now
-            } else {
-                j.end_time.unwrap_or(now)
+            let until = match j.state {
+                JobState::Running => now,
+                // Charged up to the suspension; resuming restarts the clock.
+                JobState::Suspended => j.suspend_time.unwrap_or(now),
+                _ => j.end_time.unwrap_or(now),
             };
             let from = self.charged.get(&j.job_id).copied().unwrap_or(start);
             seen.push((j.job_id, until.max(from)));
@@ -2125,6 +2141,9 @@ impl Controller {
             steps: Vec::new(),
             batch,
             cancelled_by: None,
+            suspend_time: None,
+            suspended_secs: 0,
+            preempt_suspended: false,
             array: None,
             dependency: stored.dependency.clone(),
             desc: stored,
@@ -2523,6 +2542,12 @@ impl Controller {
         })
     }
 
+    /// Whether a job holds its GRES and memory: running, suspended or
+    /// still cleaning up.
+    fn holds_devices(j: &JobRecord) -> bool {
+        matches!(j.state, JobState::Running | JobState::Suspended) || j.completing
+    }
+
     fn allocs_of(&self, j: &JobRecord) -> Vec<NodeAlloc> {
         j.alloc
             .nodes
@@ -2553,6 +2578,8 @@ impl Controller {
     pub fn schedule(&mut self, now: i64) {
         self.sched_needed = false;
         let t0 = std::time::Instant::now();
+        // Preempted (suspended) jobs get their cores back before anyone else.
+        self.resume_preempted(now);
         // Dependencies and array task limits keep jobs out of the queue.
         let mut running_tasks: HashMap<JobId, u32> = HashMap::new();
         for j in self.p.jobs.values() {
@@ -2775,7 +2802,7 @@ impl Controller {
                     .p
                     .jobs
                     .values()
-                    .filter(|o| o.job_id != id && (o.state == JobState::Running || o.completing))
+                    .filter(|o| o.job_id != id && Self::holds_devices(o))
                     .filter_map(|o| {
                         let k = o.alloc.nodes.iter().position(|n| *n == node.name)?;
                         o.alloc.gres.get(k)
@@ -3228,6 +3255,7 @@ impl Controller {
     ) {
         self.count_end(state);
         let Some(j) = self.job_mut(id) else { return };
+        j.end_suspension(now);
         j.state = state;
         for st in j
             .steps
@@ -3253,7 +3281,15 @@ impl Controller {
     /// of grace), its steps closed.
     fn requeue_running(&mut self, id: JobId, kill_wait: u32, now: i64) {
         let Some(j) = self.job_mut(id) else { return };
-        let running = j.state == JobState::Running;
+        let running = matches!(j.state, JobState::Running | JobState::Suspended);
+        // As Slurm: a suspended job requeued is held.
+        if j.state == JobState::Suspended && j.held.is_none() {
+            j.held = Some(HoldKind::Admin);
+        }
+        j.end_suspension(now);
+        j.suspend_time = None;
+        j.suspended_secs = 0;
+        j.preempt_suspended = false;
         let nodes = j.alloc.nodes.clone();
         for st in j.steps.iter_mut().filter(|s| s.state == JobState::Running) {
             st.state = JobState::Cancelled;
@@ -3370,7 +3406,7 @@ impl Controller {
         let Some(j) = self.p.jobs.get(&id) else {
             return;
         };
-        if j.state == JobState::Running {
+        if matches!(j.state, JobState::Running | JobState::Suspended) {
             let (code, sig) = wait_status_pair(status);
             let (state, reason) = if oom {
                 (
@@ -3397,6 +3433,7 @@ impl Controller {
                 .cloned()
                 .collect();
             let Some(j) = self.job_mut(id) else { return };
+            j.end_suspension(now);
             j.exit_status = status;
             j.state = state;
             if let Some(b) = j.steps.iter_mut().find(|s| s.step_id == BATCH_STEP) {
@@ -3719,7 +3756,7 @@ impl Controller {
             .jobs
             .values()
             .filter(|j| j.alloc.nodes.iter().any(|n| n == node))
-            .filter(|j| j.state == JobState::Running || j.completing)
+            .filter(|j| Self::holds_devices(j))
             .map(|j| j.job_id)
             .collect();
         for id in ids {
@@ -3727,7 +3764,7 @@ impl Controller {
                 .p
                 .jobs
                 .get(&id)
-                .is_some_and(|j| j.state == JobState::Running);
+                .is_some_and(|j| matches!(j.state, JobState::Running | JobState::Suspended));
             if running {
                 if let Some(j) = self.job_mut(id) {
                     j.node_failed = true;
@@ -3825,7 +3862,8 @@ impl Controller {
             .jobs
             .values()
             .filter(|j| {
-                j.state == JobState::Running && j.batch_host.as_deref() == Some(name.as_str())
+                matches!(j.state, JobState::Running | JobState::Suspended)
+                    && j.batch_host.as_deref() == Some(name.as_str())
             })
             .filter(|j| !r.running_jobs.contains(&j.job_id))
             .filter(|j| restarted || j.start_time.is_some_and(|s| s < r.slurmd_start_time))
@@ -3839,9 +3877,11 @@ impl Controller {
         }
         // Jobs the daemon runs that we consider over: make it stop them.
         for id in &r.running_jobs {
-            let keep = self.p.jobs.get(id).is_some_and(|j| {
-                (j.state == JobState::Running || j.completing) && j.alloc.nodes.contains(&name)
-            });
+            let keep = self
+                .p
+                .jobs
+                .get(id)
+                .is_some_and(|j| Self::holds_devices(j) && j.alloc.nodes.contains(&name));
             if !keep {
                 if let Some(addr) = self.node_addr(&name) {
                     self.effects.push(Effect::Terminate {
@@ -4057,6 +4097,9 @@ impl Controller {
             RequestBody::SubmitBatchJob(d) => self.submit(who, d, now),
             RequestBody::TestJob(d) => self.test_job(who, d, now),
             RequestBody::Cancel(f) => Ok(self.cancel(who, f, now)),
+            RequestBody::SuspendJob { job_id, suspend } => {
+                self.suspend_request(who, job_id, suspend, now)
+            }
             RequestBody::UpdateJob { job_id, update } => self.update_job(who, job_id, update, now),
             RequestBody::UpdateNode {
                 names,

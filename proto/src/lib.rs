@@ -489,6 +489,18 @@ pub struct JobRecord {
     /// Who cancelled it (sacct's `CANCELLED by UID`).
     #[serde(default)]
     pub cancelled_by: Option<u32>,
+    /// When it was last suspended or resumed (`SuspendTime=`).
+    #[serde(default)]
+    pub suspend_time: Option<i64>,
+    /// Seconds spent suspended in earlier suspensions (not the current
+    /// one): they do not count against the time limit.
+    #[serde(default)]
+    pub suspended_secs: i64,
+    /// Suspended by preemption (`PreemptMode=SUSPEND`): it resumes by
+    /// itself once its cores are free again; `scontrol suspend` jobs wait
+    /// for `scontrol resume`.
+    #[serde(default)]
+    pub preempt_suspended: bool,
 }
 
 fn yes() -> bool {
@@ -677,6 +689,31 @@ impl JobRecord {
             Some(a) => format!("{}_{}", a.job_id, a.task_id),
             None => self.job_id.to_string(),
         }
+    }
+
+    /// Close the current suspension (if any) at `now`: its time joins
+    /// `suspended_secs`.
+    pub fn end_suspension(&mut self, now: i64) {
+        if self.state == JobState::Suspended {
+            let since = self.suspend_time.unwrap_or(now);
+            self.suspended_secs += (now - since).max(0);
+            self.suspend_time = Some(now);
+        }
+    }
+
+    /// Seconds the job has run by `now`, suspended time left out.
+    pub fn run_secs(&self, now: i64) -> i64 {
+        let Some(start) = self.start_time else {
+            return 0;
+        };
+        let until = if self.state == JobState::Suspended {
+            self.suspend_time.unwrap_or(now)
+        } else if self.state.is_finished() || self.completing {
+            self.end_time.unwrap_or(now)
+        } else {
+            now
+        };
+        (until - start - self.suspended_secs).max(0)
     }
 
     /// Exit code and signal, as `ExitCode=N:S` shows them.
@@ -1272,6 +1309,12 @@ pub enum RequestBody {
         name: String,
     },
     Cancel(CancelFilter),
+    /// `scontrol suspend|resume`: stop a running job (its cores go back to
+    /// the scheduler, its memory and GRES stay held) or let it go on.
+    SuspendJob {
+        job_id: JobId,
+        suspend: bool,
+    },
     UpdateJob {
         job_id: JobId,
         update: JobUpdate,
@@ -1332,6 +1375,11 @@ pub enum RequestBody {
     SignalJob {
         job_id: JobId,
         signal: i32,
+    },
+    /// Stop (`suspend`) or continue every process of the job on this node.
+    SuspendJobHere {
+        job_id: JobId,
+        suspend: bool,
     },
     /// End the job on this node: SIGCONT+SIGTERM, then SIGKILL after `kill_wait` s.
     TerminateJob {

@@ -477,6 +477,7 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
         req.body,
         RequestBody::LaunchBatch(_)
             | RequestBody::SignalJob { .. }
+            | RequestBody::SuspendJobHere { .. }
             | RequestBody::TerminateJob { .. }
             | RequestBody::JobPrologue(_)
     );
@@ -503,6 +504,12 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
             }
         }
         RequestBody::SignalJob { job_id, signal } => jobs::signal(ctx, job_id, signal),
+        RequestBody::SuspendJobHere { job_id, suspend } => {
+            let ctx = ctx.clone();
+            tokio::task::spawn_blocking(move || jobs::suspend(&ctx, job_id, suspend))
+                .await
+                .unwrap_or_else(|_| refuse(SlurmError::InternalError, "suspend failed"))
+        }
         RequestBody::TerminateJob {
             job_id,
             kill_wait,
@@ -514,6 +521,9 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
             }
             let ctx = ctx.clone();
             tokio::spawn(async move {
+                // A suspended job is thawed so its signals reach it.
+                let c = ctx.clone();
+                let _ = tokio::task::spawn_blocking(move || jobs::thaw(&c, job_id)).await;
                 // Steps first, so the job is clean when the batch side reports.
                 crate::steps::terminate_job(job_id, kill_wait).await;
                 jobs::terminate(ctx, job_id, kill_wait, start_time).await;

@@ -696,6 +696,66 @@ pub fn signal(ctx: &Ctx, id: JobId, signal: i32) -> Response {
     }
 }
 
+/// Stop (`suspend`) or continue every process of a job on this node
+/// (`SuspendJobHere`, for `scontrol suspend|resume` and preemption): its
+/// cgroup is frozen or thawed when it has a freezer, else its batch script
+/// and step tasks get SIGSTOP or SIGCONT (SIGCONT also after a thaw, for
+/// anything stopped by hand). Blocks briefly while the kernel freezes.
+pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool) -> Response {
+    let cgroup = any_cgroup(ctx, id);
+    let mut pgids = crate::steps::job_pgids(id);
+    if let Some(Target {
+        phase: Phase::Running,
+        pgid,
+        ..
+    }) = ctx.jobs.target(id)
+    {
+        pgids.push(pgid);
+    }
+    if pgids.is_empty() && cgroup.is_none() {
+        return rpc_error(
+            SlurmError::InvalidJobId,
+            format!("job {id} has no process on this node"),
+        );
+    }
+    let frozen = cgroup.as_ref().is_some_and(|jc| jc.set_frozen(suspend));
+    if !suspend || !frozen {
+        let sig = if suspend {
+            libc::SIGSTOP
+        } else {
+            libc::SIGCONT
+        };
+        for p in &pgids {
+            killpg(*p, sig);
+        }
+        if let (Some(jc), false) = (&cgroup, frozen) {
+            jc.signal(sig);
+        }
+    }
+    info!(
+        job = id,
+        suspend,
+        frozen,
+        "job {}",
+        if suspend { "suspended" } else { "resumed" }
+    );
+    Response::Ok
+}
+
+/// The job's cgroup here, whether its batch script or only steps run here.
+fn any_cgroup(ctx: &Ctx, id: JobId) -> Option<Arc<JobCgroup>> {
+    ctx.jobs
+        .cgroup(id)
+        .or_else(|| crate::steps::job_cgroup(&ctx.node, id))
+}
+
+/// Thaw a job's cgroup (a suspended job being ended must see its signals).
+pub fn thaw(ctx: &Ctx, id: JobId) {
+    if let Some(jc) = any_cgroup(ctx, id) {
+        jc.set_frozen(false);
+    }
+}
+
 /// End a job on this node (`TerminateJob`): SIGCONT and SIGTERM to its
 /// processes, SIGKILL after `kill_wait` seconds. A job not running here
 /// (a node of a multi-node job without the script) is reported clean at once.

@@ -732,7 +732,15 @@ pub fn signal(
     Response::Ok
 }
 
-fn job_pgids(job_id: JobId) -> Vec<i32> {
+/// The cgroup of a job set up here for its steps (no batch script here).
+pub fn job_cgroup(node: &str, job: JobId) -> Option<Arc<crate::cgroup::JobCgroup>> {
+    step_jobs()
+        .get(&(node.to_string(), job))
+        .and_then(|j| j.cgroup.clone())
+}
+
+/// The process groups of a job's step tasks here.
+pub fn job_pgids(job_id: JobId) -> Vec<i32> {
     steps()
         .iter()
         .filter(|((j, _), _)| *j == job_id)

@@ -326,6 +326,31 @@ impl JobCgroup {
             .count()
     }
 
+    /// Freeze (`true`) or thaw every process of the job (v1 `freezer.state`,
+    /// v2 `cgroup.freeze`), waiting briefly until the kernel says it is
+    /// done; `false` when the cgroup has no freezer.
+    pub fn set_frozen(&self, on: bool) -> bool {
+        if self.version == Version::V1 {
+            return self.freeze(if on { "FROZEN" } else { "THAWED" });
+        }
+        let Some(d) = self.track_dir() else {
+            return false;
+        };
+        let f = d.join("cgroup.freeze");
+        if !f.exists() || write(&f, if on { "1" } else { "0" }).is_err() {
+            return false;
+        }
+        let want = if on { "frozen 1" } else { "frozen 0" };
+        let until = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < until {
+            if read(&d.join("cgroup.events")).is_some_and(|s| s.lines().any(|l| l.trim() == want)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
     fn freeze(&self, state: &str) -> bool {
         let Some(d) = self.dir("freezer") else {
             return false;

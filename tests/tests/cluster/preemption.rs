@@ -82,3 +82,177 @@ fn qos_preemption_uses_slurmdbd_qos_lists() {
     // normal may not preempt: it just waited its turn.
     assert_eq!(t.wait_done(other, 30).state, JobState::Completed);
 }
+
+/// A job that counts in `file` ten times a second until killed.
+fn counter(t: &TestCluster, file: &str) -> String {
+    let path = t.work.join(file);
+    format!(
+        "i=0; while true; do i=$((i+1)); echo $i > {}; sleep 0.1; done",
+        path.display()
+    )
+}
+
+fn count(t: &TestCluster, file: &str) -> u64 {
+    std::fs::read_to_string(t.work.join(file))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether the count stays put for a second (the job is stopped).
+fn stopped(t: &TestCluster, file: &str) -> bool {
+    // A write under way when the job stopped may still land.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let a = count(t, file);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    a == count(t, file)
+}
+
+fn advancing(t: &TestCluster, file: &str) -> bool {
+    let a = count(t, file);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    count(t, file) > a
+}
+
+/// The v1 freezer state of the job's cgroup, if it has one.
+fn freezer_state(job: u32) -> Option<String> {
+    let root = std::path::Path::new("/sys/fs/cgroup/freezer");
+    let want = format!("job_{job}");
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).ok()?.flatten() {
+            let p = e.path();
+            if !p.is_dir() {
+                continue;
+            }
+            if p.file_name().is_some_and(|n| n == want.as_str()) {
+                let s = std::fs::read_to_string(p.join("freezer.state")).ok()?;
+                return Some(s.trim().to_string());
+            }
+            if p.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with("slurm") || n.starts_with("uid_")
+            }) {
+                stack.push(p);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn scontrol_suspend_stops_a_job_frees_its_cores_and_stops_its_clock() {
+    let cgroups = std::path::Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists()
+        || std::path::Path::new("/sys/fs/cgroup/cgroup.freeze").exists()
+        || std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let t = TestCluster::start(1, |s| {
+        if cgroups && unsafe { libc::geteuid() } == 0 {
+            // Frozen through the job's cgroup.
+            s.extra_conf =
+                "ProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity,task/cgroup\n".into();
+            s.cgroup_conf = Some("CgroupPlugin=autodetect\nConstrainCores=yes\n".into());
+        }
+    });
+    let job = t.sbatch(&["-n", "4", "-t", "2", "--wrap", &counter(&t, "a")]);
+    let before = t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while count(&t, "a") == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(advancing(&t, "a"), "the job never counted\n{}", t.logs());
+
+    // Only operators may suspend.
+    let o = t
+        .cmd_as(1000, 1000, "scontrol")
+        .args(["suspend", &job.to_string()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("Access/permission denied"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = t.run("scontrol", &["suspend", &job.to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j = t.wait_job(job, 10, "suspended", |j| j.state == JobState::Suspended);
+    assert!(j.suspend_time.is_some());
+    assert!(stopped(&t, "a"), "the job kept running while suspended");
+    let v1_freezer = std::path::Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists();
+    if v1_freezer && unsafe { libc::geteuid() } == 0 {
+        assert_eq!(freezer_state(job).as_deref(), Some("FROZEN"));
+    }
+    let sq = t.run("squeue", &["-h", "-j", &job.to_string(), "-o", "%t %T"]);
+    assert_eq!(stdout(&sq).trim(), "S SUSPENDED");
+    let o = t.run("scontrol", &["suspend", &job.to_string()]);
+    assert!(!o.status.success(), "suspended twice");
+
+    // Its cores went back: a job needing all of them starts.
+    let other = t.sbatch(&["-n", "4", "--wrap", "sleep 2"]);
+    t.wait_job(other, 30, "running", |j| j.state == JobState::Running);
+    let o = t.run("scontrol", &["resume", &job.to_string()]);
+    assert!(!o.status.success(), "resumed onto busy cores");
+    assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
+    t.wait_done(other, 30);
+
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let o = t.run("scontrol", &["resume", &job.to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j = t.wait_job(job, 10, "running", |j| j.state == JobState::Running);
+    assert!(advancing(&t, "a"), "the job did not go on after resume");
+    // The time limit did not run while it was stopped.
+    let pushed = j.end_time.unwrap() - before.end_time.unwrap();
+    assert!(j.suspended_secs >= 3, "{}", j.suspended_secs);
+    assert_eq!(pushed, j.suspended_secs);
+    let show = stdout(&t.run("scontrol", &["show", "job", &job.to_string()]));
+    assert!(!show.contains("SuspendTime=None"), "{show}");
+    let o = t.run("scontrol", &["resume", &job.to_string()]);
+    assert!(!o.status.success(), "resumed a running job");
+
+    // A suspended job can be cancelled (it is thawed to see its signals).
+    assert!(t
+        .run("scontrol", &["suspend", &job.to_string()])
+        .status
+        .success());
+    t.wait_job(job, 10, "suspended", |j| j.state == JobState::Suspended);
+    assert!(t.run("scancel", &[&job.to_string()]).status.success());
+    assert_eq!(t.wait_done(job, 30).state, JobState::Cancelled);
+    assert!(stopped(&t, "a"));
+}
+
+#[test]
+fn suspend_preemption_stops_the_victim_and_resumes_it_first() {
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = "PreemptType=preempt/partition_prio\nPreemptMode=SUSPEND,GANG\n\
+PartitionName=low Nodes=n1 PriorityTier=1 Default=YES\n\
+PartitionName=high Nodes=n1 PriorityTier=10\n"
+            .into();
+    });
+    let low = t.sbatch(&["-p", "low", "-n", "4", "--wrap", &counter(&t, "v")]);
+    t.wait_job(low, 30, "running", |j| j.state == JobState::Running);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while count(&t, "v") == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let high = t.sbatch(&["-p", "high", "-n", "4", "--wrap", "sleep 4"]);
+    t.wait_job(high, 30, "running", |j| j.state == JobState::Running);
+    let v = t.job(low).unwrap();
+    assert_eq!(v.state, JobState::Suspended);
+    assert!(v.preempt_suspended);
+    assert!(stopped(&t, "v"), "the victim kept running");
+    // Operators cannot resume it while its preemptor has its cores.
+    assert!(!t
+        .run("scontrol", &["resume", &low.to_string()])
+        .status
+        .success());
+    // A later job of its own tier does not get the victim's cores.
+    let later = t.sbatch(&["-p", "low", "-n", "1", "--wrap", "true"]);
+    t.wait_done(high, 30);
+    let v = t.wait_job(low, 15, "resumed", |j| j.state == JobState::Running);
+    assert!(v.suspended_secs >= 2, "{}", v.suspended_secs);
+    assert!(advancing(&t, "v"), "the victim did not go on");
+    assert_eq!(t.job(later).unwrap().state, JobState::Pending);
+    assert!(t.run("scancel", &[&low.to_string()]).status.success());
+    assert_eq!(t.wait_done(later, 30).state, JobState::Completed);
+}
