@@ -512,7 +512,11 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "verbose" => o.verbose += 1,
             "version" => o.version = true,
             "help" | "usage" => o.help = true,
-            "distribution" => o.distribution = Some(v),
+            "distribution" => {
+                slurm_common::cpubind::parse_distribution(&v)
+                    .map_err(|e| format!("{prog}: error: {e}"))?;
+                o.distribution = Some(v);
+            }
             "jobid" => o.jobid = Some(num(prog, name, &v)?),
             "chdir" => o.chdir = Some(v),
             "export" => o.export = Some(v),
@@ -762,6 +766,11 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
                 .cpu_bind
                 .clone()
                 .or_else(|| std::env::var("SLURM_CPU_BIND").ok()),
+            distribution: r
+                .opts
+                .distribution
+                .clone()
+                .or_else(|| std::env::var("SLURM_DISTRIBUTION").ok()),
         };
         let cred = creds
             .credential()

@@ -655,6 +655,9 @@ pub struct TaskLaunch {
     /// `--cpu-bind` (`[verbose,]none|cores|threads|rank|map_cpu:..|mask_cpu:..`).
     #[serde(default)]
     pub cpu_bind: Option<String>,
+    /// `--distribution` (its second part lays tasks out across sockets).
+    #[serde(default)]
+    pub distribution: Option<String>,
     /// The job's memory per node, MiB (same order as `job_nodes`).
     #[serde(default)]
     pub job_mem: Vec<u64>,

@@ -436,6 +436,18 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
         .map(slurm_common::cpubind::CpuBind::parse)
         .transpose()
         .unwrap_or(None);
+    // Where each CPU sits, and how tasks spread over sockets (`-m *:X`).
+    let topo: Vec<slurm_common::cpubind::CpuPlace> = crate::hw::host()
+        .topology
+        .pus
+        .iter()
+        .map(|p| (p.id, p.socket, p.core))
+        .collect();
+    let dist = t
+        .distribution
+        .as_deref()
+        .and_then(|d| slurm_common::cpubind::parse_distribution(d).ok())
+        .unwrap_or_default();
     let job_cpus: Vec<u32> = match step_cg.as_ref().map(|(jc, _, _)| jc.cpus.clone()) {
         Some(c) if !c.is_empty() => c,
         _ => {
@@ -508,7 +520,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
         };
         let task_cpus = bind
             .as_ref()
-            .and_then(|b| b.cpus_for(local as u32, t.layout.cpus_per_task, &job_cpus));
+            .and_then(|b| b.cpus_for(local as u32, t.layout.cpus_per_task, &job_cpus, &topo, dist));
         // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET only sets bits.
         let cpu_set = task_cpus.as_ref().map(|cpus| unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -827,6 +839,7 @@ mod tests {
             ],
             job_tasks: vec![2, 1, 1],
             cpu_bind: None,
+            distribution: None,
             job_mem: vec![],
         };
         let env = task_env(&t, "n2", "/etc/slurm/slurm.conf", 0, 2, false);

@@ -93,18 +93,11 @@ fn prolog_and_epilog_run_and_failures_drain_the_node() {
 #[test]
 fn srun_cpu_bind_pins_each_task() {
     let t = TestCluster::start(1, |_| {});
-    let run = |bind: &str| {
-        let o = t.run(
-            "srun",
-            &[
-                "-n2",
-                "-l",
-                bind,
-                "sh",
-                "-c",
-                "grep Cpus_allowed_list /proc/self/status",
-            ],
-        );
+    let run_with = |opts: &[&str]| {
+        let mut args = vec!["-n2", "-l"];
+        args.extend_from_slice(opts);
+        args.extend_from_slice(&["sh", "-c", "grep Cpus_allowed_list /proc/self/status"]);
+        let o = t.run("srun", &args);
         let mut lines: Vec<String> = String::from_utf8_lossy(&o.stdout)
             .lines()
             .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
@@ -116,6 +109,7 @@ fn srun_cpu_bind_pins_each_task() {
             o.status.success(),
         )
     };
+    let run = |bind: &str| run_with(&[bind]);
     let (lines, err, ok) = run("--cpu-bind=verbose,map_cpu:1,0");
     assert!(ok, "{err}");
     assert_eq!(
@@ -138,6 +132,37 @@ fn srun_cpu_bind_pins_each_task() {
     let (_, err, ok) = run("--cpu-bind=sideways");
     assert!(
         !ok && err.contains("invalid --cpu-bind argument: sideways"),
+        "{err}"
+    );
+    // Every CPU of the machine sits on the one socket here: `sockets`
+    // gives each task all of the job's, from the real topology.
+    let all = std::fs::read_to_string("/sys/fs/cgroup/cpuset/cpuset.cpus")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/sys/devices/system/cpu/online").ok())
+        .unwrap_or_default();
+    let (lines, err, ok) = run("--cpu-bind=sockets");
+    assert!(ok, "{err}");
+    assert_eq!(
+        lines,
+        vec![
+            format!("0: Cpus_allowed_list: {}", all.trim()),
+            format!("1: Cpus_allowed_list: {}", all.trim())
+        ],
+        "{err}"
+    );
+    // One socket: block and fcyclic lay cores out alike.
+    for dist in ["block:block", "cyclic:fcyclic"] {
+        let (lines, err, ok) = run_with(&["--cpu-bind=cores", "-m", dist]);
+        assert!(ok, "{err}");
+        assert_eq!(
+            lines,
+            vec!["0: Cpus_allowed_list: 0", "1: Cpus_allowed_list: 1"],
+            "{dist}: {err}"
+        );
+    }
+    let (_, err, ok) = run_with(&["-m", "plane=2"]);
+    assert!(
+        !ok && err.contains("plane distribution is not supported"),
         "{err}"
     );
 }
