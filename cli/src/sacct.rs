@@ -78,6 +78,7 @@ const FIELDS: &[(&str, usize, bool)] = &[
     ("State", 10, true),
     ("Submit", 19, true),
     ("SubmitLine", 20, true),
+    ("Suspended", 10, true),
     ("SystemCPU", 10, true),
     ("Timelimit", 10, true),
     ("TimelimitRaw", 12, true),
@@ -226,7 +227,8 @@ fn job_state(j: &AcctJob) -> String {
 
 /// The value of `col` for a job row.
 pub fn job_value(col: &str, cluster: &str, j: &AcctJob, now: i64) -> String {
-    let el = elapsed(j.start_time, j.end_time, now);
+    // Time suspended is not elapsed time (as Slurm counts it).
+    let el = (elapsed(j.start_time, j.end_time, now) - j.suspended_secs).max(0);
     match col {
         "Account" => j.account.clone(),
         "AllocCPUS" | "NCPUS" => j.alloc_cpus.to_string(),
@@ -259,6 +261,7 @@ pub fn job_value(col: &str, cluster: &str, j: &AcctJob, now: i64) -> String {
         "State" => job_state(j),
         "Submit" => format_opt_timestamp(Some(j.submit_time), "Unknown"),
         "SubmitLine" => j.submit_line.clone(),
+        "Suspended" => format_duration_hms(j.suspended_secs),
         "Timelimit" => slurm_common::timefmt::format_time_limit(j.time_limit),
         "TimelimitRaw" => j
             .time_limit

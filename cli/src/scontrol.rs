@@ -154,10 +154,7 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
         format!(
             "SuspendTime={} SecsPreSuspend={} LastSchedEval={} Scheduler=Main",
             tz.opt_timestamp(job.suspend_time, "None"),
-            // Run time up to the last suspension.
-            job.suspend_time
-                .zip(job.start_time)
-                .map_or(0, |(t, s)| (t - s - job.suspended_secs).max(0)),
+            job.secs_pre_suspend(),
             tz.opt_timestamp(job.last_sched_eval, "Unknown")
         ),
         format!(

@@ -14,7 +14,7 @@ use slurm_proto::{JobState, BATCH_STEP};
 use slurmdbd::conf::{PurgeAfter, PurgeSettings};
 use slurmdbd::server::Server;
 use slurmdbd::storage::time::{floor_day, floor_month, next_month};
-use slurmdbd::storage::{Backend, Migrate, Storage, StorageError, StorageTarget};
+use slurmdbd::storage::{schema, Backend, Migrate, Storage, StorageError, StorageTarget};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -209,7 +209,7 @@ async fn migrations(b: Backend) {
     s.close().await;
 
     let s = db.open(Migrate::Latest).await;
-    assert_eq!(s.schema_version().await.unwrap(), 3);
+    assert_eq!(s.schema_version().await.unwrap(), schema::LATEST);
     let old = s.list_clusters(&ClusterFilter::default()).await.unwrap();
     assert_eq!(old.len(), 1);
     assert_eq!((old[0].name.as_str(), old[0].created), ("old", 5));
@@ -224,17 +224,31 @@ async fn migrations(b: Backend) {
     assert_eq!(jobs[0].job.name, "legacy");
     assert_eq!(jobs[0].job.submit_line, "", "new column reads as empty");
     assert_eq!(jobs[0].job.requid, None, "requid of old rows is unset");
+    assert_eq!(
+        jobs[0].job.suspended_secs, 0,
+        "old rows were never suspended"
+    );
     // The upgraded schema takes new records (with the new columns).
     let mut j = job(43, "ann", "root", JobState::Completed);
     j.submit_line = "sbatch x.sh".into();
+    j.suspended_secs = 17;
     s.ingest(vec![rec("old", 1, AcctRecord::JobEnd(j))])
         .await
         .unwrap();
+    let back = s
+        .jobs(&JobQuery {
+            clusters: vec!["old".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let new = back.iter().find(|r| r.job.job_id == 43).unwrap();
+    assert_eq!(new.job.suspended_secs, 17);
     s.close().await;
 
     // Opening at the latest version again changes nothing.
     let s = db.open(Migrate::Latest).await;
-    assert_eq!(s.schema_version().await.unwrap(), 3);
+    assert_eq!(s.schema_version().await.unwrap(), schema::LATEST);
     // A newer daemon ran here: refuse, clearly.
     s.force_schema_version(99).await.unwrap();
     s.close().await;
@@ -244,7 +258,7 @@ async fn migrations(b: Backend) {
             e,
             StorageError::NewerSchema {
                 found: 99,
-                supported: 3
+                supported: schema::LATEST
             }
         ),
         "{e}"

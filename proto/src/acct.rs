@@ -106,6 +106,8 @@ pub struct AcctJob {
     pub comment: String,
     /// Who cancelled the job (`CANCELLED by UID`).
     pub requid: Option<u32>,
+    /// Seconds spent suspended (not part of the elapsed time).
+    pub suspended_secs: i64,
 }
 
 /// `JobState` with a default, so records missing it still decode.
@@ -241,6 +243,7 @@ impl AcctJob {
             submit_line: r.desc.command.clone().unwrap_or_default(),
             comment: r.desc.comment.clone().unwrap_or_default(),
             requid: r.cancelled_by.filter(|_| r.cancelled),
+            suspended_secs: r.suspended_secs,
         }
     }
 }

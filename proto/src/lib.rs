@@ -704,6 +704,14 @@ impl JobRecord {
         }
     }
 
+    /// Seconds it had run when last suspended (`SecsPreSuspend`); 0 if
+    /// never suspended.
+    pub fn secs_pre_suspend(&self) -> i64 {
+        self.suspend_time
+            .zip(self.start_time)
+            .map_or(0, |(t, s)| (t - s - self.suspended_secs).max(0))
+    }
+
     /// Seconds the job has run by `now`, suspended time left out.
     pub fn run_secs(&self, now: i64) -> i64 {
         let Some(start) = self.start_time else {

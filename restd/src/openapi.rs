@@ -446,7 +446,7 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     put("minimum_tmp_disk_per_node", num(0));
     put("preempt_time", num(0));
     put("preemptable_time", num(0));
-    put("pre_sus_time", num(0));
+    put("pre_sus_time", num(j.secs_pre_suspend()));
     put("hold", json!(j.held.is_some()));
     put("priority", num(j.priority));
     put("priority_by_partition", json!([]));
@@ -481,7 +481,7 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     put("stderr_expanded", json!(expand_std_path(&err_pat, j)));
     put("submit_time", time(Some(j.submit_time)));
     put("submit_line", json!(submit_line(j)));
-    put("suspend_time", num(0));
+    put("suspend_time", num(j.suspend_time.unwrap_or(0)));
     put("system_comment", json!(""));
     put("time_limit", limit(j.time_limit));
     put("time_minimum", num(0));

@@ -28,7 +28,7 @@ pub struct IngestOutcome {
 }
 
 const JOB_KEY: [&str; 3] = ["cluster", "job_id", "submit_time"];
-const JOB_COLS: [&str; 32] = [
+const JOB_COLS: [&str; 33] = [
     "cluster",
     "job_id",
     "submit_time",
@@ -60,6 +60,7 @@ const JOB_COLS: [&str; 32] = [
     "submit_line",
     "job_comment",
     "requid",
+    "time_suspended",
     "modified",
 ];
 
@@ -217,6 +218,7 @@ fn job_vals(cluster: &str, j: &AcctJob, now: i64) -> Vec<Val> {
         j.submit_line.as_str().into(),
         j.comment.as_str().into(),
         j.requid.into(),
+        j.suspended_secs.into(),
         now.into(),
     ]
 }

@@ -18,7 +18,7 @@ pub struct Migration {
 }
 
 /// The newest schema this build knows.
-pub const LATEST: u32 = 3;
+pub const LATEST: u32 = 4;
 
 pub const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -219,6 +219,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 3,
         name: "who cancelled a job",
         statements: &["ALTER TABLE jobs ADD COLUMN requid BIGINT"],
+    },
+    Migration {
+        version: 4,
+        name: "time a job spent suspended",
+        statements: &["ALTER TABLE jobs ADD COLUMN time_suspended BIGINT"],
     },
 ];
 

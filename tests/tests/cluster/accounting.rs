@@ -6,7 +6,12 @@ use slurm_tests::*;
 use std::time::{Duration, Instant};
 
 /// `sacct -P -n` lines for `jobs`, retried until `done` holds.
-fn sacct_until(t: &TestCluster, args: &[&str], secs: u64, done: impl Fn(&str) -> bool) -> String {
+pub(crate) fn sacct_until(
+    t: &TestCluster,
+    args: &[&str],
+    secs: u64,
+    done: impl Fn(&str) -> bool,
+) -> String {
     let deadline = Instant::now() + Duration::from_secs(secs);
     let mut last = String::new();
     while Instant::now() < deadline {

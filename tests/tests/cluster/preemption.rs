@@ -146,6 +146,7 @@ fn scontrol_suspend_stops_a_job_frees_its_cores_and_stops_its_clock() {
         || std::path::Path::new("/sys/fs/cgroup/cgroup.freeze").exists()
         || std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     let t = TestCluster::start(1, |s| {
+        s.accounting = true;
         if cgroups && unsafe { libc::geteuid() } == 0 {
             // Frozen through the job's cgroup.
             s.extra_conf =
@@ -217,8 +218,31 @@ fn scontrol_suspend_stops_a_job_frees_its_cores_and_stops_its_clock() {
         .success());
     t.wait_job(job, 10, "suspended", |j| j.state == JobState::Suspended);
     assert!(t.run("scancel", &[&job.to_string()]).status.success());
-    assert_eq!(t.wait_done(job, 30).state, JobState::Cancelled);
+    let done = t.wait_done(job, 30);
+    assert_eq!(done.state, JobState::Cancelled);
     assert!(stopped(&t, "a"));
+    // Accounting keeps the suspended time, and leaves it out of Elapsed.
+    let id = job.to_string();
+    let want = done.suspended_secs.to_string();
+    let line = crate::accounting::sacct_until(
+        &t,
+        &[
+            "-X",
+            "-n",
+            "-P",
+            "-j",
+            &id,
+            "-o",
+            "State,Suspended,ElapsedRaw",
+        ],
+        30,
+        |o| o.starts_with("CANCELLED") && !o.contains("|00:00:00|"),
+    );
+    let f: Vec<&str> = line.trim().split('|').collect();
+    let (h, m, s) = (f[1][0..2].parse::<i64>().unwrap(), &f[1][3..5], &f[1][6..8]);
+    let secs = h * 3600 + m.parse::<i64>().unwrap() * 60 + s.parse::<i64>().unwrap();
+    assert_eq!(secs.to_string(), want, "{line}");
+    assert_eq!(f[2].parse::<i64>().unwrap(), done.run_secs(0), "{line}");
 }
 
 #[test]
