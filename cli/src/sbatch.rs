@@ -484,6 +484,8 @@ pub struct Options {
     /// `-x` as given (hostlist expression or file name).
     pub exclude: Option<String>,
     pub exclusive: Option<bool>,
+    /// `-s`/`--oversubscribe`.
+    pub oversubscribe: Option<bool>,
     pub export: Option<String>,
     pub hold: Option<bool>,
     pub input: Option<String>,
@@ -549,6 +551,7 @@ impl Options {
             error,
             exclude,
             exclusive,
+            oversubscribe,
             export,
             hold,
             input,
@@ -892,7 +895,10 @@ fn apply(
         Key::Ntasks => opts.ntasks = Some(parse_int("--ntasks", v, true)?),
         Key::NtasksPerNode => opts.ntasks_per_node = Some(parse_int("--ntasks-per-node", v, true)?),
         Key::Output => opts.output = path(),
-        Key::Oversubscribe => opts.exclusive = Some(false),
+        Key::Oversubscribe => {
+            opts.exclusive = Some(false);
+            opts.oversubscribe = Some(true);
+        }
         Key::Parsable => opts.parsable = Some(true),
         Key::Partition => opts.partition = s(),
         Key::Qos => opts.qos = s(),
@@ -1421,6 +1427,7 @@ pub fn build_desc(
         req_nodes,
         exc_nodes,
         exclusive: o.exclusive.unwrap_or(false),
+        oversubscribe: o.oversubscribe.unwrap_or(false) && !o.exclusive.unwrap_or(false),
         hold: o.hold.unwrap_or(false),
         begin_time: o.begin,
         nice: o.nice,
@@ -2578,6 +2585,8 @@ mod tests {
             "sbatch: error: Invalid --nice value, out of range (+/- 2147483645)\n"
         );
         assert!(!desc(&["--exclusive=oversubscribe", "--wrap=x"], &[], "").exclusive);
+        assert!(desc(&["-s", "--wrap=x"], &[], "").oversubscribe);
+        assert!(!desc(&["-s", "--exclusive", "--wrap=x"], &[], "").oversubscribe);
         assert!(desc(&["--exclusive=user", "--wrap=x"], &[], "").exclusive);
         let r = run(&["--exclusive=bogus", "--wrap=x"], &[], "");
         assert_eq!(r.err, "sbatch: error: Invalid --exclusive specification\n");

@@ -1397,6 +1397,7 @@ mod tests {
             suspend_time: None,
             suspended_secs: 0,
             preempt_suspended: false,
+            gang_suspended: false,
             array: None,
             dependency: None,
         }

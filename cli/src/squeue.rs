@@ -1269,6 +1269,7 @@ pub(crate) mod tests {
             suspend_time: None,
             suspended_secs: 0,
             preempt_suspended: false,
+            gang_suspended: false,
             array: None,
             dependency: None,
         }

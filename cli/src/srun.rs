@@ -44,6 +44,8 @@ pub struct AllocOpts {
     pub exclusive: bool,
     /// `--exclusive=topo`.
     pub exclusive_topo: bool,
+    /// `-s`/`--oversubscribe`.
+    pub oversubscribe: bool,
     /// `--switches=count[@max-time]` (count, wait in seconds).
     pub switches: Option<(u32, Option<u32>)>,
     /// `--segment`.
@@ -155,6 +157,11 @@ const OPTS: &[Opt] = &[
         short: None,
         long: "exclusive",
         arg: Arg::Optional,
+    },
+    Opt {
+        short: Some('s'),
+        long: "oversubscribe",
+        arg: Arg::No,
     },
     Opt {
         short: None,
@@ -434,6 +441,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 o.exclusive = true;
                 o.exclusive_topo |= v.eq_ignore_ascii_case("topo");
             }
+            "oversubscribe" => o.oversubscribe = true,
             "contiguous" => o.contiguous = true,
             "sockets-per-node" => {
                 o.sockets_per_node = Some(num(prog, name, &v)?).filter(|n| *n > 0)
@@ -598,6 +606,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         exc_nodes: o.exclude.clone(),
         exclusive: o.exclusive,
         exclusive_topo: o.exclusive_topo,
+        oversubscribe: o.oversubscribe && !o.exclusive,
         switches: o.switches.map(|s| s.0),
         wait4switch: o.switches.and_then(|s| s.1),
         segment: o.segment,

@@ -1764,17 +1764,6 @@ impl Parser {
                 l
             )));
         }
-        if part.oversubscribe.starts_with("YES") || part.oversubscribe.starts_with("FORCE") {
-            self.warn(
-                file,
-                line,
-                format!(
-                    "PartitionName={}: OverSubscribe={} (jobs sharing cores, gang time \
-                     slicing) is not supported; its jobs get cores of their own",
-                    part.name, part.oversubscribe
-                ),
-            );
-        }
         self.part_index
             .insert(part.name.clone(), (file.to_path_buf(), line));
         self.pending_parts.push(PendingPartition {
@@ -2424,9 +2413,6 @@ mod tests {
         assert_eq!(p.state, PartitionStateConf::Drain);
         assert_eq!(p.priority_tier, 5);
         assert_eq!(p.oversubscribe, "FORCE:4");
-        assert!(c.warnings.iter().any(|w| w
-            .message
-            .starts_with("PartitionName=short: OverSubscribe=FORCE:4 (jobs sharing cores")));
         let q = c.partition("long").unwrap();
         // From PartitionName=DEFAULT.
         assert_eq!(q.priority_tier, 5);

@@ -221,7 +221,7 @@ impl Controller {
                 );
             }
             Mode::Requeue => self.requeue_running(victim, kill_wait, now),
-            Mode::Suspend => self.suspend_job(victim, true, now),
+            Mode::Suspend => self.suspend_job(victim, super::suspend::By::Preemption, now),
         }
     }
 }

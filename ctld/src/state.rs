@@ -5,6 +5,8 @@
 
 use crate::journal::{Entry, NodeAdmin, Payload, Saved};
 
+#[path = "gang.rs"]
+mod gang;
 #[path = "preempt.rs"]
 mod preempt;
 #[path = "suspend.rs"]
@@ -152,6 +154,8 @@ pub struct Controller {
     gres_kinds: crate::gres::GresKinds,
     /// Jobs that preempted others, and when (their victims are leaving).
     preempting: HashMap<JobId, i64>,
+    /// When gang scheduling last moved to a new time slice.
+    gang_slice: i64,
     /// `Licenses=`: name and count.
     licenses: Vec<(String, u32)>,
     /// Network topologies (`topology.yaml`/`topology.conf`).
@@ -420,6 +424,7 @@ impl Controller {
             assocs: None,
             gres_kinds: crate::gres::GresKinds::default(),
             preempting: HashMap::new(),
+            gang_slice: 0,
             licenses: Vec::new(),
             topologies: Default::default(),
         };
@@ -1133,7 +1138,7 @@ impl Controller {
             .collect();
         let mut gres_used = vec![GresCounts::default(); self.nodes.len()];
         // Cores of jobs suspended by preemption wait for them.
-        let preempt_held = self.preempt_held_cpus();
+        let preempt_held = self.system_held_cpus();
         for j in self.p.jobs.values() {
             if Self::holds_devices(j) {
                 for (k, name) in j.alloc.nodes.iter().enumerate() {
@@ -1171,7 +1176,8 @@ impl Controller {
                     name: n.name.clone(),
                     cpus: n.cpus,
                     mem: n.real_memory,
-                    alloc_cpus: (n.alloc_cpus + preempt_held[i]).min(n.cpus.max(n.alloc_cpus)),
+                    // Shared cores (OverSubscribe) may count twice: capped.
+                    alloc_cpus: (n.alloc_cpus + preempt_held[i]).min(n.cpus),
                     alloc_mem: n.alloc_mem,
                     available: n.is_available() && self.registered[i],
                     weight: n.weight,
@@ -2144,6 +2150,7 @@ impl Controller {
             suspend_time: None,
             suspended_secs: 0,
             preempt_suspended: false,
+            gang_suspended: false,
             array: None,
             dependency: stored.dependency.clone(),
             desc: stored,
@@ -2578,8 +2585,10 @@ impl Controller {
     pub fn schedule(&mut self, now: i64) {
         self.sched_needed = false;
         let t0 = std::time::Instant::now();
-        // Preempted (suspended) jobs get their cores back before anyone else.
+        // Preempted (suspended) jobs get their cores back before anyone else;
+        // jobs sharing cores fill what ended jobs left.
         self.resume_preempted(now);
+        self.gang_fit(now, false);
         // Dependencies and array task limits keep jobs out of the queue.
         let mut running_tasks: HashMap<JobId, u32> = HashMap::new();
         for j in self.p.jobs.values() {
@@ -2743,7 +2752,10 @@ impl Controller {
                 }
             }
         }
-        // Blocked jobs may displace lower ones (PreemptType).
+        // Blocked jobs may share cores (OverSubscribe), else displace lower
+        // ones (PreemptType).
+        let shared = self.share_pass(&on_resources, now);
+        on_resources.retain(|id| !shared.contains(id));
         self.preempt_for(&on_resources, now);
         // Planned starts of pending jobs (what `squeue --start` shows).
         for v in &queue {
@@ -3290,6 +3302,7 @@ impl Controller {
         j.suspend_time = None;
         j.suspended_secs = 0;
         j.preempt_suspended = false;
+        j.gang_suspended = false;
         let nodes = j.alloc.nodes.clone();
         for st in j.steps.iter_mut().filter(|s| s.state == JobState::Running) {
             st.state = JobState::Cancelled;
@@ -4015,6 +4028,7 @@ impl Controller {
     pub fn tick(&mut self, now: i64) {
         self.last_update = self.last_update.max(now);
         self.multifactor_tick(now);
+        self.gang_tick(now);
         self.roll_reservations(now);
         self.refresh();
         let timeout = self.conf.slurmd_timeout as i64;

@@ -11,9 +11,18 @@
 //!   against every other pending job, the preemptor starts on them at once,
 //!   and the victim resumes by itself as soon as they are free (the GANG
 //!   part); an operator cannot resume it early.
+//! - Gang scheduling (`gang.rs`): jobs sharing cores take turns.
 
 use super::{err_detail, Caller, Controller, Effect};
 use slurm_proto::{JobId, JobRecord, JobState, Response, RpcError, SlurmError};
+
+/// Who suspends a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    Operator,
+    Preemption,
+    Gang,
+}
 
 impl Controller {
     /// `scontrol suspend|resume JOBID`.
@@ -52,13 +61,19 @@ impl Controller {
                     format!("job {id} runs on external nodes and cannot be suspended"),
                 );
             }
-            self.suspend_job(id, false, now);
+            self.suspend_job(id, By::Operator, now);
             return Ok(Response::Ok);
         }
         if j.state != JobState::Suspended {
             return err_detail(
                 SlurmError::TransitionStateNoUpdate,
                 format!("job {id} is not suspended"),
+            );
+        }
+        if j.gang_suspended {
+            return err_detail(
+                SlurmError::TransitionStateNoUpdate,
+                format!("job {id} shares its cores by gang scheduling: it resumes at its turn"),
             );
         }
         if j.preempt_suspended {
@@ -81,22 +96,20 @@ impl Controller {
     }
 
     /// Stop a running job's processes on all its nodes.
-    pub(super) fn suspend_job(&mut self, id: JobId, by_preemption: bool, now: i64) {
+    pub(super) fn suspend_job(&mut self, id: JobId, by: By, now: i64) {
         let Some(j) = self.job_mut(id) else { return };
         if j.state != JobState::Running {
             return;
         }
         j.state = JobState::Suspended;
         j.suspend_time = Some(now);
-        j.preempt_suspended = by_preemption;
-        if by_preemption {
+        j.preempt_suspended = by == By::Preemption;
+        j.gang_suspended = by == By::Gang;
+        if by == By::Preemption {
             j.reason = slurm_proto::JobReason::Other("Preempted".into());
         }
         let nodes = j.alloc.nodes.clone();
-        tracing::info!(
-            "job {id} suspended{}",
-            if by_preemption { " (preempted)" } else { "" }
-        );
+        tracing::info!("job {id} suspended ({by:?})");
         self.tell_nodes(id, &nodes, true);
         self.save_job(id);
         self.sched_needed = true;
@@ -104,7 +117,7 @@ impl Controller {
     }
 
     /// Let a suspended job go on.
-    fn resume_job(&mut self, id: JobId, now: i64) {
+    pub(super) fn resume_job(&mut self, id: JobId, now: i64) {
         let Some(j) = self.job_mut(id) else { return };
         if j.state != JobState::Suspended {
             return;
@@ -115,6 +128,7 @@ impl Controller {
         j.state = JobState::Running;
         j.suspend_time = Some(now);
         j.preempt_suspended = false;
+        j.gang_suspended = false;
         j.reason = slurm_proto::JobReason::None;
         let nodes = j.alloc.nodes.clone();
         // Fair share charges run time only: not the time it was stopped.
@@ -189,15 +203,15 @@ impl Controller {
         }
     }
 
-    /// Cores held per node by jobs suspended by preemption (kept from every
-    /// job but their preemptors).
-    pub(super) fn preempt_held_cpus(&self) -> Vec<u32> {
+    /// Cores held per node by jobs suspended by preemption or gang
+    /// scheduling (kept from every job but their preemptors and the jobs
+    /// they take turns with).
+    pub(super) fn system_held_cpus(&self) -> Vec<u32> {
         let mut held = vec![0u32; self.nodes.len()];
-        for j in self
-            .p
-            .jobs
-            .values()
-            .filter(|j| j.state == JobState::Suspended && j.preempt_suspended)
+        for j in
+            self.p.jobs.values().filter(|j| {
+                j.state == JobState::Suspended && (j.preempt_suspended || j.gang_suspended)
+            })
         {
             for a in self.allocs_of(j) {
                 held[a.node] += a.cpus;

@@ -276,6 +276,10 @@ pub struct JobDesc {
     /// `--exclusive=topo`.
     #[serde(default)]
     pub exclusive_topo: bool,
+    /// `-s`/`--oversubscribe`: may share cores in an `OverSubscribe=YES`
+    /// partition.
+    #[serde(default)]
+    pub oversubscribe: bool,
     /// `--contiguous`.
     #[serde(default)]
     pub contiguous: bool,
@@ -501,6 +505,10 @@ pub struct JobRecord {
     /// for `scontrol resume`.
     #[serde(default)]
     pub preempt_suspended: bool,
+    /// Suspended by gang scheduling (`PreemptMode=GANG` time slicing in an
+    /// `OverSubscribe` partition): it resumes at a later time slice.
+    #[serde(default)]
+    pub gang_suspended: bool,
 }
 
 fn yes() -> bool {

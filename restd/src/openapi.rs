@@ -339,7 +339,13 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     } else {
         None
     };
-    let shared: Vec<&str> = if d.exclusive { vec!["none"] } else { vec![] };
+    let shared: Vec<&str> = if d.exclusive {
+        vec!["none"]
+    } else if d.oversubscribe {
+        vec!["oversubscribe"]
+    } else {
+        vec![]
+    };
     let end_time = match (j.end_time, j.start_time, j.time_limit) {
         (Some(e), _, _) => Some(e),
         (None, Some(s), Some(l)) => Some(s + i64::from(l) * 60),

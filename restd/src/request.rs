@@ -411,6 +411,7 @@ pub fn job_desc(
                 for (i, s) in string_list(val, p)?.iter().enumerate() {
                     match s.as_str() {
                         "none" | "exclusive" => d.exclusive = true,
+                        "oversubscribe" => d.oversubscribe = true,
                         other => warnings.push(format!(
                             "{p}[{i}]: sharing mode {other} is not supported and was ignored"
                         )),

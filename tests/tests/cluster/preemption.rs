@@ -83,11 +83,12 @@ fn qos_preemption_uses_slurmdbd_qos_lists() {
     assert_eq!(t.wait_done(other, 30).state, JobState::Completed);
 }
 
-/// A job that counts in `file` ten times a second until killed.
+/// A job that counts in `file` ten times a second (for at most 1500
+/// counts, so nothing outlives a failed test for long).
 fn counter(t: &TestCluster, file: &str) -> String {
     let path = t.work.join(file);
     format!(
-        "i=0; while true; do i=$((i+1)); echo $i > {}; sleep 0.1; done",
+        "i=0; while [ $i -lt 1500 ]; do i=$((i+1)); echo $i > {}; sleep 0.1; done",
         path.display()
     )
 }
@@ -114,28 +115,28 @@ fn advancing(t: &TestCluster, file: &str) -> bool {
     count(t, file) > a
 }
 
-/// The v1 freezer state of the job's cgroup, if it has one.
-fn freezer_state(job: u32) -> Option<String> {
-    let root = std::path::Path::new("/sys/fs/cgroup/freezer");
-    let want = format!("job_{job}");
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).ok()?.flatten() {
-            let p = e.path();
-            if !p.is_dir() {
-                continue;
-            }
-            if p.file_name().is_some_and(|n| n == want.as_str()) {
-                let s = std::fs::read_to_string(p.join("freezer.state")).ok()?;
-                return Some(s.trim().to_string());
-            }
-            if p.file_name().is_some_and(|n| {
-                let n = n.to_string_lossy();
-                n.starts_with("slurm") || n.starts_with("uid_")
-            }) {
-                stack.push(p);
-            }
+/// The v1 freezer state of the cgroup of job `job`'s batch script (found
+/// through its process, as clusters of parallel tests reuse job ids).
+fn freezer_state(t: &TestCluster, job: u32) -> Option<String> {
+    let script = format!(
+        "{}/spool/slurmd.n1/job{job:05}/slurm_script",
+        t.c.spec.dir.display()
+    );
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmd).contains(&script) {
+            continue;
         }
+        let cg = std::fs::read_to_string(e.path().join("cgroup")).ok()?;
+        let rel = cg
+            .lines()
+            .find_map(|l| l.split_once(":freezer:").map(|(_, p)| p.to_string()))?;
+        // The job's directory (the script sits in its step_batch).
+        let job_dir = rel.trim_end_matches("/step_batch");
+        let f = format!("/sys/fs/cgroup/freezer{job_dir}/freezer.state");
+        return std::fs::read_to_string(f)
+            .ok()
+            .map(|s| s.trim().to_string());
     }
     None
 }
@@ -182,7 +183,7 @@ fn scontrol_suspend_stops_a_job_frees_its_cores_and_stops_its_clock() {
     assert!(stopped(&t, "a"), "the job kept running while suspended");
     let v1_freezer = std::path::Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists();
     if v1_freezer && unsafe { libc::geteuid() } == 0 {
-        assert_eq!(freezer_state(job).as_deref(), Some("FROZEN"));
+        assert_eq!(freezer_state(&t, job).as_deref(), Some("FROZEN"));
     }
     let sq = t.run("squeue", &["-h", "-j", &job.to_string(), "-o", "%t %T"]);
     assert_eq!(stdout(&sq).trim(), "S SUSPENDED");
@@ -279,4 +280,123 @@ PartitionName=high Nodes=n1 PriorityTier=10\n"
     assert_eq!(t.job(later).unwrap().state, JobState::Pending);
     assert!(t.run("scancel", &[&low.to_string()]).status.success());
     assert_eq!(t.wait_done(later, 30).state, JobState::Completed);
+}
+
+#[test]
+fn oversubscribe_partitions_share_cores_up_to_their_count() {
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = "PartitionName=force Nodes=n1 OverSubscribe=FORCE:2 Default=YES\n\
+PartitionName=yes Nodes=n1 OverSubscribe=YES:2\n"
+            .into();
+    });
+    let running = |id| t.wait_job(id, 30, "running", |j| j.state == JobState::Running);
+    let a = t.sbatch(&["-n", "4", "--wrap", "sleep 300"]);
+    running(a);
+    // Two jobs per core: the second shares every core, a third waits.
+    let b = t.sbatch(&["-n", "4", "--wrap", "sleep 300"]);
+    running(b);
+    let c = t.sbatch(&["-n", "1", "--wrap", "true"]);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(t.job(c).unwrap().state, JobState::Pending);
+    // Nor do other partitions' jobs get those cores.
+    let other = t.sbatch(&["-p", "yes", "-s", "-n", "1", "--wrap", "true"]);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(t.job(other).unwrap().state, JobState::Pending);
+    assert_eq!(t.job(a).unwrap().state, JobState::Running);
+    assert!(t
+        .run("scancel", &[&a.to_string(), &b.to_string()])
+        .status
+        .success());
+    t.wait_done(c, 30);
+    t.wait_done(other, 30);
+
+    // OverSubscribe=YES: only jobs that ask (-s) share, and only with
+    // jobs that asked too.
+    let d = t.sbatch(&["-p", "yes", "-s", "-n", "4", "--wrap", "sleep 300"]);
+    running(d);
+    let e = t.sbatch(&["-p", "yes", "-n", "4", "--wrap", "sleep 300"]);
+    let f = t.sbatch(&[
+        "-p",
+        "yes",
+        "--oversubscribe",
+        "-n",
+        "4",
+        "--wrap",
+        "sleep 300",
+    ]);
+    running(f);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(t.job(e).unwrap().state, JobState::Pending);
+    let sq = t.run("squeue", &["-h", "-t", "R", "-o", "%i"]);
+    let mut ids: Vec<String> = stdout(&sq).lines().map(|l| l.trim().to_string()).collect();
+    ids.sort();
+    let mut want = vec![d.to_string(), f.to_string()];
+    want.sort();
+    assert_eq!(ids, want);
+    assert!(t
+        .run("scancel", &[&d.to_string(), &f.to_string(), &e.to_string()])
+        .status
+        .success());
+}
+
+#[test]
+fn gang_scheduling_time_slices_jobs_sharing_cores() {
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = "PreemptMode=GANG\nSchedulerTimeSlice=2\n\
+PartitionName=gang Nodes=n1 OverSubscribe=FORCE:2 Default=YES\n"
+            .into();
+    });
+    let a = t.sbatch(&["-n", "4", "--wrap", &counter(&t, "ga")]);
+    t.wait_job(a, 30, "running", |j| j.state == JobState::Running);
+    let b = t.sbatch(&["-n", "4", "--wrap", &counter(&t, "gb")]);
+    // It started, and waits for its turn.
+    t.wait_job(b, 30, "started", |j| {
+        j.start_time.is_some() && j.state != JobState::Pending
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while (count(&t, "ga") == 0 || count(&t, "gb") == 0) && std::time::Instant::now() < deadline {
+        // Never both at once.
+        let (ja, jb) = (t.job(a).unwrap(), t.job(b).unwrap());
+        assert!(
+            !(ja.state == JobState::Running && jb.state == JobState::Running),
+            "both ran at once"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(
+        count(&t, "ga") > 0 && count(&t, "gb") > 0,
+        "one never ran\n{}",
+        t.logs()
+    );
+    // Turns go on: each is suspended for part of the time.
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    for id in [a, b] {
+        let j = t.job(id).unwrap();
+        assert!(
+            j.suspended_secs > 0 || j.state == JobState::Suspended,
+            "job {id} never waited its turn: {:?}",
+            j.state
+        );
+        assert!(matches!(j.state, JobState::Running | JobState::Suspended));
+    }
+    let sq = t.run("squeue", &["-h", "-o", "%t"]);
+    let mut states: Vec<String> = stdout(&sq).lines().map(|l| l.trim().to_string()).collect();
+    states.sort();
+    assert_eq!(states, vec!["R", "S"], "one runs while the other waits");
+    // Operators cannot cut in.
+    let waiting = if t.job(a).unwrap().state == JobState::Suspended {
+        a
+    } else {
+        b
+    };
+    assert!(!t
+        .run("scontrol", &["resume", &waiting.to_string()])
+        .status
+        .success());
+    assert!(t
+        .run("scancel", &[&a.to_string(), &b.to_string()])
+        .status
+        .success());
+    t.wait_done(a, 30);
+    t.wait_done(b, 30);
 }
