@@ -19,6 +19,7 @@
 
 use super::suspend::By;
 use super::Controller;
+use slurm_plugins::gang::{choose, shared_free, Turn};
 use slurm_plugins::select::place;
 use slurm_proto::{JobId, JobRecord, JobState};
 
@@ -115,9 +116,7 @@ impl Controller {
             });
             let mut view = self.cluster_view();
             for (i, nv) in view.nodes.iter_mut().enumerate() {
-                let cap = nv.cpus.saturating_sub(other[i]);
-                let free = cap.min((n * cap).saturating_sub(own[i]));
-                nv.alloc_cpus = nv.cpus - free;
+                nv.alloc_cpus = nv.cpus - shared_free(nv.cpus, other[i], own[i], n);
             }
             if let Ok(alloc) = place(&view, &jv, false) {
                 tracing::info!("job {id} starts on shared cores");
@@ -171,20 +170,20 @@ impl Controller {
             let running = j.state == JobState::Running;
             (running == rotate, since(j), j.job_id)
         });
-        let mut used = other;
-        let mut chosen: Vec<JobId> = Vec::new();
-        for j in &jobs {
-            let allocs = self.allocs_of(j);
-            let fits = allocs
-                .iter()
-                .all(|a| used[a.node] + a.cpus <= self.nodes[a.node].cpus);
-            if fits {
-                for a in &allocs {
-                    used[a.node] += a.cpus;
-                }
-                chosen.push(j.job_id);
-            }
-        }
+        let free: Vec<u32> = self
+            .nodes
+            .iter()
+            .zip(&other)
+            .map(|(n, o)| n.cpus.saturating_sub(*o))
+            .collect();
+        let turns: Vec<Turn> = jobs
+            .iter()
+            .map(|j| Turn {
+                id: j.job_id,
+                cores: self.allocs_of(j).iter().map(|a| (a.node, a.cpus)).collect(),
+            })
+            .collect();
+        let chosen = choose(&free, &turns);
         let (stop, go): (Vec<JobId>, Vec<JobId>) = (
             jobs.iter()
                 .filter(|j| j.state == JobState::Running && !chosen.contains(&j.job_id))

@@ -14,6 +14,7 @@
 //!   depth, configured by `SchedulerParameters`.
 //! - [`topo`]: `topology/tree` and `topology/block`: which groups of nodes a
 //!   job must stay inside, wrapped around cons_tres' greedy.
+//! - [`gang`]: shared cores (`OverSubscribe`) and gang scheduling's turns.
 //! - [`priority`]: `priority/basic` (submission order).
 //! - [`registry`]: maps `slurm.conf` plugin names to constructors.
 //!
@@ -24,6 +25,7 @@
 
 pub mod backfill;
 pub mod fairshare;
+pub mod gang;
 pub mod plan;
 pub mod priority;
 pub mod registry;
