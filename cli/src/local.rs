@@ -527,6 +527,71 @@ impl Drop for LocalCluster {
         }
         self.kill_ctld(libc::SIGKILL);
         self.kill_dbd(libc::SIGKILL);
+        // Jobs outlive their node daemons (as in Slurm): end this cluster's.
+        kill_jobs_of(&self.spec.conf_path());
+    }
+}
+
+/// Kill every process whose environment says `SLURM_CONF=<conf>` (the jobs
+/// and commands of one cluster), by pid; frozen (suspended) ones are
+/// thawed first so they can die.
+fn kill_jobs_of(conf: &Path) {
+    let want = format!("SLURM_CONF={}", conf.display());
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if !env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+            continue;
+        }
+        if let Ok(cg) = std::fs::read_to_string(e.path().join("cgroup")) {
+            thaw_ancestors(&cg);
+        }
+        // SAFETY: kill(2) on a pid we found.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGCONT);
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+    }
+}
+
+/// Thaw the freezer cgroups (v1 `freezer.state`, v2 `cgroup.freeze`) a
+/// process sits in, from the top down, as given by `/proc/<pid>/cgroup`.
+fn thaw_ancestors(proc_cgroup: &str) {
+    for line in proc_cgroup.lines() {
+        let (base, file, thawed) = if let Some((_, p)) = line.split_once(":freezer:") {
+            (
+                format!("/sys/fs/cgroup/freezer{p}"),
+                "freezer.state",
+                "THAWED",
+            )
+        } else if let Some(p) = line.strip_prefix("0::") {
+            (format!("/sys/fs/cgroup{p}"), "cgroup.freeze", "0")
+        } else {
+            continue;
+        };
+        let mut dirs: Vec<&Path> = Path::new(&base).ancestors().collect();
+        dirs.reverse();
+        // Only our own hierarchy (`slurm_<node>/...`).
+        for d in dirs
+            .iter()
+            .filter(|d| d.to_string_lossy().contains("/slurm_"))
+        {
+            let f = d.join(file);
+            if f.exists() {
+                let _ = std::fs::write(&f, thawed);
+            }
+        }
     }
 }
 
