@@ -128,8 +128,13 @@ impl Agent {
                 addr,
                 job_id,
                 suspend,
+                seq,
             } => {
-                let body = RequestBody::SuspendJobHere { job_id, suspend };
+                let body = RequestBody::SuspendJobHere {
+                    job_id,
+                    suspend,
+                    seq,
+                };
                 if let Err(e) =
                     call_async(&addr, &self.request(body), Duration::from_secs(10)).await
                 {

@@ -155,7 +155,7 @@ struct Use {
 
 impl Use {
     fn of(j: &JobRecord) -> Use {
-        let running = j.state == JobState::Running;
+        let running = matches!(j.state, JobState::Running | JobState::Suspended);
         let mem = match (j.desc.mem_per_node, j.desc.mem_per_cpu) {
             (Some(m), _) => m * u64::from(j.min_nodes.max(1)),
             (None, Some(m)) => m * u64::from(j.req_cpus),
@@ -451,7 +451,8 @@ impl Usage {
                 *u.minutes_account.entry(a.account.clone()).or_default() += m;
             }
         }
-        for j in jobs.filter(|j| j.state == JobState::Running) {
+        // Suspended jobs still count against limits (as in Slurm).
+        for j in jobs.filter(|j| matches!(j.state, JobState::Running | JobState::Suspended)) {
             u.charge(cache, j, Use::of(j));
         }
         u

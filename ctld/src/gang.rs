@@ -48,7 +48,7 @@ impl Controller {
     }
 
     /// `PreemptMode=...GANG...`: sharing jobs take turns.
-    fn gang_enabled(&self) -> bool {
+    pub(super) fn gang_enabled(&self) -> bool {
         self.conf
             .get("PreemptMode")
             .is_some_and(|m| m.split(',').any(|w| w.trim().eq_ignore_ascii_case("GANG")))
@@ -64,16 +64,22 @@ impl Controller {
     }
 
     /// Cores per node of jobs holding them, split by `mine`: (the others',
-    /// `mine`'s). Running jobs and jobs suspended by preemption or gang
-    /// scheduling hold cores; a job cleaning up holds them on the nodes it
-    /// has not left.
-    fn cores_split(&self, mine: impl Fn(&JobRecord) -> bool) -> (Vec<u32>, Vec<u32>) {
+    /// `mine`'s). Running jobs and gang-suspended ones hold cores, and with
+    /// `victims` jobs suspended by preemption (unless their preemptor waits
+    /// for them); a job cleaning up holds them on the nodes it has not left.
+    fn cores_split(
+        &self,
+        mine: impl Fn(&JobRecord) -> bool,
+        victims: bool,
+    ) -> (Vec<u32>, Vec<u32>) {
         let mut other = vec![0u32; self.nodes.len()];
         let mut own = vec![0u32; self.nodes.len()];
         for j in self.p.jobs.values() {
+            let suspended = j.state == JobState::Suspended && !j.completing;
             let held = j.state == JobState::Running
                 || j.completing
-                || (j.state == JobState::Suspended && (j.preempt_suspended || j.gang_suspended));
+                || (suspended && j.gang_suspended)
+                || (suspended && victims && j.preempt_suspended && !self.victim_waits(j));
             if !held {
                 continue;
             }
@@ -111,9 +117,10 @@ impl Controller {
                 continue;
             };
             let part = j.partition.clone();
-            let (other, own) = self.cores_split(|o| {
-                o.partition == part && self.share_factor(o).is_some() && !o.completing
-            });
+            let (other, own) = self.cores_split(
+                |o| o.partition == part && self.share_factor(o).is_some() && !o.completing,
+                true,
+            );
             let mut view = self.cluster_view();
             for (i, nv) in view.nodes.iter_mut().enumerate() {
                 nv.alloc_cpus = nv.cpus - shared_free(nv.cpus, other[i], own[i], n);
@@ -163,7 +170,8 @@ impl Controller {
         if jobs.is_empty() {
             return;
         }
-        let (other, _) = self.cores_split(|j| cand(self, j));
+        // Victims of preemption gave their cores up to the jobs here.
+        let (other, _) = self.cores_split(|j| cand(self, j), false);
         // When a job last started or went on (resumed), or was suspended.
         let since = |j: &JobRecord| j.suspend_time.or(j.start_time).unwrap_or(0);
         jobs.sort_by_key(|j| {

@@ -221,7 +221,10 @@ impl Controller {
                 );
             }
             Mode::Requeue => self.requeue_running(victim, kill_wait, now),
-            Mode::Suspend => self.suspend_job(victim, super::suspend::By::Preemption, now),
+            Mode::Suspend => {
+                self.preempted_for.insert(victim, by);
+                self.suspend_job(victim, super::suspend::By::Preemption, now)
+            }
         }
     }
 }

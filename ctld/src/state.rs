@@ -60,11 +60,13 @@ pub enum Effect {
         step_id: u32,
         signal: i32,
     },
-    /// Stop (`suspend`) or continue a job's processes on one node.
+    /// Stop (`suspend`) or continue a job's processes on one node; `seq`
+    /// orders such requests (later ones win).
     Suspend {
         addr: String,
         job_id: JobId,
         suspend: bool,
+        seq: u64,
     },
     /// `PrologFlags=Alloc`: set the job up (Prolog, cgroup) on a node
     /// without its batch script.
@@ -156,6 +158,16 @@ pub struct Controller {
     preempting: HashMap<JobId, i64>,
     /// When gang scheduling last moved to a new time slice.
     gang_slice: i64,
+    /// Orders suspend/resume requests to node daemons (from the boot time,
+    /// so a restarted controller's come later).
+    suspend_seq: u64,
+    /// The last suspend/resume sent per job (sequence, suspended), sent
+    /// again now and then in case a node missed it.
+    suspend_sent: HashMap<JobId, (u64, bool)>,
+    /// When those were last sent again.
+    suspend_resent: i64,
+    /// Jobs suspended by preemption, and for whom.
+    preempted_for: HashMap<JobId, JobId>,
     /// `Licenses=`: name and count.
     licenses: Vec<(String, u32)>,
     /// Network topologies (`topology.yaml`/`topology.conf`).
@@ -425,6 +437,10 @@ impl Controller {
             gres_kinds: crate::gres::GresKinds::default(),
             preempting: HashMap::new(),
             gang_slice: 0,
+            suspend_seq: 0,
+            suspend_sent: HashMap::new(),
+            suspend_resent: 0,
+            preempted_for: HashMap::new(),
             licenses: Vec::new(),
             topologies: Default::default(),
         };
@@ -560,10 +576,11 @@ impl Controller {
                 format!("{name} was not created at run time"),
             );
         }
-        let busy = self.p.jobs.values().any(|j| {
-            (j.state == JobState::Running || j.completing)
-                && j.alloc.nodes.iter().any(|n| n == name)
-        });
+        let busy = self
+            .p
+            .jobs
+            .values()
+            .any(|j| Self::holds_devices(j) && j.alloc.nodes.iter().any(|n| n == name));
         if busy {
             return err(SlurmError::NodesBusy);
         }
@@ -1061,7 +1078,8 @@ impl Controller {
             return used;
         }
         for j in self.p.jobs.values() {
-            if j.state != JobState::Running && !j.completing {
+            // Suspended jobs keep their licenses.
+            if !Self::holds_devices(j) {
                 continue;
             }
             let Some(l) = j.desc.licenses.as_deref() else {
@@ -1176,8 +1194,9 @@ impl Controller {
                     name: n.name.clone(),
                     cpus: n.cpus,
                     mem: n.real_memory,
-                    // Shared cores (OverSubscribe) may count twice: capped.
-                    alloc_cpus: (n.alloc_cpus + preempt_held[i]).min(n.cpus),
+                    // Shared cores (OverSubscribe) count once per job: the
+                    // sum may pass the node's count (free is then none).
+                    alloc_cpus: n.alloc_cpus + preempt_held[i],
                     alloc_mem: n.alloc_mem,
                     available: n.is_available() && self.registered[i],
                     weight: n.weight,
@@ -1420,8 +1439,9 @@ impl Controller {
     fn reservation_nodes_free(&self, nodes: &[String], start: i64, ignore_jobs: bool) -> bool {
         ignore_jobs
             || !self.p.jobs.values().any(|j| {
-                (j.state == JobState::Running || j.completing)
-                    && j.end_time.is_none_or(|e| e > start)
+                Self::holds_devices(j)
+                    // A suspended job's end is unknown until it resumes.
+                    && (j.state == JobState::Suspended || j.end_time.is_none_or(|e| e > start))
                     && j.alloc.nodes.iter().any(|n| nodes.contains(n))
             })
     }
@@ -2593,7 +2613,8 @@ impl Controller {
         let mut running_tasks: HashMap<JobId, u32> = HashMap::new();
         for j in self.p.jobs.values() {
             if let Some(a) = &j.array {
-                if j.state == JobState::Running || (j.completing && j.state != JobState::Pending) {
+                let active = matches!(j.state, JobState::Running | JobState::Suspended);
+                if active || (j.completing && j.state != JobState::Pending) {
                     *running_tasks.entry(a.job_id).or_default() += 1;
                 }
             }
@@ -2988,7 +3009,7 @@ impl Controller {
             return err(SlurmError::AccessDenied);
         }
         match j.state {
-            JobState::Running => {
+            JobState::Running | JobState::Suspended => {
                 let (code, sig) = wait_status_pair(status);
                 let (state, reason) = if sig != 0 {
                     (JobState::Failed, JobReason::RaisedSignal)
@@ -3019,6 +3040,15 @@ impl Controller {
         };
         if !who.privileged && j.user_id != who.uid {
             return err(SlurmError::AccessDenied);
+        }
+        if j.state == JobState::Suspended {
+            return err_detail(
+                SlurmError::Disabled,
+                format!(
+                    "job {} is suspended: no new steps until it resumes",
+                    j.job_id
+                ),
+            );
         }
         if j.state != JobState::Running {
             return err(if j.state == JobState::Pending {
@@ -3266,6 +3296,15 @@ impl Controller {
         kill_wait: u32,
     ) {
         self.count_end(state);
+        if self
+            .p
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.state == JobState::Suspended)
+        {
+            // Charged up to its suspension: not for the time it was stopped.
+            self.charged.insert(id, now);
+        }
         let Some(j) = self.job_mut(id) else { return };
         j.end_suspension(now);
         j.state = state;
@@ -3445,6 +3484,14 @@ impl Controller {
                 .filter(|n| Some(*n) != batch.as_ref())
                 .cloned()
                 .collect();
+            if self
+                .p
+                .jobs
+                .get(&id)
+                .is_some_and(|j| j.state == JobState::Suspended)
+            {
+                self.charged.insert(id, now);
+            }
             let Some(j) = self.job_mut(id) else { return };
             j.end_suspension(now);
             j.exit_status = status;
@@ -3667,8 +3714,11 @@ impl Controller {
                     .job_mut(id)
                     .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.time_limit = t;
-                if let Some(s) = j.start_time.filter(|_| state == JobState::Running) {
-                    j.end_time = t.map(|m| s + m as i64 * 60);
+                let active = matches!(state, JobState::Running | JobState::Suspended);
+                if let Some(s) = j.start_time.filter(|_| active) {
+                    // Suspended time does not count (the current suspension
+                    // is added on resume).
+                    j.end_time = t.map(|m| s + m as i64 * 60 + j.suspended_secs);
                 }
             }
             JobUpdate::Nice(n) => {
@@ -4029,6 +4079,7 @@ impl Controller {
         self.last_update = self.last_update.max(now);
         self.multifactor_tick(now);
         self.gang_tick(now);
+        self.resend_suspends(now);
         self.roll_reservations(now);
         self.refresh();
         let timeout = self.conf.slurmd_timeout as i64;
@@ -4197,7 +4248,8 @@ impl Controller {
         tracing::error!("prolog of job {id} failed on {node}: draining it");
         self.drain_for(node, "Prolog error", now);
         let running = self.p.jobs.get(&id).is_some_and(|j| {
-            j.state == JobState::Running && j.alloc.nodes.iter().any(|n| n == node)
+            matches!(j.state, JobState::Running | JobState::Suspended)
+                && j.alloc.nodes.iter().any(|n| n == node)
         });
         if running {
             self.requeue_failed_launch(id, None, true, now);
@@ -4215,10 +4267,10 @@ impl Controller {
 
     /// A launch could not be delivered: put the job back in the queue.
     pub fn launch_failed(&mut self, id: JobId, node: &str, prolog_failed: bool, now: i64) {
-        let running =
-            self.p.jobs.get(&id).is_some_and(|j| {
-                j.state == JobState::Running && j.batch_host.as_deref() == Some(node)
-            });
+        let running = self.p.jobs.get(&id).is_some_and(|j| {
+            matches!(j.state, JobState::Running | JobState::Suspended)
+                && j.batch_host.as_deref() == Some(node)
+        });
         if !running {
             return;
         }
@@ -4245,6 +4297,10 @@ impl Controller {
             j.restarts += 1;
             j.start_time = None;
             j.end_time = None;
+            j.suspend_time = None;
+            j.suspended_secs = 0;
+            j.preempt_suspended = false;
+            j.gang_suspended = false;
             j.completing = true;
             j.completing_nodes = j.alloc.nodes.clone();
             j.eligible_time = Some(now);

@@ -24,6 +24,9 @@ pub enum By {
     Gang,
 }
 
+/// Seconds between sending the last suspend/resume of each job again.
+const RESEND_EVERY: i64 = 30;
+
 impl Controller {
     /// `scontrol suspend|resume JOBID`.
     pub(super) fn suspend_request(
@@ -85,7 +88,7 @@ impl Controller {
                 ),
             );
         }
-        if !self.cores_free_for(j, &[]) {
+        if !self.cores_free_for(j, &[], true) {
             return err_detail(
                 SlurmError::NodesBusy,
                 format!("the cores job {id} had are in use by other jobs"),
@@ -130,6 +133,10 @@ impl Controller {
         j.preempt_suspended = false;
         j.gang_suspended = false;
         j.reason = slurm_proto::JobReason::None;
+        self.preempted_for.remove(&id);
+        let Some(j) = self.p.jobs.get(&id) else {
+            return;
+        };
         let nodes = j.alloc.nodes.clone();
         // Fair share charges run time only: not the time it was stopped.
         self.charged.insert(id, now);
@@ -141,25 +148,66 @@ impl Controller {
     }
 
     fn tell_nodes(&mut self, id: JobId, nodes: &[String], suspend: bool) {
+        // Later than any sequence an earlier controller run sent.
+        let base = (self.boot_time.max(0) as u64).saturating_mul(1_000_000_000);
+        self.suspend_seq = self.suspend_seq.max(base) + 1;
+        let seq = self.suspend_seq;
+        self.suspend_sent.insert(id, (seq, suspend));
+        self.send_suspend(id, nodes, suspend, seq);
+    }
+
+    fn send_suspend(&mut self, id: JobId, nodes: &[String], suspend: bool, seq: u64) {
         for n in nodes {
             if let Some(addr) = self.node_addr(n) {
                 self.effects.push(Effect::Suspend {
                     addr,
                     job_id: id,
                     suspend,
+                    seq,
                 });
             }
         }
     }
 
+    /// Every 30 s, send each job's last suspend or resume again (the same
+    /// sequence: a node that had it changes nothing), so a node that missed
+    /// one, or restarted, catches up. Ended jobs are forgotten.
+    pub(super) fn resend_suspends(&mut self, now: i64) {
+        if now - self.suspend_resent < RESEND_EVERY {
+            return;
+        }
+        self.suspend_resent = now;
+        let jobs = &self.p.jobs;
+        self.suspend_sent.retain(|id, _| {
+            jobs.get(id)
+                .is_some_and(|j| !j.completing && !j.state.is_finished())
+        });
+        let again: Vec<(JobId, u64, bool, Vec<String>)> = self
+            .suspend_sent
+            .iter()
+            .filter_map(|(id, &(seq, s))| {
+                let j = self.p.jobs.get(id)?;
+                // Only what still holds (a requeued job is pending).
+                let now_suspended = j.state == JobState::Suspended;
+                (matches!(j.state, JobState::Running | JobState::Suspended) && now_suspended == s)
+                    .then(|| (*id, seq, s, j.alloc.nodes.clone()))
+            })
+            .collect();
+        for (id, seq, s, nodes) in again {
+            self.send_suspend(id, &nodes, s, seq);
+        }
+    }
+
     /// Whether a suspended job's cores are free on each of its nodes: no
-    /// running job holds them (`extra`: cores handed out earlier in this
-    /// pass).
-    fn cores_free_for(&self, j: &JobRecord, extra: &[u32]) -> bool {
+    /// running job holds them, nor a gang-suspended one (waiting for its
+    /// turn), nor, with `victims`, another job suspended by preemption
+    /// (`extra`: cores handed out earlier in this pass).
+    fn cores_free_for(&self, j: &JobRecord, extra: &[u32], victims: bool) -> bool {
         let exclusive = j.desc.exclusive || j.desc.exclusive_topo;
+        let held = self.suspended_cpus(Some(j.job_id), true, victims);
         self.allocs_of(j).iter().all(|a| {
             let n = &self.nodes[a.node];
-            let used = n.alloc_cpus + extra.get(a.node).copied().unwrap_or(0);
+            let used = n.alloc_cpus + held[a.node] + extra.get(a.node).copied().unwrap_or(0);
             let node_exclusive = self.p.jobs.values().any(|o| {
                 (o.state == JobState::Running || o.completing)
                     && (o.desc.exclusive || o.desc.exclusive_topo)
@@ -167,6 +215,27 @@ impl Controller {
             });
             used + a.cpus <= n.cpus && !node_exclusive && (!exclusive || used == 0)
         })
+    }
+
+    /// A job suspended by preemption whose preemptor is still pending
+    /// (waiting for other victims to leave): its cores are the
+    /// preemptor's to take, and it does not resume meanwhile.
+    pub(super) fn victim_waits(&self, j: &JobRecord) -> bool {
+        j.preempt_suspended
+            && self.preempted_for.get(&j.job_id).is_some_and(|p| {
+                self.preempting.contains_key(p)
+                    && self
+                        .p
+                        .jobs
+                        .get(p)
+                        .is_some_and(|p| p.state == JobState::Pending)
+            })
+    }
+
+    /// Whether a gang-suspended job no longer takes turns (gang scheduling
+    /// or sharing was configured away): it resumes as preempted ones do.
+    fn gang_orphan(&self, j: &JobRecord) -> bool {
+        j.gang_suspended && !(self.gang_enabled() && self.share_factor(j).is_some())
     }
 
     /// Resume jobs suspended by preemption whose cores are free again,
@@ -178,7 +247,8 @@ impl Controller {
             .jobs
             .values()
             .map(|j| j.as_ref())
-            .filter(|j| j.state == JobState::Suspended && j.preempt_suspended)
+            .filter(|j| j.state == JobState::Suspended && !j.completing)
+            .filter(|j| (j.preempt_suspended && !self.victim_waits(j)) || self.gang_orphan(j))
             .collect();
         if waiting.is_empty() {
             return;
@@ -188,7 +258,7 @@ impl Controller {
         let ready: Vec<JobId> = waiting
             .into_iter()
             .filter(|j| {
-                let ok = self.cores_free_for(j, &extra);
+                let ok = self.cores_free_for(j, &extra, false);
                 if ok {
                     for a in self.allocs_of(j) {
                         extra[a.node] += a.cpus;
@@ -203,20 +273,34 @@ impl Controller {
         }
     }
 
-    /// Cores held per node by jobs suspended by preemption or gang
-    /// scheduling (kept from every job but their preemptors and the jobs
-    /// they take turns with).
-    pub(super) fn system_held_cpus(&self) -> Vec<u32> {
+    /// Cores per node of suspended jobs that keep theirs (but `except`):
+    /// gang-suspended ones (`gang`), and those suspended by preemption
+    /// (`victims`) unless their preemptor is still waiting for them.
+    pub(super) fn suspended_cpus(
+        &self,
+        except: Option<JobId>,
+        gang: bool,
+        victims: bool,
+    ) -> Vec<u32> {
         let mut held = vec![0u32; self.nodes.len()];
-        for j in
-            self.p.jobs.values().filter(|j| {
-                j.state == JobState::Suspended && (j.preempt_suspended || j.gang_suspended)
-            })
-        {
+        for j in self.p.jobs.values().filter(|j| {
+            j.state == JobState::Suspended
+                && !j.completing
+                && Some(j.job_id) != except
+                && ((gang && j.gang_suspended)
+                    || (victims && j.preempt_suspended && !self.victim_waits(j)))
+        }) {
             for a in self.allocs_of(j) {
                 held[a.node] += a.cpus;
             }
         }
         held
+    }
+
+    /// Cores held per node by jobs suspended by preemption or gang
+    /// scheduling (kept from every job but their preemptors and the jobs
+    /// they take turns with).
+    pub(super) fn system_held_cpus(&self) -> Vec<u32> {
+        self.suspended_cpus(None, true, true)
     }
 }

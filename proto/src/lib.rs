@@ -1396,9 +1396,14 @@ pub enum RequestBody {
         signal: i32,
     },
     /// Stop (`suspend`) or continue every process of the job on this node.
+    /// `seq` orders requests (the node keeps the latest; older ones that
+    /// arrive late are ignored), and the wanted state also applies to
+    /// processes the job starts here later.
     SuspendJobHere {
         job_id: JobId,
         suspend: bool,
+        #[serde(default)]
+        seq: u64,
     },
     /// End the job on this node: SIGCONT+SIGTERM, then SIGKILL after `kill_wait` s.
     TerminateJob {

@@ -504,9 +504,13 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
             }
         }
         RequestBody::SignalJob { job_id, signal } => jobs::signal(ctx, job_id, signal),
-        RequestBody::SuspendJobHere { job_id, suspend } => {
+        RequestBody::SuspendJobHere {
+            job_id,
+            suspend,
+            seq,
+        } => {
             let ctx = ctx.clone();
-            tokio::task::spawn_blocking(move || jobs::suspend(&ctx, job_id, suspend))
+            tokio::task::spawn_blocking(move || jobs::suspend(&ctx, job_id, suspend, seq))
                 .await
                 .unwrap_or_else(|_| refuse(SlurmError::InternalError, "suspend failed"))
         }

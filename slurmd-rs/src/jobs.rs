@@ -31,7 +31,7 @@ use crate::launch;
 use crate::prolog;
 use serde::{Deserialize, Serialize};
 use slurm_proto::{BatchLaunch, JobId, Response, RpcError, SlurmError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -463,6 +463,8 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     let (tx, rx) = watch::channel(false);
     ctx.jobs
         .set_running(id, pid, rx, cgroup.clone().map(Arc::new));
+    // Suspended before its launch got here (gang scheduling, preemption).
+    apply_wanted(ctx, id);
     let start_ticks = crate::sysinfo::proc_start(pid).map(|(t, _)| t).unwrap_or(0);
     let state = StateFile {
         job_id: id,
@@ -655,6 +657,7 @@ async fn finish(ctx: Arc<Ctx>, state: StateFile, report: bool, tx: watch::Sender
     .await;
     epilog(&ctx, id, Some(state.uid), state.env.as_ref()).await;
     ctx.jobs.set_phase(id, Phase::Cleaned);
+    forget_wanted(&ctx, id);
     ctx.outbox.push(OutMsg::JobCleaned { job_id: id });
     debug!(job = id, "job cleaned up");
 }
@@ -696,12 +699,58 @@ pub fn signal(ctx: &Ctx, id: JobId, signal: i32) -> Response {
     }
 }
 
+/// The latest suspend/resume asked for each job on each node daemon of
+/// this process: (sequence, suspended).
+type Wanted = HashMap<(String, JobId), (u64, bool)>;
+
+static WANTED: std::sync::LazyLock<Mutex<Wanted>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn wanted() -> std::sync::MutexGuard<'static, Wanted> {
+    WANTED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Stop (`suspend`) or continue every process of a job on this node
-/// (`SuspendJobHere`, for `scontrol suspend|resume` and preemption): its
-/// cgroup is frozen or thawed when it has a freezer, else its batch script
-/// and step tasks get SIGSTOP or SIGCONT (SIGCONT also after a thaw, for
-/// anything stopped by hand). Blocks briefly while the kernel freezes.
-pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool) -> Response {
+/// (`SuspendJobHere`, for `scontrol suspend|resume`, preemption and gang
+/// scheduling). A request older (`seq`) than one already applied is
+/// ignored; the wanted state is kept for processes the job starts here
+/// later (a launch or step still on its way). Blocks briefly while the
+/// kernel freezes.
+pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool, seq: u64) -> Response {
+    {
+        let mut w = wanted();
+        let key = (ctx.node.clone(), id);
+        match w.get(&key) {
+            Some(&(s, _)) if seq < s => {
+                debug!(job = id, seq, "stale suspend request ignored");
+                return Response::Ok;
+            }
+            // Sent again (the controller repeats itself now and then).
+            Some(&old) if old == (seq, suspend) => return Response::Ok,
+            _ => {}
+        }
+        w.insert(key, (seq, suspend));
+    }
+    apply_suspend(ctx, id, suspend);
+    Response::Ok
+}
+
+/// Put a job that just started processes here in the state last asked for.
+pub fn apply_wanted(ctx: &Ctx, id: JobId) {
+    let want = wanted().get(&(ctx.node.clone(), id)).map(|w| w.1);
+    if want == Some(true) {
+        apply_suspend(ctx, id, true);
+    }
+}
+
+/// Forget what was asked for a job that has left this node.
+fn forget_wanted(ctx: &Ctx, id: JobId) {
+    wanted().remove(&(ctx.node.clone(), id));
+}
+
+/// Freeze or thaw the job's cgroup when it has one, else SIGSTOP or
+/// SIGCONT its batch script and step tasks.
+fn apply_suspend(ctx: &Ctx, id: JobId, suspend: bool) {
     let cgroup = any_cgroup(ctx, id);
     let mut pgids = crate::steps::job_pgids(id);
     if let Some(Target {
@@ -713,13 +762,14 @@ pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool) -> Response {
         pgids.push(pgid);
     }
     if pgids.is_empty() && cgroup.is_none() {
-        return rpc_error(
-            SlurmError::InvalidJobId,
-            format!("job {id} has no process on this node"),
-        );
+        debug!(job = id, suspend, "nothing of the job here yet");
+        return;
+    }
+    if let Some(m) = &ctx.cgroups {
+        m.mark_stopped(id, suspend);
     }
     let frozen = cgroup.as_ref().is_some_and(|jc| jc.set_frozen(suspend));
-    if !suspend || !frozen {
+    if !frozen {
         let sig = if suspend {
             libc::SIGSTOP
         } else {
@@ -728,7 +778,7 @@ pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool) -> Response {
         for p in &pgids {
             killpg(*p, sig);
         }
-        if let (Some(jc), false) = (&cgroup, frozen) {
+        if let Some(jc) = &cgroup {
             jc.signal(sig);
         }
     }
@@ -739,7 +789,6 @@ pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool) -> Response {
         "job {}",
         if suspend { "suspended" } else { "resumed" }
     );
-    Response::Ok
 }
 
 /// The job's cgroup here, whether its batch script or only steps run here.

@@ -667,6 +667,12 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
         tasks = here.len(),
         "step launched"
     );
+    // A step of a job suspended meanwhile stops with it.
+    {
+        let c = ctx.clone();
+        let job = key.0;
+        let _ = tokio::task::spawn_blocking(move || crate::jobs::apply_wanted(&c, job)).await;
+    }
 
     // stdin from srun goes to task 0.
     tokio::spawn(async move {

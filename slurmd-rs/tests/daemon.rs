@@ -377,6 +377,64 @@ async fn daemon_end_to_end() {
     })
     .await;
 
+    // A suspend that arrives before its launch stops the job as it starts;
+    // an older request arriving late changes nothing; a newer one resumes.
+    let suspend = |job_id, suspend, seq| RequestBody::SuspendJobHere {
+        job_id,
+        suspend,
+        seq,
+    };
+    let r = call(&c, 0, suspend(44, true, 10)).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let count = work.path().join("count44");
+    let script = format!(
+        "#!/bin/sh\ni=0\nwhile [ $i -lt 600 ]; do i=$((i+1)); echo $i > {}; sleep 0.05; done\n",
+        count.display()
+    );
+    let r = call(
+        &c,
+        0,
+        RequestBody::LaunchBatch(Box::new(launch(44, work.path(), &script))),
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let read = || {
+        std::fs::read_to_string(&count)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let a = read();
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert_eq!(read(), a, "the job ran while suspended");
+    let r = call(&c, 0, suspend(44, false, 9)).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert_eq!(read(), a, "a stale resume resumed the job");
+    let r = call(&c, 0, suspend(44, false, 11)).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert!(read() > a, "the job did not go on after resume");
+    // Unprivileged users may not suspend jobs on a node.
+    let r = call(&c, 1000, suspend(44, true, 12)).await;
+    assert!(is_err(&r, SlurmError::AccessDenied), "{r:?}");
+    let r = call(
+        &c,
+        0,
+        RequestBody::TerminateJob {
+            job_id: 44,
+            kill_wait: 1,
+            start_time: None,
+        },
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    ctld.expect("job cleaned after suspend and resume", |m| {
+        matches!(m, RequestBody::JobCleaned { job_id: 44, .. }).then_some(())
+    })
+    .await;
+
     // Jobs not running here: signal is refused, terminate reports clean.
     let r = call(
         &c,

@@ -760,6 +760,12 @@ impl Manager {
         self.cpus.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A job was suspended or resumed here: its CPUs may go to others
+    /// meanwhile (after free ones).
+    pub fn mark_stopped(&self, job: slurm_proto::JobId, stopped: bool) {
+        self.book().set_stopped(job, stopped);
+    }
+
     fn tree_lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.tree.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -249,9 +249,12 @@ fn scontrol_suspend_stops_a_job_frees_its_cores_and_stops_its_clock() {
 #[test]
 fn suspend_preemption_stops_the_victim_and_resumes_it_first() {
     let t = TestCluster::start(1, |s| {
+        // The preemptor's partition shares cores with gang scheduling: the
+        // victim's cores are its own, not taken turns with.
         s.extra_conf = "PreemptType=preempt/partition_prio\nPreemptMode=SUSPEND,GANG\n\
+SchedulerTimeSlice=1\n\
 PartitionName=low Nodes=n1 PriorityTier=1 Default=YES\n\
-PartitionName=high Nodes=n1 PriorityTier=10\n"
+PartitionName=high Nodes=n1 PriorityTier=10 OverSubscribe=FORCE:2\n"
             .into();
     });
     let low = t.sbatch(&["-p", "low", "-n", "4", "--wrap", &counter(&t, "v")]);
@@ -266,6 +269,9 @@ PartitionName=high Nodes=n1 PriorityTier=10\n"
     assert_eq!(v.state, JobState::Suspended);
     assert!(v.preempt_suspended);
     assert!(stopped(&t, "v"), "the victim kept running");
+    // Time slices pass: the preemptor keeps running, the victim waits.
+    assert_eq!(t.job(high).unwrap().state, JobState::Running);
+    assert_eq!(t.job(low).unwrap().state, JobState::Suspended);
     // Operators cannot resume it while its preemptor has its cores.
     assert!(!t
         .run("scontrol", &["resume", &low.to_string()])
