@@ -18,8 +18,8 @@ use slurm_common::conf::SlurmConf;
 use slurm_common::stepio::{read_io, write_io, IoFrame, IoHello, IoKind};
 use slurm_common::{hostlist, net, timefmt};
 use slurm_proto::{
-    JobDesc, JobRecord, JobState, Request, RequestBody, Response, StepLayout, StepRequest,
-    TaskLaunch,
+    JobDesc, JobRecord, JobState, Request, RequestBody, Response, SlurmError, StepLayout,
+    StepRequest, TaskLaunch,
 };
 use std::collections::HashMap;
 use std::io::Write;
@@ -1184,7 +1184,31 @@ pub fn srun_main() -> i32 {
         exclude: o.exclude.clone(),
         distribution: o.distribution.clone(),
     };
-    let layout = match call(&client, RequestBody::CreateStep(req)) {
+    // A suspended job takes no new step: wait (as Slurm's srun does) until
+    // it runs again.
+    let mut told = false;
+    let created = loop {
+        match call(&client, RequestBody::CreateStep(req.clone())) {
+            Err(CallError::Rpc(e)) if e.error == SlurmError::Disabled => {
+                if !told && !o.quiet {
+                    eprintln!(
+                        "srun: Job {} step creation temporarily disabled, retrying ({})",
+                        job.job_id,
+                        e.error.message()
+                    );
+                }
+                told = true;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            other => break other,
+        }
+    };
+    if told && !o.quiet {
+        if let Ok(Response::StepCreated(l)) = &created {
+            eprintln!("srun: Step created for StepId={}.{}", l.job_id, l.step_id);
+        }
+    }
+    let layout = match created {
         Ok(Response::StepCreated(l)) => *l,
         Ok(_) => {
             eprintln!(

@@ -198,10 +198,25 @@ fn scontrol_suspend_stops_a_job_frees_its_cores_and_stops_its_clock() {
     assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
     t.wait_done(other, 30);
 
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    // A step asked for meanwhile waits until the job runs again.
+    let mut step = t
+        .cmd("srun")
+        .args(["--jobid", &job.to_string(), "-n1", "true"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(step.try_wait().unwrap().is_none(), "a step ran in a suspended job");
     let o = t.run("scontrol", &["resume", &job.to_string()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let j = t.wait_job(job, 10, "running", |j| j.state == JobState::Running);
+    let out = step.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("step creation temporarily disabled, retrying"),
+        "{}",
+        stderr(&out)
+    );
     assert!(advancing(&t, "a"), "the job did not go on after resume");
     // The time limit did not run while it was stopped.
     let pushed = j.end_time.unwrap() - before.end_time.unwrap();
