@@ -218,10 +218,58 @@ impl Cluster {
     }
 }
 
+/// What a `slurm.conf` asks for that the simulator does not model (the
+/// controller does it around the scheduling core): one warning each.
+pub fn unsimulated(conf: &SlurmConf) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(t) = conf
+        .get("PreemptType")
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && *t != "preempt/none")
+    {
+        out.push(format!(
+            "PreemptType={t} is not simulated: jobs are never preempted"
+        ));
+    }
+    for p in &conf.partitions {
+        let os = p.oversubscribe.to_ascii_uppercase();
+        if os.starts_with("YES") || os.starts_with("FORCE") {
+            out.push(format!(
+                "PartitionName={}: OverSubscribe={} is not simulated: jobs get cores of \
+                 their own (no sharing, no gang time slicing)",
+                p.name, p.oversubscribe
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn what_is_not_simulated_is_named() {
+        let text = "\
+NodeName=a[1-2] CPUs=4
+PreemptType=preempt/partition_prio
+PreemptMode=SUSPEND,GANG
+PartitionName=p1 Nodes=ALL OverSubscribe=FORCE:2
+PartitionName=p2 Nodes=ALL
+";
+        let conf = SlurmConf::parse_str(text, Path::new("slurm.conf")).unwrap();
+        let w = unsimulated(&conf);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].starts_with("PreemptType=preempt/partition_prio is not simulated"));
+        assert!(w[1].starts_with("PartitionName=p1: OverSubscribe=FORCE:2 is not simulated"));
+        let plain = SlurmConf::parse_str(
+            "NodeName=a CPUs=1\nPartitionName=p Nodes=ALL\n",
+            Path::new("s"),
+        )
+        .unwrap();
+        assert!(unsimulated(&plain).is_empty());
+    }
 
     #[test]
     fn flat_cluster() {

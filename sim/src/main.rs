@@ -216,6 +216,9 @@ fn real_main(argv: Vec<String>) -> Result<()> {
             for w in &conf.warnings {
                 warn(w);
             }
+            for w in slurmsim::cluster::unsimulated(&conf) {
+                warn(w);
+            }
             Cluster::from_conf(&conf).with_context(|| path.display().to_string())?
         }
         (None, Some(n)) => Cluster::flat(n, a.cpus.unwrap_or(1), a.mem.unwrap_or(0))?,

@@ -206,7 +206,10 @@ fn scontrol_suspend_stops_a_job_frees_its_cores_and_stops_its_clock() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    assert!(step.try_wait().unwrap().is_none(), "a step ran in a suspended job");
+    assert!(
+        step.try_wait().unwrap().is_none(),
+        "a step ran in a suspended job"
+    );
     let o = t.run("scontrol", &["resume", &job.to_string()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let j = t.wait_job(job, 10, "running", |j| j.state == JobState::Running);
