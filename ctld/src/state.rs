@@ -166,6 +166,9 @@ pub struct Controller {
     suspend_sent: HashMap<JobId, (u64, bool)>,
     /// When those were last sent again.
     suspend_resent: i64,
+    /// Per node, the cores jobs hold counted once per job (more than the
+    /// node has when jobs share cores; `NodeRecord.alloc_cpus` is capped).
+    cores_in_use: Vec<u32>,
     /// Jobs suspended by preemption, and for whom.
     preempted_for: HashMap<JobId, JobId>,
     /// `Licenses=`: name and count.
@@ -440,6 +443,7 @@ impl Controller {
             suspend_seq: 0,
             suspend_sent: HashMap::new(),
             suspend_resent: 0,
+            cores_in_use: Vec::new(),
             preempted_for: HashMap::new(),
             licenses: Vec::new(),
             topologies: Default::default(),
@@ -972,6 +976,12 @@ impl Controller {
                 }
             }
         }
+        // Shared cores (OverSubscribe) count once per job; what users see
+        // is capped at the node's count, as Slurm shows it.
+        self.cores_in_use = self.nodes.iter().map(|n| n.alloc_cpus).collect();
+        for n in &mut self.nodes {
+            n.alloc_cpus = n.alloc_cpus.min(n.cpus);
+        }
         for (i, n) in self.nodes.iter_mut().enumerate() {
             let a = self.p.nodes.get(&n.name).cloned().unwrap_or_default();
             n.flags.drain = a.drain;
@@ -1196,7 +1206,8 @@ impl Controller {
                     mem: n.real_memory,
                     // Shared cores (OverSubscribe) count once per job: the
                     // sum may pass the node's count (free is then none).
-                    alloc_cpus: n.alloc_cpus + preempt_held[i],
+                    alloc_cpus: self.cores_in_use.get(i).copied().unwrap_or(n.alloc_cpus)
+                        + preempt_held[i],
                     alloc_mem: n.alloc_mem,
                     available: n.is_available() && self.registered[i],
                     weight: n.weight,

@@ -207,7 +207,12 @@ impl Controller {
         let held = self.suspended_cpus(Some(j.job_id), true, victims);
         self.allocs_of(j).iter().all(|a| {
             let n = &self.nodes[a.node];
-            let used = n.alloc_cpus + held[a.node] + extra.get(a.node).copied().unwrap_or(0);
+            let in_use = self
+                .cores_in_use
+                .get(a.node)
+                .copied()
+                .unwrap_or(n.alloc_cpus);
+            let used = in_use + held[a.node] + extra.get(a.node).copied().unwrap_or(0);
             let node_exclusive = self.p.jobs.values().any(|o| {
                 (o.state == JobState::Running || o.completing)
                     && (o.desc.exclusive || o.desc.exclusive_topo)

@@ -319,6 +319,9 @@ PartitionName=yes Nodes=n1 OverSubscribe=YES:2\n"
     // Two jobs per core: the second shares every core, a third waits.
     let b = t.sbatch(&["-n", "4", "--wrap", "sleep 300"]);
     running(b);
+    // Shown as Slurm shows shared cores: allocated once.
+    let n1 = t.nodes().into_iter().find(|n| n.name == "n1").unwrap();
+    assert_eq!((n1.alloc_cpus, n1.cpus), (4, 4));
     let c = t.sbatch(&["-n", "1", "--wrap", "true"]);
     std::thread::sleep(std::time::Duration::from_secs(2));
     assert_eq!(t.job(c).unwrap().state, JobState::Pending);
