@@ -532,12 +532,27 @@ impl Drop for LocalCluster {
     }
 }
 
-/// Kill every process whose environment says `SLURM_CONF=<conf>` (the jobs
-/// and commands of one cluster), by pid; frozen (suspended) ones are
-/// thawed first so they can die.
+/// The parent of `pid` (from `/proc/<pid>/stat`).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses: state, then the parent.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Kill every job process of one cluster (its environment has
+/// `SLURM_CONF=<conf>` and a `SLURM_JOB_ID`), by pid, never this process
+/// or its ancestors; frozen (suspended) ones are thawed first so they can
+/// die.
 fn kill_jobs_of(conf: &Path) {
     let want = format!("SLURM_CONF={}", conf.display());
-    let me = std::process::id();
+    let mut mine = vec![std::process::id()];
+    while let Some(p) = mine.last().and_then(|p| parent_of(*p)).filter(|p| *p > 1) {
+        if mine.contains(&p) {
+            break;
+        }
+        mine.push(p);
+    }
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return;
     };
@@ -545,13 +560,15 @@ fn kill_jobs_of(conf: &Path) {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        if pid == me {
+        if mine.contains(&pid) {
             continue;
         }
         let Ok(env) = std::fs::read(e.path().join("environ")) else {
             continue;
         };
-        if !env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+        let mut vars = env.split(|b| *b == 0);
+        let ours = vars.clone().any(|v| v == want.as_bytes());
+        if !ours || !vars.any(|v| v.starts_with(b"SLURM_JOB_ID=")) {
             continue;
         }
         if let Ok(cg) = std::fs::read_to_string(e.path().join("cgroup")) {

@@ -780,6 +780,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
                 .distribution
                 .clone()
                 .or_else(|| std::env::var("SLURM_DISTRIBUTION").ok()),
+            job_start: r.job.start_time,
         };
         let cred = creds
             .credential()

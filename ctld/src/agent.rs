@@ -129,11 +129,13 @@ impl Agent {
                 job_id,
                 suspend,
                 seq,
+                start_time,
             } => {
                 let body = RequestBody::SuspendJobHere {
                     job_id,
                     suspend,
                     seq,
+                    start_time,
                 };
                 if let Err(e) =
                     call_async(&addr, &self.request(body), Duration::from_secs(10)).await

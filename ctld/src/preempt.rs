@@ -50,7 +50,7 @@ const MAX_TRIED: usize = 32;
 
 /// Seconds a preemptor waits for its victims to leave before it may
 /// preempt again.
-const SETTLE: i64 = 60;
+pub(super) const SETTLE: i64 = 60;
 
 impl Controller {
     fn preempt_type(&self) -> Option<&'static str> {
@@ -84,7 +84,10 @@ impl Controller {
     }
 
     fn may_preempt(&self, kind: &str, j: &JobRecord, v: &JobRecord) -> bool {
-        if v.job_id == j.job_id || v.state != JobState::Running || v.completing || v.desc.external {
+        // A job waiting for its gang turn may be preempted too.
+        let active =
+            v.state == JobState::Running || (v.state == JobState::Suspended && v.gang_suspended);
+        if v.job_id == j.job_id || !active || v.completing || v.desc.external {
             return false;
         }
         match kind {
@@ -114,7 +117,9 @@ impl Controller {
         self.preempting.retain(|_, t| now - *t < SETTLE);
         // Nothing running may be preempted at all: nothing to try.
         let any = self.p.jobs.values().any(|v| {
-            v.state == JobState::Running && !v.completing && self.victim_mode(v).0 != Mode::Off
+            (v.state == JobState::Running || v.gang_suspended)
+                && !v.completing
+                && self.victim_mode(v).0 != Mode::Off
         });
         if !any {
             return;
@@ -223,7 +228,19 @@ impl Controller {
             Mode::Requeue => self.requeue_running(victim, kill_wait, now),
             Mode::Suspend => {
                 self.preempted_for.insert(victim, by);
-                self.suspend_job(victim, super::suspend::By::Preemption, now)
+                if v.state == JobState::Suspended {
+                    // Waiting for its gang turn: now it waits for its
+                    // preemptor instead.
+                    if let Some(j) = self.job_mut(victim) {
+                        j.gang_suspended = false;
+                        j.preempt_suspended = true;
+                        j.reason = JobReason::Other("Preempted".into());
+                    }
+                    self.save_job(victim);
+                    self.refresh();
+                } else {
+                    self.suspend_job(victim, super::suspend::By::Preemption, now)
+                }
             }
         }
     }

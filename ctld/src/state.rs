@@ -67,6 +67,8 @@ pub enum Effect {
         job_id: JobId,
         suspend: bool,
         seq: u64,
+        /// The run (the job's start time).
+        start_time: Option<i64>,
     },
     /// `PrologFlags=Alloc`: set the job up (Prolog, cgroup) on a node
     /// without its batch script.
@@ -3968,6 +3970,8 @@ impl Controller {
                 }
             }
         }
+        // Its jobs that were suspended (or resumed) stay so.
+        self.suspends_for_node(&name);
         self.dirty = true;
         self.sched_needed = true;
         self.refresh();

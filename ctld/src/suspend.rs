@@ -157,6 +157,7 @@ impl Controller {
     }
 
     fn send_suspend(&mut self, id: JobId, nodes: &[String], suspend: bool, seq: u64) {
+        let start_time = self.p.jobs.get(&id).and_then(|j| j.start_time);
         for n in nodes {
             if let Some(addr) = self.node_addr(n) {
                 self.effects.push(Effect::Suspend {
@@ -164,7 +165,40 @@ impl Controller {
                     job_id: id,
                     suspend,
                     seq,
+                    start_time,
                 });
+            }
+        }
+    }
+
+    /// A node daemon (re)registered: tell it again what its jobs that were
+    /// ever suspended should be (a restarted controller knows nothing it
+    /// sent before: it sends anew).
+    pub(super) fn suspends_for_node(&mut self, node: &str) {
+        let jobs: Vec<(JobId, bool)> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| !j.completing && j.alloc.nodes.iter().any(|n| n == node))
+            .filter(|j| {
+                j.state == JobState::Suspended
+                    || (j.state == JobState::Running && j.suspend_time.is_some())
+            })
+            .map(|j| (j.job_id, j.state == JobState::Suspended))
+            .collect();
+        for (id, suspended) in jobs {
+            let nodes = [node.to_string()];
+            match self.suspend_sent.get(&id).copied() {
+                Some((seq, s)) if s == suspended => self.send_suspend(id, &nodes, s, seq),
+                _ => {
+                    let all = self
+                        .p
+                        .jobs
+                        .get(&id)
+                        .map(|j| j.alloc.nodes.clone())
+                        .unwrap_or_default();
+                    self.tell_nodes(id, &all, suspended);
+                }
             }
         }
     }
@@ -228,7 +262,9 @@ impl Controller {
     pub(super) fn victim_waits(&self, j: &JobRecord) -> bool {
         j.preempt_suspended
             && self.preempted_for.get(&j.job_id).is_some_and(|p| {
-                self.preempting.contains_key(p)
+                self.preempting
+                    .get(p)
+                    .is_some_and(|t| self.last_update - *t < super::preempt::SETTLE)
                     && self
                         .p
                         .jobs
@@ -258,6 +294,30 @@ impl Controller {
         if waiting.is_empty() {
             return;
         }
+        // Victims that share cores take gang turns again once their
+        // preemptor has gone (not before: a preemptor sharing cores would
+        // otherwise be taking turns with its own victim).
+        let rejoin: Vec<JobId> = waiting
+            .iter()
+            .filter(|j| {
+                j.preempt_suspended && self.gang_enabled() && self.share_factor(j).is_some()
+            })
+            .filter(|j| {
+                !self.preempted_for.get(&j.job_id).is_some_and(|p| {
+                    self.p
+                        .jobs
+                        .get(p)
+                        .is_some_and(|p| !p.state.is_finished() || p.completing)
+                })
+            })
+            .map(|j| j.job_id)
+            .collect();
+        // Sharing victims whose preemptor is still here wait for it.
+        waiting.retain(|j| {
+            !(j.preempt_suspended && self.gang_enabled() && self.share_factor(j).is_some())
+                || rejoin.contains(&j.job_id)
+        });
+        waiting.retain(|j| !rejoin.contains(&j.job_id));
         waiting.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.suspend_time, j.job_id));
         let mut extra = vec![0u32; self.nodes.len()];
         let ready: Vec<JobId> = waiting
@@ -275,6 +335,15 @@ impl Controller {
             .collect();
         for id in ready {
             self.resume_job(id, now);
+        }
+        for id in rejoin {
+            self.preempted_for.remove(&id);
+            if let Some(j) = self.job_mut(id) {
+                j.preempt_suspended = false;
+                j.gang_suspended = true;
+                j.reason = slurm_proto::JobReason::None;
+            }
+            self.save_job(id);
         }
     }
 

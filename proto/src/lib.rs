@@ -666,6 +666,9 @@ pub struct TaskLaunch {
     /// `--distribution` (its second part lays tasks out across sockets).
     #[serde(default)]
     pub distribution: Option<String>,
+    /// When the job's current run started (which run the step belongs to).
+    #[serde(default)]
+    pub job_start: Option<i64>,
     /// The job's memory per node, MiB (same order as `job_nodes`).
     #[serde(default)]
     pub job_mem: Vec<u64>,
@@ -1404,6 +1407,10 @@ pub enum RequestBody {
         suspend: bool,
         #[serde(default)]
         seq: u64,
+        /// The run it is for (the job's start time): requests for an
+        /// earlier run of a requeued job never touch a later one.
+        #[serde(default)]
+        start_time: Option<i64>,
     },
     /// End the job on this node: SIGCONT+SIGTERM, then SIGKILL after `kill_wait` s.
     TerminateJob {

@@ -508,11 +508,14 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
             job_id,
             suspend,
             seq,
+            start_time,
         } => {
             let ctx = ctx.clone();
-            tokio::task::spawn_blocking(move || jobs::suspend(&ctx, job_id, suspend, seq))
-                .await
-                .unwrap_or_else(|_| refuse(SlurmError::InternalError, "suspend failed"))
+            tokio::task::spawn_blocking(move || {
+                jobs::suspend(&ctx, job_id, suspend, seq, start_time)
+            })
+            .await
+            .unwrap_or_else(|_| refuse(SlurmError::InternalError, "suspend failed"))
         }
         RequestBody::TerminateJob {
             job_id,
@@ -523,6 +526,8 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
             if crate::mock::terminate(&ctx.node, job_id) {
                 return Response::Ok;
             }
+            // What was asked for this run is over (a later run starts clean).
+            jobs::forget_wanted(&ctx.node, job_id);
             let ctx = ctx.clone();
             tokio::spawn(async move {
                 // A suspended job is thawed so its signals reach it.

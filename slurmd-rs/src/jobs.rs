@@ -344,6 +344,7 @@ fn ended_early() -> std::sync::MutexGuard<'static, BTreeMap<EarlyKey, std::time:
 
 pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     let id = l.job_id;
+    let l_start = l.start_time;
     {
         let mut early = ended_early();
         early.retain(|_, t| t.elapsed() < Duration::from_secs(600));
@@ -464,7 +465,11 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     ctx.jobs
         .set_running(id, pid, rx, cgroup.clone().map(Arc::new));
     // Suspended before its launch got here (gang scheduling, preemption).
-    apply_wanted(ctx, id);
+    {
+        let c = ctx.clone();
+        let run = Some(l_start);
+        let _ = tokio::task::spawn_blocking(move || apply_wanted(&c, id, run)).await;
+    }
     let start_ticks = crate::sysinfo::proc_start(pid).map(|(t, _)| t).unwrap_or(0);
     let state = StateFile {
         job_id: id,
@@ -657,7 +662,7 @@ async fn finish(ctx: Arc<Ctx>, state: StateFile, report: bool, tx: watch::Sender
     .await;
     epilog(&ctx, id, Some(state.uid), state.env.as_ref()).await;
     ctx.jobs.set_phase(id, Phase::Cleaned);
-    forget_wanted(&ctx, id);
+    forget_wanted(&ctx.node, id);
     ctx.outbox.push(OutMsg::JobCleaned { job_id: id });
     debug!(job = id, "job cleaned up");
 }
@@ -699,9 +704,18 @@ pub fn signal(ctx: &Ctx, id: JobId, signal: i32) -> Response {
     }
 }
 
+/// What was last asked for a job's run on a node: the run (its start
+/// time), the request's sequence, suspended or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Want {
+    run: Option<i64>,
+    seq: u64,
+    suspended: bool,
+}
+
 /// The latest suspend/resume asked for each job on each node daemon of
-/// this process: (sequence, suspended).
-type Wanted = HashMap<(String, JobId), (u64, bool)>;
+/// this process.
+type Wanted = HashMap<(String, JobId), Want>;
 
 static WANTED: std::sync::LazyLock<Mutex<Wanted>> =
     std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
@@ -712,40 +726,60 @@ fn wanted() -> std::sync::MutexGuard<'static, Wanted> {
 
 /// Stop (`suspend`) or continue every process of a job on this node
 /// (`SuspendJobHere`, for `scontrol suspend|resume`, preemption and gang
-/// scheduling). A request older (`seq`) than one already applied is
-/// ignored; the wanted state is kept for processes the job starts here
-/// later (a launch or step still on its way). Blocks briefly while the
-/// kernel freezes.
-pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool, seq: u64) -> Response {
-    {
-        let mut w = wanted();
-        let key = (ctx.node.clone(), id);
-        match w.get(&key) {
-            Some(&(s, _)) if seq < s => {
-                debug!(job = id, seq, "stale suspend request ignored");
-                return Response::Ok;
-            }
-            // Sent again (the controller repeats itself now and then).
-            Some(&old) if old == (seq, suspend) => return Response::Ok,
-            _ => {}
+/// scheduling). Requests for an earlier run of the job (`run`), or older
+/// (`seq`) than one already taken for this run, are ignored; the wanted
+/// state is kept for processes the run starts here later (a launch or step
+/// still on its way). A suspend sent again is applied again (freezing is
+/// idempotent); a resume sent again is not (it would wake processes
+/// stopped on purpose). Blocks briefly while the kernel freezes; requests
+/// are applied one at a time, in the order they are taken.
+pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool, seq: u64, run: Option<i64>) -> Response {
+    let mut w = wanted();
+    let key = (ctx.node.clone(), id);
+    let new = Want {
+        run,
+        seq,
+        suspended: suspend,
+    };
+    if let Some(old) = w.get(&key) {
+        let older_run = matches!((run, old.run), (Some(r), Some(o)) if r < o);
+        let same_run = run == old.run || run.is_none() || old.run.is_none();
+        if older_run || (same_run && seq < old.seq) {
+            debug!(job = id, seq, "stale suspend request ignored");
+            return Response::Ok;
         }
-        w.insert(key, (seq, suspend));
+        if *old == new && !suspend {
+            return Response::Ok;
+        }
     }
+    w.insert(key, new);
+    // Applied under the lock: requests land in the order they were taken.
     apply_suspend(ctx, id, suspend);
     Response::Ok
 }
 
-/// Put a job that just started processes here in the state last asked for.
-pub fn apply_wanted(ctx: &Ctx, id: JobId) {
-    let want = wanted().get(&(ctx.node.clone(), id)).map(|w| w.1);
-    if want == Some(true) {
+/// Whether the job's run `run` here is to stay stopped (a step arriving
+/// now waits until it may go on).
+pub fn wanted_stopped(node: &str, id: JobId, run: Option<i64>) -> bool {
+    wanted()
+        .get(&(node.to_string(), id))
+        .is_some_and(|w| w.suspended && (run.is_none() || w.run.is_none() || w.run == run))
+}
+
+/// Put a job's run that just started processes here in the state last
+/// asked for.
+pub fn apply_wanted(ctx: &Ctx, id: JobId, run: Option<i64>) {
+    let w = wanted();
+    if w.get(&(ctx.node.clone(), id))
+        .is_some_and(|w| w.suspended && (run.is_none() || w.run.is_none() || w.run == run))
+    {
         apply_suspend(ctx, id, true);
     }
 }
 
-/// Forget what was asked for a job that has left this node.
-fn forget_wanted(ctx: &Ctx, id: JobId) {
-    wanted().remove(&(ctx.node.clone(), id));
+/// Forget what was asked for a job that is ending or has left this node.
+pub fn forget_wanted(node: &str, id: JobId) {
+    wanted().remove(&(node.to_string(), id));
 }
 
 /// Freeze or thaw the job's cgroup when it has one, else SIGSTOP or

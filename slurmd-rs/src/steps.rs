@@ -456,6 +456,12 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             (0..n).collect()
         }
     };
+    // The job was suspended meanwhile: its tasks would freeze as they
+    // start (holding a worker thread); wait until it may go on.
+    let run = t.job_start;
+    while crate::jobs::wanted_stopped(&ctx.node, key.0, run) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     steps().insert(
         key,
         StepEntry {
@@ -671,7 +677,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
     {
         let c = ctx.clone();
         let job = key.0;
-        let _ = tokio::task::spawn_blocking(move || crate::jobs::apply_wanted(&c, job)).await;
+        let _ = tokio::task::spawn_blocking(move || crate::jobs::apply_wanted(&c, job, run)).await;
     }
 
     // stdin from srun goes to task 0.
@@ -846,6 +852,7 @@ mod tests {
             job_tasks: vec![2, 1, 1],
             cpu_bind: None,
             distribution: None,
+            job_start: None,
             job_mem: vec![],
         };
         let env = task_env(&t, "n2", "/etc/slurm/slurm.conf", 0, 2, false);

@@ -379,24 +379,22 @@ async fn daemon_end_to_end() {
 
     // A suspend that arrives before its launch stops the job as it starts;
     // an older request arriving late changes nothing; a newer one resumes.
-    let suspend = |job_id, suspend, seq| RequestBody::SuspendJobHere {
-        job_id,
-        suspend,
-        seq,
-    };
-    let r = call(&c, 0, suspend(44, true, 10)).await;
-    assert!(matches!(r, Response::Ok), "{r:?}");
     let count = work.path().join("count44");
     let script = format!(
         "#!/bin/sh\ni=0\nwhile [ $i -lt 600 ]; do i=$((i+1)); echo $i > {}; sleep 0.05; done\n",
         count.display()
     );
-    let r = call(
-        &c,
-        0,
-        RequestBody::LaunchBatch(Box::new(launch(44, work.path(), &script))),
-    )
-    .await;
+    let l44 = launch(44, work.path(), &script);
+    let run = l44.start_time;
+    let suspend = |job_id, suspend, seq| RequestBody::SuspendJobHere {
+        job_id,
+        suspend,
+        seq,
+        start_time: Some(run),
+    };
+    let r = call(&c, 0, suspend(44, true, 10)).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l44))).await;
     assert!(matches!(r, Response::Ok), "{r:?}");
     let read = || {
         std::fs::read_to_string(&count)
@@ -416,6 +414,22 @@ async fn daemon_end_to_end() {
     assert!(matches!(r, Response::Ok), "{r:?}");
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     assert!(read() > a, "the job did not go on after resume");
+    // A late request for an earlier run of the job leaves this run alone.
+    let r = call(
+        &c,
+        0,
+        RequestBody::SuspendJobHere {
+            job_id: 44,
+            suspend: true,
+            seq: 20,
+            start_time: Some(run - 100),
+        },
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let b = read();
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert!(read() > b, "a request for an earlier run stopped this one");
     // Unprivileged users may not suspend jobs on a node.
     let r = call(&c, 1000, suspend(44, true, 12)).await;
     assert!(is_err(&r, SlurmError::AccessDenied), "{r:?}");

@@ -427,3 +427,41 @@ PartitionName=gang Nodes=n1 OverSubscribe=FORCE:2 Default=YES\n"
     t.wait_done(a, 30);
     t.wait_done(b, 30);
 }
+
+#[test]
+fn suspended_job_stays_suspended_across_controller_and_node_restarts() {
+    let mut t = TestCluster::start(1, |_| {});
+    let job = t.sbatch(&["-n", "2", "--wrap", &counter(&t, "r")]);
+    t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while count(&t, "r") == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(t
+        .run("scontrol", &["suspend", &job.to_string()])
+        .status
+        .success());
+    t.wait_job(job, 10, "suspended", |j| j.state == JobState::Suspended);
+    assert!(stopped(&t, "r"));
+    // The controller crashes and comes back: the job is still suspended,
+    // and its node (registering again) keeps it stopped.
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld().expect("restart");
+    assert_eq!(t.job(job).unwrap().state, JobState::Suspended);
+    assert!(stopped(&t, "r"));
+    // So does a restarted node daemon.
+    t.c.kill_slurmd(0, libc::SIGKILL);
+    t.c.start_slurmd(0).expect("slurmd restart");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(t.job(job).unwrap().state, JobState::Suspended);
+    assert!(stopped(&t, "r"));
+    let o = t.run("scontrol", &["resume", &job.to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    t.wait_job(job, 10, "running", |j| j.state == JobState::Running);
+    assert!(
+        advancing(&t, "r"),
+        "the job did not go on after the restarts"
+    );
+    assert!(t.run("scancel", &[&job.to_string()]).status.success());
+    t.wait_done(job, 30);
+}
