@@ -129,12 +129,14 @@ impl Agent {
                 job_id,
                 suspend,
                 seq,
+                epoch,
                 start_time,
             } => {
                 let body = RequestBody::SuspendJobHere {
                     job_id,
                     suspend,
                     seq,
+                    epoch,
                     start_time,
                 };
                 if let Err(e) =

@@ -67,6 +67,8 @@ pub enum Effect {
         job_id: JobId,
         suspend: bool,
         seq: u64,
+        /// This controller run (orders requests across restarts).
+        epoch: u64,
         /// The run (the job's start time).
         start_time: Option<i64>,
     },
@@ -160,9 +162,10 @@ pub struct Controller {
     preempting: HashMap<JobId, i64>,
     /// When gang scheduling last moved to a new time slice.
     gang_slice: i64,
-    /// Orders suspend/resume requests to node daemons (from the boot time,
-    /// so a restarted controller's come later).
+    /// Orders this run's suspend/resume requests to node daemons.
     suspend_seq: u64,
+    /// Tells this controller run's requests from an earlier run's.
+    run_id: u64,
     /// The last suspend/resume sent per job (sequence, suspended), sent
     /// again now and then in case a node missed it.
     suspend_sent: HashMap<JobId, (u64, bool)>,
@@ -443,6 +446,11 @@ impl Controller {
             preempting: HashMap::new(),
             gang_slice: 0,
             suspend_seq: 0,
+            run_id: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+                | 1,
             suspend_sent: HashMap::new(),
             suspend_resent: 0,
             cores_in_use: Vec::new(),

@@ -148,9 +148,7 @@ impl Controller {
     }
 
     fn tell_nodes(&mut self, id: JobId, nodes: &[String], suspend: bool) {
-        // Later than any sequence an earlier controller run sent.
-        let base = (self.boot_time.max(0) as u64).saturating_mul(1_000_000_000);
-        self.suspend_seq = self.suspend_seq.max(base) + 1;
+        self.suspend_seq += 1;
         let seq = self.suspend_seq;
         self.suspend_sent.insert(id, (seq, suspend));
         self.send_suspend(id, nodes, suspend, seq);
@@ -165,6 +163,7 @@ impl Controller {
                     job_id: id,
                     suspend,
                     seq,
+                    epoch: self.run_id,
                     start_time,
                 });
             }

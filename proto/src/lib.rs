@@ -1399,14 +1399,17 @@ pub enum RequestBody {
         signal: i32,
     },
     /// Stop (`suspend`) or continue every process of the job on this node.
-    /// `seq` orders requests (the node keeps the latest; older ones that
-    /// arrive late are ignored), and the wanted state also applies to
-    /// processes the job starts here later.
+    /// `seq` orders one controller run's (`epoch`) requests (the node keeps
+    /// the latest; older ones that arrive late are ignored; a new
+    /// controller run's supersede the old one's), and the wanted state also
+    /// applies to processes the job starts here later.
     SuspendJobHere {
         job_id: JobId,
         suspend: bool,
         #[serde(default)]
         seq: u64,
+        #[serde(default)]
+        epoch: u64,
         /// The run it is for (the job's start time): requests for an
         /// earlier run of a requeued job never touch a later one.
         #[serde(default)]

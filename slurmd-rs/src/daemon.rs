@@ -508,14 +508,18 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
             job_id,
             suspend,
             seq,
+            epoch,
             start_time,
         } => {
             let ctx = ctx.clone();
-            tokio::task::spawn_blocking(move || {
-                jobs::suspend(&ctx, job_id, suspend, seq, start_time)
-            })
-            .await
-            .unwrap_or_else(|_| refuse(SlurmError::InternalError, "suspend failed"))
+            let order = jobs::Order {
+                run: start_time,
+                epoch,
+                seq,
+            };
+            tokio::task::spawn_blocking(move || jobs::suspend(&ctx, job_id, suspend, order))
+                .await
+                .unwrap_or_else(|_| refuse(SlurmError::InternalError, "suspend failed"))
         }
         RequestBody::TerminateJob {
             job_id,

@@ -704,12 +704,20 @@ pub fn signal(ctx: &Ctx, id: JobId, signal: i32) -> Response {
     }
 }
 
-/// What was last asked for a job's run on a node: the run (its start
-/// time), the request's sequence, suspended or not.
+/// Where a suspend/resume request stands: the job's run it is for (its
+/// start time), the controller run that sent it, and its place among that
+/// controller's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Order {
+    pub run: Option<i64>,
+    pub epoch: u64,
+    pub seq: u64,
+}
+
+/// What was last asked for a job on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Want {
-    run: Option<i64>,
-    seq: u64,
+    order: Order,
     suspended: bool,
 }
 
@@ -726,26 +734,27 @@ fn wanted() -> std::sync::MutexGuard<'static, Wanted> {
 
 /// Stop (`suspend`) or continue every process of a job on this node
 /// (`SuspendJobHere`, for `scontrol suspend|resume`, preemption and gang
-/// scheduling). Requests for an earlier run of the job (`run`), or older
-/// (`seq`) than one already taken for this run, are ignored; the wanted
+/// scheduling). Requests for an earlier run of the job, or older than one
+/// the same controller run sent for this run, are ignored (a restarted
+/// controller's supersede the old one's); the wanted
 /// state is kept for processes the run starts here later (a launch or step
 /// still on its way). A suspend sent again is applied again (freezing is
 /// idempotent); a resume sent again is not (it would wake processes
 /// stopped on purpose). Blocks briefly while the kernel freezes; requests
 /// are applied one at a time, in the order they are taken.
-pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool, seq: u64, run: Option<i64>) -> Response {
+pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool, order: Order) -> Response {
     let mut w = wanted();
     let key = (ctx.node.clone(), id);
     let new = Want {
-        run,
-        seq,
+        order,
         suspended: suspend,
     };
     if let Some(old) = w.get(&key) {
-        let older_run = matches!((run, old.run), (Some(r), Some(o)) if r < o);
-        let same_run = run == old.run || run.is_none() || old.run.is_none();
-        if older_run || (same_run && seq < old.seq) {
-            debug!(job = id, seq, "stale suspend request ignored");
+        let (o, n) = (old.order, order);
+        let older_run = matches!((n.run, o.run), (Some(r), Some(p)) if r < p);
+        let same_run = n.run == o.run || n.run.is_none() || o.run.is_none();
+        if older_run || (same_run && n.epoch == o.epoch && n.seq < o.seq) {
+            debug!(job = id, seq = n.seq, "stale suspend request ignored");
             return Response::Ok;
         }
         if *old == new && !suspend {
@@ -763,7 +772,7 @@ pub fn suspend(ctx: &Ctx, id: JobId, suspend: bool, seq: u64, run: Option<i64>) 
 pub fn wanted_stopped(node: &str, id: JobId, run: Option<i64>) -> bool {
     wanted()
         .get(&(node.to_string(), id))
-        .is_some_and(|w| w.suspended && (run.is_none() || w.run.is_none() || w.run == run))
+        .is_some_and(|w| w.suspended && same_run(w.order.run, run))
 }
 
 /// Put a job's run that just started processes here in the state last
@@ -771,10 +780,15 @@ pub fn wanted_stopped(node: &str, id: JobId, run: Option<i64>) -> bool {
 pub fn apply_wanted(ctx: &Ctx, id: JobId, run: Option<i64>) {
     let w = wanted();
     if w.get(&(ctx.node.clone(), id))
-        .is_some_and(|w| w.suspended && (run.is_none() || w.run.is_none() || w.run == run))
+        .is_some_and(|w| w.suspended && same_run(w.order.run, run))
     {
         apply_suspend(ctx, id, true);
     }
+}
+
+/// Whether two run stamps may be the same run (unknown matches any).
+fn same_run(a: Option<i64>, b: Option<i64>) -> bool {
+    a.is_none() || b.is_none() || a == b
 }
 
 /// Forget what was asked for a job that is ending or has left this node.

@@ -390,6 +390,7 @@ async fn daemon_end_to_end() {
         job_id,
         suspend,
         seq,
+        epoch: 7,
         start_time: Some(run),
     };
     let r = call(&c, 0, suspend(44, true, 10)).await;
@@ -422,6 +423,7 @@ async fn daemon_end_to_end() {
             job_id: 44,
             suspend: true,
             seq: 20,
+            epoch: 7,
             start_time: Some(run - 100),
         },
     )
@@ -430,6 +432,24 @@ async fn daemon_end_to_end() {
     let b = read();
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     assert!(read() > b, "a request for an earlier run stopped this one");
+    // A restarted controller (another epoch) counts from 1 again: heard.
+    let r = call(
+        &c,
+        0,
+        RequestBody::SuspendJobHere {
+            job_id: 44,
+            suspend: true,
+            seq: 1,
+            epoch: 8,
+            start_time: Some(run),
+        },
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let b = read();
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert_eq!(read(), b, "a new controller's suspend was ignored");
     // Unprivileged users may not suspend jobs on a node.
     let r = call(&c, 1000, suspend(44, true, 12)).await;
     assert!(is_err(&r, SlurmError::AccessDenied), "{r:?}");
