@@ -228,7 +228,7 @@ fn job_state(j: &AcctJob) -> String {
 /// The value of `col` for a job row.
 pub fn job_value(col: &str, cluster: &str, j: &AcctJob, now: i64) -> String {
     // Time suspended is not elapsed time (as Slurm counts it).
-    let el = (elapsed(j.start_time, j.end_time, now) - j.suspended_secs).max(0);
+    let el = (elapsed(j.start_time, j.end_time, now) - j.suspended_by(now)).max(0);
     match col {
         "Account" => j.account.clone(),
         "AllocCPUS" | "NCPUS" => j.alloc_cpus.to_string(),
@@ -261,7 +261,7 @@ pub fn job_value(col: &str, cluster: &str, j: &AcctJob, now: i64) -> String {
         "State" => job_state(j),
         "Submit" => format_opt_timestamp(Some(j.submit_time), "Unknown"),
         "SubmitLine" => j.submit_line.clone(),
-        "Suspended" => format_duration_hms(j.suspended_secs),
+        "Suspended" => format_duration_hms(j.suspended_by(now)),
         "Timelimit" => slurm_common::timefmt::format_time_limit(j.time_limit),
         "TimelimitRaw" => j
             .time_limit
@@ -664,6 +664,23 @@ mod tests {
                 steps: vec![],
             },
         ]
+    }
+
+    #[test]
+    fn suspended_time_is_not_elapsed_time() {
+        let mut j = job(9, "s", JobState::Suspended, 2);
+        j.start_time = Some(1_000);
+        j.suspended_secs = 30;
+        j.suspend_start = Some(1_100);
+        // At 1_200: 200 s since start, 30 + 100 of them suspended.
+        assert_eq!(job_value("Suspended", "c", &j, 1_200), "00:02:10");
+        assert_eq!(job_value("ElapsedRaw", "c", &j, 1_200), "70");
+        // Resumed and ended: only the finished suspensions count.
+        j.state = JobState::Completed.into();
+        j.suspended_secs = 130;
+        j.end_time = Some(1_300);
+        assert_eq!(job_value("ElapsedRaw", "c", &j, 9_999), "170");
+        assert_eq!(job_value("CPUTimeRAW", "c", &j, 9_999), "340");
     }
 
     #[test]

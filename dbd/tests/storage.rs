@@ -232,6 +232,7 @@ async fn migrations(b: Backend) {
     let mut j = job(43, "ann", "root", JobState::Completed);
     j.submit_line = "sbatch x.sh".into();
     j.suspended_secs = 17;
+    j.suspend_start = Some(1_000);
     s.ingest(vec![rec("old", 1, AcctRecord::JobEnd(j))])
         .await
         .unwrap();
@@ -244,6 +245,8 @@ async fn migrations(b: Backend) {
         .unwrap();
     let new = back.iter().find(|r| r.job.job_id == 43).unwrap();
     assert_eq!(new.job.suspended_secs, 17);
+    assert_eq!(new.job.suspend_start, Some(1_000));
+    assert_eq!(jobs[0].job.suspend_start, None);
     s.close().await;
 
     // Opening at the latest version again changes nothing.

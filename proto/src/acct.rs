@@ -106,8 +106,22 @@ pub struct AcctJob {
     pub comment: String,
     /// Who cancelled the job (`CANCELLED by UID`).
     pub requid: Option<u32>,
-    /// Seconds spent suspended (not part of the elapsed time).
+    /// Seconds spent suspended in finished suspensions (not part of the
+    /// elapsed time).
     pub suspended_secs: i64,
+    /// When the current suspension began (a job suspended now).
+    pub suspend_start: Option<i64>,
+}
+
+impl AcctJob {
+    /// Seconds suspended by `now` (the current suspension included).
+    pub fn suspended_by(&self, now: i64) -> i64 {
+        let current = match (self.state.0, self.suspend_start) {
+            (JobState::Suspended, Some(t)) => (now - t).max(0),
+            _ => 0,
+        };
+        self.suspended_secs + current
+    }
 }
 
 /// `JobState` with a default, so records missing it still decode.
@@ -244,6 +258,7 @@ impl AcctJob {
             comment: r.desc.comment.clone().unwrap_or_default(),
             requid: r.cancelled_by.filter(|_| r.cancelled),
             suspended_secs: r.suspended_secs,
+            suspend_start: r.suspend_time.filter(|_| r.state == JobState::Suspended),
         }
     }
 }

@@ -118,7 +118,7 @@ pub fn job(row: &JobRow, now: i64) -> Value {
     let j: &AcctJob = &row.job;
     let ended = j.state.0.is_finished() && j.end_time.is_some();
     let elapsed = match j.start_time {
-        Some(s) => (j.end_time.unwrap_or(now).saturating_sub(s) - j.suspended_secs).max(0),
+        Some(s) => (j.end_time.unwrap_or(now).saturating_sub(s) - j.suspended_by(now)).max(0),
         None => 0,
     };
     let sum = |f: fn(&AcctStep) -> u64| row.steps.iter().map(f).sum::<u64>();
@@ -155,7 +155,7 @@ pub fn job(row: &JobRow, now: i64) -> Value {
             },
             "start": j.start_time.unwrap_or(0),
             "submission": j.submit_time,
-            "suspended": j.suspended_secs,
+            "suspended": j.suspended_by(now),
             "system": secs_usecs(sum(|s| s.sys_cpu_usec)),
             "limit": limit(j.time_limit),
             "total": secs_usecs(sum(|s| s.total_cpu_usec)),

@@ -28,7 +28,7 @@ pub struct IngestOutcome {
 }
 
 const JOB_KEY: [&str; 3] = ["cluster", "job_id", "submit_time"];
-const JOB_COLS: [&str; 33] = [
+const JOB_COLS: [&str; 34] = [
     "cluster",
     "job_id",
     "submit_time",
@@ -61,6 +61,7 @@ const JOB_COLS: [&str; 33] = [
     "job_comment",
     "requid",
     "time_suspended",
+    "suspend_start",
     "modified",
 ];
 
@@ -219,6 +220,7 @@ fn job_vals(cluster: &str, j: &AcctJob, now: i64) -> Vec<Val> {
         j.comment.as_str().into(),
         j.requid.into(),
         j.suspended_secs.into(),
+        j.suspend_start.into(),
         now.into(),
     ]
 }

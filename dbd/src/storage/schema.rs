@@ -18,7 +18,7 @@ pub struct Migration {
 }
 
 /// The newest schema this build knows.
-pub const LATEST: u32 = 4;
+pub const LATEST: u32 = 5;
 
 pub const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -224,6 +224,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 4,
         name: "time a job spent suspended",
         statements: &["ALTER TABLE jobs ADD COLUMN time_suspended BIGINT"],
+    },
+    Migration {
+        version: 5,
+        name: "when a job's current suspension began",
+        statements: &["ALTER TABLE jobs ADD COLUMN suspend_start BIGINT"],
     },
 ];
 
