@@ -1336,6 +1336,21 @@ const PARTITION_MODELLED: &[&str] = &[
     "Alternate",
 ];
 
+/// How an `OverSubscribe=` value (as parsed: upper case) lets jobs share
+/// cores: `Some((force, n))` for `FORCE[:N]` (every job) or `YES[:N]`
+/// (jobs that ask), N jobs per core, 4 when not given.
+pub fn oversubscribe_sharing(os: &str) -> Option<(bool, u32)> {
+    let (base, n) = match os.split_once(':') {
+        Some((b, n)) => (b, n.parse().ok()?),
+        None => (os, 4),
+    };
+    match base {
+        "FORCE" => Some((true, n)),
+        "YES" => Some((false, n)),
+        _ => None,
+    }
+}
+
 fn parse_oversubscribe(a: &Attr) -> Result<String, ConfError> {
     let up = a.value.trim().to_ascii_uppercase();
     let (base, count) = match up.split_once(':') {

@@ -155,7 +155,7 @@ struct Use {
 
 impl Use {
     fn of(j: &JobRecord) -> Use {
-        let running = matches!(j.state, JobState::Running | JobState::Suspended);
+        let running = j.state.is_active();
         let mem = match (j.desc.mem_per_node, j.desc.mem_per_cpu) {
             (Some(m), _) => m * u64::from(j.min_nodes.max(1)),
             (None, Some(m)) => m * u64::from(j.req_cpus),
@@ -452,7 +452,7 @@ impl Usage {
             }
         }
         // Suspended jobs still count against limits (as in Slurm).
-        for j in jobs.filter(|j| matches!(j.state, JobState::Running | JobState::Suspended)) {
+        for j in jobs.filter(|j| j.state.is_active()) {
             u.charge(cache, j, Use::of(j));
         }
         u

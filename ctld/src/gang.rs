@@ -19,6 +19,7 @@
 
 use super::suspend::By;
 use super::Controller;
+use slurm_common::conf::oversubscribe_sharing;
 use slurm_plugins::gang::{choose, shared_free, Turn};
 use slurm_plugins::select::place;
 use slurm_proto::{JobId, JobRecord, JobState};
@@ -34,17 +35,16 @@ impl Controller {
             return None;
         }
         let p = self.partitions.iter().find(|p| p.name == j.partition)?;
-        let os = p.oversubscribe.to_ascii_uppercase();
-        let (base, n) = match os.split_once(':') {
-            Some((b, n)) => (b, n.parse().ok()?),
-            None => (os.as_str(), 4),
-        };
-        let n = match base {
-            "FORCE" => n,
-            "YES" if j.desc.oversubscribe => n,
-            _ => return None,
-        };
-        (n > 1).then_some(n)
+        let (force, n) = oversubscribe_sharing(&p.oversubscribe)?;
+        (n > 1 && (force || j.desc.oversubscribe)).then_some(n)
+    }
+
+    /// Whether any partition lets jobs share cores (else sharing and gang
+    /// scheduling have nothing to do).
+    fn any_sharing(&self) -> bool {
+        self.partitions
+            .iter()
+            .any(|p| oversubscribe_sharing(&p.oversubscribe).is_some_and(|(_, n)| n > 1))
     }
 
     /// `PreemptMode=...GANG...`: sharing jobs take turns.
@@ -67,7 +67,7 @@ impl Controller {
     /// `mine`'s). Running jobs and gang-suspended ones hold cores, and with
     /// `victims` jobs suspended by preemption (unless their preemptor waits
     /// for them); a job cleaning up holds them on the nodes it has not left.
-    fn cores_split(
+    pub(super) fn cores_split(
         &self,
         mine: impl Fn(&JobRecord) -> bool,
         victims: bool,
@@ -98,6 +98,9 @@ impl Controller {
     /// the cores their partition's sharing jobs hold.
     pub(super) fn share_pass(&mut self, blocked: &[JobId], now: i64) -> Vec<JobId> {
         let mut started = Vec::new();
+        if !self.any_sharing() {
+            return started;
+        }
         let sharing: Vec<(JobId, u32)> = blocked
             .iter()
             .filter_map(|id| {
@@ -151,7 +154,7 @@ impl Controller {
     /// cores and suspended ones fill what is left. Suspend and resume to
     /// match.
     pub(super) fn gang_fit(&mut self, now: i64, rotate: bool) {
-        if !self.gang_enabled() {
+        if !self.gang_enabled() || !self.any_sharing() {
             return;
         }
         let cand = |c: &Controller, j: &JobRecord| {

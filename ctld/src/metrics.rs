@@ -218,7 +218,7 @@ impl JobCounts {
             JobState::Deadline => self.deadline += 1,
             JobState::OutOfMemory => self.oom += 1,
         }
-        if matches!(j.state, JobState::Running | JobState::Suspended) {
+        if j.state.is_active() {
             self.cpus_alloc += u64::from(j.alloc.total_cpus());
             self.mem_alloc_mib = self
                 .mem_alloc_mib

@@ -960,12 +960,11 @@ impl Controller {
         }
         let mut exclusive = vec![false; self.nodes.len()];
         for j in self.p.jobs.values() {
-            let holding = j.state == JobState::Running || j.completing;
-            // A suspended job keeps its memory; its cores are given back.
-            let suspended = j.state == JobState::Suspended && !j.completing;
-            if !holding && !suspended {
+            if !Self::holds_devices(j) {
                 continue;
             }
+            // A suspended job keeps its memory; its cores are given back.
+            let suspended = j.state == JobState::Suspended && !j.completing;
             for (k, name) in j.alloc.nodes.iter().enumerate() {
                 if j.completing && !j.completing_nodes.contains(name) {
                     continue;
@@ -2593,7 +2592,7 @@ impl Controller {
     /// Whether a job holds its GRES and memory: running, suspended or
     /// still cleaning up.
     fn holds_devices(j: &JobRecord) -> bool {
-        matches!(j.state, JobState::Running | JobState::Suspended) || j.completing
+        j.state.is_active() || j.completing
     }
 
     fn allocs_of(&self, j: &JobRecord) -> Vec<NodeAlloc> {
@@ -2634,7 +2633,7 @@ impl Controller {
         let mut running_tasks: HashMap<JobId, u32> = HashMap::new();
         for j in self.p.jobs.values() {
             if let Some(a) = &j.array {
-                let active = matches!(j.state, JobState::Running | JobState::Suspended);
+                let active = j.state.is_active();
                 if active || (j.completing && j.state != JobState::Pending) {
                     *running_tasks.entry(a.job_id).or_default() += 1;
                 }
@@ -3317,17 +3316,8 @@ impl Controller {
         kill_wait: u32,
     ) {
         self.count_end(state);
-        if self
-            .p
-            .jobs
-            .get(&id)
-            .is_some_and(|j| j.state == JobState::Suspended)
-        {
-            // Charged up to its suspension: not for the time it was stopped.
-            self.charged.insert(id, now);
-        }
+        self.close_suspension(id, now);
         let Some(j) = self.job_mut(id) else { return };
-        j.end_suspension(now);
         j.state = state;
         for st in j
             .steps
@@ -3353,16 +3343,12 @@ impl Controller {
     /// of grace), its steps closed.
     fn requeue_running(&mut self, id: JobId, kill_wait: u32, now: i64) {
         let Some(j) = self.job_mut(id) else { return };
-        let running = matches!(j.state, JobState::Running | JobState::Suspended);
+        let running = j.state.is_active();
         // As Slurm: a suspended job requeued is held.
         if j.state == JobState::Suspended && j.held.is_none() {
             j.held = Some(HoldKind::Admin);
         }
-        j.end_suspension(now);
-        j.suspend_time = None;
-        j.suspended_secs = 0;
-        j.preempt_suspended = false;
-        j.gang_suspended = false;
+        j.clear_suspension();
         let nodes = j.alloc.nodes.clone();
         for st in j.steps.iter_mut().filter(|s| s.state == JobState::Running) {
             st.state = JobState::Cancelled;
@@ -3479,7 +3465,7 @@ impl Controller {
         let Some(j) = self.p.jobs.get(&id) else {
             return;
         };
-        if matches!(j.state, JobState::Running | JobState::Suspended) {
+        if j.state.is_active() {
             let (code, sig) = wait_status_pair(status);
             let (state, reason) = if oom {
                 (
@@ -3505,16 +3491,8 @@ impl Controller {
                 .filter(|n| Some(*n) != batch.as_ref())
                 .cloned()
                 .collect();
-            if self
-                .p
-                .jobs
-                .get(&id)
-                .is_some_and(|j| j.state == JobState::Suspended)
-            {
-                self.charged.insert(id, now);
-            }
+            self.close_suspension(id, now);
             let Some(j) = self.job_mut(id) else { return };
-            j.end_suspension(now);
             j.exit_status = status;
             j.state = state;
             if let Some(b) = j.steps.iter_mut().find(|s| s.step_id == BATCH_STEP) {
@@ -3735,7 +3713,7 @@ impl Controller {
                     .job_mut(id)
                     .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.time_limit = t;
-                let active = matches!(state, JobState::Running | JobState::Suspended);
+                let active = state.is_active();
                 if let Some(s) = j.start_time.filter(|_| active) {
                     // Suspended time does not count (the current suspension
                     // is added on resume).
@@ -3844,11 +3822,7 @@ impl Controller {
             .map(|j| j.job_id)
             .collect();
         for id in ids {
-            let running = self
-                .p
-                .jobs
-                .get(&id)
-                .is_some_and(|j| matches!(j.state, JobState::Running | JobState::Suspended));
+            let running = self.p.jobs.get(&id).is_some_and(|j| j.state.is_active());
             if running {
                 if let Some(j) = self.job_mut(id) {
                     j.node_failed = true;
@@ -3945,10 +3919,7 @@ impl Controller {
             .p
             .jobs
             .values()
-            .filter(|j| {
-                matches!(j.state, JobState::Running | JobState::Suspended)
-                    && j.batch_host.as_deref() == Some(name.as_str())
-            })
+            .filter(|j| j.state.is_active() && j.batch_host.as_deref() == Some(name.as_str()))
             .filter(|j| !r.running_jobs.contains(&j.job_id))
             .filter(|j| restarted || j.start_time.is_some_and(|s| s < r.slurmd_start_time))
             .map(|j| j.job_id)
@@ -4270,10 +4241,11 @@ impl Controller {
     fn prolog_failed(&mut self, id: JobId, node: &str, now: i64) {
         tracing::error!("prolog of job {id} failed on {node}: draining it");
         self.drain_for(node, "Prolog error", now);
-        let running = self.p.jobs.get(&id).is_some_and(|j| {
-            matches!(j.state, JobState::Running | JobState::Suspended)
-                && j.alloc.nodes.iter().any(|n| n == node)
-        });
+        let running = self
+            .p
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.state.is_active() && j.alloc.nodes.iter().any(|n| n == node));
         if running {
             self.requeue_failed_launch(id, None, true, now);
         }
@@ -4290,10 +4262,11 @@ impl Controller {
 
     /// A launch could not be delivered: put the job back in the queue.
     pub fn launch_failed(&mut self, id: JobId, node: &str, prolog_failed: bool, now: i64) {
-        let running = self.p.jobs.get(&id).is_some_and(|j| {
-            matches!(j.state, JobState::Running | JobState::Suspended)
-                && j.batch_host.as_deref() == Some(node)
-        });
+        let running = self
+            .p
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.state.is_active() && j.batch_host.as_deref() == Some(node));
         if !running {
             return;
         }
@@ -4320,10 +4293,7 @@ impl Controller {
             j.restarts += 1;
             j.start_time = None;
             j.end_time = None;
-            j.suspend_time = None;
-            j.suspended_secs = 0;
-            j.preempt_suspended = false;
-            j.gang_suspended = false;
+            j.clear_suspension();
             j.completing = true;
             j.completing_nodes = j.alloc.nodes.clone();
             j.eligible_time = Some(now);

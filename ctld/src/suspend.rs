@@ -119,17 +119,27 @@ impl Controller {
         self.refresh();
     }
 
+    /// A job ending while suspended: its suspension ends now, and fair share
+    /// charges it from now on (nothing for the time it was stopped).
+    pub(super) fn close_suspension(&mut self, id: JobId, now: i64) {
+        let Some(j) = self.job_mut(id) else { return };
+        if j.state == JobState::Suspended {
+            j.end_suspension(now);
+            self.charged.insert(id, now);
+        }
+    }
+
     /// Let a suspended job go on.
     pub(super) fn resume_job(&mut self, id: JobId, now: i64) {
         let Some(j) = self.job_mut(id) else { return };
         if j.state != JobState::Suspended {
             return;
         }
-        let stopped = (now - j.suspend_time.unwrap_or(now)).max(0);
-        j.suspended_secs += stopped;
+        let before = j.suspended_secs;
+        j.end_suspension(now);
+        let stopped = j.suspended_secs - before;
         j.end_time = j.end_time.map(|e| e + stopped);
         j.state = JobState::Running;
-        j.suspend_time = Some(now);
         j.preempt_suspended = false;
         j.gang_suspended = false;
         j.reason = slurm_proto::JobReason::None;
@@ -222,7 +232,7 @@ impl Controller {
                 let j = self.p.jobs.get(id)?;
                 // Only what still holds (a requeued job is pending).
                 let now_suspended = j.state == JobState::Suspended;
-                (matches!(j.state, JobState::Running | JobState::Suspended) && now_suspended == s)
+                (j.state.is_active() && now_suspended == s)
                     .then(|| (*id, seq, s, j.alloc.nodes.clone()))
             })
             .collect();
@@ -237,21 +247,20 @@ impl Controller {
     /// (`extra`: cores handed out earlier in this pass).
     fn cores_free_for(&self, j: &JobRecord, extra: &[u32], victims: bool) -> bool {
         let exclusive = j.desc.exclusive || j.desc.exclusive_topo;
-        let held = self.suspended_cpus(Some(j.job_id), true, victims);
+        let (held, _) = self.cores_split(|o| o.job_id == j.job_id, victims);
+        // Nodes a running (or cleaning up) exclusive job holds whole.
+        let whole: std::collections::HashSet<&str> = self
+            .p
+            .jobs
+            .values()
+            .filter(|o| o.state == JobState::Running || o.completing)
+            .filter(|o| o.desc.exclusive || o.desc.exclusive_topo)
+            .flat_map(|o| o.alloc.nodes.iter().map(String::as_str))
+            .collect();
         self.allocs_of(j).iter().all(|a| {
             let n = &self.nodes[a.node];
-            let in_use = self
-                .cores_in_use
-                .get(a.node)
-                .copied()
-                .unwrap_or(n.alloc_cpus);
-            let used = in_use + held[a.node] + extra.get(a.node).copied().unwrap_or(0);
-            let node_exclusive = self.p.jobs.values().any(|o| {
-                (o.state == JobState::Running || o.completing)
-                    && (o.desc.exclusive || o.desc.exclusive_topo)
-                    && o.alloc.nodes.contains(&n.name)
-            });
-            used + a.cpus <= n.cpus && !node_exclusive && (!exclusive || used == 0)
+            let used = held[a.node] + extra.get(a.node).copied().unwrap_or(0);
+            used + a.cpus <= n.cpus && !whole.contains(n.name.as_str()) && (!exclusive || used == 0)
         })
     }
 
@@ -282,7 +291,7 @@ impl Controller {
     /// highest priority first (run at the start of every scheduling pass,
     /// before pending jobs may take those cores).
     pub(super) fn resume_preempted(&mut self, now: i64) {
-        let mut waiting: Vec<&JobRecord> = self
+        let waiting: Vec<&JobRecord> = self
             .p
             .jobs
             .values()
@@ -295,12 +304,14 @@ impl Controller {
         }
         // Victims that share cores take gang turns again once their
         // preemptor has gone (not before: a preemptor sharing cores would
-        // otherwise be taking turns with its own victim).
-        let rejoin: Vec<JobId> = waiting
+        // otherwise be taking turns with its own victim); they never resume
+        // here.
+        let gang = self.gang_enabled();
+        let (sharing, mut waiting): (Vec<&JobRecord>, Vec<&JobRecord>) = waiting
+            .into_iter()
+            .partition(|j| j.preempt_suspended && gang && self.share_factor(j).is_some());
+        let rejoin: Vec<JobId> = sharing
             .iter()
-            .filter(|j| {
-                j.preempt_suspended && self.gang_enabled() && self.share_factor(j).is_some()
-            })
             .filter(|j| {
                 !self.preempted_for.get(&j.job_id).is_some_and(|p| {
                     self.p
@@ -311,12 +322,6 @@ impl Controller {
             })
             .map(|j| j.job_id)
             .collect();
-        // Sharing victims whose preemptor is still here wait for it.
-        waiting.retain(|j| {
-            !(j.preempt_suspended && self.gang_enabled() && self.share_factor(j).is_some())
-                || rejoin.contains(&j.job_id)
-        });
-        waiting.retain(|j| !rejoin.contains(&j.job_id));
         waiting.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.suspend_time, j.job_id));
         let mut extra = vec![0u32; self.nodes.len()];
         let ready: Vec<JobId> = waiting
@@ -346,34 +351,20 @@ impl Controller {
         }
     }
 
-    /// Cores per node of suspended jobs that keep theirs (but `except`):
-    /// gang-suspended ones (`gang`), and those suspended by preemption
-    /// (`victims`) unless their preemptor is still waiting for them.
-    pub(super) fn suspended_cpus(
-        &self,
-        except: Option<JobId>,
-        gang: bool,
-        victims: bool,
-    ) -> Vec<u32> {
+    /// Cores held per node by jobs suspended by preemption (unless their
+    /// preemptor still waits for them) or gang scheduling: kept from every
+    /// job but their preemptors and the jobs they take turns with.
+    pub(super) fn system_held_cpus(&self) -> Vec<u32> {
         let mut held = vec![0u32; self.nodes.len()];
         for j in self.p.jobs.values().filter(|j| {
             j.state == JobState::Suspended
                 && !j.completing
-                && Some(j.job_id) != except
-                && ((gang && j.gang_suspended)
-                    || (victims && j.preempt_suspended && !self.victim_waits(j)))
+                && (j.gang_suspended || (j.preempt_suspended && !self.victim_waits(j)))
         }) {
             for a in self.allocs_of(j) {
                 held[a.node] += a.cpus;
             }
         }
         held
-    }
-
-    /// Cores held per node by jobs suspended by preemption or gang
-    /// scheduling (kept from every job but their preemptors and the jobs
-    /// they take turns with).
-    pub(super) fn system_held_cpus(&self) -> Vec<u32> {
-        self.suspended_cpus(None, true, true)
     }
 }

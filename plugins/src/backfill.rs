@@ -256,12 +256,8 @@ impl Backfill {
             };
             let dur = duration(job);
             // Topology makes fits depend on where, not only how much: no memo.
-            let shape = Shape::of(&p, dur).filter(|_| {
-                shape_memo_on()
-                    && !job.contiguous
-                    && job.node_counts.is_empty()
-                    && view.topology_of(job.partition).is_flat()
-            });
+            let shape = Shape::of(&p, dur)
+                .filter(|_| shape_memo_on() && view.topology_of(job.partition).fits_by_amount(job));
             let fails_now = match &shape {
                 Some((key, size)) => memo.get(key).is_some_and(|m| m.fails_now(*size)),
                 None => false,

@@ -266,6 +266,14 @@ impl Blocks {
 }
 
 impl Topology {
+    /// Whether a job's placement here depends only on how much each node
+    /// has free, not on which nodes (no topology, `--contiguous` or
+    /// feature counts): the plain greedy, and fits worth remembering by
+    /// shape.
+    pub fn fits_by_amount(&self, job: &crate::view::JobView) -> bool {
+        self.is_flat() && !job.contiguous && job.node_counts.is_empty()
+    }
+
     pub fn is_flat(&self) -> bool {
         matches!(self, Topology::Flat)
     }
@@ -327,7 +335,7 @@ impl Topology {
         max_cap: u32,
         fail: SelectFail,
     ) -> Result<Vec<NodeAlloc>, SelectFail> {
-        if self.is_flat() && !p.job.contiguous && p.job.node_counts.is_empty() {
+        if self.fits_by_amount(&p.job) {
             return greedy(nodes, p, cands, free, max_cap, fail);
         }
         let cands: Vec<usize> = cands.into_iter().collect();
@@ -374,11 +382,12 @@ impl Topology {
         let leaf_of = |i: usize| t.leaf_of.get(i).copied().flatten();
         // With --switches, no more leaves than asked for.
         let few_leaves = |a: &[NodeAlloc]| {
-            let mut leaves: Vec<usize> = a.iter().filter_map(|x| leaf_of(x.node)).collect();
-            leaves.sort_unstable();
-            leaves.dedup();
-            job.switches
-                .is_none_or(|max| leaves.len() <= max.max(1) as usize)
+            job.switches.is_none_or(|max| {
+                let mut leaves: Vec<usize> = a.iter().filter_map(|x| leaf_of(x.node)).collect();
+                leaves.sort_unstable();
+                leaves.dedup();
+                leaves.len() <= max.max(1) as usize
+            })
         };
         let mut levels: Vec<u32> = t.switches.iter().map(|s| s.level).collect();
         levels.sort_unstable();

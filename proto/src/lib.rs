@@ -62,6 +62,11 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// Started and not over: running or suspended.
+    pub fn is_active(self) -> bool {
+        matches!(self, JobState::Running | JobState::Suspended)
+    }
+
     pub fn is_finished(self) -> bool {
         !matches!(
             self,
@@ -721,6 +726,14 @@ impl JobRecord {
         self.suspend_time
             .zip(self.start_time)
             .map_or(0, |(t, s)| (t - s - self.suspended_secs).max(0))
+    }
+
+    /// Forget every suspension (a job going back to the queue).
+    pub fn clear_suspension(&mut self) {
+        self.suspend_time = None;
+        self.suspended_secs = 0;
+        self.preempt_suspended = false;
+        self.gang_suspended = false;
     }
 
     /// Seconds the job has run by `now`, suspended time left out.

@@ -619,13 +619,31 @@ fn warnings(list: Vec<String>, source: &str) -> Vec<Value> {
 }
 
 fn unexpected(r: &Response, source: &str) -> Fail {
+    unexpected_from("slurmctld", r, source)
+}
+
+/// A reply of the wrong kind from `daemon`.
+fn unexpected_from<T>(daemon: &str, r: &T, source: &str) -> Fail {
     Fail::new(
         StatusCode::INTERNAL_SERVER_ERROR,
         SLURM_ERROR,
-        "Unexpected reply from slurmctld",
+        &format!("Unexpected reply from {daemon}"),
         &format!("{:?}", std::mem::discriminant(r)),
         source,
     )
+}
+
+/// A comma-separated query parameter (`users=a,b`), blanks dropped.
+fn list(q: &Q, key: &str) -> Vec<String> {
+    q.get(key)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 type Q = HashMap<String, String>;
@@ -773,17 +791,7 @@ impl App {
             Response::Error(e) => return Err(Fail::rpc(&e, &[], src)),
             r => return Err(unexpected(&r, src)),
         };
-        let filter = |k: &str| -> Vec<String> {
-            q.get(k)
-                .map(|s| {
-                    s.split(',')
-                        .map(|x| x.trim().to_string())
-                        .filter(|x| !x.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let (accounts, users) = (filter("accounts"), filter("users"));
+        let (accounts, users) = (list(q, "accounts"), list(q, "users"));
         Ok(done(json!({
             "shares": oa::shares_info(&rows, self.cluster(), &accounts, &users)
         })))

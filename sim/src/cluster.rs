@@ -232,8 +232,7 @@ pub fn unsimulated(conf: &SlurmConf) -> Vec<String> {
         ));
     }
     for p in &conf.partitions {
-        let os = p.oversubscribe.to_ascii_uppercase();
-        if os.starts_with("YES") || os.starts_with("FORCE") {
+        if slurm_common::conf::oversubscribe_sharing(&p.oversubscribe).is_some() {
             out.push(format!(
                 "PartitionName={}: OverSubscribe={} is not simulated: jobs get cores of \
                  their own (no sharing, no gang time slicing)",

@@ -15,16 +15,28 @@ use slurm_proto::acct::{
 
 const DBD_CONNECTION_ERROR: i32 = 7000;
 
-fn list(q: &Q, key: &str) -> Vec<String> {
-    q.get(key)
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect()
+/// `id=1,2`: numbers, or a query error naming the bad one.
+fn query_ids(q: &Q, src: &str) -> Result<Vec<u64>, Fail> {
+    list(q, "id")
+        .into_iter()
+        .map(|i| {
+            i.parse::<u64>()
+                .map_err(|_| Fail::query(format!("id={i}: not a number"), src))
         })
-        .unwrap_or_default()
+        .collect()
+}
+
+/// The associations a query names (`id`, `cluster`, `account`, `user`,
+/// `partition`).
+fn assoc_filter(q: &Q, src: &str) -> Result<AssocFilter, Fail> {
+    Ok(AssocFilter {
+        ids: query_ids(q, src)?,
+        clusters: list(q, "cluster"),
+        accounts: list(q, "account"),
+        users: list(q, "user"),
+        partitions: list(q, "partition"),
+        ..Default::default()
+    })
 }
 
 fn unix_time(q: &Q, key: &str, src: &str) -> Result<Option<i64>, Fail> {
@@ -291,21 +303,7 @@ impl App {
 
     pub(super) async fn db_assocs_get(&self, who: &Ident, q: &Q) -> HResult {
         let src = "slurmdb_associations_get";
-        let mut ids = Vec::new();
-        for i in list(q, "id") {
-            ids.push(
-                i.parse::<u64>()
-                    .map_err(|_| Fail::query(format!("id={i}: not a number"), src))?,
-            );
-        }
-        let f = AssocFilter {
-            ids,
-            clusters: list(q, "cluster"),
-            accounts: list(q, "account"),
-            users: list(q, "user"),
-            partitions: list(q, "partition"),
-            ..Default::default()
-        };
+        let f = assoc_filter(q, src)?;
         let assocs = self.db_assocs(who, f, src).await?;
         let users = self.db_users(who, UserFilter::default(), src).await?;
         let list: Vec<Value> = assocs
@@ -326,13 +324,7 @@ impl App {
         let src = "slurmdb_qos_get";
         let mut names: Vec<String> = name.map(|n| vec![n.to_string()]).unwrap_or_default();
         names.extend(list(q, "name"));
-        let mut ids = Vec::new();
-        for i in list(q, "id") {
-            ids.push(
-                i.parse::<u64>()
-                    .map_err(|_| Fail::query(format!("id={i}: not a number"), src))?,
-            );
-        }
+        let ids = query_ids(q, src)?;
         let qos = self.db_qos(who, QosFilter { names, ids }, src).await?;
         if let (Some(n), true) = (name, qos.is_empty()) {
             return Err(not_found(&format!("QOS {n} not found"), src));
@@ -652,21 +644,7 @@ impl App {
             ),
             Delete::Assocs => {
                 let src = "slurmdb_associations_remove";
-                let mut ids = Vec::new();
-                for i in list(q, "id") {
-                    ids.push(
-                        i.parse::<u64>()
-                            .map_err(|_| Fail::query(format!("id={i}: not a number"), src))?,
-                    );
-                }
-                let f = AssocFilter {
-                    ids,
-                    clusters: list(q, "cluster"),
-                    accounts: list(q, "account"),
-                    users: list(q, "user"),
-                    partitions: list(q, "partition"),
-                    ..Default::default()
-                };
+                let f = assoc_filter(q, src)?;
                 if f == AssocFilter::default() {
                     return Err(Fail::query(
                         "name the associations to remove (account, user, cluster, partition or id)"
@@ -704,13 +682,7 @@ pub(super) enum Delete {
 }
 
 fn db_unexpected(r: &AcctResponse, src: &str) -> Fail {
-    Fail::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        SLURM_ERROR,
-        "Unexpected reply from slurmdbd",
-        &format!("{:?}", std::mem::discriminant(r)),
-        src,
-    )
+    unexpected_from("slurmdbd", r, src)
 }
 
 pub(super) async fn h_db_ping(
