@@ -146,9 +146,8 @@ impl CpuBind {
         Ok(b)
     }
 
-    /// The CPUs task `local` gets, from the job's CPUs on the node (kernel
-    /// ids) placed on sockets and cores by `topo` (CPUs it does not list
-    /// count as cores of socket 0); `None`: not bound.
+    /// The CPUs task `local` gets (see [`CpuBind::layout`]); `None`: not
+    /// bound.
     pub fn cpus_for(
         &self,
         local: u32,
@@ -157,39 +156,62 @@ impl CpuBind {
         topo: &[CpuPlace],
         dist: SocketDist,
     ) -> Option<Vec<u32>> {
-        let k = local as usize;
+        self.layout(local + 1, cpus_per_task, job_cpus, topo, dist)
+            .pop()
+            .flatten()
+    }
+
+    /// The CPUs each of a node's `tasks` tasks (by local id) gets, from
+    /// the job's CPUs on the node (kernel ids) placed on sockets and cores
+    /// by `topo` (CPUs it does not list count as cores of socket 0); `None`
+    /// for a task not bound.
+    pub fn layout(
+        &self,
+        tasks: u32,
+        cpus_per_task: u32,
+        job_cpus: &[u32],
+        topo: &[CpuPlace],
+        dist: SocketDist,
+    ) -> Vec<Option<Vec<u32>>> {
+        let tasks = tasks as usize;
         match &self.kind {
-            BindKind::None => None,
+            BindKind::None => vec![None; tasks],
             BindKind::Threads | BindKind::Cores | BindKind::Sockets => {
                 let units = units(self.kind == BindKind::Threads, job_cpus, topo, dist);
                 if units.is_empty() {
-                    return None;
+                    return vec![None; tasks];
                 }
                 let per = units[0].1.len().max(1) as u32;
                 let n = cpus_per_task.max(1).div_ceil(per) as usize;
-                let picked = pick(&units, n, k, dist);
-                let mut out: Vec<u32> = if self.kind == BindKind::Sockets {
-                    let sockets: Vec<u32> = picked.iter().map(|&u| units[u].0).collect();
-                    units
-                        .iter()
-                        .filter(|u| sockets.contains(&u.0))
-                        .flat_map(|u| u.1.iter().copied())
-                        .collect()
-                } else {
-                    picked
-                        .iter()
-                        .flat_map(|&u| units[u].1.iter().copied())
-                        .collect()
-                };
-                out.sort_unstable();
-                out.dedup();
-                Some(out)
+                pick_all(&units, n, tasks, dist)
+                    .into_iter()
+                    .map(|picked| {
+                        let mut out: Vec<u32> = if self.kind == BindKind::Sockets {
+                            let sockets: Vec<u32> = picked.iter().map(|&u| units[u].0).collect();
+                            units
+                                .iter()
+                                .filter(|u| sockets.contains(&u.0))
+                                .flat_map(|u| u.1.iter().copied())
+                                .collect()
+                        } else {
+                            picked
+                                .iter()
+                                .flat_map(|&u| units[u].1.iter().copied())
+                                .collect()
+                        };
+                        out.sort_unstable();
+                        out.dedup();
+                        Some(out)
+                    })
+                    .collect()
             }
-            BindKind::Map(v) => Some(vec![v[k % v.len()]]),
-            BindKind::Mask(v) => {
-                let m = v[k % v.len()];
-                Some((0..128).filter(|b| m & (1u128 << b) != 0).collect())
-            }
+            BindKind::Map(v) => (0..tasks).map(|k| Some(vec![v[k % v.len()]])).collect(),
+            BindKind::Mask(v) => (0..tasks)
+                .map(|k| {
+                    let m = v[k % v.len()];
+                    Some((0..128).filter(|b| m & (1u128 << b) != 0).collect())
+                })
+                .collect(),
         }
     }
 }
@@ -239,12 +261,19 @@ fn units(
     out.into_iter().map(|(s, _, c)| (s, c)).collect()
 }
 
-/// Which `n` units (indices into `units`, ordered by socket) task `k` gets
-/// under `dist`: the tasks before it are laid out first, so tasks share
-/// units only once every unit is taken (then the layout starts over).
-fn pick(units: &[(u32, Vec<u32>)], n: usize, k: usize, dist: SocketDist) -> Vec<usize> {
+/// Which `n` units (indices into `units`, ordered by socket) each of
+/// `tasks` tasks gets under `dist`, in task order, so tasks share units
+/// only once every unit is taken (then the layout starts over).
+fn pick_all(
+    units: &[(u32, Vec<u32>)],
+    n: usize,
+    tasks: usize,
+    dist: SocketDist,
+) -> Vec<Vec<usize>> {
     if dist == SocketDist::Block {
-        return (0..n).map(|i| (k * n + i) % units.len()).collect();
+        return (0..tasks)
+            .map(|k| (0..n).map(|i| (k * n + i) % units.len()).collect())
+            .collect();
     }
     // Units of each socket, in order.
     let mut sockets: Vec<Vec<usize>> = Vec::new();
@@ -272,19 +301,18 @@ fn pick(units: &[(u32, Vec<u32>)], n: usize, k: usize, dist: SocketDist) -> Vec<
         *left -= 1;
         (u, s)
     };
-    let mut mine = Vec::with_capacity(n);
-    for t in 0..=k {
+    let mut all = Vec::with_capacity(tasks);
+    for t in 0..tasks {
         let start = if dist == SocketDist::Cyclic {
             t % sockets.len()
         } else {
             turn
         };
         let mut s = start;
+        let mut mine = Vec::with_capacity(n);
         for _ in 0..n {
             let (u, at) = take(s, &mut next, &mut left);
-            if t == k {
-                mine.push(u);
-            }
+            mine.push(u);
             s = if dist == SocketDist::FCyclic {
                 at + 1
             } else {
@@ -292,8 +320,9 @@ fn pick(units: &[(u32, Vec<u32>)], n: usize, k: usize, dist: SocketDist) -> Vec<
             };
         }
         turn = s;
+        all.push(mine);
     }
-    mine
+    all
 }
 
 /// `0x5` for CPUs 0 and 2 (what verbose binding prints).

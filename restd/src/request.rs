@@ -889,6 +889,25 @@ fn field<'a>(x: &'a Value, name: &str) -> &'a Value {
     x.get(name).unwrap_or(&Value::Null)
 }
 
+/// An optional string field `f` of the item at `path`.
+fn opt_field(x: &Value, path: &str, f: &str) -> Result<Option<String>, BodyError> {
+    opt_string(field(x, f), &path_join(path, f))
+}
+
+/// Each object of the list `key`, read by `item` (given its path,
+/// `key[i]`).
+fn db_items<T>(
+    v: &Value,
+    key: &str,
+    item: impl Fn(&Value, &str) -> Result<T, BodyError>,
+) -> Result<Vec<T>, BodyError> {
+    db_list(v, key)?
+        .iter()
+        .enumerate()
+        .map(|(i, x)| item(x, &format!("{key}[{i}]")))
+        .collect()
+}
+
 /// An account of `POST slurmdb/v0.0.44/accounts`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DbAccount {
@@ -898,18 +917,13 @@ pub struct DbAccount {
 }
 
 pub fn db_accounts(v: &Value) -> Result<Vec<DbAccount>, BodyError> {
-    db_list(v, "accounts")?
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            let p = format!("accounts[{i}]");
-            Ok(DbAccount {
-                name: db_name(x, &p, "name")?,
-                description: opt_string(field(x, "description"), &path_join(&p, "description"))?,
-                organization: opt_string(field(x, "organization"), &path_join(&p, "organization"))?,
-            })
+    db_items(v, "accounts", |x, p| {
+        Ok(DbAccount {
+            name: db_name(x, p, "name")?,
+            description: opt_field(x, p, "description")?,
+            organization: opt_field(x, p, "organization")?,
         })
-        .collect()
+    })
 }
 
 /// A user of `POST slurmdb/v0.0.44/users`.
@@ -921,31 +935,26 @@ pub struct DbUser {
 }
 
 pub fn db_users(v: &Value) -> Result<Vec<DbUser>, BodyError> {
-    db_list(v, "users")?
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            let p = format!("users[{i}]");
-            let default_account = match field(x, "default") {
-                Value::Null => None,
-                d => opt_string(field(d, "account"), &path_join(&p, "default/account"))?,
-            };
-            let lp = path_join(&p, "administrator_level");
-            let admin_level = match string_list(field(x, "administrator_level"), &lp)?.first() {
-                None => None,
-                Some(l) if l == "Not Set" => None,
-                Some(l) => Some(
-                    slurm_proto::acct::AdminLevel::parse(l)
-                        .ok_or_else(|| bad(&lp, format!("unknown level '{l}'")))?,
-                ),
-            };
-            Ok(DbUser {
-                name: db_name(x, &p, "name")?,
-                default_account,
-                admin_level,
-            })
+    db_items(v, "users", |x, p| {
+        let default_account = match field(x, "default") {
+            Value::Null => None,
+            d => opt_string(field(d, "account"), &path_join(p, "default/account"))?,
+        };
+        let lp = path_join(p, "administrator_level");
+        let admin_level = match string_list(field(x, "administrator_level"), &lp)?.first() {
+            None => None,
+            Some(l) if l == "Not Set" => None,
+            Some(l) => Some(
+                slurm_proto::acct::AdminLevel::parse(l)
+                    .ok_or_else(|| bad(&lp, format!("unknown level '{l}'")))?,
+            ),
+        };
+        Ok(DbUser {
+            name: db_name(x, p, "name")?,
+            default_account,
+            admin_level,
         })
-        .collect()
+    })
 }
 
 /// An association of `POST slurmdb/v0.0.44/associations`.
@@ -963,30 +972,25 @@ pub struct DbAssoc {
 }
 
 pub fn db_assocs(v: &Value) -> Result<Vec<DbAssoc>, BodyError> {
-    db_list(v, "associations")?
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            let p = format!("associations[{i}]");
-            let opt = |f: &str| opt_string(field(x, f), &path_join(&p, f));
-            Ok(DbAssoc {
-                account: db_name(x, &p, "account")?,
-                user: opt("user")?.unwrap_or_default(),
-                cluster: opt("cluster")?,
-                partition: opt("partition")?,
-                parent: opt("parent_account")?,
-                shares: u32_of(field(x, "shares_raw"), &path_join(&p, "shares_raw"))?,
-                qos: match field(x, "qos") {
-                    Value::Null => None,
-                    q => Some(string_list(q, &path_join(&p, "qos"))?),
-                },
-                default_qos: match field(x, "default") {
-                    Value::Null => None,
-                    d => opt_string(field(d, "qos"), &path_join(&p, "default/qos"))?,
-                },
-            })
+    db_items(v, "associations", |x, p| {
+        let opt = |f: &str| opt_field(x, p, f);
+        Ok(DbAssoc {
+            account: db_name(x, p, "account")?,
+            user: opt("user")?.unwrap_or_default(),
+            cluster: opt("cluster")?,
+            partition: opt("partition")?,
+            parent: opt("parent_account")?,
+            shares: u32_of(field(x, "shares_raw"), &path_join(p, "shares_raw"))?,
+            qos: match field(x, "qos") {
+                Value::Null => None,
+                q => Some(string_list(q, &path_join(p, "qos"))?),
+            },
+            default_qos: match field(x, "default") {
+                Value::Null => None,
+                d => opt_string(field(d, "qos"), &path_join(p, "default/qos"))?,
+            },
         })
-        .collect()
+    })
 }
 
 /// A QOS of `POST slurmdb/v0.0.44/qos`.
@@ -998,27 +1002,18 @@ pub struct DbQos {
 }
 
 pub fn db_qos(v: &Value) -> Result<Vec<DbQos>, BodyError> {
-    db_list(v, "qos")?
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            let p = format!("qos[{i}]");
-            Ok(DbQos {
-                name: db_name(x, &p, "name")?,
-                description: opt_string(field(x, "description"), &path_join(&p, "description"))?,
-                priority: u32_of(field(x, "priority"), &path_join(&p, "priority"))?,
-            })
+    db_items(v, "qos", |x, p| {
+        Ok(DbQos {
+            name: db_name(x, p, "name")?,
+            description: opt_field(x, p, "description")?,
+            priority: u32_of(field(x, "priority"), &path_join(p, "priority"))?,
         })
-        .collect()
+    })
 }
 
 /// The cluster names of `POST slurmdb/v0.0.44/clusters`.
 pub fn db_clusters(v: &Value) -> Result<Vec<String>, BodyError> {
-    db_list(v, "clusters")?
-        .iter()
-        .enumerate()
-        .map(|(i, x)| db_name(x, &format!("clusters[{i}]"), "name"))
-        .collect()
+    db_items(v, "clusters", |x, p| db_name(x, p, "name"))
 }
 
 #[cfg(test)]

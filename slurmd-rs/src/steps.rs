@@ -469,6 +469,19 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             pgids: Vec::new(),
         },
     );
+    // Each task's CPUs (--cpu-bind), laid out once for the step.
+    let layout = bind
+        .as_ref()
+        .map(|b| {
+            b.layout(
+                here.len() as u32,
+                t.layout.cpus_per_task,
+                &job_cpus,
+                &topo,
+                dist,
+            )
+        })
+        .unwrap_or_default();
     let mut stdin_of_task0 = None;
     let mut waiters = Vec::new();
     for (local, &global) in here.iter().enumerate() {
@@ -524,9 +537,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             },
             None => cg_paths.clone(),
         };
-        let task_cpus = bind
-            .as_ref()
-            .and_then(|b| b.cpus_for(local as u32, t.layout.cpus_per_task, &job_cpus, &topo, dist));
+        let task_cpus = layout.get(local).cloned().flatten();
         // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET only sets bits.
         let cpu_set = task_cpus.as_ref().map(|cpus| unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
