@@ -441,6 +441,15 @@ impl SlurmConf {
         None
     }
 
+    /// The value of `name=value` (or `""` for a bare `name`) in
+    /// `SlurmctldParameters`, last one wins.
+    pub fn ctld_param(&self, name: &str) -> Option<&str> {
+        self.slurmctld_parameters.iter().rev().find_map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p.as_str(), ""));
+            k.trim().eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    }
+
     /// The value of a scalar key as written (case-insensitive), last one wins.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.entries

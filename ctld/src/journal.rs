@@ -1,22 +1,45 @@
 //! Durability in StateSaveLocation: a snapshot (`state.json`) plus an
-//! append-only journal (`journal.log`, one JSON entry per line).
+//! append-only journal (`journal.log`).
 //!
 //! The writer appends every change of a batch, then makes the batch durable
 //! with one `fdatasync` (group commit) before any reply of that batch leaves.
-//! Start-up loads the snapshot, replays the journal, writes a fresh snapshot
-//! and empties the journal. A torn last line (a crash mid-write) is dropped;
-//! a corrupt line elsewhere is an error unless `-i` asks to skip it.
+//!
+//! Format. Each journal line is `CRC SEQ BODY`: CRC is the CRC-32 (8 hex
+//! digits) of `SEQ BODY`, SEQ the batch's number (1, 2, 3, ... for the life of
+//! the state directory) and BODY either one JSON [`Entry`] or `end N`, which
+//! closes batch SEQ after its N entries. A batch is applied whole or not at
+//! all. The snapshot starts with a header line `SLURMSTATE 1 seq=S crc=C
+//! len=L` (S: the last batch it holds) followed by L bytes of JSON.
+//!
+//! Recovery. Batches at or below the snapshot's seq are skipped (they are in
+//! it), so replaying a journal twice changes nothing. An incomplete or
+//! damaged batch that nothing valid follows is what a crash mid-write
+//! leaves: it was never acknowledged and is dropped. Damage with valid
+//! batches after it (a bad disk, a hand edit) stops start-up unless `-i`
+//! (then that batch alone is dropped, with a warning). Bytes that are not
+//! UTF-8, NULs and bad checksums are all just damage.
+//!
+//! Compaction ([`Journal::compact`]): write `state.json.new`, sync; rename
+//! `state.json` to `state.json.prev`, the new one to `state.json`; rename
+//! `journal.log` to `journal.prev` and start an empty `journal.log`. A crash
+//! between any two steps leaves a snapshot plus the journals that follow it.
+//! A damaged `state.json` is never replaced by an empty cluster: with `-i`
+//! the controller starts from `state.json.prev` and replays `journal.prev`
+//! and `journal.log` after it; without a usable previous snapshot it
+//! refuses to start.
+//!
+//! Every file here holds users' scripts and environments: the directory is
+//! 0700 and the files 0600, owned by SlurmUser.
 
 use serde::{Deserialize, Serialize};
 use slurm_proto::{JobId, JobRecord};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A job's batch script and environment, kept apart from the record so the
-/// queue listings stay small.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Payload {
     pub script: String,
@@ -119,6 +142,12 @@ pub enum JournalError {
         line: usize,
         msg: String,
     },
+    #[error("{path}: damaged snapshot ({msg}); {hint}")]
+    Snapshot {
+        path: PathBuf,
+        msg: String,
+        hint: &'static str,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
@@ -128,178 +157,523 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
     }
 }
 
+const SNAP: &str = "state.json";
+const SNAP_NEW: &str = "state.json.new";
+const SNAP_PREV: &str = "state.json.prev";
+const LOG: &str = "journal.log";
+const LOG_PREV: &str = "journal.prev";
+
+/// Who owns the state files (SlurmUser), applied when running as root.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Owner {
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+impl Owner {
+    /// SlurmUser's uid and gid, if it names a user other than the caller.
+    pub fn slurm_user(name: &str) -> Owner {
+        match slurm_common::users::user_by_name(name) {
+            Some(u) => Owner {
+                uid: Some(u.uid),
+                gid: Some(u.gid),
+            },
+            None => Owner::default(),
+        }
+    }
+
+    fn apply(&self, path: &Path) -> Result<(), JournalError> {
+        // SAFETY: geteuid has no preconditions.
+        if self.uid.is_none() || unsafe { libc::geteuid() } != 0 {
+            return Ok(());
+        }
+        std::os::unix::fs::chown(path, self.uid, self.gid).map_err(io(path))
+    }
+}
+
+/// How start-up went, for the log.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Recovery {
+    /// Batches applied from the journals.
+    pub batches: u64,
+    /// Damaged batches skipped with `-i` (line numbers in their files).
+    pub skipped: Vec<String>,
+    /// A torn batch at the end was dropped (never acknowledged).
+    pub torn_tail: bool,
+    /// Started from `state.json.prev` because `state.json` was damaged.
+    pub from_previous: bool,
+}
+
 pub struct Journal {
     dir: PathBuf,
     file: File,
+    owner: Owner,
+    /// The last batch made durable.
+    seq: u64,
     /// Bytes appended since the last snapshot.
     pub size: u64,
-    buf: Vec<u8>,
+    /// Entries of the batch being built, each already serialized.
+    pending: Vec<Vec<u8>>,
 }
 
 impl Journal {
     /// Recover state from `dir` (creating it) and open a fresh journal.
-    /// `ignore_errors` skips corrupt entries (`slurmctld -i`); `clear`
+    /// `ignore_errors` skips damaged entries (`slurmctld -i`); `clear`
     /// discards saved jobs (`slurmctld -c`).
     pub fn open(
         dir: &Path,
         ignore_errors: bool,
         clear: bool,
     ) -> Result<(Journal, Saved), JournalError> {
+        Journal::open_as(dir, ignore_errors, clear, Owner::default()).map(|(j, s, _)| (j, s))
+    }
+
+    /// [`Journal::open`] with the files owned by `owner` and a report of
+    /// what recovery found.
+    pub fn open_as(
+        dir: &Path,
+        ignore_errors: bool,
+        clear: bool,
+        owner: Owner,
+    ) -> Result<(Journal, Saved, Recovery), JournalError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let snap = dir.join("state.json");
-        let jpath = dir.join("journal.log");
-        let mut saved = match std::fs::read(&snap) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| JournalError::Corrupt {
-                path: snap.clone(),
-                line: 1,
-                msg: e.to_string(),
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Saved::default()),
-            Err(e) => Err(io(&snap)(e)),
-        };
-        if ignore_errors {
-            saved = saved.or_else(|_| Ok(Saved::default()));
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+        owner.apply(dir)?;
+        for f in [SNAP, SNAP_PREV, LOG, LOG_PREV] {
+            let p = dir.join(f);
+            if p.exists() {
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                    .map_err(io(&p))?;
+                owner.apply(&p)?;
+            }
         }
-        let mut saved = saved?;
-        match File::open(&jpath) {
-            Ok(f) => {
-                let lines: Vec<String> = BufReader::new(f)
-                    .lines()
-                    .collect::<Result<_, _>>()
-                    .map_err(io(&jpath))?;
-                let n = lines.len();
-                for (i, l) in lines.into_iter().enumerate() {
-                    if l.trim().is_empty() {
-                        continue;
+        let _ = std::fs::remove_file(dir.join(SNAP_NEW));
+        let mut rec = Recovery::default();
+        let snap = dir.join(SNAP);
+        let prev = dir.join(SNAP_PREV);
+        let (mut saved, base_seq, from_prev) = match load_snapshot(&snap) {
+            Ok(Some((s, seq))) => (s, seq, false),
+            // Missing: a crash between compaction's two renames leaves the
+            // previous one only; a new directory has neither.
+            Ok(None) => match load_snapshot(&prev) {
+                Ok(Some((s, seq))) => (s, seq, true),
+                Ok(None) => (Saved::default(), 0, false),
+                Err(e) => return Err(e),
+            },
+            Err(e) => {
+                let prev_ok = load_snapshot(&prev);
+                match (ignore_errors, prev_ok) {
+                    (true, Ok(Some((s, seq)))) => {
+                        tracing::warn!("{e}: starting from {}", prev.display());
+                        rec.from_previous = true;
+                        (s, seq, true)
                     }
-                    match serde_json::from_str::<Entry>(&l) {
-                        Ok(e) => saved.apply(e),
-                        // A torn final line is what a crash mid-append leaves.
-                        Err(_) if i + 1 == n => {}
-                        Err(_) if ignore_errors => {}
-                        Err(e) => {
-                            return Err(JournalError::Corrupt {
-                                path: jpath.clone(),
-                                line: i + 1,
-                                msg: e.to_string(),
-                            })
-                        }
+                    (true, _) => {
+                        return Err(JournalError::Snapshot {
+                            path: snap,
+                            msg: snapshot_msg(&e),
+                            hint: "no usable state.json.prev either; refusing to start with an \
+                                   empty cluster (move the file away to start empty)",
+                        })
                     }
+                    (false, Ok(Some(_))) => {
+                        return Err(JournalError::Snapshot {
+                            path: snap,
+                            msg: snapshot_msg(&e),
+                            hint: "start with -i to recover from state.json.prev and the journals",
+                        })
+                    }
+                    (false, _) => return Err(e),
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&jpath)(e)),
+        };
+        let mut last = base_seq;
+        let mut logs = Vec::new();
+        if from_prev {
+            logs.push(dir.join(LOG_PREV));
+        }
+        logs.push(dir.join(LOG));
+        for path in &logs {
+            let bytes = match std::fs::read(path) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io(path)(e)),
+            };
+            replay(
+                path,
+                &bytes,
+                &mut saved,
+                &mut last,
+                ignore_errors,
+                &mut rec,
+            )?;
         }
         if clear {
             saved.jobs.clear();
             saved.payloads.clear();
         }
-        write_snapshot(dir, &saved)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&jpath)
-            .map_err(io(&jpath))?;
-        file.sync_all().map_err(io(&jpath))?;
-        Ok((
-            Journal {
-                dir: dir.to_path_buf(),
-                file,
-                size: 0,
-                buf: Vec::new(),
-            },
-            saved,
-        ))
+        let lpath = dir.join(LOG);
+        let file = open_log(&lpath)?;
+        let mut j = Journal {
+            dir: dir.to_path_buf(),
+            file,
+            owner,
+            seq: last,
+            size: 0,
+            pending: Vec::new(),
+        };
+        owner.apply(&lpath)?;
+        j.compact(&saved)?;
+        Ok((j, saved, rec))
     }
 
     /// Queue an entry; it is durable after the next [`Journal::commit`].
     pub fn append(&mut self, e: &Entry) {
-        if serde_json::to_writer(&mut self.buf, e).is_ok() {
-            self.buf.push(b'\n');
+        match serde_json::to_vec(e) {
+            Ok(b) => self.pending.push(b),
+            Err(err) => tracing::error!("cannot encode a state entry: {err}"),
         }
     }
 
     pub fn pending(&self) -> bool {
-        !self.buf.is_empty()
+        !self.pending.is_empty()
     }
 
-    /// Write and sync everything queued (one fdatasync for the whole batch).
+    /// The last batch made durable.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Write and sync everything queued as one batch (one fdatasync). On an
+    /// error nothing of the batch counts: the file is cut back to where it
+    /// was, and the entries stay queued for the next try.
     pub fn commit(&mut self) -> Result<(), JournalError> {
-        if self.buf.is_empty() {
+        if self.pending.is_empty() {
             return Ok(());
         }
-        let path = self.dir.join("journal.log");
-        self.file.write_all(&self.buf).map_err(io(&path))?;
-        self.file.sync_data().map_err(io(&path))?;
-        self.size += self.buf.len() as u64;
-        self.buf.clear();
+        let seq = self.seq + 1;
+        let mut buf = Vec::with_capacity(self.pending.iter().map(|e| e.len() + 32).sum());
+        for e in &self.pending {
+            push_line(&mut buf, seq, e);
+        }
+        push_line(&mut buf, seq, format!("end {}", self.pending.len()).as_bytes());
+        let path = self.dir.join(LOG);
+        let res = self
+            .file
+            .write_all(&buf)
+            .and_then(|_| self.file.sync_data());
+        if let Err(e) = res {
+            // Leave no partial batch for the next one to follow.
+            let _ = self.file.set_len(self.size);
+            return Err(io(&path)(e));
+        }
+        self.seq = seq;
+        self.size += buf.len() as u64;
+        self.pending.clear();
         Ok(())
     }
 
-    /// Replace snapshot + journal by a snapshot of `saved`.
+    /// Replace snapshot + journal by a snapshot of `saved` (see the module
+    /// comment for the steps and why a crash between any two is safe).
     pub fn compact(&mut self, saved: &Saved) -> Result<(), JournalError> {
+        self.compact_steps(saved, usize::MAX)
+    }
+
+    /// Compaction stopped after `steps` of its steps, as a crash would.
+    fn compact_steps(&mut self, saved: &Saved, steps: usize) -> Result<(), JournalError> {
         self.commit()?;
-        write_snapshot(&self.dir, saved)?;
-        let path = self.dir.join("journal.log");
-        self.file.set_len(0).map_err(io(&path))?;
-        self.file.sync_all().map_err(io(&path))?;
+        let d = &self.dir;
+        let (snap, new, prev) = (d.join(SNAP), d.join(SNAP_NEW), d.join(SNAP_PREV));
+        let (log, log_prev) = (d.join(LOG), d.join(LOG_PREV));
+        write_snapshot(&new, saved, self.seq, self.owner)?;
+        if steps < 1 {
+            return Ok(());
+        }
+        if snap.exists() {
+            std::fs::rename(&snap, &prev).map_err(io(&prev))?;
+        }
+        if steps < 2 {
+            return Ok(());
+        }
+        std::fs::rename(&new, &snap).map_err(io(&snap))?;
+        sync_dir(d);
+        if steps < 3 {
+            return Ok(());
+        }
+        std::fs::rename(&log, &log_prev).map_err(io(&log_prev))?;
+        if steps < 4 {
+            return Ok(());
+        }
+        self.file = open_log(&log)?;
+        self.owner.apply(&log)?;
+        sync_dir(d);
         self.size = 0;
         Ok(())
     }
 }
 
-fn write_snapshot(dir: &Path, saved: &Saved) -> Result<(), JournalError> {
-    let tmp = dir.join("state.json.new");
-    let fin = dir.join("state.json");
-    let body = serde_json::to_vec(saved).map_err(|e| io(&tmp)(std::io::Error::other(e)))?;
-    let mut f = File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(&body).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &fin).map_err(io(&fin))?;
+fn snapshot_msg(e: &JournalError) -> String {
+    match e {
+        JournalError::Corrupt { msg, .. } => msg.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn open_log(path: &Path) -> Result<File, JournalError> {
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io(path))?;
+    f.sync_all().map_err(io(path))?;
+    Ok(f)
+}
+
+fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
+    }
+}
+
+fn push_line(buf: &mut Vec<u8>, seq: u64, body: &[u8]) {
+    let head = format!("{seq} ");
+    let mut h = crc32fast::Hasher::new();
+    h.update(head.as_bytes());
+    h.update(body);
+    buf.extend_from_slice(format!("{:08x} ", h.finalize()).as_bytes());
+    buf.extend_from_slice(head.as_bytes());
+    buf.extend_from_slice(body);
+    buf.push(b'\n');
+}
+
+/// One journal line, checked.
+enum Line {
+    Entry(u64, Entry),
+    End(u64, usize),
+    /// An entry written before batches and checksums existed.
+    Legacy(Entry),
+}
+
+fn parse_line(raw: &[u8]) -> Result<Line, String> {
+    if raw.first() == Some(&b'{') {
+        return serde_json::from_slice(raw)
+            .map(Line::Legacy)
+            .map_err(|e| e.to_string());
+    }
+    if raw.len() < 10 || raw[8] != b' ' {
+        return Err("not a journal line".into());
+    }
+    let crc = std::str::from_utf8(&raw[..8])
+        .ok()
+        .and_then(|s| u32::from_str_radix(s, 16).ok())
+        .ok_or("bad checksum field")?;
+    let rest = &raw[9..];
+    if crc32fast::hash(rest) != crc {
+        return Err("checksum mismatch".into());
+    }
+    let sp = rest
+        .iter()
+        .position(|b| *b == b' ')
+        .ok_or("no batch number")?;
+    let seq: u64 = std::str::from_utf8(&rest[..sp])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or("bad batch number")?;
+    let body = &rest[sp + 1..];
+    if let Some(n) = body.strip_prefix(b"end ") {
+        let n = std::str::from_utf8(n)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or("bad batch end")?;
+        return Ok(Line::End(seq, n));
+    }
+    serde_json::from_slice(body)
+        .map(|e| Line::Entry(seq, e))
+        .map_err(|e| e.to_string())
+}
+
+/// Apply the complete batches of one journal file after `*last`.
+fn replay(
+    path: &Path,
+    bytes: &[u8],
+    saved: &mut Saved,
+    last: &mut u64,
+    ignore: bool,
+    rec: &mut Recovery,
+) -> Result<(), JournalError> {
+    // The batch being read: its seq, entries, and the first damage in it.
+    let mut cur: Option<u64> = None;
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut damage: Option<(usize, String)> = None;
+    // Damage not yet known to be a torn tail (something valid follows it).
+    let mut open_damage: Option<(usize, String)> = None;
+    let corrupt = |line: usize, msg: String| JournalError::Corrupt {
+        path: path.to_path_buf(),
+        line,
+        msg,
+    };
+    for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
+        let lineno = i + 1;
+        if raw.is_empty() {
+            continue;
+        }
+        match parse_line(raw) {
+            Ok(Line::Legacy(e)) => {
+                if let Some((l, m)) = open_damage.take() {
+                    if !ignore {
+                        return Err(corrupt(l, m));
+                    }
+                    rec.skipped.push(format!("{}:{l}", path.display()));
+                }
+                if *last == 0 {
+                    saved.apply(e);
+                }
+            }
+            Ok(Line::Entry(seq, e)) => {
+                if cur != Some(seq) {
+                    if cur.is_some() {
+                        // The previous batch never ended.
+                        open_damage.get_or_insert((lineno - 1, "batch without its end".into()));
+                    }
+                    cur = Some(seq);
+                    entries.clear();
+                    damage = None;
+                }
+                if damage.is_none() {
+                    entries.push(e);
+                }
+            }
+            Ok(Line::End(seq, n)) => {
+                let whole = cur == Some(seq) && damage.is_none() && entries.len() == n;
+                let batch = std::mem::take(&mut entries);
+                let bad = damage.take();
+                cur = None;
+                if !whole {
+                    let (l, m) = bad.unwrap_or((lineno, "batch incomplete".into()));
+                    open_damage.get_or_insert((l, m));
+                    continue;
+                }
+                // A valid batch follows earlier damage: that damage is not a
+                // torn tail.
+                if let Some((l, m)) = open_damage.take() {
+                    if !ignore {
+                        return Err(corrupt(l, m));
+                    }
+                    tracing::warn!("{}:{l}: damaged batch skipped ({m})", path.display());
+                    rec.skipped.push(format!("{}:{l}", path.display()));
+                }
+                if seq <= *last {
+                    continue;
+                }
+                if seq != *last + 1 && *last != 0 {
+                    let msg = format!("batches {} to {} are missing", *last + 1, seq - 1);
+                    if !ignore {
+                        return Err(corrupt(lineno, msg));
+                    }
+                    tracing::warn!("{}:{lineno}: {msg}", path.display());
+                    rec.skipped.push(format!("{}:{lineno}", path.display()));
+                }
+                for e in batch {
+                    saved.apply(e);
+                }
+                *last = seq;
+                rec.batches += 1;
+            }
+            Err(msg) => {
+                if cur.is_some() {
+                    damage.get_or_insert((lineno, msg.clone()));
+                }
+                open_damage.get_or_insert((lineno, msg));
+            }
+        }
+    }
+    if cur.is_some() || open_damage.is_some() {
+        // Nothing valid after it: a crash mid-write, never acknowledged.
+        rec.torn_tail = true;
+        tracing::warn!("{}: dropped a batch torn by a crash", path.display());
     }
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entries_survive_reopen_and_torn_tail_is_dropped() {
-        let d = tempfile::tempdir().unwrap();
-        let (mut j, s) = Journal::open(d.path(), false, false).unwrap();
-        assert_eq!(s, Saved::default());
-        j.append(&Entry::NextJobId(5));
-        j.append(&Entry::Node(
-            "n1".into(),
-            NodeAdmin {
-                drain: true,
-                ..Default::default()
-            },
-        ));
-        j.commit().unwrap();
-        drop(j);
-        // A crash mid-append leaves half a line.
-        let mut f = OpenOptions::new()
-            .append(true)
-            .open(d.path().join("journal.log"))
-            .unwrap();
-        f.write_all(b"{\"NextJobId\":").unwrap();
-        let (_, s) = Journal::open(d.path(), false, false).unwrap();
-        assert_eq!(s.next_job_id, 5);
-        assert!(s.nodes["n1"].drain);
+/// `Ok(None)` when the file does not exist.
+fn load_snapshot(path: &Path) -> Result<Option<(Saved, u64)>, JournalError> {
+    let b = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(path)(e)),
+    };
+    let corrupt = |msg: String| JournalError::Corrupt {
+        path: path.to_path_buf(),
+        line: 1,
+        msg,
+    };
+    if b.first() == Some(&b'{') {
+        // Written before snapshots had a header.
+        return serde_json::from_slice(&b)
+            .map(|s| Some((s, 0)))
+            .map_err(|e| corrupt(e.to_string()));
     }
-
-    #[test]
-    fn corrupt_middle_entry_is_an_error_unless_ignored() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("journal.log"), "garbage\n{\"NextJobId\":9}\n").unwrap();
-        let e = Journal::open(d.path(), false, false).err().unwrap();
-        assert!(e.to_string().contains("journal.log:1"), "{e}");
-        let (_, s) = Journal::open(d.path(), true, false).unwrap();
-        assert_eq!(s.next_job_id, 9);
+    let nl = b
+        .iter()
+        .position(|c| *c == b'\n')
+        .ok_or_else(|| corrupt("no header".into()))?;
+    let head = std::str::from_utf8(&b[..nl]).map_err(|_| corrupt("bad header".into()))?;
+    let mut seq = None;
+    let mut crc = None;
+    let mut len = None;
+    let mut words = head.split(' ');
+    if words.next() != Some("SLURMSTATE") || words.next() != Some("1") {
+        return Err(corrupt(format!("unknown header {head:?}")));
     }
+    for w in words {
+        match w.split_once('=') {
+            Some(("seq", v)) => seq = v.parse::<u64>().ok(),
+            Some(("crc", v)) => crc = u32::from_str_radix(v, 16).ok(),
+            Some(("len", v)) => len = v.parse::<usize>().ok(),
+            _ => {}
+        }
+    }
+    let (Some(seq), Some(crc), Some(len)) = (seq, crc, len) else {
+        return Err(corrupt(format!("bad header {head:?}")));
+    };
+    let body = &b[nl + 1..];
+    if body.len() != len {
+        return Err(corrupt(format!("{} bytes, header says {len}", body.len())));
+    }
+    if crc32fast::hash(body) != crc {
+        return Err(corrupt("checksum mismatch".into()));
+    }
+    serde_json::from_slice(body)
+        .map(|s| Some((s, seq)))
+        .map_err(|e| corrupt(e.to_string()))
 }
+
+fn write_snapshot(path: &Path, saved: &Saved, seq: u64, owner: Owner) -> Result<(), JournalError> {
+    let body = serde_json::to_vec(saved).map_err(|e| io(path)(std::io::Error::other(e)))?;
+    let head = format!(
+        "SLURMSTATE 1 seq={seq} crc={:08x} len={}\n",
+        crc32fast::hash(&body),
+        body.len()
+    );
+    let mut f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io(path))?;
+    let res = f
+        .write_all(head.as_bytes())
+        .and_then(|_| f.write_all(&body))
+        .and_then(|_| f.sync_all());
+    if let Err(e) = res {
+        drop(f);
+        let _ = std::fs::remove_file(path);
+        return Err(io(path)(e));
+    }
+    owner.apply(path)
+}
+
+#[cfg(test)]
+mod tests;

@@ -92,11 +92,30 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         );
     }
     let key = Key::load(&auth::key_path(&conf.path))?;
-    let (journal, saved) = Journal::open(
+    let (journal, saved, recovery) = Journal::open_as(
         &conf.state_save_location,
         args.ignore_state_errors,
         args.clear_state,
+        slurmctld::journal::Owner::slurm_user(&conf.slurm_user),
     )?;
+    if recovery.from_previous || !recovery.skipped.is_empty() {
+        tracing::warn!(
+            "state recovered with -i: {}{} damaged batches skipped ({})",
+            if recovery.from_previous {
+                "from state.json.prev; "
+            } else {
+                ""
+            },
+            recovery.skipped.len(),
+            recovery.skipped.join(", ")
+        );
+    }
+    let compact_bytes = match conf.ctld_param("journal_compact_bytes") {
+        Some(v) => v.parse::<u64>().map_err(|_| {
+            anyhow::anyhow!("SlurmctldParameters=journal_compact_bytes={v}: not a number of bytes")
+        })?,
+        None => writer::COMPACT_BYTES,
+    };
     let now = auth::now();
     let conf = Arc::new(conf);
     let mut ctl = Controller::new(conf.clone(), saved, sched.plugin, now);
@@ -196,7 +215,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let pubw = published.clone();
     let writer = std::thread::Builder::new()
         .name("writer".into())
-        .spawn(move || writer::run(ctl, journal, rx, pubw, agent))?;
+        .spawn(move || writer::run(ctl, journal, rx, pubw, agent, compact_bytes))?;
     let addr = format!("{}:{}", conf.ctld_address(), conf.slurmctld_port);
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(&addr)

@@ -35,8 +35,9 @@ pub enum Command {
 /// Where readers find the latest snapshot.
 pub type Published = Arc<RwLock<Arc<Snapshot>>>;
 
-/// Compact the journal into a snapshot past this size.
-const COMPACT_BYTES: u64 = 64 << 20;
+/// Compact the journal into a snapshot past this size (by default;
+/// `SlurmctldParameters=journal_compact_bytes=N` sets another).
+pub const COMPACT_BYTES: u64 = 64 << 20;
 const MAX_BATCH: usize = 1024;
 
 pub fn run(
@@ -45,6 +46,7 @@ pub fn run(
     rx: Receiver<Command>,
     published: Published,
     agent: Agent,
+    compact_bytes: u64,
 ) {
     let tick = Duration::from_secs(1);
     let mut version = 0u64;
@@ -138,7 +140,7 @@ pub fn run(
         for r in ctl.take_acct() {
             agent.account(r);
         }
-        if journal.size > COMPACT_BYTES {
+        if journal.size > compact_bytes {
             if let Err(e) = journal.compact(&ctl.p) {
                 tracing::error!("cannot compact state: {e}; exiting");
                 std::process::exit(1);

@@ -1,0 +1,251 @@
+use super::*;
+use slurm_proto::acct::{AcctJob, AcctRecord, SeqRecord};
+use std::os::unix::fs::MetadataExt;
+
+fn payload(id: JobId, script: &str) -> Entry {
+    Entry::Payload(
+        id,
+        Arc::new(Payload {
+            script: script.to_string(),
+            environment: vec![format!("SECRET={id}")],
+        }),
+    )
+}
+
+fn acct(seq: u64, job_id: u32) -> Entry {
+    Entry::Acct(Box::new(SeqRecord {
+        cluster: "c".into(),
+        epoch: 1,
+        seq,
+        record: AcctRecord::JobStart(AcctJob {
+            job_id,
+            ..Default::default()
+        }),
+    }))
+}
+
+fn open(d: &Path) -> (Journal, Saved) {
+    Journal::open(d, false, false).unwrap()
+}
+
+fn append_raw(d: &Path, file: &str, bytes: &[u8]) {
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(d.join(file))
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+#[test]
+fn entries_survive_reopen_and_a_torn_batch_is_dropped_whole() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut j, s) = open(d.path());
+    assert_eq!(s, Saved::default());
+    j.append(&Entry::NextJobId(5));
+    j.append(&Entry::Node(
+        "n1".into(),
+        NodeAdmin {
+            drain: true,
+            ..Default::default()
+        },
+    ));
+    j.commit().unwrap();
+    // The next batch: a job's payload and its accounting record, of which
+    // a crash leaves the first line only.
+    let mut buf = Vec::new();
+    push_line(&mut buf, j.seq() + 1, &serde_json::to_vec(&payload(5, "x")).unwrap());
+    push_line(&mut buf, j.seq() + 1, &serde_json::to_vec(&acct(1, 5)).unwrap());
+    drop(j);
+    let first = buf.iter().position(|b| *b == b'\n').unwrap() + 1;
+    append_raw(d.path(), LOG, &buf[..first]);
+    let (_, s) = open(d.path());
+    assert_eq!(s.next_job_id, 5);
+    assert!(s.nodes["n1"].drain);
+    assert!(s.payloads.is_empty(), "half a batch was applied");
+    assert!(s.acct.pending.is_empty());
+}
+
+#[test]
+fn a_write_torn_inside_a_multibyte_character_is_a_torn_tail() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut j, _) = open(d.path());
+    j.append(&payload(1, "# première"));
+    j.commit().unwrap();
+    let mut buf = Vec::new();
+    push_line(&mut buf, j.seq() + 1, &serde_json::to_vec(&payload(2, "échec ✓")).unwrap());
+    drop(j);
+    // Cut inside the two bytes of "é".
+    let cut = buf.windows(2).position(|w| w == "é".as_bytes()).unwrap() + 1;
+    append_raw(d.path(), LOG, &buf[..cut]);
+    let (_, s) = open(d.path());
+    assert_eq!(s.payloads[&1].script, "# première");
+    assert!(!s.payloads.contains_key(&2));
+}
+
+#[test]
+fn damage_before_valid_batches_stops_start_up_unless_ignored() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut j, _) = open(d.path());
+    j.append(&payload(1, "one"));
+    j.commit().unwrap();
+    j.append(&payload(2, "two"));
+    j.append(&acct(1, 2));
+    j.commit().unwrap();
+    j.append(&payload(3, "three"));
+    j.commit().unwrap();
+    drop(j);
+    // Flip one byte of batch 2 (a bad disk), and put invalid UTF-8 in it.
+    let p = d.path().join(LOG);
+    let mut b = std::fs::read(&p).unwrap();
+    let at = b.windows(3).position(|w| w == b"two").unwrap();
+    b[at] = 0xff;
+    std::fs::write(&p, &b).unwrap();
+    let e = Journal::open(d.path(), false, false).err().unwrap();
+    assert!(e.to_string().contains("journal.log:"), "{e}");
+    assert!(e.to_string().contains("-i"), "{e}");
+    // Refusing changed nothing: the same error again.
+    assert!(Journal::open(d.path(), false, false).is_err());
+    let (_, s, rec) = Journal::open_as(d.path(), true, false, Owner::default()).unwrap();
+    assert_eq!(s.payloads.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
+    assert!(s.acct.pending.is_empty(), "the damaged batch is skipped whole");
+    assert_eq!(rec.skipped.len(), 2, "{rec:?}"); // the batch, and the gap it leaves
+}
+
+#[test]
+fn journal_keeps_working_after_compaction_and_restart() {
+    // Today's bug: compaction cut the file without moving the write
+    // position, so the next entries followed a run of NUL bytes.
+    let d = tempfile::tempdir().unwrap();
+    let (mut j, mut saved) = open(d.path());
+    for round in 0..20u32 {
+        for k in 0..5 {
+            let id = round * 5 + k + 1;
+            let e = payload(id, &"s".repeat(1000));
+            saved.apply(e.clone());
+            j.append(&e);
+            j.commit().unwrap();
+        }
+        j.compact(&saved).unwrap();
+        let e = Entry::NextJobId(round + 100);
+        saved.apply(e.clone());
+        j.append(&e);
+        j.commit().unwrap();
+        assert!(
+            !std::fs::read(d.path().join(LOG)).unwrap().contains(&0),
+            "NUL bytes in the journal"
+        );
+    }
+    drop(j);
+    let (_, s) = open(d.path());
+    assert_eq!(s, saved);
+    assert_eq!(s.payloads.len(), 100);
+}
+
+#[test]
+fn a_crash_at_any_step_of_compaction_loses_and_doubles_nothing() {
+    for steps in 0..=4 {
+        let d = tempfile::tempdir().unwrap();
+        let (mut j, mut saved) = open(d.path());
+        let mut seq = 1;
+        for id in 1..=6u32 {
+            for e in [payload(id, "x"), acct(seq, id)] {
+                saved.apply(e.clone());
+                j.append(&e);
+            }
+            seq += 1;
+            j.commit().unwrap();
+            if id == 3 {
+                j.compact(&saved).unwrap();
+            }
+        }
+        j.compact_steps(&saved, steps).unwrap();
+        drop(j);
+        let (mut j, s) = open(d.path());
+        assert_eq!(s, saved, "crash after step {steps}");
+        assert_eq!(s.acct.pending.len(), 6, "crash after step {steps}");
+        // And it goes on from there.
+        j.append(&payload(7, "y"));
+        j.commit().unwrap();
+        drop(j);
+        let (_, s) = open(d.path());
+        assert_eq!(s.payloads.len(), 7, "after step {steps}");
+    }
+}
+
+#[test]
+fn a_damaged_snapshot_is_never_an_empty_cluster() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut j, mut saved) = open(d.path());
+    for id in 1..=4u32 {
+        let e = payload(id, "x");
+        saved.apply(e.clone());
+        j.append(&e);
+        j.commit().unwrap();
+        if id == 2 {
+            j.compact(&saved).unwrap();
+        }
+    }
+    j.compact(&saved).unwrap();
+    let e = payload(5, "after");
+    saved.apply(e.clone());
+    j.append(&e);
+    j.commit().unwrap();
+    drop(j);
+    let snap = d.path().join(SNAP);
+    let mut b = std::fs::read(&snap).unwrap();
+    let n = b.len();
+    b[n - 10] ^= 0x55;
+    std::fs::write(&snap, &b).unwrap();
+    let e = Journal::open(d.path(), false, false).err().unwrap();
+    assert!(e.to_string().contains("state.json"), "{e}");
+    assert!(e.to_string().contains("-i"), "{e}");
+    let (_, s, rec) = Journal::open_as(d.path(), true, false, Owner::default()).unwrap();
+    assert!(rec.from_previous);
+    assert_eq!(s, saved, "previous snapshot + both journals give it all back");
+
+    // Without a previous snapshot, -i refuses rather than start empty.
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join(SNAP), b"{\"next_job_id\": 7, \"jobs\": {").unwrap();
+    let e = Journal::open(d.path(), true, false).err().unwrap();
+    assert!(e.to_string().contains("refusing to start"), "{e}");
+    assert!(d.path().join(SNAP).exists(), "the damaged file is kept");
+}
+
+#[test]
+fn state_files_are_private() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("state");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Files an older version left world-readable.
+    std::fs::write(dir.join(SNAP), b"{\"next_job_id\": 3, \"jobs\": {}, \"payloads\": {}, \"nodes\": {}}").unwrap();
+    std::fs::set_permissions(dir.join(SNAP), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (mut j, s) = open(&dir);
+    assert_eq!(s.next_job_id, 3, "the old format still loads");
+    j.append(&payload(1, "secret"));
+    j.commit().unwrap();
+    j.compact(&s).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    for f in [SNAP, SNAP_PREV, LOG, LOG_PREV] {
+        assert_eq!(mode(&dir.join(f)), 0o600, "{f}");
+    }
+}
+
+#[test]
+fn legacy_journal_lines_still_replay() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join(LOG),
+        "{\"NextJobId\":9}\n{\"RemoveJob\":3}\n{\"NextJ",
+    )
+    .unwrap();
+    let (_, s) = open(d.path());
+    assert_eq!(s.next_job_id, 9);
+    std::fs::write(d.path().join(LOG), "garbage\n{\"NextJobId\":11}\n").unwrap();
+    std::fs::remove_file(d.path().join(SNAP)).unwrap();
+    std::fs::remove_file(d.path().join(SNAP_PREV)).ok();
+    let e = Journal::open(d.path(), false, false).err().unwrap();
+    assert!(e.to_string().contains("journal.log:1"), "{e}");
+}
