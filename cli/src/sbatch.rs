@@ -790,7 +790,9 @@ fn apply(
         Key::Chdir => opts.chdir = s(),
         Key::Comment => opts.comment = s(),
         Key::Array => {
-            slurm_common::jobspec::parse_array(v, u32::MAX)
+            // Syntax only: the controller applies the cluster's MaxArraySize
+            // (at most 4000001, the largest Slurm allows).
+            slurm_common::jobspec::parse_array(v, 4_000_001)
                 .map_err(|e| Fail::error(e.to_string(), 1))?;
             opts.array = s();
         }

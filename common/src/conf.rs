@@ -1958,7 +1958,13 @@ impl Parser {
             "MaxJobCount" => c.max_job_count = a.u32()?,
             "FirstJobId" => c.first_job_id = a.u32()?,
             "MaxJobId" => c.max_job_id = a.u32()?,
-            "MaxArraySize" => c.max_array_size = a.u32()?,
+            "MaxArraySize" => {
+                let n = a.u32()?;
+                if n > 4_000_001 {
+                    return Err(a.bad("a number from 0 to 4000001"));
+                }
+                c.max_array_size = n;
+            }
             "ReturnToService" => {
                 let n = a.u32()?;
                 if n > 2 {

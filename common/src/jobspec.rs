@@ -32,7 +32,10 @@ pub fn parse_array(spec: &str, max_array_size: u32) -> Result<ArraySpec, SpecErr
     if list.trim().is_empty() || limit == Some(0) {
         return Err(bad());
     }
-    let mut tasks = Vec::new();
+    // Every part is checked, and the tasks counted, before any is expanded:
+    // a spec of many overlapping ranges costs nothing to refuse.
+    let mut parts = Vec::new();
+    let mut total = 0u64;
     for part in list.split(',') {
         let (range, step) = match part.split_once(':') {
             Some((r, s)) => (r, num(s, "array step").map_err(|_| bad())?),
@@ -60,14 +63,17 @@ pub fn parse_array(spec: &str, max_array_size: u32) -> Result<ArraySpec, SpecErr
                 max_array_size.saturating_sub(1)
             )));
         }
-        let mut i = a;
-        while i <= b {
-            tasks.push(i);
-            match i.checked_add(step) {
-                Some(n) => i = n,
-                None => break,
-            }
+        total += u64::from((b - a) / step) + 1;
+        if total > u64::from(max_array_size) {
+            return Err(SpecError(format!(
+                "Invalid job array specification: more than MaxArraySize = {max_array_size} tasks"
+            )));
         }
+        parts.push((a, b, step));
+    }
+    let mut tasks = Vec::with_capacity(total as usize);
+    for (a, b, step) in parts {
+        tasks.extend((a..=b).step_by(step as usize));
     }
     tasks.sort_unstable();
     tasks.dedup();
@@ -200,6 +206,11 @@ mod tests {
         let a = parse_array("0-99:2%10", 1001).unwrap();
         assert_eq!((a.tasks.len(), a.max_running), (50, Some(10)));
         assert_eq!(parse_array("3,1,1", 1001).unwrap().tasks, vec![1, 3]);
+        // Refused before anything is expanded: 100,000 ranges of 1000.
+        let many = vec!["0-999"; 100_000].join(",");
+        let e = parse_array(&many, 1001).unwrap_err();
+        assert!(e.0.contains("more than MaxArraySize = 1001 tasks"), "{e}");
+        assert!(parse_array("0-4000000", 1001).is_err());
         for bad in ["", "5-3", "a-b", "1-3:0", "1%0", "0-1001", "1-"] {
             assert!(parse_array(bad, 1001).is_err(), "{bad}");
         }

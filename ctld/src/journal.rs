@@ -299,14 +299,7 @@ impl Journal {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(io(path)(e)),
             };
-            replay(
-                path,
-                &bytes,
-                &mut saved,
-                &mut last,
-                ignore_errors,
-                &mut rec,
-            )?;
+            replay(path, &bytes, &mut saved, &mut last, ignore_errors, &mut rec)?;
         }
         if clear {
             saved.jobs.clear();
@@ -356,7 +349,11 @@ impl Journal {
         for e in &self.pending {
             push_line(&mut buf, seq, e);
         }
-        push_line(&mut buf, seq, format!("end {}", self.pending.len()).as_bytes());
+        push_line(
+            &mut buf,
+            seq,
+            format!("end {}", self.pending.len()).as_bytes(),
+        );
         let path = self.dir.join(LOG);
         let res = self
             .file

@@ -33,6 +33,44 @@ enum DepState {
 /// Reason Slurm gives a node that stopped answering.
 pub const NOT_RESPONDING: &str = "Not responding";
 
+/// Most jobs one `--dependency` may name (each is evaluated every pass).
+pub const MAX_DEPENDENCIES: usize = 1000;
+
+/// How large a submission may be (Slurm's SchedulerParameters
+/// `max_script_size`, default 4 MiB, and `max_submit_line_size`, default
+/// 1 MiB; `max_env_size`, default 4 MiB, is ours).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubmitLimits {
+    pub max_script_size: usize,
+    pub max_submit_line_size: usize,
+    pub max_env_size: usize,
+}
+
+impl SubmitLimits {
+    pub fn from_conf(conf: &SlurmConf) -> SubmitLimits {
+        let mut l = SubmitLimits {
+            max_script_size: 4 << 20,
+            max_submit_line_size: 1 << 20,
+            max_env_size: 4 << 20,
+        };
+        for p in conf.get("SchedulerParameters").unwrap_or("").split(',') {
+            let Some((k, v)) = p.trim().split_once('=') else {
+                continue;
+            };
+            let Ok(n) = v.trim().parse::<usize>() else {
+                continue;
+            };
+            match k.trim().to_ascii_lowercase().as_str() {
+                "max_script_size" => l.max_script_size = n,
+                "max_submit_line_size" => l.max_submit_line_size = n,
+                "max_env_size" => l.max_env_size = n,
+                _ => {}
+            }
+        }
+        l
+    }
+}
+
 /// Work for the node daemons, sent after the batch that caused it is durable.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
@@ -182,6 +220,8 @@ pub struct Controller {
     pub topologies: crate::topology::Topologies,
     /// `AccountingStorageEnforce`.
     pub enforce: crate::assoc::Enforce,
+    /// Submission size limits from SchedulerParameters.
+    pub limits: SubmitLimits,
     /// Associations, users and QOS from slurmdbd (once fetched).
     assocs: Option<crate::assoc::AssocCache>,
 }
@@ -416,6 +456,7 @@ impl Controller {
         let registered: Vec<bool> = nodes.iter().map(|n| n.external).collect();
         let dyn_nodes: Vec<NodeSpec> = p.dyn_nodes.values().cloned().collect();
         let mut c = Controller {
+            limits: SubmitLimits::from_conf(&conf),
             conf,
             p,
             nodes,
@@ -871,6 +912,7 @@ impl Controller {
         self.licenses =
             slurm_common::licenses::parse(new.get("Licenses").unwrap_or("")).unwrap_or_default();
         self.enforce = crate::assoc::Enforce::parse(&new.accounting_storage_enforce);
+        self.limits = SubmitLimits::from_conf(&new);
         self.conf = Arc::new(new);
         self.refresh_gres_kinds();
         self.last_update = self.last_update.max(now);
@@ -1945,6 +1987,13 @@ impl Controller {
                 .ok_or(RpcError::from(SlurmError::DefaultPartitionNotSet))?,
         };
         self.check_partition_access(who, part, &desc)?;
+        self.check_sizes(&desc)?;
+        if desc.nice.is_some_and(|n| n < 0) && !who.privileged {
+            return err_detail(
+                SlurmError::AccessDenied,
+                "only operators may set a negative nice",
+            );
+        }
         if let Some(rn) = &desc.reservation {
             let Some(r) = self.p.reservations.get(rn) else {
                 return err(SlurmError::ReservationInvalid);
@@ -2007,15 +2056,18 @@ impl Controller {
                 error: SlurmError::Dependency,
                 detail: Some(e.to_string()),
             })?;
+            if dep.clauses.len() > MAX_DEPENDENCIES {
+                return err_detail(
+                    SlurmError::Dependency,
+                    format!(
+                        "more than {MAX_DEPENDENCIES} dependencies ({})",
+                        dep.clauses.len()
+                    ),
+                );
+            }
             for c in &dep.clauses {
                 if let jobspec::DepClause::Job { job_id, .. } = c {
-                    let known = self.p.jobs.contains_key(job_id)
-                        || self
-                            .p
-                            .jobs
-                            .values()
-                            .any(|o| o.array.as_ref().is_some_and(|a| a.job_id == *job_id));
-                    if !known {
+                    if self.dep_targets(*job_id).next().is_none() {
                         return err_detail(
                             SlurmError::Dependency,
                             format!("job {job_id} is not known"),
@@ -2293,6 +2345,77 @@ impl Controller {
 
     /// AllowGroups / AllowAccounts / AllowQos (and the Deny lists): who may
     /// use a partition. Root and SlurmUser may use any.
+    /// Slurm's submission size limits (SchedulerParameters
+    /// `max_script_size`, `max_submit_line_size`; `max_env_size` is ours),
+    /// checked before the job is built.
+    fn check_sizes(&self, desc: &JobDesc) -> Result<(), RpcError> {
+        let limits = &self.limits;
+        if desc.script.len() > limits.max_script_size {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                format!(
+                    "batch script is too large ({} bytes; max_script_size is {})",
+                    desc.script.len(),
+                    limits.max_script_size
+                ),
+            );
+        }
+        let env: usize = desc.environment.iter().map(|e| e.len() + 1).sum();
+        if env > limits.max_env_size {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                format!(
+                    "job environment is too large ({env} bytes; max_env_size is {})",
+                    limits.max_env_size
+                ),
+            );
+        }
+        let line: usize = desc.argv.iter().map(|a| a.len() + 1).sum();
+        if line > limits.max_submit_line_size {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                format!(
+                    "submit line is too long ({line} bytes; max_submit_line_size is {})",
+                    limits.max_submit_line_size
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// A pending job moved to another partition, account or QOS must pass
+    /// what a submission of it would: the partition's Allow/Deny lists (for
+    /// the user asking, unless privileged) and, with
+    /// AccountingStorageEnforce, its association and QOS.
+    fn check_placement_update(&self, who: Caller, job: &JobRecord) -> Result<(), RpcError> {
+        let part = self
+            .partitions
+            .iter()
+            .find(|p| p.name == job.partition)
+            .ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
+        let mut desc = job.desc.clone();
+        desc.account = Some(job.account.clone()).filter(|a| !a.is_empty());
+        desc.qos = Some(job.qos.clone()).filter(|q| !q.is_empty());
+        self.check_partition_access(who, part, &desc)?;
+        if let (true, Some(cache)) = (self.enforce.any(), &self.assocs) {
+            cache.admit(
+                self.enforce,
+                &job.user_name,
+                desc.account.as_deref(),
+                desc.qos.as_deref(),
+                &job.partition,
+                job.time_limit,
+                job,
+                self.p
+                    .jobs
+                    .values()
+                    .filter(|o| o.job_id != job.job_id)
+                    .map(|j| j.as_ref()),
+            )?;
+        }
+        Ok(())
+    }
+
     fn check_partition_access(
         &self,
         who: Caller,
@@ -2451,7 +2574,39 @@ impl Controller {
     }
 
     /// Where a job's dependencies stand.
-    fn dependency_state(&self, j: &JobRecord, now: i64) -> DepState {
+    /// The job `job_id` names in a dependency: the job, or every task of
+    /// the array with that id. Array tasks have consecutive ids from the
+    /// array's, so this reads only them (never the whole job table).
+    fn dep_targets(&self, job_id: JobId) -> impl Iterator<Item = &Arc<JobRecord>> {
+        self.p
+            .jobs
+            .range(job_id..)
+            .map(|(_, o)| o)
+            .take_while(move |o| {
+                o.job_id == job_id || o.array.as_ref().is_some_and(|a| a.job_id == job_id)
+            })
+    }
+
+    /// `singleton`: for each (user, name), the lowest id among jobs not yet
+    /// gone; built once per pass, at the first job that asks.
+    fn singleton_index(&self) -> HashMap<(u32, &str), JobId> {
+        let mut first: HashMap<(u32, &str), JobId> = HashMap::new();
+        for o in self.p.jobs.values() {
+            if !o.state.is_finished() || o.completing {
+                first
+                    .entry((o.user_id, o.name.as_str()))
+                    .or_insert(o.job_id);
+            }
+        }
+        first
+    }
+
+    fn dependency_state<'a>(
+        &'a self,
+        j: &JobRecord,
+        singles: &std::cell::OnceCell<HashMap<(u32, &'a str), JobId>>,
+        now: i64,
+    ) -> DepState {
         let Some(spec) = &j.dependency else {
             return DepState::Satisfied;
         };
@@ -2461,7 +2616,7 @@ impl Controller {
         let states: Vec<DepState> = dep
             .clauses
             .iter()
-            .map(|c| self.clause_state(j, c, now))
+            .map(|c| self.clause_state(j, c, singles, now))
             .collect();
         if dep.any {
             if states.contains(&DepState::Satisfied) {
@@ -2480,16 +2635,20 @@ impl Controller {
         }
     }
 
-    fn clause_state(&self, me: &JobRecord, c: &jobspec::DepClause, now: i64) -> DepState {
+    fn clause_state<'a>(
+        &'a self,
+        me: &JobRecord,
+        c: &jobspec::DepClause,
+        singles: &std::cell::OnceCell<HashMap<(u32, &'a str), JobId>>,
+        now: i64,
+    ) -> DepState {
         use jobspec::{DepClause, DepKind};
         let (kind, job_id, task) = match c {
             DepClause::Singleton => {
-                let earlier_active = self.p.jobs.values().any(|o| {
-                    o.job_id < me.job_id
-                        && o.user_id == me.user_id
-                        && o.name == me.name
-                        && (!o.state.is_finished() || o.completing)
-                });
+                let first = singles.get_or_init(|| self.singleton_index());
+                let earlier_active = first
+                    .get(&(me.user_id, me.name.as_str()))
+                    .is_some_and(|id| *id < me.job_id);
                 return if earlier_active {
                     DepState::Waiting
                 } else {
@@ -2500,9 +2659,7 @@ impl Controller {
         };
         // The jobs a clause names: one job, one array task, or a whole array.
         let targets: Vec<&Arc<JobRecord>> = self
-            .p
-            .jobs
-            .values()
+            .dep_targets(job_id)
             .filter(|o| match (&o.array, task, kind) {
                 (Some(a), _, DepKind::AfterCorr) => {
                     a.job_id == job_id && Some(a.task_id) == me.array.as_ref().map(|m| m.task_id)
@@ -2642,12 +2799,13 @@ impl Controller {
         let mut held_back: Vec<(JobId, JobReason)> = Vec::new();
         let mut satisfied: Vec<JobId> = Vec::new();
         let mut queue: Vec<JobView> = Vec::new();
+        let singles = std::cell::OnceCell::new();
         for j in self.p.jobs.values() {
             if j.state != JobState::Pending || j.completing {
                 continue;
             }
             if j.held.is_none() && j.dependency.is_some() {
-                match self.dependency_state(j, now) {
+                match self.dependency_state(j, &singles, now) {
                     DepState::Satisfied => satisfied.push(j.job_id),
                     DepState::Waiting => {
                         held_back.push((j.job_id, JobReason::Dependency));
@@ -3756,50 +3914,36 @@ impl Controller {
                 let _ = p;
                 return err(SlurmError::JobNotPending);
             }
-            JobUpdate::Partition(p) => {
-                if !self.partitions.iter().any(|x| x.name == p) {
-                    return err(SlurmError::InvalidPartitionName);
-                }
-                let j = self
-                    .job_mut(id)
+            JobUpdate::Partition(_) | JobUpdate::Account(_) | JobUpdate::Qos(_) => {
+                let cur = self
+                    .p
+                    .jobs
+                    .get(&id)
                     .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
-                j.partition = p.clone();
-                j.desc.partition = Some(p);
-            }
-            JobUpdate::Account(a) => {
-                if let (true, Some(c)) = (self.enforce.any(), &self.assocs) {
-                    let j = self
-                        .p
-                        .jobs
-                        .get(&id)
-                        .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
-                    if c.user_assoc(&a, &j.user_name, &j.partition).is_none() {
-                        return err_detail(
-                            SlurmError::InvalidAccount,
-                            format!("no association for user '{}' in account '{a}'", j.user_name),
-                        );
+                let mut next = (**cur).clone();
+                match u {
+                    JobUpdate::Partition(p) => {
+                        next.partition = p.clone();
+                        next.desc.partition = Some(p);
                     }
-                }
-                let j = self
-                    .job_mut(id)
-                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
-                j.account = a.clone();
-                j.desc.account = Some(a);
-            }
-            JobUpdate::Qos(q) => {
-                if let (true, Some(c)) = (self.enforce.qos, &self.assocs) {
-                    if !c.qos.contains_key(&q) {
-                        return err_detail(
-                            SlurmError::InvalidQos,
-                            format!("QOS '{q}' does not exist"),
-                        );
+                    JobUpdate::Account(a) => {
+                        next.account = a.clone();
+                        next.desc.account = Some(a);
                     }
+                    JobUpdate::Qos(q) => {
+                        next.qos = q.clone();
+                        next.desc.qos = Some(q);
+                    }
+                    _ => unreachable!("matched above"),
                 }
+                self.check_placement_update(who, &next)?;
                 let j = self
                     .job_mut(id)
                     .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
-                j.qos = q.clone();
-                j.desc.qos = Some(q);
+                j.partition = next.partition;
+                j.account = next.account;
+                j.qos = next.qos;
+                j.desc = next.desc;
             }
         }
         self.save_job(id);

@@ -358,14 +358,24 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
     let groups = slurm_common::users::user_by_uid(uid)
         .map(|u| slurm_common::users::group_list(&u.name, gid))
         .unwrap_or_else(|| vec![gid]);
-    let (cwd, cwd_note) = if std::path::Path::new(&t.cwd).is_dir() {
-        (t.cwd.clone(), None)
-    } else {
-        (
-            "/tmp".to_string(),
-            Some(format!("slurmstepd: error: couldn't chdir to `{}': No such file or directory: going to /tmp instead\n", t.cwd)),
-        )
-    };
+    // The directory is entered in the task, after it has become the user
+    // (never as root: a user must not start inside a directory they cannot
+    // enter); if that fails the task starts in /tmp, as Slurm's do.
+    let cwd = std::ffi::CString::new(t.cwd.as_bytes()).unwrap_or_default();
+    let cwd_notes: Arc<[Vec<u8>; 3]> = Arc::new(
+        [
+            "No such file or directory",
+            "Permission denied",
+            "Not a directory",
+        ]
+        .map(|why| {
+            format!(
+                "slurmstepd: error: couldn't chdir to `{}': {why}: going to /tmp instead\n",
+                t.cwd
+            )
+            .into_bytes()
+        }),
+    );
 
     let (tx, mut rx) = mpsc::channel::<IoFrame>(256);
     // One writer owns the socket's sending half.
@@ -504,7 +514,6 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             .args(&t.argv[1..])
             .env_clear()
             .envs(env)
-            .current_dir(&cwd)
             .stdin(if global == 0 {
                 Stdio::piped()
             } else {
@@ -514,6 +523,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             .stderr(Stdio::piped())
             .kill_on_drop(false);
         let groups = groups.clone();
+        let (cwd, cwd_notes) = (cwd.clone(), cwd_notes.clone());
         // Each task in its own directory under the step's (task_<local id>).
         let cg_paths = match &step_cg {
             Some((jc, name, _)) => match jc.create_step(&format!("{name}/task_{local}")) {
@@ -572,6 +582,17 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
                 if uid != 0 && libc::setuid(0) == 0 {
                     return Err(std::io::Error::from_raw_os_error(libc::EPERM));
                 }
+                if libc::chdir(cwd.as_ptr()) != 0 {
+                    let note = match *libc::__errno_location() {
+                        libc::ENOENT => &cwd_notes[0],
+                        libc::ENOTDIR => &cwd_notes[2],
+                        _ => &cwd_notes[1],
+                    };
+                    libc::write(2, note.as_ptr().cast(), note.len());
+                    if libc::chdir(c"/tmp".as_ptr()) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 Ok(())
             });
         }
@@ -590,15 +611,6 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
                 continue;
             }
         };
-        if let Some(note) = &cwd_note {
-            let _ = tx
-                .send(IoFrame {
-                    kind: IoKind::Stderr,
-                    task: global,
-                    data: note.clone().into_bytes(),
-                })
-                .await;
-        }
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
         if let Some(e) = steps().get_mut(&key) {
             e.pgids.push(pid);

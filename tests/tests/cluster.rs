@@ -12,6 +12,8 @@ mod accounting;
 mod acct_cmds;
 #[path = "cluster/gpus.rs"]
 mod gpus;
+#[path = "cluster/hardening.rs"]
+mod hardening;
 #[path = "cluster/node_scripts.rs"]
 mod node_scripts;
 #[path = "cluster/preemption.rs"]

@@ -54,8 +54,16 @@ fn entries_survive_reopen_and_a_torn_batch_is_dropped_whole() {
     // The next batch: a job's payload and its accounting record, of which
     // a crash leaves the first line only.
     let mut buf = Vec::new();
-    push_line(&mut buf, j.seq() + 1, &serde_json::to_vec(&payload(5, "x")).unwrap());
-    push_line(&mut buf, j.seq() + 1, &serde_json::to_vec(&acct(1, 5)).unwrap());
+    push_line(
+        &mut buf,
+        j.seq() + 1,
+        &serde_json::to_vec(&payload(5, "x")).unwrap(),
+    );
+    push_line(
+        &mut buf,
+        j.seq() + 1,
+        &serde_json::to_vec(&acct(1, 5)).unwrap(),
+    );
     drop(j);
     let first = buf.iter().position(|b| *b == b'\n').unwrap() + 1;
     append_raw(d.path(), LOG, &buf[..first]);
@@ -73,7 +81,11 @@ fn a_write_torn_inside_a_multibyte_character_is_a_torn_tail() {
     j.append(&payload(1, "# première"));
     j.commit().unwrap();
     let mut buf = Vec::new();
-    push_line(&mut buf, j.seq() + 1, &serde_json::to_vec(&payload(2, "échec ✓")).unwrap());
+    push_line(
+        &mut buf,
+        j.seq() + 1,
+        &serde_json::to_vec(&payload(2, "échec ✓")).unwrap(),
+    );
     drop(j);
     // Cut inside the two bytes of "é".
     let cut = buf.windows(2).position(|w| w == "é".as_bytes()).unwrap() + 1;
@@ -108,7 +120,10 @@ fn damage_before_valid_batches_stops_start_up_unless_ignored() {
     assert!(Journal::open(d.path(), false, false).is_err());
     let (_, s, rec) = Journal::open_as(d.path(), true, false, Owner::default()).unwrap();
     assert_eq!(s.payloads.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
-    assert!(s.acct.pending.is_empty(), "the damaged batch is skipped whole");
+    assert!(
+        s.acct.pending.is_empty(),
+        "the damaged batch is skipped whole"
+    );
     assert_eq!(rec.skipped.len(), 2, "{rec:?}"); // the batch, and the gap it leaves
 }
 
@@ -202,7 +217,10 @@ fn a_damaged_snapshot_is_never_an_empty_cluster() {
     assert!(e.to_string().contains("-i"), "{e}");
     let (_, s, rec) = Journal::open_as(d.path(), true, false, Owner::default()).unwrap();
     assert!(rec.from_previous);
-    assert_eq!(s, saved, "previous snapshot + both journals give it all back");
+    assert_eq!(
+        s, saved,
+        "previous snapshot + both journals give it all back"
+    );
 
     // Without a previous snapshot, -i refuses rather than start empty.
     let d = tempfile::tempdir().unwrap();
@@ -219,7 +237,11 @@ fn state_files_are_private() {
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     // Files an older version left world-readable.
-    std::fs::write(dir.join(SNAP), b"{\"next_job_id\": 3, \"jobs\": {}, \"payloads\": {}, \"nodes\": {}}").unwrap();
+    std::fs::write(
+        dir.join(SNAP),
+        b"{\"next_job_id\": 3, \"jobs\": {}, \"payloads\": {}, \"nodes\": {}}",
+    )
+    .unwrap();
     std::fs::set_permissions(dir.join(SNAP), std::fs::Permissions::from_mode(0o644)).unwrap();
     let (mut j, s) = open(&dir);
     assert_eq!(s.next_job_id, 3, "the old format still loads");

@@ -1,0 +1,271 @@
+//! Nothing lost, nobody crosses: the journal under kill -9 and compaction,
+//! users' rights on every path, and bounds on what one submission costs.
+
+use super::write_script;
+use slurm_proto::{JobDesc, JobState, RequestBody, Response, SlurmError};
+use slurm_tests::*;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Submissions from four threads while the journal compacts every few
+/// dozen jobs; the controller is killed with SIGKILL in the middle, twice.
+/// Every job `sbatch` acknowledged is there after each restart.
+#[test]
+fn no_acknowledged_job_is_lost_to_kill_during_submissions_and_compactions() {
+    let mut t = TestCluster::start(1, |s| {
+        s.extra_conf = "SlurmctldParameters=journal_compact_bytes=40000\n".into();
+    });
+    // ~4 KB scripts: a compaction every ten jobs or so.
+    let script = write_script(
+        &t,
+        "big.sh",
+        &format!("#!/bin/sh\n# {}\ntrue\n", "x".repeat(4000)),
+    );
+    let mut acked: Vec<u32> = Vec::new();
+    for round in 0..2 {
+        let got = Mutex::new(Vec::new());
+        let stop = AtomicBool::new(false);
+        let (bin, conf, work, path) = (
+            t.c.spec.bin_dir.join("sbatch"),
+            t.c.spec.conf_path(),
+            t.work.clone(),
+            t.path(),
+        );
+        let cmd = || {
+            let mut c = std::process::Command::new(&bin);
+            c.env("SLURM_CONF", &conf)
+                .env("PATH", &path)
+                .current_dir(&work)
+                .args(["--parsable", "-H", &script]);
+            c
+        };
+        std::thread::scope(|sc| {
+            for _ in 0..4 {
+                let (got, stop, cmd) = (&got, &stop, &cmd);
+                sc.spawn(move || {
+                    let mut c = cmd();
+                    for _ in 0..200 {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let out = c.output().unwrap();
+                        if out.status.success() {
+                            let id: u32 = stdout(&out).trim().parse().unwrap();
+                            got.lock().unwrap().push(id);
+                        }
+                        c = cmd();
+                    }
+                });
+            }
+            // Kill once enough have been acknowledged that several
+            // compactions have run, while the threads keep submitting.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while got.lock().unwrap().len() < 60 + round * 20 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            t.c.kill_ctld(libc::SIGKILL);
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(true, Ordering::Relaxed);
+        });
+        acked.extend(got.into_inner().unwrap());
+        t.c.start_ctld()
+            .unwrap_or_else(|e| panic!("restart after kill {round}: {e}\n{}", t.logs()));
+        let jobs = t.jobs();
+        let lost: Vec<u32> = acked
+            .iter()
+            .copied()
+            .filter(|id| !jobs.iter().any(|j| j.job_id == *id))
+            .collect();
+        assert!(lost.is_empty(), "round {round}: lost {lost:?}");
+        assert!(
+            acked.len() >= 60,
+            "only {} submissions went through",
+            acked.len()
+        );
+    }
+    // Compaction really happened (the previous snapshot is kept).
+    let state = t.c.spec.dir.join("state");
+    assert!(state.join("state.json.prev").exists());
+    // The state holds every user's scripts: nobody else may read it.
+    assert_eq!(std::fs::metadata(&state).unwrap().mode() & 0o777, 0o700);
+    for f in std::fs::read_dir(&state).unwrap() {
+        let f = f.unwrap();
+        let mode = f.metadata().unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.path().display());
+    }
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["show", "job"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let r = std::fs::read(state.join("state.json"));
+    assert!(r.is_ok(), "root reads it");
+    let cat = std::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={TEST_UID}"),
+            &format!("--regid={TEST_GID}"),
+            "--clear-groups",
+            "cat",
+        ])
+        .arg(state.join("state.json"))
+        .output()
+        .unwrap();
+    assert!(!cat.status.success(), "a user read the controller's state");
+}
+
+#[test]
+fn users_keep_to_their_rights_on_submit_update_and_srun() {
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = "PartitionName=staff Nodes=n1 AllowGroups=root\n".into();
+    });
+    // Negative nice: operators only, on submission as on update.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "sbatch")
+        .args(["--nice=-1000000", "--wrap", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("Access/permission denied"),
+        "{}",
+        stderr(&out)
+    );
+    let id = t.sbatch(&["--nice=-10", "-H", "--wrap", "true"]);
+    assert_eq!(t.job(id).unwrap().desc.nice, Some(-10), "root may");
+
+    // A partition the user may not use: refused on submission, and now on
+    // update too.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "sbatch")
+        .args(["-p", "staff", "--wrap", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let mine = t.sbatch_as_user(&["-H", "--wrap", "true"]);
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["update", &format!("JobId={mine}"), "Partition=staff"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "moved into a partition it may not use"
+    );
+    assert!(
+        stderr(&out).contains("Access/permission denied"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(t.job(mine).unwrap().partition, "debug", "nothing changed");
+    // Root may move it.
+    let out = t.run(
+        "scontrol",
+        &["update", &format!("JobId={mine}"), "Partition=staff"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(t.job(mine).unwrap().partition, "staff");
+
+    // srun --chdir into a directory the user cannot enter: the task does
+    // not start there (it would if root entered it on the user's behalf).
+    let private = t.work.join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "srun")
+        .args(["-D", private.to_str().unwrap(), "pwd"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), "/tmp", "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "couldn't chdir to `{}': Permission denied: going to /tmp instead",
+            private.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    // One it may enter works as before.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "srun")
+        .args(["-D", t.work.to_str().unwrap(), "pwd"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&out).trim(),
+        t.work.to_str().unwrap(),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn submit(t: &TestCluster, desc: JobDesc) -> Result<u32, (SlurmError, String)> {
+    match t.c.call(RequestBody::SubmitBatchJob(desc)) {
+        Ok(Response::Submitted { job_id }) => Ok(job_id),
+        Ok(Response::Error(e)) => Err((e.error, e.detail.unwrap_or_default())),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn one_submission_cannot_make_the_controller_do_unbounded_work() {
+    let t = TestCluster::start(1, |_| {});
+    let desc = |script: String| JobDesc {
+        script,
+        work_dir: "/tmp".into(),
+        hold: true,
+        ..Default::default()
+    };
+    // 100,000 ranges of 1000 tasks: refused before any is expanded.
+    let mut d = desc("#!/bin/sh\ntrue\n".into());
+    d.array = Some(vec!["0-999"; 100_000].join(","));
+    let started = Instant::now();
+    let e = submit(&t, d).unwrap_err();
+    assert_eq!(e.0, SlurmError::InvalidArray, "{e:?}");
+    assert!(e.1.contains("MaxArraySize"), "{e:?}");
+    // A script over max_script_size (4 MiB).
+    let big = format!("#!/bin/sh\n#{}\n", "x".repeat(4 << 20));
+    let e = submit(&t, desc(big)).unwrap_err();
+    assert!(e.1.contains("max_script_size"), "{e:?}");
+    // An environment over its limit.
+    let mut d = desc("#!/bin/sh\ntrue\n".into());
+    d.environment = vec![format!("BIG={}", "y".repeat(5 << 20))];
+    let e = submit(&t, d).unwrap_err();
+    assert!(e.1.contains("max_env_size"), "{e:?}");
+    // A dependency on 200,000 jobs.
+    let first = submit(&t, desc("#!/bin/sh\ntrue\n".into())).unwrap();
+    let mut d = desc("#!/bin/sh\ntrue\n".into());
+    d.dependency = Some(format!(
+        "afterok:{}",
+        vec![first.to_string(); 200_000].join(":")
+    ));
+    let e = submit(&t, d).unwrap_err();
+    assert_eq!(e.0, SlurmError::Dependency, "{e:?}");
+    assert!(e.1.contains("more than 1000 dependencies"), "{e:?}");
+    eprintln!(
+        "four oversized submissions refused in {:?}",
+        started.elapsed()
+    );
+    // Nothing of them was kept, and the controller serves on.
+    let jobs = t.jobs();
+    assert_eq!(
+        jobs.len(),
+        1,
+        "{:?}",
+        jobs.iter().map(|j| j.job_id).collect::<Vec<_>>()
+    );
+    // A dependency on every task of an array, evaluated from the index.
+    let arr = t.sbatch(&["--array=0-3", "--wrap", "true"]);
+    let after = t.sbatch(&["-d", &format!("afterok:{arr}"), "--wrap", "true"]);
+    let j = t.wait_done(after, 60);
+    assert_eq!(j.state, JobState::Completed, "{:?}", j.reason);
+    for task in t
+        .jobs()
+        .iter()
+        .filter(|j| j.array.as_ref().is_some_and(|a| a.job_id == arr))
+    {
+        assert!(task.end_time.unwrap() <= j.start_time.unwrap());
+    }
+}
