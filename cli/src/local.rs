@@ -30,6 +30,8 @@ pub struct ClusterSpec {
     pub min_job_age: u32,
     /// Lines appended to the generated slurm.conf.
     pub extra_conf: String,
+    /// Lines appended to the generated slurmdbd.conf.
+    pub extra_dbd_conf: String,
     /// Where slurmctld and slurmd are.
     pub bin_dir: PathBuf,
     /// `Some(secs)`: one `slurmd --mock[=secs]` process serves every node
@@ -110,6 +112,7 @@ impl ClusterSpec {
             kill_wait: 5,
             min_job_age: 300,
             extra_conf: String::new(),
+            extra_dbd_conf: String::new(),
             bin_dir: bin_dir.to_path_buf(),
             mock: None,
             accounting: false,
@@ -260,9 +263,10 @@ DbdPort={port}\n\
 SlurmUser=root\n\
 StorageType=accounting_storage/sqlite\n\
 StorageLoc={d}/state/slurm_acct_db.sqlite\n\
-PidFile={d}/run/slurmdbd.pid\n",
+PidFile={d}/run/slurmdbd.pid\n{extra}",
             ip = self.ip,
-            port = self.dbd_port
+            port = self.dbd_port,
+            extra = self.extra_dbd_conf,
         )
     }
 }

@@ -441,6 +441,11 @@ impl SlurmConf {
         None
     }
 
+    /// `PrivateData=` as flags.
+    pub fn private_data(&self) -> crate::private::PrivateData {
+        crate::private::PrivateData::parse(self.get("PrivateData").unwrap_or("")).0
+    }
+
     /// The value of `name=value` (or `""` for a bare `name`) in
     /// `SlurmctldParameters`, last one wins.
     pub fn ctld_param(&self, name: &str) -> Option<&str> {
@@ -1896,6 +1901,15 @@ impl Parser {
         };
         let c = &mut self.conf;
         match canon {
+            "PrivateData" => {
+                for w in crate::private::PrivateData::parse(&v).1 {
+                    c.warnings.push(ConfWarning {
+                        file: file.to_path_buf(),
+                        line,
+                        message: format!("PrivateData value '{w}' is not known: ignored"),
+                    });
+                }
+            }
             "ClusterName" => {
                 let lower = v.to_ascii_lowercase();
                 if lower != v {

@@ -13,6 +13,7 @@
 //! - [`gres`]: generic resource specifications (`gpu:a100:2`).
 //! - [`licenses`]: license lists (`matlab:2,abaqus`).
 //! - [`net`]: the RPC framing (length-prefixed JSON) and a blocking client.
+//! - [`private`]: `PrivateData` (what users may not see of one another).
 //! - [`stepio`]: the I/O stream between a step's node daemons and `srun`.
 //! - [`users`]: uid/gid ⇄ name look-ups.
 //!
@@ -29,6 +30,7 @@ pub mod hostlist;
 pub mod jobspec;
 pub mod licenses;
 pub mod net;
+pub mod private;
 pub mod stepio;
 pub mod timefmt;
 pub mod topology;

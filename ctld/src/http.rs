@@ -44,6 +44,11 @@ pub fn route(path: &str, snap: &Snapshot) -> Reply {
                 text(503, "not ready\n")
             }
         }
+        // As Slurm's: no metrics while PrivateData hides anything (they
+        // name users, accounts and jobs to anyone who asks).
+        p if (p == "/metrics" || p.starts_with("/metrics/")) && snap.private.any() => {
+            text(403, "metrics are disabled while PrivateData is set\n")
+        }
         p if p == "/metrics" || p.starts_with("/metrics/") => match crate::metrics::render(p, snap)
         {
             Some(body) => Reply {
@@ -66,6 +71,7 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         503 => "Service Unavailable",

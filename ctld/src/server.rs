@@ -162,6 +162,16 @@ impl Server {
         }
     }
 
+    /// `Some(uid)` when data of kind `private` (a `PrivateData` flag) must
+    /// be cut down to what `uid` may see; `None` when it sees everything.
+    fn private_to(&self, s: &crate::state::Snapshot, private: bool, uid: u32) -> Option<u32> {
+        let all = !private
+            || s.sees_all(uid, self.slurm_uid, || {
+                slurm_common::users::user_name_or_id(uid)
+            });
+        (!all).then_some(uid)
+    }
+
     fn snapshot(&self) -> Arc<crate::state::Snapshot> {
         match self.published.read() {
             Ok(g) => g.clone(),
@@ -176,6 +186,19 @@ impl Server {
             },
             RequestBody::GetJobsDelta { epoch, since } => {
                 let s = self.snapshot();
+                if let Some(uid) = self.private_to(&s, s.private.jobs, req.cred.uid) {
+                    // Only the caller's jobs, always whole: a copy of a
+                    // filtered list is never shared with another user.
+                    let mine: Vec<&Arc<JobRecord>> =
+                        s.jobs.iter().filter(|j| j.user_id == uid).collect();
+                    return encode(&JobsRef::JobsDelta {
+                        epoch: s.epoch,
+                        version: s.version,
+                        ids: mine.iter().map(|j| j.job_id).collect(),
+                        changed: mine,
+                        last_update: s.last_update,
+                    });
+                }
                 if s.epoch == epoch && s.version == since {
                     Response::JobsUnchanged { version: since }
                 } else {
@@ -199,6 +222,18 @@ impl Server {
             }
             RequestBody::GetJobs => {
                 let s = self.snapshot();
+                if let Some(uid) = self.private_to(&s, s.private.jobs, req.cred.uid) {
+                    let mine: Vec<Arc<JobRecord>> = s
+                        .jobs
+                        .iter()
+                        .filter(|j| j.user_id == uid)
+                        .cloned()
+                        .collect();
+                    return encode(&JobsRef::Jobs {
+                        jobs: &mine,
+                        last_update: s.last_update,
+                    });
+                }
                 if let Some(b) = s.jobs_frame.get() {
                     return Ok(b.clone());
                 }
@@ -211,6 +246,9 @@ impl Server {
             }
             RequestBody::GetNodes => {
                 let s = self.snapshot();
+                if self.private_to(&s, s.private.nodes, req.cred.uid).is_some() {
+                    return encode(&Response::Error(SlurmError::AccessDenied.into()));
+                }
                 Response::Nodes {
                     nodes: s.nodes.clone(),
                     last_update: s.last_update,
@@ -218,6 +256,12 @@ impl Server {
             }
             RequestBody::GetPartitions => {
                 let s = self.snapshot();
+                if self
+                    .private_to(&s, s.private.partitions, req.cred.uid)
+                    .is_some()
+                {
+                    return encode(&Response::Error(SlurmError::AccessDenied.into()));
+                }
                 Response::Partitions {
                     partitions: s.partitions.clone(),
                     last_update: s.last_update,
@@ -227,16 +271,35 @@ impl Server {
             RequestBody::GetDiag => Response::Diag(Box::new(self.snapshot().diag.clone())),
             RequestBody::GetPriorities => {
                 let s = self.snapshot();
+                let mut jobs = s.priorities.clone();
+                if let Some(uid) = self.private_to(&s, s.private.jobs, req.cred.uid) {
+                    let me = slurm_common::users::user_name_or_id(uid);
+                    jobs.retain(|p| p.user == me);
+                }
                 Response::Priorities {
-                    jobs: s.priorities.clone(),
+                    jobs,
                     weights: s.weights.clone(),
                 }
             }
-            RequestBody::GetShares => Response::Shares(self.snapshot().shares.clone()),
+            RequestBody::GetShares => {
+                let s = self.snapshot();
+                let mut shares = s.shares.clone();
+                if let Some(uid) = self.private_to(&s, s.private.usage, req.cred.uid) {
+                    let me = slurm_common::users::user_name_or_id(uid);
+                    shares.retain(|r| r.user.as_deref() == Some(me.as_str()));
+                }
+                Response::Shares(shares)
+            }
             RequestBody::GetReservations => {
                 let s = self.snapshot();
+                let mut reservations = s.reservations.clone();
+                if let Some(uid) = self.private_to(&s, s.private.reservations, req.cred.uid) {
+                    let me = slurm_common::users::user_name_or_id(uid);
+                    let id = uid.to_string();
+                    reservations.retain(|r| r.users.iter().any(|u| *u == me || *u == id));
+                }
                 Response::Reservations {
-                    reservations: s.reservations.clone(),
+                    reservations,
                     last_update: s.last_update,
                 }
             }

@@ -155,6 +155,20 @@ pub struct Snapshot {
     pub job_changed: Vec<u64>,
     /// Every switch and block (`scontrol show topology`).
     pub topology: Arc<Vec<slurm_proto::TopologyEntry>>,
+    /// `PrivateData`: what readers may not see of other users.
+    pub private: slurm_common::private::PrivateData,
+    /// Users with AdminLevel Operator or Administrator (see everything).
+    pub operators: Arc<std::collections::HashSet<String>>,
+}
+
+impl Snapshot {
+    /// Whether `uid` (named `name`) sees every user's data: root, SlurmUser
+    /// or an operator.
+    pub fn sees_all(&self, uid: u32, slurm_uid: u32, name: impl FnOnce() -> String) -> bool {
+        uid == 0
+            || uid == slurm_uid
+            || (!self.operators.is_empty() && self.operators.contains(&name()))
+    }
 }
 
 pub struct Controller {
@@ -1117,6 +1131,15 @@ impl Controller {
             epoch: 0,
             job_changed: Vec::new(),
             topology: self.topologies.entries.clone(),
+            private: self.conf.private_data(),
+            operators: Arc::new(
+                self.assocs
+                    .iter()
+                    .flat_map(|c| c.users.values())
+                    .filter(|u| u.admin_level != slurm_proto::acct::AdminLevel::None)
+                    .map(|u| u.name.clone())
+                    .collect(),
+            ),
             version: 0,
             licenses: {
                 let used = self.licenses_used();

@@ -85,6 +85,8 @@ pub struct DbdConf {
     /// Lower-case Slurm level (`info`, `debug2`, ...).
     pub debug_level: String,
     pub auth_type: String,
+    /// `PrivateData=`: what users may not see of one another.
+    pub private: slurm_common::private::PrivateData,
     pub warnings: Vec<ConfWarning>,
 }
 
@@ -104,7 +106,7 @@ pub const DEBUG_LEVELS: [&str; 11] = [
 ];
 
 /// Keys Slurm knows that we read but do not act on yet.
-const ACCEPTED_UNSUPPORTED: [&str; 27] = [
+const ACCEPTED_UNSUPPORTED: [&str; 26] = [
     "AllowNoDefAcct",
     "AllResourcesAbsolute",
     "ArchiveDir",
@@ -127,14 +129,14 @@ const ACCEPTED_UNSUPPORTED: [&str; 27] = [
     "MessageTimeout",
     "Parameters",
     "PluginDir",
-    "PrivateData",
     "PurgeResvAfter",
     "PurgeSuspendAfter",
     "PurgeTXNAfter",
     "TrackWCKey",
 ];
 
-const KNOWN: [&str; 21] = [
+const KNOWN: [&str; 22] = [
+    "PrivateData",
     "StorageType",
     "StorageHost",
     "StorageBackupHost",
@@ -191,6 +193,7 @@ impl DbdConf {
             pid_file: None,
             debug_level: "info".into(),
             auth_type: "auth/slurm".into(),
+            private: Default::default(),
             warnings: Vec::new(),
         };
         let mut pending = String::new();
@@ -296,6 +299,17 @@ impl DbdConf {
                     ));
                 }
                 self.debug_level = v;
+            }
+            "PrivateData" => {
+                let (p, unknown) = slurm_common::private::PrivateData::parse(value);
+                self.private = p;
+                for w in unknown {
+                    self.warn(
+                        path,
+                        line,
+                        format!("PrivateData value '{w}' is not known: ignored"),
+                    );
+                }
             }
             "AuthType" => {
                 self.auth_type = value.to_ascii_lowercase();

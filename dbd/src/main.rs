@@ -113,6 +113,7 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
             key,
             slurm_user_uid,
             stats,
+            private: conf.private,
         });
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let shutdown = async move {

@@ -29,6 +29,9 @@ pub struct Server {
     pub slurm_user_uid: Option<u32>,
     /// Requests and rollups since start (REST `slurmdb/v0.0.44/diag`).
     pub stats: Arc<crate::stats::Stats>,
+    /// slurmdbd.conf's `PrivateData`: query answers cut down to the
+    /// caller's own for users below AdminLevel=Operator.
+    pub private: slurm_common::private::PrivateData,
 }
 
 fn err(kind: AcctErrorKind, m: impl Into<String>) -> AcctResponse {
@@ -157,12 +160,88 @@ impl Server {
         let admin = body.is_admin();
         let rpc = body.name();
         let t0 = std::time::Instant::now();
+        let hides = match &body {
+            AcctRequest::GetJobs(_) => self.private.jobs,
+            AcctRequest::GetUsage(_) => self.private.usage,
+            AcctRequest::ListUsers(_) | AcctRequest::ListAssocs(_) => {
+                self.private.users || self.private.accounts
+            }
+            AcctRequest::ListAccounts(_) => self.private.accounts,
+            _ => false,
+        };
         let resp = self.answer(body, now).await;
+        let resp = if hides && !superuser {
+            match self.private_view(uid, resp).await {
+                Ok(r) => r,
+                Err(e) => return storage_error(e),
+            }
+        } else {
+            resp
+        };
         self.stats.request(rpc, uid, t0.elapsed());
         if admin && matches!(&resp, AcctResponse::Changed(v) if !v.is_empty()) {
             self.tell_controllers();
         }
         resp
+    }
+
+    /// Cut a query's answer down to what `uid` may see under PrivateData
+    /// (operators and administrators see it whole).
+    async fn private_view(
+        &self,
+        uid: u32,
+        resp: AcctResponse,
+    ) -> Result<AcctResponse, StorageError> {
+        let me = slurm_common::users::user_by_uid(uid)
+            .map(|u| u.name)
+            .unwrap_or_else(|| uid.to_string());
+        if self.storage.admin_level(&me).await?.unwrap_or_default() >= AdminLevel::Operator {
+            return Ok(resp);
+        }
+        let p = self.private;
+        // Accounts the caller has an association in.
+        let mine = || async {
+            let f = slurm_proto::acct::AssocFilter {
+                users: vec![me.clone()],
+                ..Default::default()
+            };
+            self.storage
+                .list_assocs(&f)
+                .await
+                .map(|v| v.into_iter().map(|a| a.account).collect::<Vec<_>>())
+        };
+        Ok(match resp {
+            AcctResponse::Jobs(mut v) => {
+                v.retain(|r| r.job.uid == uid);
+                AcctResponse::Jobs(v)
+            }
+            AcctResponse::Usage(mut u) => {
+                u.assocs.retain(|a| a.user == me);
+                AcctResponse::Usage(u)
+            }
+            AcctResponse::Users(mut v) => {
+                if p.users {
+                    v.retain(|u| u.name == me);
+                }
+                AcctResponse::Users(v)
+            }
+            AcctResponse::Assocs(mut v) => {
+                if p.users {
+                    v.retain(|a| a.user.is_empty() || a.user == me);
+                }
+                if p.accounts {
+                    let accounts = mine().await?;
+                    v.retain(|a| accounts.contains(&a.account));
+                }
+                AcctResponse::Assocs(v)
+            }
+            AcctResponse::Accounts(mut v) => {
+                let accounts = mine().await?;
+                v.retain(|a| accounts.contains(&a.name));
+                AcctResponse::Accounts(v)
+            }
+            other => other,
+        })
     }
 
     /// Ask every registered controller to fetch associations again, so a

@@ -1586,6 +1586,7 @@ async fn daemon_checks_credentials_and_rights() {
         key: key(),
         slurm_user_uid: Some(4242),
         stats: Arc::new(slurmdbd::stats::Stats::new(0)),
+        private: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();

@@ -840,7 +840,13 @@ impl App {
     /// and an unchanged queue costs one small round trip.
     async fn get_all_jobs(&self, who: &Ident) -> HResult {
         let src = "slurm_load_jobs";
-        let cached = self.jobs_cache.lock().ok().and_then(|c| c.clone());
+        // With PrivateData=jobs each caller gets a list of its own: no copy
+        // is kept, so none is ever served to another user.
+        let shared = !self.conf.private_data().jobs;
+        let cached = match shared {
+            true => self.jobs_cache.lock().ok().and_then(|c| c.clone()),
+            false => None,
+        };
         // Version 0 is never published: a first call gets every job.
         let (epoch, since) = cached.as_ref().map_or((0, 0), |c| (c.epoch, c.version));
         let body = RequestBody::GetJobsDelta { epoch, since };
@@ -883,7 +889,7 @@ impl App {
                     per_job,
                     raw: Arc::new(raw),
                 });
-                if let Ok(mut slot) = self.jobs_cache.lock() {
+                if let (true, Ok(mut slot)) = (shared, self.jobs_cache.lock()) {
                     *slot = Some(c.clone());
                 }
                 c

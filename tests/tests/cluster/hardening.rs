@@ -269,3 +269,96 @@ fn one_submission_cannot_make_the_controller_do_unbounded_work() {
         assert!(task.end_time.unwrap() <= j.start_time.unwrap());
     }
 }
+
+/// PrivateData in slurm.conf (controller) and slurmdbd.conf (accounting):
+/// an ordinary user sees only their own jobs, usage and reservations, no
+/// node list and no metrics; root sees everything.
+#[test]
+fn private_data_hides_other_users_from_the_commands_and_accounting() {
+    use std::io::{Read, Write};
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.extra_conf = "PrivateData=jobs,usage,nodes,reservations\n".into();
+        s.extra_dbd_conf = "PrivateData=jobs,users\n".into();
+    });
+    let user = |prog: &str, args: &[&str]| {
+        t.cmd_as(TEST_UID, TEST_GID, prog)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let ran_root = t.sbatch(&["-J", "rootjob", "--wrap", "true"]);
+    let ran_mine = t.sbatch_as_user(&["-J", "userjob", "--wrap", "true"]);
+    t.wait_done(ran_root, 30);
+    t.wait_done(ran_mine, 30);
+    let held_root = t.sbatch(&["-H", "--wrap", "true"]);
+    let held_mine = t.sbatch_as_user(&["-H", "--wrap", "true"]);
+
+    let out = user("squeue", &["-h", "-o", "%i"]);
+    assert_eq!(stdout(&out), format!("{held_mine}\n"), "{}", stderr(&out));
+    let out = t.run("squeue", &["-h", "-o", "%i"]);
+    assert_eq!(stdout(&out), format!("{held_root}\n{held_mine}\n"));
+    let out = user("scontrol", &["show", "job", &held_root.to_string()]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("Command="), "{}", stdout(&out));
+    let out = user("sprio", &["-h"]);
+    assert!(
+        !stdout(&out).contains(&held_root.to_string()),
+        "{}",
+        stdout(&out)
+    );
+
+    // Nodes: refused to users, as Slurm refuses them.
+    let out = user("sinfo", &[]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("Access/permission denied"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(t.run("sinfo", &[]).status.success());
+
+    // Reservations: only those the user may use.
+    let out = t.run(
+        "scontrol",
+        &[
+            "create",
+            "reservation",
+            "ReservationName=rootonly",
+            "StartTime=now+600",
+            "Duration=60",
+            "Nodes=n1",
+            "Users=root",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = user("scontrol", &["show", "reservation"]);
+    assert!(!stdout(&out).contains("rootonly"), "{}", stdout(&out));
+    assert!(stdout(&t.run("scontrol", &["show", "reservation"])).contains("rootonly"));
+
+    // Metrics name users and jobs: off while PrivateData is set.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", t.c.spec.ctld_port)).unwrap();
+    write!(
+        s,
+        "GET /metrics/jobs-users-accts HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 403 "), "{r}");
+
+    // Accounting: sacct --allusers gives a user their own records only.
+    let ids = format!("{ran_root},{ran_mine}");
+    let args = ["-a", "-X", "-n", "-P", "--format=JobID", "-j", &ids];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let all = stdout(&t.run("sacct", &args));
+        if all.lines().count() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "root's sacct: {all}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let out = user("sacct", &args);
+    assert_eq!(stdout(&out), format!("{ran_mine}\n"), "{}", stderr(&out));
+}
