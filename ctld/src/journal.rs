@@ -157,6 +157,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
     }
 }
 
+/// Default of `SlurmctldParameters=journal_reserve_bytes`.
+pub const DEFAULT_RESERVE: u64 = 16 << 20;
+
 const SNAP: &str = "state.json";
 const SNAP_NEW: &str = "state.json.new";
 const SNAP_PREV: &str = "state.json.prev";
@@ -208,6 +211,11 @@ pub struct Journal {
     dir: PathBuf,
     file: File,
     owner: Owner,
+    /// Bytes kept preallocated past the end of `journal.log`, so changes
+    /// can still be saved once the file system is full (0: none).
+    reserve: u64,
+    /// `journal.log` has blocks allocated up to this offset.
+    allocated_to: u64,
     /// The last batch made durable.
     seq: u64,
     /// Bytes appended since the last snapshot.
@@ -311,6 +319,8 @@ impl Journal {
             dir: dir.to_path_buf(),
             file,
             owner,
+            reserve: DEFAULT_RESERVE,
+            allocated_to: 0,
             seq: last,
             size: 0,
             pending: Vec::new(),
@@ -318,6 +328,59 @@ impl Journal {
         owner.apply(&lpath)?;
         j.compact(&saved)?;
         Ok((j, saved, rec))
+    }
+
+    /// Keep `bytes` preallocated past the journal's end (see
+    /// [`Journal::check_space`]).
+    pub fn set_reserve(&mut self, bytes: u64) {
+        self.reserve = bytes;
+    }
+
+    /// Whether new work may be taken. The journal keeps `reserve` bytes
+    /// preallocated past its end, so the changes of work already taken
+    /// (jobs ending, nodes reporting, cancellations) can still be saved
+    /// when the file system fills up; new work is refused once that
+    /// reserve cannot be renewed or less than another reserve is free.
+    /// The error says why, naming the directory.
+    pub fn check_space(&mut self) -> Result<(), String> {
+        use std::os::fd::AsRawFd;
+        if self.reserve == 0 {
+            return Ok(());
+        }
+        let fd = self.file.as_raw_fd();
+        if self.allocated_to < self.size + self.reserve / 2 {
+            let (off, len) = (self.size as libc::off_t, self.reserve as libc::off_t);
+            // SAFETY: fd is this journal's open file; KEEP_SIZE only
+            // allocates blocks, the file's length is unchanged.
+            let r = unsafe { libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, off, len) };
+            if r == 0 {
+                self.allocated_to = self.size + self.reserve;
+            } else {
+                let e = std::io::Error::last_os_error();
+                // File systems without fallocate rely on the free-space
+                // check alone.
+                if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                    return Err(format!(
+                        "cannot keep {} bytes for the journal in {}: {e}",
+                        self.reserve,
+                        self.dir.display()
+                    ));
+                }
+            }
+        }
+        // SAFETY: statvfs is plain data; fd is open.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatvfs(fd, &mut st) } == 0 {
+            let free = (st.f_bavail as u64).saturating_mul(st.f_frsize as u64);
+            if free < self.reserve {
+                return Err(format!(
+                    "{} has {free} bytes free, less than journal_reserve_bytes={}",
+                    self.dir.display(),
+                    self.reserve
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Queue an entry; it is durable after the next [`Journal::commit`].
@@ -405,6 +468,7 @@ impl Journal {
         self.owner.apply(&log)?;
         sync_dir(d);
         self.size = 0;
+        self.allocated_to = 0;
         Ok(())
     }
 }

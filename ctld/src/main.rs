@@ -110,6 +110,12 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             recovery.skipped.join(", ")
         );
     }
+    let mut journal = journal;
+    if let Some(v) = conf.ctld_param("journal_reserve_bytes") {
+        journal.set_reserve(v.parse::<u64>().map_err(|_| {
+            anyhow::anyhow!("SlurmctldParameters=journal_reserve_bytes={v}: not a number of bytes")
+        })?);
+    }
     let compact_bytes = match conf.ctld_param("journal_compact_bytes") {
         Some(v) => v.parse::<u64>().map_err(|_| {
             anyhow::anyhow!("SlurmctldParameters=journal_compact_bytes={v}: not a number of bytes")

@@ -236,6 +236,8 @@ pub struct Controller {
     pub enforce: crate::assoc::Enforce,
     /// Submission size limits from SchedulerParameters.
     pub limits: SubmitLimits,
+    /// Why new work is refused (StateSaveLocation is full), if it is.
+    pub space_low: Option<String>,
     /// Associations, users and QOS from slurmdbd (once fetched).
     assocs: Option<crate::assoc::AssocCache>,
 }
@@ -471,6 +473,7 @@ impl Controller {
         let dyn_nodes: Vec<NodeSpec> = p.dyn_nodes.values().cloned().collect();
         let mut c = Controller {
             limits: SubmitLimits::from_conf(&conf),
+            space_low: None,
             conf,
             p,
             nodes,
@@ -4319,6 +4322,20 @@ impl Controller {
     pub fn handle(&mut self, who: Caller, body: RequestBody, now: i64) -> Response {
         // Derived state (reservation flags on nodes) is computed as of now.
         self.last_update = self.last_update.max(now);
+        if let Some(why) = &self.space_low {
+            if matches!(
+                body,
+                RequestBody::SubmitBatchJob(_)
+                    | RequestBody::AllocateJob(_)
+                    | RequestBody::CreateReservation(_)
+                    | RequestBody::CreateNode(_)
+            ) {
+                return Response::Error(RpcError {
+                    error: SlurmError::Disabled,
+                    detail: Some(format!("slurmctld takes no new work: {why}")),
+                });
+            }
+        }
         let r = match body {
             RequestBody::SubmitBatchJob(d) => self.submit(who, d, now),
             RequestBody::TestJob(d) => self.test_job(who, d, now),

@@ -57,6 +57,7 @@ pub fn run(
         .unwrap_or(1)
         | 1;
     let mut next_tick = Instant::now() + tick;
+    let mut compact_after = Instant::now();
     loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
         let mut batch = Vec::new();
@@ -72,6 +73,20 @@ pub fn run(
             }
         }
         let now = slurm_common::auth::now();
+        // A full StateSaveLocation stops new work, never the controller.
+        match journal.check_space() {
+            Ok(()) => {
+                if ctl.space_low.take().is_some() {
+                    tracing::info!("StateSaveLocation has room again: taking new work");
+                }
+            }
+            Err(m) => {
+                if ctl.space_low.is_none() {
+                    tracing::error!("{m}: refusing new work until space returns");
+                }
+                ctl.space_low = Some(m);
+            }
+        }
         let mut replies = Vec::with_capacity(batch.len());
         let mut shutdown = false;
         for c in batch {
@@ -105,10 +120,21 @@ pub fn run(
         for e in ctl.take_entries() {
             journal.append(&e);
         }
-        if let Err(e) = journal.commit() {
-            // Nothing of this batch may be acknowledged: stop here.
-            tracing::error!("cannot save state: {e}; exiting");
-            std::process::exit(1);
+        // Nothing of this batch is acknowledged or sent on before it is
+        // durable: on an error (the reserve used up on a full disk), wait
+        // and try again rather than lose it.
+        let mut delay = Duration::from_millis(100);
+        let mut failures = 0u32;
+        while let Err(e) = journal.commit() {
+            if failures % 20 == 0 {
+                tracing::error!("cannot save state: {e}; retrying until it can");
+            }
+            failures += 1;
+            std::thread::sleep(delay);
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+        if failures > 0 {
+            tracing::info!("state saved after {failures} failed tries");
         }
         // Publish before replying, so a client reads its own writes.
         if ctl.dirty {
@@ -140,10 +166,12 @@ pub fn run(
         for r in ctl.take_acct() {
             agent.account(r);
         }
-        if journal.size > compact_bytes {
+        if journal.size > compact_bytes && Instant::now() >= compact_after {
+            // A failed compaction (no room for the snapshot) leaves the
+            // journal as it was; try again a little later.
             if let Err(e) = journal.compact(&ctl.p) {
-                tracing::error!("cannot compact state: {e}; exiting");
-                std::process::exit(1);
+                tracing::error!("cannot compact state: {e}; will try again in 30 s");
+                compact_after = Instant::now() + Duration::from_secs(30);
             }
         }
         if shutdown {

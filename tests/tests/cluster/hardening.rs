@@ -362,3 +362,80 @@ fn private_data_hides_other_users_from_the_commands_and_accounting() {
     let out = user("sacct", &args);
     assert_eq!(stdout(&out), format!("{ran_mine}\n"), "{}", stderr(&out));
 }
+
+/// Unmounts a test's file system when dropped.
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// StateSaveLocation on a small file system that fills up: new work is
+/// refused with a clear error, work already taken goes on and is saved,
+/// and when space returns the controller takes work again; a restart
+/// shows nothing acknowledged was lost.
+#[test]
+fn a_full_state_disk_refuses_new_work_loses_nothing_and_recovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = tmp.path().join("statefs");
+    std::fs::create_dir(&fs).unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+        .arg(&fs)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount tmpfs");
+    let _mount = Mount(fs.clone());
+    let mut t = TestCluster::start(1, |s| {
+        s.extra_conf = format!(
+            "StateSaveLocation={}\nSlurmctldParameters=journal_reserve_bytes=1048576\n",
+            fs.display()
+        );
+    });
+    let running = t.sbatch(&["--wrap", "sleep 2"]);
+    t.wait_job(running, 20, "running", |j| j.state == JobState::Running);
+    let held = t.sbatch(&["-H", "--wrap", "true"]);
+
+    // Fill the file system.
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(fs.join("ballast")).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+    }
+    let out = t.run("sbatch", &["-v", "--wrap", "true"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("Requested operation is presently disabled")
+            && stderr(&out).contains("takes no new work")
+            && stderr(&out).contains("journal_reserve_bytes"),
+        "{}",
+        stderr(&out)
+    );
+    // Work already taken goes on, and is saved.
+    let j = t.wait_done(running, 30);
+    assert_eq!(j.state, JobState::Completed, "{:?}", j.reason);
+    let out = t.run("scancel", &[&held.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(t.wait_done(held, 10).state, JobState::Cancelled);
+
+    // Space returns: new work is taken again.
+    std::fs::remove_file(fs.join("ballast")).unwrap();
+    let again = t.sbatch(&["-H", "--wrap", "true"]);
+
+    // Nothing acknowledged was lost.
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld()
+        .unwrap_or_else(|e| panic!("{e}\n{}", t.logs()));
+    let jobs = t.jobs();
+    let state = |id: u32| jobs.iter().find(|j| j.job_id == id).map(|j| j.state);
+    assert_eq!(state(running), Some(JobState::Completed));
+    assert_eq!(state(held), Some(JobState::Cancelled));
+    assert_eq!(state(again), Some(JobState::Pending));
+}
