@@ -170,6 +170,9 @@ pub async fn exchange_async<Q: Serialize, R: DeserializeOwned>(
     }
 }
 
+/// How long a command waits when the controller says to back off.
+const BACKOFF: Duration = Duration::from_secs(1);
+
 /// A command's connection to the controller: where it is and how to prove who
 /// we are.
 pub struct Client {
@@ -187,9 +190,27 @@ impl Client {
         }
     }
 
+    /// Send `body` and wait for the answer. Told to back off (the
+    /// controller's per-user rate limit), wait a second and send it again,
+    /// as Slurm's commands do, for at most the client's timeout.
     pub fn call(&self, body: RequestBody) -> Result<Response, NetError> {
-        let cred = self.creds.credential()?;
-        call_sync(&self.addr, &Request { cred, body }, self.timeout)
+        let give_up = std::time::Instant::now() + self.timeout;
+        loop {
+            let cred = self.creds.credential()?;
+            let req = Request {
+                cred,
+                body: body.clone(),
+            };
+            match call_sync(&self.addr, &req, self.timeout)? {
+                Response::Error(e)
+                    if e.error == slurm_proto::SlurmError::Backoff
+                        && std::time::Instant::now() + BACKOFF < give_up =>
+                {
+                    std::thread::sleep(BACKOFF);
+                }
+                r => return Ok(r),
+            }
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 //!   latest snapshot, forwards changes to the writer.
 //! - [`http`]: HTTP on the RPC port: probes and metrics.
 //! - [`metrics`]: OpenMetrics text from a snapshot.
+//! - [`ratelimit`]: per-user RPC rate limiting (`rl_enable`).
 //! - [`agent`]: delivers effects (launch, terminate, signal) to node daemons.
 //! - [`args`]: the daemon's command line, as Slurm's.
 //!
@@ -25,6 +26,7 @@ pub mod gres;
 pub mod http;
 pub mod journal;
 pub mod metrics;
+pub mod ratelimit;
 pub mod server;
 pub mod state;
 pub mod topology;

@@ -250,6 +250,13 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
                 }
             },
             slurm_uid: slurm_common::users::parse_user(&conf.slurm_user).unwrap_or(0),
+            rate: slurmctld::ratelimit::RateParams::from_conf(&conf)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .map(|p| {
+                    Arc::new(std::sync::Mutex::new(
+                        slurmctld::ratelimit::RateLimiter::new(p),
+                    ))
+                }),
         };
         tokio::spawn(server.serve(listener));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

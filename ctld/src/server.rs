@@ -25,6 +25,8 @@ pub struct Server {
     pub jwt_key: Option<Vec<u8>>,
     /// SlurmUser's uid (may mint tokens for others, as root may).
     pub slurm_uid: u32,
+    /// Per-user rate limiting (`SlurmctldParameters=rl_enable`).
+    pub rate: Option<Arc<std::sync::Mutex<crate::ratelimit::RateLimiter>>>,
 }
 
 /// Borrowed twin of `Response::Jobs` so a snapshot is encoded without copying.
@@ -110,6 +112,17 @@ impl Server {
             };
             let _ = write_frame(&mut sock, &Response::Error(error.into())).await;
             return;
+        }
+        let uid = req.cred.uid;
+        if let (Some(rl), false) = (&self.rate, uid == 0 || uid == self.slurm_uid) {
+            let allowed = rl
+                .lock()
+                .map(|mut r| r.allow(uid, std::time::Instant::now()))
+                .unwrap_or(true);
+            if !allowed {
+                let _ = write_frame(&mut sock, &Response::Error(SlurmError::Backoff.into())).await;
+                return;
+            }
         }
         let bytes = match self.answer(req).await {
             Ok(b) => b,

@@ -996,6 +996,8 @@ pub enum SlurmError {
     InvalidFeature,
     InvalidLicenses,
     NeedRestart,
+    /// Per-user RPC rate limit (`rl_enable`): wait and send again.
+    Backoff,
 }
 
 impl SlurmError {
@@ -1035,6 +1037,7 @@ impl SlurmError {
             SlurmError::InvalidFeature => 2040,
             SlurmError::InvalidLicenses => 2048,
             SlurmError::NeedRestart => 2049,
+            SlurmError::Backoff => 1804,
             SlurmError::ReservationInvalid => 2060,
             SlurmError::ReservationBusy => 2061,
             SlurmError::ReservationAccess => 2062,
@@ -1082,6 +1085,7 @@ impl SlurmError {
             SlurmError::InvalidFeature => "Invalid feature specification",
             SlurmError::InvalidLicenses => "Invalid license specification",
             SlurmError::NeedRestart => "Change requires restart of slurmctld",
+            SlurmError::Backoff => "Slurmctld is busy: too many requests from this user, retry later",
             SlurmError::AccountingPolicy => {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }

@@ -439,3 +439,43 @@ fn a_full_state_disk_refuses_new_work_loses_nothing_and_recovers() {
     assert_eq!(state(held), Some(JobState::Cancelled));
     assert_eq!(state(again), Some(JobState::Pending));
 }
+
+/// `SlurmctldParameters=rl_enable`: a user's burst beyond the bucket is
+/// told to back off (others, and root, are served), and the commands wait
+/// and retry instead of failing.
+#[test]
+fn one_users_request_loop_is_rate_limited_without_failing_commands() {
+    use slurm_proto::Request;
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf =
+            "SlurmctldParameters=rl_enable,rl_bucket_size=5,rl_refill_rate=1,rl_refill_period=1\n"
+                .into();
+    });
+    let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
+    let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
+    let ask = |uid: u32| {
+        let cred = key.sign(uid, uid, "x", slurm_common::auth::now());
+        let r = slurm_common::net::call_sync(
+            &addr,
+            &Request {
+                cred,
+                body: RequestBody::Ping,
+            },
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        matches!(r, Response::Error(ref e) if e.error == SlurmError::Backoff)
+    };
+    let backed_off = (0..12).filter(|_| ask(TEST_UID)).count();
+    assert!(backed_off >= 5, "{backed_off} of 12 backed off");
+    // Another user and root are not held up by it.
+    assert!(!ask(4321));
+    assert!((0..20).all(|_| !ask(0)), "root is never limited");
+    // The command waits for a token rather than fail.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "squeue")
+        .args(["-h"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
