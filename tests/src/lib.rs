@@ -6,6 +6,8 @@
 //! The binaries must be built first (`cargo build --workspace --bins`); the
 //! project's test command does that.
 
+pub mod fuzz;
+
 use slurm_cli::local::{ClusterSpec, LocalCluster};
 use slurm_proto::{JobId, JobRecord, NodeRecord, RequestBody, Response};
 use std::path::{Path, PathBuf};

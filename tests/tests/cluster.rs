@@ -10,6 +10,8 @@ use std::time::Duration;
 mod accounting;
 #[path = "cluster/acct_cmds.rs"]
 mod acct_cmds;
+#[path = "cluster/fuzz.rs"]
+mod fuzz;
 #[path = "cluster/gpus.rs"]
 mod gpus;
 #[path = "cluster/hardening.rs"]
