@@ -3994,13 +3994,32 @@ impl Controller {
         for id in ids {
             let running = self.p.jobs.get(&id).is_some_and(|j| j.state.is_active());
             if running {
-                if let Some(j) = self.job_mut(id) {
-                    j.node_failed = true;
-                }
-                self.end_running(id, JobState::NodeFail, JobReason::NodeDown, now, 0);
+                self.lose_job(id, now);
             }
             self.node_cleaned(id, node);
         }
+    }
+
+    /// A running job lost with a node: a batch job that may be requeued
+    /// (`--requeue`, or `JobRequeue=1`, the default, unless
+    /// `--no-requeue`) goes back to the queue, as Slurm's do; any other
+    /// ends NODE_FAIL.
+    fn lose_job(&mut self, id: JobId, now: i64) {
+        let job_requeue = self.conf.get("JobRequeue").map(str::trim) != Some("0");
+        let requeue = self
+            .p
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.batch && j.desc.requeue.unwrap_or(job_requeue));
+        if requeue {
+            tracing::info!("job {id} lost with its node: requeued");
+            self.requeue_running(id, 0, now);
+            return;
+        }
+        if let Some(j) = self.job_mut(id) {
+            j.node_failed = true;
+        }
+        self.end_running(id, JobState::NodeFail, JobReason::NodeDown, now, 0);
     }
 
     fn set_admin(&mut self, name: &str, f: impl FnOnce(&mut NodeAdmin)) {
@@ -4095,10 +4114,7 @@ impl Controller {
             .map(|j| j.job_id)
             .collect();
         for id in lost {
-            if let Some(j) = self.job_mut(id) {
-                j.node_failed = true;
-            }
-            self.end_running(id, JobState::NodeFail, JobReason::NodeDown, now, 0);
+            self.lose_job(id, now);
         }
         // Jobs the daemon runs that we consider over: make it stop them.
         for id in &r.running_jobs {

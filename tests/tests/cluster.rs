@@ -10,6 +10,8 @@ use std::time::Duration;
 mod accounting;
 #[path = "cluster/acct_cmds.rs"]
 mod acct_cmds;
+#[path = "cluster/faults.rs"]
+mod faults;
 #[path = "cluster/fuzz.rs"]
 mod fuzz;
 #[path = "cluster/gpus.rs"]
@@ -191,7 +193,7 @@ fn controller_crash_loses_no_acknowledged_submission_and_readopts_running_jobs()
 #[test]
 fn dead_node_daemon_goes_down_and_its_job_fails_then_returns() {
     let mut t = TestCluster::start(2, |s| s.slurmd_timeout = 3);
-    let id = t.sbatch(&["-N", "2", "--wrap", "sleep 120"]);
+    let id = t.sbatch(&["-N", "2", "--no-requeue", "--wrap", "sleep 120"]);
     t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
     t.c.kill_slurmd(1, libc::SIGKILL);
     let n = t.wait_node("n2", 20, "down", |n| n.base_state == NodeBaseState::Down);

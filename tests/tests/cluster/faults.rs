@@ -1,0 +1,231 @@
+//! Fault injection: each case breaks one part of a running cluster (kill
+//! -9, a dead node daemon, a missing accounting daemon), checks that
+//! nothing acknowledged is lost, and prints its figures on a line starting
+//! `FIGURE` (collected in docs/reliability.md). Every case is bounded in
+//! time and stops its daemons itself.
+
+use super::write_script;
+use slurm_proto::{JobState, RequestBody, Response};
+use slurm_tests::*;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+fn figure(case: &str, what: &str) {
+    eprintln!("FIGURE | {case} | {what}");
+}
+
+/// 2000 submissions from eight threads; the controller is killed with
+/// SIGKILL halfway (the journal compacting every few dozen jobs) and
+/// restarted while the threads keep trying.
+#[test]
+fn controller_killed_during_2000_concurrent_submissions() {
+    let mut t = TestCluster::start(1, |s| {
+        s.extra_conf = "SlurmctldParameters=journal_compact_bytes=200000\n".into();
+    });
+    let script = write_script(
+        &t,
+        "s.sh",
+        &format!("#!/bin/sh\n# {}\ntrue\n", "y".repeat(1500)),
+    );
+    let (bin, conf, work, path) = (
+        t.c.spec.bin_dir.join("sbatch"),
+        t.c.spec.conf_path(),
+        t.work.clone(),
+        t.path(),
+    );
+    let sbatch = || {
+        let mut c = std::process::Command::new(&bin);
+        c.env("SLURM_CONF", &conf)
+            .env("PATH", &path)
+            .current_dir(&work)
+            .args(["--parsable", "-H", &script]);
+        c
+    };
+    let acked = Mutex::new(Vec::new());
+    let tried = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    let mut down_for = Duration::ZERO;
+    std::thread::scope(|sc| {
+        for _ in 0..8 {
+            let (acked, tried, failed, sbatch) = (&acked, &tried, &failed, &sbatch);
+            sc.spawn(move || {
+                while tried.fetch_add(1, Ordering::Relaxed) < 2000 {
+                    let out = sbatch().output().unwrap();
+                    match stdout(&out).trim().parse::<u32>() {
+                        Ok(id) if out.status.success() => acked.lock().unwrap().push(id),
+                        _ => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while acked.lock().unwrap().len() < 1000 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        t.c.kill_ctld(libc::SIGKILL);
+        let t0 = Instant::now();
+        t.c.start_ctld().unwrap_or_else(|e| panic!("restart: {e}"));
+        // Serving again: the first answered query after the restart.
+        while !matches!(t.c.call(RequestBody::Ping), Ok(Response::Pong { .. })) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        down_for = t0.elapsed();
+        done.store(true, Ordering::Relaxed);
+    });
+    let acked = acked.into_inner().unwrap();
+    let jobs = t.jobs();
+    let have: std::collections::HashSet<u32> = jobs.iter().map(|j| j.job_id).collect();
+    let lost = acked.iter().filter(|id| !have.contains(id)).count();
+    figure(
+        "kill -9 slurmctld during 2000 concurrent submissions",
+        &format!(
+            "{} acknowledged, {} refused while down, {lost} lost, serving again {} ms after restart",
+            acked.len(),
+            failed.load(Ordering::Relaxed),
+            down_for.as_millis()
+        ),
+    );
+    assert_eq!(lost, 0);
+    assert!(acked.len() >= 1000);
+    // Ids are never handed out twice.
+    let mut ids = acked.clone();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), acked.len(), "an id was acknowledged twice");
+}
+
+/// A node daemon killed with running jobs and restarted within
+/// SlurmdTimeout: the jobs run on and end well, their output whole (a job
+/// whose launch was lost with the daemon is requeued and runs again).
+#[test]
+fn node_daemon_killed_and_back_within_its_timeout() {
+    let mut t = TestCluster::start(2, |s| s.slurmd_timeout = 20);
+    let script = write_script(
+        &t,
+        "count.sh",
+        "#!/bin/sh\nfor i in 1 2 3 4 5 6; do echo line $i; sleep 1; done\n",
+    );
+    let ids: Vec<u32> = (0..4)
+        .map(|k| t.sbatch(&["-o", &format!("count-{k}.out"), &script]))
+        .collect();
+    for id in &ids {
+        t.wait_job(*id, 20, "running", |j| j.state == JobState::Running);
+    }
+    t.c.kill_slurmd(0, libc::SIGKILL);
+    t.c.kill_slurmd(1, libc::SIGKILL);
+    std::thread::sleep(Duration::from_secs(2));
+    t.c.start_slurmd(0).unwrap();
+    t.c.start_slurmd(1).unwrap();
+    let mut ok = 0;
+    for (k, id) in ids.iter().enumerate() {
+        let j = t.wait_done(*id, 60);
+        let out =
+            std::fs::read_to_string(t.work.join(format!("count-{k}.out"))).unwrap_or_default();
+        if j.state == JobState::Completed && out.lines().count() == 6 {
+            ok += 1;
+        }
+        assert_eq!(j.state, JobState::Completed, "{:?}\n{}", j.reason, t.logs());
+        assert_eq!(out.lines().count(), 6, "{out}");
+    }
+    figure(
+        "kill -9 slurmd with running jobs, back within SlurmdTimeout",
+        &format!("{ok} of {} jobs completed with whole output", ids.len()),
+    );
+}
+
+/// A node daemon that stays dead past SlurmdTimeout: its jobs end
+/// NODE_FAIL, and a requeueable one goes back to the queue.
+#[test]
+fn node_daemon_dead_past_its_timeout() {
+    let mut t = TestCluster::start(2, |s| s.slurmd_timeout = 3);
+    let keep = t.sbatch(&["-w", "n2", "--no-requeue", "--wrap", "sleep 120"]);
+    let again = t.sbatch(&["-w", "n2", "--requeue", "--wrap", "sleep 120"]);
+    for id in [keep, again] {
+        t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
+    }
+    let t0 = Instant::now();
+    t.c.kill_slurmd(1, libc::SIGKILL);
+    let j = t.wait_done(keep, 30);
+    let failed_after = t0.elapsed();
+    assert_eq!(j.state, JobState::NodeFail);
+    let r = t.wait_job(again, 30, "requeued", |j| {
+        j.state == JobState::Pending && j.restarts >= 1
+    });
+    figure(
+        "kill -9 slurmd past SlurmdTimeout=3",
+        &format!(
+            "job NODE_FAIL after {:.1} s; requeueable job back in the queue (restarts={})",
+            failed_after.as_secs_f64(),
+            r.restarts
+        ),
+    );
+}
+
+/// slurmdbd killed while 1000 jobs run and finish; started again after:
+/// every job reaches accounting exactly once.
+#[test]
+fn accounting_daemon_down_while_1000_jobs_finish() {
+    let mut t = TestCluster::start(3, |s| {
+        s.accounting = true;
+        s.cpus = 8;
+    });
+    t.c.kill_dbd(libc::SIGKILL);
+    let t0 = Instant::now();
+    let first = t.sbatch(&["--array=0-999", "-o", "/dev/null", "--wrap", "true"]);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let left = t
+            .jobs()
+            .iter()
+            .filter(|j| j.job_id >= first && !j.state.is_finished())
+            .count();
+        if left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{left} jobs left");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let ran_for = t0.elapsed();
+    t.c.start_dbd().unwrap();
+    let t1 = Instant::now();
+    let (mut rows, mut ids) = (0, std::collections::HashSet::new());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        let out = t.run(
+            "sacct",
+            &[
+                "-a",
+                "-X",
+                "-n",
+                "-P",
+                "--format=JobID",
+                "-j",
+                &first.to_string(),
+            ],
+        );
+        let text = stdout(&out);
+        rows = text.lines().count();
+        ids = text.lines().map(str::to_string).collect();
+        if rows >= 1000 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    figure(
+        "slurmdbd down while 1000 jobs finish",
+        &format!(
+            "jobs done in {:.1} s without it; after restart {rows} records ({} distinct) in {:.1} s; lost {}, doubled {}",
+            ran_for.as_secs_f64(),
+            ids.len(),
+            t1.elapsed().as_secs_f64(),
+            1000usize.saturating_sub(ids.len()),
+            rows - ids.len()
+        ),
+    );
+    assert_eq!(ids.len(), 1000, "records lost");
+    assert_eq!(rows, 1000, "records doubled");
+}
