@@ -126,7 +126,7 @@ pub fn run(
         let mut delay = Duration::from_millis(100);
         let mut failures = 0u32;
         while let Err(e) = journal.commit() {
-            if failures % 20 == 0 {
+            if failures.is_multiple_of(20) {
                 tracing::error!("cannot save state: {e}; retrying until it can");
             }
             failures += 1;

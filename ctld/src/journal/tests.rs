@@ -162,13 +162,11 @@ fn a_crash_at_any_step_of_compaction_loses_and_doubles_nothing() {
     for steps in 0..=4 {
         let d = tempfile::tempdir().unwrap();
         let (mut j, mut saved) = open(d.path());
-        let mut seq = 1;
         for id in 1..=6u32 {
-            for e in [payload(id, "x"), acct(seq, id)] {
+            for e in [payload(id, "x"), acct(u64::from(id), id)] {
                 saved.apply(e.clone());
                 j.append(&e);
             }
-            seq += 1;
             j.commit().unwrap();
             if id == 3 {
                 j.compact(&saved).unwrap();
