@@ -3632,9 +3632,19 @@ impl Controller {
         status: i32,
         oom: bool,
         usage: Option<(TaskUsage, String)>,
+        node: &str,
         now: i64,
     ) {
-        if !self.p.jobs.contains_key(&id) {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return;
+        };
+        // A report from a node the script no longer runs on (a node that
+        // was cut off while the job was requeued and started elsewhere)
+        // is about an old run: it must not end the new one.
+        if let Some(host) = j.batch_host.as_deref().filter(|h| *h != node) {
+            tracing::info!(
+                "job {id}: batch completion from {node} ignored (its script runs on {host})"
+            );
             return;
         }
         if let Some((u, node)) = usage {
@@ -4396,7 +4406,8 @@ impl Controller {
                 usage,
                 node,
             } if who.privileged => {
-                self.batch_complete(job_id, status, oom, usage.map(|u| (u, node)), now);
+                let from = node.clone();
+                self.batch_complete(job_id, status, oom, usage.map(|u| (u, node)), &from, now);
                 Ok(Response::Ok)
             }
             RequestBody::JobCleaned { job_id, node } if who.privileged => {

@@ -229,3 +229,77 @@ fn accounting_daemon_down_while_1000_jobs_finish() {
     assert_eq!(ids.len(), 1000, "records lost");
     assert_eq!(rows, 1000, "records doubled");
 }
+
+/// A node daemon that stops answering (frozen, as behind a cut network)
+/// past SlurmdTimeout, then comes back: its requeued job runs on the other
+/// node meanwhile, and the copy left behind is killed once the daemon is
+/// back, so the job never runs twice for long.
+#[test]
+fn node_daemon_unreachable_then_back_never_keeps_a_job_twice() {
+    let mut t = TestCluster::start(2, |s| s.slurmd_timeout = 3);
+    let runs = t.work.join("runs");
+    let script = write_script(
+        &t,
+        "r.sh",
+        &format!(
+            "#!/bin/sh\necho \"$SLURMD_NODENAME $$\" >> {}\nexec sleep 300\n",
+            runs.display()
+        ),
+    );
+    let id = t.sbatch(&["--requeue", &script]);
+    let j = t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
+    let first = j.batch_host.clone().unwrap();
+    let i = if first == "n1" { 0 } else { 1 };
+    let wait_line = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = std::fs::read_to_string(&runs).unwrap_or_default();
+            if text.lines().count() >= n {
+                return text;
+            }
+            assert!(Instant::now() < deadline, "{text}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let old_pid: i32 = wait_line(1)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let t0 = Instant::now();
+    t.c.kill_slurmd(i, libc::SIGSTOP);
+    let j = t.wait_job(id, 40, "running on the other node", |j| {
+        j.state == JobState::Running && j.batch_host.as_deref() != Some(first.as_str())
+    });
+    let moved_after = t0.elapsed();
+    assert!(j.restarts >= 1);
+    wait_line(2);
+    // SAFETY: signal 0 only checks that the pid exists.
+    let alive = |pid: i32| unsafe { libc::kill(pid, 0) } == 0;
+    assert!(alive(old_pid), "the frozen node's copy still runs");
+    t.c.kill_slurmd(i, libc::SIGCONT);
+    let t1 = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(old_pid) {
+        assert!(
+            Instant::now() < deadline,
+            "the stale copy was never killed\n{}",
+            t.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let killed_after = t1.elapsed();
+    // The node is back and the new run goes on.
+    t.wait_node(&first, 20, "back", |n| !n.flags.not_responding);
+    assert_eq!(t.job(id).unwrap().state, JobState::Running);
+    figure(
+        "slurmd frozen past SlurmdTimeout=3, then back",
+        &format!(
+            "job requeued and running on the other node {:.1} s after the freeze; stale copy killed {:.1} s after the daemon came back",
+            moved_after.as_secs_f64(),
+            killed_after.as_secs_f64()
+        ),
+    );
+    let _ = t.run("scancel", &[&id.to_string()]);
+}
