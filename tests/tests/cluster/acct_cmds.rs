@@ -270,6 +270,35 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+
+    // A QOS the user's association does not list: refused at submission,
+    // and a pending job cannot be moved into it either.
+    mgr(&t, &["-i", "add", "qos", "gold", "Priority=100"]);
+    mgr(&t, &["-i", "modify", "user", "nobody", "set", "QOS=normal"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = t
+            .cmd_as(TEST_UID, TEST_GID, "sbatch")
+            .args(["-v", "--qos=gold", "-H", "--wrap", "true"])
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{}", text(&o));
+        // Once the controller knows gold exists, the refusal is the
+        // association's.
+        if text(&o).contains("QOS 'gold' is not allowed for user 'nobody'") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", text(&o));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let held = t.sbatch_as_user(&["-H", "--wrap", "true"]);
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["update", &format!("JobId={held}"), "QOS=gold"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "moved into a QOS it may not use");
+    assert_ne!(t.job(held).unwrap().qos, "gold");
 }
 
 /// Submit `args` as the test user until the job shows that the controller
