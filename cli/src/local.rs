@@ -32,6 +32,9 @@ pub struct ClusterSpec {
     pub extra_conf: String,
     /// Lines appended to the generated slurmdbd.conf.
     pub extra_dbd_conf: String,
+    /// Environment for every daemon and command started (tests use it to
+    /// run the whole cluster under a fake clock).
+    pub env: Vec<(String, String)>,
     /// Where slurmctld and slurmd are.
     pub bin_dir: PathBuf,
     /// `Some(secs)`: one `slurmd --mock[=secs]` process serves every node
@@ -113,6 +116,7 @@ impl ClusterSpec {
             min_job_age: 300,
             extra_conf: String::new(),
             extra_dbd_conf: String::new(),
+            env: Vec::new(),
             bin_dir: bin_dir.to_path_buf(),
             mock: None,
             accounting: false,
@@ -338,6 +342,7 @@ impl LocalCluster {
         let log2 = log.try_clone().map_err(io_err("dup log"))?;
         let mut cmd = Command::new(&exe);
         cmd.args(args)
+            .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
             .env("SLURM_CONF", self.spec.conf_path())
             .stdin(Stdio::null())
             .stdout(log)
@@ -516,7 +521,8 @@ impl LocalCluster {
     /// A command from `bin_dir` with `SLURM_CONF` pointing at this cluster.
     pub fn command(&self, prog: &str) -> Command {
         let mut c = Command::new(self.spec.bin_dir.join(prog));
-        c.env("SLURM_CONF", self.spec.conf_path());
+        c.envs(self.spec.env.iter().map(|(k, v)| (k, v)))
+            .env("SLURM_CONF", self.spec.conf_path());
         c
     }
 }

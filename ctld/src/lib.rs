@@ -14,6 +14,7 @@
 //! - [`ratelimit`]: per-user RPC rate limiting (`rl_enable`).
 //! - [`agent`]: delivers effects (launch, terminate, signal) to node daemons.
 //! - [`args`]: the daemon's command line, as Slurm's.
+//! - [`clock`]: noticing steps of the system clock.
 //!
 //! Invariants: one writer; nothing is acknowledged before it is durable; the
 //! writer never waits on the network (effects are sent by async tasks).
@@ -22,6 +23,7 @@ pub mod acct;
 pub mod agent;
 pub mod args;
 pub mod assoc;
+pub mod clock;
 pub mod gres;
 pub mod http;
 pub mod journal;

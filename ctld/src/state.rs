@@ -4010,6 +4010,43 @@ impl Controller {
         }
     }
 
+    /// The system clock stepped by `d` seconds (see [`crate::clock`]): move
+    /// every time that measures elapsed time with it, so running jobs keep
+    /// their elapsed time and limit and nodes their last contact. Times
+    /// people gave (`--begin`, reservations) and past ones stay.
+    pub fn clock_stepped(&mut self, d: i64) {
+        let ids: Vec<JobId> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state.is_active())
+            .map(|j| j.job_id)
+            .collect();
+        for id in ids {
+            if let Some(j) = self.job_mut(id) {
+                for t in [&mut j.start_time, &mut j.end_time, &mut j.suspend_time] {
+                    if let Some(t) = t.as_mut() {
+                        *t += d;
+                    }
+                }
+            }
+            self.save_job(id);
+        }
+        for n in &mut self.nodes {
+            if let Some(t) = n.last_heard.as_mut() {
+                *t += d;
+            }
+        }
+        for t in self.preempting.values_mut() {
+            *t += d;
+        }
+        self.boot_time += d;
+        self.gang_slice += d;
+        self.suspend_resent += d;
+        self.dirty = true;
+        self.refresh();
+    }
+
     /// A running job lost with a node: a batch job that may be requeued
     /// (`--requeue`, or `JobRequeue=1`, the default, unless
     /// `--no-requeue`) goes back to the queue, as Slurm's do; any other

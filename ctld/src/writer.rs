@@ -58,6 +58,7 @@ pub fn run(
         | 1;
     let mut next_tick = Instant::now() + tick;
     let mut compact_after = Instant::now();
+    let mut clock = crate::clock::StepDetector::new(crate::clock::wall_ms(), Instant::now());
     loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
         let mut batch = Vec::new();
@@ -73,6 +74,13 @@ pub fn run(
             }
         }
         let now = slurm_common::auth::now();
+        if let Some(step) = clock.observe(crate::clock::wall_ms(), Instant::now()) {
+            tracing::warn!(
+                "the system clock stepped by {step} s: running jobs' times and nodes' last \
+                 contact move with it"
+            );
+            ctl.clock_stepped(step);
+        }
         // A full StateSaveLocation stops new work, never the controller.
         match journal.check_space() {
             Ok(()) => {

@@ -303,3 +303,82 @@ fn node_daemon_unreachable_then_back_never_keeps_a_job_twice() {
     );
     let _ = t.run("scancel", &[&id.to_string()]);
 }
+
+/// The whole cluster's clock stepped an hour forward and then back (the
+/// daemons and commands run under libfaketime, with a real monotonic
+/// clock): no job reaches its limit early, no node is declared dead, and
+/// the job's run time counts only the time that really passed.
+#[test]
+fn clock_stepped_an_hour_forward_and_back_ends_nothing_early() {
+    let lib = ["x86_64-linux-gnu", "aarch64-linux-gnu"]
+        .iter()
+        .map(|a| std::path::PathBuf::from(format!("/usr/lib/{a}/faketime/libfaketime.so.1")))
+        .find(|p| p.exists())
+        .expect("libfaketime (scripts/setup installs it)");
+    let tmp = tempfile::tempdir().unwrap();
+    let offset = tmp.path().join("offset");
+    std::fs::write(&offset, "+0\n").unwrap();
+    let t = TestCluster::start(1, |s| {
+        s.slurmd_timeout = 10;
+        s.env = vec![
+            ("LD_PRELOAD".into(), lib.display().to_string()),
+            (
+                "FAKETIME_TIMESTAMP_FILE".into(),
+                offset.display().to_string(),
+            ),
+            ("FAKETIME_NO_CACHE".into(), "1".into()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+        ];
+    });
+    let run = |prog: &str, args: &[&str]| stdout(&t.cmd(prog).args(args).output().unwrap());
+    let id = run("sbatch", &["--parsable", "-t", "2", "--wrap", "sleep 12"]);
+    let id = id.trim().to_string();
+    let state = || {
+        run("squeue", &["-h", "-j", &id, "-o", "%T"])
+            .trim()
+            .to_string()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while state() != "RUNNING" {
+        assert!(Instant::now() < deadline, "never ran: {}", state());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for (to, step) in [("+3600", 3600), ("+0", -3600)] {
+        std::fs::write(&offset, format!("{to}\n")).unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+        assert_eq!(state(), "RUNNING", "after a step of {step} s\n{}", t.logs());
+        let node = run("sinfo", &["-h", "-o", "%t"]);
+        assert!(
+            !node.contains("down"),
+            "node {node} after a step of {step} s"
+        );
+        assert!(
+            t.logs()
+                .contains(&format!("the system clock stepped by {step} s")),
+            "{}",
+            t.logs()
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let show = loop {
+        let show = run("scontrol", &["show", "job", &id]);
+        if show.contains("JobState=COMPLETED") {
+            break show;
+        }
+        assert!(Instant::now() < deadline, "{show}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let runtime = show
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("RunTime="))
+        .unwrap()
+        .to_string();
+    assert!(
+        ("00:00:11".."00:00:20").contains(&runtime.as_str()),
+        "RunTime={runtime}"
+    );
+    figure(
+        "system clock stepped +1 h then -1 h under a running job (libfaketime)",
+        &format!("job ran to completion, RunTime={runtime} for a 12 s job with a 2 min limit; node stayed up"),
+    );
+}
