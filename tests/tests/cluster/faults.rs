@@ -382,3 +382,165 @@ fn clock_stepped_an_hour_forward_and_back_ends_nothing_early() {
         &format!("job ran to completion, RunTime={runtime} for a 12 s job with a 2 min limit; node stayed up"),
     );
 }
+
+/// A PostgreSQL server of the test's own, restarted in immediate mode (its
+/// connections cut, as in a crash) while slurmdbd ingests the records of
+/// 300 jobs: every job reaches accounting exactly once.
+#[test]
+fn database_server_restarted_during_ingestion() {
+    let pg = std::path::Path::new("/usr/local/bin/pg_ctl");
+    assert!(
+        pg.exists(),
+        "PostgreSQL's pg_ctl is part of this machine's image"
+    );
+    let tmp = tempfile::Builder::new()
+        .prefix("slurm-pg-")
+        .tempdir()
+        .unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let chown = |p: &std::path::Path| {
+        assert!(std::process::Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(p)
+            .status()
+            .unwrap()
+            .success());
+    };
+    chown(tmp.path());
+    let port = slurm_cli::local::free_port("127.0.0.1")
+        .unwrap()
+        .to_string();
+    let as_pg = |args: &[&str]| {
+        let out = std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+    };
+    let d = data.display().to_string();
+    let log = tmp.path().join("pg.log").display().to_string();
+    let opts = format!(
+        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+        tmp.path().display()
+    );
+    as_pg(&[
+        "/usr/local/bin/initdb",
+        "-D",
+        &d,
+        "-A",
+        "trust",
+        "-U",
+        "postgres",
+    ]);
+    as_pg(&[
+        "/usr/local/bin/pg_ctl",
+        "-D",
+        &d,
+        "-o",
+        &opts,
+        "-l",
+        &log,
+        "-w",
+        "start",
+    ]);
+    struct Stop(String);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("runuser")
+                .args([
+                    "-u",
+                    "postgres",
+                    "--",
+                    "/usr/local/bin/pg_ctl",
+                    "-D",
+                    &self.0,
+                ])
+                .args(["-m", "immediate", "-w", "stop"])
+                .output();
+        }
+    }
+    let _stop = Stop(d.clone());
+    let t = TestCluster::start(3, |s| {
+        s.accounting = true;
+        s.cpus = 8;
+        s.extra_dbd_conf = format!(
+            "StorageType=accounting_storage/pgsql\nStorageHost=127.0.0.1\nStoragePort={port}\n\
+             StorageUser=postgres\nStorageLoc=postgres\n"
+        );
+    });
+    // Jobs end over several seconds, so records flow while the server
+    // goes down and comes back.
+    let first = t.sbatch(&["--array=0-299%24", "-o", "/dev/null", "--wrap", "sleep 0.3"]);
+    // Records of ended jobs (each job's start was recorded at submission).
+    let count = || {
+        let out = t.run(
+            "sacct",
+            &[
+                "-a",
+                "-X",
+                "-n",
+                "-P",
+                "--format=JobID,State",
+                "-j",
+                &first.to_string(),
+            ],
+        );
+        let lines: Vec<String> = stdout(&out)
+            .lines()
+            .filter(|l| l.ends_with("|COMPLETED"))
+            .map(str::to_string)
+            .collect();
+        let distinct: std::collections::HashSet<String> = lines.iter().cloned().collect();
+        (lines.len(), distinct.len())
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut at = Vec::new();
+    for when in [40, 120] {
+        while count().0 < when {
+            assert!(Instant::now() < deadline, "records stopped\n{}", t.logs());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        at.push(count().0);
+        as_pg(&[
+            "/usr/local/bin/pg_ctl",
+            "-D",
+            &d,
+            "-o",
+            &opts,
+            "-l",
+            &log,
+            "-m",
+            "immediate",
+            "-w",
+            "restart",
+        ]);
+    }
+    assert!(
+        at.iter().all(|n| *n < 300),
+        "the restarts came after ingestion: {at:?}"
+    );
+    let (rows, distinct) = loop {
+        let (rows, distinct) = count();
+        if distinct >= 300 {
+            break (rows, distinct);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{distinct} of 300 records\n{}",
+            t.logs()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    figure(
+        "PostgreSQL restarted twice (immediate) during ingestion of 300 jobs",
+        &format!("restarted at {at:?} records; then {rows} records, {distinct} distinct: lost {}, doubled {}", 300 - distinct, rows - distinct),
+    );
+    assert_eq!((rows, distinct), (300, 300));
+}
