@@ -15,14 +15,15 @@
 //! step's `cgroup.procs` (see `launch::exec`). Limits sit on the job
 //! directory: `cpuset.cpus` (ConstrainCores), `memory.limit_in_bytes` /
 //! `memory.max` and the swap limit (ConstrainRAMSpace/ConstrainSwapSpace),
-//! and `devices.deny` for GPUs not given to the job (ConstrainDevices; v1
-//! only: v2 needs an eBPF program, which is not supported, and says so).
+//! and, for GPUs not given to the job (ConstrainDevices), `devices.deny`
+//! on v1 or an eBPF device program on v2 ([`bpf`]).
 //!
 //! Killing a job kills every process in its directories: v2 writes
 //! `cgroup.kill`; v1 freezes the job, sends SIGKILL to every pid and thaws;
 //! both then check that nothing is left. Paths are injectable (the mount
 //! point comes from cgroup.conf) so tests run against fake trees.
 
+pub mod bpf;
 pub mod conf;
 pub mod cpus;
 
@@ -551,6 +552,8 @@ pub struct Manager {
     tops: Vec<(String, PathBuf)>,
     /// Controllers usable below the top (v2).
     v2_enabled: Vec<String>,
+    /// cgroup v2 device programs load here (ConstrainDevices works).
+    v2_devices: bool,
     node_mem_mib: u64,
     devices: Vec<GresDevice>,
     cpus: Mutex<CpuBook>,
@@ -703,10 +706,14 @@ impl Manager {
             let root_on = enable_v2(&mount, &[]);
             v2_enabled = enable_v2(&tops[0].1, &root_on);
         }
+        let mut v2_devices = false;
         if o.constrain && o.conf.constrain_devices && version == Version::V2 {
-            notes.push(
-                "ConstrainDevices=yes: device confinement on cgroup v2 needs eBPF, which is not supported; jobs are not confined to their GPUs".into(),
-            );
+            match bpf::available() {
+                Ok(()) => v2_devices = true,
+                Err(e) => notes.push(format!(
+                    "ConstrainDevices=yes but this kernel refuses cgroup device programs ({e}); jobs are not confined to their GPUs"
+                )),
+            }
         }
         if o.constrain
             && o.conf.constrain_cores
@@ -728,6 +735,7 @@ impl Manager {
             constrain: o.constrain,
             tops,
             v2_enabled,
+            v2_devices,
             node_mem_mib: o.node_mem_mib,
             devices: o.devices,
             cpus: Mutex::new(CpuBook::new(o.cpu_order)),
@@ -863,6 +871,18 @@ impl Manager {
                 (Version::V2, _) => {
                     let uid_on = enable_v2(&uid_dir, &self.v2_enabled);
                     enable_v2(&job_dir, &uid_on);
+                    if on && c.constrain_devices && self.v2_devices {
+                        let deny: Vec<(u32, u32)> = self
+                            .devices
+                            .iter()
+                            .filter(|d| !spec.gpus.as_ref().is_some_and(|g| g.contains(&d.index)))
+                            .filter_map(|d| d.dev)
+                            .collect();
+                        if !deny.is_empty() {
+                            bpf::deny_devices(&job_dir, &deny)
+                                .map_err(io_err("attach a device program to", &job_dir))?;
+                        }
+                    }
                     let has = |c: &str| uid_on.iter().any(|x| x == c);
                     if !cpus.is_empty() && has("cpuset") {
                         write(&job_dir.join("cpuset.cpus"), &format_cpu_list(cpus))?;
