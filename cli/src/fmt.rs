@@ -407,6 +407,17 @@ pub fn job_tres(job: &JobRecord, node_mem: Option<u64>) -> String {
         }
         parts.push(format!("node={}", job.alloc.nodes.len()));
         parts.push(format!("billing={cpus}"));
+        // As Slurm: `gres/gpu=2`, then each type (`gres/gpu:a100=2`).
+        let mut gres: std::collections::BTreeMap<String, usize> = Default::default();
+        for g in job.alloc.gres.iter().flatten() {
+            *gres.entry(g.name.clone()).or_default() += g.indices.len();
+            if let Some(k) = &g.kind {
+                *gres.entry(format!("{}:{k}", g.name)).or_default() += g.indices.len();
+            }
+        }
+        for (name, n) in gres.into_iter().filter(|(_, n)| *n > 0) {
+            parts.push(format!("gres/{name}={n}"));
+        }
     } else {
         let cpus = job.req_cpus.max(1);
         let nodes = job.min_nodes.max(1);

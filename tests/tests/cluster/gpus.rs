@@ -37,6 +37,12 @@ fn gpu_jobs_get_their_own_device_indices() {
     // More than n1 has waits for Resources; more than any node has is refused.
     let hog = t.sbatch(&["-w", "n1", "--gres=gpu:4", "--wrap", "sleep 30"]);
     t.wait_job(hog, 30, "running", |j| j.state == JobState::Running);
+    // Its TRES name the GPUs, in all and by type, as Slurm's do.
+    let detail = stdout(&t.run("scontrol", &["show", "job", &hog.to_string()]));
+    assert!(
+        detail.contains(",billing=1,gres/gpu=4,gres/gpu:a100=2,gres/gpu:v100=2\n"),
+        "{detail}"
+    );
     let wait = t.sbatch(&["-w", "n1", "--gres=gpu:1", &show]);
     t.wait_job(wait, 30, "pending on resources", |j| {
         j.reason == JobReason::Resources
