@@ -52,7 +52,7 @@ pub fn dbd_call(
         return Err("Slurm accounting storage is disabled".into());
     }
     let cred = slurm_common::auth::CredSource::from_conf(conf)
-        .credential()
+        .credential(&slurm_common::dbd::bound(&body))
         .map_err(|e| format!("cannot get a credential: {e}"))?;
     let addr = conf.dbd_address();
     slurm_common::dbd::call_sync(

@@ -762,14 +762,16 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             cwd: workdir.clone(),
             io_addr: io_addr.clone(),
             job_name: r.job.name.clone(),
-            partition: r.job.partition.clone(),
-            account: r.job.account.clone(),
+            // The job's facts as the controller signed them in the step's
+            // credential (the node daemons check they match).
+            partition: l.cred.partition.clone(),
+            account: l.cred.account.clone(),
             cluster_name: r.conf.cluster_name.clone(),
-            job_nodes: r.job.alloc.nodes.clone(),
-            job_cpus: r.job.alloc.cpus.clone(),
-            job_tasks: r.job.alloc.tasks.clone(),
-            job_gres: r.job.alloc.gres.clone(),
-            job_mem: r.job.alloc.mem.clone(),
+            job_nodes: l.cred.alloc.nodes.clone(),
+            job_cpus: l.cred.alloc.cpus.clone(),
+            job_tasks: l.cred.alloc.tasks.clone(),
+            job_gres: l.cred.alloc.gres.clone(),
+            job_mem: l.cred.alloc.mem.clone(),
             cpu_bind: r
                 .opts
                 .cpu_bind
@@ -780,18 +782,19 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
                 .distribution
                 .clone()
                 .or_else(|| std::env::var("SLURM_DISTRIBUTION").ok()),
-            job_start: r.job.start_time,
+            job_start: l.cred.job_start,
         };
+        let node = l.nodes[k].clone();
+        let body = RequestBody::LaunchTasks(Box::new(t));
+        let bind =
+            slurm_common::auth::Binding::for_body(&body, &slurm_common::auth::to_slurmd(&node))
+                .map_err(|e| format!("srun: error: {e}"))?;
         let cred = creds
-            .credential()
+            .credential(&bind)
             .map_err(|e| format!("srun: error: {e}"))?;
         let addr = addr.clone();
-        let node = l.nodes[k].clone();
         launches.push(tokio::spawn(async move {
-            let req = Request {
-                cred,
-                body: RequestBody::LaunchTasks(Box::new(t)),
-            };
+            let req = Request { cred, body };
             (
                 node,
                 net::call_async(&addr, &req, Duration::from_secs(30)).await,
@@ -1085,16 +1088,18 @@ async fn first_of<F: std::future::Future<Output = i32> + Unpin>(mut futs: Vec<F>
 
 async fn send_signal(conf: &SlurmConf, l: &StepLayout, sig: i32) {
     let creds = CredSource::from_conf(conf);
-    for addr in &l.addrs {
-        if let Ok(cred) = creds.credential() {
-            let req = Request {
-                cred,
-                body: RequestBody::SignalTasks {
-                    job_id: l.job_id,
-                    step_id: l.step_id,
-                    signal: sig,
-                },
-            };
+    for (addr, node) in l.addrs.iter().zip(&l.nodes) {
+        let body = RequestBody::SignalTasks {
+            job_id: l.job_id,
+            step_id: l.step_id,
+            signal: sig,
+        };
+        let to = slurm_common::auth::to_slurmd(node);
+        let Ok(bind) = slurm_common::auth::Binding::for_body(&body, &to) else {
+            continue;
+        };
+        if let Ok(cred) = creds.credential(&bind) {
+            let req = Request { cred, body };
             let _ = net::call_async(addr, &req, Duration::from_secs(5)).await;
         }
     }

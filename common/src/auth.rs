@@ -1,6 +1,11 @@
 //! `auth/slurm` semantics: every request carries a credential (uid, gid, host,
 //! issue and expiry times, nonce) signed with HMAC-SHA256 under the cluster
-//! key, `slurm.key` beside `slurm.conf`.
+//! key, `slurm.key` beside `slurm.conf`. The signature also covers what the
+//! credential is for ([`Binding`]): the request's method, the SHA-256 of its
+//! body's exact bytes and its receiver, so a credential seen on the wire
+//! cannot carry another body or go to another daemon; receivers remember
+//! the nonces they accepted until expiry ([`ReplayCache`]), so it cannot
+//! be sent twice either.
 //!
 //! Users never read the key: a command that cannot read it asks the local
 //! daemon over a unix socket; the daemon reads the caller's uid/gid from the
@@ -41,6 +46,108 @@ pub enum AuthError {
     },
     #[error("malformed credential from {0}")]
     Malformed(PathBuf),
+    #[error("credential is for another request")]
+    WrongBody,
+    #[error("credential is for {0}, not this daemon")]
+    WrongReceiver(String),
+    #[error("credential already used")]
+    Replayed,
+    #[error("too many credentials in use; try again")]
+    Busy,
+}
+
+/// What a credential is good for: one request to one receiver.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Binding {
+    /// The body's variant name (`SubmitBatchJob`).
+    pub method: String,
+    /// Hex SHA-256 of the body's exact bytes.
+    pub body_hash: String,
+    /// `slurmctld`, `slurmdbd` or `slurmd:<node>`.
+    pub to: String,
+}
+
+/// The receiver name of the controller.
+pub const TO_CTLD: &str = "slurmctld";
+/// The receiver name of the accounting daemon.
+pub const TO_DBD: &str = "slurmdbd";
+
+/// The receiver name of the node daemon serving `node`.
+pub fn to_slurmd(node: &str) -> String {
+    format!("slurmd:{node}")
+}
+
+impl Binding {
+    /// For the body whose JSON bytes are `body`, sent to `to`.
+    pub fn for_bytes(body: &[u8], to: &str) -> Binding {
+        use sha2::Digest;
+        Binding {
+            method: method_of(body),
+            body_hash: hex::encode(Sha256::digest(body)),
+            to: to.to_string(),
+        }
+    }
+
+    /// For `body` as it will be sent (serde_json's bytes of it).
+    pub fn for_body<T: serde::Serialize>(body: &T, to: &str) -> Result<Binding, serde_json::Error> {
+        Ok(Binding::for_bytes(&serde_json::to_vec(body)?, to))
+    }
+}
+
+/// The variant of an externally tagged enum in its JSON: `"Ping"` or
+/// `{"SubmitBatchJob":...}` (empty for anything else).
+pub fn method_of(body: &[u8]) -> String {
+    let s = std::str::from_utf8(&body[..body.len().min(256)]).unwrap_or("");
+    let s = s.trim_start();
+    let s = s.strip_prefix('{').map(str::trim_start).unwrap_or(s);
+    match s.strip_prefix('"') {
+        Some(rest) => rest
+            .split('"')
+            .next()
+            .filter(|m| m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or("")
+            .to_string(),
+        None => String::new(),
+    }
+}
+
+/// The nonces a receiver accepted, until their credentials expire: a
+/// credential is good once.
+pub struct ReplayCache {
+    seen: std::sync::Mutex<std::collections::HashMap<(u64, u32), i64>>,
+    cap: usize,
+}
+
+impl ReplayCache {
+    /// At most `cap` credentials remembered (beyond, new ones are refused
+    /// until old ones expire: a flood cannot make the cache forget).
+    pub fn new(cap: usize) -> ReplayCache {
+        ReplayCache {
+            seen: Default::default(),
+            cap,
+        }
+    }
+
+    /// Accept `c` once.
+    pub fn check(&self, c: &Credential, now: i64) -> Result<(), AuthError> {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() >= self.cap {
+            seen.retain(|_, exp| *exp >= now);
+            if seen.len() >= self.cap {
+                return Err(AuthError::Busy);
+            }
+        }
+        match seen.insert((c.nonce, c.uid), c.expires) {
+            Some(_) => Err(AuthError::Replayed),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Default for ReplayCache {
+    fn default() -> ReplayCache {
+        ReplayCache::new(1 << 20)
+    }
 }
 
 /// The cluster key.
@@ -74,34 +181,46 @@ impl Key {
 
     fn mac(&self, c: &Credential) -> Hmac<Sha256> {
         let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("hmac takes any key");
+        // Newlines cannot occur in any field (host names, method names and
+        // receivers are checked below), so the fields cannot be shifted.
         m.update(
             format!(
-                "{}\n{}\n{}\n{}\n{}\n{}",
-                c.uid, c.gid, c.host, c.issued, c.expires, c.nonce
+                "{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
+                c.uid, c.gid, c.host, c.issued, c.expires, c.nonce, c.method, c.body_hash, c.to
             )
             .as_bytes(),
         );
         m
     }
 
-    /// Sign a credential for `uid`/`gid`, valid from `now` for [`CRED_TTL`].
-    pub fn sign(&self, uid: u32, gid: u32, host: &str, now: i64) -> Credential {
+    /// Sign a credential for `uid`/`gid` and the request `b`, valid from
+    /// `now` for [`CRED_TTL`].
+    pub fn sign(&self, uid: u32, gid: u32, host: &str, now: i64, b: &Binding) -> Credential {
+        let clean = |s: &str| s.replace(['\n', '\r'], " ");
         let mut c = Credential {
             uid,
             gid,
-            host: host.to_string(),
+            host: clean(host),
             issued: now,
             expires: now + CRED_TTL,
             nonce: rand::random(),
+            method: clean(&b.method),
+            body_hash: clean(&b.body_hash),
+            to: clean(&b.to),
             sig: String::new(),
         };
         c.sig = hex::encode(self.mac(&c).finalize().into_bytes());
         c
     }
 
-    /// Check signature and validity window.
-    pub fn verify(&self, c: &Credential, now: i64) -> Result<(), AuthError> {
+    /// Check the signature, the validity window and that `c` was made for
+    /// the request `b` (the receiver checks its own name in `b.to`).
+    pub fn verify(&self, c: &Credential, now: i64, b: &Binding) -> Result<(), AuthError> {
         let sig = hex::decode(&c.sig).map_err(|_| AuthError::BadSignature)?;
+        let fields = [&c.host, &c.method, &c.body_hash, &c.to];
+        if fields.iter().any(|f| f.contains(['\n', '\r'])) {
+            return Err(AuthError::BadSignature);
+        }
         self.mac(c)
             .verify_slice(&sig)
             .map_err(|_| AuthError::BadSignature)?;
@@ -110,6 +229,12 @@ impl Key {
         }
         if c.issued > now + SKEW {
             return Err(AuthError::NotYetValid);
+        }
+        if c.to != b.to {
+            return Err(AuthError::WrongReceiver(c.to.clone()));
+        }
+        if c.method != b.method || c.body_hash != b.body_hash {
+            return Err(AuthError::WrongBody);
         }
         Ok(())
     }
@@ -131,6 +256,18 @@ impl Key {
             )
             .as_bytes(),
         );
+        // What the node daemon applies (a canonical JSON of it).
+        let applied = (
+            &c.alloc,
+            &c.partition,
+            &c.account,
+            c.job_start,
+            &c.tasks,
+            c.cpus_per_task,
+            &c.job_cpus,
+        );
+        m.update(b"\n");
+        m.update(&serde_json::to_vec(&applied).unwrap_or_default());
         m
     }
 
@@ -198,18 +335,21 @@ impl CredSource {
         }
     }
 
-    pub fn credential(&self) -> Result<Credential, AuthError> {
+    /// A credential for ourselves and the request `b`.
+    pub fn credential(&self, b: &Binding) -> Result<Credential, AuthError> {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         match Key::load(&self.key_path) {
-            Ok(k) => Ok(k.sign(uid, gid, &crate::users::hostname(), now())),
-            Err(_) => fetch_from_socket(&self.socket),
+            Ok(k) => Ok(k.sign(uid, gid, &crate::users::hostname(), now(), b)),
+            Err(_) => fetch_from_socket(&self.socket, b),
         }
     }
 }
 
-/// Ask the credential socket at `path` for a credential for ourselves.
-pub fn fetch_from_socket(path: &Path) -> Result<Credential, AuthError> {
+/// Ask the credential socket at `path` for a credential for ourselves and
+/// the request `b`.
+pub fn fetch_from_socket(path: &Path, b: &Binding) -> Result<Credential, AuthError> {
+    use std::io::Write;
     let err = |source| AuthError::Socket {
         path: path.to_path_buf(),
         source,
@@ -217,29 +357,50 @@ pub fn fetch_from_socket(path: &Path) -> Result<Credential, AuthError> {
     let mut s = std::os::unix::net::UnixStream::connect(path).map_err(err)?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .map_err(err)?;
+    let ask = serde_json::to_vec(b).map_err(|_| AuthError::Malformed(path.to_path_buf()))?;
+    s.write_all(&ask).map_err(err)?;
+    s.shutdown(std::net::Shutdown::Write).map_err(err)?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).map_err(err)?;
     serde_json::from_slice(&buf).map_err(|_| AuthError::Malformed(path.to_path_buf()))
 }
 
+/// Largest request on the credential socket.
+const SACK_MAX: u64 = 4096;
+
 /// Serve credentials on a unix socket until the task is dropped. Each
-/// connection gets one JSON credential for the peer's uid and gid.
+/// connection sends the [`Binding`] it wants a credential for and gets one
+/// JSON credential for the peer's uid and gid, bound to it.
 pub async fn serve_sack(listener: tokio::net::UnixListener, key: Key) {
     let host = crate::users::hostname();
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
+        let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
         };
-        let Ok(peer) = stream.peer_cred() else {
-            continue;
-        };
-        let cred = key.sign(peer.uid(), peer.gid(), &host, now());
-        if let Ok(body) = serde_json::to_vec(&cred) {
-            use tokio::io::AsyncWriteExt;
-            let _ = stream.write_all(&body).await;
-            let _ = stream.shutdown().await;
-        }
+        let (key, host) = (key.clone(), host.clone());
+        // One task per caller: a slow one holds up nobody else.
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let Ok(peer) = stream.peer_cred() else {
+                return;
+            };
+            let mut stream = stream;
+            let mut ask = Vec::new();
+            let read = async { (&mut stream).take(SACK_MAX).read_to_end(&mut ask).await };
+            let Ok(Ok(_)) = tokio::time::timeout(std::time::Duration::from_secs(5), read).await
+            else {
+                return;
+            };
+            let Ok(b) = serde_json::from_slice::<Binding>(&ask) else {
+                return;
+            };
+            let cred = key.sign(peer.uid(), peer.gid(), &host, now(), &b);
+            if let Ok(body) = serde_json::to_vec(&cred) {
+                let _ = stream.write_all(&body).await;
+                let _ = stream.shutdown().await;
+            }
+        });
     }
 }
 
@@ -279,30 +440,82 @@ pub fn generate_key(path: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    fn bind(body: &str, to: &str) -> Binding {
+        Binding::for_bytes(body.as_bytes(), to)
+    }
+
     #[test]
     fn signed_credentials_verify_and_forgeries_do_not() {
         let k = Key::from_bytes(b"0123456789abcdef0123");
-        let c = k.sign(1000, 1000, "h", 100);
-        k.verify(&c, 150).unwrap();
+        let b = bind(r#"{"LaunchBatch":{"job_id":1}}"#, "slurmd:n1");
+        assert_eq!(b.method, "LaunchBatch");
+        let c = k.sign(1000, 1000, "h", 100, &b);
+        k.verify(&c, 150, &b).unwrap();
         let mut forged = c.clone();
         forged.uid = 0;
         assert!(matches!(
-            k.verify(&forged, 150),
+            k.verify(&forged, 150, &b),
             Err(AuthError::BadSignature)
         ));
         let other = Key::from_bytes(b"another key of 16+ bytes");
         assert!(matches!(
-            other.verify(&c, 150),
+            other.verify(&c, 150, &b),
             Err(AuthError::BadSignature)
         ));
         assert!(matches!(
-            k.verify(&c, 100 + CRED_TTL + 1),
+            k.verify(&c, 100 + CRED_TTL + 1, &b),
             Err(AuthError::Expired)
         ));
-        assert!(matches!(k.verify(&c, 0), Err(AuthError::NotYetValid)));
-        let mut junk = c;
+        assert!(matches!(k.verify(&c, 0, &b), Err(AuthError::NotYetValid)));
+        let mut junk = c.clone();
         junk.sig = "zz".into();
-        assert!(matches!(k.verify(&junk, 150), Err(AuthError::BadSignature)));
+        assert!(matches!(
+            k.verify(&junk, 150, &b),
+            Err(AuthError::BadSignature)
+        ));
+        // Bound to its body and its receiver.
+        let body2 = bind(r#"{"LaunchBatch":{"job_id":2}}"#, "slurmd:n1");
+        assert!(matches!(
+            k.verify(&c, 150, &body2),
+            Err(AuthError::WrongBody)
+        ));
+        let n2 = bind(r#"{"LaunchBatch":{"job_id":1}}"#, "slurmd:n2");
+        assert!(matches!(
+            k.verify(&c, 150, &n2),
+            Err(AuthError::WrongReceiver(_))
+        ));
+        // Rewriting the binding in the credential breaks the signature.
+        let mut moved = c.clone();
+        moved.to = "slurmd:n2".into();
+        assert!(matches!(
+            k.verify(&moved, 150, &n2),
+            Err(AuthError::BadSignature)
+        ));
+        let mut swapped = c;
+        swapped.body_hash = body2.body_hash.clone();
+        assert!(matches!(
+            k.verify(&swapped, 150, &body2),
+            Err(AuthError::BadSignature)
+        ));
+    }
+
+    #[test]
+    fn methods_and_replays() {
+        assert_eq!(method_of(br#""Ping""#), "Ping");
+        assert_eq!(method_of(br#"{"Cancel":{}}"#), "Cancel");
+        assert_eq!(method_of(b"[1]"), "");
+        let k = Key::from_bytes(b"0123456789abcdef0123");
+        let b = bind(r#""Ping""#, TO_CTLD);
+        let c = k.sign(5, 5, "h", 100, &b);
+        let cache = ReplayCache::new(2);
+        cache.check(&c, 100).unwrap();
+        assert!(matches!(cache.check(&c, 101), Err(AuthError::Replayed)));
+        let c2 = k.sign(5, 5, "h", 100, &b);
+        cache.check(&c2, 100).unwrap();
+        // Full of live credentials: new ones wait; once they expire, room.
+        let c3 = k.sign(5, 5, "h", 100, &b);
+        assert!(matches!(cache.check(&c3, 150), Err(AuthError::Busy)));
+        cache.check(&c3, 100 + CRED_TTL + 1).unwrap();
     }
 
     #[test]
@@ -316,7 +529,14 @@ mod tests {
             user_name: "u".into(),
             nodes: vec!["n1".into(), "n2".into()],
             expires: 500,
-            sig: String::new(),
+            alloc: slurm_proto::Allocation {
+                nodes: vec!["n1".into(), "n2".into()],
+                cpus: vec![2, 2],
+                mem: vec![100, 100],
+                tasks: vec![1, 1],
+                gres: Vec::new(),
+            },
+            ..Default::default()
         };
         k.sign_step(&mut c);
         k.verify_step(&c, 400).unwrap();
@@ -327,6 +547,32 @@ mod tests {
             k.verify_step(&other, 400),
             Err(AuthError::BadSignature)
         ));
+        // Every field the node daemon applies is signed too.
+        let mut more = c.clone();
+        more.alloc.gres = vec![vec![slurm_proto::GresAlloc {
+            name: "gpu".into(),
+            kind: None,
+            indices: vec![0, 1, 2, 3],
+        }]];
+        assert!(matches!(
+            k.verify_step(&more, 400),
+            Err(AuthError::BadSignature)
+        ));
+        for change in [
+            |c: &mut slurm_proto::StepCred| c.alloc.cpus = vec![64],
+            |c: &mut slurm_proto::StepCred| c.alloc.mem = vec![1 << 20],
+            |c: &mut slurm_proto::StepCred| c.account = "rich".into(),
+            |c: &mut slurm_proto::StepCred| c.partition = "gpu".into(),
+            |c: &mut slurm_proto::StepCred| c.job_start = Some(1),
+            |c: &mut slurm_proto::StepCred| c.cpus_per_task = 8,
+        ] {
+            let mut x = c.clone();
+            change(&mut x);
+            assert!(matches!(
+                k.verify_step(&x, 400),
+                Err(AuthError::BadSignature)
+            ));
+        }
     }
 
     #[test]
@@ -349,13 +595,15 @@ mod tests {
         let l = bind_sack(&p).unwrap().unwrap();
         let task = tokio::spawn(serve_sack(l, key.clone()));
         let p2 = p.clone();
-        let c = tokio::task::spawn_blocking(move || fetch_from_socket(&p2))
+        let b = bind(r#""Ping""#, TO_CTLD);
+        let b2 = b.clone();
+        let c = tokio::task::spawn_blocking(move || fetch_from_socket(&p2, &b2))
             .await
             .unwrap()
             .unwrap();
         // SAFETY: getuid cannot fail.
         assert_eq!(c.uid, unsafe { libc::getuid() });
-        key.verify(&c, now()).unwrap();
+        key.verify(&c, now(), &b).unwrap();
         // A second binder sees the live daemon and stands aside.
         assert!(bind_sack(&p).unwrap().is_none());
         task.abort();

@@ -23,3 +23,23 @@ pub fn call_sync(
 ) -> Result<AcctResponse, NetError> {
     exchange_sync(addr, req, timeout)
 }
+
+/// A request to slurmdbd signed with the cluster key as root (daemons),
+/// its credential bound to it.
+pub fn request(
+    key: &crate::auth::Key,
+    host: &str,
+    body: slurm_proto::acct::AcctRequest,
+) -> DbdRequest {
+    let b = bound(&body);
+    DbdRequest {
+        cred: key.sign(0, 0, host, crate::auth::now(), &b),
+        body,
+    }
+}
+
+/// The binding of a request to slurmdbd.
+pub fn bound(body: &slurm_proto::acct::AcctRequest) -> crate::auth::Binding {
+    crate::auth::Binding::for_body(body, crate::auth::TO_DBD)
+        .unwrap_or_else(|_| crate::auth::Binding::for_bytes(b"", crate::auth::TO_DBD))
+}

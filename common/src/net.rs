@@ -12,8 +12,18 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Largest frame accepted (a full job table with thousands of scripts fits).
+/// Largest answer a client accepts (a full job table with thousands of
+/// scripts fits).
 pub const MAX_FRAME: usize = 256 << 20;
+
+/// Largest request a daemon accepts by default (`CommunicationParameters=
+/// max_message_size=N` sets another): a batch script (4 MiB by default)
+/// and its environment fit with room to spare.
+pub const MAX_REQUEST: usize = 16 << 20;
+
+/// Memory reserved up front for a frame: the rest grows only as its bytes
+/// arrive, so a length prefix alone costs nothing.
+const FIRST_CHUNK: usize = 64 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
@@ -45,9 +55,20 @@ pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, NetError> {
     Ok(out)
 }
 
-/// Read one frame; `Ok(None)` on a clean end of stream before any byte.
+/// Read one frame of at most [`MAX_FRAME`] bytes; `Ok(None)` on a clean end
+/// of stream before any byte.
 pub async fn read_frame<T: DeserializeOwned, R: AsyncRead + Unpin>(
     r: &mut R,
+) -> Result<Option<T>, NetError> {
+    read_frame_max(r, MAX_FRAME).await
+}
+
+/// [`read_frame`] with a limit (daemons reading requests use theirs). A
+/// larger length is refused before anything is allocated; memory grows
+/// only with the bytes that really arrive.
+pub async fn read_frame_max<T: DeserializeOwned, R: AsyncRead + Unpin>(
+    r: &mut R,
+    limit: usize,
 ) -> Result<Option<T>, NetError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len).await {
@@ -56,11 +77,14 @@ pub async fn read_frame<T: DeserializeOwned, R: AsyncRead + Unpin>(
         Err(e) => return Err(e.into()),
     }
     let n = u32::from_be_bytes(len) as usize;
-    if n > MAX_FRAME {
+    if n > limit {
         return Err(NetError::TooLarge(n));
     }
-    let mut buf = vec![0u8; n];
-    r.read_exact(&mut buf).await?;
+    let mut buf = Vec::with_capacity(n.min(FIRST_CHUNK));
+    r.take(n as u64).read_to_end(&mut buf).await?;
+    if buf.len() < n {
+        return Err(NetError::Closed);
+    }
     Ok(Some(serde_json::from_slice(&buf)?))
 }
 
@@ -88,8 +112,11 @@ pub fn read_frame_sync<T: DeserializeOwned, R: Read>(r: &mut R) -> Result<T, Net
     if n > MAX_FRAME {
         return Err(NetError::TooLarge(n));
     }
-    let mut buf = vec![0u8; n];
-    r.read_exact(&mut buf)?;
+    let mut buf = Vec::with_capacity(n.min(FIRST_CHUNK));
+    r.take(n as u64).read_to_end(&mut buf)?;
+    if buf.len() < n {
+        return Err(NetError::Closed);
+    }
     Ok(serde_json::from_slice(&buf)?)
 }
 
@@ -170,6 +197,51 @@ pub async fn exchange_async<Q: Serialize, R: DeserializeOwned>(
     }
 }
 
+/// A request as it arrives: the credential and the body's exact bytes,
+/// which the credential's signature covers (see `auth::Binding`).
+#[derive(serde::Deserialize)]
+pub struct Envelope {
+    pub cred: slurm_proto::Credential,
+    pub body: Box<serde_json::value::RawValue>,
+}
+
+impl Envelope {
+    /// The body, once the credential is shown to be signed with `key`,
+    /// valid now, made for exactly this body and for the receiver `me`,
+    /// and not seen before (`seen`). Nothing is decoded before that.
+    pub fn open<B: DeserializeOwned>(
+        self,
+        key: &crate::auth::Key,
+        me: &str,
+        now: i64,
+        seen: &crate::auth::ReplayCache,
+    ) -> Result<(slurm_proto::Credential, B), NetError> {
+        let b = crate::auth::Binding::for_bytes(self.body.get().as_bytes(), me);
+        key.verify(&self.cred, now, &b)?;
+        seen.check(&self.cred, now)?;
+        let body = serde_json::from_str(self.body.get())?;
+        Ok((self.cred, body))
+    }
+}
+
+/// The largest request a daemon takes: `CommunicationParameters=
+/// max_message_size=N` (bytes), else [`MAX_REQUEST`].
+pub fn max_request(communication_parameters: Option<&str>) -> Result<usize, String> {
+    for p in communication_parameters.unwrap_or("").split(',') {
+        if let Some((k, v)) = p.trim().split_once('=') {
+            if k.trim().eq_ignore_ascii_case("max_message_size") {
+                return match v.trim().parse::<usize>() {
+                    Ok(n) if (1 << 20..=u32::MAX as usize).contains(&n) => Ok(n),
+                    _ => Err(format!(
+                        "CommunicationParameters=max_message_size={v}: expected bytes from 1048576 to 4294967295"
+                    )),
+                };
+            }
+        }
+    }
+    Ok(MAX_REQUEST)
+}
+
 /// How long a command waits when the controller says to back off.
 const BACKOFF: Duration = Duration::from_secs(1);
 
@@ -195,8 +267,9 @@ impl Client {
     /// as Slurm's commands do, for at most the client's timeout.
     pub fn call(&self, body: RequestBody) -> Result<Response, NetError> {
         let give_up = std::time::Instant::now() + self.timeout;
+        let binding = crate::auth::Binding::for_body(&body, crate::auth::TO_CTLD)?;
         loop {
-            let cred = self.creds.credential()?;
+            let cred = self.creds.credential(&binding)?;
             let req = Request {
                 cred,
                 body: body.clone(),

@@ -14,7 +14,7 @@
 use crate::writer::Command;
 use serde::{Deserialize, Serialize};
 use slurm_common::auth::{now, Key};
-use slurm_proto::acct::{AcctRecord, AcctRequest, AcctResponse, DbdRequest, SeqRecord};
+use slurm_proto::acct::{AcctRecord, AcctRequest, AcctResponse, SeqRecord};
 use std::collections::VecDeque;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
@@ -99,10 +99,7 @@ pub async fn sender(
             queue.push_back(r);
         }
         let batch: Vec<SeqRecord> = queue.iter().take(BATCH).cloned().collect();
-        let req = DbdRequest {
-            cred: key.sign(0, 0, &host, now()),
-            body: AcctRequest::Records(batch.clone()),
-        };
+        let req = slurm_common::dbd::request(&key, &host, AcctRequest::Records(batch.clone()));
         let last = batch.last().map(|r| (r.cluster.clone(), r.epoch));
         match slurm_common::dbd::call(&addr, &req, Duration::from_secs(30)).await {
             Ok(AcctResponse::Ack { clusters, .. }) => {
@@ -181,10 +178,7 @@ pub async fn assoc_fetcher(
     let DbdLink { addr, key, host } = link;
     let mut warned = false;
     loop {
-        let ask = |body: AcctRequest| DbdRequest {
-            cred: key.sign(0, 0, &host, now()),
-            body,
-        };
+        let ask = |body: AcctRequest| slurm_common::dbd::request(&key, &host, body);
         let t = Duration::from_secs(10);
         let ra = ask(AcctRequest::ListAssocs(AssocFilter {
             clusters: vec![cluster.clone()],

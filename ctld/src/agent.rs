@@ -20,9 +20,13 @@ pub struct Agent {
 }
 
 impl Agent {
-    fn request(&self, body: RequestBody) -> Request {
+    /// A request to the node daemon of `node`, its credential bound to it.
+    fn request(&self, body: RequestBody, node: &str) -> Request {
+        let to = slurm_common::auth::to_slurmd(node);
+        let b = slurm_common::auth::Binding::for_body(&body, &to)
+            .unwrap_or_else(|_| slurm_common::auth::Binding::for_bytes(b"", &to));
         Request {
-            cred: self.key.sign(0, 0, &self.host, now()),
+            cred: self.key.sign(0, 0, &self.host, now(), &b),
             body,
         }
     }
@@ -46,8 +50,12 @@ impl Agent {
                 let body = RequestBody::LaunchBatch(launch);
                 let mut prolog_failed = false;
                 for attempt in 0..5 {
-                    match call_async(&addr, &self.request(body.clone()), Duration::from_secs(10))
-                        .await
+                    match call_async(
+                        &addr,
+                        &self.request(body.clone(), &node),
+                        Duration::from_secs(10),
+                    )
+                    .await
                     {
                         Ok(Response::Ok) => return,
                         Ok(Response::Error(e)) => {
@@ -84,8 +92,12 @@ impl Agent {
                     start_time,
                 };
                 for attempt in 0..10u32 {
-                    match call_async(&addr, &self.request(body.clone()), Duration::from_secs(10))
-                        .await
+                    match call_async(
+                        &addr,
+                        &self.request(body.clone(), &node),
+                        Duration::from_secs(10),
+                    )
+                    .await
                     {
                         Ok(_) => return,
                         Err(e) => {
@@ -98,6 +110,7 @@ impl Agent {
                 // The node will be marked down by its missing heartbeats.
             }
             Effect::SignalStep {
+                node,
                 addr,
                 job_id,
                 step_id,
@@ -109,7 +122,7 @@ impl Agent {
                     signal,
                 };
                 if let Err(e) =
-                    call_async(&addr, &self.request(body), Duration::from_secs(10)).await
+                    call_async(&addr, &self.request(body, &node), Duration::from_secs(10)).await
                 {
                     tracing::warn!("signal {signal} to step {job_id}.{step_id} failed: {e}");
                 }
@@ -118,13 +131,14 @@ impl Agent {
                 let job_id = facts.job_id;
                 let body = RequestBody::JobPrologue(facts);
                 // A failed prolog is reported by the node itself (it drains).
-                match call_async(&addr, &self.request(body), Duration::from_secs(60)).await {
+                match call_async(&addr, &self.request(body, &node), Duration::from_secs(60)).await {
                     Ok(Response::Ok) => {}
                     Ok(other) => tracing::warn!("prolog of job {job_id} on {node}: {other:?}"),
                     Err(e) => tracing::warn!("prolog of job {job_id} on {node} not sent: {e}"),
                 }
             }
             Effect::Suspend {
+                node,
                 addr,
                 job_id,
                 suspend,
@@ -140,19 +154,20 @@ impl Agent {
                     start_time,
                 };
                 if let Err(e) =
-                    call_async(&addr, &self.request(body), Duration::from_secs(10)).await
+                    call_async(&addr, &self.request(body, &node), Duration::from_secs(10)).await
                 {
                     tracing::warn!("suspend={suspend} of job {job_id} failed: {e}");
                 }
             }
             Effect::Signal {
+                node,
                 addr,
                 job_id,
                 signal,
             } => {
                 let body = RequestBody::SignalJob { job_id, signal };
                 if let Err(e) =
-                    call_async(&addr, &self.request(body), Duration::from_secs(10)).await
+                    call_async(&addr, &self.request(body, &node), Duration::from_secs(10)).await
                 {
                     tracing::warn!("signal {signal} to job {job_id} failed: {e}");
                 }

@@ -4,7 +4,7 @@
 
 use crate::writer::{Command, Published};
 use slurm_common::auth::{now, AuthError, Key};
-use slurm_common::net::{encode, read_frame, write_frame};
+use slurm_common::net::{encode, write_frame, NetError};
 use slurm_proto::{JobId, JobRecord, Request, RequestBody, Response, RpcError, SlurmError};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -27,7 +27,18 @@ pub struct Server {
     pub slurm_uid: u32,
     /// Per-user rate limiting (`SlurmctldParameters=rl_enable`).
     pub rate: Option<Arc<std::sync::Mutex<crate::ratelimit::RateLimiter>>>,
+    /// Credentials accepted and not yet expired (each is good once).
+    pub seen: Arc<slurm_common::auth::ReplayCache>,
+    /// Largest request taken (`CommunicationParameters=max_message_size`).
+    pub max_request: usize,
+    /// How long a client may take to send its request (`MessageTimeout`).
+    pub message_timeout: Duration,
 }
+
+/// Connections served at once; beyond, new ones wait to be accepted. Each
+/// must send its request within `MessageTimeout`, so idle ones cannot hold
+/// the others off for long.
+const MAX_CONNECTIONS: usize = 4096;
 
 /// Borrowed twin of `Response::Jobs` so a snapshot is encoded without copying.
 #[derive(serde::Serialize)]
@@ -47,7 +58,7 @@ enum JobsRef<'a> {
 
 impl Server {
     pub async fn serve(self, listener: TcpListener) {
-        let limit = Arc::new(Semaphore::new(512));
+        let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         loop {
             let (sock, _) = match listener.accept().await {
                 Ok(s) => s,
@@ -75,44 +86,64 @@ impl Server {
 
     async fn connection(&self, mut sock: TcpStream) {
         // HTTP or RPC? Wait for the first four bytes (they may arrive split).
+        // A client that sends nothing is dropped after MessageTimeout.
         let mut first = [0u8; 4];
-        let mut n = 0;
-        for _ in 0..100 {
-            n = sock.peek(&mut first).await.unwrap_or(0);
-            if n >= 4 || n == 0 {
-                break;
+        let peek = async {
+            let mut n = 0;
+            for _ in 0..100 {
+                n = sock.peek(&mut first).await.unwrap_or(0);
+                if n >= 4 || n == 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
             }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+            n
+        };
+        let Ok(n) = tokio::time::timeout(self.message_timeout, peek).await else {
+            return;
+        };
         if crate::http::is_http(&first[..n]) {
             crate::http::serve(sock, self.snapshot()).await;
             return;
         }
-        let req: Request = match read_frame(&mut sock).await {
-            Ok(Some(r)) => r,
-            Ok(None) => return,
+        let read = slurm_common::net::read_frame_max(&mut sock, self.max_request);
+        let env: slurm_common::net::Envelope =
+            match tokio::time::timeout(self.message_timeout, read).await {
+                Err(_) => {
+                    tracing::debug!("no request within MessageTimeout: closed");
+                    return;
+                }
+                Ok(Ok(Some(r))) => r,
+                Ok(Ok(None)) => return,
+                Ok(Err(e)) => {
+                    tracing::debug!("bad request: {e}");
+                    let _ = write_frame(
+                        &mut sock,
+                        &Response::Error(RpcError {
+                            error: SlurmError::ProtocolError,
+                            detail: Some(e.to_string()),
+                        }),
+                    )
+                    .await;
+                    return;
+                }
+            };
+        let uid = env.cred.uid;
+        let req = match env.open(&self.key, slurm_common::auth::TO_CTLD, now(), &self.seen) {
+            Ok((cred, body)) => Request { cred, body },
             Err(e) => {
-                tracing::debug!("bad request: {e}");
-                let _ = write_frame(
-                    &mut sock,
-                    &Response::Error(RpcError {
-                        error: SlurmError::ProtocolError,
-                        detail: Some(e.to_string()),
-                    }),
-                )
-                .await;
+                tracing::info!("refused request (uid {uid}): {e}");
+                let error = match e {
+                    NetError::Auth(AuthError::Expired | AuthError::NotYetValid) => {
+                        SlurmError::ExpiredCredential
+                    }
+                    NetError::Auth(_) => SlurmError::InvalidCredential,
+                    _ => SlurmError::ProtocolError,
+                };
+                let _ = write_frame(&mut sock, &Response::Error(error.into())).await;
                 return;
             }
         };
-        if let Err(e) = self.key.verify(&req.cred, now()) {
-            tracing::info!("refused credential (uid {}): {e}", req.cred.uid);
-            let error = match e {
-                AuthError::Expired | AuthError::NotYetValid => SlurmError::ExpiredCredential,
-                _ => SlurmError::InvalidCredential,
-            };
-            let _ = write_frame(&mut sock, &Response::Error(error.into())).await;
-            return;
-        }
         let uid = req.cred.uid;
         if let (Some(rl), false) = (&self.rate, uid == 0 || uid == self.slurm_uid) {
             let allowed = rl

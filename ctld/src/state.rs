@@ -88,11 +88,13 @@ pub enum Effect {
         start_time: Option<i64>,
     },
     Signal {
+        node: String,
         addr: String,
         job_id: JobId,
         signal: i32,
     },
     SignalStep {
+        node: String,
         addr: String,
         job_id: JobId,
         step_id: u32,
@@ -101,6 +103,7 @@ pub enum Effect {
     /// Stop (`suspend`) or continue a job's processes on one node; `seq`
     /// orders such requests (later ones win).
     Suspend {
+        node: String,
         addr: String,
         job_id: JobId,
         suspend: bool,
@@ -3377,6 +3380,13 @@ impl Controller {
             user_name: j.user_name.clone(),
             nodes: names.clone(),
             expires: now + 3600,
+            alloc: j.alloc.clone(),
+            partition: j.partition.clone(),
+            account: j.account.clone(),
+            job_start: j.start_time,
+            tasks: tasks.clone(),
+            cpus_per_task: cpt,
+            job_cpus: nodes.iter().map(|&k| j.alloc.cpus[k]).collect(),
             sig: String::new(),
         };
         key.sign_step(&mut cred);
@@ -3439,6 +3449,7 @@ impl Controller {
         for n in nodes {
             if let Some(addr) = self.node_addr(&n) {
                 self.effects.push(Effect::SignalStep {
+                    node: n.clone(),
                     addr,
                     job_id: id,
                     step_id,
@@ -3771,6 +3782,7 @@ impl Controller {
                 let host = j.batch_host.clone().unwrap_or_default();
                 if let Some(addr) = self.node_addr(&host) {
                     self.effects.push(Effect::Signal {
+                        node: host.clone(),
                         addr,
                         job_id: id,
                         signal: sig,

@@ -169,6 +169,7 @@ impl Controller {
         for n in nodes {
             if let Some(addr) = self.node_addr(n) {
                 self.effects.push(Effect::Suspend {
+                    node: n.clone(),
                     addr,
                     job_id: id,
                     suspend,

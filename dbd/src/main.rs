@@ -114,6 +114,7 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
             slurm_user_uid,
             stats,
             private: conf.private,
+            seen: Default::default(),
         });
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let shutdown = async move {

@@ -11,7 +11,7 @@
 use crate::conf::PurgeSettings;
 use crate::storage::{Storage, StorageError};
 use slurm_common::auth::{now, AuthError, Key};
-use slurm_common::net::{read_frame, write_frame};
+use slurm_common::net::write_frame;
 use slurm_proto::acct::*;
 use std::future::Future;
 use std::sync::Arc;
@@ -32,6 +32,22 @@ pub struct Server {
     /// slurmdbd.conf's `PrivateData`: query answers cut down to the
     /// caller's own for users below AdminLevel=Operator.
     pub private: slurm_common::private::PrivateData,
+    /// Credentials accepted and not yet expired (each is good once).
+    pub seen: slurm_common::auth::ReplayCache,
+}
+
+/// The answer to a request whose credential was refused.
+fn refused(uid: u32, e: slurm_common::net::NetError) -> AcctResponse {
+    use slurm_common::net::NetError;
+    tracing::info!("refused request (uid {uid}): {e}");
+    let kind = match &e {
+        NetError::Auth(AuthError::Expired | AuthError::NotYetValid) => {
+            AcctErrorKind::ExpiredCredential
+        }
+        NetError::Auth(_) => AcctErrorKind::InvalidCredential,
+        _ => AcctErrorKind::Protocol,
+    };
+    err(kind, e.to_string())
 }
 
 fn err(kind: AcctErrorKind, m: impl Into<String>) -> AcctResponse {
@@ -96,7 +112,12 @@ impl Server {
 
     async fn connection(&self, mut sock: TcpStream) {
         loop {
-            let req: DbdRequest = match tokio::time::timeout(IDLE, read_frame(&mut sock)).await {
+            let env: slurm_common::net::Envelope = match tokio::time::timeout(
+                IDLE,
+                slurm_common::net::read_frame_max(&mut sock, slurm_common::net::MAX_REQUEST),
+            )
+            .await
+            {
                 Err(_) | Ok(Ok(None)) => return,
                 Ok(Ok(Some(r))) => r,
                 Ok(Err(e)) => {
@@ -106,7 +127,12 @@ impl Server {
                     return;
                 }
             };
-            let resp = self.handle(req, now()).await;
+            let now = now();
+            let uid = env.cred.uid;
+            let resp = match env.open(&self.key, slurm_common::auth::TO_DBD, now, &self.seen) {
+                Ok((cred, body)) => self.checked(cred.uid, body, now).await,
+                Err(e) => refused(uid, e),
+            };
             if let Err(e) = write_frame(&mut sock, &resp).await {
                 tracing::debug!("cannot reply: {e}");
                 return;
@@ -114,19 +140,23 @@ impl Server {
         }
     }
 
-    /// Check the credential and the caller's rights, then answer.
+    /// Check the credential (bound to this body, for slurmdbd, used once)
+    /// and the caller's rights, then answer.
     pub async fn handle(&self, req: DbdRequest, now: i64) -> AcctResponse {
-        if let Err(e) = self.key.verify(&req.cred, now) {
-            tracing::info!("refused credential (uid {}): {e}", req.cred.uid);
-            let kind = match e {
-                AuthError::Expired | AuthError::NotYetValid => AcctErrorKind::ExpiredCredential,
-                _ => AcctErrorKind::InvalidCredential,
-            };
-            return err(kind, e.to_string());
+        let b = slurm_common::dbd::bound(&req.body);
+        if let Err(e) = self
+            .key
+            .verify(&req.cred, now, &b)
+            .and_then(|_| self.seen.check(&req.cred, now))
+        {
+            return refused(req.cred.uid, slurm_common::net::NetError::Auth(e));
         }
-        let uid = req.cred.uid;
+        self.checked(req.cred.uid, req.body, now).await
+    }
+
+    /// Answer a request whose credential has been checked.
+    async fn checked(&self, uid: u32, body: AcctRequest, now: i64) -> AcctResponse {
         let superuser = uid == 0 || Some(uid) == self.slurm_user_uid;
-        let body = req.body;
         if body.is_ingest() && !superuser {
             return err(
                 AcctErrorKind::AccessDenied,
@@ -256,7 +286,14 @@ impl Server {
             for c in clusters.into_iter().filter(|c| c.control_port != 0) {
                 let addr = format!("{}:{}", c.control_host, c.control_port);
                 let req = slurm_proto::Request {
-                    cred: key.sign(0, 0, "slurmdbd", now()),
+                    cred: {
+                        let b = slurm_common::auth::Binding::for_body(
+                            &slurm_proto::RequestBody::AcctChanged,
+                            slurm_common::auth::TO_CTLD,
+                        )
+                        .expect("a unit variant serializes");
+                        key.sign(0, 0, "slurmdbd", now(), &b)
+                    },
                     body: slurm_proto::RequestBody::AcctChanged,
                 };
                 if let Err(e) =

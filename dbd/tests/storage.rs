@@ -1563,9 +1563,18 @@ fn key() -> Key {
     Key::from_bytes(b"0123456789abcdef0123456789abcdef")
 }
 
+/// `body` signed as `uid` at `now`, its credential bound to it.
+fn signed(uid: u32, body: AcctRequest, now: i64) -> DbdRequest {
+    let b = slurm_common::dbd::bound(&body);
+    DbdRequest {
+        cred: key().sign(uid, uid, "test", now, &b),
+        body,
+    }
+}
+
 async fn call(addr: &str, uid: u32, body: AcctRequest) -> AcctResponse {
-    let cred = key().sign(uid, uid, "test", slurm_common::auth::now());
-    slurmdbd::client::call(addr, &DbdRequest { cred, body }, Duration::from_secs(10))
+    let req = signed(uid, body, slurm_common::auth::now());
+    slurmdbd::client::call(addr, &req, Duration::from_secs(10))
         .await
         .unwrap()
 }
@@ -1587,6 +1596,7 @@ async fn daemon_checks_credentials_and_rights() {
         slurm_user_uid: Some(4242),
         stats: Arc::new(slurmdbd::stats::Stats::new(0)),
         private: Default::default(),
+        seen: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -1710,31 +1720,48 @@ async fn daemon_checks_credentials_and_rights() {
     .await;
     assert_eq!(kind(&r), Some(AcctErrorKind::InvalidRequest), "{r:?}");
     // Forged and expired credentials.
-    let mut cred = key().sign(0, 0, "test", slurm_common::auth::now());
-    cred.uid = 1;
-    let r = slurmdbd::client::call(
-        &addr,
-        &DbdRequest {
-            cred,
-            body: AcctRequest::Ping,
-        },
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
+    let send = |req: DbdRequest| {
+        let addr = addr.clone();
+        async move {
+            slurmdbd::client::call(&addr, &req, Duration::from_secs(5))
+                .await
+                .unwrap()
+        }
+    };
+    let mut forged = signed(0, AcctRequest::Ping, slurm_common::auth::now());
+    forged.cred.uid = 1;
+    let r = send(forged).await;
     assert_eq!(kind(&r), Some(AcctErrorKind::InvalidCredential), "{r:?}");
-    let cred = key().sign(0, 0, "test", slurm_common::auth::now() - 10_000);
-    let r = slurmdbd::client::call(
-        &addr,
-        &DbdRequest {
-            cred,
-            body: AcctRequest::Ping,
-        },
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
+    let r = send(signed(
+        0,
+        AcctRequest::Ping,
+        slurm_common::auth::now() - 10_000,
+    ))
+    .await;
     assert_eq!(kind(&r), Some(AcctErrorKind::ExpiredCredential), "{r:?}");
+    // A root request seen on the wire: not twice, not with another body.
+    let seen = signed(0, AcctRequest::Ping, slurm_common::auth::now());
+    assert!(matches!(
+        send(seen.clone()).await,
+        AcctResponse::Pong { .. }
+    ));
+    let r = send(seen).await;
+    assert_eq!(
+        kind(&r),
+        Some(AcctErrorKind::InvalidCredential),
+        "replayed: {r:?}"
+    );
+    let fresh = signed(0, AcctRequest::Ping, slurm_common::auth::now());
+    let swapped = DbdRequest {
+        cred: fresh.cred,
+        body: AcctRequest::Rollup { now: None },
+    };
+    let r = send(swapped).await;
+    assert_eq!(
+        kind(&r),
+        Some(AcctErrorKind::InvalidCredential),
+        "other body: {r:?}"
+    );
     // Garbage gets a protocol error, not a crash; several requests share a connection.
     {
         use tokio::io::AsyncWriteExt;
@@ -1749,13 +1776,9 @@ async fn daemon_checks_credentials_and_rights() {
         assert_eq!(kind(&r), Some(AcctErrorKind::Protocol));
         let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
         for _ in 0..2 {
-            let cred = key().sign(0, 0, "t", slurm_common::auth::now());
             slurm_common::net::write_frame(
                 &mut sock,
-                &DbdRequest {
-                    cred,
-                    body: AcctRequest::Ping,
-                },
+                &signed(0, AcctRequest::Ping, slurm_common::auth::now()),
             )
             .await
             .unwrap();

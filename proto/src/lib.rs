@@ -34,6 +34,15 @@ pub struct Credential {
     pub issued: i64,
     pub expires: i64,
     pub nonce: u64,
+    /// What it is good for: the request's method (its body's variant), the
+    /// SHA-256 of the body's exact bytes (hex) and the receiver
+    /// (`slurmctld`, `slurmdbd`, `slurmd:<node>`).
+    #[serde(default)]
+    pub method: String,
+    #[serde(default)]
+    pub body_hash: String,
+    #[serde(default)]
+    pub to: String,
     /// Hex HMAC-SHA256 over the fields above.
     pub sig: String,
 }
@@ -631,7 +640,7 @@ pub struct StepLayout {
 
 /// Signed by the controller: this user may run step `step_id` of `job_id`
 /// on `nodes` until `expires`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct StepCred {
     pub job_id: JobId,
     pub step_id: u32,
@@ -640,6 +649,25 @@ pub struct StepCred {
     pub user_name: String,
     pub nodes: Vec<String>,
     pub expires: i64,
+    /// What the node daemons apply, signed with the rest so a step cannot
+    /// claim more than its job holds: the job's allocation (CPUs, memory,
+    /// GPUs per node), partition, account and run (start time), and the
+    /// step's layout (tasks per node, CPUs per task, the job's CPUs on each
+    /// of the step's nodes).
+    #[serde(default)]
+    pub alloc: Allocation,
+    #[serde(default)]
+    pub partition: String,
+    #[serde(default)]
+    pub account: String,
+    #[serde(default)]
+    pub job_start: Option<i64>,
+    #[serde(default)]
+    pub tasks: Vec<Vec<u32>>,
+    #[serde(default)]
+    pub cpus_per_task: u32,
+    #[serde(default)]
+    pub job_cpus: Vec<u32>,
     pub sig: String,
 }
 

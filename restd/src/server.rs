@@ -489,10 +489,15 @@ impl App {
         }))
     }
 
-    async fn credential(&self, who: &Ident) -> Result<slurm_proto::Credential, Fail> {
+    /// A credential for `who` and the request `b`.
+    pub(crate) async fn credential(
+        &self,
+        who: &Ident,
+        b: slurm_common::auth::Binding,
+    ) -> Result<slurm_proto::Credential, Fail> {
         let now = slurm_common::auth::now();
         if let Some(k) = &self.key {
-            return Ok(k.sign(who.uid, who.gid, &self.host, now));
+            return Ok(k.sign(who.uid, who.gid, &self.host, now, &b));
         }
         // SAFETY: getuid cannot fail.
         let me = unsafe { libc::getuid() };
@@ -509,7 +514,7 @@ impl App {
             ));
         }
         let src = slurm_common::auth::CredSource::from_conf(&self.conf);
-        tokio::task::spawn_blocking(move || src.credential())
+        tokio::task::spawn_blocking(move || src.credential(&b))
             .await
             .map_err(|e| e.to_string())
             .and_then(|r| r.map_err(|e| e.to_string()))
@@ -526,7 +531,7 @@ impl App {
 
     /// One RPC to the controller as `who`.
     async fn call(&self, who: &Ident, body: RequestBody, source: &str) -> Result<Response, Fail> {
-        let cred = self.credential(who).await?;
+        let cred = self.credential(who, ctld_binding(&body)).await?;
         let req = Request { cred, body };
         let mut last = String::new();
         for (_, addr) in &self.ctld_addrs {
@@ -662,13 +667,21 @@ fn update_time(q: &Q, source: &str) -> Result<Option<i64>, Fail> {
     }
 }
 
+/// The binding of a request to the controller.
+fn ctld_binding(body: &RequestBody) -> slurm_common::auth::Binding {
+    use slurm_common::auth::{Binding, TO_CTLD};
+    Binding::for_body(body, TO_CTLD).unwrap_or_else(|_| Binding::for_bytes(b"", TO_CTLD))
+}
+
 // ----------------------------------------------------------------- handlers
 
 impl App {
     async fn ping(&self, who: &Ident) -> HResult {
         let mut pings = Vec::new();
         for (i, (name, addr)) in self.ctld_addrs.iter().enumerate() {
-            let cred = self.credential(who).await?;
+            let cred = self
+                .credential(who, ctld_binding(&RequestBody::Ping))
+                .await?;
             let start = Instant::now();
             let r = slurm_common::net::call_async(
                 addr,

@@ -39,7 +39,8 @@ pub fn heartbeat_interval(slurmd_timeout: u32) -> Duration {
 
 /// Send one request to the controller, signed as root.
 pub async fn call(ctx: &Ctx, body: RequestBody) -> Result<Response, NetError> {
-    let cred = ctx.key.sign(0, 0, &ctx.host, crate::now());
+    let b = slurm_common::auth::Binding::for_body(&body, slurm_common::auth::TO_CTLD)?;
+    let cred = ctx.key.sign(0, 0, &ctx.host, crate::now(), &b);
     net::call_async(&ctx.ctld_addr, &Request { cred, body }, CALL_TIMEOUT).await
 }
 

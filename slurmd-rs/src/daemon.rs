@@ -40,6 +40,10 @@ pub struct Ctx {
     pub conf_path_str: String,
     pub node: String,
     pub key: Key,
+    /// Credentials accepted and not yet expired (each is good once).
+    pub seen: slurm_common::auth::ReplayCache,
+    /// Largest request taken (`CommunicationParameters=max_message_size`).
+    pub max_request: usize,
     /// This host's name, put in the credentials we sign.
     pub host: String,
     pub spool: PathBuf,
@@ -292,6 +296,13 @@ impl Daemon {
             );
         }
         let ctx = Arc::new(Ctx {
+            seen: Default::default(),
+            max_request: net::max_request(s.conf.get("CommunicationParameters")).unwrap_or_else(
+                |e| {
+                    warn!("{e}; using {} bytes", net::MAX_REQUEST);
+                    net::MAX_REQUEST
+                },
+            ),
             ctld_addr: format!("{}:{}", s.conf.ctld_address(), s.conf.slurmctld_port),
             conf_path_str: s.conf_path.to_string_lossy().into_owned(),
             node: s.node.clone(),
@@ -434,7 +445,8 @@ async fn sack_task(path: PathBuf, key: Key) {
 
 async fn handle_connection(ctx: &Arc<Ctx>, mut stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    let req: Request = match tokio::time::timeout(IO_TIMEOUT, net::read_frame(&mut stream)).await {
+    let read = net::read_frame_max(&mut stream, ctx.max_request);
+    let env: net::Envelope = match tokio::time::timeout(IO_TIMEOUT, read).await {
         Ok(Ok(Some(r))) => r,
         Ok(Ok(None)) => return,
         Ok(Err(e)) => {
@@ -446,7 +458,12 @@ async fn handle_connection(ctx: &Arc<Ctx>, mut stream: TcpStream, peer: SocketAd
             return;
         }
     };
-    let resp = dispatch(ctx, req).await;
+    let uid = env.cred.uid;
+    let me = slurm_common::auth::to_slurmd(&ctx.node);
+    let resp = match env.open(&ctx.key, &me, crate::now(), &ctx.seen) {
+        Ok((cred, body)) => checked(ctx, Request { cred, body }).await,
+        Err(e) => refused(uid, &peer.to_string(), e),
+    };
     match tokio::time::timeout(IO_TIMEOUT, net::write_frame(&mut stream, &resp)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => debug!("cannot answer {peer}: {e}"),
@@ -461,17 +478,35 @@ fn refuse(error: SlurmError, detail: impl Into<String>) -> Response {
     })
 }
 
-/// Verify and answer one request.
+fn refused(uid: u32, from: &str, e: net::NetError) -> Response {
+    warn!(uid, from, "refused request: {e}");
+    let code = match e {
+        net::NetError::Auth(AuthError::Expired | AuthError::NotYetValid) => {
+            SlurmError::ExpiredCredential
+        }
+        net::NetError::Auth(_) => SlurmError::InvalidCredential,
+        _ => SlurmError::ProtocolError,
+    };
+    refuse(code, e.to_string())
+}
+
+/// Verify (the credential bound to this body, for this node, used once)
+/// and answer one request.
 pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
-    let cred = &req.cred;
-    if let Err(e) = ctx.key.verify(cred, crate::now()) {
-        warn!(uid = cred.uid, host = %cred.host, "refused request: {e}");
-        let code = match e {
-            AuthError::Expired => SlurmError::ExpiredCredential,
-            _ => SlurmError::InvalidCredential,
-        };
-        return refuse(code, e.to_string());
+    let me = slurm_common::auth::to_slurmd(&ctx.node);
+    let checked_cred = slurm_common::auth::Binding::for_body(&req.body, &me)
+        .map_err(net::NetError::from)
+        .and_then(|b| Ok(ctx.key.verify(&req.cred, crate::now(), &b)?))
+        .and_then(|_| Ok(ctx.seen.check(&req.cred, crate::now())?));
+    if let Err(e) = checked_cred {
+        return refused(req.cred.uid, &req.cred.host, e);
     }
+    checked(ctx, req).await
+}
+
+/// Answer a request whose credential has been checked.
+async fn checked(ctx: &Arc<Ctx>, req: Request) -> Response {
+    let cred = &req.cred;
     let privileged = cred.uid == 0 || Some(cred.uid) == ctx.slurm_uid;
     let job_request = matches!(
         req.body,
@@ -532,6 +567,7 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
             }
             // What was asked for this run is over (a later run starts clean).
             jobs::forget_wanted(&ctx.node, job_id);
+            crate::steps::job_ended(&ctx.node, job_id, start_time);
             let ctx = ctx.clone();
             tokio::spawn(async move {
                 // A suspended job is thawed so its signals reach it.
@@ -559,7 +595,14 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
             job_id,
             step_id,
             signal,
-        } => crate::steps::signal(req.cred.uid, privileged, job_id, step_id, signal),
+        } => {
+            // The controller cancelling a step: it launches nothing here
+            // afterwards, even if its launch has not arrived yet.
+            if privileged && signal == libc::SIGKILL {
+                crate::steps::step_cancelled(&ctx.node, job_id, step_id);
+            }
+            crate::steps::signal(req.cred.uid, privileged, job_id, step_id, signal)
+        }
         other => {
             let name = format!("{other:?}");
             let name = name

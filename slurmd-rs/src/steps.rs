@@ -44,6 +44,85 @@ fn steps() -> std::sync::MutexGuard<'static, HashMap<(JobId, u32), StepEntry>> {
     STEPS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The first field of a launch that differs from its signed credential.
+fn unsigned_field(t: &TaskLaunch) -> Option<&'static str> {
+    let (c, l) = (&t.layout.cred, &t.layout);
+    let checks = [
+        (t.job_nodes == c.alloc.nodes, "job nodes"),
+        (t.job_cpus == c.alloc.cpus, "job CPUs"),
+        (t.job_mem == c.alloc.mem, "job memory"),
+        (t.job_tasks == c.alloc.tasks, "job tasks"),
+        (t.job_gres == c.alloc.gres, "job GRES"),
+        (t.partition == c.partition, "partition"),
+        (t.account == c.account, "account"),
+        (t.job_start == c.job_start, "job start"),
+        (l.job_id == c.job_id && l.step_id == c.step_id, "step id"),
+        (l.nodes == c.nodes, "step nodes"),
+        (l.tasks == c.tasks, "step tasks"),
+        (l.cpus_per_task == c.cpus_per_task, "CPUs per task"),
+        (l.job_cpus == c.job_cpus, "step CPUs"),
+    ];
+    checks.iter().find(|(ok, _)| !ok).map(|(_, what)| *what)
+}
+
+/// Runs of jobs ended on this node, by (node, job): the run's start time
+/// and when it ended here. Step credentials of an ended run are void.
+type Ended = HashMap<(String, JobId), (Option<i64>, std::time::Instant)>;
+static ENDED: LazyLock<Mutex<Ended>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Steps launched here, by (node, job, step): a credential launches once.
+static LAUNCHED: LazyLock<Mutex<std::collections::HashSet<(String, JobId, u32)>>> =
+    LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
+
+/// The controller ended run `start_time` of `job_id` on `node`: its steps'
+/// credentials launch nothing more, and a later run starts afresh.
+pub fn job_ended(node: &str, job_id: JobId, start_time: Option<i64>) {
+    let mut ended = ENDED.lock().unwrap_or_else(|p| p.into_inner());
+    // Step credentials last an hour; older entries can go.
+    ended.retain(|_, (_, at)| at.elapsed() < Duration::from_secs(2 * 3600));
+    ended.insert(
+        (node.to_string(), job_id),
+        (start_time, std::time::Instant::now()),
+    );
+    drop(ended);
+    LAUNCHED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(n, j, _)| !(n == node && *j == job_id));
+}
+
+/// The controller cancelled step `step_id` of `job_id`: no launch of it
+/// is taken here any more.
+pub fn step_cancelled(node: &str, job_id: JobId, step_id: u32) {
+    LAUNCHED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert((node.to_string(), job_id, step_id));
+}
+
+/// Why `cred` may not launch here (its run ended, or it already launched
+/// its step), if so; otherwise the step is recorded as launched.
+fn void_here(node: &str, cred: &slurm_proto::StepCred) -> Option<String> {
+    let ended = ENDED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((start, _)) = ended.get(&(node.to_string(), cred.job_id)) {
+        if start.is_some() && *start == cred.job_start {
+            return Some(format!("job {} has ended", cred.job_id));
+        }
+    }
+    drop(ended);
+    let fresh = LAUNCHED.lock().unwrap_or_else(|p| p.into_inner()).insert((
+        node.to_string(),
+        cred.job_id,
+        cred.step_id,
+    ));
+    (!fresh).then(|| {
+        format!(
+            "step {}.{} was already launched here",
+            cred.job_id, cred.step_id
+        )
+    })
+}
+
 /// Jobs with steps on this node but not their batch script: their cgroup
 /// here, by (node, job).
 struct StepJob {
@@ -299,6 +378,17 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             SlurmError::AccessDenied,
             format!("uid {caller_uid} may not launch tasks of uid {}", cred.uid),
         );
+    }
+    // What is applied here must be what the controller signed.
+    if let Some(field) = unsigned_field(&t) {
+        warn!(job = cred.job_id, "step launch with {field} not as signed");
+        return refuse(
+            SlurmError::InvalidCredential,
+            format!("step credential: the launch's {field} is not the one signed"),
+        );
+    }
+    if let Some(why) = void_here(&ctx.node, cred) {
+        return refuse(SlurmError::AlreadyDone, why);
     }
     let idx = t.node_index as usize;
     if cred.nodes.get(idx) != Some(&ctx.node) || t.layout.nodes.get(idx) != Some(&ctx.node) {
@@ -850,7 +940,7 @@ mod tests {
                     user_name: "alice".into(),
                     nodes: vec!["n1".into(), "n2".into()],
                     expires: 0,
-                    sig: String::new(),
+                    ..Default::default()
                 },
             },
             node_index: 1,

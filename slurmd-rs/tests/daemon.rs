@@ -39,14 +39,17 @@ async fn fake_ctld(key: Key) -> FakeCtld {
     let fail_heartbeat = Arc::new(AtomicBool::new(false));
     let fail = fail_heartbeat.clone();
     tokio::spawn(async move {
+        let seen = auth::ReplayCache::default();
         loop {
             let (mut s, _) = l.accept().await.unwrap();
-            let req: Request = match net::read_frame(&mut s).await {
+            let env: net::Envelope = match net::read_frame(&mut s).await {
                 Ok(Some(r)) => r,
                 _ => continue,
             };
-            key.verify(&req.cred, auth::now())
-                .expect("slurmd signs its requests");
+            let (cred, body) = env
+                .open(&key, auth::TO_CTLD, auth::now(), &seen)
+                .expect("slurmd signs its requests, each for its body and once");
+            let req = Request { cred, body };
             assert_eq!(req.cred.uid, 0);
             let resp = match req.body {
                 RequestBody::Heartbeat { .. } if fail.swap(false, Ordering::SeqCst) => {
@@ -128,15 +131,27 @@ fn cluster(ctld_port: u16) -> Cluster {
     }
 }
 
-async fn call(c: &Cluster, uid: u32, body: RequestBody) -> Response {
-    let cred = c.key.sign(uid, uid, "test", auth::now());
+/// `body` signed as `uid` for the daemon of node `to` at `now`.
+fn signed(c: &Cluster, uid: u32, body: RequestBody, to: &str, now: i64) -> Request {
+    let b = auth::Binding::for_body(&body, &auth::to_slurmd(to)).unwrap();
+    Request {
+        cred: c.key.sign(uid, uid, "test", now, &b),
+        body,
+    }
+}
+
+async fn send(c: &Cluster, req: &Request) -> Response {
     net::call_async(
         &format!("127.0.0.1:{}", c.slurmd_port),
-        &Request { cred, body },
+        req,
         Duration::from_secs(10),
     )
     .await
     .unwrap()
+}
+
+async fn call(c: &Cluster, uid: u32, body: RequestBody) -> Response {
+    send(c, &signed(c, uid, body, "n1", auth::now())).await
 }
 
 fn launch(job_id: u32, work: &Path, script: &str) -> BatchLaunch {
@@ -236,31 +251,135 @@ async fn daemon_end_to_end() {
     .await;
 
     // Credentials.
-    let mut forged = c.key.sign(0, 0, "x", auth::now());
-    forged.uid = 5;
-    let r = net::call_async(
-        &format!("127.0.0.1:{}", c.slurmd_port),
-        &Request {
-            cred: forged,
-            body: RequestBody::NodePing,
-        },
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
+    let mut forged = signed(&c, 0, RequestBody::NodePing, "n1", auth::now());
+    forged.cred.uid = 5;
+    let r = send(&c, &forged).await;
     assert!(is_err(&r, SlurmError::InvalidCredential), "{r:?}");
-    let expired = c.key.sign(0, 0, "x", auth::now() - 10_000);
-    let r = net::call_async(
-        &format!("127.0.0.1:{}", c.slurmd_port),
-        &Request {
-            cred: expired,
-            body: RequestBody::NodePing,
-        },
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
+    let expired = signed(&c, 0, RequestBody::NodePing, "n1", auth::now() - 10_000);
+    let r = send(&c, &expired).await;
     assert!(is_err(&r, SlurmError::ExpiredCredential), "{r:?}");
+    // A root-signed request seen on the wire: not for another node, not
+    // with another body, not twice.
+    let seen = signed(&c, 0, RequestBody::NodePing, "n1", auth::now());
+    assert!(matches!(send(&c, &seen).await, Response::NodePong { .. }));
+    let r = send(&c, &seen).await;
+    assert!(is_err(&r, SlurmError::InvalidCredential), "replayed: {r:?}");
+    let for_n2 = signed(&c, 0, RequestBody::NodePing, "n2", auth::now());
+    let r = send(&c, &for_n2).await;
+    assert!(
+        is_err(&r, SlurmError::InvalidCredential),
+        "other node: {r:?}"
+    );
+    let fresh = signed(&c, 0, RequestBody::NodePing, "n1", auth::now());
+    let swapped = Request {
+        cred: fresh.cred.clone(),
+        body: RequestBody::TerminateJob {
+            job_id: 1,
+            kill_wait: 0,
+            start_time: None,
+        },
+    };
+    let r = send(&c, &swapped).await;
+    assert!(
+        is_err(&r, SlurmError::InvalidCredential),
+        "other body: {r:?}"
+    );
+
+    // Step credentials: what the daemon applies is what the controller
+    // signed (a user's own srun cannot claim a GPU or more CPUs), and a
+    // credential of an ended run launches nothing.
+    let start = auth::now();
+    let mut cred = slurm_proto::StepCred {
+        job_id: 500,
+        step_id: 0,
+        uid: 65534,
+        gid: 65534,
+        user_name: "nobody".into(),
+        nodes: vec!["n1".into()],
+        expires: start + 3600,
+        alloc: Allocation {
+            nodes: vec!["n1".into()],
+            cpus: vec![1],
+            mem: vec![50],
+            tasks: vec![1],
+            gres: Vec::new(),
+        },
+        partition: "debug".into(),
+        account: "a".into(),
+        job_start: Some(start),
+        tasks: vec![vec![0]],
+        cpus_per_task: 1,
+        job_cpus: vec![1],
+        sig: String::new(),
+    };
+    c.key.sign_step(&mut cred);
+    let tasks = slurm_proto::TaskLaunch {
+        layout: slurm_proto::StepLayout {
+            job_id: 500,
+            step_id: 0,
+            nodes: vec!["n1".into()],
+            addrs: vec![],
+            tasks: vec![vec![0]],
+            cpus_per_task: 1,
+            job_cpus: vec![1],
+            cred: cred.clone(),
+        },
+        node_index: 0,
+        argv: vec!["/bin/true".into()],
+        environment: vec![],
+        cwd: "/tmp".into(),
+        // Nothing listens here: a launch that got this far would fail.
+        io_addr: "127.0.0.1:1".into(),
+        job_name: "s".into(),
+        partition: "debug".into(),
+        account: "a".into(),
+        cluster_name: "c".into(),
+        job_nodes: vec!["n1".into()],
+        job_cpus: vec![1],
+        job_tasks: vec![1],
+        job_gres: vec![],
+        job_mem: vec![50],
+        cpu_bind: None,
+        distribution: None,
+        job_start: Some(start),
+    };
+    let mut greedy = tasks.clone();
+    greedy.job_gres = vec![vec![slurm_proto::GresAlloc {
+        name: "gpu".into(),
+        kind: None,
+        indices: vec![0],
+    }]];
+    let r = call(&c, 65534, RequestBody::LaunchTasks(Box::new(greedy))).await;
+    assert!(
+        is_err(&r, SlurmError::InvalidCredential) && format!("{r:?}").contains("job GRES"),
+        "{r:?}"
+    );
+    let mut more_cpus = tasks.clone();
+    more_cpus.job_cpus = vec![2];
+    more_cpus.layout.job_cpus = vec![2];
+    let r = call(&c, 65534, RequestBody::LaunchTasks(Box::new(more_cpus))).await;
+    assert!(is_err(&r, SlurmError::InvalidCredential), "{r:?}");
+    let mut resigned = tasks.clone();
+    resigned.layout.cred.alloc.cpus = vec![2];
+    resigned.job_cpus = vec![2];
+    let r = call(&c, 65534, RequestBody::LaunchTasks(Box::new(resigned))).await;
+    assert!(is_err(&r, SlurmError::InvalidCredential), "{r:?}");
+    let r = call(
+        &c,
+        0,
+        RequestBody::TerminateJob {
+            job_id: 500,
+            kill_wait: 0,
+            start_time: Some(start),
+        },
+    )
+    .await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let r = call(&c, 65534, RequestBody::LaunchTasks(Box::new(tasks))).await;
+    assert!(
+        is_err(&r, SlurmError::AlreadyDone) && format!("{r:?}").contains("has ended"),
+        "{r:?}"
+    );
     let r = call(&c, 1000, RequestBody::NodePing).await;
     assert!(
         matches!(r, Response::NodePong { ref running_jobs } if running_jobs.is_empty()),
@@ -498,11 +617,13 @@ async fn daemon_end_to_end() {
 
     // The credential socket is served.
     let sock = c.dir.path().join("sack.socket");
-    let cred = tokio::task::spawn_blocking(move || auth::fetch_from_socket(&sock))
+    let b = auth::Binding::for_body(&RequestBody::Ping, auth::TO_CTLD).unwrap();
+    let b2 = b.clone();
+    let cred = tokio::task::spawn_blocking(move || auth::fetch_from_socket(&sock, &b2))
         .await
         .unwrap()
         .unwrap();
-    c.key.verify(&cred, auth::now()).unwrap();
+    c.key.verify(&cred, auth::now(), &b).unwrap();
 
     let _ = stop_tx.send(());
     served.await.unwrap();

@@ -273,3 +273,32 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// A request to the controller signed with `key` as `uid` at `now`, its
+/// credential bound to it (as the commands make them).
+pub fn ctld_request(
+    key: &slurm_common::auth::Key,
+    uid: u32,
+    body: RequestBody,
+    now: i64,
+) -> slurm_proto::Request {
+    let b = slurm_common::auth::Binding::for_body(&body, slurm_common::auth::TO_CTLD).unwrap();
+    slurm_proto::Request {
+        cred: key.sign(uid, uid, "test", now, &b),
+        body,
+    }
+}
+
+/// The same for slurmdbd.
+pub fn dbd_request(
+    key: &slurm_common::auth::Key,
+    uid: u32,
+    body: slurm_proto::acct::AcctRequest,
+    now: i64,
+) -> slurm_proto::acct::DbdRequest {
+    let b = slurm_common::dbd::bound(&body);
+    slurm_proto::acct::DbdRequest {
+        cred: key.sign(uid, uid, "test", now, &b),
+        body,
+    }
+}

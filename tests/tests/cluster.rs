@@ -218,36 +218,46 @@ fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
     let conf = slurm_common::conf::SlurmConf::load(&t.c.spec.conf_path()).unwrap();
     let addr = format!("{}:{}", conf.ctld_address(), conf.slurmctld_port);
     let now = slurm_common::auth::now();
-    let forged =
-        slurm_common::auth::Key::from_bytes(b"not the cluster key at all").sign(0, 0, "x", now);
-    let r = slurm_common::net::call_sync(
-        &addr,
-        &Request {
-            cred: forged,
-            body: RequestBody::GetJobs,
-        },
-        Duration::from_secs(5),
-    )
-    .unwrap();
-    assert!(
-        matches!(r, Response::Error(ref e) if e.error == SlurmError::InvalidCredential),
-        "{r:?}"
+    let forged = ctld_request(
+        &slurm_common::auth::Key::from_bytes(b"not the cluster key at all"),
+        0,
+        RequestBody::GetJobs,
+        now,
     );
+    let send =
+        |req: &Request| slurm_common::net::call_sync(&addr, req, Duration::from_secs(5)).unwrap();
+    let refused = |r: Response, want: SlurmError| {
+        assert!(
+            matches!(r, Response::Error(ref e) if e.error == want),
+            "{r:?}"
+        )
+    };
+    refused(send(&forged), SlurmError::InvalidCredential);
     let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
-    let old = key.sign(0, 0, "x", now - 3600);
-    let r = slurm_common::net::call_sync(
-        &addr,
-        &Request {
-            cred: old,
-            body: RequestBody::GetJobs,
-        },
-        Duration::from_secs(5),
-    )
-    .unwrap();
-    assert!(
-        matches!(r, Response::Error(ref e) if e.error == SlurmError::ExpiredCredential),
-        "{r:?}"
-    );
+    let old = ctld_request(&key, 0, RequestBody::GetJobs, now - 3600);
+    refused(send(&old), SlurmError::ExpiredCredential);
+
+    // A request seen on the wire cannot be sent again, nor with another
+    // body, nor to another daemon.
+    let seen = ctld_request(&key, 0, RequestBody::Ping, now);
+    assert!(matches!(send(&seen), Response::Pong { .. }));
+    refused(send(&seen), SlurmError::InvalidCredential);
+    let fresh = ctld_request(&key, 0, RequestBody::Ping, now);
+    let other_body = Request {
+        cred: fresh.cred.clone(),
+        body: RequestBody::Reconfigure,
+    };
+    refused(send(&other_body), SlurmError::InvalidCredential);
+    let for_node = {
+        let b = slurm_common::auth::Binding::for_body(&RequestBody::Ping, "slurmd:n1").unwrap();
+        Request {
+            cred: key.sign(0, 0, "x", now, &b),
+            body: RequestBody::Ping,
+        }
+    };
+    refused(send(&for_node), SlurmError::InvalidCredential);
+    // The untouched fresh one still works once.
+    assert!(matches!(send(&fresh), Response::Pong { .. }));
 
     // A user's job: another user may not cancel, hold or change it.
     let id = t.sbatch_as_user(&["-J", "mine", "--begin", "now+3600", "--wrap", "true"]);

@@ -101,7 +101,9 @@ impl App {
                 src,
             ));
         };
-        let cred = self.credential(who).await?;
+        let cred = self
+            .credential(who, slurm_common::dbd::bound(&body))
+            .await?;
         let req = DbdRequest { cred, body };
         match slurm_common::dbd::call(addr, &req, self.timeout).await {
             Ok(AcctResponse::Error(e)) => {

@@ -218,12 +218,14 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let (start, end) = ("start=now-7200", "end=now+7200");
     loop {
-        let req = slurm_proto::acct::DbdRequest {
-            cred: key.sign(0, 0, "test", slurm_common::auth::now()),
-            body: slurm_proto::acct::AcctRequest::Rollup {
+        let req = dbd_request(
+            &key,
+            0,
+            slurm_proto::acct::AcctRequest::Rollup {
                 now: Some(now + 3600),
             },
-        };
+            slurm_common::auth::now(),
+        );
         slurm_common::dbd::call_sync(&addr, &req, Duration::from_secs(10)).unwrap();
         let o = t.run(
             "sreport",
@@ -349,12 +351,14 @@ fn until_controller_knows(
 fn rollup_now(t: &TestCluster) {
     let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
     let now = slurm_common::auth::now();
-    let req = slurm_proto::acct::DbdRequest {
-        cred: key.sign(0, 0, "test", now),
-        body: slurm_proto::acct::AcctRequest::Rollup {
+    let req = dbd_request(
+        &key,
+        0,
+        slurm_proto::acct::AcctRequest::Rollup {
             now: Some(now + 3600),
         },
-    };
+        now,
+    );
     let addr = format!("{}:{}", t.c.spec.ip, t.c.spec.dbd_port);
     slurm_common::dbd::call_sync(&addr, &req, Duration::from_secs(10)).unwrap();
 }

@@ -453,7 +453,6 @@ fn a_full_state_disk_refuses_new_work_loses_nothing_and_recovers() {
 /// and retry instead of failing.
 #[test]
 fn one_users_request_loop_is_rate_limited_without_failing_commands() {
-    use slurm_proto::Request;
     let t = TestCluster::start(1, |s| {
         s.extra_conf =
             "SlurmctldParameters=rl_enable,rl_bucket_size=5,rl_refill_rate=1,rl_refill_period=1\n"
@@ -462,16 +461,8 @@ fn one_users_request_loop_is_rate_limited_without_failing_commands() {
     let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
     let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
     let ask = |uid: u32| {
-        let cred = key.sign(uid, uid, "x", slurm_common::auth::now());
-        let r = slurm_common::net::call_sync(
-            &addr,
-            &Request {
-                cred,
-                body: RequestBody::Ping,
-            },
-            Duration::from_secs(5),
-        )
-        .unwrap();
+        let req = ctld_request(&key, uid, RequestBody::Ping, slurm_common::auth::now());
+        let r = slurm_common::net::call_sync(&addr, &req, Duration::from_secs(5)).unwrap();
         matches!(r, Response::Error(ref e) if e.error == SlurmError::Backoff)
     };
     let backed_off = (0..12).filter(|_| ask(TEST_UID)).count();
@@ -486,4 +477,76 @@ fn one_users_request_loop_is_rate_limited_without_failing_commands() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// What a connection can cost the controller: a length prefix over the
+/// limit is refused before anything is allocated, prefixes under it with
+/// no bytes behind them cost no memory, and hundreds of idle connections
+/// neither hold squeue off nor stay past MessageTimeout.
+#[test]
+fn oversized_frames_and_idle_connections_cost_the_controller_nothing() {
+    use std::io::{Read, Write};
+    let t = TestCluster::start(1, |s| s.extra_conf = "MessageTimeout=3\n".into());
+    let pid = t.c.ctld.as_ref().unwrap().id();
+    // Address space, not resident memory: a zeroed buffer is reserved
+    // whole at once but its pages are touched only as bytes arrive.
+    let rss_kb = || -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmSize:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap()
+    };
+    let connect = || std::net::TcpStream::connect(("127.0.0.1", t.c.spec.ctld_port)).unwrap();
+    // 1 GiB announced: refused at once with a protocol error.
+    let mut s = connect();
+    s.write_all(&(1u32 << 30).to_be_bytes()).unwrap();
+    let r: Response = slurm_common::net::read_frame_sync(&mut s).unwrap();
+    assert!(
+        matches!(&r, Response::Error(e) if e.error == SlurmError::ProtocolError
+            && e.detail.as_deref().is_some_and(|d| d.contains("exceeds the limit"))),
+        "{r:?}"
+    );
+    // 40 × 15 MiB announced, a few bytes sent: no 600 MiB allocated.
+    let before = rss_kb();
+    let held: Vec<std::net::TcpStream> = (0..40)
+        .map(|_| {
+            let mut s = connect();
+            s.write_all(&(15u32 << 20).to_be_bytes()).unwrap();
+            s.write_all(br#"{"cred":"#).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let grew_mb = rss_kb().saturating_sub(before) / 1024;
+    assert!(grew_mb < 100, "the controller grew by {grew_mb} MiB");
+    drop(held);
+    // 600 idle connections (more than the old connection limit).
+    let idle: Vec<std::net::TcpStream> = (0..600).map(|_| connect()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    let out = t.run("squeue", &[]);
+    let took = t0.elapsed();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        took < Duration::from_secs(2),
+        "squeue took {took:?} beside idle connections"
+    );
+    // They are closed after MessageTimeout.
+    std::thread::sleep(Duration::from_secs(4));
+    let mut first = idle.into_iter().next().unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(
+        first.read(&mut buf).unwrap_or(1),
+        0,
+        "an idle connection was kept"
+    );
+    eprintln!(
+        "FIGURE | 1 GiB prefix; 40 × 15 MiB prefixes; 600 idle connections | refused at once; controller grew {grew_mb} MiB; squeue answered in {} ms; idle ones closed after MessageTimeout",
+        took.as_millis()
+    );
 }
