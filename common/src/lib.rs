@@ -10,6 +10,8 @@
 //! - [`constraint`]: `--constraint` expressions over node features.
 //! - [`cpubind`]: `srun --cpu-bind` (which CPUs each task gets).
 //! - [`dbd`]: a one-request client for slurmdbd.
+//! - [`jwt`]: HS256 tokens as Slurm's `auth/jwt` (minted by `scontrol token`,
+//!   checked by the controller and slurmdbd).
 //! - [`gres`]: generic resource specifications (`gpu:a100:2`).
 //! - [`licenses`]: license lists (`matlab:2,abaqus`).
 //! - [`net`]: the RPC framing (length-prefixed JSON) and a blocking client.
@@ -28,6 +30,7 @@ pub mod dbd;
 pub mod gres;
 pub mod hostlist;
 pub mod jobspec;
+pub mod jwt;
 pub mod licenses;
 pub mod net;
 pub mod private;

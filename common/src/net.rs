@@ -216,9 +216,40 @@ impl Envelope {
         now: i64,
         seen: &crate::auth::ReplayCache,
     ) -> Result<(slurm_proto::Credential, B), NetError> {
-        let b = crate::auth::Binding::for_bytes(self.body.get().as_bytes(), me);
-        key.verify(&self.cred, now, &b)?;
-        seen.check(&self.cred, now)?;
+        self.open_with(key, None, me, now, seen)
+    }
+
+    /// [`Envelope::open`] that also takes a user's JWT (passed on by a
+    /// slurmrestd holding no key) when `jwt_key` is given: the request then
+    /// acts as the user the token names.
+    pub fn open_with<B: DeserializeOwned>(
+        mut self,
+        key: &crate::auth::Key,
+        jwt_key: Option<&[u8]>,
+        me: &str,
+        now: i64,
+        seen: &crate::auth::ReplayCache,
+    ) -> Result<(slurm_proto::Credential, B), NetError> {
+        use crate::auth::AuthError;
+        if !self.cred.token.is_empty() {
+            let Some(jk) = jwt_key else {
+                return Err(AuthError::Token(
+                    "tokens are not accepted here (AuthAltTypes=auth/jwt)".into(),
+                )
+                .into());
+            };
+            let claims = crate::jwt::verify_token(jk, &self.cred.token, now)
+                .map_err(|e| AuthError::Token(e.to_string()))?;
+            let user = crate::users::user_by_name(&claims.sun)
+                .ok_or_else(|| AuthError::Token(format!("unknown user {}", claims.sun)))?;
+            self.cred.uid = user.uid;
+            self.cred.gid = user.gid;
+            self.cred.expires = claims.exp;
+        } else {
+            let b = crate::auth::Binding::for_bytes(self.body.get().as_bytes(), me);
+            key.verify(&self.cred, now, &b)?;
+            seen.check(&self.cred, now)?;
+        }
         let body = serde_json::from_str(self.body.get())?;
         Ok((self.cred, body))
     }

@@ -241,9 +241,9 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             cmds: tx.clone(),
             host,
             acct_kick,
-            jwt_key: match slurmrestd::jwt::conf_key(&conf) {
+            jwt_key: match slurm_common::jwt::conf_key(&conf) {
                 Ok(k) => Some(k),
-                Err(slurmrestd::jwt::JwtError::NoKey) => None,
+                Err(slurm_common::jwt::JwtError::NoKey) => None,
                 Err(e) => {
                     tracing::warn!("no JWT key for scontrol token: {e}");
                     None

@@ -129,7 +129,14 @@ impl Server {
                 }
             };
         let uid = env.cred.uid;
-        let req = match env.open(&self.key, slurm_common::auth::TO_CTLD, now(), &self.seen) {
+        let jwt = self.jwt_key.as_deref();
+        let req = match env.open_with(
+            &self.key,
+            jwt,
+            slurm_common::auth::TO_CTLD,
+            now(),
+            &self.seen,
+        ) {
             Ok((cred, body)) => Request { cred, body },
             Err(e) => {
                 tracing::info!("refused request (uid {uid}): {e}");
@@ -197,7 +204,7 @@ impl Server {
                 detail: Some(format!("invalid lifespan {life}")),
             });
         }
-        match slurmrestd::jwt::mint_token(key, &user, life) {
+        match slurm_common::jwt::mint_token(key, &user, life) {
             Ok(t) => Response::Token(t),
             Err(e) => Response::Error(RpcError {
                 error: SlurmError::InternalError,

@@ -87,6 +87,10 @@ pub struct DbdConf {
     pub auth_type: String,
     /// `PrivateData=`: what users may not see of one another.
     pub private: slurm_common::private::PrivateData,
+    /// `AuthAltTypes=auth/jwt` with `AuthAltParameters=jwt_key=PATH`:
+    /// requests may carry a user's token (from a slurmrestd holding no key).
+    pub jwt_key: Option<PathBuf>,
+    jwt_enabled: bool,
     pub warnings: Vec<ConfWarning>,
 }
 
@@ -106,7 +110,7 @@ pub const DEBUG_LEVELS: [&str; 11] = [
 ];
 
 /// Keys Slurm knows that we read but do not act on yet.
-const ACCEPTED_UNSUPPORTED: [&str; 26] = [
+const ACCEPTED_UNSUPPORTED: [&str; 24] = [
     "AllowNoDefAcct",
     "AllResourcesAbsolute",
     "ArchiveDir",
@@ -118,8 +122,6 @@ const ACCEPTED_UNSUPPORTED: [&str; 26] = [
     "ArchiveSuspend",
     "ArchiveTXN",
     "ArchiveUsage",
-    "AuthAltTypes",
-    "AuthAltParameters",
     "AuthInfo",
     "CommitDelay",
     "CommunicationParameters",
@@ -135,7 +137,9 @@ const ACCEPTED_UNSUPPORTED: [&str; 26] = [
     "TrackWCKey",
 ];
 
-const KNOWN: [&str; 22] = [
+const KNOWN: [&str; 24] = [
+    "AuthAltTypes",
+    "AuthAltParameters",
     "PrivateData",
     "StorageType",
     "StorageHost",
@@ -194,6 +198,8 @@ impl DbdConf {
             debug_level: "info".into(),
             auth_type: "auth/slurm".into(),
             private: Default::default(),
+            jwt_key: None,
+            jwt_enabled: false,
             warnings: Vec::new(),
         };
         let mut pending = String::new();
@@ -300,6 +306,18 @@ impl DbdConf {
                 }
                 self.debug_level = v;
             }
+            "AuthAltTypes" => {
+                self.jwt_enabled = value
+                    .split(',')
+                    .any(|t| t.trim().eq_ignore_ascii_case("auth/jwt"));
+            }
+            "AuthAltParameters" => {
+                self.jwt_key = value.split(',').find_map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    (k.trim().eq_ignore_ascii_case("jwt_key") && !v.trim().is_empty())
+                        .then(|| PathBuf::from(v.trim()))
+                });
+            }
             "PrivateData" => {
                 let (p, unknown) = slurm_common::private::PrivateData::parse(value);
                 self.private = p;
@@ -329,6 +347,11 @@ impl DbdConf {
             other => self.warn(path, line, format!("{other} is not supported yet: ignored")),
         }
         Ok(())
+    }
+
+    /// The JWT key file, when tokens are accepted (`AuthAltTypes=auth/jwt`).
+    pub fn jwt_key_path(&self) -> Option<&Path> {
+        self.jwt_key.as_deref().filter(|_| self.jwt_enabled)
     }
 
     /// Where to listen: DbdAddr, else DbdHost.

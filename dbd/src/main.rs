@@ -115,6 +115,12 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
             stats,
             private: conf.private,
             seen: Default::default(),
+            jwt_key: match conf.jwt_key_path() {
+                Some(p) => {
+                    Some(slurm_common::jwt::load_key(p).map_err(|e| anyhow::anyhow!("{e}"))?)
+                }
+                None => None,
+            },
         });
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let shutdown = async move {

@@ -34,6 +34,8 @@ pub struct Server {
     pub private: slurm_common::private::PrivateData,
     /// Credentials accepted and not yet expired (each is good once).
     pub seen: slurm_common::auth::ReplayCache,
+    /// Users' tokens are accepted (`AuthAltTypes=auth/jwt`) with this key.
+    pub jwt_key: Option<Vec<u8>>,
 }
 
 /// The answer to a request whose credential was refused.
@@ -129,10 +131,12 @@ impl Server {
             };
             let now = now();
             let uid = env.cred.uid;
-            let resp = match env.open(&self.key, slurm_common::auth::TO_DBD, now, &self.seen) {
-                Ok((cred, body)) => self.checked(cred.uid, body, now).await,
-                Err(e) => refused(uid, e),
-            };
+            let jwt = self.jwt_key.as_deref();
+            let resp =
+                match env.open_with(&self.key, jwt, slurm_common::auth::TO_DBD, now, &self.seen) {
+                    Ok((cred, body)) => self.checked(cred.uid, body, now).await,
+                    Err(e) => refused(uid, e),
+                };
             if let Err(e) = write_frame(&mut sock, &resp).await {
                 tracing::debug!("cannot reply: {e}");
                 return;

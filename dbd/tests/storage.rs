@@ -1597,6 +1597,7 @@ async fn daemon_checks_credentials_and_rights() {
         stats: Arc::new(slurmdbd::stats::Stats::new(0)),
         private: Default::default(),
         seen: Default::default(),
+        jwt_key: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();

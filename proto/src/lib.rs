@@ -45,6 +45,11 @@ pub struct Credential {
     pub to: String,
     /// Hex HMAC-SHA256 over the fields above.
     pub sig: String,
+    /// Instead of a signature: a user's JWT, passed on by a slurmrestd
+    /// that holds no key (`AuthAltTypes=auth/jwt`); the receiver checks it
+    /// and acts as the user it names (uid and gid above are ignored).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

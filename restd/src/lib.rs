@@ -15,7 +15,8 @@
 #![recursion_limit = "256"]
 
 pub mod dbjson;
-pub mod jwt;
+/// Tokens live in `slurm_common::jwt` (the daemons check them too).
+pub use slurm_common::jwt;
 pub mod openapi;
 pub mod request;
 pub mod spec;

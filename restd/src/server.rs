@@ -143,6 +143,9 @@ pub struct Ident {
     pub gid: u32,
     pub user: String,
     pub group: String,
+    /// The caller's token, passed on to the daemons when this gateway
+    /// holds no key to sign for the user.
+    pub token: Option<String>,
 }
 
 /// A failed request: the status and what goes in `errors`/`warnings`.
@@ -346,6 +349,10 @@ impl App {
             match crate::jwt::conf_key(&conf) {
                 Ok(k) => Some(k),
                 Err(crate::jwt::JwtError::NoKey) if modes.local => None,
+                // Run unprivileged, as Slurm's is: no key to read, so tokens
+                // are passed on to the controller and slurmdbd, which check
+                // them.
+                Err(crate::jwt::JwtError::Key { .. }) => None,
                 Err(e) => return Err(format!("rest_auth/jwt: {e}")),
             }
         } else {
@@ -401,6 +408,7 @@ impl App {
             gid: u.gid,
             group: slurm_common::users::group_name_or_id(u.gid),
             user: u.name,
+            token: None,
         })
     }
 
@@ -434,9 +442,18 @@ impl App {
                 return Err(Fail::unauthorized("rest_auth/jwt is not enabled"));
             }
             let Some(key) = &self.jwt_key else {
-                return Err(Fail::unauthorized(
-                    "JWT authentication is not configured (AuthAltParameters=jwt_key=)",
-                ));
+                // No key here: the token goes on to the daemons, which
+                // check it; acting for another user needs a key.
+                let name = crate::jwt::unverified_user(&t)
+                    .map_err(|e| Fail::unauthorized(&format!("rejecting token: {e}")))?;
+                if user_hdr.as_deref().is_some_and(|u| u != name) {
+                    return Err(Fail::unauthorized(
+                        "X-SLURM-USER-NAME must name the token's user (slurmrestd holds no key)",
+                    ));
+                }
+                let mut who = self.ident_of_name(&name)?;
+                who.token = Some(t);
+                return Ok(who);
             };
             let claims = crate::jwt::verify_token(key, &t, slurm_common::auth::now())
                 .map_err(|e| Fail::unauthorized(&format!("rejecting token: {e}")))?;
@@ -466,6 +483,7 @@ impl App {
                     gid: *gid,
                     user: slurm_common::users::user_name_or_id(*uid),
                     group: slurm_common::users::group_name_or_id(*gid),
+                    token: None,
                 };
                 return match user_hdr {
                     Some(u) if u != me.user => {
@@ -498,6 +516,21 @@ impl App {
         let now = slurm_common::auth::now();
         if let Some(k) = &self.key {
             return Ok(k.sign(who.uid, who.gid, &self.host, now, &b));
+        }
+        if let Some(token) = &who.token {
+            return Ok(slurm_proto::Credential {
+                uid: who.uid,
+                gid: who.gid,
+                host: self.host.clone(),
+                issued: now,
+                expires: now,
+                nonce: 0,
+                method: b.method,
+                body_hash: b.body_hash,
+                to: b.to,
+                sig: String::new(),
+                token: token.clone(),
+            });
         }
         // SAFETY: getuid cannot fail.
         let me = unsafe { libc::getuid() };

@@ -1451,3 +1451,117 @@ fn schemathesis_finds_no_server_error_or_schema_violation() {
     eprintln!("schemathesis: {summary}");
     drop(setup);
 }
+
+/// slurmrestd run as an ordinary user, as Slurm's docs say: it can read
+/// neither slurm.key nor the JWT key, and passes each client's token on;
+/// the controller checks it and acts as its user. Forged and expired
+/// tokens are refused there.
+#[test]
+fn unprivileged_restd_passes_tokens_to_the_controller() {
+    use std::os::unix::fs::PermissionsExt;
+    let bins = bin_dir();
+    let tmp = tempfile::Builder::new()
+        .prefix("restd-nobody-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("cluster");
+    std::fs::create_dir_all(&dir).unwrap();
+    let jwt_key = dir.join("jwt_hs256.key");
+    let key_bytes: Vec<u8> = (0..32u8).map(|i| b'k' + i % 13).collect();
+    std::fs::write(&jwt_key, &key_bytes).unwrap();
+    std::fs::set_permissions(&jwt_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut spec = ClusterSpec::new(&dir, 1, &bins).expect("spec");
+    spec.extra_conf = format!(
+        "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\n",
+        jwt_key.display()
+    );
+    let cluster = LocalCluster::start(spec).expect("cluster starts");
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // Neither key is readable by nobody.
+    for k in [jwt_key.clone(), dir.join("slurm.key")] {
+        let mode = std::fs::metadata(&k).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", k.display());
+    }
+    let port = free_port("127.0.0.1").unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let log = std::fs::File::create(dir.join("log/slurmrestd-nobody.log")).unwrap();
+    let _restd = Restd {
+        child: Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_slurmrestd"))
+            .arg("-a")
+            .arg("rest_auth/jwt")
+            .arg("-f")
+            .arg(cluster.spec.conf_path())
+            .arg(&addr)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start slurmrestd"),
+    };
+    let logs =
+        || std::fs::read_to_string(dir.join("log/slurmrestd-nobody.log")).unwrap_or_default();
+    wait_for("slurmrestd as nobody", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(&addr).is_ok()
+    });
+    let tcp = Target::Tcp(&addr);
+    let tok = slurmrestd::jwt::mint_token(&key_bytes, NOBODY, 600).unwrap();
+    let auth = [("X-SLURM-USER-TOKEN", tok.as_str())];
+    let r = http(&tcp, "GET", "/slurm/v0.0.44/jobs/", &auth, None);
+    assert_eq!(r.status, 200, "{}\n{}", r.raw, logs());
+    let body = json!({
+        "script": "#!/bin/sh\ntrue\n",
+        "job": {
+            "name": "bytoken",
+            "current_working_directory": work.display().to_string(),
+            "environment": ["PATH=/usr/bin:/bin"],
+            "hold": true,
+        }
+    })
+    .to_string();
+    let r = http(
+        &tcp,
+        "POST",
+        "/slurm/v0.0.44/job/submit",
+        &auth,
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{}\n{}", r.raw, logs());
+    let id = r.body["job_id"].as_u64().expect("job id");
+    let r = http(
+        &tcp,
+        "GET",
+        &format!("/slurm/v0.0.44/job/{id}"),
+        &auth,
+        None,
+    );
+    assert_eq!(r.body["jobs"][0]["user_name"], NOBODY, "{}", r.raw);
+    // A token signed with another key, or expired: refused by the
+    // controller, nothing submitted.
+    let forged =
+        slurmrestd::jwt::mint_token(b"not the cluster's jwt key at all", "root", 600).unwrap();
+    let expired =
+        slurmrestd::jwt::mint_token_at(&key_bytes, NOBODY, now_secs() - 7200, 60).unwrap();
+    for (what, bad) in [("forged", forged), ("expired", expired)] {
+        let h = [("X-SLURM-USER-TOKEN", bad.as_str())];
+        let r = http(&tcp, "POST", "/slurm/v0.0.44/job/submit", &h, Some(&body));
+        assert_ne!(r.status, 200, "{what} token accepted: {}", r.raw);
+        assert!(
+            r.raw.contains("credential") || r.raw.contains("token"),
+            "{what}: {}",
+            r.raw
+        );
+    }
+    // Only the job made with the good token exists.
+    let r = http(&tcp, "GET", "/slurm/v0.0.44/jobs/", &auth, None);
+    assert_eq!(
+        r.body["jobs"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        r.raw
+    );
+}

@@ -84,7 +84,28 @@ pub fn mint_token_at(
 /// A token for `user`, valid `lifespan_secs` from now (what `scontrol
 /// token` prints after `SLURM_JWT=`).
 pub fn mint_token(key: &[u8], user: &str, lifespan_secs: i64) -> Result<String, JwtError> {
-    mint_token_at(key, user, slurm_common::auth::now(), lifespan_secs)
+    mint_token_at(key, user, crate::auth::now(), lifespan_secs)
+}
+
+/// The user a token names, read without checking it: for a gateway that
+/// holds no key and passes the token on to daemons that check it.
+pub fn unverified_user(token: &str) -> Result<String, JwtError> {
+    let p = token
+        .trim()
+        .split('.')
+        .nth(1)
+        .ok_or(JwtError::Malformed("expected three dot-separated parts"))?;
+    let claims: serde_json::Value = URL_SAFE_NO_PAD
+        .decode(p.trim_end_matches('='))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or(JwtError::Malformed("payload is not base64url JSON"))?;
+    claims
+        .get("sun")
+        .and_then(|v| v.as_str())
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .ok_or(JwtError::Malformed("no sun (user name) claim"))
 }
 
 /// Check `token`'s algorithm, signature and validity window at `now`.
@@ -157,7 +178,7 @@ pub fn load_key(path: &Path) -> Result<Vec<u8>, JwtError> {
 }
 
 /// `jwt_key=` from `AuthAltParameters` (comma-separated `key=value`s).
-pub fn jwt_key_path(conf: &slurm_common::conf::SlurmConf) -> Option<PathBuf> {
+pub fn jwt_key_path(conf: &crate::conf::SlurmConf) -> Option<PathBuf> {
     let params = conf
         .entries
         .iter()
@@ -172,7 +193,7 @@ pub fn jwt_key_path(conf: &slurm_common::conf::SlurmConf) -> Option<PathBuf> {
 }
 
 /// The jwt key of this cluster, from `slurm.conf`.
-pub fn conf_key(conf: &slurm_common::conf::SlurmConf) -> Result<Vec<u8>, JwtError> {
+pub fn conf_key(conf: &crate::conf::SlurmConf) -> Result<Vec<u8>, JwtError> {
     load_key(&jwt_key_path(conf).ok_or(JwtError::NoKey)?)
 }
 
@@ -240,7 +261,7 @@ mod tests {
             key.display()
         );
         std::fs::write(&p, &text).unwrap();
-        let conf = slurm_common::conf::SlurmConf::load(&p).unwrap();
+        let conf = crate::conf::SlurmConf::load(&p).unwrap();
         assert_eq!(jwt_key_path(&conf), Some(key.clone()));
         assert_eq!(conf_key(&conf).unwrap(), KEY);
         std::fs::write(&key, b"short").unwrap();
