@@ -192,6 +192,42 @@ pub fn jwt_key_path(conf: &crate::conf::SlurmConf) -> Option<PathBuf> {
     })
 }
 
+/// `AuthAltParameters` limits on `scontrol token`: `disable_token_creation`
+/// (only root and SlurmUser may mint) and `max_token_lifespan=SECONDS`
+/// (for other users).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenPolicy {
+    pub creation_disabled: bool,
+    pub max_lifespan: Option<i64>,
+}
+
+impl TokenPolicy {
+    pub fn from_conf(conf: &crate::conf::SlurmConf) -> Result<TokenPolicy, String> {
+        let mut p = TokenPolicy::default();
+        for kv in conf.get("AuthAltParameters").unwrap_or("").split(',') {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            match k.trim().to_ascii_lowercase().as_str() {
+                "disable_token_creation" => p.creation_disabled = true,
+                "max_token_lifespan" => {
+                    p.max_lifespan = Some(
+                        v.trim()
+                            .parse::<i64>()
+                            .ok()
+                            .filter(|n| *n > 0)
+                            .ok_or_else(|| {
+                                format!(
+                                    "AuthAltParameters=max_token_lifespan={v}: expected seconds"
+                                )
+                            })?,
+                    )
+                }
+                _ => {}
+            }
+        }
+        Ok(p)
+    }
+}
+
 /// The jwt key of this cluster, from `slurm.conf`.
 pub fn conf_key(conf: &crate::conf::SlurmConf) -> Result<Vec<u8>, JwtError> {
     load_key(&jwt_key_path(conf).ok_or(JwtError::NoKey)?)

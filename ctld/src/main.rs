@@ -251,6 +251,8 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             },
             slurm_uid: slurm_common::users::parse_user(&conf.slurm_user).unwrap_or(0),
             seen: Arc::new(slurm_common::auth::ReplayCache::default()),
+            token_policy: slurm_common::jwt::TokenPolicy::from_conf(&conf)
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
             max_request: slurm_common::net::max_request(conf.get("CommunicationParameters"))
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
             message_timeout: std::time::Duration::from_secs(u64::from(conf.message_timeout.max(1))),

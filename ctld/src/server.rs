@@ -33,6 +33,8 @@ pub struct Server {
     pub max_request: usize,
     /// How long a client may take to send its request (`MessageTimeout`).
     pub message_timeout: Duration,
+    /// `AuthAltParameters` limits on `scontrol token`.
+    pub token_policy: slurm_common::jwt::TokenPolicy,
 }
 
 /// Connections served at once; beyond, new ones wait to be accepted. Each
@@ -187,17 +189,42 @@ impl Server {
                 detail: Some("JWT authentication is not configured (AuthAltTypes=auth/jwt)".into()),
             });
         };
+        let deny = |d: String| {
+            Response::Error(RpcError {
+                error: SlurmError::AccessDenied,
+                detail: Some(d),
+            })
+        };
+        // A token must not beget tokens (it would outlive its expiry).
+        if !cred.token.is_empty() {
+            return deny("a request made with a token cannot get tokens".into());
+        }
+        let operator = cred.uid == 0 || cred.uid == self.slurm_uid;
         let me = slurm_common::users::user_name_or_id(cred.uid);
         let user = username.unwrap_or_else(|| me.clone());
-        if user != me && cred.uid != 0 && cred.uid != self.slurm_uid {
-            return Response::Error(RpcError {
-                error: SlurmError::AccessDenied,
-                detail: Some(format!(
-                    "only root or SlurmUser may get a token for '{user}'"
-                )),
-            });
+        if user != me && !operator {
+            return deny(format!(
+                "only root or SlurmUser may get a token for '{user}'"
+            ));
         }
-        let life = lifespan.unwrap_or(1800);
+        if self.token_policy.creation_disabled && !operator {
+            return deny(
+                "token creation is disabled (AuthAltParameters=disable_token_creation)".into(),
+            );
+        }
+        let max = self.token_policy.max_lifespan.filter(|_| !operator);
+        let life = match (lifespan, max) {
+            (Some(l), Some(m)) if l > m => {
+                return Response::Error(RpcError {
+                    error: SlurmError::InvalidRequest,
+                    detail: Some(format!(
+                        "lifespan {l} exceeds max_token_lifespan={m} (AuthAltParameters)"
+                    )),
+                })
+            }
+            (Some(l), _) => l,
+            (None, m) => m.map_or(1800, |m| m.min(1800)),
+        };
         if life <= 0 {
             return Response::Error(RpcError {
                 error: SlurmError::InvalidRequest,

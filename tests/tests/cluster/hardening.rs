@@ -550,3 +550,76 @@ fn oversized_frames_and_idle_connections_cost_the_controller_nothing() {
         took.as_millis()
     );
 }
+
+/// `AuthAltParameters` limits on `scontrol token`, and a token cannot be
+/// used to get another one.
+#[test]
+fn token_creation_limits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let jwt = tmp.path().join("jwt.key");
+    let key: Vec<u8> = (0..32u8).map(|i| b'a' + i % 26).collect();
+    std::fs::write(&jwt, &key).unwrap();
+    for (params, user_ok) in [
+        ("disable_token_creation", false),
+        ("max_token_lifespan=600", true),
+    ] {
+        let t = TestCluster::start(1, |s| {
+            s.extra_conf = format!(
+                "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={},{params}\n",
+                jwt.display()
+            );
+        });
+        let user = |args: &[&str]| {
+            t.cmd_as(TEST_UID, TEST_GID, "scontrol")
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let o = user(&["token"]);
+        assert_eq!(o.status.success(), user_ok, "{params}: {}", stderr(&o));
+        assert!(t
+            .run("scontrol", &["token", "username=nobody"])
+            .status
+            .success());
+        if user_ok {
+            let tok = stdout(&o)
+                .trim()
+                .strip_prefix("SLURM_JWT=")
+                .unwrap()
+                .to_string();
+            let c = slurm_common::jwt::verify_token(&key, &tok, slurm_common::auth::now()).unwrap();
+            assert!(c.exp - c.iat.unwrap() <= 600, "{c:?}");
+            let o = user(&["token", "lifespan=3600"]);
+            assert!(!o.status.success(), "{params}: longer than the maximum");
+            // A request made with a token gets no token.
+            let body = RequestBody::GetToken {
+                username: None,
+                lifespan: None,
+            };
+            let b =
+                slurm_common::auth::Binding::for_body(&body, slurm_common::auth::TO_CTLD).unwrap();
+            let req = slurm_proto::Request {
+                cred: slurm_proto::Credential {
+                    uid: 0,
+                    gid: 0,
+                    host: "x".into(),
+                    issued: 0,
+                    expires: 0,
+                    nonce: 0,
+                    method: b.method,
+                    body_hash: b.body_hash,
+                    to: b.to,
+                    sig: String::new(),
+                    token: tok,
+                },
+                body,
+            };
+            let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
+            let r = slurm_common::net::call_sync(&addr, &req, Duration::from_secs(5)).unwrap();
+            assert!(
+                matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied),
+                "{r:?}"
+            );
+        }
+    }
+}
