@@ -44,6 +44,28 @@ pub fn bin_dir() -> PathBuf {
     dir
 }
 
+/// A command line of a test cluster, made anew each time (see
+/// [`TestCluster::cmd_factory`]).
+#[derive(Debug, Clone)]
+pub struct CmdFactory {
+    bin: PathBuf,
+    conf: PathBuf,
+    work: PathBuf,
+    path: String,
+    args: Vec<String>,
+}
+
+impl CmdFactory {
+    pub fn make(&self) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.env("SLURM_CONF", &self.conf)
+            .env("PATH", &self.path)
+            .current_dir(&self.work)
+            .args(&self.args);
+        c
+    }
+}
+
 /// A cluster for one test, removed with its directory when dropped.
 pub struct TestCluster {
     pub c: LocalCluster,
@@ -125,6 +147,18 @@ impl TestCluster {
 
     pub fn run(&self, prog: &str, args: &[&str]) -> Output {
         self.cmd(prog).args(args).output().expect("run command")
+    }
+
+    /// Makes `prog` commands of this cluster without borrowing it, for
+    /// threads that submit while the test restarts daemons.
+    pub fn cmd_factory(&self, prog: &str, args: &[&str]) -> CmdFactory {
+        CmdFactory {
+            bin: self.c.spec.bin_dir.join(prog),
+            conf: self.c.spec.conf_path(),
+            work: self.work.clone(),
+            path: self.path(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
     }
 
     /// Submit with sbatch (as root) and return the job id.

@@ -28,20 +28,8 @@ fn controller_killed_during_2000_concurrent_submissions() {
         "s.sh",
         &format!("#!/bin/sh\n# {}\ntrue\n", "y".repeat(1500)),
     );
-    let (bin, conf, work, path) = (
-        t.c.spec.bin_dir.join("sbatch"),
-        t.c.spec.conf_path(),
-        t.work.clone(),
-        t.path(),
-    );
-    let sbatch = || {
-        let mut c = std::process::Command::new(&bin);
-        c.env("SLURM_CONF", &conf)
-            .env("PATH", &path)
-            .current_dir(&work)
-            .args(["--parsable", "-H", &script]);
-        c
-    };
+    let factory = t.cmd_factory("sbatch", &["--parsable", "-H", &script]);
+    let sbatch = || factory.make();
     let acked = Mutex::new(Vec::new());
     let tried = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);

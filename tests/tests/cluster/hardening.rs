@@ -27,20 +27,8 @@ fn no_acknowledged_job_is_lost_to_kill_during_submissions_and_compactions() {
     for round in 0..2 {
         let got = Mutex::new(Vec::new());
         let stop = AtomicBool::new(false);
-        let (bin, conf, work, path) = (
-            t.c.spec.bin_dir.join("sbatch"),
-            t.c.spec.conf_path(),
-            t.work.clone(),
-            t.path(),
-        );
-        let cmd = || {
-            let mut c = std::process::Command::new(&bin);
-            c.env("SLURM_CONF", &conf)
-                .env("PATH", &path)
-                .current_dir(&work)
-                .args(["--parsable", "-H", &script]);
-            c
-        };
+        let sbatch = t.cmd_factory("sbatch", &["--parsable", "-H", &script]);
+        let cmd = || sbatch.make();
         std::thread::scope(|sc| {
             for _ in 0..4 {
                 let (got, stop, cmd) = (&got, &stop, &cmd);
