@@ -35,6 +35,11 @@ pub struct ClusterSpec {
     /// Environment for every daemon and command started (tests use it to
     /// run the whole cluster under a fake clock).
     pub env: Vec<(String, String)>,
+    /// Per node: another address for its daemon (`NodeAddr=`), and a
+    /// command it is started under (`ip netns exec NS`): tests put a node
+    /// in a network namespace of their own to cut it off.
+    pub node_addrs: Vec<Option<String>>,
+    pub slurmd_prefix: Vec<Vec<String>>,
     /// Where slurmctld and slurmd are.
     pub bin_dir: PathBuf,
     /// `Some(secs)`: one `slurmd --mock[=secs]` process serves every node
@@ -117,6 +122,8 @@ impl ClusterSpec {
             extra_conf: String::new(),
             extra_dbd_conf: String::new(),
             env: Vec::new(),
+            node_addrs: Vec::new(),
+            slurmd_prefix: Vec::new(),
             bin_dir: bin_dir.to_path_buf(),
             mock: None,
             accounting: false,
@@ -209,7 +216,11 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
             s.push_str(&format!(
                 "NodeName={} NodeAddr={} Port={} CPUs={} RealMemory={}{gres}{feat} State=UNKNOWN\n",
                 self.node_name(i),
-                self.ip,
+                self.node_addrs
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_else(|| self.ip.clone()),
                 self.slurmd_ports[i],
                 self.cpus,
                 self.mem_mb
@@ -332,7 +343,10 @@ impl LocalCluster {
     }
 
     fn spawn(&self, prog: &str, args: &[String], log: &str) -> Result<Child, LocalError> {
-        let exe = self.spec.bin_dir.join(prog);
+        self.spawn_exe(&self.spec.bin_dir.join(prog), args, log)
+    }
+
+    fn spawn_exe(&self, exe: &Path, args: &[String], log: &str) -> Result<Child, LocalError> {
         let log_path = self.spec.dir.join("log").join(log);
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -412,11 +426,18 @@ impl LocalCluster {
     pub fn start_slurmd(&mut self, i: usize) -> Result<(), LocalError> {
         let conf = self.spec.conf_path().display().to_string();
         let name = self.spec.node_name(i);
-        let child = self.spawn(
-            "slurmd",
-            &["-D".into(), "-N".into(), name.clone(), "-f".into(), conf],
-            &format!("slurmd.{name}.log"),
-        )?;
+        let args = ["-D".into(), "-N".into(), name.clone(), "-f".into(), conf];
+        let log = format!("slurmd.{name}.log");
+        let child = match self.spec.slurmd_prefix.get(i).filter(|p| !p.is_empty()) {
+            Some(prefix) => {
+                let exe = self.spec.bin_dir.join("slurmd").display().to_string();
+                let mut all: Vec<String> = prefix[1..].to_vec();
+                all.push(exe);
+                all.extend(args);
+                self.spawn_exe(std::path::Path::new(&prefix[0]), &all, &log)?
+            }
+            None => self.spawn("slurmd", &args, &log)?,
+        };
         self.slurmds[i] = Some(child);
         Ok(())
     }

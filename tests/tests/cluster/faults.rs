@@ -532,3 +532,150 @@ fn database_server_restarted_during_ingestion() {
     );
     assert_eq!((rows, distinct), (300, 300));
 }
+
+/// A network namespace of the test's own, with a veth pair to the host
+/// (link-local addresses): deleted, with its link, when dropped.
+struct Netns {
+    name: String,
+    host_if: String,
+}
+
+impl Netns {
+    fn create(tag: u32) -> Netns {
+        let name = format!("slurmt{tag}");
+        let host_if = format!("vst{tag}a");
+        let peer_if = format!("vst{tag}b");
+        let n = Netns {
+            name: name.clone(),
+            host_if: host_if.clone(),
+        };
+        let third = tag % 250;
+        let host = format!("169.254.{third}.1/30");
+        let peer = format!("169.254.{third}.2/30");
+        for cmd in [
+            vec!["ip", "netns", "add", &name],
+            vec![
+                "ip", "link", "add", &host_if, "type", "veth", "peer", "name", &peer_if,
+            ],
+            vec!["ip", "link", "set", &peer_if, "netns", &name],
+            vec!["ip", "addr", "add", &host, "dev", &host_if],
+            vec!["ip", "link", "set", &host_if, "up"],
+            vec![
+                "ip", "netns", "exec", &name, "ip", "addr", "add", &peer, "dev", &peer_if,
+            ],
+            vec![
+                "ip", "netns", "exec", &name, "ip", "link", "set", &peer_if, "up",
+            ],
+            vec![
+                "ip", "netns", "exec", &name, "ip", "link", "set", "lo", "up",
+            ],
+        ] {
+            let ok = std::process::Command::new(cmd[0])
+                .args(&cmd[1..])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "{cmd:?}");
+        }
+        n
+    }
+
+    /// Cut (or restore) the namespace's only link.
+    fn link(&self, up: bool) {
+        let peer = self.host_if.replace('a', "b");
+        let ok = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.name, "ip", "link", "set", &peer])
+            .arg(if up { "up" } else { "down" })
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .status();
+    }
+}
+
+/// A node daemon in a network namespace of its own whose link is cut: its
+/// node goes down after SlurmdTimeout and its requeueable job moves to the
+/// other node, a job elsewhere is not disturbed; when the link returns the
+/// node comes back and the copy left there is killed.
+#[test]
+fn node_daemon_network_cut_in_a_namespace() {
+    let tag = std::process::id() % 100_000;
+    let third = tag % 250;
+    let ns = Netns::create(tag);
+    let mut t = TestCluster::start(2, |s| {
+        s.slurmd_timeout = 3;
+        s.cpus = 1;
+        s.ip = format!("169.254.{third}.1");
+        s.node_addrs = vec![None, Some(format!("169.254.{third}.2"))];
+        s.slurmd_prefix = vec![
+            vec![],
+            ["ip", "netns", "exec", &ns.name]
+                .iter()
+                .map(|x| x.to_string())
+                .collect(),
+        ];
+    });
+    let runs = t.work.join("runs");
+    let script = write_script(
+        &t,
+        "cut.sh",
+        &format!(
+            "#!/bin/sh\necho \"$SLURMD_NODENAME $$\" >> {}\nexec sleep 300\n",
+            runs.display()
+        ),
+    );
+    let moved = t.sbatch(&["-w", "n2", "--requeue", &script]);
+    t.wait_job(moved, 20, "running on n2", |j| j.state == JobState::Running);
+    let other = t.sbatch(&["-w", "n1", "--wrap", "sleep 20"]);
+    t.wait_job(other, 20, "running on n1", |j| j.state == JobState::Running);
+    let t0 = Instant::now();
+    ns.link(false);
+    t.wait_node("n2", 20, "down", |n| n.flags.not_responding);
+    let down_after = t0.elapsed();
+    let j = t.wait_job(moved, 30, "requeued", |j| j.restarts >= 1);
+    assert_eq!(
+        t.job(other).unwrap().state,
+        JobState::Running,
+        "n1's job disturbed"
+    );
+    ns.link(true);
+    t.wait_node("n2", 30, "back", |n| !n.flags.not_responding);
+    // The copy left on n2 is gone once its daemon is heard again.
+    let first_pid: i32 = std::fs::read_to_string(&runs)
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("n2 "))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // SAFETY: signal 0 only checks that the pid exists.
+    while unsafe { libc::kill(first_pid, 0) } == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "stale copy still runs\n{}",
+            t.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    figure(
+        "node daemon's network cut (its netns link down) past SlurmdTimeout=3, then restored",
+        &format!(
+            "node NOT_RESPONDING after {:.1} s; its job requeued (restarts={}); the other node's job undisturbed; stale copy killed once the link returned",
+            down_after.as_secs_f64(),
+            j.restarts
+        ),
+    );
+    let _ = t.run("scancel", &[&moved.to_string(), &other.to_string()]);
+    t.c.kill_slurmd(1, libc::SIGKILL);
+}
