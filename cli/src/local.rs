@@ -354,7 +354,7 @@ impl LocalCluster {
             .open(&log_path)
             .map_err(io_err(format!("opening {}", log_path.display())))?;
         let log2 = log.try_clone().map_err(io_err("dup log"))?;
-        let mut cmd = Command::new(&exe);
+        let mut cmd = Command::new(exe);
         cmd.args(args)
             .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
             .env("SLURM_CONF", self.spec.conf_path())
