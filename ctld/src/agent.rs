@@ -58,6 +58,17 @@ impl Agent {
                     .await
                     {
                         Ok(Response::Ok) => return,
+                        // A credential that expired on its way (a clock
+                        // step, a slow node): a new one with the next try.
+                        Ok(Response::Error(e))
+                            if e.error == slurm_proto::SlurmError::ExpiredCredential =>
+                        {
+                            tracing::warn!(
+                                "launch of job {job_id} on {node}: {e} (attempt {})",
+                                attempt + 1
+                            );
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
                         Ok(Response::Error(e)) => {
                             tracing::error!("launch of job {job_id} on {node} refused: {e}");
                             prolog_failed = e.error == slurm_proto::SlurmError::PrologFailed;

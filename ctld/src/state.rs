@@ -3539,6 +3539,7 @@ impl Controller {
     fn requeue_running(&mut self, id: JobId, kill_wait: u32, now: i64) {
         let Some(j) = self.job_mut(id) else { return };
         let running = j.state.is_active();
+        let run = j.start_time;
         // As Slurm: a suspended job requeued is held.
         if j.state == JobState::Suspended && j.held.is_none() {
             j.held = Some(HoldKind::Admin);
@@ -3562,7 +3563,7 @@ impl Controller {
         if running {
             j.completing = true;
             j.completing_nodes = nodes.clone();
-            self.terminate_on(id, &nodes, kill_wait);
+            self.terminate_run(id, &nodes, kill_wait, run);
         } else {
             j.alloc = Allocation::default();
             j.batch_host = None;
@@ -3574,8 +3575,21 @@ impl Controller {
 
     /// Ask `nodes` to end the job; nodes that cannot answer are done at once.
     fn terminate_on(&mut self, id: JobId, nodes: &[String], kill_wait: u32) {
-        let mut gone = Vec::new();
         let start_time = self.p.jobs.get(&id).and_then(|j| j.start_time);
+        self.terminate_run(id, nodes, kill_wait, start_time);
+    }
+
+    /// [`Self::terminate_on`] for the run that started at `start_time`
+    /// (a requeued job's record no longer has it; a terminate for "any
+    /// run" could reach the node after the next run has started there).
+    fn terminate_run(
+        &mut self,
+        id: JobId,
+        nodes: &[String],
+        kill_wait: u32,
+        start_time: Option<i64>,
+    ) {
+        let mut gone = Vec::new();
         for n in nodes {
             if self.node_responding(n) {
                 if let Some(addr) = self.node_addr(n) {
@@ -4541,6 +4555,7 @@ impl Controller {
     /// Put a job that could not start back in the queue (held after a
     /// failed prolog); `clean` is a node known to have nothing of it.
     fn requeue_failed_launch(&mut self, id: JobId, clean: Option<&str>, held: bool, now: i64) {
+        let run = self.p.jobs.get(&id).and_then(|j| j.start_time);
         if let Some(j) = self.job_mut(id) {
             j.state = JobState::Pending;
             j.reason = if held {
@@ -4564,7 +4579,7 @@ impl Controller {
             .get(&id)
             .map(|j| j.alloc.nodes.clone())
             .unwrap_or_default();
-        self.terminate_on(id, &nodes, 0);
+        self.terminate_run(id, &nodes, 0, run);
         if let Some(node) = clean {
             self.node_cleaned(id, node);
         }

@@ -319,7 +319,9 @@ fn clock_stepped_an_hour_forward_and_back_ends_nothing_early() {
         ];
     });
     let run = |prog: &str, args: &[&str]| stdout(&t.cmd(prog).args(args).output().unwrap());
-    let id = run("sbatch", &["--parsable", "-t", "2", "--wrap", "sleep 12"]);
+    let started = t.work.join("started");
+    let wrap = format!("touch {}; sleep 12", started.display());
+    let id = run("sbatch", &["--parsable", "-t", "2", "--wrap", &wrap]);
     let id = id.trim().to_string();
     let state = || {
         run("squeue", &["-h", "-j", &id, "-o", "%T"])
@@ -327,7 +329,8 @@ fn clock_stepped_an_hour_forward_and_back_ends_nothing_early() {
             .to_string()
     };
     let deadline = Instant::now() + Duration::from_secs(20);
-    while state() != "RUNNING" {
+    // Running, and its script really started (its launch is not in flight).
+    while state() != "RUNNING" || !started.exists() {
         assert!(Instant::now() < deadline, "never ran: {}", state());
         std::thread::sleep(Duration::from_millis(100));
     }
