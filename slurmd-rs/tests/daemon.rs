@@ -285,6 +285,11 @@ async fn daemon_end_to_end() {
         "other body: {r:?}"
     );
 
+    let r = call(&c, 1000, RequestBody::NodePing).await;
+    assert!(
+        matches!(r, Response::NodePong { ref running_jobs } if running_jobs.is_empty()),
+        "{r:?}"
+    );
     // Step credentials: what the daemon applies is what the controller
     // signed (a user's own srun cannot claim a GPU or more CPUs), and a
     // credential of an ended run launches nothing.
@@ -378,11 +383,6 @@ async fn daemon_end_to_end() {
     let r = call(&c, 65534, RequestBody::LaunchTasks(Box::new(tasks))).await;
     assert!(
         is_err(&r, SlurmError::AlreadyDone) && format!("{r:?}").contains("has ended"),
-        "{r:?}"
-    );
-    let r = call(&c, 1000, RequestBody::NodePing).await;
-    assert!(
-        matches!(r, Response::NodePong { ref running_jobs } if running_jobs.is_empty()),
         "{r:?}"
     );
     let work = tempfile::tempdir().unwrap();

@@ -443,7 +443,7 @@ fn a_full_state_disk_refuses_new_work_loses_nothing_and_recovers() {
 fn one_users_request_loop_is_rate_limited_without_failing_commands() {
     let t = TestCluster::start(1, |s| {
         s.extra_conf =
-            "SlurmctldParameters=rl_enable,rl_bucket_size=5,rl_refill_rate=1,rl_refill_period=1\n"
+            "SlurmctldParameters=rl_enable,rl_bucket_size=5,rl_refill_rate=1,rl_refill_period=5\n"
                 .into();
     });
     let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
@@ -517,8 +517,9 @@ fn oversized_frames_and_idle_connections_cost_the_controller_nothing() {
     let out = t.run("squeue", &[]);
     let took = t0.elapsed();
     assert!(out.status.success(), "{}", stderr(&out));
+    // (Before, 512 idle connections held squeue off for a minute.)
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(5),
         "squeue took {took:?} beside idle connections"
     );
     // They are closed after MessageTimeout.
