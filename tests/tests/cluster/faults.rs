@@ -58,7 +58,9 @@ fn controller_killed_during_2000_concurrent_submissions() {
         let t0 = Instant::now();
         t.c.start_ctld().unwrap_or_else(|e| panic!("restart: {e}"));
         // Serving again: the first answered query after the restart.
+        let deadline = Instant::now() + Duration::from_secs(60);
         while !matches!(t.c.call(RequestBody::Ping), Ok(Response::Pong { .. })) {
+            assert!(Instant::now() < deadline, "not serving again\n{}", t.logs());
             std::thread::sleep(Duration::from_millis(5));
         }
         down_for = t0.elapsed();
