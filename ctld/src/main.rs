@@ -219,9 +219,11 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         acct,
     };
     let pubw = published.clone();
+    let heard: writer::Heard = Default::default();
+    let heard_w = heard.clone();
     let writer = std::thread::Builder::new()
         .name("writer".into())
-        .spawn(move || writer::run(ctl, journal, rx, pubw, agent, compact_bytes))?;
+        .spawn(move || writer::run(ctl, journal, rx, pubw, agent, compact_bytes, heard_w))?;
     let addr = format!("{}:{}", conf.ctld_address(), conf.slurmctld_port);
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(&addr)
@@ -251,6 +253,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             },
             slurm_uid: slurm_common::users::parse_user(&conf.slurm_user).unwrap_or(0),
             seen: Arc::new(slurm_common::auth::ReplayCache::default()),
+            heard,
             token_policy: slurm_common::jwt::TokenPolicy::from_conf(&conf)
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
             max_request: slurm_common::net::max_request(conf.get("CommunicationParameters"))

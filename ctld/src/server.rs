@@ -35,6 +35,8 @@ pub struct Server {
     pub message_timeout: Duration,
     /// `AuthAltParameters` limits on `scontrol token`.
     pub token_policy: slurm_common::jwt::TokenPolicy,
+    /// Heartbeats answered here, for the writer to take.
+    pub heard: crate::writer::Heard,
 }
 
 /// Connections served at once; beyond, new ones wait to be accepted. Each
@@ -392,6 +394,25 @@ impl Server {
                     last_update: s.last_update,
                 }
             }
+            // Liveness before throughput: a registered node's heartbeat is
+            // answered here, never behind the writer's backlog (a busy
+            // controller must not declare healthy nodes dead); the writer
+            // takes the times before it looks for silent nodes.
+            RequestBody::Heartbeat { ref node, .. }
+                if req.cred.uid == 0 || req.cred.uid == self.slurm_uid =>
+            {
+                let s = self.snapshot();
+                let known = s.nodes.iter().any(|n| {
+                    n.name == *node && n.slurmd_start_time.is_some() && !n.flags.not_responding
+                });
+                if known {
+                    if let Ok(mut h) = self.heard.lock() {
+                        h.insert(node.clone(), now());
+                    }
+                    return encode(&Response::Ok);
+                }
+                self.to_writer(req).await
+            }
             RequestBody::AcctChanged => match &self.acct_kick {
                 Some(k) => {
                     k.notify_one();
@@ -405,21 +426,30 @@ impl Server {
             | RequestBody::TerminateJob { .. }
             | RequestBody::NodePing => Response::Error(SlurmError::InvalidRequest.into()),
             body => {
-                let (tx, rx) = oneshot::channel();
-                let cmd = Command::Rpc {
-                    uid: req.cred.uid,
-                    gid: req.cred.gid,
-                    body: Box::new(body),
-                    reply: tx,
-                };
-                if self.cmds.send(cmd).is_err() {
-                    Response::Error(SlurmError::InternalError.into())
-                } else {
-                    rx.await
-                        .unwrap_or(Response::Error(SlurmError::InternalError.into()))
-                }
+                self.to_writer(Request {
+                    cred: req.cred,
+                    body,
+                })
+                .await
             }
         };
         encode(&r)
+    }
+
+    /// Hand a request to the writer and wait for its answer.
+    async fn to_writer(&self, req: Request) -> Response {
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::Rpc {
+            uid: req.cred.uid,
+            gid: req.cred.gid,
+            body: Box::new(req.body),
+            reply: tx,
+        };
+        if self.cmds.send(cmd).is_err() {
+            Response::Error(SlurmError::InternalError.into())
+        } else {
+            rx.await
+                .unwrap_or(Response::Error(SlurmError::InternalError.into()))
+        }
     }
 }

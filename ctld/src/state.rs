@@ -4216,6 +4216,16 @@ impl Controller {
         Ok(Response::Ok)
     }
 
+    /// Heartbeats the RPC server answered itself (node, when).
+    pub fn heard_from(&mut self, heard: HashMap<String, i64>) {
+        for (node, t) in heard {
+            if let Some(&i) = self.node_index.get(&node) {
+                let last = &mut self.nodes[i].last_heard;
+                *last = Some(last.map_or(t, |l| l.max(t)));
+            }
+        }
+    }
+
     fn heartbeat(&mut self, node: &str, now: i64) -> Result<Response, RpcError> {
         let Some(&i) = self.node_index.get(node) else {
             return err_detail(SlurmError::InvalidNodeName, node.to_string());

@@ -35,6 +35,9 @@ pub enum Command {
 /// Where readers find the latest snapshot.
 pub type Published = Arc<RwLock<Arc<Snapshot>>>;
 
+/// Heartbeats the RPC server answered itself: node name and when.
+pub type Heard = Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>;
+
 /// Compact the journal into a snapshot past this size (by default;
 /// `SlurmctldParameters=journal_compact_bytes=N` sets another).
 pub const COMPACT_BYTES: u64 = 64 << 20;
@@ -47,6 +50,7 @@ pub fn run(
     published: Published,
     agent: Agent,
     compact_bytes: u64,
+    heard: Heard,
 ) {
     let tick = Duration::from_secs(1);
     let mut version = 0u64;
@@ -117,6 +121,11 @@ pub fn run(
                 Command::AcctAssocs(c) => ctl.set_assocs(*c, now),
                 Command::Shutdown => shutdown = true,
             }
+        }
+        // Heartbeats answered meanwhile, before any node is judged silent.
+        let taken = std::mem::take(&mut *heard.lock().unwrap_or_else(|p| p.into_inner()));
+        if !taken.is_empty() {
+            ctl.heard_from(taken);
         }
         if Instant::now() >= next_tick {
             ctl.tick(now);

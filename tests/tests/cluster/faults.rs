@@ -684,3 +684,56 @@ fn node_daemon_network_cut_in_a_namespace() {
     let _ = t.run("scancel", &[&moved.to_string(), &other.to_string()]);
     t.c.kill_slurmd(1, libc::SIGKILL);
 }
+
+/// A controller kept busy (three arrays of 1000 jobs at once, on 1000
+/// nodes served by one mock daemon) longer than SlurmdTimeout: heartbeats
+/// are answered beside the busy writer, so no healthy node is declared
+/// dead and no job fails.
+#[test]
+fn a_saturated_controller_declares_no_healthy_node_dead() {
+    let t = TestCluster::start(1000, |s| {
+        s.mock = Some(Some(20));
+        s.cpus = 8;
+        s.slurmd_timeout = 3;
+    });
+    let first = t.sbatch(&["--array=0-999", "-o", "/dev/null", "--wrap", "true"]);
+    let f = t.cmd_factory(
+        "sbatch",
+        &[
+            "--parsable",
+            "--array=0-999",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "true",
+        ],
+    );
+    let t0 = Instant::now();
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..3)
+            .map(|_| sc.spawn(|| f.make().output().unwrap()))
+            .collect();
+        for h in hs {
+            let o = h.join().unwrap();
+            assert!(o.status.success(), "{}", stderr(&o));
+        }
+    });
+    let busy = t0.elapsed();
+    std::thread::sleep(Duration::from_secs(5));
+    let nodes = t.nodes();
+    let down = nodes.iter().filter(|n| n.flags.not_responding).count();
+    let failed = t
+        .jobs()
+        .iter()
+        .filter(|j| j.job_id >= first && (j.state == JobState::NodeFail || j.restarts > 0))
+        .count();
+    figure(
+        "three arrays of 1000 at once on 1000 mock nodes, SlurmdTimeout=3",
+        &format!(
+            "submissions took {:.1} s; {down} nodes declared dead, {failed} jobs failed or requeued",
+            busy.as_secs_f64()
+        ),
+    );
+    assert_eq!(down, 0, "healthy nodes declared dead");
+    assert_eq!(failed, 0, "jobs failed or requeued with their nodes");
+}
