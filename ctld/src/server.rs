@@ -402,9 +402,11 @@ impl Server {
                 if req.cred.uid == 0 || req.cred.uid == self.slurm_uid =>
             {
                 let s = self.snapshot();
-                let known = s.nodes.iter().any(|n| {
-                    n.name == *node && n.slurmd_start_time.is_some() && !n.flags.not_responding
-                });
+                let known = s
+                    .node_index
+                    .get(node)
+                    .and_then(|&i| s.nodes.get(i))
+                    .is_some_and(|n| n.slurmd_start_time.is_some() && !n.flags.not_responding);
                 if known {
                     if let Ok(mut h) = self.heard.lock() {
                         h.insert(node.clone(), now());

@@ -162,6 +162,8 @@ pub struct Snapshot {
     pub private: slurm_common::private::PrivateData,
     /// Users with AdminLevel Operator or Administrator (see everything).
     pub operators: Arc<std::collections::HashSet<String>>,
+    /// Node name → index in `nodes`.
+    pub node_index: Arc<HashMap<String, usize>>,
 }
 
 impl Snapshot {
@@ -1138,6 +1140,7 @@ impl Controller {
             job_changed: Vec::new(),
             topology: self.topologies.entries.clone(),
             private: self.conf.private_data(),
+            node_index: Arc::new(self.node_index.clone()),
             operators: Arc::new(
                 self.assocs
                     .iter()

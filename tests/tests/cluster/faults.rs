@@ -689,7 +689,12 @@ fn node_daemon_network_cut_in_a_namespace() {
 /// nodes served by one mock daemon) longer than SlurmdTimeout: heartbeats
 /// are answered beside the busy writer, so no healthy node is declared
 /// dead and no job fails.
+///
+/// Whether the writer stays busy past the timeout depends on the machine,
+/// so this is a load case run by hand (alone):
+/// `cargo nextest run -p slurm-tests --run-ignored ignored-only saturated`.
 #[test]
+#[ignore = "load case: run alone by hand"]
 fn a_saturated_controller_declares_no_healthy_node_dead() {
     let t = TestCluster::start(1000, |s| {
         s.mock = Some(Some(20));
