@@ -474,6 +474,13 @@ fn one_users_request_loop_is_rate_limited_without_failing_commands() {
 #[test]
 fn oversized_frames_and_idle_connections_cost_the_controller_nothing() {
     use std::io::{Read, Write};
+    // Room for a thousand sockets here and in the controller (inherited).
+    let lim = libc::rlimit {
+        rlim_cur: 8192,
+        rlim_max: 8192,
+    };
+    // SAFETY: setrlimit with a valid struct; raising as root.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
     let t = TestCluster::start(1, |s| s.extra_conf = "MessageTimeout=3\n".into());
     let pid = t.c.ctld.as_ref().unwrap().id();
     // Address space, not resident memory: a zeroed buffer is reserved
@@ -510,8 +517,8 @@ fn oversized_frames_and_idle_connections_cost_the_controller_nothing() {
     let grew_mb = rss_kb().saturating_sub(before) / 1024;
     assert!(grew_mb < 100, "the controller grew by {grew_mb} MiB");
     drop(held);
-    // 600 idle connections (more than the old connection limit).
-    let idle: Vec<std::net::TcpStream> = (0..600).map(|_| connect()).collect();
+    // 1000 idle connections (more than the old connection limit).
+    let idle: Vec<std::net::TcpStream> = (0..1000).map(|_| connect()).collect();
     std::thread::sleep(Duration::from_millis(200));
     let t0 = Instant::now();
     let out = t.run("squeue", &[]);
@@ -535,7 +542,7 @@ fn oversized_frames_and_idle_connections_cost_the_controller_nothing() {
         "an idle connection was kept"
     );
     eprintln!(
-        "FIGURE | 1 GiB prefix; 40 × 15 MiB prefixes; 600 idle connections | refused at once; controller grew {grew_mb} MiB; squeue answered in {} ms; idle ones closed after MessageTimeout",
+        "FIGURE | 1 GiB prefix; 40 × 15 MiB prefixes; 1000 idle connections | refused at once; controller grew {grew_mb} MiB; squeue answered in {} ms; idle ones closed after MessageTimeout",
         took.as_millis()
     );
 }
