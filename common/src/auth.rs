@@ -114,18 +114,37 @@ pub fn method_of(body: &[u8]) -> String {
 }
 
 /// The nonces a receiver accepted, until their credentials expire: a
-/// credential is good once.
+/// credential is good once. Bounded: each user may hold at most a share of
+/// the table (beyond it that user is told to wait, not everyone), and root
+/// (the daemons) is never refused for room.
 pub struct ReplayCache {
-    seen: std::sync::Mutex<std::collections::HashMap<(u64, u32), i64>>,
+    inner: std::sync::Mutex<Seen>,
     cap: usize,
 }
 
+#[derive(Default)]
+struct Seen {
+    nonces: std::collections::HashMap<(u64, u32), i64>,
+    per_uid: std::collections::HashMap<u32, usize>,
+    pruned: i64,
+}
+
+impl Seen {
+    fn prune(&mut self, now: i64) {
+        self.nonces.retain(|_, exp| *exp >= now);
+        self.per_uid.clear();
+        for (_, uid) in self.nonces.keys() {
+            *self.per_uid.entry(*uid).or_default() += 1;
+        }
+        self.pruned = now;
+    }
+}
+
 impl ReplayCache {
-    /// At most `cap` credentials remembered (beyond, new ones are refused
-    /// until old ones expire: a flood cannot make the cache forget).
+    /// At most `cap` credentials remembered; one user at most `cap / 16`.
     pub fn new(cap: usize) -> ReplayCache {
         ReplayCache {
-            seen: Default::default(),
+            inner: Default::default(),
             cap,
         }
     }
@@ -135,17 +154,25 @@ impl ReplayCache {
         if !c.token.is_empty() {
             return Ok(());
         }
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if seen.len() >= self.cap {
-            seen.retain(|_, exp| *exp >= now);
-            if seen.len() >= self.cap {
-                return Err(AuthError::Busy);
-            }
+        let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let quota = (self.cap / 16).max(1);
+        let over = |s: &Seen| {
+            c.uid != 0
+                && (s.nonces.len() >= self.cap
+                    || s.per_uid.get(&c.uid).copied().unwrap_or(0) >= quota)
+        };
+        // Expired entries go at most once a second (a scan of the table).
+        if over(&s) && s.pruned != now {
+            s.prune(now);
         }
-        match seen.insert((c.nonce, c.uid), c.expires) {
-            Some(_) => Err(AuthError::Replayed),
-            None => Ok(()),
+        if over(&s) {
+            return Err(AuthError::Busy);
         }
+        if s.nonces.insert((c.nonce, c.uid), c.expires).is_some() {
+            return Err(AuthError::Replayed);
+        }
+        *s.per_uid.entry(c.uid).or_default() += 1;
+        Ok(())
     }
 }
 
@@ -379,7 +406,12 @@ const SACK_MAX: u64 = 4096;
 /// JSON credential for the peer's uid and gid, bound to it.
 pub async fn serve_sack(listener: tokio::net::UnixListener, key: Key) {
     let host = crate::users::hostname();
+    // Callers served at once: idle ones cannot use up the descriptors.
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(256));
     loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
@@ -406,6 +438,7 @@ pub async fn serve_sack(listener: tokio::net::UnixListener, key: Key) {
                 let _ = stream.write_all(&body).await;
                 let _ = stream.shutdown().await;
             }
+            drop(permit);
         });
     }
 }
@@ -513,14 +546,20 @@ mod tests {
         let k = Key::from_bytes(b"0123456789abcdef0123");
         let b = bind(r#""Ping""#, TO_CTLD);
         let c = k.sign(5, 5, "h", 100, &b);
-        let cache = ReplayCache::new(2);
+        let cache = ReplayCache::new(32);
         cache.check(&c, 100).unwrap();
         assert!(matches!(cache.check(&c, 101), Err(AuthError::Replayed)));
         let c2 = k.sign(5, 5, "h", 100, &b);
         cache.check(&c2, 100).unwrap();
-        // Full of live credentials: new ones wait; once they expire, room.
+        // User 5 holds its share (32 / 16) of live credentials: it waits;
+        // another user and root do not.
         let c3 = k.sign(5, 5, "h", 100, &b);
         assert!(matches!(cache.check(&c3, 150), Err(AuthError::Busy)));
+        cache.check(&k.sign(6, 6, "h", 100, &b), 150).unwrap();
+        for _ in 0..40 {
+            cache.check(&k.sign(0, 0, "h", 100, &b), 150).unwrap();
+        }
+        // Once user 5's expire, room again.
         cache.check(&c3, 100 + CRED_TTL + 1).unwrap();
     }
 

@@ -190,7 +190,7 @@ impl Owner {
         if self.uid.is_none() || unsafe { libc::geteuid() } != 0 {
             return Ok(());
         }
-        std::os::unix::fs::chown(path, self.uid, self.gid).map_err(io(path))
+        std::os::unix::fs::lchown(path, self.uid, self.gid).map_err(io(path))
     }
 }
 
@@ -249,6 +249,11 @@ impl Journal {
         owner.apply(dir)?;
         for f in [SNAP, SNAP_PREV, LOG, LOG_PREV] {
             let p = dir.join(f);
+            // The directory belongs to SlurmUser: never follow a link
+            // planted there with root's rights.
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(io(&p)(std::io::Error::other("refusing a symbolic link")));
+            }
             if p.exists() {
                 std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
                     .map_err(io(&p))?;
@@ -464,11 +469,30 @@ impl Journal {
         if steps < 4 {
             return Ok(());
         }
-        self.file = open_log(&log)?;
-        self.owner.apply(&log)?;
+        match open_log(&log) {
+            Ok(f) => {
+                self.file = f;
+                self.size = 0;
+                self.allocated_to = 0;
+            }
+            Err(e) => {
+                // The open journal is now named journal.prev, which recovery
+                // does not read after this snapshot: give it its name back,
+                // or stop before anything more is acknowledged into it.
+                if let Err(back) = std::fs::rename(&log_prev, &log) {
+                    tracing::error!(
+                        "{e}; cannot rename {} back ({back}): exiting",
+                        log_prev.display()
+                    );
+                    std::process::exit(1);
+                }
+                return Err(e);
+            }
+        }
+        if let Err(e) = self.owner.apply(&log) {
+            tracing::warn!("{e}");
+        }
         sync_dir(d);
-        self.size = 0;
-        self.allocated_to = 0;
         Ok(())
     }
 }
@@ -485,6 +509,7 @@ fn open_log(path: &Path) -> Result<File, JournalError> {
         .create(true)
         .append(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(io(path))?;
     f.sync_all().map_err(io(path))?;
@@ -717,11 +742,13 @@ fn write_snapshot(path: &Path, saved: &Saved, seq: u64, owner: Owner) -> Result<
         crc32fast::hash(&body),
         body.len()
     );
+    // A link planted at the name is removed, never followed.
+    let _ = std::fs::remove_file(path);
     let mut f = OpenOptions::new()
-        .create(true)
+        .create_new(true)
         .write(true)
-        .truncate(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(io(path))?;
     let res = f

@@ -243,7 +243,17 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             cmds: tx.clone(),
             host,
             acct_kick,
+            // Tokens only with AuthAltTypes=auth/jwt (its key alone is not
+            // enough to turn them on).
             jwt_key: match slurm_common::jwt::conf_key(&conf) {
+                _ if !conf
+                    .get("AuthAltTypes")
+                    .unwrap_or("")
+                    .split(',')
+                    .any(|t| t.trim().eq_ignore_ascii_case("auth/jwt")) =>
+                {
+                    None
+                }
                 Ok(k) => Some(k),
                 Err(slurm_common::jwt::JwtError::NoKey) => None,
                 Err(e) => {

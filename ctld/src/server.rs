@@ -148,6 +148,8 @@ impl Server {
                     NetError::Auth(AuthError::Expired | AuthError::NotYetValid) => {
                         SlurmError::ExpiredCredential
                     }
+                    // This user holds its share of live credentials: wait.
+                    NetError::Auth(AuthError::Busy) => SlurmError::Backoff,
                     NetError::Auth(_) => SlurmError::InvalidCredential,
                     _ => SlurmError::ProtocolError,
                 };

@@ -445,7 +445,9 @@ async fn sack_task(path: PathBuf, key: Key) {
 
 async fn handle_connection(ctx: &Arc<Ctx>, mut stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    let read = net::read_frame_max(&mut stream, ctx.max_request);
+    // Launches carry a batch script and its environment (4 MiB each by
+    // default, more once escaped): room for them whatever the setting.
+    let read = net::read_frame_max(&mut stream, ctx.max_request.max(64 << 20));
     let env: net::Envelope = match tokio::time::timeout(IO_TIMEOUT, read).await {
         Ok(Ok(Some(r))) => r,
         Ok(Ok(None)) => return,

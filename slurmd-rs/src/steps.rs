@@ -387,9 +387,6 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             format!("step credential: the launch's {field} is not the one signed"),
         );
     }
-    if let Some(why) = void_here(&ctx.node, cred) {
-        return refuse(SlurmError::AlreadyDone, why);
-    }
     let idx = t.node_index as usize;
     if cred.nodes.get(idx) != Some(&ctx.node) || t.layout.nodes.get(idx) != Some(&ctx.node) {
         return refuse(
@@ -410,6 +407,17 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             format!("step {}.{} already runs here", key.0, key.1),
         );
     }
+    if let Some(why) = void_here(&ctx.node, cred) {
+        return refuse(SlurmError::AlreadyDone, why);
+    }
+    // srun not reachable: nothing was launched, the step may come again.
+    let unlaunch = || {
+        LAUNCHED.lock().unwrap_or_else(|p| p.into_inner()).remove(&(
+            ctx.node.clone(),
+            cred.job_id,
+            cred.step_id,
+        ));
+    };
     let io = match tokio::time::timeout(
         Duration::from_secs(10),
         tokio::net::TcpStream::connect(&t.io_addr),
@@ -418,16 +426,18 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
     {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
+            unlaunch();
             return refuse(
                 SlurmError::InvalidRequest,
                 format!("cannot reach srun at {}: {e}", t.io_addr),
-            )
+            );
         }
         Err(_) => {
+            unlaunch();
             return refuse(
                 SlurmError::InvalidRequest,
                 format!("srun at {} did not answer", t.io_addr),
-            )
+            );
         }
     };
     let _ = io.set_nodelay(true);

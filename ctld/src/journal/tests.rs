@@ -269,3 +269,23 @@ fn legacy_journal_lines_still_replay() {
     let e = Journal::open(d.path(), false, false).err().unwrap();
     assert!(e.to_string().contains("journal.log:1"), "{e}");
 }
+
+#[test]
+fn links_planted_in_the_state_directory_are_never_followed() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("state");
+    std::fs::create_dir(&dir).unwrap();
+    let victim = d.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join(SNAP)).unwrap();
+    let e = Journal::open(&dir, true, false).err().unwrap();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    std::fs::remove_file(dir.join(SNAP)).unwrap();
+    // A link at the name of the snapshot being written is replaced.
+    let (mut j, s) = open(&dir);
+    std::os::unix::fs::symlink(&victim, dir.join(SNAP_NEW)).unwrap();
+    j.compact(&s).unwrap();
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    let mode = std::fs::metadata(&victim).unwrap().mode() & 0o777;
+    assert_ne!(mode, 0o600, "the link's target was touched");
+}

@@ -102,11 +102,24 @@ fn bpf(cmd: libc::c_long, attr: &mut Attr) -> io::Result<libc::c_long> {
     }
 }
 
-/// Load `p` as a cgroup device program.
+/// Load `p` as a cgroup device program. The first try asks for no
+/// verifier log (a log that does not fit its buffer fails the load); only
+/// a refused program is loaded again with a log, for the error message.
 pub fn load(p: &[Insn]) -> io::Result<OwnedFd> {
+    match load_with_log(p, 0) {
+        Ok(fd) => Ok(fd),
+        Err(e) => match load_with_log(p, 1 << 20) {
+            Ok(fd) => Ok(fd),
+            Err(logged) if logged.to_string().len() > e.to_string().len() => Err(logged),
+            Err(_) => Err(e),
+        },
+    }
+}
+
+fn load_with_log(p: &[Insn], log_size: usize) -> io::Result<OwnedFd> {
     let code = encode(p);
     let license = b"Apache-2.0\0";
-    let mut log = vec![0u8; 4096];
+    let mut log = vec![0u8; log_size];
     let mut a = Attr([0; 128]);
     let put32 = |a: &mut Attr, at: usize, v: u32| a.0[at..at + 4].copy_from_slice(&v.to_le_bytes());
     let put64 = |a: &mut Attr, at: usize, v: u64| a.0[at..at + 8].copy_from_slice(&v.to_le_bytes());
@@ -115,9 +128,11 @@ pub fn load(p: &[Insn]) -> io::Result<OwnedFd> {
     put32(&mut a, 4, p.len() as u32);
     put64(&mut a, 8, code.as_ptr() as u64);
     put64(&mut a, 16, license.as_ptr() as u64);
-    put32(&mut a, 24, 1);
-    put32(&mut a, 28, log.len() as u32);
-    put64(&mut a, 32, log.as_mut_ptr() as u64);
+    if log_size > 0 {
+        put32(&mut a, 24, 1);
+        put32(&mut a, 28, log.len() as u32);
+        put64(&mut a, 32, log.as_mut_ptr() as u64);
+    }
     match bpf(BPF_PROG_LOAD, &mut a) {
         // SAFETY: the kernel returned a new file descriptor we now own.
         Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
@@ -196,8 +211,12 @@ mod tests {
         };
         let cg = root.join(format!("bpf-test-{}", std::process::id()));
         std::fs::create_dir(&cg).unwrap();
-        // /dev/null is 1:3; /dev/zero 1:5 stays allowed.
-        deny_devices(&cg, &[(1, 3)]).unwrap();
+        // /dev/null is 1:3; /dev/zero 1:5 stays allowed. Many rules, as
+        // on a node with many GPUs (a verifier log would not fit a small
+        // buffer).
+        let mut deny: Vec<(u32, u32)> = (0..64).map(|m| (195, m)).collect();
+        deny.push((1, 3));
+        deny_devices(&cg, &deny).unwrap();
         let procs = std::ffi::CString::new(cg.join("cgroup.procs").to_str().unwrap()).unwrap();
         let run = |what: &str| {
             use std::os::unix::process::CommandExt;
