@@ -47,6 +47,7 @@ impl Agent {
         match e {
             Effect::Launch { node, addr, launch } => {
                 let job_id = launch.job_id;
+                let start_time = launch.start_time;
                 let body = RequestBody::LaunchBatch(launch);
                 let mut prolog_failed = false;
                 for attempt in 0..5 {
@@ -88,6 +89,7 @@ impl Agent {
                     job_id,
                     node,
                     prolog_failed,
+                    start_time,
                 });
             }
             Effect::Terminate {

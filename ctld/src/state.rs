@@ -3811,8 +3811,17 @@ impl Controller {
     }
 
     fn cancel(&mut self, who: Caller, f: CancelFilter, now: i64) -> Response {
+        // PrivateData=jobs: other users' jobs do not exist for the caller
+        // (no filter or id may tell them apart).
+        let private = !who.privileged && self.conf.private_data().jobs;
         let ids: Vec<JobId> = if f.job_ids.is_empty() {
-            let user = f.user.or((!who.privileged).then_some(who.uid));
+            let user = match private {
+                true => Some(who.uid).filter(|me| f.user.is_none_or(|u| u == *me)),
+                false => f.user.or((!who.privileged).then_some(who.uid)),
+            };
+            if private && user.is_none() {
+                return Response::Cancelled(Vec::new());
+            }
             self.p
                 .jobs
                 .values()
@@ -3844,6 +3853,10 @@ impl Controller {
         let out = ids
             .into_iter()
             .map(|id| {
+                let hidden = private && self.p.jobs.get(&id).is_some_and(|j| j.user_id != who.uid);
+                if hidden {
+                    return (id, Some(SlurmError::InvalidJobId));
+                }
                 // Filters given with ids narrow them, as in Slurm.
                 let skip = self.p.jobs.get(&id).is_some_and(|j| {
                     f.user.is_some_and(|u| j.user_id != u)
@@ -4220,8 +4233,10 @@ impl Controller {
     }
 
     /// Heartbeats the RPC server answered itself (node, when).
-    pub fn heard_from(&mut self, heard: HashMap<String, i64>) {
+    pub fn heard_from(&mut self, heard: HashMap<String, i64>, now: i64) {
         for (node, t) in heard {
+            // A time from before a backward clock step is not in the future.
+            let t = t.min(now);
             if let Some(&i) = self.node_index.get(&node) {
                 let last = &mut self.nodes[i].last_heard;
                 *last = Some(last.map_or(t, |l| l.max(t)));
@@ -4548,12 +4563,19 @@ impl Controller {
     }
 
     /// A launch could not be delivered: put the job back in the queue.
-    pub fn launch_failed(&mut self, id: JobId, node: &str, prolog_failed: bool, now: i64) {
-        let running = self
-            .p
-            .jobs
-            .get(&id)
-            .is_some_and(|j| j.state.is_active() && j.batch_host.as_deref() == Some(node));
+    pub fn launch_failed(
+        &mut self,
+        id: JobId,
+        node: &str,
+        prolog_failed: bool,
+        start_time: i64,
+        now: i64,
+    ) {
+        let running = self.p.jobs.get(&id).is_some_and(|j| {
+            j.state.is_active()
+                && j.batch_host.as_deref() == Some(node)
+                && j.start_time == Some(start_time)
+        });
         if !running {
             return;
         }

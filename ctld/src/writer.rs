@@ -24,6 +24,9 @@ pub enum Command {
         node: String,
         /// The node's Prolog failed (drain it, hold the job).
         prolog_failed: bool,
+        /// The run the launch was for (its start time): a late failure of
+        /// an earlier run's launch must not touch the job's next run.
+        start_time: i64,
     },
     /// slurmdbd acknowledged every accounting record up to this seq.
     AcctAcked(u64),
@@ -116,7 +119,8 @@ pub fn run(
                     job_id,
                     node,
                     prolog_failed,
-                } => ctl.launch_failed(job_id, &node, prolog_failed, now),
+                    start_time,
+                } => ctl.launch_failed(job_id, &node, prolog_failed, start_time, now),
                 Command::AcctAcked(n) => ctl.acct_acked(n),
                 Command::AcctAssocs(c) => ctl.set_assocs(*c, now),
                 Command::Shutdown => shutdown = true,
@@ -125,7 +129,7 @@ pub fn run(
         // Heartbeats answered meanwhile, before any node is judged silent.
         let taken = std::mem::take(&mut *heard.lock().unwrap_or_else(|p| p.into_inner()));
         if !taken.is_empty() {
-            ctl.heard_from(taken);
+            ctl.heard_from(taken, now);
         }
         if Instant::now() >= next_tick {
             ctl.tick(now);

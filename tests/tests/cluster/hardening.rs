@@ -293,6 +293,20 @@ fn private_data_hides_other_users_from_the_commands_and_accounting() {
     let out = user("scontrol", &["show", "job", &held_root.to_string()]);
     assert!(!out.status.success(), "{}", stdout(&out));
     assert!(!stdout(&out).contains("Command="), "{}", stdout(&out));
+    // Cancelling tells nothing of others' jobs either.
+    let out = user("scancel", &[&held_root.to_string()]);
+    assert!(
+        !stderr(&out).contains("Access/permission denied"),
+        "told the job exists: {}",
+        stderr(&out)
+    );
+    let out = user("scancel", &["-u", "root"]);
+    assert!(
+        !stderr(&out).contains(&held_root.to_string()),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(t.job(held_root).unwrap().state, JobState::Pending);
     let out = user("sprio", &["-h"]);
     assert!(
         !stdout(&out).contains(&held_root.to_string()),

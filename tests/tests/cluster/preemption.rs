@@ -452,9 +452,17 @@ fn suspended_job_stays_suspended_across_controller_and_node_restarts() {
     // So does a restarted node daemon.
     t.c.kill_slurmd(0, libc::SIGKILL);
     t.c.start_slurmd(0).expect("slurmd restart");
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Once the new daemon has registered and been told, the job is stopped
+    // again (a loaded machine may take a few seconds).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !stopped(&t, "r") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job runs after the node daemon's restart\n{}",
+            t.logs()
+        );
+    }
     assert_eq!(t.job(job).unwrap().state, JobState::Suspended);
-    assert!(stopped(&t, "r"));
     let o = t.run("scontrol", &["resume", &job.to_string()]);
     assert!(o.status.success(), "{}", stderr(&o));
     t.wait_job(job, 10, "running", |j| j.state == JobState::Running);
