@@ -278,6 +278,11 @@ impl Journal {
                 match (ignore_errors, prev_ok) {
                     (true, Ok(Some((s, seq)))) => {
                         tracing::warn!("{e}: starting from {}", prev.display());
+                        // Set the damaged file aside, so the compaction
+                        // below never renames it over the good previous one.
+                        let aside =
+                            dir.join(format!("state.json.damaged.{}", slurm_common::auth::now()));
+                        std::fs::rename(&snap, &aside).map_err(io(&aside))?;
                         rec.from_previous = true;
                         (s, seq, true)
                     }

@@ -219,6 +219,17 @@ fn a_damaged_snapshot_is_never_an_empty_cluster() {
         s, saved,
         "previous snapshot + both journals give it all back"
     );
+    // The damaged file was set aside, not rotated over the good one.
+    let names: Vec<String> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("state.json.damaged.")),
+        "{names:?}"
+    );
+    let (_, again) = open(d.path());
+    assert_eq!(again, saved);
 
     // Without a previous snapshot, -i refuses rather than start empty.
     let d = tempfile::tempdir().unwrap();
