@@ -254,7 +254,10 @@ impl Server {
                 AcctResponse::Usage(u)
             }
             AcctResponse::Users(mut v) => {
-                if p.users {
+                // Users' records name their accounts (and a filter by
+                // account tells who is in one): with either kind private,
+                // the caller sees its own record only.
+                if p.users || p.accounts {
                     v.retain(|u| u.name == me);
                 }
                 AcctResponse::Users(v)
