@@ -2382,35 +2382,34 @@ impl Controller {
     /// checked before the job is built.
     fn check_sizes(&self, desc: &JobDesc) -> Result<(), RpcError> {
         let limits = &self.limits;
-        if desc.script.len() > limits.max_script_size {
-            return err_detail(
-                SlurmError::InvalidRequest,
-                format!(
-                    "batch script is too large ({} bytes; max_script_size is {})",
-                    desc.script.len(),
-                    limits.max_script_size
-                ),
-            );
-        }
-        let env: usize = desc.environment.iter().map(|e| e.len() + 1).sum();
-        if env > limits.max_env_size {
-            return err_detail(
-                SlurmError::InvalidRequest,
-                format!(
-                    "job environment is too large ({env} bytes; max_env_size is {})",
-                    limits.max_env_size
-                ),
-            );
-        }
-        let line: usize = desc.argv.iter().map(|a| a.len() + 1).sum();
-        if line > limits.max_submit_line_size {
-            return err_detail(
-                SlurmError::InvalidRequest,
-                format!(
-                    "submit line is too long ({line} bytes; max_submit_line_size is {})",
-                    limits.max_submit_line_size
-                ),
-            );
+        let total = |v: &[String]| v.iter().map(|x| x.len() + 1).sum::<usize>();
+        let checks = [
+            (
+                "batch script is too large",
+                desc.script.len(),
+                limits.max_script_size,
+                "max_script_size",
+            ),
+            (
+                "job environment is too large",
+                total(&desc.environment),
+                limits.max_env_size,
+                "max_env_size",
+            ),
+            (
+                "submit line is too long",
+                total(&desc.argv),
+                limits.max_submit_line_size,
+                "max_submit_line_size",
+            ),
+        ];
+        for (what, size, max, name) in checks {
+            if size > max {
+                return err_detail(
+                    SlurmError::InvalidRequest,
+                    format!("{what} ({size} bytes; {name} is {max})"),
+                );
+            }
         }
         Ok(())
     }

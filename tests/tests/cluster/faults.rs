@@ -15,6 +15,26 @@ fn figure(case: &str, what: &str) {
     eprintln!("FIGURE | {case} | {what}");
 }
 
+/// Whether process `pid` exists.
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the pid exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// Wait (at most 30 s) for the copy of a job left on a cut-off node,
+/// process `pid`, to be killed.
+fn wait_killed(t: &TestCluster, pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "the stale copy was never killed\n{}",
+            t.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// 2000 submissions from eight threads; the controller is killed with
 /// SIGKILL halfway (the journal compacting every few dozen jobs) and
 /// restarted while the threads keep trying.
@@ -265,20 +285,10 @@ fn node_daemon_unreachable_then_back_never_keeps_a_job_twice() {
     let moved_after = t0.elapsed();
     assert!(j.restarts >= 1);
     wait_line(2);
-    // SAFETY: signal 0 only checks that the pid exists.
-    let alive = |pid: i32| unsafe { libc::kill(pid, 0) } == 0;
     assert!(alive(old_pid), "the frozen node's copy still runs");
     t.c.kill_slurmd(i, libc::SIGCONT);
     let t1 = Instant::now();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while alive(old_pid) {
-        assert!(
-            Instant::now() < deadline,
-            "the stale copy was never killed\n{}",
-            t.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_killed(&t, old_pid);
     let killed_after = t1.elapsed();
     // The node is back and the new run goes on.
     t.wait_node(&first, 20, "back", |n| !n.flags.not_responding);
@@ -381,11 +391,14 @@ fn clock_stepped_an_hour_forward_and_back_ends_nothing_early() {
 /// 300 jobs: every job reaches accounting exactly once.
 #[test]
 fn database_server_restarted_during_ingestion() {
-    let pg = std::path::Path::new("/usr/local/bin/pg_ctl");
-    assert!(
-        pg.exists(),
-        "PostgreSQL's pg_ctl is part of this machine's image"
-    );
+    // Debian's server binaries (scripts/setup installs them when missing).
+    let bin = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL server binaries (scripts/setup)")
+        .filter_map(|e| Some(e.ok()?.path().join("bin")))
+        .find(|b| b.join("pg_ctl").exists())
+        .expect("pg_ctl under /usr/lib/postgresql/*/bin");
+    let pg_ctl = bin.join("pg_ctl").display().to_string();
+    let initdb = bin.join("initdb").display().to_string();
     let tmp = tempfile::Builder::new()
         .prefix("slurm-pg-")
         .tempdir()
@@ -423,43 +436,18 @@ fn database_server_restarted_during_ingestion() {
         "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
         tmp.path().display()
     );
-    as_pg(&[
-        "/usr/local/bin/initdb",
-        "-D",
-        &d,
-        "-A",
-        "trust",
-        "-U",
-        "postgres",
-    ]);
-    as_pg(&[
-        "/usr/local/bin/pg_ctl",
-        "-D",
-        &d,
-        "-o",
-        &opts,
-        "-l",
-        &log,
-        "-w",
-        "start",
-    ]);
-    struct Stop(String);
+    as_pg(&[&initdb, "-D", &d, "-A", "trust", "-U", "postgres"]);
+    as_pg(&[&pg_ctl, "-D", &d, "-o", &opts, "-l", &log, "-w", "start"]);
+    struct Stop(String, String);
     impl Drop for Stop {
         fn drop(&mut self) {
             let _ = std::process::Command::new("runuser")
-                .args([
-                    "-u",
-                    "postgres",
-                    "--",
-                    "/usr/local/bin/pg_ctl",
-                    "-D",
-                    &self.0,
-                ])
+                .args(["-u", "postgres", "--", &self.1, "-D", &self.0])
                 .args(["-m", "immediate", "-w", "stop"])
                 .output();
         }
     }
-    let _stop = Stop(d.clone());
+    let _stop = Stop(d.clone(), pg_ctl.clone());
     let t = TestCluster::start(3, |s| {
         s.accounting = true;
         s.cpus = 8;
@@ -502,7 +490,7 @@ fn database_server_restarted_during_ingestion() {
         }
         at.push(count().0);
         as_pg(&[
-            "/usr/local/bin/pg_ctl",
+            &pg_ctl,
             "-D",
             &d,
             "-o",
@@ -663,16 +651,7 @@ fn node_daemon_network_cut_in_a_namespace() {
         .find(|l| l.starts_with("n2 "))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    // SAFETY: signal 0 only checks that the pid exists.
-    while unsafe { libc::kill(first_pid, 0) } == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "stale copy still runs\n{}",
-            t.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_killed(&t, first_pid);
     figure(
         "node daemon's network cut (its netns link down) past SlurmdTimeout=3, then restored",
         &format!(
