@@ -9,10 +9,16 @@ use slurm_proto::{RequestBody, Response, RpcError};
 /// with `prog` on failure.
 pub fn load_conf(prog: &str) -> Result<SlurmConf, i32> {
     let path = default_conf_path();
-    SlurmConf::load(&path).map_err(|e| {
+    let conf = SlurmConf::load(&path).map_err(|e| {
         eprintln!("{prog}: error: {e}");
         1
-    })
+    })?;
+    // TLS on (TLSType): every call checks its server against the CA.
+    slurm_common::tls::setup(&conf, &slurm_common::tls::Role::Command).map_err(|e| {
+        eprintln!("{prog}: error: {e}");
+        1
+    })?;
+    Ok(conf)
 }
 
 /// An error talking to the controller, in the shape the commands report.
@@ -57,6 +63,7 @@ pub fn dbd_call(
     let addr = conf.dbd_address();
     slurm_common::dbd::call_sync(
         &addr,
+        conf.dbd_name(),
         &slurm_proto::acct::DbdRequest { cred, body },
         std::time::Duration::from_secs(30),
     )

@@ -19,6 +19,7 @@ pub mod common;
 pub mod fmt;
 pub mod jsonout;
 pub mod local;
+pub mod pki;
 pub mod sacct;
 pub mod sacctmgr;
 pub mod sbatch;

@@ -62,6 +62,9 @@ pub struct ClusterSpec {
     /// the CPUs (`None`: not written).
     pub sockets: Option<u32>,
     pub dbd_port: u16,
+    /// Every process speaks TLS (`TLSType=tls/rustls`) with certificates
+    /// made here (see [`crate::pki`]).
+    pub tls: bool,
 }
 
 /// A free TCP port on `ip` (bound then released).
@@ -134,6 +137,7 @@ impl ClusterSpec {
             threads_per_core: None,
             sockets: None,
             dbd_port,
+            tls: true,
         })
     }
 
@@ -176,6 +180,14 @@ MaxJobCount=100000\n",
             kw = self.kill_wait,
             mja = self.min_job_age,
         );
+        if self.tls {
+            // The CA and the controller's certificate under Slurm's default
+            // names beside slurm.conf; one certificate per node daemon.
+            s.push_str(
+                "TLSType=tls/rustls\n\
+TLSParameters=slurmd_cert_file=tls/%n_cert.pem,slurmd_cert_key_file=tls/%n_cert_key.pem\n",
+            );
+        }
         if self.accounting {
             s.push_str(&format!(
                 "AccountingStorageType=accounting_storage/slurmdbd\n\
@@ -248,6 +260,9 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
         if !key.exists() {
             slurm_common::auth::generate_key(&key)?;
         }
+        if self.tls {
+            self.write_pki().map_err(std::io::Error::other)?;
+        }
         if let Some(c) = &self.cgroup_conf {
             std::fs::write(self.dir.join("cgroup.conf"), c)?;
         }
@@ -259,6 +274,41 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
             std::fs::write(&path, self.slurmdbd_conf())?;
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        }
+        Ok(())
+    }
+
+    /// The CA and every daemon's certificate, made with this process's CA
+    /// unless all are there already (a cluster started again).
+    fn write_pki(&self) -> Result<(), crate::pki::PkiError> {
+        let tls = self.dir.join("tls");
+        std::fs::create_dir_all(&tls).map_err(|source| crate::pki::PkiError::Write {
+            path: tls.clone(),
+            source,
+        })?;
+        let nodes: Vec<String> = (0..self.nodes as usize)
+            .map(|i| self.node_name(i))
+            .collect();
+        let have = |p: &Path| p.exists();
+        let complete = have(&self.dir.join("ca_cert.pem"))
+            && have(&self.dir.join("ctld_cert_key.pem"))
+            && have(&self.dir.join("dbd_cert_key.pem"))
+            && nodes
+                .iter()
+                .all(|n| have(&tls.join(format!("{n}_cert_key.pem"))));
+        if complete {
+            return Ok(());
+        }
+        let ca = crate::pki::process_ca()?;
+        crate::pki::write_ca(ca, &self.dir)?;
+        // Callers check the names they mean: the controller's SlurmctldHost
+        // name and the address slurmdbd reaches it at; slurmdbd's
+        // AccountingStorageHost; each node's NodeName.
+        let local = vec!["localhost".to_string(), self.ip.clone()];
+        crate::pki::write_identity(ca, &self.dir, "ctld", &local)?;
+        crate::pki::write_identity(ca, &self.dir, "dbd", &local)?;
+        for n in &nodes {
+            crate::pki::write_identity(ca, &tls, n, std::slice::from_ref(n))?;
         }
         Ok(())
     }
@@ -278,7 +328,8 @@ DbdPort={port}\n\
 SlurmUser=root\n\
 StorageType=accounting_storage/sqlite\n\
 StorageLoc={d}/state/slurm_acct_db.sqlite\n\
-PidFile={d}/run/slurmdbd.pid\n{extra}",
+PidFile={d}/run/slurmdbd.pid\n{tls}{extra}",
+            tls = if self.tls { "TLSType=tls/rustls\n" } else { "" },
             ip = self.ip,
             port = self.dbd_port,
             extra = self.extra_dbd_conf,
@@ -503,6 +554,13 @@ impl LocalCluster {
         let conf = slurm_common::conf::SlurmConf::load(&self.spec.conf_path()).map_err(|e| {
             LocalError::Io {
                 what: "slurm.conf".into(),
+                source: std::io::Error::other(e.to_string()),
+            }
+        })?;
+        // This process calls the cluster too: over TLS when it is on.
+        slurm_common::tls::setup(&conf, &slurm_common::tls::Role::Command).map_err(|e| {
+            LocalError::Io {
+                what: "TLS".into(),
                 source: std::io::Error::other(e.to_string()),
             }
         })?;

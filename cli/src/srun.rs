@@ -795,10 +795,8 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         let addr = addr.clone();
         launches.push(tokio::spawn(async move {
             let req = Request { cred, body };
-            (
-                node,
-                net::call_async(&addr, &req, Duration::from_secs(30)).await,
-            )
+            let r = net::call_async(&addr, &node, &req, Duration::from_secs(30)).await;
+            (node, r)
         }));
     }
     let mut failed = None;
@@ -1100,7 +1098,7 @@ async fn send_signal(conf: &SlurmConf, l: &StepLayout, sig: i32) {
         };
         if let Ok(cred) = creds.credential(&bind) {
             let req = Request { cred, body };
-            let _ = net::call_async(addr, &req, Duration::from_secs(5)).await;
+            let _ = net::call_async(addr, node, &req, Duration::from_secs(5)).await;
         }
     }
 }

@@ -398,7 +398,6 @@ impl SlurmConf {
             .any(|p| p.trim().eq_ignore_ascii_case("config_overrides"))
     }
 
-    /// `AccountingStorageHost:AccountingStoragePort` (slurmdbd).
     /// `SelectTypeParameters=CR_CPU*`: CPUs (threads) are allocated one by
     /// one; otherwise (CR_Core, the default) in whole cores.
     pub fn allocates_threads(&self) -> bool {
@@ -407,6 +406,14 @@ impl SlurmConf {
             .is_some_and(|p| p.split(',').any(|x| x.trim().starts_with("CR_CPU")))
     }
 
+    /// The name slurmdbd's TLS certificate carries: `AccountingStorageHost`.
+    pub fn dbd_name(&self) -> &str {
+        self.accounting_storage_host
+            .as_deref()
+            .unwrap_or("127.0.0.1")
+    }
+
+    /// `AccountingStorageHost:AccountingStoragePort` (slurmdbd).
     pub fn dbd_address(&self) -> String {
         format!(
             "{}:{}",
@@ -415,6 +422,19 @@ impl SlurmConf {
                 .unwrap_or("127.0.0.1"),
             self.accounting_storage_port
         )
+    }
+
+    /// The name the controller's TLS certificate carries: the first
+    /// `SlurmctldHost`'s.
+    pub fn ctld_name(&self) -> &str {
+        self.slurmctld_hosts
+            .first()
+            .map_or("127.0.0.1", |h| h.name.as_str())
+    }
+
+    /// A caller's certificate names one of the `SlurmctldHost`s.
+    pub fn is_controller(&self, peer: &crate::tls::Peer) -> bool {
+        self.slurmctld_hosts.iter().any(|h| peer.is(&h.name))
     }
 
     pub fn ctld_address(&self) -> String {

@@ -15,6 +15,8 @@
 //! - [`gres`]: generic resource specifications (`gpu:a100:2`).
 //! - [`licenses`]: license lists (`matlab:2,abaqus`).
 //! - [`net`]: the RPC framing (length-prefixed JSON) and a blocking client.
+//! - [`tls`]: TLS between the processes (`TLSType`, `TLSParameters`) and
+//!   who a caller's certificate names.
 //! - [`private`]: `PrivateData` (what users may not see of one another).
 //! - [`stepio`]: the I/O stream between a step's node daemons and `srun`.
 //! - [`users`]: uid/gid ⇄ name look-ups.
@@ -36,5 +38,6 @@ pub mod net;
 pub mod private;
 pub mod stepio;
 pub mod timefmt;
+pub mod tls;
 pub mod topology;
 pub mod users;

@@ -1,6 +1,7 @@
 //! RPC framing and the blocking client the commands use.
 //!
-//! A frame is a 4-byte big-endian length followed by that many bytes of JSON.
+//! A frame is a 4-byte big-endian length followed by that many bytes of JSON,
+//! inside TLS when the process installed it ([`crate::tls`]).
 //! A connection carries one request and its response; the client sets
 //! TCP_NODELAY and read/write timeouts so a dead peer never hangs a command.
 
@@ -42,6 +43,8 @@ pub enum NetError {
     Closed,
     #[error("credential: {0}")]
     Auth(#[from] crate::auth::AuthError),
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, NetError> {
@@ -120,35 +123,138 @@ pub fn read_frame_sync<T: DeserializeOwned, R: Read>(r: &mut R) -> Result<T, Net
     Ok(serde_json::from_slice(&buf)?)
 }
 
-/// Blocking: send `req` to `addr` and wait for the response.
-pub fn call_sync(addr: &str, req: &Request, timeout: Duration) -> Result<Response, NetError> {
-    exchange_sync(addr, req, timeout)
+/// A connection, in clear text or inside TLS.
+pub enum Stream<P, T> {
+    Plain(P),
+    Tls(Box<T>),
 }
 
-/// Blocking, for any framed protocol (controller, slurmdbd): send one
-/// message to `addr` and read one back, within `timeout` for each part.
-pub fn exchange_sync<Q: Serialize, R: DeserializeOwned>(
-    addr: &str,
-    req: &Q,
-    timeout: Duration,
-) -> Result<R, NetError> {
-    let addrs: Vec<_> = addr
-        .to_socket_addrs()
+/// A server's side of a connection.
+pub type Conn =
+    Stream<tokio::net::TcpStream, tokio_rustls::server::TlsStream<tokio::net::TcpStream>>;
+/// A caller's side, async.
+pub type ClientConn =
+    Stream<tokio::net::TcpStream, tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+/// A caller's side, blocking.
+pub type SyncConn = Stream<TcpStream, rustls::StreamOwned<rustls::ClientConnection, TcpStream>>;
+
+impl<P: AsyncRead + Unpin, T: AsyncRead + Unpin> AsyncRead for Stream<P, T> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(p) => std::pin::Pin::new(p).poll_read(cx, buf),
+            Stream::Tls(t) => std::pin::Pin::new(t.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl<P: AsyncWrite + Unpin, T: AsyncWrite + Unpin> AsyncWrite for Stream<P, T> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(p) => std::pin::Pin::new(p).poll_write(cx, buf),
+            Stream::Tls(t) => std::pin::Pin::new(t.as_mut()).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(p) => std::pin::Pin::new(p).poll_flush(cx),
+            Stream::Tls(t) => std::pin::Pin::new(t.as_mut()).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(p) => std::pin::Pin::new(p).poll_shutdown(cx),
+            Stream::Tls(t) => std::pin::Pin::new(t.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+impl<P: Read, T: Read> Read for Stream<P, T> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(p) => p.read(buf),
+            Stream::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl<P: Write, T: Write> Write for Stream<P, T> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(p) => p.write(buf),
+            Stream::Tls(t) => t.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(p) => p.flush(),
+            Stream::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// A server takes a connection: with `acceptor` (TLS on) the handshake is
+/// done and the caller's certificate, if it showed one, is known.
+pub async fn accept(
+    sock: tokio::net::TcpStream,
+    acceptor: Option<&tokio_rustls::TlsAcceptor>,
+) -> Result<(Conn, crate::tls::Peer), NetError> {
+    let _ = sock.set_nodelay(true);
+    let Some(a) = acceptor else {
+        return Ok((Stream::Plain(sock), crate::tls::Peer::Clear));
+    };
+    let tls = a
+        .accept(sock)
+        .await
+        .map_err(|e| NetError::Tls(e.to_string()))?;
+    let peer = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+        Some(c) => crate::tls::Peer::Cert(c.clone().into_owned()),
+        None => crate::tls::Peer::Anonymous,
+    };
+    Ok((Stream::Tls(Box::new(tls)), peer))
+}
+
+fn resolve(addr: &str) -> Result<Vec<std::net::SocketAddr>, NetError> {
+    addr.to_socket_addrs()
+        .map(|a| a.collect())
         .map_err(|e| NetError::Connect {
             addr: addr.to_string(),
             source: e,
-        })?
-        .collect();
+        })
+}
+
+/// Blocking: connect to `addr`, inside TLS when this process installed it
+/// ([`crate::tls::install_client`]), checking that the server's certificate
+/// names `server`. Reads and writes time out after `timeout`.
+pub fn connect_sync(addr: &str, server: &str, timeout: Duration) -> Result<SyncConn, NetError> {
     let mut last = None;
-    for a in addrs {
+    for a in resolve(addr)? {
         match TcpStream::connect_timeout(&a, timeout) {
-            Ok(mut s) => {
+            Ok(s) => {
                 s.set_nodelay(true)?;
                 s.set_read_timeout(Some(timeout))?;
                 s.set_write_timeout(Some(timeout))?;
-                s.write_all(&encode(req)?)?;
-                s.flush()?;
-                return read_frame_sync(&mut s);
+                let Some(cfg) = crate::tls::client() else {
+                    return Ok(Stream::Plain(s));
+                };
+                let name =
+                    crate::tls::server_name(server).map_err(|e| NetError::Tls(e.to_string()))?;
+                let conn = rustls::ClientConnection::new(cfg.clone(), name)
+                    .map_err(|e| NetError::Tls(e.to_string()))?;
+                return Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(conn, s))));
             }
             Err(e) => last = Some(e),
         }
@@ -159,29 +265,101 @@ pub fn exchange_sync<Q: Serialize, R: DeserializeOwned>(
     })
 }
 
-/// Async: send `req` to `addr` and wait for the response, within `timeout`.
-pub async fn call_async(
+/// Async twin of [`connect_sync`] (no timeout of its own).
+pub async fn connect_async(addr: &str, server: &str) -> Result<ClientConn, NetError> {
+    connect_async_with(crate::tls::client(), addr, server).await
+}
+
+/// [`connect_async`] with a TLS configuration of the caller's (`None`:
+/// clear text): a process serving several nodes calls as each of them.
+pub async fn connect_async_with(
+    tls: Option<&std::sync::Arc<rustls::ClientConfig>>,
     addr: &str,
+    server: &str,
+) -> Result<ClientConn, NetError> {
+    let s = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| NetError::Connect {
+            addr: addr.to_string(),
+            source: e,
+        })?;
+    s.set_nodelay(true)?;
+    let Some(cfg) = tls else {
+        return Ok(Stream::Plain(s));
+    };
+    let name = crate::tls::server_name(server).map_err(|e| NetError::Tls(e.to_string()))?;
+    let tls = tokio_rustls::TlsConnector::from(cfg.clone())
+        .connect(name, s)
+        .await
+        .map_err(|e| NetError::Tls(format!("{addr} ({server}): {e}")))?;
+    Ok(Stream::Tls(Box::new(tls)))
+}
+
+/// Blocking: send `req` to `addr` (a server named `server`) and wait for
+/// the response.
+pub fn call_sync(
+    addr: &str,
+    server: &str,
     req: &Request,
     timeout: Duration,
 ) -> Result<Response, NetError> {
-    exchange_async(addr, req, timeout).await
+    exchange_sync(addr, server, req, timeout)
+}
+
+/// Blocking, for any framed protocol (controller, slurmdbd): send one
+/// message to `addr` and read one back, within `timeout` for each part.
+pub fn exchange_sync<Q: Serialize, R: DeserializeOwned>(
+    addr: &str,
+    server: &str,
+    req: &Q,
+    timeout: Duration,
+) -> Result<R, NetError> {
+    let mut s = connect_sync(addr, server, timeout)?;
+    s.write_all(&encode(req)?)
+        .map_err(|e| tls_io(e, addr, server))?;
+    s.flush().map_err(|e| tls_io(e, addr, server))?;
+    read_frame_sync(&mut s)
+}
+
+/// A TLS failure shows as an i/o error: say whom it was with.
+fn tls_io(e: std::io::Error, addr: &str, server: &str) -> NetError {
+    match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(t) => NetError::Tls(format!("{addr} ({server}): {t}")),
+        None => NetError::Io(e),
+    }
+}
+
+/// Async: send `req` to `addr` (named `server`) and wait for the response,
+/// within `timeout`.
+pub async fn call_async(
+    addr: &str,
+    server: &str,
+    req: &Request,
+    timeout: Duration,
+) -> Result<Response, NetError> {
+    exchange_async(addr, server, req, timeout).await
 }
 
 /// Async twin of [`exchange_sync`], the whole exchange within `timeout`.
 pub async fn exchange_async<Q: Serialize, R: DeserializeOwned>(
     addr: &str,
+    server: &str,
+    req: &Q,
+    timeout: Duration,
+) -> Result<R, NetError> {
+    exchange_async_with(crate::tls::client(), addr, server, req, timeout).await
+}
+
+/// [`exchange_async`] with the caller's TLS configuration.
+pub async fn exchange_async_with<Q: Serialize, R: DeserializeOwned>(
+    tls: Option<&std::sync::Arc<rustls::ClientConfig>>,
+    addr: &str,
+    server: &str,
     req: &Q,
     timeout: Duration,
 ) -> Result<R, NetError> {
     let fut = async {
-        let mut s = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| NetError::Connect {
-                addr: addr.to_string(),
-                source: e,
-            })?;
-        s.set_nodelay(true)?;
+        let mut s = connect_async_with(tls, addr, server).await?;
         write_frame(&mut s, req).await?;
         match read_frame(&mut s).await? {
             Some(r) => Ok(r),
@@ -280,6 +458,8 @@ const BACKOFF: Duration = Duration::from_secs(1);
 /// we are.
 pub struct Client {
     pub addr: String,
+    /// The name the controller's certificate carries (its `SlurmctldHost`).
+    pub server: String,
     pub timeout: Duration,
     creds: crate::auth::CredSource,
 }
@@ -288,6 +468,7 @@ impl Client {
     pub fn from_conf(conf: &crate::conf::SlurmConf) -> Client {
         Client {
             addr: format!("{}:{}", conf.ctld_address(), conf.slurmctld_port),
+            server: conf.ctld_name().to_string(),
             timeout: Duration::from_secs(30),
             creds: crate::auth::CredSource::from_conf(conf),
         }
@@ -305,7 +486,7 @@ impl Client {
                 cred,
                 body: body.clone(),
             };
-            match call_sync(&self.addr, &req, self.timeout)? {
+            match call_sync(&self.addr, &self.server, &req, self.timeout)? {
                 Response::Error(e)
                     if e.error == slurm_proto::SlurmError::Backoff
                         && std::time::Instant::now() + BACKOFF < give_up =>

@@ -78,13 +78,17 @@ const BATCH: usize = 1000;
 /// is what the saved state still holds; `rx` brings each record once it is
 /// durable here; acknowledgements go back to the writer as commands.
 pub async fn sender(
-    addr: String,
-    key: Key,
-    host: String,
+    link: DbdLink,
     pending: VecDeque<SeqRecord>,
     mut rx: UnboundedReceiver<SeqRecord>,
     cmds: Sender<Command>,
 ) {
+    let DbdLink {
+        addr,
+        name,
+        key,
+        host,
+    } = link;
     let mut queue = pending;
     let mut backoff = Duration::from_millis(250);
     let mut down_logged = false;
@@ -101,7 +105,7 @@ pub async fn sender(
         let batch: Vec<SeqRecord> = queue.iter().take(BATCH).cloned().collect();
         let req = slurm_common::dbd::request(&key, &host, AcctRequest::Records(batch.clone()));
         let last = batch.last().map(|r| (r.cluster.clone(), r.epoch));
-        match slurm_common::dbd::call(&addr, &req, Duration::from_secs(30)).await {
+        match slurm_common::dbd::call(&addr, &name, &req, Duration::from_secs(30)).await {
             Ok(AcctResponse::Ack { clusters, .. }) => {
                 let through = clusters
                     .iter()
@@ -158,6 +162,8 @@ pub async fn sender(
 #[derive(Clone)]
 pub struct DbdLink {
     pub addr: String,
+    /// The name its TLS certificate carries.
+    pub name: String,
     pub key: Key,
     /// This host's name (in credentials).
     pub host: String,
@@ -175,7 +181,12 @@ pub async fn assoc_fetcher(
     usage_window: Option<Duration>,
 ) {
     use slurm_proto::acct::{AssocFilter, QosFilter, UserFilter};
-    let DbdLink { addr, key, host } = link;
+    let DbdLink {
+        addr,
+        name,
+        key,
+        host,
+    } = link;
     let mut warned = false;
     loop {
         let ask = |body: AcctRequest| slurm_common::dbd::request(&key, &host, body);
@@ -186,9 +197,9 @@ pub async fn assoc_fetcher(
         }));
         let ru = ask(AcctRequest::ListUsers(UserFilter::default()));
         let rq = ask(AcctRequest::ListQos(QosFilter::default()));
-        let assocs = slurm_common::dbd::call(&addr, &ra, t);
-        let users = slurm_common::dbd::call(&addr, &ru, t);
-        let qos = slurm_common::dbd::call(&addr, &rq, t);
+        let assocs = slurm_common::dbd::call(&addr, &name, &ra, t);
+        let users = slurm_common::dbd::call(&addr, &name, &ru, t);
+        let qos = slurm_common::dbd::call(&addr, &name, &rq, t);
         let t_now = now();
         let ru = ask(AcctRequest::GetUsage(slurm_proto::acct::UsageQuery {
             clusters: vec![cluster.clone()],
@@ -199,7 +210,7 @@ pub async fn assoc_fetcher(
         }));
         let usage = async {
             match usage_window {
-                Some(_) => Some(slurm_common::dbd::call(&addr, &ru, t).await),
+                Some(_) => Some(slurm_common::dbd::call(&addr, &name, &ru, t).await),
                 None => None,
             }
         };

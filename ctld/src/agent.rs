@@ -53,6 +53,7 @@ impl Agent {
                 for attempt in 0..5 {
                     match call_async(
                         &addr,
+                        &node,
                         &self.request(body.clone(), &node),
                         Duration::from_secs(10),
                     )
@@ -107,6 +108,7 @@ impl Agent {
                 for attempt in 0..10u32 {
                     match call_async(
                         &addr,
+                        &node,
                         &self.request(body.clone(), &node),
                         Duration::from_secs(10),
                     )
@@ -134,8 +136,13 @@ impl Agent {
                     step_id,
                     signal,
                 };
-                if let Err(e) =
-                    call_async(&addr, &self.request(body, &node), Duration::from_secs(10)).await
+                if let Err(e) = call_async(
+                    &addr,
+                    &node,
+                    &self.request(body, &node),
+                    Duration::from_secs(10),
+                )
+                .await
                 {
                     tracing::warn!("signal {signal} to step {job_id}.{step_id} failed: {e}");
                 }
@@ -144,7 +151,14 @@ impl Agent {
                 let job_id = facts.job_id;
                 let body = RequestBody::JobPrologue(facts);
                 // A failed prolog is reported by the node itself (it drains).
-                match call_async(&addr, &self.request(body, &node), Duration::from_secs(60)).await {
+                match call_async(
+                    &addr,
+                    &node,
+                    &self.request(body, &node),
+                    Duration::from_secs(60),
+                )
+                .await
+                {
                     Ok(Response::Ok) => {}
                     Ok(other) => tracing::warn!("prolog of job {job_id} on {node}: {other:?}"),
                     Err(e) => tracing::warn!("prolog of job {job_id} on {node} not sent: {e}"),
@@ -166,8 +180,13 @@ impl Agent {
                     epoch,
                     start_time,
                 };
-                if let Err(e) =
-                    call_async(&addr, &self.request(body, &node), Duration::from_secs(10)).await
+                if let Err(e) = call_async(
+                    &addr,
+                    &node,
+                    &self.request(body, &node),
+                    Duration::from_secs(10),
+                )
+                .await
                 {
                     tracing::warn!("suspend={suspend} of job {job_id} failed: {e}");
                 }
@@ -179,8 +198,13 @@ impl Agent {
                 signal,
             } => {
                 let body = RequestBody::SignalJob { job_id, signal };
-                if let Err(e) =
-                    call_async(&addr, &self.request(body, &node), Duration::from_secs(10)).await
+                if let Err(e) = call_async(
+                    &addr,
+                    &node,
+                    &self.request(body, &node),
+                    Duration::from_secs(10),
+                )
+                .await
                 {
                     tracing::warn!("signal {signal} to job {job_id} failed: {e}");
                 }

@@ -146,6 +146,11 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     if let Some(pidfile) = &conf.slurmctld_pidfile {
         let _ = std::fs::write(pidfile, format!("{}\n", std::process::id()));
     }
+    let tls = slurm_common::tls::setup(&conf, &slurm_common::tls::Role::Ctld)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if tls.is_some() {
+        tracing::info!("TLS on: callers are checked against the CA");
+    }
     let published = Arc::new(RwLock::new(Arc::new(ctl.snapshot())));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -183,6 +188,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
                 rt.spawn(slurmctld::acct::assoc_fetcher(
                     slurmctld::acct::DbdLink {
                         addr: addr.clone(),
+                        name: conf.dbd_name().to_string(),
                         key: key.clone(),
                         host: host.clone(),
                     },
@@ -196,9 +202,12 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             acct_kick = Some(kick);
             let (atx, arx) = tokio::sync::mpsc::unbounded_channel();
             rt.spawn(slurmctld::acct::sender(
-                addr,
-                key.clone(),
-                host.clone(),
+                slurmctld::acct::DbdLink {
+                    addr,
+                    name: conf.dbd_name().to_string(),
+                    key: key.clone(),
+                    host: host.clone(),
+                },
                 backlog,
                 arx,
                 tx.clone(),
@@ -239,6 +248,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         }
         let server = Server {
             key,
+            tls: tls.as_ref().and_then(|t| t.acceptor()),
             published,
             cmds: tx.clone(),
             host,

@@ -16,6 +16,8 @@ use tokio::sync::{oneshot, Semaphore};
 #[derive(Clone)]
 pub struct Server {
     pub key: Key,
+    /// `TLSType` on: the handshake every RPC connection must make.
+    pub tls: Option<slurm_common::tls::TlsAcceptor>,
     pub published: Published,
     pub cmds: Sender<Command>,
     pub host: String,
@@ -88,7 +90,7 @@ impl Server {
         }
     }
 
-    async fn connection(&self, mut sock: TcpStream) {
+    async fn connection(&self, sock: TcpStream) {
         // HTTP or RPC? Wait for the first four bytes (they may arrive split).
         // A client that sends nothing is dropped after MessageTimeout.
         let mut first = [0u8; 4];
@@ -110,6 +112,40 @@ impl Server {
             crate::http::serve(sock, self.snapshot()).await;
             return;
         }
+        // A TLS record starts with its type: 0x16, a handshake.
+        let (mut sock, peer) = match &self.tls {
+            Some(a) if first[0] == 0x16 => {
+                match tokio::time::timeout(
+                    self.message_timeout,
+                    slurm_common::net::accept(sock, Some(a)),
+                )
+                .await
+                {
+                    Ok(Ok(c)) => c,
+                    Ok(Err(e)) => {
+                        tracing::info!("refused connection: {e}");
+                        return;
+                    }
+                    Err(_) => return,
+                }
+            }
+            Some(_) => {
+                let mut sock = sock;
+                let _ = write_frame(
+                    &mut sock,
+                    &Response::Error(RpcError {
+                        error: SlurmError::ProtocolError,
+                        detail: Some("this controller takes only TLS connections (TLSType)".into()),
+                    }),
+                )
+                .await;
+                return;
+            }
+            None => match slurm_common::net::accept(sock, None).await {
+                Ok(c) => c,
+                Err(_) => return,
+            },
+        };
         let read = slurm_common::net::read_frame_max(&mut sock, self.max_request);
         let env: slurm_common::net::Envelope =
             match tokio::time::timeout(self.message_timeout, read).await {
@@ -157,6 +193,23 @@ impl Server {
                 return;
             }
         };
+        // A node's report only from that node's certificate.
+        if let Some(node) = req.body.reporting_node().filter(|_| peer.secured()) {
+            if !peer.is(node) {
+                tracing::warn!("refused a report for node {node}: not that node's certificate");
+                let _ = write_frame(
+                    &mut sock,
+                    &Response::Error(RpcError {
+                        error: SlurmError::AccessDenied,
+                        detail: Some(format!(
+                            "reports for node {node} are taken only from its certificate"
+                        )),
+                    }),
+                )
+                .await;
+                return;
+            }
+        }
         let uid = req.cred.uid;
         if let (Some(rl), false) = (&self.rate, uid == 0 || uid == self.slurm_uid) {
             let allowed = rl

@@ -91,6 +91,10 @@ pub struct DbdConf {
     /// requests may carry a user's token (from a slurmrestd holding no key).
     pub jwt_key: Option<PathBuf>,
     jwt_enabled: bool,
+    /// `TLSType` / `TLSParameters`, as slurm.conf's.
+    pub tls: Option<slurm_common::tls::TlsSettings>,
+    tls_type: Option<String>,
+    tls_parameters: Option<String>,
     pub warnings: Vec<ConfWarning>,
 }
 
@@ -137,7 +141,9 @@ const ACCEPTED_UNSUPPORTED: [&str; 24] = [
     "TrackWCKey",
 ];
 
-const KNOWN: [&str; 24] = [
+const KNOWN: [&str; 26] = [
+    "TLSType",
+    "TLSParameters",
     "AuthAltTypes",
     "AuthAltParameters",
     "PrivateData",
@@ -200,6 +206,9 @@ impl DbdConf {
             private: Default::default(),
             jwt_key: None,
             jwt_enabled: false,
+            tls: None,
+            tls_type: None,
+            tls_parameters: None,
             warnings: Vec::new(),
         };
         let mut pending = String::new();
@@ -230,6 +239,13 @@ impl DbdConf {
                     .map_err(|m| err(start_line, m))?;
             }
         }
+        let dir = path.parent().unwrap_or(Path::new("/etc/slurm"));
+        c.tls = slurm_common::tls::TlsSettings::parse(
+            c.tls_type.as_deref(),
+            c.tls_parameters.as_deref(),
+            dir,
+        )
+        .map_err(|e| err(0, e.to_string()))?;
         Ok(c)
     }
 
@@ -306,6 +322,8 @@ impl DbdConf {
                 }
                 self.debug_level = v;
             }
+            "TLSType" => self.tls_type = opt(value),
+            "TLSParameters" => self.tls_parameters = opt(value),
             "AuthAltTypes" => {
                 self.jwt_enabled = value
                     .split(',')

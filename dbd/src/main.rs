@@ -76,6 +76,19 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
             None
         }
     };
+    let tls = match &conf.tls {
+        Some(t) => {
+            for n in &t.notices {
+                tracing::info!("{n}");
+            }
+            let tls = t
+                .load(&slurm_common::tls::Role::Dbd)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            slurm_common::tls::install_client(tls.client.clone());
+            Some(tls)
+        }
+        None => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -109,6 +122,7 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
             stats.clone(),
         ));
         let server = Arc::new(Server {
+            tls: tls.as_ref().and_then(|t| t.acceptor()),
             storage: storage.clone(),
             key,
             slurm_user_uid,

@@ -23,6 +23,8 @@ use tokio::sync::Semaphore;
 const IDLE: Duration = Duration::from_secs(300);
 
 pub struct Server {
+    /// `TLSType` on: the handshake every connection must make.
+    pub tls: Option<slurm_common::tls::TlsAcceptor>,
     pub storage: Arc<Storage>,
     pub key: Key,
     /// The uid of slurmdbd.conf's SlurmUser (root is always allowed).
@@ -112,7 +114,18 @@ impl Server {
         }
     }
 
-    async fn connection(&self, mut sock: TcpStream) {
+    async fn connection(&self, sock: TcpStream) {
+        let (mut sock, peer) =
+            match tokio::time::timeout(IDLE, slurm_common::net::accept(sock, self.tls.as_ref()))
+                .await
+            {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    tracing::info!("refused connection: {e}");
+                    return;
+                }
+                Err(_) => return,
+            };
         loop {
             let env: slurm_common::net::Envelope = match tokio::time::timeout(
                 IDLE,
@@ -132,11 +145,22 @@ impl Server {
             let now = now();
             let uid = env.cred.uid;
             let jwt = self.jwt_key.as_deref();
-            let resp =
-                match env.open_with(&self.key, jwt, slurm_common::auth::TO_DBD, now, &self.seen) {
-                    Ok((cred, body)) => self.checked(cred.uid, body, now).await,
-                    Err(e) => refused(uid, e),
-                };
+            let resp = match env.open_with::<AcctRequest>(
+                &self.key,
+                jwt,
+                slurm_common::auth::TO_DBD,
+                now,
+                &self.seen,
+            ) {
+                // With TLS, records come only from a daemon's certificate
+                // (the controller's), never from a command's connection.
+                Ok((_, body)) if body.is_ingest() && peer.secured() && !peer.is_daemon() => err(
+                    AcctErrorKind::AccessDenied,
+                    "accounting records are taken only from the controller's certificate",
+                ),
+                Ok((cred, body)) => self.checked(cred.uid, body, now).await,
+                Err(e) => refused(uid, e),
+            };
             if let Err(e) = write_frame(&mut sock, &resp).await {
                 tracing::debug!("cannot reply: {e}");
                 return;
@@ -303,8 +327,14 @@ impl Server {
                     },
                     body: slurm_proto::RequestBody::AcctChanged,
                 };
-                if let Err(e) =
-                    slurm_common::net::call_async(&addr, &req, Duration::from_secs(5)).await
+                // The controller's certificate names the address it registered.
+                if let Err(e) = slurm_common::net::call_async(
+                    &addr,
+                    &c.control_host,
+                    &req,
+                    Duration::from_secs(5),
+                )
+                .await
                 {
                     tracing::debug!("cannot tell cluster {} at {addr}: {e}", c.name);
                 }

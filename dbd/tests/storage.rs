@@ -1574,7 +1574,7 @@ fn signed(uid: u32, body: AcctRequest, now: i64) -> DbdRequest {
 
 async fn call(addr: &str, uid: u32, body: AcctRequest) -> AcctResponse {
     let req = signed(uid, body, slurm_common::auth::now());
-    slurmdbd::client::call(addr, &req, Duration::from_secs(10))
+    slurmdbd::client::call(addr, "localhost", &req, Duration::from_secs(10))
         .await
         .unwrap()
 }
@@ -1591,6 +1591,7 @@ async fn daemon_checks_credentials_and_rights() {
     let db = TestDb::new(Backend::Sqlite);
     let storage = Arc::new(db.open(Migrate::Latest).await);
     let server = Arc::new(Server {
+        tls: None,
         storage: storage.clone(),
         key: key(),
         slurm_user_uid: Some(4242),
@@ -1724,7 +1725,7 @@ async fn daemon_checks_credentials_and_rights() {
     let send = |req: DbdRequest| {
         let addr = addr.clone();
         async move {
-            slurmdbd::client::call(&addr, &req, Duration::from_secs(5))
+            slurmdbd::client::call(&addr, "localhost", &req, Duration::from_secs(5))
                 .await
                 .unwrap()
         }

@@ -1505,6 +1505,23 @@ pub enum RequestBody {
     },
 }
 
+impl RequestBody {
+    /// The node a node daemon's report speaks for (`None` for any other
+    /// request): with TLS on, only that node's certificate may send it.
+    pub fn reporting_node(&self) -> Option<&str> {
+        match self {
+            RequestBody::RegisterNode(r) => Some(&r.name),
+            RequestBody::Heartbeat { node, .. }
+            | RequestBody::BatchComplete { node, .. }
+            | RequestBody::JobCleaned { node, .. }
+            | RequestBody::EpilogFailed { node, .. }
+            | RequestBody::PrologFailed { node, .. }
+            | RequestBody::StepUsage { node, .. } => Some(node),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Response {
     Ok,

@@ -358,6 +358,10 @@ impl App {
         } else {
             None
         };
+        // TLS on: calls to the controller and slurmdbd check their
+        // certificates against the CA (slurmrestd shows none of its own).
+        slurm_common::tls::setup(&conf, &slurm_common::tls::Role::Restd)
+            .map_err(|e| e.to_string())?;
         let slurm_uid = slurm_common::users::parse_user(&conf.slurm_user).unwrap_or(0);
         let ctld_addrs = if conf.slurmctld_hosts.is_empty() {
             vec![(
@@ -567,8 +571,8 @@ impl App {
         let cred = self.credential(who, ctld_binding(&body)).await?;
         let req = Request { cred, body };
         let mut last = String::new();
-        for (_, addr) in &self.ctld_addrs {
-            match slurm_common::net::call_async(addr, &req, self.timeout).await {
+        for (name, addr) in &self.ctld_addrs {
+            match slurm_common::net::call_async(addr, name, &req, self.timeout).await {
                 Ok(r) => return Ok(r),
                 Err(e @ slurm_common::net::NetError::Connect { .. }) => last = e.to_string(),
                 Err(e) => {
@@ -718,6 +722,7 @@ impl App {
             let start = Instant::now();
             let r = slurm_common::net::call_async(
                 addr,
+                name,
                 &Request {
                     cred,
                     body: RequestBody::Ping,

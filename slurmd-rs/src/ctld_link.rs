@@ -41,7 +41,14 @@ pub fn heartbeat_interval(slurmd_timeout: u32) -> Duration {
 pub async fn call(ctx: &Ctx, body: RequestBody) -> Result<Response, NetError> {
     let b = slurm_common::auth::Binding::for_body(&body, slurm_common::auth::TO_CTLD)?;
     let cred = ctx.key.sign(0, 0, &ctx.host, crate::now(), &b);
-    net::call_async(&ctx.ctld_addr, &Request { cred, body }, CALL_TIMEOUT).await
+    net::exchange_async_with(
+        ctx.tls.as_ref().map(|t| &t.client),
+        &ctx.ctld_addr,
+        ctx.conf.ctld_name(),
+        &Request { cred, body },
+        CALL_TIMEOUT,
+    )
+    .await
 }
 
 /// What this node tells the controller when it registers.

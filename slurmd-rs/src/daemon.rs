@@ -65,6 +65,8 @@ pub struct Ctx {
     pub jobs: JobTable,
     pub outbox: Outbox,
     pub registered: AtomicBool,
+    /// `TLSType` on: this node's certificate, to serve and to call with.
+    pub tls: Option<slurm_common::tls::Tls>,
 }
 
 impl Ctx {
@@ -102,6 +104,8 @@ pub enum DaemonError {
     AuxConf(#[from] AuxConfError),
     #[error("task/cgroup cannot confine jobs: {0}")]
     Cgroup(cgroup::CgroupError),
+    #[error(transparent)]
+    Tls(#[from] slurm_common::tls::TlsError),
 }
 
 /// Whether slurm.conf asks for cgroups: (track processes, constrain them).
@@ -255,6 +259,17 @@ impl Daemon {
     /// Load the key, prepare the spool, bind the port, write the pid file.
     pub async fn start(s: Settings) -> Result<Daemon, DaemonError> {
         let key = Key::load(&auth::key_path(&s.conf.path))?;
+        let tls = match slurm_common::tls::TlsSettings::from_conf(&s.conf)? {
+            Some(t) => {
+                for n in &t.notices {
+                    info!("{n}");
+                }
+                Some(t.load(&slurm_common::tls::Role::Slurmd {
+                    node: s.node.clone(),
+                })?)
+            }
+            None => None,
+        };
         let state_dir = jobs::state_dir(&s.spool, &s.node);
         make_spool(&s.spool, &state_dir)?;
         let (addr, port) = s.listen_addr();
@@ -319,6 +334,7 @@ impl Daemon {
             acct_gather,
             jobs: JobTable::default(),
             registered: AtomicBool::new(false),
+            tls,
             conf: s.conf,
         });
         if let Some(p) = &s.pidfile {
@@ -443,8 +459,20 @@ async fn sack_task(path: PathBuf, key: Key) {
     }
 }
 
-async fn handle_connection(ctx: &Arc<Ctx>, mut stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
+async fn handle_connection(ctx: &Arc<Ctx>, stream: TcpStream, peer: SocketAddr) {
+    let acceptor = ctx.tls.as_ref().and_then(|t| t.acceptor());
+    let (mut stream, who) =
+        match tokio::time::timeout(IO_TIMEOUT, net::accept(stream, acceptor.as_ref())).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                warn!("refused connection from {peer}: {e}");
+                return;
+            }
+            Err(_) => {
+                debug!("{peer} did not finish the TLS handshake in time");
+                return;
+            }
+        };
     // Launches carry a batch script and its environment (4 MiB each by
     // default, more once escaped): room for them whatever the setting.
     let read = net::read_frame_max(&mut stream, ctx.max_request.max(64 << 20));
@@ -463,7 +491,7 @@ async fn handle_connection(ctx: &Arc<Ctx>, mut stream: TcpStream, peer: SocketAd
     let uid = env.cred.uid;
     let me = slurm_common::auth::to_slurmd(&ctx.node);
     let resp = match env.open(&ctx.key, &me, crate::now(), &ctx.seen) {
-        Ok((cred, body)) => checked(ctx, Request { cred, body }).await,
+        Ok((cred, body)) => checked(ctx, Request { cred, body }, &who).await,
         Err(e) => refused(uid, &peer.to_string(), e),
     };
     match tokio::time::timeout(IO_TIMEOUT, net::write_frame(&mut stream, &resp)).await {
@@ -503,11 +531,11 @@ pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
     if let Err(e) = checked_cred {
         return refused(req.cred.uid, &req.cred.host, e);
     }
-    checked(ctx, req).await
+    checked(ctx, req, &slurm_common::tls::Peer::Clear).await
 }
 
-/// Answer a request whose credential has been checked.
-async fn checked(ctx: &Arc<Ctx>, req: Request) -> Response {
+/// Answer a request whose credential has been checked, from `who`.
+async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) -> Response {
     let cred = &req.cred;
     let privileged = cred.uid == 0 || Some(cred.uid) == ctx.slurm_uid;
     let job_request = matches!(
@@ -526,6 +554,19 @@ async fn checked(ctx: &Arc<Ctx>, req: Request) -> Response {
         return refuse(
             SlurmError::AccessDenied,
             format!("uid {} may not send job requests to slurmd", cred.uid),
+        );
+    }
+    // With TLS, a job request (root-signed) is taken only from the
+    // controller's own certificate: a credential seen elsewhere cannot be
+    // sent in by anyone else.
+    if job_request && who.secured() && !ctx.conf.is_controller(who) {
+        warn!(
+            uid = cred.uid,
+            "refused job request: the caller's certificate is not the controller's"
+        );
+        return refuse(
+            SlurmError::AccessDenied,
+            "job requests are taken only from the controller's certificate",
         );
     }
     match req.body {

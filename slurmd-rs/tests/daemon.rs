@@ -143,6 +143,7 @@ fn signed(c: &Cluster, uid: u32, body: RequestBody, to: &str, now: i64) -> Reque
 async fn send(c: &Cluster, req: &Request) -> Response {
     net::call_async(
         &format!("127.0.0.1:{}", c.slurmd_port),
+        "n1",
         req,
         Duration::from_secs(10),
     )

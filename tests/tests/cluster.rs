@@ -22,6 +22,8 @@ mod hardening;
 mod node_scripts;
 #[path = "cluster/preemption.rs"]
 mod preemption;
+#[path = "cluster/tls.rs"]
+mod tls;
 #[path = "cluster/topology.rs"]
 mod topology;
 
@@ -224,8 +226,9 @@ fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
         RequestBody::GetJobs,
         now,
     );
-    let send =
-        |req: &Request| slurm_common::net::call_sync(&addr, req, Duration::from_secs(5)).unwrap();
+    let send = |req: &Request| {
+        slurm_common::net::call_sync(&addr, "localhost", req, Duration::from_secs(5)).unwrap()
+    };
     let refused = |r: Response, want: SlurmError| {
         assert!(
             matches!(r, Response::Error(ref e) if e.error == want),

@@ -105,7 +105,7 @@ impl App {
             .credential(who, slurm_common::dbd::bound(&body))
             .await?;
         let req = DbdRequest { cred, body };
-        match slurm_common::dbd::call(addr, &req, self.timeout).await {
+        match slurm_common::dbd::call(addr, self.conf.dbd_name(), &req, self.timeout).await {
             Ok(AcctResponse::Error(e)) => {
                 let status = match e.kind {
                     AcctErrorKind::NotFound => StatusCode::NOT_FOUND,

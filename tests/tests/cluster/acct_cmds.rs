@@ -226,7 +226,7 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
             },
             slurm_common::auth::now(),
         );
-        slurm_common::dbd::call_sync(&addr, &req, Duration::from_secs(10)).unwrap();
+        slurm_common::dbd::call_sync(&addr, &t.c.spec.ip, &req, Duration::from_secs(10)).unwrap();
         let o = t.run(
             "sreport",
             &["-P", "-n", "-t", "seconds", "user", "topusage", start, end],
@@ -360,7 +360,7 @@ fn rollup_now(t: &TestCluster) {
         now,
     );
     let addr = format!("{}:{}", t.c.spec.ip, t.c.spec.dbd_port);
-    slurm_common::dbd::call_sync(&addr, &req, Duration::from_secs(10)).unwrap();
+    slurm_common::dbd::call_sync(&addr, &t.c.spec.ip, &req, Duration::from_secs(10)).unwrap();
 }
 
 #[test]

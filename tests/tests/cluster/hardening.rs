@@ -464,7 +464,8 @@ fn one_users_request_loop_is_rate_limited_without_failing_commands() {
     let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
     let ask = |uid: u32| {
         let req = ctld_request(&key, uid, RequestBody::Ping, slurm_common::auth::now());
-        let r = slurm_common::net::call_sync(&addr, &req, Duration::from_secs(5)).unwrap();
+        let r =
+            slurm_common::net::call_sync(&addr, "localhost", &req, Duration::from_secs(5)).unwrap();
         matches!(r, Response::Error(ref e) if e.error == SlurmError::Backoff)
     };
     let backed_off = (0..12).filter(|_| ask(TEST_UID)).count();
@@ -507,10 +508,15 @@ fn oversized_frames_and_idle_connections_cost_the_controller_nothing() {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap()
     };
-    let connect = || std::net::TcpStream::connect(("127.0.0.1", t.c.spec.ctld_port)).unwrap();
+    let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
+    let connect = || std::net::TcpStream::connect(&addr).unwrap();
+    // Inside TLS (the cluster runs with it), where frames are read.
+    let connect_tls =
+        || slurm_common::net::connect_sync(&addr, "localhost", Duration::from_secs(5)).unwrap();
     // 1 GiB announced: refused at once with a protocol error.
-    let mut s = connect();
+    let mut s = connect_tls();
     s.write_all(&(1u32 << 30).to_be_bytes()).unwrap();
+    s.flush().unwrap();
     let r: Response = slurm_common::net::read_frame_sync(&mut s).unwrap();
     assert!(
         matches!(&r, Response::Error(e) if e.error == SlurmError::ProtocolError
@@ -519,11 +525,12 @@ fn oversized_frames_and_idle_connections_cost_the_controller_nothing() {
     );
     // 40 × 15 MiB announced, a few bytes sent: no 600 MiB allocated.
     let before = rss_kb();
-    let held: Vec<std::net::TcpStream> = (0..40)
+    let held: Vec<_> = (0..40)
         .map(|_| {
-            let mut s = connect();
+            let mut s = connect_tls();
             s.write_all(&(15u32 << 20).to_be_bytes()).unwrap();
             s.write_all(br#"{"cred":"#).unwrap();
+            s.flush().unwrap();
             s
         })
         .collect();
@@ -625,7 +632,8 @@ fn token_creation_limits() {
                 body,
             };
             let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
-            let r = slurm_common::net::call_sync(&addr, &req, Duration::from_secs(5)).unwrap();
+            let r = slurm_common::net::call_sync(&addr, "localhost", &req, Duration::from_secs(5))
+                .unwrap();
             assert!(
                 matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied),
                 "{r:?}"

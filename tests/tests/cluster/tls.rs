@@ -1,0 +1,200 @@
+//! TLS between the daemons (`TLSType=tls/rustls`): who may send what,
+//! tried the way an attacker on the network or on a node would.
+
+use slurm_common::auth::{to_slurmd, Binding, Key};
+use slurm_common::tls::{Role, Tls, TlsSettings};
+use slurm_proto::acct::{AcctRequest, AcctResponse};
+use slurm_proto::{Request, RequestBody, Response, SlurmError};
+use slurm_tests::*;
+use std::path::Path;
+use std::time::Duration;
+
+/// The TLS configuration of `role` made from `dir`'s files (`ca` the CA's
+/// certificate, `cert`/`key` the identity shown).
+fn tls_with(dir: &Path, ca: &Path, cert: &Path, key: &Path, role: &Role) -> Tls {
+    let p = format!(
+        "ca_cert_file={},slurmd_cert_file={},slurmd_cert_key_file={},ctld_cert_file={},ctld_cert_key_file={}",
+        ca.display(),
+        cert.display(),
+        key.display(),
+        cert.display(),
+        key.display()
+    );
+    TlsSettings::parse(Some("tls/rustls"), Some(&p), dir)
+        .unwrap()
+        .unwrap()
+        .load(role)
+        .unwrap()
+}
+
+fn is_denied(r: &Response, why: &str) -> bool {
+    matches!(r, Response::Error(e) if e.error == SlurmError::AccessDenied
+        && e.detail.as_deref().is_some_and(|d| d.contains(why)))
+}
+
+#[test]
+fn certificates_decide_who_may_send_controller_and_node_requests() {
+    let t = TestCluster::start(2, |s| s.accounting = true);
+    let dir = &t.c.spec.dir;
+    let key = Key::load(&dir.join("slurm.key")).unwrap();
+    let ca = dir.join("ca_cert.pem");
+    let node_id = |n: &str| {
+        (
+            dir.join(format!("tls/{n}_cert.pem")),
+            dir.join(format!("tls/{n}_cert_key.pem")),
+        )
+    };
+    let (n1c, n1k) = node_id("n1");
+    let (n2c, n2k) = node_id("n2");
+    let as_n1 = tls_with(dir, &ca, &n1c, &n1k, &Role::Slurmd { node: "n1".into() });
+    let as_n2 = tls_with(dir, &ca, &n2c, &n2k, &Role::Slurmd { node: "n2".into() });
+    let as_ctld = tls_with(
+        dir,
+        &ca,
+        &dir.join("ctld_cert.pem"),
+        &dir.join("ctld_cert_key.pem"),
+        &Role::Ctld,
+    );
+    let anonymous = tls_with(dir, &ca, &n1c, &n1k, &Role::Command);
+    // A certificate for "n1" from a CA of the attacker's own.
+    let rogue_dir = tempfile::tempdir().unwrap();
+    let rogue = slurm_cli::pki::Ca::new("rogue CA").unwrap();
+    slurm_cli::pki::write_identity(&rogue, rogue_dir.path(), "n1", &["n1".into()]).unwrap();
+    let as_rogue = tls_with(
+        dir,
+        &ca,
+        &rogue_dir.path().join("n1_cert.pem"),
+        &rogue_dir.path().join("n1_cert_key.pem"),
+        &Role::Slurmd { node: "n1".into() },
+    );
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ip = &t.c.spec.ip;
+    let slurmd1 = format!("{ip}:{}", t.c.spec.slurmd_ports[0]);
+    let ctld = format!("{ip}:{}", t.c.spec.ctld_port);
+    let dbd = format!("{ip}:{}", t.c.spec.dbd_port);
+    let now = slurm_common::auth::now();
+    // A root-signed job request for n1, as the controller would send it.
+    let terminate = || {
+        let body = RequestBody::TerminateJob {
+            job_id: 999_999,
+            kill_wait: 1,
+            start_time: None,
+        };
+        let b = Binding::for_body(&body, &to_slurmd("n1")).unwrap();
+        Request {
+            cred: key.sign(0, 0, "test", now, &b),
+            body,
+        }
+    };
+    let to_n1 = |tls: &Tls| -> Result<Response, slurm_common::net::NetError> {
+        rt.block_on(slurm_common::net::exchange_async_with(
+            Some(&tls.client),
+            &slurmd1,
+            "n1",
+            &terminate(),
+            Duration::from_secs(5),
+        ))
+    };
+
+    // A certificate that does not chain to the CA: no connection at all.
+    let r = to_n1(&as_rogue);
+    assert!(r.is_err(), "a rogue certificate was served: {r:?}");
+    // Clear text to a node daemon with TLS on: nothing is read.
+    let r = rt.block_on(slurm_common::net::exchange_async_with::<_, Response>(
+        None,
+        &slurmd1,
+        "n1",
+        &terminate(),
+        Duration::from_secs(5),
+    ));
+    assert!(r.is_err(), "clear text was answered: {r:?}");
+    // Root-signed, but from another node's certificate or from none: the
+    // node daemon takes job requests only from the controller's.
+    let why = "only from the controller's certificate";
+    let r = to_n1(&as_n2).unwrap();
+    assert!(is_denied(&r, why), "{r:?}");
+    let r = to_n1(&anonymous).unwrap();
+    assert!(is_denied(&r, why), "{r:?}");
+    // The controller's own certificate is taken (the job is unknown there).
+    let r = to_n1(&as_ctld).unwrap();
+    assert!(!is_denied(&r, why), "{r:?}");
+
+    // The controller takes n1's reports only from n1's certificate.
+    let heartbeat = || {
+        ctld_request(
+            &key,
+            0,
+            RequestBody::Heartbeat {
+                node: "n1".into(),
+                running_jobs: vec![],
+            },
+            slurm_common::auth::now(),
+        )
+    };
+    let to_ctld = |tls: &Tls| -> Response {
+        rt.block_on(slurm_common::net::exchange_async_with(
+            Some(&tls.client),
+            &ctld,
+            "localhost",
+            &heartbeat(),
+            Duration::from_secs(5),
+        ))
+        .unwrap()
+    };
+    let why = "only from its certificate";
+    assert!(is_denied(&to_ctld(&as_n2), why));
+    assert!(is_denied(&to_ctld(&anonymous), why));
+    let r = to_ctld(&as_n1);
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    // The node is still up: nothing the refused reports said was taken.
+    let nodes = t.nodes();
+    assert!(nodes
+        .iter()
+        .all(|n| n.base_state != slurm_proto::NodeBaseState::Down));
+
+    // slurmdbd takes accounting records only from a daemon's certificate.
+    let records = || {
+        dbd_request(
+            &key,
+            0,
+            AcctRequest::Records(vec![]),
+            slurm_common::auth::now(),
+        )
+    };
+    let to_dbd = |tls: &Tls| -> AcctResponse {
+        rt.block_on(slurm_common::net::exchange_async_with(
+            Some(&tls.client),
+            &dbd,
+            ip,
+            &records(),
+            Duration::from_secs(5),
+        ))
+        .unwrap()
+    };
+    let r = to_dbd(&anonymous);
+    assert!(
+        matches!(&r, AcctResponse::Error(e) if e.message.contains("controller's certificate")),
+        "{r:?}"
+    );
+    let r = to_dbd(&as_ctld);
+    assert!(!matches!(r, AcctResponse::Error(_)), "{r:?}");
+
+    // A server whose certificate names another host is not believed: n2's
+    // daemon answering for n1.
+    let slurmd2 = format!("{ip}:{}", t.c.spec.slurmd_ports[1]);
+    let r = rt.block_on(slurm_common::net::exchange_async_with::<_, Response>(
+        Some(&as_ctld.client),
+        &slurmd2,
+        "n1",
+        &terminate(),
+        Duration::from_secs(5),
+    ));
+    assert!(
+        matches!(&r, Err(slurm_common::net::NetError::Tls(m)) if m.contains("n1")),
+        "{r:?}"
+    );
+}
