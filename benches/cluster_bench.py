@@ -12,10 +12,11 @@ release binaries and prints a table:
 - batch jobs per second through one node daemon (a 1-node cluster with 64
   CPUs: jobs really fork, run `true` as the user and are cleaned up).
 
-The clusters run with accounting (slurmdbd on SQLite), as slurm-local does.
+The clusters run with accounting (slurmdbd on SQLite) and TLS between every
+process, as slurm-local does; `--no-tls` runs them in clear text.
 
 Usage: cargo build --release --workspace --bins && benches/cluster_bench.py
-       [--bin target/release] [--submit N] [--jobs N] [--pending N]
+       [--bin target/release] [--submit N] [--jobs N] [--pending N] [--no-tls]
 """
 import argparse
 import os
@@ -53,11 +54,13 @@ def main():
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--pending", type=int, default=3000)
     ap.add_argument("--one-node", type=int, default=500, help="jobs for the one-node row")
+    ap.add_argument("--no-tls", action="store_true", help="clusters in clear text")
     a = ap.parse_args()
+    tls = ["--no-tls"] if a.no_tls else []
     bin_dir = os.path.abspath(a.bin)
     tmp = tempfile.mkdtemp(prefix="slurm-bench-")
     cdir = os.path.join(tmp, "cluster")
-    subprocess.run([os.path.join(bin_dir, "slurm-local"), "start", "--dir", cdir], check=True,
+    subprocess.run([os.path.join(bin_dir, "slurm-local"), "start", "--dir", cdir, *tls], check=True,
                    stdout=subprocess.DEVNULL)
     env = dict(os.environ, SLURM_CONF=os.path.join(cdir, "slurm.conf"))
     work = os.path.join(tmp, "work")
@@ -123,7 +126,7 @@ def main():
     # 6. Batch jobs through one node daemon, from first submission to last completion.
     odir = os.path.join(tmp, "one")
     subprocess.run([os.path.join(bin_dir, "slurm-local"), "start", "--dir", odir, "--nodes", "1",
-                    "--cpus", "64", "--mem", "64000"], check=True, stdout=subprocess.DEVNULL)
+                    "--cpus", "64", "--mem", "64000", *tls], check=True, stdout=subprocess.DEVNULL)
     env1 = dict(os.environ, SLURM_CONF=os.path.join(odir, "slurm.conf"))
     try:
         t0 = time.monotonic()
@@ -142,6 +145,7 @@ def main():
     finally:
         subprocess.run([os.path.join(bin_dir, "slurm-local"), "stop", "--dir", odir], stdout=subprocess.DEVNULL)
     w = max(len(r[0]) for r in rows)
+    print("TLS between the processes:", "off" if a.no_tls else "on")
     print(f"{'measure':<{w}}  {'ours':>24}  {'Slurm 22.05':>12}")
     for r in rows:
         print(f"{r[0]:<{w}}  {r[1]:>24}  {r[2]:>12}")

@@ -4,7 +4,9 @@
 //! code ([`LocalCluster`]).
 //!
 //! Usage: `slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N]
-//! [--cpus N] [--mem MB] [--port P]`.
+//! [--cpus N] [--mem MB] [--port P] [--no-accounting] [--no-tls]`. The
+//! cluster runs with TLS (a CA and certificates made in DIR) unless
+//! `--no-tls`.
 
 use slurm_proto::{NodeBaseState, RequestBody, Response};
 use std::io::Write;
@@ -704,7 +706,7 @@ fn thaw_ancestors(proc_cgroup: &str) {
 // ----------------------------------------------------------------------
 // The command
 
-const USAGE: &str = "Usage: slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N] [--cpus N] [--mem MB] [--port PORT] [--no-accounting]\n\
+const USAGE: &str = "Usage: slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N] [--cpus N] [--mem MB] [--port PORT] [--no-accounting] [--no-tls]\n\
   start   start slurmdbd (SQLite), a controller and N node daemons in DIR (default ./slurm-local) and leave them running\n\
   stop    stop the daemons started in DIR\n\
   status  show squeue and sinfo for the cluster in DIR\n\
@@ -718,6 +720,7 @@ struct Opts {
     mem: u64,
     port: Option<u16>,
     accounting: bool,
+    tls: bool,
 }
 
 fn parse(args: &[String]) -> Result<Opts, String> {
@@ -731,6 +734,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         mem: 4000,
         port: None,
         accounting: true,
+        tls: true,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -756,6 +760,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--mem" => o.mem = num(k, val(k)?)?.max(1),
             "--port" => o.port = Some(num(k, val(k)?)?.clamp(1, 65535) as u16),
             "--no-accounting" => o.accounting = false,
+            "--no-tls" => o.tls = false,
             "-h" | "--help" => o.action = "help".into(),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -774,6 +779,7 @@ fn spec_for(o: &Opts) -> Result<ClusterSpec, String> {
     let dir = std::path::absolute(&o.dir).map_err(|e| format!("{}: {e}", o.dir.display()))?;
     let mut s = ClusterSpec::new(&dir, o.nodes, &bin_dir()).map_err(|e| e.to_string())?;
     s.accounting = o.accounting;
+    s.tls = o.tls;
     s.cpus = o.cpus;
     s.mem_mb = o.mem;
     if let Some(p) = o.port {

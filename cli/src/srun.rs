@@ -747,6 +747,46 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         "{ip}:{}",
         listener.local_addr().map(|a| a.port()).unwrap_or(0)
     );
+    // TLS on: the node daemons reach this listener inside TLS, checking
+    // its certificate (made now) by the fingerprint the launch carries.
+    let (io_tls, io_cert_sha256) = match slurm_common::tls::client() {
+        Some(_) => {
+            let (cert, key) = crate::pki::self_signed("srun")
+                .map_err(|e| format!("srun: error: step I/O: {e}"))?;
+            let fp = slurm_common::tls::fingerprint(&cert);
+            let acceptor = slurm_common::tls::pinned_server(cert, key)
+                .map_err(|e| format!("srun: error: step I/O: {e}"))?;
+            (Some(acceptor), Some(fp))
+        }
+        None => (None, None),
+    };
+    // The node daemons' I/O connections are taken while the launches are
+    // in flight (a node answers its launch once its connection is made,
+    // TLS handshake included), each handshake on its own.
+    type Io = (
+        IoHello,
+        tokio::io::ReadHalf<net::Conn>,
+        tokio::io::WriteHalf<net::Conn>,
+    );
+    let (conn_tx, mut conn_rx) = tokio::sync::mpsc::channel::<Io>(l.nodes.len().max(1));
+    let want = (l.cred.sig.clone(), l.job_id, l.step_id);
+    let acceptor = tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let (io_tls, want, conn_tx) = (io_tls.clone(), want.clone(), conn_tx.clone());
+            tokio::spawn(async move {
+                let io = async {
+                    let (s, _) = net::accept(sock, io_tls.as_ref()).await.ok()?;
+                    let (mut rd, wr) = tokio::io::split(s);
+                    let h: IoHello = net::read_frame(&mut rd).await.ok().flatten()?;
+                    (h.key == want.0 && h.job_id == want.1 && h.step_id == want.2)
+                        .then_some((h, rd, wr))
+                };
+                if let Ok(Some(x)) = tokio::time::timeout(Duration::from_secs(30), io).await {
+                    let _ = conn_tx.send(x).await;
+                }
+            });
+        }
+    });
     let creds = CredSource::from_conf(&r.conf);
     let environment = export_env(r.opts.export.as_deref());
     let workdir = r.opts.chdir.clone().unwrap_or_else(cwd);
@@ -761,6 +801,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             environment: environment.clone(),
             cwd: workdir.clone(),
             io_addr: io_addr.clone(),
+            io_cert_sha256: io_cert_sha256.clone(),
             job_name: r.job.name.clone(),
             // The job's facts as the controller signed them in the step's
             // credential (the node daemons check they match).
@@ -833,17 +874,9 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
     let mut accepted = 0;
     let accept_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while accepted < l.nodes.len() {
-        let (sock, _) = match tokio::time::timeout_at(accept_deadline, listener.accept()).await {
-            Ok(Ok(s)) => s,
+        let (h, mut rd, wr) = match tokio::time::timeout_at(accept_deadline, conn_rx.recv()).await {
+            Ok(Some(x)) => x,
             _ => return Err("srun: error: node daemons did not connect for the step's I/O".into()),
-        };
-        let _ = sock.set_nodelay(true);
-        let (mut rd, wr) = sock.into_split();
-        let hello: Option<IoHello> = net::read_frame(&mut rd).await.ok().flatten();
-        let Some(h) =
-            hello.filter(|h| h.key == l.cred.sig && h.job_id == l.job_id && h.step_id == l.step_id)
-        else {
-            continue;
         };
         accepted += 1;
         if h.node_index == task0_node {
@@ -860,6 +893,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         });
     }
     drop(tx);
+    acceptor.abort();
 
     // stdin → task 0, read by a thread so a terminal never blocks the runtime.
     if let Some(mut sink) = stdin_sink {

@@ -319,6 +319,107 @@ pub fn server_name(name: &str) -> Result<ServerName<'static>, TlsError> {
         .map_err(|_| TlsError::Config(format!("'{name}' cannot be checked as a TLS name")))
 }
 
+/// The SHA-256 of a certificate, in hex (how `srun` names the certificate
+/// of its step I/O listener in the launch request it signs).
+pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(cert.as_ref()))
+}
+
+/// A server showing one certificate of its own making (`srun`'s I/O
+/// listener): no CA, its callers pin it by [`fingerprint`].
+pub fn pinned_server(
+    cert: CertificateDer<'static>,
+    key: PrivateKeyDer<'static>,
+) -> Result<TlsAcceptor, TlsError> {
+    let cfg = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    Ok(TlsAcceptor::from(Arc::new(cfg)))
+}
+
+/// A client that takes exactly the server certificate whose
+/// [`fingerprint`] is `sha256` (and its proof of holding the key).
+pub fn pinned_client(sha256: &str) -> Result<Arc<ClientConfig>, TlsError> {
+    let want = hex::decode(sha256)
+        .ok()
+        .filter(|b| b.len() == 32)
+        .ok_or_else(|| TlsError::Config(format!("'{sha256}' is not a SHA-256 in hex")))?;
+    let cfg = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Pinned {
+            sha256: want,
+            provider: provider(),
+        }))
+        .with_no_client_auth();
+    Ok(Arc::new(cfg))
+}
+
+#[derive(Debug)]
+struct Pinned {
+    sha256: Vec<u8>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use sha2::Digest;
+        if sha2::Sha256::digest(end_entity.as_ref()).as_slice() == self.sha256.as_slice() {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(
+                "not the certificate the launch request named".into(),
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
 /// Who is on the other end of a connection, as far as TLS can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Peer {

@@ -687,6 +687,10 @@ pub struct TaskLaunch {
     pub cwd: String,
     /// Where `srun` listens for the step's I/O (`host:port`).
     pub io_addr: String,
+    /// With TLS on: the SHA-256 (hex) of the certificate `srun`'s I/O
+    /// listener shows; the node daemon connects only to that one.
+    #[serde(default)]
+    pub io_cert_sha256: Option<String>,
     /// Job facts for the environment.
     pub job_name: String,
     pub partition: String,

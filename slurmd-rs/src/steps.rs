@@ -418,9 +418,29 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             cred.step_id,
         ));
     };
+    // With TLS on, srun's listener shows a certificate of its own making,
+    // named (by fingerprint) in the launch it signed: only that one is
+    // taken, so the step's output reaches no one else.
+    let io_tls = match (&t.io_cert_sha256, &ctx.tls) {
+        (Some(fp), _) => match slurm_common::tls::pinned_client(fp) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                unlaunch();
+                return refuse(SlurmError::InvalidRequest, format!("step I/O: {e}"));
+            }
+        },
+        (None, Some(_)) => {
+            unlaunch();
+            return refuse(
+                SlurmError::InvalidRequest,
+                "TLS is on: srun must offer TLS for the step's I/O",
+            );
+        }
+        (None, None) => None,
+    };
     let io = match tokio::time::timeout(
         Duration::from_secs(10),
-        tokio::net::TcpStream::connect(&t.io_addr),
+        net::connect_async_with(io_tls.as_ref(), &t.io_addr, "srun"),
     )
     .await
     {
@@ -440,8 +460,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             );
         }
     };
-    let _ = io.set_nodelay(true);
-    let (mut rd, mut wr) = io.into_split();
+    let (mut rd, mut wr) = tokio::io::split(io);
     let hello = IoHello {
         job_id: cred.job_id,
         step_id: cred.step_id,
@@ -958,6 +977,7 @@ mod tests {
             environment: vec!["PATH=/bin".into(), "SLURM_PROCID=99".into()],
             cwd: "/tmp".into(),
             io_addr: "127.0.0.1:4000".into(),
+            io_cert_sha256: None,
             job_name: "j".into(),
             partition: "debug".into(),
             account: String::new(),

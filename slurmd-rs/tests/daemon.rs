@@ -336,6 +336,7 @@ async fn daemon_end_to_end() {
         cwd: "/tmp".into(),
         // Nothing listens here: a launch that got this far would fail.
         io_addr: "127.0.0.1:1".into(),
+        io_cert_sha256: None,
         job_name: "s".into(),
         partition: "debug".into(),
         account: "a".into(),
