@@ -288,6 +288,8 @@ pub struct SlurmConf {
     /// `SlurmctldHost` lines appear as `SlurmctldHost[0]`, `SlurmctldHost[1]`, ...
     pub entries: Vec<(String, String)>,
     pub warnings: Vec<ConfWarning>,
+    /// Position of each node in `nodes`, by name ([`SlurmConf::node`]).
+    node_index: HashMap<String, usize>,
 }
 
 impl SlurmConf {
@@ -350,6 +352,7 @@ impl SlurmConf {
             node_sets: Vec::new(),
             entries: Vec::new(),
             warnings: Vec::new(),
+            node_index: HashMap::new(),
         }
     }
 
@@ -373,7 +376,13 @@ impl SlurmConf {
 
     /// The node named `name`.
     pub fn node(&self, name: &str) -> Option<&NodeConf> {
-        self.nodes.iter().find(|n| n.name == name)
+        match self.node_index.get(name) {
+            Some(&i) => self.nodes.get(i).filter(|n| n.name == name),
+            // Built by the parser; a configuration put together otherwise
+            // is searched.
+            None if self.node_index.len() == self.nodes.len() => None,
+            None => self.nodes.iter().find(|n| n.name == name),
+        }
     }
 
     /// The partition named `name`.
@@ -2202,6 +2211,13 @@ impl Parser {
         if self.conf.cluster_name.is_empty() {
             self.warn(&path, 0, "ClusterName is not set");
         }
+        self.conf.node_index = self
+            .conf
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
         Ok(self.conf)
     }
 }
