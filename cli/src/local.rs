@@ -706,11 +706,12 @@ fn thaw_ancestors(proc_cgroup: &str) {
 // ----------------------------------------------------------------------
 // The command
 
-const USAGE: &str = "Usage: slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N] [--cpus N] [--mem MB] [--port PORT] [--no-accounting] [--no-tls]\n\
+const USAGE: &str = "Usage: slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N] [--cpus N] [--mem MB] [--port PORT] [--no-accounting] [--no-tls] [--mock[=SECS]]\n\
   start   start slurmdbd (SQLite), a controller and N node daemons in DIR (default ./slurm-local) and leave them running\n\
   stop    stop the daemons started in DIR\n\
   status  show squeue and sinfo for the cluster in DIR\n\
-  demo    start a cluster, run a 3-node batch job, show squeue, sinfo and its output, stop\n";
+  demo    start a cluster, run a 3-node batch job, show squeue, sinfo and its output, stop\n\
+  --mock[=SECS]  one node daemon serves every node and ends each job after SECS seconds without running it (scale tests)\n";
 
 struct Opts {
     action: String,
@@ -721,6 +722,7 @@ struct Opts {
     port: Option<u16>,
     accounting: bool,
     tls: bool,
+    mock: Option<Option<u64>>,
 }
 
 fn parse(args: &[String]) -> Result<Opts, String> {
@@ -735,6 +737,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         port: None,
         accounting: true,
         tls: true,
+        mock: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -761,6 +764,12 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--port" => o.port = Some(num(k, val(k)?)?.clamp(1, 65535) as u16),
             "--no-accounting" => o.accounting = false,
             "--no-tls" => o.tls = false,
+            "--mock" => {
+                o.mock = Some(match inline.clone() {
+                    Some(v) => Some(num(k, v)?),
+                    None => None,
+                })
+            }
             "-h" | "--help" => o.action = "help".into(),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -780,6 +789,7 @@ fn spec_for(o: &Opts) -> Result<ClusterSpec, String> {
     let mut s = ClusterSpec::new(&dir, o.nodes, &bin_dir()).map_err(|e| e.to_string())?;
     s.accounting = o.accounting;
     s.tls = o.tls;
+    s.mock = o.mock;
     s.cpus = o.cpus;
     s.mem_mb = o.mem;
     if let Some(p) = o.port {

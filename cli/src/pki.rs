@@ -179,4 +179,59 @@ mod tests {
             assert!(slurm_common::tls::pinned_client("abc").is_err());
         });
     }
+
+    /// A daemon calling the same server again resumes its TLS session
+    /// (no certificate signatures), its certificate still known.
+    #[test]
+    fn daemons_resume_their_sessions() {
+        let ca = Ca::new("test CA").unwrap();
+        let d = tempfile::tempdir().unwrap();
+        write_ca(&ca, d.path()).unwrap();
+        write_identity(&ca, d.path(), "ctld", &["ctl".into()]).unwrap();
+        write_identity(&ca, d.path(), "slurmd", &["n1".into()]).unwrap();
+        let s = slurm_common::tls::TlsSettings::parse(Some("tls/rustls"), None, d.path())
+            .unwrap()
+            .unwrap();
+        let server = s.load(&slurm_common::tls::Role::Ctld).unwrap();
+        let node = s
+            .load(&slurm_common::tls::Role::Slurmd { node: "n1".into() })
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let acceptor = server.acceptor().unwrap();
+            let seen = tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let mut kinds = Vec::new();
+                for _ in 0..2 {
+                    let (sock, _) = l.accept().await.unwrap();
+                    let (mut c, peer) = slurm_common::net::accept(sock, Some(&acceptor))
+                        .await
+                        .unwrap();
+                    let slurm_common::net::Stream::Tls(t) = &c else {
+                        panic!("not TLS")
+                    };
+                    kinds.push((t.get_ref().1.handshake_kind(), peer.is("n1")));
+                    c.write_all(b"ok").await.unwrap();
+                    c.flush().await.unwrap();
+                }
+                kinds
+            });
+            use tokio::io::AsyncReadExt;
+            for _ in 0..2 {
+                let mut c = slurm_common::net::connect_async_with(Some(&node.client), &addr, "ctl")
+                    .await
+                    .unwrap();
+                let mut b = [0u8; 2];
+                c.read_exact(&mut b).await.unwrap();
+            }
+            let kinds = seen.await.unwrap();
+            use rustls::HandshakeKind::*;
+            assert_eq!(kinds, vec![(Some(Full), true), (Some(Resumed), true)]);
+        });
+    }
 }

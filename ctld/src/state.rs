@@ -176,6 +176,90 @@ impl Snapshot {
     }
 }
 
+/// One job's share of one node (index into `Controller::nodes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Share {
+    node: usize,
+    mem: u64,
+    /// Cores, 0 while the job is suspended (its memory stays held).
+    cpus: u32,
+    completing: bool,
+    exclusive: bool,
+}
+
+/// What the jobs hold of each node, summed over their [`Share`]s.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct NodeUse {
+    mem: Vec<u64>,
+    /// Cores counted once per job (more than the node has when jobs share).
+    cpus: Vec<u32>,
+    /// Jobs completing there.
+    completing: Vec<u32>,
+    /// Exclusive jobs there.
+    exclusive: Vec<u32>,
+}
+
+impl NodeUse {
+    fn zeroed(n: usize) -> NodeUse {
+        NodeUse {
+            mem: vec![0; n],
+            cpus: vec![0; n],
+            completing: vec![0; n],
+            exclusive: vec![0; n],
+        }
+    }
+
+    /// Add (`sign` 1) or take out (-1) a job's shares.
+    fn add(&mut self, shares: &[Share], sign: i8) {
+        for s in shares {
+            let i = s.node;
+            if i >= self.mem.len() {
+                continue;
+            }
+            if sign > 0 {
+                self.mem[i] += s.mem;
+                self.cpus[i] += s.cpus;
+                self.completing[i] += u32::from(s.completing);
+                self.exclusive[i] += u32::from(s.exclusive);
+            } else {
+                self.mem[i] = self.mem[i].saturating_sub(s.mem);
+                self.cpus[i] = self.cpus[i].saturating_sub(s.cpus);
+                self.completing[i] = self.completing[i].saturating_sub(u32::from(s.completing));
+                self.exclusive[i] = self.exclusive[i].saturating_sub(u32::from(s.exclusive));
+            }
+        }
+    }
+}
+
+/// What `j` holds of each node now: nothing unless it holds its devices;
+/// while completing, only the nodes still completing; while suspended, its
+/// memory but not its cores.
+fn shares_of(node_index: &HashMap<String, usize>, j: &JobRecord) -> Vec<Share> {
+    if !Controller::holds_devices(j) {
+        return Vec::new();
+    }
+    let suspended = j.state == JobState::Suspended && !j.completing;
+    j.alloc
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| !j.completing || j.completing_nodes.contains(*name))
+        .filter_map(|(k, name)| {
+            Some(Share {
+                node: *node_index.get(name)?,
+                mem: j.alloc.mem.get(k).copied().unwrap_or(0),
+                cpus: if suspended {
+                    0
+                } else {
+                    j.alloc.cpus.get(k).copied().unwrap_or(0)
+                },
+                completing: !suspended && j.completing,
+                exclusive: !suspended && j.desc.exclusive,
+            })
+        })
+        .collect()
+}
+
 pub struct Controller {
     pub conf: Arc<SlurmConf>,
     /// Everything persisted.
@@ -231,6 +315,16 @@ pub struct Controller {
     /// Per node, the cores jobs hold counted once per job (more than the
     /// node has when jobs share cores; `NodeRecord.alloc_cpus` is capped).
     cores_in_use: Vec<u32>,
+    /// What jobs hold of each node, kept job by job: only the jobs changed
+    /// since the last `refresh` are counted again (see [`NodeUse`]).
+    node_use: NodeUse,
+    /// Each job's shares as last counted into `node_use`.
+    shares: HashMap<JobId, Vec<Share>>,
+    /// Jobs changed (or added, or removed) since the last `refresh`.
+    touched: std::collections::HashSet<JobId>,
+    /// `node_use` counts every job (false: count them all again, as after
+    /// the node list changed).
+    use_ready: bool,
     /// Jobs suspended by preemption, and for whom.
     preempted_for: HashMap<JobId, JobId>,
     /// `Licenses=`: name and count.
@@ -517,6 +611,10 @@ impl Controller {
             suspend_sent: HashMap::new(),
             suspend_resent: 0,
             cores_in_use: Vec::new(),
+            node_use: NodeUse::default(),
+            shares: HashMap::new(),
+            touched: Default::default(),
+            use_ready: false,
             preempted_for: HashMap::new(),
             licenses: Vec::new(),
             topologies: Default::default(),
@@ -571,6 +669,7 @@ impl Controller {
             }
         }
         self.node_index.insert(spec.name.clone(), self.nodes.len());
+        self.use_ready = false;
         self.registered.push(external);
         self.nodes.push(NodeRecord {
             name: spec.name.clone(),
@@ -664,6 +763,7 @@ impl Controller {
         self.p.dyn_nodes.remove(name);
         self.entries.push(Entry::RemoveNode(name.to_string()));
         if let Some(i) = self.node_index.remove(name) {
+            self.use_ready = false;
             self.nodes.remove(i);
             self.registered.remove(i);
             for (k, n) in self.nodes.iter().enumerate() {
@@ -994,7 +1094,9 @@ impl Controller {
         }));
     }
 
+    /// A job to change (counted again by the next `refresh`).
     fn job_mut(&mut self, id: JobId) -> Option<&mut JobRecord> {
+        self.touched.insert(id);
         self.p.jobs.get_mut(&id).map(Arc::make_mut)
     }
 
@@ -1016,49 +1118,72 @@ impl Controller {
 
     /// Recompute node allocation, node states and partition totals from the
     /// jobs and admin states (derived, never stored).
+    /// Bring `node_use` up to date: the jobs touched since the last call
+    /// are taken out as last counted and put back as they are now; the
+    /// first time (or after the node list changed) every job is counted.
+    /// Debug builds check the result against a count from scratch.
+    fn count_node_use(&mut self) {
+        if !self.use_ready || self.node_use.mem.len() != self.nodes.len() {
+            self.node_use = NodeUse::zeroed(self.nodes.len());
+            self.shares.clear();
+            for j in self.p.jobs.values() {
+                let s = shares_of(&self.node_index, j);
+                if !s.is_empty() {
+                    self.node_use.add(&s, 1);
+                    self.shares.insert(j.job_id, s);
+                }
+            }
+            self.touched.clear();
+            self.use_ready = true;
+        } else {
+            for id in std::mem::take(&mut self.touched) {
+                if let Some(old) = self.shares.remove(&id) {
+                    self.node_use.add(&old, -1);
+                }
+                if let Some(j) = self.p.jobs.get(&id) {
+                    let s = shares_of(&self.node_index, j);
+                    if !s.is_empty() {
+                        self.node_use.add(&s, 1);
+                        self.shares.insert(id, s);
+                    }
+                }
+            }
+        }
+        #[cfg(debug_assertions)]
+        {
+            let mut fresh = NodeUse::zeroed(self.nodes.len());
+            for j in self.p.jobs.values() {
+                fresh.add(&shares_of(&self.node_index, j), 1);
+            }
+            assert_eq!(
+                self.node_use, fresh,
+                "node use counted job by job differs from a count from scratch"
+            );
+        }
+    }
+
     pub fn refresh(&mut self) {
-        for n in &mut self.nodes {
-            n.alloc_cpus = 0;
-            n.alloc_mem = 0;
-            n.flags.completing = false;
+        self.count_node_use();
+        let u = &self.node_use;
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            n.alloc_mem = u.mem[i];
+            n.alloc_cpus = u.cpus[i];
+            n.flags.completing = u.completing[i] > 0;
         }
-        let mut exclusive = vec![false; self.nodes.len()];
-        for j in self.p.jobs.values() {
-            if !Self::holds_devices(j) {
-                continue;
-            }
-            // A suspended job keeps its memory; its cores are given back.
-            let suspended = j.state == JobState::Suspended && !j.completing;
-            for (k, name) in j.alloc.nodes.iter().enumerate() {
-                if j.completing && !j.completing_nodes.contains(name) {
-                    continue;
-                }
-                if let Some(&i) = self.node_index.get(name) {
-                    let n = &mut self.nodes[i];
-                    n.alloc_mem += j.alloc.mem.get(k).copied().unwrap_or(0);
-                    if suspended {
-                        continue;
-                    }
-                    n.alloc_cpus += j.alloc.cpus.get(k).copied().unwrap_or(0);
-                    if j.completing {
-                        n.flags.completing = true;
-                    }
-                    if j.desc.exclusive {
-                        exclusive[i] = true;
-                    }
-                }
-            }
-        }
+        let exclusive: Vec<bool> = u.exclusive.iter().map(|&x| x > 0).collect();
         // Shared cores (OverSubscribe) count once per job; what users see
         // is capped at the node's count, as Slurm shows it.
         self.cores_in_use = self.nodes.iter().map(|n| n.alloc_cpus).collect();
         for n in &mut self.nodes {
             n.alloc_cpus = n.alloc_cpus.min(n.cpus);
         }
+        let none = Default::default();
         for (i, n) in self.nodes.iter_mut().enumerate() {
-            let a = self.p.nodes.get(&n.name).cloned().unwrap_or_default();
+            let a = self.p.nodes.get(&n.name).unwrap_or(&none);
             n.flags.drain = a.drain;
-            n.reason = a.reason.clone();
+            if n.reason != a.reason {
+                n.reason = a.reason.clone();
+            }
             n.reason_time = a.reason_time;
             n.reason_uid = a.reason_uid;
             let future = self
@@ -2538,6 +2663,7 @@ impl Controller {
                 self.entries.push(Entry::Payload(id, payload.clone()));
                 self.p.payloads.insert(id, payload);
                 self.p.jobs.insert(id, Arc::new(job));
+                self.touched.insert(id);
                 self.save_job(id);
             }
             Some(a) => {
@@ -2567,6 +2693,7 @@ impl Controller {
                     self.entries.push(Entry::Payload(tid, payload.clone()));
                     self.p.payloads.insert(tid, payload.clone());
                     self.p.jobs.insert(tid, Arc::new(t));
+                    self.touched.insert(tid);
                     self.save_job(tid);
                 }
             }
@@ -3198,6 +3325,7 @@ impl Controller {
         self.entries.push(Entry::Payload(id, payload.clone()));
         self.p.payloads.insert(id, payload);
         self.p.jobs.insert(id, Arc::new(job));
+        self.touched.insert(id);
         self.save_job(id);
         self.sched_needed = true;
         self.stats.jobs_submitted += 1;
@@ -4420,6 +4548,7 @@ impl Controller {
                 .collect();
             for id in old {
                 self.p.jobs.remove(&id);
+                self.touched.insert(id);
                 self.p.payloads.remove(&id);
                 self.entries.push(Entry::RemoveJob(id));
                 self.dirty = true;
