@@ -350,67 +350,21 @@ pub fn job_value(key: &str, job: &JobRecord, now: i64, tz: Tz) -> String {
     }
 }
 
-/// Which states `-t` selects.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StateSel {
-    State(JobState),
-    Completing,
-}
+pub use slurm_proto::{JobFilter, StateSel};
 
-/// Job selection (`-j -u -t -p -w -n -A -q`). Empty lists select everything.
+/// Job selection (`-j -u -t -p -w -n -A -q`). Empty lists select
+/// everything. All but the nodes is sent to the controller, which answers
+/// with the matching jobs only.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
-    pub job_ids: Vec<u32>,
-    /// Names or numeric uids.
-    pub users: Vec<String>,
-    /// `None` = Slurm's default (pending, running, suspended, completing; all
-    /// states when job ids are given); `Some(empty)` = all states.
-    pub states: Option<Vec<StateSel>>,
-    pub partitions: Vec<String>,
+    pub query: JobFilter,
     /// Expanded node names.
     pub nodes: Vec<String>,
-    pub names: Vec<String>,
-    pub accounts: Vec<String>,
-    pub qos: Vec<String>,
 }
 
 impl Filter {
     pub fn matches(&self, job: &JobRecord) -> bool {
-        if !self.job_ids.is_empty()
-            && !self.job_ids.contains(&job.job_id)
-            && !job
-                .array
-                .as_ref()
-                .is_some_and(|a| self.job_ids.contains(&a.job_id))
-        {
-            return false;
-        }
-        if !self.users.is_empty()
-            && !self
-                .users
-                .iter()
-                .any(|u| *u == job.user_name || u.parse::<u32>().ok() == Some(job.user_id))
-        {
-            return false;
-        }
-        match &self.states {
-            None => {
-                if self.job_ids.is_empty() && job.state.is_finished() && !job.completing {
-                    return false;
-                }
-            }
-            Some(list) if list.is_empty() => {}
-            Some(list) => {
-                let ok = list.iter().any(|s| match s {
-                    StateSel::Completing => job.completing,
-                    StateSel::State(st) => job.state == *st,
-                });
-                if !ok {
-                    return false;
-                }
-            }
-        }
-        if !self.partitions.is_empty() && !self.partitions.contains(&job.partition) {
+        if !self.query.matches(job) {
             return false;
         }
         if !self.nodes.is_empty() {
@@ -418,15 +372,6 @@ impl Filter {
             if !nodes.iter().any(|n| self.nodes.contains(n)) {
                 return false;
             }
-        }
-        if !self.names.is_empty() && !self.names.contains(&job.name) {
-            return false;
-        }
-        if !self.accounts.is_empty() && !self.accounts.contains(&job.account) {
-            return false;
-        }
-        if !self.qos.is_empty() && !self.qos.contains(&job.qos) {
-            return false;
         }
         true
     }
@@ -843,11 +788,11 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     let mut states: Option<String> = env("SQUEUE_STATES");
     let mut filter = Filter::default();
     let list_env = |k: &str| env(k).map(|v| fmt::split_list(&v)).unwrap_or_default();
-    filter.users = list_env("SQUEUE_USERS");
-    filter.partitions = list_env("SQUEUE_PARTITION");
-    filter.accounts = list_env("SQUEUE_ACCOUNT");
-    filter.qos = list_env("SQUEUE_QOS");
-    filter.names = list_env("SQUEUE_NAMES");
+    filter.query.users = list_env("SQUEUE_USERS");
+    filter.query.partitions = list_env("SQUEUE_PARTITION");
+    filter.query.accounts = list_env("SQUEUE_ACCOUNT");
+    filter.query.qos = list_env("SQUEUE_QOS");
+    filter.query.names = list_env("SQUEUE_NAMES");
     let mut noheader = false;
     let mut long = false;
     let mut start = false;
@@ -867,7 +812,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
             Parsed::Opt(name, val) => {
                 let v = val.unwrap_or_default();
                 match name {
-                    "account" => filter.accounts = fmt::split_list(&v),
+                    "account" => filter.query.accounts = fmt::split_list(&v),
                     "noheader" => noheader = true,
                     "json" | "yaml" => {
                         crate::jsonout::check_parser(Some(v.as_str()))
@@ -890,15 +835,15 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                         for id in fmt::split_list(&v) {
                             let base = id.split(['_', '+', '.']).next().unwrap_or("");
                             match base.parse::<u32>() {
-                                Ok(n) if n > 0 => filter.job_ids.push(n),
+                                Ok(n) if n > 0 => filter.query.job_ids.push(n),
                                 _ => return Err(format!("squeue: error: Invalid job id: {id}")),
                             }
                         }
                     }
                     "long" => long = true,
                     "only-job-state" => only_state = true,
-                    "me" => filter.users = vec![current_uid().to_string()],
-                    "name" => filter.names = fmt::split_list(&v),
+                    "me" => filter.query.users = vec![current_uid().to_string()],
+                    "name" => filter.query.names = fmt::split_list(&v),
                     "format" => {
                         format = Some(v);
                         format_long = None;
@@ -909,13 +854,13 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                         format = None;
                         cli_format = true;
                     }
-                    "partition" => filter.partitions = fmt::split_list(&v),
-                    "qos" => filter.qos = fmt::split_list(&v),
+                    "partition" => filter.query.partitions = fmt::split_list(&v),
+                    "qos" => filter.query.qos = fmt::split_list(&v),
                     "sort" => sort = Some(v),
                     "start" => start = true,
                     "steps" => steps = true,
                     "states" => states = Some(v),
-                    "user" => filter.users = fmt::split_list(&v),
+                    "user" => filter.query.users = fmt::split_list(&v),
                     "verbose" => verbose = true,
                     "nodelist" => {
                         let mut nodes = Vec::new();
@@ -988,7 +933,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     if let Some(e) = errs.first() {
         return Err(format!("squeue: error: Invalid sort specification: {e}"));
     }
-    filter.states = match states {
+    filter.query.states = match states {
         Some(s) => Some(parse_states(&s).map_err(|e| format!("squeue: error: {e}"))?),
         None if start => Some(vec![StateSel::State(JobState::Pending)]),
         None => None,
@@ -1028,7 +973,7 @@ pub(crate) fn call_error_text(e: &crate::common::CallError) -> String {
 /// A single `-j` id the controller does not know is an error in Slurm
 /// (several ids just show the ones that exist).
 pub fn single_job_error(filter: &Filter, jobs: &[JobRecord]) -> Option<String> {
-    match filter.job_ids.as_slice() {
+    match filter.query.job_ids.as_slice() {
         [id] if !jobs.iter().any(|j| j.job_id == *id) => Some(format!(
             "slurm_load_jobs error: {}",
             slurm_proto::SlurmError::InvalidJobId.message()
@@ -1046,17 +991,21 @@ pub fn format_steps(jobs: &[JobRecord], opts: &Options, now: i64, tz: Tz) -> Str
     use slurm_common::timefmt::{format_elapsed, format_limit_squeue};
     let mut rows: Vec<(&JobRecord, &slurm_proto::StepRecord)> = jobs
         .iter()
-        .filter(|j| opts.filter.job_ids.is_empty() || opts.filter.job_ids.contains(&j.job_id))
         .filter(|j| {
-            opts.filter.users.is_empty()
+            opts.filter.query.job_ids.is_empty() || opts.filter.query.job_ids.contains(&j.job_id)
+        })
+        .filter(|j| {
+            opts.filter.query.users.is_empty()
                 || opts
                     .filter
+                    .query
                     .users
                     .iter()
                     .any(|u| *u == j.user_name || *u == j.user_id.to_string())
         })
         .filter(|j| {
-            opts.filter.partitions.is_empty() || opts.filter.partitions.contains(&j.partition)
+            opts.filter.query.partitions.is_empty()
+                || opts.filter.query.partitions.contains(&j.partition)
         })
         .flat_map(|j| {
             j.steps
@@ -1138,8 +1087,29 @@ pub fn main() -> i32 {
         Err(code) => return code,
     };
     let client = crate::common::client(&conf);
+    // The controller sends only the jobs the filter takes (all states for
+    // -s, whose steps ignore -t; only the ids when ids are given, so an
+    // unknown id is told from one in another state). Finished jobs that
+    // the default hides still come with an unfiltered list.
+    let mut query = opts.filter.query.clone();
+    if opts.steps {
+        query.states = Some(Vec::new());
+    }
+    if !query.job_ids.is_empty() {
+        query = slurm_proto::JobFilter {
+            job_ids: query.job_ids,
+            states: Some(Vec::new()),
+            ..Default::default()
+        };
+    }
     loop {
-        let jobs = match crate::common::call(&client, RequestBody::GetJobs) {
+        // No filter: the whole list, which the controller keeps encoded.
+        let ask = if query == slurm_proto::JobFilter::default() {
+            RequestBody::GetJobs
+        } else {
+            RequestBody::GetJobsMatching(query.clone())
+        };
+        let jobs = match crate::common::call(&client, ask) {
             Ok(Response::Jobs { jobs, .. }) => jobs,
             Ok(_) => {
                 eprintln!("slurm_load_jobs error: Unexpected message received");
@@ -1375,7 +1345,10 @@ pub(crate) mod tests {
     #[test]
     fn unknown_single_job_is_an_error() {
         let f = |ids: &[u32]| Filter {
-            job_ids: ids.to_vec(),
+            query: JobFilter {
+                job_ids: ids.to_vec(),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let jobs = reference_jobs();
@@ -1479,13 +1452,13 @@ pub(crate) mod tests {
             ""
         );
         let mut o = opts("%i %t");
-        o.filter.states = Some(vec![]);
+        o.filter.query.states = Some(vec![]);
         assert_eq!(
             format_jobs(std::slice::from_ref(&j), &o, T_NOW, Tz::Utc),
             "6 CD\n"
         );
         let mut o = opts("%i %t %R");
-        o.filter.job_ids = vec![6];
+        o.filter.query.job_ids = vec![6];
         j.state = JobState::Failed;
         j.reason = JobReason::NonZeroExitCode;
         assert_eq!(

@@ -355,6 +355,20 @@ impl Server {
                     });
                 }
             }
+            RequestBody::GetJobsMatching(ref f) => {
+                let s = self.snapshot();
+                let mine = self.private_to(&s, s.private.jobs, req.cred.uid);
+                let jobs: Vec<Arc<JobRecord>> = s
+                    .jobs
+                    .iter()
+                    .filter(|j| mine.is_none_or(|uid| j.user_id == uid) && f.matches(j))
+                    .cloned()
+                    .collect();
+                return encode(&JobsRef::Jobs {
+                    jobs: &jobs,
+                    last_update: s.last_update,
+                });
+            }
             RequestBody::GetJobs => {
                 let s = self.snapshot();
                 if let Some(uid) = self.private_to(&s, s.private.jobs, req.cred.uid) {

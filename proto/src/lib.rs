@@ -1345,6 +1345,8 @@ pub enum RequestBody {
     /// `sbatch --test-only`: where and when the job would start.
     TestJob(JobDesc),
     GetJobs,
+    /// The jobs matching a filter (answered with `Jobs`).
+    GetJobsMatching(JobFilter),
     GetNodes,
     GetPartitions,
     GetConfig,
@@ -1507,6 +1509,74 @@ pub enum RequestBody {
         step_id: u32,
         signal: i32,
     },
+}
+
+/// Which states `squeue -t` selects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StateSel {
+    State(JobState),
+    Completing,
+}
+
+/// Which jobs a query wants (squeue's `-j -u -t -p -n -A -q`), applied by
+/// the controller so only those are sent. Empty lists select everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFilter {
+    /// Job ids; an array's id selects its tasks too.
+    pub job_ids: Vec<u32>,
+    /// Names or numeric uids.
+    pub users: Vec<String>,
+    /// `None` = Slurm's default (pending, running, suspended, completing; all
+    /// states when job ids are given); `Some(empty)` = all states.
+    pub states: Option<Vec<StateSel>>,
+    pub partitions: Vec<String>,
+    pub names: Vec<String>,
+    pub accounts: Vec<String>,
+    pub qos: Vec<String>,
+}
+
+impl JobFilter {
+    pub fn matches(&self, job: &JobRecord) -> bool {
+        if !self.job_ids.is_empty()
+            && !self.job_ids.contains(&job.job_id)
+            && !job
+                .array
+                .as_ref()
+                .is_some_and(|a| self.job_ids.contains(&a.job_id))
+        {
+            return false;
+        }
+        if !self.users.is_empty()
+            && !self
+                .users
+                .iter()
+                .any(|u| *u == job.user_name || u.parse::<u32>().ok() == Some(job.user_id))
+        {
+            return false;
+        }
+        match &self.states {
+            None => {
+                if self.job_ids.is_empty() && job.state.is_finished() && !job.completing {
+                    return false;
+                }
+            }
+            Some(list) if list.is_empty() => {}
+            Some(list) => {
+                let ok = list.iter().any(|s| match s {
+                    StateSel::Completing => job.completing,
+                    StateSel::State(st) => job.state == *st,
+                });
+                if !ok {
+                    return false;
+                }
+            }
+        }
+        let listed = |l: &[String], v: &String| l.is_empty() || l.contains(v);
+        listed(&self.partitions, &job.partition)
+            && listed(&self.names, &job.name)
+            && listed(&self.accounts, &job.account)
+            && listed(&self.qos, &job.qos)
+    }
 }
 
 impl RequestBody {
