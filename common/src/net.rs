@@ -45,6 +45,8 @@ pub enum NetError {
     Auth(#[from] crate::auth::AuthError),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("too many large requests are being read: try again")]
+    Busy,
 }
 
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, NetError> {
@@ -73,6 +75,40 @@ pub async fn read_frame_max<T: DeserializeOwned, R: AsyncRead + Unpin>(
     r: &mut R,
     limit: usize,
 ) -> Result<Option<T>, NetError> {
+    Ok(read_frame_budget(r, limit, None).await?.map(|(v, _)| v))
+}
+
+/// Memory that requests being read may hold at once, beyond the first
+/// 64 KiB of each: a server's callers together cannot make it hold more,
+/// however many connections they open and however slowly they send.
+#[derive(Clone)]
+pub struct Budget(std::sync::Arc<tokio::sync::Semaphore>);
+
+impl Budget {
+    pub fn new(bytes: usize) -> Budget {
+        Budget(std::sync::Arc::new(tokio::sync::Semaphore::new(
+            bytes.min(tokio::sync::Semaphore::MAX_PERMITS),
+        )))
+    }
+
+    /// Bytes not held by any request now.
+    pub fn available(&self) -> usize {
+        self.0.available_permits()
+    }
+}
+
+/// Bytes of a request counted against a [`Budget`] until dropped (keep it
+/// while the request is handled: its body lives that long).
+pub type Held = Option<tokio::sync::OwnedSemaphorePermit>;
+
+/// [`read_frame_max`] under a budget: past its first 64 KiB a frame takes
+/// its bytes from `budget` as they arrive, and is refused
+/// ([`NetError::Busy`]) when the budget is spent.
+pub async fn read_frame_budget<T: DeserializeOwned, R: AsyncRead + Unpin>(
+    r: &mut R,
+    limit: usize,
+    budget: Option<&Budget>,
+) -> Result<Option<(T, Held)>, NetError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len).await {
         Ok(_) => {}
@@ -84,11 +120,25 @@ pub async fn read_frame_max<T: DeserializeOwned, R: AsyncRead + Unpin>(
         return Err(NetError::TooLarge(n));
     }
     let mut buf = Vec::with_capacity(n.min(FIRST_CHUNK));
-    r.take(n as u64).read_to_end(&mut buf).await?;
-    if buf.len() < n {
-        return Err(NetError::Closed);
+    let mut held: Held = None;
+    while buf.len() < n {
+        let want = (n - buf.len()).min(FIRST_CHUNK);
+        if let Some(b) = budget.filter(|_| buf.len() + want > FIRST_CHUNK) {
+            let p =
+                b.0.clone()
+                    .try_acquire_many_owned(want as u32)
+                    .map_err(|_| NetError::Busy)?;
+            match &mut held {
+                Some(h) => h.merge(p),
+                None => held = Some(p),
+            }
+        }
+        let got = (&mut *r).take(want as u64).read_to_end(&mut buf).await?;
+        if got == 0 {
+            return Err(NetError::Closed);
+        }
     }
-    Ok(Some(serde_json::from_slice(&buf)?))
+    Ok(Some((serde_json::from_slice(&buf)?, held)))
 }
 
 pub async fn write_frame<T: Serialize, W: AsyncWrite + Unpin>(

@@ -246,6 +246,8 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             Ok(None) => tracing::info!("credential socket already served by another daemon"),
             Err(e) => tracing::warn!("cannot serve the credential socket: {e}"),
         }
+        let max_request = slurm_common::net::max_request(conf.get("CommunicationParameters"))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let server = Server {
             key,
             tls: tls.as_ref().and_then(|t| t.acceptor()),
@@ -276,8 +278,8 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             heard,
             token_policy: slurm_common::jwt::TokenPolicy::from_conf(&conf)
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
-            max_request: slurm_common::net::max_request(conf.get("CommunicationParameters"))
-                .map_err(|e| anyhow::anyhow!("{e}"))?,
+            max_request,
+            budget: slurm_common::net::Budget::new(max_request.saturating_mul(16)),
             message_timeout: std::time::Duration::from_secs(u64::from(conf.message_timeout.max(1))),
             rate: slurmctld::ratelimit::RateParams::from_conf(&conf)
                 .map_err(|e| anyhow::anyhow!("{e}"))?

@@ -33,6 +33,8 @@ pub struct Server {
     pub seen: Arc<slurm_common::auth::ReplayCache>,
     /// Largest request taken (`CommunicationParameters=max_message_size`).
     pub max_request: usize,
+    /// Memory all requests being read may hold together (16 of the largest).
+    pub budget: slurm_common::net::Budget,
     /// How long a client may take to send its request (`MessageTimeout`).
     pub message_timeout: Duration,
     /// `AuthAltParameters` limits on `scontrol token`.
@@ -146,8 +148,10 @@ impl Server {
                 Err(_) => return,
             },
         };
-        let read = slurm_common::net::read_frame_max(&mut sock, self.max_request);
-        let env: slurm_common::net::Envelope =
+        let read =
+            slurm_common::net::read_frame_budget(&mut sock, self.max_request, Some(&self.budget));
+        // `_held`: the request's bytes stay counted until it is answered.
+        let (env, _held): (slurm_common::net::Envelope, _) =
             match tokio::time::timeout(self.message_timeout, read).await {
                 Err(_) => {
                     tracing::debug!("no request within MessageTimeout: closed");
@@ -155,6 +159,12 @@ impl Server {
                 }
                 Ok(Ok(Some(r))) => r,
                 Ok(Ok(None)) => return,
+                Ok(Err(NetError::Busy)) => {
+                    tracing::info!("large requests are using the memory budget: told to back off");
+                    let _ =
+                        write_frame(&mut sock, &Response::Error(SlurmError::Backoff.into())).await;
+                    return;
+                }
                 Ok(Err(e)) => {
                     tracing::debug!("bad request: {e}");
                     let _ = write_frame(

@@ -25,6 +25,8 @@ const IDLE: Duration = Duration::from_secs(300);
 pub struct Server {
     /// `TLSType` on: the handshake every connection must make.
     pub tls: Option<slurm_common::tls::TlsAcceptor>,
+    /// Memory all requests being read may hold together.
+    pub budget: slurm_common::net::Budget,
     pub storage: Arc<Storage>,
     pub key: Key,
     /// The uid of slurmdbd.conf's SlurmUser (root is always allowed).
@@ -127,9 +129,13 @@ impl Server {
                 Err(_) => return,
             };
         loop {
-            let env: slurm_common::net::Envelope = match tokio::time::timeout(
+            let (env, _held): (slurm_common::net::Envelope, _) = match tokio::time::timeout(
                 IDLE,
-                slurm_common::net::read_frame_max(&mut sock, slurm_common::net::MAX_REQUEST),
+                slurm_common::net::read_frame_budget(
+                    &mut sock,
+                    slurm_common::net::MAX_REQUEST,
+                    Some(&self.budget),
+                ),
             )
             .await
             {

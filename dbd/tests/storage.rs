@@ -1592,6 +1592,7 @@ async fn daemon_checks_credentials_and_rights() {
     let storage = Arc::new(db.open(Migrate::Latest).await);
     let server = Arc::new(Server {
         tls: None,
+        budget: slurm_common::net::Budget::new(1 << 28),
         storage: storage.clone(),
         key: key(),
         slurm_user_uid: Some(4242),

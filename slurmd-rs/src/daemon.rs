@@ -44,6 +44,9 @@ pub struct Ctx {
     pub seen: slurm_common::auth::ReplayCache,
     /// Largest request taken (`CommunicationParameters=max_message_size`).
     pub max_request: usize,
+    /// Memory all requests being read may hold together (four launches
+    /// of the largest size).
+    pub budget: net::Budget,
     /// This host's name, put in the credentials we sign.
     pub host: String,
     pub spool: PathBuf,
@@ -318,6 +321,12 @@ impl Daemon {
                     net::MAX_REQUEST
                 },
             ),
+            budget: net::Budget::new(
+                net::max_request(s.conf.get("CommunicationParameters"))
+                    .unwrap_or(net::MAX_REQUEST)
+                    .max(64 << 20)
+                    .saturating_mul(4),
+            ),
             ctld_addr: format!("{}:{}", s.conf.ctld_address(), s.conf.slurmctld_port),
             conf_path_str: s.conf_path.to_string_lossy().into_owned(),
             node: s.node.clone(),
@@ -475,8 +484,9 @@ async fn handle_connection(ctx: &Arc<Ctx>, stream: TcpStream, peer: SocketAddr) 
         };
     // Launches carry a batch script and its environment (4 MiB each by
     // default, more once escaped): room for them whatever the setting.
-    let read = net::read_frame_max(&mut stream, ctx.max_request.max(64 << 20));
-    let env: net::Envelope = match tokio::time::timeout(IO_TIMEOUT, read).await {
+    let limit = ctx.max_request.max(64 << 20);
+    let read = net::read_frame_budget(&mut stream, limit, Some(&ctx.budget));
+    let (env, _held): (net::Envelope, _) = match tokio::time::timeout(IO_TIMEOUT, read).await {
         Ok(Ok(Some(r))) => r,
         Ok(Ok(None)) => return,
         Ok(Err(e)) => {

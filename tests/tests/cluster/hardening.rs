@@ -482,6 +482,78 @@ fn one_users_request_loop_is_rate_limited_without_failing_commands() {
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// Large requests sent slowly cannot make the controller hold more than
+/// its budget (16 of the largest request) however many connections carry
+/// them: past it, callers are told to back off; the budget comes back when
+/// they go, and small requests never wait for it.
+#[test]
+fn large_requests_together_stay_within_the_memory_budget() {
+    use std::io::{Read, Write};
+    // 1 MiB requests at most: a 16 MiB budget.
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = "CommunicationParameters=max_message_size=1048576\n".into()
+    });
+    let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
+    let body = vec![b'x'; 960_000];
+    let conns: Vec<_> = (0..24)
+        .map(|_| {
+            let mut s = slurm_common::net::connect_sync(&addr, "localhost", Duration::from_secs(5))
+                .unwrap();
+            // Announce 1,000,000 bytes, send 960,000 and stop.
+            let _ = s.write_all(&1_000_000u32.to_be_bytes());
+            let _ = s.write_all(&body);
+            let _ = s.flush();
+            s
+        })
+        .collect();
+    // Meanwhile a small request is answered at once.
+    let out = t.run("squeue", &["-h"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(500));
+    // Each connection is either still being read (within the budget: the
+    // read here times out) or was refused (told to back off, or closed
+    // with its bytes unread).
+    let (mut open, mut refused) = (0, 0);
+    for mut s in conns {
+        if let slurm_common::net::Stream::Tls(t) = &mut s {
+            let _ = t.sock.set_read_timeout(Some(Duration::from_millis(100)));
+        }
+        let mut len = [0u8; 4];
+        match s.read_exact(&mut len) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                open += 1
+            }
+            Ok(_) => {
+                let mut b = vec![0u8; u32::from_be_bytes(len) as usize];
+                s.read_exact(&mut b).unwrap();
+                let r: Response = serde_json::from_slice(&b).unwrap();
+                assert!(
+                    matches!(&r, Response::Error(e) if e.error == SlurmError::Backoff),
+                    "{r:?}"
+                );
+                refused += 1;
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    // ~0.9 MiB held each: at most 18 fit in 16 MiB.
+    assert!(open <= 18, "{open} requests of ~0.9 MiB held at once");
+    assert!(open >= 12 && refused >= 6, "{open} held, {refused} refused");
+    // Their bytes are given back: a large request goes through again.
+    let big = format!("#!/bin/sh\n#{}\ntrue\n", "x".repeat(600_000));
+    let script = write_script(&t, "big.sh", &big);
+    let out = t.run("sbatch", &["-H", &script]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    eprintln!(
+        "FIGURE | 24 requests of ~1 MB sent and held, max_message_size=1 MiB | {open} held, {refused} refused (budget 16 MiB); a small request answered meanwhile"
+    );
+}
+
 /// What a connection can cost the controller: a length prefix over the
 /// limit is refused before anything is allocated, prefixes under it with
 /// no bytes behind them cost no memory, and hundreds of idle connections
