@@ -3509,7 +3509,15 @@ impl Controller {
             gid: j.group_id,
             user_name: j.user_name.clone(),
             nodes: names.clone(),
-            expires: now + 3600,
+            // `AuthInfo=cred_expire` (Slurm's 120 s by default): a step's
+            // credential only has to reach its nodes.
+            expires: now
+                + self
+                    .conf
+                    .auth_info_value("cred_expire")
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .filter(|v| *v > 0)
+                    .unwrap_or(120),
             alloc: j.alloc.clone(),
             partition: j.partition.clone(),
             account: j.account.clone(),

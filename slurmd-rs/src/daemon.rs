@@ -70,6 +70,8 @@ pub struct Ctx {
     pub registered: AtomicBool,
     /// `TLSType` on: this node's certificate, to serve and to call with.
     pub tls: Option<slurm_common::tls::Tls>,
+    /// Spent step credentials (see [`crate::ledger`]).
+    pub ledger: crate::ledger::Ledger,
 }
 
 impl Ctx {
@@ -333,6 +335,14 @@ impl Daemon {
             key,
             host: slurm_common::users::hostname(),
             outbox: Outbox::load(s.spool.join(format!("outbox.{}.json", s.node))),
+            ledger: crate::ledger::Ledger::load(
+                s.spool.join(format!("voided.{}.json", s.node)),
+                s.conf
+                    .auth_info_value("cred_expire")
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .filter(|v| *v > 0)
+                    .unwrap_or(crate::ledger::DEFAULT_CRED_EXPIRE),
+            ),
             spool: s.spool.clone(),
             state_dir,
             start_time: crate::now(),
@@ -620,7 +630,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             }
             // What was asked for this run is over (a later run starts clean).
             jobs::forget_wanted(&ctx.node, job_id);
-            crate::steps::job_ended(&ctx.node, job_id, start_time);
+            ctx.ledger.job_ended(job_id, start_time, crate::now());
             let ctx = ctx.clone();
             tokio::spawn(async move {
                 // A suspended job is thawed so its signals reach it.
@@ -652,7 +662,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             // The controller cancelling a step: it launches nothing here
             // afterwards, even if its launch has not arrived yet.
             if privileged && signal == libc::SIGKILL {
-                crate::steps::step_cancelled(&ctx.node, job_id, step_id);
+                ctx.ledger.cancelled(job_id, step_id, crate::now());
             }
             crate::steps::signal(req.cred.uid, privileged, job_id, step_id, signal)
         }

@@ -28,6 +28,8 @@
 //!   privilege drop and exec ([`launch::exec`]).
 //! - [`steps`]: tasks of job steps launched by `srun`, their I/O stream
 //!   back to `srun`, signals, and their end with the job.
+//! - [`ledger`]: spent step credentials (steps launched or cancelled here,
+//!   runs ended here), kept across restarts.
 //! - [`sysinfo`]: how the node is doing (boot time, kernel, load, free
 //!   memory, processes).
 //!
@@ -57,6 +59,7 @@ pub mod gres;
 pub mod hw;
 pub mod jobs;
 pub mod launch;
+pub mod ledger;
 pub mod mock;
 pub mod prolog;
 pub mod settings;

@@ -65,64 +65,6 @@ fn unsigned_field(t: &TaskLaunch) -> Option<&'static str> {
     checks.iter().find(|(ok, _)| !ok).map(|(_, what)| *what)
 }
 
-/// Runs of jobs ended on this node, by (node, job): the run's start time
-/// and when it ended here. Step credentials of an ended run are void.
-type Ended = HashMap<(String, JobId), (Option<i64>, std::time::Instant)>;
-static ENDED: LazyLock<Mutex<Ended>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-
-/// Steps launched here, by (node, job, step): a credential launches once.
-static LAUNCHED: LazyLock<Mutex<std::collections::HashSet<(String, JobId, u32)>>> =
-    LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
-
-/// The controller ended run `start_time` of `job_id` on `node`: its steps'
-/// credentials launch nothing more, and a later run starts afresh.
-pub fn job_ended(node: &str, job_id: JobId, start_time: Option<i64>) {
-    let mut ended = ENDED.lock().unwrap_or_else(|p| p.into_inner());
-    // Step credentials last an hour; older entries can go.
-    ended.retain(|_, (_, at)| at.elapsed() < Duration::from_secs(2 * 3600));
-    ended.insert(
-        (node.to_string(), job_id),
-        (start_time, std::time::Instant::now()),
-    );
-    drop(ended);
-    LAUNCHED
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .retain(|(n, j, _)| !(n == node && *j == job_id));
-}
-
-/// The controller cancelled step `step_id` of `job_id`: no launch of it
-/// is taken here any more.
-pub fn step_cancelled(node: &str, job_id: JobId, step_id: u32) {
-    LAUNCHED
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert((node.to_string(), job_id, step_id));
-}
-
-/// Why `cred` may not launch here (its run ended, or it already launched
-/// its step), if so; otherwise the step is recorded as launched.
-fn void_here(node: &str, cred: &slurm_proto::StepCred) -> Option<String> {
-    let ended = ENDED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((start, _)) = ended.get(&(node.to_string(), cred.job_id)) {
-        if start.is_some() && *start == cred.job_start {
-            return Some(format!("job {} has ended", cred.job_id));
-        }
-    }
-    drop(ended);
-    let fresh = LAUNCHED.lock().unwrap_or_else(|p| p.into_inner()).insert((
-        node.to_string(),
-        cred.job_id,
-        cred.step_id,
-    ));
-    (!fresh).then(|| {
-        format!(
-            "step {}.{} was already launched here",
-            cred.job_id, cred.step_id
-        )
-    })
-}
-
 /// Jobs with steps on this node but not their batch script: their cgroup
 /// here, by (node, job).
 struct StepJob {
@@ -407,17 +349,16 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             format!("step {}.{} already runs here", key.0, key.1),
         );
     }
-    if let Some(why) = void_here(&ctx.node, cred) {
+    // A credential launches its step once, never after its run ended or
+    // the step was cancelled (remembered across daemon restarts).
+    if let Err(why) = ctx
+        .ledger
+        .take(cred.job_id, cred.step_id, cred.job_start, crate::now())
+    {
         return refuse(SlurmError::AlreadyDone, why);
     }
     // srun not reachable: nothing was launched, the step may come again.
-    let unlaunch = || {
-        LAUNCHED.lock().unwrap_or_else(|p| p.into_inner()).remove(&(
-            ctx.node.clone(),
-            cred.job_id,
-            cred.step_id,
-        ));
-    };
+    let unlaunch = || ctx.ledger.untake(cred.job_id, cred.step_id, crate::now());
     // With TLS on, srun's listener shows a certificate of its own making,
     // named (by fingerprint) in the launch it signed: only that one is
     // taken, so the step's output reaches no one else.

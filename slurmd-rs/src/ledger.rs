@@ -1,0 +1,183 @@
+//! What voids a step credential on this node, kept across daemon restarts:
+//! the runs of jobs that ended here (their credentials launch nothing
+//! more) and the steps already launched or cancelled here (a credential
+//! launches its step once). Saved in the spool (`voided.<node>.json`) on
+//! every change; entries older than two credential lifetimes
+//! (`AuthInfo=cred_expire`, 120 s by default, as Slurm) are dropped, since
+//! no credential they could void is still valid.
+
+use serde::{Deserialize, Serialize};
+use slurm_proto::JobId;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Slurm's default step credential lifetime (`AuthInfo=cred_expire`).
+pub const DEFAULT_CRED_EXPIRE: i64 = 120;
+
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
+struct Saved {
+    /// (job, run start, when it ended here).
+    ended: Vec<(JobId, Option<i64>, i64)>,
+    /// (job, step, when launched or cancelled here).
+    launched: Vec<(JobId, u32, i64)>,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    ended: HashMap<JobId, (Option<i64>, i64)>,
+    launched: HashMap<(JobId, u32), i64>,
+}
+
+pub struct Ledger {
+    path: PathBuf,
+    keep: i64,
+    book: Mutex<Book>,
+}
+
+impl Ledger {
+    /// Load the node's ledger from `path` (an unreadable one is empty).
+    pub fn load(path: PathBuf, cred_expire: i64) -> Ledger {
+        let saved: Saved = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let book = Book {
+            ended: saved
+                .ended
+                .into_iter()
+                .map(|(j, s, at)| (j, (s, at)))
+                .collect(),
+            launched: saved
+                .launched
+                .into_iter()
+                .map(|(j, s, at)| ((j, s), at))
+                .collect(),
+        };
+        Ledger {
+            path,
+            keep: 2 * cred_expire.max(1),
+            book: Mutex::new(book),
+        }
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn save(&self, b: &mut Book, now: i64) {
+        b.ended.retain(|_, (_, at)| now - *at < self.keep);
+        b.launched.retain(|_, at| now - *at < self.keep);
+        let saved = Saved {
+            ended: b.ended.iter().map(|(j, (s, at))| (*j, *s, *at)).collect(),
+            launched: b
+                .launched
+                .iter()
+                .map(|((j, s), at)| (*j, *s, *at))
+                .collect(),
+        };
+        if let Err(e) = write(&self.path, &saved) {
+            tracing::warn!(
+                "cannot save {}: {e} (a restart would forget which step credentials are spent)",
+                self.path.display()
+            );
+        }
+    }
+
+    /// Run `start` of `job` ended here: its steps' credentials are void,
+    /// and a later run starts afresh.
+    pub fn job_ended(&self, job: JobId, start: Option<i64>, now: i64) {
+        let mut b = self.book();
+        b.ended.insert(job, (start, now));
+        b.launched.retain(|(j, _), _| *j != job);
+        self.save(&mut b, now);
+    }
+
+    /// Why a credential for step `step` of run `start` of `job` may not
+    /// launch, if so; otherwise it is recorded as launched.
+    pub fn take(&self, job: JobId, step: u32, start: Option<i64>, now: i64) -> Result<(), String> {
+        let mut b = self.book();
+        if let Some((s, _)) = b.ended.get(&job) {
+            if s.is_some() && *s == start {
+                return Err(format!("job {job} has ended"));
+            }
+        }
+        if b.launched.contains_key(&(job, step)) {
+            return Err(format!("step {job}.{step} was already launched here"));
+        }
+        b.launched.insert((job, step), now);
+        self.save(&mut b, now);
+        Ok(())
+    }
+
+    /// A launch recorded by [`Ledger::take`] did not happen (srun could
+    /// not be reached): the credential may come again.
+    pub fn untake(&self, job: JobId, step: u32, now: i64) {
+        let mut b = self.book();
+        if b.launched.remove(&(job, step)).is_some() {
+            self.save(&mut b, now);
+        }
+    }
+
+    /// The controller cancelled the step: it launches nothing here later.
+    pub fn cancelled(&self, job: JobId, step: u32, now: i64) {
+        let mut b = self.book();
+        b.launched.insert((job, step), now);
+        self.save(&mut b, now);
+    }
+}
+
+fn write(path: &Path, saved: &Saved) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec(saved).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restarted_daemon_remembers_spent_credentials() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("voided.n1.json");
+        let l = Ledger::load(p.clone(), 120);
+        l.take(7, 0, Some(100), 1000).unwrap();
+        assert!(l.take(7, 0, Some(100), 1001).is_err(), "launched twice");
+        l.take(7, 1, Some(100), 1001).unwrap();
+        l.untake(7, 1, 1002);
+        l.cancelled(7, 2, 1002);
+        l.job_ended(8, Some(200), 1003);
+        drop(l);
+        let l = Ledger::load(p.clone(), 120);
+        assert!(l.take(7, 0, Some(100), 1004).is_err());
+        assert!(
+            l.take(7, 2, Some(100), 1004).is_err(),
+            "cancelled step launched"
+        );
+        assert!(
+            l.take(7, 1, Some(100), 1004).is_ok(),
+            "an untaken launch may come again"
+        );
+        assert!(l.take(8, 0, Some(200), 1004).is_err(), "ended run launched");
+        // A later run of job 8 starts afresh.
+        assert!(l.take(8, 0, Some(300), 1004).is_ok());
+        // Entries past two credential lifetimes go.
+        l.job_ended(9, Some(1), 2000);
+        let saved: Saved = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        assert_eq!(saved.ended.len(), 1);
+        assert!(saved.launched.is_empty());
+    }
+
+    #[test]
+    fn a_damaged_ledger_is_empty() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("voided.n1.json");
+        std::fs::write(&p, "{not json").unwrap();
+        let l = Ledger::load(p, 120);
+        assert!(l.take(1, 0, None, 10).is_ok());
+    }
+}
