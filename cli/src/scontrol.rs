@@ -1344,8 +1344,9 @@ fn update_job(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
         match k.as_str() {
             "jobid" => {
                 for id in fmt::split_list(v) {
-                    match id.parse::<u32>() {
-                        Ok(n) if n > 0 => ids.push(n),
+                    let base = id.split('_').next().unwrap_or("");
+                    match base.parse::<u32>() {
+                        Ok(n) if n > 0 => ids.push(id),
                         _ => {
                             out.err(format!("Invalid JobId value: {id}"));
                             return 1;
@@ -1381,7 +1382,24 @@ fn update_job(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
         }
     }
     let mut rc = 0;
-    for id in ids {
+    // Array ids (`N`, `N_T`, `N_[1-3]`) name their tasks.
+    let jobs = if !ids.is_empty() && !updates.is_empty() {
+        load_jobs(ctl, &mut Out::default()).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let mut targets = Vec::new();
+    for w in &ids {
+        match array_targets(w, &jobs, &|_| true) {
+            Some(Ok(t)) => targets.extend(t.into_iter().map(|(_, id)| id)),
+            Some(Err(e)) => {
+                out.err(format!("slurm_update error: {e}"));
+                return 1;
+            }
+            None => {}
+        }
+    }
+    for id in targets {
         for u in &updates {
             match ctl.call(RequestBody::UpdateJob {
                 job_id: id,
@@ -1403,6 +1421,64 @@ fn update_job(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
     rc
 }
 
+/// The jobs a job id word names, as Slurm reads them: `N` (a job, or
+/// every task of array `N` that `applies` takes), `N_T` (task `T` of array
+/// `N`), `N_[1-3,5]` (those tasks): (label, job id) each. `None` when the
+/// word is not a job id (a job name); an error names a task that does not
+/// exist.
+fn array_targets(
+    w: &str,
+    jobs: &[JobRecord],
+    applies: &dyn Fn(&JobRecord) -> bool,
+) -> Option<Result<Vec<(String, u32)>, String>> {
+    let (base, tasks) = match w.split_once('_') {
+        Some((b, t)) => (b, Some(t)),
+        None => (w.split('+').next().unwrap_or(w), None),
+    };
+    let n = base.parse::<u32>().ok()?;
+    let invalid = |label: &str| format!("{} for job {label}", SlurmError::InvalidJobId.message());
+    let of_array = |j: &&JobRecord| j.array.as_ref().is_some_and(|a| a.job_id == n);
+    let Some(spec) = tasks else {
+        let all: Vec<(String, u32)> = jobs
+            .iter()
+            .filter(of_array)
+            .filter(|j| applies(j))
+            .map(|j| {
+                (
+                    format!("{n}_{}", j.array.as_ref().map_or(0, |a| a.task_id)),
+                    j.job_id,
+                )
+            })
+            .collect();
+        return Some(Ok(if all.is_empty() {
+            vec![(w.to_string(), n)]
+        } else {
+            all
+        }));
+    };
+    let list = spec
+        .strip_prefix('[')
+        .and_then(|x| x.strip_suffix(']'))
+        .unwrap_or(spec);
+    let ids = match slurm_common::jobspec::parse_array(list, 4_000_001) {
+        Ok(a) if !list.contains('%') => a.tasks,
+        _ => return Some(Err(invalid(w))),
+    };
+    let mut out = Vec::with_capacity(ids.len());
+    for t in ids {
+        let label = format!("{n}_{t}");
+        match jobs
+            .iter()
+            .filter(of_array)
+            .find(|j| j.array.as_ref().is_some_and(|a| a.task_id == t))
+        {
+            Some(j) => out.push((label, j.job_id)),
+            None => return Some(Err(invalid(&label))),
+        }
+    }
+    Some(Ok(out))
+}
+
 /// `hold`, `uhold`, `release`, `requeue`, `requeuehold`, `suspend`,
 /// `resume` over a job list (ids, or names of the caller's unfinished jobs).
 fn cmd_job_list(cmd: &str, args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
@@ -1414,15 +1490,30 @@ fn cmd_job_list(cmd: &str, args: &[String], ctl: &dyn Controller, out: &mut Out)
     let mut targets: Vec<(String, u32)> = Vec::new();
     let mut jobs_cache: Option<Vec<JobRecord>> = None;
     let mut rc = 0;
+    // Which tasks of a whole array the command is for.
+    let applies = |j: &JobRecord| match cmd {
+        "hold" | "uhold" | "release" => j.state == slurm_proto::JobState::Pending,
+        "suspend" => j.state == slurm_proto::JobState::Running,
+        "resume" => j.state == slurm_proto::JobState::Suspended,
+        _ => j.state != slurm_proto::JobState::Pending,
+    };
     for w in words {
-        let base = w.split(['_', '+']).next().unwrap_or("");
-        if let Ok(n) = base.parse::<u32>() {
-            targets.push((w.clone(), n));
-            continue;
-        }
         if jobs_cache.is_none() {
             let mut sink = Out::default();
             jobs_cache = Some(load_jobs(ctl, &mut sink).unwrap_or_default());
+        }
+        let jobs = jobs_cache.as_deref().unwrap_or_default();
+        match array_targets(&w, jobs, &applies) {
+            Some(Ok(t)) => {
+                targets.extend(t);
+                continue;
+            }
+            Some(Err(e)) => {
+                out.err(e);
+                rc = 1;
+                continue;
+            }
+            None => {}
         }
         let found: Vec<u32> = jobs_cache
             .as_ref()
@@ -2105,6 +2196,51 @@ mod tests {
             up: true,
             calls: RefCell::new(vec![]),
         }
+    }
+
+    /// Array ids as Slurm reads them: the whole array, one task, a range.
+    #[test]
+    fn array_ids_name_their_tasks() {
+        let task = |id: u32, t: u32, st: JobState| {
+            let mut j = job(id, "a", st, JobReason::None, 1);
+            j.array = Some(slurm_proto::ArrayInfo {
+                job_id: 20,
+                task_id: t,
+                task_count: 4,
+                task_min: 0,
+                task_max: 3,
+                task_step: None,
+                max_running: None,
+            });
+            j
+        };
+        let jobs = vec![
+            task(20, 0, JobState::Running),
+            task(21, 1, JobState::Pending),
+            task(22, 2, JobState::Pending),
+            task(23, 3, JobState::Pending),
+            job(30, "plain", JobState::Pending, JobReason::None, 1),
+        ];
+        let pending = |j: &JobRecord| j.state == JobState::Pending;
+        let ids = |w: &str| -> Vec<u32> {
+            array_targets(w, &jobs, &pending)
+                .unwrap()
+                .unwrap()
+                .into_iter()
+                .map(|(_, id)| id)
+                .collect()
+        };
+        // The whole array: its pending tasks (not task 0, running).
+        assert_eq!(ids("20"), vec![21, 22, 23]);
+        // One task is that task's job, not the array's first.
+        assert_eq!(ids("20_2"), vec![22]);
+        assert_eq!(ids("20_[1-2]"), vec![21, 22]);
+        assert_eq!(ids("20_[1,3]"), vec![21, 23]);
+        assert_eq!(ids("30"), vec![30]);
+        let e = array_targets("20_9", &jobs, &pending).unwrap().unwrap_err();
+        assert_eq!(e, "Invalid job id specified for job 20_9");
+        assert!(array_targets("20_x", &jobs, &pending).unwrap().is_err());
+        assert!(array_targets("myjob", &jobs, &pending).is_none());
     }
 
     fn sc(ctl: &Fake, args: &[&str]) -> (i32, String, String) {

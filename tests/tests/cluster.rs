@@ -334,6 +334,42 @@ fn hold_release_begin_requeue_and_drain() {
         .success());
     assert_eq!(t.wait_done(h, 20).state, JobState::Completed);
 
+    // Array tasks by their ids: N_T is task T (not the array's first
+    // job), N_[a-b] a range, N the whole array.
+    let a = t.sbatch(&["-H", "--array=0-3", "--wrap", "true"]);
+    let task = |k: u32| {
+        t.jobs()
+            .into_iter()
+            .find(|j| {
+                j.array
+                    .as_ref()
+                    .is_some_and(|x| x.job_id == a && x.task_id == k)
+            })
+            .unwrap()
+    };
+    let run = |args: &[&str]| {
+        let out = t.run("scontrol", args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    run(&["release", &format!("{a}_2")]);
+    assert_eq!(t.wait_done(task(2).job_id, 20).state, JobState::Completed);
+    for k in [0, 1, 3] {
+        assert_eq!(task(k).reason, JobReason::JobHeldAdmin, "task {k}");
+    }
+    run(&["release", &format!("{a}_[0-1]")]);
+    t.wait_done(task(1).job_id, 20);
+    assert_eq!(t.wait_done(task(0).job_id, 20).state, JobState::Completed);
+    assert_eq!(task(3).reason, JobReason::JobHeldAdmin);
+    let out = t.run("scontrol", &["release", &format!("{a}_7")]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("Invalid job id specified for job {a}_7")),
+        "{}",
+        stderr(&out)
+    );
+    run(&["release", &a.to_string()]);
+    assert_eq!(t.wait_done(task(3).job_id, 20).state, JobState::Completed);
+
     // A begin time in the future.
     let b = t.sbatch(&["--begin", "now+3600", "--wrap", "true"]);
     t.wait_job(b, 10, "waiting for its begin time", |j| {
