@@ -1483,6 +1483,13 @@ impl Controller {
     }
 
     fn job_view(&self, j: &JobRecord) -> Option<JobView> {
+        self.job_view_with(j, true)
+    }
+
+    /// [`Controller::job_view`]; without `reservations`, the nodes other
+    /// jobs' reservations hold are not kept from it (they will be free when
+    /// the reservations end): for "could it ever run".
+    fn job_view_with(&self, j: &JobRecord, reservations: bool) -> Option<JobView> {
         let partition = self.partitions.iter().position(|p| p.name == j.partition)?;
         let idx = |names: &Vec<String>| {
             names
@@ -1506,7 +1513,11 @@ impl Controller {
             req_nodes: idx(&j.desc.req_nodes),
             exc_nodes: {
                 let mut x: Vec<usize> = idx(&j.desc.exc_nodes);
-                x.extend(self.reserved_away(j));
+                if reservations || j.desc.reservation.is_some() {
+                    x.extend(self.reserved_away(j));
+                } else {
+                    x.extend(self.external_away(j));
+                }
                 x.extend(constraint_away);
                 x.extend(self.hardware_away(&j.desc));
                 x.sort_unstable();
@@ -1624,11 +1635,31 @@ impl Controller {
     /// reservation, every node outside it; for others, nodes of reservations
     /// that are active or would begin before the job could end.
     fn reserved_away(&self, j: &JobRecord) -> Vec<usize> {
-        let mut away: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].external != j.desc.external)
-            .collect();
+        let mut away = self.external_away(j);
         away.extend(self.reservation_away(j));
         away
+    }
+
+    /// External jobs only on external nodes, and the others never there.
+    fn external_away(&self, j: &JobRecord) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].external != j.desc.external)
+            .collect()
+    }
+
+    /// Why `id`, which cannot run now, waits, when it is because other
+    /// jobs' reservations hold the nodes it could run on (Slurm's
+    /// "ReqNodeNotAvail, May be reserved for other job").
+    fn reserved_reason(&self, id: JobId, view: &ClusterView) -> Option<JobReason> {
+        let j = self.p.jobs.get(&id)?;
+        if self.p.reservations.is_empty() || j.desc.reservation.is_some() {
+            return None;
+        }
+        let held = self.job_view_with(j, true)?;
+        let free = self.job_view_with(j, false)?;
+        (slurm_plugins::select::place(view, &held, true).is_err()
+            && slurm_plugins::select::place(view, &free, true).is_ok())
+        .then(|| JobReason::Other("ReqNodeNotAvail, May be reserved for other job".into()))
     }
 
     fn reservation_away(&self, j: &JobRecord) -> Vec<usize> {
@@ -1752,7 +1783,21 @@ impl Controller {
             return bad("Users or Accounts must be given".into());
         }
         let ignore = r.has_flag("IGNORE_JOBS") || r.has_flag("MAINT");
-        if let Some(n) = &spec.nodes {
+        // `Nodes=ALL`: every node of the cluster (its external ones aside).
+        let all: Vec<String>;
+        let nodes = match spec.nodes.as_deref() {
+            Some([x]) if x.eq_ignore_ascii_case("ALL") => {
+                all = self
+                    .nodes
+                    .iter()
+                    .filter(|n| !n.external)
+                    .map(|n| n.name.clone())
+                    .collect();
+                Some(&all)
+            }
+            _ => spec.nodes.as_ref(),
+        };
+        if let Some(n) = nodes {
             for x in n {
                 if !self.node_index.contains_key(x) {
                     return Err(RpcError {
@@ -2489,10 +2534,11 @@ impl Controller {
                 );
             }
         }
-        // Could it ever run on this partition?
+        // Could it ever run on this partition (once other jobs'
+        // reservations are over)?
         let view = self.cluster_view();
         let jv = self
-            .job_view(&job)
+            .job_view_with(&job, false)
             .ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
         if slurm_plugins::select::place(&view, &jv, true).is_err() {
             return err(SlurmError::RequestedNodeConfigUnavailable);
@@ -3067,6 +3113,8 @@ impl Controller {
         let mut blocked_seen = false;
         let mut backfilled = 0u64;
         let mut on_resources: Vec<JobId> = Vec::new();
+        // Built once a pending job may be waiting on reserved nodes.
+        let mut reserved_view: Option<ClusterView> = None;
         for d in plan.decisions {
             match d {
                 Decision::Start { job, alloc } => {
@@ -3081,16 +3129,26 @@ impl Controller {
                         blocked_seen = true;
                         on_resources.push(job);
                     }
-                    let r = match reason {
-                        PendingReason::Priority => JobReason::Priority,
-                        PendingReason::Resources => JobReason::Resources,
-                        PendingReason::BeginTime => JobReason::BeginTime,
-                        PendingReason::JobHeldUser => JobReason::JobHeldUser,
-                        PendingReason::JobHeldAdmin => JobReason::JobHeldAdmin,
-                        PendingReason::PartitionDown => JobReason::PartitionDown,
-                        PendingReason::PartitionTimeLimit => JobReason::PartitionTimeLimit,
-                        PendingReason::PartitionNodeLimit => JobReason::PartitionNodeLimit,
-                        PendingReason::BadConstraints => JobReason::BadConstraints,
+                    let reserved = match reason {
+                        PendingReason::Resources | PendingReason::BadConstraints
+                            if !self.p.reservations.is_empty() =>
+                        {
+                            let view = reserved_view.get_or_insert_with(|| self.cluster_view());
+                            self.reserved_reason(job, view)
+                        }
+                        _ => None,
+                    };
+                    let r = match (reserved, reason) {
+                        (Some(r), _) => r,
+                        (None, PendingReason::Priority) => JobReason::Priority,
+                        (None, PendingReason::Resources) => JobReason::Resources,
+                        (None, PendingReason::BeginTime) => JobReason::BeginTime,
+                        (None, PendingReason::JobHeldUser) => JobReason::JobHeldUser,
+                        (None, PendingReason::JobHeldAdmin) => JobReason::JobHeldAdmin,
+                        (None, PendingReason::PartitionDown) => JobReason::PartitionDown,
+                        (None, PendingReason::PartitionTimeLimit) => JobReason::PartitionTimeLimit,
+                        (None, PendingReason::PartitionNodeLimit) => JobReason::PartitionNodeLimit,
+                        (None, PendingReason::BadConstraints) => JobReason::BadConstraints,
                     };
                     // A requeue-held job keeps saying why it was held.
                     let changed = self.p.jobs.get(&job).is_some_and(|j| {

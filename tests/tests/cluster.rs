@@ -1038,6 +1038,21 @@ fn reservations_keep_other_jobs_off_their_nodes() {
         "{}",
         stderr(&out)
     );
+    // A job that needs the reserved node queues until the reservation is
+    // over (as Slurm, it is not refused); one no node set can ever take is.
+    let both = t.sbatch(&["-N", "2", "-t", "5", "--wrap", "true"]);
+    let why = "ReqNodeNotAvail, May be reserved for other job";
+    t.wait_job(both, 10, "waiting on the reserved node", |j| {
+        j.reason == JobReason::Other(why.into())
+    });
+    let sq = stdout(&t.run("squeue", &["-h", "-j", &both.to_string(), "-o", "%r"]));
+    assert_eq!(sq, format!("{why}\n"));
+    let out = t.run("sbatch", &["-N", "3", "--wrap", "true"]);
+    assert!(
+        stderr(&out).contains("Requested node configuration is not available"),
+        "{}",
+        stderr(&out)
+    );
     assert!(t
         .run("scontrol", &["delete", "ReservationName=maint1"])
         .status
@@ -1047,6 +1062,23 @@ fn reservations_keep_other_jobs_off_their_nodes() {
         .run("scancel", &[&a.to_string(), &w.to_string()])
         .status
         .success());
+    assert_eq!(t.wait_done(both, 30).state, JobState::Completed);
+    // `Nodes=ALL` reserves every node.
+    let out = t.run(
+        "scontrol",
+        &[
+            "create",
+            "reservation",
+            "ReservationName=everything",
+            "StartTime=now+7200",
+            "Duration=10",
+            "Nodes=ALL",
+            "Users=root",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let show = stdout(&t.run("scontrol", &["show", "reservation", "everything"]));
+    assert!(show.contains("   Nodes=n[1-2] NodeCnt=2 "), "{show}");
 }
 
 /// Kubernetes-style external nodes and jobs (Slurm 25.05 semantics).
