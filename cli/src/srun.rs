@@ -60,6 +60,9 @@ pub struct AllocOpts {
     pub cpus_per_gpu: Option<u32>,
     pub mem_per_gpu: Option<u64>,
     pub contiguous: bool,
+    /// `-I`/`--immediate[=secs]`: give up when the allocation has not
+    /// started within that many seconds (1 without a value).
+    pub immediate: Option<u32>,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
     /// `--constraint` (node features).
@@ -287,6 +290,11 @@ const OPTS: &[Opt] = &[
         short: Some('Q'),
         long: "quiet",
         arg: Arg::No,
+    },
+    Opt {
+        short: Some('I'),
+        long: "immediate",
+        arg: Arg::Optional,
     },
     Opt {
         short: Some('v'),
@@ -517,6 +525,13 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "label" => o.label = true,
             "kill-on-bad-exit" => o.kill_on_bad_exit = v.is_empty() || v != "0",
             "quiet" => o.quiet = true,
+            "immediate" => {
+                o.immediate = Some(if v.is_empty() {
+                    1
+                } else {
+                    num(prog, name, &v)?
+                })
+            }
             "verbose" => o.verbose += 1,
             "version" => o.version = true,
             "help" | "usage" => o.help = true,
@@ -654,6 +669,9 @@ fn allocate(
         Err(e) => return Err(format!("{prog}: error: Unable to allocate resources: {e}")),
     };
     let mut announced = false;
+    let give_up = o
+        .immediate
+        .map(|s| std::time::Instant::now() + Duration::from_secs(s.into()));
     loop {
         let j = get_job(client, id)
             .map_err(|e| format!("{prog}: error: {e}"))?
@@ -668,8 +686,21 @@ fn allocate(
                 }
                 return Ok(j);
             }
+            JobState::Pending if give_up.is_some_and(|t| std::time::Instant::now() >= t) => {
+                let _ = call(
+                    client,
+                    RequestBody::Cancel(slurm_proto::CancelFilter {
+                        job_ids: vec![id],
+                        ..Default::default()
+                    }),
+                );
+                return Err(format!(
+                    "{prog}: error: Unable to allocate resources: {}",
+                    slurm_proto::SlurmError::NodesBusy.message()
+                ));
+            }
             JobState::Pending => {
-                if !announced && !o.quiet {
+                if !announced && !o.quiet && give_up.is_none() {
                     if prog == "salloc" {
                         eprintln!("salloc: Pending job allocation {id}");
                     }
@@ -1145,7 +1176,7 @@ fn usage(prog: &str) -> String {
     format!(
         "Usage: {prog} [-N nnodes] [-n ntasks] [-c ncpus] [--ntasks-per-node=n] [-w hosts] [-x hosts]\n\
          \x20     [-J jobname] [-t minutes] [-p partition] [-A account] [--mem=MB] [--exclusive]\n\
-         \x20     [-l] [-K] [-m block|cyclic] [--jobid=id] [-D path] [--export=...] executable [args...]\n"
+         \x20     [-l] [-K] [-I[secs]] [-m block|cyclic] [--jobid=id] [-D path] [--export=...] executable [args...]\n"
     )
 }
 

@@ -93,6 +93,22 @@ fn full_cluster_keeps_jobs_pending_and_cancel_frees_it() {
         j.reason == JobReason::Priority
     });
 
+    // srun --immediate gives up (and leaves no job behind) when the
+    // allocation cannot start at once.
+    let out = t.run("srun", &["--immediate", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "srun: error: Unable to allocate resources: Requested nodes are busy\n"
+    );
+    let gave_up = t
+        .jobs()
+        .into_iter()
+        .filter(|j| j.name == "true")
+        .map(|j| j.state)
+        .collect::<Vec<_>>();
+    assert_eq!(gave_up, vec![JobState::Cancelled]);
+
     let sq = stdout(&t.run("squeue", &[]));
     let lines: Vec<&str> = sq.lines().collect();
     assert_eq!(
