@@ -133,67 +133,112 @@ fn state_rank(n: &NodeRecord) -> u32 {
     r
 }
 
-/// Whether node `n` is in the state named `s` (`-t`), lower-case.
+/// `-t` state names in Slurm's order of matching: the canonical name and
+/// its other spellings. A word selects the first state one of whose
+/// spellings it begins (`dr` is `drain`, `al` is `allocated`).
+const STATE_NAMES: &[(&str, &[&str])] = &[
+    ("unknown", &["unk", "unknown"]),
+    ("down", &["down"]),
+    ("idle", &["idle"]),
+    ("allocated", &["alloc", "allocated"]),
+    ("error", &["err", "error"]),
+    ("mixed", &["mix", "mixed"]),
+    ("future", &["futr", "future"]),
+    ("blocked", &["blocked", "block"]),
+    ("planned", &["planned", "plnd"]),
+    ("drain", &["drain"]),
+    ("drained", &["drained"]),
+    ("reserved", &["resv", "reserved"]),
+    ("draining", &["draining", "drng"]),
+    ("completing", &["comp", "completing"]),
+    ("no_respond", &["no_respond"]),
+    ("powering_down", &["pow_dn", "powering_down"]),
+    ("powered_down", &["powered_down"]),
+    ("power_down", &["power_down"]),
+    ("powering_up", &["pow_up", "powering_up"]),
+    ("fail", &["fail"]),
+    ("maint", &["maint"]),
+    ("reboot_requested", &["reboot_requested"]),
+    ("reboot_issued", &["reboot_issued"]),
+    ("cloud", &["cloud"]),
+    // Ours: the opposite of no_respond.
+    ("responding", &["responding"]),
+];
+
+/// What Slurm lists after "valid states:".
+const VALID_STATES: &str = "unknown,down,idle,allocated,error,mixed,future,drain,drained,draining,no_respond,reserved,planned,blocked,cloud,completing,powering_down,powered_down,power_down,powering_up,fail,maint,reboot_requested,reboot_issued";
+
+/// The state a `-t` word names (case-insensitive, a prefix will do).
+fn state_name(word: &str) -> Option<&'static str> {
+    let w = word.to_ascii_lowercase();
+    if w.is_empty() {
+        return None;
+    }
+    STATE_NAMES
+        .iter()
+        .find(|(_, spellings)| spellings.iter().any(|s| s.starts_with(w.as_str())))
+        .map(|(name, _)| *name)
+}
+
+/// Whether node `n` is in state `s` (a canonical name from [`STATE_NAMES`],
+/// `~` before it for "not in").
 fn state_matches(n: &NodeRecord, s: &str) -> bool {
+    if let Some(rest) = s.strip_prefix('~') {
+        return !state_matches(n, rest);
+    }
     let busy = matches!(
         n.base_state,
         NodeBaseState::Allocated | NodeBaseState::Mixed
     ) || n.flags.completing;
     match s {
-        "alloc" | "allocated" => n.base_state == NodeBaseState::Allocated,
-        "comp" | "completing" => n.flags.completing,
+        "allocated" => n.base_state == NodeBaseState::Allocated,
+        "completing" => n.flags.completing,
         "down" => n.base_state == NodeBaseState::Down,
         "drain" => n.flags.drain,
         "drained" => n.flags.drain && !busy,
-        "draining" | "drng" => n.flags.drain && busy,
+        "draining" => n.flags.drain && busy,
         "idle" => n.base_state == NodeBaseState::Idle,
-        "mix" | "mixed" => n.base_state == NodeBaseState::Mixed,
-        "futr" | "future" => n.base_state == NodeBaseState::Future,
-        "unk" | "unknown" => n.base_state == NodeBaseState::Unknown,
-        "no_respond" | "not_responding" => n.flags.not_responding,
-        "resp" | "responding" => !n.flags.not_responding,
+        "mixed" => n.base_state == NodeBaseState::Mixed,
+        "future" => n.base_state == NodeBaseState::Future,
+        "unknown" => n.base_state == NodeBaseState::Unknown,
+        "no_respond" => n.flags.not_responding,
+        "responding" => !n.flags.not_responding,
+        "reserved" => n.flags.reserved,
+        "maint" => n.flags.maint,
+        // States no node here is ever in (power saving, cloud, reboots...).
         _ => false,
     }
 }
 
-const KNOWN_STATES: &[&str] = &[
-    "alloc",
-    "allocated",
-    "cloud",
-    "comp",
-    "completing",
-    "down",
-    "drain",
-    "drained",
-    "draining",
-    "drng",
-    "fail",
-    "failing",
-    "futr",
-    "future",
-    "idle",
-    "maint",
-    "mix",
-    "mixed",
-    "no_respond",
-    "not_responding",
-    "npc",
-    "perfctrs",
-    "planned",
-    "power_down",
-    "powering_down",
-    "powered_down",
-    "powering_up",
-    "reboot",
-    "reboot_issued",
-    "reboot_requested",
-    "resv",
-    "reserved",
-    "resp",
-    "responding",
-    "unk",
-    "unknown",
-];
+/// `-t`'s list: `,` between states any of which will do, `+` (or `&`)
+/// between states all of which must hold, `~` before one to negate it;
+/// `all` selects everything. Returns (states, all-must-hold).
+fn parse_state_list(v: &str) -> Result<(Vec<String>, bool), String> {
+    if v.trim().eq_ignore_ascii_case("all") {
+        return Ok((Vec::new(), false));
+    }
+    let and = v.contains(['&', '+']);
+    let mut out = Vec::new();
+    for w in v
+        .split([',', '&', '+'])
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+    {
+        let (neg, name) = match w.strip_prefix('~') {
+            Some(rest) => ("~", rest),
+            None => ("", w),
+        };
+        match state_name(name) {
+            Some(s) => out.push(format!("{neg}{s}")),
+            None => {
+                return Err(format!(
+                    "sinfo: error: Bad state string: \"{w}\"\nsinfo: error: valid states: {VALID_STATES}"
+                ))
+            }
+        }
+    }
+    Ok((out, and))
+}
 
 /// What `sinfo` prints.
 #[derive(Debug, Clone)]
@@ -954,23 +999,9 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                     "list-reasons" => o.reasons = true,
                     "summarize" => summarize = true,
                     "states" => {
-                        o.states_and = v.contains('&');
-                        let list: Vec<String> = v
-                            .split([',', '&'])
-                            .map(|s| s.trim().to_ascii_lowercase())
-                            .filter(|s| !s.is_empty())
-                            .collect();
-                        for s in &list {
-                            if s == "all" {
-                                continue;
-                            }
-                            if !KNOWN_STATES.contains(&s.as_str()) {
-                                return Err(format!(
-                                    "sinfo: error: Invalid node state specified: {s}"
-                                ));
-                            }
-                        }
-                        o.states = list.into_iter().filter(|s| s != "all").collect();
+                        let (list, and) = parse_state_list(&v)?;
+                        o.states = list;
+                        o.states_and = and;
                     }
                     "reservation" => return Ok(Action::Reservations),
                     _ => {}
@@ -1217,6 +1248,45 @@ pub(crate) mod tests {
         }
     }
 
+    /// `-t` as Slurm reads it: prefixes, `,` (any), `+`/`&` (all), `~` (not).
+    #[test]
+    fn state_lists_select_as_slurms() {
+        let mut idle_drain = node("n1");
+        idle_drain.flags.drain = true;
+        let idle = node("n2");
+        let mut busy_drain = node("n3");
+        busy_drain.base_state = NodeBaseState::Allocated;
+        busy_drain.flags.drain = true;
+        let mut down = node("n4");
+        down.base_state = NodeBaseState::Down;
+        let all = [&idle_drain, &idle, &busy_drain, &down];
+        let pick = |v: &str| -> Vec<String> {
+            let (states, and) = parse_state_list(v).unwrap();
+            all.iter()
+                .filter(|n| {
+                    if and {
+                        states.iter().all(|s| state_matches(n, s))
+                    } else {
+                        states.iter().any(|s| state_matches(n, s))
+                    }
+                })
+                .map(|n| n.name.clone())
+                .collect()
+        };
+        assert_eq!(pick("idle+drain"), ["n1"]);
+        assert_eq!(pick("idle&drain"), ["n1"]);
+        assert_eq!(pick("IDLE,down"), ["n1", "n2", "n4"]);
+        assert_eq!(pick("drain+~idle"), ["n3"]);
+        assert_eq!(pick("~drain"), ["n2", "n4"]);
+        assert_eq!(pick("draining"), ["n3"]);
+        assert_eq!(pick("drained"), ["n1"]);
+        // Prefixes, in Slurm's order: "dr" is drain, "al" allocated.
+        assert_eq!(pick("dr"), ["n1", "n3"]);
+        assert_eq!(pick("al"), ["n3"]);
+        assert_eq!(parse_state_list("all").unwrap().0, Vec::<String>::new());
+        assert!(parse_state_list("idle,~").is_err());
+    }
+
     pub fn nodes() -> Vec<NodeRecord> {
         vec![node("n1"), node("n2"), node("n3")]
     }
@@ -1369,9 +1439,12 @@ pub(crate) mod tests {
             p(&["-x"]).unwrap_err(),
             "sinfo: invalid option -- 'x'\nTry \"sinfo --help\" for more information"
         );
-        assert!(p(&["-t", "bogus"])
-            .unwrap_err()
-            .contains("Invalid node state specified: bogus"));
+        assert_eq!(
+            p(&["-t", "idle,bogus"]).unwrap_err(),
+            format!(
+                "sinfo: error: Bad state string: \"bogus\"\nsinfo: error: valid states: {VALID_STATES}"
+            )
+        );
         assert!(matches!(p(&["--version"]).unwrap(), Action::Print(s) if s == "slurm 25.11.0\n"));
     }
 }
