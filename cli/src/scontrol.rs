@@ -1254,8 +1254,7 @@ fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     } else if has("jobid") {
         update_job(&pairs, ctl, out)
     } else if has("partitionname") {
-        out.err("scontrol: error: Partition updates are not supported");
-        1
+        update_partition(&pairs, ctl, out)
     } else {
         out.err("No valid entity in update command");
         out.err(
@@ -1267,6 +1266,56 @@ fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
 }
 
 type Pairs = [((String, String), String)];
+
+/// `scontrol update PartitionName=NAME [State=UP|DOWN|DRAIN|INACTIVE]
+/// [MaxTime=...] [DefaultTime=...]`.
+fn update_partition(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let mut u = slurm_proto::PartitionUpdate::default();
+    for ((k, v), raw) in pairs {
+        match k.as_str() {
+            "partitionname" => u.name = v.clone(),
+            "state" => {
+                u.state = Some(match v.to_ascii_uppercase().as_str() {
+                    "UP" => slurm_proto::PartitionState::Up,
+                    "DOWN" => slurm_proto::PartitionState::Down,
+                    "DRAIN" => slurm_proto::PartitionState::Drain,
+                    "INACTIVE" => slurm_proto::PartitionState::Inactive,
+                    _ => {
+                        out.err(format!("Invalid input: {raw}"));
+                        out.err("Request aborted");
+                        out.err("Acceptable State values are: UP, DOWN, DRAIN, INACTIVE");
+                        return 1;
+                    }
+                })
+            }
+            "maxtime" | "defaulttime" => match parse_time_limit(v) {
+                Ok(t) if k == "maxtime" => u.max_time = Some(t),
+                Ok(t) => u.default_time = Some(t),
+                Err(_) => {
+                    out.err(format!("Invalid input: {raw}"));
+                    out.err("Request aborted");
+                    return 1;
+                }
+            },
+            _ => {
+                out.err(format!("Update of this parameter is not supported: {raw}"));
+                out.err("Request aborted");
+                return 1;
+            }
+        }
+    }
+    match ctl.call(RequestBody::UpdatePartition(u)) {
+        Ok(Response::Error(e)) => {
+            out.err(format!("slurm_update error: {}", e.error.message()));
+            1
+        }
+        Ok(_) => 0,
+        Err(e) => {
+            out.err(format!("slurm_update error: {}", e.message));
+            1
+        }
+    }
+}
 
 fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
     let mut names = Vec::new();

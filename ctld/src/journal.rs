@@ -46,6 +46,16 @@ pub struct Payload {
     pub environment: Vec<String>,
 }
 
+/// An operator's partition changes (`scontrol update PartitionName=`),
+/// kept over restarts and laid over slurm.conf's values until
+/// `scontrol reconfigure` reads the file again.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PartAdmin {
+    pub state: Option<slurm_proto::PartitionState>,
+    pub max_time: Option<Option<u32>>,
+    pub default_time: Option<Option<u32>>,
+}
+
 /// Admin-set node state that survives restarts.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct NodeAdmin {
@@ -75,6 +85,8 @@ pub enum Entry {
     Acct(Box<slurm_proto::acct::SeqRecord>),
     /// slurmdbd has every record up to this seq.
     AcctAcked(u64),
+    /// A partition's operator changes (`None`: back to slurm.conf's).
+    Partition(String, Option<PartAdmin>),
 }
 
 /// Everything recovered at start-up.
@@ -92,6 +104,9 @@ pub struct Saved {
     /// The accounting outbox.
     #[serde(default)]
     pub acct: crate::acct::AcctQueue,
+    /// Partition changes made with `scontrol update`.
+    #[serde(default)]
+    pub partitions: BTreeMap<String, PartAdmin>,
 }
 
 impl Saved {
@@ -125,6 +140,12 @@ impl Saved {
             }
             Entry::Acct(r) => self.acct.push(*r),
             Entry::AcctAcked(n) => self.acct.acked(n),
+            Entry::Partition(n, Some(a)) => {
+                self.partitions.insert(n, a);
+            }
+            Entry::Partition(n, None) => {
+                self.partitions.remove(&n);
+            }
         }
     }
 }

@@ -637,9 +637,57 @@ impl Controller {
                 c.nodes[i].features = f;
             }
         }
+        c.apply_part_admin();
         c.refresh_gres_kinds();
         c.refresh();
         c
+    }
+
+    /// Lay the operator's partition changes over slurm.conf's values.
+    fn apply_part_admin(&mut self) {
+        for p in &mut self.partitions {
+            if let Some(a) = self.p.partitions.get(&p.name) {
+                if let Some(s) = a.state {
+                    p.state = s;
+                }
+                if let Some(t) = a.max_time {
+                    p.max_time = t;
+                }
+                if let Some(t) = a.default_time {
+                    p.default_time = t;
+                }
+            }
+        }
+    }
+
+    /// `scontrol update PartitionName=NAME State= MaxTime= DefaultTime=`:
+    /// operators only; kept over restarts and reconfigures.
+    fn update_partition(
+        &mut self,
+        who: Caller,
+        u: slurm_proto::PartitionUpdate,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        if !self.partitions.iter().any(|p| p.name == u.name) {
+            return err_detail(SlurmError::InvalidPartitionName, u.name);
+        }
+        if u.state.is_none() && u.max_time.is_none() && u.default_time.is_none() {
+            return err_detail(SlurmError::InvalidRequest, "nothing to change");
+        }
+        let mut a = self.p.partitions.get(&u.name).cloned().unwrap_or_default();
+        a.state = u.state.or(a.state);
+        a.max_time = u.max_time.or(a.max_time);
+        a.default_time = u.default_time.or(a.default_time);
+        self.p.partitions.insert(u.name.clone(), a.clone());
+        self.entries.push(Entry::Partition(u.name, Some(a)));
+        self.apply_part_admin();
+        self.dirty = true;
+        self.sched_needed = true;
+        self.last_update = self.last_update.max(now);
+        Ok(Response::Ok)
     }
 
     /// Read the topology beside `conf` (nodes as configured now).
@@ -1031,6 +1079,20 @@ impl Controller {
             }
         }
         self.partitions = partition_records(&new);
+        // Operator changes outlive a reconfigure; those of partitions no
+        // longer configured go.
+        let gone: Vec<String> = self
+            .p
+            .partitions
+            .keys()
+            .filter(|n| !self.partitions.iter().any(|p| &&p.name == n))
+            .cloned()
+            .collect();
+        for n in gone {
+            self.p.partitions.remove(&n);
+            self.entries.push(Entry::Partition(n, None));
+        }
+        self.apply_part_admin();
         self.licenses =
             slurm_common::licenses::parse(new.get("Licenses").unwrap_or("")).unwrap_or_default();
         self.enforce = crate::assoc::Enforce::parse(&new.accounting_storage_enforce);
@@ -1438,7 +1500,8 @@ impl Controller {
                         .iter()
                         .filter_map(|n| self.node_index.get(n).copied())
                         .collect(),
-                    up: p.state == PartitionState::Up,
+                    // A draining partition still starts what it queued.
+                    up: matches!(p.state, PartitionState::Up | PartitionState::Drain),
                     max_time: p.max_time,
                     max_nodes: p.max_nodes,
                     exclusive: p.oversubscribe.eq_ignore_ascii_case("EXCLUSIVE"),
@@ -2189,6 +2252,10 @@ impl Controller {
                 .ok_or(RpcError::from(SlurmError::DefaultPartitionNotSet))?,
         };
         self.check_partition_access(who, part, &desc)?;
+        // DRAIN and INACTIVE partitions queue nothing new (DOWN ones do).
+        if matches!(part.state, PartitionState::Drain | PartitionState::Inactive) {
+            return err(SlurmError::PartitionNotAvail);
+        }
         self.check_sizes(&desc)?;
         if desc.nice.is_some_and(|n| n < 0) && !who.privileged {
             return err_detail(
@@ -4668,6 +4735,7 @@ impl Controller {
             RequestBody::CreateReservation(r) => self.create_reservation(who, r, now),
             RequestBody::UpdateReservation(r) => self.update_reservation(who, r, now),
             RequestBody::DeleteReservation { name } => self.delete_reservation(who, &name),
+            RequestBody::UpdatePartition(u) => self.update_partition(who, u, now),
             RequestBody::CompleteJob { job_id, status } => {
                 self.complete_job(who, job_id, status, now)
             }

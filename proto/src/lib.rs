@@ -1010,6 +1010,8 @@ pub enum SlurmError {
     InvalidNodeState,
     NodesBusy,
     PartitionDown,
+    /// Submission to a partition in DRAIN or INACTIVE state.
+    PartitionNotAvail,
     TooManyRequestedCpus,
     TooManyRequestedNodes,
     InvalidCredential,
@@ -1054,6 +1056,7 @@ impl SlurmError {
             SlurmError::InvalidNodeState => 2036,
             SlurmError::NodesBusy => 2045,
             SlurmError::PartitionDown => 2041,
+            SlurmError::PartitionNotAvail => 2070,
             SlurmError::TooManyRequestedCpus => 2010,
             SlurmError::TooManyRequestedNodes => 2011,
             SlurmError::InvalidCredential => 6005,
@@ -1101,6 +1104,7 @@ impl SlurmError {
             SlurmError::InvalidNodeState => "Invalid node state specified",
             SlurmError::NodesBusy => "Requested nodes are busy",
             SlurmError::PartitionDown => "Partition in DOWN state",
+            SlurmError::PartitionNotAvail => "Required partition not available (inactive or drain)",
             SlurmError::TooManyRequestedCpus => "More processors requested than permitted",
             SlurmError::TooManyRequestedNodes => "Node count specification invalid",
             SlurmError::InvalidCredential => "Invalid authentication credential",
@@ -1380,6 +1384,9 @@ pub enum RequestBody {
     DeleteReservation {
         name: String,
     },
+    /// `scontrol update PartitionName=...`: an operator's change that
+    /// outlives restarts (until `scontrol reconfigure` reads slurm.conf).
+    UpdatePartition(PartitionUpdate),
     /// `scontrol create NodeName=... State=External ...`: a node at run time.
     CreateNode(NodeSpec),
     /// `scontrol delete NodeName=...`: remove a node created at run time.
@@ -1509,6 +1516,16 @@ pub enum RequestBody {
         step_id: u32,
         signal: i32,
     },
+}
+
+/// What `scontrol update PartitionName=NAME ...` changes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PartitionUpdate {
+    pub name: String,
+    pub state: Option<PartitionState>,
+    /// Minutes; `Some(None)` is UNLIMITED.
+    pub max_time: Option<Option<u32>>,
+    pub default_time: Option<Option<u32>>,
 }
 
 /// Which states `squeue -t` selects.

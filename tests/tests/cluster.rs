@@ -1270,3 +1270,60 @@ fn multifactor_priority_favours_users_with_less_usage() {
     let (jm, jt) = (t.wait_done(mine, 20), t.wait_done(theirs, 20));
     assert!(jt.start_time.unwrap() <= jm.start_time.unwrap());
 }
+
+/// `scontrol update PartitionName=`: DRAIN refuses new jobs, DOWN queues
+/// without starting them, UP starts them; operators only; the change
+/// outlives a controller restart.
+#[test]
+fn operators_change_partitions_and_the_change_survives_a_restart() {
+    let mut t = TestCluster::start(1, |_| {});
+    let scontrol = |t: &TestCluster, args: &[&str]| {
+        let out = t.run("scontrol", args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    scontrol(
+        &t,
+        &["update", "PartitionName=debug", "State=DRAIN", "MaxTime=30"],
+    );
+    let out = t.run("sbatch", &["--wrap", "true"]);
+    assert_eq!(
+        stderr(&out),
+        "sbatch: error: Batch job submission failed: Required partition not available (inactive or drain)\n"
+    );
+    let si = stdout(&t.run("sinfo", &["-h", "-o", "%a %l"]));
+    assert_eq!(si, "drain 30:00\n");
+    // Users may not change partitions.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["update", "PartitionName=debug", "State=UP"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("Access/permission denied"),
+        "{}",
+        stderr(&out)
+    );
+    let out = t.run(
+        "scontrol",
+        &["update", "PartitionName=debug", "State=bogus"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("Invalid input: State=bogus"),
+        "{}",
+        stderr(&out)
+    );
+    scontrol(&t, &["update", "PartitionName=debug", "State=DOWN"]);
+    let j = t.sbatch(&["--wrap", "true"]);
+    t.wait_job(j, 10, "pending on PartitionDown", |j| {
+        j.reason == JobReason::PartitionDown
+    });
+    // Kept across a restart.
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld().unwrap();
+    let si = stdout(&t.run("sinfo", &["-h", "-o", "%a %l"]));
+    assert_eq!(si, "down 30:00\n");
+    scontrol(&t, &["update", "partitionname=debug", "state=up"]);
+    assert_eq!(t.wait_done(j, 20).state, JobState::Completed);
+}
