@@ -488,6 +488,8 @@ pub struct Options {
     pub oversubscribe: Option<bool>,
     pub export: Option<String>,
     pub hold: Option<bool>,
+    /// `--ignore-pbs`: `#PBS` lines are not read.
+    pub ignore_pbs: Option<bool>,
     pub input: Option<String>,
     pub job_name: Option<String>,
     /// MiB per node; 0 = all of the node's memory.
@@ -554,6 +556,7 @@ impl Options {
             oversubscribe,
             export,
             hold,
+            ignore_pbs,
             input,
             job_name,
             mem,
@@ -862,7 +865,7 @@ fn apply(
         }
         Key::Export => opts.export = s(),
         Key::Hold => opts.hold = Some(true),
-        Key::IgnorePbs => {}
+        Key::IgnorePbs => opts.ignore_pbs = Some(true),
         Key::Input => opts.input = path(),
         Key::JobName => opts.job_name = s(),
         Key::Mem => {
@@ -1105,6 +1108,156 @@ fn script_options(
         ));
     }
     options_from(&parsed.opts, Source::Script, ctx, warnings)
+}
+
+/// The `#PBS` directives of a script (PBS/Torque compatibility, as
+/// Slurm's sbatch reads them), read like `#SBATCH` lines and translated
+/// into sbatch's options. Options PBS has and Slurm does not act on
+/// (`-c -C -I -j -k -r -S -u -V -z`, unknown `-l` resources, `-W` other than
+/// `depend=`) are passed over, as Slurm does.
+pub fn pbs_words(script: &str, file: &str) -> Result<Vec<String>, Fail> {
+    let mut words = Vec::new();
+    for (n, line) in script.split('\n').enumerate() {
+        let Some(mut rest) = line.strip_prefix("#PBS") else {
+            match line.trim_start().chars().next() {
+                None | Some('#') => continue,
+                Some(_) => break,
+            }
+        };
+        loop {
+            match directive_word(rest) {
+                Ok(Some((w, r))) => {
+                    words.push(w);
+                    rest = r;
+                }
+                Ok(None) => break,
+                Err(q) => {
+                    return Err(Fail::fatal(format!(
+                        "{file}: line {}: Unmatched `{q}` in [{line}]",
+                        n + 1
+                    )))
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut it = words.into_iter();
+    while let Some(w) = it.next() {
+        let Some(flag) = w.strip_prefix('-').and_then(|f| f.chars().next()) else {
+            return Err(Fail::error(format!("Invalid argument: {w}"), 1));
+        };
+        let attached = &w[1 + flag.len_utf8()..];
+        let takes = "aAcCejJklmMNopqrStuvW".contains(flag);
+        let value = if !takes {
+            String::new()
+        } else if !attached.is_empty() {
+            attached.to_string()
+        } else {
+            it.next()
+                .ok_or_else(|| Fail::error(format!("#PBS -{flag}: a value is needed"), 1))?
+        };
+        let mut opt = |name: &str, v: &str| out.push(format!("--{name}={v}"));
+        match flag {
+            'a' => opt("begin", &value),
+            'A' => opt("account", &value),
+            'e' => opt("error", &value),
+            'h' => out.push("--hold".into()),
+            'J' | 't' => opt("array", &value),
+            'l' => pbs_resources(&value, &mut out)?,
+            'm' => {
+                let types: Vec<&str> = value
+                    .chars()
+                    .filter_map(|c| match c {
+                        'a' => Some("FAIL"),
+                        'b' => Some("BEGIN"),
+                        'e' => Some("END"),
+                        'n' => Some("NONE"),
+                        _ => None,
+                    })
+                    .collect();
+                if !types.is_empty() {
+                    opt("mail-type", &types.join(","));
+                }
+            }
+            'M' => opt("mail-user", &value),
+            'N' => opt("job-name", &value),
+            'o' => opt("output", &value),
+            'p' => opt("nice", &value),
+            'q' => opt("partition", &value),
+            'v' => opt("export", &value),
+            'W' => {
+                if let Some(d) = value.strip_prefix("depend=") {
+                    opt("dependency", d);
+                }
+            }
+            'c' | 'C' | 'I' | 'j' | 'k' | 'r' | 'S' | 'u' | 'V' | 'z' => {}
+            other => {
+                return Err(Fail::error(
+                    format!("Unrecognized command line parameter {other}"),
+                    1,
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `#PBS -l`: `walltime=`, `nodes=N[:ppn=M]` (or host names), `mem=`,
+/// `ncpus=`, `select=`, `mpiprocs=`, `naccelerators=`, `cput=`, `file=`,
+/// `nice=`; other resources are passed over.
+fn pbs_resources(list: &str, out: &mut Vec<String>) -> Result<(), Fail> {
+    let bytes = |v: &str| v.strip_suffix(['b', 'B']).unwrap_or(v).to_string();
+    let mut gpus = 0u32;
+    for item in list.split(',') {
+        let (k, v) = item.split_once('=').unwrap_or((item, ""));
+        let k = k.to_ascii_lowercase();
+        let mut opt = |name: &str, val: &str| out.push(format!("--{name}={val}"));
+        match k.as_str() {
+            "walltime" | "cput" | "pcput" => opt("time", v),
+            "mem" => opt("mem", &bytes(v)),
+            "file" => opt("tmp", &bytes(v)),
+            "ncpus" => opt("mincpus", v),
+            "select" => opt("nodes", v.split(':').next().unwrap_or(v)),
+            "mpiprocs" => opt("ntasks-per-node", v),
+            "nice" => opt("nice", v),
+            "naccelerators" => {
+                gpus = v
+                    .parse()
+                    .map_err(|_| Fail::error(format!("Invalid naccelerators value: {v}"), 1))?
+            }
+            "accelerator" if v.eq_ignore_ascii_case("true") => gpus = gpus.max(1),
+            "nodes" => {
+                // N[:ppn=M][+...] or host names.
+                let (mut count, mut ppn) = (0u32, 0u32);
+                let mut hosts = Vec::new();
+                for part in v.split(['+', ':']) {
+                    if let Some(p) = part.strip_prefix("ppn=") {
+                        ppn += p.parse::<u32>().unwrap_or(0);
+                    } else if part.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+                        let digits: String =
+                            part.chars().take_while(char::is_ascii_digit).collect();
+                        count += digits.parse::<u32>().unwrap_or(0);
+                    } else if part.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) {
+                        hosts.push(part.to_string());
+                    }
+                }
+                if count > 0 {
+                    opt("nodes", &count.to_string());
+                }
+                if ppn > 0 {
+                    opt("ntasks", &(ppn * count.max(1)).to_string());
+                }
+                if !hosts.is_empty() {
+                    opt("nodelist", &hosts.join(","));
+                }
+            }
+            _ => {}
+        }
+    }
+    if gpus > 0 {
+        out.push(format!("--gres=gpu:{gpus}"));
+    }
+    Ok(())
 }
 
 /// Options from `SBATCH_*` variables. Flags are set by an empty value,
@@ -1669,10 +1822,32 @@ pub fn prepare(
     if verbose == 0 {
         verbose = env_verbose;
     }
-    let merged = match merge(&from_script, &from_env, &from_cli) {
+    let mut merged = match merge(&from_script, &from_env, &from_cli) {
         Ok(o) => o,
         Err(f) => return term.fail(f),
     };
+    // `#PBS` lines, unless --ignore-pbs: below every other source.
+    if merged.ignore_pbs != Some(true) {
+        let words = match pbs_words(&script.text, &file) {
+            Ok(w) => w,
+            Err(f) => return term.fail(f),
+        };
+        if !words.is_empty() {
+            let parsed = match getopt::parse("sbatch", &words, &getopt_table(), false) {
+                Ok(p) => p,
+                Err(e) => return term.fail(Fail::getopt(&e.message)),
+            };
+            let mut pbs = match options_from(&parsed.opts, Source::Script, ctx, &mut warnings) {
+                Ok(o) => o,
+                Err(f) => return term.fail(f),
+            };
+            if merged.mem.is_some() || merged.mem_per_cpu.is_some() {
+                pbs.mem = None;
+            }
+            pbs.overlay(&merged);
+            merged = pbs;
+        }
+    }
     if quiet > 0 && verbose > 0 {
         return term.fail(Fail::error(
             "don't specify both --verbose (-v) and --quiet (-Q)",
@@ -1958,6 +2133,51 @@ mod tests {
             Some(s) => s.desc,
             None => panic!("no submission: code {:?} err {}", r.code, r.err),
         }
+    }
+
+    /// A Torque script's `#PBS` lines become sbatch's options, below
+    /// `#SBATCH` and the command line; `--ignore-pbs` drops them.
+    #[test]
+    fn pbs_directives_are_read_as_slurm_reads_them() {
+        let script = "#!/bin/sh\n#PBS -N torque -q debug\n#PBS -l walltime=01:30:00,nodes=2:ppn=4,mem=2gb\n#PBS -l naccelerators=1\n#PBS -m ae -M me@x\n#PBS -j oe -V\ntrue\n";
+        assert_eq!(
+            pbs_words(script, "s").unwrap(),
+            [
+                "--job-name=torque",
+                "--partition=debug",
+                "--time=01:30:00",
+                "--nodes=2",
+                "--ntasks=8",
+                "--mem=2g",
+                "--gres=gpu:1",
+                "--mail-type=FAIL,END",
+                "--mail-user=me@x",
+            ]
+        );
+        let d = desc(&[], &[], script);
+        assert_eq!(d.name.as_deref(), Some("torque"));
+        assert_eq!(d.partition.as_deref(), Some("debug"));
+        assert_eq!(d.time_limit, Some(Some(90)));
+        assert_eq!(d.min_nodes, Some(2));
+        assert_eq!(d.mem_per_node, Some(2048));
+        // #SBATCH and the command line come first.
+        let both = "#!/bin/sh\n#SBATCH -J slurm\n#PBS -N torque -l walltime=10:00\ntrue\n";
+        let d = desc(&["-t", "5"], &[], both);
+        assert_eq!(d.name.as_deref(), Some("slurm"));
+        assert_eq!(d.time_limit, Some(Some(5)));
+        let d = desc(&["--ignore-pbs"], &[], "#!/bin/sh\n#PBS -N torque\ntrue\n");
+        assert_ne!(d.name.as_deref(), Some("torque"));
+        // PBS lines after the first command are not directives.
+        assert!(pbs_words("#!/bin/sh\ntrue\n#PBS -N late\n", "s")
+            .unwrap()
+            .is_empty());
+        let r = run(&[], &[], "#!/bin/sh\n#PBS -Y\ntrue\n");
+        assert_eq!(r.code, Some(1));
+        assert!(
+            r.err.contains("Unrecognized command line parameter Y"),
+            "{}",
+            r.err
+        );
     }
 
     const SH: &str = "#!/bin/sh\ntrue\n";

@@ -1327,3 +1327,23 @@ fn operators_change_partitions_and_the_change_survives_a_restart() {
     scontrol(&t, &["update", "partitionname=debug", "state=up"]);
     assert_eq!(t.wait_done(j, 20).state, JobState::Completed);
 }
+
+/// A Torque script runs unchanged: its `#PBS` lines name the job, size it
+/// and place its output.
+#[test]
+fn a_torque_script_with_pbs_directives_runs() {
+    let t = TestCluster::start(2, |_| {});
+    let script = write_script(
+        &t,
+        "torque.sh",
+        "#!/bin/sh\n#PBS -N torque_job\n#PBS -l nodes=2:ppn=1,walltime=00:05:00\n#PBS -o torque.out\n#PBS -j oe\necho \"$SLURM_JOB_NAME on $SLURM_JOB_NUM_NODES nodes\"\n",
+    );
+    let id = t.sbatch(&[&script]);
+    let j = t.wait_done(id, 30);
+    assert_eq!(j.state, JobState::Completed);
+    assert_eq!(j.name, "torque_job");
+    assert_eq!(j.alloc.nodes.len(), 2);
+    assert_eq!(j.time_limit, Some(5));
+    let out = std::fs::read_to_string(t.work.join("torque.out")).unwrap();
+    assert_eq!(out, "torque_job on 2 nodes\n");
+}
