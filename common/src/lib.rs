@@ -13,6 +13,8 @@
 //! - [`jwt`]: HS256 tokens as Slurm's `auth/jwt` (minted by `scontrol token`,
 //!   checked by the controller and slurmdbd).
 //! - [`gres`]: generic resource specifications (`gpu:a100:2`).
+//! - [`logging`]: the daemons' log level, log file (reopened on SIGUSR2)
+//!   and systemd readiness (`NOTIFY_SOCKET`).
 //! - [`licenses`]: license lists (`matlab:2,abaqus`).
 //! - [`net`]: the RPC framing (length-prefixed JSON) and a blocking client.
 //! - [`tls`]: TLS between the processes (`TLSType`, `TLSParameters`) and
@@ -34,6 +36,7 @@ pub mod hostlist;
 pub mod jobspec;
 pub mod jwt;
 pub mod licenses;
+pub mod logging;
 pub mod net;
 pub mod private;
 pub mod stepio;

@@ -31,40 +31,22 @@ fn main() {
     }
 }
 
-fn init_logging(args: &slurmctld::args::Args, conf: &SlurmConf) -> anyhow::Result<()> {
-    let level = match args.verbose {
-        0 => "info",
-        1 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLURMCTLD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+/// `SlurmctldDebug` (raised by `-v`), to `SlurmctldLogFile` (or `-L`) unless
+/// in the foreground without `-L`.
+fn init_logging(
+    args: &slurmctld::args::Args,
+    conf: &SlurmConf,
+) -> anyhow::Result<Option<std::sync::Arc<slurm_common::logging::LogFile>>> {
+    let level = slurm_common::logging::level(conf.get("SlurmctldDebug"), args.verbose as u32);
     let file = args.log_file.clone().or(conf.slurmctld_logfile.clone());
-    match file.filter(|_| !args.foreground || args.log_file.is_some()) {
-        Some(path) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .with_context(|| format!("log file {}", path.display()))?;
-            tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(f))
-                .init();
-        }
-        None => tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init(),
-    }
-    Ok(())
+    let file = file.filter(|_| !args.foreground || args.log_file.is_some());
+    slurm_common::logging::init("SLURMCTLD_LOG", level, file.as_deref()).map_err(anyhow::Error::msg)
 }
 
 fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let path = args.conf.clone().unwrap_or_else(default_conf_path);
     let conf = SlurmConf::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    init_logging(&args, &conf)?;
+    let log = init_logging(&args, &conf)?;
     for w in &conf.warnings {
         tracing::warn!("{w}");
     }
@@ -290,11 +272,15 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
                 }),
         };
         tokio::spawn(server.serve(listener));
+        slurm_common::logging::reopen_on_sigusr2(log);
+        // systemd (Type=notify): serving now.
+        slurm_common::logging::notify("READY=1\nSTATUS=serving");
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}
         }
+        slurm_common::logging::notify("STOPPING=1");
         tracing::info!("shutting down");
         anyhow::Ok(())
     })?;

@@ -1013,6 +1013,14 @@ impl Controller {
         if !who.privileged {
             return err(SlurmError::AccessDenied);
         }
+        // systemd hears of it (Type=notify): reloading, then ready again.
+        slurm_common::logging::notify("RELOADING=1");
+        let r = self.reconfigure_now(now);
+        slurm_common::logging::notify("READY=1");
+        r
+    }
+
+    fn reconfigure_now(&mut self, now: i64) -> Result<Response, RpcError> {
         let new = match SlurmConf::load(&self.conf.path) {
             Ok(c) => c,
             Err(e) => return err_detail(SlurmError::InvalidRequest, e.to_string()),

@@ -28,43 +28,20 @@ fn main() {
     }
 }
 
-fn init_logging(args: &slurmdbd::args::Args, conf: &DbdConf) -> anyhow::Result<()> {
-    const LEVELS: [&str; 5] = ["off", "error", "info", "debug", "trace"];
-    let base = match conf.debug_level.as_str() {
-        "quiet" => 0,
-        "fatal" | "error" => 1,
-        "info" | "verbose" => 2,
-        "debug" | "debug2" => 3,
-        _ => 4,
-    };
-    let level = LEVELS[(base + args.verbose as usize).min(LEVELS.len() - 1)];
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLURMDBD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    match conf.log_file.as_ref().filter(|_| !args.foreground) {
-        Some(path) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("log file {}", path.display()))?;
-            tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(f))
-                .init();
-        }
-        None => tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init(),
-    }
-    Ok(())
+/// `DebugLevel` (raised by `-v`), to `LogFile` unless in the foreground.
+fn init_logging(
+    args: &slurmdbd::args::Args,
+    conf: &DbdConf,
+) -> anyhow::Result<Option<Arc<slurm_common::logging::LogFile>>> {
+    let level = slurm_common::logging::level(Some(&conf.debug_level), args.verbose as u32);
+    let file = conf.log_file.as_deref().filter(|_| !args.foreground);
+    slurm_common::logging::init("SLURMDBD_LOG", level, file).map_err(anyhow::Error::msg)
 }
 
 fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
     let path = args.conf.clone().unwrap_or_else(default_conf_path);
     let conf = DbdConf::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    init_logging(&args, &conf)?;
+    let log = init_logging(&args, &conf)?;
     for w in &conf.warnings {
         tracing::warn!("{w}");
     }
@@ -143,7 +120,10 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
                 _ = term.recv() => {}
                 _ = tokio::signal::ctrl_c() => {}
             }
+            slurm_common::logging::notify("STOPPING=1");
         };
+        slurm_common::logging::reopen_on_sigusr2(log);
+        slurm_common::logging::notify("READY=1\nSTATUS=serving");
         server.serve(listener, shutdown).await;
         tracing::info!("shutting down");
         storage.close().await;

@@ -2067,7 +2067,10 @@ pub async fn serve(
             }
         }
     }
+    // systemd (Type=notify): every socket is listening.
+    slurm_common::logging::notify("READY=1\nSTATUS=serving");
     shutdown.await;
+    slurm_common::logging::notify("STOPPING=1");
     let _ = tx.send(());
     for t in tasks {
         let _ = t.await;

@@ -4,35 +4,18 @@ use anyhow::anyhow;
 use slurmd::args::{self, Command};
 use slurmd::daemon::{self, Daemon};
 use slurmd::settings::Settings;
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
-fn init_logging(settings: &Settings) -> anyhow::Result<()> {
-    let level = settings.log_level();
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLURMD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level.as_str()));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match &settings.logfile {
-        Some(path) => {
-            if let Some(dir) = path.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| anyhow!("cannot open log file {}: {e}", path.display()))?;
-            builder
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(f))
-                .init();
-        }
-        None => builder
-            .with_ansi(std::io::stderr().is_terminal())
-            .with_writer(std::io::stderr)
-            .init(),
-    }
-    Ok(())
+/// `SlurmdDebug` (raised by `-v`), to `SlurmdLogFile` (or `-L`) or stderr.
+fn init_logging(
+    settings: &Settings,
+) -> anyhow::Result<Option<std::sync::Arc<slurm_common::logging::LogFile>>> {
+    slurm_common::logging::init(
+        "SLURMD_LOG",
+        settings.log_level(),
+        settings.logfile.as_deref(),
+    )
+    .map_err(|e| anyhow!("{e}"))
 }
 
 /// Several nodes in one process (`-N n[1-1000]`, usually with `--mock`).
@@ -41,7 +24,7 @@ fn run_many(a: args::Args, names: Vec<String>) -> anyhow::Result<()> {
         node_name: names.first().cloned(),
         ..a.clone()
     })?;
-    init_logging(&first)?;
+    let log = init_logging(&first)?;
     let mut all = Vec::with_capacity(names.len());
     for n in &names {
         let one = args::Args {
@@ -69,7 +52,10 @@ fn run_many(a: args::Args, names: Vec<String>) -> anyhow::Result<()> {
             })));
         }
         tracing::info!("serving {} nodes", served.len());
+        slurm_common::logging::reopen_on_sigusr2(log);
+        slurm_common::logging::notify("READY=1\nSTATUS=serving");
         daemon::shutdown_signal().await;
+        slurm_common::logging::notify("STOPPING=1");
         let _ = tx.send(true);
         for h in served {
             let _ = h.await;
@@ -91,7 +77,7 @@ fn run(a: args::Args) -> anyhow::Result<()> {
         }
     }
     let settings = Settings::from_args(&a)?;
-    init_logging(&settings)?;
+    let log = init_logging(&settings)?;
     for w in &settings.conf.warnings {
         tracing::warn!("{w}");
     }
@@ -106,7 +92,14 @@ fn run(a: args::Args) -> anyhow::Result<()> {
                 tracing::error!("{e}");
             }
         })?;
-        d.serve(daemon::shutdown_signal()).await;
+        slurm_common::logging::reopen_on_sigusr2(log);
+        // systemd (Type=notify): listening now (it registers on its own).
+        slurm_common::logging::notify("READY=1\nSTATUS=serving");
+        d.serve(async {
+            daemon::shutdown_signal().await;
+            slurm_common::logging::notify("STOPPING=1");
+        })
+        .await;
         Ok::<_, anyhow::Error>(())
     })?;
     // Do not wait for blocked helper threads: running jobs stay as they are.

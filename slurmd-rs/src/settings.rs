@@ -147,26 +147,8 @@ impl Settings {
     }
 
     /// Log level from `SlurmdDebug`, raised by each `-v`.
-    pub fn log_level(&self) -> tracing::Level {
-        use tracing::Level;
-        let base = match self
-            .conf
-            .get("SlurmdDebug")
-            .map(|s| s.trim().to_ascii_lowercase())
-            .as_deref()
-        {
-            Some("quiet" | "fatal" | "error") => 0,
-            Some("debug") => 3,
-            Some(s) if s.starts_with("debug") => 4,
-            _ => 2,
-        };
-        match base + u32::from(self.verbose) {
-            0 => Level::ERROR,
-            1 => Level::WARN,
-            2 => Level::INFO,
-            3 => Level::DEBUG,
-            _ => Level::TRACE,
-        }
+    pub fn log_level(&self) -> &'static str {
+        slurm_common::logging::level(self.conf.get("SlurmdDebug"), u32::from(self.verbose))
     }
 }
 
@@ -216,14 +198,14 @@ PartitionName=debug Nodes=n[1-2] Default=YES
         );
         assert_eq!(s.listen_addr(), ("127.0.0.1".to_string(), 6841));
         assert!(s.config_overrides());
-        assert_eq!(s.log_level(), tracing::Level::DEBUG);
+        assert_eq!(s.log_level(), "debug");
         let mut a = args("n2");
         a.logfile = Some("/tmp/x.log".into());
         a.verbose = 3;
         let s2 = from_text(CONF, Path::new("/etc/slurm/slurm.conf"), &a).unwrap();
         assert_eq!(s2.listen_addr(), ("127.0.0.2".to_string(), 6831));
         assert_eq!(s2.logfile, Some(PathBuf::from("/tmp/x.log")));
-        assert_eq!(s2.log_level(), tracing::Level::TRACE);
+        assert_eq!(s2.log_level(), "trace");
     }
 
     #[test]

@@ -1347,3 +1347,92 @@ fn a_torque_script_with_pbs_directives_runs() {
     let out = std::fs::read_to_string(t.work.join("torque.out")).unwrap();
     assert_eq!(out, "torque_job on 2 nodes\n");
 }
+
+/// systemd's readiness protocol (`Type=notify`): every daemon says
+/// `READY=1` on `NOTIFY_SOCKET` once it serves, the controller says
+/// `RELOADING=1` then `READY=1` around a reconfigure, and `STOPPING=1` when
+/// told to stop.
+#[test]
+fn daemons_speak_systemds_readiness_protocol() {
+    let sockdir = tempfile::tempdir().unwrap();
+    let path = sockdir.path().join("notify");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut t = TestCluster::start(2, |s| {
+        s.accounting = true;
+        s.env
+            .push(("NOTIFY_SOCKET".into(), path.display().to_string()));
+    });
+    let mut got = Vec::new();
+    let mut recv = |want: &str, n: usize| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while got.iter().filter(|m: &&String| m.starts_with(want)).count() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waiting for {n} × {want}: {got:?}"
+            );
+            let mut b = [0u8; 256];
+            if let Ok(k) = sock.recv(&mut b) {
+                got.push(String::from_utf8_lossy(&b[..k]).into_owned());
+            }
+        }
+    };
+    // slurmdbd, the controller and both node daemons.
+    recv("READY=1", 4);
+    let out = t.run("scontrol", &["reconfigure"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    recv("RELOADING=1", 1);
+    recv("READY=1", 5);
+    t.c.kill_ctld(libc::SIGTERM);
+    recv("STOPPING=1", 1);
+}
+
+/// `scripts/install` lays out binaries, systemd units and /etc/slurm under
+/// a prefix, and systemd finds the units sound (Type=notify, the commands
+/// they start exist).
+#[test]
+fn install_script_lays_out_binaries_and_sound_units() {
+    let d = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new("bash")
+        .arg(root.join("scripts/install"))
+        .env("BIN", slurm_tests::bin_dir())
+        .env("PREFIX", d.path().join("usr"))
+        .env("UNITDIR", d.path().join("units"))
+        .env("SYSCONFDIR", d.path().join("etc/slurm"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    for p in ["sbin/slurmctld", "sbin/slurmd", "bin/sbatch", "bin/squeue"] {
+        assert!(d.path().join("usr").join(p).exists(), "{p} not installed");
+    }
+    assert!(d.path().join("etc/slurm/slurm.conf").exists());
+    let units = ["slurmctld", "slurmd", "slurmdbd", "slurmrestd"];
+    for u in units {
+        let text = std::fs::read_to_string(d.path().join(format!("units/{u}.service"))).unwrap();
+        assert!(text.contains("Type=notify"), "{u}");
+        let sbin = d.path().join("usr/sbin").display().to_string();
+        assert!(
+            text.contains(&format!("ExecStart={sbin}/{u} ")),
+            "{u}: {text}"
+        );
+    }
+    let slurmd = std::fs::read_to_string(d.path().join("units/slurmd.service")).unwrap();
+    assert!(slurmd.contains("KillMode=process") && slurmd.contains("Delegate=yes"));
+    // systemd's own check, where it is installed.
+    if std::path::Path::new("/usr/bin/systemd-analyze").exists() {
+        for u in units {
+            let out = std::process::Command::new("systemd-analyze")
+                .args(["verify", "--man=no"])
+                .arg(d.path().join(format!("units/{u}.service")))
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success() && out.stderr.is_empty(),
+                "{u}: {}",
+                stderr(&out)
+            );
+        }
+    }
+}

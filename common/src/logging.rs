@@ -1,0 +1,212 @@
+//! The daemons' logs, as Slurm's: a level from `SlurmctldDebug`,
+//! `SlurmdDebug` or `DebugLevel` (Slurm's names, each `-v` one step more),
+//! a log file (`SlurmctldLogFile`, `SlurmdLogFile`, `LogFile`) reopened on
+//! SIGUSR2 so logrotate can move it, and systemd's readiness protocol
+//! ([`notify`]: `READY=1`, `RELOADING=1`, `STOPPING=1` to `NOTIFY_SOCKET`).
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The tracing filter for a Slurm debug level name (`quiet`, `fatal`,
+/// `error`, `info`, `verbose`, `debug`, `debug2`...`debug5`; default
+/// `info`), raised one step by each of `verbose` (`-v`).
+pub fn level(name: Option<&str>, verbose: u32) -> &'static str {
+    const LEVELS: [&str; 5] = ["off", "error", "info", "debug", "trace"];
+    let base = match name.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        Some("quiet") => 0,
+        Some("fatal" | "error") => 1,
+        Some("debug") => 3,
+        Some(s) if s.starts_with("debug") => 4,
+        _ => 2,
+    };
+    LEVELS[(base + verbose as usize).min(LEVELS.len() - 1)]
+}
+
+/// A log file that can be opened again under its name (after logrotate
+/// moved it away).
+pub struct LogFile {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+fn open_append(path: &Path) -> std::io::Result<File> {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
+impl LogFile {
+    pub fn open(path: &Path) -> std::io::Result<Arc<LogFile>> {
+        Ok(Arc::new(LogFile {
+            path: path.to_path_buf(),
+            file: Mutex::new(open_append(path)?),
+        }))
+    }
+
+    /// Open the file again under its name; writes go there from now on.
+    pub fn reopen(&self) -> std::io::Result<()> {
+        let f = open_append(&self.path)?;
+        *self.file.lock().unwrap_or_else(|p| p.into_inner()) = f;
+        Ok(())
+    }
+
+    pub fn writer(self: &Arc<Self>) -> LogWriter {
+        LogWriter(self.clone())
+    }
+}
+
+/// Writes to the [`LogFile`] as it is now.
+pub struct LogWriter(Arc<LogFile>);
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .file
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0
+            .file
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .flush()
+    }
+}
+
+/// Start logging at `level` (a tracing filter; `env` names a variable that
+/// overrides it) to `file`, else to stderr. Returns the file, to be
+/// reopened on SIGUSR2 ([`reopen_on_sigusr2`]).
+pub fn init(env: &str, level: &str, file: Option<&Path>) -> Result<Option<Arc<LogFile>>, String> {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env(env)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match file {
+        Some(path) => {
+            let log = LogFile::open(path)
+                .map_err(|e| format!("cannot open log file {}: {e}", path.display()))?;
+            let w = log.clone();
+            builder
+                .with_ansi(false)
+                .with_writer(move || w.writer())
+                .init();
+            Ok(Some(log))
+        }
+        None => {
+            builder
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(std::io::stderr)
+                .init();
+            Ok(None)
+        }
+    }
+}
+
+/// On each SIGUSR2, open the log file again (Slurm's daemons do this for
+/// logrotate). Call from within a tokio runtime.
+pub fn reopen_on_sigusr2(log: Option<Arc<LogFile>>) {
+    let Some(log) = log else { return };
+    let Ok(mut sig) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2())
+    else {
+        return;
+    };
+    tokio::spawn(async move {
+        while sig.recv().await.is_some() {
+            match log.reopen() {
+                Ok(()) => tracing::info!("log file reopened"),
+                Err(e) => eprintln!("cannot reopen log file {}: {e}", log.path.display()),
+            }
+        }
+    });
+}
+
+/// Tell systemd how the daemon is (`READY=1`, `RELOADING=1`,
+/// `STOPPING=1`, `STATUS=...`) when it started us with `NOTIFY_SOCKET`
+/// (`Type=notify`); nothing otherwise. Returns whether it was sent.
+pub fn notify(state: &str) -> bool {
+    match std::env::var_os("NOTIFY_SOCKET") {
+        Some(p) => notify_to(Path::new(&p), state).is_ok(),
+        None => false,
+    }
+}
+
+/// [`notify`] to the socket at `path` (`@name`: the abstract namespace).
+pub fn notify_to(path: &Path, state: &str) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let sock = std::os::unix::net::UnixDatagram::unbound()?;
+    let bytes = path.as_os_str().as_bytes();
+    match bytes.strip_prefix(b"@") {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+            sock.send_to_addr(state.as_bytes(), &addr)?;
+        }
+        None => {
+            sock.send_to(state.as_bytes(), path)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_level_names() {
+        assert_eq!(level(None, 0), "info");
+        assert_eq!(level(Some("quiet"), 0), "off");
+        assert_eq!(level(Some("error"), 0), "error");
+        assert_eq!(level(Some("Verbose"), 0), "info");
+        assert_eq!(level(Some("debug"), 0), "debug");
+        assert_eq!(level(Some("debug3"), 0), "trace");
+        assert_eq!(level(Some("info"), 1), "debug");
+        assert_eq!(level(Some("info"), 9), "trace");
+    }
+
+    #[test]
+    fn readiness_reaches_the_socket() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("notify");
+        let s = std::os::unix::net::UnixDatagram::bind(&p).unwrap();
+        notify_to(&p, "READY=1\nSTATUS=serving").unwrap();
+        let mut b = [0u8; 64];
+        let n = s.recv(&mut b).unwrap();
+        assert_eq!(&b[..n], b"READY=1\nSTATUS=serving");
+        // The abstract namespace too.
+        let name = format!("slurm-test-{}", std::process::id());
+        use std::os::linux::net::SocketAddrExt;
+        let a = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let s = std::os::unix::net::UnixDatagram::bind_addr(&a).unwrap();
+        notify_to(Path::new(&format!("@{name}")), "STOPPING=1").unwrap();
+        let n = s.recv(&mut b).unwrap();
+        assert_eq!(&b[..n], b"STOPPING=1");
+        assert!(notify_to(&d.path().join("absent"), "READY=1").is_err());
+    }
+
+    #[test]
+    fn a_moved_log_file_is_opened_again() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.log");
+        let log = LogFile::open(&p).unwrap();
+        let mut w = log.writer();
+        w.write_all(b"one\n").unwrap();
+        std::fs::rename(&p, d.path().join("x.log.1")).unwrap();
+        w.write_all(b"two\n").unwrap();
+        log.reopen().unwrap();
+        w.write_all(b"three\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("x.log.1")).unwrap(),
+            "one\ntwo\n"
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "three\n");
+    }
+}
