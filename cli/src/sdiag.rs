@@ -15,8 +15,57 @@ fn mean(total: u64, n: u64) -> u64 {
     total.checked_div(n).unwrap_or(0)
 }
 
+/// How the RPC tables are ordered: by count (default), message type or
+/// uid (`-i`), total time (`-t`) or average time (`-T`), largest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sort {
+    #[default]
+    Count,
+    Id,
+    Time,
+    AvgTime,
+}
+
+fn rpc_table(s: &mut String, title: &str, rows: &[slurm_proto::RpcStat], sort: Sort, user: bool) {
+    let mut rows: Vec<&slurm_proto::RpcStat> = rows.iter().collect();
+    let avg = |r: &slurm_proto::RpcStat| mean(r.total_us, r.count);
+    match sort {
+        Sort::Count => rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.id.cmp(&b.id))),
+        Sort::Id => rows.sort_by_key(|r| r.id),
+        Sort::Time => rows.sort_by(|a, b| b.total_us.cmp(&a.total_us).then(a.id.cmp(&b.id))),
+        Sort::AvgTime => rows.sort_by(|a, b| avg(b).cmp(&avg(a)).then(a.id.cmp(&b.id))),
+    }
+    s.push_str(&format!("\n{title}\n"));
+    for r in rows {
+        if user {
+            s.push_str(&format!(
+                "\t{:<16}({:>8}) count:{:<6} ave_time:{:<6} total_time:{}\n",
+                r.name,
+                r.id,
+                r.count,
+                avg(r),
+                r.total_us
+            ));
+        } else {
+            s.push_str(&format!(
+                "\t{:<40}({:>5}) count:{:<6} ave_time:{:<6} total_time:{}\n",
+                r.name,
+                r.id,
+                r.count,
+                avg(r),
+                r.total_us
+            ));
+        }
+    }
+}
+
 /// The report, as Slurm's sdiag lays it out (sections we have data for).
 pub fn render(d: &DiagStats) -> String {
+    render_sorted(d, Sort::Count)
+}
+
+/// [`render`] with the RPC tables in `sort` order.
+pub fn render_sorted(d: &DiagStats, sort: Sort) -> String {
     let minutes = ((d.now - d.since).max(1) as u64).div_ceil(60);
     let mut s = String::new();
     s.push_str("*******************************************************\n");
@@ -70,10 +119,25 @@ pub fn render(d: &DiagStats) -> String {
         mean(d.bf_total_depth, d.bf_cycles)
     ));
     s.push_str(&format!("\tLast queue length: {}\n", d.bf_last_queue));
+    rpc_table(
+        &mut s,
+        "Remote Procedure Call statistics by message type",
+        &d.rpc_types,
+        sort,
+        false,
+    );
+    rpc_table(
+        &mut s,
+        "Remote Procedure Call statistics by user",
+        &d.rpc_users,
+        sort,
+        true,
+    );
     s
 }
 
 pub fn main() -> i32 {
+    let mut sort = Sort::Count;
     for a in std::env::args().skip(1) {
         match a.as_str() {
             "-V" | "--version" => {
@@ -84,9 +148,15 @@ pub fn main() -> i32 {
                 println!("Usage: sdiag [-V]");
                 return 0;
             }
-            // Resetting counters and sorting the RPC tables: nothing to do.
-            "-a" | "--all" | "-r" | "--reset" | "-i" | "--sort-by-id" | "-t" | "--sort-by-time"
-            | "-T" | "--sort-by-time2" => {}
+            "-i" | "--sort-by-id" => sort = Sort::Id,
+            "-t" | "--sort-by-time" => sort = Sort::Time,
+            "-T" | "--sort-by-time2" => sort = Sort::AvgTime,
+            // Every section is always shown.
+            "-a" | "--all" => {}
+            "-r" | "--reset" => {
+                eprintln!("sdiag: error: resetting the counters is not supported");
+                return 1;
+            }
             other => {
                 eprintln!("sdiag: unrecognized option '{other}'");
                 eprintln!("Try \"sdiag --help\" for more information");
@@ -100,7 +170,7 @@ pub fn main() -> i32 {
     };
     match call(&common::client(&conf), RequestBody::GetDiag) {
         Ok(Response::Diag(d)) => {
-            print!("{}", render(&d));
+            print!("{}", render_sorted(&d, sort));
             0
         }
         Ok(_) => {
@@ -137,5 +207,33 @@ mod tests {
         assert!(r.contains("\tCycles per minute: 2\n"));
         assert!(r.contains("\tLast cycle when: N/A\n"));
         assert!(r.contains("\tMean cycle: 0\n"));
+    }
+
+    #[test]
+    fn rpc_tables_as_slurms() {
+        let stat = |name: &str, id, count, total_us| slurm_proto::RpcStat {
+            name: name.into(),
+            id,
+            count,
+            total_us,
+        };
+        let d = DiagStats {
+            rpc_types: vec![
+                stat("REQUEST_SUBMIT_BATCH_JOB", 4003, 2, 900),
+                stat("REQUEST_JOB_INFO", 2003, 5, 500),
+            ],
+            rpc_users: vec![stat("root", 0, 7, 1400)],
+            ..Default::default()
+        };
+        let r = render(&d);
+        assert!(r.ends_with(
+            "\nRemote Procedure Call statistics by message type\n\
+             \tREQUEST_JOB_INFO                        ( 2003) count:5      ave_time:100    total_time:500\n\
+             \tREQUEST_SUBMIT_BATCH_JOB                ( 4003) count:2      ave_time:450    total_time:900\n\
+             \nRemote Procedure Call statistics by user\n\
+             \troot            (       0) count:7      ave_time:200    total_time:1400\n"
+        ), "{r}");
+        let t = render_sorted(&d, Sort::Time);
+        assert!(t.find("REQUEST_SUBMIT_BATCH_JOB").unwrap() < t.find("REQUEST_JOB_INFO").unwrap());
     }
 }

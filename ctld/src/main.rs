@@ -258,6 +258,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             slurm_uid: slurm_common::users::parse_user(&conf.slurm_user).unwrap_or(0),
             seen: Arc::new(slurm_common::auth::ReplayCache::default()),
             heard,
+            rpc_stats: Default::default(),
             token_policy: slurm_common::jwt::TokenPolicy::from_conf(&conf)
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
             max_request,

@@ -1174,6 +1174,7 @@ mod tests {
                 bf_backfilled_jobs: 1,
                 bf_last_when: Some(1900),
                 bf_last_queue: 2,
+                ..Default::default()
             },
             last_update: 2000,
             ..Default::default()

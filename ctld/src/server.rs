@@ -41,6 +41,52 @@ pub struct Server {
     pub token_policy: slurm_common::jwt::TokenPolicy,
     /// Heartbeats answered here, for the writer to take.
     pub heard: crate::writer::Heard,
+    /// RPCs served, by message type and by user (`sdiag`).
+    pub rpc_stats: Arc<std::sync::Mutex<RpcStats>>,
+}
+
+/// Counts and total microseconds of the RPCs served, by Slurm message type
+/// and by user.
+#[derive(Default)]
+pub struct RpcStats {
+    types: std::collections::HashMap<(&'static str, u32), (u64, u64)>,
+    users: std::collections::HashMap<u32, (u64, u64)>,
+}
+
+impl RpcStats {
+    pub fn record(&mut self, kind: (&'static str, u32), uid: u32, us: u64) {
+        let t = self.types.entry(kind).or_default();
+        t.0 += 1;
+        t.1 += us;
+        let u = self.users.entry(uid).or_default();
+        u.0 += 1;
+        u.1 += us;
+    }
+
+    /// (by type, by user), in no order.
+    pub fn report(&self) -> (Vec<slurm_proto::RpcStat>, Vec<slurm_proto::RpcStat>) {
+        let types = self
+            .types
+            .iter()
+            .map(|(&(name, id), &(count, total_us))| slurm_proto::RpcStat {
+                name: name.to_string(),
+                id,
+                count,
+                total_us,
+            })
+            .collect();
+        let users = self
+            .users
+            .iter()
+            .map(|(&uid, &(count, total_us))| slurm_proto::RpcStat {
+                name: slurm_common::users::user_name_or_id(uid),
+                id: uid,
+                count,
+                total_us,
+            })
+            .collect();
+        (types, users)
+    }
 }
 
 /// Connections served at once; beyond, new ones wait to be accepted. Each
@@ -231,7 +277,13 @@ impl Server {
                 return;
             }
         }
-        let bytes = match self.answer(req).await {
+        let kind = req.body.message_type();
+        let t0 = std::time::Instant::now();
+        let bytes = self.answer(req).await;
+        if let Ok(mut st) = self.rpc_stats.lock() {
+            st.record(kind, uid, t0.elapsed().as_micros() as u64);
+        }
+        let bytes = match bytes {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!("cannot encode reply: {e}");
@@ -427,7 +479,13 @@ impl Server {
                 }
             }
             RequestBody::GetConfig => Response::Config(self.snapshot().config.clone()),
-            RequestBody::GetDiag => Response::Diag(Box::new(self.snapshot().diag.clone())),
+            RequestBody::GetDiag => {
+                let mut d = self.snapshot().diag.clone();
+                if let Ok(st) = self.rpc_stats.lock() {
+                    (d.rpc_types, d.rpc_users) = st.report();
+                }
+                Response::Diag(Box::new(d))
+            }
             RequestBody::GetPriorities => {
                 let s = self.snapshot();
                 let mut jobs = s.priorities.clone();

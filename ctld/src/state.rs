@@ -1408,6 +1408,9 @@ impl Controller {
             bf_backfilled_jobs: st.bf_backfilled_jobs,
             bf_last_when: st.bf_last_when,
             bf_last_queue: st.bf_last_queue,
+            // Counted where requests are served (`server::RpcStats`).
+            rpc_types: Vec::new(),
+            rpc_users: Vec::new(),
         }
     }
 

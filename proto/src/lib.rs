@@ -1332,6 +1332,22 @@ pub struct DiagStats {
     pub bf_backfilled_jobs: u64,
     pub bf_last_when: Option<i64>,
     pub bf_last_queue: u64,
+    /// RPCs served since the controller started, by Slurm message type.
+    #[serde(default)]
+    pub rpc_types: Vec<RpcStat>,
+    /// The same by user (`id` is the uid).
+    #[serde(default)]
+    pub rpc_users: Vec<RpcStat>,
+}
+
+/// How many requests of one kind (a message type, or a user's) the
+/// controller answered, and the microseconds they took in all.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RpcStat {
+    pub name: String,
+    pub id: u32,
+    pub count: u64,
+    pub total_us: u64,
 }
 
 /// Controller configuration as `scontrol show config` prints it.
@@ -1593,6 +1609,59 @@ impl JobFilter {
             && listed(&self.names, &job.name)
             && listed(&self.accounts, &job.account)
             && listed(&self.qos, &job.qos)
+    }
+}
+
+impl RequestBody {
+    /// The Slurm message type the controller counts this request under in
+    /// `sdiag`: its name and number (0 where Slurm has no such message).
+    pub fn message_type(&self) -> (&'static str, u32) {
+        match self {
+            RequestBody::Ping => ("REQUEST_PING", 1008),
+            RequestBody::RegisterNode(_) | RequestBody::Heartbeat { .. } => {
+                ("MESSAGE_NODE_REGISTRATION_STATUS", 1002)
+            }
+            RequestBody::Reconfigure => ("REQUEST_RECONFIGURE", 1003),
+            RequestBody::GetLicenses => ("REQUEST_LICENSE_INFO", 1021),
+            RequestBody::GetConfig => ("REQUEST_BUILD_INFO", 2001),
+            RequestBody::GetJobs
+            | RequestBody::GetJobsDelta { .. }
+            | RequestBody::GetJobsMatching(_) => ("REQUEST_JOB_INFO", 2003),
+            RequestBody::GetNodes => ("REQUEST_NODE_INFO", 2007),
+            RequestBody::GetPartitions => ("REQUEST_PARTITION_INFO", 2009),
+            RequestBody::GetShares => ("REQUEST_SHARE_INFO", 2022),
+            RequestBody::GetReservations => ("REQUEST_RESERVATION_INFO", 2024),
+            RequestBody::GetPriorities => ("REQUEST_PRIORITY_FACTORS", 2026),
+            RequestBody::GetTopology => ("REQUEST_TOPO_INFO", 2028),
+            RequestBody::GetDiag => ("REQUEST_STATS_INFO", 2035),
+            RequestBody::UpdateJob { .. } => ("REQUEST_UPDATE_JOB", 3001),
+            RequestBody::UpdateNode { .. } => ("REQUEST_UPDATE_NODE", 3002),
+            RequestBody::UpdatePartition(_) => ("REQUEST_UPDATE_PARTITION", 3005),
+            RequestBody::CreateReservation(_) => ("REQUEST_CREATE_RESERVATION", 3006),
+            RequestBody::DeleteReservation { .. } => ("REQUEST_DELETE_RESERVATION", 3008),
+            RequestBody::UpdateReservation(_) => ("REQUEST_UPDATE_RESERVATION", 3009),
+            RequestBody::AllocateJob(_) => ("REQUEST_RESOURCE_ALLOCATION", 4001),
+            RequestBody::SubmitBatchJob(_) => ("REQUEST_SUBMIT_BATCH_JOB", 4003),
+            RequestBody::TestJob(_) => ("REQUEST_JOB_WILL_RUN", 4012),
+            RequestBody::CreateStep(_) => ("REQUEST_JOB_STEP_CREATE", 5001),
+            RequestBody::CancelStep { .. } => ("REQUEST_CANCEL_JOB_STEP", 5005),
+            RequestBody::SuspendJob { .. } => ("REQUEST_SUSPEND", 5014),
+            RequestBody::StepComplete { .. } => ("REQUEST_STEP_COMPLETE", 5016),
+            RequestBody::CompleteJob { .. } => ("REQUEST_COMPLETE_JOB_ALLOCATION", 5017),
+            RequestBody::BatchComplete { .. } => ("REQUEST_COMPLETE_BATCH_SCRIPT", 5018),
+            RequestBody::Cancel(_) => ("REQUEST_KILL_JOB", 5032),
+            RequestBody::JobCleaned { .. } | RequestBody::EpilogFailed { .. } => {
+                ("MESSAGE_EPILOG_COMPLETE", 6012)
+            }
+            RequestBody::AcctChanged => ("ACCOUNTING_UPDATE_MSG", 10001),
+            RequestBody::GetToken { .. } => ("REQUEST_AUTH_TOKEN", 0),
+            RequestBody::CreateNode(_) => ("REQUEST_CREATE_NODE", 0),
+            RequestBody::DeleteNode { .. } => ("REQUEST_DELETE_NODE", 0),
+            RequestBody::PrologFailed { .. } => ("REQUEST_COMPLETE_PROLOG", 0),
+            RequestBody::StepUsage { .. } => ("MESSAGE_STEP_USAGE", 0),
+            // Node daemon and srun requests never reach the controller.
+            _ => ("REQUEST_OTHER", 0),
+        }
     }
 }
 

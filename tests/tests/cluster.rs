@@ -442,6 +442,19 @@ fn failures_exit_codes_and_purge_after_min_job_age() {
         diag.contains("Main schedule statistics (microseconds):\n\tLast cycle:   "),
         "{diag}"
     );
+    // The RPCs served so far, as Slurm's sdiag counts them.
+    assert!(
+        diag.contains("\tREQUEST_SUBMIT_BATCH_JOB                ( 4003) count:1      ave_time:"),
+        "{diag}"
+    );
+    assert!(
+        diag.contains("\nRemote Procedure Call statistics by user\n"),
+        "{diag}"
+    );
+    assert!(
+        diag.contains("\troot            (       0) count:"),
+        "{diag}"
+    );
     let show = stdout(&t.run("scontrol", &["show", "job", &f.to_string()]));
     assert!(
         show.contains("JobState=FAILED Reason=NonZeroExitCode"),
