@@ -24,9 +24,10 @@
 //! `journal.log` to `journal.prev` and start an empty `journal.log`. A crash
 //! between any two steps leaves a snapshot plus the journals that follow it.
 //! A damaged `state.json` is never replaced by an empty cluster: with `-i`
-//! the controller starts from `state.json.prev` and replays `journal.prev`
-//! and `journal.log` after it; without a usable previous snapshot it
-//! refuses to start.
+//! the controller starts from a complete `state.json.new` (a compaction
+//! that stopped before its renames), else from `state.json.prev` replaying
+//! `journal.prev` and `journal.log` after it; with neither it refuses to
+//! start.
 //!
 //! Every file here holds users' scripts and environments: the directory is
 //! 0700 and the files 0600, owned by SlurmUser.
@@ -281,7 +282,13 @@ impl Journal {
                 owner.apply(&p)?;
             }
         }
-        let _ = std::fs::remove_file(dir.join(SNAP_NEW));
+        // A compaction cut short may have left a complete new snapshot: of
+        // use only when state.json is damaged (below); the next compaction
+        // writes it afresh.
+        let new = dir.join(SNAP_NEW);
+        if std::fs::symlink_metadata(&new).is_ok_and(|m| m.file_type().is_symlink()) {
+            let _ = std::fs::remove_file(&new);
+        }
         let mut rec = Recovery::default();
         let snap = dir.join(SNAP);
         let prev = dir.join(SNAP_PREV);
@@ -295,8 +302,24 @@ impl Journal {
                 Err(e) => return Err(e),
             },
             Err(e) => {
+                // With -i, a complete state.json.new (a compaction that
+                // stopped before its renames) is the newest state there is.
+                let new_ok = if ignore_errors {
+                    load_snapshot(&new).ok().flatten()
+                } else {
+                    None
+                };
                 let prev_ok = load_snapshot(&prev);
                 match (ignore_errors, prev_ok) {
+                    (true, _) if new_ok.is_some() => {
+                        let (s, seq) = new_ok.unwrap_or_default();
+                        tracing::warn!("{e}: starting from {}", new.display());
+                        let aside =
+                            dir.join(format!("state.json.damaged.{}", slurm_common::auth::now()));
+                        std::fs::rename(&snap, &aside).map_err(io(&aside))?;
+                        rec.from_previous = true;
+                        (s, seq, false)
+                    }
                     (true, Ok(Some((s, seq)))) => {
                         tracing::warn!("{e}: starting from {}", prev.display());
                         // Set the damaged file aside, so the compaction

@@ -300,3 +300,35 @@ fn links_planted_in_the_state_directory_are_never_followed() {
     let mode = std::fs::metadata(&victim).unwrap().mode() & 0o777;
     assert_ne!(mode, 0o600, "the link's target was touched");
 }
+
+/// A compaction that wrote its new snapshot and stopped, then a damaged
+/// state.json: with -i the new snapshot gives everything back, even with
+/// no previous snapshot or journal left.
+#[test]
+fn with_i_a_complete_new_snapshot_stands_in_for_a_damaged_one() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut j, mut saved) = open(d.path());
+    for id in 1..=3u32 {
+        let e = payload(id, "x");
+        saved.apply(e.clone());
+        j.append(&e);
+        j.commit().unwrap();
+    }
+    j.compact_steps(&saved, 0).unwrap();
+    drop(j);
+    assert!(d.path().join(SNAP_NEW).exists());
+    let snap = d.path().join(SNAP);
+    let mut b = std::fs::read(&snap).unwrap();
+    let n = b.len();
+    b[n - 5] ^= 0x55;
+    std::fs::write(&snap, &b).unwrap();
+    let _ = std::fs::remove_file(d.path().join(SNAP_PREV));
+    let _ = std::fs::remove_file(d.path().join(LOG_PREV));
+    // Without -i the damage still stops start-up.
+    assert!(Journal::open(d.path(), false, false).is_err());
+    let (_, s, rec) = Journal::open_as(d.path(), true, false, Owner::default()).unwrap();
+    assert!(rec.from_previous);
+    assert_eq!(s, saved);
+    let (_, again) = open(d.path());
+    assert_eq!(again, saved);
+}
