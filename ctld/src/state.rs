@@ -4718,6 +4718,8 @@ impl Controller {
                     | RequestBody::AllocateJob(_)
                     | RequestBody::CreateReservation(_)
                     | RequestBody::CreateNode(_)
+                    | RequestBody::CreateStep(_)
+                    | RequestBody::UpdateJob { .. }
             ) {
                 return Response::Error(RpcError {
                     error: SlurmError::Disabled,

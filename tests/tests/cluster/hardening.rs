@@ -424,6 +424,16 @@ fn a_full_state_disk_refuses_new_work_loses_nothing_and_recovers() {
         "{}",
         stderr(&out)
     );
+    // Nor are jobs changed, by their owners or anyone.
+    let out = t.run(
+        "scontrol",
+        &["update", &format!("JobId={held}"), "TimeLimit=5"],
+    );
+    assert!(
+        !out.status.success() && stderr(&out).contains("presently disabled"),
+        "{}",
+        stderr(&out)
+    );
     // Work already taken goes on, and is saved.
     let j = t.wait_done(running, 30);
     assert_eq!(j.state, JobState::Completed, "{:?}", j.reason);
