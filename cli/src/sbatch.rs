@@ -1053,25 +1053,21 @@ fn directive_word(line: &str) -> Result<Option<(String, &str)>, char> {
     Ok(Some((word, rest)))
 }
 
-/// The words of a script's `#SBATCH` (and legacy `#SLURM`) lines, read until
-/// the first line that is neither blank nor a comment. Also returns whether
-/// `#SLURM` was seen (Slurm warns about it).
-pub fn script_directives(script: &str, file: &str) -> Result<(Vec<String>, bool), Fail> {
+/// The words of a script's directive lines (those `directive` gives the
+/// rest of), read until the first line that is neither blank nor a comment.
+fn directive_words(
+    script: &str,
+    file: &str,
+    mut directive: impl FnMut(&str) -> Option<&str>,
+) -> Result<Vec<String>, Fail> {
     let mut words = Vec::new();
-    let mut legacy = false;
     for (n, line) in script.split('\n').enumerate() {
-        let rest = if let Some(r) = line.strip_prefix("#SBATCH") {
-            r
-        } else if let Some(r) = line.strip_prefix("#SLURM") {
-            legacy = true;
-            r
-        } else {
+        let Some(mut rest) = directive(line) else {
             match line.trim_start().chars().next() {
                 None | Some('#') => continue,
                 Some(_) => break,
             }
         };
-        let mut rest = rest;
         loop {
             match directive_word(rest) {
                 Ok(Some((w, r))) => {
@@ -1088,6 +1084,21 @@ pub fn script_directives(script: &str, file: &str) -> Result<(Vec<String>, bool)
             }
         }
     }
+    Ok(words)
+}
+
+/// The words of a script's `#SBATCH` (and legacy `#SLURM`) lines, read until
+/// the first line that is neither blank nor a comment. Also returns whether
+/// `#SLURM` was seen (Slurm warns about it).
+pub fn script_directives(script: &str, file: &str) -> Result<(Vec<String>, bool), Fail> {
+    let mut legacy = false;
+    let words = directive_words(script, file, |line| {
+        line.strip_prefix("#SBATCH").or_else(|| {
+            let r = line.strip_prefix("#SLURM");
+            legacy |= r.is_some();
+            r
+        })
+    })?;
     Ok((words, legacy))
 }
 
@@ -1116,30 +1127,7 @@ fn script_options(
 /// (`-c -C -I -j -k -r -S -u -V -z`, unknown `-l` resources, `-W` other than
 /// `depend=`) are passed over, as Slurm does.
 pub fn pbs_words(script: &str, file: &str) -> Result<Vec<String>, Fail> {
-    let mut words = Vec::new();
-    for (n, line) in script.split('\n').enumerate() {
-        let Some(mut rest) = line.strip_prefix("#PBS") else {
-            match line.trim_start().chars().next() {
-                None | Some('#') => continue,
-                Some(_) => break,
-            }
-        };
-        loop {
-            match directive_word(rest) {
-                Ok(Some((w, r))) => {
-                    words.push(w);
-                    rest = r;
-                }
-                Ok(None) => break,
-                Err(q) => {
-                    return Err(Fail::fatal(format!(
-                        "{file}: line {}: Unmatched `{q}` in [{line}]",
-                        n + 1
-                    )))
-                }
-            }
-        }
-    }
+    let words = directive_words(script, file, |line| line.strip_prefix("#PBS"))?;
     let mut out = Vec::new();
     let mut it = words.into_iter();
     while let Some(w) = it.next() {

@@ -277,6 +277,26 @@ pub async fn accept(
     Ok((Stream::Tls(Box::new(tls)), peer))
 }
 
+/// [`accept`] within `within` (a caller that does not finish its TLS
+/// handshake in time is dropped); a refusal is logged, and `None` returned.
+pub async fn accept_within(
+    sock: tokio::net::TcpStream,
+    acceptor: Option<&tokio_rustls::TlsAcceptor>,
+    within: Duration,
+) -> Option<(Conn, crate::tls::Peer)> {
+    match tokio::time::timeout(within, accept(sock, acceptor)).await {
+        Ok(Ok(c)) => Some(c),
+        Ok(Err(e)) => {
+            tracing::info!("refused connection: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::debug!("no TLS handshake within {within:?}: connection dropped");
+            None
+        }
+    }
+}
+
 fn resolve(addr: &str) -> Result<Vec<std::net::SocketAddr>, NetError> {
     addr.to_socket_addrs()
         .map(|a| a.collect())

@@ -310,26 +310,24 @@ impl Journal {
                     None
                 };
                 let prev_ok = load_snapshot(&prev);
+                // Start from `from` (its snapshot, and whether the journal
+                // before it must be replayed too), the damaged file set
+                // aside so the compaction below never renames it over a
+                // good one.
+                let mut recover_from = |from: &Path, s: Saved, seq: u64, with_prev_log: bool| {
+                    tracing::warn!("{e}: starting from {}", from.display());
+                    let aside =
+                        dir.join(format!("state.json.damaged.{}", slurm_common::auth::now()));
+                    std::fs::rename(&snap, &aside).map_err(io(&aside))?;
+                    rec.from_previous = true;
+                    Ok::<_, JournalError>((s, seq, with_prev_log))
+                };
                 match (ignore_errors, prev_ok) {
                     (true, _) if new_ok.is_some() => {
                         let (s, seq) = new_ok.unwrap_or_default();
-                        tracing::warn!("{e}: starting from {}", new.display());
-                        let aside =
-                            dir.join(format!("state.json.damaged.{}", slurm_common::auth::now()));
-                        std::fs::rename(&snap, &aside).map_err(io(&aside))?;
-                        rec.from_previous = true;
-                        (s, seq, false)
+                        recover_from(&new, s, seq, false)?
                     }
-                    (true, Ok(Some((s, seq)))) => {
-                        tracing::warn!("{e}: starting from {}", prev.display());
-                        // Set the damaged file aside, so the compaction
-                        // below never renames it over the good previous one.
-                        let aside =
-                            dir.join(format!("state.json.damaged.{}", slurm_common::auth::now()));
-                        std::fs::rename(&snap, &aside).map_err(io(&aside))?;
-                        rec.from_previous = true;
-                        (s, seq, true)
-                    }
+                    (true, Ok(Some((s, seq)))) => recover_from(&prev, s, seq, true)?,
                     (true, _) => {
                         return Err(JournalError::Snapshot {
                             path: snap,

@@ -163,18 +163,9 @@ impl Server {
         // A TLS record starts with its type: 0x16, a handshake.
         let (mut sock, peer) = match &self.tls {
             Some(a) if first[0] == 0x16 => {
-                match tokio::time::timeout(
-                    self.message_timeout,
-                    slurm_common::net::accept(sock, Some(a)),
-                )
-                .await
-                {
-                    Ok(Ok(c)) => c,
-                    Ok(Err(e)) => {
-                        tracing::info!("refused connection: {e}");
-                        return;
-                    }
-                    Err(_) => return,
+                match slurm_common::net::accept_within(sock, Some(a), self.message_timeout).await {
+                    Some(c) => c,
+                    None => return,
                 }
             }
             Some(_) => {

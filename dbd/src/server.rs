@@ -117,17 +117,11 @@ impl Server {
     }
 
     async fn connection(&self, sock: TcpStream) {
-        let (mut sock, peer) =
-            match tokio::time::timeout(IDLE, slurm_common::net::accept(sock, self.tls.as_ref()))
-                .await
-            {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) => {
-                    tracing::info!("refused connection: {e}");
-                    return;
-                }
-                Err(_) => return,
-            };
+        let Some((mut sock, peer)) =
+            slurm_common::net::accept_within(sock, self.tls.as_ref(), IDLE).await
+        else {
+            return;
+        };
         loop {
             let (env, _held): (slurm_common::net::Envelope, _) = match tokio::time::timeout(
                 IDLE,
