@@ -28,12 +28,7 @@ import threading
 import time
 
 
-def run(bin_dir, env, prog, *args, check=True):
-    p = subprocess.run([os.path.join(bin_dir, prog), *args], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if check and p.returncode != 0:
-        sys.exit(f"{prog} {' '.join(args)} failed: {p.stderr}")
-    return p.stdout
+from cluster_bench import run  # one way to run a command, for both benchmarks
 
 
 def states(bin_dir, env):
