@@ -81,30 +81,163 @@ impl Write for LogWriter {
     }
 }
 
+/// `LogTimeFormat`: how a log line's time is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeFormat {
+    Iso8601,
+    #[default]
+    Iso8601Ms,
+    Rfc5424,
+    Rfc5424Ms,
+    Rfc3339,
+    /// Microseconds of processor time (C's `clock()`).
+    Clock,
+    Short,
+    /// ctime's form without the year, with microseconds, the process id and
+    /// the thread's name.
+    ThreadId,
+}
+
+impl TimeFormat {
+    /// `LogTimeFormat=` as Slurm takes it (`format_stderr` may follow after
+    /// a comma; our lines always carry the time).
+    pub fn parse(v: Option<&str>) -> Result<TimeFormat, String> {
+        let mut out = TimeFormat::default();
+        for w in v
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+        {
+            out = match w.to_ascii_lowercase().as_str() {
+                "iso8601" => TimeFormat::Iso8601,
+                "iso8601_ms" => TimeFormat::Iso8601Ms,
+                "rfc5424" => TimeFormat::Rfc5424,
+                "rfc5424_ms" => TimeFormat::Rfc5424Ms,
+                "rfc3339" => TimeFormat::Rfc3339,
+                "clock" => TimeFormat::Clock,
+                "short" => TimeFormat::Short,
+                "thread_id" => TimeFormat::ThreadId,
+                "format_stderr" => out,
+                _ => return Err(format!("LogTimeFormat={w}: unknown format")),
+            };
+        }
+        Ok(out)
+    }
+
+    fn stamp(self) -> String {
+        let now = chrono::Local::now();
+        match self {
+            TimeFormat::Iso8601 => now.format("%Y-%m-%dT%H:%M:%S").to_string(),
+            TimeFormat::Iso8601Ms => now.format("%Y-%m-%dT%H:%M:%S%.3f").to_string(),
+            TimeFormat::Rfc5424 | TimeFormat::Rfc3339 => {
+                now.format("%Y-%m-%dT%H:%M:%S%:z").to_string()
+            }
+            TimeFormat::Rfc5424Ms => now.format("%Y-%m-%dT%H:%M:%S%.3f%:z").to_string(),
+            TimeFormat::Clock => {
+                let mut ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                // SAFETY: ts is a valid timespec; the clock id is a constant.
+                unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+                (ts.tv_sec * 1_000_000 + ts.tv_nsec / 1000).to_string()
+            }
+            TimeFormat::Short => now.format("%b %d %H:%M:%S").to_string(),
+            TimeFormat::ThreadId => format!(
+                "{} [{}] [{}]",
+                now.format("%a %b %d %H:%M:%S%.6f"),
+                std::process::id(),
+                std::thread::current().name().unwrap_or("?")
+            ),
+        }
+    }
+}
+
+/// Slurm's log line: `[time] ` then `error: `, `warning: `, `debug:  `,
+/// `debug2: ` or nothing (info) before the message and its fields.
+struct SlurmLine(TimeFormat);
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for SlurmLine
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let prefix = match *event.metadata().level() {
+            tracing::Level::ERROR => "error: ",
+            tracing::Level::WARN => "warning: ",
+            tracing::Level::INFO => "",
+            tracing::Level::DEBUG => "debug:  ",
+            tracing::Level::TRACE => "debug2: ",
+        };
+        let _ = ctx;
+        let mut line = Fields::default();
+        event.record(&mut line);
+        writeln!(
+            w,
+            "[{}] {prefix}{}{}",
+            self.0.stamp(),
+            line.message,
+            line.rest
+        )
+    }
+}
+
+/// An event's message, then its other fields as ` key=value`, plain.
+#[derive(Default)]
+struct Fields {
+    message: String,
+    rest: String,
+}
+
+impl tracing::field::Visit for Fields {
+    fn record_str(&mut self, f: &tracing::field::Field, v: &str) {
+        if f.name() == "message" {
+            self.message.push_str(v);
+        } else {
+            self.rest.push_str(&format!(" {}={v}", f.name()));
+        }
+    }
+    fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+        if f.name() == "message" {
+            self.message.push_str(&format!("{v:?}"));
+        } else {
+            self.rest.push_str(&format!(" {}={v:?}", f.name()));
+        }
+    }
+}
+
 /// Start logging at `level` (a tracing filter; `env` names a variable that
-/// overrides it) to `file`, else to stderr. Returns the file, to be
-/// reopened on SIGUSR2 ([`reopen_on_sigusr2`]).
-pub fn init(env: &str, level: &str, file: Option<&Path>) -> Result<Option<Arc<LogFile>>, String> {
-    use std::io::IsTerminal;
+/// overrides it) to `file`, else to stderr, each line as Slurm's
+/// (`LogTimeFormat` given as `time`). Returns the file, to be reopened on
+/// SIGUSR2 ([`reopen_on_sigusr2`]).
+pub fn init(
+    env: &str,
+    level: &str,
+    file: Option<&Path>,
+    time: TimeFormat,
+) -> Result<Option<Arc<LogFile>>, String> {
     let filter = tracing_subscriber::EnvFilter::try_from_env(env)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .event_format(SlurmLine(time));
     match file {
         Some(path) => {
             let log = LogFile::open(path)
                 .map_err(|e| format!("cannot open log file {}: {e}", path.display()))?;
             let w = log.clone();
-            builder
-                .with_ansi(false)
-                .with_writer(move || w.writer())
-                .init();
+            builder.with_writer(move || w.writer()).init();
             Ok(Some(log))
         }
         None => {
-            builder
-                .with_ansi(std::io::stderr().is_terminal())
-                .with_writer(std::io::stderr)
-                .init();
+            builder.with_writer(std::io::stderr).init();
             Ok(None)
         }
     }
@@ -159,6 +292,26 @@ pub fn notify_to(path: &Path, state: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_time_formats() {
+        assert_eq!(TimeFormat::parse(None).unwrap(), TimeFormat::Iso8601Ms);
+        assert_eq!(
+            TimeFormat::parse(Some("rfc5424_ms,format_stderr")).unwrap(),
+            TimeFormat::Rfc5424Ms
+        );
+        assert!(TimeFormat::parse(Some("bogus"))
+            .unwrap_err()
+            .contains("bogus"));
+        let iso = TimeFormat::Iso8601Ms.stamp();
+        assert_eq!(iso.len(), "2026-11-26T14:55:58.123".len(), "{iso}");
+        assert_eq!(&iso[10..11], "T");
+        let rfc = TimeFormat::Rfc5424.stamp();
+        assert!(
+            rfc.ends_with(":00") || rfc.contains('+') || rfc.contains('-'),
+            "{rfc}"
+        );
+    }
 
     #[test]
     fn slurm_level_names() {

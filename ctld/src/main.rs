@@ -40,7 +40,10 @@ fn init_logging(
     let level = slurm_common::logging::level(conf.get("SlurmctldDebug"), args.verbose as u32);
     let file = args.log_file.clone().or(conf.slurmctld_logfile.clone());
     let file = file.filter(|_| !args.foreground || args.log_file.is_some());
-    slurm_common::logging::init("SLURMCTLD_LOG", level, file.as_deref()).map_err(anyhow::Error::msg)
+    let time = slurm_common::logging::TimeFormat::parse(conf.get("LogTimeFormat"))
+        .map_err(anyhow::Error::msg)?;
+    slurm_common::logging::init("SLURMCTLD_LOG", level, file.as_deref(), time)
+        .map_err(anyhow::Error::msg)
 }
 
 fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {

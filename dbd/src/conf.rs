@@ -91,6 +91,8 @@ pub struct DbdConf {
     /// requests may carry a user's token (from a slurmrestd holding no key).
     pub jwt_key: Option<PathBuf>,
     jwt_enabled: bool,
+    /// `LogTimeFormat`.
+    pub log_time_format: slurm_common::logging::TimeFormat,
     /// `TLSType` / `TLSParameters`, as slurm.conf's.
     pub tls: Option<slurm_common::tls::TlsSettings>,
     tls_type: Option<String>,
@@ -141,7 +143,8 @@ const ACCEPTED_UNSUPPORTED: [&str; 24] = [
     "TrackWCKey",
 ];
 
-const KNOWN: [&str; 26] = [
+const KNOWN: [&str; 27] = [
+    "LogTimeFormat",
     "TLSType",
     "TLSParameters",
     "AuthAltTypes",
@@ -206,6 +209,7 @@ impl DbdConf {
             private: Default::default(),
             jwt_key: None,
             jwt_enabled: false,
+            log_time_format: Default::default(),
             tls: None,
             tls_type: None,
             tls_parameters: None,
@@ -321,6 +325,9 @@ impl DbdConf {
                     ));
                 }
                 self.debug_level = v;
+            }
+            "LogTimeFormat" => {
+                self.log_time_format = slurm_common::logging::TimeFormat::parse(Some(value))?
             }
             "TLSType" => self.tls_type = opt(value),
             "TLSParameters" => self.tls_parameters = opt(value),

@@ -35,7 +35,8 @@ fn init_logging(
 ) -> anyhow::Result<Option<Arc<slurm_common::logging::LogFile>>> {
     let level = slurm_common::logging::level(Some(&conf.debug_level), args.verbose as u32);
     let file = conf.log_file.as_deref().filter(|_| !args.foreground);
-    slurm_common::logging::init("SLURMDBD_LOG", level, file).map_err(anyhow::Error::msg)
+    slurm_common::logging::init("SLURMDBD_LOG", level, file, conf.log_time_format)
+        .map_err(anyhow::Error::msg)
 }
 
 fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {

@@ -10,10 +10,13 @@ use std::process::ExitCode;
 fn init_logging(
     settings: &Settings,
 ) -> anyhow::Result<Option<std::sync::Arc<slurm_common::logging::LogFile>>> {
+    let time = slurm_common::logging::TimeFormat::parse(settings.conf.get("LogTimeFormat"))
+        .map_err(|e| anyhow!("{e}"))?;
     slurm_common::logging::init(
         "SLURMD_LOG",
         settings.log_level(),
         settings.logfile.as_deref(),
+        time,
     )
     .map_err(|e| anyhow!("{e}"))
 }

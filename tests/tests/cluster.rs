@@ -1399,6 +1399,15 @@ fn daemons_speak_systemds_readiness_protocol() {
     recv("READY=1", 5);
     t.c.kill_ctld(libc::SIGTERM);
     recv("STOPPING=1", 1);
+    // Log lines as Slurm's: `[2026-11-26T14:55:58.123] message`.
+    let log = std::fs::read_to_string(t.c.spec.dir.join("log/slurmctld.log")).unwrap();
+    let first = log.lines().next().unwrap_or_default();
+    let b = first.as_bytes();
+    assert!(
+        b.len() > 26 && b[0] == b'[' && b[11] == b'T' && b[20] == b'.' && &first[24..26] == "] ",
+        "{first}"
+    );
+    assert!(first[26..].starts_with("slurmctld version "), "{first}");
 }
 
 /// `scripts/install` lays out binaries, systemd units and /etc/slurm under
