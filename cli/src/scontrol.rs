@@ -1657,20 +1657,39 @@ fn cmd_token(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     }
 }
 
-fn cmd_ping(ctl: &dyn Controller, out: &mut Out) -> i32 {
+/// `scontrol ping`: whether the controller answers (`--json`: slurmrestd's
+/// `ping` body, with the round trip in microseconds).
+fn cmd_ping(g: &Globals, ctl: &dyn Controller, out: &mut Out) -> i32 {
     let host = ctl.host();
-    match ctl.call(RequestBody::Ping) {
-        Ok(Response::Pong { .. }) | Ok(Response::Ok) => {
-            out.stdout
-                .push_str(&format!("Slurmctld(primary) at {host} is UP\n"));
-            0
-        }
-        _ => {
-            out.stdout
-                .push_str(&format!("Slurmctld(primary) at {host} is DOWN\n"));
-            1
-        }
+    let start = std::time::Instant::now();
+    let up = matches!(
+        ctl.call(RequestBody::Ping),
+        Ok(Response::Pong { .. }) | Ok(Response::Ok)
+    );
+    if g.json {
+        let mut m = serde_json::Map::new();
+        m.insert(
+            "pings".into(),
+            serde_json::json!([{
+                "hostname": host,
+                "pinged": if up { "UP" } else { "DOWN" },
+                "responding": up,
+                "latency": start.elapsed().as_micros() as i64,
+                "mode": "primary",
+                "primary": true,
+            }]),
+        );
+        out.stdout.push_str(&crate::jsonout::render(
+            crate::jsonout::Body::Fields(m),
+            &g.cluster,
+            &g.argv,
+        ));
+    } else {
+        let state = if up { "UP" } else { "DOWN" };
+        out.stdout
+            .push_str(&format!("Slurmctld(primary) at {host} is {state}\n"));
     }
+    i32::from(!up)
 }
 
 /// Runs one scontrol command (`words` after the global options).
@@ -1770,7 +1789,7 @@ pub fn run_command(
         Some(
             c @ ("hold" | "uhold" | "release" | "requeue" | "requeuehold" | "suspend" | "resume"),
         ) => cmd_job_list(c, rest, ctl, out),
-        Some("ping") => cmd_ping(ctl, out),
+        Some("ping") => cmd_ping(g, ctl, out),
         Some("token") => cmd_token(rest, ctl, out),
         Some("reconfigure") => match ctl.call(RequestBody::Reconfigure) {
             Ok(Response::Ok) => 0,
@@ -2390,6 +2409,18 @@ mod tests {
                 String::new()
             )
         );
+        // --json: slurmrestd's ping body.
+        let (rc, out, _) = sc(&fake(), &["--json", "ping"]);
+        assert_eq!(rc, 0);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["pings"][0]["hostname"], "vm");
+        assert_eq!(v["pings"][0]["pinged"], "UP");
+        assert_eq!(v["pings"][0]["mode"], "primary");
+        assert!(v["pings"][0]["latency"].is_i64());
+        let (rc, out, _) = sc(&down, &["ping", "--json"]);
+        assert_eq!(rc, 1);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["pings"][0]["pinged"], "DOWN");
         assert_eq!(sc(&fake(), &["version"]).1, "slurm 25.11.0\n");
         assert_eq!(sc(&fake(), &["-V"]).1, "slurm 25.11.0\n");
         assert_eq!(sc(&fake(), &["--version"]).1, "slurm 25.11.0\n");
