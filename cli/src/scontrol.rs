@@ -717,8 +717,11 @@ fn cmd_show(
             0
         }
         Some("licenses") => {
-            let list = match ctl.call(RequestBody::GetLicenses) {
-                Ok(Response::Licenses { licenses, .. }) => licenses,
+            let (list, last_update) = match ctl.call(RequestBody::GetLicenses) {
+                Ok(Response::Licenses {
+                    licenses,
+                    last_update,
+                }) => (licenses, last_update),
                 Ok(_) => {
                     out.err("slurm_load_licenses error: Unexpected message received");
                     return 1;
@@ -732,6 +735,17 @@ fn cmd_show(
                 .iter()
                 .filter(|l| id.is_none_or(|n| l.name == n))
                 .collect();
+            if g.json {
+                let shown: Vec<slurm_proto::LicenseInfo> = shown.into_iter().cloned().collect();
+                let body = slurmrestd::openapi::licenses_body(&shown, last_update);
+                let fields = body.as_object().cloned().unwrap_or_default();
+                out.stdout.push_str(&crate::jsonout::render(
+                    crate::jsonout::Body::Fields(fields),
+                    &g.cluster,
+                    &g.argv,
+                ));
+                return 0;
+            }
             if shown.is_empty() {
                 match id {
                     Some(n) => {

@@ -18,6 +18,27 @@ pub const DATA_PARSER: &str = "data_parser/v0.0.44";
 pub const SLURM_PREFIX: &str = "/slurm/v0.0.44";
 
 /// A set number: `{"set": true, "infinite": false, "number": n}`.
+/// The `licenses` body (`GET licenses/`, `scontrol show licenses --json`).
+pub fn licenses_body(licenses: &[slurm_proto::LicenseInfo], last_update: i64) -> Value {
+    let list: Vec<Value> = licenses
+        .iter()
+        .map(|l| {
+            json!({
+                "LicenseName": l.name,
+                "Total": l.total,
+                "Used": l.used,
+                "Free": l.total.saturating_sub(l.used),
+                "Remote": false,
+                "Reserved": 0,
+                "LastConsumed": 0,
+                "LastDeficit": 0,
+                "LastUpdate": last_update,
+            })
+        })
+        .collect();
+    json!({"licenses": list, "last_update": num(last_update)})
+}
+
 pub fn num(n: impl Into<Value>) -> Value {
     json!({"set": true, "infinite": false, "number": n.into()})
 }

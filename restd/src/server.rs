@@ -809,27 +809,7 @@ impl App {
             Response::Licenses {
                 licenses,
                 last_update,
-            } => {
-                let list: Vec<Value> = licenses
-                    .iter()
-                    .map(|l| {
-                        json!({
-                            "LicenseName": l.name,
-                            "Total": l.total,
-                            "Used": l.used,
-                            "Free": l.total.saturating_sub(l.used),
-                            "Remote": false,
-                            "Reserved": 0,
-                            "LastConsumed": 0,
-                            "LastDeficit": 0,
-                            "LastUpdate": last_update,
-                        })
-                    })
-                    .collect();
-                Ok(done(
-                    json!({"licenses": list, "last_update": num(last_update)}),
-                ))
-            }
+            } => Ok(done(oa::licenses_body(&licenses, last_update))),
             Response::Error(e) => Err(Fail::rpc(&e, &[], "slurm_load_licenses")),
             r => Err(unexpected(&r, "slurm_load_licenses")),
         }

@@ -234,6 +234,13 @@ fn licenses_are_counted_and_jobs_wait_for_them() {
         "LicenseName=matlab\n    Total=2 Used=2 Free=0 Reserved=0 Remote=no\n\
          LicenseName=abaqus\n    Total=1 Used=0 Free=1 Reserved=0 Remote=no\n"
     );
+    // --json: slurmrestd's licenses body.
+    let out = t.run("scontrol", &["show", "licenses", "matlab", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["licenses"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["licenses"][0]["LicenseName"], "matlab");
+    assert_eq!(v["licenses"][0]["Used"], 2);
+    assert_eq!(v["licenses"][0]["Free"], 0);
     // A job needing another license runs beside them.
     let other = t.sbatch(&["-L", "abaqus:1", "--wrap", "true"]);
     assert_eq!(t.wait_done(other, 30).state, JobState::Completed);
