@@ -801,18 +801,35 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
     );
     let (conn_tx, mut conn_rx) = tokio::sync::mpsc::channel::<Io>(l.nodes.len().max(1));
     let want = (l.cred.sig.clone(), l.job_id, l.step_id);
+    // Anyone may connect: a few greetings are read at once (a hello is
+    // small, and late), so idle or slow callers cannot hold srun up or
+    // make it hold much memory.
+    let greeting = std::sync::Arc::new(tokio::sync::Semaphore::new(2 * l.nodes.len().max(1) + 4));
     let acceptor = tokio::spawn(async move {
-        while let Ok((sock, _)) = listener.accept().await {
+        loop {
+            let sock = match listener.accept().await {
+                Ok((s, _)) => s,
+                // Out of descriptors, say: wait and go on.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = greeting.clone().try_acquire_owned() else {
+                continue;
+            };
             let (io_tls, want, conn_tx) = (io_tls.clone(), want.clone(), conn_tx.clone());
             tokio::spawn(async move {
                 let io = async {
                     let (s, _) = net::accept(sock, io_tls.as_ref()).await.ok()?;
                     let (mut rd, wr) = tokio::io::split(s);
-                    let h: IoHello = net::read_frame(&mut rd).await.ok().flatten()?;
+                    let h: IoHello = net::read_frame_max(&mut rd, 4096).await.ok().flatten()?;
                     (h.key == want.0 && h.job_id == want.1 && h.step_id == want.2)
                         .then_some((h, rd, wr))
                 };
-                if let Ok(Some(x)) = tokio::time::timeout(Duration::from_secs(30), io).await {
+                let got = tokio::time::timeout(Duration::from_secs(10), io).await;
+                drop(permit);
+                if let Ok(Some(x)) = got {
                     let _ = conn_tx.send(x).await;
                 }
             });

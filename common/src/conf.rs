@@ -441,11 +441,6 @@ impl SlurmConf {
             .map_or("127.0.0.1", |h| h.name.as_str())
     }
 
-    /// A caller's certificate names one of the `SlurmctldHost`s.
-    pub fn is_controller(&self, peer: &crate::tls::Peer) -> bool {
-        self.slurmctld_hosts.iter().any(|h| peer.is(&h.name))
-    }
-
     pub fn ctld_address(&self) -> String {
         self.slurmctld_hosts
             .first()

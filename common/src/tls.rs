@@ -15,7 +15,8 @@
 //! Only TLS 1.3 is offered. Files are read once, at start.
 
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+pub use rustls::pki_types::CertificateDer;
+use rustls::pki_types::{PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -175,6 +176,11 @@ impl TlsSettings {
             roots.clone(),
             identity.as_ref().map(|(c, k)| (c.clone(), k.clone_key())),
         )?;
+        // The controller's own certificate, where this host has it: then a
+        // caller is the controller only if it shows exactly that one.
+        let controller = load_certs(&self.ctld_cert)
+            .ok()
+            .and_then(|c| c.into_iter().next());
         let server = match (role, identity) {
             (Role::Ctld | Role::Slurmd { .. } | Role::Dbd, Some((certs, key))) => {
                 Some(Arc::new(server_config(roots, certs, key)?))
@@ -184,6 +190,7 @@ impl TlsSettings {
         Ok(Tls {
             client: Arc::new(client),
             server,
+            controller,
         })
     }
 }
@@ -290,9 +297,26 @@ fn server_config(
 pub struct Tls {
     pub client: Arc<ClientConfig>,
     pub server: Option<Arc<ServerConfig>>,
+    /// `ctld_cert_file`, when readable here.
+    pub controller: Option<CertificateDer<'static>>,
 }
 
 impl Tls {
+    /// The caller is the controller: it showed the controller's own
+    /// certificate (when this host has `ctld_cert_file`), else one naming
+    /// one of `controller_names` (the `SlurmctldHost` names).
+    pub fn is_controller<'a>(
+        &self,
+        peer: &Peer,
+        mut controller_names: impl Iterator<Item = &'a str>,
+    ) -> bool {
+        match (&self.controller, peer) {
+            (Some(c), Peer::Cert(p)) => c == p,
+            (Some(_), _) => false,
+            (None, _) => controller_names.any(|n| peer.is(n)),
+        }
+    }
+
     pub fn acceptor(&self) -> Option<tokio_rustls::TlsAcceptor> {
         self.server.clone().map(tokio_rustls::TlsAcceptor::from)
     }

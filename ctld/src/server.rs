@@ -63,7 +63,8 @@ impl RpcStats {
         u.1 += us;
     }
 
-    /// (by type, by user), in no order.
+    /// (by type, by user), in no order; users by uid (`name` empty: see
+    /// [`name_users`], done without the lock held).
     pub fn report(&self) -> (Vec<slurm_proto::RpcStat>, Vec<slurm_proto::RpcStat>) {
         let types = self
             .types
@@ -79,13 +80,20 @@ impl RpcStats {
             .users
             .iter()
             .map(|(&uid, &(count, total_us))| slurm_proto::RpcStat {
-                name: slurm_common::users::user_name_or_id(uid),
+                name: String::new(),
                 id: uid,
                 count,
                 total_us,
             })
             .collect();
         (types, users)
+    }
+}
+
+/// Fill in users' names (look-ups that may go to a directory service).
+pub fn name_users(users: &mut [slurm_proto::RpcStat]) {
+    for u in users {
+        u.name = slurm_common::users::user_name_or_id(u.id);
     }
 }
 
@@ -475,6 +483,7 @@ impl Server {
                 if let Ok(st) = self.rpc_stats.lock() {
                     (d.rpc_types, d.rpc_users) = st.report();
                 }
+                name_users(&mut d.rpc_users);
                 Response::Diag(Box::new(d))
             }
             RequestBody::GetPriorities => {

@@ -3886,10 +3886,14 @@ impl Controller {
 
     /// `node` has no process of job `id` left.
     fn node_cleaned(&mut self, id: JobId, node: &str) {
-        let Some(j) = self.job_mut(id) else { return };
-        if !j.completing {
+        // Only a node the job is completing on speaks for it.
+        if !self.p.jobs.get(&id).is_some_and(|j| {
+            j.completing
+                && (j.completing_nodes.is_empty() || j.completing_nodes.iter().any(|n| n == node))
+        }) {
             return;
         }
+        let Some(j) = self.job_mut(id) else { return };
         j.completing_nodes.retain(|n| n != node);
         if j.completing_nodes.is_empty() {
             j.completing = false;
@@ -3907,6 +3911,15 @@ impl Controller {
     /// Add one node's usage to a step: CPU times add up, MaxRSS is the
     /// largest of any node (and says which).
     fn step_usage(&mut self, id: JobId, step_id: u32, node: &str, u: TaskUsage) {
+        // Only a node the job runs on reports its steps' usage.
+        if !self
+            .p
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.alloc.nodes.iter().any(|n| n == node))
+        {
+            return;
+        }
         let Some(st) = self
             .job_mut(id)
             .and_then(|j| j.steps.iter_mut().find(|s| s.step_id == step_id))
@@ -3937,12 +3950,14 @@ impl Controller {
         let Some(j) = self.p.jobs.get(&id) else {
             return;
         };
-        // A report from a node the script no longer runs on (a node that
-        // was cut off while the job was requeued and started elsewhere)
-        // is about an old run: it must not end the new one.
-        if let Some(host) = j.batch_host.as_deref().filter(|h| *h != node) {
+        // Only the node the script runs on reports its end: a report from
+        // a node it no longer runs on (cut off while the job was requeued
+        // and started elsewhere) is about an old run, and a job with no
+        // script running (an allocation, a requeued job) has none to end.
+        if j.batch_host.as_deref() != Some(node) {
             tracing::info!(
-                "job {id}: batch completion from {node} ignored (its script runs on {host})"
+                "job {id}: batch completion from {node} ignored (its script runs on {})",
+                j.batch_host.as_deref().unwrap_or("no node")
             );
             return;
         }

@@ -102,6 +102,7 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
         let server = Arc::new(Server {
             tls: tls.as_ref().and_then(|t| t.acceptor()),
             budget: slurm_common::net::Budget::new(16 * slurm_common::net::MAX_REQUEST),
+            controller_cert: tls.as_ref().and_then(|t| t.controller.clone()),
             storage: storage.clone(),
             key,
             slurm_user_uid,

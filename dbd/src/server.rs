@@ -22,11 +22,17 @@ use tokio::sync::Semaphore;
 /// How long a connection may sit idle between requests.
 const IDLE: Duration = Duration::from_secs(300);
 
+/// How long a caller may take over its TLS handshake.
+const HANDSHAKE: Duration = Duration::from_secs(10);
+
 pub struct Server {
     /// `TLSType` on: the handshake every connection must make.
     pub tls: Option<slurm_common::tls::TlsAcceptor>,
     /// Memory all requests being read may hold together.
     pub budget: slurm_common::net::Budget,
+    /// `ctld_cert_file`, when readable here: records only over exactly
+    /// that certificate (else any daemon's).
+    pub controller_cert: Option<slurm_common::tls::CertificateDer<'static>>,
     pub storage: Arc<Storage>,
     pub key: Key,
     /// The uid of slurmdbd.conf's SlurmUser (root is always allowed).
@@ -118,7 +124,7 @@ impl Server {
 
     async fn connection(&self, sock: TcpStream) {
         let Some((mut sock, peer)) =
-            slurm_common::net::accept_within(sock, self.tls.as_ref(), IDLE).await
+            slurm_common::net::accept_within(sock, self.tls.as_ref(), HANDSHAKE).await
         else {
             return;
         };
@@ -154,10 +160,14 @@ impl Server {
             ) {
                 // With TLS, records come only from a daemon's certificate
                 // (the controller's), never from a command's connection.
-                Ok((_, body)) if body.is_ingest() && peer.secured() && !peer.is_daemon() => err(
-                    AcctErrorKind::AccessDenied,
-                    "accounting records are taken only from the controller's certificate",
-                ),
+                Ok((_, body))
+                    if body.is_ingest() && peer.secured() && !self.from_controller(&peer) =>
+                {
+                    err(
+                        AcctErrorKind::AccessDenied,
+                        "accounting records are taken only from the controller's certificate",
+                    )
+                }
                 Ok((cred, body)) => self.checked(cred.uid, body, now).await,
                 Err(e) => refused(uid, e),
             };
@@ -165,6 +175,15 @@ impl Server {
                 tracing::debug!("cannot reply: {e}");
                 return;
             }
+        }
+    }
+
+    /// A caller that may send the controller's accounting records.
+    fn from_controller(&self, peer: &slurm_common::tls::Peer) -> bool {
+        match (&self.controller_cert, peer) {
+            (Some(c), slurm_common::tls::Peer::Cert(p)) => c == p,
+            (Some(_), _) => false,
+            (None, p) => p.is_daemon(),
         }
     }
 

@@ -1593,6 +1593,7 @@ async fn daemon_checks_credentials_and_rights() {
     let server = Arc::new(Server {
         tls: None,
         budget: slurm_common::net::Budget::new(1 << 28),
+        controller_cert: None,
         storage: storage.clone(),
         key: key(),
         slurm_user_uid: Some(4242),

@@ -75,6 +75,16 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The caller showed the controller's certificate (TLS on).
+    pub fn from_controller(&self, who: &slurm_common::tls::Peer) -> bool {
+        self.tls.as_ref().is_some_and(|t| {
+            t.is_controller(
+                who,
+                self.conf.slurmctld_hosts.iter().map(|h| h.name.as_str()),
+            )
+        })
+    }
+
     /// Jobs this daemon runs or has not yet reported clean, ascending.
     pub fn running_jobs(&self) -> Vec<JobId> {
         let mut ids = self.jobs.ids();
@@ -540,20 +550,6 @@ fn refused(uid: u32, from: &str, e: net::NetError) -> Response {
     refuse(code, e.to_string())
 }
 
-/// Verify (the credential bound to this body, for this node, used once)
-/// and answer one request.
-pub async fn dispatch(ctx: &Arc<Ctx>, req: Request) -> Response {
-    let me = slurm_common::auth::to_slurmd(&ctx.node);
-    let checked_cred = slurm_common::auth::Binding::for_body(&req.body, &me)
-        .map_err(net::NetError::from)
-        .and_then(|b| Ok(ctx.key.verify(&req.cred, crate::now(), &b)?))
-        .and_then(|_| Ok(ctx.seen.check(&req.cred, crate::now())?));
-    if let Err(e) = checked_cred {
-        return refused(req.cred.uid, &req.cred.host, e);
-    }
-    checked(ctx, req, &slurm_common::tls::Peer::Clear).await
-}
-
 /// Answer a request whose credential has been checked, from `who`.
 async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) -> Response {
     let cred = &req.cred;
@@ -579,7 +575,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
     // With TLS, a job request (root-signed) is taken only from the
     // controller's own certificate: a credential seen elsewhere cannot be
     // sent in by anyone else.
-    if job_request && who.secured() && !ctx.conf.is_controller(who) {
+    if job_request && who.secured() && !ctx.from_controller(who) {
         warn!(
             uid = cred.uid,
             "refused job request: the caller's certificate is not the controller's"
@@ -661,7 +657,9 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
         } => {
             // The controller cancelling a step: it launches nothing here
             // afterwards, even if its launch has not arrived yet.
-            if privileged && signal == libc::SIGKILL {
+            // (With TLS, only over the controller's own certificate.)
+            if privileged && signal == libc::SIGKILL && (!who.secured() || ctx.from_controller(who))
+            {
                 ctx.ledger.cancelled(job_id, step_id, crate::now());
             }
             crate::steps::signal(req.cred.uid, privileged, job_id, step_id, signal)

@@ -38,10 +38,13 @@ pub struct Ledger {
 impl Ledger {
     /// Load the node's ledger from `path` (an unreadable one is empty).
     pub fn load(path: PathBuf, cred_expire: i64) -> Ledger {
-        let saved: Saved = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
+        let saved: Saved = match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
+                tracing::warn!("{}: unreadable ({e}); starting it anew", path.display());
+                Saved::default()
+            }),
+            Err(_) => Saved::default(),
+        };
         let book = Book {
             ended: saved
                 .ended
@@ -88,8 +91,16 @@ impl Ledger {
     /// and a later run starts afresh.
     pub fn job_ended(&self, job: JobId, start: Option<i64>, now: i64) {
         let mut b = self.book();
+        // An end with no run named (the controller's clean-up of a job it
+        // holds over) never hides a run's recorded end, nor frees its
+        // steps' credentials.
+        if start.is_none() && b.ended.get(&job).is_some_and(|(s, _)| s.is_some()) {
+            return;
+        }
         b.ended.insert(job, (start, now));
-        b.launched.retain(|(j, _), _| *j != job);
+        if start.is_some() {
+            b.launched.retain(|(j, _), _| *j != job);
+        }
         self.save(&mut b, now);
     }
 
@@ -127,12 +138,21 @@ impl Ledger {
     }
 }
 
+/// Written whole to a fresh private file (never through a link planted in
+/// the spool), synced, then renamed over the old one.
 fn write(path: &Path, saved: &Saved) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec(saved).map_err(std::io::Error::other)?,
-    )?;
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    f.write_all(&serde_json::to_vec(saved).map_err(std::io::Error::other)?)?;
+    f.sync_all()?;
     std::fs::rename(&tmp, path)
 }
 
@@ -165,6 +185,10 @@ mod tests {
         assert!(l.take(8, 0, Some(200), 1004).is_err(), "ended run launched");
         // A later run of job 8 starts afresh.
         assert!(l.take(8, 0, Some(300), 1004).is_ok());
+        // An end naming no run hides no run's end.
+        l.job_ended(8, Some(300), 1004);
+        l.job_ended(8, None, 1004);
+        assert!(l.take(8, 1, Some(300), 1004).is_err());
         // Entries past two credential lifetimes go.
         l.job_ended(9, Some(1), 2000);
         let saved: Saved = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();

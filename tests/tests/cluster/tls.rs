@@ -56,6 +56,14 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
         &Role::Ctld,
     );
     let anonymous = tls_with(dir, &ca, &n1c, &n1k, &Role::Command);
+    // slurmdbd's certificate names the same host as the controller's.
+    let as_dbd = tls_with(
+        dir,
+        &ca,
+        &dir.join("dbd_cert.pem"),
+        &dir.join("dbd_cert_key.pem"),
+        &Role::Ctld,
+    );
     // A certificate for "n1" from a CA of the attacker's own.
     let rogue_dir = tempfile::tempdir().unwrap();
     let rogue = slurm_cli::pki::Ca::new("rogue CA").unwrap();
@@ -119,6 +127,10 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
     assert!(is_denied(&r, why), "{r:?}");
     let r = to_n1(&anonymous).unwrap();
     assert!(is_denied(&r, why), "{r:?}");
+    // Nor from another daemon on the controller's host: the node holds
+    // the controller's certificate and takes exactly that one.
+    let r = to_n1(&as_dbd).unwrap();
+    assert!(is_denied(&r, why), "{r:?}");
     // The controller's own certificate is taken (the job is unknown there).
     let r = to_n1(&as_ctld).unwrap();
     assert!(!is_denied(&r, why), "{r:?}");
@@ -150,6 +162,54 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
     assert!(is_denied(&to_ctld(&anonymous), why));
     let r = to_ctld(&as_n1);
     assert!(matches!(r, Response::Ok), "{r:?}");
+    // A node speaks only for the jobs it runs: n2 cannot end an
+    // allocation (no batch script anywhere) running on n1.
+    let mut holder = t
+        .cmd_as(0, 0, "salloc")
+        .args(["-J", "held-alloc", "-w", "n1", "sleep", "30"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let job = loop {
+        if let Some(j) = t
+            .jobs()
+            .into_iter()
+            .find(|j| j.name == "held-alloc" && j.state == slurm_proto::JobState::Running)
+        {
+            break j.job_id;
+        }
+        assert!(std::time::Instant::now() < deadline, "allocation never ran");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let fake_end = ctld_request(
+        &key,
+        0,
+        RequestBody::BatchComplete {
+            job_id: job,
+            node: "n2".into(),
+            status: 0,
+            oom: false,
+            usage: None,
+        },
+        slurm_common::auth::now(),
+    );
+    let _: Response = rt
+        .block_on(slurm_common::net::exchange_async_with(
+            Some(&as_n2.client),
+            &ctld,
+            "localhost",
+            &fake_end,
+            Duration::from_secs(5),
+        ))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let j = t.jobs().into_iter().find(|j| j.job_id == job).unwrap();
+    assert_eq!(j.state, slurm_proto::JobState::Running);
+    assert!(t.run("scancel", &[&job.to_string()]).status.success());
+    let _ = holder.kill();
+    let _ = holder.wait();
     // The node is still up: nothing the refused reports said was taken.
     let nodes = t.nodes();
     assert!(nodes
@@ -175,11 +235,14 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
         ))
         .unwrap()
     };
-    let r = to_dbd(&anonymous);
-    assert!(
-        matches!(&r, AcctResponse::Error(e) if e.message.contains("controller's certificate")),
-        "{r:?}"
-    );
+    // Records: not from a command, nor from a node daemon.
+    for who in [&anonymous, &as_n1] {
+        let r = to_dbd(who);
+        assert!(
+            matches!(&r, AcctResponse::Error(e) if e.message.contains("controller's certificate")),
+            "{r:?}"
+        );
+    }
     let r = to_dbd(&as_ctld);
     assert!(!matches!(r, AcctResponse::Error(_)), "{r:?}");
 
