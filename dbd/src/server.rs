@@ -161,7 +161,7 @@ impl Server {
                 // With TLS, records come only from a daemon's certificate
                 // (the controller's), never from a command's connection.
                 Ok((_, body))
-                    if body.is_ingest() && peer.secured() && !self.from_controller(&peer) =>
+                    if body.is_ingest() && peer.secured() && !self.sent_by_controller(&peer) =>
                 {
                     err(
                         AcctErrorKind::AccessDenied,
@@ -179,7 +179,7 @@ impl Server {
     }
 
     /// A caller that may send the controller's accounting records.
-    fn from_controller(&self, peer: &slurm_common::tls::Peer) -> bool {
+    fn sent_by_controller(&self, peer: &slurm_common::tls::Peer) -> bool {
         match (&self.controller_cert, peer) {
             (Some(c), slurm_common::tls::Peer::Cert(p)) => c == p,
             (Some(_), _) => false,

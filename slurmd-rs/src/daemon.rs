@@ -76,7 +76,7 @@ pub struct Ctx {
 
 impl Ctx {
     /// The caller showed the controller's certificate (TLS on).
-    pub fn from_controller(&self, who: &slurm_common::tls::Peer) -> bool {
+    pub fn sent_by_controller(&self, who: &slurm_common::tls::Peer) -> bool {
         self.tls.as_ref().is_some_and(|t| {
             t.is_controller(
                 who,
@@ -575,7 +575,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
     // With TLS, a job request (root-signed) is taken only from the
     // controller's own certificate: a credential seen elsewhere cannot be
     // sent in by anyone else.
-    if job_request && who.secured() && !ctx.from_controller(who) {
+    if job_request && who.secured() && !ctx.sent_by_controller(who) {
         warn!(
             uid = cred.uid,
             "refused job request: the caller's certificate is not the controller's"
@@ -658,7 +658,9 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             // The controller cancelling a step: it launches nothing here
             // afterwards, even if its launch has not arrived yet.
             // (With TLS, only over the controller's own certificate.)
-            if privileged && signal == libc::SIGKILL && (!who.secured() || ctx.from_controller(who))
+            if privileged
+                && signal == libc::SIGKILL
+                && (!who.secured() || ctx.sent_by_controller(who))
             {
                 ctx.ledger.cancelled(job_id, step_id, crate::now());
             }
