@@ -54,6 +54,8 @@ pub enum AuthError {
     Replayed,
     #[error("too many credentials in use; try again")]
     Busy,
+    #[error("credential issued before this daemon started; try again")]
+    BeforeStart,
     #[error("token: {0}")]
     Token(String),
 }
@@ -120,7 +122,13 @@ pub fn method_of(body: &[u8]) -> String {
 pub struct ReplayCache {
     inner: std::sync::Mutex<Seen>,
     cap: usize,
+    /// When this daemon started: the credentials it saw before a restart
+    /// are not remembered, so older ones are refused (callers sign anew).
+    since: i64,
 }
+
+/// Clock difference between hosts allowed for [`ReplayCache`]'s start.
+const START_SLACK: i64 = 2;
 
 #[derive(Default)]
 struct Seen {
@@ -146,6 +154,15 @@ impl ReplayCache {
         ReplayCache {
             inner: Default::default(),
             cap,
+            since: now(),
+        }
+    }
+
+    /// [`ReplayCache::new`] for a daemon that started at `since`.
+    pub fn started_at(cap: usize, since: i64) -> ReplayCache {
+        ReplayCache {
+            since,
+            ..ReplayCache::new(cap)
         }
     }
 
@@ -153,6 +170,12 @@ impl ReplayCache {
     pub fn check(&self, c: &Credential, now: i64) -> Result<(), AuthError> {
         if !c.token.is_empty() {
             return Ok(());
+        }
+        // Issued before this daemon started: it may have been used with
+        // the daemon that ran then, whose record of it is gone. (After a
+        // backward clock step, the start is taken as now.)
+        if c.issued < self.since.min(now) - START_SLACK {
+            return Err(AuthError::BeforeStart);
         }
         let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let quota = (self.cap / 16).max(1);
@@ -538,6 +561,25 @@ mod tests {
         ));
     }
 
+    /// A restarted daemon remembers no credential: those issued before it
+    /// started are refused (a caller signs anew), those after are taken.
+    #[test]
+    fn credentials_from_before_a_restart_are_refused() {
+        let k = Key::from_bytes(b"0123456789abcdef0123");
+        let b = bind(r#""Ping""#, TO_CTLD);
+        let cache = ReplayCache::started_at(32, 1000);
+        let old = k.sign(5, 5, "h", 990, &b);
+        assert!(matches!(
+            cache.check(&old, 1001),
+            Err(AuthError::BeforeStart)
+        ));
+        // A little clock difference between hosts is allowed.
+        cache.check(&k.sign(5, 5, "h", 999, &b), 1001).unwrap();
+        cache.check(&k.sign(0, 0, "h", 1001, &b), 1001).unwrap();
+        // The clock stepped back an hour: fresh credentials still pass.
+        cache.check(&k.sign(5, 5, "h", 2, &b), 3).unwrap();
+    }
+
     #[test]
     fn methods_and_replays() {
         assert_eq!(method_of(br#""Ping""#), "Ping");
@@ -546,7 +588,7 @@ mod tests {
         let k = Key::from_bytes(b"0123456789abcdef0123");
         let b = bind(r#""Ping""#, TO_CTLD);
         let c = k.sign(5, 5, "h", 100, &b);
-        let cache = ReplayCache::new(32);
+        let cache = ReplayCache::started_at(32, 99);
         cache.check(&c, 100).unwrap();
         assert!(matches!(cache.check(&c, 101), Err(AuthError::Replayed)));
         let c2 = k.sign(5, 5, "h", 100, &b);

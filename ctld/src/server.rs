@@ -240,7 +240,7 @@ impl Server {
                         SlurmError::ExpiredCredential
                     }
                     // This user holds its share of live credentials: wait.
-                    NetError::Auth(AuthError::Busy) => SlurmError::Backoff,
+                    NetError::Auth(AuthError::Busy | AuthError::BeforeStart) => SlurmError::Backoff,
                     NetError::Auth(_) => SlurmError::InvalidCredential,
                     _ => SlurmError::ProtocolError,
                 };
