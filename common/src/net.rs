@@ -133,9 +133,16 @@ pub async fn read_frame_budget<T: DeserializeOwned, R: AsyncRead + Unpin>(
                 None => held = Some(p),
             }
         }
-        let got = (&mut *r).take(want as u64).read_to_end(&mut buf).await?;
-        if got == 0 {
-            return Err(NetError::Closed);
+        // Exactly what was counted: no doubling of the buffer.
+        let start = buf.len();
+        buf.reserve_exact(want);
+        buf.resize(start + want, 0);
+        match r.read_exact(&mut buf[start..]).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(NetError::Closed)
+            }
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(Some((serde_json::from_slice(&buf)?, held)))
