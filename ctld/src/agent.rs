@@ -31,6 +31,18 @@ impl Agent {
         }
     }
 
+    /// Send `body` to the node daemon of `node` at `addr`, signed for it,
+    /// and wait at most `within` for the answer.
+    async fn send(
+        &self,
+        addr: &str,
+        node: &str,
+        body: RequestBody,
+        within: Duration,
+    ) -> Result<Response, slurm_common::net::NetError> {
+        call_async(addr, node, &self.request(body, node), within).await
+    }
+
     /// Hand a durable accounting record to the sender task.
     pub fn account(&self, r: slurm_proto::acct::SeqRecord) {
         if let Some(tx) = &self.acct {
@@ -51,13 +63,9 @@ impl Agent {
                 let body = RequestBody::LaunchBatch(launch);
                 let mut prolog_failed = false;
                 for attempt in 0..5 {
-                    match call_async(
-                        &addr,
-                        &node,
-                        &self.request(body.clone(), &node),
-                        Duration::from_secs(10),
-                    )
-                    .await
+                    match self
+                        .send(&addr, &node, body.clone(), Duration::from_secs(10))
+                        .await
                     {
                         Ok(Response::Ok) => return,
                         // A credential that expired on its way (a clock
@@ -106,13 +114,9 @@ impl Agent {
                     start_time,
                 };
                 for attempt in 0..10u32 {
-                    match call_async(
-                        &addr,
-                        &node,
-                        &self.request(body.clone(), &node),
-                        Duration::from_secs(10),
-                    )
-                    .await
+                    match self
+                        .send(&addr, &node, body.clone(), Duration::from_secs(10))
+                        .await
                     {
                         Ok(_) => return,
                         Err(e) => {
@@ -136,14 +140,7 @@ impl Agent {
                     step_id,
                     signal,
                 };
-                if let Err(e) = call_async(
-                    &addr,
-                    &node,
-                    &self.request(body, &node),
-                    Duration::from_secs(10),
-                )
-                .await
-                {
+                if let Err(e) = self.send(&addr, &node, body, Duration::from_secs(10)).await {
                     tracing::warn!("signal {signal} to step {job_id}.{step_id} failed: {e}");
                 }
             }
@@ -151,14 +148,7 @@ impl Agent {
                 let job_id = facts.job_id;
                 let body = RequestBody::JobPrologue(facts);
                 // A failed prolog is reported by the node itself (it drains).
-                match call_async(
-                    &addr,
-                    &node,
-                    &self.request(body, &node),
-                    Duration::from_secs(60),
-                )
-                .await
-                {
+                match self.send(&addr, &node, body, Duration::from_secs(60)).await {
                     Ok(Response::Ok) => {}
                     Ok(other) => tracing::warn!("prolog of job {job_id} on {node}: {other:?}"),
                     Err(e) => tracing::warn!("prolog of job {job_id} on {node} not sent: {e}"),
@@ -180,14 +170,7 @@ impl Agent {
                     epoch,
                     start_time,
                 };
-                if let Err(e) = call_async(
-                    &addr,
-                    &node,
-                    &self.request(body, &node),
-                    Duration::from_secs(10),
-                )
-                .await
-                {
+                if let Err(e) = self.send(&addr, &node, body, Duration::from_secs(10)).await {
                     tracing::warn!("suspend={suspend} of job {job_id} failed: {e}");
                 }
             }
@@ -198,14 +181,7 @@ impl Agent {
                 signal,
             } => {
                 let body = RequestBody::SignalJob { job_id, signal };
-                if let Err(e) = call_async(
-                    &addr,
-                    &node,
-                    &self.request(body, &node),
-                    Duration::from_secs(10),
-                )
-                .await
-                {
+                if let Err(e) = self.send(&addr, &node, body, Duration::from_secs(10)).await {
                     tracing::warn!("signal {signal} to job {job_id} failed: {e}");
                 }
             }
