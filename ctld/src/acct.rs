@@ -83,12 +83,7 @@ pub async fn sender(
     mut rx: UnboundedReceiver<SeqRecord>,
     cmds: Sender<Command>,
 ) {
-    let DbdLink {
-        addr,
-        name,
-        key,
-        host,
-    } = link;
+    let addr = &link.addr;
     let mut queue = pending;
     let mut backoff = Duration::from_millis(250);
     let mut down_logged = false;
@@ -103,9 +98,9 @@ pub async fn sender(
             queue.push_back(r);
         }
         let batch: Vec<SeqRecord> = queue.iter().take(BATCH).cloned().collect();
-        let req = slurm_common::dbd::request(&key, &host, AcctRequest::Records(batch.clone()));
+        let req = link.request(AcctRequest::Records(batch.clone()));
         let last = batch.last().map(|r| (r.cluster.clone(), r.epoch));
-        match slurm_common::dbd::call(&addr, &name, &req, Duration::from_secs(30)).await {
+        match link.call(&req, Duration::from_secs(30)).await {
             Ok(AcctResponse::Ack { clusters, .. }) => {
                 let through = clusters
                     .iter()
@@ -169,6 +164,22 @@ pub struct DbdLink {
     pub host: String,
 }
 
+impl DbdLink {
+    /// A request signed as this host (root), bound to it.
+    fn request(&self, body: AcctRequest) -> slurm_proto::acct::DbdRequest {
+        slurm_common::dbd::request(&self.key, &self.host, body)
+    }
+
+    /// Send `req` and wait at most `within` for the answer.
+    async fn call(
+        &self,
+        req: &slurm_proto::acct::DbdRequest,
+        within: Duration,
+    ) -> Result<AcctResponse, slurm_common::net::NetError> {
+        slurm_common::dbd::call(&self.addr, &self.name, req, within).await
+    }
+}
+
 /// Fetch this cluster's associations, users and QOS from slurmdbd now, on
 /// each `kick`, and every `every` — whichever comes first — and hand them to
 /// the writer.
@@ -181,15 +192,10 @@ pub async fn assoc_fetcher(
     usage_window: Option<Duration>,
 ) {
     use slurm_proto::acct::{AssocFilter, QosFilter, UserFilter};
-    let DbdLink {
-        addr,
-        name,
-        key,
-        host,
-    } = link;
+    let addr = &link.addr;
     let mut warned = false;
     loop {
-        let ask = |body: AcctRequest| slurm_common::dbd::request(&key, &host, body);
+        let ask = |body: AcctRequest| link.request(body);
         let t = Duration::from_secs(10);
         let ra = ask(AcctRequest::ListAssocs(AssocFilter {
             clusters: vec![cluster.clone()],
@@ -197,9 +203,9 @@ pub async fn assoc_fetcher(
         }));
         let ru = ask(AcctRequest::ListUsers(UserFilter::default()));
         let rq = ask(AcctRequest::ListQos(QosFilter::default()));
-        let assocs = slurm_common::dbd::call(&addr, &name, &ra, t);
-        let users = slurm_common::dbd::call(&addr, &name, &ru, t);
-        let qos = slurm_common::dbd::call(&addr, &name, &rq, t);
+        let assocs = link.call(&ra, t);
+        let users = link.call(&ru, t);
+        let qos = link.call(&rq, t);
         let t_now = now();
         let ru = ask(AcctRequest::GetUsage(slurm_proto::acct::UsageQuery {
             clusters: vec![cluster.clone()],
@@ -210,7 +216,7 @@ pub async fn assoc_fetcher(
         }));
         let usage = async {
             match usage_window {
-                Some(_) => Some(slurm_common::dbd::call(&addr, &name, &ru, t).await),
+                Some(_) => Some(link.call(&ru, t).await),
                 None => None,
             }
         };
