@@ -164,6 +164,12 @@ fn node_hardware(s: &Settings) -> Hardware {
     found
 }
 
+/// The file in the spool that names the node's cgroup top directory (a
+/// restarted daemon takes the same one back).
+fn cgroup_name_file(s: &Settings) -> PathBuf {
+    s.spool.join(format!("cgroup_top.{}", s.node))
+}
+
 /// Set up job cgroups as slurm.conf and cgroup.conf ask.
 fn cgroup_manager(
     s: &Settings,
@@ -196,9 +202,18 @@ fn cgroup_manager(
         cpu_order: host.topology.cpu_ids(),
         node_mem_mib,
         devices: gres.devices.clone(),
+        prefer: std::fs::read_to_string(cgroup_name_file(s))
+            .ok()
+            .map(|n| n.trim().to_string()),
     };
     match cgroup::Manager::new(opts) {
         Ok(Some(m)) => {
+            if let Some(name) = m.top().file_name() {
+                let path = cgroup_name_file(s);
+                if let Err(e) = crate::ledger::write_private(&path, name.as_encoded_bytes()) {
+                    warn!("cannot remember the cgroup name in {}: {e}", path.display());
+                }
+            }
             for n in &m.notes {
                 warn!("{n}");
             }

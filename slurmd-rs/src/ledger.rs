@@ -138,9 +138,16 @@ impl Ledger {
     }
 }
 
+fn write(path: &Path, saved: &Saved) -> std::io::Result<()> {
+    write_private(
+        path,
+        &serde_json::to_vec(saved).map_err(std::io::Error::other)?,
+    )
+}
+
 /// Written whole to a fresh private file (never through a link planted in
 /// the spool), synced, then renamed over the old one.
-fn write(path: &Path, saved: &Saved) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
@@ -151,7 +158,7 @@ fn write(path: &Path, saved: &Saved) -> std::io::Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)?;
-    f.write_all(&serde_json::to_vec(saved).map_err(std::io::Error::other)?)?;
+    f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
 }

@@ -541,6 +541,10 @@ pub struct ManagerOpts<'a> {
     pub node_mem_mib: u64,
     /// The node's GRES devices (for ConstrainDevices).
     pub devices: Vec<GresDevice>,
+    /// The top directory name this node used before (kept in its spool):
+    /// tried first, so a restarted daemon finds its running jobs even when
+    /// other daemons on the host serve a node of the same name.
+    pub prefer: Option<String>,
 }
 
 /// One daemon's cgroups.
@@ -646,12 +650,21 @@ impl Manager {
         }
         let mut notes = Vec::new();
         let mut chosen = None;
-        for i in 0..64 {
-            let name = if i == 0 {
+        let ours = |n: &str| {
+            n == format!("slurm_{safe}")
+                || n.strip_prefix(&format!("slurm_{safe}."))
+                    .and_then(|i| i.parse::<u32>().ok())
+                    .is_some_and(|i| (1..64).contains(&i))
+        };
+        let earlier = o.prefer.as_deref().filter(|n| ours(n)).map(str::to_string);
+        let names = earlier.clone().into_iter().chain((0..64).map(|i| {
+            if i == 0 {
                 format!("slurm_{safe}")
             } else {
                 format!("slurm_{safe}.{i}")
-            };
+            }
+        }));
+        for name in names {
             let tops: Vec<(String, PathBuf)> = bases
                 .iter()
                 .map(|(c, b)| (c.clone(), b.join(&name)))
@@ -663,7 +676,7 @@ impl Manager {
                 }
             }
             if let Some(lock) = lock_dir(&tops[0].1)? {
-                if i > 0 {
+                if name != format!("slurm_{safe}") && Some(&name) != earlier.as_ref() {
                     notes.push(format!(
                         "another slurmd on this host serves a node named {}; using {name}",
                         o.node

@@ -70,6 +70,7 @@ fn opts<'a>(conf: CgroupConf, node: &'a str) -> ManagerOpts<'a> {
         cpu_order: vec![0, 4, 1, 5, 2, 6, 3, 7],
         node_mem_mib: 4000,
         devices: vec![gpu(0), gpu(1)],
+        prefer: None,
     }
 }
 
@@ -185,7 +186,22 @@ fn v1_busy_job_directories_and_second_daemons() {
     let b = Manager::new(opts(constraining(m), "n1")).unwrap().unwrap();
     assert_eq!(b.top(), m.join("freezer/slurm_n1.1"));
     assert!(b.notes[0].contains("slurm_n1.1"), "{:?}", b.notes);
+    // Restarted, the second takes its own top back, not the first free.
     drop(a);
+    drop(b);
+    let mut again = opts(constraining(m), "n1");
+    again.prefer = Some("slurm_n1.1".into());
+    let b = Manager::new(again).unwrap().unwrap();
+    assert_eq!(b.top(), m.join("freezer/slurm_n1.1"));
+    assert!(b.notes.is_empty(), "{:?}", b.notes);
+    // A remembered name that is not this node's is never used.
+    for bad in ["slurm_n2", "../slurm_n1", "slurm_n1.64", "slurm_n1.x"] {
+        let mut o = opts(constraining(m), "n1");
+        o.prefer = Some(bad.into());
+        let c = Manager::new(o).unwrap().unwrap();
+        assert_eq!(c.top(), m.join("freezer/slurm_n1"), "{bad}");
+    }
+    drop(b);
     let c = Manager::new(opts(constraining(m), "n1")).unwrap().unwrap();
     assert_eq!(c.top(), m.join("freezer/slurm_n1"));
     // A job directory with live processes is not taken over.

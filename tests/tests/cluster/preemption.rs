@@ -84,12 +84,13 @@ fn qos_preemption_uses_slurmdbd_qos_lists() {
 }
 
 /// A job that counts in `file` ten times a second (for at most 1500
-/// counts, so nothing outlives a failed test for long).
+/// counts, so nothing outlives a failed test for long). Each count is
+/// renamed into place, so a reader never sees a file half written.
 fn counter(t: &TestCluster, file: &str) -> String {
     let path = t.work.join(file);
     format!(
-        "i=0; while [ $i -lt 1500 ]; do i=$((i+1)); echo $i > {}; sleep 0.1; done",
-        path.display()
+        "i=0; while [ $i -lt 1500 ]; do i=$((i+1)); echo $i > {p}.tmp; mv -f {p}.tmp {p}; sleep 0.1; done",
+        p = path.display()
     )
 }
 
@@ -109,10 +110,18 @@ fn stopped(t: &TestCluster, file: &str) -> bool {
     a == count(t, file)
 }
 
+/// Whether the count goes up within a few seconds (a resume travels to the
+/// node daemon after the controller already shows the job running).
 fn advancing(t: &TestCluster, file: &str) -> bool {
     let a = count(t, file);
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    count(t, file) > a
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        if count(t, file) > a {
+            return true;
+        }
+    }
+    false
 }
 
 /// The v1 freezer state of the cgroup of job `job`'s batch script (found
@@ -220,7 +229,11 @@ fn scontrol_suspend_stops_a_job_frees_its_cores_and_stops_its_clock() {
         "{}",
         stderr(&out)
     );
-    assert!(advancing(&t, "a"), "the job did not go on after resume");
+    assert!(
+        advancing(&t, "a"),
+        "the job did not go on after resume\n{}",
+        t.logs()
+    );
     // The time limit did not run while it was stopped.
     let pushed = j.end_time.unwrap() - before.end_time.unwrap();
     assert!(j.suspended_secs >= 3, "{}", j.suspended_secs);
