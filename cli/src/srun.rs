@@ -16,10 +16,11 @@ use crate::fmt::{getopt, Arg, Opt, Parsed};
 use slurm_common::auth::CredSource;
 use slurm_common::conf::SlurmConf;
 use slurm_common::stepio::{read_io, write_io, IoFrame, IoHello, IoKind};
-use slurm_common::{hostlist, net, timefmt};
+use slurm_common::{grpc, hostlist, net, timefmt};
+use slurm_proto::grpc::NodeCall;
 use slurm_proto::{
-    JobDesc, JobRecord, JobState, Request, RequestBody, Response, SlurmError, StepLayout,
-    StepRequest, TaskLaunch,
+    JobDesc, JobRecord, JobState, RequestBody, Response, SlurmError, StepLayout, StepRequest,
+    TaskLaunch,
 };
 use std::collections::HashMap;
 use std::io::Write;
@@ -874,17 +875,12 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             job_start: l.cred.job_start,
         };
         let node = l.nodes[k].clone();
-        let body = RequestBody::LaunchTasks(Box::new(t));
-        let bind =
-            slurm_common::auth::Binding::for_body(&body, &slurm_common::auth::to_slurmd(&node))
-                .map_err(|e| format!("srun: error: {e}"))?;
-        let cred = creds
-            .credential(&bind)
-            .map_err(|e| format!("srun: error: {e}"))?;
-        let addr = addr.clone();
+        let call = NodeCall::LaunchTasks(Box::new(t.into()));
+        let ch = grpc::kept(addr, &node).map_err(|e| format!("srun: error: {e}"))?;
+        let creds = creds.clone();
         launches.push(tokio::spawn(async move {
-            let req = Request { cred, body };
-            let r = net::call_async(&addr, &node, &req, Duration::from_secs(30)).await;
+            let sign = |b: &_| creds.credential(b);
+            let r = grpc::call_node(&ch, &node, call, sign, Duration::from_secs(30)).await;
             (node, r)
         }));
     }
@@ -1169,19 +1165,16 @@ async fn first_of<F: std::future::Future<Output = i32> + Unpin>(mut futs: Vec<F>
 async fn send_signal(conf: &SlurmConf, l: &StepLayout, sig: i32) {
     let creds = CredSource::from_conf(conf);
     for (addr, node) in l.addrs.iter().zip(&l.nodes) {
-        let body = RequestBody::SignalTasks {
+        let call = NodeCall::SignalTasks(slurm_proto::grpc::pb::SignalTasksRequest {
             job_id: l.job_id,
             step_id: l.step_id,
             signal: sig,
-        };
-        let to = slurm_common::auth::to_slurmd(node);
-        let Ok(bind) = slurm_common::auth::Binding::for_body(&body, &to) else {
+        });
+        let Ok(ch) = grpc::kept(addr, node) else {
             continue;
         };
-        if let Ok(cred) = creds.credential(&bind) {
-            let req = Request { cred, body };
-            let _ = net::call_async(addr, node, &req, Duration::from_secs(5)).await;
-        }
+        let sign = |b: &_| creds.credential(b);
+        let _ = grpc::call_node(&ch, node, call, sign, Duration::from_secs(5)).await;
     }
 }
 

@@ -35,6 +35,8 @@ pub enum AuthError {
     ShortKey(PathBuf),
     #[error("invalid credential signature")]
     BadSignature,
+    #[error("no credential with the request")]
+    Missing,
     #[error("credential expired")]
     Expired,
     #[error("credential issued in the future")]
@@ -87,6 +89,17 @@ impl Binding {
         use sha2::Digest;
         Binding {
             method: method_of(body),
+            body_hash: hex::encode(Sha256::digest(body)),
+            to: to.to_string(),
+        }
+    }
+
+    /// For a gRPC request: its method's full path and its message's
+    /// protobuf bytes.
+    pub fn for_message(method: &str, body: &[u8], to: &str) -> Binding {
+        use sha2::Digest;
+        Binding {
+            method: method.to_string(),
             body_hash: hex::encode(Sha256::digest(body)),
             to: to.to_string(),
         }
@@ -378,6 +391,7 @@ pub fn now() -> i64 {
 
 /// How a command obtains credentials: sign itself when it can read the key,
 /// otherwise ask the local daemon.
+#[derive(Clone)]
 pub struct CredSource {
     key_path: PathBuf,
     socket: PathBuf,

@@ -17,6 +17,8 @@
 //!   and systemd readiness (`NOTIFY_SOCKET`).
 //! - [`licenses`]: license lists (`matlab:2,abaqus`).
 //! - [`net`]: the RPC framing (length-prefixed JSON) and a blocking client.
+//! - [`grpc`]: the gRPC transport (tonic over our TLS): kept channels,
+//!   signed calls to node daemons, and a server's accepted connections.
 //! - [`tls`]: TLS between the processes (`TLSType`, `TLSParameters`) and
 //!   who a caller's certificate names.
 //! - [`private`]: `PrivateData` (what users may not see of one another).
@@ -32,6 +34,7 @@ pub mod constraint;
 pub mod cpubind;
 pub mod dbd;
 pub mod gres;
+pub mod grpc;
 pub mod hostlist;
 pub mod jobspec;
 pub mod jwt;

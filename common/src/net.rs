@@ -47,6 +47,8 @@ pub enum NetError {
     Tls(String),
     #[error("too many large requests are being read: try again")]
     Busy,
+    #[error("rpc failed ({code}): {why}")]
+    Rpc { code: String, why: String },
 }
 
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, NetError> {
@@ -89,6 +91,11 @@ impl Budget {
         Budget(std::sync::Arc::new(tokio::sync::Semaphore::new(
             bytes.min(tokio::sync::Semaphore::MAX_PERMITS),
         )))
+    }
+
+    /// `bytes` of it, if that many are free now.
+    pub fn take(&self, bytes: u32) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.0.clone().try_acquire_many_owned(bytes).ok()
     }
 
     /// Bytes not held by any request now.

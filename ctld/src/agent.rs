@@ -4,8 +4,9 @@
 use crate::state::Effect;
 use crate::writer::Command;
 use slurm_common::auth::{now, Key};
-use slurm_common::net::call_async;
-use slurm_proto::{Request, RequestBody, Response};
+use slurm_common::grpc;
+use slurm_proto::grpc::NodeCall;
+use slurm_proto::{RequestBody, Response};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -20,19 +21,8 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// A request to the node daemon of `node`, its credential bound to it.
-    fn request(&self, body: RequestBody, node: &str) -> Request {
-        let to = slurm_common::auth::to_slurmd(node);
-        let b = slurm_common::auth::Binding::for_body(&body, &to)
-            .unwrap_or_else(|_| slurm_common::auth::Binding::for_bytes(b"", &to));
-        Request {
-            cred: self.key.sign(0, 0, &self.host, now(), &b),
-            body,
-        }
-    }
-
-    /// Send `body` to the node daemon of `node` at `addr`, signed for it,
-    /// and wait at most `within` for the answer.
+    /// Send `body` to the node daemon of `node` at `addr`, signed by root
+    /// for it, and wait at most `within` for the answer.
     async fn send(
         &self,
         addr: &str,
@@ -40,7 +30,21 @@ impl Agent {
         body: RequestBody,
         within: Duration,
     ) -> Result<Response, slurm_common::net::NetError> {
-        call_async(addr, node, &self.request(body, node), within).await
+        let call = NodeCall::from_body(body).map_err(|b| slurm_common::net::NetError::Rpc {
+            code: "InvalidArgument".into(),
+            why: format!("not a node daemon's request: {b:?}"),
+            // (One kept channel per node daemon: every request to it
+            // shares one connection.)
+        })?;
+        let ch = grpc::kept(addr, node)?;
+        grpc::call_node(
+            &ch,
+            node,
+            call,
+            |b| Ok(self.key.sign(0, 0, &self.host, now(), b)),
+            within,
+        )
+        .await
     }
 
     /// Hand a durable accounting record to the sender task.

@@ -15,6 +15,7 @@
 //! prints them the same way.
 
 pub mod acct;
+pub mod grpc;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -15,7 +15,9 @@ use crate::settings::Settings;
 use crate::sysinfo::Hardware;
 use slurm_common::auth::{self, AuthError, Key};
 use slurm_common::conf::SlurmConf;
-use slurm_common::net;
+use slurm_common::{grpc, net};
+use slurm_proto::grpc::pb::{self, node_daemon_server::NodeDaemonServer};
+use slurm_proto::grpc::{node_method, node_reply, NodeCall};
 use slurm_proto::{JobId, Request, RequestBody, Response, RpcError, SlurmError};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -24,14 +26,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::net::TcpListener;
 use tracing::{debug, error, info, warn};
 
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 128;
-/// How long a peer may take to send its request or read our answer.
+/// How long a peer may take to finish its TLS handshake.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// HTTP/2 flow-control windows: what a connection (and each of its calls)
+/// may send before we read it, beyond the requests' budget.
+const CONNECTION_WINDOW: u32 = 512 << 10;
+const STREAM_WINDOW: u32 = 256 << 10;
 
 /// Everything the daemon's tasks share.
 pub struct Ctx {
@@ -429,33 +434,23 @@ impl Daemon {
                 ctx.key.clone(),
             )),
         ];
-        let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-        tokio::pin!(shutdown);
-        loop {
-            let permit = tokio::select! {
-                _ = &mut shutdown => break,
-                p = limit.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-            };
-            let accepted = tokio::select! {
-                _ = &mut shutdown => break,
-                a = self.listener.accept() => a,
-            };
-            match accepted {
-                Ok((stream, peer)) => {
-                    let ctx = ctx.clone();
-                    tokio::spawn(async move {
-                        handle_connection(&ctx, stream, peer).await;
-                        drop(permit);
-                    });
-                }
-                Err(e) => {
-                    warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
+        let acceptor = ctx.tls.as_ref().and_then(|t| t.acceptor());
+        let incoming = grpc::incoming(self.listener, acceptor, MAX_CONNECTIONS, IO_TIMEOUT);
+        // Launches carry a batch script and its environment (4 MiB each by
+        // default): room for them whatever the setting.
+        let limit = ctx.max_request.max(64 << 20);
+        let service = NodeDaemonServer::new(NodeService { ctx: ctx.clone() })
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(1 << 20);
+        let served = tonic::transport::Server::builder()
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .initial_stream_window_size(STREAM_WINDOW)
+            .layer(grpc::BudgetLayer::new(ctx.budget.clone()))
+            .add_service(service)
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await;
+        if let Err(e) = served {
+            error!("serving stopped: {e}");
         }
         info!(
             "shutting down; running jobs ({:?}) keep running",
@@ -503,46 +498,79 @@ async fn sack_task(path: PathBuf, key: Key) {
     }
 }
 
-async fn handle_connection(ctx: &Arc<Ctx>, stream: TcpStream, peer: SocketAddr) {
-    let acceptor = ctx.tls.as_ref().and_then(|t| t.acceptor());
-    let (mut stream, who) =
-        match tokio::time::timeout(IO_TIMEOUT, net::accept(stream, acceptor.as_ref())).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                warn!("refused connection from {peer}: {e}");
-                return;
-            }
-            Err(_) => {
-                debug!("{peer} did not finish the TLS handshake in time");
-                return;
-            }
+/// The node daemon's gRPC service: each call's credential is checked,
+/// its message turned into the request [`checked`] acts on, and the answer
+/// sent back.
+struct NodeService {
+    ctx: Arc<Ctx>,
+}
+
+impl NodeService {
+    async fn handle<T: prost::Message>(
+        &self,
+        req: tonic::Request<T>,
+        method: &'static str,
+        into: fn(T) -> NodeCall,
+    ) -> Result<tonic::Response<pb::NodeReply>, tonic::Status> {
+        let ctx = &self.ctx;
+        let Some(caller) = grpc::caller_of(&req) else {
+            return Err(tonic::Status::internal("the connection is unknown"));
         };
-    // Launches carry a batch script and its environment (4 MiB each by
-    // default, more once escaped): room for them whatever the setting.
-    let limit = ctx.max_request.max(64 << 20);
-    let read = net::read_frame_budget(&mut stream, limit, Some(&ctx.budget));
-    let (env, _held): (net::Envelope, _) = match tokio::time::timeout(IO_TIMEOUT, read).await {
-        Ok(Ok(Some(r))) => r,
-        Ok(Ok(None)) => return,
-        Ok(Err(e)) => {
-            warn!("malformed request from {peer}: {e}");
-            return;
-        }
-        Err(_) => {
-            debug!("{peer} sent no request in time");
-            return;
-        }
-    };
-    let uid = env.cred.uid;
-    let me = slurm_common::auth::to_slurmd(&ctx.node);
-    let resp = match env.open(&ctx.key, &me, crate::now(), &ctx.seen) {
-        Ok((cred, body)) => checked(ctx, Request { cred, body }, &who).await,
-        Err(e) => refused(uid, &peer.to_string(), e),
-    };
-    match tokio::time::timeout(IO_TIMEOUT, net::write_frame(&mut stream, &resp)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => debug!("cannot answer {peer}: {e}"),
-        Err(_) => debug!("{peer} did not read our answer in time"),
+        let me = slurm_common::auth::to_slurmd(&ctx.node);
+        let answer = match grpc::verify_call(&req, method, &me, &ctx.key, crate::now(), &ctx.seen) {
+            Err(e) => refused(&caller.addr.to_string(), e),
+            Ok(cred) => match into(req.into_inner()).into_body() {
+                Ok(body) => checked(ctx, Request { cred, body }, &caller.peer).await,
+                Err(e) => {
+                    warn!(from = %caller.addr, "malformed request: {e}");
+                    refuse(SlurmError::ProtocolError, e.to_string())
+                }
+            },
+        };
+        Ok(tonic::Response::new(node_reply(answer)))
+    }
+}
+
+type Answer = Result<tonic::Response<pb::NodeReply>, tonic::Status>;
+
+#[tonic::async_trait]
+impl pb::node_daemon_server::NodeDaemon for NodeService {
+    async fn launch_batch(&self, r: tonic::Request<pb::BatchLaunch>) -> Answer {
+        self.handle(r, node_method::LAUNCH_BATCH, |m| {
+            NodeCall::LaunchBatch(Box::new(m))
+        })
+        .await
+    }
+    async fn prologue(&self, r: tonic::Request<pb::JobPrologue>) -> Answer {
+        self.handle(r, node_method::PROLOGUE, |m| {
+            NodeCall::Prologue(Box::new(m))
+        })
+        .await
+    }
+    async fn signal_job(&self, r: tonic::Request<pb::SignalJobRequest>) -> Answer {
+        self.handle(r, node_method::SIGNAL_JOB, NodeCall::SignalJob)
+            .await
+    }
+    async fn suspend_job(&self, r: tonic::Request<pb::SuspendJobRequest>) -> Answer {
+        self.handle(r, node_method::SUSPEND_JOB, NodeCall::SuspendJob)
+            .await
+    }
+    async fn terminate_job(&self, r: tonic::Request<pb::TerminateJobRequest>) -> Answer {
+        self.handle(r, node_method::TERMINATE_JOB, NodeCall::TerminateJob)
+            .await
+    }
+    async fn launch_tasks(&self, r: tonic::Request<pb::TaskLaunch>) -> Answer {
+        self.handle(r, node_method::LAUNCH_TASKS, |m| {
+            NodeCall::LaunchTasks(Box::new(m))
+        })
+        .await
+    }
+    async fn signal_tasks(&self, r: tonic::Request<pb::SignalTasksRequest>) -> Answer {
+        self.handle(r, node_method::SIGNAL_TASKS, NodeCall::SignalTasks)
+            .await
+    }
+    async fn ping(&self, r: tonic::Request<pb::NodePing>) -> Answer {
+        self.handle(r, node_method::PING, NodeCall::Ping).await
     }
 }
 
@@ -553,8 +581,8 @@ fn refuse(error: SlurmError, detail: impl Into<String>) -> Response {
     })
 }
 
-fn refused(uid: u32, from: &str, e: net::NetError) -> Response {
-    warn!(uid, from, "refused request: {e}");
+fn refused(from: &str, e: net::NetError) -> Response {
+    warn!(from, "refused request: {e}");
     let code = match e {
         net::NetError::Auth(AuthError::Expired | AuthError::NotYetValid) => {
             SlurmError::ExpiredCredential

@@ -4,7 +4,8 @@
 //! command line.
 
 use slurm_common::auth::{self, Key};
-use slurm_common::net;
+use slurm_common::{grpc, net};
+use slurm_proto::grpc::{pb, NodeCall};
 use slurm_proto::{Allocation, BatchLaunch, Request, RequestBody, Response, RpcError, SlurmError};
 use slurmd::args::Args;
 use slurmd::daemon::Daemon;
@@ -133,22 +134,22 @@ fn cluster(ctld_port: u16) -> Cluster {
 
 /// `body` signed as `uid` for the daemon of node `to` at `now`.
 fn signed(c: &Cluster, uid: u32, body: RequestBody, to: &str, now: i64) -> Request {
-    let b = auth::Binding::for_body(&body, &auth::to_slurmd(to)).unwrap();
+    let call = NodeCall::from_body(body.clone()).unwrap();
+    let b = auth::Binding::for_message(call.method(), &call.encode(), &auth::to_slurmd(to));
     Request {
         cred: c.key.sign(uid, uid, "test", now, &b),
         body,
     }
 }
 
+/// Send `req`'s body to the daemon with `req`'s credential as it is.
 async fn send(c: &Cluster, req: &Request) -> Response {
-    net::call_async(
-        &format!("127.0.0.1:{}", c.slurmd_port),
-        "n1",
-        req,
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap()
+    let ch = grpc::kept(&format!("127.0.0.1:{}", c.slurmd_port), "n1").unwrap();
+    let call = NodeCall::from_body(req.body.clone()).unwrap();
+    let cred = req.cred.clone();
+    grpc::call_node(&ch, "n1", call, |_| Ok(cred), Duration::from_secs(10))
+        .await
+        .unwrap()
 }
 
 async fn call(c: &Cluster, uid: u32, body: RequestBody) -> Response {
@@ -400,8 +401,20 @@ async fn daemon_end_to_end() {
     );
     let r = call(&c, 1000, RequestBody::LaunchBatch(Box::new(l.clone()))).await;
     assert!(is_err(&r, SlurmError::AccessDenied), "{r:?}");
-    let r = call(&c, 0, RequestBody::SubmitBatchJob(Default::default())).await;
-    assert!(is_err(&r, SlurmError::InvalidRequest), "{r:?}");
+    // A method the node daemon does not serve.
+    {
+        let ch = grpc::kept(&format!("127.0.0.1:{}", c.slurmd_port), "n1").unwrap();
+        let mut g = tonic::client::Grpc::new(ch);
+        g.ready().await.unwrap();
+        let r: Result<tonic::Response<pb::NodeReply>, _> = g
+            .unary(
+                tonic::Request::new(pb::NodePing {}),
+                "/slurm.v1.NodeDaemon/SubmitBatchJob".parse().unwrap(),
+                tonic::codec::ProstCodec::default(),
+            )
+            .await;
+        assert_eq!(r.unwrap_err().code(), tonic::Code::Unimplemented);
+    }
 
     // Garbage on the socket is dropped without harm.
     {

@@ -1,10 +1,11 @@
 //! TLS between the daemons (`TLSType=tls/rustls`): who may send what,
 //! tried the way an attacker on the network or on a node would.
 
-use slurm_common::auth::{to_slurmd, Binding, Key};
+use slurm_common::auth::{Binding, Key};
 use slurm_common::tls::{Role, Tls, TlsSettings};
 use slurm_proto::acct::{AcctRequest, AcctResponse};
-use slurm_proto::{Request, RequestBody, Response, SlurmError};
+use slurm_proto::grpc::NodeCall;
+use slurm_proto::{RequestBody, Response, SlurmError};
 use slurm_tests::*;
 use std::path::Path;
 use std::time::Duration;
@@ -85,40 +86,35 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
     let ctld = format!("{ip}:{}", t.c.spec.ctld_port);
     let dbd = format!("{ip}:{}", t.c.spec.dbd_port);
     let now = slurm_common::auth::now();
-    // A root-signed job request for n1, as the controller would send it.
-    let terminate = || {
-        let body = RequestBody::TerminateJob {
-            job_id: 999_999,
-            kill_wait: 1,
-            start_time: None,
+    // A root-signed job request for n1, as the controller would send it,
+    // over a channel of its own with the given TLS settings.
+    let send_to =
+        |tls: Option<&Tls>, addr: &str| -> Result<Response, slurm_common::net::NetError> {
+            let call = NodeCall::TerminateJob(slurm_proto::grpc::pb::TerminateJobRequest {
+                job_id: 999_999,
+                kill_wait: 1,
+                start_time: None,
+            });
+            rt.block_on(async {
+                let ch = slurm_common::grpc::channel(tls.map(|t| t.client.clone()), addr, "n1")?;
+                slurm_common::grpc::call_node(
+                    &ch,
+                    "n1",
+                    call,
+                    |b: &Binding| Ok(key.sign(0, 0, "test", now, b)),
+                    Duration::from_secs(5),
+                )
+                .await
+            })
         };
-        let b = Binding::for_body(&body, &to_slurmd("n1")).unwrap();
-        Request {
-            cred: key.sign(0, 0, "test", now, &b),
-            body,
-        }
-    };
-    let to_n1 = |tls: &Tls| -> Result<Response, slurm_common::net::NetError> {
-        rt.block_on(slurm_common::net::exchange_async_with(
-            Some(&tls.client),
-            &slurmd1,
-            "n1",
-            &terminate(),
-            Duration::from_secs(5),
-        ))
-    };
+    let to_n1_with = |tls: Option<&Tls>| send_to(tls, &slurmd1);
+    let to_n1 = |tls: &Tls| to_n1_with(Some(tls));
 
     // A certificate that does not chain to the CA: no connection at all.
     let r = to_n1(&as_rogue);
     assert!(r.is_err(), "a rogue certificate was served: {r:?}");
     // Clear text to a node daemon with TLS on: nothing is read.
-    let r = rt.block_on(slurm_common::net::exchange_async_with::<_, Response>(
-        None,
-        &slurmd1,
-        "n1",
-        &terminate(),
-        Duration::from_secs(5),
-    ));
+    let r = to_n1_with(None);
     assert!(r.is_err(), "clear text was answered: {r:?}");
     // Root-signed, but from another node's certificate or from none: the
     // node daemon takes job requests only from the controller's.
@@ -249,15 +245,9 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
     // A server whose certificate names another host is not believed: n2's
     // daemon answering for n1.
     let slurmd2 = format!("{ip}:{}", t.c.spec.slurmd_ports[1]);
-    let r = rt.block_on(slurm_common::net::exchange_async_with::<_, Response>(
-        Some(&as_ctld.client),
-        &slurmd2,
-        "n1",
-        &terminate(),
-        Duration::from_secs(5),
-    ));
+    let r = send_to(Some(&as_ctld), &slurmd2);
     assert!(
-        matches!(&r, Err(slurm_common::net::NetError::Tls(m)) if m.contains("n1")),
+        matches!(&r, Err(e) if e.to_string().contains("(n1)") && e.to_string().contains("not valid for name")),
         "{r:?}"
     );
 }

@@ -1,0 +1,469 @@
+//! The gRPC transport: tonic over the TLS of [`crate::tls`].
+//!
+//! - Callers keep one [`Channel`] per server ([`channel`]): HTTP/2 carries
+//!   every call on it, one connection, reused. The connection is made (and
+//!   remade after a failure) by our own connector, so the server's
+//!   certificate is checked by name exactly as for the framed protocol.
+//! - Each call carries a [`Credential`] in its `slurm-cred-bin` metadata,
+//!   bound to the method, the SHA-256 of the message's protobuf bytes and
+//!   the receiver ([`Binding::for_message`]); [`verify_call`] checks it
+//!   before the server decodes anything further or acts.
+//! - Servers take connections through [`incoming`]: TLS handshakes run
+//!   concurrently (each within a deadline), connections are capped, and each
+//!   handler finds the caller's certificate in [`Caller`].
+
+use crate::auth::{AuthError, Binding, Key, ReplayCache};
+use crate::net::{self, NetError};
+use prost::Message;
+use slurm_proto::grpc::{node_response, pb, NodeCall, CRED_METADATA};
+use slurm_proto::{Credential, Response};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+pub use tonic::transport::Channel;
+
+/// How long a caller waits for a connection to be made.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A kept channel to the server at `addr` whose certificate names `server`,
+/// inside TLS when `tls` is given. Nothing is connected until the first call.
+pub fn channel(
+    tls: Option<Arc<rustls::ClientConfig>>,
+    addr: &str,
+    server: &str,
+) -> Result<Channel, NetError> {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| NetError::Connect {
+            addr: addr.to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()),
+        })?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10));
+    let (addr, server) = (addr.to_string(), server.to_string());
+    let connector = tower::service_fn(move |_: tonic::transport::Uri| {
+        let (tls, addr, server) = (tls.clone(), addr.clone(), server.clone());
+        async move {
+            let conn = tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                net::connect_async_with(tls.as_ref(), &addr, &server),
+            )
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))?
+            .map_err(std::io::Error::other)?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(conn))
+        }
+    });
+    Ok(endpoint.connect_with_connector_lazy(connector))
+}
+
+/// This process's kept channels, by server name and address.
+type Kept = std::collections::HashMap<(String, String), Channel>;
+static KEPT: std::sync::LazyLock<std::sync::Mutex<Kept>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The kept channel of this process to `server` at `addr` (made with the
+/// process's TLS client settings the first time; a server that moved to
+/// another address leaves its old channel). Call inside a tokio runtime.
+pub fn kept(addr: &str, server: &str) -> Result<Channel, NetError> {
+    let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+    let key = (server.to_string(), addr.to_string());
+    if let Some(c) = kept.get(&key) {
+        return Ok(c.clone());
+    }
+    kept.retain(|(s, _), _| s != server);
+    let c = channel(crate::tls::client().cloned(), addr, server)?;
+    kept.insert(key, c.clone());
+    Ok(c)
+}
+
+/// A gRPC call that did not come back: the status, said plainly.
+fn status_error(s: tonic::Status) -> NetError {
+    use std::error::Error;
+    let mut why = s.message().to_string();
+    let mut src = s.source();
+    while let Some(e) = src {
+        let more = e.to_string();
+        if !why.contains(&more) {
+            why = format!("{why}: {more}");
+        }
+        src = e.source();
+    }
+    NetError::Rpc {
+        code: format!("{:?}", s.code()),
+        why,
+    }
+}
+
+/// Put `cred` in a request's metadata.
+fn with_cred<T>(msg: T, cred: Credential, within: Duration) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    let bytes = pb::Credential::from(cred).encode_to_vec();
+    r.metadata_mut().insert_bin(
+        CRED_METADATA,
+        tonic::metadata::MetadataValue::from_bytes(&bytes),
+    );
+    r.set_timeout(within);
+    r
+}
+
+/// Largest answer a caller takes from a node daemon.
+const MAX_NODE_REPLY: usize = 1 << 20;
+
+/// Send `call` to the node daemon of `node` over `ch`, with the credential
+/// `sign` makes for it, and wait at most `within` for the answer.
+pub async fn call_node(
+    ch: &Channel,
+    node: &str,
+    call: NodeCall,
+    sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
+    within: Duration,
+) -> Result<Response, NetError> {
+    let b = Binding::for_message(call.method(), &call.encode(), &crate::auth::to_slurmd(node));
+    let cred = sign(&b)?;
+    let mut client = pb::node_daemon_client::NodeDaemonClient::new(ch.clone())
+        .max_decoding_message_size(MAX_NODE_REPLY)
+        .max_encoding_message_size(usize::MAX);
+    let fut = async move {
+        match call {
+            NodeCall::LaunchBatch(m) => client.launch_batch(with_cred(*m, cred, within)).await,
+            NodeCall::Prologue(m) => client.prologue(with_cred(*m, cred, within)).await,
+            NodeCall::SignalJob(m) => client.signal_job(with_cred(m, cred, within)).await,
+            NodeCall::SuspendJob(m) => client.suspend_job(with_cred(m, cred, within)).await,
+            NodeCall::TerminateJob(m) => client.terminate_job(with_cred(m, cred, within)).await,
+            NodeCall::LaunchTasks(m) => client.launch_tasks(with_cred(*m, cred, within)).await,
+            NodeCall::SignalTasks(m) => client.signal_tasks(with_cred(m, cred, within)).await,
+            NodeCall::Ping(m) => client.ping(with_cred(m, cred, within)).await,
+        }
+    };
+    match tokio::time::timeout(within, fut).await {
+        Ok(Ok(r)) => Ok(node_response(r.into_inner())),
+        Ok(Err(s)) => Err(status_error(s)),
+        Err(_) => Err(NetError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no reply from {node} within {within:?}"),
+        ))),
+    }
+}
+
+/// The caller's credential, once it is shown to be signed with `key`, valid
+/// now, made for exactly this message of `method` and for the receiver
+/// `me`, and not seen before. Tokens are not taken here.
+pub fn verify_call<T: Message>(
+    req: &tonic::Request<T>,
+    method: &str,
+    me: &str,
+    key: &Key,
+    now: i64,
+    seen: &ReplayCache,
+) -> Result<Credential, NetError> {
+    let raw = req
+        .metadata()
+        .get_bin(CRED_METADATA)
+        .ok_or(AuthError::Missing)?
+        .to_bytes()
+        .map_err(|_| AuthError::BadSignature)?;
+    let cred: Credential = pb::Credential::decode(raw.as_ref())
+        .map_err(|_| AuthError::BadSignature)?
+        .into();
+    if !cred.token.is_empty() {
+        return Err(AuthError::Token("tokens are not accepted here".into()).into());
+    }
+    // The message as it will be acted on: fields this side does not know
+    // are gone from it, so such a request does not match its signature.
+    let b = Binding::for_message(method, &req.get_ref().encode_to_vec(), me);
+    key.verify(&cred, now, &b)?;
+    seen.check(&cred, now)?;
+    Ok(cred)
+}
+
+/// Who is on the other end of a server's connection (in each request's
+/// extensions).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub peer: crate::tls::Peer,
+    pub addr: SocketAddr,
+}
+
+/// A connection a server took, its TLS handshake done.
+pub struct Accepted {
+    conn: net::Conn,
+    caller: Caller,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl tonic::transport::server::Connected for Accepted {
+    type ConnectInfo = Caller;
+    fn connect_info(&self) -> Caller {
+        self.caller.clone()
+    }
+}
+
+impl AsyncRead for Accepted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().conn).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Accepted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().conn).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().conn).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().conn).poll_shutdown(cx)
+    }
+}
+
+/// The connections `listener` takes, for a tonic server: at most `max` at
+/// once (the next waits until one closes), each TLS handshake (with
+/// `acceptor`) done concurrently within `handshake`. Ends when the listener
+/// fails for good or the server stops reading.
+pub fn incoming(
+    listener: tokio::net::TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    max: usize,
+    handshake: Duration,
+) -> tokio_stream::wrappers::ReceiverStream<Result<Accepted, std::io::Error>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let slots = Arc::new(tokio::sync::Semaphore::new(max));
+    tokio::spawn(async move {
+        loop {
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let (sock, addr) = tokio::select! {
+                _ = tx.closed() => return,
+                a = listener.accept() => match a {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let (tx, acceptor) = (tx.clone(), acceptor.clone());
+            tokio::spawn(async move {
+                if let Some((conn, peer)) =
+                    net::accept_within(sock, acceptor.as_ref(), handshake).await
+                {
+                    let a = Accepted {
+                        conn,
+                        caller: Caller { peer, addr },
+                        _slot: slot,
+                    };
+                    let _ = tx.send(Ok(a)).await;
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// The caller of a request a server is handling; `None` when the request
+/// did not come through [`incoming`] (to be refused: nothing is known).
+pub fn caller_of<T>(req: &tonic::Request<T>) -> Option<Caller> {
+    req.extensions().get::<Caller>().cloned()
+}
+
+/// Bytes of each request read before it draws on the server's budget.
+const FREE_BYTES: usize = 64 << 10;
+
+/// A tower layer for a tonic server: past its first 64 KiB, a request's
+/// body takes its bytes from a shared [`net::Budget`] as they arrive and is
+/// refused (`too many large requests are being read`) when the budget is
+/// spent, so callers together cannot make the server hold more, however
+/// many connections and streams they open, before any credential is
+/// checked. The bytes go back when the request is done with.
+#[derive(Clone)]
+pub struct BudgetLayer {
+    budget: net::Budget,
+}
+
+impl BudgetLayer {
+    pub fn new(budget: net::Budget) -> BudgetLayer {
+        BudgetLayer { budget }
+    }
+}
+
+impl<S> tower::Layer<S> for BudgetLayer {
+    type Service = Budgeted<S>;
+    fn layer(&self, inner: S) -> Budgeted<S> {
+        Budgeted {
+            inner,
+            budget: self.budget.clone(),
+        }
+    }
+}
+
+/// The service [`BudgetLayer`] makes.
+#[derive(Clone)]
+pub struct Budgeted<S> {
+    inner: S,
+    budget: net::Budget,
+}
+
+impl<S> tower::Service<http::Request<tonic::body::Body>> for Budgeted<S>
+where
+    S: tower::Service<http::Request<tonic::body::Body>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> S::Future {
+        let budget = self.budget.clone();
+        self.inner.call(req.map(|body| {
+            tonic::body::Body::new(BudgetBody {
+                inner: body,
+                budget,
+                read: 0,
+                held: None,
+            })
+        }))
+    }
+}
+
+struct BudgetBody {
+    inner: tonic::body::Body,
+    budget: net::Budget,
+    read: usize,
+    held: net::Held,
+}
+
+impl http_body::Body for BudgetBody {
+    type Data = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, tonic::Status>>> {
+        let me = self.get_mut();
+        let frame = match Pin::new(&mut me.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(f))) => f,
+            other => return other,
+        };
+        if let Some(d) = frame.data_ref() {
+            let before = me.read;
+            me.read = me.read.saturating_add(d.len());
+            let over = me
+                .read
+                .saturating_sub(FREE_BYTES.max(before))
+                .min(u32::MAX as usize);
+            if over > 0 {
+                match me.budget.take(over as u32) {
+                    Some(p) => match &mut me.held {
+                        Some(h) => h.merge(p),
+                        None => me.held = Some(p),
+                    },
+                    None => {
+                        return Poll::Ready(Some(Err(tonic::Status::resource_exhausted(
+                            NetError::Busy.to_string(),
+                        ))))
+                    }
+                }
+            }
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Body as _;
+
+    /// A request body that arrives as `n` frames of `size` bytes.
+    struct Frames(std::collections::VecDeque<bytes::Bytes>);
+
+    impl http_body::Body for Frames {
+        type Data = bytes::Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+            Poll::Ready(
+                self.get_mut()
+                    .0
+                    .pop_front()
+                    .map(|b| Ok(http_body::Frame::data(b))),
+            )
+        }
+    }
+
+    fn body(budget: &net::Budget, n: usize, size: usize) -> BudgetBody {
+        BudgetBody {
+            inner: tonic::body::Body::new(Frames(
+                (0..n)
+                    .map(|_| bytes::Bytes::from(vec![0u8; size]))
+                    .collect(),
+            )),
+            budget: budget.clone(),
+            read: 0,
+            held: None,
+        }
+    }
+
+    /// Read `b` to its end, or to its first error.
+    async fn drain(b: &mut BudgetBody) -> Result<usize, tonic::Status> {
+        let mut got = 0;
+        while let Some(f) = std::future::poll_fn(|cx| Pin::new(&mut *b).poll_frame(cx)).await {
+            got += f?.into_data().map(|d| d.len()).unwrap_or(0);
+        }
+        Ok(got)
+    }
+
+    #[tokio::test]
+    async fn request_bodies_past_their_first_64_kib_draw_on_the_shared_budget() {
+        let k = 64 << 10;
+        let budget = net::Budget::new(4 * k);
+        // The first 64 KiB are free; the next 256 KiB spend the budget.
+        let mut a = body(&budget, 5, k);
+        assert_eq!(drain(&mut a).await.unwrap(), 5 * k);
+        assert_eq!(budget.available(), 0);
+        // While it is held, another large request is refused past its
+        // free bytes; a small one still goes through.
+        let mut b = body(&budget, 2, k);
+        let e = drain(&mut b).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        assert!(e.message().contains("try again"), "{e}");
+        let mut small = body(&budget, 1, k);
+        assert_eq!(drain(&mut small).await.unwrap(), k);
+        // Done with, its bytes go back.
+        drop(a);
+        drop(b);
+        assert_eq!(budget.available(), 4 * k);
+        let mut c = body(&budget, 4, k);
+        assert_eq!(drain(&mut c).await.unwrap(), 4 * k);
+        assert_eq!(budget.available(), k);
+    }
+}

@@ -1,0 +1,14 @@
+//! Compiles the gRPC services in `slurm/v1/*.proto` (with the protoc that
+//! `scripts/setup` installs, or the one `PROTOC` names).
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["slurm/v1/common.proto", "slurm/v1/slurmd.proto"];
+    for f in files {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    tonic_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_protos(&files, &["."])?;
+    Ok(())
+}

@@ -1,0 +1,742 @@
+//! The gRPC services (`slurm/v1/*.proto`, compiled into [`pb`]) and the
+//! conversions between their messages and the wire types of this crate.
+//!
+//! The node daemon's service (`NodeDaemon`) carries what the controller and
+//! srun ask of a node; [`NodeCall`] is one such request in its gRPC form,
+//! with the method it goes to. Conversions from the messages check what
+//! protobuf cannot (a port that fits 16 bits) and name the field otherwise.
+
+use crate::{
+    Allocation, BatchLaunch, Credential, GresAlloc, JobPrologue, RequestBody, Response, RpcError,
+    SlurmError, StepCred, StepLayout, TaskLaunch,
+};
+
+/// The generated messages, clients and servers of package `slurm.v1`.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod pb {
+    tonic::include_proto!("slurm.v1");
+}
+
+/// The metadata key the caller's [`pb::Credential`] travels in.
+pub const CRED_METADATA: &str = "slurm-cred-bin";
+
+/// A message that does not make a valid request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {field}: {why}")]
+pub struct ConvError {
+    pub field: &'static str,
+    pub why: String,
+}
+
+fn missing(field: &'static str) -> ConvError {
+    ConvError {
+        field,
+        why: "missing".into(),
+    }
+}
+
+impl From<Credential> for pb::Credential {
+    fn from(c: Credential) -> Self {
+        pb::Credential {
+            uid: c.uid,
+            gid: c.gid,
+            host: c.host,
+            issued: c.issued,
+            expires: c.expires,
+            nonce: c.nonce,
+            method: c.method,
+            body_hash: c.body_hash,
+            to: c.to,
+            sig: c.sig,
+            token: c.token,
+        }
+    }
+}
+
+impl From<pb::Credential> for Credential {
+    fn from(c: pb::Credential) -> Self {
+        Credential {
+            uid: c.uid,
+            gid: c.gid,
+            host: c.host,
+            issued: c.issued,
+            expires: c.expires,
+            nonce: c.nonce,
+            method: c.method,
+            body_hash: c.body_hash,
+            to: c.to,
+            sig: c.sig,
+            token: c.token,
+        }
+    }
+}
+
+fn gres_to(v: Vec<Vec<GresAlloc>>) -> Vec<pb::GresOnNode> {
+    v.into_iter()
+        .map(|g| pb::GresOnNode {
+            gres: g
+                .into_iter()
+                .map(|a| pb::GresAlloc {
+                    name: a.name,
+                    kind: a.kind,
+                    indices: a.indices,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn gres_from(v: Vec<pb::GresOnNode>) -> Vec<Vec<GresAlloc>> {
+    v.into_iter()
+        .map(|g| {
+            g.gres
+                .into_iter()
+                .map(|a| GresAlloc {
+                    name: a.name,
+                    kind: a.kind,
+                    indices: a.indices,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+impl From<Allocation> for pb::Allocation {
+    fn from(a: Allocation) -> Self {
+        pb::Allocation {
+            nodes: a.nodes,
+            cpus: a.cpus,
+            mem: a.mem,
+            tasks: a.tasks,
+            gres: gres_to(a.gres),
+        }
+    }
+}
+
+impl From<pb::Allocation> for Allocation {
+    fn from(a: pb::Allocation) -> Self {
+        Allocation {
+            nodes: a.nodes,
+            cpus: a.cpus,
+            mem: a.mem,
+            tasks: a.tasks,
+            gres: gres_from(a.gres),
+        }
+    }
+}
+
+fn task_ids_to(v: Vec<Vec<u32>>) -> Vec<pb::TaskIds> {
+    v.into_iter().map(|ids| pb::TaskIds { ids }).collect()
+}
+
+fn task_ids_from(v: Vec<pb::TaskIds>) -> Vec<Vec<u32>> {
+    v.into_iter().map(|t| t.ids).collect()
+}
+
+impl From<BatchLaunch> for pb::BatchLaunch {
+    fn from(l: BatchLaunch) -> Self {
+        pb::BatchLaunch {
+            job_id: l.job_id,
+            job_name: l.job_name,
+            uid: l.uid,
+            gid: l.gid,
+            user_name: l.user_name,
+            account: l.account,
+            qos: l.qos,
+            partition: l.partition,
+            cluster_name: l.cluster_name,
+            alloc: Some(l.alloc.into()),
+            num_tasks: l.num_tasks,
+            cpus_per_task: l.cpus_per_task,
+            ntasks_per_node: l.ntasks_per_node,
+            mem_per_node: l.mem_per_node,
+            mem_per_cpu: l.mem_per_cpu,
+            time_limit: l.time_limit,
+            work_dir: l.work_dir,
+            std_out: l.std_out,
+            std_err: l.std_err,
+            std_in: l.std_in,
+            script: l.script,
+            argv: l.argv,
+            environment: l.environment,
+            submit_host: l.submit_host,
+            ctld_host: l.ctld_host,
+            ctld_port: l.ctld_port.into(),
+            start_time: l.start_time,
+        }
+    }
+}
+
+impl TryFrom<pb::BatchLaunch> for BatchLaunch {
+    type Error = ConvError;
+    fn try_from(l: pb::BatchLaunch) -> Result<Self, ConvError> {
+        Ok(BatchLaunch {
+            job_id: l.job_id,
+            job_name: l.job_name,
+            uid: l.uid,
+            gid: l.gid,
+            user_name: l.user_name,
+            account: l.account,
+            qos: l.qos,
+            partition: l.partition,
+            cluster_name: l.cluster_name,
+            alloc: l.alloc.ok_or_else(|| missing("alloc"))?.into(),
+            num_tasks: l.num_tasks,
+            cpus_per_task: l.cpus_per_task,
+            ntasks_per_node: l.ntasks_per_node,
+            mem_per_node: l.mem_per_node,
+            mem_per_cpu: l.mem_per_cpu,
+            time_limit: l.time_limit,
+            work_dir: l.work_dir,
+            std_out: l.std_out,
+            std_err: l.std_err,
+            std_in: l.std_in,
+            script: l.script,
+            argv: l.argv,
+            environment: l.environment,
+            submit_host: l.submit_host,
+            ctld_host: l.ctld_host,
+            ctld_port: u16::try_from(l.ctld_port).map_err(|_| ConvError {
+                field: "ctld_port",
+                why: format!("{} is not a port", l.ctld_port),
+            })?,
+            start_time: l.start_time,
+        })
+    }
+}
+
+impl From<JobPrologue> for pb::JobPrologue {
+    fn from(p: JobPrologue) -> Self {
+        pb::JobPrologue {
+            job_id: p.job_id,
+            uid: p.uid,
+            gid: p.gid,
+            user_name: p.user_name,
+            partition: p.partition,
+            account: p.account,
+            alloc: Some(p.alloc.into()),
+        }
+    }
+}
+
+impl TryFrom<pb::JobPrologue> for JobPrologue {
+    type Error = ConvError;
+    fn try_from(p: pb::JobPrologue) -> Result<Self, ConvError> {
+        Ok(JobPrologue {
+            job_id: p.job_id,
+            uid: p.uid,
+            gid: p.gid,
+            user_name: p.user_name,
+            partition: p.partition,
+            account: p.account,
+            alloc: p.alloc.ok_or_else(|| missing("alloc"))?.into(),
+        })
+    }
+}
+
+impl From<StepCred> for pb::StepCred {
+    fn from(c: StepCred) -> Self {
+        pb::StepCred {
+            job_id: c.job_id,
+            step_id: c.step_id,
+            uid: c.uid,
+            gid: c.gid,
+            user_name: c.user_name,
+            nodes: c.nodes,
+            expires: c.expires,
+            alloc: Some(c.alloc.into()),
+            partition: c.partition,
+            account: c.account,
+            job_start: c.job_start,
+            tasks: task_ids_to(c.tasks),
+            cpus_per_task: c.cpus_per_task,
+            job_cpus: c.job_cpus,
+            sig: c.sig,
+        }
+    }
+}
+
+impl TryFrom<pb::StepCred> for StepCred {
+    type Error = ConvError;
+    fn try_from(c: pb::StepCred) -> Result<Self, ConvError> {
+        Ok(StepCred {
+            job_id: c.job_id,
+            step_id: c.step_id,
+            uid: c.uid,
+            gid: c.gid,
+            user_name: c.user_name,
+            nodes: c.nodes,
+            expires: c.expires,
+            alloc: c.alloc.ok_or_else(|| missing("cred.alloc"))?.into(),
+            partition: c.partition,
+            account: c.account,
+            job_start: c.job_start,
+            tasks: task_ids_from(c.tasks),
+            cpus_per_task: c.cpus_per_task,
+            job_cpus: c.job_cpus,
+            sig: c.sig,
+        })
+    }
+}
+
+impl From<StepLayout> for pb::StepLayout {
+    fn from(l: StepLayout) -> Self {
+        pb::StepLayout {
+            job_id: l.job_id,
+            step_id: l.step_id,
+            nodes: l.nodes,
+            addrs: l.addrs,
+            tasks: task_ids_to(l.tasks),
+            cpus_per_task: l.cpus_per_task,
+            job_cpus: l.job_cpus,
+            cred: Some(l.cred.into()),
+        }
+    }
+}
+
+impl TryFrom<pb::StepLayout> for StepLayout {
+    type Error = ConvError;
+    fn try_from(l: pb::StepLayout) -> Result<Self, ConvError> {
+        Ok(StepLayout {
+            job_id: l.job_id,
+            step_id: l.step_id,
+            nodes: l.nodes,
+            addrs: l.addrs,
+            tasks: task_ids_from(l.tasks),
+            cpus_per_task: l.cpus_per_task,
+            job_cpus: l.job_cpus,
+            cred: l.cred.ok_or_else(|| missing("layout.cred"))?.try_into()?,
+        })
+    }
+}
+
+impl From<TaskLaunch> for pb::TaskLaunch {
+    fn from(t: TaskLaunch) -> Self {
+        pb::TaskLaunch {
+            layout: Some(t.layout.into()),
+            node_index: t.node_index,
+            argv: t.argv,
+            environment: t.environment,
+            cwd: t.cwd,
+            io_addr: t.io_addr,
+            io_cert_sha256: t.io_cert_sha256,
+            job_name: t.job_name,
+            partition: t.partition,
+            account: t.account,
+            cluster_name: t.cluster_name,
+            job_nodes: t.job_nodes,
+            job_cpus: t.job_cpus,
+            job_tasks: t.job_tasks,
+            job_gres: gres_to(t.job_gres),
+            cpu_bind: t.cpu_bind,
+            distribution: t.distribution,
+            job_start: t.job_start,
+            job_mem: t.job_mem,
+        }
+    }
+}
+
+impl TryFrom<pb::TaskLaunch> for TaskLaunch {
+    type Error = ConvError;
+    fn try_from(t: pb::TaskLaunch) -> Result<Self, ConvError> {
+        Ok(TaskLaunch {
+            layout: t.layout.ok_or_else(|| missing("layout"))?.try_into()?,
+            node_index: t.node_index,
+            argv: t.argv,
+            environment: t.environment,
+            cwd: t.cwd,
+            io_addr: t.io_addr,
+            io_cert_sha256: t.io_cert_sha256,
+            job_name: t.job_name,
+            partition: t.partition,
+            account: t.account,
+            cluster_name: t.cluster_name,
+            job_nodes: t.job_nodes,
+            job_cpus: t.job_cpus,
+            job_tasks: t.job_tasks,
+            job_gres: gres_from(t.job_gres),
+            cpu_bind: t.cpu_bind,
+            distribution: t.distribution,
+            job_start: t.job_start,
+            job_mem: t.job_mem,
+        })
+    }
+}
+
+/// One request to a node daemon, as the message of its gRPC method.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeCall {
+    LaunchBatch(Box<pb::BatchLaunch>),
+    Prologue(Box<pb::JobPrologue>),
+    SignalJob(pb::SignalJobRequest),
+    SuspendJob(pb::SuspendJobRequest),
+    TerminateJob(pb::TerminateJobRequest),
+    LaunchTasks(Box<pb::TaskLaunch>),
+    SignalTasks(pb::SignalTasksRequest),
+    Ping(pb::NodePing),
+}
+
+/// The full gRPC path of each `NodeDaemon` method: what a credential for
+/// it names as its method.
+pub mod node_method {
+    pub const LAUNCH_BATCH: &str = "/slurm.v1.NodeDaemon/LaunchBatch";
+    pub const PROLOGUE: &str = "/slurm.v1.NodeDaemon/Prologue";
+    pub const SIGNAL_JOB: &str = "/slurm.v1.NodeDaemon/SignalJob";
+    pub const SUSPEND_JOB: &str = "/slurm.v1.NodeDaemon/SuspendJob";
+    pub const TERMINATE_JOB: &str = "/slurm.v1.NodeDaemon/TerminateJob";
+    pub const LAUNCH_TASKS: &str = "/slurm.v1.NodeDaemon/LaunchTasks";
+    pub const SIGNAL_TASKS: &str = "/slurm.v1.NodeDaemon/SignalTasks";
+    pub const PING: &str = "/slurm.v1.NodeDaemon/Ping";
+}
+
+impl NodeCall {
+    /// The request in its gRPC form; `Err` gives back a body that is not a
+    /// node daemon's request.
+    pub fn from_body(body: RequestBody) -> Result<NodeCall, Box<RequestBody>> {
+        Ok(match body {
+            RequestBody::LaunchBatch(l) => NodeCall::LaunchBatch(Box::new((*l).into())),
+            RequestBody::JobPrologue(p) => NodeCall::Prologue(Box::new((*p).into())),
+            RequestBody::SignalJob { job_id, signal } => {
+                NodeCall::SignalJob(pb::SignalJobRequest { job_id, signal })
+            }
+            RequestBody::SuspendJobHere {
+                job_id,
+                suspend,
+                seq,
+                epoch,
+                start_time,
+            } => NodeCall::SuspendJob(pb::SuspendJobRequest {
+                job_id,
+                suspend,
+                seq,
+                epoch,
+                start_time,
+            }),
+            RequestBody::TerminateJob {
+                job_id,
+                kill_wait,
+                start_time,
+            } => NodeCall::TerminateJob(pb::TerminateJobRequest {
+                job_id,
+                kill_wait,
+                start_time,
+            }),
+            RequestBody::LaunchTasks(t) => NodeCall::LaunchTasks(Box::new((*t).into())),
+            RequestBody::SignalTasks {
+                job_id,
+                step_id,
+                signal,
+            } => NodeCall::SignalTasks(pb::SignalTasksRequest {
+                job_id,
+                step_id,
+                signal,
+            }),
+            RequestBody::NodePing => NodeCall::Ping(pb::NodePing {}),
+            other => return Err(Box::new(other)),
+        })
+    }
+
+    /// The request as the node daemon acts on it.
+    pub fn into_body(self) -> Result<RequestBody, ConvError> {
+        Ok(match self {
+            NodeCall::LaunchBatch(l) => RequestBody::LaunchBatch(Box::new((*l).try_into()?)),
+            NodeCall::Prologue(p) => RequestBody::JobPrologue(Box::new((*p).try_into()?)),
+            NodeCall::SignalJob(s) => RequestBody::SignalJob {
+                job_id: s.job_id,
+                signal: s.signal,
+            },
+            NodeCall::SuspendJob(s) => RequestBody::SuspendJobHere {
+                job_id: s.job_id,
+                suspend: s.suspend,
+                seq: s.seq,
+                epoch: s.epoch,
+                start_time: s.start_time,
+            },
+            NodeCall::TerminateJob(t) => RequestBody::TerminateJob {
+                job_id: t.job_id,
+                kill_wait: t.kill_wait,
+                start_time: t.start_time,
+            },
+            NodeCall::LaunchTasks(t) => RequestBody::LaunchTasks(Box::new((*t).try_into()?)),
+            NodeCall::SignalTasks(s) => RequestBody::SignalTasks {
+                job_id: s.job_id,
+                step_id: s.step_id,
+                signal: s.signal,
+            },
+            NodeCall::Ping(_) => RequestBody::NodePing,
+        })
+    }
+
+    /// The method's full gRPC path.
+    pub fn method(&self) -> &'static str {
+        use node_method::*;
+        match self {
+            NodeCall::LaunchBatch(_) => LAUNCH_BATCH,
+            NodeCall::Prologue(_) => PROLOGUE,
+            NodeCall::SignalJob(_) => SIGNAL_JOB,
+            NodeCall::SuspendJob(_) => SUSPEND_JOB,
+            NodeCall::TerminateJob(_) => TERMINATE_JOB,
+            NodeCall::LaunchTasks(_) => LAUNCH_TASKS,
+            NodeCall::SignalTasks(_) => SIGNAL_TASKS,
+            NodeCall::Ping(_) => PING,
+        }
+    }
+
+    /// The message's protobuf bytes (what a credential's body hash covers).
+    pub fn encode(&self) -> Vec<u8> {
+        use prost::Message;
+        match self {
+            NodeCall::LaunchBatch(m) => m.encode_to_vec(),
+            NodeCall::Prologue(m) => m.encode_to_vec(),
+            NodeCall::SignalJob(m) => m.encode_to_vec(),
+            NodeCall::SuspendJob(m) => m.encode_to_vec(),
+            NodeCall::TerminateJob(m) => m.encode_to_vec(),
+            NodeCall::LaunchTasks(m) => m.encode_to_vec(),
+            NodeCall::SignalTasks(m) => m.encode_to_vec(),
+            NodeCall::Ping(m) => m.encode_to_vec(),
+        }
+    }
+}
+
+impl SlurmError {
+    /// Every error, for looking one up by its number.
+    pub const ALL: [SlurmError; 38] = [
+        SlurmError::InvalidJobId,
+        SlurmError::AccessDenied,
+        SlurmError::InvalidPartitionName,
+        SlurmError::DefaultPartitionNotSet,
+        SlurmError::RequestedNodeConfigUnavailable,
+        SlurmError::InvalidNodeName,
+        SlurmError::InvalidTimeLimit,
+        SlurmError::JobPending,
+        SlurmError::AlreadyDone,
+        SlurmError::TransitionStateNoUpdate,
+        SlurmError::InvalidNodeState,
+        SlurmError::NodesBusy,
+        SlurmError::PartitionDown,
+        SlurmError::PartitionNotAvail,
+        SlurmError::TooManyRequestedCpus,
+        SlurmError::TooManyRequestedNodes,
+        SlurmError::InvalidCredential,
+        SlurmError::ExpiredCredential,
+        SlurmError::InvalidRequest,
+        SlurmError::ReachedMaxJobCount,
+        SlurmError::JobNotPending,
+        SlurmError::Disabled,
+        SlurmError::ProtocolError,
+        SlurmError::InternalError,
+        SlurmError::Dependency,
+        SlurmError::InvalidArray,
+        SlurmError::InvalidAccount,
+        SlurmError::InvalidQos,
+        SlurmError::ReservationInvalid,
+        SlurmError::ReservationBusy,
+        SlurmError::ReservationAccess,
+        SlurmError::AccountingPolicy,
+        SlurmError::PrologFailed,
+        SlurmError::InvalidGres,
+        SlurmError::InvalidFeature,
+        SlurmError::InvalidLicenses,
+        SlurmError::NeedRestart,
+        SlurmError::Backoff,
+    ];
+
+    /// The error with Slurm's number `code` (an unknown number is a
+    /// protocol error).
+    pub fn from_code(code: i32) -> SlurmError {
+        SlurmError::ALL
+            .into_iter()
+            .find(|e| e.code() == code)
+            .unwrap_or(SlurmError::ProtocolError)
+    }
+}
+
+/// A node daemon's answer in its gRPC form (only what a node daemon
+/// answers: done, refused, or its running jobs).
+pub fn node_reply(r: Response) -> pb::NodeReply {
+    use pb::node_reply::Result as R;
+    let result = match r {
+        Response::Ok => R::Ok(pb::Empty {}),
+        Response::NodePong { running_jobs } => R::Pong(pb::NodePong { running_jobs }),
+        Response::Error(e) => R::Error(pb::Error {
+            code: e.error.code(),
+            detail: e.detail,
+        }),
+        other => R::Error(pb::Error {
+            code: SlurmError::InternalError.code(),
+            detail: Some(format!("unexpected answer {other:?}")),
+        }),
+    };
+    pb::NodeReply {
+        result: Some(result),
+    }
+}
+
+/// A node daemon's gRPC answer as a [`Response`].
+pub fn node_response(r: pb::NodeReply) -> Response {
+    use pb::node_reply::Result as R;
+    match r.result {
+        Some(R::Ok(_)) => Response::Ok,
+        Some(R::Pong(p)) => Response::NodePong {
+            running_jobs: p.running_jobs,
+        },
+        Some(R::Error(e)) => Response::Error(RpcError {
+            error: SlurmError::from_code(e.code),
+            detail: e.detail,
+        }),
+        None => Response::Error(RpcError {
+            error: SlurmError::ProtocolError,
+            detail: Some("empty answer".into()),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_number_comes_back() {
+        // (Two errors share Slurm's number 2050: the number comes back.)
+        for e in SlurmError::ALL {
+            assert_eq!(SlurmError::from_code(e.code()).code(), e.code());
+        }
+        assert_eq!(
+            SlurmError::from_code(SlurmError::ExpiredCredential.code()),
+            SlurmError::ExpiredCredential
+        );
+        assert_eq!(SlurmError::from_code(-7), SlurmError::ProtocolError);
+    }
+
+    fn launch() -> TaskLaunch {
+        let cred = StepCred {
+            job_id: 7,
+            step_id: 2,
+            uid: 1000,
+            gid: 1000,
+            user_name: "u".into(),
+            nodes: vec!["n1".into(), "n2".into()],
+            expires: 99,
+            alloc: Allocation {
+                nodes: vec!["n1".into(), "n2".into()],
+                cpus: vec![2, 4],
+                mem: vec![100, 200],
+                tasks: vec![1, 2],
+                gres: vec![
+                    vec![GresAlloc {
+                        name: "gpu".into(),
+                        kind: Some("a100".into()),
+                        indices: vec![0, 1],
+                    }],
+                    vec![],
+                ],
+            },
+            partition: "p".into(),
+            account: "a".into(),
+            job_start: Some(5),
+            tasks: vec![vec![0], vec![1, 2]],
+            cpus_per_task: 1,
+            job_cpus: vec![2, 4],
+            sig: "ab".into(),
+        };
+        TaskLaunch {
+            layout: StepLayout {
+                job_id: 7,
+                step_id: 2,
+                nodes: cred.nodes.clone(),
+                addrs: vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()],
+                tasks: cred.tasks.clone(),
+                cpus_per_task: 1,
+                job_cpus: vec![2, 4],
+                cred: cred.clone(),
+            },
+            node_index: 1,
+            argv: vec!["hostname".into()],
+            environment: vec!["A=1".into()],
+            cwd: "/tmp".into(),
+            io_addr: "127.0.0.1:3".into(),
+            io_cert_sha256: Some("ff".into()),
+            job_name: "j".into(),
+            partition: "p".into(),
+            account: "a".into(),
+            cluster_name: "c".into(),
+            job_nodes: cred.alloc.nodes.clone(),
+            job_cpus: cred.alloc.cpus.clone(),
+            job_tasks: cred.alloc.tasks.clone(),
+            job_gres: cred.alloc.gres.clone(),
+            cpu_bind: None,
+            distribution: Some("cyclic".into()),
+            job_start: Some(5),
+            job_mem: vec![100, 200],
+        }
+    }
+
+    #[test]
+    fn node_requests_round_trip() {
+        let bodies = vec![
+            RequestBody::LaunchTasks(Box::new(launch())),
+            RequestBody::SuspendJobHere {
+                job_id: 3,
+                suspend: true,
+                seq: 4,
+                epoch: 5,
+                start_time: None,
+            },
+            RequestBody::TerminateJob {
+                job_id: 3,
+                kill_wait: 30,
+                start_time: Some(8),
+            },
+            RequestBody::SignalTasks {
+                job_id: 1,
+                step_id: 0,
+                signal: 9,
+            },
+            RequestBody::NodePing,
+        ];
+        for b in bodies {
+            let want = format!("{b:?}");
+            let call = NodeCall::from_body(b).unwrap();
+            let bytes = call.encode();
+            let back = call.into_body().unwrap();
+            assert_eq!(format!("{back:?}"), want);
+            // The same request encodes to the same bytes every time.
+            assert_eq!(NodeCall::from_body(back).unwrap().encode(), bytes);
+        }
+        assert!(NodeCall::from_body(RequestBody::Ping).is_err());
+    }
+
+    #[test]
+    fn a_message_missing_a_part_names_it() {
+        let mut t: pb::TaskLaunch = launch().into();
+        t.layout.as_mut().unwrap().cred = None;
+        let e = TaskLaunch::try_from(t).unwrap_err();
+        assert_eq!(e.to_string(), "invalid layout.cred: missing");
+        let mut b: pb::BatchLaunch = pb::BatchLaunch {
+            alloc: Some(pb::Allocation::default()),
+            ..Default::default()
+        };
+        b.ctld_port = 70000;
+        let e = BatchLaunch::try_from(b).unwrap_err();
+        assert!(e.to_string().contains("ctld_port"), "{e}");
+    }
+
+    #[test]
+    fn answers_round_trip() {
+        for r in [
+            Response::Ok,
+            Response::NodePong {
+                running_jobs: vec![1, 2],
+            },
+            Response::Error(RpcError {
+                error: SlurmError::ExpiredCredential,
+                detail: Some("late".into()),
+            }),
+        ] {
+            assert_eq!(
+                format!("{:?}", node_response(node_reply(r.clone()))),
+                format!("{r:?}")
+            );
+        }
+    }
+}
