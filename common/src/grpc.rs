@@ -442,6 +442,98 @@ mod tests {
         Ok(got)
     }
 
+    /// A request carrying `msg` (decoded from `bytes`) and `cred`.
+    fn request_with(
+        bytes: &[u8],
+        cred: Option<Credential>,
+    ) -> tonic::Request<pb::SignalJobRequest> {
+        let msg = pb::SignalJobRequest::decode(bytes).unwrap();
+        let mut r = tonic::Request::new(msg);
+        if let Some(c) = cred {
+            let raw = pb::Credential::from(c).encode_to_vec();
+            r.metadata_mut().insert_bin(
+                CRED_METADATA,
+                tonic::metadata::MetadataValue::from_bytes(&raw),
+            );
+        }
+        r
+    }
+
+    #[test]
+    fn a_call_is_taken_only_with_its_own_credential() {
+        use slurm_proto::grpc::node_method::{SIGNAL_JOB, TERMINATE_JOB};
+        let key = Key::from_bytes(&[7u8; 32]);
+        let me = crate::auth::to_slurmd("n1");
+        let now = crate::auth::now();
+        let seen = ReplayCache::new(100);
+        let bytes = pb::SignalJobRequest {
+            job_id: 5,
+            signal: 9,
+        }
+        .encode_to_vec();
+        let sign = |method: &str, body: &[u8], to: &str| {
+            key.sign(0, 0, "h", now, &Binding::for_message(method, body, to))
+        };
+        let check = |r: &tonic::Request<pb::SignalJobRequest>, method| {
+            verify_call(r, method, &me, &key, now, &seen)
+        };
+        // No credential; one for another method, another node, another
+        // key; a token.
+        let r = request_with(&bytes, None);
+        assert!(matches!(
+            check(&r, SIGNAL_JOB),
+            Err(NetError::Auth(AuthError::Missing))
+        ));
+        let r = request_with(&bytes, Some(sign(TERMINATE_JOB, &bytes, &me)));
+        assert!(matches!(
+            check(&r, SIGNAL_JOB),
+            Err(NetError::Auth(AuthError::WrongBody))
+        ));
+        let r = request_with(&bytes, Some(sign(SIGNAL_JOB, &bytes, "slurmd:n2")));
+        assert!(matches!(
+            check(&r, SIGNAL_JOB),
+            Err(NetError::Auth(AuthError::WrongReceiver(_)))
+        ));
+        let other = Key::from_bytes(&[8u8; 32]);
+        let forged = other.sign(
+            0,
+            0,
+            "h",
+            now,
+            &Binding::for_message(SIGNAL_JOB, &bytes, &me),
+        );
+        let r = request_with(&bytes, Some(forged));
+        assert!(matches!(
+            check(&r, SIGNAL_JOB),
+            Err(NetError::Auth(AuthError::BadSignature))
+        ));
+        let mut token = sign(SIGNAL_JOB, &bytes, &me);
+        token.token = "eyJ".into();
+        let r = request_with(&bytes, Some(token));
+        assert!(matches!(
+            check(&r, SIGNAL_JOB),
+            Err(NetError::Auth(AuthError::Token(_)))
+        ));
+        // Signed over bytes with a field this side does not know (field
+        // 15, varint 1): what it would act on is not what was signed.
+        let mut extra = bytes.clone();
+        extra.extend_from_slice(&[15 << 3, 1]);
+        let r = request_with(&extra, Some(sign(SIGNAL_JOB, &extra, &me)));
+        assert!(matches!(
+            check(&r, SIGNAL_JOB),
+            Err(NetError::Auth(AuthError::WrongBody))
+        ));
+        // Its own credential is taken, once.
+        let good = sign(SIGNAL_JOB, &bytes, &me);
+        let r = request_with(&bytes, Some(good.clone()));
+        assert_eq!(check(&r, SIGNAL_JOB).unwrap().uid, 0);
+        let r = request_with(&bytes, Some(good));
+        assert!(matches!(
+            check(&r, SIGNAL_JOB),
+            Err(NetError::Auth(AuthError::Replayed))
+        ));
+    }
+
     #[tokio::test]
     async fn request_bodies_past_their_first_64_kib_draw_on_the_shared_budget() {
         let k = 64 << 10;
