@@ -2,7 +2,11 @@
 //! `scripts/setup` installs, or the one `PROTOC` names).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["slurm/v1/common.proto", "slurm/v1/slurmd.proto"];
+    let files = [
+        "slurm/v1/common.proto",
+        "slurm/v1/slurmd.proto",
+        "slurm/v1/slurmctld.proto",
+    ];
     for f in files {
         println!("cargo:rerun-if-changed={f}");
     }

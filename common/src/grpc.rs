@@ -15,7 +15,7 @@
 use crate::auth::{AuthError, Binding, Key, ReplayCache};
 use crate::net::{self, NetError};
 use prost::Message;
-use slurm_proto::grpc::{node_response, pb, NodeCall, CRED_METADATA};
+use slurm_proto::grpc::{ctld_response, node_response, pb, CtldCall, NodeCall, CRED_METADATA};
 use slurm_proto::{Credential, Response};
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -140,15 +140,155 @@ pub async fn call_node(
             NodeCall::Ping(m) => client.ping(with_cred(m, cred, within)).await,
         }
     };
+    Ok(node_response(within_time(fut, within, node).await?))
+}
+
+/// The answer of a call, or why there is none (a status, or no answer
+/// from `server` within `within`).
+async fn within_time<T>(
+    fut: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    within: Duration,
+    server: &str,
+) -> Result<T, NetError> {
     match tokio::time::timeout(within, fut).await {
-        Ok(Ok(r)) => Ok(node_response(r.into_inner())),
+        Ok(Ok(r)) => Ok(r.into_inner()),
         Ok(Err(s)) => Err(status_error(s)),
         Err(_) => Err(NetError::Io(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            format!("no reply from {node} within {within:?}"),
+            format!("no reply from {server} within {within:?}"),
         ))),
     }
 }
+
+/// Largest answer a node daemon takes from the controller.
+const MAX_CTLD_REPLY: usize = 1 << 20;
+
+/// Send a node daemon's report `call` to the controller (named `server`)
+/// over `ch`, with the credential `sign` makes for it, and wait at most
+/// `within` for the answer.
+pub async fn call_ctld(
+    ch: &Channel,
+    server: &str,
+    call: CtldCall,
+    sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
+    within: Duration,
+) -> Result<Response, NetError> {
+    let b = Binding::for_message(call.method(), &call.encode(), crate::auth::TO_CTLD);
+    let cred = sign(&b)?;
+    let mut client = pb::controller_client::ControllerClient::new(ch.clone())
+        .max_decoding_message_size(MAX_CTLD_REPLY)
+        .max_encoding_message_size(usize::MAX);
+    let fut = async move {
+        match call {
+            CtldCall::RegisterNode(m) => client.register_node(with_cred(m, cred, within)).await,
+            CtldCall::Heartbeat(m) => client.heartbeat(with_cred(m, cred, within)).await,
+            CtldCall::BatchComplete(m) => client.batch_complete(with_cred(m, cred, within)).await,
+            CtldCall::JobCleaned(m) => client.job_cleaned(with_cred(m, cred, within)).await,
+            CtldCall::EpilogFailed(m) => client.epilog_failed(with_cred(m, cred, within)).await,
+            CtldCall::PrologFailed(m) => client.prolog_failed(with_cred(m, cred, within)).await,
+            CtldCall::StepUsage(m) => client.step_usage(with_cred(m, cred, within)).await,
+        }
+    };
+    Ok(ctld_response(within_time(fut, within, server).await?))
+}
+
+/// The HTTP/2 connection preface's first bytes: a gRPC caller's first four.
+pub const H2_PREFACE: &[u8; 4] = b"PRI ";
+
+/// A stream whose first bytes were already read (to tell the protocol),
+/// given back before the rest.
+pub struct Rewind<S> {
+    head: Vec<u8>,
+    pos: usize,
+    inner: S,
+}
+
+impl<S> Rewind<S> {
+    pub fn new(head: Vec<u8>, inner: S) -> Rewind<S> {
+        Rewind {
+            head,
+            pos: 0,
+            inner,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        if me.pos < me.head.len() {
+            let n = (me.head.len() - me.pos).min(buf.remaining());
+            buf.put_slice(&me.head[me.pos..me.pos + n]);
+            me.pos += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut me.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Serve the gRPC `routes` on one connection a server already took (its
+/// TLS handshake done, its protocol told by its first bytes) until the
+/// caller closes it or stops answering HTTP/2 pings: each request gets
+/// `caller` in its extensions and draws on `budget` as [`BudgetLayer`] says.
+pub async fn serve_connection<S>(
+    io: S,
+    caller: Caller,
+    routes: tonic::service::Routes,
+    budget: net::Budget,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = tower::ServiceBuilder::new()
+        .map_request(move |r: http::Request<hyper::body::Incoming>| {
+            let mut r = r.map(tonic::body::Body::new);
+            r.extensions_mut().insert(caller.clone());
+            r
+        })
+        .layer(BudgetLayer::new(budget))
+        .service(routes.prepare());
+    let served = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .initial_connection_window_size(SERVER_CONNECTION_WINDOW)
+        .initial_stream_window_size(SERVER_STREAM_WINDOW)
+        .max_concurrent_streams(MAX_STREAMS)
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .timer(hyper_util::rt::TokioTimer::new())
+        .serve_connection(
+            hyper_util::rt::TokioIo::new(io),
+            hyper_util::service::TowerToHyperService::new(svc),
+        )
+        .await;
+    if let Err(e) = served {
+        tracing::debug!("gRPC connection ended: {e}");
+    }
+}
+
+/// HTTP/2 flow-control windows a server gives each connection and call:
+/// what a caller may send before it is read, beyond the requests' budget.
+pub const SERVER_CONNECTION_WINDOW: u32 = 512 << 10;
+pub const SERVER_STREAM_WINDOW: u32 = 256 << 10;
+/// Calls in flight on one connection.
+pub const MAX_STREAMS: u32 = 64;
 
 /// The caller's credential, once it is shown to be signed with `key`, valid
 /// now, made for exactly this message of `method` and for the receiver

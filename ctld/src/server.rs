@@ -1,15 +1,22 @@
-//! The RPC listener. Each connection carries one request: its credential is
-//! checked, reads are answered from the latest snapshot (never waiting for
-//! the writer), changes go to the writer and wait for its durable reply.
+//! The RPC listener. A connection is told apart by its first bytes: HTTP
+//! (metrics, probes), a TLS handshake, then gRPC (the HTTP/2 preface: kept
+//! channels of node daemons, many calls each) or one framed JSON request.
+//! Either way the credential is checked, reads are answered from the latest
+//! snapshot (never waiting for the writer), changes go to the writer and
+//! wait for its durable reply.
 
 use crate::writer::{Command, Published};
 use slurm_common::auth::{now, AuthError, Key};
+use slurm_common::grpc::{self, Caller, Rewind};
 use slurm_common::net::{encode, write_frame, NetError};
+use slurm_common::tls::Peer;
+use slurm_proto::grpc::pb::{self, controller_server::ControllerServer};
+use slurm_proto::grpc::{ctld_method, ctld_reply, CtldCall};
 use slurm_proto::{JobId, JobRecord, Request, RequestBody, Response, RpcError, SlurmError};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
@@ -136,11 +143,7 @@ impl Server {
             };
             let me = self.clone();
             tokio::spawn(async move {
-                if let Err(e) =
-                    tokio::time::timeout(Duration::from_secs(60), me.connection(sock)).await
-                {
-                    tracing::debug!("connection timed out: {e}");
-                }
+                me.connection(sock).await;
                 drop(permit);
             });
         }
@@ -168,6 +171,9 @@ impl Server {
             crate::http::serve(sock, self.snapshot()).await;
             return;
         }
+        let addr = sock
+            .peer_addr()
+            .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
         // A TLS record starts with its type: 0x16, a handshake.
         let (mut sock, peer) = match &self.tls {
             Some(a) if first[0] == 0x16 => {
@@ -193,6 +199,33 @@ impl Server {
                 Err(_) => return,
             },
         };
+        // gRPC (the HTTP/2 preface) or a framed request (its length)?
+        let mut head = [0u8; 4];
+        match tokio::time::timeout(self.message_timeout, sock.read_exact(&mut head)).await {
+            Ok(Ok(_)) => {}
+            _ => return,
+        }
+        let sock = Rewind::new(head.to_vec(), sock);
+        if &head == grpc::H2_PREFACE {
+            let service = ControllerServer::new(CtldService {
+                server: self.clone(),
+            })
+            .max_decoding_message_size(self.max_request)
+            .max_encoding_message_size(1 << 20);
+            let routes = tonic::service::Routes::new(service);
+            grpc::serve_connection(sock, Caller { peer, addr }, routes, self.budget.clone()).await;
+            return;
+        }
+        if tokio::time::timeout(Duration::from_secs(60), self.framed(sock, peer))
+            .await
+            .is_err()
+        {
+            tracing::debug!("connection timed out");
+        }
+    }
+
+    /// One framed JSON request on `sock`, answered.
+    async fn framed(&self, mut sock: Rewind<slurm_common::net::Conn>, peer: Peer) {
         let read =
             slurm_common::net::read_frame_budget(&mut sock, self.max_request, Some(&self.budget));
         // `_held`: the request's bytes stay counted until it is answered.
@@ -235,47 +268,24 @@ impl Server {
             Ok((cred, body)) => Request { cred, body },
             Err(e) => {
                 tracing::info!("refused request (uid {uid}): {e}");
-                let error = match e {
-                    NetError::Auth(AuthError::Expired | AuthError::NotYetValid) => {
-                        SlurmError::ExpiredCredential
-                    }
-                    // This user holds its share of live credentials: wait.
-                    NetError::Auth(AuthError::Busy | AuthError::BeforeStart) => SlurmError::Backoff,
-                    NetError::Auth(_) => SlurmError::InvalidCredential,
-                    _ => SlurmError::ProtocolError,
-                };
-                let _ = write_frame(&mut sock, &Response::Error(error.into())).await;
+                let _ = write_frame(&mut sock, &Response::Error(refusal(&e).into())).await;
                 return;
             }
         };
-        // A node's report only from that node's certificate.
-        if let Some(node) = req.body.reporting_node().filter(|_| peer.secured()) {
-            if !peer.is(node) {
-                tracing::warn!("refused a report for node {node}: not that node's certificate");
-                let _ = write_frame(
-                    &mut sock,
-                    &Response::Error(RpcError {
-                        error: SlurmError::AccessDenied,
-                        detail: Some(format!(
-                            "reports for node {node} are taken only from its certificate"
-                        )),
-                    }),
-                )
-                .await;
-                return;
-            }
+        // Node daemons report over their kept gRPC channel only.
+        if req.body.reporting_node().is_some() {
+            let no = Response::Error(RpcError {
+                error: SlurmError::InvalidRequest,
+                detail: Some("node reports are taken over gRPC only".into()),
+            });
+            let _ = write_frame(&mut sock, &no).await;
+            return;
+        }
+        if let Some(no) = self.refused(&req, &peer) {
+            let _ = write_frame(&mut sock, &no).await;
+            return;
         }
         let uid = req.cred.uid;
-        if let (Some(rl), false) = (&self.rate, uid == 0 || uid == self.slurm_uid) {
-            let allowed = rl
-                .lock()
-                .map(|mut r| r.allow(uid, std::time::Instant::now()))
-                .unwrap_or(true);
-            if !allowed {
-                let _ = write_frame(&mut sock, &Response::Error(SlurmError::Backoff.into())).await;
-                return;
-            }
-        }
         let kind = req.body.message_type();
         let t0 = std::time::Instant::now();
         let bytes = self.answer(req).await;
@@ -291,6 +301,59 @@ impl Server {
         };
         let _ = sock.write_all(&bytes).await;
         let _ = sock.flush().await;
+    }
+
+    /// Why a request whose credential holds is not taken from this
+    /// caller: a node's report from another certificate than that node's,
+    /// or a user over the rate limit.
+    fn refused(&self, req: &Request, peer: &Peer) -> Option<Response> {
+        if let Some(node) = req.body.reporting_node().filter(|_| peer.secured()) {
+            if !peer.is(node) {
+                tracing::warn!("refused a report for node {node}: not that node's certificate");
+                return Some(Response::Error(RpcError {
+                    error: SlurmError::AccessDenied,
+                    detail: Some(format!(
+                        "reports for node {node} are taken only from its certificate"
+                    )),
+                }));
+            }
+        }
+        let uid = req.cred.uid;
+        if let (Some(rl), false) = (&self.rate, uid == 0 || uid == self.slurm_uid) {
+            let allowed = rl
+                .lock()
+                .map(|mut r| r.allow(uid, std::time::Instant::now()))
+                .unwrap_or(true);
+            if !allowed {
+                return Some(Response::Error(SlurmError::Backoff.into()));
+            }
+        }
+        None
+    }
+
+    /// A node daemon's report (checked): a registered node's heartbeat is
+    /// answered here, never behind the writer's backlog (liveness before
+    /// throughput: a busy controller must not declare healthy nodes dead;
+    /// the writer takes the times before it looks for silent nodes); the
+    /// rest goes to the writer.
+    async fn report(&self, req: Request) -> Response {
+        if let RequestBody::Heartbeat { ref node, .. } = req.body {
+            if req.cred.uid == 0 || req.cred.uid == self.slurm_uid {
+                let s = self.snapshot();
+                let known = s
+                    .node_index
+                    .get(node)
+                    .and_then(|&i| s.nodes.get(i))
+                    .is_some_and(|n| n.slurmd_start_time.is_some() && !n.flags.not_responding);
+                if known {
+                    if let Ok(mut h) = self.heard.lock() {
+                        h.insert(node.clone(), now());
+                    }
+                    return Response::Ok;
+                }
+            }
+        }
+        self.to_writer(req).await
     }
 
     /// `scontrol token`: a JWT for the caller, or for `username` when the
@@ -531,27 +594,6 @@ impl Server {
                     last_update: s.last_update,
                 }
             }
-            // Liveness before throughput: a registered node's heartbeat is
-            // answered here, never behind the writer's backlog (a busy
-            // controller must not declare healthy nodes dead); the writer
-            // takes the times before it looks for silent nodes.
-            RequestBody::Heartbeat { ref node, .. }
-                if req.cred.uid == 0 || req.cred.uid == self.slurm_uid =>
-            {
-                let s = self.snapshot();
-                let known = s
-                    .node_index
-                    .get(node)
-                    .and_then(|&i| s.nodes.get(i))
-                    .is_some_and(|n| n.slurmd_start_time.is_some() && !n.flags.not_responding);
-                if known {
-                    if let Ok(mut h) = self.heard.lock() {
-                        h.insert(node.clone(), now());
-                    }
-                    return encode(&Response::Ok);
-                }
-                self.to_writer(req).await
-            }
             RequestBody::AcctChanged => match &self.acct_kick {
                 Some(k) => {
                     k.notify_one();
@@ -590,5 +632,112 @@ impl Server {
             rx.await
                 .unwrap_or(Response::Error(SlurmError::InternalError.into()))
         }
+    }
+}
+
+/// The Slurm error a refused credential is answered with.
+fn refusal(e: &NetError) -> SlurmError {
+    match e {
+        NetError::Auth(AuthError::Expired | AuthError::NotYetValid) => {
+            SlurmError::ExpiredCredential
+        }
+        // This user holds its share of live credentials: wait.
+        NetError::Auth(AuthError::Busy | AuthError::BeforeStart) => SlurmError::Backoff,
+        NetError::Auth(_) => SlurmError::InvalidCredential,
+        _ => SlurmError::ProtocolError,
+    }
+}
+
+/// The controller's gRPC service (the node daemons' reports so far).
+struct CtldService {
+    server: Server,
+}
+
+type Answer = Result<tonic::Response<pb::CtldReply>, tonic::Status>;
+
+impl CtldService {
+    /// Check the call's credential and its caller as for a framed request,
+    /// then act on the report.
+    async fn handle<T: prost::Message>(
+        &self,
+        req: tonic::Request<T>,
+        method: &'static str,
+        into: fn(T) -> CtldCall,
+    ) -> Answer {
+        Ok(tonic::Response::new(ctld_reply(
+            self.answer(req, method, into).await,
+        )))
+    }
+
+    async fn answer<T: prost::Message>(
+        &self,
+        req: tonic::Request<T>,
+        method: &'static str,
+        into: fn(T) -> CtldCall,
+    ) -> Response {
+        let s = &self.server;
+        let Some(caller) = grpc::caller_of(&req) else {
+            return Response::Error(SlurmError::InternalError.into());
+        };
+        let to = slurm_common::auth::TO_CTLD;
+        let cred = match grpc::verify_call(&req, method, to, &s.key, now(), &s.seen) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::info!(from = %caller.addr, "refused report: {e}");
+                return Response::Error(refusal(&e).into());
+            }
+        };
+        let body = match into(req.into_inner()).into_body() {
+            Ok(b) => b,
+            Err(e) => {
+                return Response::Error(RpcError {
+                    error: SlurmError::ProtocolError,
+                    detail: Some(e.to_string()),
+                })
+            }
+        };
+        let req = Request { cred, body };
+        if let Some(no) = s.refused(&req, &caller.peer) {
+            return no;
+        }
+        let (kind, uid) = (req.body.message_type(), req.cred.uid);
+        let t0 = std::time::Instant::now();
+        let r = s.report(req).await;
+        if let Ok(mut st) = s.rpc_stats.lock() {
+            st.record(kind, uid, t0.elapsed().as_micros() as u64);
+        }
+        r
+    }
+}
+
+#[tonic::async_trait]
+impl pb::controller_server::Controller for CtldService {
+    async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
+        self.handle(r, ctld_method::REGISTER_NODE, CtldCall::RegisterNode)
+            .await
+    }
+    async fn heartbeat(&self, r: tonic::Request<pb::HeartbeatRequest>) -> Answer {
+        self.handle(r, ctld_method::HEARTBEAT, CtldCall::Heartbeat)
+            .await
+    }
+    async fn batch_complete(&self, r: tonic::Request<pb::BatchCompleteRequest>) -> Answer {
+        self.handle(r, ctld_method::BATCH_COMPLETE, CtldCall::BatchComplete)
+            .await
+    }
+    async fn job_cleaned(&self, r: tonic::Request<pb::JobOnNode>) -> Answer {
+        self.handle(r, ctld_method::JOB_CLEANED, CtldCall::JobCleaned)
+            .await
+    }
+    async fn epilog_failed(&self, r: tonic::Request<pb::JobOnNode>) -> Answer {
+        self.handle(r, ctld_method::EPILOG_FAILED, CtldCall::EpilogFailed)
+            .await
+    }
+    async fn prolog_failed(&self, r: tonic::Request<pb::JobOnNode>) -> Answer {
+        self.handle(r, ctld_method::PROLOG_FAILED, CtldCall::PrologFailed)
+            .await
+    }
+    async fn step_usage(&self, r: tonic::Request<pb::StepUsageRequest>) -> Answer {
+        self.handle(r, ctld_method::STEP_USAGE, CtldCall::StepUsage)
+            .await
     }
 }

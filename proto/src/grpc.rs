@@ -7,8 +7,8 @@
 //! protobuf cannot (a port that fits 16 bits) and name the field otherwise.
 
 use crate::{
-    Allocation, BatchLaunch, Credential, GresAlloc, JobPrologue, RequestBody, Response, RpcError,
-    SlurmError, StepCred, StepLayout, TaskLaunch,
+    Allocation, BatchLaunch, Credential, GresAlloc, JobPrologue, NodeRegistration, RequestBody,
+    Response, RpcError, SlurmError, StepCred, StepLayout, TaskLaunch, TaskUsage,
 };
 
 /// The generated messages, clients and servers of package `slurm.v1`.
@@ -498,6 +498,244 @@ impl NodeCall {
     }
 }
 
+impl From<NodeRegistration> for pb::NodeRegistration {
+    fn from(r: NodeRegistration) -> Self {
+        pb::NodeRegistration {
+            name: r.name,
+            cpus: r.cpus,
+            boards: r.boards,
+            sockets: r.sockets,
+            cores_per_socket: r.cores_per_socket,
+            threads_per_core: r.threads_per_core,
+            real_memory: r.real_memory,
+            tmp_disk: r.tmp_disk,
+            boot_time: r.boot_time,
+            slurmd_start_time: r.slurmd_start_time,
+            version: r.version,
+            os: r.os,
+            arch: r.arch,
+            cpu_load: r.cpu_load,
+            free_mem: r.free_mem,
+            running_jobs: r.running_jobs,
+        }
+    }
+}
+
+impl From<pb::NodeRegistration> for NodeRegistration {
+    fn from(r: pb::NodeRegistration) -> Self {
+        NodeRegistration {
+            name: r.name,
+            cpus: r.cpus,
+            boards: r.boards,
+            sockets: r.sockets,
+            cores_per_socket: r.cores_per_socket,
+            threads_per_core: r.threads_per_core,
+            real_memory: r.real_memory,
+            tmp_disk: r.tmp_disk,
+            boot_time: r.boot_time,
+            slurmd_start_time: r.slurmd_start_time,
+            version: r.version,
+            os: r.os,
+            arch: r.arch,
+            cpu_load: r.cpu_load,
+            free_mem: r.free_mem,
+            running_jobs: r.running_jobs,
+        }
+    }
+}
+
+impl From<TaskUsage> for pb::TaskUsage {
+    fn from(u: TaskUsage) -> Self {
+        pb::TaskUsage {
+            cpu_usec: u.cpu_usec,
+            user_usec: u.user_usec,
+            system_usec: u.system_usec,
+            max_rss_bytes: u.max_rss_bytes,
+        }
+    }
+}
+
+impl From<pb::TaskUsage> for TaskUsage {
+    fn from(u: pb::TaskUsage) -> Self {
+        TaskUsage {
+            cpu_usec: u.cpu_usec,
+            user_usec: u.user_usec,
+            system_usec: u.system_usec,
+            max_rss_bytes: u.max_rss_bytes,
+        }
+    }
+}
+
+/// One report of a node daemon to the controller, as the message of its
+/// gRPC method.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CtldCall {
+    RegisterNode(pb::NodeRegistration),
+    Heartbeat(pb::HeartbeatRequest),
+    BatchComplete(pb::BatchCompleteRequest),
+    JobCleaned(pb::JobOnNode),
+    EpilogFailed(pb::JobOnNode),
+    PrologFailed(pb::JobOnNode),
+    StepUsage(pb::StepUsageRequest),
+}
+
+/// The full gRPC path of each `Controller` method.
+pub mod ctld_method {
+    pub const REGISTER_NODE: &str = "/slurm.v1.Controller/RegisterNode";
+    pub const HEARTBEAT: &str = "/slurm.v1.Controller/Heartbeat";
+    pub const BATCH_COMPLETE: &str = "/slurm.v1.Controller/BatchComplete";
+    pub const JOB_CLEANED: &str = "/slurm.v1.Controller/JobCleaned";
+    pub const EPILOG_FAILED: &str = "/slurm.v1.Controller/EpilogFailed";
+    pub const PROLOG_FAILED: &str = "/slurm.v1.Controller/PrologFailed";
+    pub const STEP_USAGE: &str = "/slurm.v1.Controller/StepUsage";
+}
+
+impl CtldCall {
+    /// The report in its gRPC form; `Err` gives back a body that is not a
+    /// node daemon's report.
+    pub fn from_body(body: RequestBody) -> Result<CtldCall, Box<RequestBody>> {
+        Ok(match body {
+            RequestBody::RegisterNode(r) => CtldCall::RegisterNode(r.into()),
+            RequestBody::Heartbeat { node, running_jobs } => {
+                CtldCall::Heartbeat(pb::HeartbeatRequest { node, running_jobs })
+            }
+            RequestBody::BatchComplete {
+                job_id,
+                node,
+                status,
+                oom,
+                usage,
+            } => CtldCall::BatchComplete(pb::BatchCompleteRequest {
+                job_id,
+                node,
+                status,
+                oom,
+                usage: usage.map(Into::into),
+            }),
+            RequestBody::JobCleaned { job_id, node } => {
+                CtldCall::JobCleaned(pb::JobOnNode { job_id, node })
+            }
+            RequestBody::EpilogFailed { job_id, node } => {
+                CtldCall::EpilogFailed(pb::JobOnNode { job_id, node })
+            }
+            RequestBody::PrologFailed { job_id, node } => {
+                CtldCall::PrologFailed(pb::JobOnNode { job_id, node })
+            }
+            RequestBody::StepUsage {
+                job_id,
+                step_id,
+                node,
+                usage,
+            } => CtldCall::StepUsage(pb::StepUsageRequest {
+                job_id,
+                step_id,
+                node,
+                usage: Some(usage.into()),
+            }),
+            other => return Err(Box::new(other)),
+        })
+    }
+
+    /// The report as the controller acts on it.
+    pub fn into_body(self) -> Result<RequestBody, ConvError> {
+        Ok(match self {
+            CtldCall::RegisterNode(r) => RequestBody::RegisterNode(r.into()),
+            CtldCall::Heartbeat(h) => RequestBody::Heartbeat {
+                node: h.node,
+                running_jobs: h.running_jobs,
+            },
+            CtldCall::BatchComplete(b) => RequestBody::BatchComplete {
+                job_id: b.job_id,
+                node: b.node,
+                status: b.status,
+                oom: b.oom,
+                usage: b.usage.map(Into::into),
+            },
+            CtldCall::JobCleaned(j) => RequestBody::JobCleaned {
+                job_id: j.job_id,
+                node: j.node,
+            },
+            CtldCall::EpilogFailed(j) => RequestBody::EpilogFailed {
+                job_id: j.job_id,
+                node: j.node,
+            },
+            CtldCall::PrologFailed(j) => RequestBody::PrologFailed {
+                job_id: j.job_id,
+                node: j.node,
+            },
+            CtldCall::StepUsage(u) => RequestBody::StepUsage {
+                job_id: u.job_id,
+                step_id: u.step_id,
+                node: u.node,
+                usage: u.usage.ok_or_else(|| missing("usage"))?.into(),
+            },
+        })
+    }
+
+    /// The method's full gRPC path.
+    pub fn method(&self) -> &'static str {
+        use ctld_method::*;
+        match self {
+            CtldCall::RegisterNode(_) => REGISTER_NODE,
+            CtldCall::Heartbeat(_) => HEARTBEAT,
+            CtldCall::BatchComplete(_) => BATCH_COMPLETE,
+            CtldCall::JobCleaned(_) => JOB_CLEANED,
+            CtldCall::EpilogFailed(_) => EPILOG_FAILED,
+            CtldCall::PrologFailed(_) => PROLOG_FAILED,
+            CtldCall::StepUsage(_) => STEP_USAGE,
+        }
+    }
+
+    /// The message's protobuf bytes (what a credential's body hash covers).
+    pub fn encode(&self) -> Vec<u8> {
+        use prost::Message;
+        match self {
+            CtldCall::RegisterNode(m) => m.encode_to_vec(),
+            CtldCall::Heartbeat(m) => m.encode_to_vec(),
+            CtldCall::BatchComplete(m) => m.encode_to_vec(),
+            CtldCall::JobCleaned(m) | CtldCall::EpilogFailed(m) | CtldCall::PrologFailed(m) => {
+                m.encode_to_vec()
+            }
+            CtldCall::StepUsage(m) => m.encode_to_vec(),
+        }
+    }
+}
+
+/// The controller's answer to a report in its gRPC form.
+pub fn ctld_reply(r: Response) -> pb::CtldReply {
+    use pb::ctld_reply::Result as R;
+    let result = match r {
+        Response::Ok => R::Ok(pb::Empty {}),
+        Response::Error(e) => R::Error(pb::Error {
+            code: e.error.code(),
+            detail: e.detail,
+        }),
+        other => R::Error(pb::Error {
+            code: SlurmError::InternalError.code(),
+            detail: Some(format!("unexpected answer {other:?}")),
+        }),
+    };
+    pb::CtldReply {
+        result: Some(result),
+    }
+}
+
+/// The controller's gRPC answer to a report as a [`Response`].
+pub fn ctld_response(r: pb::CtldReply) -> Response {
+    use pb::ctld_reply::Result as R;
+    match r.result {
+        Some(R::Ok(_)) => Response::Ok,
+        Some(R::Error(e)) => Response::Error(RpcError {
+            error: SlurmError::from_code(e.code),
+            detail: e.detail,
+        }),
+        None => Response::Error(RpcError {
+            error: SlurmError::ProtocolError,
+            detail: Some("empty answer".into()),
+        }),
+    }
+}
+
 impl SlurmError {
     /// Every error, for looking one up by its number.
     pub const ALL: [SlurmError; 38] = [
@@ -704,6 +942,75 @@ mod tests {
             assert_eq!(NodeCall::from_body(back).unwrap().encode(), bytes);
         }
         assert!(NodeCall::from_body(RequestBody::Ping).is_err());
+    }
+
+    #[test]
+    fn node_reports_round_trip() {
+        let usage = TaskUsage {
+            cpu_usec: 1,
+            user_usec: 2,
+            system_usec: 3,
+            max_rss_bytes: 4,
+        };
+        let bodies = vec![
+            RequestBody::RegisterNode(NodeRegistration {
+                name: "n1".into(),
+                cpus: 8,
+                cpu_load: 0.5,
+                running_jobs: vec![3],
+                ..Default::default()
+            }),
+            RequestBody::Heartbeat {
+                node: "n1".into(),
+                running_jobs: vec![1, 2],
+            },
+            RequestBody::BatchComplete {
+                job_id: 4,
+                node: "n1".into(),
+                status: 256,
+                oom: true,
+                usage: Some(usage),
+            },
+            RequestBody::BatchComplete {
+                job_id: 4,
+                node: "n1".into(),
+                status: 0,
+                oom: false,
+                usage: None,
+            },
+            RequestBody::JobCleaned {
+                job_id: 4,
+                node: "n1".into(),
+            },
+            RequestBody::EpilogFailed {
+                job_id: 4,
+                node: "n1".into(),
+            },
+            RequestBody::PrologFailed {
+                job_id: 4,
+                node: "n1".into(),
+            },
+            RequestBody::StepUsage {
+                job_id: 4,
+                step_id: 1,
+                node: "n1".into(),
+                usage,
+            },
+        ];
+        let mut methods = std::collections::HashSet::new();
+        for b in bodies {
+            let want = format!("{b:?}");
+            let call = CtldCall::from_body(b).unwrap();
+            methods.insert(call.method());
+            assert_eq!(format!("{:?}", call.into_body().unwrap()), want);
+        }
+        // Each report kind has its own method (a credential names one).
+        assert_eq!(methods.len(), 7);
+        assert!(CtldCall::from_body(RequestBody::GetJobs).is_err());
+        let e = CtldCall::StepUsage(pb::StepUsageRequest::default())
+            .into_body()
+            .unwrap_err();
+        assert_eq!(e.to_string(), "invalid usage: missing");
     }
 
     #[test]

@@ -1212,7 +1212,7 @@ pub enum NodeStateRequest {
 }
 
 /// What a node daemon has, sent when it (re-)registers.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct NodeRegistration {
     pub name: String,
     pub cpus: u32,

@@ -11,8 +11,10 @@
 use crate::cgroup::Usage;
 use crate::daemon::Ctx;
 use serde::{Deserialize, Serialize};
-use slurm_common::net::{self, NetError};
-use slurm_proto::{JobId, NodeRegistration, Request, RequestBody, Response, SlurmError};
+use slurm_common::grpc;
+use slurm_common::net::NetError;
+use slurm_proto::grpc::CtldCall;
+use slurm_proto::{JobId, NodeRegistration, RequestBody, Response, SlurmError};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -37,18 +39,24 @@ pub fn heartbeat_interval(slurmd_timeout: u32) -> Duration {
     Duration::from_secs(s.into())
 }
 
-/// Send one request to the controller, signed as root.
+/// Send one report to the controller, signed as root, over this node's
+/// kept gRPC channel (made at the first report, with this node's
+/// certificate when TLS is on).
 pub async fn call(ctx: &Ctx, body: RequestBody) -> Result<Response, NetError> {
-    let b = slurm_common::auth::Binding::for_body(&body, slurm_common::auth::TO_CTLD)?;
-    let cred = ctx.key.sign(0, 0, &ctx.host, crate::now(), &b);
-    net::exchange_async_with(
-        ctx.tls.as_ref().map(|t| &t.client),
-        &ctx.ctld_addr,
-        ctx.conf.ctld_name(),
-        &Request { cred, body },
-        CALL_TIMEOUT,
-    )
-    .await
+    let call = CtldCall::from_body(body).map_err(|b| NetError::Rpc {
+        code: "InvalidArgument".into(),
+        why: format!("not a node daemon's report: {b:?}"),
+    })?;
+    let ch = match ctx.ctld_channel.get() {
+        Some(c) => c.clone(),
+        None => {
+            let tls = ctx.tls.as_ref().map(|t| t.client.clone());
+            let c = grpc::channel(tls, &ctx.ctld_addr, ctx.conf.ctld_name())?;
+            ctx.ctld_channel.get_or_init(|| c).clone()
+        }
+    };
+    let sign = |b: &_| Ok(ctx.key.sign(0, 0, &ctx.host, crate::now(), b));
+    grpc::call_ctld(&ch, ctx.conf.ctld_name(), call, sign, CALL_TIMEOUT).await
 }
 
 /// What this node tells the controller when it registers.

@@ -33,10 +33,6 @@ use tracing::{debug, error, info, warn};
 const MAX_CONNECTIONS: usize = 128;
 /// How long a peer may take to finish its TLS handshake.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
-/// HTTP/2 flow-control windows: what a connection (and each of its calls)
-/// may send before we read it, beyond the requests' budget.
-const CONNECTION_WINDOW: u32 = 512 << 10;
-const STREAM_WINDOW: u32 = 256 << 10;
 
 /// Everything the daemon's tasks share.
 pub struct Ctx {
@@ -59,6 +55,8 @@ pub struct Ctx {
     pub state_dir: PathBuf,
     /// `host:port` of the controller.
     pub ctld_addr: String,
+    /// The kept gRPC channel to the controller (made at the first report).
+    pub ctld_channel: std::sync::OnceLock<grpc::Channel>,
     pub start_time: i64,
     /// uid of `SlurmUser`, allowed to send job requests besides root.
     pub slurm_uid: Option<u32>,
@@ -360,6 +358,7 @@ impl Daemon {
                     .saturating_mul(4),
             ),
             ctld_addr: format!("{}:{}", s.conf.ctld_address(), s.conf.slurmctld_port),
+            ctld_channel: Default::default(),
             conf_path_str: s.conf_path.to_string_lossy().into_owned(),
             node: s.node.clone(),
             key,
@@ -443,8 +442,9 @@ impl Daemon {
             .max_decoding_message_size(limit)
             .max_encoding_message_size(1 << 20);
         let served = tonic::transport::Server::builder()
-            .initial_connection_window_size(CONNECTION_WINDOW)
-            .initial_stream_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(grpc::SERVER_CONNECTION_WINDOW)
+            .initial_stream_window_size(grpc::SERVER_STREAM_WINDOW)
+            .max_concurrent_streams(grpc::MAX_STREAMS)
             .layer(grpc::BudgetLayer::new(ctx.budget.clone()))
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, shutdown)

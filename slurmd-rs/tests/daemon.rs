@@ -4,8 +4,8 @@
 //! command line.
 
 use slurm_common::auth::{self, Key};
-use slurm_common::{grpc, net};
-use slurm_proto::grpc::{pb, NodeCall};
+use slurm_common::grpc;
+use slurm_proto::grpc::{ctld_method, ctld_reply, pb, CtldCall, NodeCall};
 use slurm_proto::{Allocation, BatchLaunch, Request, RequestBody, Response, RpcError, SlurmError};
 use slurmd::args::Args;
 use slurmd::daemon::Daemon;
@@ -33,38 +33,119 @@ struct FakeCtld {
     fail_heartbeat: Arc<AtomicBool>,
 }
 
+/// The fake controller's gRPC service: checks each report's credential,
+/// records the report, answers.
+struct FakeService {
+    key: Key,
+    seen: auth::ReplayCache,
+    tx: mpsc::UnboundedSender<RequestBody>,
+    fail: Arc<AtomicBool>,
+}
+
+type Answer = Result<tonic::Response<pb::CtldReply>, tonic::Status>;
+
+impl FakeService {
+    fn take<T: prost::Message>(
+        &self,
+        req: tonic::Request<T>,
+        method: &str,
+        into: fn(T) -> CtldCall,
+    ) -> pb::CtldReply {
+        let cred = grpc::verify_call(
+            &req,
+            method,
+            auth::TO_CTLD,
+            &self.key,
+            auth::now(),
+            &self.seen,
+        )
+        .expect("slurmd signs its reports, each for its message and once");
+        assert_eq!(cred.uid, 0);
+        let body = into(req.into_inner()).into_body().unwrap();
+        let resp = match body {
+            RequestBody::Heartbeat { .. } if self.fail.swap(false, Ordering::SeqCst) => {
+                Response::Error(RpcError {
+                    error: SlurmError::InvalidNodeName,
+                    detail: None,
+                })
+            }
+            _ => Response::Ok,
+        };
+        let _ = self.tx.send(body);
+        ctld_reply(resp)
+    }
+}
+
+#[tonic::async_trait]
+impl pb::controller_server::Controller for FakeService {
+    async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
+        Ok(tonic::Response::new(self.take(
+            r,
+            ctld_method::REGISTER_NODE,
+            CtldCall::RegisterNode,
+        )))
+    }
+    async fn heartbeat(&self, r: tonic::Request<pb::HeartbeatRequest>) -> Answer {
+        Ok(tonic::Response::new(self.take(
+            r,
+            ctld_method::HEARTBEAT,
+            CtldCall::Heartbeat,
+        )))
+    }
+    async fn batch_complete(&self, r: tonic::Request<pb::BatchCompleteRequest>) -> Answer {
+        Ok(tonic::Response::new(self.take(
+            r,
+            ctld_method::BATCH_COMPLETE,
+            CtldCall::BatchComplete,
+        )))
+    }
+    async fn job_cleaned(&self, r: tonic::Request<pb::JobOnNode>) -> Answer {
+        Ok(tonic::Response::new(self.take(
+            r,
+            ctld_method::JOB_CLEANED,
+            CtldCall::JobCleaned,
+        )))
+    }
+    async fn epilog_failed(&self, r: tonic::Request<pb::JobOnNode>) -> Answer {
+        Ok(tonic::Response::new(self.take(
+            r,
+            ctld_method::EPILOG_FAILED,
+            CtldCall::EpilogFailed,
+        )))
+    }
+    async fn prolog_failed(&self, r: tonic::Request<pb::JobOnNode>) -> Answer {
+        Ok(tonic::Response::new(self.take(
+            r,
+            ctld_method::PROLOG_FAILED,
+            CtldCall::PrologFailed,
+        )))
+    }
+    async fn step_usage(&self, r: tonic::Request<pb::StepUsageRequest>) -> Answer {
+        Ok(tonic::Response::new(self.take(
+            r,
+            ctld_method::STEP_USAGE,
+            CtldCall::StepUsage,
+        )))
+    }
+}
+
 async fn fake_ctld(key: Key) -> FakeCtld {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
     let (tx, rx) = mpsc::unbounded_channel();
     let fail_heartbeat = Arc::new(AtomicBool::new(false));
-    let fail = fail_heartbeat.clone();
-    tokio::spawn(async move {
-        let seen = auth::ReplayCache::default();
-        loop {
-            let (mut s, _) = l.accept().await.unwrap();
-            let env: net::Envelope = match net::read_frame(&mut s).await {
-                Ok(Some(r)) => r,
-                _ => continue,
-            };
-            let (cred, body) = env
-                .open(&key, auth::TO_CTLD, auth::now(), &seen)
-                .expect("slurmd signs its requests, each for its body and once");
-            let req = Request { cred, body };
-            assert_eq!(req.cred.uid, 0);
-            let resp = match req.body {
-                RequestBody::Heartbeat { .. } if fail.swap(false, Ordering::SeqCst) => {
-                    Response::Error(RpcError {
-                        error: SlurmError::InvalidNodeName,
-                        detail: None,
-                    })
-                }
-                _ => Response::Ok,
-            };
-            let _ = tx.send(req.body);
-            let _ = net::write_frame(&mut s, &resp).await;
-        }
-    });
+    let service = FakeService {
+        key,
+        seen: auth::ReplayCache::default(),
+        tx,
+        fail: fail_heartbeat.clone(),
+    };
+    let incoming = grpc::incoming(l, None, 64, Duration::from_secs(5));
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(pb::controller_server::ControllerServer::new(service))
+            .serve_with_incoming(incoming),
+    );
     FakeCtld {
         port,
         rx,

@@ -4,7 +4,7 @@
 use slurm_common::auth::{Binding, Key};
 use slurm_common::tls::{Role, Tls, TlsSettings};
 use slurm_proto::acct::{AcctRequest, AcctResponse};
-use slurm_proto::grpc::NodeCall;
+use slurm_proto::grpc::{CtldCall, NodeCall};
 use slurm_proto::{RequestBody, Response, SlurmError};
 use slurm_tests::*;
 use std::path::Path;
@@ -131,33 +131,64 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
     let r = to_n1(&as_ctld).unwrap();
     assert!(!is_denied(&r, why), "{r:?}");
 
-    // The controller takes n1's reports only from n1's certificate.
-    let heartbeat = || {
-        ctld_request(
-            &key,
-            0,
-            RequestBody::Heartbeat {
-                node: "n1".into(),
-                running_jobs: vec![],
-            },
-            slurm_common::auth::now(),
-        )
-    };
-    let to_ctld = |tls: &Tls| -> Response {
-        rt.block_on(slurm_common::net::exchange_async_with(
-            Some(&tls.client),
-            &ctld,
-            "localhost",
-            &heartbeat(),
-            Duration::from_secs(5),
-        ))
+    // The controller takes n1's reports only from n1's certificate, over
+    // gRPC only.
+    let report = |tls: &Tls, body: RequestBody| -> Response {
+        let call = CtldCall::from_body(body).unwrap();
+        rt.block_on(async {
+            let ch = slurm_common::grpc::channel(Some(tls.client.clone()), &ctld, "localhost")?;
+            slurm_common::grpc::call_ctld(
+                &ch,
+                "localhost",
+                call,
+                |b: &Binding| Ok(key.sign(0, 0, "test", slurm_common::auth::now(), b)),
+                Duration::from_secs(5),
+            )
+            .await
+        })
         .unwrap()
     };
+    let heartbeat = || RequestBody::Heartbeat {
+        node: "n1".into(),
+        running_jobs: vec![],
+    };
+    let to_ctld = |tls: &Tls| report(tls, heartbeat());
+    let framed: Response = rt
+        .block_on(slurm_common::net::exchange_async_with(
+            Some(&as_n1.client),
+            &ctld,
+            "localhost",
+            &ctld_request(&key, 0, heartbeat(), slurm_common::auth::now()),
+            Duration::from_secs(5),
+        ))
+        .unwrap();
+    assert!(
+        matches!(&framed, Response::Error(e) if e.to_string().contains("over gRPC only")),
+        "{framed:?}"
+    );
     let why = "only from its certificate";
     assert!(is_denied(&to_ctld(&as_n2), why));
     assert!(is_denied(&to_ctld(&anonymous), why));
     let r = to_ctld(&as_n1);
     assert!(matches!(r, Response::Ok), "{r:?}");
+    // From n1's certificate but signed by an ordinary user: refused.
+    let r = rt
+        .block_on(async {
+            let ch = slurm_common::grpc::channel(Some(as_n1.client.clone()), &ctld, "localhost")?;
+            slurm_common::grpc::call_ctld(
+                &ch,
+                "localhost",
+                CtldCall::from_body(heartbeat()).unwrap(),
+                |b: &Binding| Ok(key.sign(1000, 1000, "test", slurm_common::auth::now(), b)),
+                Duration::from_secs(5),
+            )
+            .await
+        })
+        .unwrap();
+    assert!(
+        matches!(r, Response::Error(_)),
+        "a user's heartbeat was taken: {r:?}"
+    );
     // A node speaks only for the jobs it runs: n2 cannot end an
     // allocation (no batch script anywhere) running on n1.
     let mut holder = t
@@ -179,27 +210,14 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
         assert!(std::time::Instant::now() < deadline, "allocation never ran");
         std::thread::sleep(Duration::from_millis(100));
     };
-    let fake_end = ctld_request(
-        &key,
-        0,
-        RequestBody::BatchComplete {
-            job_id: job,
-            node: "n2".into(),
-            status: 0,
-            oom: false,
-            usage: None,
-        },
-        slurm_common::auth::now(),
-    );
-    let _: Response = rt
-        .block_on(slurm_common::net::exchange_async_with(
-            Some(&as_n2.client),
-            &ctld,
-            "localhost",
-            &fake_end,
-            Duration::from_secs(5),
-        ))
-        .unwrap();
+    let fake_end = RequestBody::BatchComplete {
+        job_id: job,
+        node: "n2".into(),
+        status: 0,
+        oom: false,
+        usage: None,
+    };
+    let _ = report(&as_n2, fake_end);
     std::thread::sleep(Duration::from_millis(300));
     let j = t.jobs().into_iter().find(|j| j.job_id == job).unwrap();
     assert_eq!(j.state, slurm_proto::JobState::Running);
