@@ -445,6 +445,8 @@ impl Daemon {
             .initial_connection_window_size(grpc::SERVER_CONNECTION_WINDOW)
             .initial_stream_window_size(grpc::SERVER_STREAM_WINDOW)
             .max_concurrent_streams(grpc::MAX_STREAMS)
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
             .layer(grpc::BudgetLayer::new(ctx.budget.clone()))
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, shutdown)
