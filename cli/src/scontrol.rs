@@ -409,11 +409,54 @@ pub trait Controller {
     fn call(&self, body: RequestBody) -> Result<Response, CallFail>;
     /// The primary controller's configured host name (for `ping`).
     fn host(&self) -> String;
+    /// Send `body` to the node daemon of `node` (by default the node this
+    /// host runs); the node's name and its answer.
+    fn node_call(
+        &self,
+        node: Option<&str>,
+        body: RequestBody,
+    ) -> Result<(String, Response), CallFail> {
+        let _ = (node, body);
+        Err(CallFail {
+            message: "no node daemon to ask".into(),
+            net: true,
+        })
+    }
 }
 
 struct Real {
     client: slurm_common::net::Client,
     host: String,
+    conf: slurm_common::conf::SlurmConf,
+}
+
+impl Real {
+    /// The node of slurm.conf this host runs (its NodeHostname).
+    fn local_node(&self) -> Result<String, CallFail> {
+        let me = slurm_common::users::hostname();
+        let short = me.split('.').next().unwrap_or(&me).to_string();
+        let here: Vec<&str> = self
+            .conf
+            .nodes
+            .iter()
+            .filter(|n| n.node_hostname == me || n.node_hostname == short)
+            .map(|n| n.name.as_str())
+            .collect();
+        match here.as_slice() {
+            [one] => Ok(one.to_string()),
+            [] => Err(CallFail {
+                message: format!("no node of slurm.conf runs on this host ({me}): name one"),
+                net: false,
+            }),
+            many => Err(CallFail {
+                message: format!(
+                    "several nodes run on this host ({}): name one",
+                    many.join(",")
+                ),
+                net: false,
+            }),
+        }
+    }
 }
 
 impl Controller for Real {
@@ -426,6 +469,133 @@ impl Controller for Real {
     fn host(&self) -> String {
         self.host.clone()
     }
+    fn node_call(
+        &self,
+        node: Option<&str>,
+        body: RequestBody,
+    ) -> Result<(String, Response), CallFail> {
+        let name = match node {
+            Some(n) => n.to_string(),
+            None => self.local_node()?,
+        };
+        let fail = |message: String| CallFail {
+            message,
+            net: false,
+        };
+        let n = self
+            .conf
+            .node(&name)
+            .ok_or_else(|| fail(format!("Invalid node name specified: {name}")))?;
+        let addr = format!(
+            "{}:{}",
+            n.node_addr,
+            n.port.unwrap_or(self.conf.slurmd_port)
+        );
+        let call = slurm_proto::grpc::NodeCall::from_body(body)
+            .map_err(|b| fail(format!("not a node daemon's request: {b:?}")))?;
+        let creds = slurm_common::auth::CredSource::from_conf(&self.conf);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        let r = rt.block_on(async {
+            let ch = slurm_common::grpc::kept(&addr, &name)?;
+            let sign = |b: &_| creds.credential(b);
+            slurm_common::grpc::call_node(
+                &ch,
+                &name,
+                call,
+                sign,
+                std::time::Duration::from_secs(10),
+            )
+            .await
+        });
+        r.map(|r| (name.clone(), r)).map_err(|e| CallFail {
+            message: format!("cannot reach the node daemon of {name}: {e}"),
+            net: true,
+        })
+    }
+}
+
+/// `scontrol listpids [JOBID[.STEPID]] [NODENAME]`: the processes of jobs
+/// on this node (or on NODENAME, for several node daemons on one host),
+/// as the node daemon knows them.
+fn cmd_listpids(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let (mut job_id, mut step_id, mut node) = (None, None, None);
+    let mut words = rest.iter();
+    if let Some(w) = words.next() {
+        if w != "*" {
+            let (j, st) = match w.split_once('.') {
+                Some((j, st)) => (j, Some(st)),
+                None => (w.as_str(), None),
+            };
+            match (j.parse::<u32>(), st.map(str::parse::<u32>)) {
+                (Ok(j), None) => job_id = Some(j),
+                (Ok(j), Some(Ok(st))) => {
+                    job_id = Some(j);
+                    step_id = Some(st);
+                }
+                _ => {
+                    out.err(format!("scontrol: error: Invalid job id specified: {w}"));
+                    return 1;
+                }
+            }
+        }
+    }
+    if let Some(n) = words.next() {
+        node = Some(n.as_str());
+    }
+    if let Some(extra) = words.next() {
+        out.err(format!(
+            "scontrol: error: too many arguments for listpids: {extra}"
+        ));
+        return 1;
+    }
+    let mut procs = match ctl.node_call(node, RequestBody::ListPids { job_id, step_id }) {
+        Ok((_, Response::Pids(p))) => p,
+        Ok((_, Response::Error(e))) => {
+            out.err(format!("scontrol: error: {}", e.error.message()));
+            return 1;
+        }
+        Ok(_) => {
+            out.err("scontrol: error: Unexpected message received");
+            return 1;
+        }
+        Err(f) => {
+            out.err(format!("scontrol: error: {}", f.message));
+            return 1;
+        }
+    };
+    if procs.is_empty() {
+        out.err("No job steps exist on this node.");
+        return 1;
+    }
+    // By job, the batch step first, then the steps in order; each task
+    // before what it started.
+    let order = |p: &slurm_proto::JobProcess| {
+        (
+            p.job_id,
+            p.step.parse::<u64>().map(|n| n + 1).unwrap_or(0),
+            p.local_id.is_none(),
+            p.local_id,
+            p.pid,
+        )
+    };
+    procs.sort_by_key(order);
+    out.stdout
+        .push_str("PID      JOBID    STEPID   LOCALID GLOBALID\n");
+    let id = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+    for p in procs {
+        out.stdout.push_str(&format!(
+            "{:<8} {:<8} {:<8} {:<7} {}\n",
+            p.pid,
+            p.job_id,
+            p.step,
+            id(p.local_id),
+            id(p.global_id)
+        ));
+    }
+    0
 }
 
 /// Global options.
@@ -487,6 +657,7 @@ const COMMANDS: &[&str] = &[
     "suspend",
     "resume",
     "ping",
+    "listpids",
     "reconfigure",
     "token",
     "version",
@@ -516,6 +687,8 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
      exit                     terminate scontrol
      help                     print this description of use.
      hold <job_list>          prevent specified job from starting.
+     listpids <job_id<.step>> [<node>] list the processes of jobs (of one
+                              job or step) on this node.
      ping                     print status of slurmctld daemons.
      quit                     terminate this command.
      release <job_list>       permit specified job to start (see hold).
@@ -1804,6 +1977,7 @@ pub fn run_command(
             c @ ("hold" | "uhold" | "release" | "requeue" | "requeuehold" | "suspend" | "resume"),
         ) => cmd_job_list(c, rest, ctl, out),
         Some("ping") => cmd_ping(g, ctl, out),
+        Some("listpids") => cmd_listpids(rest, ctl, out),
         Some("token") => cmd_token(rest, ctl, out),
         Some("reconfigure") => match ctl.call(RequestBody::Reconfigure) {
             Ok(Response::Ok) => 0,
@@ -1994,6 +2168,7 @@ pub fn main() -> i32 {
     let ctl = Real {
         client: crate::common::client(&conf),
         host,
+        conf: conf.clone(),
     };
     g.cluster = conf.cluster_name.clone();
     g.argv = std::iter::once("scontrol".to_string())

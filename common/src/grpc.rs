@@ -138,6 +138,7 @@ pub async fn call_node(
             NodeCall::LaunchTasks(m) => client.launch_tasks(with_cred(*m, cred, within)).await,
             NodeCall::SignalTasks(m) => client.signal_tasks(with_cred(m, cred, within)).await,
             NodeCall::Ping(m) => client.ping(with_cred(m, cred, within)).await,
+            NodeCall::ListPids(m) => client.list_pids(with_cred(m, cred, within)).await,
         }
     };
     Ok(node_response(within_time(fut, within, node).await?))

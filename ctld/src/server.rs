@@ -605,7 +605,8 @@ impl Server {
             | RequestBody::SignalJob { .. }
             | RequestBody::SuspendJobHere { .. }
             | RequestBody::TerminateJob { .. }
-            | RequestBody::NodePing => Response::Error(SlurmError::InvalidRequest.into()),
+            | RequestBody::NodePing
+            | RequestBody::ListPids { .. } => Response::Error(SlurmError::InvalidRequest.into()),
             body => {
                 self.to_writer(Request {
                     cred: req.cred,

@@ -374,6 +374,7 @@ pub enum NodeCall {
     LaunchTasks(Box<pb::TaskLaunch>),
     SignalTasks(pb::SignalTasksRequest),
     Ping(pb::NodePing),
+    ListPids(pb::ListPidsRequest),
 }
 
 /// The full gRPC path of each `NodeDaemon` method: what a credential for
@@ -387,6 +388,7 @@ pub mod node_method {
     pub const LAUNCH_TASKS: &str = "/slurm.v1.NodeDaemon/LaunchTasks";
     pub const SIGNAL_TASKS: &str = "/slurm.v1.NodeDaemon/SignalTasks";
     pub const PING: &str = "/slurm.v1.NodeDaemon/Ping";
+    pub const LIST_PIDS: &str = "/slurm.v1.NodeDaemon/ListPids";
 }
 
 impl NodeCall {
@@ -432,6 +434,9 @@ impl NodeCall {
                 signal,
             }),
             RequestBody::NodePing => NodeCall::Ping(pb::NodePing {}),
+            RequestBody::ListPids { job_id, step_id } => {
+                NodeCall::ListPids(pb::ListPidsRequest { job_id, step_id })
+            }
             other => return Err(Box::new(other)),
         })
     }
@@ -464,6 +469,10 @@ impl NodeCall {
                 signal: s.signal,
             },
             NodeCall::Ping(_) => RequestBody::NodePing,
+            NodeCall::ListPids(l) => RequestBody::ListPids {
+                job_id: l.job_id,
+                step_id: l.step_id,
+            },
         })
     }
 
@@ -479,6 +488,7 @@ impl NodeCall {
             NodeCall::LaunchTasks(_) => LAUNCH_TASKS,
             NodeCall::SignalTasks(_) => SIGNAL_TASKS,
             NodeCall::Ping(_) => PING,
+            NodeCall::ListPids(_) => LIST_PIDS,
         }
     }
 
@@ -494,6 +504,7 @@ impl NodeCall {
             NodeCall::LaunchTasks(m) => m.encode_to_vec(),
             NodeCall::SignalTasks(m) => m.encode_to_vec(),
             NodeCall::Ping(m) => m.encode_to_vec(),
+            NodeCall::ListPids(m) => m.encode_to_vec(),
         }
     }
 }
@@ -796,6 +807,18 @@ pub fn node_reply(r: Response) -> pb::NodeReply {
     let result = match r {
         Response::Ok => R::Ok(pb::Empty {}),
         Response::NodePong { running_jobs } => R::Pong(pb::NodePong { running_jobs }),
+        Response::Pids(procs) => R::Pids(pb::PidList {
+            procs: procs
+                .into_iter()
+                .map(|p| pb::JobProcess {
+                    pid: p.pid,
+                    job_id: p.job_id,
+                    step: p.step,
+                    local_id: p.local_id,
+                    global_id: p.global_id,
+                })
+                .collect(),
+        }),
         Response::Error(e) => R::Error(pb::Error {
             code: e.error.code(),
             detail: e.detail,
@@ -818,6 +841,18 @@ pub fn node_response(r: pb::NodeReply) -> Response {
         Some(R::Pong(p)) => Response::NodePong {
             running_jobs: p.running_jobs,
         },
+        Some(R::Pids(l)) => Response::Pids(
+            l.procs
+                .into_iter()
+                .map(|p| crate::JobProcess {
+                    pid: p.pid,
+                    job_id: p.job_id,
+                    step: p.step,
+                    local_id: p.local_id,
+                    global_id: p.global_id,
+                })
+                .collect(),
+        ),
         Some(R::Error(e)) => Response::Error(RpcError {
             error: SlurmError::from_code(e.code),
             detail: e.detail,
@@ -931,6 +966,10 @@ mod tests {
                 signal: 9,
             },
             RequestBody::NodePing,
+            RequestBody::ListPids {
+                job_id: Some(4),
+                step_id: None,
+            },
         ];
         for b in bodies {
             let want = format!("{b:?}");
@@ -1035,6 +1074,13 @@ mod tests {
             Response::NodePong {
                 running_jobs: vec![1, 2],
             },
+            Response::Pids(vec![crate::JobProcess {
+                pid: 10,
+                job_id: 4,
+                step: "batch".into(),
+                local_id: Some(0),
+                global_id: None,
+            }]),
             Response::Error(RpcError {
                 error: SlurmError::ExpiredCredential,
                 detail: Some("late".into()),

@@ -1533,6 +1533,23 @@ pub enum RequestBody {
         step_id: u32,
         signal: i32,
     },
+    /// `scontrol listpids` → node daemon: the processes of its jobs.
+    ListPids {
+        job_id: Option<JobId>,
+        step_id: Option<u32>,
+    },
+}
+
+/// One process of a job on a node (`scontrol listpids`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobProcess {
+    pub pid: i32,
+    pub job_id: JobId,
+    /// `batch`, or the step's number.
+    pub step: String,
+    /// A task's own ids; `None` for the processes it started.
+    pub local_id: Option<u32>,
+    pub global_id: Option<u32>,
 }
 
 /// What `scontrol update PartitionName=NAME ...` changes.
@@ -1753,5 +1770,7 @@ pub enum Response {
     NodePong {
         running_jobs: Vec<JobId>,
     },
+    /// Node daemon's processes of jobs (`scontrol listpids`).
+    Pids(Vec<JobProcess>),
     Error(RpcError),
 }

@@ -574,6 +574,10 @@ impl pb::node_daemon_server::NodeDaemon for NodeService {
     async fn ping(&self, r: tonic::Request<pb::NodePing>) -> Answer {
         self.handle(r, node_method::PING, NodeCall::Ping).await
     }
+    async fn list_pids(&self, r: tonic::Request<pb::ListPidsRequest>) -> Answer {
+        self.handle(r, node_method::LIST_PIDS, NodeCall::ListPids)
+            .await
+    }
 }
 
 fn refuse(error: SlurmError, detail: impl Into<String>) -> Response {
@@ -635,6 +639,9 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             running_jobs: ctx.running_jobs(),
         },
         RequestBody::Ping => Response::Ok,
+        RequestBody::ListPids { job_id, step_id } => {
+            crate::steps::list_pids(ctx, req.cred.uid, privileged, job_id, step_id)
+        }
         RequestBody::LaunchBatch(l) => {
             debug!(job = l.job_id, "launch request");
             match crate::mock::mode() {

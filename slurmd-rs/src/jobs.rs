@@ -52,6 +52,8 @@ struct Entry {
     phase: Phase,
     /// Process group (= the script's pid); 0 while launching.
     pgid: i32,
+    /// The job's user.
+    uid: u32,
     /// Becomes `true` when the script has ended.
     exited: Option<watch::Receiver<bool>>,
     cgroup: Option<Arc<JobCgroup>>,
@@ -95,6 +97,7 @@ impl JobTable {
                     Entry {
                         phase: Phase::Launching,
                         pgid: 0,
+                        uid: u32::MAX,
                         exited: None,
                         cgroup: None,
                     },
@@ -115,7 +118,7 @@ impl JobTable {
     fn set_running(
         &self,
         id: JobId,
-        pgid: i32,
+        (pgid, uid): (i32, u32),
         exited: watch::Receiver<bool>,
         cgroup: Option<Arc<JobCgroup>>,
     ) {
@@ -124,10 +127,21 @@ impl JobTable {
             Entry {
                 phase: Phase::Running,
                 pgid,
+                uid,
                 exited: Some(exited),
                 cgroup,
             },
         );
+    }
+
+    /// Each running batch script here: (job, its user, its process group,
+    /// its cgroup).
+    pub fn running_scripts(&self) -> Vec<(JobId, u32, i32, Option<Arc<JobCgroup>>)> {
+        self.lock()
+            .iter()
+            .filter(|(_, e)| e.phase == Phase::Running)
+            .map(|(id, e)| (*id, e.uid, e.pgid, e.cgroup.clone()))
+            .collect()
     }
 
     /// The cgroup of a running job (for its `srun` steps).
@@ -463,7 +477,7 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     };
     let (tx, rx) = watch::channel(false);
     ctx.jobs
-        .set_running(id, pid, rx, cgroup.clone().map(Arc::new));
+        .set_running(id, (pid, uid), rx, cgroup.clone().map(Arc::new));
     // Suspended before its launch got here (gang scheduling, preemption).
     {
         let c = ctx.clone();
@@ -949,7 +963,7 @@ pub fn adopt(ctx: &Arc<Ctx>) {
             m.adopt(jc);
         }
         let cg = st.cgroup.clone().map(Arc::new);
-        ctx.jobs.set_running(st.job_id, st.pid, rx, cg);
+        ctx.jobs.set_running(st.job_id, (st.pid, st.uid), rx, cg);
         let ctx2 = ctx.clone();
         let mut st = st;
         let report = st.status.is_none();

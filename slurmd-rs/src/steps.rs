@@ -34,6 +34,8 @@ struct StepEntry {
     uid: u32,
     /// Process groups (= task pids) still alive.
     pgids: Vec<i32>,
+    /// Each task started here: (pid, local id, global id).
+    tasks: Vec<(i32, u32, u32)>,
 }
 
 /// Running steps on this node, by (job, step).
@@ -537,6 +539,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
         StepEntry {
             uid,
             pgids: Vec::new(),
+            tasks: Vec::new(),
         },
     );
     // Each task's CPUs (--cpu-bind), laid out once for the step.
@@ -674,6 +677,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
         if let Some(e) = steps().get_mut(&key) {
             e.pgids.push(pid);
+            e.tasks.push((pid, local as u32, global));
         }
         if let (Some(cpus), Some(true)) = (&task_cpus, bind.as_ref().map(|b| b.verbose)) {
             let note = format!(
@@ -786,6 +790,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             if let Ok(pid) = w.await {
                 if let Some(e) = steps().get_mut(&key) {
                     e.pgids.retain(|p| *p != pid);
+                    e.tasks.retain(|t| t.0 != pid);
                 }
             }
         }
@@ -844,6 +849,88 @@ pub fn job_cgroup(node: &str, job: JobId) -> Option<Arc<crate::cgroup::JobCgroup
     step_jobs()
         .get(&(node.to_string(), job))
         .and_then(|j| j.cgroup.clone())
+}
+
+/// `scontrol listpids`: the processes of the jobs here (of job `job`, of
+/// its step `step`), each with its step and, for a task itself, its task
+/// ids. A user (not `privileged`) sees only their own jobs, and is refused
+/// another user's job by name.
+pub fn list_pids(
+    ctx: &crate::daemon::Ctx,
+    caller: u32,
+    privileged: bool,
+    job: Option<JobId>,
+    step: Option<u32>,
+) -> Response {
+    let mine = |uid: u32| privileged || uid == caller;
+    let wanted =
+        |j: JobId, s: Option<u32>| job.is_none_or(|w| w == j) && step.is_none_or(|w| Some(w) == s);
+    let mut out: Vec<slurm_proto::JobProcess> = Vec::new();
+    let mut someone_elses = false;
+    let row = |pid, job_id, step: String, ids: Option<(u32, u32)>| slurm_proto::JobProcess {
+        pid,
+        job_id,
+        step,
+        local_id: ids.map(|i| i.0),
+        global_id: ids.map(|i| i.1),
+    };
+    // Steps: each task, then what it started (its process group).
+    let mut in_steps = std::collections::HashSet::new();
+    let mut tasks: Vec<_> = steps()
+        .iter()
+        .map(|(k, e)| (*k, e.uid, e.tasks.clone()))
+        .collect();
+    tasks.sort_by_key(|(k, _, _)| *k);
+    for ((j, s), uid, ts) in tasks {
+        for (pid, _, _) in &ts {
+            in_steps.extend(crate::sysinfo::group_members(*pid));
+            in_steps.insert(*pid);
+        }
+        if !wanted(j, Some(s)) {
+            continue;
+        }
+        if !mine(uid) {
+            someone_elses = true;
+            continue;
+        }
+        for (pid, local, global) in ts {
+            out.push(row(pid, j, s.to_string(), Some((local, global))));
+            for p in crate::sysinfo::group_members(pid) {
+                if p != pid {
+                    out.push(row(p, j, s.to_string(), None));
+                }
+            }
+        }
+    }
+    // Batch scripts: the script, then the rest of its process group and
+    // cgroup that no step holds.
+    if step.is_none() {
+        for (j, uid, pgid, cgroup) in ctx.jobs.running_scripts() {
+            if !wanted(j, None) {
+                continue;
+            }
+            if !mine(uid) {
+                someone_elses = true;
+                continue;
+            }
+            out.push(row(pgid, j, "batch".into(), Some((0, 0))));
+            let mut rest = crate::sysinfo::group_members(pgid);
+            if let Some(cg) = cgroup {
+                rest.extend(cg.pids());
+            }
+            rest.sort_unstable();
+            rest.dedup();
+            for p in rest {
+                if p != pgid && !in_steps.contains(&p) {
+                    out.push(row(p, j, "batch".into(), None));
+                }
+            }
+        }
+    }
+    if out.is_empty() && someone_elses && job.is_some() {
+        return refuse(SlurmError::AccessDenied, "not your job");
+    }
+    Response::Pids(out)
 }
 
 /// The process groups of a job's step tasks here.

@@ -1458,3 +1458,113 @@ fn install_script_lays_out_binaries_and_sound_units() {
         }
     }
 }
+
+#[test]
+fn scontrol_listpids_shows_a_jobs_processes_to_its_owner_and_root_only() {
+    let t = TestCluster::start(1, |_| {});
+    let job = t.sbatch_as_user(&["-n", "2", "--wrap", "sleep 300 & sleep 301 & wait"]);
+    t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
+    // A step of the job, its task running `sleep`.
+    let mut step = t
+        .cmd_as(TEST_UID, TEST_GID, "srun")
+        .args(["--jobid", &job.to_string(), "-n1", "sleep", "302"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let listpids = |uid: u32, args: &[&str]| {
+        t.cmd_as(uid, uid, "scontrol")
+            .arg("listpids")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let j = job.to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let out = loop {
+        let o = listpids(0, &[&j, "n1"]);
+        let text = stdout(&o);
+        // The script, its two sleeps and the step's task.
+        if text.lines().count() >= 5 && text.contains(&format!(" {j:<8} 0 ")) {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never listed the step: {text}{}\n{}",
+            stderr(&o),
+            t.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "PID      JOBID    STEPID   LOCALID GLOBALID");
+    let rows: Vec<Vec<&str>> = lines[1..]
+        .iter()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let cmdline = |pid: &str| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default()
+    };
+    // The batch script first, with task ids 0 0; its children after.
+    assert_eq!(&rows[0][1..], &[j.as_str(), "batch", "0", "0"], "{out}");
+    assert!(cmdline(rows[0][0]).contains("slurm_script"), "{out}");
+    let children: Vec<&Vec<&str>> = rows
+        .iter()
+        .filter(|r| r[2] == "batch" && r[3] == "-")
+        .collect();
+    assert!(children.len() >= 2, "{out}");
+    for c in &children {
+        assert!(cmdline(c[0]).starts_with("sleep 30"), "{out}");
+    }
+    let task: Vec<&Vec<&str>> = rows.iter().filter(|r| r[2] == "0").collect();
+    assert_eq!(&task[0][1..], &[j.as_str(), "0", "0", "0"], "{out}");
+    assert_eq!(cmdline(task[0][0]).trim(), "sleep 302", "{out}");
+    // One step only.
+    let o = listpids(0, &[&format!("{j}.0"), "n1"]);
+    assert!(stdout(&o)
+        .lines()
+        .skip(1)
+        .all(|l| l.split_whitespace().nth(2) == Some("0")));
+    // Its owner sees it too; another user is refused it, and sees none of
+    // it when asking for everything.
+    let o = listpids(TEST_UID, &[&j, "n1"]);
+    assert_eq!(stdout(&o), out, "{}", stderr(&o));
+    let o = listpids(1000, &[&j, "n1"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("Access/permission denied"),
+        "{}",
+        stderr(&o)
+    );
+    let o = listpids(1000, &["*", "n1"]);
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).trim(), "No job steps exist on this node.");
+    // Bad input is named.
+    let o = listpids(0, &["12x", "n1"]);
+    assert!(
+        stderr(&o).contains("Invalid job id specified: 12x"),
+        "{}",
+        stderr(&o)
+    );
+    let o = listpids(0, &[&j, "nosuch"]);
+    assert!(
+        stderr(&o).contains("Invalid node name specified: nosuch"),
+        "{}",
+        stderr(&o)
+    );
+    // Once it is over, nothing is left to list.
+    assert!(t.run("scancel", &[&j]).status.success());
+    let _ = step.wait();
+    t.wait_done(job, 30);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = listpids(0, &[&j, "n1"]);
+        if stderr(&o).trim() == "No job steps exist on this node." {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", stdout(&o));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
