@@ -193,6 +193,32 @@ pub async fn call_ctld(
     Ok(ctld_response(within_time(fut, within, server).await?))
 }
 
+/// Open the controller's watch stream (`Controller.Watch`) over `ch`, with
+/// the credential `sign` makes for it: every job and node the caller may
+/// see, a `synced` event, then each change.
+pub async fn watch(
+    ch: &Channel,
+    server: &str,
+    req: pb::WatchRequest,
+    sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
+) -> Result<tonic::Streaming<pb::WatchEvent>, NetError> {
+    let b = Binding::for_message(
+        slurm_proto::grpc::ctld_method::WATCH,
+        &req.encode_to_vec(),
+        crate::auth::TO_CTLD,
+    );
+    let cred = sign(&b)?;
+    let mut client = pb::controller_client::ControllerClient::new(ch.clone())
+        .max_decoding_message_size(MAX_CTLD_REPLY);
+    let mut r = tonic::Request::new(req);
+    let bytes = pb::Credential::from(cred).encode_to_vec();
+    r.metadata_mut().insert_bin(
+        CRED_METADATA,
+        tonic::metadata::MetadataValue::from_bytes(&bytes),
+    );
+    within_time(client.watch(r), CONNECT_TIMEOUT * 2, server).await
+}
+
 /// The HTTP/2 connection preface's first bytes: a gRPC caller's first four.
 pub const H2_PREFACE: &[u8; 4] = b"PRI ";
 

@@ -318,17 +318,104 @@ impl Server {
                 }));
             }
         }
-        let uid = req.cred.uid;
-        if let (Some(rl), false) = (&self.rate, uid == 0 || uid == self.slurm_uid) {
-            let allowed = rl
-                .lock()
-                .map(|mut r| r.allow(uid, std::time::Instant::now()))
-                .unwrap_or(true);
-            if !allowed {
-                return Some(Response::Error(SlurmError::Backoff.into()));
-            }
+        if self.rate_limited(req.cred.uid) {
+            return Some(Response::Error(SlurmError::Backoff.into()));
         }
         None
+    }
+
+    /// `uid` is over its rate (`SlurmctldParameters=rl_enable`).
+    fn rate_limited(&self, uid: u32) -> bool {
+        match (&self.rate, uid == 0 || uid == self.slurm_uid) {
+            (Some(rl), false) => !rl
+                .lock()
+                .map(|mut r| r.allow(uid, std::time::Instant::now()))
+                .unwrap_or(true),
+            _ => false,
+        }
+    }
+
+    /// Feed a watch stream (`Controller.Watch`): everything `uid` may see
+    /// of what `want` asks, `synced`, then each change, until the caller
+    /// hangs up. Snapshots are looked at every 100 ms (a version compare
+    /// when nothing changed).
+    async fn watch(
+        self,
+        uid: u32,
+        want: pb::WatchRequest,
+        tx: tokio::sync::mpsc::Sender<Result<pb::WatchEvent, tonic::Status>>,
+    ) {
+        use pb::watch_event::Event;
+        let selected = |j: &JobRecord| {
+            want.job_ids.is_empty()
+                || want.job_ids.contains(&j.job_id)
+                || j.array
+                    .as_ref()
+                    .is_some_and(|a| want.job_ids.contains(&a.job_id))
+        };
+        let mut seen: Option<(u64, u64)> = None;
+        let mut jobs_known = std::collections::HashSet::new();
+        let mut nodes_known: std::collections::HashMap<String, (String, Option<String>)> =
+            Default::default();
+        loop {
+            let s = self.snapshot();
+            if seen != Some((s.epoch, s.version)) {
+                let mut events = Vec::new();
+                if want.jobs {
+                    let only = self.private_to(&s, s.private.jobs, uid);
+                    // A first listing, another controller run or a
+                    // snapshot without stamps: every job.
+                    let all = seen.is_none_or(|(e, _)| e != s.epoch)
+                        || s.job_changed.len() != s.jobs.len();
+                    let since = seen.map_or(0, |(_, v)| v);
+                    let mut now_known = std::collections::HashSet::new();
+                    for (k, j) in s.jobs.iter().enumerate() {
+                        if !selected(j) || only.is_some_and(|u| j.user_id != u) {
+                            continue;
+                        }
+                        now_known.insert(j.job_id);
+                        if all || s.job_changed[k] > since || !jobs_known.contains(&j.job_id) {
+                            events.push(Event::Job(pb::JobEvent::from(j.as_ref())));
+                        }
+                    }
+                    let mut gone: Vec<u32> = jobs_known.difference(&now_known).copied().collect();
+                    gone.sort_unstable();
+                    events.extend(gone.into_iter().map(Event::JobGone));
+                    jobs_known = now_known;
+                }
+                let private_nodes = s.private.nodes
+                    && !s.sees_all(uid, self.slurm_uid, || {
+                        slurm_common::users::user_name_or_id(uid)
+                    });
+                if want.nodes && !private_nodes {
+                    for n in &s.nodes {
+                        let st = (n.state_long(), n.reason.clone());
+                        if nodes_known.get(&n.name) != Some(&st) {
+                            events.push(Event::Node(pb::NodeEvent {
+                                name: n.name.clone(),
+                                state: st.0.clone(),
+                                reason: st.1.clone(),
+                            }));
+                            nodes_known.insert(n.name.clone(), st);
+                        }
+                    }
+                }
+                if seen.is_none() {
+                    events.push(Event::Synced(pb::Synced { version: s.version }));
+                }
+                seen = Some((s.epoch, s.version));
+                for e in events {
+                    let e = pb::WatchEvent { event: Some(e) };
+                    if tx.send(Ok(e)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tx.closed() => return,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
     }
 
     /// A node daemon's report (checked): a registered node's heartbeat is
@@ -713,6 +800,32 @@ impl CtldService {
 
 #[tonic::async_trait]
 impl pb::controller_server::Controller for CtldService {
+    type WatchStream =
+        tokio_stream::wrappers::ReceiverStream<Result<pb::WatchEvent, tonic::Status>>;
+
+    async fn watch(
+        &self,
+        req: tonic::Request<pb::WatchRequest>,
+    ) -> Result<tonic::Response<Self::WatchStream>, tonic::Status> {
+        let s = &self.server;
+        let to = slurm_common::auth::TO_CTLD;
+        let cred = grpc::verify_call(&req, ctld_method::WATCH, to, &s.key, now(), &s.seen)
+            .map_err(|e| {
+                tracing::info!("refused a watch: {e}");
+                tonic::Status::unauthenticated(format!("{}: {e}", refusal(&e).message()))
+            })?;
+        if s.rate_limited(cred.uid) {
+            return Err(tonic::Status::resource_exhausted(
+                SlurmError::Backoff.message(),
+            ));
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        tokio::spawn(s.clone().watch(cred.uid, req.into_inner(), tx));
+        Ok(tonic::Response::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
+    }
+
     async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
         self.handle(r, ctld_method::REGISTER_NODE, CtldCall::RegisterNode)
             .await

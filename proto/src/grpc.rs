@@ -599,6 +599,7 @@ pub mod ctld_method {
     pub const EPILOG_FAILED: &str = "/slurm.v1.Controller/EpilogFailed";
     pub const PROLOG_FAILED: &str = "/slurm.v1.Controller/PrologFailed";
     pub const STEP_USAGE: &str = "/slurm.v1.Controller/StepUsage";
+    pub const WATCH: &str = "/slurm.v1.Controller/Watch";
 }
 
 impl CtldCall {
@@ -708,6 +709,27 @@ impl CtldCall {
                 m.encode_to_vec()
             }
             CtldCall::StepUsage(m) => m.encode_to_vec(),
+        }
+    }
+}
+
+impl From<&crate::JobRecord> for pb::JobEvent {
+    fn from(j: &crate::JobRecord) -> Self {
+        pb::JobEvent {
+            job_id: j.job_id,
+            name: j.name.clone(),
+            user_id: j.user_id,
+            partition: j.partition.clone(),
+            account: j.account.clone(),
+            state: j.state.name().to_string(),
+            reason: j.reason.to_string(),
+            nodes: j.alloc.nodes.clone(),
+            start_time: j.start_time,
+            end_time: j.end_time,
+            exit_status: j.exit_status,
+            admin_comment: j.desc.admin_comment.clone(),
+            array_job_id: j.array.as_ref().map(|a| a.job_id),
+            array_task_id: j.array.as_ref().map(|a| a.task_id),
         }
     }
 }

@@ -78,6 +78,15 @@ impl FakeService {
 
 #[tonic::async_trait]
 impl pb::controller_server::Controller for FakeService {
+    type WatchStream = tonic::codegen::BoxStream<pb::WatchEvent>;
+
+    async fn watch(
+        &self,
+        _: tonic::Request<pb::WatchRequest>,
+    ) -> Result<tonic::Response<Self::WatchStream>, tonic::Status> {
+        Err(tonic::Status::unimplemented("node daemons do not watch"))
+    }
+
     async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
         Ok(tonic::Response::new(self.take(
             r,

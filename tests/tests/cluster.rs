@@ -1568,3 +1568,115 @@ fn scontrol_listpids_shows_a_jobs_processes_to_its_owner_and_root_only() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
+    use slurm_common::grpc;
+    use slurm_common::tls::{Role, TlsSettings};
+    use slurm_proto::grpc::pb::{self, watch_event::Event};
+    let t = TestCluster::start(1, |s| {
+        s.min_job_age = 3;
+        s.extra_conf = "PrivateData=jobs\n".into();
+    });
+    let dir = &t.c.spec.dir;
+    let key = slurm_common::auth::Key::load(&dir.join("slurm.key")).unwrap();
+    let ca = format!("ca_cert_file={}", dir.join("ca_cert.pem").display());
+    let tls = TlsSettings::parse(Some("tls/rustls"), Some(&ca), dir)
+        .unwrap()
+        .unwrap()
+        .load(&Role::Command)
+        .unwrap();
+    let ctld = format!("{}:{}", t.c.spec.ip, t.c.spec.ctld_port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let open = |uid: u32, k: &slurm_common::auth::Key, req: pb::WatchRequest| {
+        rt.block_on(async {
+            let ch = grpc::channel(Some(tls.client.clone()), &ctld, "localhost")?;
+            let sign = |b: &_| Ok(k.sign(uid, uid, "test", slurm_common::auth::now(), b));
+            grpc::watch(&ch, "localhost", req, sign).await
+        })
+    };
+    let next = |s: &mut tonic::Streaming<pb::WatchEvent>| -> Event {
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(30), s.message()).await })
+            .expect("no event within 30 s")
+            .expect("stream failed")
+            .expect("stream ended")
+            .event
+            .unwrap()
+    };
+    let everything = pb::WatchRequest {
+        jobs: true,
+        nodes: true,
+        job_ids: vec![],
+    };
+    // A peer without the key is refused.
+    let forged = slurm_common::auth::Key::from_bytes(&[9u8; 32]);
+    let e = open(0, &forged, everything.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Unauthenticated"), "{e}");
+
+    let mut root = open(0, &key, everything.clone()).unwrap();
+    let mut user = open(TEST_UID, &key, everything).unwrap();
+    // The listing: the idle node, then synced.
+    match next(&mut root) {
+        Event::Node(n) => assert_eq!((n.name.as_str(), n.state.as_str()), ("n1", "IDLE")),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(next(&mut root), Event::Synced(_)));
+    assert!(matches!(next(&mut user), Event::Node(_)));
+    assert!(matches!(next(&mut user), Event::Synced(_)));
+
+    let theirs = t.sbatch(&["--wrap", "sleep 1"]);
+    let mine = t.sbatch_as_user(&["--wrap", "sleep 1"]);
+    // Root follows both through to the end, and sees the node busy and
+    // idle again; each job runs on n1.
+    let (mut states, mut node_states) = (Vec::new(), Vec::new());
+    let mut gone = Vec::new();
+    while gone.len() < 2 {
+        match next(&mut root) {
+            Event::Job(j) => {
+                if j.state == "RUNNING" {
+                    assert_eq!(j.nodes, vec!["n1".to_string()]);
+                }
+                states.push((j.job_id, j.state));
+            }
+            Event::Node(n) => node_states.push(n.state),
+            Event::JobGone(id) => gone.push(id),
+            Event::Synced(_) => panic!("synced twice"),
+        }
+    }
+    for id in [theirs, mine] {
+        let seen: Vec<&str> = states
+            .iter()
+            .filter(|(j, _)| *j == id)
+            .map(|(_, s)| s.as_str())
+            .collect();
+        assert!(seen.contains(&"RUNNING"), "{id}: {seen:?}");
+        assert_eq!(seen.last(), Some(&"COMPLETED"), "{id}: {seen:?}");
+    }
+    gone.sort_unstable();
+    let mut both = vec![theirs, mine];
+    both.sort_unstable();
+    assert_eq!(gone, both);
+    assert!(
+        node_states
+            .iter()
+            .any(|s| s.starts_with("ALLOCATED") || s.starts_with("MIXED")),
+        "{node_states:?}"
+    );
+    assert_eq!(node_states.last().map(String::as_str), Some("IDLE"));
+    // The user (PrivateData=jobs) saw only their own job.
+    loop {
+        match next(&mut user) {
+            Event::Job(j) => assert_eq!(j.job_id, mine, "another user's job was shown"),
+            Event::JobGone(id) => {
+                assert_eq!(id, mine);
+                break;
+            }
+            _ => {}
+        }
+    }
+}
