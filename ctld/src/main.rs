@@ -6,7 +6,7 @@ use slurmctld::journal::Journal;
 use slurmctld::server::Server;
 use slurmctld::state::Controller;
 use slurmctld::writer::{self, Command};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 fn main() {
     let args = match slurmctld::args::parse(std::env::args().skip(1)) {
@@ -136,7 +136,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     if tls.is_some() {
         tracing::info!("TLS on: callers are checked against the CA");
     }
-    let published = Arc::new(RwLock::new(Arc::new(ctl.snapshot())));
+    let published = Arc::new(writer::Board::new(Arc::new(ctl.snapshot())));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

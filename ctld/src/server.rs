@@ -337,8 +337,7 @@ impl Server {
 
     /// Feed a watch stream (`Controller.Watch`): everything `uid` may see
     /// of what `want` asks, `synced`, then each change, until the caller
-    /// hangs up. Snapshots are looked at every 100 ms (a version compare
-    /// when nothing changed).
+    /// hangs up. Woken by each snapshot the writer publishes.
     async fn watch(
         self,
         uid: u32,
@@ -358,6 +357,10 @@ impl Server {
         let mut nodes_known: std::collections::HashMap<String, (String, Option<String>)> =
             Default::default();
         loop {
+            let published = self.published.clone();
+            let next = published.next();
+            tokio::pin!(next);
+            next.as_mut().enable();
             let s = self.snapshot();
             if seen != Some((s.epoch, s.version)) {
                 let mut events = Vec::new();
@@ -413,7 +416,7 @@ impl Server {
             }
             tokio::select! {
                 _ = tx.closed() => return,
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = next => {}
             }
         }
     }
@@ -519,10 +522,7 @@ impl Server {
     }
 
     fn snapshot(&self) -> Arc<crate::state::Snapshot> {
-        match self.published.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        self.published.latest()
     }
 
     async fn answer(&self, req: Request) -> Result<Vec<u8>, slurm_common::net::NetError> {

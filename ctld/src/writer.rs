@@ -36,7 +36,46 @@ pub enum Command {
 }
 
 /// Where readers find the latest snapshot.
-pub type Published = Arc<RwLock<Arc<Snapshot>>>;
+pub type Published = Arc<Board>;
+
+/// Where the writer puts each snapshot for readers, and wakes those
+/// waiting for the next (watch streams).
+pub struct Board {
+    snap: RwLock<Arc<Snapshot>>,
+    changed: tokio::sync::Notify,
+}
+
+impl Board {
+    pub fn new(first: Arc<Snapshot>) -> Board {
+        Board {
+            snap: RwLock::new(first),
+            changed: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The latest snapshot.
+    pub fn latest(&self) -> Arc<Snapshot> {
+        match self.snap.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Put `s` up and wake every waiter.
+    pub fn publish(&self, s: Arc<Snapshot>) {
+        match self.snap.write() {
+            Ok(mut w) => *w = s,
+            Err(p) => *p.into_inner() = s,
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves at the next [`Board::publish`] (create it before looking
+    /// at the latest snapshot, so none is missed in between).
+    pub fn next(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+}
 
 /// Heartbeats the RPC server answered itself: node name and when.
 pub type Heard = Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>;
@@ -165,17 +204,14 @@ pub fn run(
             let mut snap = ctl.snapshot();
             snap.version = version;
             snap.epoch = epoch;
-            let prev = published.read().ok().map(|p| p.clone());
+            let prev = published.latest();
             snap.job_changed = crate::state::stamp_changes(
-                prev.as_ref().map(|p| (&p.jobs[..], &p.job_changed[..])),
+                Some((&prev.jobs[..], &prev.job_changed[..])),
                 &snap.jobs,
                 |j| j.job_id,
                 version,
             );
-            let snap = Arc::new(snap);
-            if let Ok(mut w) = published.write() {
-                *w = snap;
-            }
+            published.publish(Arc::new(snap));
         }
         for (reply, r) in replies {
             let _ = reply.send(r);
