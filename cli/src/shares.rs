@@ -195,20 +195,165 @@ pub fn sprio_fields(
     m
 }
 
+/// What `sprio` was asked for.
+#[derive(Debug, Default, PartialEq)]
+pub struct SprioArgs {
+    pub long: bool,
+    pub noheader: bool,
+    /// `-j`: these jobs only (`-j` alone: every job).
+    pub jobs: Vec<u32>,
+    /// `-u`: these users' jobs only.
+    pub users: Vec<String>,
+    /// `-p`: jobs in these partitions only.
+    pub partitions: Vec<String>,
+    /// `-M`: the cluster asked for.
+    pub cluster: Option<String>,
+}
+
+const SPRIO_OPTS: &[crate::fmt::Opt] = {
+    use crate::fmt::{Arg, Opt};
+    &[
+        Opt {
+            short: Some('j'),
+            long: "jobs",
+            arg: Arg::Optional,
+        },
+        Opt {
+            short: Some('u'),
+            long: "user",
+            arg: Arg::Required,
+        },
+        Opt {
+            short: Some('p'),
+            long: "partition",
+            arg: Arg::Required,
+        },
+        Opt {
+            short: Some('l'),
+            long: "long",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('h'),
+            long: "noheader",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('M'),
+            long: "clusters",
+            arg: Arg::Required,
+        },
+        Opt {
+            short: None,
+            long: "local",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('v'),
+            long: "verbose",
+            arg: Arg::No,
+        },
+        Opt {
+            short: None,
+            long: "json",
+            arg: Arg::Optional,
+        },
+        Opt {
+            short: None,
+            long: "yaml",
+            arg: Arg::Optional,
+        },
+    ]
+};
+
+/// `sprio`'s command line (without `--help`, `--usage`, `-V`, which
+/// [`flags`]-style callers answer first); the error names what is wrong.
+pub fn sprio_args(args: &[String]) -> Result<SprioArgs, String> {
+    use crate::fmt::Parsed;
+    let mut a = SprioArgs::default();
+    for p in crate::fmt::getopt("sprio", args, SPRIO_OPTS)? {
+        match p {
+            Parsed::Opt("jobs", Some(v)) => {
+                for w in crate::fmt::split_list(&v) {
+                    a.jobs.push(
+                        w.parse()
+                            .map_err(|_| format!("Invalid job id specified: {w}"))?,
+                    );
+                }
+            }
+            Parsed::Opt("user", Some(v)) => {
+                for u in crate::fmt::split_list(&v) {
+                    if slurm_common::users::parse_user(&u).is_none() {
+                        return Err(format!("Invalid user: {u}"));
+                    }
+                    a.users.push(u);
+                }
+            }
+            Parsed::Opt("partition", Some(v)) => a.partitions = crate::fmt::split_list(&v),
+            Parsed::Opt("long", _) => a.long = true,
+            Parsed::Opt("noheader", _) => a.noheader = true,
+            Parsed::Opt("clusters", Some(v)) => a.cluster = Some(v),
+            Parsed::Opt(_, _) => {}
+            Parsed::Word(w) => return Err(format!("Unknown argument: {w}")),
+        }
+    }
+    Ok(a)
+}
+
+impl SprioArgs {
+    /// Whether `j` is among the jobs asked for.
+    pub fn wants(&self, j: &JobPriority) -> bool {
+        let user_matches = |u: &String| {
+            *u == j.user
+                || slurm_common::users::parse_user(u)
+                    .is_some_and(|uid| Some(uid) == slurm_common::users::parse_user(&j.user))
+        };
+        (self.jobs.is_empty() || self.jobs.contains(&j.job_id))
+            && (self.users.is_empty() || self.users.iter().any(user_matches))
+            && (self.partitions.is_empty() || self.partitions.contains(&j.partition))
+    }
+}
+
 pub fn sprio_main() -> i32 {
-    let (long, noheader) = match flags("sprio") {
-        Ok(f) => f,
-        Err(code) => return code,
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for a in &args {
+        match a.as_str() {
+            "-V" | "--version" => {
+                println!("slurm {}", slurm_proto::SLURM_VERSION);
+                return 0;
+            }
+            "--help" | "--usage" => {
+                println!(
+                    "Usage: sprio [-j jid[s]] [-u user_name[s]] [-p partition[s]] [-M cluster] [-l] [-h]"
+                );
+                return 0;
+            }
+            _ => {}
+        }
+    }
+    let opts = match sprio_args(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("sprio: error: {e}");
+            return 1;
+        }
     };
+    let (long, noheader) = (opts.long, opts.noheader);
     let conf = match common::load_conf("sprio") {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Some(c) = opts.cluster.as_ref().filter(|c| **c != conf.cluster_name) {
+        eprintln!(
+            "sprio: error: Invalid cluster name: {c} (this is {})",
+            conf.cluster_name
+        );
+        return 1;
+    }
     if conf.priority_type != "priority/multifactor" {
         eprintln!("You are not running a supported priority plugin\n({}).\nOnly 'priority/multifactor' is supported.", conf.priority_type);
         return 1;
     }
-    let args: Vec<String> = std::env::args().skip(1).collect();
     let json = match format_flag(&args) {
         Ok(j) => j,
         Err(e) => {
@@ -216,7 +361,14 @@ pub fn sprio_main() -> i32 {
             return 1;
         }
     };
-    match call(&common::client(&conf), RequestBody::GetPriorities) {
+    let answer = call(&common::client(&conf), RequestBody::GetPriorities).map(|r| match r {
+        Response::Priorities { jobs, weights } => Response::Priorities {
+            jobs: jobs.into_iter().filter(|j| opts.wants(j)).collect(),
+            weights,
+        },
+        other => other,
+    });
+    match answer {
         Ok(Response::Priorities { jobs, weights }) if json => {
             let fields = sprio_fields(&jobs, &weights);
             let text = crate::jsonout::fields_text("sprio", &args, &conf.cluster_name, fields);
@@ -286,6 +438,41 @@ pub fn sshare_main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sprio_options_select_jobs_users_and_partitions() {
+        let args = |a: &[&str]| sprio_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let a = args(&["-j1008,1009", "-u", "root", "--partition=debug", "-l"]).unwrap();
+        assert_eq!(a.jobs, vec![1008, 1009]);
+        assert_eq!(a.users, vec!["root".to_string()]);
+        assert_eq!(a.partitions, vec!["debug".to_string()]);
+        assert!(a.long && !a.noheader);
+        assert_eq!(args(&["--jobs"]).unwrap().jobs, Vec::<u32>::new());
+        assert_eq!(
+            args(&["-j", "12x"]).unwrap_err(),
+            "Invalid job id specified: 12x"
+        );
+        assert_eq!(
+            args(&["-u", "no-such-user-xyz"]).unwrap_err(),
+            "Invalid user: no-such-user-xyz"
+        );
+        assert!(args(&["stray"]).unwrap_err().contains("stray"));
+        assert!(args(&["--bogus"]).is_err());
+        let job = |id, user: &str, part: &str| JobPriority {
+            job_id: id,
+            user: user.into(),
+            partition: part.into(),
+            ..Default::default()
+        };
+        let a = args(&["-j1,2", "-p", "debug"]).unwrap();
+        assert!(a.wants(&job(1, "root", "debug")));
+        assert!(!a.wants(&job(3, "root", "debug")));
+        assert!(!a.wants(&job(2, "root", "gpu")));
+        // A user by name or by number.
+        let a = args(&["-u", "0"]).unwrap();
+        assert!(a.wants(&job(1, "root", "debug")));
+        assert!(!a.wants(&job(1, "nobody", "debug")));
+    }
 
     #[test]
     fn sprio_shows_weighted_factor_columns() {

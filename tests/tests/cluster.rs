@@ -1250,6 +1250,25 @@ fn multifactor_priority_favours_users_with_less_usage() {
         "{sprio}"
     );
     assert!(sprio.contains(&format!("{theirs:>15} debug")), "{sprio}");
+    // Filters: by job, by user (name or number), by partition.
+    let rows = |args: &[&str]| -> Vec<String> {
+        let o = t.run("sprio", args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(rows(&["-h", &format!("-j{mine}")]), vec![mine.to_string()]);
+    assert_eq!(rows(&["-h", "-u", "nobody"]), vec![theirs.to_string()]);
+    assert_eq!(
+        rows(&["-h", "--user=0", "-p", "debug"]),
+        vec![mine.to_string()]
+    );
+    assert!(rows(&["-h", "-p", "other"]).is_empty());
+    let o = t.run("sprio", &["-u", "no-such-user-xyz"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "sprio: error: Invalid user: no-such-user-xyz\n");
     for fmt in ["--json", "--yaml"] {
         let out = stdout(&t.run("sprio", &[fmt]));
         let v: serde_json::Value = if fmt == "--json" {
