@@ -273,27 +273,101 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
     }
 }
 
+/// How long a server keeps a gRPC connection: a caller that has made no
+/// authenticated call within `first` of connecting is dropped (so peers
+/// without the key cannot hold the server's connection slots), and one
+/// whose last authenticated call is older than `idle`, with no stream
+/// open, is closed (a kept channel simply connects again).
+#[derive(Debug, Clone, Copy)]
+pub struct Lifetime {
+    pub first: Duration,
+    pub idle: Duration,
+}
+
+/// What a connection has carried, for [`Lifetime`] (in each request's
+/// extensions; [`verify_call`] marks it).
+#[derive(Debug)]
+pub struct Activity {
+    opened: std::time::Instant,
+    /// Milliseconds after `opened` of the last authenticated call; 0: none.
+    last_ok_ms: std::sync::atomic::AtomicU64,
+    /// Streams (watches) still open.
+    open: std::sync::atomic::AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            opened: std::time::Instant::now(),
+            last_ok_ms: Default::default(),
+            open: Default::default(),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = self.opened.elapsed().as_millis().max(1) as u64;
+        self.last_ok_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the connection has outlived `life` now.
+    fn expired(&self, life: Lifetime) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.open.load(Relaxed) > 0 {
+            return false;
+        }
+        let age = self.opened.elapsed();
+        match self.last_ok_ms.load(Relaxed) {
+            0 => age > life.first,
+            ms => age.saturating_sub(Duration::from_millis(ms)) > life.idle,
+        }
+    }
+}
+
+/// Keeps the connection of a stream open while it lives (a watch).
+pub struct OpenStream(Arc<Activity>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0
+            .open
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Hold the connection of `req` open while the result lives.
+pub fn hold_open<T>(req: &tonic::Request<T>) -> Option<OpenStream> {
+    let a = req.extensions().get::<Arc<Activity>>()?.clone();
+    a.open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Some(OpenStream(a))
+}
+
 /// Serve the gRPC `routes` on one connection a server already took (its
 /// TLS handshake done, its protocol told by its first bytes) until the
-/// caller closes it or stops answering HTTP/2 pings: each request gets
-/// `caller` in its extensions and draws on `budget` as [`BudgetLayer`] says.
+/// caller closes it, stops answering HTTP/2 pings or outlives `life`: each
+/// request gets `caller` in its extensions and draws on `budget` as
+/// [`BudgetLayer`] says.
 pub async fn serve_connection<S>(
     io: S,
     caller: Caller,
     routes: tonic::service::Routes,
     budget: net::Budget,
+    life: Lifetime,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let activity = Arc::new(Activity::new());
+    let seen = activity.clone();
     let svc = tower::ServiceBuilder::new()
         .map_request(move |r: http::Request<hyper::body::Incoming>| {
             let mut r = r.map(tonic::body::Body::new);
             r.extensions_mut().insert(caller.clone());
+            r.extensions_mut().insert(seen.clone());
             r
         })
         .layer(BudgetLayer::new(budget))
         .service(routes.prepare());
-    let served = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+    let conn = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
         .initial_connection_window_size(SERVER_CONNECTION_WINDOW)
         .initial_stream_window_size(SERVER_STREAM_WINDOW)
         .max_concurrent_streams(MAX_STREAMS)
@@ -303,8 +377,24 @@ pub async fn serve_connection<S>(
         .serve_connection(
             hyper_util::rt::TokioIo::new(io),
             hyper_util::service::TowerToHyperService::new(svc),
-        )
-        .await;
+        );
+    tokio::pin!(conn);
+    let check = life.first.min(life.idle).min(Duration::from_secs(5)) / 2;
+    let mut closing = false;
+    let served = loop {
+        tokio::select! {
+            r = conn.as_mut() => break r,
+            _ = tokio::time::sleep(check), if !closing => {
+                if activity.expired(life) {
+                    tracing::debug!("closing a gRPC connection: no authenticated call in time");
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+            }
+            // A caller that does not take its GOAWAY is cut off.
+            _ = tokio::time::sleep(Duration::from_secs(1)), if closing => break Ok(()),
+        }
+    };
     if let Err(e) = served {
         tracing::debug!("gRPC connection ended: {e}");
     }
@@ -345,6 +435,9 @@ pub fn verify_call<T: Message>(
     let b = Binding::for_message(method, &req.get_ref().encode_to_vec(), me);
     key.verify(&cred, now, &b)?;
     seen.check(&cred, now)?;
+    if let Some(a) = req.extensions().get::<Arc<Activity>>() {
+        a.touch();
+    }
     Ok(cred)
 }
 
@@ -361,6 +454,13 @@ pub struct Accepted {
     conn: net::Conn,
     caller: Caller,
     _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Accepted {
+    /// Who is on the other end.
+    pub fn caller(&self) -> Caller {
+        self.caller.clone()
+    }
 }
 
 impl tonic::transport::server::Connected for Accepted {
@@ -699,6 +799,34 @@ mod tests {
             check(&r, SIGNAL_JOB),
             Err(NetError::Auth(AuthError::Replayed))
         ));
+    }
+
+    #[test]
+    fn a_connection_lives_by_its_authenticated_calls() {
+        let life = Lifetime {
+            first: Duration::from_secs(5),
+            idle: Duration::from_secs(60),
+        };
+        let fresh = Activity::new();
+        assert!(!fresh.expired(life));
+        // Ten seconds old and never authenticated: dropped.
+        let old = Activity {
+            opened: std::time::Instant::now() - Duration::from_secs(10),
+            ..Activity::new()
+        };
+        assert!(old.expired(life));
+        // An authenticated call now: kept until it has been idle a minute.
+        old.touch();
+        assert!(!old.expired(life));
+        let idle = Activity {
+            opened: std::time::Instant::now() - Duration::from_secs(100),
+            last_ok_ms: 1_000.into(),
+            open: 0.into(),
+        };
+        assert!(idle.expired(life));
+        // A watch open on it keeps it.
+        idle.open.store(1, std::sync::atomic::Ordering::Relaxed);
+        assert!(!idle.expired(life));
     }
 
     #[tokio::test]

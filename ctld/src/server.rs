@@ -109,6 +109,11 @@ pub fn name_users(users: &mut [slurm_proto::RpcStat]) {
 /// the others off for long.
 const MAX_CONNECTIONS: usize = 4096;
 
+/// A gRPC connection whose last authenticated call is older than this
+/// (and that holds no watch) is closed; one with none within
+/// `MessageTimeout` of connecting, sooner.
+const GRPC_IDLE: Duration = Duration::from_secs(300);
+
 /// Borrowed twin of `Response::Jobs` so a snapshot is encoded without copying.
 #[derive(serde::Serialize)]
 enum JobsRef<'a> {
@@ -213,7 +218,12 @@ impl Server {
             .max_decoding_message_size(self.max_request)
             .max_encoding_message_size(1 << 20);
             let routes = tonic::service::Routes::new(service);
-            grpc::serve_connection(sock, Caller { peer, addr }, routes, self.budget.clone()).await;
+            let life = grpc::Lifetime {
+                first: self.message_timeout,
+                idle: GRPC_IDLE,
+            };
+            let caller = Caller { peer, addr };
+            grpc::serve_connection(sock, caller, routes, self.budget.clone(), life).await;
             return;
         }
         if tokio::time::timeout(Duration::from_secs(60), self.framed(sock, peer))
@@ -820,7 +830,13 @@ impl pb::controller_server::Controller for CtldService {
             ));
         }
         let (tx, rx) = tokio::sync::mpsc::channel(256);
-        tokio::spawn(s.clone().watch(cred.uid, req.into_inner(), tx));
+        // The connection stays while the watch does.
+        let open = grpc::hold_open(&req);
+        let me = s.clone();
+        tokio::spawn(async move {
+            me.watch(cred.uid, req.into_inner(), tx).await;
+            drop(open);
+        });
         Ok(tonic::Response::new(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         ))

@@ -31,8 +31,12 @@ use tracing::{debug, error, info, warn};
 
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 128;
-/// How long a peer may take to finish its TLS handshake.
+/// How long a peer may take to finish its TLS handshake, and to make its
+/// first authenticated call.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// A connection whose last authenticated call is older than this is closed
+/// (the controller's kept channel connects again).
+const GRPC_IDLE: Duration = Duration::from_secs(300);
 
 /// Everything the daemon's tasks share.
 pub struct Ctx {
@@ -441,18 +445,30 @@ impl Daemon {
         let service = NodeDaemonServer::new(NodeService { ctx: ctx.clone() })
             .max_decoding_message_size(limit)
             .max_encoding_message_size(1 << 20);
-        let served = tonic::transport::Server::builder()
-            .initial_connection_window_size(grpc::SERVER_CONNECTION_WINDOW)
-            .initial_stream_window_size(grpc::SERVER_STREAM_WINDOW)
-            .max_concurrent_streams(grpc::MAX_STREAMS)
-            .http2_keepalive_interval(Some(Duration::from_secs(30)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-            .layer(grpc::BudgetLayer::new(ctx.budget.clone()))
-            .add_service(service)
-            .serve_with_incoming_shutdown(incoming, shutdown)
-            .await;
-        if let Err(e) = served {
-            error!("serving stopped: {e}");
+        let routes = tonic::service::Routes::new(service);
+        let life = grpc::Lifetime {
+            first: IO_TIMEOUT,
+            idle: GRPC_IDLE,
+        };
+        let mut incoming = incoming.into_inner();
+        tokio::pin!(shutdown);
+        loop {
+            let conn = tokio::select! {
+                _ = &mut shutdown => break,
+                c = incoming.recv() => match c {
+                    Some(Ok(c)) => c,
+                    Some(Err(_)) => continue,
+                    None => break,
+                },
+            };
+            let caller = conn.caller();
+            tokio::spawn(grpc::serve_connection(
+                conn,
+                caller,
+                routes.clone(),
+                ctx.budget.clone(),
+                life,
+            ));
         }
         info!(
             "shutting down; running jobs ({:?}) keep running",

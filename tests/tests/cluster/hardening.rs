@@ -723,3 +723,49 @@ fn token_creation_limits() {
         }
     }
 }
+
+#[test]
+fn grpc_connections_that_make_no_authenticated_call_are_dropped() {
+    use std::io::{Read, Write};
+    let t = TestCluster::start(1, |s| {
+        s.tls = false;
+        s.extra_conf = "MessageTimeout=2\n".into();
+    });
+    let addr = format!("{}:{}", t.c.spec.ip, t.c.spec.ctld_port);
+    // Peers without the key open HTTP/2 connections (the preface and an
+    // empty SETTINGS frame) and send nothing more.
+    let idle: Vec<std::net::TcpStream> = (0..20)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+                .unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s
+        })
+        .collect();
+    let t0 = Instant::now();
+    for mut s in idle {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) => panic!("an idle connection was kept: {e}"),
+            }
+        }
+    }
+    // Dropped about MessageTimeout (2 s) after they came.
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    // The node daemon's kept channel makes authenticated calls: it stays,
+    // and jobs run as before.
+    let job = t.sbatch(&["--wrap", "true"]);
+    assert_eq!(t.wait_done(job, 30).state, JobState::Completed);
+    std::thread::sleep(Duration::from_secs(3));
+    let job = t.sbatch(&["--wrap", "true"]);
+    assert_eq!(t.wait_done(job, 30).state, JobState::Completed);
+    assert!(t
+        .nodes()
+        .iter()
+        .all(|n| n.base_state != slurm_proto::NodeBaseState::Down));
+}
