@@ -57,23 +57,6 @@ impl Ca {
     }
 }
 
-/// A certificate of its own (`srun`'s step I/O listener, pinned by its
-/// fingerprint in the launch request): (certificate, key), DER.
-pub fn self_signed(
-    name: &str,
-) -> Result<
-    (
-        rustls_pki_types::CertificateDer<'static>,
-        rustls_pki_types::PrivateKeyDer<'static>,
-    ),
-    PkiError,
-> {
-    let key = KeyPair::generate()?;
-    let cert = CertificateParams::new(vec![name.to_string()])?.self_signed(&key)?;
-    let der = rustls_pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
-    Ok((cert.der().clone(), der.into()))
-}
-
 /// One CA for every cluster this process writes, so a process that talks to
 /// several (a test) trusts them all with one configuration.
 pub fn process_ca() -> Result<&'static Ca, PkiError> {
@@ -138,46 +121,6 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o077, 0, "key readable by others: {mode:o}");
-    }
-
-    /// srun's I/O listener: a node daemon reaches it only when it shows the
-    /// certificate the launch named.
-    #[test]
-    fn pinned_io_connections_take_only_the_named_certificate() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let (cert, key) = self_signed("srun").unwrap();
-            let fp = slurm_common::tls::fingerprint(&cert);
-            let acceptor = slurm_common::tls::pinned_server(cert, key).unwrap();
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = l.local_addr().unwrap().to_string();
-            tokio::spawn(async move {
-                use tokio::io::AsyncWriteExt;
-                while let Ok((s, _)) = l.accept().await {
-                    if let Ok((mut c, _)) = slurm_common::net::accept(s, Some(&acceptor)).await {
-                        let _ = c.write_all(b"ok").await;
-                        let _ = c.flush().await;
-                    }
-                }
-            });
-            use tokio::io::AsyncReadExt;
-            let good = slurm_common::tls::pinned_client(&fp).unwrap();
-            let mut c = slurm_common::net::connect_async_with(Some(&good), &addr, "srun")
-                .await
-                .unwrap();
-            let mut b = [0u8; 2];
-            c.read_exact(&mut b).await.unwrap();
-            assert_eq!(&b, b"ok");
-            let (other, _) = self_signed("srun").unwrap();
-            let bad =
-                slurm_common::tls::pinned_client(&slurm_common::tls::fingerprint(&other)).unwrap();
-            let r = slurm_common::net::connect_async_with(Some(&bad), &addr, "srun").await;
-            assert!(r.is_err(), "an unnamed certificate was taken");
-            assert!(slurm_common::tls::pinned_client("abc").is_err());
-        });
     }
 
     /// A daemon calling the same server again resumes its TLS session

@@ -15,7 +15,7 @@ use crate::common::{self, call, CallError};
 use crate::fmt::{getopt, Arg, Opt, Parsed};
 use slurm_common::auth::CredSource;
 use slurm_common::conf::SlurmConf;
-use slurm_common::stepio::{read_io, write_io, IoFrame, IoHello, IoKind};
+use slurm_common::stepio::{IoFrame, IoKind};
 use slurm_common::{grpc, hostlist, net, timefmt};
 use slurm_proto::grpc::NodeCall;
 use slurm_proto::{
@@ -747,19 +747,6 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// The address this host uses to reach `addr` (where node daemons can reach
-/// us back).
-fn local_ip_towards(addr: &str) -> String {
-    let s = std::net::UdpSocket::bind("0.0.0.0:0").and_then(|u| {
-        u.connect(addr)?;
-        u.local_addr()
-    });
-    match s {
-        Ok(a) => a.ip().to_string(),
-        Err(_) => "127.0.0.1".into(),
-    }
-}
-
 struct StepRun {
     layout: StepLayout,
     job: JobRecord,
@@ -771,76 +758,13 @@ struct StepRun {
 async fn run_step(r: StepRun) -> Result<i32, String> {
     let l = &r.layout;
     let ntasks: usize = l.tasks.iter().map(Vec::len).sum();
-    let ip = local_ip_towards(l.addrs.first().map(String::as_str).unwrap_or("127.0.0.1:1"));
-    let listener = tokio::net::TcpListener::bind((ip.as_str(), 0))
-        .await
-        .map_err(|e| format!("srun: error: cannot listen for step I/O: {e}"))?;
-    let io_addr = format!(
-        "{ip}:{}",
-        listener.local_addr().map(|a| a.port()).unwrap_or(0)
-    );
-    // TLS on: the node daemons reach this listener inside TLS, checking
-    // its certificate (made now) by the fingerprint the launch carries.
-    let (io_tls, io_cert_sha256) = match slurm_common::tls::client() {
-        Some(_) => {
-            let (cert, key) = crate::pki::self_signed("srun")
-                .map_err(|e| format!("srun: error: step I/O: {e}"))?;
-            let fp = slurm_common::tls::fingerprint(&cert);
-            let acceptor = slurm_common::tls::pinned_server(cert, key)
-                .map_err(|e| format!("srun: error: step I/O: {e}"))?;
-            (Some(acceptor), Some(fp))
-        }
-        None => (None, None),
-    };
-    // The node daemons' I/O connections are taken while the launches are
-    // in flight (a node answers its launch once its connection is made,
-    // TLS handshake included), each handshake on its own.
-    type Io = (
-        IoHello,
-        tokio::io::ReadHalf<net::Conn>,
-        tokio::io::WriteHalf<net::Conn>,
-    );
-    let (conn_tx, mut conn_rx) = tokio::sync::mpsc::channel::<Io>(l.nodes.len().max(1));
-    let want = (l.cred.sig.clone(), l.job_id, l.step_id);
-    // Anyone may connect: a few greetings are read at once (a hello is
-    // small, and late), so idle or slow callers cannot hold srun up or
-    // make it hold much memory.
-    let greeting = std::sync::Arc::new(tokio::sync::Semaphore::new(2 * l.nodes.len().max(1) + 4));
-    let acceptor = tokio::spawn(async move {
-        loop {
-            let sock = match listener.accept().await {
-                Ok((s, _)) => s,
-                // Out of descriptors, say: wait and go on.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let Ok(permit) = greeting.clone().try_acquire_owned() else {
-                continue;
-            };
-            let (io_tls, want, conn_tx) = (io_tls.clone(), want.clone(), conn_tx.clone());
-            tokio::spawn(async move {
-                let io = async {
-                    let (s, _) = net::accept(sock, io_tls.as_ref()).await.ok()?;
-                    let (mut rd, wr) = tokio::io::split(s);
-                    let h: IoHello = net::read_frame_max(&mut rd, 4096).await.ok().flatten()?;
-                    (h.key == want.0 && h.job_id == want.1 && h.step_id == want.2)
-                        .then_some((h, rd, wr))
-                };
-                let got = tokio::time::timeout(Duration::from_secs(10), io).await;
-                drop(permit);
-                if let Ok(Some(x)) = got {
-                    let _ = conn_tx.send(x).await;
-                }
-            });
-        }
-    });
     let creds = CredSource::from_conf(&r.conf);
     let environment = export_env(r.opts.export.as_deref());
     let workdir = r.opts.chdir.clone().unwrap_or_else(cwd);
 
-    // Launch on every node at once.
+    // Launch on every node at once, each on its own stream.
+    let task0_node = l.tasks.iter().position(|t| t.contains(&0)).unwrap_or(0) as u32;
+    let mut stdin_sink = None;
     let mut launches = Vec::new();
     for (k, addr) in l.addrs.iter().enumerate() {
         let t = TaskLaunch {
@@ -849,8 +773,6 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             argv: r.opts.command.clone(),
             environment: environment.clone(),
             cwd: workdir.clone(),
-            io_addr: io_addr.clone(),
-            io_cert_sha256: io_cert_sha256.clone(),
             job_name: r.job.name.clone(),
             // The job's facts as the controller signed them in the step's
             // credential (the node daemons check they match).
@@ -875,30 +797,48 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             job_start: l.cred.job_start,
         };
         let node = l.nodes[k].clone();
-        let call = NodeCall::LaunchTasks(Box::new(t.into()));
         let ch = grpc::kept(addr, &node).map_err(|e| format!("srun: error: {e}"))?;
         let creds = creds.clone();
+        // Task 0's stdin goes on its node's stream; the others get none.
+        let (in_tx, in_rx) = tokio::sync::mpsc::channel::<IoFrame>(16);
+        if k as u32 == task0_node {
+            stdin_sink = Some(in_tx);
+        } else {
+            drop(in_tx);
+        }
         launches.push(tokio::spawn(async move {
             let sign = |b: &_| creds.credential(b);
-            let r = grpc::call_node(&ch, &node, call, sign, Duration::from_secs(30)).await;
-            (node, r)
+            let r =
+                grpc::run_tasks(&ch, &node, t.into(), sign, in_rx, Duration::from_secs(30)).await;
+            (k as u32, node, r)
         }));
     }
+    // Each node's stream: stdout/stderr/exit frames.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u32, IoFrame)>(1024);
     let mut failed = None;
     for h in launches {
         match h.await {
-            Ok((_, Ok(Response::Ok))) => {}
-            Ok((node, Ok(Response::Error(e)))) => {
+            Ok((k, _, Ok((Response::Ok, Some(mut out))))) => {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    while let Some(f) = out.next().await {
+                        if tx.send((k, f)).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            Ok((_, node, Ok((Response::Error(e), _)))) => {
                 failed = Some(format!(
                     "srun: error: task launch failed on node {node}: {e}"
                 ))
             }
-            Ok((node, Ok(_))) => {
+            Ok((_, node, Ok(_))) => {
                 failed = Some(format!(
                     "srun: error: task launch failed on node {node}: unexpected reply"
                 ))
             }
-            Ok((node, Err(e))) => {
+            Ok((_, node, Err(e))) => {
                 failed = Some(format!(
                     "srun: error: task launch failed on node {node}: {e}"
                 ))
@@ -911,36 +851,10 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         return Err(f);
     }
 
-    // One connection per node: stdout/stderr/exit frames.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u32, IoFrame)>(1024);
-    let task0_node = l.tasks.iter().position(|t| t.contains(&0)).unwrap_or(0) as u32;
-    let mut stdin_sink = None;
-    let mut accepted = 0;
-    let accept_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while accepted < l.nodes.len() {
-        let (h, mut rd, wr) = match tokio::time::timeout_at(accept_deadline, conn_rx.recv()).await {
-            Ok(Some(x)) => x,
-            _ => return Err("srun: error: node daemons did not connect for the step's I/O".into()),
-        };
-        accepted += 1;
-        if h.node_index == task0_node {
-            stdin_sink = Some(wr);
-        }
-        let tx = tx.clone();
-        let node = h.node_index;
-        tokio::spawn(async move {
-            while let Ok(Some(f)) = read_io(&mut rd).await {
-                if tx.send((node, f)).await.is_err() {
-                    break;
-                }
-            }
-        });
-    }
     drop(tx);
-    acceptor.abort();
 
     // stdin → task 0, read by a thread so a terminal never blocks the runtime.
-    if let Some(mut sink) = stdin_sink {
+    if let Some(sink) = stdin_sink {
         let (itx, mut irx) = tokio::sync::mpsc::channel::<Option<Vec<u8>>>(16);
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 8192];
@@ -974,7 +888,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
                     },
                 };
                 let eof = f.kind == IoKind::StdinEof;
-                if write_io(&mut sink, &f).await.is_err() || eof {
+                if sink.send(f).await.is_err() || eof {
                     break;
                 }
             }

@@ -14,6 +14,7 @@
 
 use crate::auth::{AuthError, Binding, Key, ReplayCache};
 use crate::net::{self, NetError};
+use crate::stepio::{IoFrame, IoKind};
 use prost::Message;
 use slurm_proto::grpc::{ctld_response, node_response, pb, CtldCall, NodeCall, CRED_METADATA};
 use slurm_proto::{Credential, Response};
@@ -135,7 +136,6 @@ pub async fn call_node(
             NodeCall::SignalJob(m) => client.signal_job(with_cred(m, cred, within)).await,
             NodeCall::SuspendJob(m) => client.suspend_job(with_cred(m, cred, within)).await,
             NodeCall::TerminateJob(m) => client.terminate_job(with_cred(m, cred, within)).await,
-            NodeCall::LaunchTasks(m) => client.launch_tasks(with_cred(*m, cred, within)).await,
             NodeCall::SignalTasks(m) => client.signal_tasks(with_cred(m, cred, within)).await,
             NodeCall::Ping(m) => client.ping(with_cred(m, cred, within)).await,
             NodeCall::ListPids(m) => client.list_pids(with_cred(m, cred, within)).await,
@@ -418,8 +418,35 @@ pub fn verify_call<T: Message>(
     now: i64,
     seen: &ReplayCache,
 ) -> Result<Credential, NetError> {
-    let raw = req
-        .metadata()
+    // The message as it will be acted on: fields this side does not know
+    // are gone from it, so such a request does not match its signature.
+    let body = req.get_ref().encode_to_vec();
+    verify_cred(
+        req.metadata(),
+        req.extensions(),
+        method,
+        &body,
+        me,
+        key,
+        now,
+        seen,
+    )
+}
+
+/// [`verify_call`] for a call whose first message (`body`, as this side
+/// encodes it) is what the credential covers: a stream.
+#[allow(clippy::too_many_arguments)]
+pub fn verify_cred(
+    metadata: &tonic::metadata::MetadataMap,
+    extensions: &tonic::Extensions,
+    method: &str,
+    body: &[u8],
+    me: &str,
+    key: &Key,
+    now: i64,
+    seen: &ReplayCache,
+) -> Result<Credential, NetError> {
+    let raw = metadata
         .get_bin(CRED_METADATA)
         .ok_or(AuthError::Missing)?
         .to_bytes()
@@ -430,15 +457,110 @@ pub fn verify_call<T: Message>(
     if !cred.token.is_empty() {
         return Err(AuthError::Token("tokens are not accepted here".into()).into());
     }
-    // The message as it will be acted on: fields this side does not know
-    // are gone from it, so such a request does not match its signature.
-    let b = Binding::for_message(method, &req.get_ref().encode_to_vec(), me);
+    let b = Binding::for_message(method, body, me);
     key.verify(&cred, now, &b)?;
     seen.check(&cred, now)?;
-    if let Some(a) = req.extensions().get::<Arc<Activity>>() {
+    if let Some(a) = extensions.get::<Arc<Activity>>() {
         a.touch();
     }
     Ok(cred)
+}
+
+/// A task's output or input as the `RunTasks` stream carries it.
+pub fn task_io(f: IoFrame) -> pb::TaskIo {
+    pb::TaskIo {
+        kind: f.kind as u32,
+        task: f.task,
+        data: f.data,
+    }
+}
+
+/// A `RunTasks` output message as a frame (`None`: not a task's output).
+pub fn io_frame(t: pb::TaskIo) -> Option<IoFrame> {
+    let kind = IoKind::from_u8(u8::try_from(t.kind).ok()?)?;
+    matches!(kind, IoKind::Stdout | IoKind::Stderr | IoKind::Exit).then_some(IoFrame {
+        kind,
+        task: t.task,
+        data: t.data,
+    })
+}
+
+/// A step running on one node: its tasks' output, frame by frame.
+pub struct StepOutput(tonic::Streaming<pb::StepOutput>);
+
+impl StepOutput {
+    /// The next frame of the tasks' output; `None` when the node daemon
+    /// has sent everything (or the stream broke).
+    pub async fn next(&mut self) -> Option<IoFrame> {
+        loop {
+            match self.0.message().await {
+                Ok(Some(pb::StepOutput {
+                    output: Some(pb::step_output::Output::Io(t)),
+                })) => {
+                    if let Some(f) = io_frame(t) {
+                        return Some(f);
+                    }
+                }
+                Ok(Some(_)) => continue,
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Start a step's tasks on the node daemon of `node` (srun): the launch
+/// `t`, signed by `sign`, then `stdin` (frames for task 0: data and its
+/// end) as they come. The node's answer to the launch, and, when it
+/// launched, the tasks' output.
+pub async fn run_tasks(
+    ch: &Channel,
+    node: &str,
+    t: pb::TaskLaunch,
+    sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
+    stdin: tokio::sync::mpsc::Receiver<IoFrame>,
+    within: Duration,
+) -> Result<(Response, Option<StepOutput>), NetError> {
+    use pb::step_input::Input;
+    use tokio_stream::StreamExt;
+    let method = slurm_proto::grpc::node_method::RUN_TASKS;
+    let b = Binding::for_message(method, &t.encode_to_vec(), &crate::auth::to_slurmd(node));
+    let cred = sign(&b)?;
+    let first = pb::StepInput {
+        input: Some(Input::Launch(t)),
+    };
+    let rest = tokio_stream::wrappers::ReceiverStream::new(stdin).map(|f| pb::StepInput {
+        input: Some(match f.kind {
+            IoKind::StdinEof => Input::StdinEof(pb::Empty {}),
+            _ => Input::Stdin(f.data),
+        }),
+    });
+    let input = tokio_stream::once(first).chain(rest);
+    let mut client = pb::node_daemon_client::NodeDaemonClient::new(ch.clone())
+        .max_decoding_message_size(MAX_NODE_REPLY + crate::stepio::MAX_IO)
+        .max_encoding_message_size(usize::MAX);
+    let mut req = tonic::Request::new(input);
+    let bytes = pb::Credential::from(cred).encode_to_vec();
+    req.metadata_mut().insert_bin(
+        CRED_METADATA,
+        tonic::metadata::MetadataValue::from_bytes(&bytes),
+    );
+    let fut = async {
+        let mut out = client.run_tasks(req).await?.into_inner();
+        let first = out.message().await?;
+        Ok(tonic::Response::new((first, out)))
+    };
+    let (first, out) = within_time(fut, within, node).await?;
+    match first.and_then(|m| m.output) {
+        Some(pb::step_output::Output::Launched(r)) => {
+            let r = node_response(r);
+            let ok = matches!(r, Response::Ok);
+            Ok((r, ok.then_some(StepOutput(out))))
+        }
+        _ => Err(NetError::Rpc {
+            code: "Internal".into(),
+            why: format!("{node} did not answer the launch"),
+        }),
+    }
 }
 
 /// Who is on the other end of a server's connection (in each request's
@@ -799,6 +921,41 @@ mod tests {
             check(&r, SIGNAL_JOB),
             Err(NetError::Auth(AuthError::Replayed))
         ));
+    }
+
+    #[test]
+    fn task_output_round_trips_and_nothing_else_passes_for_it() {
+        for f in [
+            IoFrame {
+                kind: IoKind::Stdout,
+                task: 3,
+                data: b"hello\n".to_vec(),
+            },
+            IoFrame {
+                kind: IoKind::Stderr,
+                task: 0,
+                data: vec![],
+            },
+            IoFrame::exit(7, 256),
+        ] {
+            assert_eq!(io_frame(task_io(f.clone())), Some(f));
+        }
+        assert_eq!(IoFrame::exit(7, 256).status(), 256);
+        // Stdin is not output; an unknown kind is nothing.
+        let stdin = IoFrame {
+            kind: IoKind::Stdin,
+            task: 0,
+            data: b"x".to_vec(),
+        };
+        assert_eq!(io_frame(task_io(stdin)), None);
+        for kind in [0, 9, 300] {
+            let t = pb::TaskIo {
+                kind,
+                task: 0,
+                data: vec![],
+            };
+            assert_eq!(io_frame(t), None);
+        }
     }
 
     #[test]

@@ -318,8 +318,6 @@ impl From<TaskLaunch> for pb::TaskLaunch {
             argv: t.argv,
             environment: t.environment,
             cwd: t.cwd,
-            io_addr: t.io_addr,
-            io_cert_sha256: t.io_cert_sha256,
             job_name: t.job_name,
             partition: t.partition,
             account: t.account,
@@ -345,8 +343,6 @@ impl TryFrom<pb::TaskLaunch> for TaskLaunch {
             argv: t.argv,
             environment: t.environment,
             cwd: t.cwd,
-            io_addr: t.io_addr,
-            io_cert_sha256: t.io_cert_sha256,
             job_name: t.job_name,
             partition: t.partition,
             account: t.account,
@@ -371,7 +367,6 @@ pub enum NodeCall {
     SignalJob(pb::SignalJobRequest),
     SuspendJob(pb::SuspendJobRequest),
     TerminateJob(pb::TerminateJobRequest),
-    LaunchTasks(Box<pb::TaskLaunch>),
     SignalTasks(pb::SignalTasksRequest),
     Ping(pb::NodePing),
     ListPids(pb::ListPidsRequest),
@@ -385,7 +380,7 @@ pub mod node_method {
     pub const SIGNAL_JOB: &str = "/slurm.v1.NodeDaemon/SignalJob";
     pub const SUSPEND_JOB: &str = "/slurm.v1.NodeDaemon/SuspendJob";
     pub const TERMINATE_JOB: &str = "/slurm.v1.NodeDaemon/TerminateJob";
-    pub const LAUNCH_TASKS: &str = "/slurm.v1.NodeDaemon/LaunchTasks";
+    pub const RUN_TASKS: &str = "/slurm.v1.NodeDaemon/RunTasks";
     pub const SIGNAL_TASKS: &str = "/slurm.v1.NodeDaemon/SignalTasks";
     pub const PING: &str = "/slurm.v1.NodeDaemon/Ping";
     pub const LIST_PIDS: &str = "/slurm.v1.NodeDaemon/ListPids";
@@ -423,7 +418,6 @@ impl NodeCall {
                 kill_wait,
                 start_time,
             }),
-            RequestBody::LaunchTasks(t) => NodeCall::LaunchTasks(Box::new((*t).into())),
             RequestBody::SignalTasks {
                 job_id,
                 step_id,
@@ -462,7 +456,6 @@ impl NodeCall {
                 kill_wait: t.kill_wait,
                 start_time: t.start_time,
             },
-            NodeCall::LaunchTasks(t) => RequestBody::LaunchTasks(Box::new((*t).try_into()?)),
             NodeCall::SignalTasks(s) => RequestBody::SignalTasks {
                 job_id: s.job_id,
                 step_id: s.step_id,
@@ -485,7 +478,6 @@ impl NodeCall {
             NodeCall::SignalJob(_) => SIGNAL_JOB,
             NodeCall::SuspendJob(_) => SUSPEND_JOB,
             NodeCall::TerminateJob(_) => TERMINATE_JOB,
-            NodeCall::LaunchTasks(_) => LAUNCH_TASKS,
             NodeCall::SignalTasks(_) => SIGNAL_TASKS,
             NodeCall::Ping(_) => PING,
             NodeCall::ListPids(_) => LIST_PIDS,
@@ -501,7 +493,6 @@ impl NodeCall {
             NodeCall::SignalJob(m) => m.encode_to_vec(),
             NodeCall::SuspendJob(m) => m.encode_to_vec(),
             NodeCall::TerminateJob(m) => m.encode_to_vec(),
-            NodeCall::LaunchTasks(m) => m.encode_to_vec(),
             NodeCall::SignalTasks(m) => m.encode_to_vec(),
             NodeCall::Ping(m) => m.encode_to_vec(),
             NodeCall::ListPids(m) => m.encode_to_vec(),
@@ -949,8 +940,6 @@ mod tests {
             argv: vec!["hostname".into()],
             environment: vec!["A=1".into()],
             cwd: "/tmp".into(),
-            io_addr: "127.0.0.1:3".into(),
-            io_cert_sha256: Some("ff".into()),
             job_name: "j".into(),
             partition: "p".into(),
             account: "a".into(),
@@ -968,8 +957,12 @@ mod tests {
 
     #[test]
     fn node_requests_round_trip() {
+        let t: pb::TaskLaunch = launch().into();
+        assert_eq!(
+            format!("{:?}", TaskLaunch::try_from(t).unwrap()),
+            format!("{:?}", launch())
+        );
         let bodies = vec![
-            RequestBody::LaunchTasks(Box::new(launch())),
             RequestBody::SuspendJobHere {
                 job_id: 3,
                 suspend: true,

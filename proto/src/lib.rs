@@ -686,12 +686,6 @@ pub struct TaskLaunch {
     pub argv: Vec<String>,
     pub environment: Vec<String>,
     pub cwd: String,
-    /// Where `srun` listens for the step's I/O (`host:port`).
-    pub io_addr: String,
-    /// With TLS on: the SHA-256 (hex) of the certificate `srun`'s I/O
-    /// listener shows; the node daemon connects only to that one.
-    #[serde(default)]
-    pub io_cert_sha256: Option<String>,
     /// Job facts for the environment.
     pub job_name: String,
     pub partition: String,
@@ -1525,8 +1519,6 @@ pub enum RequestBody {
         step_id: u32,
         signal: Option<i32>,
     },
-    /// `srun` → node daemon.
-    LaunchTasks(Box<TaskLaunch>),
     /// `srun` → node daemon: signal a step's tasks.
     SignalTasks {
         job_id: JobId,

@@ -15,10 +15,11 @@ use crate::settings::Settings;
 use crate::sysinfo::Hardware;
 use slurm_common::auth::{self, AuthError, Key};
 use slurm_common::conf::SlurmConf;
+use slurm_common::stepio::{IoFrame, IoKind};
 use slurm_common::{grpc, net};
 use slurm_proto::grpc::pb::{self, node_daemon_server::NodeDaemonServer};
 use slurm_proto::grpc::{node_method, node_reply, NodeCall};
-use slurm_proto::{JobId, Request, RequestBody, Response, RpcError, SlurmError};
+use slurm_proto::{JobId, Request, RequestBody, Response, RpcError, SlurmError, TaskLaunch};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -577,11 +578,109 @@ impl pb::node_daemon_server::NodeDaemon for NodeService {
         self.handle(r, node_method::TERMINATE_JOB, NodeCall::TerminateJob)
             .await
     }
-    async fn launch_tasks(&self, r: tonic::Request<pb::TaskLaunch>) -> Answer {
-        self.handle(r, node_method::LAUNCH_TASKS, |m| {
-            NodeCall::LaunchTasks(Box::new(m))
-        })
-        .await
+    type RunTasksStream =
+        tokio_stream::wrappers::ReceiverStream<Result<pb::StepOutput, tonic::Status>>;
+
+    /// srun's step: the launch first (its credential checked as any
+    /// call's), then task 0's stdin; back, the launch's answer, then the
+    /// tasks' output until the last task has ended.
+    async fn run_tasks(
+        &self,
+        req: tonic::Request<tonic::Streaming<pb::StepInput>>,
+    ) -> Result<tonic::Response<Self::RunTasksStream>, tonic::Status> {
+        use pb::step_input::Input;
+        use pb::step_output::Output;
+        let ctx = self.ctx.clone();
+        let Some(caller) = grpc::caller_of(&req) else {
+            return Err(tonic::Status::internal("the connection is unknown"));
+        };
+        let open = grpc::hold_open(&req);
+        let (meta, ext, mut input) = req.into_parts();
+        let first = tokio::time::timeout(IO_TIMEOUT, input.message()).await;
+        let Ok(Ok(Some(pb::StepInput {
+            input: Some(Input::Launch(t)),
+        }))) = first
+        else {
+            return Err(tonic::Status::invalid_argument(
+                "the first message of RunTasks is the launch",
+            ));
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        let reply = |r: Response| pb::StepOutput {
+            output: Some(Output::Launched(node_reply(r))),
+        };
+        let me = slurm_common::auth::to_slurmd(&ctx.node);
+        let checked = grpc::verify_cred(
+            &meta,
+            &ext,
+            node_method::RUN_TASKS,
+            &prost::Message::encode_to_vec(&t),
+            &me,
+            &ctx.key,
+            crate::now(),
+            &ctx.seen,
+        )
+        .map_err(|e| refused(&caller.addr.to_string(), e))
+        .and_then(|cred| match TaskLaunch::try_from(t) {
+            Ok(t) => Ok((cred, t)),
+            Err(e) => Err(refuse(SlurmError::ProtocolError, e.to_string())),
+        });
+        let (cred, t) = match checked {
+            Ok(x) => x,
+            Err(no) => {
+                let _ = tx.send(Ok(reply(no))).await;
+                return Ok(tonic::Response::new(
+                    tokio_stream::wrappers::ReceiverStream::new(rx),
+                ));
+            }
+        };
+        let privileged = cred.uid == 0 || Some(cred.uid) == ctx.slurm_uid;
+        // Task 0's stdin, from the rest of the stream.
+        let (in_tx, in_rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            while let Ok(Some(m)) = input.message().await {
+                let f = match m.input {
+                    Some(Input::Stdin(data)) => IoFrame {
+                        kind: IoKind::Stdin,
+                        task: 0,
+                        data,
+                    },
+                    Some(Input::StdinEof(_)) => IoFrame {
+                        kind: IoKind::StdinEof,
+                        task: 0,
+                        data: vec![],
+                    },
+                    _ => continue,
+                };
+                if in_tx.send(f).await.is_err() {
+                    break;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(256);
+            let io = crate::steps::StepIo {
+                out: out_tx,
+                input: in_rx,
+                launcher: caller.addr.to_string(),
+            };
+            let answer = crate::steps::launch(&ctx, cred.uid, privileged, t, io).await;
+            if tx.send(Ok(reply(answer))).await.is_err() {
+                return;
+            }
+            while let Some(f) = out_rx.recv().await {
+                let m = pb::StepOutput {
+                    output: Some(Output::Io(grpc::task_io(f))),
+                };
+                if tx.send(Ok(m)).await.is_err() {
+                    break;
+                }
+            }
+            drop(open);
+        });
+        Ok(tonic::Response::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
     }
     async fn signal_tasks(&self, r: tonic::Request<pb::SignalTasksRequest>) -> Answer {
         self.handle(r, node_method::SIGNAL_TASKS, NodeCall::SignalTasks)
@@ -714,9 +813,6 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
                 Ok(_) => Response::Ok,
                 Err(e) => refuse(SlurmError::PrologFailed, e),
             }
-        }
-        RequestBody::LaunchTasks(t) => {
-            crate::steps::launch(ctx, req.cred.uid, privileged, *t).await
         }
         RequestBody::SignalTasks {
             job_id,

@@ -1,11 +1,11 @@
 //! Job steps: the tasks `srun` launches on this node.
 //!
-//! `srun` sends [`TaskLaunch`] with a step credential the controller signed
-//! (who may run which step of which job on which nodes). After checking it,
-//! the daemon connects back to `srun`'s I/O address, says which step and node
-//! it serves ([`IoHello`]), starts each task as the job's user in its own
-//! session with the step environment, streams the tasks' stdout and stderr
-//! to `srun` and reports each task's exit status. Task 0 reads `srun`'s stdin.
+//! `srun` opens the `RunTasks` stream and sends [`TaskLaunch`] with a step
+//! credential the controller signed (who may run which step of which job on
+//! which nodes). After checking it, the daemon starts each task as the
+//! job's user in its own session with the step environment, and sends the
+//! tasks' stdout and stderr and each task's exit status back on the stream
+//! ([`StepIo`]). Task 0 reads the stdin `srun` sends on it.
 //!
 //! Step tasks are registered per job so `TerminateJob` and `SignalTasks`
 //! reach them; they are killed with the job. The first step of a job on a
@@ -18,8 +18,7 @@
 use crate::daemon::Ctx;
 use slurm_common::auth::AuthError;
 use slurm_common::hostlist;
-use slurm_common::net;
-use slurm_common::stepio::{read_io, write_io, IoFrame, IoHello, IoKind};
+use slurm_common::stepio::{IoFrame, IoKind};
 use slurm_proto::{JobId, Response, RpcError, SlurmError, TaskLaunch};
 use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;
@@ -211,6 +210,7 @@ fn refuse(error: SlurmError, detail: impl Into<String>) -> Response {
 /// shell sets to its own pid just before it execs the program).
 pub fn task_env(
     t: &TaskLaunch,
+    launcher: &str,
     node: &str,
     conf_path: &str,
     local_id: u32,
@@ -238,10 +238,8 @@ pub fn task_env(
     let per_node: Vec<u32> = l.tasks.iter().map(|v| v.len() as u32).collect();
     let ntasks: u32 = per_node.iter().sum();
     let step_nodes = hostlist::compress(&l.nodes);
-    let (io_host, io_port) = t
-        .io_addr
-        .rsplit_once(':')
-        .unwrap_or((t.io_addr.as_str(), "0"));
+    let (io_host, io_port) = launcher.rsplit_once(':').unwrap_or((launcher, "0"));
+    let io_host = io_host.trim_start_matches('[').trim_end_matches(']');
     set("SLURMD_NODENAME", node.to_string());
     set("SLURM_CLUSTER_NAME", t.cluster_name.clone());
     set("SLURM_CONF", conf_path.to_string());
@@ -307,7 +305,22 @@ pub fn task_env(
 
 /// Check and start a step's tasks on this node. The tasks run on in the
 /// background; the answer says only whether they were started.
-pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLaunch) -> Response {
+/// The two ends of a step's I/O on this node: the tasks' output goes to
+/// `out`, task 0's stdin comes from `input`; `launcher` is the address of
+/// the srun that started it (for `SLURM_SRUN_COMM_HOST` and its kin).
+pub struct StepIo {
+    pub out: mpsc::Sender<IoFrame>,
+    pub input: mpsc::Receiver<IoFrame>,
+    pub launcher: String,
+}
+
+pub async fn launch(
+    ctx: &Arc<Ctx>,
+    caller_uid: u32,
+    privileged: bool,
+    t: TaskLaunch,
+    io: StepIo,
+) -> Response {
     let cred = &t.layout.cred;
     if let Err(e) = ctx.key.verify_step(cred, crate::now()) {
         let code = match e {
@@ -359,63 +372,6 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
     {
         return refuse(SlurmError::AlreadyDone, why);
     }
-    // srun not reachable: nothing was launched, the step may come again.
-    let unlaunch = || ctx.ledger.untake(cred.job_id, cred.step_id, crate::now());
-    // With TLS on, srun's listener shows a certificate of its own making,
-    // named (by fingerprint) in the launch it signed: only that one is
-    // taken, so the step's output reaches no one else.
-    let io_tls = match (&t.io_cert_sha256, &ctx.tls) {
-        (Some(fp), _) => match slurm_common::tls::pinned_client(fp) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                unlaunch();
-                return refuse(SlurmError::InvalidRequest, format!("step I/O: {e}"));
-            }
-        },
-        (None, Some(_)) => {
-            unlaunch();
-            return refuse(
-                SlurmError::InvalidRequest,
-                "TLS is on: srun must offer TLS for the step's I/O",
-            );
-        }
-        (None, None) => None,
-    };
-    let io = match tokio::time::timeout(
-        Duration::from_secs(10),
-        net::connect_async_with(io_tls.as_ref(), &t.io_addr, "srun"),
-    )
-    .await
-    {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            unlaunch();
-            return refuse(
-                SlurmError::InvalidRequest,
-                format!("cannot reach srun at {}: {e}", t.io_addr),
-            );
-        }
-        Err(_) => {
-            unlaunch();
-            return refuse(
-                SlurmError::InvalidRequest,
-                format!("srun at {} did not answer", t.io_addr),
-            );
-        }
-    };
-    let (mut rd, mut wr) = tokio::io::split(io);
-    let hello = IoHello {
-        job_id: cred.job_id,
-        step_id: cred.step_id,
-        node_index: t.node_index,
-        key: cred.sig.clone(),
-    };
-    if let Err(e) = net::write_frame(&mut wr, &hello).await {
-        return refuse(
-            SlurmError::InvalidRequest,
-            format!("cannot reach srun: {e}"),
-        );
-    }
     let (uid, gid) = (cred.uid, cred.gid);
     let groups = slurm_common::users::user_by_uid(uid)
         .map(|u| slurm_common::users::group_list(&u.name, gid))
@@ -439,16 +395,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
         }),
     );
 
-    let (tx, mut rx) = mpsc::channel::<IoFrame>(256);
-    // One writer owns the socket's sending half.
-    tokio::spawn(async move {
-        while let Some(f) = rx.recv().await {
-            if write_io(&mut wr, &f).await.is_err() {
-                break;
-            }
-        }
-        let _ = wr.shutdown().await;
-    });
+    let tx = io.out.clone();
 
     let job_cg = match job_here(ctx, &t).await {
         Ok(c) => c,
@@ -564,6 +511,7 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
             .is_some_and(|m| m.constrains() && m.conf().constrain_devices);
         let env = task_env(
             &t,
+            &io.launcher,
             &ctx.node,
             &ctx.conf_path_str,
             local as u32,
@@ -768,9 +716,10 @@ pub async fn launch(ctx: &Arc<Ctx>, caller_uid: u32, privileged: bool, t: TaskLa
     }
 
     // stdin from srun goes to task 0.
+    let mut input = io.input;
     tokio::spawn(async move {
         let mut stdin = stdin_of_task0;
-        while let Ok(Some(f)) = read_io(&mut rd).await {
+        while let Some(f) = input.recv().await {
             match f.kind {
                 IoKind::Stdin => {
                     if let Some(s) = stdin.as_mut() {
@@ -1004,8 +953,6 @@ mod tests {
             argv: vec!["hostname".into()],
             environment: vec!["PATH=/bin".into(), "SLURM_PROCID=99".into()],
             cwd: "/tmp".into(),
-            io_addr: "127.0.0.1:4000".into(),
-            io_cert_sha256: None,
             job_name: "j".into(),
             partition: "debug".into(),
             account: String::new(),
@@ -1026,7 +973,15 @@ mod tests {
             job_start: None,
             job_mem: vec![],
         };
-        let env = task_env(&t, "n2", "/etc/slurm/slurm.conf", 0, 2, false);
+        let env = task_env(
+            &t,
+            "127.0.0.1:4000",
+            "n2",
+            "/etc/slurm/slurm.conf",
+            0,
+            2,
+            false,
+        );
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("PATH"), Some("/bin"));
         assert_eq!(get("SLURM_PROCID"), Some("2"));

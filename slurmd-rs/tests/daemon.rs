@@ -242,6 +242,18 @@ async fn send(c: &Cluster, req: &Request) -> Response {
         .unwrap()
 }
 
+/// srun's launch of `t` as `uid` (over a `RunTasks` stream with no
+/// stdin): the node daemon's answer.
+async fn run_tasks(c: &Cluster, uid: u32, t: slurm_proto::TaskLaunch) -> Response {
+    let ch = grpc::kept(&format!("127.0.0.1:{}", c.slurmd_port), "n1").unwrap();
+    let (_stdin, none) = mpsc::channel(1);
+    let sign = |b: &_| Ok(c.key.sign(uid, uid, "test", auth::now(), b));
+    grpc::run_tasks(&ch, "n1", t.into(), sign, none, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .0
+}
+
 async fn call(c: &Cluster, uid: u32, body: RequestBody) -> Response {
     send(c, &signed(c, uid, body, "n1", auth::now())).await
 }
@@ -426,8 +438,6 @@ async fn daemon_end_to_end() {
         environment: vec![],
         cwd: "/tmp".into(),
         // Nothing listens here: a launch that got this far would fail.
-        io_addr: "127.0.0.1:1".into(),
-        io_cert_sha256: None,
         job_name: "s".into(),
         partition: "debug".into(),
         account: "a".into(),
@@ -447,7 +457,7 @@ async fn daemon_end_to_end() {
         kind: None,
         indices: vec![0],
     }]];
-    let r = call(&c, 65534, RequestBody::LaunchTasks(Box::new(greedy))).await;
+    let r = run_tasks(&c, 65534, greedy).await;
     assert!(
         is_err(&r, SlurmError::InvalidCredential) && format!("{r:?}").contains("job GRES"),
         "{r:?}"
@@ -455,12 +465,12 @@ async fn daemon_end_to_end() {
     let mut more_cpus = tasks.clone();
     more_cpus.job_cpus = vec![2];
     more_cpus.layout.job_cpus = vec![2];
-    let r = call(&c, 65534, RequestBody::LaunchTasks(Box::new(more_cpus))).await;
+    let r = run_tasks(&c, 65534, more_cpus).await;
     assert!(is_err(&r, SlurmError::InvalidCredential), "{r:?}");
     let mut resigned = tasks.clone();
     resigned.layout.cred.alloc.cpus = vec![2];
     resigned.job_cpus = vec![2];
-    let r = call(&c, 65534, RequestBody::LaunchTasks(Box::new(resigned))).await;
+    let r = run_tasks(&c, 65534, resigned).await;
     assert!(is_err(&r, SlurmError::InvalidCredential), "{r:?}");
     let r = call(
         &c,
@@ -473,7 +483,7 @@ async fn daemon_end_to_end() {
     )
     .await;
     assert!(matches!(r, Response::Ok), "{r:?}");
-    let r = call(&c, 65534, RequestBody::LaunchTasks(Box::new(tasks))).await;
+    let r = run_tasks(&c, 65534, tasks).await;
     assert!(
         is_err(&r, SlurmError::AlreadyDone) && format!("{r:?}").contains("has ended"),
         "{r:?}"
