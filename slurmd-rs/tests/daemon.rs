@@ -451,6 +451,33 @@ async fn daemon_end_to_end() {
         distribution: None,
         job_start: Some(start),
     };
+    // A RunTasks call whose credential was made for another launch (the
+    // same step, other tasks' environment) is refused before anything runs.
+    {
+        let ch = grpc::kept(&format!("127.0.0.1:{}", c.slurmd_port), "n1").unwrap();
+        let mut other = tasks.clone();
+        other.environment.push("EVIL=1".into());
+        let other: slurm_proto::grpc::pb::TaskLaunch = other.into();
+        let signed_for = auth::Binding::for_message(
+            slurm_proto::grpc::node_method::RUN_TASKS,
+            &prost::Message::encode_to_vec(&other),
+            &auth::to_slurmd("n1"),
+        );
+        let cred = c.key.sign(65534, 65534, "test", auth::now(), &signed_for);
+        let (_stdin, none) = mpsc::channel(1);
+        let (r, out) = grpc::run_tasks(
+            &ch,
+            "n1",
+            tasks.clone().into(),
+            |_| Ok(cred),
+            none,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        assert!(is_err(&r, SlurmError::InvalidCredential), "{r:?}");
+        assert!(out.is_none());
+    }
     let mut greedy = tasks.clone();
     greedy.job_gres = vec![vec![slurm_proto::GresAlloc {
         name: "gpu".into(),
