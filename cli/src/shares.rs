@@ -115,32 +115,192 @@ pub fn render_sshare(rows: &[ShareInfo], long: bool, noheader: bool) -> String {
     out
 }
 
-fn flags(prog: &str) -> Result<(bool, bool), i32> {
-    let (mut long, mut noheader) = (false, false);
-    for a in std::env::args().skip(1) {
-        match a.as_str() {
-            "-l" | "--long" => long = true,
-            "-h" | "--noheader" => noheader = true,
-            s if s == "--json"
-                || s.starts_with("--json=")
-                || s == "--yaml"
-                || s.starts_with("--yaml=") => {}
-            "-V" | "--version" => {
-                println!("slurm {}", slurm_proto::SLURM_VERSION);
-                return Err(0);
+/// `sshare -p`/`-P`: the same columns, `|`-delimited (with a trailing `|`
+/// for `-p`), numbers unpadded.
+pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
+    let end = if a.parsable == Some(Parsable::Trailing) {
+        "|"
+    } else {
+        ""
+    };
+    let mut out = String::new();
+    let mut head = vec![
+        "Account",
+        "User",
+        "RawShares",
+        "NormShares",
+        "RawUsage",
+        "EffectvUsage",
+        "FairShare",
+    ];
+    if a.long {
+        head.push("LevelFS");
+    }
+    if !a.noheader {
+        out.push_str(&head.join("|"));
+        out.push_str(end);
+        out.push('\n');
+    }
+    let num = |v: Option<f64>| num(v, 0, 6).trim().to_string();
+    for r in rows {
+        let mut cols = vec![
+            format!("{}{}", " ".repeat(r.depth as usize), r.account),
+            r.user.clone().unwrap_or_default(),
+            r.raw_shares.clone(),
+            num(Some(r.norm_shares)),
+            (r.raw_usage.round() as i64).to_string(),
+            num(Some(r.effective_usage)),
+            num(r.fairshare),
+        ];
+        if a.long {
+            cols.push(num(r.level_fs));
+        }
+        out.push_str(&cols.join("|"));
+        out.push_str(end);
+        out.push('\n');
+    }
+    out
+}
+
+/// `-p` (a trailing `|`) or `-P` (none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsable {
+    Trailing,
+    Plain,
+}
+
+/// What `sshare` was asked for.
+#[derive(Debug, Default, PartialEq)]
+pub struct SshareArgs {
+    pub long: bool,
+    pub noheader: bool,
+    /// `-A`: these accounts (and the users under them) only.
+    pub accounts: Vec<String>,
+    /// `-u`: of the users' rows, these users' only.
+    pub users: Vec<String>,
+    /// `-U`: users' rows only.
+    pub users_only: bool,
+    pub parsable: Option<Parsable>,
+    pub cluster: Option<String>,
+}
+
+const SSHARE_OPTS: &[crate::fmt::Opt] = {
+    use crate::fmt::{Arg, Opt};
+    &[
+        Opt {
+            short: Some('A'),
+            long: "accounts",
+            arg: Arg::Required,
+        },
+        Opt {
+            short: Some('a'),
+            long: "all",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('u'),
+            long: "users",
+            arg: Arg::Required,
+        },
+        Opt {
+            short: Some('U'),
+            long: "Users",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('l'),
+            long: "long",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('n'),
+            long: "noheader",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('h'),
+            long: "",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('p'),
+            long: "parsable",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('P'),
+            long: "parsable2",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('M'),
+            long: "clusters",
+            arg: Arg::Required,
+        },
+        Opt {
+            short: Some('v'),
+            long: "verbose",
+            arg: Arg::No,
+        },
+        Opt {
+            short: None,
+            long: "json",
+            arg: Arg::Optional,
+        },
+        Opt {
+            short: None,
+            long: "yaml",
+            arg: Arg::Optional,
+        },
+    ]
+};
+
+/// `sshare`'s command line (without `--help`, `--usage`, `-V`).
+pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
+    use crate::fmt::Parsed;
+    let mut a = SshareArgs::default();
+    for p in crate::fmt::getopt("sshare", args, SSHARE_OPTS)? {
+        match p {
+            Parsed::Opt("accounts", Some(v)) => a.accounts = crate::fmt::split_list(&v),
+            Parsed::Opt("users", Some(v)) => {
+                for u in crate::fmt::split_list(&v) {
+                    if slurm_common::users::parse_user(&u).is_none() {
+                        return Err(format!("Invalid user: {u}"));
+                    }
+                    a.users.push(u);
+                }
             }
-            "--help" | "--usage" => {
-                println!("Usage: {prog} [-l] [-h]");
-                return Err(0);
-            }
-            other => {
-                eprintln!("{prog}: unrecognized option '{other}'");
-                eprintln!("Try \"{prog} --help\" for more information");
-                return Err(1);
-            }
+            Parsed::Opt("Users", _) => a.users_only = true,
+            Parsed::Opt("long", _) => a.long = true,
+            Parsed::Opt("noheader" | "", _) => a.noheader = true,
+            Parsed::Opt("parsable", _) => a.parsable = Some(Parsable::Trailing),
+            Parsed::Opt("parsable2", _) => a.parsable = Some(Parsable::Plain),
+            Parsed::Opt("clusters", Some(v)) => a.cluster = Some(v),
+            Parsed::Opt(_, _) => {}
+            Parsed::Word(w) => return Err(format!("Unknown argument: {w}")),
         }
     }
-    Ok((long, noheader))
+    Ok(a)
+}
+
+impl SshareArgs {
+    /// The rows asked for, in their order: with `-A`, those accounts'
+    /// rows and the users under them; with `-u`, of the users' rows only
+    /// those users'; with `-U`, no account rows.
+    pub fn select(&self, rows: Vec<ShareInfo>) -> Vec<ShareInfo> {
+        let user_matches = |want: &String, have: &str| {
+            want == have
+                || slurm_common::users::parse_user(want)
+                    .is_some_and(|u| Some(u) == slurm_common::users::parse_user(have))
+        };
+        rows.into_iter()
+            .filter(|r| self.accounts.is_empty() || self.accounts.contains(&r.account))
+            .filter(|r| match &r.user {
+                Some(u) => self.users.is_empty() || self.users.iter().any(|w| user_matches(w, u)),
+                None => !self.users_only,
+            })
+            .collect()
+    }
 }
 
 /// `--json[=parser]` or `--yaml[=parser]` on the command line (checked).
@@ -388,30 +548,52 @@ pub fn sprio_main() -> i32 {
 }
 
 pub fn sshare_main() -> i32 {
-    let is_fmt = |a: &str| {
-        ["--json", "--yaml"]
-            .iter()
-            .any(|f| a == *f || a.starts_with(&format!("{f}=")))
-    };
-    let json = std::env::args().skip(1).any(|a| is_fmt(&a));
-    for a in std::env::args().skip(1).filter(|a| is_fmt(a)) {
-        if let Err(e) = crate::jsonout::check_parser(a.split_once('=').map(|x| x.1)) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for a in &args {
+        match a.as_str() {
+            "-V" | "--version" => {
+                println!("slurm {}", slurm_proto::SLURM_VERSION);
+                return 0;
+            }
+            "--help" | "--usage" => {
+                println!(
+                    "Usage: sshare [-A accounts] [-a] [-u users] [-U] [-l] [-n] [-p|-P] [-M cluster]"
+                );
+                return 0;
+            }
+            _ => {}
+        }
+    }
+    let json = match format_flag(&args) {
+        Ok(j) => j,
+        Err(e) => {
             eprintln!("sshare: error: {e}");
             return 1;
         }
-    }
-    let (long, noheader) = match flags("sshare") {
-        Ok(f) => f,
-        Err(code) => return code,
+    };
+    let opts = match sshare_args(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("sshare: error: {e}");
+            return 1;
+        }
     };
     let conf = match common::load_conf("sshare") {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Some(c) = opts.cluster.as_ref().filter(|c| **c != conf.cluster_name) {
+        eprintln!(
+            "sshare: error: Invalid cluster name: {c} (this is {})",
+            conf.cluster_name
+        );
+        return 1;
+    }
     match call(&common::client(&conf), RequestBody::GetShares) {
         Ok(Response::Shares(rows)) if json => {
+            let rows = opts.select(rows);
             let argv: Vec<String> = std::iter::once("sshare".to_string())
-                .chain(std::env::args().skip(1))
+                .chain(args.iter().cloned())
                 .collect();
             print!(
                 "{}",
@@ -424,7 +606,12 @@ pub fn sshare_main() -> i32 {
             0
         }
         Ok(Response::Shares(rows)) => {
-            print!("{}", render_sshare(&rows, long, noheader));
+            let rows = opts.select(rows);
+            if opts.parsable.is_some() {
+                print!("{}", render_sshare_parsable(&rows, &opts));
+            } else {
+                print!("{}", render_sshare(&rows, opts.long, opts.noheader));
+            }
             0
         }
         Ok(_) => 1,
@@ -472,6 +659,63 @@ mod tests {
         let a = args(&["-u", "0"]).unwrap();
         assert!(a.wants(&job(1, "root", "debug")));
         assert!(!a.wants(&job(1, "nobody", "debug")));
+    }
+
+    #[test]
+    fn sshare_options_pick_accounts_users_and_parsable_output() {
+        let args = |a: &[&str]| sshare_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let row = |account: &str, user: Option<&str>, depth| ShareInfo {
+            account: account.into(),
+            user: user.map(str::to_string),
+            depth,
+            raw_shares: "1".into(),
+            norm_shares: 0.5,
+            raw_usage: 12.4,
+            effective_usage: 0.25,
+            fairshare: user.map(|_| 0.75),
+            level_fs: None,
+        };
+        let rows = vec![
+            row("root", None, 0),
+            row("root", Some("root"), 1),
+            row("phys", None, 1),
+            row("phys", Some("nobody"), 2),
+            row("chem", None, 1),
+            row("chem", Some("root"), 2),
+        ];
+        let pick = |a: &[&str]| {
+            args(a)
+                .unwrap()
+                .select(rows.clone())
+                .iter()
+                .map(|r| format!("{}/{}", r.account, r.user.clone().unwrap_or_default()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(pick(&["-a"]).len(), 6);
+        assert_eq!(pick(&["-A", "phys"]), ["phys/", "phys/nobody"]);
+        assert_eq!(
+            pick(&["--users=root"]),
+            ["root/", "root/root", "phys/", "chem/", "chem/root"]
+        );
+        assert_eq!(pick(&["-U", "-u", "0"]), ["root/root", "chem/root"]);
+        assert_eq!(
+            args(&["-u", "no-such-user-xyz"]).unwrap_err(),
+            "Invalid user: no-such-user-xyz"
+        );
+        assert!(args(&["stray"]).is_err());
+        // -P: '|' between columns; -p: and one at the end.
+        let a = args(&["-P", "-A", "phys"]).unwrap();
+        let out = render_sshare_parsable(&a.select(rows.clone()), &a);
+        assert_eq!(
+            out,
+            "Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare\n\
+             \x20phys||1|0.500000|12|0.250000|\n\
+             \x20\x20phys|nobody|1|0.500000|12|0.250000|0.750000\n"
+        );
+        let a = args(&["-p", "-n", "-U"]).unwrap();
+        let out = render_sshare_parsable(&a.select(rows.clone()), &a);
+        assert!(out.lines().all(|l| l.ends_with('|')), "{out}");
+        assert_eq!(out.lines().count(), 3);
     }
 
     #[test]

@@ -1297,6 +1297,18 @@ fn multifactor_priority_favours_users_with_less_usage() {
         sshare.contains("root ") && sshare.contains("nobody"),
         "{sshare}"
     );
+    // Users' rows of one user, parsable.
+    let o = t.run("sshare", &["-U", "-u", "nobody", "-P", "-n"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Vec<Vec<String>> = stdout(&o)
+        .lines()
+        .map(|l| l.split('|').map(str::to_string).collect())
+        .collect();
+    assert!(!rows.is_empty(), "{}", stdout(&o));
+    for r in &rows {
+        assert_eq!(r.len(), 7, "{r:?}");
+        assert_eq!(r[1], "nobody", "{r:?}");
+    }
     // The higher-priority job runs first when the node frees up.
     assert!(t.run("scancel", &[&fill.to_string()]).status.success());
     let (jm, jt) = (t.wait_done(mine, 20), t.wait_done(theirs, 20));
