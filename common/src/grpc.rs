@@ -293,15 +293,64 @@ pub struct Activity {
     last_ok_ms: std::sync::atomic::AtomicU64,
     /// Streams (watches) still open.
     open: std::sync::atomic::AtomicUsize,
+    /// The user of its first authenticated call (it counts against theirs).
+    owner: std::sync::OnceLock<u32>,
+}
+
+/// Connections an ordinary user may hold on one server at once (root's,
+/// the daemons', are not counted): the rest of the slots stay for others.
+pub const MAX_USER_CONNECTIONS: usize = 32;
+
+/// Connections held, by user, in this process.
+static HELD: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<u32, usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn held() -> std::sync::MutexGuard<'static, std::collections::HashMap<u32, usize>> {
+    HELD.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Drop for Activity {
+    fn drop(&mut self) {
+        if let Some(uid) = self.owner.get() {
+            let mut h = held();
+            if let Some(n) = h.get_mut(uid) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    h.remove(uid);
+                }
+            }
+        }
+    }
 }
 
 impl Activity {
     fn new() -> Activity {
+        Activity::opened_at(std::time::Instant::now())
+    }
+
+    fn opened_at(opened: std::time::Instant) -> Activity {
         Activity {
-            opened: std::time::Instant::now(),
+            opened,
             last_ok_ms: Default::default(),
             open: Default::default(),
+            owner: Default::default(),
         }
+    }
+
+    /// Count the connection against `uid` at its first authenticated call;
+    /// `false` when that user already holds [`MAX_USER_CONNECTIONS`].
+    fn claim(&self, uid: u32) -> bool {
+        if uid == 0 || self.owner.get().is_some() {
+            return true;
+        }
+        let mut h = held();
+        let n = h.entry(uid).or_default();
+        if *n >= MAX_USER_CONNECTIONS {
+            return false;
+        }
+        *n += 1;
+        let _ = self.owner.set(uid);
+        true
     }
 
     fn touch(&self) {
@@ -461,6 +510,15 @@ pub fn verify_cred(
     key.verify(&cred, now, &b)?;
     seen.check(&cred, now)?;
     if let Some(a) = extensions.get::<Arc<Activity>>() {
+        if !a.claim(cred.uid) {
+            return Err(NetError::Rpc {
+                code: "ResourceExhausted".into(),
+                why: format!(
+                    "uid {} holds {MAX_USER_CONNECTIONS} connections to this server already",
+                    cred.uid
+                ),
+            });
+        }
         a.touch();
     }
     Ok(cred)
@@ -967,23 +1025,37 @@ mod tests {
         let fresh = Activity::new();
         assert!(!fresh.expired(life));
         // Ten seconds old and never authenticated: dropped.
-        let old = Activity {
-            opened: std::time::Instant::now() - Duration::from_secs(10),
-            ..Activity::new()
-        };
+        let old = Activity::opened_at(std::time::Instant::now() - Duration::from_secs(10));
         assert!(old.expired(life));
         // An authenticated call now: kept until it has been idle a minute.
         old.touch();
         assert!(!old.expired(life));
-        let idle = Activity {
-            opened: std::time::Instant::now() - Duration::from_secs(100),
-            last_ok_ms: 1_000.into(),
-            open: 0.into(),
-        };
+        let idle = Activity::opened_at(std::time::Instant::now() - Duration::from_secs(100));
+        idle.last_ok_ms
+            .store(1_000, std::sync::atomic::Ordering::Relaxed);
         assert!(idle.expired(life));
         // A watch open on it keeps it.
         idle.open.store(1, std::sync::atomic::Ordering::Relaxed);
         assert!(!idle.expired(life));
+    }
+
+    #[test]
+    fn a_user_holds_a_bounded_number_of_connections() {
+        // (uid 4242 is used by no other test in this process.)
+        let conns: Vec<Activity> = (0..MAX_USER_CONNECTIONS).map(|_| Activity::new()).collect();
+        for c in &conns {
+            assert!(c.claim(4242));
+            // Another call on the same connection counts nothing more.
+            assert!(c.claim(4242));
+        }
+        let one_more = Activity::new();
+        assert!(!one_more.claim(4242));
+        // Root is not counted; another user has slots of their own.
+        assert!(Activity::new().claim(0));
+        assert!(Activity::new().claim(4243));
+        // A connection closed gives its slot back.
+        drop(conns);
+        assert!(one_more.claim(4242));
     }
 
     #[tokio::test]

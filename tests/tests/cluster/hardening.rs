@@ -769,3 +769,47 @@ fn grpc_connections_that_make_no_authenticated_call_are_dropped() {
         .iter()
         .all(|n| n.base_state != slurm_proto::NodeBaseState::Down));
 }
+
+#[test]
+fn one_user_cannot_hold_all_of_the_controllers_grpc_connections() {
+    use slurm_common::grpc;
+    use slurm_proto::grpc::pb;
+    let t = TestCluster::start(1, |s| s.tls = false);
+    let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
+    let ctld = format!("{}:{}", t.c.spec.ip, t.c.spec.ctld_port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let watch = |uid: u32| {
+        rt.block_on(async {
+            // A channel of its own: a connection of its own.
+            let ch = grpc::channel(None, &ctld, "localhost")?;
+            let req = pb::WatchRequest {
+                jobs: true,
+                nodes: false,
+                job_ids: vec![],
+            };
+            let sign = |b: &_| Ok(key.sign(uid, uid, "test", slurm_common::auth::now(), b));
+            grpc::watch(&ch, "localhost", req, sign).await
+        })
+    };
+    // A user's watches each hold a connection open, up to the cap.
+    let mut held = Vec::new();
+    for _ in 0..grpc::MAX_USER_CONNECTIONS {
+        held.push(watch(TEST_UID).unwrap());
+    }
+    let e = watch(TEST_UID).unwrap_err().to_string();
+    assert!(e.contains("connections to this server already"), "{e}");
+    // Others are not held off: another user, root, and the commands.
+    let other = watch(1000).unwrap();
+    assert!(t.run("squeue", &[]).status.success());
+    drop(other);
+    // Once the user lets go, a connection is theirs again.
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while watch(TEST_UID).is_err() {
+        assert!(Instant::now() < deadline, "the slots never came back");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
