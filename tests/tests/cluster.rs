@@ -1661,6 +1661,16 @@ fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
     assert!(matches!(next(&mut user), Event::Synced(_)));
 
     let theirs = t.sbatch(&["--wrap", "sleep 1"]);
+    let mut one = open(
+        0,
+        &key,
+        pb::WatchRequest {
+            jobs: true,
+            nodes: false,
+            job_ids: vec![theirs],
+        },
+    )
+    .unwrap();
     let mine = t.sbatch_as_user(&["--wrap", "sleep 1"]);
     // Root follows both through to the end, and sees the node busy and
     // idle again; each job runs on n1.
@@ -1699,6 +1709,18 @@ fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
         "{node_states:?}"
     );
     assert_eq!(node_states.last().map(String::as_str), Some("IDLE"));
+    // The stream for one job showed that job only, through to its purge.
+    loop {
+        match next(&mut one) {
+            Event::Job(j) => assert_eq!(j.job_id, theirs),
+            Event::JobGone(id) => {
+                assert_eq!(id, theirs);
+                break;
+            }
+            Event::Node(_) => panic!("nodes were not asked for"),
+            Event::Synced(_) => {}
+        }
+    }
     // The user (PrivateData=jobs) saw only their own job.
     loop {
         match next(&mut user) {
