@@ -115,6 +115,45 @@ pub fn render_sshare(rows: &[ShareInfo], long: bool, noheader: bool) -> String {
     out
 }
 
+/// A `-u` list: each user known here, or the error naming the first that
+/// is not.
+fn user_list(v: &str) -> Result<Vec<String>, String> {
+    let users = crate::fmt::split_list(v);
+    match users
+        .iter()
+        .find(|u| slurm_common::users::parse_user(u).is_none())
+    {
+        Some(u) => Err(format!("Invalid user: {u}")),
+        None => Ok(users),
+    }
+}
+
+/// Whether the user asked for (`want`, a name or a number) is `have`.
+fn same_user(want: &str, have: &str) -> bool {
+    want == have
+        || slurm_common::users::parse_user(want)
+            .is_some_and(|u| Some(u) == slurm_common::users::parse_user(have))
+}
+
+/// `-V`/`--version` and `--help`/`--usage`, answered before anything else:
+/// the exit code when one was asked for.
+fn version_or_help(args: &[String], usage: &str) -> Option<i32> {
+    for a in args {
+        match a.as_str() {
+            "-V" | "--version" => {
+                println!("slurm {}", slurm_proto::SLURM_VERSION);
+                return Some(0);
+            }
+            "--help" | "--usage" => {
+                println!("{usage}");
+                return Some(0);
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// `sshare -p`/`-P`: the same columns, `|`-delimited (with a trailing `|`
 /// for `-p`), numbers unpadded.
 pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
@@ -262,14 +301,7 @@ pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
     for p in crate::fmt::getopt("sshare", args, SSHARE_OPTS)? {
         match p {
             Parsed::Opt("accounts", Some(v)) => a.accounts = crate::fmt::split_list(&v),
-            Parsed::Opt("users", Some(v)) => {
-                for u in crate::fmt::split_list(&v) {
-                    if slurm_common::users::parse_user(&u).is_none() {
-                        return Err(format!("Invalid user: {u}"));
-                    }
-                    a.users.push(u);
-                }
-            }
+            Parsed::Opt("users", Some(v)) => a.users = user_list(&v)?,
             Parsed::Opt("Users", _) => a.users_only = true,
             Parsed::Opt("long", _) => a.long = true,
             Parsed::Opt("noheader" | "", _) => a.noheader = true,
@@ -288,15 +320,10 @@ impl SshareArgs {
     /// rows and the users under them; with `-u`, of the users' rows only
     /// those users'; with `-U`, no account rows.
     pub fn select(&self, rows: Vec<ShareInfo>) -> Vec<ShareInfo> {
-        let user_matches = |want: &String, have: &str| {
-            want == have
-                || slurm_common::users::parse_user(want)
-                    .is_some_and(|u| Some(u) == slurm_common::users::parse_user(have))
-        };
         rows.into_iter()
             .filter(|r| self.accounts.is_empty() || self.accounts.contains(&r.account))
             .filter(|r| match &r.user {
-                Some(u) => self.users.is_empty() || self.users.iter().any(|w| user_matches(w, u)),
+                Some(u) => self.users.is_empty() || self.users.iter().any(|w| same_user(w, u)),
                 None => !self.users_only,
             })
             .collect()
@@ -426,8 +453,8 @@ const SPRIO_OPTS: &[crate::fmt::Opt] = {
     ]
 };
 
-/// `sprio`'s command line (without `--help`, `--usage`, `-V`, which
-/// [`flags`]-style callers answer first); the error names what is wrong.
+/// `sprio`'s command line (without `--help`, `--usage`, `-V`, answered
+/// first); the error names what is wrong.
 pub fn sprio_args(args: &[String]) -> Result<SprioArgs, String> {
     use crate::fmt::Parsed;
     let mut a = SprioArgs::default();
@@ -441,14 +468,7 @@ pub fn sprio_args(args: &[String]) -> Result<SprioArgs, String> {
                     );
                 }
             }
-            Parsed::Opt("user", Some(v)) => {
-                for u in crate::fmt::split_list(&v) {
-                    if slurm_common::users::parse_user(&u).is_none() {
-                        return Err(format!("Invalid user: {u}"));
-                    }
-                    a.users.push(u);
-                }
-            }
+            Parsed::Opt("user", Some(v)) => a.users = user_list(&v)?,
             Parsed::Opt("partition", Some(v)) => a.partitions = crate::fmt::split_list(&v),
             Parsed::Opt("long", _) => a.long = true,
             Parsed::Opt("noheader", _) => a.noheader = true,
@@ -463,33 +483,18 @@ pub fn sprio_args(args: &[String]) -> Result<SprioArgs, String> {
 impl SprioArgs {
     /// Whether `j` is among the jobs asked for.
     pub fn wants(&self, j: &JobPriority) -> bool {
-        let user_matches = |u: &String| {
-            *u == j.user
-                || slurm_common::users::parse_user(u)
-                    .is_some_and(|uid| Some(uid) == slurm_common::users::parse_user(&j.user))
-        };
         (self.jobs.is_empty() || self.jobs.contains(&j.job_id))
-            && (self.users.is_empty() || self.users.iter().any(user_matches))
+            && (self.users.is_empty() || self.users.iter().any(|u| same_user(u, &j.user)))
             && (self.partitions.is_empty() || self.partitions.contains(&j.partition))
     }
 }
 
 pub fn sprio_main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    for a in &args {
-        match a.as_str() {
-            "-V" | "--version" => {
-                println!("slurm {}", slurm_proto::SLURM_VERSION);
-                return 0;
-            }
-            "--help" | "--usage" => {
-                println!(
-                    "Usage: sprio [-j jid[s]] [-u user_name[s]] [-p partition[s]] [-M cluster] [-l] [-h]"
-                );
-                return 0;
-            }
-            _ => {}
-        }
+    let usage =
+        "Usage: sprio [-j jid[s]] [-u user_name[s]] [-p partition[s]] [-M cluster] [-l] [-h]";
+    if let Some(code) = version_or_help(&args, usage) {
+        return code;
     }
     let opts = match sprio_args(&args) {
         Ok(o) => o,
@@ -549,20 +554,9 @@ pub fn sprio_main() -> i32 {
 
 pub fn sshare_main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    for a in &args {
-        match a.as_str() {
-            "-V" | "--version" => {
-                println!("slurm {}", slurm_proto::SLURM_VERSION);
-                return 0;
-            }
-            "--help" | "--usage" => {
-                println!(
-                    "Usage: sshare [-A accounts] [-a] [-u users] [-U] [-l] [-n] [-p|-P] [-M cluster]"
-                );
-                return 0;
-            }
-            _ => {}
-        }
+    let usage = "Usage: sshare [-A accounts] [-a] [-u users] [-U] [-l] [-n] [-p|-P] [-M cluster]";
+    if let Some(code) = version_or_help(&args, usage) {
+        return code;
     }
     let json = match format_flag(&args) {
         Ok(j) => j,
