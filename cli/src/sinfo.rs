@@ -73,6 +73,10 @@ pub fn header(key: &str) -> &'static str {
         "X" => "SOCKETS",
         "Y" => "CORES",
         "Z" => "THREADS",
+        // -O only (no letter).
+        "allocmem" => "ALLOCMEM",
+        "port" => "PORT",
+        "statecomplete" => "STATECOMPLETE",
         "z" => "S:C:T",
         _ => "",
     }
@@ -330,7 +334,8 @@ struct Rec<'a> {
 /// Letters whose value splits nodes into separate lines when shown.
 fn splits(key: &str, exact: bool) -> bool {
     match key {
-        "t" | "T" | "E" | "H" | "u" | "U" | "f" | "b" | "G" | "w" | "v" => true,
+        "t" | "T" | "E" | "H" | "u" | "U" | "f" | "b" | "G" | "w" | "v" | "statecomplete" => true,
+        "allocmem" | "port" => exact,
         "c" | "m" | "d" | "z" | "X" | "Y" | "Z" => exact,
         _ => false,
     }
@@ -442,6 +447,11 @@ fn rec_value(key: &str, r: &Rec<'_>, tz: Tz) -> String {
             .unwrap_or_else(|| "n/a".into()),
         "c" => min_plus(nodes.iter().map(|n| n.cpus)),
         "m" => min_plus(nodes.iter().map(|n| n.real_memory)),
+        "allocmem" => min_plus(nodes.iter().map(|n| n.alloc_mem)),
+        "port" => min_plus(nodes.iter().map(|n| n.port)),
+        "statecomplete" => first
+            .map(|n| n.state_long().to_lowercase())
+            .unwrap_or_else(|| "n/a".into()),
         "d" => min_plus(nodes.iter().map(|n| n.tmp_disk)),
         "w" => min_plus(nodes.iter().map(|n| n.weight)),
         "X" => min_plus(nodes.iter().map(|n| n.sockets)),
@@ -838,6 +848,7 @@ const OPTS: &[Opt] = &[
 
 /// `-O` names → field letters.
 const LONG_NAMES: &[(&str, &str)] = &[
+    ("allocmem", "allocmem"),
     ("allocnodes", "S"),
     ("available", "a"),
     ("cluster", "V"),
@@ -863,6 +874,7 @@ const LONG_NAMES: &[(&str, &str)] = &[
     ("oversubscribe", "h"),
     ("partition", "P"),
     ("partitionname", "R"),
+    ("port", "port"),
     ("preemptmode", "M"),
     ("priorityjobfactor", "I"),
     ("prioritytier", "p"),
@@ -873,6 +885,7 @@ const LONG_NAMES: &[(&str, &str)] = &[
     ("socketcorethread", "z"),
     ("sockets", "X"),
     ("statecompact", "t"),
+    ("statecomplete", "statecomplete"),
     ("statelong", "T"),
     ("threads", "Z"),
     ("time", "l"),
@@ -1394,6 +1407,30 @@ pub(crate) mod tests {
             "maint                Unknown   Unknown             n3"
         );
         assert_eq!(run(&["-h", "-N"], &ns), "n1             1 debug*    mix   \nn2             1 debug*    idle  \nn3             1 debug*    drain \n");
+    }
+
+    #[test]
+    fn format_long_names_allocmem_port_and_statecomplete() {
+        let mut ns = nodes();
+        ns[0].alloc_mem = 512;
+        ns[0].base_state = NodeBaseState::Mixed;
+        ns[2].flags.drain = true;
+        let out = run(
+            &["-N", "-O", "NodeList:6,AllocMem:9,Port:6,StateComplete:15"],
+            &ns,
+        );
+        let port = ns[0].port;
+        assert_eq!(
+            out,
+            format!(
+                "NODELIALLOCMEM PORT  STATECOMPLETE  \n\
+                 n1    512      {port:<6}mixed          \n\
+                 n2    0        {port:<6}idle           \n\
+                 n3    0        {port:<6}idle+drain     \n"
+            )
+        );
+        // Names are taken case-insensitively; an unknown one is named.
+        assert!(run(&["-O", "allocmem"], &ns).starts_with("ALLOCMEM"));
     }
 
     #[test]
