@@ -219,6 +219,36 @@ pub async fn watch(
     within_time(client.watch(r), CONNECT_TIMEOUT * 2, server).await
 }
 
+/// Fetch the configuration files a configless node reads from the
+/// controller (named `server`) over `ch`: (name, content) pairs.
+pub async fn config_files(
+    ch: &Channel,
+    server: &str,
+    sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
+    within: Duration,
+) -> Result<Vec<(String, Vec<u8>)>, NetError> {
+    let req = pb::ConfigFilesRequest {};
+    let b = Binding::for_message(
+        slurm_proto::grpc::ctld_method::GET_CONFIG_FILES,
+        &req.encode_to_vec(),
+        crate::auth::TO_CTLD,
+    );
+    let cred = sign(&b)?;
+    let mut client = pb::controller_client::ControllerClient::new(ch.clone())
+        .max_decoding_message_size(64 << 20);
+    let files = within_time(
+        client.get_config_files(with_cred(req, cred, within)),
+        within,
+        server,
+    )
+    .await?;
+    Ok(files
+        .files
+        .into_iter()
+        .map(|f| (f.name, f.content))
+        .collect())
+}
+
 /// The HTTP/2 connection preface's first bytes: a gRPC caller's first four.
 pub const H2_PREFACE: &[u8; 4] = b"PRI ";
 

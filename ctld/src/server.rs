@@ -810,6 +810,57 @@ impl CtldService {
 
 #[tonic::async_trait]
 impl pb::controller_server::Controller for CtldService {
+    async fn get_config_files(
+        &self,
+        req: tonic::Request<pb::ConfigFilesRequest>,
+    ) -> Result<tonic::Response<pb::ConfigFiles>, tonic::Status> {
+        let s = &self.server;
+        let to = slurm_common::auth::TO_CTLD;
+        grpc::verify_call(
+            &req,
+            ctld_method::GET_CONFIG_FILES,
+            to,
+            &s.key,
+            now(),
+            &s.seen,
+        )
+        .map_err(|e| {
+            tracing::info!("refused a configuration fetch: {e}");
+            tonic::Status::unauthenticated(format!("{}: {e}", refusal(&e).message()))
+        })?;
+        let snap = s.snapshot();
+        let Some(conf) = snap
+            .conf
+            .as_ref()
+            .filter(|c| c.ctld_param("enable_configless").is_some())
+        else {
+            return Err(tonic::Status::failed_precondition(
+                "configless mode is off (SlurmctldParameters=enable_configless)",
+            ));
+        };
+        let dir = conf
+            .path
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        let files = tokio::task::spawn_blocking(move || {
+            slurm_proto::grpc::CONFIG_FILES
+                .iter()
+                .filter_map(|name| {
+                    std::fs::read(dir.join(name))
+                        .ok()
+                        .map(|content| pb::ConfigFile {
+                            name: name.to_string(),
+                            content,
+                        })
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|_| tonic::Status::internal("cannot read the configuration"))?;
+        Ok(tonic::Response::new(pb::ConfigFiles { files }))
+    }
+
     type WatchStream =
         tokio_stream::wrappers::ReceiverStream<Result<pb::WatchEvent, tonic::Status>>;
 

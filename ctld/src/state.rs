@@ -164,6 +164,8 @@ pub struct Snapshot {
     pub operators: Arc<std::collections::HashSet<String>>,
     /// Node name → index in `nodes`.
     pub node_index: Arc<HashMap<String, usize>>,
+    /// The configuration in force (slurm.conf as last read).
+    pub conf: Option<Arc<SlurmConf>>,
 }
 
 impl Snapshot {
@@ -1306,6 +1308,7 @@ impl Controller {
             nodes: self.nodes.clone(),
             partitions: self.partitions.clone(),
             config: self.config_dump(),
+            conf: Some(self.conf.clone()),
             diag: self.diag(),
             reservations: self.p.reservations.values().cloned().collect(),
             priorities: {

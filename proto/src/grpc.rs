@@ -591,6 +591,7 @@ pub mod ctld_method {
     pub const PROLOG_FAILED: &str = "/slurm.v1.Controller/PrologFailed";
     pub const STEP_USAGE: &str = "/slurm.v1.Controller/StepUsage";
     pub const WATCH: &str = "/slurm.v1.Controller/Watch";
+    pub const GET_CONFIG_FILES: &str = "/slurm.v1.Controller/GetConfigFiles";
 }
 
 impl CtldCall {
@@ -724,6 +725,24 @@ impl From<&crate::JobRecord> for pb::JobEvent {
         }
     }
 }
+
+/// The files a configless node fetches from the controller, when they
+/// exist beside slurm.conf (never slurmdbd.conf, keys or certificates).
+pub const CONFIG_FILES: &[&str] = &[
+    "slurm.conf",
+    "gres.conf",
+    "cgroup.conf",
+    "topology.conf",
+    "topology.yaml",
+    "plugstack.conf",
+    "acct_gather.conf",
+    "job_container.conf",
+    "mpi.conf",
+    "oci.conf",
+    "helpers.conf",
+    "cli_filter.lua",
+    "job_submit.lua",
+];
 
 /// The controller's answer to a report in its gRPC form.
 pub fn ctld_reply(r: Response) -> pb::CtldReply {

@@ -22,6 +22,12 @@ pub struct Args {
     /// `--mock[=SECONDS]`: jobs run without forking, for their time limit
     /// (or SECONDS when shorter); `Some(None)` = the time limit only.
     pub mock: Option<Option<u64>>,
+    /// `--conf-server HOST[:PORT]`: fetch the configuration from this
+    /// controller (configless) instead of reading slurm.conf.
+    pub conf_server: Option<String>,
+    /// `--ca-cert-file FILE`: with `--conf-server`, fetch over TLS and
+    /// check the controller's certificate against this CA.
+    pub ca_cert_file: Option<PathBuf>,
 }
 
 /// What the command line asks for.
@@ -54,11 +60,26 @@ Usage: slurmd [OPTIONS]
   -L logfile     Write log messages to `logfile'.
   -N nodename    Serve the node `nodename' (default: this host's short name);
                  a hostlist (`n[1-1000]') serves every node named, in one process.
+  --conf-server host[:port]
+                 Fetch slurm.conf and the files beside it from this controller
+                 (SlurmctldParameters=enable_configless) into conf-cache beside
+                 the key (the directory of -f, or /etc/slurm), and run with them.
+  --ca-cert-file file
+                 With --conf-server: fetch over TLS, checking the controller's
+                 certificate against this CA.
   --mock[=secs]  Run no job processes: each batch job \"runs\" for its time limit
                  (or secs when shorter), then completes. For scale tests.
   -v             Be more verbose; repeat for more.
   -V, --version  Print the version and exit.
 ";
+
+fn set_long(args: &mut Args, name: &str, v: String) {
+    if name == "--conf-server" {
+        args.conf_server = Some(v);
+    } else {
+        args.ca_cert_file = Some(PathBuf::from(v));
+    }
+}
 
 /// Parse the arguments after the program name.
 pub fn parse<I, S>(argv: I) -> Result<Command, ArgsError>
@@ -75,6 +96,18 @@ where
             "--help" | "--usage" => return Ok(Command::Help),
             "--mock" => {
                 args.mock = Some(None);
+                continue;
+            }
+            w @ ("--conf-server" | "--ca-cert-file") => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| ArgsError::Unknown(format!("{w} needs a value")))?;
+                set_long(&mut args, w, v);
+                continue;
+            }
+            w if w.starts_with("--conf-server=") || w.starts_with("--ca-cert-file=") => {
+                let (k, v) = w.split_once('=').unwrap_or((w, ""));
+                set_long(&mut args, k, v.to_string());
                 continue;
             }
             w if w.starts_with("--mock=") => {
@@ -165,6 +198,10 @@ mod tests {
     #[test]
     fn mock_mode() {
         assert_eq!(run(&["--mock"]).mock, Some(None));
+        let c = run(&["--conf-server", "ctl:6817", "--ca-cert-file=/etc/ca.pem"]);
+        assert_eq!(c.conf_server.as_deref(), Some("ctl:6817"));
+        assert_eq!(c.ca_cert_file, Some(PathBuf::from("/etc/ca.pem")));
+        assert!(parse(["--conf-server"]).is_err());
         assert_eq!(run(&["--mock=30", "-N", "n[1-9]"]).mock, Some(Some(30)));
         assert!(parse(["--mock=x"]).is_err());
     }

@@ -296,7 +296,7 @@ async fn bind(addr: &str, port: u16) -> Result<TcpListener, DaemonError> {
 impl Daemon {
     /// Load the key, prepare the spool, bind the port, write the pid file.
     pub async fn start(s: Settings) -> Result<Daemon, DaemonError> {
-        let key = Key::load(&auth::key_path(&s.conf.path))?;
+        let key = Key::load(&s.key_path)?;
         let tls = match slurm_common::tls::TlsSettings::from_conf(&s.conf)? {
             Some(t) => {
                 for n in &t.notices {

@@ -33,6 +33,9 @@ pub struct Settings {
     pub pidfile: Option<PathBuf>,
     /// Extra verbosity from `-v`.
     pub verbose: u8,
+    /// The cluster key (`slurm.key` beside slurm.conf; for a configless
+    /// node, beside the `-f` path it was started with).
+    pub key_path: PathBuf,
 }
 
 /// Expand `%n` (node name), `%h` (node hostname) and `%%` in a per-node path.
@@ -117,6 +120,7 @@ impl Settings {
         };
         let pidfile = conf.slurmd_pidfile.as_deref().map(exp);
         Ok(Settings {
+            key_path: slurm_common::auth::key_path(&conf_path),
             conf,
             conf_path,
             node: name.clone(),

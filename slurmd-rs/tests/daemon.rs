@@ -87,6 +87,15 @@ impl pb::controller_server::Controller for FakeService {
         Err(tonic::Status::unimplemented("node daemons do not watch"))
     }
 
+    async fn get_config_files(
+        &self,
+        _: tonic::Request<pb::ConfigFilesRequest>,
+    ) -> Result<tonic::Response<pb::ConfigFiles>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "these daemons read slurm.conf",
+        ))
+    }
+
     async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
         Ok(tonic::Response::new(self.take(
             r,

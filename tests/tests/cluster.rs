@@ -1733,3 +1733,107 @@ fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
         }
     }
 }
+
+/// A process killed when the test ends, however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_configless_node_daemon_runs_with_the_controllers_configuration() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut t = TestCluster::start(2, |s| {
+        s.tls = false;
+        s.extra_conf = "SlurmctldParameters=enable_configless\n".into();
+    });
+    let server = format!("{}:{}", t.c.spec.ip, t.c.spec.ctld_port);
+    // n2's daemon comes back configless: its directory holds only the key.
+    let before = t.wait_node("n2", 20, "up", |n| n.slurmd_start_time.is_some());
+    t.c.kill_slurmd(1, libc::SIGTERM);
+    // (Start times are in seconds: the new one must differ.)
+    std::thread::sleep(Duration::from_millis(1100));
+    let node_dir = tempfile::tempdir().unwrap();
+    let key = node_dir.path().join("slurm.key");
+    std::fs::copy(t.c.spec.dir.join("slurm.key"), &key).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let slurmd = |dir: &std::path::Path| {
+        let log = std::fs::File::create(dir.join("slurmd.log")).unwrap();
+        std::process::Command::new(t.c.spec.bin_dir.join("slurmd"))
+            .args(["-D", "-N", "n2", "-f"])
+            .arg(dir.join("slurm.conf"))
+            .args(["--conf-server", &server])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    };
+    let _n2 = Killed(slurmd(node_dir.path()));
+    t.wait_node("n2", 30, "registered again", |n| {
+        n.slurmd_start_time != before.slurmd_start_time
+            && n.base_state == NodeBaseState::Idle
+            && !n.flags.not_responding
+    });
+    // The cache holds the controller's slurm.conf, readable by jobs.
+    let cached = node_dir.path().join("conf-cache/slurm.conf");
+    assert_eq!(
+        std::fs::read_to_string(&cached).unwrap(),
+        std::fs::read_to_string(t.c.spec.conf_path()).unwrap()
+    );
+    assert_eq!(
+        std::fs::metadata(&cached).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    // A job on n2 runs, and sees the cached slurm.conf as SLURM_CONF.
+    let out = t.work.join("conf_seen");
+    let job = t.sbatch(&[
+        "-w",
+        "n2",
+        "--wrap",
+        &format!("echo $SLURM_CONF > {}", out.display()),
+    ]);
+    assert_eq!(t.wait_done(job, 30).state, JobState::Completed);
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap().trim(),
+        cached.display().to_string()
+    );
+
+    // A peer without the key gets nothing.
+    let stranger = tempfile::tempdir().unwrap();
+    std::fs::write(stranger.path().join("slurm.key"), [7u8; 32]).unwrap();
+    let o = std::process::Command::new(t.c.spec.bin_dir.join("slurmd"))
+        .args(["-D", "-N", "n2", "-f"])
+        .arg(stranger.path().join("slurm.conf"))
+        .args(["--conf-server", &server])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot fetch the configuration"), "{err}");
+    assert!(!stranger.path().join("conf-cache/slurm.conf").exists());
+
+    // Without SlurmctldParameters=enable_configless, the controller says so.
+    let plain = TestCluster::start(1, |s| s.tls = false);
+    let plain_dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        plain.c.spec.dir.join("slurm.key"),
+        plain_dir.path().join("slurm.key"),
+    )
+    .unwrap();
+    let o = std::process::Command::new(plain.c.spec.bin_dir.join("slurmd"))
+        .args(["-D", "-N", "n1", "-f"])
+        .arg(plain_dir.path().join("slurm.conf"))
+        .args([
+            "--conf-server",
+            &format!("{}:{}", plain.c.spec.ip, plain.c.spec.ctld_port),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("configless mode is off"), "{err}");
+}
