@@ -16,6 +16,8 @@
 //! - [`settings`]: what start-up resolves before the runtime exists: the
 //!   configuration, this node's name, and the `%n`/`%h`-expanded paths
 //!   (spool, log, pid files).
+//! - [`configless`]: the configuration fetched from the controller
+//!   (`--conf-server`), for slurmd and sackd.
 //! - [`daemon`]: start-up (key, spool, credential socket), the RPC listener,
 //!   credential checks and dispatch of each request.
 //! - [`ctld_link`]: registration and heartbeat with the controller, and the
@@ -53,6 +55,7 @@
 pub mod args;
 pub mod auxconf;
 pub mod cgroup;
+pub mod configless;
 pub mod ctld_link;
 pub mod daemon;
 pub mod gres;

@@ -73,103 +73,14 @@ fn run_many(
     Ok(())
 }
 
-/// `--conf-server`: fetch the configuration files from the controller into
-/// `conf-cache` beside the key (the directory of `-f`, or /etc/slurm), each
-/// written whole and renamed into place, readable by all (jobs read
-/// slurm.conf); the cached slurm.conf's path and the key's.
-fn configless(
-    a: &args::Args,
-    server: &str,
-) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let given = a
-        .conf
-        .clone()
-        .unwrap_or_else(slurm_common::conf::default_conf_path);
-    let key_path = slurm_common::auth::key_path(&given);
-    let key = slurm_common::auth::Key::load(&key_path)?;
-    let (host, port) = match server.rsplit_once(':') {
-        Some((h, p)) => (
-            h.to_string(),
-            p.parse::<u16>()
-                .map_err(|_| anyhow!("--conf-server {server}: bad port"))?,
-        ),
-        None => (server.to_string(), 6817),
-    };
-    let base = key_path
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or_default();
-    let tls = match &a.ca_cert_file {
-        Some(ca) => {
-            let p = format!("ca_cert_file={}", ca.display());
-            let t = slurm_common::tls::TlsSettings::parse(Some("tls/rustls"), Some(&p), &base)
-                .map_err(|e| anyhow!("--ca-cert-file: {e}"))?
-                .ok_or_else(|| anyhow!("--ca-cert-file: TLS is off"))?
-                .load(&slurm_common::tls::Role::Command)
-                .map_err(|e| anyhow!("--ca-cert-file: {e}"))?;
-            Some(t.client)
-        }
-        None => None,
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let addr = format!("{host}:{port}");
-    let files = rt
-        .block_on(async {
-            let ch = slurm_common::grpc::channel(tls, &addr, &host)?;
-            let me = slurm_common::users::hostname();
-            let sign = |b: &_| Ok(key.sign(0, 0, &me, slurm_common::auth::now(), b));
-            slurm_common::grpc::config_files(&ch, &host, sign, std::time::Duration::from_secs(30))
-                .await
-        })
-        .map_err(|e| anyhow!("cannot fetch the configuration from {addr}: {e}"))?;
-    let cache = base.join("conf-cache");
-    match std::fs::symlink_metadata(&cache) {
-        Ok(m) if !m.is_dir() => return Err(anyhow!("{} is not a directory", cache.display())),
-        Ok(_) => {}
-        Err(_) => std::fs::create_dir(&cache)?,
-    }
-    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o755))?;
-    let mut got = Vec::new();
-    for (name, content) in files {
-        // Only the names a configless node reads: never a path.
-        if !slurm_proto::grpc::CONFIG_FILES.contains(&name.as_str()) {
-            return Err(anyhow!("the controller sent an unexpected file {name:?}"));
-        }
-        let tmp = cache.join(format!(".{name}.new"));
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        std::io::Write::write_all(&mut f, &content)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, cache.join(&name))?;
-        got.push(name);
-    }
-    // What the controller no longer has goes from the cache too.
-    for name in slurm_proto::grpc::CONFIG_FILES {
-        if !got.iter().any(|g| g == name) {
-            let _ = std::fs::remove_file(cache.join(name));
-        }
-    }
-    if !got.iter().any(|g| g == "slurm.conf") {
-        return Err(anyhow!("the controller at {addr} sent no slurm.conf"));
-    }
-    Ok((cache.join("slurm.conf"), key_path))
-}
-
 fn run(mut a: args::Args) -> anyhow::Result<()> {
     if let Some(m) = a.mock {
         slurmd::mock::enable(m);
     }
     let mut key_path = None;
     if let Some(server) = a.conf_server.clone() {
-        let (conf, key) = configless(&a, &server)?;
+        let (conf, key) =
+            slurmd::configless::fetch(a.conf.clone(), &server, a.ca_cert_file.as_deref())?;
         a.conf = Some(conf);
         key_path = Some(key);
     }

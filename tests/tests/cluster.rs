@@ -4,7 +4,7 @@
 use slurm_proto::{JobReason, JobState, NodeBaseState, Request, RequestBody, Response, SlurmError};
 use slurm_tests::*;
 use std::os::unix::fs::MetadataExt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[path = "cluster/accounting.rs"]
 mod accounting;
@@ -1461,7 +1461,7 @@ fn install_script_lays_out_binaries_and_sound_units() {
         assert!(d.path().join("usr").join(p).exists(), "{p} not installed");
     }
     assert!(d.path().join("etc/slurm/slurm.conf").exists());
-    let units = ["slurmctld", "slurmd", "slurmdbd", "slurmrestd"];
+    let units = ["slurmctld", "slurmd", "slurmdbd", "slurmrestd", "sackd"];
     for u in units {
         let text = std::fs::read_to_string(d.path().join(format!("units/{u}.service"))).unwrap();
         assert!(text.contains("Type=notify"), "{u}");
@@ -1836,4 +1836,89 @@ fn a_configless_node_daemon_runs_with_the_controllers_configuration() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(err.contains("configless mode is off"), "{err}");
+}
+
+#[test]
+fn sackd_gives_users_credentials_on_a_host_without_slurmd() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestCluster::start(1, |s| {
+        s.tls = false;
+        s.extra_conf = "SlurmctldParameters=enable_configless\n".into();
+    });
+    // A login host: the cluster's slurm.conf with a credential socket of
+    // its own, and the key (readable by root only).
+    let login = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(login.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = login.path().join("slurm.key");
+    std::fs::copy(t.c.spec.dir.join("slurm.key"), &key).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let socket = login.path().join("sack.socket");
+    let conf: String = std::fs::read_to_string(t.c.spec.conf_path())
+        .unwrap()
+        .lines()
+        .map(|l| {
+            if l.starts_with("AuthInfo=") {
+                format!("AuthInfo=socket={}\n", socket.display())
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let login_conf = login.path().join("slurm.conf");
+    std::fs::write(&login_conf, conf).unwrap();
+    std::fs::set_permissions(&login_conf, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let user_squeue = || {
+        t.cmd_as(TEST_UID, TEST_GID, "squeue")
+            .env("SLURM_CONF", &login_conf)
+            .arg("-h")
+            .output()
+            .unwrap()
+    };
+    // No daemon serves its socket: a user's command has no credential.
+    let o = user_squeue();
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let log = std::fs::File::create(login.path().join("sackd.log")).unwrap();
+    let sackd = Killed(
+        std::process::Command::new(t.c.spec.bin_dir.join("sackd"))
+            .args(["-D", "-f"])
+            .arg(&login_conf)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = user_squeue();
+        if o.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no credential from sackd: {}\n{}",
+            stderr(&o),
+            std::fs::read_to_string(login.path().join("sackd.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Configless, on a host whose socket is served already (here, by the
+    // controller): it fetches the configuration, then says so and stops.
+    let bare = tempfile::tempdir().unwrap();
+    std::fs::copy(&key, bare.path().join("slurm.key")).unwrap();
+    let o = std::process::Command::new(t.c.spec.bin_dir.join("sackd"))
+        .arg("-f")
+        .arg(bare.path().join("slurm.conf"))
+        .args([
+            "--conf-server",
+            &format!("{}:{}", t.c.spec.ip, t.c.spec.ctld_port),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("serves the credential socket"), "{err}");
+    assert!(bare.path().join("conf-cache/slurm.conf").exists());
+    // Once sackd stops, the login host's users have no credential again.
+    drop(sackd);
+    assert!(!user_squeue().status.success());
 }
