@@ -4,7 +4,7 @@
 //! enable_configless`) into `conf-cache` beside the cluster key.
 
 use slurm_common::auth::{AuthError, Key};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -107,19 +107,8 @@ pub fn fetch(
                 why: format!("sent an unexpected file {name:?}"),
             });
         }
-        let tmp = cache.join(format!(".{name}.new"));
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(io(&tmp))?;
-        std::io::Write::write_all(&mut f, &content).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
         let dest = cache.join(&name);
-        std::fs::rename(&tmp, &dest).map_err(io(&dest))?;
+        crate::ledger::write_whole(&dest, &content, 0o644).map_err(io(&dest))?;
         got.push(name);
     }
     // What the controller no longer has goes from the cache too.

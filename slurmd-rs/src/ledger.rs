@@ -148,14 +148,24 @@ fn write(path: &Path, saved: &Saved) -> std::io::Result<()> {
 /// Written whole to a fresh private file (never through a link planted in
 /// the spool), synced, then renamed over the old one.
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_whole(path, bytes, 0o600)
+}
+
+/// `bytes` written whole to a fresh file of `mode` beside `path` (never
+/// through a link planted there), synced, then renamed over `path`.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.new"));
     let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(mode)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)?;
     f.write_all(bytes)?;
