@@ -223,6 +223,33 @@ pub struct SshareArgs {
     pub cluster: Option<String>,
 }
 
+/// The options sprio and sshare share: `-M`, `-v`, `--json`, `--yaml`.
+const REPORT_OPTS: &[crate::fmt::Opt] = {
+    use crate::fmt::{Arg, Opt};
+    &[
+        Opt {
+            short: Some('M'),
+            long: "clusters",
+            arg: Arg::Required,
+        },
+        Opt {
+            short: None,
+            long: "json",
+            arg: Arg::Optional,
+        },
+        Opt {
+            short: None,
+            long: "yaml",
+            arg: Arg::Optional,
+        },
+        Opt {
+            short: Some('v'),
+            long: "verbose",
+            arg: Arg::No,
+        },
+    ]
+};
+
 const SSHARE_OPTS: &[crate::fmt::Opt] = {
     use crate::fmt::{Arg, Opt};
     &[
@@ -271,26 +298,6 @@ const SSHARE_OPTS: &[crate::fmt::Opt] = {
             long: "parsable2",
             arg: Arg::No,
         },
-        Opt {
-            short: Some('M'),
-            long: "clusters",
-            arg: Arg::Required,
-        },
-        Opt {
-            short: Some('v'),
-            long: "verbose",
-            arg: Arg::No,
-        },
-        Opt {
-            short: None,
-            long: "json",
-            arg: Arg::Optional,
-        },
-        Opt {
-            short: None,
-            long: "yaml",
-            arg: Arg::Optional,
-        },
     ]
 };
 
@@ -298,7 +305,7 @@ const SSHARE_OPTS: &[crate::fmt::Opt] = {
 pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
     use crate::fmt::Parsed;
     let mut a = SshareArgs::default();
-    for p in crate::fmt::getopt("sshare", args, SSHARE_OPTS)? {
+    for p in crate::fmt::getopt("sshare", args, &[SSHARE_OPTS, REPORT_OPTS].concat())? {
         match p {
             Parsed::Opt("accounts", Some(v)) => a.accounts = crate::fmt::split_list(&v),
             Parsed::Opt("users", Some(v)) => a.users = user_list(&v)?,
@@ -426,29 +433,9 @@ const SPRIO_OPTS: &[crate::fmt::Opt] = {
             arg: Arg::No,
         },
         Opt {
-            short: Some('M'),
-            long: "clusters",
-            arg: Arg::Required,
-        },
-        Opt {
             short: None,
             long: "local",
             arg: Arg::No,
-        },
-        Opt {
-            short: Some('v'),
-            long: "verbose",
-            arg: Arg::No,
-        },
-        Opt {
-            short: None,
-            long: "json",
-            arg: Arg::Optional,
-        },
-        Opt {
-            short: None,
-            long: "yaml",
-            arg: Arg::Optional,
         },
     ]
 };
@@ -458,7 +445,7 @@ const SPRIO_OPTS: &[crate::fmt::Opt] = {
 pub fn sprio_args(args: &[String]) -> Result<SprioArgs, String> {
     use crate::fmt::Parsed;
     let mut a = SprioArgs::default();
-    for p in crate::fmt::getopt("sprio", args, SPRIO_OPTS)? {
+    for p in crate::fmt::getopt("sprio", args, &[SPRIO_OPTS, REPORT_OPTS].concat())? {
         match p {
             Parsed::Opt("jobs", Some(v)) => {
                 for w in crate::fmt::split_list(&v) {

@@ -100,14 +100,31 @@ fn status_error(s: tonic::Status) -> NetError {
     }
 }
 
-/// Put `cred` in a request's metadata.
-fn with_cred<T>(msg: T, cred: Credential, within: Duration) -> tonic::Request<T> {
+/// The credential `sign` makes for a call of `method` whose (first)
+/// message has the protobuf bytes `body`, to the receiver `to`.
+fn sign_for(
+    method: &str,
+    body: &[u8],
+    to: &str,
+    sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
+) -> Result<Credential, AuthError> {
+    sign(&Binding::for_message(method, body, to))
+}
+
+/// A request carrying `msg`, with `cred` in its metadata.
+fn signed<T>(msg: T, cred: Credential) -> tonic::Request<T> {
     let mut r = tonic::Request::new(msg);
     let bytes = pb::Credential::from(cred).encode_to_vec();
     r.metadata_mut().insert_bin(
         CRED_METADATA,
         tonic::metadata::MetadataValue::from_bytes(&bytes),
     );
+    r
+}
+
+/// [`signed`], answered within `within`.
+fn with_cred<T>(msg: T, cred: Credential, within: Duration) -> tonic::Request<T> {
+    let mut r = signed(msg, cred);
     r.set_timeout(within);
     r
 }
@@ -124,8 +141,8 @@ pub async fn call_node(
     sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
     within: Duration,
 ) -> Result<Response, NetError> {
-    let b = Binding::for_message(call.method(), &call.encode(), &crate::auth::to_slurmd(node));
-    let cred = sign(&b)?;
+    let to = crate::auth::to_slurmd(node);
+    let cred = sign_for(call.method(), &call.encode(), &to, sign)?;
     let mut client = pb::node_daemon_client::NodeDaemonClient::new(ch.clone())
         .max_decoding_message_size(MAX_NODE_REPLY)
         .max_encoding_message_size(usize::MAX);
@@ -174,8 +191,7 @@ pub async fn call_ctld(
     sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
     within: Duration,
 ) -> Result<Response, NetError> {
-    let b = Binding::for_message(call.method(), &call.encode(), crate::auth::TO_CTLD);
-    let cred = sign(&b)?;
+    let cred = sign_for(call.method(), &call.encode(), crate::auth::TO_CTLD, sign)?;
     let mut client = pb::controller_client::ControllerClient::new(ch.clone())
         .max_decoding_message_size(MAX_CTLD_REPLY)
         .max_encoding_message_size(usize::MAX);
@@ -202,21 +218,11 @@ pub async fn watch(
     req: pb::WatchRequest,
     sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
 ) -> Result<tonic::Streaming<pb::WatchEvent>, NetError> {
-    let b = Binding::for_message(
-        slurm_proto::grpc::ctld_method::WATCH,
-        &req.encode_to_vec(),
-        crate::auth::TO_CTLD,
-    );
-    let cred = sign(&b)?;
+    let method = slurm_proto::grpc::ctld_method::WATCH;
+    let cred = sign_for(method, &req.encode_to_vec(), crate::auth::TO_CTLD, sign)?;
     let mut client = pb::controller_client::ControllerClient::new(ch.clone())
         .max_decoding_message_size(MAX_CTLD_REPLY);
-    let mut r = tonic::Request::new(req);
-    let bytes = pb::Credential::from(cred).encode_to_vec();
-    r.metadata_mut().insert_bin(
-        CRED_METADATA,
-        tonic::metadata::MetadataValue::from_bytes(&bytes),
-    );
-    within_time(client.watch(r), CONNECT_TIMEOUT * 2, server).await
+    within_time(client.watch(signed(req, cred)), CONNECT_TIMEOUT * 2, server).await
 }
 
 /// Fetch the configuration files a configless node reads from the
@@ -228,12 +234,8 @@ pub async fn config_files(
     within: Duration,
 ) -> Result<Vec<(String, Vec<u8>)>, NetError> {
     let req = pb::ConfigFilesRequest {};
-    let b = Binding::for_message(
-        slurm_proto::grpc::ctld_method::GET_CONFIG_FILES,
-        &req.encode_to_vec(),
-        crate::auth::TO_CTLD,
-    );
-    let cred = sign(&b)?;
+    let method = slurm_proto::grpc::ctld_method::GET_CONFIG_FILES;
+    let cred = sign_for(method, &req.encode_to_vec(), crate::auth::TO_CTLD, sign)?;
     let mut client = pb::controller_client::ControllerClient::new(ch.clone())
         .max_decoding_message_size(64 << 20);
     let files = within_time(
@@ -611,8 +613,8 @@ pub async fn run_tasks(
     use pb::step_input::Input;
     use tokio_stream::StreamExt;
     let method = slurm_proto::grpc::node_method::RUN_TASKS;
-    let b = Binding::for_message(method, &t.encode_to_vec(), &crate::auth::to_slurmd(node));
-    let cred = sign(&b)?;
+    let to = crate::auth::to_slurmd(node);
+    let cred = sign_for(method, &t.encode_to_vec(), &to, sign)?;
     let first = pb::StepInput {
         input: Some(Input::Launch(t)),
     };
@@ -626,12 +628,7 @@ pub async fn run_tasks(
     let mut client = pb::node_daemon_client::NodeDaemonClient::new(ch.clone())
         .max_decoding_message_size(MAX_NODE_REPLY + crate::stepio::MAX_IO)
         .max_encoding_message_size(usize::MAX);
-    let mut req = tonic::Request::new(input);
-    let bytes = pb::Credential::from(cred).encode_to_vec();
-    req.metadata_mut().insert_bin(
-        CRED_METADATA,
-        tonic::metadata::MetadataValue::from_bytes(&bytes),
-    );
+    let req = signed(input, cred);
     let fut = async {
         let mut out = client.run_tasks(req).await?.into_inner();
         let first = out.message().await?;
@@ -925,15 +922,10 @@ mod tests {
         cred: Option<Credential>,
     ) -> tonic::Request<pb::SignalJobRequest> {
         let msg = pb::SignalJobRequest::decode(bytes).unwrap();
-        let mut r = tonic::Request::new(msg);
-        if let Some(c) = cred {
-            let raw = pb::Credential::from(c).encode_to_vec();
-            r.metadata_mut().insert_bin(
-                CRED_METADATA,
-                tonic::metadata::MetadataValue::from_bytes(&raw),
-            );
+        match cred {
+            Some(c) => signed(msg, c),
+            None => tonic::Request::new(msg),
         }
-        r
     }
 
     #[test]

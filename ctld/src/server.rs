@@ -754,6 +754,25 @@ struct CtldService {
 type Answer = Result<tonic::Response<pb::CtldReply>, tonic::Status>;
 
 impl CtldService {
+    /// The caller's credential for a call that answers with a status of its
+    /// own (not a `CtldReply`); `what` names the call in the log.
+    fn authenticate<T: prost::Message>(
+        &self,
+        req: &tonic::Request<T>,
+        method: &str,
+        what: &str,
+    ) -> Result<slurm_proto::Credential, Box<tonic::Status>> {
+        let s = &self.server;
+        let to = slurm_common::auth::TO_CTLD;
+        grpc::verify_call(req, method, to, &s.key, now(), &s.seen).map_err(|e| {
+            tracing::info!("refused {what}: {e}");
+            Box::new(tonic::Status::unauthenticated(format!(
+                "{}: {e}",
+                refusal(&e).message()
+            )))
+        })
+    }
+
     /// Check the call's credential and its caller as for a framed request,
     /// then act on the report.
     async fn handle<T: prost::Message>(
@@ -815,19 +834,8 @@ impl pb::controller_server::Controller for CtldService {
         req: tonic::Request<pb::ConfigFilesRequest>,
     ) -> Result<tonic::Response<pb::ConfigFiles>, tonic::Status> {
         let s = &self.server;
-        let to = slurm_common::auth::TO_CTLD;
-        grpc::verify_call(
-            &req,
-            ctld_method::GET_CONFIG_FILES,
-            to,
-            &s.key,
-            now(),
-            &s.seen,
-        )
-        .map_err(|e| {
-            tracing::info!("refused a configuration fetch: {e}");
-            tonic::Status::unauthenticated(format!("{}: {e}", refusal(&e).message()))
-        })?;
+        self.authenticate(&req, ctld_method::GET_CONFIG_FILES, "a configuration fetch")
+            .map_err(|e| *e)?;
         let snap = s.snapshot();
         let Some(conf) = snap
             .conf
@@ -869,12 +877,9 @@ impl pb::controller_server::Controller for CtldService {
         req: tonic::Request<pb::WatchRequest>,
     ) -> Result<tonic::Response<Self::WatchStream>, tonic::Status> {
         let s = &self.server;
-        let to = slurm_common::auth::TO_CTLD;
-        let cred = grpc::verify_call(&req, ctld_method::WATCH, to, &s.key, now(), &s.seen)
-            .map_err(|e| {
-                tracing::info!("refused a watch: {e}");
-                tonic::Status::unauthenticated(format!("{}: {e}", refusal(&e).message()))
-            })?;
+        let cred = self
+            .authenticate(&req, ctld_method::WATCH, "a watch")
+            .map_err(|e| *e)?;
         if s.rate_limited(cred.uid) {
             return Err(tonic::Status::resource_exhausted(
                 SlurmError::Backoff.message(),

@@ -753,7 +753,6 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
         RequestBody::NodePing => Response::NodePong {
             running_jobs: ctx.running_jobs(),
         },
-        RequestBody::Ping => Response::Ok,
         RequestBody::ListPids { job_id, step_id } => {
             crate::steps::list_pids(ctx, req.cred.uid, privileged, job_id, step_id)
         }
