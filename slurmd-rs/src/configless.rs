@@ -86,6 +86,32 @@ pub fn fetch(
                 .await
         })
         .map_err(|e| fail(e.to_string()))?;
+    Ok((write_cache(&base, files, &addr)?, key_path))
+}
+
+/// Put the controller's `files` in `conf-cache` under `base`, after
+/// checking them all: only the names a configless host reads (never a
+/// path), slurm.conf among them. Each is written whole and renamed into
+/// place, readable by all (jobs read slurm.conf); the ones the controller
+/// no longer has are removed. The cached slurm.conf's path.
+pub fn write_cache(
+    base: &Path,
+    files: Vec<(String, Vec<u8>)>,
+    addr: &str,
+) -> Result<PathBuf, ConfiglessError> {
+    let refuse = |why: String| ConfiglessError::Files {
+        addr: addr.to_string(),
+        why,
+    };
+    if let Some((name, _)) = files
+        .iter()
+        .find(|(n, _)| !slurm_proto::grpc::CONFIG_FILES.contains(&n.as_str()))
+    {
+        return Err(refuse(format!("sent an unexpected file {name:?}")));
+    }
+    if !files.iter().any(|(n, _)| n == "slurm.conf") {
+        return Err(refuse("sent no slurm.conf".into()));
+    }
     let cache = base.join("conf-cache");
     match std::fs::symlink_metadata(&cache) {
         Ok(m) if !m.is_dir() => {
@@ -98,30 +124,69 @@ pub fn fetch(
         Err(_) => std::fs::create_dir(&cache).map_err(io(&cache))?,
     }
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o755)).map_err(io(&cache))?;
-    let mut got = Vec::new();
-    for (name, content) in files {
-        // Only the names a configless host reads: never a path.
-        if !slurm_proto::grpc::CONFIG_FILES.contains(&name.as_str()) {
-            return Err(ConfiglessError::Files {
-                addr,
-                why: format!("sent an unexpected file {name:?}"),
-            });
-        }
-        let dest = cache.join(&name);
-        crate::ledger::write_whole(&dest, &content, 0o644).map_err(io(&dest))?;
-        got.push(name);
-    }
-    // What the controller no longer has goes from the cache too.
     for name in slurm_proto::grpc::CONFIG_FILES {
-        if !got.iter().any(|g| g == name) {
-            let _ = std::fs::remove_file(cache.join(name));
+        let dest = cache.join(name);
+        match files.iter().find(|(n, _)| n == name) {
+            Some((_, content)) => {
+                crate::ledger::write_whole(&dest, content, 0o644).map_err(io(&dest))?
+            }
+            // What the controller no longer has goes from the cache too.
+            None => {
+                let _ = std::fs::remove_file(&dest);
+            }
         }
     }
-    if !got.iter().any(|g| g == "slurm.conf") {
-        return Err(ConfiglessError::Files {
-            addr,
-            why: "sent no slurm.conf".into(),
-        });
+    Ok(cache.join("slurm.conf"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(v: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
+        v.iter()
+            .map(|(n, c)| (n.to_string(), c.as_bytes().to_vec()))
+            .collect()
     }
-    Ok((cache.join("slurm.conf"), key_path))
+
+    #[test]
+    fn a_controller_can_put_only_the_expected_files_in_the_cache() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().join("etc");
+        std::fs::create_dir(&base).unwrap();
+        // A path, or a name not read here: refused before anything is
+        // written.
+        for bad in ["../evil", "slurm.key", "slurmdbd.conf", "/etc/passwd", ""] {
+            let r = write_cache(&base, files(&[("slurm.conf", "x"), (bad, "y")]), "ctl:1");
+            assert!(
+                r.as_ref()
+                    .is_err_and(|e| e.to_string().contains("unexpected file")),
+                "{bad}: {r:?}"
+            );
+        }
+        assert!(!base.join("conf-cache").exists());
+        assert!(!d.path().join("evil").exists());
+        let r = write_cache(&base, files(&[("gres.conf", "g")]), "ctl:1");
+        assert!(r.unwrap_err().to_string().contains("no slurm.conf"));
+        // The expected ones land, readable by all; a later fetch without
+        // gres.conf takes it away.
+        let conf = write_cache(
+            &base,
+            files(&[("slurm.conf", "ClusterName=c\n"), ("gres.conf", "g")]),
+            "ctl:1",
+        )
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(&conf).unwrap(), "ClusterName=c\n");
+        let mode = std::fs::metadata(&conf).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644);
+        write_cache(&base, files(&[("slurm.conf", "ClusterName=d\n")]), "ctl:1").unwrap();
+        assert!(!base.join("conf-cache/gres.conf").exists());
+        // A cache that is a link planted in its place is not followed.
+        let other = tempfile::tempdir().unwrap();
+        let base2 = d.path().join("etc2");
+        std::fs::create_dir(&base2).unwrap();
+        std::os::unix::fs::symlink(other.path(), base2.join("conf-cache")).unwrap();
+        assert!(write_cache(&base2, files(&[("slurm.conf", "x")]), "ctl:1").is_err());
+        assert!(!other.path().join("slurm.conf").exists());
+    }
 }

@@ -551,6 +551,33 @@ async fn daemon_end_to_end() {
             .await;
         assert_eq!(r.unwrap_err().code(), tonic::Code::Unimplemented);
     }
+    // A launch larger than the node daemon takes (64 MiB here), even
+    // root-signed: refused as it is read, nothing runs, the daemon goes on.
+    {
+        let mut huge = l.clone();
+        huge.job_id = 77;
+        huge.script = format!("#!/bin/sh\n#{}\n", "x".repeat(70 << 20));
+        let req = signed(
+            &c,
+            0,
+            RequestBody::LaunchBatch(Box::new(huge)),
+            "n1",
+            auth::now(),
+        );
+        let ch = grpc::kept(&format!("127.0.0.1:{}", c.slurmd_port), "n1").unwrap();
+        let big = NodeCall::from_body(req.body).unwrap();
+        let cred = req.cred;
+        let r = grpc::call_node(&ch, "n1", big, |_| Ok(cred), Duration::from_secs(30)).await;
+        assert!(
+            matches!(&r, Err(e) if e.to_string().contains("too large")),
+            "{r:?}"
+        );
+        let r = call(&c, 0, RequestBody::NodePing).await;
+        assert!(
+            matches!(r, Response::NodePong { ref running_jobs } if !running_jobs.contains(&77)),
+            "{r:?}"
+        );
+    }
 
     // Garbage on the socket is dropped without harm.
     {

@@ -1772,6 +1772,12 @@ fn a_configless_node_daemon_runs_with_the_controllers_configuration() {
             .spawn()
             .unwrap()
     };
+    // Beside slurm.conf on the controller: a secret no node may fetch.
+    std::fs::write(
+        t.c.spec.dir.join("slurmdbd.conf"),
+        "StoragePass=not-for-nodes\n",
+    )
+    .unwrap();
     let _n2 = Killed(slurmd(node_dir.path()));
     t.wait_node("n2", 30, "registered again", |n| {
         n.slurmd_start_time != before.slurmd_start_time
@@ -1788,6 +1794,17 @@ fn a_configless_node_daemon_runs_with_the_controllers_configuration() {
         std::fs::metadata(&cached).unwrap().permissions().mode() & 0o777,
         0o644
     );
+    // Only the files nodes read came: no key, no slurmdbd.conf.
+    for e in std::fs::read_dir(node_dir.path().join("conf-cache")).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        assert!(
+            slurm_proto::grpc::CONFIG_FILES.contains(&name.as_str()),
+            "{name} was fetched"
+        );
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        assert!(!text.contains("not-for-nodes"), "{name}");
+    }
     // A job on n2 runs, and sees the cached slurm.conf as SLURM_CONF.
     let out = t.work.join("conf_seen");
     let job = t.sbatch(&[
