@@ -647,7 +647,12 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
 }
 
 fn get_job(client: &net::Client, id: u32) -> Result<Option<JobRecord>, CallError> {
-    match call(client, RequestBody::GetJobs)? {
+    let only = slurm_proto::JobFilter {
+        job_ids: vec![id],
+        states: Some(Vec::new()),
+        ..Default::default()
+    };
+    match call(client, RequestBody::GetJobsMatching(only))? {
         Response::Jobs { jobs, .. } => Ok(jobs.into_iter().find(|j| j.job_id == id)),
         _ => Err(CallError::Unexpected),
     }

@@ -16,6 +16,7 @@ use crate::auth::{AuthError, Binding, Key, ReplayCache};
 use crate::net::{self, NetError};
 use crate::stepio::{IoFrame, IoKind};
 use prost::Message;
+use slurm_proto::grpc::commands::{command_response, CommandCall};
 use slurm_proto::grpc::{ctld_response, node_response, pb, CtldCall, NodeCall, CRED_METADATA};
 use slurm_proto::{Credential, Response};
 use std::net::SocketAddr;
@@ -207,6 +208,41 @@ pub async fn call_ctld(
         }
     };
     Ok(ctld_response(within_time(fut, within, server).await?))
+}
+
+/// Largest answer a command takes from the controller (a job listing of a
+/// big queue).
+const MAX_COMMAND_REPLY: usize = 1 << 30;
+
+/// Send a command's request `call` to the controller (named `server`) over
+/// `ch`, with the credential `sign` makes for it, and wait at most `within`
+/// for the answer.
+pub async fn call_command(
+    ch: &Channel,
+    server: &str,
+    call: CommandCall,
+    sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
+    within: Duration,
+) -> Result<Response, NetError> {
+    let cred = sign_for(call.method(), &call.encode(), crate::auth::TO_CTLD, sign)?;
+    let mut client = pb::controller_client::ControllerClient::new(ch.clone())
+        .max_decoding_message_size(MAX_COMMAND_REPLY)
+        .max_encoding_message_size(usize::MAX);
+    let fut = async move {
+        match call {
+            CommandCall::Ping(m) => client.ping(with_cred(m, cred, within)).await,
+            CommandCall::SubmitJob(m) => client.submit_job(with_cred(*m, cred, within)).await,
+            CommandCall::TestJob(m) => client.test_job(with_cred(*m, cred, within)).await,
+            CommandCall::AllocateJob(m) => client.allocate_job(with_cred(*m, cred, within)).await,
+            CommandCall::GetJobs(m) => client.get_jobs(with_cred(m, cred, within)).await,
+            CommandCall::CancelJobs(m) => client.cancel_jobs(with_cred(m, cred, within)).await,
+            CommandCall::CompleteJob(m) => client.complete_job(with_cred(m, cred, within)).await,
+            CommandCall::CreateStep(m) => client.create_step(with_cred(m, cred, within)).await,
+            CommandCall::StepComplete(m) => client.step_complete(with_cred(m, cred, within)).await,
+            CommandCall::CancelStep(m) => client.cancel_step(with_cred(m, cred, within)).await,
+        }
+    };
+    Ok(command_response(within_time(fut, within, server).await?))
 }
 
 /// Open the controller's watch stream (`Controller.Watch`) over `ch`, with

@@ -546,6 +546,15 @@ pub struct Client {
     pub server: String,
     pub timeout: Duration,
     creds: crate::auth::CredSource,
+    /// The gRPC channel of this run (made at the first gRPC call) and the
+    /// runtime that drives it.
+    grpc: std::sync::OnceLock<Result<Grpc, String>>,
+}
+
+/// A command's kept channel to the controller.
+struct Grpc {
+    rt: tokio::runtime::Runtime,
+    ch: crate::grpc::Channel,
 }
 
 impl Client {
@@ -555,22 +564,35 @@ impl Client {
             server: conf.ctld_name().to_string(),
             timeout: Duration::from_secs(30),
             creds: crate::auth::CredSource::from_conf(conf),
+            grpc: std::sync::OnceLock::new(),
         }
     }
 
-    /// Send `body` and wait for the answer. Told to back off (the
-    /// controller's per-user rate limit), wait a second and send it again,
-    /// as Slurm's commands do, for at most the client's timeout.
+    /// Send `body` and wait for the answer: over the run's gRPC channel
+    /// when the controller's service has a method for it, else as a framed
+    /// request. Told to back off (the controller's per-user rate limit),
+    /// wait a second and send it again, as Slurm's commands do, for at most
+    /// the client's timeout.
     pub fn call(&self, body: RequestBody) -> Result<Response, NetError> {
         let give_up = std::time::Instant::now() + self.timeout;
-        let binding = crate::auth::Binding::for_body(&body, crate::auth::TO_CTLD)?;
+        let call = slurm_proto::grpc::commands::CommandCall::from_body(body);
+        let binding = match &call {
+            Ok(_) => None,
+            Err(body) => Some(crate::auth::Binding::for_body(body, crate::auth::TO_CTLD)?),
+        };
         loop {
-            let cred = self.creds.credential(&binding)?;
-            let req = Request {
-                cred,
-                body: body.clone(),
+            let r = match (&call, &binding) {
+                (Ok(c), _) => self.call_grpc(c.clone())?,
+                (Err(body), Some(binding)) => {
+                    let req = Request {
+                        cred: self.creds.credential(binding)?,
+                        body: (**body).clone(),
+                    };
+                    call_sync(&self.addr, &self.server, &req, self.timeout)?
+                }
+                (Err(_), None) => unreachable!("a framed body has its binding"),
             };
-            match call_sync(&self.addr, &self.server, &req, self.timeout)? {
+            match r {
                 Response::Error(e)
                     if e.error == slurm_proto::SlurmError::Backoff
                         && std::time::Instant::now() + BACKOFF < give_up =>
@@ -580,6 +602,43 @@ impl Client {
                 r => return Ok(r),
             }
         }
+    }
+
+    /// One call over the run's channel (made the first time). Called
+    /// from inside a tokio runtime, the call runs on a thread of its own.
+    fn call_grpc(
+        &self,
+        call: slurm_proto::grpc::commands::CommandCall,
+    ) -> Result<Response, NetError> {
+        let g = self
+            .grpc
+            .get_or_init(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                let ch = {
+                    let _in = rt.enter();
+                    crate::grpc::channel(crate::tls::client().cloned(), &self.addr, &self.server)
+                        .map_err(|e| e.to_string())?
+                };
+                Ok(Grpc { rt, ch })
+            })
+            .as_ref()
+            .map_err(|e| NetError::Io(std::io::Error::other(e.clone())))?;
+        let run = || {
+            g.rt.block_on(crate::grpc::call_command(
+                &g.ch,
+                &self.server,
+                call,
+                |b| self.creds.credential(b),
+                self.timeout,
+            ))
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return run();
+        }
+        std::thread::scope(|s| s.spawn(run).join().unwrap_or(Err(NetError::Closed)))
     }
 }
 

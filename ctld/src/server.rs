@@ -10,6 +10,7 @@ use slurm_common::auth::{now, AuthError, Key};
 use slurm_common::grpc::{self, Caller, Rewind};
 use slurm_common::net::{encode, write_frame, NetError};
 use slurm_common::tls::Peer;
+use slurm_proto::grpc::commands::{command_method, command_reply, job_list, CommandCall};
 use slurm_proto::grpc::pb::{self, controller_server::ControllerServer};
 use slurm_proto::grpc::{ctld_method, ctld_reply, CtldCall};
 use slurm_proto::{JobId, JobRecord, Request, RequestBody, Response, RpcError, SlurmError};
@@ -108,6 +109,10 @@ pub fn name_users(users: &mut [slurm_proto::RpcStat]) {
 /// must send its request within `MessageTimeout`, so idle ones cannot hold
 /// the others off for long.
 const MAX_CONNECTIONS: usize = 4096;
+
+/// Largest answer the controller sends over gRPC (a job listing of a big
+/// queue).
+const MAX_REPLY: usize = 1 << 30;
 
 /// A gRPC connection whose last authenticated call is older than this
 /// (and that holds no watch) is closed; one with none within
@@ -216,7 +221,7 @@ impl Server {
                 server: self.clone(),
             })
             .max_decoding_message_size(self.max_request)
-            .max_encoding_message_size(1 << 20);
+            .max_encoding_message_size(MAX_REPLY);
             let routes = tonic::service::Routes::new(service);
             let life = grpc::Lifetime {
                 first: self.message_timeout,
@@ -531,6 +536,20 @@ impl Server {
         (!all).then_some(uid)
     }
 
+    /// The jobs `uid` may see that `filter` selects (all when `None`), as
+    /// a gRPC listing.
+    fn job_listing(&self, uid: u32, filter: Option<&slurm_proto::JobFilter>) -> pb::JobList {
+        let s = self.snapshot();
+        let mine = self.private_to(&s, s.private.jobs, uid);
+        let jobs = s
+            .jobs
+            .iter()
+            .filter(|j| mine.is_none_or(|uid| j.user_id == uid))
+            .filter(|j| filter.is_none_or(|f| f.matches(j)))
+            .map(|j| &**j);
+        job_list(jobs, s.last_update)
+    }
+
     fn snapshot(&self) -> Arc<crate::state::Snapshot> {
         self.published.latest()
     }
@@ -827,6 +846,75 @@ impl CtldService {
     }
 }
 
+/// A command's answer.
+type Commanded = Result<tonic::Response<pb::CommandReply>, tonic::Status>;
+
+impl CtldService {
+    /// A command's request: its credential and caller checked as for a
+    /// framed request, then answered from the snapshot (ping, job
+    /// listings) or by the writer.
+    async fn command<T: prost::Message>(
+        &self,
+        req: tonic::Request<T>,
+        method: &'static str,
+        into: fn(T) -> CommandCall,
+    ) -> Commanded {
+        Ok(tonic::Response::new(self.reply(req, method, into).await))
+    }
+
+    async fn reply<T: prost::Message>(
+        &self,
+        req: tonic::Request<T>,
+        method: &'static str,
+        into: fn(T) -> CommandCall,
+    ) -> pb::CommandReply {
+        let s = &self.server;
+        let refused = command_reply;
+        let Some(caller) = grpc::caller_of(&req) else {
+            return refused(Response::Error(SlurmError::InternalError.into()));
+        };
+        let to = slurm_common::auth::TO_CTLD;
+        let cred = match grpc::verify_call(&req, method, to, &s.key, now(), &s.seen) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::info!(from = %caller.addr, "refused request: {e}");
+                return refused(Response::Error(refusal(&e).into()));
+            }
+        };
+        let body = match into(req.into_inner()).into_body() {
+            Ok(b) => b,
+            Err(e) => {
+                return refused(Response::Error(RpcError {
+                    error: SlurmError::ProtocolError,
+                    detail: Some(e.to_string()),
+                }))
+            }
+        };
+        let req = Request { cred, body };
+        if let Some(no) = s.refused(&req, &caller.peer) {
+            return refused(no);
+        }
+        let (kind, uid) = (req.body.message_type(), req.cred.uid);
+        let t0 = std::time::Instant::now();
+        let reply = match req.body {
+            RequestBody::Ping => command_reply(Response::Pong {
+                controller: s.host.clone(),
+            }),
+            RequestBody::GetJobs => pb::CommandReply {
+                result: Some(pb::command_reply::Result::Jobs(s.job_listing(uid, None))),
+            },
+            RequestBody::GetJobsMatching(ref f) => pb::CommandReply {
+                result: Some(pb::command_reply::Result::Jobs(s.job_listing(uid, Some(f)))),
+            },
+            _ => command_reply(s.to_writer(req).await),
+        };
+        if let Ok(mut st) = s.rpc_stats.lock() {
+            st.record(kind, uid, t0.elapsed().as_micros() as u64);
+        }
+        reply
+    }
+}
+
 #[tonic::async_trait]
 impl pb::controller_server::Controller for CtldService {
     async fn get_config_files(
@@ -924,6 +1012,53 @@ impl pb::controller_server::Controller for CtldService {
     }
     async fn step_usage(&self, r: tonic::Request<pb::StepUsageRequest>) -> Answer {
         self.handle(r, ctld_method::STEP_USAGE, CtldCall::StepUsage)
+            .await
+    }
+
+    async fn ping(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::PING, CommandCall::Ping)
+            .await
+    }
+    async fn submit_job(&self, r: tonic::Request<pb::JobDesc>) -> Commanded {
+        self.command(r, command_method::SUBMIT_JOB, |d| {
+            CommandCall::SubmitJob(Box::new(d))
+        })
+        .await
+    }
+    async fn test_job(&self, r: tonic::Request<pb::JobDesc>) -> Commanded {
+        self.command(r, command_method::TEST_JOB, |d| {
+            CommandCall::TestJob(Box::new(d))
+        })
+        .await
+    }
+    async fn allocate_job(&self, r: tonic::Request<pb::JobDesc>) -> Commanded {
+        self.command(r, command_method::ALLOCATE_JOB, |d| {
+            CommandCall::AllocateJob(Box::new(d))
+        })
+        .await
+    }
+    async fn get_jobs(&self, r: tonic::Request<pb::JobQuery>) -> Commanded {
+        self.command(r, command_method::GET_JOBS, CommandCall::GetJobs)
+            .await
+    }
+    async fn cancel_jobs(&self, r: tonic::Request<pb::CancelFilter>) -> Commanded {
+        self.command(r, command_method::CANCEL_JOBS, CommandCall::CancelJobs)
+            .await
+    }
+    async fn complete_job(&self, r: tonic::Request<pb::CompleteJobRequest>) -> Commanded {
+        self.command(r, command_method::COMPLETE_JOB, CommandCall::CompleteJob)
+            .await
+    }
+    async fn create_step(&self, r: tonic::Request<pb::StepRequest>) -> Commanded {
+        self.command(r, command_method::CREATE_STEP, CommandCall::CreateStep)
+            .await
+    }
+    async fn step_complete(&self, r: tonic::Request<pb::StepCompleteRequest>) -> Commanded {
+        self.command(r, command_method::STEP_COMPLETE, CommandCall::StepComplete)
+            .await
+    }
+    async fn cancel_step(&self, r: tonic::Request<pb::CancelStepRequest>) -> Commanded {
+        self.command(r, command_method::CANCEL_STEP, CommandCall::CancelStep)
             .await
     }
 }

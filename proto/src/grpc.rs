@@ -17,6 +17,8 @@ pub mod pb {
     tonic::include_proto!("slurm.v1");
 }
 
+pub mod commands;
+
 /// The metadata key the caller's [`pb::Credential`] travels in.
 pub const CRED_METADATA: &str = "slurm-cred-bin";
 
@@ -749,14 +751,14 @@ pub fn ctld_reply(r: Response) -> pb::CtldReply {
     use pb::ctld_reply::Result as R;
     let result = match r {
         Response::Ok => R::Ok(pb::Empty {}),
-        Response::Error(e) => R::Error(pb::Error {
-            code: e.error.code(),
-            detail: e.detail,
-        }),
-        other => R::Error(pb::Error {
-            code: SlurmError::InternalError.code(),
-            detail: Some(format!("unexpected answer {other:?}")),
-        }),
+        Response::Error(e) => R::Error(e.into()),
+        other => R::Error(
+            RpcError {
+                error: SlurmError::InternalError,
+                detail: Some(format!("unexpected answer {other:?}")),
+            }
+            .into(),
+        ),
     };
     pb::CtldReply {
         result: Some(result),
@@ -768,14 +770,40 @@ pub fn ctld_response(r: pb::CtldReply) -> Response {
     use pb::ctld_reply::Result as R;
     match r.result {
         Some(R::Ok(_)) => Response::Ok,
-        Some(R::Error(e)) => Response::Error(RpcError {
-            error: SlurmError::from_code(e.code),
-            detail: e.detail,
-        }),
+        Some(R::Error(e)) => Response::Error(e.into()),
         None => Response::Error(RpcError {
             error: SlurmError::ProtocolError,
             detail: Some("empty answer".into()),
         }),
+    }
+}
+
+impl From<RpcError> for pb::Error {
+    fn from(e: RpcError) -> Self {
+        let kind = SlurmError::ALL
+            .iter()
+            .position(|x| *x == e.error)
+            .map_or(0, |i| i as u32 + 1);
+        pb::Error {
+            code: e.error.code(),
+            detail: e.detail,
+            kind,
+        }
+    }
+}
+
+impl From<pb::Error> for RpcError {
+    fn from(e: pb::Error) -> Self {
+        let named = (e.kind as usize)
+            .checked_sub(1)
+            .and_then(|i| SlurmError::ALL.get(i))
+            .filter(|x| x.code() == e.code);
+        RpcError {
+            error: named
+                .copied()
+                .unwrap_or_else(|| SlurmError::from_code(e.code)),
+            detail: e.detail,
+        }
     }
 }
 
@@ -851,14 +879,14 @@ pub fn node_reply(r: Response) -> pb::NodeReply {
                 })
                 .collect(),
         }),
-        Response::Error(e) => R::Error(pb::Error {
-            code: e.error.code(),
-            detail: e.detail,
-        }),
-        other => R::Error(pb::Error {
-            code: SlurmError::InternalError.code(),
-            detail: Some(format!("unexpected answer {other:?}")),
-        }),
+        Response::Error(e) => R::Error(e.into()),
+        other => R::Error(
+            RpcError {
+                error: SlurmError::InternalError,
+                detail: Some(format!("unexpected answer {other:?}")),
+            }
+            .into(),
+        ),
     };
     pb::NodeReply {
         result: Some(result),
@@ -885,10 +913,7 @@ pub fn node_response(r: pb::NodeReply) -> Response {
                 })
                 .collect(),
         ),
-        Some(R::Error(e)) => Response::Error(RpcError {
-            error: SlurmError::from_code(e.code),
-            detail: e.detail,
-        }),
+        Some(R::Error(e)) => Response::Error(e.into()),
         None => Response::Error(RpcError {
             error: SlurmError::ProtocolError,
             detail: Some("empty answer".into()),

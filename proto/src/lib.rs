@@ -201,6 +201,38 @@ impl fmt::Display for JobReason {
     }
 }
 
+impl JobReason {
+    /// The reason a text names (what [`fmt::Display`] writes): a known name
+    /// is its variant, anything else `Other`.
+    pub fn from_name(s: &str) -> JobReason {
+        const KNOWN: [JobReason; 19] = [
+            JobReason::None,
+            JobReason::Priority,
+            JobReason::Resources,
+            JobReason::BeginTime,
+            JobReason::JobHeldUser,
+            JobReason::JobHeldAdmin,
+            JobReason::PartitionDown,
+            JobReason::PartitionInactive,
+            JobReason::PartitionNodeLimit,
+            JobReason::PartitionTimeLimit,
+            JobReason::NodeDown,
+            JobReason::BadConstraints,
+            JobReason::Dependency,
+            JobReason::NonZeroExitCode,
+            JobReason::TimeLimit,
+            JobReason::RaisedSignal,
+            JobReason::DependencyNeverSatisfied,
+            JobReason::JobArrayTaskLimit,
+            JobReason::Reservation,
+        ];
+        KNOWN
+            .into_iter()
+            .find(|r| r.to_string() == s)
+            .unwrap_or_else(|| JobReason::Other(s.to_string()))
+    }
+}
+
 /// A batch submission as `sbatch` sends it. Unset options are `None` and get
 /// the partition's or Slurm's defaults in the controller.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

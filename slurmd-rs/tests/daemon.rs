@@ -76,6 +76,14 @@ impl FakeService {
     }
 }
 
+/// A command's answer.
+type Commanded = Result<tonic::Response<pb::CommandReply>, tonic::Status>;
+
+/// Node daemons send no command requests.
+fn not_for_nodes() -> tonic::Status {
+    tonic::Status::unimplemented("node daemons send no command requests")
+}
+
 #[tonic::async_trait]
 impl pb::controller_server::Controller for FakeService {
     type WatchStream = tonic::codegen::BoxStream<pb::WatchEvent>;
@@ -96,6 +104,36 @@ impl pb::controller_server::Controller for FakeService {
         ))
     }
 
+    async fn ping(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn submit_job(&self, _: tonic::Request<pb::JobDesc>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn test_job(&self, _: tonic::Request<pb::JobDesc>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn allocate_job(&self, _: tonic::Request<pb::JobDesc>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn get_jobs(&self, _: tonic::Request<pb::JobQuery>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn cancel_jobs(&self, _: tonic::Request<pb::CancelFilter>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn complete_job(&self, _: tonic::Request<pb::CompleteJobRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn create_step(&self, _: tonic::Request<pb::StepRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn step_complete(&self, _: tonic::Request<pb::StepCompleteRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn cancel_step(&self, _: tonic::Request<pb::CancelStepRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
         Ok(tonic::Response::new(self.take(
             r,

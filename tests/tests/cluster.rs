@@ -228,6 +228,128 @@ fn dead_node_daemon_goes_down_and_its_job_fails_then_returns() {
     assert!(!n.flags.not_responding && n.reason.is_none());
 }
 
+/// A command's gRPC call seen on the wire, tried again as an attacker
+/// would: sent twice, with another message, to another method; and calls
+/// whose messages do not make a request.
+#[test]
+fn command_calls_over_grpc_are_bound_to_their_method_and_message() {
+    use slurm_common::auth::{Binding, Key, TO_CTLD};
+    use slurm_common::grpc;
+    use slurm_common::tls::{Role, TlsSettings};
+    use slurm_proto::grpc::commands::CommandCall;
+    use slurm_proto::grpc::pb;
+    let t = TestCluster::start(1, |_| {});
+    let dir = &t.c.spec.dir;
+    let key = Key::load(&dir.join("slurm.key")).unwrap();
+    let ca = format!("ca_cert_file={}", dir.join("ca_cert.pem").display());
+    let tls = TlsSettings::parse(Some("tls/rustls"), Some(&ca), dir)
+        .unwrap()
+        .unwrap()
+        .load(&Role::Command)
+        .unwrap();
+    let ctld = format!("{}:{}", t.c.spec.ip, t.c.spec.ctld_port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ch = {
+        let _in = rt.enter();
+        grpc::channel(Some(tls.client.clone()), &ctld, "localhost").unwrap()
+    };
+    // Send `call` with the credential `cred`, whatever it was made for.
+    let send = |call: CommandCall, cred: &slurm_proto::Credential| -> Response {
+        let c = cred.clone();
+        rt.block_on(grpc::call_command(
+            &ch,
+            "localhost",
+            call,
+            move |_: &Binding| Ok(c),
+            Duration::from_secs(10),
+        ))
+        .unwrap()
+    };
+    let sign = |uid: u32, call: &CommandCall| {
+        let b = Binding::for_message(call.method(), &call.encode(), TO_CTLD);
+        key.sign(uid, uid, "test", slurm_common::auth::now(), &b)
+    };
+    let refused = |r: Response, want: SlurmError| {
+        assert!(
+            matches!(r, Response::Error(ref e) if e.error == want),
+            "{r:?}"
+        );
+    };
+    let call = |body: RequestBody| CommandCall::from_body(body).unwrap();
+
+    // Seen once, answered once.
+    let ping = call(RequestBody::Ping);
+    let cred = sign(TEST_UID, &ping);
+    assert!(matches!(send(ping.clone(), &cred), Response::Pong { .. }));
+    refused(send(ping, &cred), SlurmError::InvalidCredential);
+
+    // Root's job, and a user's credential for listing jobs.
+    let id = t.sbatch(&["-J", "roots", "--begin", "now+3600", "--wrap", "true"]);
+    let list = call(RequestBody::GetJobs);
+    let cred = sign(TEST_UID, &list);
+    // Sent to another method with the same bytes: the method is signed.
+    let cancel = CommandCall::CancelJobs(pb::CancelFilter::default());
+    assert_eq!(cancel.encode(), list.encode(), "both messages are empty");
+    refused(send(cancel, &cred), SlurmError::InvalidCredential);
+    // Or with another message to the same method: its hash is signed.
+    let root_cancel = call(RequestBody::Cancel(slurm_proto::CancelFilter {
+        job_ids: vec![id],
+        ..Default::default()
+    }));
+    let cred = sign(
+        0,
+        &call(RequestBody::Cancel(slurm_proto::CancelFilter {
+            job_ids: vec![id + 1000],
+            ..Default::default()
+        })),
+    );
+    refused(
+        send(root_cancel.clone(), &cred),
+        SlurmError::InvalidCredential,
+    );
+    // A user's own credential for the cancel: the job is root's.
+    match send(root_cancel.clone(), &sign(TEST_UID, &root_cancel)) {
+        Response::Cancelled(o) => assert_eq!(o, vec![(id, Some(SlurmError::AccessDenied))]),
+        other => panic!("{other:?}"),
+    }
+    // A submission signed for one script cannot carry another.
+    let mut desc = slurm_proto::JobDesc {
+        script: "#!/bin/sh\ntrue\n".into(),
+        work_dir: "/tmp".into(),
+        environment: vec!["PATH=/bin".into()],
+        ..Default::default()
+    };
+    let cred = sign(TEST_UID, &call(RequestBody::SubmitBatchJob(desc.clone())));
+    desc.script = "#!/bin/sh\nid > /tmp/pwned\n".into();
+    refused(
+        send(call(RequestBody::SubmitBatchJob(desc)), &cred),
+        SlurmError::InvalidCredential,
+    );
+    // A message that names an unknown state is refused, naming the field.
+    let bad = CommandCall::GetJobs(pb::JobQuery {
+        filter: Some(pb::JobFilter {
+            states: Some(pb::StateList {
+                states: vec!["ZOMBIE".into()],
+            }),
+            ..Default::default()
+        }),
+    });
+    match send(bad.clone(), &sign(TEST_UID, &bad)) {
+        Response::Error(e) => {
+            assert_eq!(e.error, SlurmError::ProtocolError);
+            assert!(e.detail.unwrap_or_default().contains("filter.states"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Nothing of the above touched the job, and no other job came.
+    let jobs = t.jobs();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0].state, JobState::Pending);
+}
+
 #[test]
 fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
     let t = TestCluster::start(1, |s| {

@@ -1,0 +1,873 @@
+//! The commands' requests to the controller for jobs and steps in their
+//! gRPC form ([`CommandCall`]), and the conversions of the job messages.
+//!
+//! A job listing carries each job without its script, arguments and
+//! environment: no command shows them, and they are most of a job's bytes.
+
+use super::{missing, pb, ConvError};
+use crate::{
+    ArrayInfo, CancelFilter, HoldKind, JobDesc, JobFilter, JobReason, JobRecord, JobState,
+    RequestBody, Response, RpcError, SlurmError, StateSel, StepRecord, StepRequest,
+};
+
+impl From<JobDesc> for pb::JobDesc {
+    fn from(d: JobDesc) -> Self {
+        pb::JobDesc {
+            name: d.name,
+            partition: d.partition,
+            account: d.account,
+            qos: d.qos,
+            time_limit: d.time_limit.flatten(),
+            time_unlimited: matches!(d.time_limit, Some(None)),
+            min_nodes: d.min_nodes,
+            max_nodes: d.max_nodes,
+            ntasks: d.ntasks,
+            cpus_per_task: d.cpus_per_task,
+            ntasks_per_node: d.ntasks_per_node,
+            mem_per_node: d.mem_per_node,
+            mem_per_cpu: d.mem_per_cpu,
+            req_nodes: d.req_nodes,
+            exc_nodes: d.exc_nodes,
+            exclusive: d.exclusive,
+            hold: d.hold,
+            begin_time: d.begin_time,
+            nice: d.nice,
+            requeue: d.requeue,
+            work_dir: d.work_dir,
+            std_out: d.std_out,
+            std_err: d.std_err,
+            std_in: d.std_in,
+            script: d.script,
+            argv: d.argv,
+            environment: d.environment,
+            submit_host: d.submit_host,
+            command: d.command,
+            comment: d.comment,
+            array: d.array,
+            dependency: d.dependency,
+            reservation: d.reservation,
+            external: d.external,
+            gres: d.gres,
+            gpus: d.gpus,
+            gpus_per_node: d.gpus_per_node,
+            gpus_per_task: d.gpus_per_task,
+            constraint: d.constraint,
+            licenses: d.licenses,
+            admin_comment: d.admin_comment,
+            cpus_per_gpu: d.cpus_per_gpu,
+            mem_per_gpu: d.mem_per_gpu,
+            switches: d.switches,
+            wait4switch: d.wait4switch,
+            segment: d.segment,
+            exclusive_topo: d.exclusive_topo,
+            oversubscribe: d.oversubscribe,
+            contiguous: d.contiguous,
+            sockets_per_node: d.sockets_per_node,
+            cores_per_socket: d.cores_per_socket,
+            threads_per_core: d.threads_per_core,
+            ntasks_per_socket: d.ntasks_per_socket,
+        }
+    }
+}
+
+impl From<pb::JobDesc> for JobDesc {
+    fn from(d: pb::JobDesc) -> Self {
+        JobDesc {
+            name: d.name,
+            partition: d.partition,
+            account: d.account,
+            qos: d.qos,
+            time_limit: match (d.time_unlimited, d.time_limit) {
+                (true, _) => Some(None),
+                (false, t) => t.map(Some),
+            },
+            min_nodes: d.min_nodes,
+            max_nodes: d.max_nodes,
+            ntasks: d.ntasks,
+            cpus_per_task: d.cpus_per_task,
+            ntasks_per_node: d.ntasks_per_node,
+            mem_per_node: d.mem_per_node,
+            mem_per_cpu: d.mem_per_cpu,
+            req_nodes: d.req_nodes,
+            exc_nodes: d.exc_nodes,
+            exclusive: d.exclusive,
+            hold: d.hold,
+            begin_time: d.begin_time,
+            nice: d.nice,
+            requeue: d.requeue,
+            work_dir: d.work_dir,
+            std_out: d.std_out,
+            std_err: d.std_err,
+            std_in: d.std_in,
+            script: d.script,
+            argv: d.argv,
+            environment: d.environment,
+            submit_host: d.submit_host,
+            command: d.command,
+            comment: d.comment,
+            array: d.array,
+            dependency: d.dependency,
+            reservation: d.reservation,
+            external: d.external,
+            gres: d.gres,
+            gpus: d.gpus,
+            gpus_per_node: d.gpus_per_node,
+            gpus_per_task: d.gpus_per_task,
+            constraint: d.constraint,
+            licenses: d.licenses,
+            admin_comment: d.admin_comment,
+            cpus_per_gpu: d.cpus_per_gpu,
+            mem_per_gpu: d.mem_per_gpu,
+            switches: d.switches,
+            wait4switch: d.wait4switch,
+            segment: d.segment,
+            exclusive_topo: d.exclusive_topo,
+            oversubscribe: d.oversubscribe,
+            contiguous: d.contiguous,
+            sockets_per_node: d.sockets_per_node,
+            cores_per_socket: d.cores_per_socket,
+            threads_per_core: d.threads_per_core,
+            ntasks_per_socket: d.ntasks_per_socket,
+        }
+    }
+}
+
+/// The job state a long name gives, or which field was wrong.
+fn state(name: &str, field: &'static str) -> Result<JobState, ConvError> {
+    crate::ALL_JOB_STATES
+        .into_iter()
+        .find(|s| s.name() == name)
+        .ok_or_else(|| ConvError {
+            field,
+            why: format!("unknown job state {name:?}"),
+        })
+}
+
+impl From<ArrayInfo> for pb::ArrayInfo {
+    fn from(a: ArrayInfo) -> Self {
+        pb::ArrayInfo {
+            job_id: a.job_id,
+            task_id: a.task_id,
+            task_count: a.task_count,
+            task_min: a.task_min,
+            task_max: a.task_max,
+            task_step: a.task_step,
+            max_running: a.max_running,
+        }
+    }
+}
+
+impl From<pb::ArrayInfo> for ArrayInfo {
+    fn from(a: pb::ArrayInfo) -> Self {
+        ArrayInfo {
+            job_id: a.job_id,
+            task_id: a.task_id,
+            task_count: a.task_count,
+            task_min: a.task_min,
+            task_max: a.task_max,
+            task_step: a.task_step,
+            max_running: a.max_running,
+        }
+    }
+}
+
+impl From<&StepRecord> for pb::StepRecord {
+    fn from(s: &StepRecord) -> Self {
+        pb::StepRecord {
+            step_id: s.step_id,
+            name: s.name.clone(),
+            state: s.state.name().to_string(),
+            nodes: s.nodes.clone(),
+            ntasks: s.ntasks,
+            tasks_per_node: s.tasks_per_node.clone(),
+            cpus_per_task: s.cpus_per_task,
+            start_time: s.start_time,
+            end_time: s.end_time,
+            exit_status: s.exit_status,
+            usage: s.usage.map(Into::into),
+            usage_node: s.usage_node.clone(),
+        }
+    }
+}
+
+impl TryFrom<pb::StepRecord> for StepRecord {
+    type Error = ConvError;
+    fn try_from(s: pb::StepRecord) -> Result<Self, ConvError> {
+        Ok(StepRecord {
+            step_id: s.step_id,
+            name: s.name,
+            state: state(&s.state, "step.state")?,
+            nodes: s.nodes,
+            ntasks: s.ntasks,
+            tasks_per_node: s.tasks_per_node,
+            cpus_per_task: s.cpus_per_task,
+            start_time: s.start_time,
+            end_time: s.end_time,
+            exit_status: s.exit_status,
+            usage: s.usage.map(Into::into),
+            usage_node: s.usage_node,
+        })
+    }
+}
+
+/// A job as a listing sends it: everything but its script, arguments and
+/// environment.
+impl From<&JobRecord> for pb::JobRecord {
+    fn from(j: &JobRecord) -> Self {
+        let d = &j.desc;
+        let desc = JobDesc {
+            script: String::new(),
+            argv: Vec::new(),
+            environment: Vec::new(),
+            ..d.clone()
+        };
+        pb::JobRecord {
+            job_id: j.job_id,
+            name: j.name.clone(),
+            user_id: j.user_id,
+            user_name: j.user_name.clone(),
+            group_id: j.group_id,
+            group_name: j.group_name.clone(),
+            account: j.account.clone(),
+            qos: j.qos.clone(),
+            partition: j.partition.clone(),
+            priority: j.priority,
+            state: j.state.name().to_string(),
+            completing: j.completing,
+            reason: j.reason.to_string(),
+            time_limit: j.time_limit,
+            submit_time: j.submit_time,
+            eligible_time: j.eligible_time,
+            start_time: j.start_time,
+            end_time: j.end_time,
+            last_sched_eval: j.last_sched_eval,
+            exit_status: j.exit_status,
+            restarts: j.restarts,
+            batch_host: j.batch_host.clone(),
+            alloc: Some(j.alloc.clone().into()),
+            completing_nodes: j.completing_nodes.clone(),
+            desc: Some(desc.into()),
+            num_tasks: j.num_tasks,
+            req_cpus: j.req_cpus,
+            min_nodes: j.min_nodes,
+            max_nodes: j.max_nodes,
+            held: match j.held {
+                None => pb::HoldKind::HoldNone,
+                Some(HoldKind::User) => pb::HoldKind::HoldUser,
+                Some(HoldKind::Admin) => pb::HoldKind::HoldAdmin,
+            } as i32,
+            cancelled: j.cancelled,
+            timed_out: j.timed_out,
+            node_failed: j.node_failed,
+            array: j.array.clone().map(Into::into),
+            dependency: j.dependency.clone(),
+            steps: j.steps.iter().map(Into::into).collect(),
+            batch: j.batch,
+            cancelled_by: j.cancelled_by,
+            suspend_time: j.suspend_time,
+            suspended_secs: j.suspended_secs,
+            preempt_suspended: j.preempt_suspended,
+            gang_suspended: j.gang_suspended,
+        }
+    }
+}
+
+impl TryFrom<pb::JobRecord> for JobRecord {
+    type Error = ConvError;
+    fn try_from(j: pb::JobRecord) -> Result<Self, ConvError> {
+        let held = match pb::HoldKind::try_from(j.held) {
+            Ok(pb::HoldKind::HoldNone) => None,
+            Ok(pb::HoldKind::HoldUser) => Some(HoldKind::User),
+            Ok(pb::HoldKind::HoldAdmin) => Some(HoldKind::Admin),
+            Err(_) => {
+                return Err(ConvError {
+                    field: "job.held",
+                    why: format!("unknown hold kind {}", j.held),
+                })
+            }
+        };
+        Ok(JobRecord {
+            job_id: j.job_id,
+            name: j.name,
+            user_id: j.user_id,
+            user_name: j.user_name,
+            group_id: j.group_id,
+            group_name: j.group_name,
+            account: j.account,
+            qos: j.qos,
+            partition: j.partition,
+            priority: j.priority,
+            state: state(&j.state, "job.state")?,
+            completing: j.completing,
+            reason: JobReason::from_name(&j.reason),
+            time_limit: j.time_limit,
+            submit_time: j.submit_time,
+            eligible_time: j.eligible_time,
+            start_time: j.start_time,
+            end_time: j.end_time,
+            last_sched_eval: j.last_sched_eval,
+            exit_status: j.exit_status,
+            restarts: j.restarts,
+            batch_host: j.batch_host,
+            alloc: j.alloc.ok_or_else(|| missing("job.alloc"))?.into(),
+            completing_nodes: j.completing_nodes,
+            desc: j.desc.ok_or_else(|| missing("job.desc"))?.into(),
+            num_tasks: j.num_tasks,
+            req_cpus: j.req_cpus,
+            min_nodes: j.min_nodes,
+            max_nodes: j.max_nodes,
+            held,
+            cancelled: j.cancelled,
+            timed_out: j.timed_out,
+            node_failed: j.node_failed,
+            array: j.array.map(Into::into),
+            dependency: j.dependency,
+            steps: j
+                .steps
+                .into_iter()
+                .map(TryInto::try_into)
+                .collect::<Result<_, _>>()?,
+            batch: j.batch,
+            cancelled_by: j.cancelled_by,
+            suspend_time: j.suspend_time,
+            suspended_secs: j.suspended_secs,
+            preempt_suspended: j.preempt_suspended,
+            gang_suspended: j.gang_suspended,
+        })
+    }
+}
+
+/// The name `squeue -t CG` selects by.
+const COMPLETING: &str = "COMPLETING";
+
+impl From<JobFilter> for pb::JobFilter {
+    fn from(f: JobFilter) -> Self {
+        pb::JobFilter {
+            job_ids: f.job_ids,
+            users: f.users,
+            states: f.states.map(|l| pb::StateList {
+                states: l
+                    .into_iter()
+                    .map(|s| match s {
+                        StateSel::Completing => COMPLETING.to_string(),
+                        StateSel::State(st) => st.name().to_string(),
+                    })
+                    .collect(),
+            }),
+            partitions: f.partitions,
+            names: f.names,
+            accounts: f.accounts,
+            qos: f.qos,
+        }
+    }
+}
+
+impl TryFrom<pb::JobFilter> for JobFilter {
+    type Error = ConvError;
+    fn try_from(f: pb::JobFilter) -> Result<Self, ConvError> {
+        let states = match f.states {
+            None => None,
+            Some(l) => Some(
+                l.states
+                    .iter()
+                    .map(|s| match s.as_str() {
+                        COMPLETING => Ok(StateSel::Completing),
+                        other => state(other, "filter.states").map(StateSel::State),
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
+        Ok(JobFilter {
+            job_ids: f.job_ids,
+            users: f.users,
+            states,
+            partitions: f.partitions,
+            names: f.names,
+            accounts: f.accounts,
+            qos: f.qos,
+        })
+    }
+}
+
+impl From<CancelFilter> for pb::CancelFilter {
+    fn from(f: CancelFilter) -> Self {
+        pb::CancelFilter {
+            job_ids: f.job_ids,
+            user: f.user,
+            states: f.states.iter().map(|s| s.name().to_string()).collect(),
+            name: f.name,
+            partition: f.partition,
+            signal: f.signal,
+        }
+    }
+}
+
+impl TryFrom<pb::CancelFilter> for CancelFilter {
+    type Error = ConvError;
+    fn try_from(f: pb::CancelFilter) -> Result<Self, ConvError> {
+        Ok(CancelFilter {
+            job_ids: f.job_ids,
+            user: f.user,
+            states: f
+                .states
+                .iter()
+                .map(|s| state(s, "cancel.states"))
+                .collect::<Result<_, _>>()?,
+            name: f.name,
+            partition: f.partition,
+            signal: f.signal,
+        })
+    }
+}
+
+impl From<StepRequest> for pb::StepRequest {
+    fn from(r: StepRequest) -> Self {
+        pb::StepRequest {
+            job_id: r.job_id,
+            name: r.name,
+            ntasks: r.ntasks,
+            min_nodes: r.min_nodes,
+            max_nodes: r.max_nodes,
+            cpus_per_task: r.cpus_per_task,
+            ntasks_per_node: r.ntasks_per_node,
+            nodelist: r.nodelist,
+            exclude: r.exclude,
+            distribution: r.distribution,
+        }
+    }
+}
+
+impl From<pb::StepRequest> for StepRequest {
+    fn from(r: pb::StepRequest) -> Self {
+        StepRequest {
+            job_id: r.job_id,
+            name: r.name,
+            ntasks: r.ntasks,
+            min_nodes: r.min_nodes,
+            max_nodes: r.max_nodes,
+            cpus_per_task: r.cpus_per_task,
+            ntasks_per_node: r.ntasks_per_node,
+            nodelist: r.nodelist,
+            exclude: r.exclude,
+            distribution: r.distribution,
+        }
+    }
+}
+
+/// A command's request to the controller in its gRPC form.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CommandCall {
+    Ping(pb::Empty),
+    SubmitJob(Box<pb::JobDesc>),
+    TestJob(Box<pb::JobDesc>),
+    AllocateJob(Box<pb::JobDesc>),
+    GetJobs(pb::JobQuery),
+    CancelJobs(pb::CancelFilter),
+    CompleteJob(pb::CompleteJobRequest),
+    CreateStep(pb::StepRequest),
+    StepComplete(pb::StepCompleteRequest),
+    CancelStep(pb::CancelStepRequest),
+}
+
+/// The full gRPC path of each command method of `Controller`.
+pub mod command_method {
+    pub const PING: &str = "/slurm.v1.Controller/Ping";
+    pub const SUBMIT_JOB: &str = "/slurm.v1.Controller/SubmitJob";
+    pub const TEST_JOB: &str = "/slurm.v1.Controller/TestJob";
+    pub const ALLOCATE_JOB: &str = "/slurm.v1.Controller/AllocateJob";
+    pub const GET_JOBS: &str = "/slurm.v1.Controller/GetJobs";
+    pub const CANCEL_JOBS: &str = "/slurm.v1.Controller/CancelJobs";
+    pub const COMPLETE_JOB: &str = "/slurm.v1.Controller/CompleteJob";
+    pub const CREATE_STEP: &str = "/slurm.v1.Controller/CreateStep";
+    pub const STEP_COMPLETE: &str = "/slurm.v1.Controller/StepComplete";
+    pub const CANCEL_STEP: &str = "/slurm.v1.Controller/CancelStep";
+}
+
+impl CommandCall {
+    /// The request in its gRPC form; `Err` gives back a body that still
+    /// travels as a framed request.
+    pub fn from_body(body: RequestBody) -> Result<CommandCall, Box<RequestBody>> {
+        Ok(match body {
+            RequestBody::Ping => CommandCall::Ping(pb::Empty {}),
+            RequestBody::SubmitBatchJob(d) => CommandCall::SubmitJob(Box::new(d.into())),
+            RequestBody::TestJob(d) => CommandCall::TestJob(Box::new(d.into())),
+            RequestBody::AllocateJob(d) => CommandCall::AllocateJob(Box::new(d.into())),
+            RequestBody::GetJobs => CommandCall::GetJobs(pb::JobQuery { filter: None }),
+            RequestBody::GetJobsMatching(f) => CommandCall::GetJobs(pb::JobQuery {
+                filter: Some(f.into()),
+            }),
+            RequestBody::Cancel(f) => CommandCall::CancelJobs(f.into()),
+            RequestBody::CompleteJob { job_id, status } => {
+                CommandCall::CompleteJob(pb::CompleteJobRequest { job_id, status })
+            }
+            RequestBody::CreateStep(r) => CommandCall::CreateStep(r.into()),
+            RequestBody::StepComplete {
+                job_id,
+                step_id,
+                status,
+            } => CommandCall::StepComplete(pb::StepCompleteRequest {
+                job_id,
+                step_id,
+                status,
+            }),
+            RequestBody::CancelStep {
+                job_id,
+                step_id,
+                signal,
+            } => CommandCall::CancelStep(pb::CancelStepRequest {
+                job_id,
+                step_id,
+                signal,
+            }),
+            other => return Err(Box::new(other)),
+        })
+    }
+
+    /// The request as the controller acts on it.
+    pub fn into_body(self) -> Result<RequestBody, ConvError> {
+        Ok(match self {
+            CommandCall::Ping(_) => RequestBody::Ping,
+            CommandCall::SubmitJob(d) => RequestBody::SubmitBatchJob((*d).into()),
+            CommandCall::TestJob(d) => RequestBody::TestJob((*d).into()),
+            CommandCall::AllocateJob(d) => RequestBody::AllocateJob((*d).into()),
+            CommandCall::GetJobs(q) => match q.filter {
+                None => RequestBody::GetJobs,
+                Some(f) => RequestBody::GetJobsMatching(f.try_into()?),
+            },
+            CommandCall::CancelJobs(f) => RequestBody::Cancel(f.try_into()?),
+            CommandCall::CompleteJob(c) => RequestBody::CompleteJob {
+                job_id: c.job_id,
+                status: c.status,
+            },
+            CommandCall::CreateStep(r) => RequestBody::CreateStep(r.into()),
+            CommandCall::StepComplete(s) => RequestBody::StepComplete {
+                job_id: s.job_id,
+                step_id: s.step_id,
+                status: s.status,
+            },
+            CommandCall::CancelStep(c) => RequestBody::CancelStep {
+                job_id: c.job_id,
+                step_id: c.step_id,
+                signal: c.signal,
+            },
+        })
+    }
+
+    /// The method's full gRPC path.
+    pub fn method(&self) -> &'static str {
+        use command_method::*;
+        match self {
+            CommandCall::Ping(_) => PING,
+            CommandCall::SubmitJob(_) => SUBMIT_JOB,
+            CommandCall::TestJob(_) => TEST_JOB,
+            CommandCall::AllocateJob(_) => ALLOCATE_JOB,
+            CommandCall::GetJobs(_) => GET_JOBS,
+            CommandCall::CancelJobs(_) => CANCEL_JOBS,
+            CommandCall::CompleteJob(_) => COMPLETE_JOB,
+            CommandCall::CreateStep(_) => CREATE_STEP,
+            CommandCall::StepComplete(_) => STEP_COMPLETE,
+            CommandCall::CancelStep(_) => CANCEL_STEP,
+        }
+    }
+
+    /// The message's protobuf bytes (what a credential's body hash covers).
+    pub fn encode(&self) -> Vec<u8> {
+        use prost::Message;
+        match self {
+            CommandCall::Ping(m) => m.encode_to_vec(),
+            CommandCall::SubmitJob(m) | CommandCall::TestJob(m) | CommandCall::AllocateJob(m) => {
+                m.encode_to_vec()
+            }
+            CommandCall::GetJobs(m) => m.encode_to_vec(),
+            CommandCall::CancelJobs(m) => m.encode_to_vec(),
+            CommandCall::CompleteJob(m) => m.encode_to_vec(),
+            CommandCall::CreateStep(m) => m.encode_to_vec(),
+            CommandCall::StepComplete(m) => m.encode_to_vec(),
+            CommandCall::CancelStep(m) => m.encode_to_vec(),
+        }
+    }
+}
+
+fn error_reply(error: SlurmError, detail: Option<String>) -> pb::command_reply::Result {
+    pb::command_reply::Result::Error(RpcError { error, detail }.into())
+}
+
+/// The controller's answer to a command in its gRPC form. (Job listings
+/// are made from the controller's records directly: [`job_list`].)
+pub fn command_reply(r: Response) -> pb::CommandReply {
+    use pb::command_reply::Result as R;
+    let result = match r {
+        Response::Ok => R::Ok(pb::Empty {}),
+        Response::Error(e) => error_reply(e.error, e.detail),
+        Response::Pong { controller } => R::Pong(pb::Pong { controller }),
+        Response::Submitted { job_id } => R::Submitted(pb::Submitted { job_id }),
+        Response::TestResult {
+            job_id,
+            start_time,
+            cpus,
+            nodes,
+            partition,
+        } => R::Test(pb::TestResult {
+            job_id,
+            start_time,
+            cpus,
+            nodes,
+            partition,
+        }),
+        Response::Jobs { jobs, last_update } => R::Jobs(job_list(jobs.iter(), last_update)),
+        Response::Cancelled(outcomes) => R::Cancelled(pb::CancelOutcomes {
+            jobs: outcomes
+                .into_iter()
+                .map(|(job_id, e)| pb::CancelOutcome {
+                    job_id,
+                    error: e.map(SlurmError::code),
+                })
+                .collect(),
+        }),
+        Response::StepCreated(l) => R::Step((*l).into()),
+        other => error_reply(
+            SlurmError::InternalError,
+            Some(format!("unexpected answer {other:?}")),
+        ),
+    };
+    pb::CommandReply {
+        result: Some(result),
+    }
+}
+
+/// A listing of `jobs` (without scripts, arguments and environments).
+pub fn job_list<'a>(jobs: impl Iterator<Item = &'a JobRecord>, last_update: i64) -> pb::JobList {
+    pb::JobList {
+        jobs: jobs.map(Into::into).collect(),
+        last_update,
+    }
+}
+
+/// The controller's gRPC answer to a command as a [`Response`] (a message
+/// that does not convert is a protocol error, naming the field).
+pub fn command_response(r: pb::CommandReply) -> Response {
+    use pb::command_reply::Result as R;
+    let protocol = |why: String| {
+        Response::Error(RpcError {
+            error: SlurmError::ProtocolError,
+            detail: Some(why),
+        })
+    };
+    match r.result {
+        Some(R::Ok(_)) => Response::Ok,
+        Some(R::Error(e)) => Response::Error(e.into()),
+        Some(R::Pong(p)) => Response::Pong {
+            controller: p.controller,
+        },
+        Some(R::Submitted(s)) => Response::Submitted { job_id: s.job_id },
+        Some(R::Test(t)) => Response::TestResult {
+            job_id: t.job_id,
+            start_time: t.start_time,
+            cpus: t.cpus,
+            nodes: t.nodes,
+            partition: t.partition,
+        },
+        Some(R::Jobs(l)) => match l
+            .jobs
+            .into_iter()
+            .map(JobRecord::try_from)
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(jobs) => Response::Jobs {
+                jobs,
+                last_update: l.last_update,
+            },
+            Err(e) => protocol(e.to_string()),
+        },
+        Some(R::Cancelled(c)) => Response::Cancelled(
+            c.jobs
+                .into_iter()
+                .map(|o| (o.job_id, o.error.map(SlurmError::from_code)))
+                .collect(),
+        ),
+        Some(R::Step(l)) => match l.try_into() {
+            Ok(l) => Response::StepCreated(Box::new(l)),
+            Err(e) => protocol(e.to_string()),
+        },
+        None => protocol("empty answer".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desc() -> JobDesc {
+        JobDesc {
+            name: Some("n".into()),
+            time_limit: Some(None),
+            nice: Some(-5),
+            requeue: Some(false),
+            req_nodes: vec!["a1".into(), "a2".into()],
+            script: "#!/bin/sh\ntrue\n".into(),
+            environment: vec!["A=1".into()],
+            mem_per_gpu: Some(1024),
+            exclusive_topo: true,
+            ntasks_per_socket: Some(2),
+            ..Default::default()
+        }
+    }
+
+    fn job(id: u32) -> JobRecord {
+        JobRecord {
+            job_id: id,
+            name: "n".into(),
+            user_id: 1000,
+            user_name: "u".into(),
+            group_id: 1000,
+            group_name: "g".into(),
+            account: "a".into(),
+            qos: "normal".into(),
+            partition: "p".into(),
+            priority: 3,
+            state: JobState::Pending,
+            completing: true,
+            reason: JobReason::Priority,
+            time_limit: Some(10),
+            submit_time: 100,
+            eligible_time: Some(101),
+            start_time: None,
+            end_time: Some(5),
+            last_sched_eval: Some(102),
+            exit_status: 256,
+            restarts: 2,
+            batch_host: Some("a1".into()),
+            alloc: crate::Allocation {
+                nodes: vec!["a1".into()],
+                cpus: vec![2],
+                mem: vec![100],
+                tasks: vec![1],
+                gres: vec![vec![crate::GresAlloc {
+                    name: "gpu".into(),
+                    kind: Some("a100".into()),
+                    indices: vec![0, 3],
+                }]],
+            },
+            completing_nodes: vec!["a1".into()],
+            desc: desc(),
+            num_tasks: 1,
+            req_cpus: 2,
+            min_nodes: 1,
+            max_nodes: 4,
+            held: None,
+            cancelled: true,
+            timed_out: true,
+            node_failed: true,
+            array: None,
+            dependency: Some("afterok:3".into()),
+            steps: Vec::new(),
+            batch: false,
+            cancelled_by: Some(0),
+            suspend_time: Some(7),
+            suspended_secs: 8,
+            preempt_suspended: true,
+            gang_suspended: true,
+        }
+    }
+
+    #[test]
+    fn a_submission_converts_both_ways_unchanged() {
+        for limit in [None, Some(None), Some(Some(30))] {
+            let d = JobDesc {
+                time_limit: limit,
+                ..desc()
+            };
+            let call = CommandCall::from_body(RequestBody::SubmitBatchJob(d.clone())).unwrap();
+            assert_eq!(call.method(), command_method::SUBMIT_JOB);
+            match call.into_body().unwrap() {
+                RequestBody::SubmitBatchJob(back) => assert_eq!(back, d, "limit {limit:?}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_listed_job_keeps_everything_but_its_script_and_environment() {
+        let mut j = job(7);
+        j.held = Some(HoldKind::Admin);
+        j.reason = JobReason::Other("QOSMaxJobsPerUserLimit".into());
+        j.array = Some(ArrayInfo {
+            job_id: 5,
+            task_id: 2,
+            task_count: 3,
+            task_min: 0,
+            task_max: 2,
+            task_step: None,
+            max_running: Some(1),
+        });
+        j.steps.push(StepRecord {
+            step_id: 0,
+            name: "s".into(),
+            state: JobState::Completed,
+            nodes: vec!["a1".into()],
+            ntasks: 1,
+            tasks_per_node: vec![1],
+            cpus_per_task: 1,
+            start_time: 1,
+            end_time: Some(2),
+            exit_status: 0,
+            usage: None,
+            usage_node: None,
+        });
+        let back = match command_response(command_reply(Response::Jobs {
+            jobs: vec![j.clone()],
+            last_update: 9,
+        })) {
+            Response::Jobs { jobs, last_update } => {
+                assert_eq!(last_update, 9);
+                jobs.into_iter().next().unwrap()
+            }
+            other => panic!("{other:?}"),
+        };
+        let mut want = j;
+        want.desc.script.clear();
+        want.desc.environment.clear();
+        assert_eq!(back, want);
+    }
+
+    #[test]
+    fn bad_states_and_hold_kinds_are_named() {
+        let f = pb::JobFilter {
+            states: Some(pb::StateList {
+                states: vec!["RUNNING".into(), "SLEEPING".into()],
+            }),
+            ..Default::default()
+        };
+        let e = CommandCall::GetJobs(pb::JobQuery { filter: Some(f) })
+            .into_body()
+            .unwrap_err();
+        assert_eq!(e.field, "filter.states");
+        let mut j: pb::JobRecord = (&job(1)).into();
+        j.held = 7;
+        assert_eq!(JobRecord::try_from(j).unwrap_err().field, "job.held");
+    }
+
+    #[test]
+    fn errors_that_share_slurm_numbers_stay_apart() {
+        for e in SlurmError::ALL {
+            let back = command_response(command_reply(Response::Error(e.into())));
+            assert!(
+                matches!(back, Response::Error(ref r) if r.error == e),
+                "{e:?} came back as {back:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn filters_keep_completing_and_the_default_apart() {
+        for states in [None, Some(vec![]), Some(vec![StateSel::Completing])] {
+            let f = JobFilter {
+                job_ids: vec![3],
+                states: states.clone(),
+                ..Default::default()
+            };
+            let back: JobFilter = pb::JobFilter::from(f.clone()).try_into().unwrap();
+            assert_eq!(back, f, "{states:?}");
+        }
+    }
+}
