@@ -512,6 +512,30 @@ pub fn generate_key(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A credential that carries a user's JWT instead of a signature (passed
+/// on by a slurmrestd holding no key): with `jwt_key` (`AuthAltTypes=
+/// auth/jwt`), the token is checked and the credential then acts as the
+/// user it names, until the token expires.
+pub fn take_token(
+    cred: &mut Credential,
+    jwt_key: Option<&[u8]>,
+    now: i64,
+) -> Result<(), AuthError> {
+    let Some(jk) = jwt_key else {
+        return Err(AuthError::Token(
+            "tokens are not accepted here (AuthAltTypes=auth/jwt)".into(),
+        ));
+    };
+    let claims = crate::jwt::verify_token(jk, &cred.token, now)
+        .map_err(|e| AuthError::Token(e.to_string()))?;
+    let user = crate::users::user_by_name(&claims.sun)
+        .ok_or_else(|| AuthError::Token(format!("unknown user {}", claims.sun)))?;
+    cred.uid = user.uid;
+    cred.gid = user.gid;
+    cred.expires = claims.exp;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -240,6 +240,10 @@ pub async fn call_command(
             CommandCall::CreateStep(m) => client.create_step(with_cred(m, cred, within)).await,
             CommandCall::StepComplete(m) => client.step_complete(with_cred(m, cred, within)).await,
             CommandCall::CancelStep(m) => client.cancel_step(with_cred(m, cred, within)).await,
+            CommandCall::GetNodes(m) => client.get_nodes(with_cred(m, cred, within)).await,
+            CommandCall::GetPartitions(m) => {
+                client.get_partitions(with_cred(m, cred, within)).await
+            }
         }
     };
     Ok(command_response(within_time(fut, within, server).await?))
@@ -535,19 +539,47 @@ pub fn verify_call<T: Message>(
     now: i64,
     seen: &ReplayCache,
 ) -> Result<Credential, NetError> {
+    verify_call_or_token(req, method, me, key, None, now, seen)
+}
+
+/// [`verify_call`] that also takes a user's JWT in place of a signature
+/// when `jwt_key` is given (`AuthAltTypes=auth/jwt`: a slurmrestd holding
+/// no key passes its client's token on); the call then acts as the user
+/// the token names.
+pub fn verify_call_or_token<T: Message>(
+    req: &tonic::Request<T>,
+    method: &str,
+    me: &str,
+    key: &Key,
+    jwt_key: Option<&[u8]>,
+    now: i64,
+    seen: &ReplayCache,
+) -> Result<Credential, NetError> {
     // The message as it will be acted on: fields this side does not know
     // are gone from it, so such a request does not match its signature.
     let body = req.get_ref().encode_to_vec();
-    verify_cred(
+    check_cred(
         req.metadata(),
         req.extensions(),
-        method,
-        &body,
-        me,
-        key,
+        Checked {
+            method,
+            body: &body,
+            me,
+            key,
+            jwt_key,
+        },
         now,
         seen,
     )
+}
+
+/// What a credential is checked against.
+struct Checked<'a> {
+    method: &'a str,
+    body: &'a [u8],
+    me: &'a str,
+    key: &'a Key,
+    jwt_key: Option<&'a [u8]>,
 }
 
 /// [`verify_call`] for a call whose first message (`body`, as this side
@@ -563,20 +595,38 @@ pub fn verify_cred(
     now: i64,
     seen: &ReplayCache,
 ) -> Result<Credential, NetError> {
+    let what = Checked {
+        method,
+        body,
+        me,
+        key,
+        jwt_key: None,
+    };
+    check_cred(metadata, extensions, what, now, seen)
+}
+
+fn check_cred(
+    metadata: &tonic::metadata::MetadataMap,
+    extensions: &tonic::Extensions,
+    what: Checked<'_>,
+    now: i64,
+    seen: &ReplayCache,
+) -> Result<Credential, NetError> {
     let raw = metadata
         .get_bin(CRED_METADATA)
         .ok_or(AuthError::Missing)?
         .to_bytes()
         .map_err(|_| AuthError::BadSignature)?;
-    let cred: Credential = pb::Credential::decode(raw.as_ref())
+    let mut cred: Credential = pb::Credential::decode(raw.as_ref())
         .map_err(|_| AuthError::BadSignature)?
         .into();
     if !cred.token.is_empty() {
-        return Err(AuthError::Token("tokens are not accepted here".into()).into());
+        crate::auth::take_token(&mut cred, what.jwt_key, now)?;
+    } else {
+        let b = Binding::for_message(what.method, what.body, what.me);
+        what.key.verify(&cred, now, &b)?;
+        seen.check(&cred, now)?;
     }
-    let b = Binding::for_message(method, body, me);
-    key.verify(&cred, now, &b)?;
-    seen.check(&cred, now)?;
     if let Some(a) = extensions.get::<Arc<Activity>>() {
         if !a.claim(cred.uid) {
             return Err(NetError::Rpc {

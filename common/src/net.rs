@@ -492,21 +492,8 @@ impl Envelope {
         now: i64,
         seen: &crate::auth::ReplayCache,
     ) -> Result<(slurm_proto::Credential, B), NetError> {
-        use crate::auth::AuthError;
         if !self.cred.token.is_empty() {
-            let Some(jk) = jwt_key else {
-                return Err(AuthError::Token(
-                    "tokens are not accepted here (AuthAltTypes=auth/jwt)".into(),
-                )
-                .into());
-            };
-            let claims = crate::jwt::verify_token(jk, &self.cred.token, now)
-                .map_err(|e| AuthError::Token(e.to_string()))?;
-            let user = crate::users::user_by_name(&claims.sun)
-                .ok_or_else(|| AuthError::Token(format!("unknown user {}", claims.sun)))?;
-            self.cred.uid = user.uid;
-            self.cred.gid = user.gid;
-            self.cred.expires = claims.exp;
+            crate::auth::take_token(&mut self.cred, jwt_key, now)?;
         } else {
             let b = crate::auth::Binding::for_bytes(self.body.get().as_bytes(), me);
             key.verify(&self.cred, now, &b)?;

@@ -874,7 +874,8 @@ impl CtldService {
             return refused(Response::Error(SlurmError::InternalError.into()));
         };
         let to = slurm_common::auth::TO_CTLD;
-        let cred = match grpc::verify_call(&req, method, to, &s.key, now(), &s.seen) {
+        let jwt = s.jwt_key.as_deref();
+        let cred = match grpc::verify_call_or_token(&req, method, to, &s.key, jwt, now(), &s.seen) {
             Ok(c) => c,
             Err(e) => {
                 tracing::info!(from = %caller.addr, "refused request: {e}");
@@ -906,6 +907,30 @@ impl CtldService {
             RequestBody::GetJobsMatching(ref f) => pb::CommandReply {
                 result: Some(pb::command_reply::Result::Jobs(s.job_listing(uid, Some(f)))),
             },
+            RequestBody::GetNodes => {
+                let snap = s.snapshot();
+                command_reply(if s.private_to(&snap, snap.private.nodes, uid).is_some() {
+                    Response::Error(SlurmError::AccessDenied.into())
+                } else {
+                    Response::Nodes {
+                        nodes: snap.nodes.clone(),
+                        last_update: snap.last_update,
+                    }
+                })
+            }
+            RequestBody::GetPartitions => {
+                let snap = s.snapshot();
+                command_reply(
+                    if s.private_to(&snap, snap.private.partitions, uid).is_some() {
+                        Response::Error(SlurmError::AccessDenied.into())
+                    } else {
+                        Response::Partitions {
+                            partitions: snap.partitions.clone(),
+                            last_update: snap.last_update,
+                        }
+                    },
+                )
+            }
             _ => command_reply(s.to_writer(req).await),
         };
         if let Ok(mut st) = s.rpc_stats.lock() {
@@ -1060,5 +1085,17 @@ impl pb::controller_server::Controller for CtldService {
     async fn cancel_step(&self, r: tonic::Request<pb::CancelStepRequest>) -> Commanded {
         self.command(r, command_method::CANCEL_STEP, CommandCall::CancelStep)
             .await
+    }
+    async fn get_nodes(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::GET_NODES, CommandCall::GetNodes)
+            .await
+    }
+    async fn get_partitions(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(
+            r,
+            command_method::GET_PARTITIONS,
+            CommandCall::GetPartitions,
+        )
+        .await
     }
 }

@@ -205,31 +205,28 @@ impl JobReason {
     /// The reason a text names (what [`fmt::Display`] writes): a known name
     /// is its variant, anything else `Other`.
     pub fn from_name(s: &str) -> JobReason {
-        const KNOWN: [JobReason; 19] = [
-            JobReason::None,
-            JobReason::Priority,
-            JobReason::Resources,
-            JobReason::BeginTime,
-            JobReason::JobHeldUser,
-            JobReason::JobHeldAdmin,
-            JobReason::PartitionDown,
-            JobReason::PartitionInactive,
-            JobReason::PartitionNodeLimit,
-            JobReason::PartitionTimeLimit,
-            JobReason::NodeDown,
-            JobReason::BadConstraints,
-            JobReason::Dependency,
-            JobReason::NonZeroExitCode,
-            JobReason::TimeLimit,
-            JobReason::RaisedSignal,
-            JobReason::DependencyNeverSatisfied,
-            JobReason::JobArrayTaskLimit,
-            JobReason::Reservation,
-        ];
-        KNOWN
-            .into_iter()
-            .find(|r| r.to_string() == s)
-            .unwrap_or_else(|| JobReason::Other(s.to_string()))
+        match s {
+            "None" => JobReason::None,
+            "Priority" => JobReason::Priority,
+            "Resources" => JobReason::Resources,
+            "BeginTime" => JobReason::BeginTime,
+            "JobHeldUser" => JobReason::JobHeldUser,
+            "JobHeldAdmin" => JobReason::JobHeldAdmin,
+            "PartitionDown" => JobReason::PartitionDown,
+            "PartitionInactive" => JobReason::PartitionInactive,
+            "PartitionNodeLimit" => JobReason::PartitionNodeLimit,
+            "PartitionTimeLimit" => JobReason::PartitionTimeLimit,
+            "NodeDown" => JobReason::NodeDown,
+            "BadConstraints" => JobReason::BadConstraints,
+            "Dependency" => JobReason::Dependency,
+            "NonZeroExitCode" => JobReason::NonZeroExitCode,
+            "TimeLimit" => JobReason::TimeLimit,
+            "RaisedSignal" => JobReason::RaisedSignal,
+            "DependencyNeverSatisfied" => JobReason::DependencyNeverSatisfied,
+            "JobArrayTaskLimit" => JobReason::JobArrayTaskLimit,
+            "Reservation" => JobReason::Reservation,
+            other => JobReason::Other(other.to_string()),
+        }
     }
 }
 

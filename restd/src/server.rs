@@ -568,6 +568,10 @@ impl App {
 
     /// One RPC to the controller as `who`.
     async fn call(&self, who: &Ident, body: RequestBody, source: &str) -> Result<Response, Fail> {
+        let body = match slurm_proto::grpc::commands::CommandCall::from_body(body) {
+            Ok(call) => return self.call_grpc(who, call, source).await,
+            Err(body) => *body,
+        };
         let cred = self.credential(who, ctld_binding(&body)).await?;
         let req = Request { cred, body };
         let mut last = String::new();
@@ -593,6 +597,46 @@ impl App {
             &last,
             source,
         ))
+    }
+
+    /// One request to the controller over this process's kept gRPC
+    /// channel to it (to the next controller when one cannot be reached).
+    async fn call_grpc(
+        &self,
+        who: &Ident,
+        call: slurm_proto::grpc::commands::CommandCall,
+        source: &str,
+    ) -> Result<Response, Fail> {
+        use slurm_common::auth::{Binding, TO_CTLD};
+        let unreachable = |why: &str| {
+            Fail::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR,
+                "Unable to contact slurm controller (connect failure)",
+                why,
+                source,
+            )
+        };
+        let binding = Binding::for_message(call.method(), &call.encode(), TO_CTLD);
+        let cred = self.credential(who, binding).await?;
+        let mut last = String::new();
+        for (name, addr) in &self.ctld_addrs {
+            let ch =
+                slurm_common::grpc::kept(addr, name).map_err(|e| unreachable(&e.to_string()))?;
+            let c = cred.clone();
+            let sign = move |_: &Binding| Ok(c);
+            match slurm_common::grpc::call_command(&ch, name, call.clone(), sign, self.timeout)
+                .await
+            {
+                Ok(r) => return Ok(r),
+                // Not reached (or not there): try the next controller.
+                Err(slurm_common::net::NetError::Rpc { code, why }) if code == "Unavailable" => {
+                    last = why
+                }
+                Err(e) => return Err(unreachable(&e.to_string())),
+            }
+        }
+        Err(unreachable(&last))
     }
 
     fn meta(&self, peer: &Peer, who: Option<&Ident>) -> Value {

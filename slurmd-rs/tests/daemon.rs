@@ -134,6 +134,12 @@ impl pb::controller_server::Controller for FakeService {
     async fn cancel_step(&self, _: tonic::Request<pb::CancelStepRequest>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn get_nodes(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn get_partitions(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
         Ok(tonic::Response::new(self.take(
             r,

@@ -7,66 +7,85 @@
 use super::{missing, pb, ConvError};
 use crate::{
     ArrayInfo, CancelFilter, HoldKind, JobDesc, JobFilter, JobReason, JobRecord, JobState,
-    RequestBody, Response, RpcError, SlurmError, StateSel, StepRecord, StepRequest,
+    NodeBaseState, NodeFlags, NodeRecord, PartitionRecord, PartitionState, RequestBody, Response,
+    RpcError, SlurmError, StateSel, StepRecord, StepRequest,
 };
 
 impl From<JobDesc> for pb::JobDesc {
     fn from(d: JobDesc) -> Self {
-        pb::JobDesc {
-            name: d.name,
-            partition: d.partition,
-            account: d.account,
-            qos: d.qos,
-            time_limit: d.time_limit.flatten(),
-            time_unlimited: matches!(d.time_limit, Some(None)),
-            min_nodes: d.min_nodes,
-            max_nodes: d.max_nodes,
-            ntasks: d.ntasks,
-            cpus_per_task: d.cpus_per_task,
-            ntasks_per_node: d.ntasks_per_node,
-            mem_per_node: d.mem_per_node,
-            mem_per_cpu: d.mem_per_cpu,
-            req_nodes: d.req_nodes,
-            exc_nodes: d.exc_nodes,
-            exclusive: d.exclusive,
-            hold: d.hold,
-            begin_time: d.begin_time,
-            nice: d.nice,
-            requeue: d.requeue,
-            work_dir: d.work_dir,
-            std_out: d.std_out,
-            std_err: d.std_err,
-            std_in: d.std_in,
-            script: d.script,
-            argv: d.argv,
-            environment: d.environment,
-            submit_host: d.submit_host,
-            command: d.command,
-            comment: d.comment,
-            array: d.array,
-            dependency: d.dependency,
-            reservation: d.reservation,
-            external: d.external,
-            gres: d.gres,
-            gpus: d.gpus,
-            gpus_per_node: d.gpus_per_node,
-            gpus_per_task: d.gpus_per_task,
-            constraint: d.constraint,
-            licenses: d.licenses,
-            admin_comment: d.admin_comment,
-            cpus_per_gpu: d.cpus_per_gpu,
-            mem_per_gpu: d.mem_per_gpu,
-            switches: d.switches,
-            wait4switch: d.wait4switch,
-            segment: d.segment,
-            exclusive_topo: d.exclusive_topo,
-            oversubscribe: d.oversubscribe,
-            contiguous: d.contiguous,
-            sockets_per_node: d.sockets_per_node,
-            cores_per_socket: d.cores_per_socket,
-            threads_per_core: d.threads_per_core,
-            ntasks_per_socket: d.ntasks_per_socket,
-        }
+        desc_to_pb(&d, true)
+    }
+}
+
+/// `d` as a message; without its script, arguments and environment (the
+/// payload) unless `payload`.
+fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
+    pb::JobDesc {
+        name: d.name.clone(),
+        partition: d.partition.clone(),
+        account: d.account.clone(),
+        qos: d.qos.clone(),
+        time_limit: d.time_limit.flatten(),
+        time_unlimited: matches!(d.time_limit, Some(None)),
+        min_nodes: d.min_nodes,
+        max_nodes: d.max_nodes,
+        ntasks: d.ntasks,
+        cpus_per_task: d.cpus_per_task,
+        ntasks_per_node: d.ntasks_per_node,
+        mem_per_node: d.mem_per_node,
+        mem_per_cpu: d.mem_per_cpu,
+        req_nodes: d.req_nodes.clone(),
+        exc_nodes: d.exc_nodes.clone(),
+        exclusive: d.exclusive,
+        hold: d.hold,
+        begin_time: d.begin_time,
+        nice: d.nice,
+        requeue: d.requeue,
+        work_dir: d.work_dir.clone(),
+        std_out: d.std_out.clone(),
+        std_err: d.std_err.clone(),
+        std_in: d.std_in.clone(),
+        script: if payload {
+            d.script.clone()
+        } else {
+            Default::default()
+        },
+        argv: if payload {
+            d.argv.clone()
+        } else {
+            Default::default()
+        },
+        environment: if payload {
+            d.environment.clone()
+        } else {
+            Default::default()
+        },
+        submit_host: d.submit_host.clone(),
+        command: d.command.clone(),
+        comment: d.comment.clone(),
+        array: d.array.clone(),
+        dependency: d.dependency.clone(),
+        reservation: d.reservation.clone(),
+        external: d.external,
+        gres: d.gres.clone(),
+        gpus: d.gpus.clone(),
+        gpus_per_node: d.gpus_per_node.clone(),
+        gpus_per_task: d.gpus_per_task.clone(),
+        constraint: d.constraint.clone(),
+        licenses: d.licenses.clone(),
+        admin_comment: d.admin_comment.clone(),
+        cpus_per_gpu: d.cpus_per_gpu,
+        mem_per_gpu: d.mem_per_gpu,
+        switches: d.switches,
+        wait4switch: d.wait4switch,
+        segment: d.segment,
+        exclusive_topo: d.exclusive_topo,
+        oversubscribe: d.oversubscribe,
+        contiguous: d.contiguous,
+        sockets_per_node: d.sockets_per_node,
+        cores_per_socket: d.cores_per_socket,
+        threads_per_core: d.threads_per_core,
+        ntasks_per_socket: d.ntasks_per_socket,
     }
 }
 
@@ -214,13 +233,6 @@ impl TryFrom<pb::StepRecord> for StepRecord {
 /// environment.
 impl From<&JobRecord> for pb::JobRecord {
     fn from(j: &JobRecord) -> Self {
-        let d = &j.desc;
-        let desc = JobDesc {
-            script: String::new(),
-            argv: Vec::new(),
-            environment: Vec::new(),
-            ..d.clone()
-        };
         pb::JobRecord {
             job_id: j.job_id,
             name: j.name.clone(),
@@ -246,7 +258,7 @@ impl From<&JobRecord> for pb::JobRecord {
             batch_host: j.batch_host.clone(),
             alloc: Some(j.alloc.clone().into()),
             completing_nodes: j.completing_nodes.clone(),
-            desc: Some(desc.into()),
+            desc: Some(desc_to_pb(&j.desc, false)),
             num_tasks: j.num_tasks,
             req_cpus: j.req_cpus,
             min_nodes: j.min_nodes,
@@ -454,6 +466,193 @@ impl From<pb::StepRequest> for StepRequest {
     }
 }
 
+impl From<&NodeRecord> for pb::NodeRecord {
+    fn from(n: &NodeRecord) -> Self {
+        let base_state = match n.base_state {
+            NodeBaseState::Unknown => pb::NodeBaseState::NodeUnknown,
+            NodeBaseState::Idle => pb::NodeBaseState::NodeIdle,
+            NodeBaseState::Allocated => pb::NodeBaseState::NodeAllocated,
+            NodeBaseState::Mixed => pb::NodeBaseState::NodeMixed,
+            NodeBaseState::Down => pb::NodeBaseState::NodeDown,
+            NodeBaseState::Future => pb::NodeBaseState::NodeFuture,
+        };
+        pb::NodeRecord {
+            name: n.name.clone(),
+            addr: n.addr.clone(),
+            hostname: n.hostname.clone(),
+            port: n.port.into(),
+            cpus: n.cpus,
+            boards: n.boards,
+            sockets: n.sockets,
+            cores_per_socket: n.cores_per_socket,
+            threads_per_core: n.threads_per_core,
+            real_memory: n.real_memory,
+            tmp_disk: n.tmp_disk,
+            weight: n.weight,
+            features: n.features.clone(),
+            gres: n.gres.clone(),
+            base_state: base_state as i32,
+            drain: n.flags.drain,
+            not_responding: n.flags.not_responding,
+            completing: n.flags.completing,
+            reserved: n.flags.reserved,
+            maint: n.flags.maint,
+            reason: n.reason.clone(),
+            reason_time: n.reason_time,
+            reason_uid: n.reason_uid,
+            alloc_cpus: n.alloc_cpus,
+            alloc_mem: n.alloc_mem,
+            partitions: n.partitions.clone(),
+            boot_time: n.boot_time,
+            slurmd_start_time: n.slurmd_start_time,
+            last_busy: n.last_busy,
+            last_heard: n.last_heard,
+            version: n.version.clone(),
+            os: n.os.clone(),
+            arch: n.arch.clone(),
+            cpu_load: n.cpu_load,
+            free_mem: n.free_mem,
+            external: n.external,
+        }
+    }
+}
+
+impl TryFrom<pb::NodeRecord> for NodeRecord {
+    type Error = ConvError;
+    fn try_from(n: pb::NodeRecord) -> Result<Self, ConvError> {
+        let base_state = match pb::NodeBaseState::try_from(n.base_state) {
+            Ok(pb::NodeBaseState::NodeUnknown) => NodeBaseState::Unknown,
+            Ok(pb::NodeBaseState::NodeIdle) => NodeBaseState::Idle,
+            Ok(pb::NodeBaseState::NodeAllocated) => NodeBaseState::Allocated,
+            Ok(pb::NodeBaseState::NodeMixed) => NodeBaseState::Mixed,
+            Ok(pb::NodeBaseState::NodeDown) => NodeBaseState::Down,
+            Ok(pb::NodeBaseState::NodeFuture) => NodeBaseState::Future,
+            Err(_) => {
+                return Err(ConvError {
+                    field: "node.base_state",
+                    why: format!("unknown state {}", n.base_state),
+                })
+            }
+        };
+        Ok(NodeRecord {
+            port: u16::try_from(n.port).map_err(|_| ConvError {
+                field: "node.port",
+                why: format!("{} is not a port", n.port),
+            })?,
+            name: n.name,
+            addr: n.addr,
+            hostname: n.hostname,
+            cpus: n.cpus,
+            boards: n.boards,
+            sockets: n.sockets,
+            cores_per_socket: n.cores_per_socket,
+            threads_per_core: n.threads_per_core,
+            real_memory: n.real_memory,
+            tmp_disk: n.tmp_disk,
+            weight: n.weight,
+            features: n.features,
+            gres: n.gres,
+            base_state,
+            flags: NodeFlags {
+                drain: n.drain,
+                not_responding: n.not_responding,
+                completing: n.completing,
+                reserved: n.reserved,
+                maint: n.maint,
+            },
+            reason: n.reason,
+            reason_time: n.reason_time,
+            reason_uid: n.reason_uid,
+            alloc_cpus: n.alloc_cpus,
+            alloc_mem: n.alloc_mem,
+            partitions: n.partitions,
+            boot_time: n.boot_time,
+            slurmd_start_time: n.slurmd_start_time,
+            last_busy: n.last_busy,
+            last_heard: n.last_heard,
+            version: n.version,
+            os: n.os,
+            arch: n.arch,
+            cpu_load: n.cpu_load,
+            free_mem: n.free_mem,
+            external: n.external,
+        })
+    }
+}
+
+impl From<&PartitionRecord> for pb::PartitionRecord {
+    fn from(p: &PartitionRecord) -> Self {
+        let state = match p.state {
+            PartitionState::Up => pb::PartitionState::PartitionUp,
+            PartitionState::Down => pb::PartitionState::PartitionDown,
+            PartitionState::Drain => pb::PartitionState::PartitionDrain,
+            PartitionState::Inactive => pb::PartitionState::PartitionInactive,
+        };
+        pb::PartitionRecord {
+            name: p.name.clone(),
+            nodes_expr: p.nodes_expr.clone(),
+            nodes: p.nodes.clone(),
+            default: p.default,
+            max_time: p.max_time,
+            default_time: p.default_time,
+            state: state as i32,
+            priority_job_factor: p.priority_job_factor,
+            priority_tier: p.priority_tier,
+            oversubscribe: p.oversubscribe.clone(),
+            max_nodes: p.max_nodes,
+            min_nodes: p.min_nodes,
+            hidden: p.hidden,
+            allow_groups: p.allow_groups.clone(),
+            allow_accounts: p.allow_accounts.clone(),
+            allow_qos: p.allow_qos.clone(),
+            def_mem_per_cpu: p.def_mem_per_cpu,
+            max_mem_per_node: p.max_mem_per_node,
+            total_cpus: p.total_cpus,
+            total_mem: p.total_mem,
+        }
+    }
+}
+
+impl TryFrom<pb::PartitionRecord> for PartitionRecord {
+    type Error = ConvError;
+    fn try_from(p: pb::PartitionRecord) -> Result<Self, ConvError> {
+        let state = match pb::PartitionState::try_from(p.state) {
+            Ok(pb::PartitionState::PartitionUp) => PartitionState::Up,
+            Ok(pb::PartitionState::PartitionDown) => PartitionState::Down,
+            Ok(pb::PartitionState::PartitionDrain) => PartitionState::Drain,
+            Ok(pb::PartitionState::PartitionInactive) => PartitionState::Inactive,
+            Err(_) => {
+                return Err(ConvError {
+                    field: "partition.state",
+                    why: format!("unknown state {}", p.state),
+                })
+            }
+        };
+        Ok(PartitionRecord {
+            name: p.name,
+            nodes_expr: p.nodes_expr,
+            nodes: p.nodes,
+            default: p.default,
+            max_time: p.max_time,
+            default_time: p.default_time,
+            state,
+            priority_job_factor: p.priority_job_factor,
+            priority_tier: p.priority_tier,
+            oversubscribe: p.oversubscribe,
+            max_nodes: p.max_nodes,
+            min_nodes: p.min_nodes,
+            hidden: p.hidden,
+            allow_groups: p.allow_groups,
+            allow_accounts: p.allow_accounts,
+            allow_qos: p.allow_qos,
+            def_mem_per_cpu: p.def_mem_per_cpu,
+            max_mem_per_node: p.max_mem_per_node,
+            total_cpus: p.total_cpus,
+            total_mem: p.total_mem,
+        })
+    }
+}
+
 /// A command's request to the controller in its gRPC form.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CommandCall {
@@ -467,6 +666,8 @@ pub enum CommandCall {
     CreateStep(pb::StepRequest),
     StepComplete(pb::StepCompleteRequest),
     CancelStep(pb::CancelStepRequest),
+    GetNodes(pb::Empty),
+    GetPartitions(pb::Empty),
 }
 
 /// The full gRPC path of each command method of `Controller`.
@@ -481,6 +682,8 @@ pub mod command_method {
     pub const CREATE_STEP: &str = "/slurm.v1.Controller/CreateStep";
     pub const STEP_COMPLETE: &str = "/slurm.v1.Controller/StepComplete";
     pub const CANCEL_STEP: &str = "/slurm.v1.Controller/CancelStep";
+    pub const GET_NODES: &str = "/slurm.v1.Controller/GetNodes";
+    pub const GET_PARTITIONS: &str = "/slurm.v1.Controller/GetPartitions";
 }
 
 impl CommandCall {
@@ -519,6 +722,8 @@ impl CommandCall {
                 step_id,
                 signal,
             }),
+            RequestBody::GetNodes => CommandCall::GetNodes(pb::Empty {}),
+            RequestBody::GetPartitions => CommandCall::GetPartitions(pb::Empty {}),
             other => return Err(Box::new(other)),
         })
     }
@@ -550,6 +755,8 @@ impl CommandCall {
                 step_id: c.step_id,
                 signal: c.signal,
             },
+            CommandCall::GetNodes(_) => RequestBody::GetNodes,
+            CommandCall::GetPartitions(_) => RequestBody::GetPartitions,
         })
     }
 
@@ -567,6 +774,8 @@ impl CommandCall {
             CommandCall::CreateStep(_) => CREATE_STEP,
             CommandCall::StepComplete(_) => STEP_COMPLETE,
             CommandCall::CancelStep(_) => CANCEL_STEP,
+            CommandCall::GetNodes(_) => GET_NODES,
+            CommandCall::GetPartitions(_) => GET_PARTITIONS,
         }
     }
 
@@ -574,7 +783,9 @@ impl CommandCall {
     pub fn encode(&self) -> Vec<u8> {
         use prost::Message;
         match self {
-            CommandCall::Ping(m) => m.encode_to_vec(),
+            CommandCall::Ping(m) | CommandCall::GetNodes(m) | CommandCall::GetPartitions(m) => {
+                m.encode_to_vec()
+            }
             CommandCall::SubmitJob(m) | CommandCall::TestJob(m) | CommandCall::AllocateJob(m) => {
                 m.encode_to_vec()
             }
@@ -625,6 +836,17 @@ pub fn command_reply(r: Response) -> pb::CommandReply {
                 .collect(),
         }),
         Response::StepCreated(l) => R::Step((*l).into()),
+        Response::Nodes { nodes, last_update } => R::Nodes(pb::NodeList {
+            nodes: nodes.iter().map(Into::into).collect(),
+            last_update,
+        }),
+        Response::Partitions {
+            partitions,
+            last_update,
+        } => R::Partitions(pb::PartitionList {
+            partitions: partitions.iter().map(Into::into).collect(),
+            last_update,
+        }),
         other => error_reply(
             SlurmError::InternalError,
             Some(format!("unexpected answer {other:?}")),
@@ -687,6 +909,20 @@ pub fn command_response(r: pb::CommandReply) -> Response {
         ),
         Some(R::Step(l)) => match l.try_into() {
             Ok(l) => Response::StepCreated(Box::new(l)),
+            Err(e) => protocol(e.to_string()),
+        },
+        Some(R::Nodes(l)) => match l.nodes.into_iter().map(TryInto::try_into).collect() {
+            Ok(nodes) => Response::Nodes {
+                nodes,
+                last_update: l.last_update,
+            },
+            Err(e) => protocol(e.to_string()),
+        },
+        Some(R::Partitions(l)) => match l.partitions.into_iter().map(TryInto::try_into).collect() {
+            Ok(partitions) => Response::Partitions {
+                partitions,
+                last_update: l.last_update,
+            },
             Err(e) => protocol(e.to_string()),
         },
         None => protocol("empty answer".into()),
@@ -855,6 +1091,123 @@ mod tests {
                 matches!(back, Response::Error(ref r) if r.error == e),
                 "{e:?} came back as {back:?}"
             );
+        }
+    }
+
+    #[test]
+    fn nodes_and_partitions_convert_both_ways_unchanged() {
+        let node = NodeRecord {
+            name: "n1".into(),
+            addr: "127.0.0.2".into(),
+            hostname: "h1".into(),
+            port: 6818,
+            cpus: 8,
+            boards: 1,
+            sockets: 2,
+            cores_per_socket: 2,
+            threads_per_core: 2,
+            real_memory: 4000,
+            tmp_disk: 10,
+            weight: 3,
+            features: vec!["ib".into()],
+            gres: vec!["gpu:a100:2".into()],
+            base_state: NodeBaseState::Mixed,
+            flags: NodeFlags {
+                drain: true,
+                not_responding: false,
+                completing: true,
+                reserved: false,
+                maint: true,
+            },
+            reason: Some("bad fan".into()),
+            reason_time: Some(5),
+            reason_uid: Some(0),
+            alloc_cpus: 4,
+            alloc_mem: 100,
+            partitions: vec!["p".into()],
+            boot_time: Some(1),
+            slurmd_start_time: Some(2),
+            last_busy: None,
+            last_heard: Some(3),
+            version: Some("25.11".into()),
+            os: None,
+            arch: Some("x86_64".into()),
+            cpu_load: Some(0.5),
+            free_mem: Some(77),
+            external: true,
+        };
+        let part = PartitionRecord {
+            name: "p".into(),
+            nodes_expr: "n[1-2]".into(),
+            nodes: vec!["n1".into(), "n2".into()],
+            default: true,
+            max_time: None,
+            default_time: Some(10),
+            state: PartitionState::Drain,
+            priority_job_factor: 1,
+            priority_tier: 2,
+            oversubscribe: "FORCE:4".into(),
+            max_nodes: Some(2),
+            min_nodes: 1,
+            hidden: true,
+            allow_groups: Some("g".into()),
+            allow_accounts: None,
+            allow_qos: Some("normal".into()),
+            def_mem_per_cpu: Some(100),
+            max_mem_per_node: None,
+            total_cpus: 16,
+            total_mem: 8000,
+        };
+        let mut bad: pb::NodeRecord = (&node).into();
+        match command_response(command_reply(Response::Nodes {
+            nodes: vec![node.clone()],
+            last_update: 4,
+        })) {
+            Response::Nodes { nodes, last_update } => {
+                assert_eq!((nodes, last_update), (vec![node], 4))
+            }
+            other => panic!("{other:?}"),
+        }
+        match command_response(command_reply(Response::Partitions {
+            partitions: vec![part.clone()],
+            last_update: 6,
+        })) {
+            Response::Partitions {
+                partitions,
+                last_update,
+            } => assert_eq!((partitions, last_update), (vec![part], 6)),
+            other => panic!("{other:?}"),
+        }
+        bad.port = 70_000;
+        assert_eq!(NodeRecord::try_from(bad).unwrap_err().field, "node.port");
+    }
+
+    #[test]
+    fn reasons_read_back_as_written() {
+        use JobReason::*;
+        for r in [
+            None,
+            Priority,
+            Resources,
+            BeginTime,
+            JobHeldUser,
+            JobHeldAdmin,
+            PartitionDown,
+            PartitionInactive,
+            PartitionNodeLimit,
+            PartitionTimeLimit,
+            NodeDown,
+            BadConstraints,
+            Dependency,
+            NonZeroExitCode,
+            TimeLimit,
+            RaisedSignal,
+            DependencyNeverSatisfied,
+            JobArrayTaskLimit,
+            Reservation,
+            Other("AssocGrpCpuLimit".into()),
+        ] {
+            assert_eq!(JobReason::from_name(&r.to_string()), r);
         }
     }
 
