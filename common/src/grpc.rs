@@ -244,6 +244,14 @@ pub async fn call_command(
             CommandCall::GetPartitions(m) => {
                 client.get_partitions(with_cred(m, cred, within)).await
             }
+            CommandCall::UpdateJob(m) => client.update_job(with_cred(m, cred, within)).await,
+            CommandCall::SuspendJob(m) => client.suspend_job(with_cred(m, cred, within)).await,
+            CommandCall::UpdateNode(m) => client.update_node(with_cred(m, cred, within)).await,
+            CommandCall::Reconfigure(m) => client.reconfigure(with_cred(m, cred, within)).await,
+            CommandCall::GetToken(m) => client.get_token(with_cred(m, cred, within)).await,
+            CommandCall::GetLicenses(m) => client.get_licenses(with_cred(m, cred, within)).await,
+            CommandCall::GetConfig(m) => client.get_config(with_cred(m, cred, within)).await,
+            CommandCall::GetTopology(m) => client.get_topology(with_cred(m, cred, within)).await,
         }
     };
     Ok(command_response(within_time(fut, within, server).await?))

@@ -533,16 +533,18 @@ pub struct Client {
     pub server: String,
     pub timeout: Duration,
     creds: crate::auth::CredSource,
-    /// The gRPC channel of this run (made at the first gRPC call) and the
-    /// runtime that drives it.
-    grpc: std::sync::OnceLock<Result<Grpc, String>>,
+    /// The runtime that drives this run's gRPC calls (made at the first).
+    rt: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>>,
+    /// The run's channel to the controller and when a call on it last
+    /// ended.
+    ch: std::sync::Mutex<Option<(crate::grpc::Channel, std::time::Instant)>>,
 }
 
-/// A command's kept channel to the controller.
-struct Grpc {
-    rt: tokio::runtime::Runtime,
-    ch: crate::grpc::Channel,
-}
+/// A channel whose last call ended longer ago than this is not used again:
+/// its connection was not driven meanwhile (the runtime runs only during a
+/// call), so the controller's keepalive pings went unanswered and it may
+/// have closed it. (The controller pings a connection silent for 30 s.)
+const CHANNEL_STALE: Duration = Duration::from_secs(20);
 
 impl Client {
     pub fn from_conf(conf: &crate::conf::SlurmConf) -> Client {
@@ -551,7 +553,8 @@ impl Client {
             server: conf.ctld_name().to_string(),
             timeout: Duration::from_secs(30),
             creds: crate::auth::CredSource::from_conf(conf),
-            grpc: std::sync::OnceLock::new(),
+            rt: std::sync::OnceLock::new(),
+            ch: std::sync::Mutex::new(None),
         }
     }
 
@@ -591,41 +594,54 @@ impl Client {
         }
     }
 
-    /// One call over the run's channel (made the first time). Called
+    /// One call over the run's channel (made the first time, and again
+    /// when the last call ended more than [`CHANNEL_STALE`] ago). Called
     /// from inside a tokio runtime, the call runs on a thread of its own.
     fn call_grpc(
         &self,
         call: slurm_proto::grpc::commands::CommandCall,
     ) -> Result<Response, NetError> {
-        let g = self
-            .grpc
+        let rt = self
+            .rt
             .get_or_init(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
+                tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .map_err(|e| e.to_string())?;
-                let ch = {
-                    let _in = rt.enter();
-                    crate::grpc::channel(crate::tls::client().cloned(), &self.addr, &self.server)
-                        .map_err(|e| e.to_string())?
-                };
-                Ok(Grpc { rt, ch })
+                    .map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(|e| NetError::Io(std::io::Error::other(e.clone())))?;
+        let ch = {
+            let mut kept = self.ch.lock().unwrap_or_else(|p| p.into_inner());
+            match kept.as_ref() {
+                Some((c, last)) if last.elapsed() < CHANNEL_STALE => c.clone(),
+                _ => {
+                    let _in = rt.enter();
+                    let tls = crate::tls::client().cloned();
+                    let c = crate::grpc::channel(tls, &self.addr, &self.server)?;
+                    *kept = Some((c.clone(), std::time::Instant::now()));
+                    c
+                }
+            }
+        };
         let run = || {
-            g.rt.block_on(crate::grpc::call_command(
-                &g.ch,
+            rt.block_on(crate::grpc::call_command(
+                &ch,
                 &self.server,
                 call,
                 |b| self.creds.credential(b),
                 self.timeout,
             ))
         };
-        if tokio::runtime::Handle::try_current().is_err() {
-            return run();
+        let r = if tokio::runtime::Handle::try_current().is_err() {
+            run()
+        } else {
+            std::thread::scope(|s| s.spawn(run).join().unwrap_or(Err(NetError::Closed)))
+        };
+        if let Some((_, last)) = self.ch.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            *last = std::time::Instant::now();
         }
-        std::thread::scope(|s| s.spawn(run).join().unwrap_or(Err(NetError::Closed)))
+        r
     }
 }
 

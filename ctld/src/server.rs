@@ -656,6 +656,26 @@ impl Server {
                     last_update: s.last_update,
                 }
             }
+            body => {
+                let req = Request {
+                    cred: req.cred,
+                    body,
+                };
+                match self.answer_from_snapshot(req) {
+                    Ok(r) => r,
+                    Err(req) => self.to_writer(*req).await,
+                }
+            }
+        };
+        encode(&r)
+    }
+
+    /// The answer to a request the snapshot answers (configuration,
+    /// diagnostics, priorities, shares, reservations, tokens, topology,
+    /// licenses) or that needs no writer; `Err` gives back one for the
+    /// writer.
+    fn answer_from_snapshot(&self, req: Request) -> Result<Response, Box<Request>> {
+        Ok(match req.body {
             RequestBody::GetConfig => Response::Config(self.snapshot().config.clone()),
             RequestBody::GetDiag => {
                 let mut d = self.snapshot().diag.clone();
@@ -724,14 +744,12 @@ impl Server {
             | RequestBody::NodePing
             | RequestBody::ListPids { .. } => Response::Error(SlurmError::InvalidRequest.into()),
             body => {
-                self.to_writer(Request {
+                return Err(Box::new(Request {
                     cred: req.cred,
                     body,
-                })
-                .await
+                }))
             }
-        };
-        encode(&r)
+        })
     }
 
     /// Hand a request to the writer and wait for its answer.
@@ -931,7 +949,10 @@ impl CtldService {
                     },
                 )
             }
-            _ => command_reply(s.to_writer(req).await),
+            _ => command_reply(match s.answer_from_snapshot(req) {
+                Ok(r) => r,
+                Err(req) => s.to_writer(*req).await,
+            }),
         };
         if let Ok(mut st) = s.rpc_stats.lock() {
             st.record(kind, uid, t0.elapsed().as_micros() as u64);
@@ -1097,5 +1118,37 @@ impl pb::controller_server::Controller for CtldService {
             CommandCall::GetPartitions,
         )
         .await
+    }
+    async fn update_job(&self, r: tonic::Request<pb::UpdateJobRequest>) -> Commanded {
+        self.command(r, command_method::UPDATE_JOB, CommandCall::UpdateJob)
+            .await
+    }
+    async fn suspend_job(&self, r: tonic::Request<pb::SuspendRequest>) -> Commanded {
+        self.command(r, command_method::SUSPEND_JOB, CommandCall::SuspendJob)
+            .await
+    }
+    async fn update_node(&self, r: tonic::Request<pb::UpdateNodeRequest>) -> Commanded {
+        self.command(r, command_method::UPDATE_NODE, CommandCall::UpdateNode)
+            .await
+    }
+    async fn reconfigure(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::RECONFIGURE, CommandCall::Reconfigure)
+            .await
+    }
+    async fn get_token(&self, r: tonic::Request<pb::TokenRequest>) -> Commanded {
+        self.command(r, command_method::GET_TOKEN, CommandCall::GetToken)
+            .await
+    }
+    async fn get_licenses(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::GET_LICENSES, CommandCall::GetLicenses)
+            .await
+    }
+    async fn get_config(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::GET_CONFIG, CommandCall::GetConfig)
+            .await
+    }
+    async fn get_topology(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::GET_TOPOLOGY, CommandCall::GetTopology)
+            .await
     }
 }

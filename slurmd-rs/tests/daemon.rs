@@ -140,6 +140,30 @@ impl pb::controller_server::Controller for FakeService {
     async fn get_partitions(&self, _: tonic::Request<pb::Empty>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn update_job(&self, _: tonic::Request<pb::UpdateJobRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn suspend_job(&self, _: tonic::Request<pb::SuspendRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn update_node(&self, _: tonic::Request<pb::UpdateNodeRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn reconfigure(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn get_token(&self, _: tonic::Request<pb::TokenRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn get_licenses(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn get_config(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn get_topology(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
         Ok(tonic::Response::new(self.take(
             r,

@@ -743,6 +743,26 @@ fn job_arrays_and_dependencies() {
     );
 }
 
+/// srun's calls at a step's start and end are minutes apart on a long
+/// step, and its channel to the controller is not driven meanwhile (the
+/// controller pings a silent connection after 30 s and drops it 10 s
+/// later): the step's end and the allocation's release must still arrive
+/// (the command connects again after 20 s without a call).
+#[test]
+fn a_long_step_still_ends_its_allocation() {
+    let t = TestCluster::start(1, |_| {});
+    let out = t.run("srun", &["-J", "long", "-t", "10", "sleep", "45"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = t
+        .jobs()
+        .into_iter()
+        .find(|j| j.name == "long")
+        .expect("the allocation");
+    assert_eq!(j.state, JobState::Completed, "{j:?}");
+    assert_eq!(j.steps.len(), 1);
+    assert_eq!(j.steps[0].state, JobState::Completed, "{:?}", j.steps);
+}
+
 #[test]
 fn srun_steps_inside_and_outside_allocations_and_salloc() {
     let t = TestCluster::start(3, |_| {});

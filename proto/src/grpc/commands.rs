@@ -6,9 +6,10 @@
 
 use super::{missing, pb, ConvError};
 use crate::{
-    ArrayInfo, CancelFilter, HoldKind, JobDesc, JobFilter, JobReason, JobRecord, JobState,
-    NodeBaseState, NodeFlags, NodeRecord, PartitionRecord, PartitionState, RequestBody, Response,
-    RpcError, SlurmError, StateSel, StepRecord, StepRequest,
+    ArrayInfo, CancelFilter, ConfigDump, HoldKind, JobDesc, JobFilter, JobReason, JobRecord,
+    JobState, JobUpdate, LicenseInfo, NodeBaseState, NodeFlags, NodeRecord, NodeStateRequest,
+    PartitionRecord, PartitionState, RequestBody, Response, RpcError, SlurmError, StateSel,
+    StepRecord, StepRequest, TopologyEntry,
 };
 
 impl From<JobDesc> for pb::JobDesc {
@@ -653,6 +654,96 @@ impl TryFrom<pb::PartitionRecord> for PartitionRecord {
     }
 }
 
+impl From<JobUpdate> for pb::update_job_request::Change {
+    fn from(u: JobUpdate) -> Self {
+        use pb::update_job_request::Change as C;
+        match u {
+            JobUpdate::Hold => C::Hold(pb::Empty {}),
+            JobUpdate::Release => C::Release(pb::Empty {}),
+            JobUpdate::Requeue => C::Requeue(pb::Empty {}),
+            JobUpdate::TimeLimit(minutes) => C::TimeLimit(pb::TimeLimit { minutes }),
+            JobUpdate::Nice(n) => C::Nice(n),
+            JobUpdate::Name(v) => C::Name(v),
+            JobUpdate::Comment(v) => C::Comment(v),
+            JobUpdate::AdminComment(v) => C::AdminComment(v),
+            JobUpdate::Partition(v) => C::Partition(v),
+            JobUpdate::Account(v) => C::Account(v),
+            JobUpdate::Qos(v) => C::Qos(v),
+        }
+    }
+}
+
+impl From<pb::update_job_request::Change> for JobUpdate {
+    fn from(c: pb::update_job_request::Change) -> Self {
+        use pb::update_job_request::Change as C;
+        match c {
+            C::Hold(_) => JobUpdate::Hold,
+            C::Release(_) => JobUpdate::Release,
+            C::Requeue(_) => JobUpdate::Requeue,
+            C::TimeLimit(t) => JobUpdate::TimeLimit(t.minutes),
+            C::Nice(n) => JobUpdate::Nice(n),
+            C::Name(v) => JobUpdate::Name(v),
+            C::Comment(v) => JobUpdate::Comment(v),
+            C::AdminComment(v) => JobUpdate::AdminComment(v),
+            C::Partition(v) => JobUpdate::Partition(v),
+            C::Account(v) => JobUpdate::Account(v),
+            C::Qos(v) => JobUpdate::Qos(v),
+        }
+    }
+}
+
+fn node_change_to(s: NodeStateRequest) -> pb::NodeStateChange {
+    match s {
+        NodeStateRequest::Drain => pb::NodeStateChange::NodeChangeDrain,
+        NodeStateRequest::Resume => pb::NodeStateChange::NodeChangeResume,
+        NodeStateRequest::Down => pb::NodeStateChange::NodeChangeDown,
+        NodeStateRequest::Undrain => pb::NodeStateChange::NodeChangeUndrain,
+        NodeStateRequest::Idle => pb::NodeStateChange::NodeChangeIdle,
+    }
+}
+
+fn node_change_from(v: i32) -> Result<NodeStateRequest, ConvError> {
+    Ok(match pb::NodeStateChange::try_from(v) {
+        Ok(pb::NodeStateChange::NodeChangeDrain) => NodeStateRequest::Drain,
+        Ok(pb::NodeStateChange::NodeChangeResume) => NodeStateRequest::Resume,
+        Ok(pb::NodeStateChange::NodeChangeDown) => NodeStateRequest::Down,
+        Ok(pb::NodeStateChange::NodeChangeUndrain) => NodeStateRequest::Undrain,
+        Ok(pb::NodeStateChange::NodeChangeIdle) => NodeStateRequest::Idle,
+        Err(_) => {
+            return Err(ConvError {
+                field: "update.state",
+                why: format!("unknown node state change {v}"),
+            })
+        }
+    })
+}
+
+impl From<&TopologyEntry> for pb::TopologyEntry {
+    fn from(t: &TopologyEntry) -> Self {
+        pb::TopologyEntry {
+            topology: t.topology.clone(),
+            block: t.block,
+            name: t.name.clone(),
+            level: t.level,
+            nodes: t.nodes.clone(),
+            switches: t.switches.clone(),
+        }
+    }
+}
+
+impl From<pb::TopologyEntry> for TopologyEntry {
+    fn from(t: pb::TopologyEntry) -> Self {
+        TopologyEntry {
+            topology: t.topology,
+            block: t.block,
+            name: t.name,
+            level: t.level,
+            nodes: t.nodes,
+            switches: t.switches,
+        }
+    }
+}
+
 /// A command's request to the controller in its gRPC form.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CommandCall {
@@ -668,6 +759,14 @@ pub enum CommandCall {
     CancelStep(pb::CancelStepRequest),
     GetNodes(pb::Empty),
     GetPartitions(pb::Empty),
+    UpdateJob(pb::UpdateJobRequest),
+    SuspendJob(pb::SuspendRequest),
+    UpdateNode(pb::UpdateNodeRequest),
+    Reconfigure(pb::Empty),
+    GetToken(pb::TokenRequest),
+    GetLicenses(pb::Empty),
+    GetConfig(pb::Empty),
+    GetTopology(pb::Empty),
 }
 
 /// The full gRPC path of each command method of `Controller`.
@@ -684,6 +783,14 @@ pub mod command_method {
     pub const CANCEL_STEP: &str = "/slurm.v1.Controller/CancelStep";
     pub const GET_NODES: &str = "/slurm.v1.Controller/GetNodes";
     pub const GET_PARTITIONS: &str = "/slurm.v1.Controller/GetPartitions";
+    pub const UPDATE_JOB: &str = "/slurm.v1.Controller/UpdateJob";
+    pub const SUSPEND_JOB: &str = "/slurm.v1.Controller/SuspendJob";
+    pub const UPDATE_NODE: &str = "/slurm.v1.Controller/UpdateNode";
+    pub const RECONFIGURE: &str = "/slurm.v1.Controller/Reconfigure";
+    pub const GET_TOKEN: &str = "/slurm.v1.Controller/GetToken";
+    pub const GET_LICENSES: &str = "/slurm.v1.Controller/GetLicenses";
+    pub const GET_CONFIG: &str = "/slurm.v1.Controller/GetConfig";
+    pub const GET_TOPOLOGY: &str = "/slurm.v1.Controller/GetTopology";
 }
 
 impl CommandCall {
@@ -724,6 +831,33 @@ impl CommandCall {
             }),
             RequestBody::GetNodes => CommandCall::GetNodes(pb::Empty {}),
             RequestBody::GetPartitions => CommandCall::GetPartitions(pb::Empty {}),
+            RequestBody::UpdateJob { job_id, update } => {
+                CommandCall::UpdateJob(pb::UpdateJobRequest {
+                    job_id,
+                    change: Some(update.into()),
+                })
+            }
+            RequestBody::SuspendJob { job_id, suspend } => {
+                CommandCall::SuspendJob(pb::SuspendRequest { job_id, suspend })
+            }
+            RequestBody::UpdateNode {
+                names,
+                state,
+                reason,
+                features,
+            } => CommandCall::UpdateNode(pb::UpdateNodeRequest {
+                names,
+                state: state.map(|s| node_change_to(s) as i32),
+                reason,
+                features: features.map(|items| pb::StringList { items }),
+            }),
+            RequestBody::Reconfigure => CommandCall::Reconfigure(pb::Empty {}),
+            RequestBody::GetToken { username, lifespan } => {
+                CommandCall::GetToken(pb::TokenRequest { username, lifespan })
+            }
+            RequestBody::GetLicenses => CommandCall::GetLicenses(pb::Empty {}),
+            RequestBody::GetConfig => CommandCall::GetConfig(pb::Empty {}),
+            RequestBody::GetTopology => CommandCall::GetTopology(pb::Empty {}),
             other => return Err(Box::new(other)),
         })
     }
@@ -757,6 +891,28 @@ impl CommandCall {
             },
             CommandCall::GetNodes(_) => RequestBody::GetNodes,
             CommandCall::GetPartitions(_) => RequestBody::GetPartitions,
+            CommandCall::UpdateJob(u) => RequestBody::UpdateJob {
+                job_id: u.job_id,
+                update: u.change.ok_or_else(|| missing("update.change"))?.into(),
+            },
+            CommandCall::SuspendJob(r) => RequestBody::SuspendJob {
+                job_id: r.job_id,
+                suspend: r.suspend,
+            },
+            CommandCall::UpdateNode(u) => RequestBody::UpdateNode {
+                names: u.names,
+                state: u.state.map(node_change_from).transpose()?,
+                reason: u.reason,
+                features: u.features.map(|l| l.items),
+            },
+            CommandCall::Reconfigure(_) => RequestBody::Reconfigure,
+            CommandCall::GetToken(t) => RequestBody::GetToken {
+                username: t.username,
+                lifespan: t.lifespan,
+            },
+            CommandCall::GetLicenses(_) => RequestBody::GetLicenses,
+            CommandCall::GetConfig(_) => RequestBody::GetConfig,
+            CommandCall::GetTopology(_) => RequestBody::GetTopology,
         })
     }
 
@@ -776,6 +932,14 @@ impl CommandCall {
             CommandCall::CancelStep(_) => CANCEL_STEP,
             CommandCall::GetNodes(_) => GET_NODES,
             CommandCall::GetPartitions(_) => GET_PARTITIONS,
+            CommandCall::UpdateJob(_) => UPDATE_JOB,
+            CommandCall::SuspendJob(_) => SUSPEND_JOB,
+            CommandCall::UpdateNode(_) => UPDATE_NODE,
+            CommandCall::Reconfigure(_) => RECONFIGURE,
+            CommandCall::GetToken(_) => GET_TOKEN,
+            CommandCall::GetLicenses(_) => GET_LICENSES,
+            CommandCall::GetConfig(_) => GET_CONFIG,
+            CommandCall::GetTopology(_) => GET_TOPOLOGY,
         }
     }
 
@@ -783,9 +947,17 @@ impl CommandCall {
     pub fn encode(&self) -> Vec<u8> {
         use prost::Message;
         match self {
-            CommandCall::Ping(m) | CommandCall::GetNodes(m) | CommandCall::GetPartitions(m) => {
-                m.encode_to_vec()
-            }
+            CommandCall::Ping(m)
+            | CommandCall::GetNodes(m)
+            | CommandCall::GetPartitions(m)
+            | CommandCall::Reconfigure(m)
+            | CommandCall::GetLicenses(m)
+            | CommandCall::GetConfig(m)
+            | CommandCall::GetTopology(m) => m.encode_to_vec(),
+            CommandCall::UpdateJob(m) => m.encode_to_vec(),
+            CommandCall::SuspendJob(m) => m.encode_to_vec(),
+            CommandCall::UpdateNode(m) => m.encode_to_vec(),
+            CommandCall::GetToken(m) => m.encode_to_vec(),
             CommandCall::SubmitJob(m) | CommandCall::TestJob(m) | CommandCall::AllocateJob(m) => {
                 m.encode_to_vec()
             }
@@ -846,6 +1018,32 @@ pub fn command_reply(r: Response) -> pb::CommandReply {
         } => R::Partitions(pb::PartitionList {
             partitions: partitions.iter().map(Into::into).collect(),
             last_update,
+        }),
+        Response::Token(t) => R::Token(t),
+        Response::Licenses {
+            licenses,
+            last_update,
+        } => R::Licenses(pb::LicenseList {
+            licenses: licenses
+                .into_iter()
+                .map(|l| pb::LicenseInfo {
+                    name: l.name,
+                    total: l.total,
+                    used: l.used,
+                })
+                .collect(),
+            last_update,
+        }),
+        Response::Config(c) => R::Config(pb::ConfigDump {
+            entries: c
+                .entries
+                .into_iter()
+                .map(|(key, value)| pb::ConfigEntry { key, value })
+                .collect(),
+            boot_time: c.boot_time,
+        }),
+        Response::Topology(t) => R::Topology(pb::TopologyList {
+            entries: t.iter().map(Into::into).collect(),
         }),
         other => error_reply(
             SlurmError::InternalError,
@@ -925,6 +1123,24 @@ pub fn command_response(r: pb::CommandReply) -> Response {
             },
             Err(e) => protocol(e.to_string()),
         },
+        Some(R::Token(t)) => Response::Token(t),
+        Some(R::Licenses(l)) => Response::Licenses {
+            licenses: l
+                .licenses
+                .into_iter()
+                .map(|l| LicenseInfo {
+                    name: l.name,
+                    total: l.total,
+                    used: l.used,
+                })
+                .collect(),
+            last_update: l.last_update,
+        },
+        Some(R::Config(c)) => Response::Config(ConfigDump {
+            entries: c.entries.into_iter().map(|e| (e.key, e.value)).collect(),
+            boot_time: c.boot_time,
+        }),
+        Some(R::Topology(t)) => Response::Topology(t.entries.into_iter().map(Into::into).collect()),
         None => protocol("empty answer".into()),
     }
 }
@@ -1180,6 +1396,63 @@ mod tests {
         }
         bad.port = 70_000;
         assert_eq!(NodeRecord::try_from(bad).unwrap_err().field, "node.port");
+    }
+
+    #[test]
+    fn job_and_node_updates_convert_both_ways_unchanged() {
+        let updates = [
+            JobUpdate::Hold,
+            JobUpdate::Release,
+            JobUpdate::Requeue,
+            JobUpdate::TimeLimit(None),
+            JobUpdate::TimeLimit(Some(5)),
+            JobUpdate::Nice(-3),
+            JobUpdate::Name("n".into()),
+            JobUpdate::Comment("c".into()),
+            JobUpdate::AdminComment("a".into()),
+            JobUpdate::Partition("p".into()),
+            JobUpdate::Account("acct".into()),
+            JobUpdate::Qos("q".into()),
+        ];
+        for u in updates {
+            let call = CommandCall::from_body(RequestBody::UpdateJob {
+                job_id: 4,
+                update: u.clone(),
+            })
+            .unwrap();
+            match call.into_body().unwrap() {
+                RequestBody::UpdateJob { job_id, update } => assert_eq!((job_id, update), (4, u)),
+                other => panic!("{other:?}"),
+            }
+        }
+        for state in [None, Some(NodeStateRequest::Undrain)] {
+            for features in [None, Some(vec![]), Some(vec!["ib".to_string()])] {
+                let call = CommandCall::from_body(RequestBody::UpdateNode {
+                    names: vec!["n1".into()],
+                    state,
+                    reason: Some("r".into()),
+                    features: features.clone(),
+                })
+                .unwrap();
+                match call.into_body().unwrap() {
+                    RequestBody::UpdateNode {
+                        names,
+                        state: s,
+                        reason,
+                        features: f,
+                    } => {
+                        assert_eq!(names, vec!["n1".to_string()]);
+                        assert_eq!((s, reason, f), (state, Some("r".into()), features));
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        let no_change = CommandCall::UpdateJob(pb::UpdateJobRequest {
+            job_id: 1,
+            change: None,
+        });
+        assert_eq!(no_change.into_body().unwrap_err().field, "update.change");
     }
 
     #[test]
