@@ -173,29 +173,40 @@ pub enum JobReason {
     Other(String),
 }
 
+/// Each reason without text of its own, and its name (the REASON column).
+const REASON_NAMES: [(JobReason, &str); 19] = [
+    (JobReason::None, "None"),
+    (JobReason::Priority, "Priority"),
+    (JobReason::Resources, "Resources"),
+    (JobReason::BeginTime, "BeginTime"),
+    (JobReason::JobHeldUser, "JobHeldUser"),
+    (JobReason::JobHeldAdmin, "JobHeldAdmin"),
+    (JobReason::PartitionDown, "PartitionDown"),
+    (JobReason::PartitionInactive, "PartitionInactive"),
+    (JobReason::PartitionNodeLimit, "PartitionNodeLimit"),
+    (JobReason::PartitionTimeLimit, "PartitionTimeLimit"),
+    (JobReason::NodeDown, "NodeDown"),
+    (JobReason::BadConstraints, "BadConstraints"),
+    (JobReason::Dependency, "Dependency"),
+    (JobReason::NonZeroExitCode, "NonZeroExitCode"),
+    (JobReason::TimeLimit, "TimeLimit"),
+    (JobReason::RaisedSignal, "RaisedSignal"),
+    (
+        JobReason::DependencyNeverSatisfied,
+        "DependencyNeverSatisfied",
+    ),
+    (JobReason::JobArrayTaskLimit, "JobArrayTaskLimit"),
+    (JobReason::Reservation, "Reservation"),
+];
+
 impl fmt::Display for JobReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = match self {
-            JobReason::None => "None",
-            JobReason::Priority => "Priority",
-            JobReason::Resources => "Resources",
-            JobReason::BeginTime => "BeginTime",
-            JobReason::JobHeldUser => "JobHeldUser",
-            JobReason::JobHeldAdmin => "JobHeldAdmin",
-            JobReason::PartitionDown => "PartitionDown",
-            JobReason::PartitionInactive => "PartitionInactive",
-            JobReason::PartitionNodeLimit => "PartitionNodeLimit",
-            JobReason::PartitionTimeLimit => "PartitionTimeLimit",
-            JobReason::NodeDown => "NodeDown",
-            JobReason::BadConstraints => "BadConstraints",
-            JobReason::Dependency => "Dependency",
-            JobReason::NonZeroExitCode => "NonZeroExitCode",
-            JobReason::TimeLimit => "TimeLimit",
-            JobReason::RaisedSignal => "RaisedSignal",
-            JobReason::DependencyNeverSatisfied => "DependencyNeverSatisfied",
-            JobReason::JobArrayTaskLimit => "JobArrayTaskLimit",
-            JobReason::Reservation => "Reservation",
             JobReason::Other(s) => s.as_str(),
+            known => REASON_NAMES
+                .iter()
+                .find(|(r, _)| r == known)
+                .map_or("", |(_, name)| name),
         };
         f.write_str(s)
     }
@@ -205,28 +216,10 @@ impl JobReason {
     /// The reason a text names (what [`fmt::Display`] writes): a known name
     /// is its variant, anything else `Other`.
     pub fn from_name(s: &str) -> JobReason {
-        match s {
-            "None" => JobReason::None,
-            "Priority" => JobReason::Priority,
-            "Resources" => JobReason::Resources,
-            "BeginTime" => JobReason::BeginTime,
-            "JobHeldUser" => JobReason::JobHeldUser,
-            "JobHeldAdmin" => JobReason::JobHeldAdmin,
-            "PartitionDown" => JobReason::PartitionDown,
-            "PartitionInactive" => JobReason::PartitionInactive,
-            "PartitionNodeLimit" => JobReason::PartitionNodeLimit,
-            "PartitionTimeLimit" => JobReason::PartitionTimeLimit,
-            "NodeDown" => JobReason::NodeDown,
-            "BadConstraints" => JobReason::BadConstraints,
-            "Dependency" => JobReason::Dependency,
-            "NonZeroExitCode" => JobReason::NonZeroExitCode,
-            "TimeLimit" => JobReason::TimeLimit,
-            "RaisedSignal" => JobReason::RaisedSignal,
-            "DependencyNeverSatisfied" => JobReason::DependencyNeverSatisfied,
-            "JobArrayTaskLimit" => JobReason::JobArrayTaskLimit,
-            "Reservation" => JobReason::Reservation,
-            other => JobReason::Other(other.to_string()),
-        }
+        REASON_NAMES
+            .iter()
+            .find(|(_, name)| *name == s)
+            .map_or_else(|| JobReason::Other(s.to_string()), |(r, _)| r.clone())
     }
 }
 

@@ -75,6 +75,21 @@ pub struct TestCluster {
 }
 
 impl TestCluster {
+    /// The TLS settings a command of this cluster uses (its CA only), and
+    /// the controller's address: for tests that call the controller's
+    /// gRPC service themselves.
+    pub fn command_tls(&self) -> (slurm_common::tls::Tls, String) {
+        use slurm_common::tls::{Role, TlsSettings};
+        let dir = &self.c.spec.dir;
+        let ca = format!("ca_cert_file={}", dir.join("ca_cert.pem").display());
+        let tls = TlsSettings::parse(Some("tls/rustls"), Some(&ca), dir)
+            .unwrap()
+            .unwrap()
+            .load(&Role::Command)
+            .unwrap();
+        (tls, format!("{}:{}", self.c.spec.ip, self.c.spec.ctld_port))
+    }
+
     /// Start a cluster of `nodes` nodes; `tune` may change the spec first.
     pub fn start(nodes: u32, tune: impl FnOnce(&mut ClusterSpec)) -> TestCluster {
         let tmp = tempfile::Builder::new()

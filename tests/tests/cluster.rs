@@ -235,19 +235,12 @@ fn dead_node_daemon_goes_down_and_its_job_fails_then_returns() {
 fn command_calls_over_grpc_are_bound_to_their_method_and_message() {
     use slurm_common::auth::{Binding, Key, TO_CTLD};
     use slurm_common::grpc;
-    use slurm_common::tls::{Role, TlsSettings};
     use slurm_proto::grpc::commands::CommandCall;
     use slurm_proto::grpc::pb;
     let t = TestCluster::start(1, |_| {});
     let dir = &t.c.spec.dir;
     let key = Key::load(&dir.join("slurm.key")).unwrap();
-    let ca = format!("ca_cert_file={}", dir.join("ca_cert.pem").display());
-    let tls = TlsSettings::parse(Some("tls/rustls"), Some(&ca), dir)
-        .unwrap()
-        .unwrap()
-        .load(&Role::Command)
-        .unwrap();
-    let ctld = format!("{}:{}", t.c.spec.ip, t.c.spec.ctld_port);
+    let (tls, ctld) = t.command_tls();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -1745,7 +1738,6 @@ fn scontrol_listpids_shows_a_jobs_processes_to_its_owner_and_root_only() {
 #[test]
 fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
     use slurm_common::grpc;
-    use slurm_common::tls::{Role, TlsSettings};
     use slurm_proto::grpc::pb::{self, watch_event::Event};
     let t = TestCluster::start(1, |s| {
         s.min_job_age = 3;
@@ -1753,13 +1745,7 @@ fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
     });
     let dir = &t.c.spec.dir;
     let key = slurm_common::auth::Key::load(&dir.join("slurm.key")).unwrap();
-    let ca = format!("ca_cert_file={}", dir.join("ca_cert.pem").display());
-    let tls = TlsSettings::parse(Some("tls/rustls"), Some(&ca), dir)
-        .unwrap()
-        .unwrap()
-        .load(&Role::Command)
-        .unwrap();
-    let ctld = format!("{}:{}", t.c.spec.ip, t.c.spec.ctld_port);
+    let (tls, ctld) = t.command_tls();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
