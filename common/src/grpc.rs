@@ -252,6 +252,30 @@ pub async fn call_command(
             CommandCall::GetLicenses(m) => client.get_licenses(with_cred(m, cred, within)).await,
             CommandCall::GetConfig(m) => client.get_config(with_cred(m, cred, within)).await,
             CommandCall::GetTopology(m) => client.get_topology(with_cred(m, cred, within)).await,
+            CommandCall::GetDiag(m) => client.get_diag(with_cred(m, cred, within)).await,
+            CommandCall::GetPriorities(m) => {
+                client.get_priorities(with_cred(m, cred, within)).await
+            }
+            CommandCall::GetShares(m) => client.get_shares(with_cred(m, cred, within)).await,
+            CommandCall::GetReservations(m) => {
+                client.get_reservations(with_cred(m, cred, within)).await
+            }
+            CommandCall::CreateReservation(m) => {
+                client.create_reservation(with_cred(m, cred, within)).await
+            }
+            CommandCall::UpdateReservation(m) => {
+                client.update_reservation(with_cred(m, cred, within)).await
+            }
+            CommandCall::DeleteReservation(m) => {
+                client.delete_reservation(with_cred(m, cred, within)).await
+            }
+            CommandCall::UpdatePartition(m) => {
+                client.update_partition(with_cred(m, cred, within)).await
+            }
+            CommandCall::CreateNode(m) => client.create_node(with_cred(m, cred, within)).await,
+            CommandCall::DeleteNode(m) => client.delete_node(with_cred(m, cred, within)).await,
+            CommandCall::AcctChanged(m) => client.acct_changed(with_cred(m, cred, within)).await,
+            CommandCall::GetJobsDelta(m) => client.get_jobs_delta(with_cred(m, cred, within)).await,
         }
     };
     Ok(command_response(within_time(fut, within, server).await?))

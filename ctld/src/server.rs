@@ -550,6 +550,47 @@ impl Server {
         job_list(jobs, s.last_update)
     }
 
+    /// What changed in the job list since the caller's copy at (`epoch`,
+    /// `since`), as a gRPC answer (see `RequestBody::GetJobsDelta`). Under
+    /// PrivateData=jobs a user gets their own jobs, always whole.
+    fn jobs_delta(&self, uid: u32, epoch: u64, since: u64) -> pb::CommandReply {
+        use pb::command_reply::Result as R;
+        let s = self.snapshot();
+        let delta = |jobs: Vec<&JobRecord>, all: bool| {
+            R::JobsDelta(pb::JobsDelta {
+                epoch: s.epoch,
+                version: s.version,
+                ids: jobs.iter().map(|j| j.job_id).collect(),
+                changed: jobs
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| all || s.job_changed[*k] > since)
+                    .map(|(_, j)| (*j).into())
+                    .collect(),
+                last_update: s.last_update,
+            })
+        };
+        let result = if let Some(uid) = self.private_to(&s, s.private.jobs, uid) {
+            delta(
+                s.jobs
+                    .iter()
+                    .filter(|j| j.user_id == uid)
+                    .map(|j| &**j)
+                    .collect(),
+                true,
+            )
+        } else if s.epoch == epoch && s.version == since {
+            R::JobsUnchanged(pb::JobsUnchanged { version: since })
+        } else {
+            // Another run's copy, or a snapshot without stamps: everything.
+            let all = epoch != s.epoch || since == 0 || s.job_changed.len() != s.jobs.len();
+            delta(s.jobs.iter().map(|j| &**j).collect(), all)
+        };
+        pb::CommandReply {
+            result: Some(result),
+        }
+    }
+
     fn snapshot(&self) -> Arc<crate::state::Snapshot> {
         self.published.latest()
     }
@@ -925,6 +966,7 @@ impl CtldService {
             RequestBody::GetJobsMatching(ref f) => pb::CommandReply {
                 result: Some(pb::command_reply::Result::Jobs(s.job_listing(uid, Some(f)))),
             },
+            RequestBody::GetJobsDelta { epoch, since } => s.jobs_delta(uid, epoch, since),
             RequestBody::GetNodes => {
                 let snap = s.snapshot();
                 command_reply(if s.private_to(&snap, snap.private.nodes, uid).is_some() {
@@ -1149,6 +1191,78 @@ impl pb::controller_server::Controller for CtldService {
     }
     async fn get_topology(&self, r: tonic::Request<pb::Empty>) -> Commanded {
         self.command(r, command_method::GET_TOPOLOGY, CommandCall::GetTopology)
+            .await
+    }
+    async fn get_diag(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::GET_DIAG, CommandCall::GetDiag)
+            .await
+    }
+    async fn get_priorities(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(
+            r,
+            command_method::GET_PRIORITIES,
+            CommandCall::GetPriorities,
+        )
+        .await
+    }
+    async fn get_shares(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::GET_SHARES, CommandCall::GetShares)
+            .await
+    }
+    async fn get_reservations(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(
+            r,
+            command_method::GET_RESERVATIONS,
+            CommandCall::GetReservations,
+        )
+        .await
+    }
+    async fn create_reservation(&self, r: tonic::Request<pb::ReservationSpec>) -> Commanded {
+        self.command(
+            r,
+            command_method::CREATE_RESERVATION,
+            CommandCall::CreateReservation,
+        )
+        .await
+    }
+    async fn update_reservation(&self, r: tonic::Request<pb::ReservationSpec>) -> Commanded {
+        self.command(
+            r,
+            command_method::UPDATE_RESERVATION,
+            CommandCall::UpdateReservation,
+        )
+        .await
+    }
+    async fn delete_reservation(&self, r: tonic::Request<pb::NameRequest>) -> Commanded {
+        self.command(
+            r,
+            command_method::DELETE_RESERVATION,
+            CommandCall::DeleteReservation,
+        )
+        .await
+    }
+    async fn update_partition(&self, r: tonic::Request<pb::PartitionUpdate>) -> Commanded {
+        self.command(
+            r,
+            command_method::UPDATE_PARTITION,
+            CommandCall::UpdatePartition,
+        )
+        .await
+    }
+    async fn create_node(&self, r: tonic::Request<pb::NodeSpec>) -> Commanded {
+        self.command(r, command_method::CREATE_NODE, CommandCall::CreateNode)
+            .await
+    }
+    async fn delete_node(&self, r: tonic::Request<pb::NameRequest>) -> Commanded {
+        self.command(r, command_method::DELETE_NODE, CommandCall::DeleteNode)
+            .await
+    }
+    async fn acct_changed(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::ACCT_CHANGED, CommandCall::AcctChanged)
+            .await
+    }
+    async fn get_jobs_delta(&self, r: tonic::Request<pb::JobsDeltaRequest>) -> Commanded {
+        self.command(r, command_method::GET_JOBS_DELTA, CommandCall::GetJobsDelta)
             .await
     }
 }

@@ -335,26 +335,26 @@ impl Server {
             };
             for c in clusters.into_iter().filter(|c| c.control_port != 0) {
                 let addr = format!("{}:{}", c.control_host, c.control_port);
-                let req = slurm_proto::Request {
-                    cred: {
-                        let b = slurm_common::auth::Binding::for_body(
-                            &slurm_proto::RequestBody::AcctChanged,
-                            slurm_common::auth::TO_CTLD,
-                        )
-                        .expect("a unit variant serializes");
-                        key.sign(0, 0, "slurmdbd", now(), &b)
-                    },
-                    body: slurm_proto::RequestBody::AcctChanged,
-                };
                 // The controller's certificate names the address it registered.
-                if let Err(e) = slurm_common::net::call_async(
-                    &addr,
-                    &c.control_host,
-                    &req,
-                    Duration::from_secs(5),
-                )
-                .await
-                {
+                let call = slurm_proto::grpc::commands::CommandCall::AcctChanged(
+                    slurm_proto::grpc::pb::Empty {},
+                );
+                let sign =
+                    |b: &slurm_common::auth::Binding| Ok(key.sign(0, 0, "slurmdbd", now(), b));
+                let told = match slurm_common::grpc::kept(&addr, &c.control_host) {
+                    Ok(ch) => {
+                        slurm_common::grpc::call_command(
+                            &ch,
+                            &c.control_host,
+                            call,
+                            sign,
+                            Duration::from_secs(5),
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = told {
                     tracing::debug!("cannot tell cluster {} at {addr}: {e}", c.name);
                 }
             }

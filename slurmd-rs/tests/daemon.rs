@@ -164,6 +164,42 @@ impl pb::controller_server::Controller for FakeService {
     async fn get_topology(&self, _: tonic::Request<pb::Empty>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn get_diag(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn get_priorities(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn get_shares(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn get_reservations(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn create_reservation(&self, _: tonic::Request<pb::ReservationSpec>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn update_reservation(&self, _: tonic::Request<pb::ReservationSpec>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn delete_reservation(&self, _: tonic::Request<pb::NameRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn update_partition(&self, _: tonic::Request<pb::PartitionUpdate>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn create_node(&self, _: tonic::Request<pb::NodeSpec>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn delete_node(&self, _: tonic::Request<pb::NameRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn acct_changed(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn get_jobs_delta(&self, _: tonic::Request<pb::JobsDeltaRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
         Ok(tonic::Response::new(self.take(
             r,

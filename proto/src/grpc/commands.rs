@@ -6,9 +6,10 @@
 
 use super::{missing, pb, ConvError};
 use crate::{
-    ArrayInfo, CancelFilter, ConfigDump, HoldKind, JobDesc, JobFilter, JobReason, JobRecord,
-    JobState, JobUpdate, LicenseInfo, NodeBaseState, NodeFlags, NodeRecord, NodeStateRequest,
-    PartitionRecord, PartitionState, RequestBody, Response, RpcError, SlurmError, StateSel,
+    ArrayInfo, CancelFilter, ConfigDump, DiagStats, HoldKind, JobDesc, JobFilter, JobPriority,
+    JobReason, JobRecord, JobState, JobUpdate, LicenseInfo, NodeBaseState, NodeFlags, NodeRecord,
+    NodeSpec, NodeStateRequest, PartitionRecord, PartitionState, PartitionUpdate, RequestBody,
+    ReservationRecord, ReservationSpec, Response, RpcError, ShareInfo, SlurmError, StateSel,
     StepRecord, StepRequest, TopologyEntry,
 };
 
@@ -583,12 +584,7 @@ impl TryFrom<pb::NodeRecord> for NodeRecord {
 
 impl From<&PartitionRecord> for pb::PartitionRecord {
     fn from(p: &PartitionRecord) -> Self {
-        let state = match p.state {
-            PartitionState::Up => pb::PartitionState::PartitionUp,
-            PartitionState::Down => pb::PartitionState::PartitionDown,
-            PartitionState::Drain => pb::PartitionState::PartitionDrain,
-            PartitionState::Inactive => pb::PartitionState::PartitionInactive,
-        };
+        let state = partition_state_to(p.state);
         pb::PartitionRecord {
             name: p.name.clone(),
             nodes_expr: p.nodes_expr.clone(),
@@ -617,18 +613,7 @@ impl From<&PartitionRecord> for pb::PartitionRecord {
 impl TryFrom<pb::PartitionRecord> for PartitionRecord {
     type Error = ConvError;
     fn try_from(p: pb::PartitionRecord) -> Result<Self, ConvError> {
-        let state = match pb::PartitionState::try_from(p.state) {
-            Ok(pb::PartitionState::PartitionUp) => PartitionState::Up,
-            Ok(pb::PartitionState::PartitionDown) => PartitionState::Down,
-            Ok(pb::PartitionState::PartitionDrain) => PartitionState::Drain,
-            Ok(pb::PartitionState::PartitionInactive) => PartitionState::Inactive,
-            Err(_) => {
-                return Err(ConvError {
-                    field: "partition.state",
-                    why: format!("unknown state {}", p.state),
-                })
-            }
-        };
+        let state = partition_state_from(p.state, "partition.state")?;
         Ok(PartitionRecord {
             name: p.name,
             nodes_expr: p.nodes_expr,
@@ -744,6 +729,329 @@ impl From<pb::TopologyEntry> for TopologyEntry {
     }
 }
 
+fn rpc_stats_to(v: Vec<crate::RpcStat>) -> Vec<pb::RpcStat> {
+    v.into_iter()
+        .map(|r| pb::RpcStat {
+            name: r.name,
+            id: r.id,
+            count: r.count,
+            total_us: r.total_us,
+        })
+        .collect()
+}
+
+fn rpc_stats_from(v: Vec<pb::RpcStat>) -> Vec<crate::RpcStat> {
+    v.into_iter()
+        .map(|r| crate::RpcStat {
+            name: r.name,
+            id: r.id,
+            count: r.count,
+            total_us: r.total_us,
+        })
+        .collect()
+}
+
+impl From<DiagStats> for pb::DiagStats {
+    fn from(d: DiagStats) -> Self {
+        pb::DiagStats {
+            since: d.since,
+            now: d.now,
+            jobs_submitted: d.jobs_submitted,
+            jobs_started: d.jobs_started,
+            jobs_completed: d.jobs_completed,
+            jobs_canceled: d.jobs_canceled,
+            jobs_failed: d.jobs_failed,
+            jobs_pending: d.jobs_pending,
+            jobs_running: d.jobs_running,
+            main_cycles: d.main_cycles,
+            main_last_us: d.main_last_us,
+            main_max_us: d.main_max_us,
+            main_total_us: d.main_total_us,
+            main_total_depth: d.main_total_depth,
+            main_last_queue: d.main_last_queue,
+            bf_cycles: d.bf_cycles,
+            bf_last_us: d.bf_last_us,
+            bf_max_us: d.bf_max_us,
+            bf_total_us: d.bf_total_us,
+            bf_last_depth: d.bf_last_depth,
+            bf_total_depth: d.bf_total_depth,
+            bf_backfilled_jobs: d.bf_backfilled_jobs,
+            bf_last_when: d.bf_last_when,
+            bf_last_queue: d.bf_last_queue,
+            rpc_types: rpc_stats_to(d.rpc_types),
+            rpc_users: rpc_stats_to(d.rpc_users),
+        }
+    }
+}
+
+impl From<pb::DiagStats> for DiagStats {
+    fn from(d: pb::DiagStats) -> Self {
+        DiagStats {
+            since: d.since,
+            now: d.now,
+            jobs_submitted: d.jobs_submitted,
+            jobs_started: d.jobs_started,
+            jobs_completed: d.jobs_completed,
+            jobs_canceled: d.jobs_canceled,
+            jobs_failed: d.jobs_failed,
+            jobs_pending: d.jobs_pending,
+            jobs_running: d.jobs_running,
+            main_cycles: d.main_cycles,
+            main_last_us: d.main_last_us,
+            main_max_us: d.main_max_us,
+            main_total_us: d.main_total_us,
+            main_total_depth: d.main_total_depth,
+            main_last_queue: d.main_last_queue,
+            bf_cycles: d.bf_cycles,
+            bf_last_us: d.bf_last_us,
+            bf_max_us: d.bf_max_us,
+            bf_total_us: d.bf_total_us,
+            bf_last_depth: d.bf_last_depth,
+            bf_total_depth: d.bf_total_depth,
+            bf_backfilled_jobs: d.bf_backfilled_jobs,
+            bf_last_when: d.bf_last_when,
+            bf_last_queue: d.bf_last_queue,
+            rpc_types: rpc_stats_from(d.rpc_types),
+            rpc_users: rpc_stats_from(d.rpc_users),
+        }
+    }
+}
+
+impl From<JobPriority> for pb::JobPriority {
+    fn from(p: JobPriority) -> Self {
+        pb::JobPriority {
+            job_id: p.job_id,
+            partition: p.partition,
+            user: p.user,
+            priority: p.priority,
+            site: p.site,
+            age: p.age,
+            assoc: p.assoc,
+            fairshare: p.fairshare,
+            job_size: p.job_size,
+            partition_factor: p.partition_factor,
+            qos: p.qos,
+            nice: p.nice,
+            tres: p.tres,
+        }
+    }
+}
+
+impl From<pb::JobPriority> for JobPriority {
+    fn from(p: pb::JobPriority) -> Self {
+        JobPriority {
+            job_id: p.job_id,
+            partition: p.partition,
+            user: p.user,
+            priority: p.priority,
+            site: p.site,
+            age: p.age,
+            assoc: p.assoc,
+            fairshare: p.fairshare,
+            job_size: p.job_size,
+            partition_factor: p.partition_factor,
+            qos: p.qos,
+            nice: p.nice,
+            tres: p.tres,
+        }
+    }
+}
+
+impl From<ShareInfo> for pb::ShareInfo {
+    fn from(s: ShareInfo) -> Self {
+        pb::ShareInfo {
+            account: s.account,
+            user: s.user,
+            depth: s.depth,
+            raw_shares: s.raw_shares,
+            norm_shares: s.norm_shares,
+            raw_usage: s.raw_usage,
+            effective_usage: s.effective_usage,
+            fairshare: s.fairshare,
+            level_fs: s.level_fs,
+        }
+    }
+}
+
+impl From<pb::ShareInfo> for ShareInfo {
+    fn from(s: pb::ShareInfo) -> Self {
+        ShareInfo {
+            account: s.account,
+            user: s.user,
+            depth: s.depth,
+            raw_shares: s.raw_shares,
+            norm_shares: s.norm_shares,
+            raw_usage: s.raw_usage,
+            effective_usage: s.effective_usage,
+            fairshare: s.fairshare,
+            level_fs: s.level_fs,
+        }
+    }
+}
+
+impl From<ReservationRecord> for pb::ReservationRecord {
+    fn from(r: ReservationRecord) -> Self {
+        pb::ReservationRecord {
+            name: r.name,
+            start_time: r.start_time,
+            end_time: r.end_time,
+            nodes: r.nodes,
+            users: r.users,
+            accounts: r.accounts,
+            partition: r.partition,
+            flags: r.flags,
+            core_cnt: r.core_cnt,
+        }
+    }
+}
+
+impl From<pb::ReservationRecord> for ReservationRecord {
+    fn from(r: pb::ReservationRecord) -> Self {
+        ReservationRecord {
+            name: r.name,
+            start_time: r.start_time,
+            end_time: r.end_time,
+            nodes: r.nodes,
+            users: r.users,
+            accounts: r.accounts,
+            partition: r.partition,
+            flags: r.flags,
+            core_cnt: r.core_cnt,
+        }
+    }
+}
+
+fn list_to(v: Option<Vec<String>>) -> Option<pb::StringList> {
+    v.map(|items| pb::StringList { items })
+}
+
+fn list_from(v: Option<pb::StringList>) -> Option<Vec<String>> {
+    v.map(|l| l.items)
+}
+
+impl From<ReservationSpec> for pb::ReservationSpec {
+    fn from(r: ReservationSpec) -> Self {
+        pb::ReservationSpec {
+            name: r.name,
+            start_time: r.start_time,
+            end_time: r.end_time,
+            duration: r.duration,
+            nodes: list_to(r.nodes),
+            node_cnt: r.node_cnt,
+            users: list_to(r.users),
+            accounts: list_to(r.accounts),
+            partition: r.partition,
+            flags: list_to(r.flags),
+        }
+    }
+}
+
+impl From<pb::ReservationSpec> for ReservationSpec {
+    fn from(r: pb::ReservationSpec) -> Self {
+        ReservationSpec {
+            name: r.name,
+            start_time: r.start_time,
+            end_time: r.end_time,
+            duration: r.duration,
+            nodes: list_from(r.nodes),
+            node_cnt: r.node_cnt,
+            users: list_from(r.users),
+            accounts: list_from(r.accounts),
+            partition: r.partition,
+            flags: list_from(r.flags),
+        }
+    }
+}
+
+fn partition_state_to(s: PartitionState) -> pb::PartitionState {
+    match s {
+        PartitionState::Up => pb::PartitionState::PartitionUp,
+        PartitionState::Down => pb::PartitionState::PartitionDown,
+        PartitionState::Drain => pb::PartitionState::PartitionDrain,
+        PartitionState::Inactive => pb::PartitionState::PartitionInactive,
+    }
+}
+
+fn partition_state_from(v: i32, field: &'static str) -> Result<PartitionState, ConvError> {
+    Ok(match pb::PartitionState::try_from(v) {
+        Ok(pb::PartitionState::PartitionUp) => PartitionState::Up,
+        Ok(pb::PartitionState::PartitionDown) => PartitionState::Down,
+        Ok(pb::PartitionState::PartitionDrain) => PartitionState::Drain,
+        Ok(pb::PartitionState::PartitionInactive) => PartitionState::Inactive,
+        Err(_) => {
+            return Err(ConvError {
+                field,
+                why: format!("unknown state {v}"),
+            })
+        }
+    })
+}
+
+impl From<PartitionUpdate> for pb::PartitionUpdate {
+    fn from(u: PartitionUpdate) -> Self {
+        pb::PartitionUpdate {
+            name: u.name,
+            state: u.state.map(|s| partition_state_to(s) as i32),
+            max_time: u.max_time.map(|minutes| pb::TimeLimit { minutes }),
+            default_time: u.default_time.map(|minutes| pb::TimeLimit { minutes }),
+        }
+    }
+}
+
+impl TryFrom<pb::PartitionUpdate> for PartitionUpdate {
+    type Error = ConvError;
+    fn try_from(u: pb::PartitionUpdate) -> Result<Self, ConvError> {
+        Ok(PartitionUpdate {
+            name: u.name,
+            state: u
+                .state
+                .map(|s| partition_state_from(s, "update.state"))
+                .transpose()?,
+            max_time: u.max_time.map(|t| t.minutes),
+            default_time: u.default_time.map(|t| t.minutes),
+        })
+    }
+}
+
+impl From<NodeSpec> for pb::NodeSpec {
+    fn from(n: NodeSpec) -> Self {
+        pb::NodeSpec {
+            name: n.name,
+            cpus: n.cpus,
+            real_memory: n.real_memory,
+            features: n.features,
+            partitions: n.partitions,
+            state: n.state,
+            addr: n.addr,
+            port: n.port.map(u32::from),
+        }
+    }
+}
+
+impl TryFrom<pb::NodeSpec> for NodeSpec {
+    type Error = ConvError;
+    fn try_from(n: pb::NodeSpec) -> Result<Self, ConvError> {
+        Ok(NodeSpec {
+            port: n
+                .port
+                .map(|p| {
+                    u16::try_from(p).map_err(|_| ConvError {
+                        field: "node.port",
+                        why: format!("{p} is not a port"),
+                    })
+                })
+                .transpose()?,
+            name: n.name,
+            cpus: n.cpus,
+            real_memory: n.real_memory,
+            features: n.features,
+            partitions: n.partitions,
+            state: n.state,
+            addr: n.addr,
+        })
+    }
+}
+
 /// A command's request to the controller in its gRPC form.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CommandCall {
@@ -767,6 +1075,18 @@ pub enum CommandCall {
     GetLicenses(pb::Empty),
     GetConfig(pb::Empty),
     GetTopology(pb::Empty),
+    GetDiag(pb::Empty),
+    GetPriorities(pb::Empty),
+    GetShares(pb::Empty),
+    GetReservations(pb::Empty),
+    CreateReservation(pb::ReservationSpec),
+    UpdateReservation(pb::ReservationSpec),
+    DeleteReservation(pb::NameRequest),
+    UpdatePartition(pb::PartitionUpdate),
+    CreateNode(pb::NodeSpec),
+    DeleteNode(pb::NameRequest),
+    AcctChanged(pb::Empty),
+    GetJobsDelta(pb::JobsDeltaRequest),
 }
 
 /// The full gRPC path of each command method of `Controller`.
@@ -791,6 +1111,18 @@ pub mod command_method {
     pub const GET_LICENSES: &str = "/slurm.v1.Controller/GetLicenses";
     pub const GET_CONFIG: &str = "/slurm.v1.Controller/GetConfig";
     pub const GET_TOPOLOGY: &str = "/slurm.v1.Controller/GetTopology";
+    pub const GET_DIAG: &str = "/slurm.v1.Controller/GetDiag";
+    pub const GET_PRIORITIES: &str = "/slurm.v1.Controller/GetPriorities";
+    pub const GET_SHARES: &str = "/slurm.v1.Controller/GetShares";
+    pub const GET_RESERVATIONS: &str = "/slurm.v1.Controller/GetReservations";
+    pub const CREATE_RESERVATION: &str = "/slurm.v1.Controller/CreateReservation";
+    pub const UPDATE_RESERVATION: &str = "/slurm.v1.Controller/UpdateReservation";
+    pub const DELETE_RESERVATION: &str = "/slurm.v1.Controller/DeleteReservation";
+    pub const UPDATE_PARTITION: &str = "/slurm.v1.Controller/UpdatePartition";
+    pub const CREATE_NODE: &str = "/slurm.v1.Controller/CreateNode";
+    pub const DELETE_NODE: &str = "/slurm.v1.Controller/DeleteNode";
+    pub const ACCT_CHANGED: &str = "/slurm.v1.Controller/AcctChanged";
+    pub const GET_JOBS_DELTA: &str = "/slurm.v1.Controller/GetJobsDelta";
 }
 
 impl CommandCall {
@@ -858,6 +1190,22 @@ impl CommandCall {
             RequestBody::GetLicenses => CommandCall::GetLicenses(pb::Empty {}),
             RequestBody::GetConfig => CommandCall::GetConfig(pb::Empty {}),
             RequestBody::GetTopology => CommandCall::GetTopology(pb::Empty {}),
+            RequestBody::GetDiag => CommandCall::GetDiag(pb::Empty {}),
+            RequestBody::GetPriorities => CommandCall::GetPriorities(pb::Empty {}),
+            RequestBody::GetShares => CommandCall::GetShares(pb::Empty {}),
+            RequestBody::GetReservations => CommandCall::GetReservations(pb::Empty {}),
+            RequestBody::CreateReservation(r) => CommandCall::CreateReservation(r.into()),
+            RequestBody::UpdateReservation(r) => CommandCall::UpdateReservation(r.into()),
+            RequestBody::DeleteReservation { name } => {
+                CommandCall::DeleteReservation(pb::NameRequest { name })
+            }
+            RequestBody::UpdatePartition(u) => CommandCall::UpdatePartition(u.into()),
+            RequestBody::CreateNode(n) => CommandCall::CreateNode(n.into()),
+            RequestBody::DeleteNode { name } => CommandCall::DeleteNode(pb::NameRequest { name }),
+            RequestBody::AcctChanged => CommandCall::AcctChanged(pb::Empty {}),
+            RequestBody::GetJobsDelta { epoch, since } => {
+                CommandCall::GetJobsDelta(pb::JobsDeltaRequest { epoch, since })
+            }
             other => return Err(Box::new(other)),
         })
     }
@@ -913,6 +1261,21 @@ impl CommandCall {
             CommandCall::GetLicenses(_) => RequestBody::GetLicenses,
             CommandCall::GetConfig(_) => RequestBody::GetConfig,
             CommandCall::GetTopology(_) => RequestBody::GetTopology,
+            CommandCall::GetDiag(_) => RequestBody::GetDiag,
+            CommandCall::GetPriorities(_) => RequestBody::GetPriorities,
+            CommandCall::GetShares(_) => RequestBody::GetShares,
+            CommandCall::GetReservations(_) => RequestBody::GetReservations,
+            CommandCall::CreateReservation(r) => RequestBody::CreateReservation(r.into()),
+            CommandCall::UpdateReservation(r) => RequestBody::UpdateReservation(r.into()),
+            CommandCall::DeleteReservation(n) => RequestBody::DeleteReservation { name: n.name },
+            CommandCall::UpdatePartition(u) => RequestBody::UpdatePartition(u.try_into()?),
+            CommandCall::CreateNode(n) => RequestBody::CreateNode(n.try_into()?),
+            CommandCall::DeleteNode(n) => RequestBody::DeleteNode { name: n.name },
+            CommandCall::AcctChanged(_) => RequestBody::AcctChanged,
+            CommandCall::GetJobsDelta(d) => RequestBody::GetJobsDelta {
+                epoch: d.epoch,
+                since: d.since,
+            },
         })
     }
 
@@ -940,6 +1303,18 @@ impl CommandCall {
             CommandCall::GetLicenses(_) => GET_LICENSES,
             CommandCall::GetConfig(_) => GET_CONFIG,
             CommandCall::GetTopology(_) => GET_TOPOLOGY,
+            CommandCall::GetDiag(_) => GET_DIAG,
+            CommandCall::GetPriorities(_) => GET_PRIORITIES,
+            CommandCall::GetShares(_) => GET_SHARES,
+            CommandCall::GetReservations(_) => GET_RESERVATIONS,
+            CommandCall::CreateReservation(_) => CREATE_RESERVATION,
+            CommandCall::UpdateReservation(_) => UPDATE_RESERVATION,
+            CommandCall::DeleteReservation(_) => DELETE_RESERVATION,
+            CommandCall::UpdatePartition(_) => UPDATE_PARTITION,
+            CommandCall::CreateNode(_) => CREATE_NODE,
+            CommandCall::DeleteNode(_) => DELETE_NODE,
+            CommandCall::AcctChanged(_) => ACCT_CHANGED,
+            CommandCall::GetJobsDelta(_) => GET_JOBS_DELTA,
         }
     }
 
@@ -953,7 +1328,19 @@ impl CommandCall {
             | CommandCall::Reconfigure(m)
             | CommandCall::GetLicenses(m)
             | CommandCall::GetConfig(m)
-            | CommandCall::GetTopology(m) => m.encode_to_vec(),
+            | CommandCall::GetTopology(m)
+            | CommandCall::GetDiag(m)
+            | CommandCall::GetPriorities(m)
+            | CommandCall::GetShares(m)
+            | CommandCall::GetReservations(m)
+            | CommandCall::AcctChanged(m) => m.encode_to_vec(),
+            CommandCall::CreateReservation(m) | CommandCall::UpdateReservation(m) => {
+                m.encode_to_vec()
+            }
+            CommandCall::DeleteReservation(m) | CommandCall::DeleteNode(m) => m.encode_to_vec(),
+            CommandCall::UpdatePartition(m) => m.encode_to_vec(),
+            CommandCall::CreateNode(m) => m.encode_to_vec(),
+            CommandCall::GetJobsDelta(m) => m.encode_to_vec(),
             CommandCall::UpdateJob(m) => m.encode_to_vec(),
             CommandCall::SuspendJob(m) => m.encode_to_vec(),
             CommandCall::UpdateNode(m) => m.encode_to_vec(),
@@ -1044,6 +1431,39 @@ pub fn command_reply(r: Response) -> pb::CommandReply {
         }),
         Response::Topology(t) => R::Topology(pb::TopologyList {
             entries: t.iter().map(Into::into).collect(),
+        }),
+        Response::Diag(d) => R::Diag((*d).into()),
+        Response::Priorities { jobs, weights } => R::Priorities(pb::Priorities {
+            jobs: jobs.into_iter().map(Into::into).collect(),
+            weights: weights
+                .into_iter()
+                .map(|(name, weight)| pb::Weight { name, weight })
+                .collect(),
+        }),
+        Response::Shares(s) => R::Shares(pb::Shares {
+            shares: s.into_iter().map(Into::into).collect(),
+        }),
+        Response::Reservations {
+            reservations,
+            last_update,
+        } => R::Reservations(pb::ReservationList {
+            reservations: reservations.into_iter().map(Into::into).collect(),
+            last_update,
+        }),
+        Response::ReservationCreated { name } => R::ReservationCreated(name),
+        Response::JobsUnchanged { version } => R::JobsUnchanged(pb::JobsUnchanged { version }),
+        Response::JobsDelta {
+            epoch,
+            version,
+            ids,
+            changed,
+            last_update,
+        } => R::JobsDelta(pb::JobsDelta {
+            epoch,
+            version,
+            ids,
+            changed: changed.iter().map(Into::into).collect(),
+            last_update,
         }),
         other => error_reply(
             SlurmError::InternalError,
@@ -1141,6 +1561,33 @@ pub fn command_response(r: pb::CommandReply) -> Response {
             boot_time: c.boot_time,
         }),
         Some(R::Topology(t)) => Response::Topology(t.entries.into_iter().map(Into::into).collect()),
+        Some(R::Diag(d)) => Response::Diag(Box::new(d.into())),
+        Some(R::Priorities(p)) => Response::Priorities {
+            jobs: p.jobs.into_iter().map(Into::into).collect(),
+            weights: p.weights.into_iter().map(|w| (w.name, w.weight)).collect(),
+        },
+        Some(R::Shares(s)) => Response::Shares(s.shares.into_iter().map(Into::into).collect()),
+        Some(R::Reservations(l)) => Response::Reservations {
+            reservations: l.reservations.into_iter().map(Into::into).collect(),
+            last_update: l.last_update,
+        },
+        Some(R::ReservationCreated(name)) => Response::ReservationCreated { name },
+        Some(R::JobsUnchanged(u)) => Response::JobsUnchanged { version: u.version },
+        Some(R::JobsDelta(d)) => match d
+            .changed
+            .into_iter()
+            .map(JobRecord::try_from)
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(changed) => Response::JobsDelta {
+                epoch: d.epoch,
+                version: d.version,
+                ids: d.ids,
+                changed,
+                last_update: d.last_update,
+            },
+            Err(e) => protocol(e.to_string()),
+        },
         None => protocol("empty answer".into()),
     }
 }
@@ -1453,6 +1900,103 @@ mod tests {
             change: None,
         });
         assert_eq!(no_change.into_body().unwrap_err().field, "update.change");
+    }
+
+    /// `body` as a gRPC call and back.
+    fn round_trip(body: RequestBody) -> RequestBody {
+        CommandCall::from_body(body).unwrap().into_body().unwrap()
+    }
+
+    #[test]
+    fn admin_requests_and_their_answers_convert_both_ways_unchanged() {
+        let spec = ReservationSpec {
+            name: Some("r".into()),
+            start_time: Some(1),
+            duration: Some(60),
+            nodes: Some(vec![]),
+            users: Some(vec!["alice".into()]),
+            accounts: None,
+            flags: Some(vec!["MAINT".into()]),
+            ..Default::default()
+        };
+        match round_trip(RequestBody::UpdateReservation(spec.clone())) {
+            RequestBody::UpdateReservation(back) => assert_eq!(back, spec),
+            other => panic!("{other:?}"),
+        }
+        for max_time in [None, Some(None), Some(Some(30))] {
+            let u = PartitionUpdate {
+                name: "p".into(),
+                state: Some(PartitionState::Drain),
+                max_time,
+                default_time: Some(None),
+            };
+            match round_trip(RequestBody::UpdatePartition(u.clone())) {
+                RequestBody::UpdatePartition(back) => assert_eq!(back, u),
+                other => panic!("{other:?}"),
+            }
+        }
+        let node = NodeSpec {
+            name: "k1".into(),
+            cpus: 4,
+            real_memory: 100,
+            features: vec!["k8s".into()],
+            partitions: vec!["ext".into()],
+            state: "EXTERNAL".into(),
+            addr: None,
+            port: Some(6818),
+        };
+        match round_trip(RequestBody::CreateNode(node.clone())) {
+            RequestBody::CreateNode(back) => assert_eq!(back, node),
+            other => panic!("{other:?}"),
+        }
+        let mut bad: pb::NodeSpec = node.into();
+        bad.port = Some(1 << 20);
+        assert_eq!(
+            CommandCall::CreateNode(bad).into_body().unwrap_err().field,
+            "node.port"
+        );
+
+        let diag = DiagStats {
+            since: 1,
+            bf_last_when: Some(3),
+            main_max_us: 7,
+            rpc_types: vec![crate::RpcStat {
+                name: "REQUEST_PING".into(),
+                id: 1008,
+                count: 2,
+                total_us: 9,
+            }],
+            ..Default::default()
+        };
+        let prio = JobPriority {
+            job_id: 3,
+            user: "alice".into(),
+            age: 0.5,
+            nice: -2,
+            tres: "cpu=1.0".into(),
+            ..Default::default()
+        };
+        let share = ShareInfo {
+            account: "a".into(),
+            user: None,
+            fairshare: None,
+            level_fs: Some(f64::MAX),
+            ..Default::default()
+        };
+        let answers = [
+            Response::Diag(Box::new(diag)),
+            Response::Priorities {
+                jobs: vec![prio],
+                weights: vec![("Age".into(), 1000)],
+            },
+            Response::Shares(vec![share]),
+            Response::ReservationCreated { name: "r".into() },
+            Response::JobsUnchanged { version: 4 },
+        ];
+        for a in answers {
+            let want = format!("{a:?}");
+            assert_eq!(format!("{:?}", command_response(command_reply(a))), want);
+        }
     }
 
     #[test]
