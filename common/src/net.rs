@@ -49,6 +49,8 @@ pub enum NetError {
     Busy,
     #[error("rpc failed ({code}): {why}")]
     Rpc { code: String, why: String },
+    #[error("the controller has no method for {0}")]
+    NoMethod(&'static str),
 }
 
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, NetError> {
@@ -558,31 +560,16 @@ impl Client {
         }
     }
 
-    /// Send `body` and wait for the answer: over the run's gRPC channel
-    /// when the controller's service has a method for it, else as a framed
-    /// request. Told to back off (the controller's per-user rate limit),
-    /// wait a second and send it again, as Slurm's commands do, for at most
-    /// the client's timeout.
+    /// Send `body` over the run's gRPC channel and wait for the answer.
+    /// Told to back off (the controller's per-user rate limit), wait a
+    /// second and send it again, as Slurm's commands do, for at most the
+    /// client's timeout.
     pub fn call(&self, body: RequestBody) -> Result<Response, NetError> {
         let give_up = std::time::Instant::now() + self.timeout;
-        let call = slurm_proto::grpc::commands::CommandCall::from_body(body);
-        let binding = match &call {
-            Ok(_) => None,
-            Err(body) => Some(crate::auth::Binding::for_body(body, crate::auth::TO_CTLD)?),
-        };
+        let call = slurm_proto::grpc::commands::CommandCall::from_body(body)
+            .map_err(|b| NetError::NoMethod(b.message_type().0))?;
         loop {
-            let r = match (&call, &binding) {
-                (Ok(c), _) => self.call_grpc(c.clone())?,
-                (Err(body), Some(binding)) => {
-                    let req = Request {
-                        cred: self.creds.credential(binding)?,
-                        body: (**body).clone(),
-                    };
-                    call_sync(&self.addr, &self.server, &req, self.timeout)?
-                }
-                (Err(_), None) => unreachable!("a framed body has its binding"),
-            };
-            match r {
+            match self.call_grpc(call.clone())? {
                 Response::Error(e)
                     if e.error == slurm_proto::SlurmError::Backoff
                         && std::time::Instant::now() + BACKOFF < give_up =>

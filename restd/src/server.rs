@@ -23,8 +23,8 @@ use serde_json::{json, Map, Value};
 use slurm_common::auth::Key;
 use slurm_common::conf::SlurmConf;
 use slurm_proto::{
-    JobId, JobRecord, NodeRecord, PartitionRecord, Request, RequestBody, ReservationRecord,
-    Response, RpcError, SlurmError,
+    JobId, JobRecord, NodeRecord, PartitionRecord, RequestBody, ReservationRecord, Response,
+    RpcError, SlurmError,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -568,35 +568,16 @@ impl App {
 
     /// One RPC to the controller as `who`.
     async fn call(&self, who: &Ident, body: RequestBody, source: &str) -> Result<Response, Fail> {
-        let body = match slurm_proto::grpc::commands::CommandCall::from_body(body) {
-            Ok(call) => return self.call_grpc(who, call, source).await,
-            Err(body) => *body,
-        };
-        let cred = self.credential(who, ctld_binding(&body)).await?;
-        let req = Request { cred, body };
-        let mut last = String::new();
-        for (name, addr) in &self.ctld_addrs {
-            match slurm_common::net::call_async(addr, name, &req, self.timeout).await {
-                Ok(r) => return Ok(r),
-                Err(e @ slurm_common::net::NetError::Connect { .. }) => last = e.to_string(),
-                Err(e) => {
-                    return Err(Fail::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR,
-                        "Unable to contact slurm controller (connect failure)",
-                        &e.to_string(),
-                        source,
-                    ))
-                }
-            }
+        match slurm_proto::grpc::commands::CommandCall::from_body(body) {
+            Ok(call) => self.call_grpc(who, call, source).await,
+            Err(body) => Err(Fail::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                SLURM_ERROR,
+                "No controller method for the request",
+                body.message_type().0,
+                source,
+            )),
         }
-        Err(Fail::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR,
-            "Unable to contact slurm controller (connect failure)",
-            &last,
-            source,
-        ))
     }
 
     /// One request to the controller over this process's kept gRPC
@@ -748,32 +729,28 @@ fn update_time(q: &Q, source: &str) -> Result<Option<i64>, Fail> {
     }
 }
 
-/// The binding of a request to the controller.
-fn ctld_binding(body: &RequestBody) -> slurm_common::auth::Binding {
-    use slurm_common::auth::{Binding, TO_CTLD};
-    Binding::for_body(body, TO_CTLD).unwrap_or_else(|_| Binding::for_bytes(b"", TO_CTLD))
-}
-
 // ----------------------------------------------------------------- handlers
 
 impl App {
     async fn ping(&self, who: &Ident) -> HResult {
         let mut pings = Vec::new();
         for (i, (name, addr)) in self.ctld_addrs.iter().enumerate() {
-            let cred = self
-                .credential(who, ctld_binding(&RequestBody::Ping))
-                .await?;
+            use slurm_proto::grpc::commands::CommandCall;
+            let call = CommandCall::Ping(slurm_proto::grpc::pb::Empty {});
+            let binding = slurm_common::auth::Binding::for_message(
+                call.method(),
+                &call.encode(),
+                slurm_common::auth::TO_CTLD,
+            );
+            let cred = self.credential(who, binding).await?;
             let start = Instant::now();
-            let r = slurm_common::net::call_async(
-                addr,
-                name,
-                &Request {
-                    cred,
-                    body: RequestBody::Ping,
-                },
-                self.timeout,
-            )
-            .await;
+            let r = match slurm_common::grpc::kept(addr, name) {
+                Ok(ch) => {
+                    let sign = move |_: &slurm_common::auth::Binding| Ok(cred);
+                    slurm_common::grpc::call_command(&ch, name, call, sign, self.timeout).await
+                }
+                Err(e) => Err(e),
+            };
             let up = matches!(r, Ok(Response::Pong { .. }));
             pings.push(json!({
                 "hostname": name,
