@@ -11,6 +11,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={f}");
     }
     tonic_build::configure()
+        // Job listings are assembled from per-job encodings the controller
+        // keeps: shared buffers, not copies.
+        .bytes([".slurm.v1.EncodedJobs.jobs"])
         .build_server(true)
         .build_client(true)
         .compile_protos(&files, &["."])?;

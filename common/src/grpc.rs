@@ -16,7 +16,7 @@ use crate::auth::{AuthError, Binding, Key, ReplayCache};
 use crate::net::{self, NetError};
 use crate::stepio::{IoFrame, IoKind};
 use prost::Message;
-use slurm_proto::grpc::commands::{command_response, CommandCall};
+use slurm_proto::grpc::commands::{command_response, listing_response, CommandCall};
 use slurm_proto::grpc::{ctld_response, node_response, pb, CtldCall, NodeCall, CRED_METADATA};
 use slurm_proto::{Credential, Response};
 use std::net::SocketAddr;
@@ -228,13 +228,22 @@ pub async fn call_command(
     let mut client = pb::controller_client::ControllerClient::new(ch.clone())
         .max_decoding_message_size(MAX_COMMAND_REPLY)
         .max_encoding_message_size(usize::MAX);
+    let call = match call {
+        CommandCall::GetJobs(m) => {
+            let listing = client.get_jobs(with_cred(m, cred, within));
+            return Ok(listing_response(
+                within_time(listing, within, server).await?,
+            ));
+        }
+        other => other,
+    };
     let fut = async move {
         match call {
+            CommandCall::GetJobs(_) => Err(tonic::Status::internal("a listing is answered above")),
             CommandCall::Ping(m) => client.ping(with_cred(m, cred, within)).await,
             CommandCall::SubmitJob(m) => client.submit_job(with_cred(*m, cred, within)).await,
             CommandCall::TestJob(m) => client.test_job(with_cred(*m, cred, within)).await,
             CommandCall::AllocateJob(m) => client.allocate_job(with_cred(*m, cred, within)).await,
-            CommandCall::GetJobs(m) => client.get_jobs(with_cred(m, cred, within)).await,
             CommandCall::CancelJobs(m) => client.cancel_jobs(with_cred(m, cred, within)).await,
             CommandCall::CompleteJob(m) => client.complete_job(with_cred(m, cred, within)).await,
             CommandCall::CreateStep(m) => client.create_step(with_cred(m, cred, within)).await,

@@ -274,6 +274,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
                         slurmctld::ratelimit::RateLimiter::new(p),
                     ))
                 }),
+            listed: Default::default(),
         };
         tokio::spawn(server.serve(listener));
         slurm_common::logging::reopen_on_sigusr2(log);

@@ -10,7 +10,7 @@ use slurm_common::auth::{now, AuthError, Key};
 use slurm_common::grpc::{self, Caller, Rewind};
 use slurm_common::net::{encode, write_frame, NetError};
 use slurm_common::tls::Peer;
-use slurm_proto::grpc::commands::{command_method, command_reply, job_list, CommandCall};
+use slurm_proto::grpc::commands::{command_method, command_reply, encode_listed, CommandCall};
 use slurm_proto::grpc::pb::{self, controller_server::ControllerServer};
 use slurm_proto::grpc::{ctld_method, ctld_reply, CtldCall};
 use slurm_proto::{JobId, JobRecord, Request, RequestBody, Response, RpcError, SlurmError};
@@ -51,7 +51,15 @@ pub struct Server {
     pub heard: crate::writer::Heard,
     /// RPCs served, by message type and by user (`sdiag`).
     pub rpc_stats: Arc<std::sync::Mutex<RpcStats>>,
+    /// Each job's encoding for listings, with the (epoch, change stamp) it
+    /// was made at.
+    pub listed: Listed,
 }
+
+/// Jobs' listing encodings, by job id, with the (epoch, change stamp) of
+/// the record each was made from.
+pub type Listed =
+    Arc<std::sync::Mutex<std::collections::HashMap<JobId, ((u64, u64), bytes::Bytes)>>>;
 
 /// Counts and total microseconds of the RPCs served, by Slurm message type
 /// and by user.
@@ -537,17 +545,43 @@ impl Server {
     }
 
     /// The jobs `uid` may see that `filter` selects (all when `None`), as
-    /// a gRPC listing.
-    fn job_listing(&self, uid: u32, filter: Option<&slurm_proto::JobFilter>) -> pb::JobList {
+    /// a gRPC listing: each job's encoding is made once per change of the
+    /// job and kept (`listed`), so a listing of an unchanged queue only
+    /// copies bytes.
+    fn job_listing(&self, uid: u32, filter: Option<&slurm_proto::JobFilter>) -> pb::EncodedJobs {
         let s = self.snapshot();
         let mine = self.private_to(&s, s.private.jobs, uid);
-        let jobs = s
-            .jobs
-            .iter()
-            .filter(|j| mine.is_none_or(|uid| j.user_id == uid))
-            .filter(|j| filter.is_none_or(|f| f.matches(j)))
-            .map(|j| &**j);
-        job_list(jobs, s.last_update)
+        let stamped = s.job_changed.len() == s.jobs.len();
+        let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut jobs = Vec::new();
+        for (k, j) in s.jobs.iter().enumerate() {
+            if mine.is_some_and(|uid| j.user_id != uid) || filter.is_some_and(|f| !f.matches(j)) {
+                continue;
+            }
+            if !stamped {
+                jobs.push(encode_listed(j));
+                continue;
+            }
+            let stamp = (s.epoch, s.job_changed[k]);
+            match listed.get(&j.job_id) {
+                Some((at, b)) if *at == stamp => jobs.push(b.clone()),
+                _ => {
+                    let b = encode_listed(j);
+                    listed.insert(j.job_id, (stamp, b.clone()));
+                    jobs.push(b);
+                }
+            }
+        }
+        // Forget purged jobs now and then (the map stays within twice the
+        // queue).
+        if listed.len() > 2 * s.jobs.len() + 1024 {
+            let live: std::collections::HashSet<JobId> = s.jobs.iter().map(|j| j.job_id).collect();
+            listed.retain(|id, _| live.contains(id));
+        }
+        pb::EncodedJobs {
+            jobs,
+            last_update: s.last_update,
+        }
     }
 
     /// What changed in the job list since the caller's copy at (`epoch`,
@@ -921,16 +955,17 @@ impl CtldService {
         Ok(tonic::Response::new(self.reply(req, method, into).await))
     }
 
-    async fn reply<T: prost::Message>(
+    /// The request a call makes once its credential, its message and its
+    /// caller are accepted; else the refusal.
+    fn admit<T: prost::Message>(
         &self,
         req: tonic::Request<T>,
         method: &'static str,
         into: fn(T) -> CommandCall,
-    ) -> pb::CommandReply {
+    ) -> Result<Request, Response> {
         let s = &self.server;
-        let refused = command_reply;
         let Some(caller) = grpc::caller_of(&req) else {
-            return refused(Response::Error(SlurmError::InternalError.into()));
+            return Err(Response::Error(SlurmError::InternalError.into()));
         };
         let to = slurm_common::auth::TO_CTLD;
         let jwt = s.jwt_key.as_deref();
@@ -938,34 +973,71 @@ impl CtldService {
             Ok(c) => c,
             Err(e) => {
                 tracing::info!(from = %caller.addr, "refused request: {e}");
-                return refused(Response::Error(refusal(&e).into()));
+                return Err(Response::Error(refusal(&e).into()));
             }
         };
-        let body = match into(req.into_inner()).into_body() {
-            Ok(b) => b,
-            Err(e) => {
-                return refused(Response::Error(RpcError {
-                    error: SlurmError::ProtocolError,
-                    detail: Some(e.to_string()),
-                }))
-            }
-        };
+        let body = into(req.into_inner()).into_body().map_err(|e| {
+            Response::Error(RpcError {
+                error: SlurmError::ProtocolError,
+                detail: Some(e.to_string()),
+            })
+        })?;
         let req = Request { cred, body };
-        if let Some(no) = s.refused(&req, &caller.peer) {
-            return refused(no);
+        match s.refused(&req, &caller.peer) {
+            Some(no) => Err(no),
+            None => Ok(req),
         }
+    }
+
+    /// `GetJobs`: the listing, made of each job's kept encoding.
+    fn listing(&self, req: tonic::Request<pb::JobQuery>) -> pb::JobListing {
+        use pb::job_listing::Result as R;
+        let s = &self.server;
+        let result = match self.admit(req, command_method::GET_JOBS, CommandCall::GetJobs) {
+            Err(Response::Error(e)) => R::Error(e.into()),
+            Err(other) => R::Error(
+                RpcError {
+                    error: SlurmError::InternalError,
+                    detail: Some(format!("unexpected answer {other:?}")),
+                }
+                .into(),
+            ),
+            Ok(req) => {
+                let (kind, uid) = (req.body.message_type(), req.cred.uid);
+                let t0 = std::time::Instant::now();
+                let filter = match &req.body {
+                    RequestBody::GetJobsMatching(f) => Some(f),
+                    _ => None,
+                };
+                let jobs = s.job_listing(uid, filter);
+                if let Ok(mut st) = s.rpc_stats.lock() {
+                    st.record(kind, uid, t0.elapsed().as_micros() as u64);
+                }
+                R::Jobs(jobs)
+            }
+        };
+        pb::JobListing {
+            result: Some(result),
+        }
+    }
+
+    async fn reply<T: prost::Message>(
+        &self,
+        req: tonic::Request<T>,
+        method: &'static str,
+        into: fn(T) -> CommandCall,
+    ) -> pb::CommandReply {
+        let s = &self.server;
+        let req = match self.admit(req, method, into) {
+            Ok(r) => r,
+            Err(no) => return command_reply(no),
+        };
         let (kind, uid) = (req.body.message_type(), req.cred.uid);
         let t0 = std::time::Instant::now();
         let reply = match req.body {
             RequestBody::Ping => command_reply(Response::Pong {
                 controller: s.host.clone(),
             }),
-            RequestBody::GetJobs => pb::CommandReply {
-                result: Some(pb::command_reply::Result::Jobs(s.job_listing(uid, None))),
-            },
-            RequestBody::GetJobsMatching(ref f) => pb::CommandReply {
-                result: Some(pb::command_reply::Result::Jobs(s.job_listing(uid, Some(f)))),
-            },
             RequestBody::GetJobsDelta { epoch, since } => s.jobs_delta(uid, epoch, since),
             RequestBody::GetNodes => {
                 let snap = s.snapshot();
@@ -1125,9 +1197,11 @@ impl pb::controller_server::Controller for CtldService {
         })
         .await
     }
-    async fn get_jobs(&self, r: tonic::Request<pb::JobQuery>) -> Commanded {
-        self.command(r, command_method::GET_JOBS, CommandCall::GetJobs)
-            .await
+    async fn get_jobs(
+        &self,
+        r: tonic::Request<pb::JobQuery>,
+    ) -> Result<tonic::Response<pb::JobListing>, tonic::Status> {
+        Ok(tonic::Response::new(self.listing(r)))
     }
     async fn cancel_jobs(&self, r: tonic::Request<pb::CancelFilter>) -> Commanded {
         self.command(r, command_method::CANCEL_JOBS, CommandCall::CancelJobs)

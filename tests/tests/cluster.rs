@@ -343,6 +343,35 @@ fn command_calls_over_grpc_are_bound_to_their_method_and_message() {
     assert_eq!(jobs[0].state, JobState::Pending);
 }
 
+/// The controller keeps each job's listing encoding until the job
+/// changes: every change shows in the next listing, filtered or not.
+#[test]
+fn listings_follow_each_change_of_a_job() {
+    let t = TestCluster::start(1, |_| {});
+    let id = t.sbatch(&["-H", "-J", "first", "--wrap", "true"]);
+    let listed = |id: u32| t.job(id).expect("listed");
+    let squeue = |args: &[&str]| stdout(&t.run("squeue", args));
+    // Held by root: an administrator's hold.
+    assert_eq!(listed(id).reason, JobReason::JobHeldAdmin);
+    assert_eq!(squeue(&["-h", "-o", "%j %r"]).trim(), "first JobHeldAdmin");
+    assert!(t
+        .run(
+            "scontrol",
+            &["update", &format!("jobid={id}"), "name=second"]
+        )
+        .status
+        .success());
+    assert_eq!(listed(id).name, "second");
+    assert_eq!(squeue(&["-h", "-n", "second", "-o", "%j"]).trim(), "second");
+    assert_eq!(squeue(&["-h", "-n", "first", "-o", "%j"]).trim(), "");
+    assert!(t.run("scancel", &[&id.to_string()]).status.success());
+    assert_eq!(listed(id).state, JobState::Cancelled);
+    assert_eq!(
+        squeue(&["-h", "-t", "CA", "-o", "%i %T"]).trim(),
+        format!("{id} CANCELLED")
+    );
+}
+
 #[test]
 fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
     let t = TestCluster::start(1, |s| {

@@ -1362,8 +1362,8 @@ fn error_reply(error: SlurmError, detail: Option<String>) -> pb::command_reply::
     pb::command_reply::Result::Error(RpcError { error, detail }.into())
 }
 
-/// The controller's answer to a command in its gRPC form. (Job listings
-/// are made from the controller's records directly: [`job_list`].)
+/// The controller's answer to a command in its gRPC form (job listings
+/// have their own answer: [`encode_listed`], [`listing_response`]).
 pub fn command_reply(r: Response) -> pb::CommandReply {
     use pb::command_reply::Result as R;
     let result = match r {
@@ -1384,7 +1384,6 @@ pub fn command_reply(r: Response) -> pb::CommandReply {
             nodes,
             partition,
         }),
-        Response::Jobs { jobs, last_update } => R::Jobs(job_list(jobs.iter(), last_update)),
         Response::Cancelled(outcomes) => R::Cancelled(pb::CancelOutcomes {
             jobs: outcomes
                 .into_iter()
@@ -1475,11 +1474,40 @@ pub fn command_reply(r: Response) -> pb::CommandReply {
     }
 }
 
-/// A listing of `jobs` (without scripts, arguments and environments).
-pub fn job_list<'a>(jobs: impl Iterator<Item = &'a JobRecord>, last_update: i64) -> pb::JobList {
-    pb::JobList {
-        jobs: jobs.map(Into::into).collect(),
-        last_update,
+/// One job as a listing carries it: its protobuf bytes, listing form.
+pub fn encode_listed(j: &JobRecord) -> bytes::Bytes {
+    use prost::Message;
+    pb::JobRecord::from(j).encode_to_vec().into()
+}
+
+/// The controller's answer to `GetJobs` as a [`Response`] (`Jobs`, or the
+/// error; a record that does not decode or convert is a protocol error).
+pub fn listing_response(r: pb::JobListing) -> Response {
+    use pb::job_listing::Result as R;
+    use prost::Message;
+    let protocol = |why: String| {
+        Response::Error(RpcError {
+            error: SlurmError::ProtocolError,
+            detail: Some(why),
+        })
+    };
+    match r.result {
+        Some(R::Jobs(l)) => {
+            let jobs = l.jobs.iter().map(|b| {
+                pb::JobRecord::decode(b.as_ref())
+                    .map_err(|e| e.to_string())
+                    .and_then(|j| JobRecord::try_from(j).map_err(|e| e.to_string()))
+            });
+            match jobs.collect::<Result<Vec<_>, _>>() {
+                Ok(jobs) => Response::Jobs {
+                    jobs,
+                    last_update: l.last_update,
+                },
+                Err(e) => protocol(e),
+            }
+        }
+        Some(R::Error(e)) => Response::Error(e.into()),
+        None => protocol("empty answer".into()),
     }
 }
 
@@ -1506,18 +1534,6 @@ pub fn command_response(r: pb::CommandReply) -> Response {
             cpus: t.cpus,
             nodes: t.nodes,
             partition: t.partition,
-        },
-        Some(R::Jobs(l)) => match l
-            .jobs
-            .into_iter()
-            .map(JobRecord::try_from)
-            .collect::<Result<Vec<_>, _>>()
-        {
-            Ok(jobs) => Response::Jobs {
-                jobs,
-                last_update: l.last_update,
-            },
-            Err(e) => protocol(e.to_string()),
         },
         Some(R::Cancelled(c)) => Response::Cancelled(
             c.jobs
@@ -1713,10 +1729,12 @@ mod tests {
             usage: None,
             usage_node: None,
         });
-        let back = match command_response(command_reply(Response::Jobs {
-            jobs: vec![j.clone()],
-            last_update: 9,
-        })) {
+        let back = match listing_response(pb::JobListing {
+            result: Some(pb::job_listing::Result::Jobs(pb::EncodedJobs {
+                jobs: vec![encode_listed(&j)],
+                last_update: 9,
+            })),
+        }) {
             Response::Jobs { jobs, last_update } => {
                 assert_eq!(last_update, 9);
                 jobs.into_iter().next().unwrap()
