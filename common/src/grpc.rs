@@ -886,11 +886,14 @@ pub fn caller_of<T>(req: &tonic::Request<T>) -> Option<Caller> {
 const FREE_BYTES: usize = 64 << 10;
 
 /// A tower layer for a tonic server: past its first 64 KiB, a request's
-/// body takes its bytes from a shared [`net::Budget`] as they arrive and is
-/// refused (`too many large requests are being read`) when the budget is
-/// spent, so callers together cannot make the server hold more, however
-/// many connections and streams they open, before any credential is
-/// checked. The bytes go back when the request is done with.
+/// body takes its bytes from a shared [`net::Budget`] and is refused (`too
+/// many large requests are being read`) when the budget is spent, so
+/// callers together cannot make the server hold more, however many
+/// connections and streams they open, before any credential is checked.
+/// A message is charged for the length its gRPC header announces as soon as
+/// the header arrives (tonic reserves that much to decode it), else for
+/// the bytes as they arrive. The bytes go back when the request is done
+/// with.
 #[derive(Clone)]
 pub struct BudgetLayer {
     budget: net::Budget,
@@ -933,22 +936,65 @@ where
 
     fn call(&mut self, req: http::Request<tonic::body::Body>) -> S::Future {
         let budget = self.budget.clone();
-        self.inner.call(req.map(|body| {
-            tonic::body::Body::new(BudgetBody {
-                inner: body,
-                budget,
-                read: 0,
-                held: None,
-            })
-        }))
+        self.inner
+            .call(req.map(|body| tonic::body::Body::new(BudgetBody::new(body, budget))))
     }
 }
 
 struct BudgetBody {
     inner: tonic::body::Body,
     budget: net::Budget,
+    /// Bytes of the body read so far.
     read: usize,
     held: net::Held,
+    /// The gRPC framing seen so far: where the message being read ends (a
+    /// body offset), and the part of the next 5-byte header read.
+    msg_end: usize,
+    head: Vec<u8>,
+    /// Bytes charged for (read, or announced by a message header).
+    charged: usize,
+}
+
+impl BudgetBody {
+    fn new(inner: tonic::body::Body, budget: net::Budget) -> BudgetBody {
+        BudgetBody {
+            inner,
+            budget,
+            read: 0,
+            held: None,
+            msg_end: 0,
+            head: Vec::new(),
+            charged: 0,
+        }
+    }
+
+    /// Follow the gRPC framing through `d` (the body's next bytes, from
+    /// offset `self.read`): how far the body is committed to, the
+    /// announced ends of its messages included.
+    fn committed(&mut self, d: &[u8]) -> usize {
+        let mut at = self.read;
+        let end = self.read.saturating_add(d.len());
+        let mut committed = end;
+        while at < end {
+            if at < self.msg_end {
+                at = self.msg_end.min(end);
+                continue;
+            }
+            let want = 5 - self.head.len();
+            let take = want.min(end - at);
+            let from = at - self.read;
+            self.head.extend_from_slice(&d[from..from + take]);
+            at += take;
+            if self.head.len() == 5 {
+                let len =
+                    u32::from_be_bytes([self.head[1], self.head[2], self.head[3], self.head[4]]);
+                self.msg_end = at.saturating_add(len as usize);
+                committed = committed.max(self.msg_end);
+                self.head.clear();
+            }
+        }
+        committed
+    }
 }
 
 impl http_body::Body for BudgetBody {
@@ -965,10 +1011,12 @@ impl http_body::Body for BudgetBody {
             other => return other,
         };
         if let Some(d) = frame.data_ref() {
-            let before = me.read;
+            let committed = me.committed(d);
             me.read = me.read.saturating_add(d.len());
+            let before = me.charged;
+            me.charged = me.charged.max(committed);
             let over = me
-                .read
+                .charged
                 .saturating_sub(FREE_BYTES.max(before))
                 .min(u32::MAX as usize);
             if over > 0 {
@@ -1022,16 +1070,63 @@ mod tests {
     }
 
     fn body(budget: &net::Budget, n: usize, size: usize) -> BudgetBody {
-        BudgetBody {
-            inner: tonic::body::Body::new(Frames(
+        BudgetBody::new(
+            tonic::body::Body::new(Frames(
                 (0..n)
                     .map(|_| bytes::Bytes::from(vec![0u8; size]))
                     .collect(),
             )),
-            budget: budget.clone(),
-            read: 0,
-            held: None,
+            budget.clone(),
+        )
+    }
+
+    /// A body whose gRPC header announces `len` bytes, of which `sent`
+    /// follow, in chunks of 3 bytes (headers split across frames).
+    fn announcing(budget: &net::Budget, len: u32, sent: usize) -> BudgetBody {
+        let mut bytes = vec![0u8];
+        bytes.extend_from_slice(&len.to_be_bytes());
+        bytes.resize(5 + sent, 1);
+        BudgetBody::new(
+            tonic::body::Body::new(Frames(
+                bytes.chunks(3).map(bytes::Bytes::copy_from_slice).collect(),
+            )),
+            budget.clone(),
+        )
+    }
+
+    #[tokio::test]
+    async fn an_announced_length_is_charged_when_its_header_arrives() {
+        let budget = net::Budget::new(16 << 20);
+        // 15 MiB announced, 10 bytes sent: the budget holds 15 MiB less the
+        // free part until the body is dropped.
+        let mut b = announcing(&budget, 15 << 20, 10);
+        assert_eq!(drain(&mut b).await.unwrap(), 15);
+        // (The 5 header bytes are the body's too.)
+        assert_eq!(
+            budget.available(),
+            (16 << 20) - ((15 << 20) + 5 - FREE_BYTES)
+        );
+        // A second such announcement does not fit: refused at its header.
+        let mut c = announcing(&budget, 15 << 20, 10);
+        let e = drain(&mut c).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        drop(b);
+        drop(c);
+        assert_eq!(budget.available(), 16 << 20);
+        // Small messages, one after another, cost nothing.
+        let mut small = Vec::new();
+        for _ in 0..100 {
+            small.extend_from_slice(&[0, 0, 0, 0, 10]);
+            small.extend_from_slice(&[7u8; 10]);
         }
+        let mut d = BudgetBody::new(
+            tonic::body::Body::new(Frames(
+                small.chunks(7).map(bytes::Bytes::copy_from_slice).collect(),
+            )),
+            budget.clone(),
+        );
+        assert_eq!(drain(&mut d).await.unwrap(), 1500);
+        assert_eq!(budget.available(), 16 << 20);
     }
 
     /// Read `b` to its end, or to its first error.

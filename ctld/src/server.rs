@@ -8,7 +8,7 @@
 use crate::writer::{Command, Published};
 use slurm_common::auth::{now, AuthError, Key};
 use slurm_common::grpc::{self, Caller, Rewind};
-use slurm_common::net::{encode, write_frame, NetError};
+use slurm_common::net::{write_frame, NetError};
 use slurm_common::tls::Peer;
 use slurm_proto::grpc::commands::{command_method, command_reply, encode_listed, CommandCall};
 use slurm_proto::grpc::pb::{self, controller_server::ControllerServer};
@@ -17,7 +17,7 @@ use slurm_proto::{JobId, JobRecord, Request, RequestBody, Response, RpcError, Sl
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
@@ -127,22 +127,6 @@ const MAX_REPLY: usize = 1 << 30;
 /// `MessageTimeout` of connecting, sooner.
 const GRPC_IDLE: Duration = Duration::from_secs(300);
 
-/// Borrowed twin of `Response::Jobs` so a snapshot is encoded without copying.
-#[derive(serde::Serialize)]
-enum JobsRef<'a> {
-    Jobs {
-        jobs: &'a [Arc<JobRecord>],
-        last_update: i64,
-    },
-    JobsDelta {
-        epoch: u64,
-        version: u64,
-        ids: Vec<JobId>,
-        changed: Vec<&'a Arc<JobRecord>>,
-        last_update: i64,
-    },
-}
-
 impl Server {
     pub async fn serve(self, listener: TcpListener) {
         let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -239,91 +223,18 @@ impl Server {
             grpc::serve_connection(sock, caller, routes, self.budget.clone(), life).await;
             return;
         }
-        if tokio::time::timeout(Duration::from_secs(60), self.framed(sock, peer))
-            .await
-            .is_err()
-        {
-            tracing::debug!("connection timed out");
-        }
-    }
-
-    /// One framed JSON request on `sock`, answered.
-    async fn framed(&self, mut sock: Rewind<slurm_common::net::Conn>, peer: Peer) {
-        let read =
-            slurm_common::net::read_frame_budget(&mut sock, self.max_request, Some(&self.budget));
-        // `_held`: the request's bytes stay counted until it is answered.
-        let (env, _held): (slurm_common::net::Envelope, _) =
-            match tokio::time::timeout(self.message_timeout, read).await {
-                Err(_) => {
-                    tracing::debug!("no request within MessageTimeout: closed");
-                    return;
-                }
-                Ok(Ok(Some(r))) => r,
-                Ok(Ok(None)) => return,
-                Ok(Err(NetError::Busy)) => {
-                    tracing::info!("large requests are using the memory budget: told to back off");
-                    let _ =
-                        write_frame(&mut sock, &Response::Error(SlurmError::Backoff.into())).await;
-                    return;
-                }
-                Ok(Err(e)) => {
-                    tracing::debug!("bad request: {e}");
-                    let _ = write_frame(
-                        &mut sock,
-                        &Response::Error(RpcError {
-                            error: SlurmError::ProtocolError,
-                            detail: Some(e.to_string()),
-                        }),
-                    )
-                    .await;
-                    return;
-                }
-            };
-        let uid = env.cred.uid;
-        let jwt = self.jwt_key.as_deref();
-        let req = match env.open_with(
-            &self.key,
-            jwt,
-            slurm_common::auth::TO_CTLD,
-            now(),
-            &self.seen,
-        ) {
-            Ok((cred, body)) => Request { cred, body },
-            Err(e) => {
-                tracing::info!("refused request (uid {uid}): {e}");
-                let _ = write_frame(&mut sock, &Response::Error(refusal(&e).into())).await;
-                return;
-            }
-        };
-        // Node daemons report over their kept gRPC channel only.
-        if req.body.reporting_node().is_some() {
-            let no = Response::Error(RpcError {
-                error: SlurmError::InvalidRequest,
-                detail: Some("node reports are taken over gRPC only".into()),
-            });
-            let _ = write_frame(&mut sock, &no).await;
-            return;
-        }
-        if let Some(no) = self.refused(&req, &peer) {
-            let _ = write_frame(&mut sock, &no).await;
-            return;
-        }
-        let uid = req.cred.uid;
-        let kind = req.body.message_type();
-        let t0 = std::time::Instant::now();
-        let bytes = self.answer(req).await;
-        if let Ok(mut st) = self.rpc_stats.lock() {
-            st.record(kind, uid, t0.elapsed().as_micros() as u64);
-        }
-        let bytes = match bytes {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!("cannot encode reply: {e}");
-                return;
-            }
-        };
-        let _ = sock.write_all(&bytes).await;
-        let _ = sock.flush().await;
+        // Anything else (the framed JSON of earlier versions): one framed
+        // error saying why, and the connection closes.
+        let mut sock = sock;
+        let _ = write_frame(
+            &mut sock,
+            &Response::Error(RpcError {
+                error: SlurmError::ProtocolError,
+                detail: Some("this controller takes gRPC only (package slurm.v1)".into()),
+            }),
+        )
+        .await;
+        tracing::debug!(from = %addr, "refused a connection that is not gRPC");
     }
 
     /// Why a request whose credential holds is not taken from this
@@ -627,122 +538,6 @@ impl Server {
 
     fn snapshot(&self) -> Arc<crate::state::Snapshot> {
         self.published.latest()
-    }
-
-    async fn answer(&self, req: Request) -> Result<Vec<u8>, slurm_common::net::NetError> {
-        let r = match req.body {
-            RequestBody::Ping => Response::Pong {
-                controller: self.host.clone(),
-            },
-            RequestBody::GetJobsDelta { epoch, since } => {
-                let s = self.snapshot();
-                if let Some(uid) = self.private_to(&s, s.private.jobs, req.cred.uid) {
-                    // Only the caller's jobs, always whole: a copy of a
-                    // filtered list is never shared with another user.
-                    let mine: Vec<&Arc<JobRecord>> =
-                        s.jobs.iter().filter(|j| j.user_id == uid).collect();
-                    return encode(&JobsRef::JobsDelta {
-                        epoch: s.epoch,
-                        version: s.version,
-                        ids: mine.iter().map(|j| j.job_id).collect(),
-                        changed: mine,
-                        last_update: s.last_update,
-                    });
-                }
-                if s.epoch == epoch && s.version == since {
-                    Response::JobsUnchanged { version: since }
-                } else {
-                    // Another run's copy, or a snapshot without stamps:
-                    // everything.
-                    let all = epoch != s.epoch || since == 0 || s.job_changed.len() != s.jobs.len();
-                    return encode(&JobsRef::JobsDelta {
-                        epoch: s.epoch,
-                        version: s.version,
-                        ids: s.jobs.iter().map(|j| j.job_id).collect(),
-                        changed: s
-                            .jobs
-                            .iter()
-                            .enumerate()
-                            .filter(|(k, _)| all || s.job_changed[*k] > since)
-                            .map(|(_, j)| j)
-                            .collect(),
-                        last_update: s.last_update,
-                    });
-                }
-            }
-            RequestBody::GetJobsMatching(ref f) => {
-                let s = self.snapshot();
-                let mine = self.private_to(&s, s.private.jobs, req.cred.uid);
-                let jobs: Vec<Arc<JobRecord>> = s
-                    .jobs
-                    .iter()
-                    .filter(|j| mine.is_none_or(|uid| j.user_id == uid) && f.matches(j))
-                    .cloned()
-                    .collect();
-                return encode(&JobsRef::Jobs {
-                    jobs: &jobs,
-                    last_update: s.last_update,
-                });
-            }
-            RequestBody::GetJobs => {
-                let s = self.snapshot();
-                if let Some(uid) = self.private_to(&s, s.private.jobs, req.cred.uid) {
-                    let mine: Vec<Arc<JobRecord>> = s
-                        .jobs
-                        .iter()
-                        .filter(|j| j.user_id == uid)
-                        .cloned()
-                        .collect();
-                    return encode(&JobsRef::Jobs {
-                        jobs: &mine,
-                        last_update: s.last_update,
-                    });
-                }
-                if let Some(b) = s.jobs_frame.get() {
-                    return Ok(b.clone());
-                }
-                let b = encode(&JobsRef::Jobs {
-                    jobs: &s.jobs,
-                    last_update: s.last_update,
-                })?;
-                let _ = s.jobs_frame.set(b.clone());
-                return Ok(b);
-            }
-            RequestBody::GetNodes => {
-                let s = self.snapshot();
-                if self.private_to(&s, s.private.nodes, req.cred.uid).is_some() {
-                    return encode(&Response::Error(SlurmError::AccessDenied.into()));
-                }
-                Response::Nodes {
-                    nodes: s.nodes.clone(),
-                    last_update: s.last_update,
-                }
-            }
-            RequestBody::GetPartitions => {
-                let s = self.snapshot();
-                if self
-                    .private_to(&s, s.private.partitions, req.cred.uid)
-                    .is_some()
-                {
-                    return encode(&Response::Error(SlurmError::AccessDenied.into()));
-                }
-                Response::Partitions {
-                    partitions: s.partitions.clone(),
-                    last_update: s.last_update,
-                }
-            }
-            body => {
-                let req = Request {
-                    cred: req.cred,
-                    body,
-                };
-                match self.answer_from_snapshot(req) {
-                    Ok(r) => r,
-                    Err(req) => self.to_writer(*req).await,
-                }
-            }
-        };
-        encode(&r)
     }
 
     /// The answer to a request the snapshot answers (configuration,

@@ -147,8 +147,6 @@ pub struct Snapshot {
     pub priorities: Vec<JobPriority>,
     pub weights: Vec<(String, u32)>,
     pub shares: Vec<ShareInfo>,
-    /// The encoded `GetJobs` answer, made once per snapshot on first use.
-    pub jobs_frame: std::sync::OnceLock<Vec<u8>>,
     pub licenses: Vec<LicenseInfo>,
     /// Counts published snapshots (set by the writer).
     pub version: u64,
@@ -1333,7 +1331,6 @@ impl Controller {
                 .unwrap_or_default(),
             shares: self.shares(),
             last_update: self.last_update,
-            jobs_frame: std::sync::OnceLock::new(),
             epoch: 0,
             job_changed: Vec::new(),
             topology: self.topologies.entries.clone(),

@@ -351,3 +351,95 @@ pub fn dbd_request(
         body,
     }
 }
+
+/// A raw HTTP/2 connection to the controller at `addr` (inside TLS with
+/// `tls`), for tests that send what a gRPC client would not: a message
+/// length that lies, a body left half sent. Call inside a tokio runtime;
+/// the connection is driven by a task of its own.
+pub async fn raw_grpc(
+    addr: &str,
+    tls: &std::sync::Arc<rustls::ClientConfig>,
+) -> h2::client::SendRequest<bytes::Bytes> {
+    let conn = slurm_common::net::connect_async_with(Some(tls), addr, "localhost")
+        .await
+        .expect("connect");
+    let (send, connection) = h2::client::handshake(conn).await.expect("HTTP/2 handshake");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    send
+}
+
+/// Start a gRPC call of `method` (a full path) on `send` with no
+/// credential, and send `head` of its body without ending it.
+pub async fn raw_grpc_call(
+    send: &mut h2::client::SendRequest<bytes::Bytes>,
+    method: &str,
+    head: bytes::Bytes,
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+    let req = http::Request::post(format!("http://localhost{method}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("a request");
+    let mut ready = send.clone().ready().await.expect("stream slot");
+    let (resp, mut body) = ready.send_request(req, false).expect("send request");
+    body.send_data(head, false).expect("send body");
+    *send = ready;
+    (resp, body)
+}
+
+/// The gRPC status (code, message) an answer carries in its headers or
+/// trailers; `None` while it has none.
+pub async fn grpc_status(resp: h2::client::ResponseFuture) -> Option<(i32, String)> {
+    let r = resp.await.ok()?;
+    let pick = |h: &http::HeaderMap| {
+        let code = h.get("grpc-status")?.to_str().ok()?.parse().ok()?;
+        let msg = h
+            .get("grpc-message")
+            .and_then(|m| m.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        Some((code, msg))
+    };
+    if let Some(s) = pick(r.headers()) {
+        return Some(s);
+    }
+    let mut body = r.into_body();
+    while let Some(d) = body.data().await {
+        if d.is_err() {
+            break;
+        }
+    }
+    let trailers = body.trailers().await.ok()??;
+    pick(&trailers)
+}
+
+/// Send `body` to the controller of `t` over a gRPC channel of its own,
+/// with the credential `cred` makes for the call's binding (a test's own
+/// signature, token or forgery).
+pub fn grpc_call(
+    t: &TestCluster,
+    body: RequestBody,
+    cred: impl FnOnce(&slurm_common::auth::Binding) -> slurm_proto::Credential,
+) -> Response {
+    let call = slurm_proto::grpc::commands::CommandCall::from_body(body)
+        .unwrap_or_else(|b| panic!("no controller method for {b:?}"));
+    let (tls, addr) = t.command_tls();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let ch = slurm_common::grpc::channel(Some(tls.client.clone()), &addr, "localhost")?;
+        slurm_common::grpc::call_command(
+            &ch,
+            "localhost",
+            call,
+            |b| Ok(cred(b)),
+            Duration::from_secs(10),
+        )
+        .await
+    })
+    .expect("the controller answers")
+}

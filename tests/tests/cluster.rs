@@ -1,7 +1,7 @@
 //! Whole-cluster tests: the real controller and node daemons on loopback,
 //! driven by the real commands.
 
-use slurm_proto::{JobReason, JobState, NodeBaseState, Request, RequestBody, Response, SlurmError};
+use slurm_proto::{JobReason, JobState, NodeBaseState, RequestBody, Response, SlurmError};
 use slurm_tests::*;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
@@ -377,50 +377,41 @@ fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
     let t = TestCluster::start(1, |s| {
         s.extra_conf = "PartitionName=physics Nodes=n1 AllowAccounts=phys AllowQos=normal\n".into();
     });
-    let conf = slurm_common::conf::SlurmConf::load(&t.c.spec.conf_path()).unwrap();
-    let addr = format!("{}:{}", conf.ctld_address(), conf.slurmctld_port);
     let now = slurm_common::auth::now();
-    let forged = ctld_request(
-        &slurm_common::auth::Key::from_bytes(b"not the cluster key at all"),
-        0,
-        RequestBody::GetJobs,
-        now,
-    );
-    let send = |req: &Request| {
-        slurm_common::net::call_sync(&addr, "localhost", req, Duration::from_secs(5)).unwrap()
-    };
     let refused = |r: Response, want: SlurmError| {
         assert!(
             matches!(r, Response::Error(ref e) if e.error == want),
             "{r:?}"
         )
     };
-    refused(send(&forged), SlurmError::InvalidCredential);
+    // Signed with another key, or long expired.
+    let forged = slurm_common::auth::Key::from_bytes(b"not the cluster key at all");
+    let r = grpc_call(&t, RequestBody::GetJobs, |b| forged.sign(0, 0, "x", now, b));
+    refused(r, SlurmError::InvalidCredential);
     let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
-    let old = ctld_request(&key, 0, RequestBody::GetJobs, now - 3600);
-    refused(send(&old), SlurmError::ExpiredCredential);
-
-    // A request seen on the wire cannot be sent again, nor with another
-    // body, nor to another daemon.
-    let seen = ctld_request(&key, 0, RequestBody::Ping, now);
-    assert!(matches!(send(&seen), Response::Pong { .. }));
-    refused(send(&seen), SlurmError::InvalidCredential);
-    let fresh = ctld_request(&key, 0, RequestBody::Ping, now);
-    let other_body = Request {
-        cred: fresh.cred.clone(),
-        body: RequestBody::Reconfigure,
-    };
-    refused(send(&other_body), SlurmError::InvalidCredential);
-    let for_node = {
-        let b = slurm_common::auth::Binding::for_body(&RequestBody::Ping, "slurmd:n1").unwrap();
-        Request {
-            cred: key.sign(0, 0, "x", now, &b),
-            body: RequestBody::Ping,
-        }
-    };
-    refused(send(&for_node), SlurmError::InvalidCredential);
-    // The untouched fresh one still works once.
-    assert!(matches!(send(&fresh), Response::Pong { .. }));
+    let r = grpc_call(&t, RequestBody::GetJobs, |b| {
+        key.sign(0, 0, "x", now - 3600, b)
+    });
+    refused(r, SlurmError::ExpiredCredential);
+    // Made for another daemon (a node daemon), or without a credential's
+    // binding at all. (Replays and other bodies:
+    // `command_calls_over_grpc_are_bound_to_their_method_and_message`.)
+    let r = grpc_call(&t, RequestBody::Ping, |b| {
+        let mut to_node = b.clone();
+        to_node.to = "slurmd:n1".into();
+        key.sign(0, 0, "x", now, &to_node)
+    });
+    refused(r, SlurmError::InvalidCredential);
+    let r = grpc_call(&t, RequestBody::Ping, |b| {
+        let mut c = key.sign(0, 0, "x", now, b);
+        c.uid = 1000;
+        c
+    });
+    refused(r, SlurmError::InvalidCredential);
+    assert!(matches!(
+        grpc_call(&t, RequestBody::Ping, |b| key.sign(0, 0, "x", now, b)),
+        Response::Pong { .. }
+    ));
 
     // A user's job: another user may not cancel, hold or change it.
     let id = t.sbatch_as_user(&["-J", "mine", "--begin", "now+3600", "--wrap", "true"]);

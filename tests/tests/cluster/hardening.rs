@@ -471,11 +471,10 @@ fn one_users_request_loop_is_rate_limited_without_failing_commands() {
                 .into();
     });
     let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
-    let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
     let ask = |uid: u32| {
-        let req = ctld_request(&key, uid, RequestBody::Ping, slurm_common::auth::now());
-        let r =
-            slurm_common::net::call_sync(&addr, "localhost", &req, Duration::from_secs(5)).unwrap();
+        let r = grpc_call(&t, RequestBody::Ping, |b| {
+            key.sign(uid, uid, "test", slurm_common::auth::now(), b)
+        });
         matches!(r, Response::Error(ref e) if e.error == SlurmError::Backoff)
     };
     let backed_off = (0..12).filter(|_| ask(TEST_UID)).count();
@@ -498,62 +497,59 @@ fn one_users_request_loop_is_rate_limited_without_failing_commands() {
 /// they go, and small requests never wait for it.
 #[test]
 fn large_requests_together_stay_within_the_memory_budget() {
-    use std::io::{Read, Write};
     // 1 MiB requests at most: a 16 MiB budget.
     let t = TestCluster::start(1, |s| {
         s.extra_conf = "CommunicationParameters=max_message_size=1048576\n".into()
     });
     let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
-    let body = vec![b'x'; 960_000];
-    let conns: Vec<_> = (0..24)
-        .map(|_| {
-            let mut s = slurm_common::net::connect_sync(&addr, "localhost", Duration::from_secs(5))
-                .unwrap();
-            // Announce 1,000,000 bytes, send 960,000 and stop.
-            let _ = s.write_all(&1_000_000u32.to_be_bytes());
-            let _ = s.write_all(&body);
-            let _ = s.flush();
-            s
-        })
-        .collect();
+    let (tls, _) = t.command_tls();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let submit = slurm_proto::grpc::commands::command_method::SUBMIT_JOB;
+    // Announce a 1,000,000-byte message, send 960,000 bytes and stop, each
+    // on a connection of its own.
+    let calls = rt.block_on(async {
+        let mut calls = Vec::new();
+        for _ in 0..24 {
+            let mut send = raw_grpc(&addr, &tls.client).await;
+            let mut head = vec![0u8];
+            head.extend_from_slice(&1_000_000u32.to_be_bytes());
+            head.resize(5 + 960_000, b'x');
+            let call = raw_grpc_call(&mut send, submit, head.into()).await;
+            calls.push((send, call));
+        }
+        calls
+    });
     // Meanwhile a small request is answered at once.
     let out = t.run("squeue", &["-h"]);
     assert!(out.status.success(), "{}", stderr(&out));
     std::thread::sleep(Duration::from_millis(500));
-    // Each connection is either still being read (within the budget: the
-    // read here times out) or was refused (told to back off, or closed
-    // with its bytes unread).
+    // Each call is either still being read (within the budget: no answer
+    // yet) or was refused (told to back off).
     let (mut open, mut refused) = (0, 0);
-    for mut s in conns {
-        if let slurm_common::net::Stream::Tls(t) = &mut s {
-            let _ = t.sock.set_read_timeout(Some(Duration::from_millis(100)));
-        }
-        let mut len = [0u8; 4];
-        match s.read_exact(&mut len) {
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                open += 1
-            }
-            Ok(_) => {
-                let mut b = vec![0u8; u32::from_be_bytes(len) as usize];
-                s.read_exact(&mut b).unwrap();
-                let r: Response = serde_json::from_slice(&b).unwrap();
-                assert!(
-                    matches!(&r, Response::Error(e) if e.error == SlurmError::Backoff),
-                    "{r:?}"
-                );
+    let mut keep = Vec::new();
+    for (send, (resp, body)) in calls {
+        let answer = rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(100), grpc_status(resp)).await
+        });
+        match answer {
+            Err(_) => open += 1,
+            Ok(Some((code, msg))) => {
+                assert_eq!(code, tonic::Code::ResourceExhausted as i32, "{msg}");
                 refused += 1;
             }
-            Err(_) => refused += 1,
+            Ok(None) => refused += 1,
         }
+        keep.push((send, body));
     }
     // ~0.9 MiB held each: at most 18 fit in 16 MiB.
     assert!(open <= 18, "{open} requests of ~0.9 MiB held at once");
     assert!(open >= 12 && refused >= 6, "{open} held, {refused} refused");
+    drop(keep);
+    drop(rt);
     // Their bytes are given back: a large request goes through again.
     let big = format!("#!/bin/sh\n#{}\ntrue\n", "x".repeat(600_000));
     let script = write_script(&t, "big.sh", &big);
@@ -570,7 +566,7 @@ fn large_requests_together_stay_within_the_memory_budget() {
 /// neither hold squeue off nor stay past MessageTimeout.
 #[test]
 fn oversized_frames_and_idle_connections_cost_the_controller_nothing() {
-    use std::io::{Read, Write};
+    use std::io::Read;
     // Room for a thousand sockets here and in the controller (inherited).
     let lim = libc::rlimit {
         rlim_cur: 8192,
@@ -592,34 +588,66 @@ fn oversized_frames_and_idle_connections_cost_the_controller_nothing() {
     };
     let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
     let connect = || std::net::TcpStream::connect(&addr).unwrap();
-    // Inside TLS (the cluster runs with it), where frames are read.
-    let connect_tls =
-        || slurm_common::net::connect_sync(&addr, "localhost", Duration::from_secs(5)).unwrap();
-    // 1 GiB announced: refused at once with a protocol error.
-    let mut s = connect_tls();
-    s.write_all(&(1u32 << 30).to_be_bytes()).unwrap();
-    s.flush().unwrap();
-    let r: Response = slurm_common::net::read_frame_sync(&mut s).unwrap();
+    // gRPC inside TLS (the cluster runs with it), from a peer without the
+    // key: the message is read before any credential is looked at.
+    let (tls, _) = t.command_tls();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let submit = slurm_proto::grpc::commands::command_method::SUBMIT_JOB;
+    let announce = |len: u32, then: &[u8]| {
+        let mut head = vec![0u8];
+        head.extend_from_slice(&len.to_be_bytes());
+        head.extend_from_slice(then);
+        bytes::Bytes::from(head)
+    };
+    // 1 GiB announced: refused at once.
+    let (code, msg) = rt
+        .block_on(async {
+            let mut send = raw_grpc(&addr, &tls.client).await;
+            let (resp, _body) = raw_grpc_call(&mut send, submit, announce(1 << 30, b"")).await;
+            tokio::time::timeout(Duration::from_secs(5), grpc_status(resp)).await
+        })
+        .expect("no answer within 5 s")
+        .expect("no gRPC status");
+    // (Charged against the memory budget as its header arrives, it is
+    // refused there, before the decoder would reserve it.)
     assert!(
-        matches!(&r, Response::Error(e) if e.error == SlurmError::ProtocolError
-            && e.detail.as_deref().is_some_and(|d| d.contains("exceeds the limit"))),
-        "{r:?}"
+        code == tonic::Code::ResourceExhausted as i32 || code == tonic::Code::OutOfRange as i32,
+        "{code}: {msg}"
     );
     // 40 × 15 MiB announced, a few bytes sent: no 600 MiB allocated.
     let before = rss_kb();
-    let held: Vec<_> = (0..40)
-        .map(|_| {
-            let mut s = connect_tls();
-            s.write_all(&(15u32 << 20).to_be_bytes()).unwrap();
-            s.write_all(br#"{"cred":"#).unwrap();
-            s.flush().unwrap();
-            s
-        })
-        .collect();
+    let held = rt.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..40 {
+            let mut send = raw_grpc(&addr, &tls.client).await;
+            let call = raw_grpc_call(&mut send, submit, announce(15 << 20, b"\x0a\x01x")).await;
+            held.push((send, call));
+        }
+        held
+    });
     std::thread::sleep(Duration::from_millis(500));
+    // The decoder reserves what a header announces (address space, not
+    // resident memory), but only within the memory budget (16 of the
+    // largest request: 256 MiB here): past it, the rest are refused.
     let grew_mb = rss_kb().saturating_sub(before) / 1024;
-    assert!(grew_mb < 100, "the controller grew by {grew_mb} MiB");
-    drop(held);
+    assert!(grew_mb <= 256 + 32, "the controller grew by {grew_mb} MiB");
+    let refused = rt.block_on(async {
+        let mut refused = 0;
+        for (_send, (resp, _body)) in held {
+            let answer = tokio::time::timeout(Duration::from_millis(100), grpc_status(resp)).await;
+            if let Ok(Some((code, _))) = answer {
+                assert_eq!(code, tonic::Code::ResourceExhausted as i32);
+                refused += 1;
+            }
+        }
+        refused
+    });
+    assert!(refused >= 40 - 17, "only {refused} of 40 refused");
+    drop(rt);
     // 1000 idle connections (more than the old connection limit).
     let idle: Vec<std::net::TcpStream> = (0..1000).map(|_| connect()).collect();
     std::thread::sleep(Duration::from_millis(200));
@@ -695,27 +723,19 @@ fn token_creation_limits() {
                 username: None,
                 lifespan: None,
             };
-            let b =
-                slurm_common::auth::Binding::for_body(&body, slurm_common::auth::TO_CTLD).unwrap();
-            let req = slurm_proto::Request {
-                cred: slurm_proto::Credential {
-                    uid: 0,
-                    gid: 0,
-                    host: "x".into(),
-                    issued: 0,
-                    expires: 0,
-                    nonce: 0,
-                    method: b.method,
-                    body_hash: b.body_hash,
-                    to: b.to,
-                    sig: String::new(),
-                    token: tok,
-                },
-                body,
-            };
-            let addr = format!("127.0.0.1:{}", t.c.spec.ctld_port);
-            let r = slurm_common::net::call_sync(&addr, "localhost", &req, Duration::from_secs(5))
-                .unwrap();
+            let r = grpc_call(&t, body, |b| slurm_proto::Credential {
+                uid: 0,
+                gid: 0,
+                host: "x".into(),
+                issued: 0,
+                expires: 0,
+                nonce: 0,
+                method: b.method.clone(),
+                body_hash: b.body_hash.clone(),
+                to: b.to.clone(),
+                sig: String::new(),
+                token: tok.clone(),
+            });
             assert!(
                 matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied),
                 "{r:?}"

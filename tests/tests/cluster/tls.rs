@@ -163,7 +163,7 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
         ))
         .unwrap();
     assert!(
-        matches!(&framed, Response::Error(e) if e.to_string().contains("over gRPC only")),
+        matches!(&framed, Response::Error(e) if e.to_string().contains("gRPC only")),
         "{framed:?}"
     );
     let why = "only from its certificate";
