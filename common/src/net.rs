@@ -7,7 +7,7 @@
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use slurm_proto::{Request, RequestBody, Response};
+use slurm_proto::{RequestBody, Response};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -381,17 +381,6 @@ pub async fn connect_async_with(
     Ok(Stream::Tls(Box::new(tls)))
 }
 
-/// Blocking: send `req` to `addr` (a server named `server`) and wait for
-/// the response.
-pub fn call_sync(
-    addr: &str,
-    server: &str,
-    req: &Request,
-    timeout: Duration,
-) -> Result<Response, NetError> {
-    exchange_sync(addr, server, req, timeout)
-}
-
 /// Blocking, for any framed protocol (controller, slurmdbd): send one
 /// message to `addr` and read one back, within `timeout` for each part.
 pub fn exchange_sync<Q: Serialize, R: DeserializeOwned>(
@@ -413,17 +402,6 @@ fn tls_io(e: std::io::Error, addr: &str, server: &str) -> NetError {
         Some(t) => NetError::Tls(format!("{addr} ({server}): {t}")),
         None => NetError::Io(e),
     }
-}
-
-/// Async: send `req` to `addr` (named `server`) and wait for the response,
-/// within `timeout`.
-pub async fn call_async(
-    addr: &str,
-    server: &str,
-    req: &Request,
-    timeout: Duration,
-) -> Result<Response, NetError> {
-    exchange_async(addr, server, req, timeout).await
 }
 
 /// Async twin of [`exchange_sync`], the whole exchange within `timeout`.

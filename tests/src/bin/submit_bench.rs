@@ -1,16 +1,17 @@
 //! Submissions into a running controller, many in flight: over one kept
 //! gRPC channel (as a long-lived client such as slurmrestd or a workflow
-//! manager holds it), and as framed requests with a connection each (as
-//! the commands made them before gRPC). Prints one line per way.
+//! manager holds it), and with a channel of its own each (a connection,
+//! its TLS handshake and HTTP/2 set-up, as one-shot commands make them).
+//! Prints one line per way.
 //!
 //! Usage: `submit-bench SLURM_CONF [--jobs N] [--in-flight N]` as root (it
 //! signs with the cluster key beside slurm.conf). The jobs are held, so
 //! what is measured is the controller taking them: checks, the journal's
 //! group commit, accounting records queued.
 
-use slurm_common::auth::{Binding, Key, TO_CTLD};
+use slurm_common::auth::{Binding, Key};
 use slurm_proto::grpc::commands::CommandCall;
-use slurm_proto::{JobDesc, Request, RequestBody, Response};
+use slurm_proto::{JobDesc, RequestBody, Response};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -111,42 +112,54 @@ fn main() -> Result<(), String> {
         jobs as f64 / dt
     );
 
-    // Framed requests, a connection (and TLS handshake) each.
-    let framed_jobs = jobs / 4;
+    // A channel (a connection, its TLS handshake and HTTP/2 set-up) per
+    // submission, as one-shot commands make them.
+    let each_jobs = jobs / 4;
     let next = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
-    std::thread::scope(|s| {
-        let mut threads = Vec::new();
+    rt.block_on(async {
+        let mut tasks = Vec::new();
         for _ in 0..in_flight {
-            let (key, next, addr, server) = (key.clone(), next.clone(), &addr, &server);
-            threads.push(s.spawn(move || -> Result<(), String> {
+            let (key, next, server, addr) =
+                (key.clone(), next.clone(), server.clone(), addr.clone());
+            tasks.push(tokio::spawn(async move {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= framed_jobs {
-                        return Ok(());
+                    if i >= each_jobs {
+                        return Ok::<(), String>(());
                     }
-                    let body = RequestBody::SubmitBatchJob(desc(i));
-                    let b = Binding::for_body(&body, TO_CTLD).map_err(|e| e.to_string())?;
-                    let req = Request {
-                        cred: key.sign(0, 0, "bench", slurm_common::auth::now(), &b),
-                        body,
-                    };
-                    let r =
-                        slurm_common::net::call_sync(addr, server, &req, Duration::from_secs(60))
-                            .map_err(|e| e.to_string())?;
+                    let ch = slurm_common::grpc::channel(
+                        slurm_common::tls::client().cloned(),
+                        &addr,
+                        &server,
+                    )
+                    .map_err(|e| e.to_string())?;
+                    let call = CommandCall::from_body(RequestBody::SubmitBatchJob(desc(i)))
+                        .map_err(|_| "no gRPC method for submissions".to_string())?;
+                    let sign =
+                        |b: &Binding| Ok(key.sign(0, 0, "bench", slurm_common::auth::now(), b));
+                    let r = slurm_common::grpc::call_command(
+                        &ch,
+                        &server,
+                        call,
+                        sign,
+                        Duration::from_secs(60),
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
                     check(r)?;
                 }
             }));
         }
-        for t in threads {
-            t.join().map_err(|_| "a thread panicked".to_string())??;
+        for t in tasks {
+            t.await.map_err(|e| e.to_string())??;
         }
         Ok::<(), String>(())
     })?;
     let dt = t0.elapsed().as_secs_f64();
     println!(
-        "framed, a connection each, {in_flight} in flight   {:>7.0} jobs/s  ({framed_jobs} jobs in {dt:.2} s)",
-        framed_jobs as f64 / dt
+        "gRPC, a channel per submission, {in_flight} in flight   {:>7.0} jobs/s  ({each_jobs} jobs in {dt:.2} s)",
+        each_jobs as f64 / dt
     );
     Ok(())
 }
