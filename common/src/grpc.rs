@@ -1019,6 +1019,13 @@ impl http_body::Body for BudgetBody {
                 .charged
                 .saturating_sub(FREE_BYTES.max(before))
                 .min(u32::MAX as usize);
+            if me.charged.saturating_sub(FREE_BYTES) > me.budget.total() {
+                // Larger than the whole budget: it could never be read.
+                return Poll::Ready(Some(Err(tonic::Status::out_of_range(format!(
+                    "a message of {} bytes is larger than this server takes",
+                    me.charged
+                )))));
+            }
             if over > 0 {
                 match me.budget.take(over as u32) {
                     Some(p) => match &mut me.held {
@@ -1112,6 +1119,13 @@ mod tests {
         assert_eq!(e.code(), tonic::Code::ResourceExhausted);
         drop(b);
         drop(c);
+        assert_eq!(budget.available(), 16 << 20);
+        // More than the whole budget could ever give: too large, not "try
+        // again".
+        let mut huge = announcing(&budget, 1 << 30, 0);
+        let e = drain(&mut huge).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::OutOfRange, "{e}");
+        drop(huge);
         assert_eq!(budget.available(), 16 << 20);
         // Small messages, one after another, cost nothing.
         let mut small = Vec::new();

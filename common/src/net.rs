@@ -86,18 +86,25 @@ pub async fn read_frame_max<T: DeserializeOwned, R: AsyncRead + Unpin>(
 /// 64 KiB of each: a server's callers together cannot make it hold more,
 /// however many connections they open and however slowly they send.
 #[derive(Clone)]
-pub struct Budget(std::sync::Arc<tokio::sync::Semaphore>);
+pub struct Budget(std::sync::Arc<tokio::sync::Semaphore>, usize);
 
 impl Budget {
     pub fn new(bytes: usize) -> Budget {
-        Budget(std::sync::Arc::new(tokio::sync::Semaphore::new(
-            bytes.min(tokio::sync::Semaphore::MAX_PERMITS),
-        )))
+        let bytes = bytes.min(tokio::sync::Semaphore::MAX_PERMITS);
+        Budget(
+            std::sync::Arc::new(tokio::sync::Semaphore::new(bytes)),
+            bytes,
+        )
     }
 
     /// `bytes` of it, if that many are free now.
     pub fn take(&self, bytes: u32) -> Option<tokio::sync::OwnedSemaphorePermit> {
         self.0.clone().try_acquire_many_owned(bytes).ok()
+    }
+
+    /// All of it: what no request can ever exceed.
+    pub fn total(&self) -> usize {
+        self.1
     }
 
     /// Bytes not held by any request now.
