@@ -66,100 +66,68 @@ fn main() -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
 
-    // One kept channel, `in_flight` calls at a time.
-    let ch = {
+    let kept = {
         let _in = rt.enter();
         slurm_common::grpc::channel(slurm_common::tls::client().cloned(), &addr, &server)
             .map_err(|e| e.to_string())?
     };
-    let next = Arc::new(AtomicUsize::new(0));
-    let t0 = Instant::now();
-    rt.block_on(async {
-        let mut tasks = Vec::new();
-        for _ in 0..in_flight {
-            let (ch, key, next, server) = (ch.clone(), key.clone(), next.clone(), server.clone());
-            tasks.push(tokio::spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= jobs {
-                        return Ok::<(), String>(());
+    let ways: [(&str, usize, Option<slurm_common::grpc::Channel>); 2] = [
+        // One kept channel, `in_flight` calls at a time.
+        ("one kept channel", jobs, Some(kept)),
+        // A channel (a connection, its TLS handshake and HTTP/2 set-up) per
+        // submission, as one-shot commands make them.
+        ("a channel per submission", jobs / 4, None),
+    ];
+    for (way, n, kept) in ways {
+        let next = Arc::new(AtomicUsize::new(0));
+        let t0 = Instant::now();
+        rt.block_on(async {
+            let mut tasks = Vec::new();
+            for _ in 0..in_flight {
+                let (key, next) = (key.clone(), next.clone());
+                let (server, addr, kept) = (server.clone(), addr.clone(), kept.clone());
+                tasks.push(tokio::spawn(async move {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= n {
+                            return Ok::<(), String>(());
+                        }
+                        let ch = match &kept {
+                            Some(c) => c.clone(),
+                            None => slurm_common::grpc::channel(
+                                slurm_common::tls::client().cloned(),
+                                &addr,
+                                &server,
+                            )
+                            .map_err(|e| e.to_string())?,
+                        };
+                        let call = CommandCall::from_body(RequestBody::SubmitBatchJob(desc(i)))
+                            .map_err(|_| "no gRPC method for submissions".to_string())?;
+                        let sign =
+                            |b: &Binding| Ok(key.sign(0, 0, "bench", slurm_common::auth::now(), b));
+                        let r = slurm_common::grpc::call_command(
+                            &ch,
+                            &server,
+                            call,
+                            sign,
+                            Duration::from_secs(60),
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?;
+                        check(r)?;
                     }
-                    let call = CommandCall::from_body(RequestBody::SubmitBatchJob(desc(i)))
-                        .map_err(|_| "no gRPC method for submissions".to_string())?;
-                    let sign =
-                        |b: &Binding| Ok(key.sign(0, 0, "bench", slurm_common::auth::now(), b));
-                    let r = slurm_common::grpc::call_command(
-                        &ch,
-                        &server,
-                        call,
-                        sign,
-                        Duration::from_secs(60),
-                    )
-                    .await
-                    .map_err(|e| e.to_string())?;
-                    check(r)?;
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.map_err(|e| e.to_string())??;
-        }
-        Ok::<(), String>(())
-    })?;
-    let dt = t0.elapsed().as_secs_f64();
-    println!(
-        "gRPC, one kept channel, {in_flight} in flight   {:>7.0} jobs/s  ({jobs} jobs in {dt:.2} s)",
-        jobs as f64 / dt
-    );
-
-    // A channel (a connection, its TLS handshake and HTTP/2 set-up) per
-    // submission, as one-shot commands make them.
-    let each_jobs = jobs / 4;
-    let next = Arc::new(AtomicUsize::new(0));
-    let t0 = Instant::now();
-    rt.block_on(async {
-        let mut tasks = Vec::new();
-        for _ in 0..in_flight {
-            let (key, next, server, addr) =
-                (key.clone(), next.clone(), server.clone(), addr.clone());
-            tasks.push(tokio::spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= each_jobs {
-                        return Ok::<(), String>(());
-                    }
-                    let ch = slurm_common::grpc::channel(
-                        slurm_common::tls::client().cloned(),
-                        &addr,
-                        &server,
-                    )
-                    .map_err(|e| e.to_string())?;
-                    let call = CommandCall::from_body(RequestBody::SubmitBatchJob(desc(i)))
-                        .map_err(|_| "no gRPC method for submissions".to_string())?;
-                    let sign =
-                        |b: &Binding| Ok(key.sign(0, 0, "bench", slurm_common::auth::now(), b));
-                    let r = slurm_common::grpc::call_command(
-                        &ch,
-                        &server,
-                        call,
-                        sign,
-                        Duration::from_secs(60),
-                    )
-                    .await
-                    .map_err(|e| e.to_string())?;
-                    check(r)?;
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.map_err(|e| e.to_string())??;
-        }
-        Ok::<(), String>(())
-    })?;
-    let dt = t0.elapsed().as_secs_f64();
-    println!(
-        "gRPC, a channel per submission, {in_flight} in flight   {:>7.0} jobs/s  ({each_jobs} jobs in {dt:.2} s)",
-        each_jobs as f64 / dt
-    );
+                }));
+            }
+            for t in tasks {
+                t.await.map_err(|e| e.to_string())??;
+            }
+            Ok::<(), String>(())
+        })?;
+        let dt = t0.elapsed().as_secs_f64();
+        println!(
+            "gRPC, {way}, {in_flight} in flight   {:>7.0} jobs/s  ({n} jobs in {dt:.2} s)",
+            n as f64 / dt
+        );
+    }
     Ok(())
 }
