@@ -540,12 +540,38 @@ impl Server {
         self.published.latest()
     }
 
-    /// The answer to a request the snapshot answers (configuration,
-    /// diagnostics, priorities, shares, reservations, tokens, topology,
-    /// licenses) or that needs no writer; `Err` gives back one for the
-    /// writer.
+    /// The answer to a request the snapshot answers (ping, nodes,
+    /// partitions, configuration, diagnostics, priorities, shares,
+    /// reservations, tokens, topology, licenses) or that needs no writer;
+    /// `Err` gives back one for the writer.
     fn answer_from_snapshot(&self, req: Request) -> Result<Response, Box<Request>> {
+        let uid = req.cred.uid;
         Ok(match req.body {
+            RequestBody::Ping => Response::Pong {
+                controller: self.host.clone(),
+            },
+            RequestBody::GetNodes => {
+                let s = self.snapshot();
+                if self.private_to(&s, s.private.nodes, uid).is_some() {
+                    Response::Error(SlurmError::AccessDenied.into())
+                } else {
+                    Response::Nodes {
+                        nodes: s.nodes.clone(),
+                        last_update: s.last_update,
+                    }
+                }
+            }
+            RequestBody::GetPartitions => {
+                let s = self.snapshot();
+                if self.private_to(&s, s.private.partitions, uid).is_some() {
+                    Response::Error(SlurmError::AccessDenied.into())
+                } else {
+                    Response::Partitions {
+                        partitions: s.partitions.clone(),
+                        last_update: s.last_update,
+                    }
+                }
+            }
             RequestBody::GetConfig => Response::Config(self.snapshot().config.clone()),
             RequestBody::GetDiag => {
                 let mut d = self.snapshot().diag.clone();
@@ -607,12 +633,6 @@ impl Server {
                 }
                 None => Response::Error(SlurmError::Disabled.into()),
             },
-            RequestBody::LaunchBatch(_)
-            | RequestBody::SignalJob { .. }
-            | RequestBody::SuspendJobHere { .. }
-            | RequestBody::TerminateJob { .. }
-            | RequestBody::NodePing
-            | RequestBody::ListPids { .. } => Response::Error(SlurmError::InvalidRequest.into()),
             body => {
                 return Err(Box::new(Request {
                     cred: req.cred,
@@ -700,30 +720,11 @@ impl CtldService {
         into: fn(T) -> CtldCall,
     ) -> Response {
         let s = &self.server;
-        let Some(caller) = grpc::caller_of(&req) else {
-            return Response::Error(SlurmError::InternalError.into());
+        // Reports never act on a user's token.
+        let req = match self.admit(req, method, None, |m| into(m).into_body()) {
+            Ok(r) => r,
+            Err(no) => return no,
         };
-        let to = slurm_common::auth::TO_CTLD;
-        let cred = match grpc::verify_call(&req, method, to, &s.key, now(), &s.seen) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::info!(from = %caller.addr, "refused report: {e}");
-                return Response::Error(refusal(&e).into());
-            }
-        };
-        let body = match into(req.into_inner()).into_body() {
-            Ok(b) => b,
-            Err(e) => {
-                return Response::Error(RpcError {
-                    error: SlurmError::ProtocolError,
-                    detail: Some(e.to_string()),
-                })
-            }
-        };
-        let req = Request { cred, body };
-        if let Some(no) = s.refused(&req, &caller.peer) {
-            return no;
-        }
         let (kind, uid) = (req.body.message_type(), req.cred.uid);
         let t0 = std::time::Instant::now();
         let r = s.report(req).await;
@@ -756,22 +757,23 @@ impl CtldService {
         &self,
         req: tonic::Request<T>,
         method: &'static str,
-        into: fn(T) -> CommandCall,
+        jwt_key: Option<&[u8]>,
+        body: impl FnOnce(T) -> Result<RequestBody, slurm_proto::grpc::ConvError>,
     ) -> Result<Request, Response> {
         let s = &self.server;
         let Some(caller) = grpc::caller_of(&req) else {
             return Err(Response::Error(SlurmError::InternalError.into()));
         };
         let to = slurm_common::auth::TO_CTLD;
-        let jwt = s.jwt_key.as_deref();
-        let cred = match grpc::verify_call_or_token(&req, method, to, &s.key, jwt, now(), &s.seen) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::info!(from = %caller.addr, "refused request: {e}");
-                return Err(Response::Error(refusal(&e).into()));
-            }
-        };
-        let body = into(req.into_inner()).into_body().map_err(|e| {
+        let cred =
+            match grpc::verify_call_or_token(&req, method, to, &s.key, jwt_key, now(), &s.seen) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::info!(from = %caller.addr, %method, "refused: {e}");
+                    return Err(Response::Error(refusal(&e).into()));
+                }
+            };
+        let body = body(req.into_inner()).map_err(|e| {
             Response::Error(RpcError {
                 error: SlurmError::ProtocolError,
                 detail: Some(e.to_string()),
@@ -784,11 +786,23 @@ impl CtldService {
         }
     }
 
+    /// [`Self::admit`] for a command's call: a user's JWT is taken in place
+    /// of a signature with `AuthAltTypes=auth/jwt`.
+    fn admit_command<T: prost::Message>(
+        &self,
+        req: tonic::Request<T>,
+        method: &'static str,
+        into: fn(T) -> CommandCall,
+    ) -> Result<Request, Response> {
+        let jwt = self.server.jwt_key.as_deref();
+        self.admit(req, method, jwt, |m| into(m).into_body())
+    }
+
     /// `GetJobs`: the listing, made of each job's kept encoding.
     fn listing(&self, req: tonic::Request<pb::JobQuery>) -> pb::JobListing {
         use pb::job_listing::Result as R;
         let s = &self.server;
-        let result = match self.admit(req, command_method::GET_JOBS, CommandCall::GetJobs) {
+        let result = match self.admit_command(req, command_method::GET_JOBS, CommandCall::GetJobs) {
             Err(Response::Error(e)) => R::Error(e.into()),
             Err(other) => R::Error(
                 RpcError {
@@ -823,41 +837,14 @@ impl CtldService {
         into: fn(T) -> CommandCall,
     ) -> pb::CommandReply {
         let s = &self.server;
-        let req = match self.admit(req, method, into) {
+        let req = match self.admit_command(req, method, into) {
             Ok(r) => r,
             Err(no) => return command_reply(no),
         };
         let (kind, uid) = (req.body.message_type(), req.cred.uid);
         let t0 = std::time::Instant::now();
         let reply = match req.body {
-            RequestBody::Ping => command_reply(Response::Pong {
-                controller: s.host.clone(),
-            }),
             RequestBody::GetJobsDelta { epoch, since } => s.jobs_delta(uid, epoch, since),
-            RequestBody::GetNodes => {
-                let snap = s.snapshot();
-                command_reply(if s.private_to(&snap, snap.private.nodes, uid).is_some() {
-                    Response::Error(SlurmError::AccessDenied.into())
-                } else {
-                    Response::Nodes {
-                        nodes: snap.nodes.clone(),
-                        last_update: snap.last_update,
-                    }
-                })
-            }
-            RequestBody::GetPartitions => {
-                let snap = s.snapshot();
-                command_reply(
-                    if s.private_to(&snap, snap.private.partitions, uid).is_some() {
-                        Response::Error(SlurmError::AccessDenied.into())
-                    } else {
-                        Response::Partitions {
-                            partitions: snap.partitions.clone(),
-                            last_update: snap.last_update,
-                        }
-                    },
-                )
-            }
             _ => command_reply(match s.answer_from_snapshot(req) {
                 Ok(r) => r,
                 Err(req) => s.to_writer(*req).await,

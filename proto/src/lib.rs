@@ -174,7 +174,7 @@ pub enum JobReason {
 }
 
 /// Each reason without text of its own, and its name (the REASON column).
-const REASON_NAMES: [(JobReason, &str); 19] = [
+pub(crate) const REASON_NAMES: [(JobReason, &str); 19] = [
     (JobReason::None, "None"),
     (JobReason::Priority, "Priority"),
     (JobReason::Resources, "Resources"),

@@ -2019,29 +2019,8 @@ mod tests {
 
     #[test]
     fn reasons_read_back_as_written() {
-        use JobReason::*;
-        for r in [
-            None,
-            Priority,
-            Resources,
-            BeginTime,
-            JobHeldUser,
-            JobHeldAdmin,
-            PartitionDown,
-            PartitionInactive,
-            PartitionNodeLimit,
-            PartitionTimeLimit,
-            NodeDown,
-            BadConstraints,
-            Dependency,
-            NonZeroExitCode,
-            TimeLimit,
-            RaisedSignal,
-            DependencyNeverSatisfied,
-            JobArrayTaskLimit,
-            Reservation,
-            Other("AssocGrpCpuLimit".into()),
-        ] {
+        let known = crate::REASON_NAMES.iter().map(|(r, _)| r.clone());
+        for r in known.chain([JobReason::Other("AssocGrpCpuLimit".into())]) {
             assert_eq!(JobReason::from_name(&r.to_string()), r);
         }
     }
