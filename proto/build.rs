@@ -6,6 +6,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "slurm/v1/common.proto",
         "slurm/v1/slurmd.proto",
         "slurm/v1/slurmctld.proto",
+        "slurm/v1/slurmdbd.proto",
     ];
     for f in files {
         println!("cargo:rerun-if-changed={f}");

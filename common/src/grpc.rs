@@ -16,7 +16,9 @@ use crate::auth::{AuthError, Binding, Key, ReplayCache};
 use crate::net::{self, NetError};
 use crate::stepio::{IoFrame, IoKind};
 use prost::Message;
+use slurm_proto::acct::AcctResponse;
 use slurm_proto::grpc::commands::{command_response, listing_response, CommandCall};
+use slurm_proto::grpc::dbd::{acct_response, DbdCall};
 use slurm_proto::grpc::{ctld_response, node_response, pb, CtldCall, NodeCall, CRED_METADATA};
 use slurm_proto::{Credential, Response};
 use std::net::SocketAddr;
@@ -288,6 +290,58 @@ pub async fn call_command(
         }
     };
     Ok(command_response(within_time(fut, within, server).await?))
+}
+
+/// Largest answer a caller takes from slurmdbd (sacct over a long history).
+const MAX_DBD_REPLY: usize = 1 << 30;
+
+/// Send `call` to slurmdbd (named `server`) over `ch`, with the credential
+/// `cred` made for it ([`Binding::for_message`] of its method and message,
+/// to [`crate::auth::TO_DBD`]), and wait at most `within` for the answer.
+pub async fn call_dbd(
+    ch: &Channel,
+    server: &str,
+    call: DbdCall,
+    cred: Credential,
+    within: Duration,
+) -> Result<AcctResponse, NetError> {
+    let mut client = pb::slurm_dbd_client::SlurmDbdClient::new(ch.clone())
+        .max_decoding_message_size(MAX_DBD_REPLY)
+        .max_encoding_message_size(usize::MAX);
+    let fut = async move {
+        let c = &mut client;
+        match call {
+            DbdCall::Ping(m) => c.ping(with_cred(m, cred, within)).await,
+            DbdCall::SendRecords(m) => c.send_records(with_cred(m, cred, within)).await,
+            DbdCall::AddClusters(m) => c.add_clusters(with_cred(m, cred, within)).await,
+            DbdCall::DeleteClusters(m) => c.delete_clusters(with_cred(m, cred, within)).await,
+            DbdCall::AddAccounts(m) => c.add_accounts(with_cred(m, cred, within)).await,
+            DbdCall::ModifyAccounts(m) => c.modify_accounts(with_cred(m, cred, within)).await,
+            DbdCall::DeleteAccounts(m) => c.delete_accounts(with_cred(m, cred, within)).await,
+            DbdCall::AddUsers(m) => c.add_users(with_cred(m, cred, within)).await,
+            DbdCall::ModifyUsers(m) => c.modify_users(with_cred(m, cred, within)).await,
+            DbdCall::DeleteUsers(m) => c.delete_users(with_cred(m, cred, within)).await,
+            DbdCall::ModifyAssocs(m) => c.modify_assocs(with_cred(m, cred, within)).await,
+            DbdCall::DeleteAssocs(m) => c.delete_assocs(with_cred(m, cred, within)).await,
+            DbdCall::AddQos(m) => c.add_qos(with_cred(m, cred, within)).await,
+            DbdCall::ModifyQos(m) => c.modify_qos(with_cred(m, cred, within)).await,
+            DbdCall::DeleteQos(m) => c.delete_qos(with_cred(m, cred, within)).await,
+            DbdCall::Rollup(m) => c.rollup(with_cred(m, cred, within)).await,
+            DbdCall::ListClusters(m) => c.list_clusters(with_cred(m, cred, within)).await,
+            DbdCall::ListAccounts(m) => c.list_accounts(with_cred(m, cred, within)).await,
+            DbdCall::ListUsers(m) => c.list_users(with_cred(m, cred, within)).await,
+            DbdCall::ListAssocs(m) => c.list_assocs(with_cred(m, cred, within)).await,
+            DbdCall::ListQos(m) => c.list_qos(with_cred(m, cred, within)).await,
+            DbdCall::GetJobs(m) => c.get_jobs(with_cred(m, cred, within)).await,
+            DbdCall::GetUsage(m) => c.get_usage(with_cred(m, cred, within)).await,
+            DbdCall::GetStats(m) => c.get_stats(with_cred(m, cred, within)).await,
+        }
+    };
+    let reply = within_time(fut, within, server).await?;
+    acct_response(reply).map_err(|e| NetError::Rpc {
+        code: "DataLoss".into(),
+        why: format!("slurmdbd's answer: {e}"),
+    })
 }
 
 /// Open the controller's watch stream (`Controller.Watch`) over `ch`, with

@@ -1,6 +1,6 @@
-//! The listener: frames carry [`DbdRequest`]s (credential checked first) and
-//! are answered with [`AcctResponse`]s; a connection may carry several
-//! requests, one after another. Plus the hourly maintenance task (rollup and
+//! The `SlurmDbd` gRPC service (`proto/slurm/v1/slurmdbd.proto`): each
+//! call's credential is checked first, then its caller's rights, and it is
+//! answered with a `DbdReply`. Plus the hourly maintenance task (rollup and
 //! purge).
 //!
 //! Who may do what: ingestion only root and SlurmUser (the controller);
@@ -11,16 +11,20 @@
 use crate::conf::PurgeSettings;
 use crate::storage::{Storage, StorageError};
 use slurm_common::auth::{now, AuthError, Key};
-use slurm_common::net::write_frame;
+use slurm_common::grpc;
 use slurm_proto::acct::*;
+use slurm_proto::grpc::dbd::{dbd_method as m, dbd_reply, DbdCall};
+use slurm_proto::grpc::pb;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::net::TcpListener;
 
-/// How long a connection may sit idle between requests.
+/// How long a connection may sit idle between calls.
 const IDLE: Duration = Duration::from_secs(300);
+
+/// Connections served at once (the next waits until one closes).
+const MAX_CONNECTIONS: usize = 256;
 
 /// How long a caller may take over its TLS handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
@@ -48,15 +52,16 @@ pub struct Server {
     pub jwt_key: Option<Vec<u8>>,
 }
 
-/// The answer to a request whose credential was refused.
-fn refused(uid: u32, e: slurm_common::net::NetError) -> AcctResponse {
+/// The answer to a call whose credential was refused.
+fn refused(caller: &grpc::Caller, e: slurm_common::net::NetError) -> AcctResponse {
     use slurm_common::net::NetError;
-    tracing::info!("refused request (uid {uid}): {e}");
+    tracing::info!(from = %caller.addr, "refused a call: {e}");
     let kind = match &e {
         NetError::Auth(AuthError::Expired | AuthError::NotYetValid) => {
             AcctErrorKind::ExpiredCredential
         }
         NetError::Auth(_) => AcctErrorKind::InvalidCredential,
+        NetError::Rpc { .. } => AcctErrorKind::AccessDenied,
         _ => AcctErrorKind::Protocol,
     };
     err(kind, e.to_string())
@@ -93,88 +98,43 @@ fn grants_administrator(r: &AcctRequest) -> bool {
 }
 
 impl Server {
-    /// Accept connections until `shutdown` completes.
+    /// Serve `SlurmDbd` over gRPC on `listener` until `shutdown` completes:
+    /// at most [`MAX_CONNECTIONS`] connections, each TLS handshake within
+    /// [`HANDSHAKE`], each call's body drawing on the budget past its first
+    /// 64 KiB, a connection with no authenticated call within [`HANDSHAKE`]
+    /// (or none for [`IDLE`]) closed.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
-        let limit = Arc::new(Semaphore::new(256));
+        let incoming =
+            grpc::incoming(listener, self.tls.clone(), MAX_CONNECTIONS, HANDSHAKE).into_inner();
+        let service = pb::slurm_dbd_server::SlurmDbdServer::new(DbdService {
+            server: self.clone(),
+        })
+        .max_decoding_message_size(slurm_common::net::MAX_REQUEST)
+        .max_encoding_message_size(usize::MAX);
+        let routes = tonic::service::Routes::new(service);
+        let life = grpc::Lifetime {
+            first: HANDSHAKE,
+            idle: IDLE,
+        };
+        let mut incoming = incoming;
         tokio::pin!(shutdown);
         loop {
-            let accepted = tokio::select! {
+            let conn = tokio::select! {
                 _ = &mut shutdown => return,
-                a = listener.accept() => a,
+                c = incoming.recv() => match c {
+                    Some(Ok(c)) => c,
+                    Some(Err(_)) => continue,
+                    None => return,
+                },
             };
-            let sock = match accepted {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    tracing::warn!("accept: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = sock.set_nodelay(true);
-            let Ok(permit) = limit.clone().acquire_owned().await else {
-                return;
-            };
-            let me = self.clone();
-            tokio::spawn(async move {
-                me.connection(sock).await;
-                drop(permit);
-            });
-        }
-    }
-
-    async fn connection(&self, sock: TcpStream) {
-        let Some((mut sock, peer)) =
-            slurm_common::net::accept_within(sock, self.tls.as_ref(), HANDSHAKE).await
-        else {
-            return;
-        };
-        loop {
-            let (env, _held): (slurm_common::net::Envelope, _) = match tokio::time::timeout(
-                IDLE,
-                slurm_common::net::read_frame_budget(
-                    &mut sock,
-                    slurm_common::net::MAX_REQUEST,
-                    Some(&self.budget),
-                ),
-            )
-            .await
-            {
-                Err(_) | Ok(Ok(None)) => return,
-                Ok(Ok(Some(r))) => r,
-                Ok(Err(e)) => {
-                    tracing::debug!("bad request: {e}");
-                    let _ =
-                        write_frame(&mut sock, &err(AcctErrorKind::Protocol, e.to_string())).await;
-                    return;
-                }
-            };
-            let now = now();
-            let uid = env.cred.uid;
-            let jwt = self.jwt_key.as_deref();
-            let resp = match env.open_with::<AcctRequest>(
-                &self.key,
-                jwt,
-                slurm_common::auth::TO_DBD,
-                now,
-                &self.seen,
-            ) {
-                // With TLS, records come only from a daemon's certificate
-                // (the controller's), never from a command's connection.
-                Ok((_, body))
-                    if body.is_ingest() && peer.secured() && !self.sent_by_controller(&peer) =>
-                {
-                    err(
-                        AcctErrorKind::AccessDenied,
-                        "accounting records are taken only from the controller's certificate",
-                    )
-                }
-                Ok((cred, body)) => self.checked(cred.uid, body, now).await,
-                Err(e) => refused(uid, e),
-            };
-            if let Err(e) = write_frame(&mut sock, &resp).await {
-                tracing::debug!("cannot reply: {e}");
-                return;
-            }
+            let caller = conn.caller();
+            tokio::spawn(grpc::serve_connection(
+                conn,
+                caller,
+                routes.clone(),
+                self.budget.clone(),
+                life,
+            ));
         }
     }
 
@@ -187,18 +147,39 @@ impl Server {
         }
     }
 
-    /// Check the credential (bound to this body, for slurmdbd, used once)
-    /// and the caller's rights, then answer.
-    pub async fn handle(&self, req: DbdRequest, now: i64) -> AcctResponse {
-        let b = slurm_common::dbd::bound(&req.body);
-        if let Err(e) = self
-            .key
-            .verify(&req.cred, now, &b)
-            .and_then(|_| self.seen.check(&req.cred, now))
+    /// One call: its credential (bound to its method and message, used
+    /// once; a user's token with `AuthAltTypes=auth/jwt`), its message and
+    /// its caller's right to it checked, then answered.
+    async fn call<T: prost::Message>(
+        &self,
+        req: tonic::Request<T>,
+        method: &'static str,
+        into: fn(T) -> DbdCall,
+    ) -> AcctResponse {
+        let Some(caller) = grpc::caller_of(&req) else {
+            return err(AcctErrorKind::Protocol, "no connection information");
+        };
+        let now = now();
+        let jwt = self.jwt_key.as_deref();
+        let to = slurm_common::auth::TO_DBD;
+        let cred = match grpc::verify_call_or_token(&req, method, to, &self.key, jwt, now, &self.seen)
         {
-            return refused(req.cred.uid, slurm_common::net::NetError::Auth(e));
+            Ok(c) => c,
+            Err(e) => return refused(&caller, e),
+        };
+        let body = match into(req.into_inner()).into_body() {
+            Ok(b) => b,
+            Err(e) => return err(AcctErrorKind::Protocol, e.to_string()),
+        };
+        // With TLS, records come only from a daemon's certificate (the
+        // controller's), never from a command's connection.
+        if body.is_ingest() && caller.peer.secured() && !self.sent_by_controller(&caller.peer) {
+            return err(
+                AcctErrorKind::AccessDenied,
+                "accounting records are taken only from the controller's certificate",
+            );
         }
-        self.checked(req.cred.uid, req.body, now).await
+        self.checked(cred.uid, body, now).await
     }
 
     /// Answer a request whose credential has been checked.
@@ -451,6 +432,104 @@ impl Server {
             }
             Err(e) => storage_error(e),
         }
+    }
+}
+
+/// The gRPC face of [`Server`].
+pub struct DbdService {
+    pub server: Arc<Server>,
+}
+
+type Reply = Result<tonic::Response<pb::DbdReply>, tonic::Status>;
+
+impl DbdService {
+    async fn answer<T: prost::Message>(
+        &self,
+        req: tonic::Request<T>,
+        method: &'static str,
+        into: fn(T) -> DbdCall,
+    ) -> Reply {
+        let r = self.server.call(req, method, into).await;
+        Ok(tonic::Response::new(dbd_reply(r)))
+    }
+}
+
+#[tonic::async_trait]
+impl pb::slurm_dbd_server::SlurmDbd for DbdService {
+    async fn ping(&self, r: tonic::Request<pb::Empty>) -> Reply {
+        self.answer(r, m::Ping, DbdCall::Ping).await
+    }
+    async fn send_records(&self, r: tonic::Request<pb::RecordBatch>) -> Reply {
+        self.answer(r, m::SendRecords, DbdCall::SendRecords).await
+    }
+    async fn add_clusters(&self, r: tonic::Request<pb::ClusterList>) -> Reply {
+        self.answer(r, m::AddClusters, DbdCall::AddClusters).await
+    }
+    async fn delete_clusters(&self, r: tonic::Request<pb::ClusterFilter>) -> Reply {
+        self.answer(r, m::DeleteClusters, DbdCall::DeleteClusters)
+            .await
+    }
+    async fn add_accounts(&self, r: tonic::Request<pb::AddAccountsRequest>) -> Reply {
+        self.answer(r, m::AddAccounts, DbdCall::AddAccounts).await
+    }
+    async fn modify_accounts(&self, r: tonic::Request<pb::ModifyAccountsRequest>) -> Reply {
+        self.answer(r, m::ModifyAccounts, DbdCall::ModifyAccounts)
+            .await
+    }
+    async fn delete_accounts(&self, r: tonic::Request<pb::AccountFilter>) -> Reply {
+        self.answer(r, m::DeleteAccounts, DbdCall::DeleteAccounts)
+            .await
+    }
+    async fn add_users(&self, r: tonic::Request<pb::AddUsersRequest>) -> Reply {
+        self.answer(r, m::AddUsers, DbdCall::AddUsers).await
+    }
+    async fn modify_users(&self, r: tonic::Request<pb::ModifyUsersRequest>) -> Reply {
+        self.answer(r, m::ModifyUsers, DbdCall::ModifyUsers).await
+    }
+    async fn delete_users(&self, r: tonic::Request<pb::UserFilter>) -> Reply {
+        self.answer(r, m::DeleteUsers, DbdCall::DeleteUsers).await
+    }
+    async fn modify_assocs(&self, r: tonic::Request<pb::ModifyAssocsRequest>) -> Reply {
+        self.answer(r, m::ModifyAssocs, DbdCall::ModifyAssocs).await
+    }
+    async fn delete_assocs(&self, r: tonic::Request<pb::AssocFilter>) -> Reply {
+        self.answer(r, m::DeleteAssocs, DbdCall::DeleteAssocs).await
+    }
+    async fn add_qos(&self, r: tonic::Request<pb::QosList>) -> Reply {
+        self.answer(r, m::AddQos, DbdCall::AddQos).await
+    }
+    async fn modify_qos(&self, r: tonic::Request<pb::ModifyQosRequest>) -> Reply {
+        self.answer(r, m::ModifyQos, DbdCall::ModifyQos).await
+    }
+    async fn delete_qos(&self, r: tonic::Request<pb::QosFilter>) -> Reply {
+        self.answer(r, m::DeleteQos, DbdCall::DeleteQos).await
+    }
+    async fn rollup(&self, r: tonic::Request<pb::RollupRequest>) -> Reply {
+        self.answer(r, m::Rollup, DbdCall::Rollup).await
+    }
+    async fn list_clusters(&self, r: tonic::Request<pb::ClusterFilter>) -> Reply {
+        self.answer(r, m::ListClusters, DbdCall::ListClusters).await
+    }
+    async fn list_accounts(&self, r: tonic::Request<pb::AccountFilter>) -> Reply {
+        self.answer(r, m::ListAccounts, DbdCall::ListAccounts).await
+    }
+    async fn list_users(&self, r: tonic::Request<pb::UserFilter>) -> Reply {
+        self.answer(r, m::ListUsers, DbdCall::ListUsers).await
+    }
+    async fn list_assocs(&self, r: tonic::Request<pb::AssocFilter>) -> Reply {
+        self.answer(r, m::ListAssocs, DbdCall::ListAssocs).await
+    }
+    async fn list_qos(&self, r: tonic::Request<pb::QosFilter>) -> Reply {
+        self.answer(r, m::ListQos, DbdCall::ListQos).await
+    }
+    async fn get_jobs(&self, r: tonic::Request<pb::AcctJobQuery>) -> Reply {
+        self.answer(r, m::GetJobs, DbdCall::GetJobs).await
+    }
+    async fn get_usage(&self, r: tonic::Request<pb::UsageQuery>) -> Reply {
+        self.answer(r, m::GetUsage, DbdCall::GetUsage).await
+    }
+    async fn get_stats(&self, r: tonic::Request<pb::Empty>) -> Reply {
+        self.answer(r, m::GetStats, DbdCall::GetStats).await
     }
 }
 

@@ -1766,32 +1766,62 @@ async fn daemon_checks_credentials_and_rights() {
         Some(AcctErrorKind::InvalidCredential),
         "other body: {r:?}"
     );
-    // Garbage gets a protocol error, not a crash; several requests share a connection.
+    // A credential is good for its own method only: one made for listing
+    // users (whose empty filter encodes as the same bytes as a rollup with
+    // no time) does not roll usage up.
     {
-        use tokio::io::AsyncWriteExt;
-        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        sock.write_all(&[0, 0, 0, 3, b'x', b'y', b'z'])
+        use slurm_proto::grpc::dbd::DbdCall;
+        let ch = slurm_common::grpc::channel(None, &addr, "localhost").unwrap();
+        let list = DbdCall::from_body(AcctRequest::ListUsers(UserFilter::default()));
+        let rollup = DbdCall::from_body(AcctRequest::Rollup { now: None });
+        assert_eq!(list.encode(), rollup.encode());
+        let b = slurm_common::dbd::bound(&AcctRequest::ListUsers(UserFilter::default()));
+        let cred = key().sign(0, 0, "test", slurm_common::auth::now(), &b);
+        let r = slurm_common::grpc::call_dbd(&ch, "localhost", rollup, cred, Duration::from_secs(5))
             .await
             .unwrap();
-        let r: AcctResponse = slurm_common::net::read_frame(&mut sock)
+        assert_eq!(
+            kind(&r),
+            Some(AcctErrorKind::InvalidCredential),
+            "other method: {r:?}"
+        );
+        // No credential at all.
+        let mut client = slurm_proto::grpc::pb::slurm_dbd_client::SlurmDbdClient::new(ch.clone());
+        let r = client
+            .ping(slurm_proto::grpc::pb::Empty {})
             .await
             .unwrap()
-            .unwrap();
-        assert_eq!(kind(&r), Some(AcctErrorKind::Protocol));
+            .into_inner();
+        let r = slurm_proto::grpc::dbd::acct_response(r).unwrap();
+        assert_eq!(
+            kind(&r),
+            Some(AcctErrorKind::InvalidCredential),
+            "unsigned: {r:?}"
+        );
+    }
+    // A framed request of earlier versions (length + JSON) is not served:
+    // the connection closes unanswered, and calls go on being served.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        for _ in 0..2 {
-            slurm_common::net::write_frame(
-                &mut sock,
-                &signed(0, AcctRequest::Ping, slurm_common::auth::now()),
-            )
-            .await
-            .unwrap();
-            let r: AcctResponse = slurm_common::net::read_frame(&mut sock)
-                .await
-                .unwrap()
-                .unwrap();
-            assert!(matches!(r, AcctResponse::Pong { .. }));
-        }
+        let framed = slurm_common::net::encode(&signed(
+            0,
+            AcctRequest::Ping,
+            slurm_common::auth::now(),
+        ))
+        .unwrap();
+        sock.write_all(&framed).await.unwrap();
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(15), sock.read_to_end(&mut buf)).await;
+        assert!(read.is_ok(), "the connection is closed");
+        assert!(
+            !String::from_utf8_lossy(&buf).contains("Pong"),
+            "not answered: {buf:?}"
+        );
+        assert!(matches!(
+            call(&addr, stranger, AcctRequest::Ping).await,
+            AcctResponse::Pong { .. }
+        ));
     }
     // On-demand rollup (admin only).
     let r = call(&addr, stranger, AcctRequest::Rollup { now: None }).await;

@@ -18,6 +18,7 @@ pub mod pb {
 }
 
 pub mod commands;
+pub mod dbd;
 
 /// The metadata key the caller's [`pb::Credential`] travels in.
 pub const CRED_METADATA: &str = "slurm-cred-bin";

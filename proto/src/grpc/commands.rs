@@ -154,7 +154,7 @@ impl From<pb::JobDesc> for JobDesc {
 }
 
 /// The job state a long name gives, or which field was wrong.
-fn state(name: &str, field: &'static str) -> Result<JobState, ConvError> {
+pub(super) fn state(name: &str, field: &'static str) -> Result<JobState, ConvError> {
     crate::ALL_JOB_STATES
         .into_iter()
         .find(|s| s.name() == name)

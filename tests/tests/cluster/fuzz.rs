@@ -133,6 +133,23 @@ proptest! {
         let _ = serde_json::from_slice::<slurm_proto::Response>(&b);
         let _ = serde_json::from_slice::<slurm_proto::acct::DbdRequest>(&b);
         let _ = serde_json::from_slice::<slurm_proto::acct::AcctResponse>(&b);
+        // slurmdbd's messages as its service decodes them, then acts on them.
+        {
+            use prost::Message;
+            use slurm_proto::grpc::{dbd::DbdCall, pb};
+            if let Ok(m) = pb::RecordBatch::decode(&b[..]) {
+                let _ = DbdCall::SendRecords(m).into_body();
+            }
+            if let Ok(m) = pb::ModifyQosRequest::decode(&b[..]) {
+                let _ = DbdCall::ModifyQos(m).into_body();
+            }
+            if let Ok(m) = pb::AcctJobQuery::decode(&b[..]) {
+                let _ = DbdCall::GetJobs(m).into_body();
+            }
+            if let Ok(m) = pb::DbdReply::decode(&b[..]) {
+                let _ = slurm_proto::grpc::dbd::acct_response(m);
+            }
+        }
         let mut framed = (b.len() as u32).to_be_bytes().to_vec();
         framed.extend_from_slice(&b);
         let _ = slurm_common::net::read_frame_sync::<slurm_proto::Request, _>(&mut &framed[..]);

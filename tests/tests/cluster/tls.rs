@@ -240,13 +240,12 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
         )
     };
     let to_dbd = |tls: &Tls| -> AcctResponse {
-        rt.block_on(slurm_common::net::exchange_async_with(
-            Some(&tls.client),
-            &dbd,
-            ip,
-            &records(),
-            Duration::from_secs(5),
-        ))
+        rt.block_on(async {
+            let ch = slurm_common::grpc::channel(Some(tls.client.clone()), &dbd, ip).unwrap();
+            let req = records();
+            let call = slurm_proto::grpc::dbd::DbdCall::from_body(req.body);
+            slurm_common::grpc::call_dbd(&ch, ip, call, req.cred, Duration::from_secs(5)).await
+        })
         .unwrap()
     };
     // Records: not from a command, nor from a node daemon.
