@@ -1000,7 +1000,7 @@ struct BudgetBody {
     budget: net::Budget,
     /// Bytes of the body read so far.
     read: usize,
-    held: net::Held,
+    held: Option<tokio::sync::OwnedSemaphorePermit>,
     /// The gRPC framing seen so far: where the message being read ends (a
     /// body offset), and the part of the next 5-byte header read.
     msg_end: usize,

@@ -8,7 +8,7 @@
 use crate::writer::{Command, Published};
 use slurm_common::auth::{now, AuthError, Key};
 use slurm_common::grpc::{self, Caller, Rewind};
-use slurm_common::net::{write_frame, NetError};
+use slurm_common::net::NetError;
 use slurm_common::tls::Peer;
 use slurm_proto::grpc::commands::{command_method, command_reply, encode_listed, CommandCall};
 use slurm_proto::grpc::pb::{self, controller_server::ControllerServer};
@@ -185,15 +185,7 @@ impl Server {
                 }
             }
             Some(_) => {
-                let mut sock = sock;
-                let _ = write_frame(
-                    &mut sock,
-                    &Response::Error(RpcError {
-                        error: SlurmError::ProtocolError,
-                        detail: Some("this controller takes only TLS connections (TLSType)".into()),
-                    }),
-                )
-                .await;
+                tracing::info!(from = %addr, "refused a connection in clear text (TLSType is set)");
                 return;
             }
             None => match slurm_common::net::accept(sock, None).await {
@@ -201,7 +193,7 @@ impl Server {
                 Err(_) => return,
             },
         };
-        // gRPC (the HTTP/2 preface) or a framed request (its length)?
+        // gRPC (the HTTP/2 preface) or anything else?
         let mut head = [0u8; 4];
         match tokio::time::timeout(self.message_timeout, sock.read_exact(&mut head)).await {
             Ok(Ok(_)) => {}
@@ -223,18 +215,9 @@ impl Server {
             grpc::serve_connection(sock, caller, routes, self.budget.clone(), life).await;
             return;
         }
-        // Anything else (the framed JSON of earlier versions): one framed
-        // error saying why, and the connection closes.
-        let mut sock = sock;
-        let _ = write_frame(
-            &mut sock,
-            &Response::Error(RpcError {
-                error: SlurmError::ProtocolError,
-                detail: Some("this controller takes gRPC only (package slurm.v1)".into()),
-            }),
-        )
-        .await;
-        tracing::debug!(from = %addr, "refused a connection that is not gRPC");
+        // Anything else (the framed JSON of earlier versions, say) is not
+        // answered: the connection closes.
+        tracing::info!(from = %addr, "refused a connection that does not speak gRPC");
     }
 
     /// Why a request whose credential holds is not taken from this

@@ -162,11 +162,11 @@ impl Server {
         let now = now();
         let jwt = self.jwt_key.as_deref();
         let to = slurm_common::auth::TO_DBD;
-        let cred = match grpc::verify_call_or_token(&req, method, to, &self.key, jwt, now, &self.seen)
-        {
-            Ok(c) => c,
-            Err(e) => return refused(&caller, e),
-        };
+        let cred =
+            match grpc::verify_call_or_token(&req, method, to, &self.key, jwt, now, &self.seen) {
+                Ok(c) => c,
+                Err(e) => return refused(&caller, e),
+            };
         let body = match into(req.into_inner()).into_body() {
             Ok(b) => b,
             Err(e) => return err(AcctErrorKind::Protocol, e.to_string()),

@@ -1777,9 +1777,10 @@ async fn daemon_checks_credentials_and_rights() {
         assert_eq!(list.encode(), rollup.encode());
         let b = slurm_common::dbd::bound(&AcctRequest::ListUsers(UserFilter::default()));
         let cred = key().sign(0, 0, "test", slurm_common::auth::now(), &b);
-        let r = slurm_common::grpc::call_dbd(&ch, "localhost", rollup, cred, Duration::from_secs(5))
-            .await
-            .unwrap();
+        let r =
+            slurm_common::grpc::call_dbd(&ch, "localhost", rollup, cred, Duration::from_secs(5))
+                .await
+                .unwrap();
         assert_eq!(
             kind(&r),
             Some(AcctErrorKind::InvalidCredential),
@@ -1804,13 +1805,12 @@ async fn daemon_checks_credentials_and_rights() {
     {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        let framed = slurm_common::net::encode(&signed(
-            0,
-            AcctRequest::Ping,
-            slurm_common::auth::now(),
-        ))
-        .unwrap();
-        sock.write_all(&framed).await.unwrap();
+        let body =
+            serde_json::to_vec(&signed(0, AcctRequest::Ping, slurm_common::auth::now())).unwrap();
+        sock.write_all(&(body.len() as u32).to_be_bytes())
+            .await
+            .unwrap();
+        sock.write_all(&body).await.unwrap();
         let mut buf = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(15), sock.read_to_end(&mut buf)).await;
         assert!(read.is_ok(), "the connection is closed");

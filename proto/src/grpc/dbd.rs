@@ -464,7 +464,10 @@ dbd_calls!(
 );
 
 /// A required message field: absent is the default.
-fn or_default<A: FromWire<Option<W>>, W>(w: Option<W>, field: &'static str) -> Result<A, ConvError> {
+fn or_default<A: FromWire<Option<W>>, W>(
+    w: Option<W>,
+    field: &'static str,
+) -> Result<A, ConvError> {
     A::from_wire(w).map_err(|e| at(e, field))
 }
 
@@ -501,10 +504,12 @@ impl DbdCall {
                 })
             }
             AcctRequest::DeleteUsers(f) => DbdCall::DeleteUsers(f.to_wire()),
-            AcctRequest::ModifyAssocs { filter, set } => DbdCall::ModifyAssocs(pb::ModifyAssocsRequest {
-                filter: filter.to_wire(),
-                set: set.to_wire(),
-            }),
+            AcctRequest::ModifyAssocs { filter, set } => {
+                DbdCall::ModifyAssocs(pb::ModifyAssocsRequest {
+                    filter: filter.to_wire(),
+                    set: set.to_wire(),
+                })
+            }
             AcctRequest::DeleteAssocs(f) => DbdCall::DeleteAssocs(f.to_wire()),
             AcctRequest::AddQos(v) => DbdCall::AddQos(pb::QosList { qos: v.to_wire() }),
             AcctRequest::ModifyQos { filter, set } => DbdCall::ModifyQos(pb::ModifyQosRequest {
@@ -764,7 +769,11 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(round_trip(u.clone()), u);
-        for r in [AcctRequest::Ping, AcctRequest::Stats, AcctRequest::Rollup { now: Some(3) }] {
+        for r in [
+            AcctRequest::Ping,
+            AcctRequest::Stats,
+            AcctRequest::Rollup { now: Some(3) },
+        ] {
             assert_eq!(round_trip(r.clone()), r);
         }
     }

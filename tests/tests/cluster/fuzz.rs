@@ -149,12 +149,24 @@ proptest! {
             if let Ok(m) = pb::DbdReply::decode(&b[..]) {
                 let _ = slurm_proto::grpc::dbd::acct_response(m);
             }
+            // The controller's: a submission, an update, a cancel, a listing.
+            use slurm_proto::grpc::commands::{command_response, listing_response, CommandCall};
+            if let Ok(m) = pb::JobDesc::decode(&b[..]) {
+                let _ = CommandCall::SubmitJob(Box::new(m)).into_body();
+            }
+            if let Ok(m) = pb::UpdateJobRequest::decode(&b[..]) {
+                let _ = CommandCall::UpdateJob(m).into_body();
+            }
+            if let Ok(m) = pb::CancelFilter::decode(&b[..]) {
+                let _ = CommandCall::CancelJobs(m).into_body();
+            }
+            if let Ok(m) = pb::JobListing::decode(&b[..]) {
+                let _ = listing_response(m);
+            }
+            if let Ok(m) = pb::CommandReply::decode(&b[..]) {
+                let _ = command_response(m);
+            }
         }
-        let mut framed = (b.len() as u32).to_be_bytes().to_vec();
-        framed.extend_from_slice(&b);
-        let _ = slurm_common::net::read_frame_sync::<slurm_proto::Request, _>(&mut &framed[..]);
-        // A length prefix from the input itself.
-        let _ = slurm_common::net::read_frame_sync::<slurm_proto::Request, _>(&mut &b[..]);
     }
 }
 

@@ -153,19 +153,25 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
         running_jobs: vec![],
     };
     let to_ctld = |tls: &Tls| report(tls, heartbeat());
-    let framed: Response = rt
-        .block_on(slurm_common::net::exchange_async_with(
-            Some(&as_n1.client),
-            &ctld,
-            "localhost",
-            &ctld_request(&key, 0, heartbeat(), slurm_common::auth::now()),
-            Duration::from_secs(5),
-        ))
-        .unwrap();
-    assert!(
-        matches!(&framed, Response::Error(e) if e.to_string().contains("gRPC only")),
-        "{framed:?}"
-    );
+    // A framed heartbeat (length + JSON, as earlier versions sent) over
+    // n1's certificate: not answered, the connection closed.
+    let framed: Vec<u8> = rt.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let req = ctld_request(&key, 0, heartbeat(), slurm_common::auth::now());
+        let body = serde_json::to_vec(&req).unwrap();
+        let mut s = slurm_common::net::connect_async_with(Some(&as_n1.client), &ctld, "localhost")
+            .await
+            .unwrap();
+        s.write_all(&(body.len() as u32).to_be_bytes())
+            .await
+            .unwrap();
+        s.write_all(&body).await.unwrap();
+        let mut back = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(15), s.read_to_end(&mut back)).await;
+        assert!(read.is_ok(), "the connection is closed");
+        back
+    });
+    assert!(framed.is_empty(), "no answer: {framed:?}");
     let why = "only from its certificate";
     assert!(is_denied(&to_ctld(&as_n2), why));
     assert!(is_denied(&to_ctld(&anonymous), why));
