@@ -192,18 +192,35 @@ pub fn parse_long(
 
 /// Pads (or truncates) `s` to `width` characters; width 0 leaves it as is.
 pub fn pad(s: &str, width: usize, right: bool) -> String {
+    let mut out = String::with_capacity(width.max(s.len()));
+    pad_into(&mut out, s, width, right);
+    out
+}
+
+/// [`pad`], appended to `out` (no allocation of its own: a listing of
+/// thousands of jobs pads tens of thousands of values).
+pub fn pad_into(out: &mut String, s: &str, width: usize, right: bool) {
     if width == 0 {
-        return s.to_string();
+        out.push_str(s);
+        return;
     }
-    let n = s.chars().count();
+    let ascii = s.is_ascii();
+    let n = if ascii { s.len() } else { s.chars().count() };
     if n >= width {
-        return s.chars().take(width).collect();
+        if ascii {
+            out.push_str(&s[..width]);
+        } else {
+            out.extend(s.chars().take(width));
+        }
+        return;
     }
-    let fill = " ".repeat(width - n);
+    let fill = width - n;
+    if !right {
+        out.push_str(s);
+    }
+    out.extend(std::iter::repeat_n(' ', fill));
     if right {
-        format!("{fill}{s}")
-    } else {
-        format!("{s}{fill}")
+        out.push_str(s);
     }
 }
 
@@ -263,17 +280,22 @@ pub fn acct_table(
 /// Renders one line (without its newline), asking `value` for each field.
 pub fn render(items: &[Item], value: &mut dyn FnMut(&Field) -> String) -> String {
     let mut out = String::new();
+    render_into(&mut out, items, value);
+    out
+}
+
+/// [`render`], appended to `out`.
+pub fn render_into(out: &mut String, items: &[Item], value: &mut dyn FnMut(&Field) -> String) {
     for it in items {
         match it {
             Item::Text(t) => out.push_str(t),
             Item::Field(f) => {
                 let v = value(f);
-                out.push_str(&pad(&v, f.width, f.right));
+                pad_into(out, &v, f.width, f.right);
                 out.push_str(&f.suffix);
             }
         }
     }
-    out
 }
 
 /// Memory in MiB as Slurm prints it with unit conversion: `0`, `4000M`, `8G`, `2T`.

@@ -422,6 +422,7 @@ fn cmp_key(key: &str, a: &JobRecord, b: &JobRecord, now: i64) -> Ordering {
         "i" | "A" | "F" => a.job_id.cmp(&b.job_id),
         "t" | "T" => state_rank(a).cmp(&state_rank(b)),
         "p" | "Q" => a.priority.cmp(&b.priority),
+        "P" => a.partition.cmp(&b.partition),
         "U" => a.user_id.cmp(&b.user_id),
         "G" => a.group_id.cmp(&b.group_id),
         "S" => {
@@ -520,10 +521,11 @@ pub fn format_jobs(jobs: &[JobRecord], opts: &Options, now: i64, tz: Tz) -> Stri
         }));
         out.push('\n');
     }
+    out.reserve(sel.len() * 96);
     for job in sel {
-        out.push_str(&fmt::render(&opts.items, &mut |f: &Field| {
+        fmt::render_into(&mut out, &opts.items, &mut |f: &Field| {
             job_value(&f.key, job, now, tz)
-        }));
+        });
         out.push('\n');
     }
     out
@@ -1160,11 +1162,14 @@ pub fn main() -> i32 {
         };
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        if out
-            .write_all(text.as_bytes())
-            .and_then(|_| out.flush())
-            .is_err()
-        {
+        let written = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+        if iterate.is_none() {
+            // The process ends here: leave the listing to the exit rather
+            // than free each of its thousands of strings one by one.
+            std::mem::forget(jobs);
+            std::mem::forget(text);
+        }
+        if written.is_err() {
             return 1;
         }
         match iterate {

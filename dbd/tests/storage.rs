@@ -1800,6 +1800,34 @@ async fn daemon_checks_credentials_and_rights() {
             "unsigned: {r:?}"
         );
     }
+    // A message past max_message_size (16 MiB) is refused as it is read,
+    // and the daemon goes on serving.
+    {
+        let mut big = many("d", 100, 50..51);
+        if let AcctRecord::JobStart(j) = &mut big[0].record {
+            j.comment = "x".repeat(17 << 20);
+        }
+        let req = signed(0, AcctRequest::Records(big), slurm_common::auth::now());
+        let r = slurmdbd::client::call(&addr, "localhost", &req, Duration::from_secs(10)).await;
+        assert!(
+            matches!(&r, Err(slurm_common::net::NetError::Rpc { why, .. }) if why.contains("too large") || why.contains("message length")),
+            "{r:?}"
+        );
+        let r = call(
+            &addr,
+            0,
+            AcctRequest::GetJobs(JobQuery {
+                clusters: vec!["d".into()],
+                job_ids: vec![50],
+                ..Default::default()
+            }),
+        )
+        .await;
+        assert!(
+            matches!(&r, AcctResponse::Jobs(v) if v.is_empty()),
+            "nothing applied: {r:?}"
+        );
+    }
     // A framed request of earlier versions (length + JSON) is not served:
     // the connection closes unanswered, and calls go on being served.
     {

@@ -792,7 +792,8 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             }
             // What was asked for this run is over (a later run starts clean).
             jobs::forget_wanted(&ctx.node, job_id);
-            ctx.ledger.job_ended(job_id, start_time, crate::now());
+            ctx.ledger
+                .job_ended(job_id, start_time, crate::now(), req.cred.issued);
             let ctx = ctx.clone();
             tokio::spawn(async move {
                 // A suspended job is thawed so its signals reach it.
@@ -825,7 +826,8 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
                 && signal == libc::SIGKILL
                 && (!who.secured() || ctx.sent_by_controller(who))
             {
-                ctx.ledger.cancelled(job_id, step_id, crate::now());
+                ctx.ledger
+                    .cancelled(job_id, step_id, crate::now(), req.cred.issued);
             }
             crate::steps::signal(req.cred.uid, privileged, job_id, step_id, signal)
         }

@@ -366,10 +366,13 @@ pub async fn launch(
     }
     // A credential launches its step once, never after its run ended or
     // the step was cancelled (remembered across daemon restarts).
-    if let Err(why) = ctx
-        .ledger
-        .take(cred.job_id, cred.step_id, cred.job_start, crate::now())
-    {
+    if let Err(why) = ctx.ledger.take(
+        cred.job_id,
+        cred.step_id,
+        cred.job_start,
+        crate::now(),
+        cred.expires,
+    ) {
         return refuse(SlurmError::AlreadyDone, why);
     }
     let (uid, gid) = (cred.uid, cred.gid);

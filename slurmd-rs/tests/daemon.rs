@@ -633,7 +633,7 @@ async fn daemon_end_to_end() {
     );
     // What a restarted daemon loads from its spool says the same.
     let again = slurmd::ledger::Ledger::load(spool.join("voided.n1.json"), 120);
-    let r = again.take(500, 0, Some(start), auth::now());
+    let r = again.take(500, 0, Some(start), auth::now(), auth::now() + 60);
     assert!(r.as_ref().is_err_and(|e| e.contains("has ended")), "{r:?}");
     let work = tempfile::tempdir().unwrap();
     std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
