@@ -1493,17 +1493,19 @@ pub fn listing_response(r: pb::JobListing) -> Response {
     };
     match r.result {
         Some(R::Jobs(l)) => {
-            let jobs = l.jobs.iter().map(|b| {
-                pb::JobRecord::decode(b.as_ref())
+            let mut jobs = Vec::with_capacity(l.jobs.len());
+            for b in &l.jobs {
+                let job = pb::JobRecord::decode(b.as_ref())
                     .map_err(|e| e.to_string())
-                    .and_then(|j| JobRecord::try_from(j).map_err(|e| e.to_string()))
-            });
-            match jobs.collect::<Result<Vec<_>, _>>() {
-                Ok(jobs) => Response::Jobs {
-                    jobs,
-                    last_update: l.last_update,
-                },
-                Err(e) => protocol(e),
+                    .and_then(|j| JobRecord::try_from(j).map_err(|e| e.to_string()));
+                match job {
+                    Ok(j) => jobs.push(j),
+                    Err(e) => return protocol(e),
+                }
+            }
+            Response::Jobs {
+                jobs,
+                last_update: l.last_update,
             }
         }
         Some(R::Error(e)) => Response::Error(e.into()),
