@@ -616,6 +616,38 @@ pub async fn serve_connection<S>(
     }
 }
 
+/// Serve `routes` on every connection `incoming` takes ([`incoming`]),
+/// each through [`serve_connection`] with `budget` and `life`, until
+/// `shutdown` completes or the listener fails for good.
+pub async fn serve_incoming(
+    incoming: tokio_stream::wrappers::ReceiverStream<Result<Accepted, std::io::Error>>,
+    routes: tonic::service::Routes,
+    budget: net::Budget,
+    life: Lifetime,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let mut incoming = incoming.into_inner();
+    tokio::pin!(shutdown);
+    loop {
+        let conn = tokio::select! {
+            _ = &mut shutdown => return,
+            c = incoming.recv() => match c {
+                Some(Ok(c)) => c,
+                Some(Err(_)) => continue,
+                None => return,
+            },
+        };
+        let caller = conn.caller();
+        tokio::spawn(serve_connection(
+            conn,
+            caller,
+            routes.clone(),
+            budget.clone(),
+            life,
+        ));
+    }
+}
+
 /// HTTP/2 flow-control windows a server gives each connection and call:
 /// what a caller may send before it is read, beyond the requests' budget.
 pub const SERVER_CONNECTION_WINDOW: u32 = 512 << 10;

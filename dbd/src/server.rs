@@ -104,8 +104,7 @@ impl Server {
     /// 64 KiB, a connection with no authenticated call within [`HANDSHAKE`]
     /// (or none for [`IDLE`]) closed.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
-        let incoming =
-            grpc::incoming(listener, self.tls.clone(), MAX_CONNECTIONS, HANDSHAKE).into_inner();
+        let incoming = grpc::incoming(listener, self.tls.clone(), MAX_CONNECTIONS, HANDSHAKE);
         let service = pb::slurm_dbd_server::SlurmDbdServer::new(DbdService {
             server: self.clone(),
         })
@@ -116,26 +115,7 @@ impl Server {
             first: HANDSHAKE,
             idle: IDLE,
         };
-        let mut incoming = incoming;
-        tokio::pin!(shutdown);
-        loop {
-            let conn = tokio::select! {
-                _ = &mut shutdown => return,
-                c = incoming.recv() => match c {
-                    Some(Ok(c)) => c,
-                    Some(Err(_)) => continue,
-                    None => return,
-                },
-            };
-            let caller = conn.caller();
-            tokio::spawn(grpc::serve_connection(
-                conn,
-                caller,
-                routes.clone(),
-                self.budget.clone(),
-                life,
-            ));
-        }
+        grpc::serve_incoming(incoming, routes, self.budget.clone(), life, shutdown).await;
     }
 
     /// A caller that may send the controller's accounting records.

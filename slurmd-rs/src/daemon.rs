@@ -451,26 +451,7 @@ impl Daemon {
             first: IO_TIMEOUT,
             idle: GRPC_IDLE,
         };
-        let mut incoming = incoming.into_inner();
-        tokio::pin!(shutdown);
-        loop {
-            let conn = tokio::select! {
-                _ = &mut shutdown => break,
-                c = incoming.recv() => match c {
-                    Some(Ok(c)) => c,
-                    Some(Err(_)) => continue,
-                    None => break,
-                },
-            };
-            let caller = conn.caller();
-            tokio::spawn(grpc::serve_connection(
-                conn,
-                caller,
-                routes.clone(),
-                ctx.budget.clone(),
-                life,
-            ));
-        }
+        grpc::serve_incoming(incoming, routes, ctx.budget.clone(), life, shutdown).await;
         info!(
             "shutting down; running jobs ({:?}) keep running",
             ctx.jobs.ids()
