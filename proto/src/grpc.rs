@@ -17,6 +17,8 @@ pub mod pb {
     tonic::include_proto!("slurm.v1");
 }
 
+#[macro_use]
+mod wire;
 pub mod commands;
 pub mod dbd;
 

@@ -4,6 +4,7 @@
 //! A job listing carries each job without its script, arguments and
 //! environment: no command shows them, and they are most of a job's bytes.
 
+use super::wire::{FromWire, ToWire};
 use super::{missing, pb, ConvError};
 use crate::{
     ArrayInfo, CancelFilter, ConfigDump, DiagStats, HoldKind, JobDesc, JobFilter, JobPriority,
@@ -729,93 +730,16 @@ impl From<pb::TopologyEntry> for TopologyEntry {
     }
 }
 
-fn rpc_stats_to(v: Vec<crate::RpcStat>) -> Vec<pb::RpcStat> {
-    v.into_iter()
-        .map(|r| pb::RpcStat {
-            name: r.name,
-            id: r.id,
-            count: r.count,
-            total_us: r.total_us,
-        })
-        .collect()
-}
+use crate::RpcStat;
 
-fn rpc_stats_from(v: Vec<pb::RpcStat>) -> Vec<crate::RpcStat> {
-    v.into_iter()
-        .map(|r| crate::RpcStat {
-            name: r.name,
-            id: r.id,
-            count: r.count,
-            total_us: r.total_us,
-        })
-        .collect()
-}
-
-impl From<DiagStats> for pb::DiagStats {
-    fn from(d: DiagStats) -> Self {
-        pb::DiagStats {
-            since: d.since,
-            now: d.now,
-            jobs_submitted: d.jobs_submitted,
-            jobs_started: d.jobs_started,
-            jobs_completed: d.jobs_completed,
-            jobs_canceled: d.jobs_canceled,
-            jobs_failed: d.jobs_failed,
-            jobs_pending: d.jobs_pending,
-            jobs_running: d.jobs_running,
-            main_cycles: d.main_cycles,
-            main_last_us: d.main_last_us,
-            main_max_us: d.main_max_us,
-            main_total_us: d.main_total_us,
-            main_total_depth: d.main_total_depth,
-            main_last_queue: d.main_last_queue,
-            bf_cycles: d.bf_cycles,
-            bf_last_us: d.bf_last_us,
-            bf_max_us: d.bf_max_us,
-            bf_total_us: d.bf_total_us,
-            bf_last_depth: d.bf_last_depth,
-            bf_total_depth: d.bf_total_depth,
-            bf_backfilled_jobs: d.bf_backfilled_jobs,
-            bf_last_when: d.bf_last_when,
-            bf_last_queue: d.bf_last_queue,
-            rpc_types: rpc_stats_to(d.rpc_types),
-            rpc_users: rpc_stats_to(d.rpc_users),
-        }
-    }
-}
-
-impl From<pb::DiagStats> for DiagStats {
-    fn from(d: pb::DiagStats) -> Self {
-        DiagStats {
-            since: d.since,
-            now: d.now,
-            jobs_submitted: d.jobs_submitted,
-            jobs_started: d.jobs_started,
-            jobs_completed: d.jobs_completed,
-            jobs_canceled: d.jobs_canceled,
-            jobs_failed: d.jobs_failed,
-            jobs_pending: d.jobs_pending,
-            jobs_running: d.jobs_running,
-            main_cycles: d.main_cycles,
-            main_last_us: d.main_last_us,
-            main_max_us: d.main_max_us,
-            main_total_us: d.main_total_us,
-            main_total_depth: d.main_total_depth,
-            main_last_queue: d.main_last_queue,
-            bf_cycles: d.bf_cycles,
-            bf_last_us: d.bf_last_us,
-            bf_max_us: d.bf_max_us,
-            bf_total_us: d.bf_total_us,
-            bf_last_depth: d.bf_last_depth,
-            bf_total_depth: d.bf_total_depth,
-            bf_backfilled_jobs: d.bf_backfilled_jobs,
-            bf_last_when: d.bf_last_when,
-            bf_last_queue: d.bf_last_queue,
-            rpc_types: rpc_stats_from(d.rpc_types),
-            rpc_users: rpc_stats_from(d.rpc_users),
-        }
-    }
-}
+wire!(RpcStat <=> RpcStat { name, id, count, total_us });
+wire!(DiagStats <=> DiagStats {
+    since, now, jobs_submitted, jobs_started, jobs_completed, jobs_canceled,
+    jobs_failed, jobs_pending, jobs_running, main_cycles, main_last_us,
+    main_max_us, main_total_us, main_total_depth, main_last_queue, bf_cycles,
+    bf_last_us, bf_max_us, bf_total_us, bf_last_depth, bf_total_depth,
+    bf_backfilled_jobs, bf_last_when, bf_last_queue, rpc_types, rpc_users,
+});
 
 impl From<JobPriority> for pb::JobPriority {
     fn from(p: JobPriority) -> Self {
@@ -1431,7 +1355,7 @@ pub fn command_reply(r: Response) -> pb::CommandReply {
         Response::Topology(t) => R::Topology(pb::TopologyList {
             entries: t.iter().map(Into::into).collect(),
         }),
-        Response::Diag(d) => R::Diag((*d).into()),
+        Response::Diag(d) => R::Diag(ToWire::to_wire(*d)),
         Response::Priorities { jobs, weights } => R::Priorities(pb::Priorities {
             jobs: jobs.into_iter().map(Into::into).collect(),
             weights: weights
@@ -1579,7 +1503,10 @@ pub fn command_response(r: pb::CommandReply) -> Response {
             boot_time: c.boot_time,
         }),
         Some(R::Topology(t)) => Response::Topology(t.entries.into_iter().map(Into::into).collect()),
-        Some(R::Diag(d)) => Response::Diag(Box::new(d.into())),
+        Some(R::Diag(d)) => match DiagStats::from_wire(d) {
+            Ok(d) => Response::Diag(Box::new(d)),
+            Err(e) => protocol(e.to_string()),
+        },
         Some(R::Priorities(p)) => Response::Priorities {
             jobs: p.jobs.into_iter().map(Into::into).collect(),
             weights: p.weights.into_iter().map(|w| (w.name, w.weight)).collect(),

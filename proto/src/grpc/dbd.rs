@@ -10,72 +10,10 @@
 //! one that cannot be (an unknown state, a port past 16 bits) is refused,
 //! naming the field.
 
+use super::wire::{at, bad, FromWire, ToWire};
 use super::{pb, ConvError};
 use crate::acct::*;
 use crate::JobState;
-
-/// A value as its message field carries it.
-pub trait ToWire<T> {
-    fn to_wire(self) -> T;
-}
-
-/// A value from its message field, or why the field is wrong.
-pub trait FromWire<T>: Sized {
-    fn from_wire(w: T) -> Result<Self, ConvError>;
-}
-
-/// `e` said of `field`, unless it already names a field.
-fn at(mut e: ConvError, field: &'static str) -> ConvError {
-    if e.field.is_empty() {
-        e.field = field;
-    }
-    e
-}
-
-fn bad(why: String) -> ConvError {
-    ConvError { field: "", why }
-}
-
-macro_rules! same {
-    ($($t:ty),*) => {$(
-        impl ToWire<$t> for $t {
-            fn to_wire(self) -> $t {
-                self
-            }
-        }
-        impl FromWire<$t> for $t {
-            fn from_wire(w: $t) -> Result<$t, ConvError> {
-                Ok(w)
-            }
-        }
-    )*};
-}
-
-same!(u32, u64, i32, i64, bool, f64, String);
-
-impl<A: ToWire<B>, B> ToWire<Option<B>> for Option<A> {
-    fn to_wire(self) -> Option<B> {
-        self.map(ToWire::to_wire)
-    }
-}
-
-impl<A: FromWire<B>, B> FromWire<Option<B>> for Option<A> {
-    fn from_wire(w: Option<B>) -> Result<Self, ConvError> {
-        w.map(A::from_wire).transpose()
-    }
-}
-
-impl<A: ToWire<B>, B> ToWire<Vec<B>> for Vec<A> {
-    fn to_wire(self) -> Vec<B> {
-        self.into_iter().map(ToWire::to_wire).collect()
-    }
-}
-
-impl<A: FromWire<B>, B> FromWire<Vec<B>> for Vec<A> {
-    fn from_wire(w: Vec<B>) -> Result<Self, ConvError> {
-        w.into_iter().map(A::from_wire).collect()
-    }
-}
 
 impl ToWire<u32> for u16 {
     fn to_wire(self) -> u32 {
@@ -216,41 +154,6 @@ impl FromWire<Option<pb::ListChange>> for ListChange {
             Some(C::Remove(l)) => ListChange::Remove(l.items),
         })
     }
-}
-
-/// Both conversions of a struct and its message, field by field (the
-/// fields have the same names); `nested` also for the struct as a message
-/// field of another (absent: the default).
-macro_rules! wire {
-    ($a:ident <=> $b:ident { $($f:ident),* $(,)? }) => {
-        impl ToWire<pb::$b> for $a {
-            fn to_wire(self) -> pb::$b {
-                pb::$b { $($f: self.$f.to_wire(),)* }
-            }
-        }
-        impl FromWire<pb::$b> for $a {
-            #[allow(clippy::needless_update)]
-            fn from_wire(w: pb::$b) -> Result<$a, ConvError> {
-                Ok($a {
-                    $($f: FromWire::from_wire(w.$f).map_err(|e| at(e, stringify!($f)))?,)*
-                    ..Default::default()
-                })
-            }
-        }
-    };
-    (nested $a:ident <=> $b:ident { $($f:ident),* $(,)? }) => {
-        wire!($a <=> $b { $($f),* });
-        impl ToWire<Option<pb::$b>> for $a {
-            fn to_wire(self) -> Option<pb::$b> {
-                Some(self.to_wire())
-            }
-        }
-        impl FromWire<Option<pb::$b>> for $a {
-            fn from_wire(w: Option<pb::$b>) -> Result<$a, ConvError> {
-                w.map(<$a>::from_wire).transpose().map(Option::unwrap_or_default)
-            }
-        }
-    };
 }
 
 wire!(nested AcctJob <=> AcctJob {
