@@ -407,8 +407,11 @@ pub struct CallFail {
 /// What the command talks to: the real controller, or a fake in tests.
 pub trait Controller {
     fn call(&self, body: RequestBody) -> Result<Response, CallFail>;
-    /// The primary controller's configured host name (for `ping`).
-    fn host(&self) -> String;
+    /// The controllers' configured host names, primary first (`ping`).
+    fn controllers(&self) -> Vec<String>;
+    /// Send `body` to controller `i` alone, in control or not (`ping`,
+    /// `takeover`).
+    fn call_at(&self, i: usize, body: RequestBody) -> Result<Response, CallFail>;
     /// Send `body` to the node daemon of `node` (by default the node this
     /// host runs); the node's name and its answer.
     fn node_call(
@@ -466,8 +469,23 @@ impl Controller for Real {
             net: matches!(e, crate::common::CallError::Net(_)),
         })
     }
-    fn host(&self) -> String {
-        self.host.clone()
+    fn controllers(&self) -> Vec<String> {
+        match self.conf.slurmctld_hosts.as_slice() {
+            [] => vec![self.host.clone()],
+            hosts => hosts.iter().map(|h| h.name.clone()).collect(),
+        }
+    }
+    fn call_at(&self, i: usize, body: RequestBody) -> Result<Response, CallFail> {
+        let Some(client) = self.client.only(i) else {
+            return Err(CallFail {
+                message: format!("no controller {i} in slurm.conf"),
+                net: false,
+            });
+        };
+        crate::common::call(&client, body).map_err(|e| CallFail {
+            message: crate::squeue::call_error_text(&e),
+            net: matches!(e, crate::common::CallError::Net(_)),
+        })
     }
     fn node_call(
         &self,
@@ -657,6 +675,7 @@ const COMMANDS: &[&str] = &[
     "suspend",
     "resume",
     "ping",
+    "takeover",
     "listpids",
     "reconfigure",
     "token",
@@ -698,6 +717,8 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
      show <ENTITY> [<ID>]     display state of identified entity, default
                               is all records.
      suspend <job_list>       suspend specified job (see resume).
+     takeover [<INDEX>]       ask a backup slurmctld (default the first) to
+                              take over control now.
      uhold <job_list>         place user hold on specified job (see hold).
      update <SPECIFICATIONS>  update job or node configuration.
      version                  display tool version number.
@@ -1844,39 +1865,96 @@ fn cmd_token(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     }
 }
 
-/// `scontrol ping`: whether the controller answers (`--json`: slurmrestd's
-/// `ping` body, with the round trip in microseconds).
+/// `scontrol ping`: whether each controller answers, primary first
+/// (`--json`: slurmrestd's `ping` body, with each round trip in
+/// microseconds). Exits 1 when any is down.
 fn cmd_ping(g: &Globals, ctl: &dyn Controller, out: &mut Out) -> i32 {
-    let host = ctl.host();
-    let start = std::time::Instant::now();
-    let up = matches!(
-        ctl.call(RequestBody::Ping),
-        Ok(Response::Pong { .. }) | Ok(Response::Ok)
-    );
-    if g.json {
-        let mut m = serde_json::Map::new();
-        m.insert(
-            "pings".into(),
-            serde_json::json!([{
+    let names = ctl.controllers();
+    let mut pings = Vec::new();
+    let mut down = false;
+    for (i, host) in names.iter().enumerate() {
+        let start = std::time::Instant::now();
+        let up = matches!(
+            ctl.call_at(i, RequestBody::Ping),
+            Ok(Response::Pong { .. }) | Ok(Response::Ok)
+        );
+        down |= !up;
+        // As Slurm names them: primary, backup (the only one), backupN.
+        let mode = match i {
+            0 => "primary".to_string(),
+            1 if names.len() == 2 => "backup".to_string(),
+            n => format!("backup{n}"),
+        };
+        let state = if up { "UP" } else { "DOWN" };
+        if g.json {
+            pings.push(serde_json::json!({
                 "hostname": host,
-                "pinged": if up { "UP" } else { "DOWN" },
+                "pinged": state,
                 "responding": up,
                 "latency": start.elapsed().as_micros() as i64,
-                "mode": "primary",
-                "primary": true,
-            }]),
-        );
+                "mode": mode,
+                "primary": i == 0,
+            }));
+        } else {
+            out.stdout
+                .push_str(&format!("Slurmctld({mode}) at {host} is {state}\n"));
+        }
+    }
+    if g.json {
+        let mut m = serde_json::Map::new();
+        m.insert("pings".into(), serde_json::Value::Array(pings));
         out.stdout.push_str(&crate::jsonout::render(
             crate::jsonout::Body::Fields(m),
             &g.cluster,
             &g.argv,
         ));
-    } else {
-        let state = if up { "UP" } else { "DOWN" };
-        out.stdout
-            .push_str(&format!("Slurmctld(primary) at {host} is {state}\n"));
     }
-    i32::from(!up)
+    i32::from(down)
+}
+
+/// `scontrol takeover [INDEX]`: the backup `INDEX` (default 1, the first
+/// backup) takes control now, asking the controllers ahead of it to give it
+/// up (root and SlurmUser).
+fn cmd_takeover(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let count = ctl.controllers().len();
+    let index = match rest {
+        [] => 1,
+        [n] => match n.parse::<usize>() {
+            Ok(i) if i >= 1 && i < count => i,
+            _ => {
+                out.err(format!(
+                    "Invalid backup controller index: {n} (backups are 1 to {})",
+                    count.saturating_sub(1)
+                ));
+                return 1;
+            }
+        },
+        _ => {
+            out.err("too many arguments for keyword:takeover");
+            return 1;
+        }
+    };
+    if index >= count {
+        out.err(
+            "slurm_takeover error: No backup controller is configured (a second SlurmctldHost)",
+        );
+        return 1;
+    }
+    match ctl.call_at(index, RequestBody::Takeover) {
+        Ok(Response::Ok) => 0,
+        Ok(Response::Error(e)) => {
+            out.err(format!("slurm_takeover error: {}", e.error.message()));
+            1
+        }
+        Ok(_) => {
+            out.err("slurm_takeover error: Unexpected message received");
+            1
+        }
+        Err(e) => {
+            out.err(format!("slurm_takeover error: {}", e.message));
+            1
+        }
+    }
 }
 
 /// Runs one scontrol command (`words` after the global options).
@@ -1977,6 +2055,7 @@ pub fn run_command(
             c @ ("hold" | "uhold" | "release" | "requeue" | "requeuehold" | "suspend" | "resume"),
         ) => cmd_job_list(c, rest, ctl, out),
         Some("ping") => cmd_ping(g, ctl, out),
+        Some("takeover") => cmd_takeover(rest, ctl, out),
         Some("listpids") => cmd_listpids(rest, ctl, out),
         Some("token") => cmd_token(rest, ctl, out),
         Some("reconfigure") => match ctl.call(RequestBody::Reconfigure) {
@@ -2404,6 +2483,7 @@ mod tests {
             match body {
                 RequestBody::Ping => Ok(Response::Pong {
                     controller: "vm".into(),
+                    standby: false,
                 }),
                 RequestBody::GetJobs => Ok(Response::Jobs {
                     jobs: reference_jobs(),
@@ -2443,8 +2523,12 @@ mod tests {
                 _ => err(SlurmError::InvalidRequest),
             }
         }
-        fn host(&self) -> String {
-            "vm".into()
+        fn controllers(&self) -> Vec<String> {
+            vec!["vm".into()]
+        }
+        fn call_at(&self, i: usize, body: RequestBody) -> Result<Response, CallFail> {
+            assert_eq!(i, 0, "the fake has one controller");
+            self.call(body)
         }
     }
 

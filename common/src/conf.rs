@@ -441,6 +441,27 @@ impl SlurmConf {
             .map_or("127.0.0.1", |h| h.name.as_str())
     }
 
+    /// Every controller's name (its `SlurmctldHost`, which its
+    /// certificate carries) and `host:port`, in the order callers try
+    /// them: the primary, then the backups.
+    pub fn controllers(&self) -> Vec<(String, String)> {
+        if self.slurmctld_hosts.is_empty() {
+            return vec![(
+                self.ctld_name().to_string(),
+                format!("{}:{}", self.ctld_address(), self.slurmctld_port),
+            )];
+        }
+        self.slurmctld_hosts
+            .iter()
+            .map(|h| {
+                (
+                    h.name.clone(),
+                    format!("{}:{}", h.address(), self.slurmctld_port),
+                )
+            })
+            .collect()
+    }
+
     pub fn ctld_address(&self) -> String {
         self.slurmctld_hosts
             .first()

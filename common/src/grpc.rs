@@ -85,9 +85,43 @@ pub fn kept(addr: &str, server: &str) -> Result<Channel, NetError> {
     Ok(c)
 }
 
-/// A gRPC call that did not come back: the status, said plainly.
-fn status_error(s: tonic::Status) -> NetError {
+/// Where the status says the call never reached a server (its connection
+/// could not be made): the reason. Such a call was not acted on, so it may
+/// be sent to another controller.
+fn connect_failure(s: &tonic::Status) -> Option<std::io::Error> {
     use std::error::Error;
+    if s.code() != tonic::Code::Unavailable {
+        return None;
+    }
+    let mut src = s.source();
+    while let Some(e) = src {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            // Our connector's own failures: a refused or unreachable
+            // address, or no connection within its time.
+            if let Some(NetError::Connect { source, .. }) =
+                io.get_ref().and_then(|i| i.downcast_ref::<NetError>())
+            {
+                return Some(std::io::Error::new(source.kind(), source.to_string()));
+            }
+            if io.kind() == std::io::ErrorKind::TimedOut && io.to_string() == "connect timed out" {
+                return Some(std::io::Error::new(io.kind(), io.to_string()));
+            }
+        }
+        src = e.source();
+    }
+    None
+}
+
+/// A gRPC call that did not come back: the status, said plainly (a
+/// connection never made is [`NetError::Connect`]).
+fn status_error(s: tonic::Status, server: &str) -> NetError {
+    use std::error::Error;
+    if let Some(source) = connect_failure(&s) {
+        return NetError::Connect {
+            addr: server.to_string(),
+            source,
+        };
+    }
     let mut why = s.message().to_string();
     let mut src = s.source();
     while let Some(e) = src {
@@ -173,7 +207,7 @@ async fn within_time<T>(
 ) -> Result<T, NetError> {
     match tokio::time::timeout(within, fut).await {
         Ok(Ok(r)) => Ok(r.into_inner()),
-        Ok(Err(s)) => Err(status_error(s)),
+        Ok(Err(s)) => Err(status_error(s, server)),
         Err(_) => Err(NetError::Io(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             format!("no reply from {server} within {within:?}"),
@@ -287,6 +321,10 @@ pub async fn call_command(
             CommandCall::DeleteNode(m) => client.delete_node(with_cred(m, cred, within)).await,
             CommandCall::AcctChanged(m) => client.acct_changed(with_cred(m, cred, within)).await,
             CommandCall::GetJobsDelta(m) => client.get_jobs_delta(with_cred(m, cred, within)).await,
+            CommandCall::Takeover(m) => client.takeover(with_cred(m, cred, within)).await,
+            CommandCall::RelinquishControl(m) => {
+                client.relinquish_control(with_cred(m, cred, within)).await
+            }
         }
     };
     Ok(command_response(within_time(fut, within, server).await?))

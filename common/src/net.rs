@@ -213,19 +213,23 @@ pub fn max_request(communication_parameters: Option<&str>) -> Result<usize, Stri
 /// How long a command waits when the controller says to back off.
 const BACKOFF: Duration = Duration::from_secs(1);
 
-/// A command's connection to the controller: where it is and how to prove who
-/// we are.
+/// A command's connection to the controllers: where they are and how to
+/// prove who we are.
 pub struct Client {
-    pub addr: String,
-    /// The name the controller's certificate carries (its `SlurmctldHost`).
-    pub server: String,
+    /// Each controller's name (its `SlurmctldHost`, which its certificate
+    /// carries) and `host:port`, in the order they are tried: the primary
+    /// first, then the backups.
+    pub controllers: Vec<(String, String)>,
     pub timeout: Duration,
+    /// With backups: how long a call keeps trying the controllers while
+    /// none is in control (a backup taking over).
+    pub failover: Duration,
     creds: crate::auth::CredSource,
     /// The runtime that drives this run's gRPC calls (made at the first).
     rt: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>>,
-    /// The run's channel to the controller and when a call on it last
-    /// ended.
-    ch: std::sync::Mutex<Option<(crate::grpc::Channel, std::time::Instant)>>,
+    /// The run's channel, the controller it goes to, and when a call on it
+    /// last ended.
+    ch: std::sync::Mutex<Option<(crate::grpc::Channel, usize, std::time::Instant)>>,
 }
 
 /// A channel whose last call ended longer ago than this is not used again:
@@ -234,44 +238,111 @@ pub struct Client {
 /// have closed it. (The controller pings a connection silent for 30 s.)
 const CHANNEL_STALE: Duration = Duration::from_secs(20);
 
+/// Why a call to one controller may go to the next: it could not be
+/// connected to, or it is a backup in standby. (Either way it did not act.)
+fn try_next(r: &Result<Response, NetError>) -> bool {
+    match r {
+        Err(NetError::Connect { .. }) => true,
+        Ok(Response::Error(e)) => e.error == slurm_proto::SlurmError::InStandby,
+        _ => false,
+    }
+}
+
 impl Client {
     pub fn from_conf(conf: &crate::conf::SlurmConf) -> Client {
+        let controllers = conf.controllers();
+        // Slurm's commands wait out a takeover: the backup takes control
+        // once the primary has been silent for SlurmctldTimeout.
+        let failover = if controllers.len() > 1 {
+            Duration::from_secs(u64::from(conf.slurmctld_timeout) + 10)
+        } else {
+            Duration::ZERO
+        };
         Client {
-            addr: format!("{}:{}", conf.ctld_address(), conf.slurmctld_port),
-            server: conf.ctld_name().to_string(),
+            controllers,
             timeout: Duration::from_secs(30),
+            failover,
             creds: crate::auth::CredSource::from_conf(conf),
             rt: std::sync::OnceLock::new(),
             ch: std::sync::Mutex::new(None),
         }
     }
 
-    /// Send `body` over the run's gRPC channel and wait for the answer.
+    /// A client of controller `i` alone (`scontrol ping`, `takeover`):
+    /// `None` when there is no such controller.
+    pub fn only(&self, i: usize) -> Option<Client> {
+        let c = self.controllers.get(i)?.clone();
+        Some(Client {
+            controllers: vec![c],
+            timeout: self.timeout,
+            failover: Duration::ZERO,
+            creds: self.creds.clone(),
+            rt: std::sync::OnceLock::new(),
+            ch: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// The primary controller's name (its `SlurmctldHost`).
+    pub fn server(&self) -> &str {
+        self.controllers.first().map_or("", |c| c.0.as_str())
+    }
+
+    /// Send `body` to the controller in control and wait for the answer.
     /// Told to back off (the controller's per-user rate limit), wait a
     /// second and send it again, as Slurm's commands do, for at most the
-    /// client's timeout.
+    /// client's timeout. A controller that cannot be reached, or a backup
+    /// in standby, passes the call to the next; with backups, rounds go on
+    /// for [`Client::failover`] while none is in control.
     pub fn call(&self, body: RequestBody) -> Result<Response, NetError> {
-        let give_up = std::time::Instant::now() + self.timeout;
+        let start = std::time::Instant::now();
+        let give_up = start + self.timeout;
         let call = slurm_proto::grpc::commands::CommandCall::from_body(body)
             .map_err(|b| NetError::NoMethod(b.message_type().0))?;
+        let n = self.controllers.len().max(1);
+        let first = self
+            .ch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(0, |c| c.1);
+        let mut tries = 0usize;
         loop {
-            match self.call_grpc(call.clone())? {
-                Response::Error(e)
+            let i = (first + tries) % n;
+            tries += 1;
+            match self.call_grpc(i, call.clone()) {
+                Ok(Response::Error(e))
                     if e.error == slurm_proto::SlurmError::Backoff
                         && std::time::Instant::now() + BACKOFF < give_up =>
                 {
+                    tries -= 1;
                     std::thread::sleep(BACKOFF);
                 }
-                r => return Ok(r),
+                r if try_next(&r) => {
+                    // Forget this controller's channel: the next call
+                    // starts from the next one.
+                    *self.ch.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    if !tries.is_multiple_of(n) {
+                        continue;
+                    }
+                    // A whole round and none in control: wait for a
+                    // takeover, if there are backups to take over.
+                    if start.elapsed() + Duration::from_secs(1) >= self.failover {
+                        return r;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                r => return r,
             }
         }
     }
 
-    /// One call over the run's channel (made the first time, and again
-    /// when the last call ended more than [`CHANNEL_STALE`] ago). Called
-    /// from inside a tokio runtime, the call runs on a thread of its own.
+    /// One call to controller `i` over the run's channel (made the first
+    /// time, again when it went to another controller, and again when the
+    /// last call ended more than [`CHANNEL_STALE`] ago). Called from inside
+    /// a tokio runtime, the call runs on a thread of its own.
     fn call_grpc(
         &self,
+        i: usize,
         call: slurm_proto::grpc::commands::CommandCall,
     ) -> Result<Response, NetError> {
         let rt = self
@@ -284,15 +355,19 @@ impl Client {
             })
             .as_ref()
             .map_err(|e| NetError::Io(std::io::Error::other(e.clone())))?;
+        let (server, addr) = self
+            .controllers
+            .get(i)
+            .ok_or_else(|| NetError::Io(std::io::Error::other("no controller is configured")))?;
         let ch = {
             let mut kept = self.ch.lock().unwrap_or_else(|p| p.into_inner());
             match kept.as_ref() {
-                Some((c, last)) if last.elapsed() < CHANNEL_STALE => c.clone(),
+                Some((c, at, last)) if *at == i && last.elapsed() < CHANNEL_STALE => c.clone(),
                 _ => {
                     let _in = rt.enter();
                     let tls = crate::tls::client().cloned();
-                    let c = crate::grpc::channel(tls, &self.addr, &self.server)?;
-                    *kept = Some((c.clone(), std::time::Instant::now()));
+                    let c = crate::grpc::channel(tls, addr, server)?;
+                    *kept = Some((c.clone(), i, std::time::Instant::now()));
                     c
                 }
             }
@@ -300,7 +375,7 @@ impl Client {
         let run = || {
             rt.block_on(crate::grpc::call_command(
                 &ch,
-                &self.server,
+                server,
                 call,
                 |b| self.creds.credential(b),
                 self.timeout,
@@ -311,7 +386,7 @@ impl Client {
         } else {
             std::thread::scope(|s| s.spawn(run).join().unwrap_or(Err(NetError::Closed)))
         };
-        if let Some((_, last)) = self.ch.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        if let Some((_, _, last)) = self.ch.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             *last = std::time::Instant::now();
         }
         r

@@ -1,6 +1,8 @@
 //! `slurmctld`'s command line, as Slurm's: `-D` (foreground), `-f FILE`,
 //! `-i` (ignore errors in saved state), `-c` (clear saved jobs), `-L FILE`
-//! (log file), `-v` (more verbose, repeatable), `-V` (version), `-h`.
+//! (log file), `-v` (more verbose, repeatable), `-V` (version), `-h`; and,
+//! beyond Slurm, `--host NAME`: which `SlurmctldHost` this process is (for
+//! controllers that share a host name, as on one test machine).
 
 use std::path::PathBuf;
 
@@ -14,9 +16,10 @@ pub struct Args {
     pub verbose: u8,
     pub version: bool,
     pub help: bool,
+    pub host: Option<String>,
 }
 
-pub const USAGE: &str = "Usage: slurmctld [OPTIONS]\n  -c            Do not recover state from last checkpoint.\n  -D            Run daemon in foreground, with logging copied to stdout.\n  -f file       Use specified file for slurmctld configuration.\n  -h            Print this help message.\n  -i            Ignore errors found while reading in state files on startup.\n  -L logfile    Log messages to the specified file.\n  -v            Verbose mode. Multiple -v's increase verbosity.\n  -V            Print version information and exit.\n";
+pub const USAGE: &str = "Usage: slurmctld [OPTIONS]\n  -c            Do not recover state from last checkpoint.\n  -D            Run daemon in foreground, with logging copied to stdout.\n  -f file       Use specified file for slurmctld configuration.\n  -h            Print this help message.\n  -i            Ignore errors found while reading in state files on startup.\n  -L logfile    Log messages to the specified file.\n  -v            Verbose mode. Multiple -v's increase verbosity.\n  -V            Print version information and exit.\n  --host NAME   Serve as the SlurmctldHost named NAME (default: this host's name).\n";
 
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, String> {
     let mut a = Args::default();
@@ -43,6 +46,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, String> {
                         .into(),
                 )
             }
+            "--host" => a.host = Some(it.next().ok_or("option '--host' requires an argument")?),
+            s if s.starts_with("--host=") => a.host = Some(s["--host=".len()..].into()),
             s if s.starts_with("-f") && s.len() > 2 => a.conf = Some(s[2..].into()),
             s if s.starts_with("-L") && s.len() > 2 => a.log_file = Some(s[2..].into()),
             s if s.starts_with('-') && s.len() > 1 && s[1..].chars().all(|c| c == 'v') => {
@@ -74,5 +79,8 @@ mod tests {
         assert!(p("-V").unwrap().version);
         assert!(p("-f").is_err());
         assert_eq!(p("-x").unwrap_err(), "invalid option -- 'x'");
+        assert_eq!(p("--host ctl2").unwrap().host.as_deref(), Some("ctl2"));
+        assert_eq!(p("--host=ctl2").unwrap().host.as_deref(), Some("ctl2"));
+        assert!(p("--host").is_err());
     }
 }

@@ -15,6 +15,7 @@
 //! - [`agent`]: delivers effects (launch, terminate, signal) to node daemons.
 //! - [`args`]: the daemon's command line, as Slurm's.
 //! - [`clock`]: noticing steps of the system clock.
+//! - [`ha`]: controllers in turn: standby, takeover, the state directory lock.
 //!
 //! Invariants: one writer; nothing is acknowledged before it is durable; the
 //! writer never waits on the network (effects are sent by async tasks).
@@ -25,6 +26,7 @@ pub mod args;
 pub mod assoc;
 pub mod clock;
 pub mod gres;
+pub mod ha;
 pub mod http;
 pub mod journal;
 pub mod metrics;

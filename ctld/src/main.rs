@@ -46,6 +46,18 @@ fn init_logging(
         .map_err(anyhow::Error::msg)
 }
 
+/// Serve this host's credential socket (`AuthInfo=socket=`) unless another
+/// daemon does. Call inside the runtime.
+fn serve_sack(conf: &SlurmConf, key: &Key) {
+    match auth::bind_sack(&auth::sack_socket_path(conf)) {
+        Ok(Some(l)) => {
+            tokio::spawn(auth::serve_sack(l, key.clone()));
+        }
+        Ok(None) => tracing::info!("credential socket already served by another daemon"),
+        Err(e) => tracing::warn!("cannot serve the credential socket: {e}"),
+    }
+}
+
 fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let path = args.conf.clone().unwrap_or_else(default_conf_path);
     let conf = SlurmConf::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -53,6 +65,14 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     for w in &conf.warnings {
         tracing::warn!("{w}");
     }
+    let index = slurmctld::ha::which(&conf, args.host.as_deref()).map_err(anyhow::Error::msg)?;
+    let clear_state = if index > 0 && args.clear_state {
+        // A backup takes over the primary's state: never its own blank one.
+        tracing::warn!("-c is ignored by a backup controller");
+        false
+    } else {
+        args.clear_state
+    };
     let sched = slurm_plugins::registry::scheduler_with_params(
         &conf.scheduler_type,
         conf.get("SchedulerParameters").unwrap_or(""),
@@ -77,57 +97,22 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         );
     }
     let key = Key::load(&auth::key_path(&conf.path))?;
-    let (journal, saved, recovery) = Journal::open_as(
-        &conf.state_save_location,
-        args.ignore_state_errors,
-        args.clear_state,
-        slurmctld::journal::Owner::slurm_user(&conf.slurm_user),
-    )?;
-    if recovery.from_previous || !recovery.skipped.is_empty() {
-        tracing::warn!(
-            "state recovered with -i: {}{} damaged batches skipped ({})",
-            if recovery.from_previous {
-                "from state.json.prev; "
-            } else {
-                ""
-            },
-            recovery.skipped.len(),
-            recovery.skipped.join(", ")
-        );
-    }
-    let mut journal = journal;
-    if let Some(v) = conf.ctld_param("journal_reserve_bytes") {
-        journal.set_reserve(v.parse::<u64>().map_err(|_| {
-            anyhow::anyhow!("SlurmctldParameters=journal_reserve_bytes={v}: not a number of bytes")
-        })?);
-    }
+    let journal_reserve = conf
+        .ctld_param("journal_reserve_bytes")
+        .map(|v| {
+            v.parse::<u64>().map_err(|_| {
+                anyhow::anyhow!(
+                    "SlurmctldParameters=journal_reserve_bytes={v}: not a number of bytes"
+                )
+            })
+        })
+        .transpose()?;
     let compact_bytes = match conf.ctld_param("journal_compact_bytes") {
         Some(v) => v.parse::<u64>().map_err(|_| {
             anyhow::anyhow!("SlurmctldParameters=journal_compact_bytes={v}: not a number of bytes")
         })?,
         None => writer::COMPACT_BYTES,
     };
-    let now = auth::now();
-    let conf = Arc::new(conf);
-    let mut ctl = Controller::new(conf.clone(), saved, sched.plugin, now);
-    ctl.key = Some(key.clone());
-    ctl.topologies = ctl
-        .load_topology(&conf)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    if conf.priority_type == "priority/multifactor" {
-        let params = slurm_plugins::priority::PriorityParams::from_config(&conf.entries)?;
-        for w in slurm_plugins::priority::PriorityParams::unsupported(&conf.entries) {
-            tracing::warn!("{w}");
-        }
-        let offset = chrono::Local::now().offset().local_minus_utc() as i64;
-        ctl.multifactor = Some(slurm_plugins::priority::Multifactor::new(params, offset));
-    }
-    tracing::info!(
-        "slurmctld version {} started on cluster {} ({} jobs recovered)",
-        slurm_proto::SLURM_VERSION,
-        conf.cluster_name,
-        ctl.p.jobs.len()
-    );
     if let Some(pidfile) = &conf.slurmctld_pidfile {
         let _ = std::fs::write(pidfile, format!("{}\n", std::process::id()));
     }
@@ -136,110 +121,44 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     if tls.is_some() {
         tracing::info!("TLS on: callers are checked against the CA");
     }
-    let published = Arc::new(writer::Board::new(Arc::new(ctl.snapshot())));
+    let conf = Arc::new(conf);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let (tx, rx) = std::sync::mpsc::channel();
     let host = slurm_common::users::hostname();
-    let mut acct_kick = None;
-    let acct = match conf.accounting_storage_type.as_str() {
-        "accounting_storage/slurmdbd" => {
-            let addr = conf.dbd_address();
-            let backlog = ctl.acct_backlog();
-            if !backlog.is_empty() {
-                tracing::info!("{} accounting records still to send", backlog.len());
-            }
-            ctl.acct_start(&conf.ctld_address(), now);
-            ctl.enforce = slurmctld::assoc::Enforce::parse(&conf.accounting_storage_enforce);
-            let kick = Arc::new(tokio::sync::Notify::new());
-            // Multifactor fair share uses recorded usage over ~8 half-lives.
-            // GrpTRESMins limits count usage too (over the last 60 days).
-            let usage_window = ctl
-                .multifactor
-                .as_ref()
-                .map(|m| {
-                    let hl = m.params.decay_half_life.max(3600);
-                    std::time::Duration::from_secs((hl * 8).min(60 * 86400))
-                })
-                .or(ctl
-                    .enforce
-                    .limits
-                    .then(|| std::time::Duration::from_secs(60 * 86400)));
-            // Associations, users and QOS serve enforcement, default
-            // accounts, QOS preemption and fair share alike.
-            {
-                rt.spawn(slurmctld::acct::assoc_fetcher(
-                    slurmctld::acct::DbdLink {
-                        addr: addr.clone(),
-                        name: conf.dbd_name().to_string(),
-                        key: key.clone(),
-                        host: host.clone(),
-                    },
-                    conf.cluster_name.clone(),
-                    tx.clone(),
-                    kick.clone(),
-                    std::time::Duration::from_secs(30),
-                    usage_window,
-                ));
-            }
-            acct_kick = Some(kick);
-            let (atx, arx) = tokio::sync::mpsc::unbounded_channel();
-            rt.spawn(slurmctld::acct::sender(
-                slurmctld::acct::DbdLink {
-                    addr,
-                    name: conf.dbd_name().to_string(),
-                    key: key.clone(),
-                    host: host.clone(),
-                },
-                backlog,
-                arx,
-                tx.clone(),
-            ));
-            Some(atx)
-        }
-        "accounting_storage/none" | "" => None,
-        other => {
-            tracing::warn!("AccountingStorageType={other} is not supported: no accounting");
-            None
-        }
-    };
-    let agent = Agent {
-        key: key.clone(),
-        host: host.clone(),
-        cmds: tx.clone(),
-        rt: rt.handle().clone(),
-        acct,
-    };
-    let pubw = published.clone();
+    let (ha, mut give_up) =
+        slurmctld::ha::Ha::new(&conf, index, key.clone(), host.clone(), tls.clone());
+    let ha = Arc::new(ha);
+    let mode = slurmctld::ha::Ha::mode_name(index, ha.controllers.len());
+    // Readers see an empty picture until this controller is in control.
+    let published = Arc::new(writer::Board::new(Arc::new(
+        slurmctld::state::Snapshot::default(),
+    )));
+    let acct_kick = (conf.accounting_storage_type == "accounting_storage/slurmdbd")
+        .then(|| Arc::new(tokio::sync::Notify::new()));
     let heard: writer::Heard = Default::default();
-    let heard_w = heard.clone();
-    let writer = std::thread::Builder::new()
-        .name("writer".into())
-        .spawn(move || writer::run(ctl, journal, rx, pubw, agent, compact_bytes, heard_w))?;
-    let addr = format!("{}:{}", conf.ctld_address(), conf.slurmctld_port);
+    let addr = ha.listen_addr().to_string();
+    let mut term = {
+        let _in = rt.enter();
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?
+    };
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
-        tracing::info!("listening on {addr}");
-        match auth::bind_sack(&auth::sack_socket_path(&conf)) {
-            Ok(Some(l)) => {
-                tokio::spawn(auth::serve_sack(l, key.clone()));
-            }
-            Ok(None) => tracing::info!("credential socket already served by another daemon"),
-            Err(e) => tracing::warn!("cannot serve the credential socket: {e}"),
-        }
+        tracing::info!("listening on {addr} ({mode})");
+        serve_sack(&conf, &key);
         let max_request = slurm_common::net::max_request(conf.get("CommunicationParameters"))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let server = Server {
-            key,
+            key: key.clone(),
             tls: tls.as_ref().and_then(|t| t.acceptor()),
-            published,
+            published: published.clone(),
             cmds: tx.clone(),
-            host,
-            acct_kick,
+            host: host.clone(),
+            acct_kick: acct_kick.clone(),
             // Tokens only with AuthAltTypes=auth/jwt (its key alone is not
             // enough to turn them on).
             jwt_key: match slurm_common::jwt::conf_key(&conf) {
@@ -260,7 +179,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             },
             slurm_uid: slurm_common::users::parse_user(&conf.slurm_user).unwrap_or(0),
             seen: Arc::new(slurm_common::auth::ReplayCache::default()),
-            heard,
+            heard: heard.clone(),
             rpc_stats: Default::default(),
             token_policy: slurm_common::jwt::TokenPolicy::from_conf(&conf)
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
@@ -275,21 +194,193 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
                     ))
                 }),
             listed: Default::default(),
+            ha: ha.clone(),
         };
         tokio::spawn(server.serve(listener));
         slurm_common::logging::reopen_on_sigusr2(log);
-        // systemd (Type=notify): serving now.
-        slurm_common::logging::notify("READY=1\nSTATUS=serving");
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-        slurm_common::logging::notify("STOPPING=1");
-        tracing::info!("shutting down");
         anyhow::Ok(())
     })?;
+    // A backup is ready (for systemd) once it serves in standby.
+    if index > 0 {
+        slurm_common::logging::notify("READY=1\nSTATUS=standby");
+        tracing::info!("in standby: watching the controllers ahead of this one");
+    }
+    let lock = rt.block_on(async {
+        tokio::select! {
+            l = ha.gain_control(&conf.state_save_location) => Some(l),
+            _ = term.recv() => None,
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    let Some(lock) = lock else {
+        slurm_common::logging::notify("STOPPING=1");
+        tracing::info!("shutting down");
+        return Ok(());
+    };
+    if index > 0 {
+        // The daemon that served this host's credential socket may have
+        // been the controller this one takes over from.
+        let _in = rt.enter();
+        serve_sack(&conf, &key);
+    }
+    let (journal, saved, recovery) = Journal::open_as(
+        &conf.state_save_location,
+        args.ignore_state_errors,
+        clear_state,
+        slurmctld::journal::Owner::slurm_user(&conf.slurm_user),
+    )?;
+    if recovery.from_previous || !recovery.skipped.is_empty() {
+        tracing::warn!(
+            "state recovered with -i: {}{} damaged batches skipped ({})",
+            if recovery.from_previous {
+                "from state.json.prev; "
+            } else {
+                ""
+            },
+            recovery.skipped.len(),
+            recovery.skipped.join(", ")
+        );
+    }
+    let mut journal = journal;
+    if let Some(v) = journal_reserve {
+        journal.set_reserve(v);
+    }
+    let now = auth::now();
+    let mut ctl = Controller::new(conf.clone(), saved, sched.plugin, now);
+    ctl.key = Some(key.clone());
+    ctl.topologies = ctl
+        .load_topology(&conf)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if conf.priority_type == "priority/multifactor" {
+        let params = slurm_plugins::priority::PriorityParams::from_config(&conf.entries)?;
+        for w in slurm_plugins::priority::PriorityParams::unsupported(&conf.entries) {
+            tracing::warn!("{w}");
+        }
+        let offset = chrono::Local::now().offset().local_minus_utc() as i64;
+        ctl.multifactor = Some(slurm_plugins::priority::Multifactor::new(params, offset));
+    }
+    tracing::info!(
+        "slurmctld version {} started on cluster {} ({} jobs recovered, {mode})",
+        slurm_proto::SLURM_VERSION,
+        conf.cluster_name,
+        ctl.p.jobs.len()
+    );
+    let my_address = conf
+        .slurmctld_hosts
+        .get(index)
+        .map(|h| h.address().to_string())
+        .unwrap_or_else(|| conf.ctld_address());
+    let acct = match (conf.accounting_storage_type.as_str(), &acct_kick) {
+        ("accounting_storage/slurmdbd", Some(kick)) => {
+            let addr = conf.dbd_address();
+            let backlog = ctl.acct_backlog();
+            if !backlog.is_empty() {
+                tracing::info!("{} accounting records still to send", backlog.len());
+            }
+            ctl.acct_start(&my_address, now);
+            ctl.enforce = slurmctld::assoc::Enforce::parse(&conf.accounting_storage_enforce);
+            // Multifactor fair share uses recorded usage over ~8 half-lives.
+            // GrpTRESMins limits count usage too (over the last 60 days).
+            let usage_window = ctl
+                .multifactor
+                .as_ref()
+                .map(|m| {
+                    let hl = m.params.decay_half_life.max(3600);
+                    std::time::Duration::from_secs((hl * 8).min(60 * 86400))
+                })
+                .or(ctl
+                    .enforce
+                    .limits
+                    .then(|| std::time::Duration::from_secs(60 * 86400)));
+            // Associations, users and QOS serve enforcement, default
+            // accounts, QOS preemption and fair share alike.
+            rt.spawn(slurmctld::acct::assoc_fetcher(
+                slurmctld::acct::DbdLink {
+                    addr: addr.clone(),
+                    name: conf.dbd_name().to_string(),
+                    key: key.clone(),
+                    host: host.clone(),
+                },
+                conf.cluster_name.clone(),
+                tx.clone(),
+                kick.clone(),
+                std::time::Duration::from_secs(30),
+                usage_window,
+            ));
+            let (atx, arx) = tokio::sync::mpsc::unbounded_channel();
+            rt.spawn(slurmctld::acct::sender(
+                slurmctld::acct::DbdLink {
+                    addr,
+                    name: conf.dbd_name().to_string(),
+                    key: key.clone(),
+                    host: host.clone(),
+                },
+                backlog,
+                arx,
+                tx.clone(),
+            ));
+            Some(atx)
+        }
+        ("accounting_storage/none" | "", _) => None,
+        (other, _) => {
+            tracing::warn!("AccountingStorageType={other} is not supported: no accounting");
+            None
+        }
+    };
+    let agent = Agent {
+        key: key.clone(),
+        host: host.clone(),
+        cmds: tx.clone(),
+        rt: rt.handle().clone(),
+        acct,
+    };
+    published.publish(Arc::new(ctl.snapshot()));
+    let pubw = published.clone();
+    let heard_w = heard.clone();
+    let writer = std::thread::Builder::new()
+        .name("writer".into())
+        .spawn(move || writer::run(ctl, journal, rx, pubw, agent, compact_bytes, heard_w))?;
+    ha.set_active(true);
+    // systemd (Type=notify): serving now.
+    slurm_common::logging::notify("READY=1\nSTATUS=in control");
+    let released = rt.block_on(async {
+        tokio::select! {
+            _ = term.recv() => None,
+            _ = tokio::signal::ctrl_c() => None,
+            r = give_up.recv() => r,
+        }
+    });
+    if released.is_none() {
+        slurm_common::logging::notify("STOPPING=1");
+        tracing::info!("shutting down");
+    }
+    ha.set_active(false);
     let _ = tx.send(Command::Shutdown);
     let _ = writer.join();
-    Ok(())
+    drop(lock);
+    let Some(released) = released else {
+        return Ok(());
+    };
+    // The state is durable and the lock let go: the asking controller may
+    // take control once it hears so.
+    let _ = released.send(());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    if index == 0 {
+        // As Slurm's: a primary that gave control up stops (it takes
+        // control back when started again).
+        slurm_common::logging::notify("STOPPING=1");
+        tracing::info!("control given up: shutting down");
+        return Ok(());
+    }
+    // A backup goes back to standby: this program again, from the start.
+    slurm_common::logging::notify("RELOADING=1");
+    tracing::info!("control given up: back to standby");
+    use std::os::unix::process::CommandExt;
+    let mut argv = std::env::args_os();
+    let arg0 = argv.next().unwrap_or_else(|| "slurmctld".into());
+    let e = std::process::Command::new("/proc/self/exe")
+        .arg0(arg0)
+        .args(argv)
+        .exec();
+    Err(anyhow::anyhow!("cannot start again in standby: {e}"))
 }

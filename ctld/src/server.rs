@@ -54,6 +54,9 @@ pub struct Server {
     /// Each job's encoding for listings, with the (epoch, change stamp) it
     /// was made at.
     pub listed: Listed,
+    /// This controller among the controllers, and whether it is in
+    /// control (a backup in standby answers only pings).
+    pub ha: Arc<crate::ha::Ha>,
 }
 
 /// Jobs' listing encodings, by job id, with the (epoch, change stamp) of
@@ -235,10 +238,51 @@ impl Server {
                 }));
             }
         }
+        // Only another controller asks for control: with TLS, over a
+        // controller's certificate.
+        if matches!(req.body, RequestBody::RelinquishControl) && peer.secured() {
+            let names = self.ha.controllers.iter().map(|c| c.0.as_str());
+            if !self
+                .ha
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.is_controller(peer, names))
+            {
+                tracing::warn!("refused a request for control: not a controller's certificate");
+                return Some(Response::Error(RpcError {
+                    error: SlurmError::AccessDenied,
+                    detail: Some("control is given up only to a controller".into()),
+                }));
+            }
+        }
         if self.rate_limited(req.cred.uid) {
             return Some(Response::Error(SlurmError::Backoff.into()));
         }
         None
+    }
+
+    /// `scontrol takeover` and another controller's request for control
+    /// (root and SlurmUser only).
+    async fn control(&self, req: Request) -> Response {
+        if req.cred.uid != 0 && req.cred.uid != self.slurm_uid {
+            tracing::warn!(
+                uid = req.cred.uid,
+                "refused {:?}: not root or SlurmUser",
+                req.body
+            );
+            return Response::Error(SlurmError::AccessDenied.into());
+        }
+        match req.body {
+            RequestBody::Takeover => {
+                if !self.ha.active() {
+                    tracing::warn!("scontrol takeover: taking control");
+                    self.ha.request_takeover();
+                }
+                Response::Ok
+            }
+            RequestBody::RelinquishControl => self.ha.relinquish().await,
+            _ => Response::Error(SlurmError::InternalError.into()),
+        }
     }
 
     /// `uid` is over its rate (`SlurmctldParameters=rl_enable`).
@@ -532,6 +576,7 @@ impl Server {
         Ok(match req.body {
             RequestBody::Ping => Response::Pong {
                 controller: self.host.clone(),
+                standby: !self.ha.active(),
             },
             RequestBody::GetNodes => {
                 let s = self.snapshot();
@@ -634,11 +679,19 @@ impl Server {
             body: Box::new(req.body),
             reply: tx,
         };
+        // A writer gone because control was given up never took the
+        // request: the caller may send it to the controller now in control.
+        let gone = || {
+            if self.ha.active() {
+                Response::Error(SlurmError::InternalError.into())
+            } else {
+                Response::Error(SlurmError::InStandby.into())
+            }
+        };
         if self.cmds.send(cmd).is_err() {
-            Response::Error(SlurmError::InternalError.into())
+            gone()
         } else {
-            rx.await
-                .unwrap_or(Response::Error(SlurmError::InternalError.into()))
+            rx.await.unwrap_or_else(|_| gone())
         }
     }
 }
@@ -674,13 +727,19 @@ impl CtldService {
     ) -> Result<slurm_proto::Credential, Box<tonic::Status>> {
         let s = &self.server;
         let to = slurm_common::auth::TO_CTLD;
-        grpc::verify_call(req, method, to, &s.key, now(), &s.seen).map_err(|e| {
+        let cred = grpc::verify_call(req, method, to, &s.key, now(), &s.seen).map_err(|e| {
             tracing::info!("refused {what}: {e}");
             Box::new(tonic::Status::unauthenticated(format!(
                 "{}: {e}",
                 refusal(&e).message()
             )))
-        })
+        })?;
+        if !s.ha.active() {
+            return Err(Box::new(tonic::Status::unavailable(
+                SlurmError::InStandby.message(),
+            )));
+        }
+        Ok(cred)
     }
 
     /// Check the call's credential and its caller as for a framed request,
@@ -763,6 +822,15 @@ impl CtldService {
             })
         })?;
         let req = Request { cred, body };
+        // A backup in standby answers pings and requests for control only.
+        if !s.ha.active()
+            && !matches!(
+                req.body,
+                RequestBody::Ping | RequestBody::Takeover | RequestBody::RelinquishControl
+            )
+        {
+            return Err(Response::Error(SlurmError::InStandby.into()));
+        }
         match s.refused(&req, &caller.peer) {
             Some(no) => Err(no),
             None => Ok(req),
@@ -828,6 +896,9 @@ impl CtldService {
         let t0 = std::time::Instant::now();
         let reply = match req.body {
             RequestBody::GetJobsDelta { epoch, since } => s.jobs_delta(uid, epoch, since),
+            RequestBody::Takeover | RequestBody::RelinquishControl => {
+                command_reply(s.control(req).await)
+            }
             _ => command_reply(match s.answer_from_snapshot(req) {
                 Ok(r) => r,
                 Err(req) => s.to_writer(*req).await,
@@ -1099,6 +1170,18 @@ impl pb::controller_server::Controller for CtldService {
     async fn acct_changed(&self, r: tonic::Request<pb::Empty>) -> Commanded {
         self.command(r, command_method::ACCT_CHANGED, CommandCall::AcctChanged)
             .await
+    }
+    async fn takeover(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::TAKEOVER, CommandCall::Takeover)
+            .await
+    }
+    async fn relinquish_control(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(
+            r,
+            command_method::RELINQUISH_CONTROL,
+            CommandCall::RelinquishControl,
+        )
+        .await
     }
     async fn get_jobs_delta(&self, r: tonic::Request<pb::JobsDeltaRequest>) -> Commanded {
         self.command(r, command_method::GET_JOBS_DELTA, CommandCall::GetJobsDelta)

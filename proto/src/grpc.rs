@@ -812,7 +812,7 @@ impl From<pb::Error> for RpcError {
 
 impl SlurmError {
     /// Every error, for looking one up by its number.
-    pub const ALL: [SlurmError; 38] = [
+    pub const ALL: [SlurmError; 39] = [
         SlurmError::InvalidJobId,
         SlurmError::AccessDenied,
         SlurmError::InvalidPartitionName,
@@ -851,6 +851,7 @@ impl SlurmError {
         SlurmError::InvalidLicenses,
         SlurmError::NeedRestart,
         SlurmError::Backoff,
+        SlurmError::InStandby,
     ];
 
     /// The error with Slurm's number `code` (an unknown number is a

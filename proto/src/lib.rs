@@ -1054,6 +1054,8 @@ pub enum SlurmError {
     NeedRestart,
     /// Per-user RPC rate limit (`rl_enable`): wait and send again.
     Backoff,
+    /// A backup controller that is not in control: ask the next one.
+    InStandby,
 }
 
 impl SlurmError {
@@ -1095,6 +1097,7 @@ impl SlurmError {
             SlurmError::InvalidLicenses => 2048,
             SlurmError::NeedRestart => 2049,
             SlurmError::Backoff => 1804,
+            SlurmError::InStandby => 2027,
             SlurmError::ReservationInvalid => 2060,
             SlurmError::ReservationBusy => 2061,
             SlurmError::ReservationAccess => 2062,
@@ -1144,6 +1147,7 @@ impl SlurmError {
             SlurmError::InvalidLicenses => "Invalid license specification",
             SlurmError::NeedRestart => "Change requires restart of slurmctld",
             SlurmError::Backoff => "Slurmctld is busy: too many requests from this user, retry later",
+            SlurmError::InStandby => "Slurm backup controller in standby mode",
             SlurmError::AccountingPolicy => {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }
@@ -1397,6 +1401,10 @@ pub enum RequestBody {
     GetTopology,
     /// `scontrol reconfigure`: read slurm.conf again.
     Reconfigure,
+    /// `scontrol takeover`: a backup controller takes control now.
+    Takeover,
+    /// A controller asks the one in control to give it up.
+    RelinquishControl,
     /// What changed in the job list since the caller's copy at (`epoch`,
     /// `since`): `JobsDelta`, or `JobsUnchanged`. A copy from another
     /// controller run (other epoch) or version 0 gets every job.
@@ -1686,6 +1694,8 @@ impl RequestBody {
                 ("MESSAGE_EPILOG_COMPLETE", 6012)
             }
             RequestBody::AcctChanged => ("ACCOUNTING_UPDATE_MSG", 10001),
+            RequestBody::RelinquishControl => ("REQUEST_CONTROL", 1009),
+            RequestBody::Takeover => ("REQUEST_TAKEOVER", 0),
             RequestBody::GetToken { .. } => ("REQUEST_AUTH_TOKEN", 0),
             RequestBody::CreateNode(_) => ("REQUEST_CREATE_NODE", 0),
             RequestBody::DeleteNode { .. } => ("REQUEST_DELETE_NODE", 0),
@@ -1739,6 +1749,8 @@ pub enum Response {
     Topology(Vec<TopologyEntry>),
     Pong {
         controller: String,
+        /// A backup controller waiting to take over.
+        standby: bool,
     },
     Submitted {
         job_id: JobId,

@@ -363,22 +363,7 @@ impl App {
         slurm_common::tls::setup(&conf, &slurm_common::tls::Role::Restd)
             .map_err(|e| e.to_string())?;
         let slurm_uid = slurm_common::users::parse_user(&conf.slurm_user).unwrap_or(0);
-        let ctld_addrs = if conf.slurmctld_hosts.is_empty() {
-            vec![(
-                conf.ctld_address(),
-                format!("{}:{}", conf.ctld_address(), conf.slurmctld_port),
-            )]
-        } else {
-            conf.slurmctld_hosts
-                .iter()
-                .map(|h| {
-                    (
-                        h.name.clone(),
-                        format!("{}:{}", h.address(), conf.slurmctld_port),
-                    )
-                })
-                .collect()
-        };
+        let ctld_addrs = conf.controllers();
         let timeout = Duration::from_secs(u64::from(conf.message_timeout.clamp(2, 60)) * 3);
         let dbd_addr = (conf.accounting_storage_type == "accounting_storage/slurmdbd")
             .then(|| conf.dbd_address());
@@ -609,8 +594,13 @@ impl App {
             match slurm_common::grpc::call_command(&ch, name, call.clone(), sign, self.timeout)
                 .await
             {
+                // A backup in standby: the next controller may be in control.
+                Ok(Response::Error(e)) if e.error == slurm_proto::SlurmError::InStandby => {
+                    last = e.to_string()
+                }
                 Ok(r) => return Ok(r),
                 // Not reached (or not there): try the next controller.
+                Err(e @ slurm_common::net::NetError::Connect { .. }) => last = e.to_string(),
                 Err(slurm_common::net::NetError::Rpc { code, why }) if code == "Unavailable" => {
                     last = why
                 }

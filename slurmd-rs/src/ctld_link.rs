@@ -2,7 +2,9 @@
 //!
 //! - [`run_link`]: register (every second until `Ok`), then heartbeat every
 //!   `clamp(SlurmdTimeout/3, 1, 30)` seconds; any failure or error answer
-//!   sends us back to registering.
+//!   sends us back to registering. With backup controllers, a registration
+//!   that fails goes to the next controller in turn: the one that takes it
+//!   (the one in control) gets every report until a report fails.
 //! - [`Outbox`] / [`run_outbox`]: job events (`BatchComplete`, `JobCleaned`)
 //!   delivered one at a time, in order, once registered, retried every
 //!   second until the controller answers `Ok`. The queue is saved in the spool on every change
@@ -39,24 +41,44 @@ pub fn heartbeat_interval(slurmd_timeout: u32) -> Duration {
     Duration::from_secs(s.into())
 }
 
-/// Send one report to the controller, signed as root, over this node's
-/// kept gRPC channel (made at the first report, with this node's
-/// certificate when TLS is on).
+/// The controller reports go to now: its index, name and `host:port`.
+fn current(ctx: &Ctx) -> (usize, &str, &str) {
+    let i = ctx.ctld_current.load(Ordering::SeqCst) % ctx.ctlds.len().max(1);
+    match ctx.ctlds.get(i) {
+        Some((name, addr)) => (i, name, addr),
+        None => (0, "", ""),
+    }
+}
+
+/// Send one report to the controller in control, signed as root, over
+/// this node's kept gRPC channel to it (made at its first report, with this
+/// node's certificate when TLS is on).
 pub async fn call(ctx: &Ctx, body: RequestBody) -> Result<Response, NetError> {
     let call = CtldCall::from_body(body).map_err(|b| NetError::Rpc {
         code: "InvalidArgument".into(),
         why: format!("not a node daemon's report: {b:?}"),
     })?;
-    let ch = match ctx.ctld_channel.get() {
+    let (i, name, addr) = current(ctx);
+    let kept = ctx
+        .ctld_channels
+        .get(i)
+        .ok_or_else(|| NetError::Io(std::io::Error::other("no controller is configured")))?;
+    let ch = match kept.get() {
         Some(c) => c.clone(),
         None => {
             let tls = ctx.tls.as_ref().map(|t| t.client.clone());
-            let c = grpc::channel(tls, &ctx.ctld_addr, ctx.conf.ctld_name())?;
-            ctx.ctld_channel.get_or_init(|| c).clone()
+            let c = grpc::channel(tls, addr, name)?;
+            kept.get_or_init(|| c).clone()
         }
     };
     let sign = |b: &_| Ok(ctx.key.sign(0, 0, &ctx.host, crate::now(), b));
-    grpc::call_ctld(&ch, ctx.conf.ctld_name(), call, sign, CALL_TIMEOUT).await
+    grpc::call_ctld(&ch, name, call, sign, CALL_TIMEOUT).await
+}
+
+/// The answer of a backup controller in standby (another controller is,
+/// or is about to be, in control).
+fn standby(r: &Result<Response, NetError>) -> bool {
+    matches!(r, Ok(Response::Error(e)) if e.error == SlurmError::InStandby)
 }
 
 /// What this node tells the controller when it registers.
@@ -102,21 +124,25 @@ pub async fn run_link(ctx: Arc<Ctx>) {
             if matches!(r, Ok(Response::Ok)) {
                 break;
             }
+            let (i, _, addr) = current(&ctx);
             let problem = describe(&r);
             if problem != last_problem {
-                warn!(
-                    "registration with the controller at {} failed: {problem}; retrying",
-                    ctx.ctld_addr
-                );
+                warn!("registration with the controller at {addr} failed: {problem}; retrying");
                 last_problem = problem;
             } else {
                 debug!("registration retry failed: {problem}");
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            // The next controller in turn: the one in control takes it.
+            let n = ctx.ctlds.len().max(1);
+            ctx.ctld_current.store((i + 1) % n, Ordering::SeqCst);
+            // A round of every controller once a second.
+            if (i + 1) % n == 0 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
         }
         last_problem.clear();
         ctx.registered.store(true, Ordering::SeqCst);
-        info!("registered with the controller at {}", ctx.ctld_addr);
+        info!("registered with the controller at {}", current(&ctx).2);
         ctx.outbox.wake();
         loop {
             tokio::time::sleep(interval).await;
@@ -338,6 +364,12 @@ pub async fn run_outbox(ctx: Arc<Ctx>) {
         };
         let r = call(&ctx, msg.to_request(&ctx.node)).await;
         let done = match &r {
+            // Control is changing hands: keep it for the controller in
+            // control (the link registers with it first).
+            _ if standby(&r) => {
+                debug!(job = msg.job_id(), "controller in standby: {msg:?} waits");
+                false
+            }
             Ok(Response::Ok) => {
                 debug!(job = msg.job_id(), "delivered {msg:?}");
                 true

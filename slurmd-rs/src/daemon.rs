@@ -58,10 +58,12 @@ pub struct Ctx {
     pub spool: PathBuf,
     /// This node's job state files (see [`jobs`]).
     pub state_dir: PathBuf,
-    /// `host:port` of the controller.
-    pub ctld_addr: String,
-    /// The kept gRPC channel to the controller (made at the first report).
-    pub ctld_channel: std::sync::OnceLock<grpc::Channel>,
+    /// Each controller's name and `host:port`, primary first.
+    pub ctlds: Vec<(String, String)>,
+    /// The kept gRPC channel to each controller (made at its first report).
+    pub ctld_channels: Vec<std::sync::OnceLock<grpc::Channel>>,
+    /// The controller reports go to: the one that took the registration.
+    pub ctld_current: std::sync::atomic::AtomicUsize,
     pub start_time: i64,
     /// uid of `SlurmUser`, allowed to send job requests besides root.
     pub slurm_uid: Option<u32>,
@@ -362,8 +364,14 @@ impl Daemon {
                     .max(64 << 20)
                     .saturating_mul(4),
             ),
-            ctld_addr: format!("{}:{}", s.conf.ctld_address(), s.conf.slurmctld_port),
-            ctld_channel: Default::default(),
+            ctlds: s.conf.controllers(),
+            ctld_channels: s
+                .conf
+                .controllers()
+                .iter()
+                .map(|_| Default::default())
+                .collect(),
+            ctld_current: Default::default(),
             conf_path_str: s.conf_path.to_string_lossy().into_owned(),
             node: s.node.clone(),
             key,

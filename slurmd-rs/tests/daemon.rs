@@ -203,6 +203,12 @@ impl pb::controller_server::Controller for FakeService {
     async fn get_jobs_delta(&self, _: tonic::Request<pb::JobsDeltaRequest>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn takeover(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn relinquish_control(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
         Ok(tonic::Response::new(self.take(
             r,

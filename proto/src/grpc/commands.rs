@@ -1011,6 +1011,8 @@ pub enum CommandCall {
     DeleteNode(pb::NameRequest),
     AcctChanged(pb::Empty),
     GetJobsDelta(pb::JobsDeltaRequest),
+    Takeover(pb::Empty),
+    RelinquishControl(pb::Empty),
 }
 
 /// The full gRPC path of each command method of `Controller`.
@@ -1047,6 +1049,8 @@ pub mod command_method {
     pub const DELETE_NODE: &str = "/slurm.v1.Controller/DeleteNode";
     pub const ACCT_CHANGED: &str = "/slurm.v1.Controller/AcctChanged";
     pub const GET_JOBS_DELTA: &str = "/slurm.v1.Controller/GetJobsDelta";
+    pub const TAKEOVER: &str = "/slurm.v1.Controller/Takeover";
+    pub const RELINQUISH_CONTROL: &str = "/slurm.v1.Controller/RelinquishControl";
 }
 
 impl CommandCall {
@@ -1127,6 +1131,8 @@ impl CommandCall {
             RequestBody::CreateNode(n) => CommandCall::CreateNode(n.into()),
             RequestBody::DeleteNode { name } => CommandCall::DeleteNode(pb::NameRequest { name }),
             RequestBody::AcctChanged => CommandCall::AcctChanged(pb::Empty {}),
+            RequestBody::Takeover => CommandCall::Takeover(pb::Empty {}),
+            RequestBody::RelinquishControl => CommandCall::RelinquishControl(pb::Empty {}),
             RequestBody::GetJobsDelta { epoch, since } => {
                 CommandCall::GetJobsDelta(pb::JobsDeltaRequest { epoch, since })
             }
@@ -1196,6 +1202,8 @@ impl CommandCall {
             CommandCall::CreateNode(n) => RequestBody::CreateNode(n.try_into()?),
             CommandCall::DeleteNode(n) => RequestBody::DeleteNode { name: n.name },
             CommandCall::AcctChanged(_) => RequestBody::AcctChanged,
+            CommandCall::Takeover(_) => RequestBody::Takeover,
+            CommandCall::RelinquishControl(_) => RequestBody::RelinquishControl,
             CommandCall::GetJobsDelta(d) => RequestBody::GetJobsDelta {
                 epoch: d.epoch,
                 since: d.since,
@@ -1239,6 +1247,8 @@ impl CommandCall {
             CommandCall::DeleteNode(_) => DELETE_NODE,
             CommandCall::AcctChanged(_) => ACCT_CHANGED,
             CommandCall::GetJobsDelta(_) => GET_JOBS_DELTA,
+            CommandCall::Takeover(_) => TAKEOVER,
+            CommandCall::RelinquishControl(_) => RELINQUISH_CONTROL,
         }
     }
 
@@ -1257,7 +1267,9 @@ impl CommandCall {
             | CommandCall::GetPriorities(m)
             | CommandCall::GetShares(m)
             | CommandCall::GetReservations(m)
-            | CommandCall::AcctChanged(m) => m.encode_to_vec(),
+            | CommandCall::AcctChanged(m)
+            | CommandCall::Takeover(m)
+            | CommandCall::RelinquishControl(m) => m.encode_to_vec(),
             CommandCall::CreateReservation(m) | CommandCall::UpdateReservation(m) => {
                 m.encode_to_vec()
             }
@@ -1293,7 +1305,13 @@ pub fn command_reply(r: Response) -> pb::CommandReply {
     let result = match r {
         Response::Ok => R::Ok(pb::Empty {}),
         Response::Error(e) => error_reply(e.error, e.detail),
-        Response::Pong { controller } => R::Pong(pb::Pong { controller }),
+        Response::Pong {
+            controller,
+            standby,
+        } => R::Pong(pb::Pong {
+            controller,
+            standby,
+        }),
         Response::Submitted { job_id } => R::Submitted(pb::Submitted { job_id }),
         Response::TestResult {
             job_id,
@@ -1452,6 +1470,7 @@ pub fn command_response(r: pb::CommandReply) -> Response {
         Some(R::Error(e)) => Response::Error(e.into()),
         Some(R::Pong(p)) => Response::Pong {
             controller: p.controller,
+            standby: p.standby,
         },
         Some(R::Submitted(s)) => Response::Submitted { job_id: s.job_id },
         Some(R::Test(t)) => Response::TestResult {
