@@ -66,6 +66,12 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         tracing::warn!("{w}");
     }
     let index = slurmctld::ha::which(&conf, args.host.as_deref()).map_err(anyhow::Error::msg)?;
+    let mode = slurmctld::ha::Ha::mode_name(index, conf.controllers().len());
+    tracing::info!(
+        "slurmctld version {} started on cluster {} ({mode})",
+        slurm_proto::SLURM_VERSION,
+        conf.cluster_name,
+    );
     let clear_state = if index > 0 && args.clear_state {
         // A backup takes over the primary's state: never its own blank one.
         tracing::warn!("-c is ignored by a backup controller");
@@ -131,7 +137,6 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let (ha, mut give_up) =
         slurmctld::ha::Ha::new(&conf, index, key.clone(), host.clone(), tls.clone());
     let ha = Arc::new(ha);
-    let mode = slurmctld::ha::Ha::mode_name(index, ha.controllers.len());
     // Readers see an empty picture until this controller is in control.
     let published = Arc::new(writer::Board::new(Arc::new(
         slurmctld::state::Snapshot::default(),
@@ -259,12 +264,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         let offset = chrono::Local::now().offset().local_minus_utc() as i64;
         ctl.multifactor = Some(slurm_plugins::priority::Multifactor::new(params, offset));
     }
-    tracing::info!(
-        "slurmctld version {} started on cluster {} ({} jobs recovered, {mode})",
-        slurm_proto::SLURM_VERSION,
-        conf.cluster_name,
-        ctl.p.jobs.len()
-    );
+    tracing::info!("in control: {} jobs recovered", ctl.p.jobs.len());
     let my_address = conf
         .slurmctld_hosts
         .get(index)
