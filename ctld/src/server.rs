@@ -317,6 +317,9 @@ impl Server {
         let mut jobs_known = std::collections::HashSet::new();
         let mut nodes_known: std::collections::HashMap<String, (String, Option<String>)> =
             Default::default();
+        // The configuration the caller last heard of.
+        // (Held, so its address is never another's.)
+        let mut conf_known: Option<Arc<slurm_common::conf::SlurmConf>> = None;
         loop {
             let published = self.published.clone();
             let next = published.next();
@@ -363,6 +366,17 @@ impl Server {
                             nodes_known.insert(n.name.clone(), st);
                         }
                     }
+                }
+                if want.config {
+                    let same = match (&s.conf, &conf_known) {
+                        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                        (None, None) => true,
+                        _ => false,
+                    };
+                    if seen.is_some() && !same {
+                        events.push(Event::ConfigChanged(pb::ConfigChanged {}));
+                    }
+                    conf_known = s.conf.clone();
                 }
                 if seen.is_none() {
                     events.push(Event::Synced(pb::Synced { version: s.version }));

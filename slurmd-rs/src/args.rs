@@ -60,10 +60,12 @@ Usage: slurmd [OPTIONS]
   -L logfile     Write log messages to `logfile'.
   -N nodename    Serve the node `nodename' (default: this host's short name);
                  a hostlist (`n[1-1000]') serves every node named, in one process.
-  --conf-server host[:port]
+  --conf-server host[:port][,host[:port]...]
                  Fetch slurm.conf and the files beside it from this controller
-                 (SlurmctldParameters=enable_configless) into conf-cache beside
-                 the key (the directory of -f, or /etc/slurm), and run with them.
+                 (SlurmctldParameters=enable_configless; several: tried in
+                 turn) into conf-cache beside the key (the directory of -f, or
+                 /etc/slurm), run with them, and fetch them again after each
+                 scontrol reconfigure.
   --ca-cert-file file
                  With --conf-server: fetch over TLS, checking the controller's
                  certificate against this CA.

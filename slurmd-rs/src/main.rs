@@ -26,6 +26,7 @@ fn run_many(
     a: args::Args,
     names: Vec<String>,
     key_path: Option<std::path::PathBuf>,
+    source: Option<slurmd::configless::Source>,
 ) -> anyhow::Result<()> {
     let first = Settings::from_args(&args::Args {
         node_name: names.first().cloned(),
@@ -49,6 +50,9 @@ fn run_many(
         .build()
         .map_err(|e| anyhow!("cannot start the runtime: {e}"))?;
     rt.block_on(async move {
+        if let Some(s) = source {
+            tokio::spawn(s.follow());
+        }
         let (tx, rx) = tokio::sync::watch::channel(false);
         let mut served = Vec::new();
         for s in all {
@@ -78,16 +82,18 @@ fn run(mut a: args::Args) -> anyhow::Result<()> {
         slurmd::mock::enable(m);
     }
     let mut key_path = None;
+    let mut source = None;
     if let Some(server) = a.conf_server.clone() {
-        let (conf, key) =
+        let (conf, key, s) =
             slurmd::configless::fetch(a.conf.clone(), &server, a.ca_cert_file.as_deref())?;
         a.conf = Some(conf);
         key_path = Some(key);
+        source = Some(s);
     }
     if let Some(expr) = &a.node_name {
         let names = slurm_common::hostlist::expand(expr).map_err(|e| anyhow!("-N: {e}"))?;
         if names.len() > 1 {
-            return run_many(a, names, key_path);
+            return run_many(a, names, key_path, source);
         }
     }
     let mut settings = Settings::from_args(&a)?;
@@ -104,6 +110,10 @@ fn run(mut a: args::Args) -> anyhow::Result<()> {
         .build()
         .map_err(|e| anyhow!("cannot start the runtime: {e}"))?;
     rt.block_on(async move {
+        // Configless: the cache follows the controller's reconfigures.
+        if let Some(s) = source {
+            tokio::spawn(s.follow());
+        }
         let d = Daemon::start(settings).await.inspect_err(|e| {
             if to_file {
                 tracing::error!("{e}");

@@ -1791,6 +1791,7 @@ fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
         jobs: true,
         nodes: true,
         job_ids: vec![],
+        config: false,
     };
     // A peer without the key is refused.
     let forged = slurm_common::auth::Key::from_bytes(&[9u8; 32]);
@@ -1818,6 +1819,7 @@ fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
             jobs: true,
             nodes: false,
             job_ids: vec![theirs],
+            config: false,
         },
     )
     .unwrap();
@@ -1837,6 +1839,7 @@ fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
             Event::Node(n) => node_states.push(n.state),
             Event::JobGone(id) => gone.push(id),
             Event::Synced(_) => panic!("synced twice"),
+            Event::ConfigChanged(_) => panic!("the configuration was not asked for"),
         }
     }
     for id in [theirs, mine] {
@@ -1868,6 +1871,7 @@ fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
                 break;
             }
             Event::Node(_) => panic!("nodes were not asked for"),
+            Event::ConfigChanged(_) => panic!("the configuration was not asked for"),
             Event::Synced(_) => {}
         }
     }
@@ -1913,10 +1917,11 @@ fn a_configless_node_daemon_runs_with_the_controllers_configuration() {
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let slurmd = |dir: &std::path::Path| {
         let log = std::fs::File::create(dir.join("slurmd.log")).unwrap();
+        // Controllers in turn: the first listed answers nothing.
         std::process::Command::new(t.c.spec.bin_dir.join("slurmd"))
             .args(["-D", "-N", "n2", "-f"])
             .arg(dir.join("slurm.conf"))
-            .args(["--conf-server", &server])
+            .args(["--conf-server", &format!("127.0.0.1:1,{server}")])
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
@@ -1968,6 +1973,22 @@ fn a_configless_node_daemon_runs_with_the_controllers_configuration() {
         std::fs::read_to_string(&out).unwrap().trim(),
         cached.display().to_string()
     );
+
+    // `scontrol reconfigure` reaches the node's cache.
+    let mut changed = std::fs::read_to_string(t.c.spec.conf_path()).unwrap();
+    changed.push_str("MinJobAge=299\n");
+    std::fs::write(t.c.spec.conf_path(), &changed).unwrap();
+    let out = t.run("scontrol", &["reconfigure"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&cached).unwrap_or_default() != changed {
+        assert!(
+            Instant::now() < deadline,
+            "the cache was not refreshed\n{}",
+            std::fs::read_to_string(node_dir.path().join("slurmd.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // A peer without the key gets nothing.
     let stranger = tempfile::tempdir().unwrap();

@@ -4,7 +4,8 @@
 //! service a node daemon offers) so the users' commands get credentials
 //! without reading `slurm.key`, and with `--conf-server` it runs configless:
 //! slurm.conf and its siblings are fetched from the controller into
-//! `conf-cache` beside the key (see `slurmd::configless`).
+//! `conf-cache` beside the key (see `slurmd::configless`), and fetched again
+//! after each `scontrol reconfigure`.
 //!
 //! `sackd [-D] [-f slurm.conf] [--conf-server host[:port]]
 //! [--ca-cert-file file] [-v] [-V] [-h]`
@@ -17,10 +18,11 @@ const USAGE: &str = "\
 Usage: sackd [OPTIONS]
   -D             Run in the foreground (always the case; accepted).
   -f file        The configuration (its slurm.key beside it).
-  --conf-server host[:port]
+  --conf-server host[:port][,host[:port]...]
                  Fetch the configuration from this controller
-                 (SlurmctldParameters=enable_configless) into conf-cache beside
-                 the key, and run with it.
+                 (SlurmctldParameters=enable_configless; several: tried in
+                 turn) into conf-cache beside the key, run with it, and fetch
+                 it again after each scontrol reconfigure.
   --ca-cert-file file
                  With --conf-server: fetch over TLS, checking the controller's
                  certificate against this CA.
@@ -74,9 +76,11 @@ fn parse(argv: &[String]) -> Result<Cmd, String> {
 }
 
 fn run(a: Args) -> anyhow::Result<()> {
-    let (conf_path, key_path) = match &a.conf_server {
+    let (conf_path, key_path, source) = match &a.conf_server {
         Some(server) => {
-            slurmd::configless::fetch(a.conf.clone(), server, a.ca_cert_file.as_deref())?
+            let (c, k, s) =
+                slurmd::configless::fetch(a.conf.clone(), server, a.ca_cert_file.as_deref())?;
+            (c, k, Some(s))
         }
         None => {
             let c = a
@@ -84,7 +88,7 @@ fn run(a: Args) -> anyhow::Result<()> {
                 .clone()
                 .unwrap_or_else(slurm_common::conf::default_conf_path);
             let k = slurm_common::auth::key_path(&c);
-            (c, k)
+            (c, k, None)
         }
     };
     let conf = slurm_common::conf::SlurmConf::load(&conf_path)?;
@@ -121,6 +125,10 @@ fn run(a: Args) -> anyhow::Result<()> {
             socket.display()
         );
         slurm_common::logging::notify("READY=1\nSTATUS=serving");
+        // Configless: the cache follows the controller's reconfigures.
+        if let Some(s) = source {
+            tokio::spawn(s.follow());
+        }
         tokio::select! {
             _ = slurm_common::auth::serve_sack(listener, key) => {}
             _ = slurmd::daemon::shutdown_signal() => {}

@@ -810,6 +810,7 @@ fn one_user_cannot_hold_all_of_the_controllers_grpc_connections() {
                 jobs: true,
                 nodes: false,
                 job_ids: vec![],
+                config: false,
             };
             let sign = |b: &_| Ok(key.sign(uid, uid, "test", slurm_common::auth::now(), b));
             grpc::watch(&ch, "localhost", req, sign).await
