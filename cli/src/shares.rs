@@ -11,62 +11,217 @@ fn weight(weights: &[(String, u32)], name: &str) -> u32 {
         .map_or(0, |(_, w)| *w)
 }
 
-/// `sprio` output: fixed columns plus one per factor with a weight.
+/// The factor columns, by weight name: weighted letter, normalized
+/// letter.
+const FACTORS: [(&str, char, char); 6] = [
+    ("age", 'A', 'a'),
+    ("assoc", 'B', 'b'),
+    ("fairshare", 'F', 'f'),
+    ("jobsize", 'J', 'j'),
+    ("partition", 'P', 'p'),
+    ("qos", 'Q', 'q'),
+];
+
+/// sprio's default `-o` format: the job, its partition (and user with
+/// `-l`), priority, site, one column per factor with a weight (every
+/// factor with `-l`), then nice and TRES with `-l`. Normalized (`-n`):
+/// the lower-case letters.
+pub fn sprio_default_format(weights: &[(String, u32)], long: bool, norm: bool) -> String {
+    let mut f = String::from("%.15i %9r");
+    if long {
+        f.push_str(" %.8u");
+    }
+    f.push_str(if norm { " %.10y" } else { " %.10Y" });
+    f.push_str(" %.10S");
+    for (name, weighted, normalized) in FACTORS {
+        if long || weight(weights, name) > 0 {
+            f.push_str(&format!(
+                " %.10{}",
+                if norm { normalized } else { weighted }
+            ));
+        }
+    }
+    if long {
+        f.push_str(" %.6N %20T");
+    }
+    f
+}
+
+/// A `-o` letter sprio knows.
+fn sprio_letter(c: char) -> bool {
+    "aAbBcfFiIjJNpPqQrSTtuyY".contains(c)
+}
+
+fn sprio_header(key: &str) -> &'static str {
+    match key {
+        "i" => "JOBID",
+        "r" => "PARTITION",
+        "u" => "USER",
+        "c" => "CLUSTER",
+        "y" | "Y" => "PRIORITY",
+        "S" => "SITE",
+        "a" | "A" => "AGE",
+        "b" | "B" => "ASSOC",
+        "f" | "F" => "FAIRSHARE",
+        "j" | "J" => "JOBSIZE",
+        "p" | "P" => "PARTITION",
+        "q" | "Q" => "QOS",
+        "N" => "NICE",
+        _ => "TRES",
+    }
+}
+
+/// One job's value for format letter `key`: weighted factors rounded, as
+/// sprio prints them; normalized ones (the factor before its weight) with
+/// seven decimals; the normalized priority as a fraction of the largest.
+fn sprio_value(j: &JobPriority, weights: &[(String, u32)], cluster: &str, key: &str) -> String {
+    let weighted = |name: &str| match name {
+        "age" => j.age,
+        "assoc" => j.assoc,
+        "fairshare" => j.fairshare,
+        "jobsize" => j.job_size,
+        "partition" => j.partition_factor,
+        _ => j.qos,
+    };
+    let c = key.chars().next().unwrap_or(' ');
+    if let Some((name, w, _)) = FACTORS.iter().find(|(_, w, n)| *w == c || *n == c) {
+        let v = weighted(name);
+        return if c == *w {
+            format!("{}", v.round() as i64)
+        } else {
+            let wt = weight(weights, name);
+            format!("{:.7}", if wt > 0 { v / f64::from(wt) } else { 0.0 })
+        };
+    }
+    match c {
+        'i' => j.job_id.to_string(),
+        'r' => j.partition.clone(),
+        'u' => j.user.clone(),
+        'c' => cluster.to_string(),
+        'Y' => j.priority.to_string(),
+        'y' => format!("{:.7}", f64::from(j.priority) / f64::from(u32::MAX)),
+        'S' => j.site.to_string(),
+        'N' => j.nice.to_string(),
+        _ => j.tres.clone(),
+    }
+}
+
+/// The weights row of `sprio -w` under the same columns: "Weights" under
+/// the job id, each factor's weight (1 for the site factor), nothing else.
+fn sprio_weight_value(weights: &[(String, u32)], key: &str) -> String {
+    let c = key.chars().next().unwrap_or(' ');
+    if let Some((name, _, _)) = FACTORS.iter().find(|(_, w, n)| *w == c || *n == c) {
+        return weight(weights, name).to_string();
+    }
+    match c {
+        'i' => "Weights".into(),
+        'S' => "1".into(),
+        'T' | 't' => weights
+            .iter()
+            .find(|(n, _)| n == "tres")
+            .map(|(_, w)| w.to_string())
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// How `sprio` lays its listing out.
+pub struct SprioLayout<'a> {
+    /// A `-o` format.
+    pub format: &'a str,
+    pub noheader: bool,
+    /// `-w`: the weights row instead of the jobs.
+    pub weights_only: bool,
+    pub cluster: &'a str,
+}
+
+/// `sprio` output: a header, then one line per job (or the weights row).
+/// Letters sprio does not know are an error naming them.
+pub fn render_sprio_as(
+    jobs: &[JobPriority],
+    weights: &[(String, u32)],
+    l: &SprioLayout,
+) -> Result<String, String> {
+    let (items, bad) = crate::fmt::parse_short(l.format, &sprio_letter);
+    if let Some(b) = bad.first() {
+        return Err(format!("Invalid job format specification: {b}"));
+    }
+    let mut out = String::new();
+    if !l.noheader {
+        crate::fmt::render_into(&mut out, &items, &mut |f| sprio_header(&f.key).to_string());
+        out.push('\n');
+    }
+    if l.weights_only {
+        crate::fmt::render_into(&mut out, &items, &mut |f| {
+            sprio_weight_value(weights, &f.key)
+        });
+        out.push('\n');
+        return Ok(out);
+    }
+    for j in jobs {
+        crate::fmt::render_into(&mut out, &items, &mut |f| {
+            sprio_value(j, weights, l.cluster, &f.key)
+        });
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// `sprio` output in its default layout.
 pub fn render_sprio(
     jobs: &[JobPriority],
     weights: &[(String, u32)],
     long: bool,
     noheader: bool,
 ) -> String {
-    let factors: Vec<(&str, &str)> = [
-        ("age", "AGE"),
-        ("assoc", "ASSOC"),
-        ("fairshare", "FAIRSHARE"),
-        ("jobsize", "JOBSIZE"),
-        ("partition", "PARTITION"),
-        ("qos", "QOS"),
-    ]
-    .into_iter()
-    .filter(|(k, _)| long || weight(weights, k) > 0)
-    .collect();
-    let mut out = String::new();
-    if !noheader {
-        out.push_str(&format!("{:>15} {:<9}", "JOBID", "PARTITION"));
-        if long {
-            out.push_str(&format!(" {:>8}", "USER"));
+    let format = sprio_default_format(weights, long, false);
+    let l = SprioLayout {
+        format: &format,
+        noheader,
+        weights_only: false,
+        cluster: "",
+    };
+    render_sprio_as(jobs, weights, &l).unwrap_or_default()
+}
+
+/// Order `jobs` by `-S` (field letters, comma-separated or not, each
+/// optionally `-` for descending or `+`): numbers as numbers.
+pub fn sort_sprio(
+    jobs: &mut [JobPriority],
+    weights: &[(String, u32)],
+    spec: &str,
+) -> Result<(), String> {
+    let mut keys = Vec::new();
+    let mut desc = false;
+    for c in spec.chars() {
+        match c {
+            '-' => desc = true,
+            '+' | ',' | ' ' => {}
+            c if sprio_letter(c) => {
+                keys.push((c.to_string(), desc));
+                desc = false;
+            }
+            c => return Err(format!("Invalid sort specification: {c}")),
         }
-        out.push_str(&format!(" {:>10} {:>10}", "PRIORITY", "SITE"));
-        for (_, h) in &factors {
-            out.push_str(&format!(" {h:>10}"));
-        }
-        if long {
-            out.push_str(&format!(" {:>6} {:<20}", "NICE", "TRES"));
-        }
-        out.push('\n');
     }
-    for j in jobs {
-        out.push_str(&format!("{:>15} {:<9}", j.job_id, j.partition));
-        if long {
-            out.push_str(&format!(" {:>8}", j.user));
-        }
-        out.push_str(&format!(" {:>10} {:>10}", j.priority, j.site));
-        for (k, _) in &factors {
-            let v = match *k {
-                "age" => j.age,
-                "assoc" => j.assoc,
-                "fairshare" => j.fairshare,
-                "jobsize" => j.job_size,
-                "partition" => j.partition_factor,
-                _ => j.qos,
+    jobs.sort_by(|a, b| {
+        for (k, desc) in &keys {
+            let (x, y) = (
+                sprio_value(a, weights, "", k),
+                sprio_value(b, weights, "", k),
+            );
+            let o = match (x.parse::<f64>(), y.parse::<f64>()) {
+                (Ok(x), Ok(y)) => x.total_cmp(&y),
+                _ => x.cmp(&y),
             };
-            out.push_str(&format!(" {:>10}", v.round() as i64));
+            let o = if *desc { o.reverse() } else { o };
+            if o != std::cmp::Ordering::Equal {
+                return o;
+            }
         }
-        if long {
-            out.push_str(&format!(" {:>6} {:<20}", j.nice, j.tres));
-        }
-        out.push('\n');
-    }
-    out
+        std::cmp::Ordering::Equal
+    });
+    Ok(())
 }
 
 fn num(v: Option<f64>, width: usize, prec: usize) -> String {
@@ -201,6 +356,114 @@ pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
     out
 }
 
+/// sshare's `-o` fields: name, default width.
+const SSHARE_FIELDS: [(&str, usize); 9] = [
+    ("Account", 20),
+    ("User", 10),
+    ("RawShares", 10),
+    ("NormShares", 11),
+    ("RawUsage", 11),
+    ("EffectvUsage", 13),
+    ("FairShare", 10),
+    ("LevelFS", 10),
+    ("Cluster", 10),
+];
+
+/// `-o Account,User%15,FairShare`: each field (any case) and its width.
+pub fn sshare_format(spec: &str) -> Result<Vec<(&'static str, usize)>, String> {
+    let mut out = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, width) = match item.split_once('%') {
+            Some((n, w)) => (
+                n,
+                Some(
+                    w.parse::<usize>()
+                        .map_err(|_| format!("Invalid field width: \"{item}\""))?,
+                ),
+            ),
+            None => (item, None),
+        };
+        let (field, default) = SSHARE_FIELDS
+            .iter()
+            .find(|(f, _)| f.eq_ignore_ascii_case(name))
+            .ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
+        out.push((*field, width.unwrap_or(*default).min(4096)));
+    }
+    if out.is_empty() {
+        return Err("No fields given to --format".into());
+    }
+    Ok(out)
+}
+
+/// One row's value of an sshare field.
+fn sshare_value(r: &ShareInfo, field: &str, cluster: &str) -> String {
+    let num = |v: Option<f64>| num(v, 0, 6).trim().to_string();
+    match field {
+        "Account" => format!("{}{}", " ".repeat(r.depth as usize), r.account),
+        "User" => r.user.clone().unwrap_or_default(),
+        "RawShares" => r.raw_shares.clone(),
+        "NormShares" => num(Some(r.norm_shares)),
+        "RawUsage" => (r.raw_usage.round() as i64).to_string(),
+        "EffectvUsage" => num(Some(r.effective_usage)),
+        "FairShare" => num(r.fairshare),
+        "LevelFS" => num(r.level_fs),
+        _ => cluster.to_string(),
+    }
+}
+
+/// `sshare -o`: the fields asked for, as columns (Account left-justified,
+/// the rest right-justified, each cut to its width) under a dashed line,
+/// or `|`-separated with `-p`/`-P`.
+pub fn render_sshare_fields(
+    rows: &[ShareInfo],
+    fields: &[(&str, usize)],
+    a: &SshareArgs,
+    cluster: &str,
+) -> String {
+    let mut out = String::new();
+    let line = |vals: Vec<String>, out: &mut String| {
+        match a.parsable {
+            Some(p) => {
+                out.push_str(&vals.join("|"));
+                if p == Parsable::Trailing {
+                    out.push('|');
+                }
+            }
+            None => {
+                for (v, (f, w)) in vals.iter().zip(fields) {
+                    let v: String = v.chars().take(*w).collect();
+                    crate::fmt::pad_into(out, &v, *w, *f != "Account");
+                    out.push(' ');
+                }
+            }
+        }
+        out.push('\n');
+    };
+    if !a.noheader {
+        line(
+            fields.iter().map(|(f, _)| f.to_string()).collect(),
+            &mut out,
+        );
+        if a.parsable.is_none() {
+            for (_, w) in fields {
+                out.push_str(&"-".repeat(*w));
+                out.push(' ');
+            }
+            out.push('\n');
+        }
+    }
+    for r in rows {
+        line(
+            fields
+                .iter()
+                .map(|(f, _)| sshare_value(r, f, cluster))
+                .collect(),
+            &mut out,
+        );
+    }
+    out
+}
+
 /// `-p` (a trailing `|`) or `-P` (none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Parsable {
@@ -221,6 +484,8 @@ pub struct SshareArgs {
     pub users_only: bool,
     pub parsable: Option<Parsable>,
     pub cluster: Option<String>,
+    /// `-o`: the fields asked for.
+    pub format: Option<Vec<(&'static str, usize)>>,
 }
 
 /// The options sprio and sshare share: `-M`, `-v`, `--json`, `--yaml`.
@@ -298,6 +563,11 @@ const SSHARE_OPTS: &[crate::fmt::Opt] = {
             long: "parsable2",
             arg: Arg::No,
         },
+        Opt {
+            short: Some('o'),
+            long: "format",
+            arg: Arg::Required,
+        },
     ]
 };
 
@@ -315,6 +585,7 @@ pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
             Parsed::Opt("parsable", _) => a.parsable = Some(Parsable::Trailing),
             Parsed::Opt("parsable2", _) => a.parsable = Some(Parsable::Plain),
             Parsed::Opt("clusters", Some(v)) => a.cluster = Some(v),
+            Parsed::Opt("format", Some(v)) => a.format = Some(sshare_format(&v)?),
             Parsed::Opt(_, _) => {}
             Parsed::Word(w) => return Err(format!("Unknown argument: {w}")),
         }
@@ -402,6 +673,14 @@ pub struct SprioArgs {
     pub partitions: Vec<String>,
     /// `-M`: the cluster asked for.
     pub cluster: Option<String>,
+    /// `-n`: normalized factors.
+    pub norm: bool,
+    /// `-w`: the weights only.
+    pub weights: bool,
+    /// `-o`: the layout.
+    pub format: Option<String>,
+    /// `-S`: the order.
+    pub sort: Option<String>,
 }
 
 const SPRIO_OPTS: &[crate::fmt::Opt] = {
@@ -437,6 +716,26 @@ const SPRIO_OPTS: &[crate::fmt::Opt] = {
             long: "local",
             arg: Arg::No,
         },
+        Opt {
+            short: Some('n'),
+            long: "norm",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('w'),
+            long: "weights",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('o'),
+            long: "format",
+            arg: Arg::Required,
+        },
+        Opt {
+            short: Some('S'),
+            long: "sort",
+            arg: Arg::Required,
+        },
     ]
 };
 
@@ -460,6 +759,10 @@ pub fn sprio_args(args: &[String]) -> Result<SprioArgs, String> {
             Parsed::Opt("long", _) => a.long = true,
             Parsed::Opt("noheader", _) => a.noheader = true,
             Parsed::Opt("clusters", Some(v)) => a.cluster = Some(v),
+            Parsed::Opt("norm", _) => a.norm = true,
+            Parsed::Opt("weights", _) => a.weights = true,
+            Parsed::Opt("format", Some(v)) => a.format = Some(v),
+            Parsed::Opt("sort", Some(v)) => a.sort = Some(v),
             Parsed::Opt(_, _) => {}
             Parsed::Word(w) => return Err(format!("Unknown argument: {w}")),
         }
@@ -476,21 +779,30 @@ impl SprioArgs {
     }
 }
 
+/// A command line refused: getopt's own words (they name the program) and
+/// the hint, as Slurm's commands print them; the rest as an error.
+fn usage_error(prog: &str, e: &str) {
+    if e.starts_with(&format!("{prog}: ")) {
+        eprintln!("{e}\nTry \"{prog} --help\" for more information");
+    } else {
+        eprintln!("{prog}: error: {e}");
+    }
+}
+
 pub fn sprio_main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage =
-        "Usage: sprio [-j jid[s]] [-u user_name[s]] [-p partition[s]] [-M cluster] [-l] [-h]";
+    let usage = "Usage: sprio [-j jid[s]] [-u user_name[s]] [-p partition[s]] [-M cluster] [-o format] [-S sort] [-l] [-n] [-w] [-h]";
     if let Some(code) = version_or_help(&args, usage) {
         return code;
     }
     let opts = match sprio_args(&args) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("sprio: error: {e}");
+            usage_error("sprio", &e);
             return 1;
         }
     };
-    let (long, noheader) = (opts.long, opts.noheader);
+    let noheader = opts.noheader;
     let conf = match common::load_conf("sprio") {
         Ok(c) => c,
         Err(code) => return code,
@@ -527,9 +839,33 @@ pub fn sprio_main() -> i32 {
             print!("{text}");
             0
         }
-        Ok(Response::Priorities { jobs, weights }) => {
-            print!("{}", render_sprio(&jobs, &weights, long, noheader));
-            0
+        Ok(Response::Priorities { mut jobs, weights }) => {
+            if let Some(spec) = &opts.sort {
+                if let Err(e) = sort_sprio(&mut jobs, &weights, spec) {
+                    eprintln!("sprio: error: {e}");
+                    return 1;
+                }
+            }
+            let format = opts
+                .format
+                .clone()
+                .unwrap_or_else(|| sprio_default_format(&weights, opts.long, opts.norm));
+            let layout = SprioLayout {
+                format: &format,
+                noheader,
+                weights_only: opts.weights,
+                cluster: &conf.cluster_name,
+            };
+            match render_sprio_as(&jobs, &weights, &layout) {
+                Ok(text) => {
+                    print!("{text}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("sprio: error: {e}");
+                    1
+                }
+            }
         }
         Ok(_) => 1,
         Err(e) => {
@@ -541,7 +877,7 @@ pub fn sprio_main() -> i32 {
 
 pub fn sshare_main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "Usage: sshare [-A accounts] [-a] [-u users] [-U] [-l] [-n] [-p|-P] [-M cluster]";
+    let usage = "Usage: sshare [-A accounts] [-a] [-u users] [-U] [-l] [-n] [-o format] [-p|-P] [-M cluster]";
     if let Some(code) = version_or_help(&args, usage) {
         return code;
     }
@@ -555,7 +891,7 @@ pub fn sshare_main() -> i32 {
     let opts = match sshare_args(&args) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("sshare: error: {e}");
+            usage_error("sshare", &e);
             return 1;
         }
     };
@@ -588,7 +924,12 @@ pub fn sshare_main() -> i32 {
         }
         Ok(Response::Shares(rows)) => {
             let rows = opts.select(rows);
-            if opts.parsable.is_some() {
+            if let Some(fields) = &opts.format {
+                print!(
+                    "{}",
+                    render_sshare_fields(&rows, fields, &opts, &conf.cluster_name)
+                );
+            } else if opts.parsable.is_some() {
                 print!("{}", render_sshare_parsable(&rows, &opts));
             } else {
                 print!("{}", render_sshare(&rows, opts.long, opts.noheader));
@@ -697,6 +1038,112 @@ mod tests {
         let out = render_sshare_parsable(&a.select(rows.clone()), &a);
         assert!(out.lines().all(|l| l.ends_with('|')), "{out}");
         assert_eq!(out.lines().count(), 3);
+    }
+
+    #[test]
+    fn sprio_formats_sorts_normalizes_and_shows_weights() {
+        let args = |a: &[&str]| sprio_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let job = |id, priority, age: f64| JobPriority {
+            job_id: id,
+            partition: "debug".into(),
+            user: "alice".into(),
+            priority,
+            age,
+            fairshare: 2500.0,
+            ..Default::default()
+        };
+        let w = vec![("age".to_string(), 1000), ("fairshare".to_string(), 10000)];
+        let mut jobs = vec![job(7, 100, 250.0), job(8, 300, 750.0), job(9, 200, 500.0)];
+        let a = args(&["-S", "-Y", "-o", "%i|%Y|%A|%a|%f|%u"]).unwrap();
+        sort_sprio(&mut jobs, &w, a.sort.as_deref().unwrap()).unwrap();
+        let l = SprioLayout {
+            format: a.format.as_deref().unwrap(),
+            noheader: false,
+            weights_only: false,
+            cluster: "c",
+        };
+        assert_eq!(
+            render_sprio_as(&jobs, &w, &l).unwrap(),
+            "JOBID|PRIORITY|AGE|AGE|FAIRSHARE|USER\n\
+             8|300|750|0.7500000|0.2500000|alice\n\
+             9|200|500|0.5000000|0.2500000|alice\n\
+             7|100|250|0.2500000|0.2500000|alice\n"
+        );
+        sort_sprio(&mut jobs, &w, "i").unwrap();
+        assert_eq!(jobs.iter().map(|j| j.job_id).collect::<Vec<_>>(), [7, 8, 9]);
+        assert!(sort_sprio(&mut jobs, &w, "Z").is_err());
+        // -n: the default layout with the normalized factors.
+        let a = args(&["-n"]).unwrap();
+        assert!(a.norm);
+        assert_eq!(
+            sprio_default_format(&w, false, true),
+            "%.15i %9r %.10y %.10S %.10a %.10f"
+        );
+        // -w: the weights under the same columns.
+        let a = args(&["--weights"]).unwrap();
+        let format = sprio_default_format(&w, false, false);
+        let l = SprioLayout {
+            format: &format,
+            noheader: false,
+            weights_only: a.weights,
+            cluster: "c",
+        };
+        assert_eq!(
+            render_sprio_as(&jobs, &w, &l).unwrap(),
+            "          JOBID PARTITION   PRIORITY       SITE        AGE  FAIRSHARE\n        Weights                               1       1000      10000\n"
+        );
+        // An unknown letter is refused, naming it.
+        let l = SprioLayout {
+            format: "%i %z",
+            noheader: true,
+            weights_only: false,
+            cluster: "c",
+        };
+        assert_eq!(
+            render_sprio_as(&jobs, &w, &l).unwrap_err(),
+            "Invalid job format specification: z"
+        );
+    }
+
+    #[test]
+    fn sshare_format_picks_fields_and_widths() {
+        let args = |a: &[&str]| sshare_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let rows = vec![
+            ShareInfo {
+                account: "phys".into(),
+                depth: 1,
+                raw_shares: "1".into(),
+                norm_shares: 0.5,
+                ..Default::default()
+            },
+            ShareInfo {
+                account: "phys".into(),
+                user: Some("nobody".into()),
+                depth: 2,
+                raw_shares: "1".into(),
+                raw_usage: 12.4,
+                fairshare: Some(0.75),
+                ..Default::default()
+            },
+        ];
+        let a = args(&["-o", "account%8,user,fairshare%9,cluster"]).unwrap();
+        assert_eq!(
+            render_sshare_fields(&rows, a.format.as_ref().unwrap(), &a, "c"),
+            "Account        User FairShare    Cluster \n\
+             -------- ---------- --------- ---------- \n\
+             \x20phys                                  c \n\
+             \x20\x20phys       nobody  0.750000          c \n"
+        );
+        let a = args(&["-P", "-n", "--format=User,RawUsage"]).unwrap();
+        assert_eq!(
+            render_sshare_fields(&rows, a.format.as_ref().unwrap(), &a, "c"),
+            "|0\nnobody|12\n"
+        );
+        assert_eq!(
+            args(&["-o", "Account,Bogus"]).unwrap_err(),
+            "Invalid field requested: \"Bogus\""
+        );
+        assert!(args(&["-o", "User%x"]).is_err());
     }
 
     #[test]

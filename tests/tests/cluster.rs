@@ -1426,6 +1426,25 @@ fn multifactor_priority_favours_users_with_less_usage() {
     let o = t.run("sprio", &["-u", "no-such-user-xyz"]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(stderr(&o), "sprio: error: Invalid user: no-such-user-xyz\n");
+    // -o and -S: the layout and order asked for; -w: the weights.
+    let o = t.run("sprio", &["-h", "-S", "-Y", "-o", "%i|%Y|%u"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    // (Priorities grow with age meanwhile: the order is what holds.)
+    assert!(
+        lines[0].starts_with(&format!("{theirs}|")) && lines[0].ends_with("|nobody"),
+        "{lines:?}"
+    );
+    assert!(lines[1].starts_with(&format!("{mine}|")), "{lines:?}");
+    let o = t.run("sprio", &["-w", "-h", "-o", "%i %F"]);
+    assert_eq!(stdout(&o), "Weights 10000\n");
+    let o = t.run("sprio", &["-o", "%i %z"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        "sprio: error: Invalid job format specification: z\n"
+    );
     for fmt in ["--json", "--yaml"] {
         let out = stdout(&t.run("sprio", &[fmt]));
         let v: serde_json::Value = if fmt == "--json" {
@@ -1466,6 +1485,17 @@ fn multifactor_priority_favours_users_with_less_usage() {
         assert_eq!(r.len(), 7, "{r:?}");
         assert_eq!(r[1], "nobody", "{r:?}");
     }
+    // -o: the fields asked for, in that order.
+    let o = t.run(
+        "sshare",
+        &["-U", "-u", "nobody", "-P", "-n", "-o", "user,cluster"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).lines().all(|l| l == "nobody|local"),
+        "{}",
+        stdout(&o)
+    );
     // The higher-priority job runs first when the node frees up.
     assert!(t.run("scancel", &[&fill.to_string()]).status.success());
     let (jm, jt) = (t.wait_done(mine, 20), t.wait_done(theirs, 20));
