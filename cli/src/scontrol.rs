@@ -407,6 +407,11 @@ pub struct CallFail {
 /// What the command talks to: the real controller, or a fake in tests.
 pub trait Controller {
     fn call(&self, body: RequestBody) -> Result<Response, CallFail>;
+    /// [`Controller::call`], an error answer given back as one (with its
+    /// detail) rather than as a failure.
+    fn call_answer(&self, body: RequestBody) -> Result<Response, CallFail> {
+        self.call(body)
+    }
     /// The controllers' configured host names, primary first (`ping`).
     fn controllers(&self) -> Vec<String>;
     /// Send `body` to controller `i` alone, in control or not (`ping`,
@@ -468,6 +473,16 @@ impl Controller for Real {
             message: crate::squeue::call_error_text(&e),
             net: matches!(e, crate::common::CallError::Net(_)),
         })
+    }
+    fn call_answer(&self, body: RequestBody) -> Result<Response, CallFail> {
+        match crate::common::call(&self.client, body) {
+            Err(crate::common::CallError::Rpc(e)) => Ok(Response::Error(e)),
+            Err(e) => Err(CallFail {
+                message: crate::squeue::call_error_text(&e),
+                net: matches!(e, crate::common::CallError::Net(_)),
+            }),
+            Ok(r) => Ok(r),
+        }
     }
     fn controllers(&self) -> Vec<String> {
         match self.conf.slurmctld_hosts.as_slice() {
@@ -1462,7 +1477,7 @@ fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     } else if has("jobid") {
         update_job(&pairs, ctl, out)
     } else if has("partitionname") {
-        update_partition(&pairs, ctl, out)
+        partition_request(&pairs, false, ctl, out)
     } else {
         out.err("No valid entity in update command");
         out.err(
@@ -1476,12 +1491,26 @@ fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
 type Pairs = [((String, String), String)];
 
 /// `scontrol update PartitionName=NAME [State=UP|DOWN|DRAIN|INACTIVE]
-/// [MaxTime=...] [DefaultTime=...]`.
-fn update_partition(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
+/// [MaxTime=...] [DefaultTime=...]`, or (`create`) `scontrol create
+/// PartitionName=NAME [Nodes=LIST] [Default=YES|NO]` with those too.
+fn partition_request(pairs: &Pairs, create: bool, ctl: &dyn Controller, out: &mut Out) -> i32 {
     let mut u = slurm_proto::PartitionUpdate::default();
     for ((k, v), raw) in pairs {
         match k.as_str() {
             "partitionname" => u.name = v.clone(),
+            "nodes" if create => u.nodes = Some(v.clone()),
+            "default" if create => {
+                u.default = Some(match v.to_ascii_uppercase().as_str() {
+                    "YES" => true,
+                    "NO" => false,
+                    _ => {
+                        out.err(format!("Invalid input: {raw}"));
+                        out.err("Request aborted");
+                        out.err("Acceptable Default values are YES and NO");
+                        return 1;
+                    }
+                })
+            }
             "state" => {
                 u.state = Some(match v.to_ascii_uppercase().as_str() {
                     "UP" => slurm_proto::PartitionState::Up,
@@ -1506,20 +1535,37 @@ fn update_partition(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
                 }
             },
             _ => {
-                out.err(format!("Update of this parameter is not supported: {raw}"));
+                if create {
+                    out.err(format!(
+                        "Setting this parameter at creation is not supported: {raw}"
+                    ));
+                } else {
+                    out.err(format!("Update of this parameter is not supported: {raw}"));
+                }
                 out.err("Request aborted");
                 return 1;
             }
         }
     }
-    match ctl.call(RequestBody::UpdatePartition(u)) {
+    let (body, what) = if create {
+        (
+            RequestBody::CreatePartition(u),
+            "Error creating the partition",
+        )
+    } else {
+        (RequestBody::UpdatePartition(u), "slurm_update error")
+    };
+    match ctl.call_answer(body) {
         Ok(Response::Error(e)) => {
-            out.err(format!("slurm_update error: {}", e.error.message()));
+            match &e.detail {
+                Some(d) => out.err(format!("{what}: {} ({d})", e.error.message())),
+                None => out.err(format!("{what}: {}", e.error.message())),
+            }
             1
         }
         Ok(_) => 0,
         Err(e) => {
-            out.err(format!("slurm_update error: {}", e.message));
+            out.err(format!("{what}: {}", e.message));
             1
         }
     }
@@ -1979,16 +2025,64 @@ pub fn run_command(
             }
             cmd_update(rest, ctl, out)
         }
-        Some("create") => match rest.first().map(|e| e.to_ascii_lowercase()) {
-            Some(e) if "reservation".starts_with(&e) && e.len() >= 3 => {
-                cmd_reservation(&rest[1..], false, ctl, now, out)
+        Some("create") => {
+            match rest.first().map(|e| e.to_ascii_lowercase()) {
+                Some(e) if "reservation".starts_with(&e) && e.len() >= 3 => {
+                    cmd_reservation(&rest[1..], false, ctl, now, out)
+                }
+                Some(e) if e.starts_with("nodename=") => cmd_create_node(rest, ctl, out),
+                Some(e) if e.starts_with("partitionname=") => {
+                    let mut pairs = Vec::new();
+                    for a in rest {
+                        match key_value(a) {
+                            Some(kv) => pairs.push((kv, a.clone())),
+                            None => {
+                                out.err(format!("Invalid input: {a}"));
+                                out.err("Request aborted");
+                                return 1;
+                            }
+                        }
+                    }
+                    partition_request(&pairs, true, ctl, out)
+                }
+                _ => {
+                    out.err("invalid entity for keyword:create (reservation, NodeName= or PartitionName=)");
+                    1
+                }
             }
-            Some(e) if e.starts_with("nodename=") => cmd_create_node(rest, ctl, out),
-            _ => {
-                out.err("invalid entity for keyword:create (only reservation)");
-                1
+        }
+        Some("delete")
+            if rest
+                .iter()
+                .any(|a| a.to_ascii_lowercase().starts_with("partitionname=")) =>
+        {
+            let mut rc = 0;
+            for (k, name) in rest.iter().filter_map(|a| key_value(a)) {
+                if k != "partitionname" {
+                    continue;
+                }
+                let fail = |m: String, out: &mut Out| {
+                    out.err(format!("Error deleting the partition {name}: {m}"));
+                };
+                match ctl.call_answer(RequestBody::DeletePartition { name: name.clone() }) {
+                    Ok(Response::Ok) => {}
+                    Ok(Response::Error(e)) => {
+                        let m = match &e.detail {
+                            Some(d) => format!("{} ({d})", e.error.message()),
+                            None => e.error.message().to_string(),
+                        };
+                        fail(m, out);
+                        rc = 1;
+                    }
+                    Ok(_) => rc = 1,
+                    Err(f) => {
+                        fail(f.message, out);
+                        rc = 1;
+                    }
+                }
             }
-        },
+            rc
+        }
         Some("delete")
             if rest
                 .iter()

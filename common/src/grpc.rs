@@ -319,6 +319,12 @@ pub async fn call_command(
             }
             CommandCall::CreateNode(m) => client.create_node(with_cred(m, cred, within)).await,
             CommandCall::DeleteNode(m) => client.delete_node(with_cred(m, cred, within)).await,
+            CommandCall::CreatePartition(m) => {
+                client.create_partition(with_cred(m, cred, within)).await
+            }
+            CommandCall::DeletePartition(m) => {
+                client.delete_partition(with_cred(m, cred, within)).await
+            }
             CommandCall::AcctChanged(m) => client.acct_changed(with_cred(m, cred, within)).await,
             CommandCall::GetJobsDelta(m) => client.get_jobs_delta(with_cred(m, cred, within)).await,
             CommandCall::Takeover(m) => client.takeover(with_cred(m, cred, within)).await,

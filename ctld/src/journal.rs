@@ -55,6 +55,13 @@ pub struct PartAdmin {
     pub state: Option<slurm_proto::PartitionState>,
     pub max_time: Option<Option<u32>>,
     pub default_time: Option<Option<u32>>,
+    /// Made with `scontrol create partition`: its nodes (a hostlist). Such
+    /// a partition outlives reconfigures too, until deleted.
+    #[serde(default)]
+    pub created: Option<String>,
+    /// `Default=` given at its creation.
+    #[serde(default)]
+    pub default: Option<bool>,
 }
 
 /// Admin-set node state that survives restarts.

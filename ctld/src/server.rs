@@ -1185,6 +1185,22 @@ impl pb::controller_server::Controller for CtldService {
         self.command(r, command_method::ACCT_CHANGED, CommandCall::AcctChanged)
             .await
     }
+    async fn create_partition(&self, r: tonic::Request<pb::PartitionUpdate>) -> Commanded {
+        self.command(
+            r,
+            command_method::CREATE_PARTITION,
+            CommandCall::CreatePartition,
+        )
+        .await
+    }
+    async fn delete_partition(&self, r: tonic::Request<pb::NameRequest>) -> Commanded {
+        self.command(
+            r,
+            command_method::DELETE_PARTITION,
+            CommandCall::DeletePartition,
+        )
+        .await
+    }
     async fn takeover(&self, r: tonic::Request<pb::Empty>) -> Commanded {
         self.command(r, command_method::TAKEOVER, CommandCall::Takeover)
             .await

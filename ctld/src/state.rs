@@ -643,8 +643,61 @@ impl Controller {
         c
     }
 
-    /// Lay the operator's partition changes over slurm.conf's values.
+    /// Lay the operator's partition changes over slurm.conf's values, and
+    /// add the partitions made at run time that slurm.conf does not define
+    /// (with their nodes' membership).
     fn apply_part_admin(&mut self) {
+        let created: Vec<(String, String, Option<bool>)> = self
+            .p
+            .partitions
+            .iter()
+            .filter_map(|(n, a)| a.created.clone().map(|nodes| (n.clone(), nodes, a.default)))
+            .collect();
+        for (name, expr, default) in created {
+            if self.partitions.iter().any(|p| p.name == name) {
+                continue;
+            }
+            // (Checked at creation; a node deleted since is left out.)
+            let nodes: Vec<String> = slurm_common::hostlist::expand(&expr)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|n| self.node_index.contains_key(n))
+                .collect();
+            for n in &nodes {
+                if let Some(&i) = self.node_index.get(n) {
+                    if !self.nodes[i].partitions.contains(&name) {
+                        self.nodes[i].partitions.push(name.clone());
+                    }
+                }
+            }
+            if default == Some(true) {
+                for p in &mut self.partitions {
+                    p.default = false;
+                }
+            }
+            self.partitions.push(PartitionRecord {
+                name,
+                nodes_expr: expr,
+                nodes,
+                default: default == Some(true),
+                max_time: None,
+                default_time: None,
+                state: PartitionState::Up,
+                priority_job_factor: 1,
+                priority_tier: 1,
+                oversubscribe: "NO".into(),
+                max_nodes: None,
+                min_nodes: 0,
+                hidden: false,
+                allow_groups: None,
+                allow_accounts: None,
+                allow_qos: None,
+                def_mem_per_cpu: self.conf.def_mem_per_cpu,
+                max_mem_per_node: self.conf.max_mem_per_node,
+                total_cpus: 0,
+                total_mem: 0,
+            });
+        }
         for p in &mut self.partitions {
             if let Some(a) = self.p.partitions.get(&p.name) {
                 if let Some(s) = a.state {
@@ -687,6 +740,118 @@ impl Controller {
         self.dirty = true;
         self.sched_needed = true;
         self.last_update = self.last_update.max(now);
+        Ok(Response::Ok)
+    }
+
+    /// `scontrol create PartitionName=NAME [Nodes=LIST] [Default=YES|NO]
+    /// [State=] [MaxTime=] [DefaultTime=]`: operators only; kept over
+    /// restarts and reconfigures until deleted.
+    fn create_partition(
+        &mut self,
+        who: Caller,
+        u: slurm_proto::PartitionUpdate,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        let name = u.name.trim().to_string();
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return err_detail(
+                SlurmError::InvalidPartitionName,
+                format!("{name:?}: letters, digits, '-', '_' and '.' only"),
+            );
+        }
+        if self.partitions.iter().any(|p| p.name == name) {
+            return err_detail(
+                SlurmError::InvalidPartitionName,
+                format!("partition {name} already exists"),
+            );
+        }
+        let expr = u.nodes.clone().unwrap_or_default();
+        let nodes = if expr.is_empty() {
+            Vec::new()
+        } else {
+            match slurm_common::hostlist::expand(&expr) {
+                Ok(n) => n,
+                Err(e) => return err_detail(SlurmError::InvalidNodeName, format!("{expr}: {e}")),
+            }
+        };
+        if let Some(n) = nodes.iter().find(|n| !self.node_index.contains_key(*n)) {
+            return err_detail(SlurmError::InvalidNodeName, n.clone());
+        }
+        let a = crate::journal::PartAdmin {
+            state: u.state,
+            max_time: u.max_time,
+            default_time: u.default_time,
+            created: Some(expr),
+            default: u.default,
+        };
+        self.p.partitions.insert(name.clone(), a.clone());
+        self.entries.push(Entry::Partition(name.clone(), Some(a)));
+        self.apply_part_admin();
+        tracing::info!(uid = who.uid, "partition {name} created");
+        self.dirty = true;
+        self.sched_needed = true;
+        self.last_update = self.last_update.max(now);
+        self.refresh();
+        Ok(Response::Ok)
+    }
+
+    /// `scontrol delete PartitionName=NAME`: one made at run time, once no
+    /// job waits or runs in it (operators only).
+    fn delete_partition(
+        &mut self,
+        who: Caller,
+        name: String,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        if !self.partitions.iter().any(|p| p.name == name) {
+            return err_detail(SlurmError::InvalidPartitionName, name);
+        }
+        let made_here = self
+            .p
+            .partitions
+            .get(&name)
+            .is_some_and(|a| a.created.is_some())
+            && self.conf.partition(&name).is_none();
+        if !made_here {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                format!("partition {name} is defined in slurm.conf: remove it there, then scontrol reconfigure"),
+            );
+        }
+        let busy = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| !j.state.is_finished() || j.completing)
+            .any(|j| j.partition.split(',').any(|p| p == name));
+        if busy {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                format!("jobs are pending or running in partition {name}: cancel them or move them first"),
+            );
+        }
+        self.partitions.retain(|p| p.name != name);
+        for n in &mut self.nodes {
+            n.partitions.retain(|p| *p != name);
+        }
+        self.p.partitions.remove(&name);
+        self.entries.push(Entry::Partition(name.clone(), None));
+        tracing::info!(uid = who.uid, "partition {name} deleted");
+        self.dirty = true;
+        self.sched_needed = true;
+        self.last_update = self.last_update.max(now);
+        self.refresh();
         Ok(Response::Ok)
     }
 
@@ -1092,9 +1257,9 @@ impl Controller {
         let gone: Vec<String> = self
             .p
             .partitions
-            .keys()
-            .filter(|n| !self.partitions.iter().any(|p| &&p.name == n))
-            .cloned()
+            .iter()
+            .filter(|(n, a)| a.created.is_none() && !self.partitions.iter().any(|p| &p.name == *n))
+            .map(|(n, _)| n.clone())
             .collect();
         for n in gone {
             self.p.partitions.remove(&n);
@@ -4764,6 +4929,8 @@ impl Controller {
             RequestBody::UpdateReservation(r) => self.update_reservation(who, r, now),
             RequestBody::DeleteReservation { name } => self.delete_reservation(who, &name),
             RequestBody::UpdatePartition(u) => self.update_partition(who, u, now),
+            RequestBody::CreatePartition(u) => self.create_partition(who, u, now),
+            RequestBody::DeletePartition { name } => self.delete_partition(who, name, now),
             RequestBody::CompleteJob { job_id, status } => {
                 self.complete_job(who, job_id, status, now)
             }

@@ -1428,6 +1428,13 @@ pub enum RequestBody {
     /// `scontrol update PartitionName=...`: an operator's change that
     /// outlives restarts (until `scontrol reconfigure` reads slurm.conf).
     UpdatePartition(PartitionUpdate),
+    /// `scontrol create PartitionName=... Nodes=...`: a partition at run
+    /// time (kept over restarts and reconfigures until deleted).
+    CreatePartition(PartitionUpdate),
+    /// `scontrol delete PartitionName=...`.
+    DeletePartition {
+        name: String,
+    },
     /// `scontrol create NodeName=... State=External ...`: a node at run time.
     CreateNode(NodeSpec),
     /// `scontrol delete NodeName=...`: remove a node created at run time.
@@ -1582,6 +1589,10 @@ pub struct PartitionUpdate {
     /// Minutes; `Some(None)` is UNLIMITED.
     pub max_time: Option<Option<u32>>,
     pub default_time: Option<Option<u32>>,
+    /// A hostlist (`Nodes=`, at creation).
+    pub nodes: Option<String>,
+    /// `Default=YES|NO` (at creation).
+    pub default: Option<bool>,
 }
 
 /// Which states `squeue -t` selects.
@@ -1677,6 +1688,8 @@ impl RequestBody {
             RequestBody::UpdateJob { .. } => ("REQUEST_UPDATE_JOB", 3001),
             RequestBody::UpdateNode { .. } => ("REQUEST_UPDATE_NODE", 3002),
             RequestBody::UpdatePartition(_) => ("REQUEST_UPDATE_PARTITION", 3005),
+            RequestBody::CreatePartition(_) => ("REQUEST_CREATE_PARTITION", 3004),
+            RequestBody::DeletePartition { .. } => ("REQUEST_DELETE_PARTITION", 3007),
             RequestBody::CreateReservation(_) => ("REQUEST_CREATE_RESERVATION", 3006),
             RequestBody::DeleteReservation { .. } => ("REQUEST_DELETE_RESERVATION", 3008),
             RequestBody::UpdateReservation(_) => ("REQUEST_UPDATE_RESERVATION", 3009),

@@ -203,6 +203,12 @@ impl pb::controller_server::Controller for FakeService {
     async fn get_jobs_delta(&self, _: tonic::Request<pb::JobsDeltaRequest>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn create_partition(&self, _: tonic::Request<pb::PartitionUpdate>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn delete_partition(&self, _: tonic::Request<pb::NameRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn takeover(&self, _: tonic::Request<pb::Empty>) -> Commanded {
         Err(not_for_nodes())
     }

@@ -1559,6 +1559,95 @@ fn operators_change_partitions_and_the_change_survives_a_restart() {
     assert_eq!(t.wait_done(j, 20).state, JobState::Completed);
 }
 
+/// `scontrol create|delete PartitionName=`: a partition made while jobs
+/// run takes jobs on its nodes, outlives a restart and a reconfigure, is
+/// deleted only once no job is left in it; operators only.
+#[test]
+fn operators_create_and_delete_partitions_while_jobs_run() {
+    let mut t = TestCluster::start(2, |_| {});
+    let running = t.sbatch(&["-w", "n1", "--wrap", "sleep 30"]);
+    t.wait_job(running, 20, "running", |j| j.state == JobState::Running);
+    // Users may not; bad names and nodes are refused, changing nothing.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["create", "PartitionName=mine", "Nodes=n2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "Error creating the partition: Access/permission denied\n"
+    );
+    for (args, want) in [
+        (
+            vec!["PartitionName=p2", "Nodes=n9"],
+            "Error creating the partition: Invalid node name specified (n9)\n",
+        ),
+        (
+            vec!["PartitionName=debug", "Nodes=n2"],
+            "Error creating the partition: Invalid partition name specified (partition debug already exists)\n",
+        ),
+        (
+            vec!["PartitionName=p2", "Default=maybe"],
+            "Invalid input: Default=maybe\nRequest aborted\nAcceptable Default values are YES and NO\n",
+        ),
+    ] {
+        let out = t.run("scontrol", &[&["create"][..], &args].concat());
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(stderr(&out), want, "{args:?}");
+    }
+    let parts = |t: &TestCluster| stdout(&t.run("sinfo", &["-h", "-o", "%R %N %a %l"]));
+    assert_eq!(parts(&t), "debug n[1-2] up infinite\n");
+
+    let out = t.run(
+        "scontrol",
+        &["create", "PartitionName=p2", "Nodes=n2", "MaxTime=10"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(parts(&t), "debug n[1-2] up infinite\np2 n2 up 10:00\n");
+    let j = t.sbatch(&["-p", "p2", "--wrap", "sleep 3"]);
+    let done = t.wait_done(j, 30);
+    assert_eq!(done.state, JobState::Completed);
+    assert_eq!(done.alloc.nodes, vec!["n2".to_string()]);
+    // A job waiting in it holds it; a restart and a reconfigure keep it.
+    let waiting = t.sbatch(&["-p", "p2", "-H", "--wrap", "true"]);
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld().unwrap();
+    assert!(t.run("scontrol", &["reconfigure"]).status.success());
+    assert_eq!(parts(&t), "debug n[1-2] up infinite\np2 n2 up 10:00\n");
+    let out = t.run("scontrol", &["delete", "PartitionName=p2"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("jobs are pending or running in partition p2"),
+        "{}",
+        stderr(&out)
+    );
+    // A configured partition is slurm.conf's to remove.
+    let out = t.run("scontrol", &["delete", "PartitionName=debug"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("defined in slurm.conf"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(t.run("scancel", &[&waiting.to_string()]).status.success());
+    t.wait_done(waiting, 20);
+    let out = t.run("scontrol", &["delete", "PartitionName=p2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(parts(&t), "debug n[1-2] up infinite\n");
+    let out = t.run("sbatch", &["-p", "p2", "--wrap", "true"]);
+    assert!(
+        stderr(&out).contains("Invalid partition name specified"),
+        "{}",
+        stderr(&out)
+    );
+    // Gone for good: not back after a restart.
+    t.c.kill_ctld(libc::SIGKILL);
+    t.c.start_ctld().unwrap();
+    assert_eq!(parts(&t), "debug n[1-2] up infinite\n");
+    assert_eq!(t.job(running).map(|j| j.state), Some(JobState::Running));
+}
+
 /// A Torque script runs unchanged: its `#PBS` lines name the job, size it
 /// and place its output.
 #[test]

@@ -918,6 +918,8 @@ impl From<PartitionUpdate> for pb::PartitionUpdate {
             state: u.state.map(|s| partition_state_to(s) as i32),
             max_time: u.max_time.map(|minutes| pb::TimeLimit { minutes }),
             default_time: u.default_time.map(|minutes| pb::TimeLimit { minutes }),
+            nodes: u.nodes,
+            default: u.default,
         }
     }
 }
@@ -933,6 +935,8 @@ impl TryFrom<pb::PartitionUpdate> for PartitionUpdate {
                 .transpose()?,
             max_time: u.max_time.map(|t| t.minutes),
             default_time: u.default_time.map(|t| t.minutes),
+            nodes: u.nodes,
+            default: u.default,
         })
     }
 }
@@ -1009,6 +1013,8 @@ pub enum CommandCall {
     UpdatePartition(pb::PartitionUpdate),
     CreateNode(pb::NodeSpec),
     DeleteNode(pb::NameRequest),
+    CreatePartition(pb::PartitionUpdate),
+    DeletePartition(pb::NameRequest),
     AcctChanged(pb::Empty),
     GetJobsDelta(pb::JobsDeltaRequest),
     Takeover(pb::Empty),
@@ -1047,6 +1053,8 @@ pub mod command_method {
     pub const UPDATE_PARTITION: &str = "/slurm.v1.Controller/UpdatePartition";
     pub const CREATE_NODE: &str = "/slurm.v1.Controller/CreateNode";
     pub const DELETE_NODE: &str = "/slurm.v1.Controller/DeleteNode";
+    pub const CREATE_PARTITION: &str = "/slurm.v1.Controller/CreatePartition";
+    pub const DELETE_PARTITION: &str = "/slurm.v1.Controller/DeletePartition";
     pub const ACCT_CHANGED: &str = "/slurm.v1.Controller/AcctChanged";
     pub const GET_JOBS_DELTA: &str = "/slurm.v1.Controller/GetJobsDelta";
     pub const TAKEOVER: &str = "/slurm.v1.Controller/Takeover";
@@ -1130,6 +1138,10 @@ impl CommandCall {
             RequestBody::UpdatePartition(u) => CommandCall::UpdatePartition(u.into()),
             RequestBody::CreateNode(n) => CommandCall::CreateNode(n.into()),
             RequestBody::DeleteNode { name } => CommandCall::DeleteNode(pb::NameRequest { name }),
+            RequestBody::CreatePartition(u) => CommandCall::CreatePartition(u.into()),
+            RequestBody::DeletePartition { name } => {
+                CommandCall::DeletePartition(pb::NameRequest { name })
+            }
             RequestBody::AcctChanged => CommandCall::AcctChanged(pb::Empty {}),
             RequestBody::Takeover => CommandCall::Takeover(pb::Empty {}),
             RequestBody::RelinquishControl => CommandCall::RelinquishControl(pb::Empty {}),
@@ -1201,6 +1213,8 @@ impl CommandCall {
             CommandCall::UpdatePartition(u) => RequestBody::UpdatePartition(u.try_into()?),
             CommandCall::CreateNode(n) => RequestBody::CreateNode(n.try_into()?),
             CommandCall::DeleteNode(n) => RequestBody::DeleteNode { name: n.name },
+            CommandCall::CreatePartition(u) => RequestBody::CreatePartition(u.try_into()?),
+            CommandCall::DeletePartition(n) => RequestBody::DeletePartition { name: n.name },
             CommandCall::AcctChanged(_) => RequestBody::AcctChanged,
             CommandCall::Takeover(_) => RequestBody::Takeover,
             CommandCall::RelinquishControl(_) => RequestBody::RelinquishControl,
@@ -1245,6 +1259,8 @@ impl CommandCall {
             CommandCall::UpdatePartition(_) => UPDATE_PARTITION,
             CommandCall::CreateNode(_) => CREATE_NODE,
             CommandCall::DeleteNode(_) => DELETE_NODE,
+            CommandCall::CreatePartition(_) => CREATE_PARTITION,
+            CommandCall::DeletePartition(_) => DELETE_PARTITION,
             CommandCall::AcctChanged(_) => ACCT_CHANGED,
             CommandCall::GetJobsDelta(_) => GET_JOBS_DELTA,
             CommandCall::Takeover(_) => TAKEOVER,
@@ -1273,8 +1289,10 @@ impl CommandCall {
             CommandCall::CreateReservation(m) | CommandCall::UpdateReservation(m) => {
                 m.encode_to_vec()
             }
-            CommandCall::DeleteReservation(m) | CommandCall::DeleteNode(m) => m.encode_to_vec(),
-            CommandCall::UpdatePartition(m) => m.encode_to_vec(),
+            CommandCall::DeleteReservation(m)
+            | CommandCall::DeleteNode(m)
+            | CommandCall::DeletePartition(m) => m.encode_to_vec(),
+            CommandCall::UpdatePartition(m) | CommandCall::CreatePartition(m) => m.encode_to_vec(),
             CommandCall::CreateNode(m) => m.encode_to_vec(),
             CommandCall::GetJobsDelta(m) => m.encode_to_vec(),
             CommandCall::UpdateJob(m) => m.encode_to_vec(),
@@ -1895,9 +1913,15 @@ mod tests {
                 state: Some(PartitionState::Drain),
                 max_time,
                 default_time: Some(None),
+                nodes: Some("n[1-2]".into()),
+                default: Some(true),
             };
             match round_trip(RequestBody::UpdatePartition(u.clone())) {
                 RequestBody::UpdatePartition(back) => assert_eq!(back, u),
+                other => panic!("{other:?}"),
+            }
+            match round_trip(RequestBody::CreatePartition(u.clone())) {
+                RequestBody::CreatePartition(back) => assert_eq!(back, u),
                 other => panic!("{other:?}"),
             }
         }
