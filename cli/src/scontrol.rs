@@ -1457,7 +1457,9 @@ pub fn show_reservation(r: &slurm_proto::ReservationRecord, o: &ShowOpts) -> Str
     finish(lines, o.oneliner)
 }
 
-fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+/// Each `Key=Value` word as (lower-cased key, value) with the word; `None`
+/// (said on `out`) at the first word that is not one.
+fn pairs_of(args: &[String], out: &mut Out) -> Option<Vec<((String, String), String)>> {
     let mut pairs = Vec::new();
     for a in args {
         match key_value(a) {
@@ -1465,10 +1467,17 @@ fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
             None => {
                 out.err(format!("Invalid input: {a}"));
                 out.err("Request aborted");
-                return 1;
+                return None;
             }
         }
     }
+    Some(pairs)
+}
+
+fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let Some(pairs) = pairs_of(args, out) else {
+        return 1;
+    };
     let has = |k: &str| pairs.iter().any(|((key, _), _)| key == k);
     if has("reservation") || has("reservationname") {
         cmd_reservation(args, true, ctl, crate::common::now(), out)
@@ -2031,20 +2040,10 @@ pub fn run_command(
                     cmd_reservation(&rest[1..], false, ctl, now, out)
                 }
                 Some(e) if e.starts_with("nodename=") => cmd_create_node(rest, ctl, out),
-                Some(e) if e.starts_with("partitionname=") => {
-                    let mut pairs = Vec::new();
-                    for a in rest {
-                        match key_value(a) {
-                            Some(kv) => pairs.push((kv, a.clone())),
-                            None => {
-                                out.err(format!("Invalid input: {a}"));
-                                out.err("Request aborted");
-                                return 1;
-                            }
-                        }
-                    }
-                    partition_request(&pairs, true, ctl, out)
-                }
+                Some(e) if e.starts_with("partitionname=") => match pairs_of(rest, out) {
+                    Some(pairs) => partition_request(&pairs, true, ctl, out),
+                    None => 1,
+                },
                 _ => {
                     out.err("invalid entity for keyword:create (reservation, NodeName= or PartitionName=)");
                     1
