@@ -4,7 +4,8 @@
 //! code ([`LocalCluster`]).
 //!
 //! Usage: `slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N]
-//! [--cpus N] [--mem MB] [--port P] [--no-accounting] [--no-tls]`. The
+//! [--cpus N] [--mem MB] [--port P] [--no-accounting] [--no-tls]
+//! [--backup[=ADDR]]`. The
 //! cluster runs with TLS (a CA and certificates made in DIR) unless
 //! `--no-tls`.
 
@@ -782,12 +783,13 @@ fn thaw_ancestors(proc_cgroup: &str) {
 // ----------------------------------------------------------------------
 // The command
 
-const USAGE: &str = "Usage: slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N] [--cpus N] [--mem MB] [--port PORT] [--no-accounting] [--no-tls] [--mock[=SECS]]\n\
+const USAGE: &str = "Usage: slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N] [--cpus N] [--mem MB] [--port PORT] [--no-accounting] [--no-tls] [--mock[=SECS]] [--backup[=ADDR]]\n\
   start   start slurmdbd (SQLite), a controller and N node daemons in DIR (default ./slurm-local) and leave them running\n\
   stop    stop the daemons started in DIR\n\
   status  show squeue and sinfo for the cluster in DIR\n\
   demo    start a cluster, run a 3-node batch job, show squeue, sinfo and its output, stop\n\
-  --mock[=SECS]  one node daemon serves every node and ends each job after SECS seconds without running it (scale tests)\n";
+  --mock[=SECS]  one node daemon serves every node and ends each job after SECS seconds without running it (scale tests)\n\
+  --backup[=ADDR]  a backup controller (SlurmctldHost ctl2) on loopback address ADDR (default 127.0.0.2), SlurmctldTimeout=10\n";
 
 struct Opts {
     action: String,
@@ -799,6 +801,7 @@ struct Opts {
     accounting: bool,
     tls: bool,
     mock: Option<Option<u64>>,
+    backup: Option<String>,
 }
 
 fn parse(args: &[String]) -> Result<Opts, String> {
@@ -814,6 +817,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         accounting: true,
         tls: true,
         mock: None,
+        backup: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -846,6 +850,15 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                     None => None,
                 })
             }
+            "--backup" => {
+                let addr = inline.clone().unwrap_or_else(|| "127.0.0.2".into());
+                if addr.parse::<std::net::Ipv4Addr>().is_err() {
+                    return Err(format!(
+                        "invalid value '{addr}' for --backup: an IPv4 address"
+                    ));
+                }
+                o.backup = Some(addr);
+            }
             "-h" | "--help" => o.action = "help".into(),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -868,6 +881,10 @@ fn spec_for(o: &Opts) -> Result<ClusterSpec, String> {
     s.mock = o.mock;
     s.cpus = o.cpus;
     s.mem_mb = o.mem;
+    if let Some(b) = &o.backup {
+        s.backup = Some(b.clone());
+        s.slurmctld_timeout = 10;
+    }
     if let Some(p) = o.port {
         s.ctld_port = p;
         s.dbd_port = p.saturating_add(1);
