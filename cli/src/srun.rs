@@ -1109,8 +1109,65 @@ fn usage(prog: &str) -> String {
     )
 }
 
+/// srun's input environment variables, as Slurm's man page lists them:
+/// (variable, long option, takes a value). The first group counts inside
+/// an allocation too; the second only outside one, since a batch job's or
+/// salloc's environment sets those for the job (the job is what counts
+/// there).
+const INPUT_ENV: &[(&str, &str, bool)] = &[
+    ("SLURM_LABELIO", "label", false),
+    ("SLURM_KILL_BAD_EXIT", "kill-on-bad-exit", false),
+    ("SLURM_UNBUFFEREDIO", "unbuffered", false),
+    ("SLURM_OVERLAP", "overlap", false),
+    ("SLURM_EXPORT_ENV", "export", true),
+    ("SLURM_STDOUTMODE", "output", true),
+    ("SLURM_STDERRMODE", "error", true),
+    ("SLURM_WORKING_DIR", "chdir", true),
+    ("SLURM_TIMELIMIT", "time", true),
+    ("SLURM_MPI_TYPE", "mpi", true),
+];
+const INPUT_ENV_OUTSIDE: &[(&str, &str, bool)] = &[
+    ("SLURM_ACCOUNT", "account", true),
+    ("SLURM_PARTITION", "partition", true),
+    ("SLURM_QOS", "qos", true),
+    // SLURM_NTASKS after SLURM_NPROCS: it wins when both are set.
+    ("SLURM_NPROCS", "ntasks", true),
+    ("SLURM_NTASKS", "ntasks", true),
+    ("SLURM_NNODES", "nodes", true),
+    ("SLURM_CPUS_PER_TASK", "cpus-per-task", true),
+    ("SLURM_NTASKS_PER_NODE", "ntasks-per-node", true),
+    ("SLURM_JOB_NAME", "job-name", true),
+    ("SLURM_MEM_PER_CPU", "mem-per-cpu", true),
+    ("SLURM_MEM_PER_NODE", "mem", true),
+    ("SLURM_CONSTRAINT", "constraint", true),
+    ("SLURM_GRES", "gres", true),
+    ("SLURM_EXCLUSIVE", "exclusive", false),
+];
+
+/// The options srun's input environment gives, as words to put before the
+/// command line's (whose options then win, as Slurm's do). A flag
+/// variable counts unless empty or `0`.
+pub fn env_options(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let inside = env("SLURM_JOB_ID").is_some() || env("SLURM_JOBID").is_some();
+    let mut words = Vec::new();
+    let tables: &[&[(&str, &str, bool)]] = if inside {
+        &[INPUT_ENV]
+    } else {
+        &[INPUT_ENV, INPUT_ENV_OUTSIDE]
+    };
+    for (var, opt, value) in tables.iter().flat_map(|t| t.iter()) {
+        match env(var) {
+            Some(v) if *value && !v.is_empty() => words.push(format!("--{opt}={v}")),
+            Some(v) if !*value && !v.is_empty() && v != "0" => words.push(format!("--{opt}")),
+            _ => {}
+        }
+    }
+    words
+}
+
 pub fn srun_main() -> i32 {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args = env_options(&|k| std::env::var(k).ok());
+    args.extend(std::env::args().skip(1));
     let o = match parse("srun", &args) {
         Ok(o) => o,
         Err(e) => {
@@ -1411,6 +1468,41 @@ mod tests {
         assert!(parse("srun", &a(&["-n", "abc", "true"]))
             .unwrap_err()
             .contains("\"abc\" for --ntasks"));
+        // The input environment: its options first, so the command
+        // line's win; job-level ones only outside an allocation.
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let outside = env(&[
+            ("SLURM_NTASKS", "3"),
+            ("SLURM_NPROCS", "9"),
+            ("SLURM_ACCOUNT", "phys"),
+            ("SLURM_LABELIO", "1"),
+            ("SLURM_KILL_BAD_EXIT", "0"),
+        ]);
+        let words = env_options(&outside);
+        assert_eq!(
+            words,
+            ["--label", "--account=phys", "--ntasks=9", "--ntasks=3"]
+        );
+        let mut all = words.clone();
+        all.extend(a(&["-A", "chem", "hostname"]));
+        let o = parse("srun", &all).unwrap();
+        assert_eq!(o.ntasks, Some(3));
+        assert_eq!(o.account.as_deref(), Some("chem"));
+        assert!(o.label && !o.kill_on_bad_exit);
+        assert_eq!(o.command, ["hostname"]);
+        let inside = env(&[
+            ("SLURM_JOB_ID", "12"),
+            ("SLURM_NTASKS", "3"),
+            ("SLURM_LABELIO", "yes"),
+        ]);
+        assert_eq!(env_options(&inside), ["--label"]);
         assert!(parse("srun", &a(&["--bogus", "true"]))
             .unwrap_err()
             .contains("unrecognized option '--bogus'"));

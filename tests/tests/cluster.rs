@@ -825,6 +825,24 @@ srun -N 3 sh -c 'exit 2'; echo rc=$?\n",
     let out = t.run("srun", &["-N", "2", "-l", "hostname"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out).lines().count(), 2);
+    // Its input environment: SLURM_NTASKS and SLURM_LABELIO act as -n and
+    // -l; the command line wins.
+    let env_srun = |args: &[&str]| {
+        let out = t
+            .cmd("srun")
+            .env("SLURM_NTASKS", "2")
+            .env("SLURM_LABELIO", "1")
+            .args(args)
+            .args(["sh", "-c", "echo $SLURM_PROCID"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let mut lines: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(env_srun(&[]), ["0: 0", "1: 1"]);
+    assert_eq!(env_srun(&["-n", "1"]), ["0: 0"]);
     let out = t.run(
         "srun",
         &[
