@@ -115,6 +115,8 @@ pub struct Ha {
     active: AtomicBool,
     /// `scontrol takeover` reached this controller.
     takeover: Notify,
+    /// A backup in standby told to read its configuration again.
+    reread: Notify,
     taking_over: AtomicBool,
     /// Asked to give control up: where the main thread is told, with the
     /// channel it answers on once the state is durable and the lock gone.
@@ -123,6 +125,8 @@ pub struct Ha {
     host: String,
     /// The TLS settings (to tell another controller's certificate).
     pub tls: Option<slurm_common::tls::Tls>,
+    /// The slurm.conf this controller read.
+    pub conf_path: PathBuf,
 }
 
 /// How long a controller waits for another to give control up.
@@ -146,11 +150,13 @@ impl Ha {
             timeout: Duration::from_secs(u64::from(conf.slurmctld_timeout.max(1))),
             active: AtomicBool::new(false),
             takeover: Notify::new(),
+            reread: Notify::new(),
             taking_over: AtomicBool::new(false),
             give_up: tx,
             key,
             host,
             tls,
+            conf_path: conf.path.clone(),
         };
         (ha, rx)
     }
@@ -182,6 +188,36 @@ impl Ha {
     pub fn request_takeover(&self) {
         self.taking_over.store(true, Ordering::SeqCst);
         self.takeover.notify_one();
+    }
+
+    /// A backup in standby is to read slurm.conf again (it holds no state:
+    /// it starts again).
+    pub fn request_reread(&self) {
+        self.reread.notify_one();
+    }
+
+    /// Resolves when [`Ha::request_reread`] was called.
+    pub async fn reread_requested(&self) {
+        self.reread.notified().await
+    }
+
+    /// After a reconfigure of the controller in control: tell the others,
+    /// so a backup takes over with the configuration in force (best effort:
+    /// one that does not answer reads the file when it starts).
+    pub async fn tell_others_reconfigured(&self) {
+        for i in (0..self.controllers.len()).filter(|&i| i != self.index) {
+            let r = self
+                .call(
+                    i,
+                    CommandCall::Reconfigure(pb::Empty {}),
+                    Duration::from_secs(5),
+                )
+                .await;
+            tracing::debug!(
+                "told {} to read its configuration: {r:?}",
+                self.controllers[i].0
+            );
+        }
     }
 
     /// Another controller asks for control: stop taking requests, have the

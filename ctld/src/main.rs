@@ -210,17 +210,36 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         slurm_common::logging::notify("READY=1\nSTATUS=standby");
         tracing::info!("in standby: watching the controllers ahead of this one");
     }
+    enum Standby {
+        InControl(slurmctld::ha::StateLock),
+        Stop,
+        Reread,
+    }
     let lock = rt.block_on(async {
         tokio::select! {
-            l = ha.gain_control(&conf.state_save_location) => Some(l),
-            _ = term.recv() => None,
-            _ = tokio::signal::ctrl_c() => None,
+            l = ha.gain_control(&conf.state_save_location) => Standby::InControl(l),
+            _ = ha.reread_requested() => Standby::Reread,
+            _ = term.recv() => Standby::Stop,
+            _ = tokio::signal::ctrl_c() => Standby::Stop,
         }
     });
-    let Some(lock) = lock else {
-        slurm_common::logging::notify("STOPPING=1");
-        tracing::info!("shutting down");
-        return Ok(());
+    let lock = match lock {
+        Standby::InControl(l) => l,
+        Standby::Stop => {
+            slurm_common::logging::notify("STOPPING=1");
+            tracing::info!("shutting down");
+            return Ok(());
+        }
+        Standby::Reread => {
+            // Let the answer go out, then start again with the new file.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            slurm_common::logging::notify("RELOADING=1");
+            tracing::info!(
+                "reconfigure: starting again to read {}",
+                conf.path.display()
+            );
+            return Err(start_again());
+        }
     };
     if index > 0 {
         // The daemon that served this host's credential socket may have
@@ -375,6 +394,13 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     // A backup goes back to standby: this program again, from the start.
     slurm_common::logging::notify("RELOADING=1");
     tracing::info!("control given up: back to standby");
+    Err(start_again())
+}
+
+/// Run this program again in this process, with the same arguments (a
+/// backup going back to standby, or reading its configuration again); only
+/// returns when that fails.
+fn start_again() -> anyhow::Error {
     use std::os::unix::process::CommandExt;
     let mut argv = std::env::args_os();
     let arg0 = argv.next().unwrap_or_else(|| "slurmctld".into());
@@ -382,5 +408,5 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         .arg0(arg0)
         .args(argv)
         .exec();
-    Err(anyhow::anyhow!("cannot start again in standby: {e}"))
+    anyhow::anyhow!("cannot start again in standby: {e}")
 }

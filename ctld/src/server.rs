@@ -261,6 +261,23 @@ impl Server {
         None
     }
 
+    /// A reconfigure reaching a backup in standby (from the controller in
+    /// control, or root): slurm.conf is checked, then the backup starts
+    /// again with it.
+    fn reread(&self, req: &Request) -> Response {
+        if req.cred.uid != 0 && req.cred.uid != self.slurm_uid {
+            return Response::Error(SlurmError::AccessDenied.into());
+        }
+        if let Err(e) = slurm_common::conf::SlurmConf::load(&self.ha.conf_path) {
+            return Response::Error(RpcError {
+                error: SlurmError::InvalidRequest,
+                detail: Some(e.to_string()),
+            });
+        }
+        self.ha.request_reread();
+        Response::Ok
+    }
+
     /// `scontrol takeover` and another controller's request for control
     /// (root and SlurmUser only).
     async fn control(&self, req: Request) -> Response {
@@ -836,11 +853,15 @@ impl CtldService {
             })
         })?;
         let req = Request { cred, body };
-        // A backup in standby answers pings and requests for control only.
+        // A backup in standby answers pings, requests for control and
+        // reconfigures only.
         if !s.ha.active()
             && !matches!(
                 req.body,
-                RequestBody::Ping | RequestBody::Takeover | RequestBody::RelinquishControl
+                RequestBody::Ping
+                    | RequestBody::Takeover
+                    | RequestBody::RelinquishControl
+                    | RequestBody::Reconfigure
             )
         {
             return Err(Response::Error(SlurmError::InStandby.into()));
@@ -912,6 +933,15 @@ impl CtldService {
             RequestBody::GetJobsDelta { epoch, since } => s.jobs_delta(uid, epoch, since),
             RequestBody::Takeover | RequestBody::RelinquishControl => {
                 command_reply(s.control(req).await)
+            }
+            RequestBody::Reconfigure if !s.ha.active() => command_reply(s.reread(&req)),
+            RequestBody::Reconfigure => {
+                let r = s.to_writer(req).await;
+                if matches!(r, Response::Ok) {
+                    let ha = s.ha.clone();
+                    tokio::spawn(async move { ha.tell_others_reconfigured().await });
+                }
+                command_reply(r)
             }
             _ => command_reply(match s.answer_from_snapshot(req) {
                 Ok(r) => r,

@@ -219,6 +219,22 @@ fn scontrol_takeover_moves_control_and_only_controllers_may_ask_for_it() {
         "Invalid backup controller index: 2 (backups are 1 to 1)\n"
     );
 
+    // A reconfigure reaches the backup too: it starts again with the file.
+    let mut conf = std::fs::read_to_string(t.c.spec.conf_path()).unwrap();
+    conf.push_str("MinJobAge=299\n");
+    std::fs::write(t.c.spec.conf_path(), conf).unwrap();
+    let out = t.run("scontrol", &["reconfigure"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let backup_log = t.c.spec.dir.join("log/slurmctld.ctl2.log");
+    wait_for("the backup read its configuration again", &t, 20, || {
+        std::fs::read_to_string(&backup_log)
+            .unwrap_or_default()
+            .contains("reconfigure: starting again")
+    });
+    wait_for("the backup back in standby", &t, 20, || {
+        pong(&t, 1) == Some(true)
+    });
+
     // Root: the backup takes control, the primary stops.
     let id = t.sbatch(&["-H", "--wrap", "true"]);
     let out = t.run("scontrol", &["takeover"]);
@@ -237,8 +253,16 @@ fn scontrol_takeover_moves_control_and_only_controllers_may_ask_for_it() {
         std::thread::sleep(Duration::from_millis(50));
     }
     t.c.ctld = None;
-    // Everything the primary held, under the backup.
+    // Everything the primary held, under the backup, which runs with the
+    // configuration in force.
     assert_eq!(t.job(id).map(|j| j.state), Some(JobState::Pending));
+    let config = stdout(&t.run("scontrol", &["show", "config"]));
+    assert!(
+        config
+            .lines()
+            .any(|l| l.starts_with("MinJobAge ") && l.ends_with("= 299")),
+        "{config}"
+    );
     t.c.wait_nodes_up(Duration::from_secs(30))
         .unwrap_or_else(|e| panic!("{e}\n{}", t.logs()));
     let out = t.run("scontrol", &["release", &id.to_string()]);
