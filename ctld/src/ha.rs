@@ -283,38 +283,42 @@ impl Ha {
         let mut heard = Instant::now();
         let mut asked: Option<Instant> = None;
         let mut said_locked = false;
+        let mut said_taking = false;
         let mut said_error = String::new();
         loop {
             let takeover = self.taking_over.load(Ordering::SeqCst);
             let want = self.index == 0 || takeover || heard.elapsed() >= self.timeout;
             if want {
-                if self.index > 0 && !takeover {
+                if self.index > 0 && !takeover && !said_taking {
+                    said_taking = true;
                     tracing::warn!(
                         "no controller ahead of this one has answered for {:?}: taking over",
                         self.timeout
                     );
-                }
-                // The primary (and a backup told to take over) asks the
-                // controller in control to give it up.
-                if (self.index == 0 || takeover)
-                    && asked.is_none_or(|t| t.elapsed() > Duration::from_secs(5))
-                {
-                    asked = Some(Instant::now());
-                    self.ask_others().await;
                 }
                 match StateLock::try_take(dir) {
                     Ok(Some(l)) => {
                         tracing::info!("in control: holding {}", l.path().display());
                         return l;
                     }
-                    Ok(None) if !said_locked => {
-                        said_locked = true;
-                        tracing::warn!(
-                            "{} is held by another controller: waiting for it",
-                            dir.join(LOCK_FILE).display()
-                        );
+                    Ok(None) => {
+                        if !said_locked {
+                            said_locked = true;
+                            tracing::warn!(
+                                "{} is held by another controller: waiting for it",
+                                dir.join(LOCK_FILE).display()
+                            );
+                        }
+                        // The primary (and a backup told to take over) asks
+                        // the controller in control to give it up.
+                        if (self.index == 0 || takeover)
+                            && asked.is_none_or(|t| t.elapsed() > Duration::from_secs(5))
+                        {
+                            asked = Some(Instant::now());
+                            self.ask_others().await;
+                            continue;
+                        }
                     }
-                    Ok(None) => {}
                     Err(e) => {
                         let e = format!("cannot lock {}: {e}", dir.join(LOCK_FILE).display());
                         if e != said_error {
