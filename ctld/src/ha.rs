@@ -129,6 +129,23 @@ pub struct Ha {
     pub conf_path: PathBuf,
 }
 
+/// Send `call` to the controller `name` at `addr`, signed with the
+/// cluster's key; `None` when it did not answer.
+async fn call_signed(
+    name: String,
+    addr: String,
+    key: Key,
+    host: String,
+    call: CommandCall,
+    within: Duration,
+) -> Option<Response> {
+    let ch = grpc::kept(&addr, &name).ok()?;
+    let sign = move |b: &Binding| Ok(key.sign(0, 0, &host, slurm_common::auth::now(), b));
+    grpc::call_command(&ch, &name, call, sign, within)
+        .await
+        .ok()
+}
+
 /// How long a controller waits for another to give control up.
 const GIVE_UP_WITHIN: Duration = Duration::from_secs(60);
 
@@ -240,12 +257,16 @@ impl Ha {
 
     /// Send `body` to controller `i`, signed with the cluster's key.
     async fn call(&self, i: usize, call: CommandCall, within: Duration) -> Option<Response> {
-        let (name, addr) = self.controllers.get(i)?;
-        let ch = grpc::kept(addr, name).ok()?;
-        let key = self.key.clone();
-        let host = self.host.clone();
-        let sign = move |b: &Binding| Ok(key.sign(0, 0, &host, slurm_common::auth::now(), b));
-        grpc::call_command(&ch, name, call, sign, within).await.ok()
+        let (name, addr) = self.controllers.get(i)?.clone();
+        call_signed(
+            name,
+            addr,
+            self.key.clone(),
+            self.host.clone(),
+            call,
+            within,
+        )
+        .await
     }
 
     /// Whether controller `i` answers a ping within `within`.
@@ -256,19 +277,21 @@ impl Ha {
         )
     }
 
-    /// Ask every other controller to give control up (the one holding the
-    /// lock does; the others answer at once).
+    /// Ask every other controller to give control up, all at once (the one
+    /// holding the lock answers once it has; the others at once; one that
+    /// hangs holds up no other).
     async fn ask_others(&self) {
+        let mut asks = tokio::task::JoinSet::new();
         for i in (0..self.controllers.len()).filter(|&i| i != self.index) {
-            let r = self
-                .call(
-                    i,
-                    CommandCall::RelinquishControl(pb::Empty {}),
-                    GIVE_UP_WITHIN,
-                )
-                .await;
-            tracing::debug!("asked {} to give up control: {r:?}", self.controllers[i].0);
+            let (name, addr) = self.controllers[i].clone();
+            let (key, host) = (self.key.clone(), self.host.clone());
+            asks.spawn(async move {
+                let call = CommandCall::RelinquishControl(pb::Empty {});
+                let r = call_signed(name.clone(), addr, key, host, call, GIVE_UP_WITHIN).await;
+                tracing::debug!("asked {name} to give up control: {r:?}");
+            });
         }
+        while asks.join_next().await.is_some() {}
     }
 
     /// Wait until this controller may take control, and take the lock on
