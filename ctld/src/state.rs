@@ -1581,6 +1581,15 @@ impl Controller {
 
     fn config_dump(&self) -> ConfigDump {
         let mut entries = self.conf.entries.clone();
+        // Every controller, numbered, as Slurm shows them.
+        entries.retain(|(k, _)| !k.eq_ignore_ascii_case("SlurmctldHost"));
+        for (i, h) in self.conf.slurmctld_hosts.iter().enumerate() {
+            let v = match &h.addr {
+                Some(a) => format!("{}({a})", h.name),
+                None => h.name.clone(),
+            };
+            entries.push((format!("SlurmctldHost[{i}]"), v));
+        }
         entries.push(("SLURM_CONF".into(), self.conf.path.display().to_string()));
         entries.push(("SLURM_VERSION".into(), SLURM_VERSION.into()));
         entries.sort_by_key(|e| e.0.to_ascii_lowercase());

@@ -263,6 +263,12 @@ fn scontrol_takeover_moves_control_and_only_controllers_may_ask_for_it() {
             .any(|l| l.starts_with("MinJobAge ") && l.ends_with("= 299")),
         "{config}"
     );
+    assert!(
+        config.contains(
+            "SlurmctldHost[0]        = localhost(127.0.0.1)\nSlurmctldHost[1]        = ctl2(127.0.0.2)\n"
+        ),
+        "{config}"
+    );
     t.c.wait_nodes_up(Duration::from_secs(30))
         .unwrap_or_else(|e| panic!("{e}\n{}", t.logs()));
     let out = t.run("scontrol", &["release", &id.to_string()]);
