@@ -1934,12 +1934,7 @@ fn cmd_ping(g: &Globals, ctl: &dyn Controller, out: &mut Out) -> i32 {
             Ok(Response::Pong { .. }) | Ok(Response::Ok)
         );
         down |= !up;
-        // As Slurm names them: primary, backup (the only one), backupN.
-        let mode = match i {
-            0 => "primary".to_string(),
-            1 if names.len() == 2 => "backup".to_string(),
-            n => format!("backup{n}"),
-        };
+        let mode = slurm_common::conf::SlurmConf::controller_mode(i, names.len());
         let state = if up { "UP" } else { "DOWN" };
         if g.json {
             pings.push(serde_json::json!({

@@ -462,6 +462,16 @@ impl SlurmConf {
             .collect()
     }
 
+    /// How Slurm names controller `index` of `count`: `primary`, `backup`
+    /// (the only one), else `backupN`.
+    pub fn controller_mode(index: usize, count: usize) -> String {
+        match index {
+            0 => "primary".into(),
+            1 if count == 2 => "backup".into(),
+            n => format!("backup{n}"),
+        }
+    }
+
     pub fn ctld_address(&self) -> String {
         self.slurmctld_hosts
             .first()

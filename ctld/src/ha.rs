@@ -185,11 +185,7 @@ impl Ha {
 
     /// `primary`, `backup` (the only one) or `backupN`, as Slurm names them.
     pub fn mode_name(index: usize, count: usize) -> String {
-        match index {
-            0 => "primary".into(),
-            1 if count == 2 => "backup".into(),
-            n => format!("backup{n}"),
-        }
+        SlurmConf::controller_mode(index, count)
     }
 
     /// In control (else in standby).

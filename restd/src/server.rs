@@ -747,7 +747,7 @@ impl App {
                 "pinged": if up { "UP" } else { "DOWN" },
                 "responding": up,
                 "latency": start.elapsed().as_micros() as i64,
-                "mode": if i == 0 { "primary" } else { "backup" },
+                "mode": slurm_common::conf::SlurmConf::controller_mode(i, self.ctld_addrs.len()),
                 "primary": i == 0,
             }));
         }
