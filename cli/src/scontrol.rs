@@ -432,6 +432,14 @@ pub trait Controller {
     }
 }
 
+/// A failed call as scontrol reports it.
+fn call_fail(e: crate::common::CallError) -> CallFail {
+    CallFail {
+        message: crate::squeue::call_error_text(&e),
+        net: matches!(e, crate::common::CallError::Net(_)),
+    }
+}
+
 struct Real {
     client: slurm_common::net::Client,
     host: String,
@@ -469,19 +477,12 @@ impl Real {
 
 impl Controller for Real {
     fn call(&self, body: RequestBody) -> Result<Response, CallFail> {
-        crate::common::call(&self.client, body).map_err(|e| CallFail {
-            message: crate::squeue::call_error_text(&e),
-            net: matches!(e, crate::common::CallError::Net(_)),
-        })
+        crate::common::call(&self.client, body).map_err(call_fail)
     }
     fn call_answer(&self, body: RequestBody) -> Result<Response, CallFail> {
         match crate::common::call(&self.client, body) {
             Err(crate::common::CallError::Rpc(e)) => Ok(Response::Error(e)),
-            Err(e) => Err(CallFail {
-                message: crate::squeue::call_error_text(&e),
-                net: matches!(e, crate::common::CallError::Net(_)),
-            }),
-            Ok(r) => Ok(r),
+            other => other.map_err(call_fail),
         }
     }
     fn controllers(&self) -> Vec<String> {
@@ -497,10 +498,7 @@ impl Controller for Real {
                 net: false,
             });
         };
-        crate::common::call(&client, body).map_err(|e| CallFail {
-            message: crate::squeue::call_error_text(&e),
-            net: matches!(e, crate::common::CallError::Net(_)),
-        })
+        crate::common::call(&client, body).map_err(call_fail)
     }
     fn node_call(
         &self,

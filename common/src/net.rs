@@ -282,11 +282,6 @@ impl Client {
         })
     }
 
-    /// The primary controller's name (its `SlurmctldHost`).
-    pub fn server(&self) -> &str {
-        self.controllers.first().map_or("", |c| c.0.as_str())
-    }
-
     /// Send `body` to the controller in control and wait for the answer.
     /// Told to back off (the controller's per-user rate limit), wait a
     /// second and send it again, as Slurm's commands do, for at most the

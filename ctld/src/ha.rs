@@ -183,11 +183,6 @@ impl Ha {
         &self.controllers[self.index].1
     }
 
-    /// `primary`, `backup` (the only one) or `backupN`, as Slurm names them.
-    pub fn mode_name(index: usize, count: usize) -> String {
-        SlurmConf::controller_mode(index, count)
-    }
-
     /// In control (else in standby).
     pub fn active(&self) -> bool {
         self.active.load(Ordering::SeqCst)
@@ -410,8 +405,8 @@ mod tests {
         // One controller is this one whatever its name.
         let one = conf("SlurmctldHost=elsewhere(127.0.0.1)\n");
         assert_eq!(which(&one, None), Ok(0));
-        assert_eq!(Ha::mode_name(0, 2), "primary");
-        assert_eq!(Ha::mode_name(1, 2), "backup");
-        assert_eq!(Ha::mode_name(2, 3), "backup2");
+        assert_eq!(SlurmConf::controller_mode(0, 2), "primary");
+        assert_eq!(SlurmConf::controller_mode(1, 2), "backup");
+        assert_eq!(SlurmConf::controller_mode(2, 3), "backup2");
     }
 }

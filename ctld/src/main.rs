@@ -66,7 +66,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         tracing::warn!("{w}");
     }
     let index = slurmctld::ha::which(&conf, args.host.as_deref()).map_err(anyhow::Error::msg)?;
-    let mode = slurmctld::ha::Ha::mode_name(index, conf.controllers().len());
+    let mode = SlurmConf::controller_mode(index, conf.controllers().len());
     tracing::info!(
         "slurmctld version {} started on cluster {} ({mode})",
         slurm_proto::SLURM_VERSION,

@@ -261,11 +261,16 @@ impl Server {
         None
     }
 
+    /// Root or SlurmUser (not rate limited; may move control).
+    fn root_or_slurm_user(&self, uid: u32) -> bool {
+        uid == 0 || uid == self.slurm_uid
+    }
+
     /// A reconfigure reaching a backup in standby (from the controller in
     /// control, or root): slurm.conf is checked, then the backup starts
     /// again with it.
     fn reread(&self, req: &Request) -> Response {
-        if req.cred.uid != 0 && req.cred.uid != self.slurm_uid {
+        if !self.root_or_slurm_user(req.cred.uid) {
             return Response::Error(SlurmError::AccessDenied.into());
         }
         if let Err(e) = slurm_common::conf::SlurmConf::load(&self.ha.conf_path) {
@@ -281,7 +286,7 @@ impl Server {
     /// `scontrol takeover` and another controller's request for control
     /// (root and SlurmUser only).
     async fn control(&self, req: Request) -> Response {
-        if req.cred.uid != 0 && req.cred.uid != self.slurm_uid {
+        if !self.root_or_slurm_user(req.cred.uid) {
             tracing::warn!(
                 uid = req.cred.uid,
                 "refused {:?}: not root or SlurmUser",
@@ -304,7 +309,7 @@ impl Server {
 
     /// `uid` is over its rate (`SlurmctldParameters=rl_enable`).
     fn rate_limited(&self, uid: u32) -> bool {
-        match (&self.rate, uid == 0 || uid == self.slurm_uid) {
+        match (&self.rate, self.root_or_slurm_user(uid)) {
             (Some(rl), false) => !rl
                 .lock()
                 .map(|mut r| r.allow(uid, std::time::Instant::now()))
