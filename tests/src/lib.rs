@@ -423,18 +423,31 @@ pub fn grpc_call(
     body: RequestBody,
     cred: impl FnOnce(&slurm_common::auth::Binding) -> slurm_proto::Credential,
 ) -> Response {
+    let (_, addr) = t.command_tls();
+    grpc_call_to(t, &addr, "localhost", body, cred)
+}
+
+/// [`grpc_call`] to the controller at `addr` whose certificate names
+/// `server` (a backup controller, say).
+pub fn grpc_call_to(
+    t: &TestCluster,
+    addr: &str,
+    server: &str,
+    body: RequestBody,
+    cred: impl FnOnce(&slurm_common::auth::Binding) -> slurm_proto::Credential,
+) -> Response {
     let call = slurm_proto::grpc::commands::CommandCall::from_body(body)
         .unwrap_or_else(|b| panic!("no controller method for {b:?}"));
-    let (tls, addr) = t.command_tls();
+    let (tls, _) = t.command_tls();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let ch = slurm_common::grpc::channel(Some(tls.client.clone()), &addr, "localhost")?;
+        let ch = slurm_common::grpc::channel(Some(tls.client.clone()), addr, server)?;
         slurm_common::grpc::call_command(
             &ch,
-            "localhost",
+            server,
             call,
             |b| Ok(cred(b)),
             Duration::from_secs(10),

@@ -1633,6 +1633,18 @@ fn operators_create_and_delete_partitions_while_jobs_run() {
     t.c.start_ctld().unwrap();
     assert!(t.run("scontrol", &["reconfigure"]).status.success());
     assert_eq!(parts(&t), "debug n[1-2] up infinite\np2 n2 up 10:00\n");
+    // A user may not delete it.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["delete", "PartitionName=p2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("Access/permission denied"),
+        "{}",
+        stderr(&out)
+    );
     let out = t.run("scontrol", &["delete", "PartitionName=p2"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

@@ -209,7 +209,17 @@ fn scontrol_takeover_moves_control_and_only_controllers_may_ask_for_it() {
         key.sign(0, 0, "x", now, b)
     });
     refused(r, SlurmError::AccessDenied);
+    // Nor may a user make a backup in standby start again.
+    let backup = format!("{BACKUP_ADDR}:{}", t.c.spec.ctld_port);
+    let r = grpc_call_to(&t, &backup, "ctl2", RequestBody::Reconfigure, |b| {
+        key.sign(TEST_UID, TEST_GID, "x", now, b)
+    });
+    refused(r, SlurmError::AccessDenied);
     std::thread::sleep(Duration::from_secs(1));
+    let backup_log = t.c.spec.dir.join("log/slurmctld.ctl2.log");
+    assert!(!std::fs::read_to_string(&backup_log)
+        .unwrap_or_default()
+        .contains("reconfigure: starting again"));
     assert_eq!(pong(&t, 0), Some(false), "the primary is still in control");
     assert_eq!(pong(&t, 1), Some(true), "the backup is still in standby");
     let out = t.run("scontrol", &["takeover", "2"]);
@@ -225,7 +235,6 @@ fn scontrol_takeover_moves_control_and_only_controllers_may_ask_for_it() {
     std::fs::write(t.c.spec.conf_path(), conf).unwrap();
     let out = t.run("scontrol", &["reconfigure"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let backup_log = t.c.spec.dir.join("log/slurmctld.ctl2.log");
     wait_for("the backup read its configuration again", &t, 20, || {
         std::fs::read_to_string(&backup_log)
             .unwrap_or_default()
