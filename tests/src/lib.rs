@@ -7,6 +7,7 @@
 //! project's test command does that.
 
 pub mod fuzz;
+pub mod k8s;
 
 use slurm_cli::local::{ClusterSpec, LocalCluster};
 use slurm_proto::{JobId, JobRecord, NodeRecord, RequestBody, Response};

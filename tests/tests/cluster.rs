@@ -20,6 +20,8 @@ mod fuzz;
 mod gpus;
 #[path = "cluster/hardening.rs"]
 mod hardening;
+#[path = "cluster/kube.rs"]
+mod kube;
 #[path = "cluster/node_scripts.rs"]
 mod node_scripts;
 #[path = "cluster/preemption.rs"]

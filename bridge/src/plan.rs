@@ -1,0 +1,600 @@
+//! What the bridge decides from Kubernetes objects alone, with no I/O: which
+//! placeholder job a pod belongs to, the job that holds a group's
+//! resources, the order its pods are bound in, and which nodes a pod can
+//! not use (sent to the controller as excluded nodes, never as required
+//! ones: a required node that disappears would make the job impossible).
+
+use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, Pod, Taint, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use slurm_proto::JobDesc;
+use std::collections::BTreeMap;
+
+/// The prefix of the annotations that set a placeholder job's fields, as
+/// slurm-bridge names them.
+pub const ANNOTATION_PREFIX: &str = "slurmjob.slinky.slurm.net/";
+/// The label that puts pods of a `scheduling.x-k8s.io` PodGroup together.
+pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+/// The label that puts the pods of one LeaderWorkerSet group together.
+pub const LWS_GROUP_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-key";
+/// The annotation giving a LeaderWorkerSet group's size.
+pub const LWS_SIZE_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/size";
+/// The taint on bridged nodes: only pods the bridge places tolerate it.
+pub const TAINT_KEY: &str = "slinky.slurm.net/slurm-bridge";
+/// The finalizer the bridge puts on the pods it schedules, so a pod is not
+/// gone before its job is.
+pub const FINALIZER: &str = "slurm-bridge.slinky.slurm.net/placeholder-job";
+/// Drain reasons the bridge sets start with this; it only undoes those.
+pub const REASON_PREFIX: &str = "slurm-bridge:";
+
+/// Which placeholder job a pod belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GroupKey {
+    /// A pod on its own (a bare pod, or one pod of a batch Job, JobSet or
+    /// Deployment).
+    Pod { ns: String, name: String },
+    /// Every pod of a PodGroup.
+    PodGroup { ns: String, name: String },
+    /// Every pod of one LeaderWorkerSet group.
+    Lws { ns: String, key: String },
+}
+
+impl std::fmt::Display for GroupKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GroupKey::Pod { ns, name } => write!(f, "pod {ns}/{name}"),
+            GroupKey::PodGroup { ns, name } => write!(f, "PodGroup {ns}/{name}"),
+            GroupKey::Lws { ns, key } => write!(f, "LeaderWorkerSet group {ns}/{key}"),
+        }
+    }
+}
+
+pub fn pod_ns(p: &Pod) -> &str {
+    p.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+pub fn pod_name(p: &Pod) -> &str {
+    p.metadata.name.as_deref().unwrap_or("")
+}
+
+/// `namespace/name`, as the job's admin comment lists pods.
+pub fn pod_id(p: &Pod) -> String {
+    format!("{}/{}", pod_ns(p), pod_name(p))
+}
+
+fn label<'a>(p: &'a Pod, k: &str) -> Option<&'a str> {
+    p.metadata.labels.as_ref()?.get(k).map(String::as_str)
+}
+
+fn annotation<'a>(p: &'a Pod, k: &str) -> Option<&'a str> {
+    p.metadata.annotations.as_ref()?.get(k).map(String::as_str)
+}
+
+pub fn group_key(p: &Pod) -> GroupKey {
+    let ns = pod_ns(p).to_string();
+    if let Some(g) = label(p, POD_GROUP_LABEL).filter(|g| !g.is_empty()) {
+        return GroupKey::PodGroup {
+            ns,
+            name: g.to_string(),
+        };
+    }
+    if let Some(k) = label(p, LWS_GROUP_LABEL).filter(|g| !g.is_empty()) {
+        return GroupKey::Lws {
+            ns,
+            key: k.to_string(),
+        };
+    }
+    GroupKey::Pod {
+        ns,
+        name: pod_name(p).to_string(),
+    }
+}
+
+/// How many pods a group must have before its job is submitted (a PodGroup's
+/// `minMember`, a LeaderWorkerSet's size; one for a pod of its own).
+pub fn wanted(key: &GroupKey, pods: &[&Pod], min_member: Option<u32>) -> usize {
+    match key {
+        GroupKey::Pod { .. } => 1,
+        GroupKey::PodGroup { .. } => min_member.unwrap_or(1).max(1) as usize,
+        GroupKey::Lws { .. } => pods
+            .iter()
+            .find_map(|p| annotation(p, LWS_SIZE_ANNOTATION)?.parse().ok())
+            .unwrap_or(1usize)
+            .max(1),
+    }
+}
+
+/// The order pods take the job's nodes in: a Job's completion index, a
+/// LeaderWorkerSet's worker index (the leader is 0), then the name.
+pub fn rank_order(pods: &mut [&Pod]) {
+    let index = |p: &Pod| {
+        annotation(p, "batch.kubernetes.io/job-completion-index")
+            .or_else(|| label(p, "leaderworkerset.sigs.k8s.io/worker-index"))
+            .and_then(|i| i.parse::<u64>().ok())
+            .unwrap_or(u64::MAX)
+    };
+    pods.sort_by(|a, b| {
+        index(a)
+            .cmp(&index(b))
+            .then_with(|| pod_name(a).cmp(pod_name(b)))
+    });
+}
+
+/// A Kubernetes quantity in units (`500m` → 0.5, `2Gi` → 2147483648).
+pub fn quantity(q: &Quantity) -> Result<f64, String> {
+    let s = q.0.trim();
+    let bad = || format!("quantity {s:?} is not a Kubernetes quantity");
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let mult = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "u" => 1e-6,
+        "n" => 1e-9,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        e if e.starts_with(['e', 'E']) => {
+            let x: i32 = e[1..].parse().map_err(|_| bad())?;
+            10f64.powi(x)
+        }
+        _ => return Err(bad()),
+    };
+    if !n.is_finite() || n < 0.0 {
+        return Err(bad());
+    }
+    Ok(n * mult)
+}
+
+/// What a pod asks for: CPUs, memory (bytes), GPUs. As Kubernetes counts a
+/// pod: the larger of its containers together and its largest init
+/// container; a limit stands for a missing request.
+pub fn pod_request(p: &Pod) -> Result<(f64, f64, u64), String> {
+    let Some(spec) = &p.spec else {
+        return Ok((0.0, 0.0, 0));
+    };
+    let one = |c: &k8s_openapi::api::core::v1::Container| -> Result<(f64, f64, f64), String> {
+        let r = c.resources.as_ref();
+        let get = |k: &str| -> Result<f64, String> {
+            let q = r
+                .and_then(|r| r.requests.as_ref().and_then(|m| m.get(k)))
+                .or_else(|| r.and_then(|r| r.limits.as_ref().and_then(|m| m.get(k))));
+            q.map_or(Ok(0.0), quantity)
+        };
+        Ok((get("cpu")?, get("memory")?, get("nvidia.com/gpu")?))
+    };
+    let mut sum = (0.0, 0.0, 0.0);
+    for c in &spec.containers {
+        let (a, b, g) = one(c)?;
+        sum = (sum.0 + a, sum.1 + b, sum.2 + g);
+    }
+    for c in spec.init_containers.iter().flatten() {
+        let (a, b, g) = one(c)?;
+        sum = (sum.0.max(a), sum.1.max(b), sum.2.max(g));
+    }
+    Ok((sum.0, sum.1, sum.2.ceil() as u64))
+}
+
+/// The settings the job description takes from the bridge.
+#[derive(Debug, Clone, Default)]
+pub struct JobDefaults {
+    /// Partition when no annotation names one (none: the cluster default).
+    pub partition: Option<String>,
+    pub submit_host: String,
+}
+
+/// The placeholder job of a group whose pods, in rank order, are `pods`:
+/// one node per pod, one task per node, CPUs per task the largest pod's,
+/// memory per node the largest pod's, GPUs per node the largest pod's, the
+/// time limit from `activeDeadlineSeconds`, annotations over all that;
+/// `excluded` are the nodes that some pod cannot use.
+pub fn job_desc(
+    key: &GroupKey,
+    pods: &[&Pod],
+    excluded: Vec<String>,
+    d: &JobDefaults,
+) -> Result<JobDesc, String> {
+    let n = pods.len() as u32;
+    let mut cpus: f64 = 0.0;
+    let mut mem: f64 = 0.0;
+    let mut gpus: u64 = 0;
+    let mut deadline: Option<i64> = None;
+    for p in pods {
+        let (c, m, g) = pod_request(p).map_err(|e| format!("pod {}: {e}", pod_id(p)))?;
+        cpus = cpus.max(c);
+        mem = mem.max(m);
+        gpus = gpus.max(g);
+        if let Some(s) = p.spec.as_ref().and_then(|s| s.active_deadline_seconds) {
+            deadline = Some(deadline.map_or(s, |d| d.min(s)));
+        }
+    }
+    let first = pods.first().ok_or("a group with no pods")?;
+    let ann = |k: &str| annotation(first, &format!("{ANNOTATION_PREFIX}{k}")).map(str::to_string);
+    let pod_list: Vec<String> = pods.iter().map(|p| pod_id(p)).collect();
+    let mut desc = JobDesc {
+        name: Some(ann("job-name").unwrap_or_else(|| match key {
+            GroupKey::Pod { name, .. } => name.clone(),
+            GroupKey::PodGroup { name, .. } => name.clone(),
+            GroupKey::Lws { key, .. } => key.clone(),
+        })),
+        partition: ann("partition").or_else(|| d.partition.clone()),
+        account: ann("account"),
+        qos: ann("qos"),
+        reservation: ann("reservation"),
+        constraint: ann("constraints"),
+        licenses: ann("licenses"),
+        min_nodes: Some(n),
+        max_nodes: Some(n),
+        ntasks: Some(n),
+        ntasks_per_node: Some(1),
+        cpus_per_task: Some((cpus.ceil() as u32).max(1)),
+        mem_per_node: (mem > 0.0).then(|| ((mem / 1048576.0).ceil() as u64).max(1)),
+        gres: (gpus > 0).then(|| format!("gpu:{gpus}")),
+        time_limit: deadline.map(|s| Some(((s + 59) / 60).max(1) as u32)),
+        exc_nodes: excluded,
+        external: true,
+        work_dir: "/".into(),
+        submit_host: d.submit_host.clone(),
+        comment: Some(format!("{key}")),
+        admin_comment: Some(serde_json::json!({ "pods": pod_list }).to_string()),
+        ..Default::default()
+    };
+    if let Some(t) = ann("timelimit") {
+        let m = slurm_common::timefmt::parse_time_limit(&t)
+            .map_err(|e| format!("annotation {ANNOTATION_PREFIX}timelimit={t:?}: {e}"))?;
+        desc.time_limit = Some(m);
+    }
+    Ok(desc)
+}
+
+/// The pods a placeholder job holds, from its admin comment
+/// (`{"pods":["ns/name",...]}`); none for any other job.
+pub fn pods_of_job(admin_comment: Option<&str>) -> Vec<String> {
+    let Some(c) = admin_comment else {
+        return Vec::new();
+    };
+    serde_json::from_str::<serde_json::Value>(c)
+        .ok()
+        .and_then(|v| {
+            v.get("pods")?.as_array().map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
+fn node_labels(n: &Node) -> BTreeMap<String, String> {
+    n.metadata.labels.clone().unwrap_or_default()
+}
+
+fn match_requirement(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
+    let vals = r.values.as_deref().unwrap_or_default();
+    match r.operator.as_str() {
+        "In" => value.is_some_and(|v| vals.iter().any(|x| x == v)),
+        "NotIn" => value.is_none_or(|v| vals.iter().all(|x| x != v)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        "Gt" | "Lt" => {
+            let (Some(v), Some(w)) = (
+                value.and_then(|v| v.parse::<i64>().ok()),
+                vals.first().and_then(|w| w.parse::<i64>().ok()),
+            ) else {
+                return false;
+            };
+            if r.operator == "Gt" {
+                v > w
+            } else {
+                v < w
+            }
+        }
+        _ => false,
+    }
+}
+
+fn tolerates(tols: &[Toleration], t: &Taint) -> bool {
+    tols.iter().any(|tol| {
+        let effect_ok = tol
+            .effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == t.effect);
+        let key_ok = match tol.key.as_deref() {
+            None | Some("") => tol.operator.as_deref() == Some("Exists"),
+            Some(k) => k == t.key,
+        };
+        let value_ok = match tol.operator.as_deref() {
+            Some("Exists") => true,
+            _ => tol.value.as_deref().unwrap_or("") == t.value.as_deref().unwrap_or(""),
+        };
+        effect_ok && key_ok && value_ok
+    })
+}
+
+/// Can `pod` run on `node` as Kubernetes sees it: its node selector, the
+/// node's taints that repel new pods (the bridge's own aside: it adds the
+/// toleration when it binds), and required node affinity. Resources are
+/// the controller's business.
+pub fn fits(pod: &Pod, node: &Node) -> bool {
+    let Some(spec) = &pod.spec else {
+        return true;
+    };
+    let labels = node_labels(node);
+    let name = node.metadata.name.as_deref().unwrap_or("");
+    if let Some(sel) = &spec.node_selector {
+        if sel.iter().any(|(k, v)| labels.get(k) != Some(v)) {
+            return false;
+        }
+    }
+    let tols = spec.tolerations.as_deref().unwrap_or_default();
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default();
+    for t in taints {
+        if t.key == TAINT_KEY || t.effect == "PreferNoSchedule" {
+            continue;
+        }
+        if !tolerates(tols, t) {
+            return false;
+        }
+    }
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    if let Some(req) = required {
+        let any = req.node_selector_terms.iter().any(|term| {
+            let exprs = term.match_expressions.as_deref().unwrap_or_default();
+            let fields = term.match_fields.as_deref().unwrap_or_default();
+            (!exprs.is_empty() || !fields.is_empty())
+                && exprs
+                    .iter()
+                    .all(|r| match_requirement(r, labels.get(&r.key).map(String::as_str)))
+                && fields.iter().all(|r| {
+                    let v = (r.key == "metadata.name").then_some(name);
+                    match_requirement(r, v)
+                })
+        });
+        if !any {
+            return false;
+        }
+    }
+    true
+}
+
+/// What a bridged Kubernetes node offers: whole CPUs, memory in MiB and
+/// GPUs, from its `allocatable`.
+pub fn node_capacity(n: &Node) -> (u32, u64, u64) {
+    let alloc = n
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
+    let get = |k: &str| {
+        alloc
+            .and_then(|a| a.get(k))
+            .and_then(|q| quantity(q).ok())
+            .unwrap_or(0.0)
+    };
+    (
+        get("cpu").floor() as u32,
+        (get("memory") / 1048576.0).floor() as u64,
+        get("nvidia.com/gpu").floor() as u64,
+    )
+}
+
+pub fn cordoned(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// The node's taints with the bridge's added, or `None` when it has it.
+pub fn with_bridge_taint(n: &Node) -> Option<Vec<Taint>> {
+    let mut taints = n
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if taints.iter().any(|t| t.key == TAINT_KEY) {
+        return None;
+    }
+    taints.push(Taint {
+        key: TAINT_KEY.into(),
+        value: Some("slurm-bridge".into()),
+        effect: "NoExecute".into(),
+        time_added: None,
+    });
+    Some(taints)
+}
+
+/// The pod's tolerations with the one for the bridge's taint, or `None`
+/// when it has it.
+pub fn with_bridge_toleration(p: &Pod) -> Option<Vec<Toleration>> {
+    let mut tols = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.clone())
+        .unwrap_or_default();
+    if tols.iter().any(|t| t.key.as_deref() == Some(TAINT_KEY)) {
+        return None;
+    }
+    tols.push(Toleration {
+        key: Some(TAINT_KEY.into()),
+        operator: Some("Exists".into()),
+        effect: Some("NoExecute".into()),
+        ..Default::default()
+    });
+    Some(tols)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap_or_default()
+    }
+
+    fn node(v: serde_json::Value) -> Node {
+        serde_json::from_value(v).unwrap_or_default()
+    }
+
+    #[test]
+    fn quantities_parse_as_kubernetes_writes_them() {
+        let q = |s: &str| quantity(&Quantity(s.into()));
+        assert_eq!(q("500m"), Ok(0.5));
+        assert_eq!(q("2"), Ok(2.0));
+        assert_eq!(q("1.5"), Ok(1.5));
+        assert_eq!(q("1Gi"), Ok(1073741824.0));
+        assert_eq!(q("128974848"), Ok(128974848.0));
+        assert_eq!(q("129e6"), Ok(129e6));
+        assert_eq!(q("1M"), Ok(1e6));
+        assert!(q("1Zi").is_err());
+        assert!(q("-1").is_err());
+        assert!(q("").is_err());
+    }
+
+    #[test]
+    fn a_group_becomes_one_job_of_its_largest_pod() {
+        let mk = |name: &str, cpu: &str, mem: &str, gpu: Option<&str>| {
+            let mut res = json!({"requests": {"cpu": cpu, "memory": mem}});
+            if let Some(g) = gpu {
+                res["limits"] = json!({"nvidia.com/gpu": g});
+            }
+            pod(json!({"metadata": {"name": name, "namespace": "ml",
+                                    "labels": {POD_GROUP_LABEL: "train"},
+                                    "annotations": {"slurmjob.slinky.slurm.net/account": "physics",
+                                                    "slurmjob.slinky.slurm.net/timelimit": "30"}},
+                       "spec": {"containers": [{"name": "c", "resources": res}],
+                                "activeDeadlineSeconds": 600}}))
+        };
+        let a = mk("w-0", "1500m", "1Gi", Some("2"));
+        let b = mk("w-1", "2", "512Mi", None);
+        let key = group_key(&a);
+        assert_eq!(
+            key,
+            GroupKey::PodGroup {
+                ns: "ml".into(),
+                name: "train".into()
+            }
+        );
+        let d = job_desc(
+            &key,
+            &[&a, &b],
+            vec!["k3".into()],
+            &JobDefaults {
+                partition: Some("kube".into()),
+                submit_host: "h".into(),
+            },
+        )
+        .unwrap_or_default();
+        assert!(d.external);
+        assert_eq!(d.min_nodes, Some(2));
+        assert_eq!(d.max_nodes, Some(2));
+        assert_eq!(d.ntasks, Some(2));
+        assert_eq!(d.ntasks_per_node, Some(1));
+        assert_eq!(d.cpus_per_task, Some(2));
+        assert_eq!(d.mem_per_node, Some(1024));
+        assert_eq!(d.gres.as_deref(), Some("gpu:2"));
+        assert_eq!(d.account.as_deref(), Some("physics"));
+        assert_eq!(d.partition.as_deref(), Some("kube"));
+        // The annotation wins over activeDeadlineSeconds (10 minutes).
+        assert_eq!(d.time_limit, Some(Some(30)));
+        assert_eq!(d.exc_nodes, vec!["k3".to_string()]);
+        assert!(d.req_nodes.is_empty());
+        assert_eq!(
+            pods_of_job(d.admin_comment.as_deref()),
+            vec!["ml/w-0".to_string(), "ml/w-1".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_bad_annotation_is_named() {
+        let p = pod(json!({"metadata": {"name": "p", "annotations": {
+            "slurmjob.slinky.slurm.net/timelimit": "soon"}},
+            "spec": {"containers": [{"name": "c"}]}}));
+        let e = job_desc(&group_key(&p), &[&p], vec![], &JobDefaults::default())
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("timelimit"), "{e}");
+    }
+
+    #[test]
+    fn pods_are_ranked_by_index_then_name() {
+        let p = |name: &str, idx: Option<&str>| {
+            let mut v = json!({"metadata": {"name": name}});
+            if let Some(i) = idx {
+                v["metadata"]["annotations"] =
+                    json!({"batch.kubernetes.io/job-completion-index": i});
+            }
+            pod(v)
+        };
+        let (a, b, c) = (p("z", Some("0")), p("a", Some("10")), p("m", Some("2")));
+        let mut v = vec![&b, &a, &c];
+        rank_order(&mut v);
+        let names: Vec<&str> = v.iter().map(|p| pod_name(p)).collect();
+        assert_eq!(names, ["z", "m", "a"]);
+    }
+
+    #[test]
+    fn feasibility_follows_selectors_taints_and_affinity() {
+        let n = |name: &str, zone: &str, taint: bool| {
+            let mut v = json!({"metadata": {"name": name, "labels": {"zone": zone}}, "spec": {}});
+            if taint {
+                v["spec"]["taints"] =
+                    json!([{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]);
+            }
+            node(v)
+        };
+        let plain = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": []}}));
+        let sel = pod(json!({"metadata": {"name": "p"},
+                             "spec": {"containers": [], "nodeSelector": {"zone": "a"}}}));
+        let tol = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [],
+            "tolerations": [{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}]}}));
+        let aff = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "zone", "operator": "NotIn", "values": ["b"]}]}]}}}}}));
+        let a = n("n1", "a", false);
+        let b = n("n2", "b", false);
+        let t = n("n3", "a", true);
+        assert!(fits(&plain, &a) && fits(&plain, &b) && !fits(&plain, &t));
+        assert!(fits(&sel, &a) && !fits(&sel, &b));
+        assert!(fits(&tol, &t));
+        assert!(fits(&aff, &a) && !fits(&aff, &b));
+        // The bridge's own taint never excludes a node.
+        let mut own = n("n4", "a", false);
+        if let Some(s) = own.spec.as_mut() {
+            s.taints = with_bridge_taint(&a);
+        }
+        assert!(fits(&plain, &own));
+        assert!(with_bridge_taint(&own).is_none());
+    }
+
+    #[test]
+    fn node_capacity_reads_allocatable() {
+        let n = node(json!({"metadata": {"name": "k1"}, "status": {
+            "capacity": {"cpu": "16", "memory": "64Gi"},
+            "allocatable": {"cpu": "15500m", "memory": "63Gi", "nvidia.com/gpu": "4"}}}));
+        assert_eq!(node_capacity(&n), (15, 63 * 1024, 4));
+    }
+}

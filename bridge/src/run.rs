@@ -1,0 +1,821 @@
+//! The bridge's loop: Kubernetes watches (pods for our scheduler, PodGroups,
+//! labelled nodes) and the controller's watch stream feed one task, which
+//! after each event brings both sides together: groups that are complete
+//! get a placeholder job, started jobs get their pods bound, ended jobs get
+//! their pods deleted, deleted pods get their job cancelled, and bridged
+//! Kubernetes nodes are mirrored as `State=External` nodes.
+//!
+//! Nothing is polled: the only timer releases pods whose kubelet never
+//! confirms a deletion and retries what failed.
+
+use crate::plan::{self, GroupKey};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::watcher;
+use serde_json::json;
+use slurm_common::net::Client;
+use slurm_proto::grpc::pb::{self, watch_event::Event as CtldEvent};
+use slurm_proto::{CancelFilter, NodeSpec, NodeStateRequest, RequestBody, Response};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the bridge is told at start.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Pods whose `schedulerName` is this are ours.
+    pub scheduler_name: String,
+    /// Kubernetes nodes with this label (and value, when given) become
+    /// external nodes.
+    pub node_label: (String, Option<String>),
+    /// The partition pods' jobs go to, and bridged nodes join.
+    pub partition: Option<String>,
+    /// How long after a pod's deletion grace period ends the bridge removes
+    /// it itself (its kubelet never confirmed).
+    pub release_after: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            scheduler_name: "slurm-bridge-scheduler".into(),
+            node_label: ("slinky.slurm.net/slurm-bridge".into(), None),
+            partition: None,
+            release_after: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Settings {
+    fn label_selector(&self) -> String {
+        match &self.node_label.1 {
+            Some(v) => format!("{}={v}", self.node_label.0),
+            None => self.node_label.0.clone(),
+        }
+    }
+}
+
+enum Ev {
+    Pod(Box<watcher::Event<Pod>>),
+    PodGroup(Box<watcher::Event<DynamicObject>>),
+    Node(Box<watcher::Event<Node>>),
+    Ctld(Box<CtldEvent>),
+    /// The controller's stream ended; a new one starts with a full listing.
+    CtldLost,
+    Tick,
+}
+
+/// A placeholder job as the controller last told.
+#[derive(Debug, Clone)]
+struct Job {
+    state: String,
+    nodes: Vec<String>,
+    pods: Vec<String>,
+}
+
+fn ended(state: &str) -> bool {
+    matches!(
+        state,
+        "COMPLETED"
+            | "CANCELLED"
+            | "FAILED"
+            | "TIMEOUT"
+            | "PREEMPTED"
+            | "NODE_FAIL"
+            | "BOOT_FAIL"
+            | "DEADLINE"
+            | "OUT_OF_MEMORY"
+    )
+}
+
+fn pod_finished(p: &Pod) -> bool {
+    matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn deleting(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_some()
+}
+
+fn bound(p: &Pod) -> bool {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+}
+
+fn has_finalizer(p: &Pod) -> bool {
+    p.metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == plan::FINALIZER))
+}
+
+struct Bridge {
+    s: Settings,
+    kube: kube::Client,
+    slurm: Arc<Client>,
+    submit_host: String,
+    /// Who the bridge runs as: its jobs are this user's.
+    uid: u32,
+    pods: BTreeMap<String, Pod>,
+    pods_synced: bool,
+    pod_groups: BTreeMap<(String, String), u32>,
+    knodes: BTreeMap<String, Node>,
+    knodes_synced: bool,
+    jobs: BTreeMap<u32, Job>,
+    /// Controller nodes: state and reason.
+    cnodes: BTreeMap<String, (String, Option<String>)>,
+    ctld_synced: bool,
+    /// Jobs the bridge asked to cancel or complete (asked once).
+    closed: BTreeSet<u32>,
+    /// Pods (by uid) whose job ended: never given another.
+    done: BTreeSet<String>,
+    /// Groups whose submission was refused: when to try again.
+    retry: BTreeMap<GroupKey, Instant>,
+    /// Kubernetes nodes we asked the controller to create.
+    created: BTreeSet<String>,
+}
+
+/// Run the bridge until a watch cannot be kept (an error to report).
+pub async fn run(s: Settings, kube: kube::Client, slurm: Client) -> anyhow::Result<()> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Ev>(1024);
+    let pods: Api<Pod> = Api::all(kube.clone());
+    let pod_cfg =
+        watcher::Config::default().fields(&format!("spec.schedulerName={}", s.scheduler_name));
+    spawn_watch(watcher(pods, pod_cfg), tx.clone(), |e| Ev::Pod(Box::new(e)));
+    let nodes: Api<Node> = Api::all(kube.clone());
+    let node_cfg = watcher::Config::default().labels(&s.label_selector());
+    spawn_watch(watcher(nodes, node_cfg), tx.clone(), |e| {
+        Ev::Node(Box::new(e))
+    });
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "scheduling.x-k8s.io",
+        "v1alpha1",
+        "PodGroup",
+    ));
+    let groups: Api<DynamicObject> = Api::all_with(kube.clone(), &ar);
+    spawn_watch(
+        watcher(groups, watcher::Config::default()),
+        tx.clone(),
+        |e| Ev::PodGroup(Box::new(e)),
+    );
+    let slurm = Arc::new(slurm);
+    tokio::spawn(watch_controller(slurm.clone(), tx.clone()));
+    let ticker = tx.clone();
+    tokio::spawn(async move {
+        let mut t = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            t.tick().await;
+            if ticker.send(Ev::Tick).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut b = Bridge {
+        s,
+        kube,
+        slurm,
+        submit_host: slurm_common::users::hostname(),
+        // SAFETY: getuid cannot fail.
+        uid: unsafe { libc::getuid() },
+        pods: BTreeMap::new(),
+        pods_synced: false,
+        pod_groups: BTreeMap::new(),
+        knodes: BTreeMap::new(),
+        knodes_synced: false,
+        jobs: BTreeMap::new(),
+        cnodes: BTreeMap::new(),
+        ctld_synced: false,
+        closed: BTreeSet::new(),
+        done: BTreeSet::new(),
+        retry: BTreeMap::new(),
+        created: BTreeSet::new(),
+    };
+    tracing::info!(
+        "slurm-bridge started: scheduling pods of schedulerName {}, bridging nodes labelled {}",
+        b.s.scheduler_name,
+        b.s.label_selector()
+    );
+    while let Some(ev) = rx.recv().await {
+        let tick = matches!(ev, Ev::Tick);
+        b.take(ev);
+        // Take what else is already waiting before acting once.
+        while let Ok(ev) = rx.try_recv() {
+            b.take(ev);
+        }
+        b.reconcile(tick).await;
+    }
+    Ok(())
+}
+
+fn spawn_watch<K, S>(
+    stream: S,
+    tx: tokio::sync::mpsc::Sender<Ev>,
+    wrap: fn(watcher::Event<K>) -> Ev,
+) where
+    K: Send + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        let mut said = String::new();
+        while let Some(e) = stream.next().await {
+            match e {
+                Ok(e) => {
+                    said.clear();
+                    if tx.send(wrap(e)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    // The watcher starts again on its own; wait a little.
+                    let msg = e.to_string();
+                    if msg != said {
+                        tracing::warn!("Kubernetes watch: {msg}");
+                        said = msg;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    });
+}
+
+/// Follow the controller's watch stream (jobs and nodes), trying the
+/// controllers in turn, forever.
+async fn watch_controller(slurm: Arc<Client>, tx: tokio::sync::mpsc::Sender<Ev>) {
+    let conf = slurm_common::conf::SlurmConf::load(&slurm_common::conf::default_conf_path()).ok();
+    let creds = conf.as_ref().map(slurm_common::auth::CredSource::from_conf);
+    let mut said = String::new();
+    loop {
+        for (server, addr) in &slurm.controllers {
+            let r = async {
+                let creds = creds.as_ref().ok_or("cannot read slurm.conf")?;
+                let tls = slurm_common::tls::client().cloned();
+                let ch =
+                    slurm_common::grpc::channel(tls, addr, server).map_err(|e| e.to_string())?;
+                let req = pb::WatchRequest {
+                    jobs: true,
+                    nodes: true,
+                    ..Default::default()
+                };
+                let mut events =
+                    slurm_common::grpc::watch(&ch, server, req, |b| creds.credential(b))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                while let Some(e) = events
+                    .message()
+                    .await
+                    .map_err(|e| e.message().to_string())?
+                {
+                    if let Some(e) = e.event {
+                        if tx.send(Ev::Ctld(Box::new(e))).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+                Ok::<(), String>(())
+            }
+            .await;
+            let _ = tx.send(Ev::CtldLost).await;
+            let why = match r {
+                Ok(()) => format!("the controller at {addr} ended the watch"),
+                Err(e) => format!("cannot watch the controller at {addr}: {e}"),
+            };
+            if why != said {
+                tracing::info!("{why}");
+                said = why;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+impl Bridge {
+    fn take(&mut self, ev: Ev) {
+        match ev {
+            Ev::Pod(e) => match *e {
+                watcher::Event::Init => {
+                    self.pods.clear();
+                    self.pods_synced = false;
+                }
+                watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
+                    self.pods.insert(plan::pod_id(&p), p);
+                }
+                watcher::Event::InitDone => self.pods_synced = true,
+                watcher::Event::Delete(p) => {
+                    self.pods.remove(&plan::pod_id(&p));
+                }
+            },
+            Ev::PodGroup(e) => match *e {
+                watcher::Event::Init => self.pod_groups.clear(),
+                watcher::Event::InitApply(g) | watcher::Event::Apply(g) => {
+                    let key = (
+                        g.metadata.namespace.clone().unwrap_or_default(),
+                        g.metadata.name.clone().unwrap_or_default(),
+                    );
+                    let min = g.data["spec"]["minMember"].as_u64().unwrap_or(1) as u32;
+                    self.pod_groups.insert(key, min);
+                }
+                watcher::Event::Delete(g) => {
+                    self.pod_groups.remove(&(
+                        g.metadata.namespace.clone().unwrap_or_default(),
+                        g.metadata.name.clone().unwrap_or_default(),
+                    ));
+                }
+                watcher::Event::InitDone => {}
+            },
+            Ev::Node(e) => match *e {
+                watcher::Event::Init => {
+                    self.knodes_synced = false;
+                }
+                watcher::Event::InitApply(n) | watcher::Event::Apply(n) => {
+                    self.knodes
+                        .insert(n.metadata.name.clone().unwrap_or_default(), n);
+                }
+                watcher::Event::InitDone => self.knodes_synced = true,
+                watcher::Event::Delete(n) => {
+                    let name = n.metadata.name.clone().unwrap_or_default();
+                    self.knodes.remove(&name);
+                    self.removed_node(name);
+                }
+            },
+            Ev::Ctld(e) => match *e {
+                CtldEvent::Job(j) => {
+                    // Only the bridge's own jobs speak for pods (an admin
+                    // comment is set by administrators only, but a job of
+                    // another administrator is not ours to follow).
+                    if j.user_id != self.uid {
+                        return;
+                    }
+                    let pods = plan::pods_of_job(j.admin_comment.as_deref());
+                    if !pods.is_empty() {
+                        self.jobs.insert(
+                            j.job_id,
+                            Job {
+                                state: j.state,
+                                nodes: j.nodes,
+                                pods,
+                            },
+                        );
+                    }
+                }
+                CtldEvent::JobGone(id) => {
+                    self.jobs.remove(&id);
+                }
+                CtldEvent::Node(n) => {
+                    self.cnodes.insert(n.name, (n.state, n.reason));
+                }
+                CtldEvent::Synced(_) => self.ctld_synced = true,
+                CtldEvent::ConfigChanged(_) => {}
+            },
+            Ev::CtldLost => {
+                self.ctld_synced = false;
+                self.jobs.clear();
+                self.cnodes.clear();
+            }
+            Ev::Tick => {}
+        }
+    }
+
+    /// A labelled Kubernetes node was deleted: its external node goes.
+    fn removed_node(&mut self, name: String) {
+        let slurm = self.slurm.clone();
+        self.created.remove(&name);
+        tokio::spawn(async move {
+            match call(&slurm, RequestBody::DeleteNode { name: name.clone() }).await {
+                Ok(_) => tracing::info!("node {name} left Kubernetes: removed"),
+                Err(e) => tracing::warn!("cannot remove node {name}: {e}"),
+            }
+        });
+    }
+
+    async fn reconcile(&mut self, tick: bool) {
+        if !self.ctld_synced {
+            return;
+        }
+        if self.knodes_synced {
+            self.sync_nodes().await;
+        }
+        if !self.pods_synced {
+            return;
+        }
+        self.follow_jobs().await;
+        self.submit_groups().await;
+        if tick {
+            self.release_stuck().await;
+        }
+    }
+
+    /// Bridged Kubernetes nodes as external nodes: created, drained while
+    /// cordoned (and resumed when the bridge drained them), tainted.
+    async fn sync_nodes(&mut self) {
+        let knodes: Vec<Node> = self.knodes.values().cloned().collect();
+        for n in knodes {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            if let Some(taints) = plan::with_bridge_taint(&n) {
+                let api: Api<Node> = Api::all(self.kube.clone());
+                let patch = Patch::Merge(json!({"spec": {"taints": taints}}));
+                if let Err(e) = api.patch(&name, &PatchParams::default(), &patch).await {
+                    tracing::warn!("cannot taint node {name}: {e}");
+                }
+            }
+            let Some((state, reason)) = self.cnodes.get(&name).cloned() else {
+                if self.created.contains(&name) {
+                    continue;
+                }
+                let (cpus, mem, _gpus) = plan::node_capacity(&n);
+                let spec = NodeSpec {
+                    name: name.clone(),
+                    cpus: cpus.max(1),
+                    real_memory: mem.max(1),
+                    state: "EXTERNAL".into(),
+                    partitions: self.s.partition.iter().cloned().collect(),
+                    ..Default::default()
+                };
+                match call(&self.slurm, RequestBody::CreateNode(spec)).await {
+                    Ok(_) => {
+                        tracing::info!(
+                            "node {name}: added as an external node ({cpus} CPUs, {mem} MiB)"
+                        );
+                        self.created.insert(name);
+                    }
+                    Err(e) => tracing::warn!("cannot add node {name}: {e}"),
+                }
+                continue;
+            };
+            let drained = state.contains("DRAIN");
+            let ours = reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(plan::REASON_PREFIX));
+            let change = if plan::cordoned(&n) && !drained {
+                Some((
+                    NodeStateRequest::Drain,
+                    Some(format!("{} cordoned in Kubernetes", plan::REASON_PREFIX)),
+                ))
+            } else if !plan::cordoned(&n) && drained && ours {
+                Some((NodeStateRequest::Resume, None))
+            } else {
+                None
+            };
+            if let Some((st, reason)) = change {
+                let body = RequestBody::UpdateNode {
+                    names: vec![name.clone()],
+                    state: Some(st),
+                    reason: reason.clone(),
+                    features: None,
+                };
+                match call(&self.slurm, body).await {
+                    Ok(_) => {
+                        // Until the controller's event comes, as asked.
+                        let st = if reason.is_some() {
+                            format!("{state}+DRAIN")
+                        } else {
+                            state.replace("+DRAIN", "")
+                        };
+                        tracing::info!("node {name}: {st} as Kubernetes has it");
+                        self.cnodes.insert(name.clone(), (st, reason));
+                    }
+                    Err(e) => tracing::warn!("cannot update node {name}: {e}"),
+                }
+            }
+        }
+    }
+
+    /// Pods of placeholder jobs, by pod id.
+    fn pod_jobs(&self) -> BTreeMap<String, u32> {
+        let mut m = BTreeMap::new();
+        for (id, j) in &self.jobs {
+            for p in &j.pods {
+                // A later job of the same pod name (a new pod) wins.
+                m.insert(p.clone(), *id);
+            }
+        }
+        m
+    }
+
+    /// Each placeholder job against its pods: bind when it runs, delete
+    /// its pods when it ended, cancel it when a pod went, complete it when
+    /// every pod finished.
+    async fn follow_jobs(&mut self) {
+        let jobs: Vec<(u32, Job)> = self.jobs.iter().map(|(k, v)| (*k, v.clone())).collect();
+        for (id, job) in jobs {
+            let present: Vec<Pod> = job
+                .pods
+                .iter()
+                .filter_map(|p| self.pods.get(p).cloned())
+                .collect();
+            if ended(&job.state) {
+                for p in &present {
+                    if let Some(uid) = &p.metadata.uid {
+                        self.done.insert(uid.clone());
+                    }
+                    if has_finalizer(p) {
+                        self.drop_finalizer(p).await;
+                    }
+                    if !pod_finished(p) && !deleting(p) {
+                        self.delete_pod(p, None, &format!("its job {id} ended ({})", job.state))
+                            .await;
+                    }
+                }
+                continue;
+            }
+            if self.closed.contains(&id) {
+                continue;
+            }
+            let gone = present.len() < job.pods.len() || present.iter().any(deleting);
+            let all_finished = !present.is_empty() && present.iter().all(pod_finished);
+            if all_finished && job.state == "RUNNING" {
+                let failed = present
+                    .iter()
+                    .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"));
+                let status = if failed { 1 << 8 } else { 0 };
+                self.closed.insert(id);
+                match call(&self.slurm, RequestBody::CompleteJob { job_id: id, status }).await {
+                    Ok(_) => tracing::info!("job {id}: its pods finished"),
+                    Err(e) => {
+                        self.closed.remove(&id);
+                        tracing::warn!("cannot complete job {id}: {e}");
+                    }
+                }
+                continue;
+            }
+            if gone {
+                self.closed.insert(id);
+                let body = RequestBody::Cancel(CancelFilter {
+                    job_ids: vec![id],
+                    ..Default::default()
+                });
+                match call(&self.slurm, body).await {
+                    Ok(_) => tracing::info!("job {id}: a pod of it was deleted, cancelled"),
+                    Err(e) => {
+                        self.closed.remove(&id);
+                        tracing::warn!("cannot cancel job {id}: {e}");
+                    }
+                }
+                continue;
+            }
+            if job.state == "RUNNING" && job.nodes.len() >= present.len() {
+                let mut order: Vec<&Pod> = present.iter().collect();
+                plan::rank_order(&mut order);
+                let order: Vec<Pod> = order.into_iter().cloned().collect();
+                for (p, node) in order.iter().zip(job.nodes.iter()) {
+                    if !bound(p) {
+                        self.bind(p, node, id).await;
+                    }
+                }
+            }
+        }
+        // Pods deleted while the bridge still held them: once their job is
+        // cancelled (or they have none), let them go.
+        let pod_jobs = self.pod_jobs();
+        let held: Vec<Pod> = self
+            .pods
+            .values()
+            .filter(|p| deleting(p) && has_finalizer(p))
+            .cloned()
+            .collect();
+        for p in held {
+            let open = pod_jobs
+                .get(&plan::pod_id(&p))
+                .and_then(|id| self.jobs.get(id).map(|j| (*id, j)))
+                .is_some_and(|(id, j)| !ended(&j.state) && !self.closed.contains(&id));
+            if !open {
+                self.drop_finalizer(&p).await;
+            }
+        }
+    }
+
+    /// Groups whose pods are all there, none bound or placed: one job each.
+    async fn submit_groups(&mut self) {
+        let pod_jobs = self.pod_jobs();
+        let mut groups: BTreeMap<GroupKey, Vec<&Pod>> = BTreeMap::new();
+        for p in self.pods.values() {
+            groups.entry(plan::group_key(p)).or_default().push(p);
+        }
+        let now = Instant::now();
+        let mut todo = Vec::new();
+        for (key, mut pods) in groups {
+            if pods.iter().any(|p| {
+                pod_jobs.contains_key(&plan::pod_id(p))
+                    || bound(p)
+                    || deleting(p)
+                    || pod_finished(p)
+                    || p.metadata
+                        .uid
+                        .as_ref()
+                        .is_some_and(|u| self.done.contains(u))
+            }) {
+                continue;
+            }
+            if self.retry.get(&key).is_some_and(|t| *t > now) {
+                continue;
+            }
+            let min = match &key {
+                GroupKey::PodGroup { ns, name } => {
+                    match self.pod_groups.get(&(ns.clone(), name.clone())) {
+                        Some(m) => Some(*m),
+                        // Its PodGroup is not there (yet): wait for it.
+                        None => continue,
+                    }
+                }
+                _ => None,
+            };
+            if pods.len() < plan::wanted(&key, &pods, min) {
+                continue;
+            }
+            plan::rank_order(&mut pods);
+            let excluded: Vec<String> = self
+                .knodes
+                .iter()
+                .filter(|(_, n)| pods.iter().any(|p| !plan::fits(p, n)))
+                .map(|(name, _)| name.clone())
+                .collect();
+            let d = plan::JobDefaults {
+                partition: self.s.partition.clone(),
+                submit_host: self.submit_host.clone(),
+            };
+            let pods: Vec<Pod> = pods.into_iter().cloned().collect();
+            let desc = plan::job_desc(&key, &pods.iter().collect::<Vec<_>>(), excluded, &d);
+            todo.push((key, pods, desc));
+        }
+        for (key, pods, desc) in todo {
+            let desc = match desc {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!("{key}: {e}");
+                    self.retry.insert(key, now + Duration::from_secs(3600));
+                    continue;
+                }
+            };
+            // The finalizer first: a pod deleted from now on waits for us.
+            let mut ok = true;
+            for p in &pods {
+                if !has_finalizer(p) && !self.add_finalizer(p).await {
+                    ok = false;
+                }
+            }
+            if !ok {
+                self.retry.insert(key, now + Duration::from_secs(2));
+                continue;
+            }
+            match call(&self.slurm, RequestBody::SubmitBatchJob(desc)).await {
+                Ok(Response::Submitted { job_id }) => {
+                    tracing::info!("{key}: submitted as job {job_id}");
+                    self.retry.remove(&key);
+                    self.jobs.insert(
+                        job_id,
+                        Job {
+                            state: "PENDING".into(),
+                            nodes: Vec::new(),
+                            pods: pods.iter().map(plan::pod_id).collect(),
+                        },
+                    );
+                }
+                Ok(other) => {
+                    tracing::warn!("{key}: unexpected answer {other:?}");
+                    self.retry.insert(key, now + Duration::from_secs(10));
+                }
+                Err(e) => {
+                    tracing::warn!("{key}: the controller refused its job: {e}");
+                    self.retry.insert(key, now + Duration::from_secs(10));
+                }
+            }
+        }
+    }
+
+    async fn bind(&mut self, p: &Pod, node: &str, job: u32) {
+        let (ns, name) = (plan::pod_ns(p).to_string(), plan::pod_name(p).to_string());
+        let api: Api<Pod> = Api::namespaced(self.kube.clone(), &ns);
+        if let Some(tols) = plan::with_bridge_toleration(p) {
+            let patch = Patch::Merge(json!({"spec": {"tolerations": tols}}));
+            if let Err(e) = api.patch(&name, &PatchParams::default(), &patch).await {
+                tracing::warn!("cannot add the bridge's toleration to pod {ns}/{name}: {e}");
+            }
+        }
+        let binding = json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": ns},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        match api
+            .create_subresource::<_, serde_json::Value>(
+                "binding",
+                &name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+        {
+            Ok(_) => {
+                tracing::info!("pod {ns}/{name} bound to {node} (job {job})");
+                // Until the watch brings it, as bound.
+                if let Some(pod) = self.pods.get_mut(&format!("{ns}/{name}")) {
+                    if let Some(s) = pod.spec.as_mut() {
+                        s.node_name = Some(node.to_string());
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("cannot bind pod {ns}/{name} to {node}: {e}"),
+        }
+    }
+
+    async fn add_finalizer(&self, p: &Pod) -> bool {
+        let mut f = p.metadata.finalizers.clone().unwrap_or_default();
+        f.push(plan::FINALIZER.into());
+        self.set_finalizers(p, f).await
+    }
+
+    async fn drop_finalizer(&mut self, p: &Pod) {
+        let f: Vec<String> = p
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|x| x != plan::FINALIZER)
+            .collect();
+        if self.set_finalizers(p, f.clone()).await {
+            if let Some(pod) = self.pods.get_mut(&plan::pod_id(p)) {
+                pod.metadata.finalizers = Some(f);
+            }
+        }
+    }
+
+    async fn set_finalizers(&self, p: &Pod, f: Vec<String>) -> bool {
+        let api: Api<Pod> = Api::namespaced(self.kube.clone(), plan::pod_ns(p));
+        // The version too: finalizers of others added meanwhile are kept.
+        let patch = Patch::Merge(json!({"metadata": {
+            "finalizers": f, "resourceVersion": p.metadata.resource_version}}));
+        match api
+            .patch(plan::pod_name(p), &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!("cannot set the finalizers of pod {}: {e}", plan::pod_id(p));
+                false
+            }
+        }
+    }
+
+    async fn delete_pod(&self, p: &Pod, grace: Option<u32>, why: &str) {
+        let api: Api<Pod> = Api::namespaced(self.kube.clone(), plan::pod_ns(p));
+        let dp = DeleteParams {
+            grace_period_seconds: grace,
+            ..Default::default()
+        };
+        match api.delete(plan::pod_name(p), &dp).await {
+            Ok(_) => tracing::info!("pod {} deleted: {why}", plan::pod_id(p)),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => tracing::warn!("cannot delete pod {}: {e}", plan::pod_id(p)),
+        }
+    }
+
+    /// Pods being deleted whose grace ran out long ago (their kubelet never
+    /// confirmed, or their node is gone): removed for good, so nothing stays
+    /// Terminating.
+    async fn release_stuck(&mut self) {
+        let now = chrono_now();
+        let stuck: Vec<Pod> = self
+            .pods
+            .values()
+            .filter(|p| !has_finalizer(p))
+            .filter(|p| {
+                let Some(ts) = &p.metadata.deletion_timestamp else {
+                    return false;
+                };
+                let grace = p.metadata.deletion_grace_period_seconds.unwrap_or(0);
+                let at = ts.0.as_second() + grace + self.s.release_after.as_secs() as i64;
+                at <= now
+            })
+            .cloned()
+            .collect();
+        for p in stuck {
+            self.delete_pod(&p, Some(0), "its kubelet never confirmed the deletion")
+                .await;
+        }
+    }
+}
+
+fn chrono_now() -> i64 {
+    slurm_common::auth::now()
+}
+
+/// One request to the controller (the command client, on a blocking thread).
+async fn call(slurm: &Arc<Client>, body: RequestBody) -> Result<Response, String> {
+    let c = slurm.clone();
+    let r = tokio::task::spawn_blocking(move || c.call(body))
+        .await
+        .map_err(|e| e.to_string())?;
+    match r {
+        Ok(Response::Error(e)) => Err(e.to_string()),
+        Ok(r) => Ok(r),
+        Err(e) => Err(e.to_string()),
+    }
+}

@@ -1,0 +1,701 @@
+//! Kubernetes: the test kit's stand-in API server checked with the real
+//! `kubectl`, and the bridge against the real controller, node daemon and
+//! that API server (a fake kubelet runs the pods).
+
+use super::*;
+use serde_json::{json, Value};
+use slurm_proto::JobRecord;
+use slurm_tests::k8s::{FakeApiServer, FakeKubelet};
+use std::process::{Child, Command, Output, Stdio};
+
+const LABEL: &str = "slinky.slurm.net/slurm-bridge";
+const SCHED: &str = "slurm-bridge-scheduler";
+const ANN: &str = "slurmjob.slinky.slurm.net/";
+
+/// `kubectl` against the fake, with its own kubeconfig.
+fn kubectl(kc: &std::path::Path, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .env("KUBECONFIG", kc)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .args(args)
+        .output()
+        .expect("kubectl")
+}
+
+fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < end,
+            "never happened within {secs}s: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn kubectl_works_against_the_stand_in_api_server() {
+    let api = FakeApiServer::start("127.0.0.1").expect("api server");
+    let dir = tempfile::tempdir().expect("tmp");
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(&kc, api.kubeconfig()).expect("kubeconfig");
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hello\n  labels: {app: web}\n\
+         spec:\n  containers:\n  - name: c\n    image: busybox\n",
+    )
+    .expect("pod.yaml");
+    let ok = |o: Output| {
+        assert!(o.status.success(), "kubectl failed: {}", stderr(&o));
+        stdout(&o)
+    };
+    // The fake serves no OpenAPI schema: client-side validation is off.
+    let out = ok(kubectl(
+        &kc,
+        &[
+            "create",
+            "--validate=false",
+            "-f",
+            &pod.display().to_string(),
+        ],
+    ));
+    assert_eq!(out.trim(), "pod/hello created");
+    let again = kubectl(
+        &kc,
+        &[
+            "create",
+            "--validate=false",
+            "-f",
+            &pod.display().to_string(),
+        ],
+    );
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("AlreadyExists") || stderr(&again).contains("already exists"),
+        "{}",
+        stderr(&again)
+    );
+    let got: Value =
+        serde_json::from_str(&ok(kubectl(&kc, &["get", "pod", "hello", "-o", "json"])))
+            .expect("json");
+    assert_eq!(got["metadata"]["namespace"], "default");
+    assert_eq!(got["status"]["phase"], "Pending");
+    let rv: u64 = got["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .expect("rv");
+    // Label and field selectors.
+    assert!(ok(kubectl(
+        &kc,
+        &["get", "pods", "-l", "app=web", "-o", "name"]
+    ))
+    .contains("pod/hello"));
+    assert!(!ok(kubectl(
+        &kc,
+        &["get", "pods", "-l", "app in (db,cache)", "-o", "name"]
+    ))
+    .contains("hello"));
+    assert!(ok(kubectl(
+        &kc,
+        &[
+            "get",
+            "pods",
+            "--field-selector",
+            "status.phase=Pending",
+            "-o",
+            "name"
+        ]
+    ))
+    .contains("pod/hello"));
+    assert!(!ok(kubectl(
+        &kc,
+        &[
+            "get",
+            "pods",
+            "--field-selector",
+            "metadata.name!=hello",
+            "-o",
+            "name"
+        ]
+    ))
+    .contains("hello"));
+    // A watch sees a change made by another client.
+    let mut w = Command::new("kubectl")
+        .env("KUBECONFIG", &kc)
+        .args([
+            "get",
+            "pods",
+            "-w",
+            "-o",
+            "jsonpath={.metadata.labels.tier}{\"\\n\"}",
+            "--request-timeout=20s",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("kubectl -w");
+    std::thread::sleep(Duration::from_millis(700));
+    ok(kubectl(&kc, &["label", "pod", "hello", "tier=front"]));
+    let mut seen = String::new();
+    {
+        use std::io::BufRead;
+        let mut r = std::io::BufReader::new(w.stdout.take().expect("stdout"));
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end && !seen.contains("front") {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            seen.push_str(&line);
+        }
+    }
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(seen.contains("front"), "watch saw: {seen:?}");
+    // Versions only grow.
+    let got: Value =
+        serde_json::from_str(&ok(kubectl(&kc, &["get", "pod", "hello", "-o", "json"])))
+            .expect("json");
+    let rv2: u64 = got["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .expect("rv");
+    assert!(rv2 > rv);
+    // Nodes: cordon is a patch of spec.unschedulable.
+    api.create(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "k1"}}))
+        .expect("node");
+    ok(kubectl(&kc, &["cordon", "k1"]));
+    assert_eq!(
+        api.get("nodes", "", "k1").expect("k1")["spec"]["unschedulable"],
+        true
+    );
+    ok(kubectl(&kc, &["uncordon", "k1"]));
+    assert_ne!(
+        api.get("nodes", "", "k1").expect("k1")["spec"]["unschedulable"],
+        true
+    );
+    // JSON patch, merge patch; a finalizer holds a deleted object.
+    ok(kubectl(
+        &kc,
+        &[
+            "patch",
+            "pod",
+            "hello",
+            "--type=json",
+            "-p",
+            r#"[{"op":"add","path":"/metadata/finalizers","value":["example.com/hold"]}]"#,
+        ],
+    ));
+    ok(kubectl(&kc, &["delete", "pod", "hello", "--wait=false"]));
+    let held = api
+        .get("pods", "default", "hello")
+        .expect("held by its finalizer");
+    assert!(held["metadata"]["deletionTimestamp"].is_string());
+    ok(kubectl(
+        &kc,
+        &[
+            "patch",
+            "pod",
+            "hello",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ],
+    ));
+    assert!(api.get("pods", "default", "hello").is_none());
+    let gone = kubectl(&kc, &["get", "pod", "hello"]);
+    assert!(
+        stderr(&gone).contains("NotFound") && stderr(&gone).contains("\"hello\" not found"),
+        "{}",
+        stderr(&gone)
+    );
+    // A watch from a version no longer kept: 410 Gone ("Expired").
+    api.compact(1);
+    let raw = ok(kubectl(
+        &kc,
+        &[
+            "get",
+            "--raw",
+            "/api/v1/pods?watch=1&resourceVersion=1&timeoutSeconds=2",
+        ],
+    ));
+    let ev: Value = serde_json::from_str(raw.lines().next().unwrap_or("")).expect("event");
+    assert_eq!(ev["type"], "ERROR");
+    assert_eq!(ev["object"]["code"], 410);
+    // A pod in a namespace that does not exist.
+    let bad = kubectl(&kc, &["run", "x", "--image=busybox", "-n", "nowhere"]);
+    assert!(
+        stderr(&bad).contains("namespaces \"nowhere\" not found"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+/// The bridge process of a test, stopped when dropped.
+struct BridgeProc(Child);
+
+impl Drop for BridgeProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A cluster with one batch node and a `kube` partition for pods, the
+/// stand-in API server with `knodes` labelled nodes (CPUs each), the
+/// kubelets of those not in `dead`, and the bridge.
+struct Kube {
+    t: TestCluster,
+    api: FakeApiServer,
+    _kubelet: FakeKubelet,
+    bridge: Option<BridgeProc>,
+    kc: std::path::PathBuf,
+}
+
+impl Kube {
+    fn start(knodes: &[(&str, u32)], dead: &[&str]) -> Kube {
+        let t = TestCluster::start(1, |s| {
+            s.extra_conf
+                .push_str("PartitionName=kube MaxTime=INFINITE State=UP\n");
+        });
+        let api = FakeApiServer::start(&t.c.spec.ip).expect("api server");
+        for (name, cpus) in knodes {
+            api.create(&json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {LABEL: "true", "zone": format!("z-{name}")}},
+                "spec": {},
+                "status": {"allocatable": {"cpu": cpus.to_string(), "memory": "4Gi"}}}))
+                .expect("node");
+        }
+        let live: Vec<String> = knodes
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .filter(|n| !dead.contains(&n.as_str()))
+            .collect();
+        let kubelet = FakeKubelet::start(&api, live);
+        let kc = t.c.spec.dir.join("kubeconfig");
+        std::fs::write(&kc, api.kubeconfig()).expect("kubeconfig");
+        let mut k = Kube {
+            t,
+            api,
+            _kubelet: kubelet,
+            bridge: None,
+            kc,
+        };
+        k.start_bridge();
+        for (name, _) in knodes {
+            k.t.wait_node(name, 20, "an external node", |n| n.external);
+        }
+        k
+    }
+
+    fn start_bridge(&mut self) {
+        let log =
+            std::fs::File::create(self.t.c.spec.dir.join("log/slurm-bridge.log")).expect("log");
+        let child = Command::new(self.t.c.spec.bin_dir.join("slurm-bridge"))
+            .env("SLURM_CONF", self.t.c.spec.conf_path())
+            .arg(format!("--kubeconfig={}", self.kc.display()))
+            .arg("--partition=kube")
+            .arg("--release-after=1")
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("slurm-bridge");
+        self.bridge = Some(BridgeProc(child));
+    }
+
+    fn pod(&self, name: &str, cpu: &str, extra: Value) {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "annotations": {}},
+            "spec": {"schedulerName": SCHED, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]}});
+        slurm_tests::k8s::merge_patch(&mut p, &extra);
+        self.api.create(&p).expect("pod");
+    }
+
+    fn get_pod(&self, name: &str) -> Option<Value> {
+        self.api.get("pods", "default", name)
+    }
+
+    /// The placeholder job of pod `name`.
+    fn job_of(&self, name: &str) -> JobRecord {
+        let want = format!("\"default/{name}\"");
+        wait_for(
+            20,
+            &format!("a job for pod {name}\n{}", self.t.logs()),
+            || {
+                self.t
+                    .jobs()
+                    .into_iter()
+                    .filter(|j| {
+                        j.desc
+                            .admin_comment
+                            .as_deref()
+                            .is_some_and(|c| c.contains(&want))
+                    })
+                    .max_by_key(|j| j.job_id)
+            },
+        )
+    }
+
+    fn node_of(&self, name: &str) -> String {
+        wait_for(20, &format!("pod {name} bound\n{}", self.t.logs()), || {
+            self.get_pod(name)?["spec"]["nodeName"]
+                .as_str()
+                .map(str::to_string)
+        })
+    }
+
+    fn phase(&self, name: &str) -> String {
+        self.get_pod(name)
+            .and_then(|p| p["status"]["phase"].as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
+#[test]
+fn pods_become_placeholder_jobs_and_run_where_the_controller_placed_them() {
+    let k = Kube::start(&[("k1", 2), ("k2", 2)], &[]);
+    // Bridged nodes are tainted so only the bridge's pods go there, and
+    // offer what Kubernetes says they have.
+    let k1 = k.api.get("nodes", "", "k1").expect("k1");
+    assert_eq!(k1["spec"]["taints"][0]["key"], LABEL);
+    assert_eq!(k1["spec"]["taints"][0]["effect"], "NoExecute");
+    let n =
+        k.t.nodes()
+            .into_iter()
+            .find(|n| n.name == "k1")
+            .expect("k1");
+    assert_eq!((n.cpus, n.real_memory), (2, 4096));
+    assert_eq!(n.partitions, vec!["kube".to_string()]);
+
+    // A pod with annotations, a node selector and one second of work.
+    k.pod("single", "1500m", json!({
+        "metadata": {"annotations": {format!("{ANN}job-name"): "hello", format!("{ANN}timelimit"): "7",
+                                     "fake-kubelet/run-seconds": "1"}},
+        "spec": {"nodeSelector": {"zone": "z-k2"}}}));
+    let j = k.job_of("single");
+    assert_eq!(j.name, "hello");
+    assert_eq!(j.partition, "kube");
+    assert_eq!(j.time_limit, Some(7));
+    assert!(j.desc.external);
+    assert_eq!(j.desc.cpus_per_task, Some(2));
+    assert_eq!(j.desc.exc_nodes, vec!["k1".to_string()]);
+    assert!(j.desc.req_nodes.is_empty(), "never required nodes");
+    let node = k.node_of("single");
+    assert_eq!(node, "k2");
+    let j = k.t.wait_job(j.job_id, 10, "running", |j| {
+        j.state == JobState::Running || j.state.is_finished()
+    });
+    assert_eq!(j.alloc.nodes, vec!["k2".to_string()]);
+    let pod = k.get_pod("single").expect("pod");
+    let tols = pod["spec"]["tolerations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        tols.iter().any(|t| t["key"] == LABEL),
+        "the bridge tolerates its own taint: {tols:?}"
+    );
+    // The kubelet runs it to the end; the job completes with it.
+    let j = k.t.wait_done(j.job_id, 20);
+    assert_eq!(j.state, JobState::Completed, "{}", k.t.logs());
+    assert_eq!(k.phase("single"), "Succeeded");
+    wait_for(
+        10,
+        "the bridge's finalizer removed from a finished pod",
+        || {
+            let p = k.get_pod("single")?;
+            (!p["metadata"]["finalizers"]
+                .to_string()
+                .contains("slurm-bridge"))
+            .then_some(())
+        },
+    );
+
+    // Each pod of a batch Job (parallelism 3) is a job of its own.
+    for i in 0..3 {
+        k.pod(&format!("batch-{i}"), "1", json!({
+            "metadata": {"annotations": {"batch.kubernetes.io/job-completion-index": i.to_string(),
+                                         "fake-kubelet/run-seconds": "1"},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "batch",
+                                              "uid": "00000000-0000-4000-8000-0000000000ff", "controller": true}]}}));
+    }
+    let ids: Vec<u32> = (0..3)
+        .map(|i| k.job_of(&format!("batch-{i}")).job_id)
+        .collect();
+    assert_eq!(
+        ids.iter().collect::<std::collections::BTreeSet<_>>().len(),
+        3
+    );
+    for id in ids {
+        let j = k.t.wait_done(id, 30);
+        assert_eq!(j.state, JobState::Completed);
+        assert_eq!(j.alloc.nodes.len(), 1);
+    }
+    for i in 0..3 {
+        assert_eq!(k.phase(&format!("batch-{i}")), "Succeeded");
+    }
+    // squeue and sacct-free views show the placeholder like any job.
+    let out = stdout(&k.t.run("sinfo", &["-p", "kube", "-h", "-o", "%D %N"]));
+    assert_eq!(out.trim(), "2 k[1-2]");
+}
+
+#[test]
+fn a_pod_group_waits_for_all_its_nodes_while_single_pods_flow() {
+    let k = Kube::start(&[("k1", 2), ("k2", 2), ("k3", 2), ("k4", 2)], &[]);
+    // A long pod holds k-something whole.
+    k.pod("long", "2", json!({}));
+    let long = k.job_of("long");
+    let long_node = k.node_of("long");
+    k.api
+        .create(
+            &json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                        "metadata": {"name": "gang", "namespace": "default"},
+                        "spec": {"minMember": 4}}),
+        )
+        .expect("podgroup");
+    // Three of four members: no job yet.
+    for i in 0..3 {
+        k.pod(
+            &format!("gang-{i}"),
+            "2",
+            json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "gang"}}}),
+        );
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !k.t.jobs().iter().any(|j| j
+            .desc
+            .admin_comment
+            .as_deref()
+            .is_some_and(|c| c.contains("gang-0"))),
+        "a PodGroup waits for minMember pods"
+    );
+    k.pod(
+        "gang-3",
+        "2",
+        json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "gang"}}}),
+    );
+    let gang = k.job_of("gang-0");
+    assert_eq!(gang.desc.min_nodes, Some(4));
+    assert_eq!(
+        gang.job_id,
+        k.job_of("gang-3").job_id,
+        "one job for the group"
+    );
+    let gang =
+        k.t.wait_job(gang.job_id, 10, "pending", |j| j.state == JobState::Pending);
+    assert_eq!(gang.state, JobState::Pending);
+    // Single pods keep flowing past the waiting gang.
+    k.pod(
+        "quick",
+        "1",
+        json!({"metadata": {"annotations": {"fake-kubelet/run-seconds": "1"}}}),
+    );
+    let quick = k.job_of("quick");
+    let quick_node = k.node_of("quick");
+    assert_ne!(quick_node, long_node);
+    assert_eq!(k.t.wait_done(quick.job_id, 20).state, JobState::Completed);
+    for i in 0..4 {
+        assert!(k.get_pod(&format!("gang-{i}")).expect("pod")["spec"]["nodeName"].is_null());
+    }
+    // The long pod goes: its job is cancelled, and the gang starts on all
+    // four nodes, one pod each, in rank order.
+    k.api
+        .delete("pods", "default", "long", None)
+        .expect("delete");
+    let long = k.t.wait_done(long.job_id, 20);
+    assert_eq!(long.state, JobState::Cancelled);
+    let gang =
+        k.t.wait_job(gang.job_id, 20, "running", |j| j.state == JobState::Running);
+    let placed: Vec<String> = (0..4).map(|i| k.node_of(&format!("gang-{i}"))).collect();
+    assert_eq!(
+        placed, gang.alloc.nodes,
+        "pods bound in rank order to the job's nodes"
+    );
+    wait_for(10, "the deleted pod released", || {
+        k.get_pod("long").is_none().then_some(())
+    });
+}
+
+#[test]
+fn ending_either_side_ends_the_other_and_nothing_stays_terminating() {
+    // k2's kubelet never answers.
+    let k = Kube::start(&[("k1", 2), ("k2", 2)], &["k2"]);
+    // scancel of a placeholder deletes its pod (k1: its kubelet confirms).
+    k.pod(
+        "a",
+        "2",
+        json!({"spec": {"nodeSelector": {"zone": "z-k1"}}}),
+    );
+    let a = k.job_of("a");
+    k.node_of("a");
+    wait_for(10, "pod a running", || {
+        (k.phase("a") == "Running").then_some(())
+    });
+    let out = k.t.run("scancel", &[&a.job_id.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_for(20, &format!("pod a deleted\n{}", k.t.logs()), || {
+        k.get_pod("a").is_none().then_some(())
+    });
+
+    // On k2 no kubelet confirms: the bridge releases the pod itself once
+    // its grace period (1 s) and the release delay (1 s) are over.
+    k.pod(
+        "b",
+        "2",
+        json!({"spec": {"nodeSelector": {"zone": "z-k2"}}}),
+    );
+    let b = k.job_of("b");
+    assert_eq!(k.node_of("b"), "k2");
+    k.t.wait_job(b.job_id, 10, "running", |j| j.state == JobState::Running);
+    k.t.run("scancel", &[&b.job_id.to_string()]);
+    wait_for(10, "pod b terminating", || {
+        k.get_pod("b")?["metadata"]["deletionTimestamp"]
+            .as_str()
+            .map(|_| ())
+    });
+    wait_for(20, &format!("pod b released\n{}", k.t.logs()), || {
+        k.get_pod("b").is_none().then_some(())
+    });
+
+    // Deleting a pod that waits cancels its job at once (nothing fits it).
+    k.pod(
+        "c",
+        "2",
+        json!({"spec": {"nodeSelector": {"zone": "z-k1"}}}),
+    );
+    k.pod(
+        "d",
+        "2",
+        json!({"spec": {"nodeSelector": {"zone": "z-k1"}}}),
+    );
+    let c = k.job_of("c");
+    let d = k.job_of("d");
+    k.t.wait_job(c.job_id, 10, "running", |j| j.state == JobState::Running);
+    assert_eq!(k.t.job(d.job_id).expect("d").state, JobState::Pending);
+    k.api
+        .delete("pods", "default", "d", None)
+        .expect("delete d");
+    assert_eq!(k.t.wait_done(d.job_id, 20).state, JobState::Cancelled);
+    wait_for(10, "pod d released", || {
+        k.get_pod("d").is_none().then_some(())
+    });
+    assert_eq!(
+        k.t.job(c.job_id).expect("c").state,
+        JobState::Running,
+        "its neighbour runs on"
+    );
+}
+
+#[test]
+fn cordon_drains_uncordon_resumes_and_an_operators_drain_stays() {
+    let k = Kube::start(&[("k1", 2), ("k2", 2)], &[]);
+    let ok = |o: Output| assert!(o.status.success(), "kubectl failed: {}", stderr(&o));
+    ok(kubectl(&k.kc, &["cordon", "k1"]));
+    let n = k.t.wait_node("k1", 10, "drained", |n| n.flags.drain);
+    assert!(
+        n.reason
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("slurm-bridge:"),
+        "{:?}",
+        n.reason
+    );
+    ok(kubectl(&k.kc, &["uncordon", "k1"]));
+    k.t.wait_node("k1", 10, "resumed", |n| !n.flags.drain);
+    // An operator's drain is the operator's: uncordon does not undo it.
+    let out = k.t.run(
+        "scontrol",
+        &["update", "NodeName=k2", "State=DRAIN", "Reason=disk swap"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    ok(kubectl(&k.kc, &["cordon", "k2"]));
+    ok(kubectl(&k.kc, &["uncordon", "k2"]));
+    std::thread::sleep(Duration::from_secs(2));
+    let n =
+        k.t.nodes()
+            .into_iter()
+            .find(|n| n.name == "k2")
+            .expect("k2");
+    assert!(
+        n.flags.drain && n.reason.as_deref() == Some("disk swap"),
+        "{:?}",
+        n.reason
+    );
+    // A Kubernetes node that goes, goes from the cluster.
+    k.api.delete("nodes", "", "k2", None).expect("delete node");
+    wait_for(10, "k2 removed", || {
+        (!k.t.nodes().iter().any(|n| n.name == "k2")).then_some(())
+    });
+}
+
+#[test]
+fn a_bad_pod_gets_no_job_and_others_are_not_held_up_and_users_cannot_speak_for_pods() {
+    let k = Kube::start(&[("k1", 2)], &[]);
+    // A pod whose annotation is not a time: no job, a clear log line.
+    k.pod(
+        "bad",
+        "1",
+        json!({"metadata": {"annotations": {format!("{ANN}timelimit"): "soon"}}}),
+    );
+    k.pod(
+        "good",
+        "1",
+        json!({"metadata": {"annotations": {"fake-kubelet/run-seconds": "1"}}}),
+    );
+    let good = k.job_of("good");
+    assert_eq!(k.t.wait_done(good.job_id, 20).state, JobState::Completed);
+    assert!(!k.t.jobs().iter().any(|j| j
+        .desc
+        .admin_comment
+        .as_deref()
+        .is_some_and(|c| c.contains("default/bad"))));
+    let log =
+        std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).unwrap_or_default();
+    assert!(log.contains("timelimit") && log.contains("soon"), "{log}");
+    // An ordinary user cannot write the admin comment that names pods on
+    // their own job, so cannot make the bridge bind or delete pods for it.
+    let id =
+        k.t.sbatch_as_user(&["-p", "debug", "--hold", "--wrap=true"]);
+    let out =
+        k.t.cmd_as(TEST_UID, TEST_GID, "scontrol")
+            .args([
+                "update",
+                &format!("JobId={id}"),
+                r#"AdminComment={"pods":["default/good"]}"#,
+            ])
+            .output()
+            .expect("scontrol");
+    assert!(
+        !out.status.success(),
+        "a user set an admin comment: {}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains("Access/permission denied"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(k.t.job(id).expect("job").desc.admin_comment, None);
+    // Even an administrator's job is not the bridge's to follow: the pod
+    // stays as it is.
+    let out = k.t.run(
+        "scontrol",
+        &[
+            "update",
+            &format!("JobId={id}"),
+            r#"AdminComment={"pods":["default/good"]}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    k.t.run("scontrol", &["release", &id.to_string()]);
+    k.t.wait_done(id, 20);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(k.get_pod("good").is_some());
+    assert_eq!(k.phase("good"), "Succeeded");
+}
