@@ -137,6 +137,8 @@ struct Bridge {
     done: BTreeSet<String>,
     /// Groups whose submission was refused: when to try again.
     retry: BTreeMap<GroupKey, Instant>,
+    /// Pods (by uid) the bridge bound.
+    bound: BTreeSet<String>,
     /// Kubernetes nodes we asked the controller to create.
     created: BTreeSet<String>,
 }
@@ -195,6 +197,7 @@ pub async fn run(s: Settings, kube: kube::Client, slurm: Client) -> anyhow::Resu
         done: BTreeSet::new(),
         retry: BTreeMap::new(),
         created: BTreeSet::new(),
+        bound: BTreeSet::new(),
     };
     tracing::info!(
         "slurm-bridge started: scheduling pods of schedulerName {}, bridging nodes labelled {}",
@@ -310,6 +313,10 @@ impl Bridge {
                 watcher::Event::InitDone => self.pods_synced = true,
                 watcher::Event::Delete(p) => {
                     self.pods.remove(&plan::pod_id(&p));
+                    if let Some(u) = &p.metadata.uid {
+                        self.bound.remove(u);
+                        self.done.remove(u);
+                    }
                 }
             },
             Ev::PodGroup(e) => match *e {
@@ -565,7 +572,12 @@ impl Bridge {
                 plan::rank_order(&mut order);
                 let order: Vec<Pod> = order.into_iter().cloned().collect();
                 for (p, node) in order.iter().zip(job.nodes.iter()) {
-                    if !bound(p) {
+                    let asked = p
+                        .metadata
+                        .uid
+                        .as_ref()
+                        .is_some_and(|u| self.bound.contains(u));
+                    if !bound(p) && !asked {
                         self.bind(p, node, id).await;
                     }
                 }
@@ -714,11 +726,9 @@ impl Bridge {
         {
             Ok(_) => {
                 tracing::info!("pod {ns}/{name} bound to {node} (job {job})");
-                // Until the watch brings it, as bound.
-                if let Some(pod) = self.pods.get_mut(&format!("{ns}/{name}")) {
-                    if let Some(s) = pod.spec.as_mut() {
-                        s.node_name = Some(node.to_string());
-                    }
+                // Events from before the binding may still come.
+                if let Some(u) = &p.metadata.uid {
+                    self.bound.insert(u.clone());
                 }
             }
             Err(e) => tracing::warn!("cannot bind pod {ns}/{name} to {node}: {e}"),

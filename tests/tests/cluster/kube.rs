@@ -699,3 +699,82 @@ fn a_bad_pod_gets_no_job_and_others_are_not_held_up_and_users_cannot_speak_for_p
     assert!(k.get_pod("good").is_some());
     assert_eq!(k.phase("good"), "Succeeded");
 }
+
+#[test]
+fn a_deleted_node_and_a_controller_restart_kill_no_job() {
+    let mut k = Kube::start(&[("k1", 2), ("k2", 2), ("k3", 2)], &[]);
+    let on_k1 = json!({"spec": {"nodeSelector": {"zone": "z-k1"}}});
+    k.pod("first", "2", on_k1.clone());
+    let first = k.job_of("first");
+    assert_eq!(k.node_of("first"), "k1");
+    k.pod("second", "2", on_k1);
+    let second = k.job_of("second");
+    assert_eq!(
+        second.desc.exc_nodes,
+        vec!["k2".to_string(), "k3".to_string()]
+    );
+    // k3 leaves Kubernetes, then the controller restarts.
+    k.api.delete("nodes", "", "k3", None).expect("delete k3");
+    wait_for(10, "k3 removed", || {
+        (!k.t.nodes().iter().any(|n| n.name == "k3")).then_some(())
+    });
+    k.t.c.kill_ctld(libc::SIGKILL);
+    k.t.c.start_ctld().expect("controller restart");
+    std::thread::sleep(Duration::from_secs(2));
+    let j = k.t.job(first.job_id).expect("first");
+    assert_eq!(j.state, JobState::Running, "{}", k.t.logs());
+    let j = k.t.job(second.job_id).expect("second");
+    assert_eq!(j.state, JobState::Pending, "{:?} {}", j.reason, k.t.logs());
+    // The bridge follows the new controller: the first pod goes, the
+    // second takes its node.
+    k.api
+        .delete("pods", "default", "first", None)
+        .expect("delete first");
+    assert_eq!(k.t.wait_done(first.job_id, 20).state, JobState::Cancelled);
+    k.t.wait_job(second.job_id, 20, "running", |j| {
+        j.state == JobState::Running
+    });
+    assert_eq!(k.node_of("second"), "k1");
+    // A stopped bridge loses nothing: a pod deleted meanwhile is held by the
+    // finalizer until its job is cancelled; a pod created meanwhile gets one
+    // job; the pods already placed get no second.
+    k.bridge = None;
+    k.pod("third", "1", json!({}));
+    k.api
+        .delete("pods", "default", "second", None)
+        .expect("delete second");
+    std::thread::sleep(Duration::from_millis(500));
+    let held = k.get_pod("second").expect("held by the finalizer");
+    assert!(held["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(
+        k.t.job(second.job_id).expect("second").state,
+        JobState::Running
+    );
+    k.start_bridge();
+    assert_eq!(k.t.wait_done(second.job_id, 20).state, JobState::Cancelled);
+    wait_for(20, "the deleted pod released", || {
+        k.get_pod("second").is_none().then_some(())
+    });
+    let third = k.job_of("third");
+    k.node_of("third");
+    std::thread::sleep(Duration::from_secs(1));
+    let theirs = |pod: &str| {
+        k.t.jobs()
+            .iter()
+            .filter(|j| {
+                j.desc
+                    .admin_comment
+                    .as_deref()
+                    .is_some_and(|c| c.contains(&format!("\"default/{pod}\"")))
+            })
+            .count()
+    };
+    assert_eq!(
+        (theirs("first"), theirs("second"), theirs("third")),
+        (1, 1, 1)
+    );
+    assert_eq!(
+        k.t.job(third.job_id).expect("third").state,
+        JobState::Running
+    );
+}
