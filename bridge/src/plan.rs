@@ -222,6 +222,11 @@ pub fn job_desc(
     let first = pods.first().ok_or("a group with no pods")?;
     let ann = |k: &str| annotation(first, &format!("{ANNOTATION_PREFIX}{k}")).map(str::to_string);
     let pod_list: Vec<String> = pods.iter().map(|p| pod_id(p)).collect();
+    // The uids let a node daemon beside a kubelet find each pod's cgroup.
+    let uids: Vec<&str> = pods
+        .iter()
+        .map(|p| p.metadata.uid.as_deref().unwrap_or(""))
+        .collect();
     let mut desc = JobDesc {
         name: Some(ann("job-name").unwrap_or_else(|| match key {
             GroupKey::Pod { name, .. } => name.clone(),
@@ -247,7 +252,7 @@ pub fn job_desc(
         work_dir: "/".into(),
         submit_host: d.submit_host.clone(),
         comment: Some(format!("{key}")),
-        admin_comment: Some(serde_json::json!({ "pods": pod_list }).to_string()),
+        admin_comment: Some(serde_json::json!({ "pods": pod_list, "uids": uids }).to_string()),
         ..Default::default()
     };
     if let Some(t) = ann("timelimit") {

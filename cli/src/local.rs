@@ -46,6 +46,8 @@ pub struct ClusterSpec {
     /// in a network namespace of their own to cut it off.
     pub node_addrs: Vec<Option<String>>,
     pub slurmd_prefix: Vec<Vec<String>>,
+    /// Arguments every slurmd gets after its own (`--kubelet=...`).
+    pub slurmd_args: Vec<String>,
     /// Where slurmctld and slurmd are.
     pub bin_dir: PathBuf,
     /// `Some(secs)`: one `slurmd --mock[=secs]` process serves every node
@@ -138,6 +140,7 @@ impl ClusterSpec {
             env: Vec::new(),
             node_addrs: Vec::new(),
             slurmd_prefix: Vec::new(),
+            slurmd_args: Vec::new(),
             bin_dir: bin_dir.to_path_buf(),
             mock: None,
             accounting: false,
@@ -555,7 +558,8 @@ impl LocalCluster {
     pub fn start_slurmd(&mut self, i: usize) -> Result<(), LocalError> {
         let conf = self.spec.conf_path().display().to_string();
         let name = self.spec.node_name(i);
-        let args = ["-D".into(), "-N".into(), name.clone(), "-f".into(), conf];
+        let mut args = vec!["-D".into(), "-N".into(), name.clone(), "-f".into(), conf];
+        args.extend(self.spec.slurmd_args.iter().cloned());
         let log = format!("slurmd.{name}.log");
         let child = match self.spec.slurmd_prefix.get(i).filter(|p| !p.is_empty()) {
             Some(prefix) => {

@@ -1258,6 +1258,7 @@ pub(crate) mod tests {
             cpu_load: Some(0.74),
             free_mem: Some(23653),
             external: false,
+            kubelet: false,
         }
     }
 

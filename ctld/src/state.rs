@@ -523,6 +523,7 @@ impl Controller {
                 cpu_load: None,
                 free_mem: None,
                 external: false,
+                kubelet: false,
             });
         }
         let partitions = partition_records(&conf);
@@ -917,6 +918,7 @@ impl Controller {
             cpu_load: None,
             free_mem: None,
             external,
+            kubelet: false,
         });
     }
 
@@ -1888,10 +1890,18 @@ impl Controller {
         away
     }
 
-    /// External jobs only on external nodes, and the others never there.
+    /// External jobs only on external nodes and nodes whose daemon runs
+    /// beside a kubelet, and the others never on external nodes.
     fn external_away(&self, j: &JobRecord) -> Vec<usize> {
         (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].external != j.desc.external)
+            .filter(|&i| {
+                let n = &self.nodes[i];
+                if j.desc.external {
+                    !n.external && !n.kubelet
+                } else {
+                    n.external
+                }
+            })
             .collect()
     }
 
@@ -3593,6 +3603,43 @@ impl Controller {
             f.split(',')
                 .any(|w| w.eq_ignore_ascii_case("alloc") || w.eq_ignore_ascii_case("contain"))
         });
+        // A pod's placeholder job on nodes whose daemon runs beside a
+        // kubelet: each of those daemons gives the job cores and applies
+        // them to its pod's cgroup.
+        if let Some(j) = self.p.jobs.get(&id).filter(|j| j.desc.external) {
+            let uids = pod_uids(j.desc.admin_comment.as_deref());
+            // (Another external job holds its cores there and nothing more.)
+            let uids = if uids.len() == names.len() {
+                uids
+            } else {
+                Vec::new()
+            };
+            let facts = JobPrologue {
+                job_id: id,
+                uid: j.user_id,
+                gid: j.group_id,
+                user_name: j.user_name.clone(),
+                partition: j.partition.clone(),
+                account: j.account.clone(),
+                alloc: j.alloc.clone(),
+                pod_uids: uids,
+            };
+            for node in &names {
+                let kubelet = self
+                    .node_index
+                    .get(node)
+                    .is_some_and(|&i| self.nodes[i].kubelet);
+                if let (true, false, Some(addr)) =
+                    (kubelet, facts.pod_uids.is_empty(), self.node_addr(node))
+                {
+                    self.effects.push(Effect::Prologue {
+                        node: node.clone(),
+                        addr,
+                        facts: Box::new(facts.clone()),
+                    });
+                }
+            }
+        }
         if at_alloc && !self.p.jobs.get(&id).is_some_and(|j| j.desc.external) {
             if let Some(j) = self.p.jobs.get(&id) {
                 let facts = JobPrologue {
@@ -3603,6 +3650,7 @@ impl Controller {
                     partition: j.partition.clone(),
                     account: j.account.clone(),
                     alloc: j.alloc.clone(),
+                    pod_uids: Vec::new(),
                 };
                 let first = if batch { 1 } else { 0 };
                 for node in names.iter().skip(first) {
@@ -4595,6 +4643,7 @@ impl Controller {
             n.arch = Some(r.arch.clone());
             n.cpu_load = Some(r.cpu_load);
             n.free_mem = Some(r.free_mem);
+            n.kubelet = r.kubelet && !n.external;
             n.last_heard = Some(now);
             n.flags.not_responding = false;
         }
@@ -5121,6 +5170,21 @@ pub fn expand_array_patterns(pat: &str, a: &ArrayInfo) -> String {
         }
     }
     out
+}
+
+/// The pod uids of a placeholder job made by slurm-bridge, one per node in
+/// allocation order (its admin comment's `uids`); none for other jobs.
+fn pod_uids(admin_comment: Option<&str>) -> Vec<String> {
+    admin_comment
+        .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok())
+        .and_then(|v| {
+            v.get("uids")?.as_array().map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

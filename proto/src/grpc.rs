@@ -220,6 +220,7 @@ impl From<JobPrologue> for pb::JobPrologue {
             partition: p.partition,
             account: p.account,
             alloc: Some(p.alloc.into()),
+            pod_uids: p.pod_uids,
         }
     }
 }
@@ -235,6 +236,7 @@ impl TryFrom<pb::JobPrologue> for JobPrologue {
             partition: p.partition,
             account: p.account,
             alloc: p.alloc.ok_or_else(|| missing("alloc"))?.into(),
+            pod_uids: p.pod_uids,
         })
     }
 }
@@ -524,6 +526,7 @@ impl From<NodeRegistration> for pb::NodeRegistration {
             cpu_load: r.cpu_load,
             free_mem: r.free_mem,
             running_jobs: r.running_jobs,
+            kubelet: r.kubelet,
         }
     }
 }
@@ -547,6 +550,7 @@ impl From<pb::NodeRegistration> for NodeRegistration {
             cpu_load: r.cpu_load,
             free_mem: r.free_mem,
             running_jobs: r.running_jobs,
+            kubelet: r.kubelet,
         }
     }
 }

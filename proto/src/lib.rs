@@ -604,6 +604,10 @@ pub struct JobPrologue {
     pub partition: String,
     pub account: String,
     pub alloc: Allocation,
+    /// A pod's placeholder job on kubelet nodes: the pod uid bound to each
+    /// node of `alloc`, in order (empty for every other job).
+    #[serde(default)]
+    pub pod_uids: Vec<String>,
 }
 
 /// One cluster license (`Licenses=` in slurm.conf) and its use.
@@ -883,6 +887,10 @@ pub struct NodeRecord {
     /// external jobs.
     #[serde(default)]
     pub external: bool,
+    /// Its daemon runs beside a kubelet: it takes pods' placeholder jobs
+    /// (external jobs) as well as batch jobs.
+    #[serde(default)]
+    pub kubelet: bool,
 }
 
 impl NodeRecord {
@@ -1251,6 +1259,10 @@ pub struct NodeRegistration {
     pub free_mem: u64,
     /// Jobs the daemon still runs (re-adopted after a controller restart).
     pub running_jobs: Vec<JobId>,
+    /// A kubelet runs on the node too (`slurmd --kubelet`): it takes pods'
+    /// placeholder jobs beside batch jobs.
+    #[serde(default)]
+    pub kubelet: bool,
 }
 
 /// What the controller asks the batch host to run.

@@ -28,6 +28,10 @@ pub struct Args {
     /// `--ca-cert-file FILE`: with `--conf-server`, fetch over TLS and
     /// check the controller's certificate against this CA.
     pub ca_cert_file: Option<PathBuf>,
+    /// `--kubelet[=CGROUP_ROOT]`: a kubelet runs on this node too (its
+    /// `--cgroup-root`, empty for the default): pods' placeholder jobs come
+    /// here beside batch jobs, each pod pinned to its job's CPUs.
+    pub kubelet: Option<String>,
 }
 
 /// What the command line asks for.
@@ -69,6 +73,11 @@ Usage: slurmd [OPTIONS]
   --ca-cert-file file
                  With --conf-server: fetch over TLS, checking the controller's
                  certificate against this CA.
+  --kubelet[=cgroup-root]
+                 A kubelet runs on this node too (cgroup-root: its
+                 --cgroup-root, default the top): Kubernetes pods placed by
+                 slurm-bridge share the node with batch jobs, each pod's
+                 cgroup pinned to the CPUs its placeholder job was given.
   --mock[=secs]  Run no job processes: each batch job \"runs\" for its time limit
                  (or secs when shorter), then completes. For scale tests.
   -v             Be more verbose; repeat for more.
@@ -98,6 +107,18 @@ where
             "--help" | "--usage" => return Ok(Command::Help),
             "--mock" => {
                 args.mock = Some(None);
+                continue;
+            }
+            "--kubelet" => {
+                args.kubelet = Some(String::new());
+                continue;
+            }
+            w if w.starts_with("--kubelet=") => {
+                let root = &w["--kubelet=".len()..];
+                if root.split('/').any(|c| c == "..") {
+                    return Err(ArgsError::Unknown(w.to_string()));
+                }
+                args.kubelet = Some(root.to_string());
                 continue;
             }
             w @ ("--conf-server" | "--ca-cert-file") => {
@@ -174,6 +195,14 @@ mod tests {
             Ok(Command::Run(a)) => a,
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn kubelet_takes_an_optional_cgroup_root_but_no_way_up() {
+        assert_eq!(run(&["--kubelet"]).kubelet.as_deref(), Some(""));
+        assert_eq!(run(&["--kubelet=k8s.slice"]).kubelet.as_deref(), Some("k8s.slice"));
+        assert!(parse(["--kubelet=../etc"]).is_err());
+        assert_eq!(run(&[]).kubelet, None);
     }
 
     #[test]

@@ -102,6 +102,7 @@ pub fn registration(ctx: &Ctx) -> NodeRegistration {
         cpu_load: crate::sysinfo::cpu_load(),
         free_mem: crate::sysinfo::free_mem(),
         running_jobs: ctx.running_jobs(),
+        kubelet: ctx.kubelet.is_some(),
     }
 }
 

@@ -73,6 +73,8 @@ pub struct Ctx {
     pub gres: NodeGres,
     /// Job cgroups (`proctrack/cgroup`, `task/cgroup`); `None` without.
     pub cgroups: Option<cgroup::Manager>,
+    /// A kubelet runs here too (`--kubelet`): pods placed by slurm-bridge.
+    pub kubelet: Option<crate::kubelet::Kubelet>,
     /// `JobAcctGatherType` gathers usage (`jobacct_gather/cgroup` or `/linux`).
     pub acct_gather: bool,
     pub jobs: JobTable,
@@ -392,6 +394,7 @@ impl Daemon {
             hardware,
             gres,
             cgroups,
+            kubelet: s.kubelet.as_deref().map(crate::kubelet::Kubelet::new),
             acct_gather,
             jobs: JobTable::default(),
             registered: AtomicBool::new(false),

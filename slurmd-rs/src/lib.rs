@@ -61,6 +61,7 @@ pub mod daemon;
 pub mod gres;
 pub mod hw;
 pub mod jobs;
+pub mod kubelet;
 pub mod launch;
 pub mod ledger;
 pub mod mock;

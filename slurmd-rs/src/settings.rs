@@ -36,6 +36,8 @@ pub struct Settings {
     /// The cluster key (`slurm.key` beside slurm.conf; for a configless
     /// node, beside the `-f` path it was started with).
     pub key_path: PathBuf,
+    /// `--kubelet[=CGROUP_ROOT]` (see [`crate::kubelet`]).
+    pub kubelet: Option<String>,
 }
 
 /// Expand `%n` (node name), `%h` (node hostname) and `%%` in a per-node path.
@@ -129,6 +131,7 @@ impl Settings {
             logfile,
             pidfile,
             verbose: args.verbose,
+            kubelet: args.kubelet.clone(),
         })
     }
 

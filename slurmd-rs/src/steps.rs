@@ -103,6 +103,7 @@ async fn job_here(
             tasks: t.job_tasks.clone(),
             gres: t.job_gres.clone(),
         },
+        pod_uids: Vec::new(),
     };
     prepare_job(ctx, &facts).await
 }
@@ -116,6 +117,11 @@ pub async fn prepare_job(
     f: &slurm_proto::JobPrologue,
 ) -> Result<Option<Arc<crate::cgroup::JobCgroup>>, String> {
     let job = f.job_id;
+    // A pod's placeholder job: nothing runs here but the pod.
+    if !f.pod_uids.is_empty() {
+        crate::kubelet::place(ctx, f);
+        return Ok(None);
+    }
     if ctx.jobs.phase(job).is_some() {
         return Ok(ctx.jobs.cgroup(job));
     }
@@ -180,6 +186,7 @@ pub async fn prepare_job(
 /// its steps had (on nodes without its batch script). Returns the job's
 /// user and facts (for the Epilog) when steps ran here.
 pub(crate) async fn end_job(ctx: &Arc<Ctx>, job: JobId) -> Option<(u32, crate::jobs::ScriptInfo)> {
+    crate::kubelet::release(ctx, job);
     let j = step_jobs().remove(&(ctx.node.clone(), job))?;
     if let Some(jc) = j.cgroup {
         let c2 = ctx.clone();

@@ -1531,19 +1531,115 @@ impl Selectors {
 /// them goes Running at once and Succeeded after its
 /// `fake-kubelet/run-seconds` annotation (never without it); a pod being
 /// deleted there is removed (its containers stopped). Stopped when dropped.
+///
+/// With a cgroup root ([`FakeKubelet::with_cgroups`]) it makes each running
+/// pod's cgroup as a kubelet with the cgroupfs driver does, in the real
+/// `cpuset` hierarchy: `ROOT/kubepods/besteffort/pod<uid>/<container>`,
+/// each level starting with its parent's CPUs, and runs one process
+/// (`sleep`) in the container; they go when the pod ends.
 pub struct FakeKubelet {
     stop: Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// A running pod's container process and cgroup.
+struct Container {
+    child: std::process::Child,
+    pod_dir: std::path::PathBuf,
+}
+
+/// The top of the cpuset hierarchy and whether it is cgroup v2.
+pub fn cpuset_top() -> Option<(std::path::PathBuf, bool)> {
+    let v1 = std::path::Path::new("/sys/fs/cgroup/cpuset");
+    if v1.join("cpuset.cpus").is_file() {
+        return Some((v1.to_path_buf(), false));
+    }
+    let v2 = std::path::Path::new("/sys/fs/cgroup");
+    let ctl = std::fs::read_to_string(v2.join("cgroup.controllers")).ok()?;
+    ctl.split_whitespace()
+        .any(|c| c == "cpuset")
+        .then(|| (v2.to_path_buf(), true))
+}
+
+/// Make `dir` (and its parents below `top`) as a kubelet would: on v1 each
+/// new level takes its parent's CPUs and memory nodes; on v2 the parent
+/// hands the cpuset controller down.
+fn make_cgroup(top: &std::path::Path, v2: bool, dir: &std::path::Path) -> std::io::Result<()> {
+    let rel = dir.strip_prefix(top).map_err(std::io::Error::other)?;
+    let mut cur = top.to_path_buf();
+    for part in rel.components() {
+        let parent = cur.clone();
+        cur.push(part);
+        if v2 {
+            let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+cpuset");
+        }
+        if !cur.is_dir() {
+            std::fs::create_dir(&cur)?;
+            if !v2 {
+                for f in ["cpuset.mems", "cpuset.cpus"] {
+                    let v = std::fs::read_to_string(parent.join(f))?;
+                    std::fs::write(cur.join(f), v.trim())?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Remove the tree at `dir`, deepest first (its processes are gone).
+fn remove_cgroup(dir: &std::path::Path) {
+    let mut all = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < all.len() {
+        if let Ok(rd) = std::fs::read_dir(&all[i]) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    all.push(e.path());
+                }
+            }
+        }
+        i += 1;
+    }
+    for d in all.iter().rev() {
+        for _ in 0..50 {
+            if std::fs::remove_dir(d).is_ok() || !d.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 impl FakeKubelet {
     pub fn start(api: &FakeApiServer, nodes: Vec<String>) -> FakeKubelet {
+        FakeKubelet::with_cgroups(api, nodes, None)
+    }
+
+    /// [`FakeKubelet::start`], making pods' cgroups under `root` (a
+    /// directory name below the top of the cpuset hierarchy, as a kubelet's
+    /// `--cgroup-root`).
+    pub fn with_cgroups(
+        api: &FakeApiServer,
+        nodes: Vec<String>,
+        root: Option<String>,
+    ) -> FakeKubelet {
         let shared = api.shared();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::spawn(move || {
             let pods = KINDS.iter().position(|k| k.plural == "pods").unwrap_or(2);
             let mut started: BTreeMap<String, std::time::Instant> = BTreeMap::new();
+            let mut containers: BTreeMap<String, Container> = BTreeMap::new();
+            let cg = root
+                .as_ref()
+                .and_then(|r| cpuset_top().map(|(t, v2)| (t.join(r), t, v2)));
+            let stop_container = |containers: &mut BTreeMap<String, Container>, uid: &str| {
+                if let Some(mut c) = containers.remove(uid) {
+                    let _ = c.child.kill();
+                    let _ = c.child.wait();
+                    remove_cgroup(&c.pod_dir);
+                }
+            };
             while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
                 let mine: Vec<Value> = {
                     let s = shared.store.lock().unwrap_or_else(|p| p.into_inner());
@@ -1566,6 +1662,7 @@ impl FakeKubelet {
                     let name = p["metadata"]["name"].as_str().unwrap_or("").to_string();
                     let uid = p["metadata"]["uid"].as_str().unwrap_or("").to_string();
                     if p["metadata"]["deletionTimestamp"].is_string() {
+                        stop_container(&mut containers, &uid);
                         let _ = shared.update(pods, &ns, &name, Some("binding"), |o| {
                             o["metadata"]["deletionGracePeriodSeconds"] = json!(0);
                             Ok(())
@@ -1576,6 +1673,25 @@ impl FakeKubelet {
                     }
                     match p["status"]["phase"].as_str() {
                         Some("Pending") | None => {
+                            if let Some((base, top, v2)) = &cg {
+                                let pod_dir =
+                                    base.join("kubepods/besteffort").join(format!("pod{uid}"));
+                                let ctr = pod_dir.join("c0");
+                                let made = make_cgroup(top, *v2, &ctr).and_then(|_| {
+                                    let child =
+                                        std::process::Command::new("sleep").arg("3600").spawn()?;
+                                    let procs = if *v2 { "cgroup.procs" } else { "tasks" };
+                                    std::fs::write(ctr.join(procs), child.id().to_string())?;
+                                    Ok(child)
+                                });
+                                match made {
+                                    Ok(child) => {
+                                        containers
+                                            .insert(uid.clone(), Container { child, pod_dir });
+                                    }
+                                    Err(e) => eprintln!("fake kubelet: pod {name}: cgroup: {e}"),
+                                }
+                            }
                             let _ = shared.update(pods, &ns, &name, Some("status"), |o| {
                                 o["status"]["phase"] = json!("Running");
                                 o["status"]["startTime"] = json!(now_rfc3339());
@@ -1588,8 +1704,11 @@ impl FakeKubelet {
                             let secs = p["metadata"]["annotations"]["fake-kubelet/run-seconds"]
                                 .as_str()
                                 .and_then(|s| s.parse::<f64>().ok());
-                            let at = *started.entry(uid).or_insert_with(std::time::Instant::now);
+                            let at = *started
+                                .entry(uid.clone())
+                                .or_insert_with(std::time::Instant::now);
                             if secs.is_some_and(|s| at.elapsed().as_secs_f64() >= s) {
+                                stop_container(&mut containers, &uid);
                                 let _ = shared.update(pods, &ns, &name, Some("status"), |o| {
                                     o["status"]["phase"] = json!("Succeeded");
                                     set_condition(o, "Ready", "False");
@@ -1600,7 +1719,31 @@ impl FakeKubelet {
                         _ => {}
                     }
                 }
+                // Pods gone from the API (deleted at once) stop too.
+                let live: Vec<String> = {
+                    let s = shared.store.lock().unwrap_or_else(|p| p.into_inner());
+                    s.objects
+                        .iter()
+                        .filter(|((k, _, _), _)| *k == pods)
+                        .filter_map(|(_, o)| o["metadata"]["uid"].as_str().map(str::to_string))
+                        .collect()
+                };
+                let gone: Vec<String> = containers
+                    .keys()
+                    .filter(|u| !live.contains(u))
+                    .cloned()
+                    .collect();
+                for u in gone {
+                    stop_container(&mut containers, &u);
+                }
                 std::thread::sleep(Duration::from_millis(50));
+            }
+            let all: Vec<String> = containers.keys().cloned().collect();
+            for u in all {
+                stop_container(&mut containers, &u);
+            }
+            if let Some((base, _, _)) = &cg {
+                remove_cgroup(base);
             }
         });
         FakeKubelet {

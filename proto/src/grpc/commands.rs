@@ -516,6 +516,7 @@ impl From<&NodeRecord> for pb::NodeRecord {
             cpu_load: n.cpu_load,
             free_mem: n.free_mem,
             external: n.external,
+            kubelet: n.kubelet,
         }
     }
 }
@@ -579,6 +580,7 @@ impl TryFrom<pb::NodeRecord> for NodeRecord {
             cpu_load: n.cpu_load,
             free_mem: n.free_mem,
             external: n.external,
+            kubelet: n.kubelet,
         })
     }
 }
@@ -1782,6 +1784,7 @@ mod tests {
             cpu_load: Some(0.5),
             free_mem: Some(77),
             external: true,
+            kubelet: false,
         };
         let part = PartitionRecord {
             name: "p".into(),

@@ -955,6 +955,16 @@ impl Manager {
         }
     }
 
+    /// Give `n` CPUs to `job` from the same book as the jobs' cpusets
+    /// (a pod's placeholder job: see [`crate::kubelet`]).
+    pub fn take_cpus(&self, job: JobId, n: u32) -> Vec<u32> {
+        self.book().take(job, n)
+    }
+
+    pub fn release_cpus(&self, job: JobId) {
+        self.book().release(job);
+    }
+
     /// CPUs `job` holds.
     pub fn cpus_of(&self, job: JobId) -> Vec<u32> {
         self.book()

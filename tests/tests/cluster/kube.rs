@@ -253,6 +253,7 @@ struct Kube {
     _kubelet: FakeKubelet,
     bridge: Option<BridgeProc>,
     kc: std::path::PathBuf,
+    partition: String,
 }
 
 impl Kube {
@@ -261,6 +262,18 @@ impl Kube {
             s.extra_conf
                 .push_str("PartitionName=kube MaxTime=INFINITE State=UP\n");
         });
+        Kube::on(t, knodes, dead, None, "kube")
+    }
+
+    /// The API server, kubelets (making pods' cgroups under `cgroup_root`)
+    /// and the bridge (its jobs in `partition`) beside cluster `t`.
+    fn on(
+        t: TestCluster,
+        knodes: &[(&str, u32)],
+        dead: &[&str],
+        cgroup_root: Option<String>,
+        partition: &str,
+    ) -> Kube {
         let api = FakeApiServer::start(&t.c.spec.ip).expect("api server");
         for (name, cpus) in knodes {
             api.create(&json!({"apiVersion": "v1", "kind": "Node",
@@ -274,7 +287,7 @@ impl Kube {
             .map(|(n, _)| n.to_string())
             .filter(|n| !dead.contains(&n.as_str()))
             .collect();
-        let kubelet = FakeKubelet::start(&api, live);
+        let kubelet = FakeKubelet::with_cgroups(&api, live, cgroup_root);
         let kc = t.c.spec.dir.join("kubeconfig");
         std::fs::write(&kc, api.kubeconfig()).expect("kubeconfig");
         let mut k = Kube {
@@ -283,10 +296,13 @@ impl Kube {
             _kubelet: kubelet,
             bridge: None,
             kc,
+            partition: partition.to_string(),
         };
         k.start_bridge();
         for (name, _) in knodes {
-            k.t.wait_node(name, 20, "an external node", |n| n.external);
+            k.t.wait_node(name, 20, "an external or kubelet node", |n| {
+                n.external || n.kubelet
+            });
         }
         k
     }
@@ -297,7 +313,7 @@ impl Kube {
         let child = Command::new(self.t.c.spec.bin_dir.join("slurm-bridge"))
             .env("SLURM_CONF", self.t.c.spec.conf_path())
             .arg(format!("--kubeconfig={}", self.kc.display()))
-            .arg("--partition=kube")
+            .arg(format!("--partition={}", self.partition))
             .arg("--release-after=1")
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -777,4 +793,171 @@ fn a_deleted_node_and_a_controller_restart_kill_no_job() {
         k.t.job(third.job_id).expect("third").state,
         JobState::Running
     );
+}
+
+/// The `cpuset.cpus` of job `id`'s cgroup on node `node` (this host's
+/// cpuset hierarchy at `top`).
+fn job_cpuset(top: &std::path::Path, node: &str, id: u32) -> Option<String> {
+    for e in std::fs::read_dir(top).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name != format!("slurm_{node}") && !name.starts_with(&format!("slurm_{node}.")) {
+            continue;
+        }
+        for u in std::fs::read_dir(e.path()).ok()?.flatten() {
+            let f = u.path().join(format!("job_{id}")).join("cpuset.cpus");
+            if let Ok(c) = std::fs::read_to_string(&f) {
+                return Some(c.trim().to_string());
+            }
+        }
+    }
+    None
+}
+
+fn cpu_set(list: &str) -> std::collections::BTreeSet<u32> {
+    let mut s = std::collections::BTreeSet::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    s.extend(a..=b);
+                }
+            }
+            None => {
+                if let Ok(a) = part.parse() {
+                    s.insert(a);
+                }
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
+    let Some((top, v2)) = slurm_tests::k8s::cpuset_top() else {
+        panic!("no cpuset cgroup hierarchy on this machine");
+    };
+    let root = format!("slurm-test-kubelet-{}", std::process::id());
+    let t = TestCluster::start(1, |s| {
+        s.cpus = 2;
+        s.extra_conf =
+            "ProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity,task/cgroup\n".into();
+        s.cgroup_conf = Some("CgroupPlugin=autodetect\nConstrainCores=yes\n".into());
+        s.slurmd_args = vec![format!("--kubelet={root}")];
+    });
+    // n1 runs a kubelet too: a Kubernetes node of the same name.
+    let k = Kube::on(t, &[("n1", 2)], &[], Some(root.clone()), "debug");
+    let n1 =
+        k.t.nodes()
+            .into_iter()
+            .find(|n| n.name == "n1")
+            .expect("n1");
+    assert!(n1.kubelet && !n1.external, "n1 registers as a kubelet node");
+    // A batch job takes one of its two CPUs.
+    let batch = k.t.sbatch(&["-c", "1", "--wrap", "sleep 300"]);
+    k.t.wait_job(batch, 20, "running", |j| j.state == JobState::Running);
+    let batch_cpus = wait_for(10, "the batch job's cpuset", || {
+        job_cpuset(&top, "n1", batch)
+    });
+    // A pod asking for one CPU comes to the same node, beside it.
+    k.pod("shared", "1", json!({}));
+    let job = k.job_of("shared");
+    assert_eq!(k.node_of("shared"), "n1");
+    let j =
+        k.t.wait_job(job.job_id, 10, "running", |j| j.state == JobState::Running);
+    assert_eq!(j.alloc.nodes, vec!["n1".to_string()]);
+    let uid = k.get_pod("shared").expect("pod")["metadata"]["uid"]
+        .as_str()
+        .expect("uid")
+        .to_string();
+    let ctr = top
+        .join(&root)
+        .join("kubepods/besteffort")
+        .join(format!("pod{uid}"))
+        .join("c0");
+    let file = if v2 {
+        "cpuset.cpus.effective"
+    } else {
+        "cpuset.effective_cpus"
+    };
+    let pod_cpus = wait_for(
+        20,
+        &format!("the pod pinned apart from the batch job\n{}", k.t.logs()),
+        || {
+            let c = std::fs::read_to_string(ctr.join(file)).ok()?;
+            let (p, b) = (cpu_set(&c), cpu_set(&batch_cpus));
+            (!p.is_empty() && p.is_disjoint(&b)).then_some(c.trim().to_string())
+        },
+    );
+    // Its process runs on those CPUs only.
+    let procs = if v2 { "cgroup.procs" } else { "tasks" };
+    let pid = std::fs::read_to_string(ctr.join(procs)).expect("procs");
+    let pid = pid.lines().next().expect("a process in the pod");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list");
+    assert_eq!(cpu_set(allowed), cpu_set(&pod_cpus));
+    // An ordinary user cannot move the pod onto the batch job's CPU by
+    // sending the node daemon a placement of their own.
+    let key = slurm_common::auth::Key::load(&slurm_common::auth::key_path(&k.t.c.spec.conf_path()))
+        .expect("key");
+    let (tls, _) = k.t.command_tls();
+    let facts = slurm_proto::JobPrologue {
+        job_id: job.job_id,
+        uid: TEST_UID,
+        gid: TEST_GID,
+        user_name: "nobody".into(),
+        partition: "debug".into(),
+        account: String::new(),
+        alloc: slurm_proto::Allocation {
+            nodes: vec!["n1".into()],
+            cpus: vec![2],
+            mem: vec![0],
+            tasks: vec![1],
+            gres: vec![],
+        },
+        pod_uids: vec![uid.clone()],
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    let slurmd = format!("{}:{}", k.t.c.spec.ip, k.t.c.spec.slurmd_ports[0]);
+    let r = rt
+        .block_on(async {
+            let ch = slurm_common::grpc::channel(Some(tls.client.clone()), &slurmd, "n1")?;
+            slurm_common::grpc::call_node(
+                &ch,
+                "n1",
+                slurm_proto::grpc::NodeCall::Prologue(Box::new(facts.into())),
+                |b| Ok(key.sign(TEST_UID, TEST_GID, "test", slurm_common::auth::now(), b)),
+                Duration::from_secs(5),
+            )
+            .await
+        })
+        .expect("slurmd answers");
+    assert!(
+        matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied),
+        "a user's placement was taken: {r:?}"
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    let now = std::fs::read_to_string(ctr.join(file)).expect("cpuset");
+    assert_eq!(cpu_set(&now), cpu_set(&pod_cpus));
+    // The pod goes: its job ends and its CPU is the next job's.
+    k.api
+        .delete("pods", "default", "shared", None)
+        .expect("delete");
+    assert_eq!(k.t.wait_done(job.job_id, 20).state, JobState::Cancelled);
+    let next = k.t.sbatch(&["-c", "1", "--wrap", "sleep 300"]);
+    k.t.wait_job(next, 20, "running", |j| j.state == JobState::Running);
+    let next_cpus = wait_for(10, "the next job's cpuset", || job_cpuset(&top, "n1", next));
+    assert_eq!(
+        cpu_set(&next_cpus),
+        cpu_set(&pod_cpus),
+        "the pod's CPU went back to the book"
+    );
+    eprintln!("batch job: CPUs {batch_cpus}; pod: CPUs {pod_cpus} (its process: {allowed}); next job: CPUs {next_cpus}");
+    k.t.run("scancel", &[&batch.to_string(), &next.to_string()]);
 }

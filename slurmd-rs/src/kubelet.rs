@@ -1,0 +1,269 @@
+//! A node daemon beside a kubelet (`slurmd --kubelet[=CGROUP_ROOT]`).
+//!
+//! The node registers as a kubelet node: the controller then gives it pods'
+//! placeholder jobs (slurm-bridge's `EXTERNAL_JOB`s) as well as batch jobs,
+//! counting both against the node's cores. When a placeholder job starts
+//! here the controller sends its allocation with the uid of the pod bound
+//! to this node; the daemon takes that many CPUs from the same book its
+//! batch jobs' cpusets come from, waits for the kubelet to make the pod's
+//! cgroup, and writes those CPUs into the pod's `cpuset.cpus` and those of
+//! its containers (deepest first, as cgroup v1 wants a child's CPUs inside
+//! its parent's), again for containers that come later. So pods and jobs
+//! never share a core. When the job ends the CPUs go back.
+//!
+//! The pod's cgroup is found where the kubelet puts it, under
+//! `CGROUP_ROOT` (its `--cgroup-root`, default the hierarchy's top) with
+//! either cgroup driver: `kubepods[/burstable|/besteffort]/pod<uid>`
+//! (cgroupfs) or `kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-
+//! pod<uid with _>.slice` (systemd); in the `cpuset` hierarchy on cgroup v1,
+//! in the unified one on v2.
+
+use crate::daemon::Ctx;
+use crate::hw::format_cpu_list;
+use slurm_proto::JobId;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// How long a placement waits for the kubelet to make the pod's cgroup.
+const FIND_WITHIN: Duration = Duration::from_secs(600);
+
+/// The daemon's kubelet side: where pods' cgroups are, and the pods placed.
+#[derive(Debug, Default)]
+pub struct Kubelet {
+    /// The kubelet's cgroup root below each hierarchy's top ("" for the top).
+    root: String,
+    placed: Mutex<HashMap<JobId, Arc<AtomicBool>>>,
+}
+
+/// Where pod `uid`'s cgroup may be, below the kubelet's root: the cgroupfs
+/// driver's paths, then the systemd driver's.
+pub fn pod_dirs(root: &str, uid: &str) -> Vec<PathBuf> {
+    let base = PathBuf::from(root.trim_matches('/'));
+    let under = uid.replace('-', "_");
+    let mut v = vec![
+        base.join("kubepods").join(format!("pod{uid}")),
+        base.join("kubepods/burstable").join(format!("pod{uid}")),
+        base.join("kubepods/besteffort").join(format!("pod{uid}")),
+        base.join("kubepods.slice")
+            .join(format!("kubepods-pod{under}.slice")),
+    ];
+    for qos in ["burstable", "besteffort"] {
+        v.push(
+            base.join("kubepods.slice")
+                .join(format!("kubepods-{qos}.slice"))
+                .join(format!("kubepods-{qos}-pod{under}.slice")),
+        );
+    }
+    v
+}
+
+/// Every directory of the tree at `dir`, deepest first.
+fn deepest_first(dir: &Path) -> Vec<PathBuf> {
+    let mut all = vec![(0usize, dir.to_path_buf())];
+    let mut i = 0;
+    while i < all.len() {
+        let (depth, d) = all[i].clone();
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    all.push((depth + 1, e.path()));
+                }
+            }
+        }
+        i += 1;
+    }
+    all.sort_by_key(|a| std::cmp::Reverse(a.0));
+    all.into_iter().map(|(_, d)| d).collect()
+}
+
+/// Write `cpus` into every `cpuset.cpus` of the tree at `dir`, deepest
+/// first, where it differs; how many were written.
+pub fn apply(dir: &Path, cpus: &[u32]) -> std::io::Result<usize> {
+    let want = format_cpu_list(cpus);
+    let mut n = 0;
+    for d in deepest_first(dir) {
+        let f = d.join("cpuset.cpus");
+        let Ok(have) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let same = crate::hw::parse_cpu_list(have.trim()).is_some_and(|h| h == cpus);
+        if !same {
+            std::fs::write(&f, &want)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+impl Kubelet {
+    pub fn new(root: &str) -> Kubelet {
+        Kubelet {
+            root: root.to_string(),
+            placed: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn placed(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, Arc<AtomicBool>>> {
+        self.placed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The hierarchy holding pods' cpusets, from the daemon's cgroups.
+    fn cpuset_top(ctx: &Ctx) -> Option<PathBuf> {
+        let m = ctx.cgroups.as_ref()?;
+        let mount = m.conf().mountpoint.clone();
+        Some(match m.version {
+            crate::cgroup::Version::V1 => mount.join("cpuset"),
+            crate::cgroup::Version::V2 => mount,
+        })
+    }
+}
+
+/// A pod's placeholder job starts here: take its CPUs and pin its pod to
+/// them once the kubelet has made the pod's cgroup.
+pub fn place(ctx: &Arc<Ctx>, f: &slurm_proto::JobPrologue) {
+    let Some(k) = ctx.kubelet.as_ref() else {
+        warn!(
+            job = f.job_id,
+            "a pod's placeholder job came to a daemon started without --kubelet"
+        );
+        return;
+    };
+    let Some(i) = f.alloc.nodes.iter().position(|n| *n == ctx.node) else {
+        return;
+    };
+    let Some(uid) = f.pod_uids.get(i).filter(|u| valid_uid(u)).cloned() else {
+        warn!(job = f.job_id, "no valid pod uid for this node in the job");
+        return;
+    };
+    let n = f.alloc.cpus.get(i).copied().unwrap_or(1);
+    let (Some(m), Some(top)) = (ctx.cgroups.as_ref(), Kubelet::cpuset_top(ctx)) else {
+        warn!(job = f.job_id, "no cgroups here: pod {uid} is not pinned");
+        return;
+    };
+    if !m.conf().constrain_cores {
+        info!(job = f.job_id, "ConstrainCores=no: pod {uid} is not pinned");
+        return;
+    }
+    let cpus = m.take_cpus(f.job_id, n);
+    let stop = Arc::new(AtomicBool::new(false));
+    if let Some(old) = k.placed().insert(f.job_id, stop.clone()) {
+        old.store(true, Ordering::Relaxed);
+    }
+    let dirs: Vec<PathBuf> = pod_dirs(&k.root, &uid)
+        .into_iter()
+        .map(|d| top.join(d))
+        .collect();
+    let job = f.job_id;
+    info!(job, "pod {uid}: CPUs {} here", format_cpu_list(&cpus));
+    tokio::task::spawn_blocking(move || follow(job, &uid, &dirs, &cpus, &stop));
+}
+
+/// Pin the pod's tree, and keep it pinned as containers come, until told
+/// to stop.
+fn follow(job: JobId, uid: &str, dirs: &[PathBuf], cpus: &[u32], stop: &AtomicBool) {
+    let start = std::time::Instant::now();
+    let mut found: Option<PathBuf> = None;
+    let mut said = false;
+    while !stop.load(Ordering::Relaxed) {
+        if found.is_none() {
+            found = dirs.iter().find(|d| d.is_dir()).cloned();
+            if found.is_none() && start.elapsed() > FIND_WITHIN {
+                warn!(job, "pod {uid}: its cgroup never appeared; not pinned");
+                return;
+            }
+        }
+        match &found {
+            Some(d) if !d.is_dir() => return,
+            Some(d) => match apply(d, cpus) {
+                Ok(n) if n > 0 && !said => {
+                    info!(
+                        job,
+                        "pod {uid}: pinned to CPUs {} ({})",
+                        format_cpu_list(cpus),
+                        d.display()
+                    );
+                    said = true;
+                }
+                Ok(_) => {}
+                Err(e) => warn!(
+                    job,
+                    "pod {uid}: cannot set its cpuset under {}: {e}",
+                    d.display()
+                ),
+            },
+            None => {}
+        }
+        std::thread::sleep(Duration::from_millis(if found.is_some() {
+            500
+        } else {
+            100
+        }));
+    }
+}
+
+/// The job ended here: stop following its pod and give its CPUs back.
+pub fn release(ctx: &Ctx, job: JobId) {
+    let Some(k) = ctx.kubelet.as_ref() else {
+        return;
+    };
+    if let Some(stop) = k.placed().remove(&job) {
+        stop.store(true, Ordering::Relaxed);
+        if let Some(m) = ctx.cgroups.as_ref() {
+            m.release_cpus(job);
+        }
+    }
+}
+
+/// A pod uid as Kubernetes makes them (no path separators, no dots).
+fn valid_uid(u: &str) -> bool {
+    !u.is_empty() && u.len() <= 64 && u.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_cgroups_are_looked_for_under_both_drivers() {
+        let d = pod_dirs("", "ab-12");
+        assert!(d.contains(&PathBuf::from("kubepods/besteffort/podab-12")));
+        assert!(d.contains(&PathBuf::from(
+            "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podab_12.slice"
+        )));
+        let d = pod_dirs("/site/", "x");
+        assert!(d.iter().all(|p| p.starts_with("site")));
+        assert!(!valid_uid("../etc"));
+        assert!(!valid_uid(""));
+        assert!(valid_uid("00000000-0000-4000-8000-0000000000ff"));
+    }
+
+    #[test]
+    fn a_pod_tree_is_pinned_deepest_first_and_only_where_it_differs() {
+        let t = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let pod = t.path().join("podx");
+        let ctr = pod.join("ctr");
+        std::fs::create_dir_all(&ctr).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(pod.join("cpuset.cpus"), "0-3\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ctr.join("cpuset.cpus"), "0-3\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(apply(&pod, &[2, 3]).ok(), Some(2));
+        assert_eq!(
+            std::fs::read_to_string(pod.join("cpuset.cpus"))
+                .ok()
+                .as_deref(),
+            Some("2-3")
+        );
+        assert_eq!(
+            std::fs::read_to_string(ctr.join("cpuset.cpus"))
+                .ok()
+                .as_deref(),
+            Some("2-3")
+        );
+        assert_eq!(apply(&pod, &[2, 3]).ok(), Some(0));
+        let order = deepest_first(&pod);
+        assert_eq!(order.first(), Some(&ctr));
+    }
+}
