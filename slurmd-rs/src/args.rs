@@ -200,7 +200,10 @@ mod tests {
     #[test]
     fn kubelet_takes_an_optional_cgroup_root_but_no_way_up() {
         assert_eq!(run(&["--kubelet"]).kubelet.as_deref(), Some(""));
-        assert_eq!(run(&["--kubelet=k8s.slice"]).kubelet.as_deref(), Some("k8s.slice"));
+        assert_eq!(
+            run(&["--kubelet=k8s.slice"]).kubelet.as_deref(),
+            Some("k8s.slice")
+        );
         assert!(parse(["--kubelet=../etc"]).is_err());
         assert_eq!(run(&[]).kubelet, None);
     }
