@@ -436,11 +436,16 @@ impl Bridge {
                 if self.created.contains(&name) {
                     continue;
                 }
-                let (cpus, mem, _gpus) = plan::node_capacity(&n);
+                let (cpus, mem, gpus) = plan::node_capacity(&n);
                 let spec = NodeSpec {
                     name: name.clone(),
                     cpus: cpus.max(1),
                     real_memory: mem.max(1),
+                    gres: if gpus > 0 {
+                        vec![format!("gpu:{gpus}")]
+                    } else {
+                        Vec::new()
+                    },
                     state: "EXTERNAL".into(),
                     partitions: self.s.partition.iter().cloned().collect(),
                     ..Default::default()
@@ -448,7 +453,7 @@ impl Bridge {
                 match call(&self.slurm, RequestBody::CreateNode(spec)).await {
                     Ok(_) => {
                         tracing::info!(
-                            "node {name}: added as an external node ({cpus} CPUs, {mem} MiB)"
+                            "node {name}: added as an external node ({cpus} CPUs, {mem} MiB, {gpus} GPUs)"
                         );
                         self.created.insert(name);
                     }

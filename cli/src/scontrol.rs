@@ -1330,6 +1330,7 @@ fn cmd_create_node(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 
                 spec.partitions = v.split(',').map(String::from).collect()
             }
             "nodeaddr" => spec.addr = Some(v.clone()),
+            "gres" => spec.gres = slurm_common::conf::split_top_commas(&v),
             "port" => match v.parse() {
                 Ok(n) => spec.port = Some(n),
                 Err(_) => return bad(out),
@@ -1348,7 +1349,7 @@ fn cmd_create_node(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 
             name: n.clone(),
             ..spec.clone()
         });
-        match ctl.call(body) {
+        match ctl.call_answer(body) {
             Ok(Response::Ok) => {}
             Ok(Response::Error(e)) => {
                 let d = e.detail.map(|d| format!(": {d}")).unwrap_or_default();

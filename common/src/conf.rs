@@ -979,7 +979,7 @@ fn tokenize(line: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 /// Splits at commas outside brackets and parentheses, trimming and dropping empties.
-fn split_top_commas(s: &str) -> Vec<String> {
+pub fn split_top_commas(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut depth = 0i32;
     let mut cur = String::new();

@@ -899,7 +899,7 @@ impl Controller {
             tmp_disk: 0,
             weight: 1,
             features: spec.features.clone(),
-            gres: Vec::new(),
+            gres: spec.gres.clone(),
             base_state: NodeBaseState::Unknown,
             flags: NodeFlags::default(),
             reason: None,
@@ -948,7 +948,13 @@ impl Controller {
                 return err(SlurmError::InvalidPartitionName);
             }
         }
+        for g in &spec.gres {
+            if let Err(e) = slurm_common::gres::parse_list(g) {
+                return err_detail(SlurmError::InvalidGres, format!("Gres={g}: {e}"));
+            }
+        }
         self.add_node(&spec);
+        self.refresh_gres_kinds();
         self.entries.push(Entry::DynNode(spec.clone()));
         self.p.dyn_nodes.insert(spec.name.clone(), spec);
         self.dirty = true;

@@ -376,6 +376,9 @@ pub struct NodeSpec {
     pub state: String,
     pub addr: Option<String>,
     pub port: Option<u16>,
+    /// `Gres=` as on a node line (`gpu:4`, `gpu:a100:2`).
+    #[serde(default)]
+    pub gres: Vec<String>,
 }
 
 /// What `scontrol create|update reservation` asks for; unset fields keep

@@ -783,6 +783,7 @@ pub fn create_node(v: &Value) -> Result<Vec<NodeSpec>, BodyError> {
                 spec.partitions = val.split(',').map(String::from).collect()
             }
             "nodeaddr" => spec.addr = Some(val.to_string()),
+            "gres" => spec.gres = slurm_common::conf::split_top_commas(val),
             "port" => spec.port = Some(val.parse().map_err(|_| invalid())?),
             _ => {
                 return Err(bad(
@@ -1096,6 +1097,13 @@ mod tests {
             create_node(&json!({"node_conf": "NodeName=k[1-2] State=External CPUs=8"})).unwrap();
         assert_eq!(n.len(), 2);
         assert_eq!(n[0].state, "EXTERNAL");
+        let g =
+            create_node(&json!({"node_conf": "NodeName=g1 State=External Gres=gpu:a100:2,gpu:1"}))
+                .unwrap();
+        assert_eq!(
+            g[0].gres,
+            vec!["gpu:a100:2".to_string(), "gpu:1".to_string()]
+        );
         assert!(create_node(&json!({"node_conf": "CPUs=8"})).is_err());
         let (r, _) = reservation(
             &json!({"name": "m", "node_list": ["n1"], "flags": ["MAINT"], "duration": 10}),

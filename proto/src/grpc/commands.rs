@@ -954,6 +954,7 @@ impl From<NodeSpec> for pb::NodeSpec {
             state: n.state,
             addr: n.addr,
             port: n.port.map(u32::from),
+            gres: n.gres,
         }
     }
 }
@@ -978,6 +979,7 @@ impl TryFrom<pb::NodeSpec> for NodeSpec {
             partitions: n.partitions,
             state: n.state,
             addr: n.addr,
+            gres: n.gres,
         })
     }
 }
@@ -1937,6 +1939,7 @@ mod tests {
             state: "EXTERNAL".into(),
             addr: None,
             port: Some(6818),
+            gres: vec!["gpu:a100:2".into()],
         };
         match round_trip(RequestBody::CreateNode(node.clone())) {
             RequestBody::CreateNode(back) => assert_eq!(back, node),

@@ -961,3 +961,48 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
     eprintln!("batch job: CPUs {batch_cpus}; pod: CPUs {pod_cpus} (its process: {allowed}); next job: CPUs {next_cpus}");
     k.t.run("scancel", &[&batch.to_string(), &next.to_string()]);
 }
+
+#[test]
+fn bridged_gpus_are_scheduled_as_gres() {
+    let k = Kube::start(&[("k1", 2)], &[]);
+    k.api
+        .create(&json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "g1", "labels": {LABEL: "true"}},
+            "spec": {},
+            "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "nvidia.com/gpu": "2"}}}))
+        .expect("gpu node");
+    let g1 = k.t.wait_node("g1", 20, "an external node", |n| n.external);
+    assert_eq!(g1.gres, vec!["gpu:2".to_string()]);
+    let gpus = |n: u32| {
+        json!({"spec": {"containers": [{"name": "c", "image": "cuda",
+        "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": n.to_string()}}}]}})
+    };
+    // Two GPUs: only g1 has them.
+    k.pod("train", "1", gpus(2));
+    let j = k.job_of("train");
+    assert_eq!(j.desc.gres.as_deref(), Some("gpu:2"));
+    assert_eq!(k.node_of("train"), "g1");
+    // Three GPUs: no node has them, the job is refused and the pod waits.
+    k.pod("huge", "1", gpus(3));
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(k.get_pod("huge").expect("pod")["spec"]["nodeName"].is_null());
+    let log =
+        std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).unwrap_or_default();
+    assert!(
+        log.contains("default/huge") && log.contains("refused"),
+        "{log}"
+    );
+    // A bad Gres= on a new node is named and changes nothing.
+    let out = k.t.run(
+        "scontrol",
+        &[
+            "create",
+            "NodeName=x1",
+            "State=External",
+            "Gres=gpu:a100:lots",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("gpu:a100:lots"), "{}", stderr(&out));
+    assert!(!k.t.nodes().iter().any(|n| n.name == "x1"));
+}
