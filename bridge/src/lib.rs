@@ -5,5 +5,6 @@
 //! cluster's external nodes. See the README ("Kubernetes") and
 //! docs/architecture.md.
 
+pub mod ctld;
 pub mod plan;
 pub mod run;

@@ -131,7 +131,7 @@ fn run(settings: Settings, kubeconfig: Option<String>, verbose: u32) -> anyhow::
         .map_err(anyhow::Error::msg)?;
     slurm_common::tls::setup(&conf, &slurm_common::tls::Role::Command)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let slurm = slurm_common::net::Client::from_conf(&conf);
+    let slurm = slurm_bridge::ctld::Ctld::from_conf(&conf);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

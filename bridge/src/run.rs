@@ -8,6 +8,7 @@
 //! Nothing is polled: the only timer releases pods whose kubelet never
 //! confirms a deletion and retries what failed.
 
+use crate::ctld::Ctld;
 use crate::plan::{self, GroupKey};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -15,7 +16,6 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::json;
-use slurm_common::net::Client;
 use slurm_proto::grpc::pb::{self, watch_event::Event as CtldEvent};
 use slurm_proto::{CancelFilter, NodeSpec, NodeStateRequest, RequestBody, Response};
 use std::collections::{BTreeMap, BTreeSet};
@@ -118,7 +118,7 @@ fn has_finalizer(p: &Pod) -> bool {
 struct Bridge {
     s: Settings,
     kube: kube::Client,
-    slurm: Arc<Client>,
+    slurm: Arc<Ctld>,
     submit_host: String,
     /// Who the bridge runs as: its jobs are this user's.
     uid: u32,
@@ -144,7 +144,7 @@ struct Bridge {
 }
 
 /// Run the bridge until a watch cannot be kept (an error to report).
-pub async fn run(s: Settings, kube: kube::Client, slurm: Client) -> anyhow::Result<()> {
+pub async fn run(s: Settings, kube: kube::Client, slurm: Ctld) -> anyhow::Result<()> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Ev>(1024);
     let pods: Api<Pod> = Api::all(kube.clone());
     let pod_cfg =
@@ -251,14 +251,12 @@ fn spawn_watch<K, S>(
 
 /// Follow the controller's watch stream (jobs and nodes), trying the
 /// controllers in turn, forever.
-async fn watch_controller(slurm: Arc<Client>, tx: tokio::sync::mpsc::Sender<Ev>) {
-    let conf = slurm_common::conf::SlurmConf::load(&slurm_common::conf::default_conf_path()).ok();
-    let creds = conf.as_ref().map(slurm_common::auth::CredSource::from_conf);
+async fn watch_controller(slurm: Arc<Ctld>, tx: tokio::sync::mpsc::Sender<Ev>) {
+    let creds = slurm.creds();
     let mut said = String::new();
     loop {
         for (server, addr) in &slurm.controllers {
             let r = async {
-                let creds = creds.as_ref().ok_or("cannot read slurm.conf")?;
                 let tls = slurm_common::tls::client().cloned();
                 let ch =
                     slurm_common::grpc::channel(tls, addr, server).map_err(|e| e.to_string())?;
@@ -516,6 +514,7 @@ impl Bridge {
     /// every pod finished.
     async fn follow_jobs(&mut self) {
         let jobs: Vec<(u32, Job)> = self.jobs.iter().map(|(k, v)| (*k, v.clone())).collect();
+        let mut binds: Vec<(Pod, String, u32)> = Vec::new();
         for (id, job) in jobs {
             let present: Vec<Pod> = job
                 .pods
@@ -583,11 +582,28 @@ impl Bridge {
                         .as_ref()
                         .is_some_and(|u| self.bound.contains(u));
                     if !bound(p) && !asked {
-                        self.bind(p, node, id).await;
+                        binds.push((p.clone(), node.clone(), id));
                     }
                 }
             }
         }
+        // Every pod to bind, many at once.
+        let kube = self.kube.clone();
+        let done: Vec<Option<String>> = futures::stream::iter(binds)
+            .map(|(p, node, job)| {
+                let kube = kube.clone();
+                async move {
+                    bind(&kube, &p, &node, job)
+                        .await
+                        .then(|| p.metadata.uid.clone())
+                        .flatten()
+                }
+            })
+            .buffer_unordered(SUBMIT_AT_ONCE)
+            .collect()
+            .await;
+        // Events from before the bindings may still come: not again.
+        self.bound.extend(done.into_iter().flatten());
         // Pods deleted while the bridge still held them: once their job is
         // cancelled (or they have none), let them go.
         let pod_jobs = self.pod_jobs();
@@ -661,28 +677,23 @@ impl Bridge {
             let desc = plan::job_desc(&key, &pods.iter().collect::<Vec<_>>(), excluded, &d);
             todo.push((key, pods, desc));
         }
-        for (key, pods, desc) in todo {
-            let desc = match desc {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::warn!("{key}: {e}");
-                    self.retry.insert(key, now + Duration::from_secs(3600));
-                    continue;
+        // Many groups at once: each is a finalizer patch and a submission.
+        let kube = self.kube.clone();
+        let slurm = self.slurm.clone();
+        let results: Vec<(GroupKey, Vec<Pod>, Submitted)> = futures::stream::iter(todo)
+            .map(|(key, pods, desc)| {
+                let (kube, slurm) = (kube.clone(), slurm.clone());
+                async move {
+                    let r = submit_group(&kube, &slurm, &pods, desc).await;
+                    (key, pods, r)
                 }
-            };
-            // The finalizer first: a pod deleted from now on waits for us.
-            let mut ok = true;
-            for p in &pods {
-                if !has_finalizer(p) && !self.add_finalizer(p).await {
-                    ok = false;
-                }
-            }
-            if !ok {
-                self.retry.insert(key, now + Duration::from_secs(2));
-                continue;
-            }
-            match call(&self.slurm, RequestBody::SubmitBatchJob(desc)).await {
-                Ok(Response::Submitted { job_id }) => {
+            })
+            .buffer_unordered(SUBMIT_AT_ONCE)
+            .collect()
+            .await;
+        for (key, pods, r) in results {
+            match r {
+                Ok(job_id) => {
                     tracing::info!("{key}: submitted as job {job_id}");
                     self.retry.remove(&key);
                     self.jobs.insert(
@@ -694,56 +705,12 @@ impl Bridge {
                         },
                     );
                 }
-                Ok(other) => {
-                    tracing::warn!("{key}: unexpected answer {other:?}");
-                    self.retry.insert(key, now + Duration::from_secs(10));
-                }
-                Err(e) => {
-                    tracing::warn!("{key}: the controller refused its job: {e}");
-                    self.retry.insert(key, now + Duration::from_secs(10));
+                Err((why, again)) => {
+                    tracing::warn!("{key}: {why}");
+                    self.retry.insert(key, now + again);
                 }
             }
         }
-    }
-
-    async fn bind(&mut self, p: &Pod, node: &str, job: u32) {
-        let (ns, name) = (plan::pod_ns(p).to_string(), plan::pod_name(p).to_string());
-        let api: Api<Pod> = Api::namespaced(self.kube.clone(), &ns);
-        if let Some(tols) = plan::with_bridge_toleration(p) {
-            let patch = Patch::Merge(json!({"spec": {"tolerations": tols}}));
-            if let Err(e) = api.patch(&name, &PatchParams::default(), &patch).await {
-                tracing::warn!("cannot add the bridge's toleration to pod {ns}/{name}: {e}");
-            }
-        }
-        let binding = json!({
-            "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": ns},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        });
-        match api
-            .create_subresource::<_, serde_json::Value>(
-                "binding",
-                &name,
-                &PostParams::default(),
-                &binding,
-            )
-            .await
-        {
-            Ok(_) => {
-                tracing::info!("pod {ns}/{name} bound to {node} (job {job})");
-                // Events from before the binding may still come.
-                if let Some(u) = &p.metadata.uid {
-                    self.bound.insert(u.clone());
-                }
-            }
-            Err(e) => tracing::warn!("cannot bind pod {ns}/{name} to {node}: {e}"),
-        }
-    }
-
-    async fn add_finalizer(&self, p: &Pod) -> bool {
-        let mut f = p.metadata.finalizers.clone().unwrap_or_default();
-        f.push(plan::FINALIZER.into());
-        self.set_finalizers(p, f).await
     }
 
     async fn drop_finalizer(&mut self, p: &Pod) {
@@ -755,26 +722,9 @@ impl Bridge {
             .into_iter()
             .filter(|x| x != plan::FINALIZER)
             .collect();
-        if self.set_finalizers(p, f.clone()).await {
+        if set_finalizers(&self.kube, p, f.clone()).await {
             if let Some(pod) = self.pods.get_mut(&plan::pod_id(p)) {
                 pod.metadata.finalizers = Some(f);
-            }
-        }
-    }
-
-    async fn set_finalizers(&self, p: &Pod, f: Vec<String>) -> bool {
-        let api: Api<Pod> = Api::namespaced(self.kube.clone(), plan::pod_ns(p));
-        // The version too: finalizers of others added meanwhile are kept.
-        let patch = Patch::Merge(json!({"metadata": {
-            "finalizers": f, "resourceVersion": p.metadata.resource_version}}));
-        match api
-            .patch(plan::pod_name(p), &PatchParams::default(), &patch)
-            .await
-        {
-            Ok(_) => true,
-            Err(e) => {
-                tracing::warn!("cannot set the finalizers of pod {}: {e}", plan::pod_id(p));
-                false
             }
         }
     }
@@ -822,15 +772,102 @@ fn chrono_now() -> i64 {
     slurm_common::auth::now()
 }
 
-/// One request to the controller (the command client, on a blocking thread).
-async fn call(slurm: &Arc<Client>, body: RequestBody) -> Result<Response, String> {
-    let c = slurm.clone();
-    let r = tokio::task::spawn_blocking(move || c.call(body))
+/// One request to the controller in control.
+async fn call(slurm: &Arc<Ctld>, body: RequestBody) -> Result<Response, String> {
+    slurm.call(body).await
+}
+
+/// A group's submission: its job id, or why not and when to try again.
+type Submitted = Result<u32, (String, Duration)>;
+
+/// Submissions (and bindings) the bridge has in flight at once.
+const SUBMIT_AT_ONCE: usize = 32;
+
+/// One group's job: its pods get the bridge's finalizer first (a pod
+/// deleted from then on waits for the bridge), then the job is submitted.
+/// The job id, or why not and when to try again.
+async fn submit_group(
+    kube: &kube::Client,
+    slurm: &Arc<Ctld>,
+    pods: &[Pod],
+    desc: Result<slurm_proto::JobDesc, String>,
+) -> Submitted {
+    let desc = desc.map_err(|e| (e, Duration::from_secs(3600)))?;
+    for p in pods {
+        if !has_finalizer(p) {
+            let mut f = p.metadata.finalizers.clone().unwrap_or_default();
+            f.push(plan::FINALIZER.into());
+            if !set_finalizers(kube, p, f).await {
+                return Err((
+                    "cannot add the bridge's finalizer".into(),
+                    Duration::from_secs(2),
+                ));
+            }
+        }
+    }
+    match call(slurm, RequestBody::SubmitBatchJob(desc)).await {
+        Ok(Response::Submitted { job_id }) => Ok(job_id),
+        Ok(other) => Err((
+            format!("unexpected answer {other:?}"),
+            Duration::from_secs(10),
+        )),
+        Err(e) => Err((
+            format!("the controller refused its job: {e}"),
+            Duration::from_secs(10),
+        )),
+    }
+}
+
+/// Set a pod's finalizers (with its version: others' added meanwhile are
+/// kept, the patch is refused and tried again).
+async fn set_finalizers(kube: &kube::Client, p: &Pod, f: Vec<String>) -> bool {
+    let api: Api<Pod> = Api::namespaced(kube.clone(), plan::pod_ns(p));
+    let patch = Patch::Merge(json!({"metadata": {
+        "finalizers": f, "resourceVersion": p.metadata.resource_version}}));
+    match api
+        .patch(plan::pod_name(p), &PatchParams::default(), &patch)
         .await
-        .map_err(|e| e.to_string())?;
-    match r {
-        Ok(Response::Error(e)) => Err(e.to_string()),
-        Ok(r) => Ok(r),
-        Err(e) => Err(e.to_string()),
+    {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!("cannot set the finalizers of pod {}: {e}", plan::pod_id(p));
+            false
+        }
+    }
+}
+
+/// Bind pod `p` to `node` (its toleration of the bridge's taint first);
+/// whether it was bound.
+async fn bind(kube: &kube::Client, p: &Pod, node: &str, job: u32) -> bool {
+    let (ns, name) = (plan::pod_ns(p).to_string(), plan::pod_name(p).to_string());
+    let api: Api<Pod> = Api::namespaced(kube.clone(), &ns);
+    if let Some(tols) = plan::with_bridge_toleration(p) {
+        let patch = Patch::Merge(json!({"spec": {"tolerations": tols}}));
+        if let Err(e) = api.patch(&name, &PatchParams::default(), &patch).await {
+            tracing::warn!("cannot add the bridge's toleration to pod {ns}/{name}: {e}");
+        }
+    }
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": ns},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    match api
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            &name,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+    {
+        Ok(_) => {
+            tracing::info!("pod {ns}/{name} bound to {node} (job {job})");
+            true
+        }
+        Err(e) => {
+            tracing::warn!("cannot bind pod {ns}/{name} to {node}: {e}");
+            false
+        }
     }
 }

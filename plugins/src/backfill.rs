@@ -235,7 +235,31 @@ impl Backfill {
                 continue;
             }
             if stats.examined >= prm.max_job_test {
-                decisions.push(pending(job, PendingReason::Priority));
+                // Past the limit, as Slurm's main scheduler: a job whose
+                // partition has nothing waiting ahead of it starts if it
+                // fits now around every reservation made, and is planned no
+                // further; once one does not fit, its partition waits. (A
+                // pod behind a thousand blocked batch jobs of another
+                // partition still starts at once.)
+                let fits = (!blocked[job.partition])
+                    .then(|| prepare(view, job).ok())
+                    .flatten()
+                    .and_then(|p| avail.fits_now_prepared(view, &p));
+                match fits {
+                    Some(alloc) => {
+                        let dur = duration(job);
+                        let end = avail.end_of(now, dur);
+                        avail.reserve(&alloc, now, end);
+                        avail.reserve(&view.held_beside(job, &alloc), now, end);
+                        starts.insert(job.id, planned(now, dur, alloc.clone()));
+                        stats.started += 1;
+                        decisions.push(Decision::Start { job: job.id, alloc });
+                    }
+                    None => {
+                        blocked[job.partition] = true;
+                        decisions.push(pending(job, PendingReason::Priority));
+                    }
+                }
                 continue;
             }
             if let (Some(users), true) = (users, prm.max_job_user > 0) {

@@ -238,10 +238,48 @@ fn reasons_per_partition_and_limits() {
 fn max_job_test_and_max_job_user() {
     let v = cluster(4, 4, 4000);
     let q: Vec<JobView> = (1..=4).map(|i| sized(i, 100, 1, 4, Some(5))).collect();
+    // Past the limit jobs that fit now still start (Slurm's main scheduler
+    // would start them), with nothing waiting ahead in their partition.
     let p = bf("bf_max_job_test=2").plan(&v, &q, 0);
+    assert!(outcome(&p).iter().all(|o| o.1.is_none()));
+    // Two nodes busy: job 3 is the first that waits; past the limit it gets
+    // no reservation, and job 4 behind it in its partition waits too.
+    let mut v2 = cluster(4, 4, 4000);
+    run(
+        &mut v2,
+        100,
+        Some(600),
+        vec![node_alloc(0, 4), node_alloc(1, 4)],
+    );
+    let p = bf("bf_max_job_test=2").plan(&v2, &q, 0);
     assert_eq!(
         outcome(&p),
         vec![(1, None), (2, None), (3, PRIO), (4, PRIO)]
+    );
+    assert_eq!(start_of(&p, 3), None);
+    // A job of another partition behind them that fits still starts.
+    let mut v3 = cluster(3, 4, 4000);
+    v3.partitions.push(PartitionView {
+        name: "pods".into(),
+        nodes: vec![2],
+        ..v3.partitions[0].clone()
+    });
+    v3.partitions[0].nodes = vec![0, 1];
+    run(
+        &mut v3,
+        100,
+        Some(600),
+        vec![node_alloc(0, 4), node_alloc(1, 4)],
+    );
+    let mut q3: Vec<JobView> = (1..=4).map(|i| sized(i, 100, 1, 4, Some(5))).collect();
+    q3.push(JobView {
+        partition: 1,
+        ..sized(5, 1, 1, 2, Some(5))
+    });
+    let p = bf("bf_max_job_test=2").plan(&v3, &q3, 0);
+    assert_eq!(
+        outcome(&p),
+        vec![(1, RES), (2, PRIO), (3, PRIO), (4, PRIO), (5, None)]
     );
 
     let users = [7, 7, 7, 8];
