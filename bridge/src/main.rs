@@ -22,6 +22,11 @@ Options:
                           (default: the cluster's default partition)
   --release-after=SECS    remove a pod whose kubelet has not confirmed its
                           deletion this long after its grace period (10)
+  --trusted-annotations=LIST
+                          slurmjob.slinky.slurm.net/ annotations honoured
+                          (default: job-name,timelimit,constraints,licenses;
+                          also: partition,account,qos,reservation, which the
+                          bridge grants with its own administrator rights)
   -v, --verbose           more logging
   -h, --help              this text
   -V, --version           the version
@@ -69,6 +74,25 @@ fn parse(args: &[String]) -> Result<(Settings, Option<String>, u32), String> {
                     .parse()
                     .map_err(|_| format!("--release-after: invalid number of seconds {v:?}"))?;
                 s.release_after = Duration::from_secs(secs);
+            }
+            "--trusted-annotations" => {
+                let v = value("--trusted-annotations")?;
+                let list: Vec<String> = v
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|x| !x.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if let Some(bad) = list
+                    .iter()
+                    .find(|x| !slurm_bridge::plan::ANNOTATIONS.contains(&x.as_str()))
+                {
+                    return Err(format!(
+                        "--trusted-annotations: unknown annotation '{bad}' (known: {})",
+                        slurm_bridge::plan::ANNOTATIONS.join(",")
+                    ));
+                }
+                s.trusted_annotations = list;
             }
             "-v" | "--verbose" => verbose += 1,
             "-vv" => verbose += 2,
@@ -170,6 +194,16 @@ mod tests {
             .err()
             .unwrap_or_default();
         assert!(e.contains("soon"), "{e}");
+        let e = parse(&args(&["--trusted-annotations=qos,root"]))
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("'root'"), "{e}");
+        let (s, _, _) =
+            parse(&args(&["--trusted-annotations=qos,account"])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.trusted_annotations,
+            vec!["qos".to_string(), "account".to_string()]
+        );
         let e = parse(&args(&["--partition"])).err().unwrap_or_default();
         assert!(e.contains("requires an argument"), "{e}");
     }

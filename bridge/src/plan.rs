@@ -186,12 +186,35 @@ pub fn pod_request(p: &Pod) -> Result<(f64, f64, u64), String> {
     Ok((sum.0, sum.1, sum.2.ceil() as u64))
 }
 
+/// The annotations (after [`ANNOTATION_PREFIX`]) the bridge reads.
+pub const ANNOTATIONS: &[&str] = &[
+    "job-name",
+    "timelimit",
+    "constraints",
+    "licenses",
+    "partition",
+    "account",
+    "qos",
+    "reservation",
+];
+
+/// The annotations honoured unless the site says otherwise: those that ask
+/// for nothing the pod's author may not have. The bridge submits with an
+/// administrator's rights (it sets the admin comment), so an account, QOS,
+/// partition or reservation named by whoever may create pods would be
+/// granted with those rights: a site that trusts its Kubernetes users with
+/// them lists them (`--trusted-annotations`).
+pub const DEFAULT_TRUSTED: &[&str] = &["job-name", "timelimit", "constraints", "licenses"];
+
 /// The settings the job description takes from the bridge.
 #[derive(Debug, Clone, Default)]
 pub struct JobDefaults {
     /// Partition when no annotation names one (none: the cluster default).
     pub partition: Option<String>,
     pub submit_host: String,
+    /// Annotations honoured (names after the prefix); a pod carrying
+    /// another of ours gets no job.
+    pub trusted: Vec<String>,
 }
 
 /// The placeholder job of a group whose pods, in rank order, are `pods`:
@@ -220,6 +243,27 @@ pub fn job_desc(
         }
     }
     let first = pods.first().ok_or("a group with no pods")?;
+    for p in pods {
+        for k in p.metadata.annotations.iter().flat_map(|a| a.keys()) {
+            let Some(name) = k.strip_prefix(ANNOTATION_PREFIX) else {
+                continue;
+            };
+            if !ANNOTATIONS.contains(&name) {
+                return Err(format!(
+                    "pod {}: unknown annotation {k} (known: {})",
+                    pod_id(p),
+                    ANNOTATIONS.join(", ")
+                ));
+            }
+            if !d.trusted.iter().any(|t| t == name) {
+                return Err(format!(
+                    "pod {}: annotation {k} is not trusted by this bridge \
+                     (--trusted-annotations)",
+                    pod_id(p)
+                ));
+            }
+        }
+    }
     let ann = |k: &str| annotation(first, &format!("{ANNOTATION_PREFIX}{k}")).map(str::to_string);
     let pod_list: Vec<String> = pods.iter().map(|p| pod_id(p)).collect();
     // The uids let a node daemon beside a kubelet find each pod's cgroup.
@@ -263,22 +307,34 @@ pub fn job_desc(
     Ok(desc)
 }
 
-/// The pods a placeholder job holds, from its admin comment
-/// (`{"pods":["ns/name",...]}`); none for any other job.
-pub fn pods_of_job(admin_comment: Option<&str>) -> Vec<String> {
-    let Some(c) = admin_comment else {
+/// The pods a placeholder job holds, in the order they take its nodes, from
+/// its admin comment (`{"pods":["ns/name",...],"uids":[...]}`): each pod's
+/// `namespace/name` and uid (a pod of the same name made later is another
+/// pod); none for any other job.
+pub fn pods_of_job(admin_comment: Option<&str>) -> Vec<(String, Option<String>)> {
+    let Some(v) = admin_comment.and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok())
+    else {
         return Vec::new();
     };
-    serde_json::from_str::<serde_json::Value>(c)
-        .ok()
-        .and_then(|v| {
-            v.get("pods")?.as_array().map(|a| {
+    let strings = |k: &str| -> Vec<String> {
+        v.get(k)
+            .and_then(|a| a.as_array())
+            .map(|a| {
                 a.iter()
                     .filter_map(|x| x.as_str().map(str::to_string))
                     .collect()
             })
+            .unwrap_or_default()
+    };
+    let (pods, uids) = (strings("pods"), strings("uids"));
+    let uids_ok = uids.len() == pods.len();
+    pods.into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let uid = uids_ok.then(|| uids[i].clone()).filter(|u| !u.is_empty());
+            (p, uid)
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 fn node_labels(n: &Node) -> BTreeMap<String, String> {
@@ -509,6 +565,7 @@ mod tests {
             &JobDefaults {
                 partition: Some("kube".into()),
                 submit_host: "h".into(),
+                trusted: vec!["account".into(), "timelimit".into()],
             },
         )
         .unwrap_or_default();
@@ -528,8 +585,18 @@ mod tests {
         assert!(d.req_nodes.is_empty());
         assert_eq!(
             pods_of_job(d.admin_comment.as_deref()),
-            vec!["ml/w-0".to_string(), "ml/w-1".to_string()]
+            vec![("ml/w-0".to_string(), None), ("ml/w-1".to_string(), None)]
         );
+        let c = r#"{"pods":["a/x","a/y"],"uids":["u1","u2"]}"#;
+        assert_eq!(
+            pods_of_job(Some(c)),
+            vec![
+                ("a/x".into(), Some("u1".into())),
+                ("a/y".into(), Some("u2".into()))
+            ]
+        );
+        assert!(pods_of_job(Some("not json")).is_empty());
+        assert!(pods_of_job(None).is_empty());
     }
 
     #[test]
@@ -537,10 +604,33 @@ mod tests {
         let p = pod(json!({"metadata": {"name": "p", "annotations": {
             "slurmjob.slinky.slurm.net/timelimit": "soon"}},
             "spec": {"containers": [{"name": "c"}]}}));
-        let e = job_desc(&group_key(&p), &[&p], vec![], &JobDefaults::default())
+        let trusted = JobDefaults {
+            trusted: DEFAULT_TRUSTED.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let e = job_desc(&group_key(&p), &[&p], vec![], &trusted)
             .err()
             .unwrap_or_default();
-        assert!(e.contains("timelimit"), "{e}");
+        assert!(e.contains("timelimit") && e.contains("soon"), "{e}");
+        // An account (or QOS, partition, reservation) only where the site
+        // trusts pods' authors with it; an unknown annotation is named.
+        let acct = pod(json!({"metadata": {"name": "p", "annotations": {
+            "slurmjob.slinky.slurm.net/account": "physics"}},
+            "spec": {"containers": [{"name": "c"}]}}));
+        let e = job_desc(&group_key(&acct), &[&acct], vec![], &trusted)
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("not trusted") && e.contains("account"), "{e}");
+        let typo = pod(json!({"metadata": {"name": "p", "annotations": {
+            "slurmjob.slinky.slurm.net/acount": "physics"}},
+            "spec": {"containers": [{"name": "c"}]}}));
+        let e = job_desc(&group_key(&typo), &[&typo], vec![], &trusted)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.contains("unknown annotation") && e.contains("acount"),
+            "{e}"
+        );
     }
 
     #[test]

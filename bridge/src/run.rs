@@ -35,6 +35,8 @@ pub struct Settings {
     /// How long after a pod's deletion grace period ends the bridge removes
     /// it itself (its kubelet never confirmed).
     pub release_after: Duration,
+    /// Annotations honoured (see [`plan::DEFAULT_TRUSTED`]).
+    pub trusted_annotations: Vec<String>,
 }
 
 impl Default for Settings {
@@ -44,6 +46,10 @@ impl Default for Settings {
             node_label: ("slinky.slurm.net/slurm-bridge".into(), None),
             partition: None,
             release_after: Duration::from_secs(10),
+            trusted_annotations: plan::DEFAULT_TRUSTED
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         }
     }
 }
@@ -72,7 +78,9 @@ enum Ev {
 struct Job {
     state: String,
     nodes: Vec<String>,
-    pods: Vec<String>,
+    /// `namespace/name` and uid of each pod, in the order they take the
+    /// job's nodes.
+    pods: Vec<(String, Option<String>)>,
 }
 
 fn ended(state: &str) -> bool {
@@ -139,6 +147,12 @@ struct Bridge {
     retry: BTreeMap<GroupKey, Instant>,
     /// Pods (by uid) the bridge bound.
     bound: BTreeSet<String>,
+    /// Labelled nodes listed since the node watch (re)started.
+    knodes_listed: Option<BTreeSet<String>>,
+    /// Nodes gone from Kubernetes still to remove from the cluster.
+    to_remove: BTreeSet<String>,
+    /// Pods (by uid) whose binding failed: when to try again.
+    bind_retry: BTreeMap<String, Instant>,
     /// Kubernetes nodes we asked the controller to create.
     created: BTreeSet<String>,
 }
@@ -198,6 +212,9 @@ pub async fn run(s: Settings, kube: kube::Client, slurm: Ctld) -> anyhow::Result
         retry: BTreeMap::new(),
         created: BTreeSet::new(),
         bound: BTreeSet::new(),
+        knodes_listed: None,
+        to_remove: BTreeSet::new(),
+        bind_retry: BTreeMap::new(),
     };
     tracing::info!(
         "slurm-bridge started: scheduling pods of schedulerName {}, bridging nodes labelled {}",
@@ -314,6 +331,7 @@ impl Bridge {
                     if let Some(u) = &p.metadata.uid {
                         self.bound.remove(u);
                         self.done.remove(u);
+                        self.bind_retry.remove(u);
                     }
                 }
             },
@@ -338,16 +356,36 @@ impl Bridge {
             Ev::Node(e) => match *e {
                 watcher::Event::Init => {
                     self.knodes_synced = false;
+                    self.knodes_listed = Some(BTreeSet::new());
                 }
                 watcher::Event::InitApply(n) | watcher::Event::Apply(n) => {
-                    self.knodes
-                        .insert(n.metadata.name.clone().unwrap_or_default(), n);
+                    let name = n.metadata.name.clone().unwrap_or_default();
+                    if let Some(l) = self.knodes_listed.as_mut() {
+                        l.insert(name.clone());
+                    }
+                    self.to_remove.remove(&name);
+                    self.knodes.insert(name, n);
                 }
-                watcher::Event::InitDone => self.knodes_synced = true,
+                watcher::Event::InitDone => {
+                    // Nodes deleted while no watch was open are gone too.
+                    if let Some(listed) = self.knodes_listed.take() {
+                        let gone: Vec<String> = self
+                            .knodes
+                            .keys()
+                            .filter(|n| !listed.contains(*n))
+                            .cloned()
+                            .collect();
+                        for name in gone {
+                            self.knodes.remove(&name);
+                            self.to_remove.insert(name);
+                        }
+                    }
+                    self.knodes_synced = true;
+                }
                 watcher::Event::Delete(n) => {
                     let name = n.metadata.name.clone().unwrap_or_default();
                     self.knodes.remove(&name);
-                    self.removed_node(name);
+                    self.to_remove.insert(name);
                 }
             },
             Ev::Ctld(e) => match *e {
@@ -388,16 +426,32 @@ impl Bridge {
         }
     }
 
-    /// A labelled Kubernetes node was deleted: its external node goes.
-    fn removed_node(&mut self, name: String) {
-        let slurm = self.slurm.clone();
-        self.created.remove(&name);
-        tokio::spawn(async move {
-            match call(&slurm, RequestBody::DeleteNode { name: name.clone() }).await {
-                Ok(_) => tracing::info!("node {name} left Kubernetes: removed"),
-                Err(e) => tracing::warn!("cannot remove node {name}: {e}"),
+    /// Labelled Kubernetes nodes that were deleted: their external nodes
+    /// go (tried again until the controller takes it: a node still running
+    /// a job is refused until the job ends).
+    async fn remove_nodes(&mut self) {
+        let names: Vec<String> = self.to_remove.iter().cloned().collect();
+        for name in names {
+            // Only the external nodes the bridge mirrors: a node with its
+            // own daemon (beside a kubelet) stays the cluster's.
+            let external = self
+                .cnodes
+                .get(&name)
+                .is_some_and(|(state, _)| state.contains("EXTERNAL"));
+            if !external {
+                self.to_remove.remove(&name);
+                continue;
             }
-        });
+            match call(&self.slurm, RequestBody::DeleteNode { name: name.clone() }).await {
+                Ok(_) => {
+                    tracing::info!("node {name} left Kubernetes: removed");
+                    self.to_remove.remove(&name);
+                    self.created.remove(&name);
+                    self.cnodes.remove(&name);
+                }
+                Err(e) => tracing::warn!("cannot remove node {name} yet: {e}"),
+            }
+        }
     }
 
     async fn reconcile(&mut self, tick: bool) {
@@ -406,6 +460,9 @@ impl Bridge {
         }
         if self.knodes_synced {
             self.sync_nodes().await;
+            if tick {
+                self.remove_nodes().await;
+            }
         }
         if !self.pods_synced {
             return;
@@ -425,7 +482,9 @@ impl Bridge {
             let name = n.metadata.name.clone().unwrap_or_default();
             if let Some(taints) = plan::with_bridge_taint(&n) {
                 let api: Api<Node> = Api::all(self.kube.clone());
-                let patch = Patch::Merge(json!({"spec": {"taints": taints}}));
+                // With its version: a taint added meanwhile is not lost.
+                let patch = Patch::Merge(json!({"spec": {"taints": taints},
+                    "metadata": {"resourceVersion": n.metadata.resource_version}}));
                 if let Err(e) = api.patch(&name, &PatchParams::default(), &patch).await {
                     tracing::warn!("cannot taint node {name}: {e}");
                 }
@@ -498,15 +557,25 @@ impl Bridge {
     }
 
     /// Pods of placeholder jobs, by pod id.
+    /// Pods of placeholder jobs, by pod uid.
     fn pod_jobs(&self) -> BTreeMap<String, u32> {
         let mut m = BTreeMap::new();
         for (id, j) in &self.jobs {
-            for p in &j.pods {
-                // A later job of the same pod name (a new pod) wins.
-                m.insert(p.clone(), *id);
+            for (name, uid) in &j.pods {
+                if let Some(u) = self.pod_of(name, uid).and_then(|p| p.metadata.uid.clone()) {
+                    m.insert(u, *id);
+                }
             }
         }
         m
+    }
+
+    /// The pod `name` is now, if it is the pod a job was made for (its uid,
+    /// when the job recorded one).
+    fn pod_of(&self, name: &str, uid: &Option<String>) -> Option<&Pod> {
+        self.pods
+            .get(name)
+            .filter(|p| uid.is_none() || p.metadata.uid == *uid)
     }
 
     /// Each placeholder job against its pods: bind when it runs, delete
@@ -516,10 +585,11 @@ impl Bridge {
         let jobs: Vec<(u32, Job)> = self.jobs.iter().map(|(k, v)| (*k, v.clone())).collect();
         let mut binds: Vec<(Pod, String, u32)> = Vec::new();
         for (id, job) in jobs {
+            // In node order; a pod of the same name made since is not one.
             let present: Vec<Pod> = job
                 .pods
                 .iter()
-                .filter_map(|p| self.pods.get(p).cloned())
+                .filter_map(|(name, uid)| self.pod_of(name, uid).cloned())
                 .collect();
             if ended(&job.state) {
                 for p in &present {
@@ -571,17 +641,22 @@ impl Bridge {
                 }
                 continue;
             }
+            // Each pod to the node of its rank when the job was made (the
+            // order the node daemons pin pods' uids in).
             if job.state == "RUNNING" && job.nodes.len() >= present.len() {
-                let mut order: Vec<&Pod> = present.iter().collect();
-                plan::rank_order(&mut order);
-                let order: Vec<Pod> = order.into_iter().cloned().collect();
-                for (p, node) in order.iter().zip(job.nodes.iter()) {
+                for (p, node) in present.iter().zip(job.nodes.iter()) {
                     let asked = p
                         .metadata
                         .uid
                         .as_ref()
                         .is_some_and(|u| self.bound.contains(u));
-                    if !bound(p) && !asked {
+                    let later = p
+                        .metadata
+                        .uid
+                        .as_ref()
+                        .and_then(|u| self.bind_retry.get(u))
+                        .is_some_and(|t| *t > Instant::now());
+                    if !bound(p) && !asked && !later {
                         binds.push((p.clone(), node.clone(), id));
                     }
                 }
@@ -589,21 +664,28 @@ impl Bridge {
         }
         // Every pod to bind, many at once.
         let kube = self.kube.clone();
-        let done: Vec<Option<String>> = futures::stream::iter(binds)
+        let done: Vec<(Option<String>, bool)> = futures::stream::iter(binds)
             .map(|(p, node, job)| {
                 let kube = kube.clone();
                 async move {
-                    bind(&kube, &p, &node, job)
-                        .await
-                        .then(|| p.metadata.uid.clone())
-                        .flatten()
+                    let ok = bind(&kube, &p, &node, job).await;
+                    (p.metadata.uid.clone(), ok)
                 }
             })
             .buffer_unordered(SUBMIT_AT_ONCE)
             .collect()
             .await;
-        // Events from before the bindings may still come: not again.
-        self.bound.extend(done.into_iter().flatten());
+        for (uid, ok) in done {
+            let Some(uid) = uid else { continue };
+            if ok {
+                // Events from before the binding may still come: not again.
+                self.bind_retry.remove(&uid);
+                self.bound.insert(uid);
+            } else {
+                self.bind_retry
+                    .insert(uid, Instant::now() + Duration::from_secs(2));
+            }
+        }
         // Pods deleted while the bridge still held them: once their job is
         // cancelled (or they have none), let them go.
         let pod_jobs = self.pod_jobs();
@@ -614,8 +696,11 @@ impl Bridge {
             .cloned()
             .collect();
         for p in held {
-            let open = pod_jobs
-                .get(&plan::pod_id(&p))
+            let open = p
+                .metadata
+                .uid
+                .as_ref()
+                .and_then(|u| pod_jobs.get(u))
                 .and_then(|id| self.jobs.get(id).map(|j| (*id, j)))
                 .is_some_and(|(id, j)| !ended(&j.state) && !self.closed.contains(&id));
             if !open {
@@ -635,7 +720,10 @@ impl Bridge {
         let mut todo = Vec::new();
         for (key, mut pods) in groups {
             if pods.iter().any(|p| {
-                pod_jobs.contains_key(&plan::pod_id(p))
+                p.metadata
+                    .uid
+                    .as_ref()
+                    .is_some_and(|u| pod_jobs.contains_key(u))
                     || bound(p)
                     || deleting(p)
                     || pod_finished(p)
@@ -672,6 +760,7 @@ impl Bridge {
             let d = plan::JobDefaults {
                 partition: self.s.partition.clone(),
                 submit_host: self.submit_host.clone(),
+                trusted: self.s.trusted_annotations.clone(),
             };
             let pods: Vec<Pod> = pods.into_iter().cloned().collect();
             let desc = plan::job_desc(&key, &pods.iter().collect::<Vec<_>>(), excluded, &d);
@@ -701,7 +790,10 @@ impl Bridge {
                         Job {
                             state: "PENDING".into(),
                             nodes: Vec::new(),
-                            pods: pods.iter().map(plan::pod_id).collect(),
+                            pods: pods
+                                .iter()
+                                .map(|p| (plan::pod_id(p), p.metadata.uid.clone()))
+                                .collect(),
                         },
                     );
                 }
@@ -755,8 +847,8 @@ impl Bridge {
                 let Some(ts) = &p.metadata.deletion_timestamp else {
                     return false;
                 };
-                let grace = p.metadata.deletion_grace_period_seconds.unwrap_or(0);
-                let at = ts.0.as_second() + grace + self.s.release_after.as_secs() as i64;
+                // The deletion timestamp already includes the grace period.
+                let at = ts.0.as_second() + self.s.release_after.as_secs() as i64;
                 at <= now
             })
             .cloned()

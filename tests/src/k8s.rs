@@ -1071,10 +1071,13 @@ impl Shared {
         new["metadata"]["resourceVersion"] = json!(rv.to_string());
         let keep = finalizers || (bound && grace > 0);
         if keep {
-            if !old["metadata"]["deletionTimestamp"].is_string() {
-                new["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-            }
             let g = if bound { grace } else { 0 };
+            if !old["metadata"]["deletionTimestamp"].is_string() {
+                // As kube-apiserver: the time the object goes, grace included.
+                let at = chrono::Utc::now() + chrono::Duration::seconds(g.max(0));
+                new["metadata"]["deletionTimestamp"] =
+                    json!(at.format("%Y-%m-%dT%H:%M:%SZ").to_string());
+            }
             let had = old["metadata"]["deletionGracePeriodSeconds"].as_i64();
             let g = had.map_or(g, |h| h.min(g));
             new["metadata"]["deletionGracePeriodSeconds"] = json!(g);

@@ -558,6 +558,31 @@ fn ending_either_side_ends_the_other_and_nothing_stays_terminating() {
     wait_for(20, &format!("pod a deleted\n{}", k.t.logs()), || {
         k.get_pod("a").is_none().then_some(())
     });
+    // A new pod of the same name (a StatefulSet's, say) is another pod: it
+    // gets a job of its own while the old job is still on record, and the
+    // old job's end does not delete it.
+    k.pod(
+        "a",
+        "2",
+        json!({"spec": {"nodeSelector": {"zone": "z-k1"}}}),
+    );
+    let a2 = wait_for(20, "a job for the new pod a", || {
+        Some(k.job_of("a")).filter(|j| j.job_id != a.job_id)
+    });
+    k.t.wait_job(a2.job_id, 10, "running", |j| j.state == JobState::Running);
+    assert_eq!(k.node_of("a"), "k1");
+    assert!(
+        k.t.job(a.job_id).is_some(),
+        "the old job is still on record"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(k
+        .get_pod("a")
+        .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_null()));
+    k.t.run("scancel", &[&a2.job_id.to_string()]);
+    wait_for(20, "the new pod a deleted", || {
+        k.get_pod("a").is_none().then_some(())
+    });
 
     // On k2 no kubelet confirms: the bridge releases the pod itself once
     // its grace period (1 s) and the release delay (1 s) are over.
@@ -585,14 +610,14 @@ fn ending_either_side_ends_the_other_and_nothing_stays_terminating() {
         "2",
         json!({"spec": {"nodeSelector": {"zone": "z-k1"}}}),
     );
+    let c = k.job_of("c");
+    k.t.wait_job(c.job_id, 10, "running", |j| j.state == JobState::Running);
     k.pod(
         "d",
         "2",
         json!({"spec": {"nodeSelector": {"zone": "z-k1"}}}),
     );
-    let c = k.job_of("c");
     let d = k.job_of("d");
-    k.t.wait_job(c.job_id, 10, "running", |j| j.state == JobState::Running);
     assert_eq!(k.t.job(d.job_id).expect("d").state, JobState::Pending);
     k.api
         .delete("pods", "default", "d", None)
@@ -674,6 +699,27 @@ fn a_bad_pod_gets_no_job_and_others_are_not_held_up_and_users_cannot_speak_for_p
     let log =
         std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).unwrap_or_default();
     assert!(log.contains("timelimit") && log.contains("soon"), "{log}");
+    // Whoever may create pods may not pick an account, QOS, partition or
+    // reservation with the bridge's administrator rights unless the site
+    // trusts them with it (--trusted-annotations).
+    k.pod(
+        "greedy",
+        "1",
+        json!({"metadata": {"annotations": {
+        format!("{ANN}qos"): "high", format!("{ANN}reservation"): "maint"}}}),
+    );
+    wait_for(10, "the refusal logged", || {
+        let log = std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).ok()?;
+        log.contains("default/greedy").then_some(())
+    });
+    let log =
+        std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).unwrap_or_default();
+    assert!(log.contains("is not trusted by this bridge"), "{log}");
+    assert!(!k.t.jobs().iter().any(|j| j
+        .desc
+        .admin_comment
+        .as_deref()
+        .is_some_and(|c| c.contains("default/greedy"))));
     // An ordinary user cannot write the admin comment that names pods on
     // their own job, so cannot make the bridge bind or delete pods for it.
     let id =
