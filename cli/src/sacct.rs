@@ -167,6 +167,8 @@ fn job_id_str(j: &AcctJob) -> String {
 fn step_suffix(s: &AcctStep) -> String {
     if s.step_id == BATCH_STEP {
         "batch".into()
+    } else if s.step_id == slurm_proto::EXTERN_STEP {
+        "extern".into()
     } else {
         s.step_id.to_string()
     }

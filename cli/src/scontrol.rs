@@ -53,6 +53,8 @@ fn null_str(s: &str) -> String {
 pub fn show_step(job: &JobRecord, st: &slurm_proto::StepRecord, o: &ShowOpts) -> String {
     let id = if st.step_id == slurm_proto::BATCH_STEP {
         format!("{}.batch", job.display_id())
+    } else if st.step_id == slurm_proto::EXTERN_STEP {
+        format!("{}.extern", job.display_id())
     } else {
         format!("{}.{}", job.display_id(), st.step_id)
     };
@@ -1025,6 +1027,7 @@ fn cmd_show(
                     let st = match st {
                         None => None,
                         Some("batch") => Some(slurm_proto::BATCH_STEP),
+                        Some("extern") => Some(slurm_proto::EXTERN_STEP),
                         Some(x) => x.parse::<u32>().ok(),
                     };
                     (j.parse::<u32>().ok(), st)

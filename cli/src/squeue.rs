@@ -1020,6 +1020,8 @@ pub fn format_steps(jobs: &[JobRecord], opts: &Options, now: i64, tz: Tz) -> Str
     let step_id = |j: &JobRecord, s: &slurm_proto::StepRecord| {
         if s.step_id == slurm_proto::BATCH_STEP {
             format!("{}.batch", j.display_id())
+        } else if s.step_id == slurm_proto::EXTERN_STEP {
+            format!("{}.extern", j.display_id())
         } else {
             format!("{}.{}", j.display_id(), s.step_id)
         }

@@ -3630,6 +3630,7 @@ impl Controller {
                 alloc: j.alloc.clone(),
                 pod_uids: uids,
             };
+            let mut placed = Vec::new();
             for node in &names {
                 let kubelet = self
                     .node_index
@@ -3643,7 +3644,30 @@ impl Controller {
                         addr,
                         facts: Box::new(facts.clone()),
                     });
+                    placed.push(node.clone());
                 }
+            }
+            // The pods' usage on those nodes is recorded as the job's
+            // extern step, as Slurm records what runs outside steps.
+            if !placed.is_empty() {
+                if let Some(j) = self.job_mut(id) {
+                    let n = placed.len() as u32;
+                    j.steps.push(slurm_proto::StepRecord {
+                        step_id: slurm_proto::EXTERN_STEP,
+                        name: "extern".into(),
+                        state: JobState::Running,
+                        ntasks: n,
+                        tasks_per_node: vec![1; placed.len()],
+                        cpus_per_task: j.desc.cpus_per_task.unwrap_or(1),
+                        nodes: placed,
+                        start_time: now,
+                        end_time: None,
+                        exit_status: 0,
+                        usage: None,
+                        usage_node: None,
+                    });
+                }
+                self.save_job(id);
             }
         }
         if at_alloc && !self.p.jobs.get(&id).is_some_and(|j| j.desc.external) {
@@ -3865,7 +3889,11 @@ impl Controller {
             }
         }
         let names: Vec<String> = nodes.iter().map(|&k| j.alloc.nodes[k].clone()).collect();
-        let step_id = j.steps.iter().filter(|s| s.step_id != BATCH_STEP).count() as u32;
+        let step_id = j
+            .steps
+            .iter()
+            .filter(|s| s.step_id != BATCH_STEP && s.step_id != slurm_proto::EXTERN_STEP)
+            .count() as u32;
         let mut cred = StepCred {
             job_id: j.job_id,
             step_id,

@@ -562,6 +562,10 @@ fn yes() -> bool {
 
 /// The step id Slurm gives the batch script (`N.batch`).
 pub const BATCH_STEP: u32 = 0xFFFF_FFFB;
+/// Slurm's extern step (`SLURM_EXTERN_CONT`, `JOBID.extern`): here what a
+/// Kubernetes pod placed by slurm-bridge used on a node whose daemon runs
+/// beside a kubelet, recorded under the pod's placeholder job.
+pub const EXTERN_STEP: u32 = 0xFFFF_FFFC;
 
 /// What processes used, read from their cgroup when they end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

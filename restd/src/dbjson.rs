@@ -65,7 +65,7 @@ fn secs_usecs(usec: u64) -> Value {
 fn step_id(job: u32, step: u32) -> String {
     match step {
         slurm_proto::BATCH_STEP => format!("{job}.batch"),
-        0xFFFF_FFFC => format!("{job}.extern"),
+        slurm_proto::EXTERN_STEP => format!("{job}.extern"),
         s => format!("{job}.{s}"),
     }
 }

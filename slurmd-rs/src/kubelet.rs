@@ -36,7 +36,15 @@ const FIND_WITHIN: Duration = Duration::from_secs(600);
 pub struct Kubelet {
     /// The kubelet's cgroup root below each hierarchy's top ("" for the top).
     root: String,
-    placed: Mutex<HashMap<JobId, Arc<AtomicBool>>>,
+    placed: Mutex<HashMap<JobId, Placed>>,
+}
+
+/// A pod being followed: the flag that stops it, and what the pod had used
+/// at the last look (reported at the end as the job's extern step).
+#[derive(Debug)]
+struct Placed {
+    stop: Arc<AtomicBool>,
+    usage: Arc<Mutex<Option<crate::cgroup::Usage>>>,
 }
 
 /// Where pod `uid`'s cgroup may be, below the kubelet's root: the cgroupfs
@@ -107,7 +115,7 @@ impl Kubelet {
         }
     }
 
-    fn placed(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, Arc<AtomicBool>>> {
+    fn placed(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, Placed>> {
         self.placed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -150,8 +158,13 @@ pub fn place(ctx: &Arc<Ctx>, f: &slurm_proto::JobPrologue) {
     }
     let cpus = m.take_cpus(f.job_id, n);
     let stop = Arc::new(AtomicBool::new(false));
-    if let Some(old) = k.placed().insert(f.job_id, stop.clone()) {
-        old.store(true, Ordering::Relaxed);
+    let usage = Arc::new(Mutex::new(None));
+    let placed = Placed {
+        stop: stop.clone(),
+        usage: usage.clone(),
+    };
+    if let Some(old) = k.placed().insert(f.job_id, placed) {
+        old.stop.store(true, Ordering::Relaxed);
     }
     let dirs: Vec<PathBuf> = pod_dirs(&k.root, &uid)
         .into_iter()
@@ -159,12 +172,29 @@ pub fn place(ctx: &Arc<Ctx>, f: &slurm_proto::JobPrologue) {
         .collect();
     let job = f.job_id;
     info!(job, "pod {uid}: CPUs {} here", format_cpu_list(&cpus));
-    tokio::task::spawn_blocking(move || follow(job, &uid, &dirs, &cpus, &stop));
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || {
+        let look = |d: &Path| {
+            let rel = d.strip_prefix(&top).unwrap_or(d);
+            if let Some(m) = ctx.cgroups.as_ref() {
+                let u = m.usage_at(rel);
+                *usage.lock().unwrap_or_else(|p| p.into_inner()) = Some(u);
+            }
+        };
+        follow(job, &uid, &dirs, &cpus, &stop, look)
+    });
 }
 
 /// Pin the pod's tree, and keep it pinned as containers come, until told
-/// to stop.
-fn follow(job: JobId, uid: &str, dirs: &[PathBuf], cpus: &[u32], stop: &AtomicBool) {
+/// to stop; `look` reads what it used each time.
+fn follow(
+    job: JobId,
+    uid: &str,
+    dirs: &[PathBuf],
+    cpus: &[u32],
+    stop: &AtomicBool,
+    look: impl Fn(&Path),
+) {
     let start = std::time::Instant::now();
     let mut found: Option<PathBuf> = None;
     let mut said = false;
@@ -178,7 +208,7 @@ fn follow(job: JobId, uid: &str, dirs: &[PathBuf], cpus: &[u32], stop: &AtomicBo
         }
         match &found {
             Some(d) if !d.is_dir() => return,
-            Some(d) => match apply(d, cpus) {
+            Some(d) => match apply(d, cpus).inspect(|_| look(d)) {
                 Ok(n) if n > 0 && !said => {
                     info!(
                         job,
@@ -205,16 +235,26 @@ fn follow(job: JobId, uid: &str, dirs: &[PathBuf], cpus: &[u32], stop: &AtomicBo
     }
 }
 
-/// The job ended here: stop following its pod and give its CPUs back.
+/// The job ended here: stop following its pod, report what it used (the
+/// job's extern step) and give its CPUs back.
 pub fn release(ctx: &Ctx, job: JobId) {
     let Some(k) = ctx.kubelet.as_ref() else {
         return;
     };
-    if let Some(stop) = k.placed().remove(&job) {
-        stop.store(true, Ordering::Relaxed);
-        if let Some(m) = ctx.cgroups.as_ref() {
-            m.release_cpus(job);
-        }
+    let Some(p) = k.placed().remove(&job) else {
+        return;
+    };
+    p.stop.store(true, Ordering::Relaxed);
+    if let Some(m) = ctx.cgroups.as_ref() {
+        m.release_cpus(job);
+    }
+    let usage = p.usage.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(usage) = usage {
+        ctx.outbox.push(crate::ctld_link::OutMsg::StepUsage {
+            job_id: job,
+            step_id: slurm_proto::EXTERN_STEP,
+            usage,
+        });
     }
 }
 

@@ -1548,7 +1548,8 @@ pub struct FakeKubelet {
 /// A running pod's container process and cgroup.
 struct Container {
     child: std::process::Child,
-    pod_dir: std::path::PathBuf,
+    /// The pod's directory in each hierarchy it was made in.
+    pod_dirs: Vec<std::path::PathBuf>,
 }
 
 /// The top of the cpuset hierarchy and whether it is cgroup v2.
@@ -1640,7 +1641,9 @@ impl FakeKubelet {
                 if let Some(mut c) = containers.remove(uid) {
                     let _ = c.child.kill();
                     let _ = c.child.wait();
-                    remove_cgroup(&c.pod_dir);
+                    for d in &c.pod_dirs {
+                        remove_cgroup(d);
+                    }
                 }
             };
             while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
@@ -1677,20 +1680,41 @@ impl FakeKubelet {
                     match p["status"]["phase"].as_str() {
                         Some("Pending") | None => {
                             if let Some((base, top, v2)) = &cg {
-                                let pod_dir =
-                                    base.join("kubepods/besteffort").join(format!("pod{uid}"));
+                                let rel = std::path::Path::new("kubepods/besteffort")
+                                    .join(format!("pod{uid}"));
+                                let pod_dir = base.join(&rel);
                                 let ctr = pod_dir.join("c0");
+                                // On v1 also where the kubelet counts CPU time
+                                // and memory, as a real one does.
+                                let mut others = Vec::new();
+                                if !*v2 {
+                                    let root = base.strip_prefix(top).unwrap_or(base);
+                                    for h in ["memory", "cpuacct"] {
+                                        let t = top.with_file_name(h);
+                                        if t.join("tasks").is_file() {
+                                            others.push((t.clone(), t.join(root).join(&rel)));
+                                        }
+                                    }
+                                }
                                 let made = make_cgroup(top, *v2, &ctr).and_then(|_| {
+                                    for (t, d) in &others {
+                                        make_cgroup(t, true, &d.join("c0"))?;
+                                    }
                                     let child =
                                         std::process::Command::new("sleep").arg("3600").spawn()?;
                                     let procs = if *v2 { "cgroup.procs" } else { "tasks" };
                                     std::fs::write(ctr.join(procs), child.id().to_string())?;
+                                    for (_, d) in &others {
+                                        std::fs::write(d.join("c0/tasks"), child.id().to_string())?;
+                                    }
                                     Ok(child)
                                 });
+                                let mut pod_dirs = vec![pod_dir];
+                                pod_dirs.extend(others.into_iter().map(|(_, d)| d));
                                 match made {
                                     Ok(child) => {
                                         containers
-                                            .insert(uid.clone(), Container { child, pod_dir });
+                                            .insert(uid.clone(), Container { child, pod_dirs });
                                     }
                                     Err(e) => eprintln!("fake kubelet: pod {name}: cgroup: {e}"),
                                 }
@@ -1745,8 +1769,14 @@ impl FakeKubelet {
             for u in all {
                 stop_container(&mut containers, &u);
             }
-            if let Some((base, _, _)) = &cg {
+            if let Some((base, top, v2)) = &cg {
                 remove_cgroup(base);
+                if !*v2 {
+                    let root = base.strip_prefix(top).unwrap_or(base);
+                    for h in ["memory", "cpuacct"] {
+                        remove_cgroup(&top.with_file_name(h).join(root));
+                    }
+                }
             }
         });
         FakeKubelet {

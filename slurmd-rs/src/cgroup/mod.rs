@@ -965,6 +965,27 @@ impl Manager {
         self.book().release(job);
     }
 
+    /// What the processes under `rel` used: a directory below each
+    /// hierarchy's top that is not the daemon's (a kubelet's pod).
+    pub fn usage_at(&self, rel: &Path) -> Usage {
+        let mount = &self.conf.mountpoint;
+        let dirs = match self.version {
+            Version::V2 => vec![("unified".to_string(), mount.join(rel))],
+            Version::V1 => ["cpuacct", "memory"]
+                .iter()
+                .map(|c| (c.to_string(), mount.join(c).join(rel)))
+                .collect(),
+        };
+        JobCgroup {
+            version: self.version,
+            job_id: 0,
+            dirs,
+            cpus: Vec::new(),
+            mem_limit: None,
+        }
+        .usage()
+    }
+
     /// CPUs `job` holds.
     pub fn cpus_of(&self, job: JobId) -> Vec<u32> {
         self.book()

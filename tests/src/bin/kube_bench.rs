@@ -294,6 +294,22 @@ fn main() {
     );
     let _ = bridge.kill();
     let _ = bridge.wait();
+    // The batch jobs' processes end before the cluster does (a node daemon
+    // leaves running jobs behind when it stops).
+    let _ = c.call(RequestBody::Cancel(slurm_proto::CancelFilter::default()));
+    let end = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < end {
+        let busy = match c.call(RequestBody::GetJobs) {
+            Ok(Response::Jobs { jobs, .. }) => jobs
+                .iter()
+                .any(|j| !j.desc.external && (!j.state.is_finished() || j.completing)),
+            _ => false,
+        };
+        if !busy {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
     if std::env::var_os("KUBE_BENCH_KEEP").is_some() {
         let dir = tmp.keep();
         eprintln!("kube-bench: logs kept in {}", dir.display());

@@ -900,7 +900,7 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
             .expect("n1");
     assert!(n1.kubelet && !n1.external, "n1 registers as a kubelet node");
     // A batch job takes one of its two CPUs.
-    let batch = k.t.sbatch(&["-c", "1", "--wrap", "sleep 300"]);
+    let batch = k.t.sbatch(&["-c", "1", "-t", "2", "--wrap", "sleep 120"]);
     k.t.wait_job(batch, 20, "running", |j| j.state == JobState::Running);
     let batch_cpus = wait_for(10, "the batch job's cpuset", || {
         job_cpuset(&top, "n1", batch)
@@ -991,12 +991,25 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
     std::thread::sleep(Duration::from_millis(700));
     let now = std::fs::read_to_string(ctr.join(file)).expect("cpuset");
     assert_eq!(cpu_set(&now), cpu_set(&pod_cpus));
-    // The pod goes: its job ends and its CPU is the next job's.
+    // The pod goes: its job ends, what the pod used is the job's extern
+    // step, and its CPU is the next job's.
     k.api
         .delete("pods", "default", "shared", None)
         .expect("delete");
     assert_eq!(k.t.wait_done(job.job_id, 20).state, JobState::Cancelled);
-    let next = k.t.sbatch(&["-c", "1", "--wrap", "sleep 300"]);
+    let ext = wait_for(10, "the pod's usage as the job's extern step", || {
+        let j = k.t.job(job.job_id)?;
+        let st = j
+            .steps
+            .iter()
+            .find(|s| s.step_id == slurm_proto::EXTERN_STEP)?
+            .clone();
+        st.usage.filter(|u| u.max_rss_bytes > 0).map(|u| (st, u))
+    });
+    assert_eq!(ext.0.name, "extern");
+    assert_eq!(ext.0.nodes, vec!["n1".to_string()]);
+    assert_eq!(ext.0.usage_node.as_deref(), Some("n1"));
+    let next = k.t.sbatch(&["-c", "1", "-t", "2", "--wrap", "sleep 120"]);
     k.t.wait_job(next, 20, "running", |j| j.state == JobState::Running);
     let next_cpus = wait_for(10, "the next job's cpuset", || job_cpuset(&top, "n1", next));
     assert_eq!(
@@ -1005,7 +1018,11 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
         "the pod's CPU went back to the book"
     );
     eprintln!("batch job: CPUs {batch_cpus}; pod: CPUs {pod_cpus} (its process: {allowed}); next job: CPUs {next_cpus}");
+    // Their processes go before the cluster does: a job left running would
+    // hold its cgroup for the next test's daemon on this host.
     k.t.run("scancel", &[&batch.to_string(), &next.to_string()]);
+    k.t.wait_done(batch, 30);
+    k.t.wait_done(next, 30);
 }
 
 #[test]
