@@ -3620,16 +3620,7 @@ impl Controller {
             } else {
                 Vec::new()
             };
-            let facts = JobPrologue {
-                job_id: id,
-                uid: j.user_id,
-                gid: j.group_id,
-                user_name: j.user_name.clone(),
-                partition: j.partition.clone(),
-                account: j.account.clone(),
-                alloc: j.alloc.clone(),
-                pod_uids: uids,
-            };
+            let facts = prologue_facts(j, uids);
             let mut placed = Vec::new();
             for node in &names {
                 let kubelet = self
@@ -3672,16 +3663,7 @@ impl Controller {
         }
         if at_alloc && !self.p.jobs.get(&id).is_some_and(|j| j.desc.external) {
             if let Some(j) = self.p.jobs.get(&id) {
-                let facts = JobPrologue {
-                    job_id: id,
-                    uid: j.user_id,
-                    gid: j.group_id,
-                    user_name: j.user_name.clone(),
-                    partition: j.partition.clone(),
-                    account: j.account.clone(),
-                    alloc: j.alloc.clone(),
-                    pod_uids: Vec::new(),
-                };
+                let facts = prologue_facts(j, Vec::new());
                 let first = if batch { 1 } else { 0 };
                 for node in names.iter().skip(first) {
                     if let Some(addr) = self.node_addr(node) {
@@ -5204,6 +5186,20 @@ pub fn expand_array_patterns(pat: &str, a: &ArrayInfo) -> String {
         }
     }
     out
+}
+
+/// What a node daemon is told of job `j` before any step runs there.
+fn prologue_facts(j: &JobRecord, pod_uids: Vec<String>) -> JobPrologue {
+    JobPrologue {
+        job_id: j.job_id,
+        uid: j.user_id,
+        gid: j.group_id,
+        user_name: j.user_name.clone(),
+        partition: j.partition.clone(),
+        account: j.account.clone(),
+        alloc: j.alloc.clone(),
+        pod_uids,
+    }
 }
 
 /// The pod uids of a placeholder job made by slurm-bridge, one per node in

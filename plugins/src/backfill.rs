@@ -248,12 +248,12 @@ impl Backfill {
                 match fits {
                     Some(alloc) => {
                         let dur = duration(job);
-                        let end = avail.end_of(now, dur);
-                        avail.reserve(&alloc, now, end);
-                        avail.reserve(&view.held_beside(job, &alloc), now, end);
-                        starts.insert(job.id, planned(now, dur, alloc.clone()));
+                        start_now(&mut avail, view, job, alloc, dur, now, &mut starts);
                         stats.started += 1;
-                        decisions.push(Decision::Start { job: job.id, alloc });
+                        decisions.push(Decision::Start {
+                            job: job.id,
+                            alloc: starts[&job.id].alloc.clone(),
+                        });
                     }
                     None => {
                         blocked[job.partition] = true;
@@ -297,12 +297,12 @@ impl Backfill {
                 }
             }
             if let Some(alloc) = fits {
-                let end = avail.end_of(now, dur);
-                avail.reserve(&alloc, now, end);
-                avail.reserve(&view.held_beside(job, &alloc), now, end);
-                starts.insert(job.id, planned(now, dur, alloc.clone()));
+                start_now(&mut avail, view, job, alloc, dur, now, &mut starts);
                 stats.started += 1;
-                decisions.push(Decision::Start { job: job.id, alloc });
+                decisions.push(Decision::Start {
+                    job: job.id,
+                    alloc: starts[&job.id].alloc.clone(),
+                });
                 continue;
             }
             let reason = if blocked[job.partition] {
@@ -442,6 +442,23 @@ impl Memo {
             None => self.fail_from = Some(self.fail_from.map_or(size, |f| f.min(size))),
         }
     }
+}
+
+/// Start `job` now on `alloc`: its cores (and what it holds beside them)
+/// are taken from `avail` for its run, and it is planned.
+fn start_now(
+    avail: &mut Availability,
+    view: &ClusterView,
+    job: &JobView,
+    alloc: Vec<NodeAlloc>,
+    dur: Option<i64>,
+    now: i64,
+    starts: &mut BTreeMap<u32, PlannedStart>,
+) {
+    let end = avail.end_of(now, dur);
+    avail.reserve(&alloc, now, end);
+    avail.reserve(&view.held_beside(job, &alloc), now, end);
+    starts.insert(job.id, planned(now, dur, alloc));
 }
 
 fn planned(start: i64, dur: Option<i64>, alloc: Vec<NodeAlloc>) -> PlannedStart {

@@ -149,6 +149,9 @@ struct Change {
 /// How many changes are kept for watchers that resume from a version.
 const WINDOW: usize = 4096;
 
+/// (kind index, namespace or "", name).
+type ObjKey = (usize, String, String);
+
 struct Store {
     rv: u64,
     uid: u64,
@@ -158,6 +161,17 @@ struct Store {
 }
 
 impl Store {
+    /// The object of kind `k` named `name` in `ns`, with its key.
+    fn existing(&self, k: usize, ns: &str, name: &str) -> Result<(ObjKey, Value), ApiError> {
+        let key = (k, ns.to_string(), name.to_string());
+        let old = self
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| not_found(&KINDS[k], name))?;
+        Ok((key, old))
+    }
+
     fn next_rv(&mut self) -> u64 {
         self.rv += 1;
         self.rv
@@ -346,46 +360,6 @@ impl FakeApiServer {
             .filter(|((kk, _, _), _)| *kk == k)
             .map(|(_, v)| v.clone())
             .collect()
-    }
-
-    /// Change an object with a JSON merge patch (as a client would).
-    pub fn merge(
-        &self,
-        plural: &str,
-        ns: &str,
-        name: &str,
-        patch: &Value,
-    ) -> Result<Value, String> {
-        let k = KINDS
-            .iter()
-            .position(|k| k.plural == plural)
-            .ok_or("unknown kind")?;
-        self.shared()
-            .update(k, ns, name, None, |o| {
-                merge_patch(o, patch);
-                Ok(())
-            })
-            .map_err(|e| e.message)
-    }
-
-    /// Change an object's status with a JSON merge patch (`/status`).
-    pub fn merge_status(
-        &self,
-        plural: &str,
-        ns: &str,
-        name: &str,
-        patch: &Value,
-    ) -> Result<Value, String> {
-        let k = KINDS
-            .iter()
-            .position(|k| k.plural == plural)
-            .ok_or("unknown kind")?;
-        self.shared()
-            .update(k, ns, name, Some("status"), |o| {
-                merge_patch(o, patch);
-                Ok(())
-            })
-            .map_err(|e| e.message)
     }
 
     /// Delete an object as a client would (finalizers and grace apply).
@@ -952,12 +926,7 @@ impl Shared {
     ) -> Result<Value, ApiError> {
         let kind = &KINDS[k];
         let mut s = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (k, ns.to_string(), name.to_string());
-        let old = s
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| not_found(kind, name))?;
+        let (key, old) = s.existing(k, ns, name)?;
         let mut new = old.clone();
         f(&mut new)?;
         // What the request may not change.
@@ -1046,12 +1015,7 @@ impl Shared {
     ) -> Result<Value, ApiError> {
         let kind = &KINDS[k];
         let mut s = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (k, ns.to_string(), name.to_string());
-        let old = s
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| not_found(kind, name))?;
+        let (key, old) = s.existing(k, ns, name)?;
         let bound = kind.kind == "Pod"
             && old["spec"]["nodeName"]
                 .as_str()
@@ -1424,34 +1388,13 @@ enum LabelReq {
     Absent(String),
 }
 
-/// Split at commas outside parentheses.
-fn split_top(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut depth = 0;
-    let mut cur = String::new();
-    for c in s.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(std::mem::take(&mut cur));
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    if !cur.trim().is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
 impl Selectors {
     fn parse(q: &BTreeMap<String, String>) -> Result<Selectors, ApiError> {
         let bad = |m: String| err(StatusCode::BAD_REQUEST, "BadRequest", m);
         let mut s = Selectors::default();
-        for term in split_top(q.get("labelSelector").map_or("", String::as_str)) {
+        for term in
+            slurm_common::conf::split_top_commas(q.get("labelSelector").map_or("", String::as_str))
+        {
             let t = term.trim();
             let set = |rest: &str| -> Vec<String> {
                 rest.trim()

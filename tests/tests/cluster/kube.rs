@@ -841,19 +841,20 @@ fn a_deleted_node_and_a_controller_restart_kill_no_job() {
     );
 }
 
-/// The `cpuset.cpus` of job `id`'s cgroup on node `node` (this host's
-/// cpuset hierarchy at `top`).
-fn job_cpuset(top: &std::path::Path, node: &str, id: u32) -> Option<String> {
-    for e in std::fs::read_dir(top).ok()?.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name != format!("slurm_{node}") && !name.starts_with(&format!("slurm_{node}.")) {
-            continue;
-        }
-        for u in std::fs::read_dir(e.path()).ok()?.flatten() {
-            let f = u.path().join(format!("job_{id}")).join("cpuset.cpus");
-            if let Ok(c) = std::fs::read_to_string(&f) {
-                return Some(c.trim().to_string());
-            }
+/// The `cpuset.cpus` of job `id`'s cgroup on node `node` of cluster `t`
+/// (this host's cpuset hierarchy at `top`). Other tests' clusters on the
+/// host have nodes of the same name: the daemon's log says which top
+/// directory it took.
+fn job_cpuset(t: &TestCluster, top: &std::path::Path, node: &str, id: u32) -> Option<String> {
+    let log = std::fs::read_to_string(t.c.spec.dir.join(format!("log/slurmd.{node}.log"))).ok()?;
+    let line = log.lines().find(|l| l.contains("job cgroups:"))?;
+    let path = line.split(" under ").nth(1)?.split([',', ' ']).next()?;
+    let mine = std::path::Path::new(path).file_name()?;
+    let dir = top.join(mine);
+    for u in std::fs::read_dir(&dir).ok()?.flatten() {
+        let f = u.path().join(format!("job_{id}")).join("cpuset.cpus");
+        if let Ok(c) = std::fs::read_to_string(&f) {
+            return Some(c.trim().to_string());
         }
     }
     None
@@ -903,7 +904,7 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
     let batch = k.t.sbatch(&["-c", "1", "-t", "2", "--wrap", "sleep 120"]);
     k.t.wait_job(batch, 20, "running", |j| j.state == JobState::Running);
     let batch_cpus = wait_for(10, "the batch job's cpuset", || {
-        job_cpuset(&top, "n1", batch)
+        job_cpuset(&k.t, &top, "n1", batch)
     });
     // A pod asking for one CPU comes to the same node, beside it.
     k.pod("shared", "1", json!({}));
@@ -1011,7 +1012,9 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
     assert_eq!(ext.0.usage_node.as_deref(), Some("n1"));
     let next = k.t.sbatch(&["-c", "1", "-t", "2", "--wrap", "sleep 120"]);
     k.t.wait_job(next, 20, "running", |j| j.state == JobState::Running);
-    let next_cpus = wait_for(10, "the next job's cpuset", || job_cpuset(&top, "n1", next));
+    let next_cpus = wait_for(10, "the next job's cpuset", || {
+        job_cpuset(&k.t, &top, "n1", next)
+    });
     assert_eq!(
         cpu_set(&next_cpus),
         cpu_set(&pod_cpus),
