@@ -718,38 +718,58 @@ impl Bridge {
         }
         let now = Instant::now();
         let mut todo = Vec::new();
-        for (key, mut pods) in groups {
-            if pods.iter().any(|p| {
+        for (key, pods) in groups {
+            let has_job = |p: &Pod| {
                 p.metadata
                     .uid
                     .as_ref()
                     .is_some_and(|u| pod_jobs.contains_key(u))
+            };
+            let fresh = |p: &Pod| {
+                !(has_job(p)
                     || bound(p)
                     || deleting(p)
                     || pod_finished(p)
                     || p.metadata
                         .uid
                         .as_ref()
-                        .is_some_and(|u| self.done.contains(u))
-            }) {
-                continue;
-            }
-            if self.retry.get(&key).is_some_and(|t| *t > now) {
-                continue;
-            }
-            let min = match &key {
-                GroupKey::PodGroup { ns, name } => {
-                    match self.pod_groups.get(&(ns.clone(), name.clone())) {
-                        Some(m) => Some(*m),
-                        // Its PodGroup is not there (yet): wait for it.
-                        None => continue,
-                    }
-                }
-                _ => None,
+                        .is_some_and(|u| self.done.contains(u)))
             };
-            if pods.len() < plan::wanted(&key, &pods, min) {
+            let mut unplaced: Vec<&Pod> = pods.iter().copied().filter(|p| fresh(p)).collect();
+            if unplaced.is_empty() || self.retry.get(&key).is_some_and(|t| *t > now) {
                 continue;
             }
+            // A group already under way (a member holds a job that has not
+            // ended, or runs): members that come later get a job of their
+            // own at once; otherwise the group waits for its size.
+            let under_way = pods.iter().any(|p| {
+                !pod_finished(p)
+                    && (bound(p)
+                        || p.metadata
+                            .uid
+                            .as_ref()
+                            .and_then(|u| pod_jobs.get(u))
+                            .is_some_and(|id| self.jobs.get(id).is_some_and(|j| !ended(&j.state))))
+            });
+            if matches!(key, GroupKey::Pod { .. }) && unplaced.len() < pods.len() {
+                continue;
+            }
+            if !under_way {
+                let min = match &key {
+                    GroupKey::PodGroup { ns, name } => {
+                        match self.pod_groups.get(&(ns.clone(), name.clone())) {
+                            Some(m) => Some(*m),
+                            // Its PodGroup is not there (yet): wait for it.
+                            None => continue,
+                        }
+                    }
+                    _ => None,
+                };
+                if unplaced.len() < plan::wanted(&key, &unplaced, min) {
+                    continue;
+                }
+            }
+            let mut pods = std::mem::take(&mut unplaced);
             plan::rank_order(&mut pods);
             let excluded: Vec<String> = self
                 .knodes

@@ -536,6 +536,21 @@ fn a_pod_group_waits_for_all_its_nodes_while_single_pods_flow() {
     wait_for(10, "the deleted pod released", || {
         k.get_pod("long").is_none().then_some(())
     });
+    // A member that comes once its group is under way gets a job of its
+    // own at once (it waits for a node like any job).
+    k.pod(
+        "gang-4",
+        "2",
+        json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "gang"}}}),
+    );
+    let extra = k.job_of("gang-4");
+    assert_ne!(extra.job_id, gang.job_id);
+    assert_eq!(extra.desc.min_nodes, Some(1));
+    assert_eq!(
+        k.t.job(gang.job_id).expect("gang").state,
+        JobState::Running,
+        "the running group is not disturbed"
+    );
 }
 
 #[test]
