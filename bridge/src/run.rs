@@ -77,6 +77,8 @@ enum Ev {
 #[derive(Debug, Clone)]
 struct Job {
     state: String,
+    /// Its run: how many times it was requeued.
+    run: u32,
     nodes: Vec<String>,
     /// `namespace/name` and uid of each pod, in the order they take the
     /// job's nodes.
@@ -147,6 +149,8 @@ struct Bridge {
     retry: BTreeMap<GroupKey, Instant>,
     /// Pods (by uid) the bridge bound.
     bound: BTreeSet<String>,
+    /// The run (requeue count) each job's pods were bound for.
+    bound_run: BTreeMap<u32, u32>,
     /// Labelled nodes listed since the node watch (re)started.
     knodes_listed: Option<BTreeSet<String>>,
     /// Nodes gone from Kubernetes still to remove from the cluster.
@@ -212,6 +216,7 @@ pub async fn run(s: Settings, kube: kube::Client, slurm: Ctld) -> anyhow::Result
         retry: BTreeMap::new(),
         created: BTreeSet::new(),
         bound: BTreeSet::new(),
+        bound_run: BTreeMap::new(),
         knodes_listed: None,
         to_remove: BTreeSet::new(),
         bind_retry: BTreeMap::new(),
@@ -402,6 +407,7 @@ impl Bridge {
                             j.job_id,
                             Job {
                                 state: j.state,
+                                run: j.restarts,
                                 nodes: j.nodes,
                                 pods,
                             },
@@ -410,6 +416,7 @@ impl Bridge {
                 }
                 CtldEvent::JobGone(id) => {
                     self.jobs.remove(&id);
+                    self.bound_run.remove(&id);
                 }
                 CtldEvent::Node(n) => {
                     self.cnodes.insert(n.name, (n.state, n.reason));
@@ -485,8 +492,14 @@ impl Bridge {
                 // With its version: a taint added meanwhile is not lost.
                 let patch = Patch::Merge(json!({"spec": {"taints": taints},
                     "metadata": {"resourceVersion": n.metadata.resource_version}}));
-                if let Err(e) = api.patch(&name, &PatchParams::default(), &patch).await {
-                    tracing::warn!("cannot taint node {name}: {e}");
+                match api.patch(&name, &PatchParams::default(), &patch).await {
+                    Ok(_) => {}
+                    // Changed meanwhile: again with the version the watch
+                    // brings.
+                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                        tracing::debug!("node {name} changed while being tainted: again")
+                    }
+                    Err(e) => tracing::warn!("cannot taint node {name}: {e}"),
                 }
             }
             let Some((state, reason)) = self.cnodes.get(&name).cloned() else {
@@ -626,14 +639,25 @@ impl Bridge {
                 }
                 continue;
             }
-            if gone {
+            // A job sent back to the queue (`scontrol requeue`) no longer
+            // holds the nodes its pods run on: it ends, and its pods with
+            // it (their controller makes new ones, which get a new job).
+            let requeued = present.iter().any(bound)
+                && (job.state == "PENDING"
+                    || self.bound_run.get(&id).is_some_and(|r| *r != job.run));
+            if gone || requeued {
                 self.closed.insert(id);
                 let body = RequestBody::Cancel(CancelFilter {
                     job_ids: vec![id],
                     ..Default::default()
                 });
+                let why = if gone {
+                    "a pod of it was deleted"
+                } else {
+                    "it was requeued while its pods ran"
+                };
                 match call(&self.slurm, body).await {
-                    Ok(_) => tracing::info!("job {id}: a pod of it was deleted, cancelled"),
+                    Ok(_) => tracing::info!("job {id}: {why}, cancelled"),
                     Err(e) => {
                         self.closed.remove(&id);
                         tracing::warn!("cannot cancel job {id}: {e}");
@@ -644,6 +668,9 @@ impl Bridge {
             // Each pod to the node of its rank when the job was made (the
             // order the node daemons pin pods' uids in).
             if job.state == "RUNNING" && job.nodes.len() >= present.len() {
+                // The run its pods are bound for (a requeued job's next run
+                // is not theirs).
+                self.bound_run.entry(id).or_insert(job.run);
                 for (p, node) in present.iter().zip(job.nodes.iter()) {
                     let asked = p
                         .metadata
@@ -809,6 +836,7 @@ impl Bridge {
                         job_id,
                         Job {
                             state: "PENDING".into(),
+                            run: 0,
                             nodes: Vec::new(),
                             pods: pods
                                 .iter()

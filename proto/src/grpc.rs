@@ -731,6 +731,7 @@ impl From<&crate::JobRecord> for pb::JobEvent {
             admin_comment: j.desc.admin_comment.clone(),
             array_job_id: j.array.as_ref().map(|a| a.job_id),
             array_task_id: j.array.as_ref().map(|a| a.task_id),
+            restarts: j.restarts,
         }
     }
 }

@@ -599,6 +599,22 @@ fn ending_either_side_ends_the_other_and_nothing_stays_terminating() {
         k.get_pod("a").is_none().then_some(())
     });
 
+    // A placeholder sent back to the queue ends, and its pod with it.
+    k.pod(
+        "r",
+        "2",
+        json!({"spec": {"nodeSelector": {"zone": "z-k1"}}}),
+    );
+    let r = k.job_of("r");
+    assert_eq!(k.node_of("r"), "k1");
+    k.t.wait_job(r.job_id, 10, "running", |j| j.state == JobState::Running);
+    let out = k.t.run("scontrol", &["requeue", &r.job_id.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(k.t.wait_done(r.job_id, 20).state, JobState::Cancelled);
+    wait_for(20, "pod r deleted", || {
+        k.get_pod("r").is_none().then_some(())
+    });
+
     // On k2 no kubelet confirms: the bridge releases the pod itself once
     // its grace period (1 s) and the release delay (1 s) are over.
     k.pod(
