@@ -22,6 +22,22 @@ fn kubectl(kc: &std::path::Path, args: &[&str]) -> Output {
         .expect("kubectl")
 }
 
+/// [`wait_for`], the failure told by `what` when it happens (logs then).
+fn wait_for_with<T>(secs: u64, what: impl Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < end,
+            "never happened within {secs}s: {}",
+            what()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let end = Instant::now() + Duration::from_secs(secs);
     loop {
@@ -254,6 +270,7 @@ struct Kube {
     bridge: Option<BridgeProc>,
     kc: std::path::PathBuf,
     partition: String,
+    bridge_args: Vec<String>,
 }
 
 impl Kube {
@@ -262,7 +279,7 @@ impl Kube {
             s.extra_conf
                 .push_str("PartitionName=kube MaxTime=INFINITE State=UP\n");
         });
-        Kube::on(t, knodes, dead, None, "kube")
+        Kube::on(t, knodes, dead, None, "kube", &[])
     }
 
     /// The API server, kubelets (making pods' cgroups under `cgroup_root`)
@@ -273,6 +290,7 @@ impl Kube {
         dead: &[&str],
         cgroup_root: Option<String>,
         partition: &str,
+        bridge_args: &[&str],
     ) -> Kube {
         let api = FakeApiServer::start(&t.c.spec.ip).expect("api server");
         for (name, cpus) in knodes {
@@ -297,6 +315,7 @@ impl Kube {
             bridge: None,
             kc,
             partition: partition.to_string(),
+            bridge_args: bridge_args.iter().map(|a| a.to_string()).collect(),
         };
         k.start_bridge();
         for (name, _) in knodes {
@@ -315,6 +334,7 @@ impl Kube {
             .arg(format!("--kubeconfig={}", self.kc.display()))
             .arg(format!("--partition={}", self.partition))
             .arg("--release-after=1")
+            .args(&self.bridge_args)
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()
@@ -339,9 +359,9 @@ impl Kube {
     /// The placeholder job of pod `name`.
     fn job_of(&self, name: &str) -> JobRecord {
         let want = format!("\"default/{name}\"");
-        wait_for(
+        wait_for_with(
             20,
-            &format!("a job for pod {name}\n{}", self.t.logs()),
+            || format!("a job for pod {name}\n{}", self.t.logs()),
             || {
                 self.t
                     .jobs()
@@ -358,11 +378,15 @@ impl Kube {
     }
 
     fn node_of(&self, name: &str) -> String {
-        wait_for(20, &format!("pod {name} bound\n{}", self.t.logs()), || {
-            self.get_pod(name)?["spec"]["nodeName"]
-                .as_str()
-                .map(str::to_string)
-        })
+        wait_for_with(
+            20,
+            || format!("pod {name} bound\n{}", self.t.logs()),
+            || {
+                self.get_pod(name)?["spec"]["nodeName"]
+                    .as_str()
+                    .map(str::to_string)
+            },
+        )
     }
 
     fn phase(&self, name: &str) -> String {
@@ -922,9 +946,10 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
             "ProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity,task/cgroup\n".into();
         s.cgroup_conf = Some("CgroupPlugin=autodetect\nConstrainCores=yes\n".into());
         s.slurmd_args = vec![format!("--kubelet={root}")];
+        s.accounting = true;
     });
     // n1 runs a kubelet too: a Kubernetes node of the same name.
-    let k = Kube::on(t, &[("n1", 2)], &[], Some(root.clone()), "debug");
+    let k = Kube::on(t, &[("n1", 2)], &[], Some(root.clone()), "debug", &[]);
     let n1 =
         k.t.nodes()
             .into_iter()
@@ -1041,6 +1066,23 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
     assert_eq!(ext.0.name, "extern");
     assert_eq!(ext.0.nodes, vec!["n1".to_string()]);
     assert_eq!(ext.0.usage_node.as_deref(), Some("n1"));
+    // ... and reaches accounting as JOBID.extern.
+    wait_for(20, "the extern step in sacct", || {
+        let out = stdout(&k.t.run(
+            "sacct",
+            &[
+                "-j",
+                &job.job_id.to_string(),
+                "-n",
+                "-P",
+                "-o",
+                "JobID,MaxRSS",
+            ],
+        ));
+        out.lines()
+            .any(|l| l.starts_with(&format!("{}.extern|", job.job_id)) && !l.ends_with('|'))
+            .then_some(())
+    });
     let next = k.t.sbatch(&["-c", "1", "-t", "2", "--wrap", "sleep 120"]);
     k.t.wait_job(next, 20, "running", |j| j.state == JobState::Running);
     let next_cpus = wait_for(10, "the next job's cpuset", || {
@@ -1102,4 +1144,68 @@ fn bridged_gpus_are_scheduled_as_gres() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("gpu:a100:lots"), "{}", stderr(&out));
     assert!(!k.t.nodes().iter().any(|n| n.name == "x1"));
+}
+
+#[test]
+fn trusted_annotations_choose_partition_account_and_qos() {
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf
+            .push_str("PartitionName=kube MaxTime=INFINITE State=UP\n");
+    });
+    let k = Kube::on(
+        t,
+        &[("k1", 2)],
+        &[],
+        None,
+        "kube",
+        &["--trusted-annotations=job-name,timelimit,partition,account,qos"],
+    );
+    // A second partition holding k1: the pod asks for it by annotation.
+    let out = k.t.run(
+        "scontrol",
+        &[
+            "create",
+            "PartitionName=other",
+            "Nodes=k1",
+            "MaxTime=INFINITE",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    k.pod(
+        "chosen",
+        "1",
+        json!({"metadata": {"annotations": {
+            format!("{ANN}partition"): "other",
+            format!("{ANN}account"): "physics",
+            format!("{ANN}qos"): "normal",
+            format!("{ANN}timelimit"): "1:30:00"}}}),
+    );
+    let j = k.job_of("chosen");
+    assert_eq!(j.partition, "other");
+    assert_eq!(j.account, "physics");
+    assert_eq!(j.qos, "normal");
+    assert_eq!(j.time_limit, Some(90));
+    assert_eq!(k.node_of("chosen"), "k1");
+    // A partition a pod may not use is the controller's to refuse: the
+    // pod gets no job and waits.
+    k.pod(
+        "nowhere",
+        "1",
+        json!({"metadata": {"annotations": {format!("{ANN}partition"): "debug"}}}),
+    );
+    wait_for(10, "the refusal logged", || {
+        let log = std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).ok()?;
+        (log.contains("default/nowhere") && log.contains("refused")).then_some(())
+    });
+    assert!(k.get_pod("nowhere").expect("pod")["spec"]["nodeName"].is_null());
+    // Still untrusted here: a reservation.
+    k.pod(
+        "resv",
+        "1",
+        json!({"metadata": {"annotations": {format!("{ANN}reservation"): "maint"}}}),
+    );
+    wait_for(10, "the refusal logged", || {
+        let log = std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).ok()?;
+        (log.contains("default/resv") && log.contains("reservation is not trusted")).then_some(())
+    });
 }
