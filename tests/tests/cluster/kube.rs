@@ -356,6 +356,29 @@ impl Kube {
         self.api.get("pods", "default", name)
     }
 
+    /// A pod of 2 CPUs for node `node` (its zone label): its job, once
+    /// running there.
+    fn place(&self, name: &str, node: &str) -> JobRecord {
+        self.pod(
+            name,
+            "2",
+            json!({"spec": {"nodeSelector": {"zone": format!("z-{node}")}}}),
+        );
+        let j = self.job_of(name);
+        assert_eq!(self.node_of(name), node);
+        self.t
+            .wait_job(j.job_id, 10, "running", |j| j.state == JobState::Running)
+    }
+
+    /// Wait until pod `name` is gone from the API server.
+    fn wait_gone(&self, name: &str, secs: u64) {
+        wait_for_with(
+            secs,
+            || format!("pod {name} gone\n{}", self.t.logs()),
+            || self.get_pod(name).is_none().then_some(()),
+        );
+    }
+
     /// The placeholder job of pod `name`.
     fn job_of(&self, name: &str) -> JobRecord {
         let want = format!("\"default/{name}\"");
@@ -557,9 +580,7 @@ fn a_pod_group_waits_for_all_its_nodes_while_single_pods_flow() {
         placed, gang.alloc.nodes,
         "pods bound in rank order to the job's nodes"
     );
-    wait_for(10, "the deleted pod released", || {
-        k.get_pod("long").is_none().then_some(())
-    });
+    k.wait_gone("long", 10);
     // A member that comes once its group is under way gets a job of its
     // own at once (it waits for a node like any job).
     k.pod(
@@ -582,21 +603,13 @@ fn ending_either_side_ends_the_other_and_nothing_stays_terminating() {
     // k2's kubelet never answers.
     let k = Kube::start(&[("k1", 2), ("k2", 2)], &["k2"]);
     // scancel of a placeholder deletes its pod (k1: its kubelet confirms).
-    k.pod(
-        "a",
-        "2",
-        json!({"spec": {"nodeSelector": {"zone": "z-k1"}}}),
-    );
-    let a = k.job_of("a");
-    k.node_of("a");
+    let a = k.place("a", "k1");
     wait_for(10, "pod a running", || {
         (k.phase("a") == "Running").then_some(())
     });
     let out = k.t.run("scancel", &[&a.job_id.to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    wait_for(20, &format!("pod a deleted\n{}", k.t.logs()), || {
-        k.get_pod("a").is_none().then_some(())
-    });
+    k.wait_gone("a", 20);
     // A new pod of the same name (a StatefulSet's, say) is another pod: it
     // gets a job of its own while the old job is still on record, and the
     // old job's end does not delete it.
@@ -619,45 +632,25 @@ fn ending_either_side_ends_the_other_and_nothing_stays_terminating() {
         .get_pod("a")
         .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_null()));
     k.t.run("scancel", &[&a2.job_id.to_string()]);
-    wait_for(20, "the new pod a deleted", || {
-        k.get_pod("a").is_none().then_some(())
-    });
+    k.wait_gone("a", 20);
 
     // A placeholder sent back to the queue ends, and its pod with it.
-    k.pod(
-        "r",
-        "2",
-        json!({"spec": {"nodeSelector": {"zone": "z-k1"}}}),
-    );
-    let r = k.job_of("r");
-    assert_eq!(k.node_of("r"), "k1");
-    k.t.wait_job(r.job_id, 10, "running", |j| j.state == JobState::Running);
+    let r = k.place("r", "k1");
     let out = k.t.run("scontrol", &["requeue", &r.job_id.to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(k.t.wait_done(r.job_id, 20).state, JobState::Cancelled);
-    wait_for(20, "pod r deleted", || {
-        k.get_pod("r").is_none().then_some(())
-    });
+    k.wait_gone("r", 20);
 
     // On k2 no kubelet confirms: the bridge releases the pod itself once
     // its grace period (1 s) and the release delay (1 s) are over.
-    k.pod(
-        "b",
-        "2",
-        json!({"spec": {"nodeSelector": {"zone": "z-k2"}}}),
-    );
-    let b = k.job_of("b");
-    assert_eq!(k.node_of("b"), "k2");
-    k.t.wait_job(b.job_id, 10, "running", |j| j.state == JobState::Running);
+    let b = k.place("b", "k2");
     k.t.run("scancel", &[&b.job_id.to_string()]);
     wait_for(10, "pod b terminating", || {
         k.get_pod("b")?["metadata"]["deletionTimestamp"]
             .as_str()
             .map(|_| ())
     });
-    wait_for(20, &format!("pod b released\n{}", k.t.logs()), || {
-        k.get_pod("b").is_none().then_some(())
-    });
+    k.wait_gone("b", 20);
 
     // Deleting a pod that waits cancels its job at once (nothing fits it).
     k.pod(
@@ -678,9 +671,7 @@ fn ending_either_side_ends_the_other_and_nothing_stays_terminating() {
         .delete("pods", "default", "d", None)
         .expect("delete d");
     assert_eq!(k.t.wait_done(d.job_id, 20).state, JobState::Cancelled);
-    wait_for(10, "pod d released", || {
-        k.get_pod("d").is_none().then_some(())
-    });
+    k.wait_gone("d", 10);
     assert_eq!(
         k.t.job(c.job_id).expect("c").state,
         JobState::Running,
@@ -869,9 +860,7 @@ fn a_deleted_node_and_a_controller_restart_kill_no_job() {
     );
     k.start_bridge();
     assert_eq!(k.t.wait_done(second.job_id, 20).state, JobState::Cancelled);
-    wait_for(20, "the deleted pod released", || {
-        k.get_pod("second").is_none().then_some(())
-    });
+    k.wait_gone("second", 20);
     let third = k.job_of("third");
     k.node_of("third");
     std::thread::sleep(Duration::from_secs(1));
