@@ -1133,6 +1133,25 @@ fn bridged_gpus_are_scheduled_as_gres() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("gpu:a100:lots"), "{}", stderr(&out));
     assert!(!k.t.nodes().iter().any(|n| n.name == "x1"));
+    // An ordinary user cannot add a node with GPUs (or any node).
+    let out =
+        k.t.cmd_as(TEST_UID, TEST_GID, "scontrol")
+            .args([
+                "create",
+                "NodeName=x2",
+                "State=External",
+                "CPUs=64",
+                "Gres=gpu:8",
+            ])
+            .output()
+            .expect("scontrol");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("Access/permission denied"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!k.t.nodes().iter().any(|n| n.name == "x2"));
 }
 
 #[test]
