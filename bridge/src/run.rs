@@ -449,7 +449,11 @@ impl Bridge {
                 self.to_remove.remove(&name);
                 continue;
             }
-            match call(&self.slurm, RequestBody::DeleteNode { name: name.clone() }).await {
+            match self
+                .slurm
+                .call(RequestBody::DeleteNode { name: name.clone() })
+                .await
+            {
                 Ok(_) => {
                     tracing::info!("node {name} left Kubernetes: removed");
                     self.to_remove.remove(&name);
@@ -520,7 +524,7 @@ impl Bridge {
                     partitions: self.s.partition.iter().cloned().collect(),
                     ..Default::default()
                 };
-                match call(&self.slurm, RequestBody::CreateNode(spec)).await {
+                match self.slurm.call(RequestBody::CreateNode(spec)).await {
                     Ok(_) => {
                         tracing::info!(
                             "node {name}: added as an external node ({cpus} CPUs, {mem} MiB, {gpus} GPUs)"
@@ -552,7 +556,7 @@ impl Bridge {
                     reason: reason.clone(),
                     features: None,
                 };
-                match call(&self.slurm, body).await {
+                match self.slurm.call(body).await {
                     Ok(_) => {
                         // Until the controller's event comes, as asked.
                         let st = if reason.is_some() {
@@ -630,7 +634,11 @@ impl Bridge {
                     .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"));
                 let status = if failed { 1 << 8 } else { 0 };
                 self.closed.insert(id);
-                match call(&self.slurm, RequestBody::CompleteJob { job_id: id, status }).await {
+                match self
+                    .slurm
+                    .call(RequestBody::CompleteJob { job_id: id, status })
+                    .await
+                {
                     Ok(_) => tracing::info!("job {id}: its pods finished"),
                     Err(e) => {
                         self.closed.remove(&id);
@@ -656,7 +664,7 @@ impl Bridge {
                 } else {
                     "it was requeued while its pods ran"
                 };
-                match call(&self.slurm, body).await {
+                match self.slurm.call(body).await {
                     Ok(_) => tracing::info!("job {id}: {why}, cancelled"),
                     Err(e) => {
                         self.closed.remove(&id);
@@ -886,7 +894,7 @@ impl Bridge {
     /// confirmed, or their node is gone): removed for good, so nothing stays
     /// Terminating.
     async fn release_stuck(&mut self) {
-        let now = chrono_now();
+        let now = slurm_common::auth::now();
         let stuck: Vec<Pod> = self
             .pods
             .values()
@@ -906,15 +914,6 @@ impl Bridge {
                 .await;
         }
     }
-}
-
-fn chrono_now() -> i64 {
-    slurm_common::auth::now()
-}
-
-/// One request to the controller in control.
-async fn call(slurm: &Arc<Ctld>, body: RequestBody) -> Result<Response, String> {
-    slurm.call(body).await
 }
 
 /// A group's submission: its job id, or why not and when to try again.
@@ -945,7 +944,7 @@ async fn submit_group(
             }
         }
     }
-    match call(slurm, RequestBody::SubmitBatchJob(desc)).await {
+    match slurm.call(RequestBody::SubmitBatchJob(desc)).await {
         Ok(Response::Submitted { job_id }) => Ok(job_id),
         Ok(other) => Err((
             format!("unexpected answer {other:?}"),

@@ -173,65 +173,90 @@ pub fn place(ctx: &Arc<Ctx>, f: &slurm_proto::JobPrologue) {
     let job = f.job_id;
     info!(job, "pod {uid}: CPUs {} here", format_cpu_list(&cpus));
     let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || {
-        let look = |d: &Path| {
-            let rel = d.strip_prefix(&top).unwrap_or(d);
-            if let Some(m) = ctx.cgroups.as_ref() {
-                let u = m.usage_at(rel);
-                *usage.lock().unwrap_or_else(|p| p.into_inner()) = Some(u);
+    let mut f = Follow {
+        job,
+        uid,
+        dirs,
+        cpus,
+        found: None,
+        said: false,
+        start: std::time::Instant::now(),
+    };
+    // One look at a time on the blocking pool, none held between looks.
+    tokio::spawn(async move {
+        while !stop.load(Ordering::Relaxed) {
+            let (ctx, top, usage) = (ctx.clone(), top.clone(), usage.clone());
+            let Ok((back, go)) = tokio::task::spawn_blocking(move || {
+                let go = f.step(|d| {
+                    let rel = d.strip_prefix(&top).unwrap_or(d);
+                    if let Some(m) = ctx.cgroups.as_ref() {
+                        let u = m.usage_at(rel);
+                        *usage.lock().unwrap_or_else(|p| p.into_inner()) = Some(u);
+                    }
+                });
+                (f, go)
+            })
+            .await
+            else {
+                return;
+            };
+            f = back;
+            if !go {
+                return;
             }
-        };
-        follow(job, &uid, &dirs, &cpus, &stop, look)
+            let wait = if f.found.is_some() { 500 } else { 100 };
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+        }
     });
 }
 
-/// Pin the pod's tree, and keep it pinned as containers come, until told
-/// to stop; `look` reads what it used each time.
-fn follow(
+/// Following one pod: pin its tree, and keep it pinned as containers come.
+struct Follow {
     job: JobId,
-    uid: &str,
-    dirs: &[PathBuf],
-    cpus: &[u32],
-    stop: &AtomicBool,
-    look: impl Fn(&Path),
-) {
-    let start = std::time::Instant::now();
-    let mut found: Option<PathBuf> = None;
-    let mut said = false;
-    while !stop.load(Ordering::Relaxed) {
-        if found.is_none() {
-            found = dirs.iter().find(|d| d.is_dir()).cloned();
-            if found.is_none() && start.elapsed() > FIND_WITHIN {
+    uid: String,
+    dirs: Vec<PathBuf>,
+    cpus: Vec<u32>,
+    found: Option<PathBuf>,
+    said: bool,
+    start: std::time::Instant,
+}
+
+impl Follow {
+    /// One look: find the pod's cgroup, pin it, read its usage with `look`;
+    /// whether to look again.
+    fn step(&mut self, look: impl Fn(&Path)) -> bool {
+        let (job, uid) = (self.job, &self.uid);
+        if self.found.is_none() {
+            self.found = self.dirs.iter().find(|d| d.is_dir()).cloned();
+            if self.found.is_none() && self.start.elapsed() > FIND_WITHIN {
                 warn!(job, "pod {uid}: its cgroup never appeared; not pinned");
-                return;
+                return false;
             }
         }
-        match &found {
-            Some(d) if !d.is_dir() => return,
-            Some(d) => match apply(d, cpus).inspect(|_| look(d)) {
-                Ok(n) if n > 0 && !said => {
-                    info!(
-                        job,
-                        "pod {uid}: pinned to CPUs {} ({})",
-                        format_cpu_list(cpus),
-                        d.display()
-                    );
-                    said = true;
-                }
-                Ok(_) => {}
-                Err(e) => warn!(
-                    job,
-                    "pod {uid}: cannot set its cpuset under {}: {e}",
-                    d.display()
-                ),
-            },
-            None => {}
+        let Some(d) = &self.found else {
+            return true;
+        };
+        if !d.is_dir() {
+            return false;
         }
-        std::thread::sleep(Duration::from_millis(if found.is_some() {
-            500
-        } else {
-            100
-        }));
+        match apply(d, &self.cpus).inspect(|_| look(d)) {
+            Ok(n) if n > 0 && !self.said => {
+                info!(
+                    job,
+                    "pod {uid}: pinned to CPUs {} ({})",
+                    format_cpu_list(&self.cpus),
+                    d.display()
+                );
+                self.said = true;
+            }
+            Ok(_) => {}
+            Err(e) => warn!(
+                job,
+                "pod {uid}: cannot set its cpuset under {}: {e}",
+                d.display()
+            ),
+        }
+        true
     }
 }
 
