@@ -26,6 +26,15 @@ pub struct Ctld {
 
 const WITHIN: Duration = Duration::from_secs(30);
 
+/// A call that failed: the controller's words or the transport's, and
+/// whether the request may still have been carried out (sent, then the
+/// connection broke or the deadline passed before the answer came).
+#[derive(Debug, Clone)]
+pub struct CallFailed {
+    pub msg: String,
+    pub maybe_done: bool,
+}
+
 impl Ctld {
     pub fn from_conf(conf: &slurm_common::conf::SlurmConf) -> Ctld {
         let controllers = conf.controllers();
@@ -58,11 +67,21 @@ impl Ctld {
 
     /// One request; an error answer as `Err` with the controller's words.
     pub async fn call(&self, body: RequestBody) -> Result<Response, String> {
+        self.call_detail(body).await.map_err(|e| e.msg)
+    }
+
+    /// One request; on failure also whether the controller may have acted
+    /// on it (the call broke after it was sent).
+    pub async fn call_detail(&self, body: RequestBody) -> Result<Response, CallFailed> {
+        let sure = |msg: String| CallFailed {
+            msg,
+            maybe_done: false,
+        };
         let call = CommandCall::from_body(body)
-            .map_err(|b| format!("no controller method for {}", b.message_type().0))?;
+            .map_err(|b| sure(format!("no controller method for {}", b.message_type().0)))?;
         let n = self.controllers.len();
         if n == 0 {
-            return Err("no controller is configured".into());
+            return Err(sure("no controller is configured".into()));
         }
         let start = Instant::now();
         let first = self.current.load(Ordering::Relaxed) % n;
@@ -92,18 +111,21 @@ impl Ctld {
             if !next {
                 self.current.store(i, Ordering::Relaxed);
                 return match r {
-                    Ok(Response::Error(e)) => Err(e.to_string()),
+                    Ok(Response::Error(e)) => Err(sure(e.to_string())),
                     Ok(r) => Ok(r),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(CallFailed {
+                        msg: e.to_string(),
+                        maybe_done: true,
+                    }),
                 };
             }
             if tries % n == 0 {
                 if start.elapsed() + Duration::from_secs(1) >= self.failover {
-                    return Err(match r {
+                    return Err(sure(match r {
                         Ok(Response::Error(e)) => e.to_string(),
                         Err(e) => e.to_string(),
                         Ok(_) => "no controller in control".into(),
-                    });
+                    }));
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }

@@ -36,6 +36,88 @@ pub enum GroupKey {
     PodGroup { ns: String, name: String },
     /// Every pod of one LeaderWorkerSet group.
     Lws { ns: String, key: String },
+    /// Every pod of a gang of Kubernetes' own scheduling API
+    /// (`scheduling.k8s.io`, feature gate GenericWorkload).
+    Gang { ns: String, r: SchedRef },
+}
+
+/// A pod's gang in Kubernetes' own scheduling API, from the pod's spec:
+/// Kubernetes 1.35's `spec.workloadRef` (a pod group of a Workload, split
+/// by an optional replica key) or 1.36's `spec.schedulingGroup` (a
+/// PodGroup object). Read from the pod's JSON: the typed `Pod` of the API
+/// version compiled in has neither field.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SchedRef {
+    Workload {
+        name: String,
+        pod_group: String,
+        replica: String,
+    },
+    PodGroup {
+        name: String,
+    },
+}
+
+impl SchedRef {
+    /// The reference in a pod's `spec` (JSON), if it has one.
+    pub fn of_spec(spec: &serde_json::Value) -> Option<SchedRef> {
+        let text = |v: &serde_json::Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+        if let Some(name) = text(&spec["schedulingGroup"]["podGroupName"]) {
+            return Some(SchedRef::PodGroup { name });
+        }
+        let w = &spec["workloadRef"];
+        Some(SchedRef::Workload {
+            name: text(&w["name"])?,
+            pod_group: text(&w["podGroup"])?,
+            replica: text(&w["podGroupReplicaKey"]).unwrap_or_default(),
+        })
+    }
+
+    /// The object whose policy rules the gang: (kind, name).
+    pub fn object(&self) -> (&'static str, &str) {
+        match self {
+            SchedRef::Workload { name, .. } => ("Workload", name),
+            SchedRef::PodGroup { name } => ("PodGroup", name),
+        }
+    }
+}
+
+/// How Kubernetes' scheduling API says a group of pods is scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Each pod on its own.
+    Basic,
+    /// All or nothing, once this many pods are there.
+    Gang(u32),
+}
+
+impl Policy {
+    /// A `policy` / `schedulingPolicy` object: `{"gang": {"minCount": N}}`
+    /// or `{"basic": {}}`.
+    pub fn of(v: &serde_json::Value) -> Option<Policy> {
+        if let Some(g) = v.get("gang") {
+            let n = g["minCount"].as_u64()?;
+            return Some(Policy::Gang(u32::try_from(n).ok()?.max(1)));
+        }
+        v.get("basic").map(|_| Policy::Basic)
+    }
+}
+
+/// The policies a Workload (`scheduling.k8s.io/v1alpha1`) gives its pod
+/// groups, by pod group name.
+pub fn workload_policies(w: &serde_json::Value) -> BTreeMap<String, Policy> {
+    let mut m = BTreeMap::new();
+    for g in w["spec"]["podGroups"].as_array().into_iter().flatten() {
+        if let (Some(name), Some(p)) = (g["name"].as_str(), Policy::of(&g["policy"])) {
+            m.insert(name.to_string(), p);
+        }
+    }
+    m
+}
+
+/// The policy of a PodGroup (`scheduling.k8s.io/v1alpha2` and later).
+pub fn pod_group_policy(g: &serde_json::Value) -> Option<Policy> {
+    Policy::of(&g["spec"]["schedulingPolicy"])
 }
 
 impl std::fmt::Display for GroupKey {
@@ -44,6 +126,25 @@ impl std::fmt::Display for GroupKey {
             GroupKey::Pod { ns, name } => write!(f, "pod {ns}/{name}"),
             GroupKey::PodGroup { ns, name } => write!(f, "PodGroup {ns}/{name}"),
             GroupKey::Lws { ns, key } => write!(f, "LeaderWorkerSet group {ns}/{key}"),
+            GroupKey::Gang {
+                ns,
+                r:
+                    SchedRef::Workload {
+                        name,
+                        pod_group,
+                        replica,
+                    },
+            } => {
+                write!(f, "Workload {ns}/{name} pod group {pod_group}")?;
+                if !replica.is_empty() {
+                    write!(f, " replica {replica}")?;
+                }
+                Ok(())
+            }
+            GroupKey::Gang {
+                ns,
+                r: SchedRef::PodGroup { name },
+            } => write!(f, "PodGroup {ns}/{name} (scheduling.k8s.io)"),
         }
     }
 }
@@ -69,8 +170,20 @@ fn annotation<'a>(p: &'a Pod, k: &str) -> Option<&'a str> {
     p.metadata.annotations.as_ref()?.get(k).map(String::as_str)
 }
 
-pub fn group_key(p: &Pod) -> GroupKey {
+/// The group pod `p` belongs to. `sched` is its reference to Kubernetes'
+/// own scheduling API, if any, and `policy` the policy of that group (none
+/// while its object is not known): a basic group's pods go on their own.
+pub fn group_key(p: &Pod, sched: Option<&SchedRef>, policy: Option<Policy>) -> GroupKey {
     let ns = pod_ns(p).to_string();
+    if let Some(r) = sched {
+        if policy != Some(Policy::Basic) {
+            return GroupKey::Gang { ns, r: r.clone() };
+        }
+        return GroupKey::Pod {
+            ns,
+            name: pod_name(p).to_string(),
+        };
+    }
     if let Some(g) = label(p, POD_GROUP_LABEL).filter(|g| !g.is_empty()) {
         return GroupKey::PodGroup {
             ns,
@@ -90,11 +203,14 @@ pub fn group_key(p: &Pod) -> GroupKey {
 }
 
 /// How many pods a group must have before its job is submitted (a PodGroup's
-/// `minMember`, a LeaderWorkerSet's size; one for a pod of its own).
+/// `minMember` or gang's `minCount`, a LeaderWorkerSet's size; one for a
+/// pod of its own).
 pub fn wanted(key: &GroupKey, pods: &[&Pod], min_member: Option<u32>) -> usize {
     match key {
         GroupKey::Pod { .. } => 1,
-        GroupKey::PodGroup { .. } => min_member.unwrap_or(1).max(1) as usize,
+        GroupKey::PodGroup { .. } | GroupKey::Gang { .. } => {
+            min_member.unwrap_or(1).max(1) as usize
+        }
         GroupKey::Lws { .. } => pods
             .iter()
             .find_map(|p| annotation(p, LWS_SIZE_ANNOTATION)?.parse().ok())
@@ -276,6 +392,25 @@ pub fn job_desc(
             GroupKey::Pod { name, .. } => name.clone(),
             GroupKey::PodGroup { name, .. } => name.clone(),
             GroupKey::Lws { key, .. } => key.clone(),
+            GroupKey::Gang {
+                r: SchedRef::PodGroup { name },
+                ..
+            } => name.clone(),
+            GroupKey::Gang {
+                r:
+                    SchedRef::Workload {
+                        name,
+                        pod_group,
+                        replica,
+                    },
+                ..
+            } => {
+                let mut n = format!("{name}-{pod_group}");
+                if !replica.is_empty() {
+                    n = format!("{n}-{replica}");
+                }
+                n
+            }
         })),
         partition: ann("partition").or_else(|| d.partition.clone()),
         account: ann("account"),
@@ -550,7 +685,7 @@ mod tests {
         };
         let a = mk("w-0", "1500m", "1Gi", Some("2"));
         let b = mk("w-1", "2", "512Mi", None);
-        let key = group_key(&a);
+        let key = group_key(&a, None, None);
         assert_eq!(
             key,
             GroupKey::PodGroup {
@@ -608,7 +743,7 @@ mod tests {
             trusted: DEFAULT_TRUSTED.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         };
-        let e = job_desc(&group_key(&p), &[&p], vec![], &trusted)
+        let e = job_desc(&group_key(&p, None, None), &[&p], vec![], &trusted)
             .err()
             .unwrap_or_default();
         assert!(e.contains("timelimit") && e.contains("soon"), "{e}");
@@ -617,14 +752,14 @@ mod tests {
         let acct = pod(json!({"metadata": {"name": "p", "annotations": {
             "slurmjob.slinky.slurm.net/account": "physics"}},
             "spec": {"containers": [{"name": "c"}]}}));
-        let e = job_desc(&group_key(&acct), &[&acct], vec![], &trusted)
+        let e = job_desc(&group_key(&acct, None, None), &[&acct], vec![], &trusted)
             .err()
             .unwrap_or_default();
         assert!(e.contains("not trusted") && e.contains("account"), "{e}");
         let typo = pod(json!({"metadata": {"name": "p", "annotations": {
             "slurmjob.slinky.slurm.net/acount": "physics"}},
             "spec": {"containers": [{"name": "c"}]}}));
-        let e = job_desc(&group_key(&typo), &[&typo], vec![], &trusted)
+        let e = job_desc(&group_key(&typo, None, None), &[&typo], vec![], &trusted)
             .err()
             .unwrap_or_default();
         assert!(
@@ -691,5 +826,85 @@ mod tests {
             "capacity": {"cpu": "16", "memory": "64Gi"},
             "allocatable": {"cpu": "15500m", "memory": "63Gi", "nvidia.com/gpu": "4"}}}));
         assert_eq!(node_capacity(&n), (15, 63 * 1024, 4));
+    }
+
+    #[test]
+    fn kubernetes_own_gangs_are_read_from_the_pod_and_their_policy() {
+        // 1.35: a Workload's pod group, split by replica key.
+        let spec = json!({"workloadRef": {"name": "train", "podGroup": "workers",
+                                          "podGroupReplicaKey": "1"}});
+        let w = SchedRef::of_spec(&spec).expect("workloadRef");
+        assert_eq!(
+            w,
+            SchedRef::Workload {
+                name: "train".into(),
+                pod_group: "workers".into(),
+                replica: "1".into()
+            }
+        );
+        assert_eq!(w.object(), ("Workload", "train"));
+        // 1.36: a PodGroup object.
+        let spec = json!({"schedulingGroup": {"podGroupName": "train-0"}});
+        assert_eq!(
+            SchedRef::of_spec(&spec),
+            Some(SchedRef::PodGroup {
+                name: "train-0".into()
+            })
+        );
+        // Incomplete references are none.
+        assert_eq!(
+            SchedRef::of_spec(&json!({"workloadRef": {"name": "x"}})),
+            None
+        );
+        assert_eq!(SchedRef::of_spec(&json!({"schedulingGroup": {}})), None);
+        assert_eq!(SchedRef::of_spec(&json!({})), None);
+
+        let wl = json!({"spec": {"podGroups": [
+            {"name": "workers", "policy": {"gang": {"minCount": 4}}},
+            {"name": "driver", "policy": {"basic": {}}},
+            {"name": "odd", "policy": {"gang": {}}}]}});
+        let pols = workload_policies(&wl);
+        assert_eq!(pols.get("workers"), Some(&Policy::Gang(4)));
+        assert_eq!(pols.get("driver"), Some(&Policy::Basic));
+        assert_eq!(pols.get("odd"), None, "a gang without minCount is not read");
+        let pg = json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
+        assert_eq!(pod_group_policy(&pg), Some(Policy::Gang(2)));
+
+        // A gang's pods share a key; a basic group's pods go alone; an
+        // unknown group's pods wait under the gang's key.
+        let p = pod(json!({"metadata": {"name": "w-0", "namespace": "ml"}, "spec": {}}));
+        let gang = group_key(&p, Some(&w), Some(Policy::Gang(4)));
+        assert_eq!(
+            gang,
+            GroupKey::Gang {
+                ns: "ml".into(),
+                r: w.clone()
+            }
+        );
+        assert_eq!(wanted(&gang, &[&p], Some(4)), 4);
+        assert_eq!(group_key(&p, Some(&w), None), gang);
+        assert_eq!(
+            group_key(&p, Some(&w), Some(Policy::Basic)),
+            GroupKey::Pod {
+                ns: "ml".into(),
+                name: "w-0".into()
+            }
+        );
+        assert_eq!(
+            gang.to_string(),
+            "Workload ml/train pod group workers replica 1"
+        );
+        let d = job_desc(
+            &gang,
+            &[&p],
+            vec![],
+            &JobDefaults {
+                partition: None,
+                submit_host: "h".into(),
+                trusted: vec![],
+            },
+        )
+        .expect("desc");
+        assert_eq!(d.name.as_deref(), Some("train-workers-1"));
     }
 }

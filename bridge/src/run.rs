@@ -9,7 +9,7 @@
 //! confirms a deletion and retries what failed.
 
 use crate::ctld::Ctld;
-use crate::plan::{self, GroupKey};
+use crate::plan::{self, GroupKey, Policy, SchedRef};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -63,9 +63,49 @@ impl Settings {
     }
 }
 
+/// A pod as the watch brings it, with its reference to Kubernetes' own
+/// scheduling API read from the JSON (the typed `Pod` has no such field).
+#[derive(Debug, Clone)]
+pub struct KPod {
+    pod: Pod,
+    sched: Option<SchedRef>,
+}
+
+impl<'de> serde::Deserialize<'de> for KPod {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        let sched = SchedRef::of_spec(&v["spec"]);
+        let pod = serde_json::from_value(v).map_err(serde::de::Error::custom)?;
+        Ok(KPod { pod, sched })
+    }
+}
+
+impl k8s_openapi::Resource for KPod {
+    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = <Pod as k8s_openapi::Resource>::Scope;
+}
+
+impl k8s_openapi::Metadata for KPod {
+    type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    fn metadata(&self) -> &Self::Ty {
+        &self.pod.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut Self::Ty {
+        &mut self.pod.metadata
+    }
+}
+
 enum Ev {
-    Pod(Box<watcher::Event<Pod>>),
+    Pod(Box<watcher::Event<KPod>>),
     PodGroup(Box<watcher::Event<DynamicObject>>),
+    /// Kubernetes 1.35's `scheduling.k8s.io/v1alpha1` Workloads.
+    Workload(Box<watcher::Event<DynamicObject>>),
+    /// Kubernetes 1.36's (and later) `scheduling.k8s.io` PodGroups.
+    SchedGroup(Box<watcher::Event<DynamicObject>>),
     Node(Box<watcher::Event<Node>>),
     Ctld(Box<CtldEvent>),
     /// The controller's stream ended; a new one starts with a full listing.
@@ -133,8 +173,19 @@ struct Bridge {
     /// Who the bridge runs as: its jobs are this user's.
     uid: u32,
     pods: BTreeMap<String, Pod>,
+    /// Pods' references to Kubernetes' own scheduling API, by pod id.
+    sched_refs: BTreeMap<String, SchedRef>,
     pods_synced: bool,
     pod_groups: BTreeMap<(String, String), u32>,
+    /// Workloads' pod group policies, by (namespace, name).
+    workloads: BTreeMap<(String, String), BTreeMap<String, Policy>>,
+    /// `scheduling.k8s.io` PodGroups' policies, by (namespace, name).
+    sched_groups: BTreeMap<(String, String), Policy>,
+    /// The `scheduling.k8s.io` kinds the API server serves and the bridge
+    /// watches (set once discovery has answered).
+    sched_kinds: Arc<std::sync::Mutex<Option<BTreeSet<&'static str>>>>,
+    /// Gangs waiting for their Workload or PodGroup, said once each.
+    said_waiting: BTreeSet<GroupKey>,
     knodes: BTreeMap<String, Node>,
     knodes_synced: bool,
     jobs: BTreeMap<u32, Job>,
@@ -147,6 +198,10 @@ struct Bridge {
     done: BTreeSet<String>,
     /// Groups whose submission was refused: when to try again.
     retry: BTreeMap<GroupKey, Instant>,
+    /// Groups whose submission got no answer (a job may exist for them),
+    /// with their pods' uids: their job is looked for before they are
+    /// submitted again.
+    unsure: BTreeMap<GroupKey, Vec<String>>,
     /// Pods (by uid) the bridge bound.
     bound: BTreeSet<String>,
     /// The run (requeue count) each job's pods were bound for.
@@ -155,8 +210,9 @@ struct Bridge {
     knodes_listed: Option<BTreeSet<String>>,
     /// Nodes gone from Kubernetes still to remove from the cluster.
     to_remove: BTreeSet<String>,
-    /// Pods (by uid) whose binding failed: when to try again.
-    bind_retry: BTreeMap<String, Instant>,
+    /// Pods (by uid) whose binding failed: when to try again, and how many
+    /// times it failed (each wait twice the last, up to a minute).
+    bind_retry: BTreeMap<String, (Instant, u32)>,
     /// Kubernetes nodes we asked the controller to create.
     created: BTreeSet<String>,
 }
@@ -164,7 +220,7 @@ struct Bridge {
 /// Run the bridge until a watch cannot be kept (an error to report).
 pub async fn run(s: Settings, kube: kube::Client, slurm: Ctld) -> anyhow::Result<()> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Ev>(1024);
-    let pods: Api<Pod> = Api::all(kube.clone());
+    let pods: Api<KPod> = Api::all(kube.clone());
     let pod_cfg =
         watcher::Config::default().fields(&format!("spec.schedulerName={}", s.scheduler_name));
     spawn_watch(watcher(pods, pod_cfg), tx.clone(), |e| Ev::Pod(Box::new(e)));
@@ -184,6 +240,12 @@ pub async fn run(s: Settings, kube: kube::Client, slurm: Ctld) -> anyhow::Result
         tx.clone(),
         |e| Ev::PodGroup(Box::new(e)),
     );
+    let sched_kinds = Arc::new(std::sync::Mutex::new(None));
+    tokio::spawn(watch_sched_api(
+        kube.clone(),
+        tx.clone(),
+        sched_kinds.clone(),
+    ));
     let slurm = Arc::new(slurm);
     tokio::spawn(watch_controller(slurm.clone(), tx.clone()));
     let ticker = tx.clone();
@@ -204,8 +266,13 @@ pub async fn run(s: Settings, kube: kube::Client, slurm: Ctld) -> anyhow::Result
         // SAFETY: getuid cannot fail.
         uid: unsafe { libc::getuid() },
         pods: BTreeMap::new(),
+        sched_refs: BTreeMap::new(),
         pods_synced: false,
         pod_groups: BTreeMap::new(),
+        workloads: BTreeMap::new(),
+        sched_groups: BTreeMap::new(),
+        sched_kinds,
+        said_waiting: BTreeSet::new(),
         knodes: BTreeMap::new(),
         knodes_synced: false,
         jobs: BTreeMap::new(),
@@ -214,6 +281,7 @@ pub async fn run(s: Settings, kube: kube::Client, slurm: Ctld) -> anyhow::Result
         closed: BTreeSet::new(),
         done: BTreeSet::new(),
         retry: BTreeMap::new(),
+        unsure: BTreeMap::new(),
         created: BTreeSet::new(),
         bound: BTreeSet::new(),
         bound_run: BTreeMap::new(),
@@ -271,6 +339,64 @@ fn spawn_watch<K, S>(
     });
 }
 
+/// The API group of Kubernetes' own gang scheduling.
+const SCHED_GROUP: &str = "scheduling.k8s.io";
+
+/// Find which of Kubernetes' own gang scheduling kinds the API server
+/// serves (1.35: `v1alpha1` Workloads, named by pods' `workloadRef`; 1.36
+/// and later: PodGroups, named by pods' `schedulingGroup`) and watch them.
+/// Asked again while the server cannot be reached; a server without them
+/// is final (their pods then wait, and the log says why).
+async fn watch_sched_api(
+    kube: kube::Client,
+    tx: tokio::sync::mpsc::Sender<Ev>,
+    kinds: Arc<std::sync::Mutex<Option<BTreeSet<&'static str>>>>,
+) {
+    let group = loop {
+        match kube::discovery::group(&kube, SCHED_GROUP).await {
+            Ok(g) => break Some(g),
+            Err(kube::Error::Discovery(_)) => break None,
+            Err(e) => {
+                tracing::debug!("discovery of {SCHED_GROUP}: {e}; again");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    };
+    let mut found = BTreeSet::new();
+    if let Some(g) = group {
+        // 1.35's Workloads carry the policies pods' `workloadRef` reads;
+        // later Workloads are templates, and PodGroups carry them.
+        if let Some((ar, _)) = g
+            .versioned_resources("v1alpha1")
+            .into_iter()
+            .find(|(ar, _)| ar.kind == "Workload")
+        {
+            let api: Api<DynamicObject> = Api::all_with(kube.clone(), &ar);
+            spawn_watch(watcher(api, watcher::Config::default()), tx.clone(), |e| {
+                Ev::Workload(Box::new(e))
+            });
+            found.insert("Workload");
+        }
+        if let Some((ar, _)) = g.recommended_kind("PodGroup") {
+            let api: Api<DynamicObject> = Api::all_with(kube.clone(), &ar);
+            spawn_watch(watcher(api, watcher::Config::default()), tx.clone(), |e| {
+                Ev::SchedGroup(Box::new(e))
+            });
+            found.insert("PodGroup");
+        }
+    }
+    tracing::info!(
+        "{SCHED_GROUP} gangs: {}",
+        if found.is_empty() {
+            "not served by this API server".to_string()
+        } else {
+            found.iter().copied().collect::<Vec<_>>().join(" and ")
+        }
+    );
+    *kinds.lock().unwrap_or_else(|p| p.into_inner()) = Some(found);
+    let _ = tx.send(Ev::Tick).await;
+}
+
 /// Follow the controller's watch stream (jobs and nodes), trying the
 /// controllers in turn, forever.
 async fn watch_controller(slurm: Arc<Ctld>, tx: tokio::sync::mpsc::Sender<Ev>) {
@@ -325,14 +451,22 @@ impl Bridge {
             Ev::Pod(e) => match *e {
                 watcher::Event::Init => {
                     self.pods.clear();
+                    self.sched_refs.clear();
                     self.pods_synced = false;
                 }
                 watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
-                    self.pods.insert(plan::pod_id(&p), p);
+                    let id = plan::pod_id(&p.pod);
+                    match p.sched {
+                        Some(r) => self.sched_refs.insert(id.clone(), r),
+                        None => self.sched_refs.remove(&id),
+                    };
+                    self.pods.insert(id, p.pod);
                 }
                 watcher::Event::InitDone => self.pods_synced = true,
                 watcher::Event::Delete(p) => {
+                    let p = p.pod;
                     self.pods.remove(&plan::pod_id(&p));
+                    self.sched_refs.remove(&plan::pod_id(&p));
                     if let Some(u) = &p.metadata.uid {
                         self.bound.remove(u);
                         self.done.remove(u);
@@ -355,6 +489,30 @@ impl Bridge {
                         g.metadata.namespace.clone().unwrap_or_default(),
                         g.metadata.name.clone().unwrap_or_default(),
                     ));
+                }
+                watcher::Event::InitDone => {}
+            },
+            Ev::Workload(e) => match *e {
+                watcher::Event::Init => self.workloads.clear(),
+                watcher::Event::InitApply(w) | watcher::Event::Apply(w) => {
+                    let pols = plan::workload_policies(&w.data);
+                    self.workloads.insert(object_key(&w), pols);
+                }
+                watcher::Event::Delete(w) => {
+                    self.workloads.remove(&object_key(&w));
+                }
+                watcher::Event::InitDone => {}
+            },
+            Ev::SchedGroup(e) => match *e {
+                watcher::Event::Init => self.sched_groups.clear(),
+                watcher::Event::InitApply(g) | watcher::Event::Apply(g) => {
+                    match plan::pod_group_policy(&g.data) {
+                        Some(p) => self.sched_groups.insert(object_key(&g), p),
+                        None => self.sched_groups.remove(&object_key(&g)),
+                    };
+                }
+                watcher::Event::Delete(g) => {
+                    self.sched_groups.remove(&object_key(&g));
                 }
                 watcher::Event::InitDone => {}
             },
@@ -690,7 +848,7 @@ impl Bridge {
                         .uid
                         .as_ref()
                         .and_then(|u| self.bind_retry.get(u))
-                        .is_some_and(|t| *t > Instant::now());
+                        .is_some_and(|(t, _)| *t > Instant::now());
                     if !bound(p) && !asked && !later {
                         binds.push((p.clone(), node.clone(), id));
                     }
@@ -717,8 +875,9 @@ impl Bridge {
                 self.bind_retry.remove(&uid);
                 self.bound.insert(uid);
             } else {
-                self.bind_retry
-                    .insert(uid, Instant::now() + Duration::from_secs(2));
+                let tries = self.bind_retry.get(&uid).map_or(0, |(_, n)| *n) + 1;
+                let wait = Duration::from_secs((1u64 << tries.min(6)).min(60));
+                self.bind_retry.insert(uid, (Instant::now() + wait, tries));
             }
         }
         // Pods deleted while the bridge still held them: once their job is
@@ -744,13 +903,61 @@ impl Bridge {
         }
     }
 
+    /// Groups whose submission got no answer: their job, if the controller
+    /// made one, is taken as the watch would have brought it. Whether every
+    /// such group was looked for (none is submitted again until then).
+    async fn find_unsure(&mut self) -> bool {
+        if self.unsure.is_empty() {
+            return true;
+        }
+        let filter = slurm_proto::JobFilter {
+            users: vec![self.uid.to_string()],
+            states: Some(Vec::new()),
+            ..Default::default()
+        };
+        let jobs = match self.slurm.call(RequestBody::GetJobsMatching(filter)).await {
+            Ok(Response::Jobs { jobs, .. }) => jobs,
+            Ok(other) => {
+                tracing::warn!("cannot look for unanswered submissions: {other:?}");
+                return false;
+            }
+            Err(e) => {
+                tracing::warn!("cannot look for unanswered submissions: {e}");
+                return false;
+            }
+        };
+        for (key, uids) in std::mem::take(&mut self.unsure) {
+            let found = jobs.iter().find(|j| {
+                j.user_id == self.uid
+                    && plan::pods_of_job(j.desc.admin_comment.as_deref())
+                        .iter()
+                        .any(|(_, u)| u.as_ref().is_some_and(|u| uids.contains(u)))
+            });
+            if let Some(j) = found {
+                tracing::info!("{key}: its unanswered submission made job {}", j.job_id);
+                self.retry.remove(&key);
+                self.take(Ev::Ctld(Box::new(CtldEvent::Job(pb::JobEvent::from(j)))));
+            }
+        }
+        true
+    }
+
     /// Groups whose pods are all there, none bound or placed: one job each.
     async fn submit_groups(&mut self) {
+        if !self.find_unsure().await {
+            return;
+        }
         let pod_jobs = self.pod_jobs();
         let mut groups: BTreeMap<GroupKey, Vec<&Pod>> = BTreeMap::new();
-        for p in self.pods.values() {
-            groups.entry(plan::group_key(p)).or_default().push(p);
+        for (id, p) in &self.pods {
+            let r = self.sched_refs.get(id);
+            let policy = r.and_then(|r| self.policy(plan::pod_ns(p), r));
+            groups
+                .entry(plan::group_key(p, r, policy))
+                .or_default()
+                .push(p);
         }
+        let mut waiting = Vec::new();
         let now = Instant::now();
         let mut todo = Vec::new();
         for (key, pods) in groups {
@@ -798,6 +1005,14 @@ impl Bridge {
                             None => continue,
                         }
                     }
+                    GroupKey::Gang { ns, r } => match self.policy(ns, r) {
+                        Some(Policy::Gang(n)) => Some(n),
+                        // Its Workload or PodGroup is not there (yet).
+                        _ => {
+                            waiting.push(key.clone());
+                            continue;
+                        }
+                    },
                     _ => None,
                 };
                 if unplaced.len() < plan::wanted(&key, &unplaced, min) {
@@ -821,6 +1036,9 @@ impl Bridge {
             let desc = plan::job_desc(&key, &pods.iter().collect::<Vec<_>>(), excluded, &d);
             todo.push((key, pods, desc));
         }
+        for key in waiting {
+            self.say_waiting(key);
+        }
         // Many groups at once: each is a finalizer patch and a submission.
         let kube = self.kube.clone();
         let slurm = self.slurm.clone();
@@ -840,6 +1058,7 @@ impl Bridge {
                 Ok(job_id) => {
                     tracing::info!("{key}: submitted as job {job_id}");
                     self.retry.remove(&key);
+                    self.said_waiting.remove(&key);
                     self.jobs.insert(
                         job_id,
                         Job {
@@ -853,10 +1072,64 @@ impl Bridge {
                         },
                     );
                 }
-                Err((why, again)) => {
-                    tracing::warn!("{key}: {why}");
-                    self.retry.insert(key, now + again);
+                Err(no) => {
+                    tracing::warn!("{key}: {}", no.why);
+                    if no.maybe_done {
+                        self.unsure.insert(
+                            key.clone(),
+                            pods.iter().filter_map(|p| p.metadata.uid.clone()).collect(),
+                        );
+                    }
+                    self.retry.insert(key, now + no.again);
                 }
+            }
+        }
+    }
+
+    /// The policy Kubernetes gives the gang `r` in namespace `ns` (none
+    /// while its object is not known).
+    fn policy(&self, ns: &str, r: &SchedRef) -> Option<Policy> {
+        match r {
+            SchedRef::Workload {
+                name, pod_group, ..
+            } => self
+                .workloads
+                .get(&(ns.to_string(), name.clone()))?
+                .get(pod_group)
+                .copied(),
+            SchedRef::PodGroup { name } => self
+                .sched_groups
+                .get(&(ns.to_string(), name.clone()))
+                .copied(),
+        }
+    }
+
+    /// Say (once) why a gang waits for its Workload or PodGroup.
+    fn say_waiting(&mut self, key: GroupKey) {
+        let GroupKey::Gang { ns, r } = &key else {
+            return;
+        };
+        let (kind, name) = r.object();
+        let served = self
+            .sched_kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|k| k.contains(kind));
+        let why = match served {
+            // Discovery has not answered yet.
+            None => return,
+            Some(true) => format!("waiting for {kind} {ns}/{name} (or its policy)"),
+            Some(false) => format!(
+                "its pods name a {SCHED_GROUP} {kind} ({ns}/{name}), which this API \
+                 server does not serve: they wait"
+            ),
+        };
+        if self.said_waiting.insert(key.clone()) {
+            if served == Some(false) {
+                tracing::warn!("{key}: {why}");
+            } else {
+                tracing::info!("{key}: {why}");
             }
         }
     }
@@ -916,8 +1189,33 @@ impl Bridge {
     }
 }
 
-/// A group's submission: its job id, or why not and when to try again.
-type Submitted = Result<u32, (String, Duration)>;
+/// (namespace, name) of an object.
+fn object_key(o: &DynamicObject) -> (String, String) {
+    (
+        o.metadata.namespace.clone().unwrap_or_default(),
+        o.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// A group's submission: its job id, or why not, when to try again and
+/// whether the job may exist all the same.
+type Submitted = Result<u32, NotSubmitted>;
+
+struct NotSubmitted {
+    why: String,
+    again: Duration,
+    maybe_done: bool,
+}
+
+impl NotSubmitted {
+    fn new(why: impl Into<String>, secs: u64) -> NotSubmitted {
+        NotSubmitted {
+            why: why.into(),
+            again: Duration::from_secs(secs),
+            maybe_done: false,
+        }
+    }
+}
 
 /// Submissions (and bindings) the bridge has in flight at once.
 const SUBMIT_AT_ONCE: usize = 32;
@@ -931,28 +1229,33 @@ async fn submit_group(
     pods: &[Pod],
     desc: Result<slurm_proto::JobDesc, String>,
 ) -> Submitted {
-    let desc = desc.map_err(|e| (e, Duration::from_secs(3600)))?;
+    let desc = desc.map_err(|e| NotSubmitted::new(e, 3600))?;
     for p in pods {
         if !has_finalizer(p) {
             let mut f = p.metadata.finalizers.clone().unwrap_or_default();
             f.push(plan::FINALIZER.into());
             if !set_finalizers(kube, p, f).await {
-                return Err((
-                    "cannot add the bridge's finalizer".into(),
-                    Duration::from_secs(2),
-                ));
+                return Err(NotSubmitted::new("cannot add the bridge's finalizer", 2));
             }
         }
     }
-    match slurm.call(RequestBody::SubmitBatchJob(desc)).await {
+    match slurm.call_detail(RequestBody::SubmitBatchJob(desc)).await {
         Ok(Response::Submitted { job_id }) => Ok(job_id),
-        Ok(other) => Err((
+        Ok(other) => Err(NotSubmitted::new(
             format!("unexpected answer {other:?}"),
-            Duration::from_secs(10),
+            10,
         )),
-        Err(e) => Err((
-            format!("the controller refused its job: {e}"),
-            Duration::from_secs(10),
+        Err(e) if e.maybe_done => Err(NotSubmitted {
+            why: format!(
+                "no answer to its submission ({}): its job is looked for before it is submitted again",
+                e.msg
+            ),
+            again: Duration::from_secs(2),
+            maybe_done: true,
+        }),
+        Err(e) => Err(NotSubmitted::new(
+            format!("the controller refused its job: {}", e.msg),
+            10,
         )),
     }
 }

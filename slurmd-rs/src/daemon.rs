@@ -102,6 +102,11 @@ impl Ctx {
         let mut ids = self.jobs.ids();
         ids.extend(self.outbox.pending_jobs());
         ids.extend(crate::mock::ids(&self.node));
+        // Pods pinned for placeholder jobs: the controller ends here those
+        // that ended while the daemon was away.
+        if let Some(k) = &self.kubelet {
+            ids.extend(k.jobs());
+        }
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -441,6 +446,7 @@ impl Daemon {
                 .unwrap_or_default()
         );
         jobs::adopt(&ctx);
+        crate::kubelet::adopt(&ctx);
         let background = [
             tokio::spawn(ctld_link::run_link(ctx.clone())),
             tokio::spawn(ctld_link::run_outbox(ctx.clone())),

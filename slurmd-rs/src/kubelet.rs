@@ -17,9 +17,15 @@
 //! (cgroupfs) or `kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-
 //! pod<uid with _>.slice` (systemd); in the `cpuset` hierarchy on cgroup v1,
 //! in the unified one on v2.
+//!
+//! Each pinned pod is recorded in the spool (`pods.<node>/<job>.json`:
+//! job, pod uid, CPUs) until its job ends, so a restarted daemon holds
+//! those CPUs again, keeps the pod pinned, and reports the job as running
+//! here (the controller then ends it here if it ended meanwhile).
 
 use crate::daemon::Ctx;
 use crate::hw::format_cpu_list;
+use serde::{Deserialize, Serialize};
 use slurm_proto::JobId;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -45,6 +51,22 @@ pub struct Kubelet {
 struct Placed {
     stop: Arc<AtomicBool>,
     usage: Arc<Mutex<Option<crate::cgroup::Usage>>>,
+}
+
+/// A pinned pod as the spool keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct PodFile {
+    job: JobId,
+    uid: String,
+    cpus: Vec<u32>,
+}
+
+fn pods_dir(ctx: &Ctx) -> PathBuf {
+    ctx.spool.join(format!("pods.{}", ctx.node))
+}
+
+fn pod_file(ctx: &Ctx, job: JobId) -> PathBuf {
+    pods_dir(ctx).join(format!("{job}.json"))
 }
 
 /// Where pod `uid`'s cgroup may be, below the kubelet's root: the cgroupfs
@@ -119,6 +141,11 @@ impl Kubelet {
         self.placed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The placeholder jobs whose pods are pinned here.
+    pub fn jobs(&self) -> Vec<JobId> {
+        self.placed().keys().copied().collect()
+    }
+
     /// The hierarchy holding pods' cpusets, from the daemon's cgroups.
     fn cpuset_top(ctx: &Ctx) -> Option<PathBuf> {
         let m = ctx.cgroups.as_ref()?;
@@ -157,20 +184,75 @@ pub fn place(ctx: &Arc<Ctx>, f: &slurm_proto::JobPrologue) {
         return;
     }
     let cpus = m.take_cpus(f.job_id, n);
+    let rec = PodFile {
+        job: f.job_id,
+        uid: uid.clone(),
+        cpus: cpus.clone(),
+    };
+    let saved = std::fs::create_dir_all(pods_dir(ctx)).and_then(|_| {
+        let b = serde_json::to_vec(&rec).map_err(std::io::Error::other)?;
+        crate::ledger::write_private(&pod_file(ctx, f.job_id), &b)
+    });
+    if let Err(e) = saved {
+        warn!(
+            job = f.job_id,
+            "cannot record pod {uid} in the spool: {e} (a restart would not pin it again)"
+        );
+    }
+    follow(ctx, k, top, f.job_id, uid, cpus);
+}
+
+/// Re-adopt the pods a previous daemon pinned (from the spool): their CPUs
+/// are held again and they are pinned as before. Call once at start-up.
+pub fn adopt(ctx: &Arc<Ctx>) {
+    let (Some(k), Some(m), Some(top)) = (
+        ctx.kubelet.as_ref(),
+        ctx.cgroups.as_ref(),
+        Kubelet::cpuset_top(ctx),
+    ) else {
+        return;
+    };
+    let Ok(rd) = std::fs::read_dir(pods_dir(ctx)) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let path = e.path();
+        let rec = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<PodFile>(&b).ok())
+            .filter(|r| valid_uid(&r.uid));
+        let Some(rec) = rec else {
+            warn!("ignoring malformed pod record {}", path.display());
+            let _ = std::fs::remove_file(&path);
+            continue;
+        };
+        info!(
+            job = rec.job,
+            "re-adopted pod {} on CPUs {}",
+            rec.uid,
+            format_cpu_list(&rec.cpus)
+        );
+        m.hold_cpus(rec.job, rec.cpus.clone());
+        follow(ctx, k, top.clone(), rec.job, rec.uid, rec.cpus);
+    }
+}
+
+/// Pin pod `uid` (job `job`) to `cpus` under hierarchy `top`, and keep it
+/// so, until the job ends here.
+fn follow(ctx: &Arc<Ctx>, k: &Kubelet, top: PathBuf, job: JobId, uid: String, cpus: Vec<u32>) {
     let stop = Arc::new(AtomicBool::new(false));
     let usage = Arc::new(Mutex::new(None));
     let placed = Placed {
         stop: stop.clone(),
         usage: usage.clone(),
     };
-    if let Some(old) = k.placed().insert(f.job_id, placed) {
+    if let Some(old) = k.placed().insert(job, placed) {
         old.stop.store(true, Ordering::Relaxed);
     }
     let dirs: Vec<PathBuf> = pod_dirs(&k.root, &uid)
         .into_iter()
         .map(|d| top.join(d))
         .collect();
-    let job = f.job_id;
     info!(job, "pod {uid}: CPUs {} here", format_cpu_list(&cpus));
     let ctx = ctx.clone();
     let mut f = Follow {
@@ -269,6 +351,7 @@ pub fn release(ctx: &Ctx, job: JobId) {
     let Some(p) = k.placed().remove(&job) else {
         return;
     };
+    let _ = std::fs::remove_file(pod_file(ctx, job));
     p.stop.store(true, Ordering::Relaxed);
     if let Some(m) = ctx.cgroups.as_ref() {
         m.release_cpus(job);

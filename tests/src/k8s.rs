@@ -4,8 +4,9 @@
 //! It keeps objects in memory as JSON and answers as kube-apiserver does for
 //! what the bridge, `kubectl` and a kubelet use: discovery (`/api`, `/apis`,
 //! `/version`), create/get/list/replace/patch/delete of namespaces, nodes,
-//! pods, leases, batch Jobs, Deployments and the `scheduling.x-k8s.io`
-//! PodGroup; one `resourceVersion` counter over all objects; list and watch
+//! pods, leases, batch Jobs, Deployments, the `scheduling.x-k8s.io`
+//! PodGroup and, when it plays Kubernetes 1.35 or 1.36, the built-in
+//! `scheduling.k8s.io` Workload and PodGroup of that version; one `resourceVersion` counter over all objects; list and watch
 //! with label and field selectors, bookmarks, `sendInitialEvents` and
 //! `410 Gone` ("too old resource version") once an event has left the
 //! window kept for watchers; the `pods/binding`, `pods/status`,
@@ -43,6 +44,17 @@ struct Kind {
     /// namespaces' and leases').
     status: bool,
     binding: bool,
+    /// The Kubernetes minor versions that serve it (the server plays one).
+    served: (u32, u32),
+}
+
+/// Every Kubernetes version the stand-in can play serves these.
+const ALWAYS: (u32, u32) = (0, u32::MAX);
+
+impl Kind {
+    fn served(&self, minor: u32) -> bool {
+        (self.served.0..=self.served.1).contains(&minor)
+    }
 }
 
 const KINDS: &[Kind] = &[
@@ -55,6 +67,7 @@ const KINDS: &[Kind] = &[
         short: &["ns"],
         status: true,
         binding: false,
+        served: ALWAYS,
     },
     Kind {
         group: "",
@@ -65,6 +78,7 @@ const KINDS: &[Kind] = &[
         short: &["no"],
         status: true,
         binding: false,
+        served: ALWAYS,
     },
     Kind {
         group: "",
@@ -75,6 +89,7 @@ const KINDS: &[Kind] = &[
         short: &["po"],
         status: true,
         binding: true,
+        served: ALWAYS,
     },
     Kind {
         group: "",
@@ -85,6 +100,7 @@ const KINDS: &[Kind] = &[
         short: &["ev"],
         status: false,
         binding: false,
+        served: ALWAYS,
     },
     Kind {
         group: "batch",
@@ -95,6 +111,7 @@ const KINDS: &[Kind] = &[
         short: &[],
         status: true,
         binding: false,
+        served: ALWAYS,
     },
     Kind {
         group: "apps",
@@ -105,6 +122,7 @@ const KINDS: &[Kind] = &[
         short: &["deploy"],
         status: true,
         binding: false,
+        served: ALWAYS,
     },
     Kind {
         group: "coordination.k8s.io",
@@ -115,6 +133,7 @@ const KINDS: &[Kind] = &[
         short: &[],
         status: false,
         binding: false,
+        served: ALWAYS,
     },
     Kind {
         group: "scheduling.x-k8s.io",
@@ -125,6 +144,44 @@ const KINDS: &[Kind] = &[
         short: &["pg", "pgs"],
         status: true,
         binding: false,
+        served: ALWAYS,
+    },
+    // The built-in gang scheduling API (feature gate GenericWorkload):
+    // Kubernetes 1.35 has Workloads whose pods name them in
+    // `spec.workloadRef`; 1.36 has PodGroups (and Workloads as templates)
+    // whose pods name them in `spec.schedulingGroup`.
+    Kind {
+        group: "scheduling.k8s.io",
+        version: "v1alpha1",
+        plural: "workloads",
+        kind: "Workload",
+        namespaced: true,
+        short: &[],
+        status: false,
+        binding: false,
+        served: (35, 35),
+    },
+    Kind {
+        group: "scheduling.k8s.io",
+        version: "v1alpha2",
+        plural: "podgroups",
+        kind: "PodGroup",
+        namespaced: true,
+        short: &[],
+        status: true,
+        binding: false,
+        served: (36, 36),
+    },
+    Kind {
+        group: "scheduling.k8s.io",
+        version: "v1alpha2",
+        plural: "workloads",
+        kind: "Workload",
+        namespaced: true,
+        short: &[],
+        status: false,
+        binding: false,
+        served: (36, 36),
     },
 ];
 
@@ -193,6 +250,8 @@ impl Store {
 /// The server: its address and objects. Stopped when dropped.
 pub struct FakeApiServer {
     pub addr: SocketAddr,
+    /// The Kubernetes minor version it plays (`/version`; which kinds).
+    minor: u32,
     store: Arc<Mutex<Store>>,
     changed: tokio::sync::watch::Sender<u64>,
     rt: Option<tokio::runtime::Runtime>,
@@ -248,8 +307,15 @@ fn now_rfc3339() -> String {
 
 impl FakeApiServer {
     /// Start on `ip` (a free port) with the `default`, `kube-system` and
-    /// `kube-public` namespaces.
+    /// `kube-public` namespaces, as Kubernetes 1.33.
     pub fn start(ip: &str) -> std::io::Result<FakeApiServer> {
+        FakeApiServer::start_as(ip, 33)
+    }
+
+    /// Start as Kubernetes 1.`minor` (what `/version` says and the kinds
+    /// served: 1.35's `scheduling.k8s.io/v1alpha1` Workloads, 1.36's
+    /// `v1alpha2` PodGroups).
+    pub fn start_as(ip: &str, minor: u32) -> std::io::Result<FakeApiServer> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -264,6 +330,7 @@ impl FakeApiServer {
         }));
         let (changed, _) = tokio::sync::watch::channel(0u64);
         let shared = Arc::new(Shared {
+            minor,
             store: store.clone(),
             changed: changed.clone(),
         });
@@ -300,6 +367,7 @@ impl FakeApiServer {
         });
         Ok(FakeApiServer {
             addr,
+            minor,
             store,
             changed,
             rt: Some(rt),
@@ -322,6 +390,7 @@ impl FakeApiServer {
 
     fn shared(&self) -> Shared {
         Shared {
+            minor: self.minor,
             store: self.store.clone(),
             changed: self.changed.clone(),
         }
@@ -329,7 +398,7 @@ impl FakeApiServer {
 
     /// Create an object (its kind from `apiVersion` and `kind`).
     pub fn create(&self, obj: &Value) -> Result<Value, String> {
-        let k = kind_of(obj).ok_or("unknown kind")?;
+        let k = kind_of(obj, self.minor).ok_or("unknown kind")?;
         let ns = obj["metadata"]["namespace"]
             .as_str()
             .unwrap_or(if KINDS[k].namespaced { "default" } else { "" })
@@ -342,7 +411,7 @@ impl FakeApiServer {
     /// The object of `plural` (`pods`, `nodes`, ...) named `name` in `ns`
     /// (empty for nodes and namespaces).
     pub fn get(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
-        let k = KINDS.iter().position(|k| k.plural == plural)?;
+        let k = self.kind(plural)?;
         let s = self.store.lock().unwrap_or_else(|p| p.into_inner());
         s.objects
             .get(&(k, ns.to_string(), name.to_string()))
@@ -351,7 +420,7 @@ impl FakeApiServer {
 
     /// Every object of `plural`.
     pub fn list(&self, plural: &str) -> Vec<Value> {
-        let Some(k) = KINDS.iter().position(|k| k.plural == plural) else {
+        let Some(k) = self.kind(plural) else {
             return Vec::new();
         };
         let s = self.store.lock().unwrap_or_else(|p| p.into_inner());
@@ -370,14 +439,18 @@ impl FakeApiServer {
         name: &str,
         grace: Option<i64>,
     ) -> Result<(), String> {
-        let k = KINDS
-            .iter()
-            .position(|k| k.plural == plural)
-            .ok_or("unknown kind")?;
+        let k = self.kind(plural).ok_or("unknown kind")?;
         self.shared()
             .delete(k, ns, name, grace)
             .map(|_| ())
             .map_err(|e| e.message)
+    }
+
+    /// The kind served as `plural` (its preferred version).
+    fn kind(&self, plural: &str) -> Option<usize> {
+        KINDS
+            .iter()
+            .rposition(|k| k.plural == plural && k.served(self.minor))
     }
 
     /// Forget changes older than the last `keep` (watchers resuming from
@@ -398,15 +471,16 @@ impl Drop for FakeApiServer {
     }
 }
 
-fn kind_of(obj: &Value) -> Option<usize> {
+fn kind_of(obj: &Value, minor: u32) -> Option<usize> {
     let av = obj["apiVersion"].as_str()?;
     let kind = obj["kind"].as_str()?;
     KINDS
         .iter()
-        .position(|k| api_version(k) == av && k.kind == kind)
+        .position(|k| api_version(k) == av && k.kind == kind && k.served(minor))
 }
 
 struct Shared {
+    minor: u32,
     store: Arc<Mutex<Store>>,
     changed: tokio::sync::watch::Sender<u64>,
 }
@@ -484,7 +558,8 @@ impl Shared {
             ["version"] => {
                 return Ok(full(
                     StatusCode::OK,
-                    &json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake",
+                    &json!({"major": "1", "minor": self.minor.to_string(),
+                            "gitVersion": format!("v1.{}.0-fake", self.minor),
                             "platform": "linux/amd64"}),
                 ))
             }
@@ -495,20 +570,26 @@ impl Shared {
                             "serverAddressByClientCIDRs": []}),
                 ))
             }
-            ["apis"] => return Ok(full(StatusCode::OK, &group_list())),
-            ["api", v] if *v == "v1" => return Ok(full(StatusCode::OK, &resource_list("", v))),
-            ["apis", g, v] if KINDS.iter().any(|k| k.group == *g && k.version == *v) => {
-                return Ok(full(StatusCode::OK, &resource_list(g, v)))
+            ["apis"] => return Ok(full(StatusCode::OK, &group_list(self.minor))),
+            ["api", v] if *v == "v1" => {
+                return Ok(full(StatusCode::OK, &resource_list("", v, self.minor)))
             }
-            ["apis", g] if KINDS.iter().any(|k| k.group == *g) => {
-                return Ok(full(StatusCode::OK, &group_of(g)))
+            ["apis", g, v]
+                if KINDS
+                    .iter()
+                    .any(|k| k.group == *g && k.version == *v && k.served(self.minor)) =>
+            {
+                return Ok(full(StatusCode::OK, &resource_list(g, v, self.minor)))
+            }
+            ["apis", g] if KINDS.iter().any(|k| k.group == *g && k.served(self.minor)) => {
+                return Ok(full(StatusCode::OK, &group_of(g, self.minor)))
             }
             ["healthz"] | ["readyz"] | ["livez"] => {
                 return Ok(Response::new(Full::new(Bytes::from("ok")).boxed()))
             }
             _ => {}
         }
-        let t = target(&segs).ok_or_else(|| {
+        let t = target(&segs, self.minor).ok_or_else(|| {
             err(
                 StatusCode::NOT_FOUND,
                 "NotFound",
@@ -1123,16 +1204,16 @@ fn set_condition(o: &mut Value, ty: &str, status: &str) {
     }
 }
 
-fn target(segs: &[&str]) -> Option<Target> {
+fn target(segs: &[&str], minor: u32) -> Option<Target> {
     let (group, version, rest) = match segs {
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return None,
     };
     let find = |plural: &str| {
-        KINDS
-            .iter()
-            .position(|k| k.group == group && k.version == version && k.plural == plural)
+        KINDS.iter().position(|k| {
+            k.group == group && k.version == version && k.plural == plural && k.served(minor)
+        })
     };
     let s = |x: &&str| x.to_string();
     match rest {
@@ -1191,10 +1272,12 @@ fn target(segs: &[&str]) -> Option<Target> {
     }
 }
 
-fn group_of(g: &str) -> Value {
+fn group_of(g: &str, minor: u32) -> Value {
+    // Newest first, as the first listed is the preferred one.
     let versions: Vec<Value> = KINDS
         .iter()
-        .filter(|k| k.group == g)
+        .rev()
+        .filter(|k| k.group == g && k.served(minor))
         .map(|k| json!({"groupVersion": format!("{g}/{}", k.version), "version": k.version}))
         .fold(Vec::new(), |mut v, x| {
             if !v.contains(&x) {
@@ -1206,20 +1289,24 @@ fn group_of(g: &str) -> Value {
            "preferredVersion": versions[0]})
 }
 
-fn group_list() -> Value {
+fn group_list(minor: u32) -> Value {
     let mut groups: Vec<&str> = KINDS
         .iter()
+        .filter(|k| k.served(minor))
         .map(|k| k.group)
         .filter(|g| !g.is_empty())
         .collect();
     groups.dedup();
-    let groups: Vec<Value> = groups.iter().map(|g| group_of(g)).collect();
+    let groups: Vec<Value> = groups.iter().map(|g| group_of(g, minor)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-fn resource_list(g: &str, v: &str) -> Value {
+fn resource_list(g: &str, v: &str, minor: u32) -> Value {
     let mut res = Vec::new();
-    for k in KINDS.iter().filter(|k| k.group == g && k.version == v) {
+    for k in KINDS
+        .iter()
+        .filter(|k| k.group == g && k.version == v && k.served(minor))
+    {
         res.push(
             json!({"name": k.plural, "singularName": k.kind.to_lowercase(),
                         "namespaced": k.namespaced, "kind": k.kind, "shortNames": k.short,

@@ -961,6 +961,11 @@ impl Manager {
         self.book().take(job, n)
     }
 
+    /// Record CPUs `job` already holds (a pod pinned before a restart).
+    pub fn hold_cpus(&self, job: JobId, cpus: Vec<u32>) {
+        self.book().hold(job, cpus);
+    }
+
     pub fn release_cpus(&self, job: JobId) {
         self.book().release(job);
     }

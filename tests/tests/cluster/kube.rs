@@ -275,24 +275,31 @@ struct Kube {
 
 impl Kube {
     fn start(knodes: &[(&str, u32)], dead: &[&str]) -> Kube {
+        Kube::start_as(33, knodes, dead)
+    }
+
+    /// As [`Kube::start`], the API server playing Kubernetes 1.`minor`.
+    fn start_as(minor: u32, knodes: &[(&str, u32)], dead: &[&str]) -> Kube {
         let t = TestCluster::start(1, |s| {
             s.extra_conf
                 .push_str("PartitionName=kube MaxTime=INFINITE State=UP\n");
         });
-        Kube::on(t, knodes, dead, None, "kube", &[])
+        Kube::on(t, minor, knodes, dead, None, "kube", &[])
     }
 
-    /// The API server, kubelets (making pods' cgroups under `cgroup_root`)
-    /// and the bridge (its jobs in `partition`) beside cluster `t`.
+    /// The API server (as Kubernetes 1.`minor`), kubelets (making pods'
+    /// cgroups under `cgroup_root`) and the bridge (its jobs in
+    /// `partition`) beside cluster `t`.
     fn on(
         t: TestCluster,
+        minor: u32,
         knodes: &[(&str, u32)],
         dead: &[&str],
         cgroup_root: Option<String>,
         partition: &str,
         bridge_args: &[&str],
     ) -> Kube {
-        let api = FakeApiServer::start(&t.c.spec.ip).expect("api server");
+        let api = FakeApiServer::start_as(&t.c.spec.ip, minor).expect("api server");
         for (name, cpus) in knodes {
             api.create(&json!({"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name, "labels": {LABEL: "true", "zone": format!("z-{name}")}},
@@ -398,6 +405,21 @@ impl Kube {
                     .max_by_key(|j| j.job_id)
             },
         )
+    }
+
+    /// Whether some job holds pod `name` (no waiting).
+    fn has_job(&self, name: &str) -> bool {
+        let want = format!("\"default/{name}\"");
+        self.t.jobs().iter().any(|j| {
+            j.desc
+                .admin_comment
+                .as_deref()
+                .is_some_and(|c| c.contains(&want))
+        })
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.t.c.spec.dir.join("log/slurm-bridge.log")).unwrap_or_default()
     }
 
     fn node_of(&self, name: &str) -> String {
@@ -745,6 +767,19 @@ fn a_bad_pod_gets_no_job_and_others_are_not_held_up_and_users_cannot_speak_for_p
     let log =
         std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).unwrap_or_default();
     assert!(log.contains("timelimit") && log.contains("soon"), "{log}");
+    // A pod naming a gang of Kubernetes' own scheduling API, which this
+    // server (1.33) does not serve: it waits, and the log says why.
+    k.pod(
+        "gang-of-none",
+        "1",
+        json!({"spec": {"schedulingGroup": {"podGroupName": "pg"}}}),
+    );
+    wait_for(10, "the wait explained", || {
+        k.log()
+            .contains("PodGroup default/pg (scheduling.k8s.io): its pods name a scheduling.k8s.io PodGroup (default/pg), which this API server does not serve")
+            .then_some(())
+    });
+    assert!(!k.has_job("gang-of-none"));
     // Whoever may create pods may not pick an account, QOS, partition or
     // reservation with the bridge's administrator rights unless the site
     // trusts them with it (--trusted-annotations).
@@ -938,7 +973,7 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
         s.accounting = true;
     });
     // n1 runs a kubelet too: a Kubernetes node of the same name.
-    let k = Kube::on(t, &[("n1", 2)], &[], Some(root.clone()), "debug", &[]);
+    let mut k = Kube::on(t, 33, &[("n1", 2)], &[], Some(root.clone()), "debug", &[]);
     let n1 =
         k.t.nodes()
             .into_iter()
@@ -1088,6 +1123,74 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
     k.t.run("scancel", &[&batch.to_string(), &next.to_string()]);
     k.t.wait_done(batch, 30);
     k.t.wait_done(next, 30);
+
+    // A node daemon restarted while a pod runs pins it again and keeps its
+    // CPU from batch jobs. The pod comes first now, so it has the CPU a
+    // daemon that forgot it would give the next batch job.
+    k.pod("again", "1", json!({}));
+    let again = k.job_of("again");
+    k.t.wait_job(again.job_id, 20, "running", |j| {
+        j.state == JobState::Running
+    });
+    let uid = k.get_pod("again").expect("pod")["metadata"]["uid"]
+        .as_str()
+        .expect("uid")
+        .to_string();
+    let pod_dir = top
+        .join(&root)
+        .join("kubepods/besteffort")
+        .join(format!("pod{uid}"));
+    let pinned = wait_for(20, "the second pod pinned", || {
+        let c = std::fs::read_to_string(pod_dir.join("cpuset.cpus")).ok()?;
+        (cpu_set(&c).len() == 1).then(|| cpu_set(&c))
+    });
+    k.t.c.kill_slurmd(0, libc::SIGKILL);
+    k.t.c.start_slurmd(0).expect("slurmd restarts");
+    wait_for_with(
+        20,
+        || format!("the pod re-adopted\n{}", k.t.logs()),
+        || {
+            let log = std::fs::read_to_string(k.t.c.spec.dir.join("log/slurmd.n1.log")).ok()?;
+            log.contains(&format!("re-adopted pod {uid}")).then_some(())
+        },
+    );
+    // The kubelet widens the pod's cpuset: the daemon narrows it again.
+    std::fs::write(pod_dir.join("cpuset.cpus"), "0-1").expect("widen the pod's cpuset");
+    wait_for(10, "the pod pinned again after the restart", || {
+        let c = std::fs::read_to_string(pod_dir.join("cpuset.cpus")).ok()?;
+        (cpu_set(&c) == pinned).then_some(())
+    });
+    let after = k.t.sbatch(&["-c", "1", "-t", "2", "--wrap", "sleep 120"]);
+    k.t.wait_job(after, 20, "running", |j| j.state == JobState::Running);
+    let after_cpus = wait_for(10, "the batch job's cpuset after the restart", || {
+        job_cpuset(&k.t, &top, "n1", after)
+    });
+    assert!(
+        cpu_set(&after_cpus).is_disjoint(&pinned),
+        "after a restart a batch job got the pod's CPU: job {after_cpus}, pod {pinned:?}"
+    );
+    // The pod's job ends while the daemon is away: once back, the daemon is
+    // told and gives the CPU back.
+    k.t.c.kill_slurmd(0, libc::SIGKILL);
+    k.api
+        .delete("pods", "default", "again", None)
+        .expect("delete");
+    k.t.wait_job(again.job_id, 30, "cancelled", |j| {
+        j.state == JobState::Cancelled
+    });
+    k.t.c.start_slurmd(0).expect("slurmd restarts");
+    assert_eq!(k.t.wait_done(again.job_id, 30).state, JobState::Cancelled);
+    wait_for_with(
+        30,
+        || format!("the pod's record gone from the spool\n{}", k.t.logs()),
+        || {
+            let dir = k.t.c.spec.dir.join("spool/slurmd.n1/pods.n1");
+            let left = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+            (left == 0).then_some(())
+        },
+    );
+    k.t.run("scancel", &[&after.to_string()]);
+    k.t.wait_done(after, 30);
 }
 
 #[test]
@@ -1162,6 +1265,7 @@ fn trusted_annotations_choose_partition_account_and_qos() {
     });
     let k = Kube::on(
         t,
+        33,
         &[("k1", 2)],
         &[],
         None,
@@ -1216,4 +1320,106 @@ fn trusted_annotations_choose_partition_account_and_qos() {
         let log = std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).ok()?;
         (log.contains("default/resv") && log.contains("reservation is not trusted")).then_some(())
     });
+}
+
+#[test]
+fn kubernetes_1_35_workloads_gang_their_pods_by_pod_group_and_replica() {
+    let k = Kube::start_as(35, &[("k1", 2), ("k2", 2), ("k3", 2)], &[]);
+    let wref = |group: &str, replica: Option<&str>| {
+        let mut r = json!({"name": "train", "podGroup": group});
+        if let Some(x) = replica {
+            r["podGroupReplicaKey"] = json!(x);
+        }
+        json!({"spec": {"workloadRef": r}})
+    };
+    // Its Workload is not there yet: the pod waits.
+    k.pod("w-0", "1", wref("workers", None));
+    wait_for(10, "the wait for the Workload said", || {
+        k.log()
+            .contains(
+                "Workload default/train pod group workers: waiting for Workload default/train",
+            )
+            .then_some(())
+    });
+    k.api
+        .create(
+            &json!({"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+            "metadata": {"name": "train", "namespace": "default"},
+            "spec": {"podGroups": [
+                {"name": "workers", "policy": {"gang": {"minCount": 2}}},
+                {"name": "driver", "policy": {"basic": {}}}]}}),
+        )
+        .expect("workload");
+    // One of two workers: still no job.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!k.has_job("w-0"), "a gang waits for minCount pods");
+    k.pod("w-1", "1", wref("workers", None));
+    let gang = k.job_of("w-0");
+    assert_eq!(gang.job_id, k.job_of("w-1").job_id, "one job for the gang");
+    assert_eq!(gang.desc.min_nodes, Some(2));
+    assert_eq!(gang.name, "train-workers");
+    let gang =
+        k.t.wait_job(gang.job_id, 20, "running", |j| j.state == JobState::Running);
+    let placed = vec![k.node_of("w-0"), k.node_of("w-1")];
+    assert_eq!(placed, gang.alloc.nodes, "bound in rank order");
+    // A basic pod group: each pod a job of its own.
+    k.pod("d-0", "1", wref("driver", None));
+    k.pod("d-1", "1", wref("driver", None));
+    let (d0, d1) = (k.job_of("d-0"), k.job_of("d-1"));
+    assert_ne!(d0.job_id, d1.job_id);
+    assert_eq!((d0.desc.min_nodes, d1.desc.min_nodes), (Some(1), Some(1)));
+    // A replica key splits a pod group into gangs of their own.
+    k.pod("r-0", "1", wref("workers", Some("1")));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!k.has_job("r-0"), "replica 1 waits for its own minCount");
+    k.pod("r-1", "1", wref("workers", Some("1")));
+    let rep = k.job_of("r-0");
+    assert_eq!(rep.job_id, k.job_of("r-1").job_id);
+    assert_ne!(rep.job_id, gang.job_id);
+    assert_eq!(rep.name, "train-workers-1");
+    assert_eq!(rep.desc.min_nodes, Some(2));
+}
+
+#[test]
+fn kubernetes_1_36_pod_groups_gang_their_pods() {
+    let k = Kube::start_as(36, &[("k1", 2), ("k2", 2)], &[]);
+    let member = |group: &str| json!({"spec": {"schedulingGroup": {"podGroupName": group}}});
+    for (name, policy) in [
+        ("pg", json!({"gang": {"minCount": 2}})),
+        ("solo", json!({"basic": {}})),
+    ] {
+        k.api
+            .create(
+                &json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"schedulingPolicy": policy}}),
+            )
+            .expect("podgroup");
+    }
+    k.pod("a", "2", member("pg"));
+    // A pod of a basic group goes on its own (and runs to the end).
+    k.pod(
+        "s",
+        "1",
+        json!({"metadata": {"annotations": {"fake-kubelet/run-seconds": "1"}},
+               "spec": {"schedulingGroup": {"podGroupName": "solo"}}}),
+    );
+    let s = k.job_of("s");
+    assert_eq!(k.t.wait_done(s.job_id, 20).state, JobState::Completed);
+    assert!(!k.has_job("a"), "a gang waits for minCount pods");
+    k.pod("b", "2", member("pg"));
+    let gang = k.job_of("a");
+    assert_eq!(gang.job_id, k.job_of("b").job_id);
+    assert_eq!(gang.desc.min_nodes, Some(2));
+    assert_eq!(gang.name, "pg");
+    let gang =
+        k.t.wait_job(gang.job_id, 20, "running", |j| j.state == JobState::Running);
+    let mut placed = vec![k.node_of("a"), k.node_of("b")];
+    assert_eq!(placed, gang.alloc.nodes);
+    placed.sort();
+    assert_eq!(placed, vec!["k1".to_string(), "k2".to_string()]);
+    // Deleting a member ends the gang's job, and its other pod with it.
+    k.api.delete("pods", "default", "a", None).expect("delete");
+    assert_eq!(k.t.wait_done(gang.job_id, 20).state, JobState::Cancelled);
+    k.wait_gone("b", 20);
 }
