@@ -1396,6 +1396,17 @@ fn kubernetes_1_36_pod_groups_gang_their_pods() {
             )
             .expect("podgroup");
     }
+    // kubectl finds them through discovery as on a real 1.36 server.
+    let out = kubectl(&k.kc, &["get", "podgroups.scheduling.k8s.io", "-o", "name"]);
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        vec![
+            "podgroup.scheduling.k8s.io/pg",
+            "podgroup.scheduling.k8s.io/solo"
+        ],
+        "{}",
+        stderr(&out)
+    );
     k.pod("a", "2", member("pg"));
     // A pod of a basic group goes on its own (and runs to the end).
     k.pod(
