@@ -218,9 +218,19 @@ pub fn pad_into(out: &mut String, s: &str, width: usize, right: bool) {
     if !right {
         out.push_str(s);
     }
-    out.extend(std::iter::repeat_n(' ', fill));
+    push_spaces(out, fill);
     if right {
         out.push_str(s);
+    }
+}
+
+/// `n` spaces onto `out`.
+fn push_spaces(out: &mut String, mut n: usize) {
+    const SPACES: &str = "                                ";
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        out.push_str(&SPACES[..k]);
+        n -= k;
     }
 }
 
@@ -280,12 +290,16 @@ pub fn acct_table(
 /// Renders one line (without its newline), asking `value` for each field.
 pub fn render(items: &[Item], value: &mut dyn FnMut(&Field) -> String) -> String {
     let mut out = String::new();
-    render_into(&mut out, items, value);
+    render_into(&mut out, items, &mut |f| std::borrow::Cow::Owned(value(f)));
     out
 }
 
-/// [`render`], appended to `out`.
-pub fn render_into(out: &mut String, items: &[Item], value: &mut dyn FnMut(&Field) -> String) {
+/// [`render`], appended to `out`; a value may borrow (no copy per field).
+pub fn render_into<'a>(
+    out: &mut String,
+    items: &[Item],
+    value: &mut dyn FnMut(&Field) -> std::borrow::Cow<'a, str>,
+) {
     for it in items {
         match it {
             Item::Text(t) => out.push_str(t),

@@ -148,19 +148,19 @@ pub fn render_sprio_as(
     }
     let mut out = String::new();
     if !l.noheader {
-        crate::fmt::render_into(&mut out, &items, &mut |f| sprio_header(&f.key).to_string());
+        crate::fmt::render_into(&mut out, &items, &mut |f| sprio_header(&f.key).into());
         out.push('\n');
     }
     if l.weights_only {
         crate::fmt::render_into(&mut out, &items, &mut |f| {
-            sprio_weight_value(weights, &f.key)
+            sprio_weight_value(weights, &f.key).into()
         });
         out.push('\n');
         return Ok(out);
     }
     for j in jobs {
         crate::fmt::render_into(&mut out, &items, &mut |f| {
-            sprio_value(j, weights, l.cluster, &f.key)
+            sprio_value(j, weights, l.cluster, &f.key).into()
         });
         out.push('\n');
     }

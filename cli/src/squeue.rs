@@ -12,6 +12,7 @@
 
 use crate::fmt::{self, Arg, Field, Item, Opt, Parsed, Tz};
 use slurm_proto::{JobRecord, JobState, RequestBody, Response, ALL_JOB_STATES};
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 /// `squeue`'s default layout.
@@ -247,11 +248,30 @@ fn time_left(job: &JobRecord, now: i64) -> String {
 }
 
 /// The value of field `key` for `job`.
-pub fn job_value(key: &str, job: &JobRecord, now: i64, tz: Tz) -> String {
-    use slurm_common::hostlist::compress;
-    use slurm_common::timefmt::{format_elapsed, format_limit_squeue};
+pub fn job_value<'a>(key: &str, job: &'a JobRecord, now: i64, tz: Tz) -> Cow<'a, str> {
+    // What a table shows most, without a copy.
     match key {
-        "a" => fmt::or_null(&job.account).to_string(),
+        "a" => Cow::Borrowed(fmt::or_null(&job.account)),
+        "g" => Cow::Borrowed(&job.group_name),
+        "j" => Cow::Borrowed(&job.name),
+        "P" => Cow::Borrowed(&job.partition),
+        "q" => Cow::Borrowed(&job.qos),
+        "u" => Cow::Borrowed(&job.user_name),
+        "t" => Cow::Borrowed(fmt::job_state_short(job)),
+        "T" => Cow::Borrowed(fmt::job_state_long(job)),
+        "M" => match fmt::job_run_secs(job, now) {
+            ..=0 => Cow::Borrowed("0:00"),
+            s => Cow::Owned(slurm_common::timefmt::format_elapsed(s)),
+        },
+        _ => Cow::Owned(other_value(key, job, now, tz)),
+    }
+}
+
+/// [`job_value`] for the keys it does not borrow.
+fn other_value(key: &str, job: &JobRecord, now: i64, tz: Tz) -> String {
+    use slurm_common::hostlist::compress;
+    use slurm_common::timefmt::format_limit_squeue;
+    match key {
         "i" => job.display_id(),
         "A" => job.job_id.to_string(),
         "F" => job
@@ -272,23 +292,18 @@ pub fn job_value(key: &str, job: &JobRecord, now: i64, tz: Tz) -> String {
         "e" => tz.opt_timestamp(fmt::job_end(job, now), "N/A"),
         "E" => "(null)".to_string(),
         "f" => "(null)".to_string(),
-        "g" => job.group_name.clone(),
         "G" => job.group_id.to_string(),
         "h" => if job.desc.exclusive { "NO" } else { "OK" }.to_string(),
         "H" | "I" | "J" => "*".to_string(),
-        "j" => job.name.clone(),
         "k" => null_or(&job.desc.comment),
         "l" => format_limit_squeue(job.time_limit),
         "L" => time_left(job, now),
         "m" => fmt::job_min_memory(job),
-        "M" => format_elapsed(fmt::job_run_secs(job, now)),
         "n" => compress(&job.desc.req_nodes),
         "N" => fmt::job_nodelist(job),
         "o" => null_or(&job.desc.command),
         "O" => "0".to_string(),
         "p" => format!("{:.8}", f64::from(job.priority) / f64::from(u32::MAX)),
-        "P" => job.partition.clone(),
-        "q" => job.qos.clone(),
         "Q" => job.priority.to_string(),
         "r" => job.reason.to_string(),
         "R" => {
@@ -300,9 +315,6 @@ pub fn job_value(key: &str, job: &JobRecord, now: i64, tz: Tz) -> String {
         }
         "s" => "(null)".to_string(),
         "S" => tz.opt_timestamp(fmt::job_start(job, now), "N/A"),
-        "t" => fmt::job_state_short(job).to_string(),
-        "T" => fmt::job_state_long(job).to_string(),
-        "u" => job.user_name.clone(),
         "U" => job.user_id.to_string(),
         "v" | "w" | "W" => "(null)".to_string(),
         "V" => tz.timestamp(job.submit_time),
@@ -504,6 +516,30 @@ impl Default for Options {
             only_state: false,
         }
     }
+}
+
+/// Format (`-o`) and sort (`-S`) keys whose values come from the job
+/// record alone, never from its request (`desc`).
+const FROM_RECORD: &[&str] = &[
+    "i", "A", "F", "K", "a", "j", "u", "U", "g", "G", "P", "q", "Q", "p", "t", "T", "r", "R", "M",
+    "D", "N", "l", "V",
+];
+
+/// Whether the table can be made from jobs listed without their requests
+/// (`RequestBody::GetJobsBrief`): every field shown and sorted on is in
+/// [`FROM_RECORD`] (the default formats' are).
+fn brief_is_enough(opts: &Options) -> bool {
+    !opts.json
+        && !opts.steps
+        && !opts.only_state
+        && opts.items.iter().all(|i| match i {
+            Item::Field(f) => FROM_RECORD.contains(&f.key.as_str()),
+            Item::Text(_) => true,
+        })
+        && opts
+            .sort
+            .iter()
+            .all(|k| FROM_RECORD.contains(&k.key.as_str()))
 }
 
 /// Renders the job table.
@@ -1108,10 +1144,12 @@ pub fn main() -> i32 {
     }
     loop {
         // No filter: the whole list, which the controller keeps encoded.
-        let ask = if query == slurm_proto::JobFilter::default() {
-            RequestBody::GetJobs
-        } else {
-            RequestBody::GetJobsMatching(query.clone())
+        let whole = query == slurm_proto::JobFilter::default();
+        let ask = match (brief_is_enough(&opts), whole) {
+            (true, true) => RequestBody::GetJobsBrief(None),
+            (true, false) => RequestBody::GetJobsBrief(Some(query.clone())),
+            (false, true) => RequestBody::GetJobs,
+            (false, false) => RequestBody::GetJobsMatching(query.clone()),
         };
         let jobs = match crate::common::call(&client, ask) {
             Ok(Response::Jobs { jobs, .. }) => jobs,
@@ -1496,5 +1534,89 @@ pub(crate) mod tests {
             .unwrap_err()
             .contains("Invalid sort specification"));
         assert!(matches!(p(&["-V"]).unwrap(), Action::Print(s) if s == "slurm 25.11.0\n"));
+    }
+
+    /// Jobs listed brief (their requests skipped as they are decoded) show
+    /// the same values under every key `FROM_RECORD` names, and sort alike,
+    /// as the whole records do; the default formats ask for brief ones.
+    #[test]
+    fn brief_listings_show_what_whole_ones_show_for_record_fields() {
+        use slurm_proto::grpc::commands::{encode_listed, listing_response_as};
+        use slurm_proto::grpc::pb;
+        let mut pending = job(7, "wait", JobState::Pending, JobReason::Priority, 5);
+        let mut run = running(8, "go", "n1");
+        for j in [&mut pending, &mut run] {
+            j.time_limit = Some(30);
+            j.desc = JobDesc {
+                name: Some("other".into()),
+                partition: Some("elsewhere".into()),
+                account: Some("acct2".into()),
+                qos: Some("high".into()),
+                nice: Some(-5),
+                begin_time: Some(T_NOW + 3600),
+                cpus_per_task: Some(3),
+                ntasks_per_node: Some(2),
+                mem_per_node: Some(2048),
+                min_nodes: Some(2),
+                max_nodes: Some(4),
+                req_nodes: vec!["n2".into()],
+                exc_nodes: vec!["n3".into()],
+                exclusive: true,
+                comment: Some("c".into()),
+                command: Some("/bin/x".into()),
+                time_limit: Some(Some(99)),
+                ..j.desc.clone()
+            };
+        }
+        let listing = |brief: bool| {
+            let l = pb::JobListing {
+                result: Some(pb::job_listing::Result::Jobs(pb::EncodedJobs {
+                    jobs: vec![encode_listed(&pending), encode_listed(&run)],
+                    last_update: 0,
+                })),
+            };
+            match listing_response_as(l, brief) {
+                Response::Jobs { jobs, .. } => jobs,
+                other => panic!("{other:?}"),
+            }
+        };
+        let (whole, brief) = (listing(false), listing(true));
+        for (w, b) in whole.iter().zip(&brief) {
+            assert_eq!(b.desc, JobDesc::default(), "the request is left out");
+            assert_eq!(
+                JobRecord {
+                    desc: JobDesc::default(),
+                    ..w.clone()
+                },
+                *b,
+                "all else comes whole"
+            );
+            for key in FROM_RECORD {
+                assert_eq!(
+                    job_value(key, w, T_NOW, Tz::Utc),
+                    job_value(key, b, T_NOW, Tz::Utc),
+                    "key {key}"
+                );
+                assert_eq!(
+                    cmp_key(key, &whole[0], &whole[1], T_NOW),
+                    cmp_key(key, &brief[0], &brief[1], T_NOW),
+                    "sort key {key}"
+                );
+            }
+        }
+        assert!(brief_is_enough(&Options::default()));
+        let long = |f: &str| Options {
+            items: fmt::parse_short(f, &|_| true).0,
+            ..Options::default()
+        };
+        assert!(brief_is_enough(&long(LONG_FORMAT)));
+        assert!(
+            !brief_is_enough(&long("%i %Z")),
+            "the work directory is the request's"
+        );
+        assert!(!brief_is_enough(&Options {
+            json: true,
+            ..Options::default()
+        }));
     }
 }

@@ -1407,6 +1407,10 @@ pub enum RequestBody {
     GetJobs,
     /// The jobs matching a filter (answered with `Jobs`).
     GetJobsMatching(JobFilter),
+    /// As `GetJobs` (no filter) or `GetJobsMatching`, for a caller that
+    /// shows nothing of each job's request: the jobs come back with `desc`
+    /// at its default (decoding it is most of a listing's cost).
+    GetJobsBrief(Option<JobFilter>),
     GetNodes,
     GetPartitions,
     GetConfig,
@@ -1696,7 +1700,8 @@ impl RequestBody {
             RequestBody::GetConfig => ("REQUEST_BUILD_INFO", 2001),
             RequestBody::GetJobs
             | RequestBody::GetJobsDelta { .. }
-            | RequestBody::GetJobsMatching(_) => ("REQUEST_JOB_INFO", 2003),
+            | RequestBody::GetJobsMatching(_)
+            | RequestBody::GetJobsBrief(_) => ("REQUEST_JOB_INFO", 2003),
             RequestBody::GetNodes => ("REQUEST_NODE_INFO", 2007),
             RequestBody::GetPartitions => ("REQUEST_PARTITION_INFO", 2009),
             RequestBody::GetShares => ("REQUEST_SHARE_INFO", 2022),

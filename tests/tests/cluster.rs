@@ -333,6 +333,7 @@ fn command_calls_over_grpc_are_bound_to_their_method_and_message() {
             }),
             ..Default::default()
         }),
+        brief: false,
     });
     match send(bad.clone(), &sign(TEST_UID, &bad)) {
         Response::Error(e) => {

@@ -1074,9 +1074,17 @@ impl CommandCall {
             RequestBody::SubmitBatchJob(d) => CommandCall::SubmitJob(Box::new(d.into())),
             RequestBody::TestJob(d) => CommandCall::TestJob(Box::new(d.into())),
             RequestBody::AllocateJob(d) => CommandCall::AllocateJob(Box::new(d.into())),
-            RequestBody::GetJobs => CommandCall::GetJobs(pb::JobQuery { filter: None }),
+            RequestBody::GetJobs => CommandCall::GetJobs(pb::JobQuery {
+                filter: None,
+                brief: false,
+            }),
             RequestBody::GetJobsMatching(f) => CommandCall::GetJobs(pb::JobQuery {
                 filter: Some(f.into()),
+                brief: false,
+            }),
+            RequestBody::GetJobsBrief(f) => CommandCall::GetJobs(pb::JobQuery {
+                filter: f.map(Into::into),
+                brief: true,
             }),
             RequestBody::Cancel(f) => CommandCall::CancelJobs(f.into()),
             RequestBody::CompleteJob { job_id, status } => {
@@ -1163,6 +1171,8 @@ impl CommandCall {
             CommandCall::SubmitJob(d) => RequestBody::SubmitBatchJob((*d).into()),
             CommandCall::TestJob(d) => RequestBody::TestJob((*d).into()),
             CommandCall::AllocateJob(d) => RequestBody::AllocateJob((*d).into()),
+            // The controller answers a brief query as any other (the
+            // caller leaves the requests out as it decodes).
             CommandCall::GetJobs(q) => match q.filter {
                 None => RequestBody::GetJobs,
                 Some(f) => RequestBody::GetJobsMatching(f.try_into()?),
@@ -1447,8 +1457,34 @@ pub fn encode_listed(j: &JobRecord) -> bytes::Bytes {
 /// The controller's answer to `GetJobs` as a [`Response`] (`Jobs`, or the
 /// error; a record that does not decode or convert is a protocol error).
 pub fn listing_response(r: pb::JobListing) -> Response {
-    use pb::job_listing::Result as R;
+    listing_response_as(r, false)
+}
+
+/// One listed job, its request (field 25, `desc`) skipped when `brief`.
+fn decode_listed(b: &[u8], brief: bool) -> Result<pb::JobRecord, prost::DecodeError> {
+    use prost::encoding::{decode_key, skip_field, DecodeContext};
     use prost::Message;
+    if !brief {
+        return pb::JobRecord::decode(b);
+    }
+    let mut rec = pb::JobRecord::default();
+    let mut buf = b;
+    while !buf.is_empty() {
+        let (tag, wire_type) = decode_key(&mut buf)?;
+        if tag == 25 {
+            skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
+        } else {
+            rec.merge_field(tag, wire_type, &mut buf, DecodeContext::default())?;
+        }
+    }
+    rec.desc = Some(pb::JobDesc::default());
+    Ok(rec)
+}
+
+/// [`listing_response`], leaving each job's request at its default when
+/// `brief` (see `RequestBody::GetJobsBrief`).
+pub fn listing_response_as(r: pb::JobListing, brief: bool) -> Response {
+    use pb::job_listing::Result as R;
     let protocol = |why: String| {
         Response::Error(RpcError {
             error: SlurmError::ProtocolError,
@@ -1459,7 +1495,7 @@ pub fn listing_response(r: pb::JobListing) -> Response {
         Some(R::Jobs(l)) => {
             let mut jobs = Vec::with_capacity(l.jobs.len());
             for b in &l.jobs {
-                let job = pb::JobRecord::decode(b.as_ref())
+                let job = decode_listed(b.as_ref(), brief)
                     .map_err(|e| e.to_string())
                     .and_then(|j| JobRecord::try_from(j).map_err(|e| e.to_string()));
                 match job {
@@ -1725,9 +1761,12 @@ mod tests {
             }),
             ..Default::default()
         };
-        let e = CommandCall::GetJobs(pb::JobQuery { filter: Some(f) })
-            .into_body()
-            .unwrap_err();
+        let e = CommandCall::GetJobs(pb::JobQuery {
+            filter: Some(f),
+            brief: false,
+        })
+        .into_body()
+        .unwrap_err();
         assert_eq!(e.field, "filter.states");
         let mut j: pb::JobRecord = (&job(1)).into();
         j.held = 7;
