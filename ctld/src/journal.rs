@@ -395,6 +395,58 @@ impl Journal {
         self.reserve = bytes;
     }
 
+    /// The bytes kept preallocated (0: none).
+    pub fn reserve(&self) -> u64 {
+        self.reserve
+    }
+
+    /// Allocate the reserve past the journal's end (`FALLOC_FL_KEEP_SIZE`:
+    /// blocks only, the length is unchanged).
+    fn allocate_reserve(&mut self) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let (off, len) = (self.size as libc::off_t, self.reserve as libc::off_t);
+        // SAFETY: the fd is this journal's open file; KEEP_SIZE only
+        // allocates blocks.
+        let r =
+            unsafe { libc::fallocate(self.file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, off, len) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.allocated_to = self.size + self.reserve;
+        Ok(())
+    }
+
+    /// Give back the blocks preallocated past the end of the journal file
+    /// being retired (it becomes `journal.prev`), so its reserve is free
+    /// for the new journal's.
+    fn release_reserve(&mut self) {
+        use std::os::fd::AsRawFd;
+        if self.allocated_to <= self.size {
+            return;
+        }
+        let (off, len) = (
+            self.size as libc::off_t,
+            (self.allocated_to - self.size) as libc::off_t,
+        );
+        // SAFETY: as above; punching past the end frees blocks and keeps
+        // the length.
+        let r = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off,
+                len,
+            )
+        };
+        if r != 0 {
+            tracing::debug!(
+                "cannot free the old journal's reserve: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        self.allocated_to = self.size;
+    }
+
     /// Whether new work may be taken. The journal keeps `reserve` bytes
     /// preallocated past its end, so the changes of work already taken
     /// (jobs ending, nodes reporting, cancellations) can still be saved
@@ -408,14 +460,7 @@ impl Journal {
         }
         let fd = self.file.as_raw_fd();
         if self.allocated_to < self.size + self.reserve / 2 {
-            let (off, len) = (self.size as libc::off_t, self.reserve as libc::off_t);
-            // SAFETY: fd is this journal's open file; KEEP_SIZE only
-            // allocates blocks, the file's length is unchanged.
-            let r = unsafe { libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, off, len) };
-            if r == 0 {
-                self.allocated_to = self.size + self.reserve;
-            } else {
-                let e = std::io::Error::last_os_error();
+            if let Err(e) = self.allocate_reserve() {
                 // File systems without fallocate rely on the free-space
                 // check alone.
                 if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
@@ -482,8 +527,14 @@ impl Journal {
             .write_all(&buf)
             .and_then(|_| self.file.sync_data());
         if let Err(e) = res {
-            // Leave no partial batch for the next one to follow.
+            // Leave no partial batch for the next one to follow. Cutting
+            // the file back also frees the blocks kept past its end: take
+            // the reserve again at once, so the next try has it.
             let _ = self.file.set_len(self.size);
+            self.allocated_to = self.size;
+            if self.reserve > 0 {
+                let _ = self.allocate_reserve();
+            }
             return Err(io(&path)(e));
         }
         self.seq = seq;
@@ -501,7 +552,7 @@ impl Journal {
     /// Compaction stopped after `steps` of its steps, as a crash would.
     fn compact_steps(&mut self, saved: &Saved, steps: usize) -> Result<(), JournalError> {
         self.commit()?;
-        let d = &self.dir;
+        let d = &self.dir.clone();
         let (snap, new, prev) = (d.join(SNAP), d.join(SNAP_NEW), d.join(SNAP_PREV));
         let (log, log_prev) = (d.join(LOG), d.join(LOG_PREV));
         write_snapshot(&new, saved, self.seq, self.owner)?;
@@ -520,6 +571,8 @@ impl Journal {
             return Ok(());
         }
         std::fs::rename(&log, &log_prev).map_err(io(&log_prev))?;
+        // Its reserve goes to the journal that follows it.
+        self.release_reserve();
         if steps < 4 {
             return Ok(());
         }

@@ -85,6 +85,23 @@ pub type Heard = Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>;
 pub const COMPACT_BYTES: u64 = 64 << 20;
 const MAX_BATCH: usize = 1024;
 
+/// About what a command adds to the journal: a submission its script and
+/// environment, anything else a small record.
+fn journal_bytes(c: &Command) -> u64 {
+    let small = 512;
+    match c {
+        Command::Rpc { body, .. } => match body.as_ref() {
+            RequestBody::SubmitBatchJob(d) | RequestBody::AllocateJob(d) => {
+                let env: usize = d.environment.iter().map(|e| e.len() + 8).sum();
+                let argv: usize = d.argv.iter().map(|a| a.len() + 8).sum();
+                (d.script.len() + env + argv) as u64 + small
+            }
+            _ => small,
+        },
+        _ => small,
+    }
+}
+
 pub fn run(
     mut ctl: Controller,
     mut journal: Journal,
@@ -113,9 +130,21 @@ pub fn run(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        while batch.len() < MAX_BATCH {
+        // A batch is written whole or not at all: keep it well within the
+        // journal's reserve, so on a full disk the reserve always holds
+        // the next batch (one larger than the reserve would be retried
+        // forever).
+        let limit = match journal.reserve() {
+            0 => u64::MAX,
+            r => r / 4,
+        };
+        let mut bytes: u64 = batch.iter().map(journal_bytes).sum();
+        while batch.len() < MAX_BATCH && bytes < limit {
             match rx.try_recv() {
-                Ok(c) => batch.push(c),
+                Ok(c) => {
+                    bytes += journal_bytes(&c);
+                    batch.push(c);
+                }
                 Err(_) => break,
             }
         }

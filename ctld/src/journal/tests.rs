@@ -332,3 +332,99 @@ fn with_i_a_complete_new_snapshot_stands_in_for_a_damaged_one() {
     let (_, again) = open(d.path());
     assert_eq!(again, saved);
 }
+
+/// A small tmpfs for the reserve's tests, unmounted when dropped.
+struct SmallFs(tempfile::TempDir);
+
+impl SmallFs {
+    fn new(size: &str) -> SmallFs {
+        let d = tempfile::tempdir().unwrap();
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(d.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount a tmpfs");
+        SmallFs(d)
+    }
+
+    fn free(&self) -> u64 {
+        let c = std::ffi::CString::new(self.0.path().as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: plain data out; the path is a valid C string.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+        st.f_bavail as u64 * st.f_frsize as u64
+    }
+
+    /// Fill the file system but `leave` bytes.
+    fn fill(&self, leave: u64) {
+        let n = self.free().saturating_sub(leave);
+        let mut f = File::create(self.0.path().join("ballast")).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        let mut done = 0;
+        while done < n {
+            let k = (n - done).min(chunk.len() as u64) as usize;
+            if f.write_all(&chunk[..k]).is_err() {
+                break;
+            }
+            done += k as u64;
+        }
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+fn allocated(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().blocks() * 512
+}
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn a_failed_commit_on_a_full_disk_keeps_the_reserve() {
+    let fs = SmallFs::new("4m");
+    let d = fs.0.path().join("state");
+    let (mut j, _) = open(&d);
+    j.set_reserve(MIB);
+    j.check_space().unwrap();
+    assert!(allocated(&d.join(LOG)) >= MIB, "the reserve is allocated");
+    fs.fill(0);
+    // A batch larger than the reserve does not fit: it fails whole ...
+    j.append(&payload(1, &"x".repeat(3 << 20)));
+    assert!(j.commit().is_err());
+    assert_eq!(std::fs::metadata(d.join(LOG)).unwrap().len(), j.size);
+    // ... and the reserve is kept for the next try.
+    assert!(
+        allocated(&d.join(LOG)) >= MIB,
+        "the reserve was given up with the failed batch: {} bytes allocated",
+        allocated(&d.join(LOG))
+    );
+}
+
+#[test]
+fn compaction_hands_the_reserve_to_the_next_journal() {
+    let fs = SmallFs::new("4m");
+    let d = fs.0.path().join("state");
+    let (mut j, saved) = open(&d);
+    j.set_reserve(MIB);
+    j.check_space().unwrap();
+    j.append(&payload(1, "#!/bin/sh\ntrue\n"));
+    j.commit().unwrap();
+    // Room for the snapshot and one reserve beyond the journal's own: the
+    // new journal's reserve fits only if the retired one's is given back.
+    fs.fill(MIB + (256 << 10));
+    j.compact(&saved).unwrap();
+    assert!(
+        allocated(&d.join(LOG_PREV)) < 64 << 10,
+        "the retired journal keeps its reserve: {} bytes",
+        allocated(&d.join(LOG_PREV))
+    );
+    j.check_space().unwrap();
+    assert!(allocated(&d.join(LOG)) >= MIB);
+}
