@@ -17,7 +17,7 @@ use crate::net::{self, NetError};
 use crate::stepio::{IoFrame, IoKind};
 use prost::Message;
 use slurm_proto::acct::AcctResponse;
-use slurm_proto::grpc::commands::{command_response, listing_response, CommandCall};
+use slurm_proto::grpc::commands::{command_response, listing_response_as, CommandCall};
 use slurm_proto::grpc::dbd::{acct_response, DbdCall};
 use slurm_proto::grpc::{ctld_response, node_response, pb, CtldCall, NodeCall, CRED_METADATA};
 use slurm_proto::{Credential, Response};
@@ -266,9 +266,11 @@ pub async fn call_command(
         .max_encoding_message_size(usize::MAX);
     let call = match call {
         CommandCall::GetJobs(m) => {
+            let brief = m.brief;
             let listing = client.get_jobs(with_cred(m, cred, within));
-            return Ok(listing_response(
+            return Ok(listing_response_as(
                 within_time(listing, within, server).await?,
+                brief,
             ));
         }
         other => other,

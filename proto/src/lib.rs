@@ -60,8 +60,9 @@ pub struct Request {
 }
 
 /// Job states as Slurm names them (base states; COMPLETING is a flag on the record).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
 pub enum JobState {
+    #[default]
     Pending,
     Running,
     Suspended,
@@ -148,8 +149,9 @@ pub const ALL_JOB_STATES: [JobState; 12] = [
 ];
 
 /// Why a job is in its state (the REASON column).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub enum JobReason {
+    #[default]
     None,
     Priority,
     Resources,
@@ -477,7 +479,7 @@ impl Allocation {
 }
 
 /// The controller's record of one job. Persisted as-is in the state journal.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct JobRecord {
     pub job_id: JobId,
     pub name: String,
