@@ -24,6 +24,9 @@ use crate::timefmt;
 
 /// Where slurm.conf lives when `$SLURM_CONF` is not set.
 pub const DEFAULT_CONF_PATH: &str = "/etc/slurm/slurm.conf";
+/// The directory, beside the cluster key, where a configless host keeps the
+/// files the controller hands out (`slurmd`/`sackd --conf-server`).
+pub const CONFIG_CACHE: &str = "conf-cache";
 
 const MAX_INCLUDE_DEPTH: usize = 16;
 

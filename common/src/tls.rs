@@ -143,9 +143,19 @@ impl TlsSettings {
         }))
     }
 
-    /// From slurm.conf's `TLSType` and `TLSParameters`.
+    /// From slurm.conf's `TLSType` and `TLSParameters`. Relative paths
+    /// are taken from slurm.conf's directory; for a configless host's copy
+    /// (`DIR/conf-cache/slurm.conf`) from `DIR`, the host's own directory,
+    /// which holds its key, the CA and its certificate (what the controller
+    /// hands out never includes them).
     pub fn from_conf(conf: &crate::conf::SlurmConf) -> Result<Option<TlsSettings>, TlsError> {
-        let dir = conf.path.parent().unwrap_or(Path::new("/etc/slurm"));
+        let mut dir = conf.path.parent().unwrap_or(Path::new("/etc/slurm"));
+        if dir
+            .file_name()
+            .is_some_and(|n| n == crate::conf::CONFIG_CACHE)
+        {
+            dir = dir.parent().unwrap_or(dir);
+        }
         Self::parse(conf.get("TLSType"), conf.get("TLSParameters"), dir)
     }
 
@@ -423,6 +433,23 @@ mod tests {
         let id = s.identity(&Role::Slurmd { node: "n7".into() }).unwrap();
         assert_eq!(id.0, Path::new("/etc/slurm/certs/n7.pem"));
         assert!(s.identity(&Role::Command).is_none());
+    }
+
+    #[test]
+    fn a_configless_copy_takes_its_files_from_the_hosts_own_directory() {
+        let text = "ClusterName=c\nSlurmctldHost=ctl\nTLSType=tls/rustls\n\
+                    TLSParameters=slurmd_cert_file=tls/%n.pem\n";
+        let at = |p: &str| {
+            let conf = crate::conf::SlurmConf::parse_str(text, Path::new(p)).unwrap();
+            TlsSettings::from_conf(&conf).unwrap().unwrap()
+        };
+        let s = at("/etc/slurm/slurm.conf");
+        assert_eq!(s.ca_cert, Path::new("/etc/slurm/ca_cert.pem"));
+        // The copy a configless node fetched: the node's directory, where
+        // its key and certificates are, not the cache.
+        let s = at("/etc/slurm/conf-cache/slurm.conf");
+        assert_eq!(s.ca_cert, Path::new("/etc/slurm/ca_cert.pem"));
+        assert_eq!(s.slurmd_cert, Path::new("/etc/slurm/tls/%n.pem"));
     }
 
     #[test]

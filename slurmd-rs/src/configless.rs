@@ -235,7 +235,7 @@ pub fn write_cache(
     if !files.iter().any(|(n, _)| n == "slurm.conf") {
         return Err(refuse("sent no slurm.conf".into()));
     }
-    let cache = base.join("conf-cache");
+    let cache = base.join(slurm_common::conf::CONFIG_CACHE);
     match std::fs::symlink_metadata(&cache) {
         Ok(m) if !m.is_dir() => {
             return Err(ConfiglessError::Io {

@@ -4,7 +4,7 @@
 //! may ask a controller to give control up.
 
 use super::accounting::sacct_until;
-use super::write_script;
+use super::{write_script, Killed};
 use slurm_proto::{JobState, RequestBody, Response, SlurmError};
 use slurm_tests::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -283,4 +283,169 @@ fn scontrol_takeover_moves_control_and_only_controllers_may_ask_for_it() {
     let out = t.run("scontrol", &["release", &id.to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(t.wait_done(id, 30).state, JobState::Completed);
+}
+
+/// The README's production setup on loopback, as it says it: the binaries
+/// where `scripts/install` puts them, TLS between every process,
+/// accounting, a backup controller, and a configless node daemon whose
+/// directory holds only the cluster key, the CA and its own certificate
+/// (it fetches the configuration over TLS from the controllers in turn). A
+/// user's job runs on that node across a `kill -9` of the primary, ends
+/// well and is accounted once.
+#[test]
+fn the_readmes_production_setup_runs_a_job_across_a_failover() {
+    use std::os::unix::fs::PermissionsExt;
+    // Installed as the README says, into a staging root.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new("bash")
+        .arg(src.join("scripts/install"))
+        .env("BIN", slurm_tests::bin_dir())
+        .env("DESTDIR", root.path())
+        .env("PREFIX", "/usr")
+        .env("UNITDIR", "/lib/systemd/system")
+        .env("SYSCONFDIR", "/etc/slurm")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The kit starts daemons and commands from one directory: the
+    // installed files, daemons and commands side by side.
+    let bin = root.path().join("installed");
+    std::fs::create_dir(&bin).unwrap();
+    for d in ["usr/sbin", "usr/bin"] {
+        for e in std::fs::read_dir(root.path().join(d)).unwrap() {
+            let e = e.unwrap();
+            std::os::unix::fs::symlink(e.path(), bin.join(e.file_name())).unwrap();
+        }
+    }
+    let mut t = TestCluster::start(2, |s| {
+        s.bin_dir = bin.clone();
+        s.backup = Some(BACKUP_ADDR.into());
+        s.slurmctld_timeout = 3;
+        s.accounting = true;
+        s.extra_conf = "SlurmctldParameters=enable_configless\n".into();
+    });
+    assert!(t.c.spec.tls, "the production setup runs with TLS");
+
+    // n2 comes back configless: its directory holds the key, the CA and
+    // its certificate, nothing else.
+    let before = t.wait_node("n2", 20, "up", |n| n.slurmd_start_time.is_some());
+    t.c.kill_slurmd(1, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(1100));
+    let node = tempfile::tempdir().unwrap();
+    let cluster = t.c.spec.dir.clone();
+    std::fs::create_dir(node.path().join("tls")).unwrap();
+    for f in [
+        "slurm.key",
+        "ca_cert.pem",
+        "tls/n2_cert.pem",
+        "tls/n2_cert_key.pem",
+    ] {
+        std::fs::copy(cluster.join(f), node.path().join(f)).unwrap();
+    }
+    for f in ["slurm.key", "tls/n2_cert_key.pem"] {
+        std::fs::set_permissions(node.path().join(f), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+    }
+    let servers = format!(
+        "{ip}:{p},{BACKUP_ADDR}:{p}",
+        ip = t.c.spec.ip,
+        p = t.c.spec.ctld_port
+    );
+    let log = std::fs::File::create(node.path().join("slurmd.log")).unwrap();
+    let _n2 = Killed(
+        std::process::Command::new(bin.join("slurmd"))
+            .args(["-D", "-N", "n2", "-f"])
+            .arg(node.path().join("slurm.conf"))
+            .args(["--conf-server", &servers, "--ca-cert-file"])
+            .arg(node.path().join("ca_cert.pem"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let node_log = || std::fs::read_to_string(node.path().join("slurmd.log")).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = t.nodes().into_iter().find(|n| n.name == "n2");
+        if n.is_some_and(|n| {
+            n.slurmd_start_time != before.slurmd_start_time
+                && n.base_state == slurm_proto::NodeBaseState::Idle
+                && !n.flags.not_responding
+        }) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the configless node never registered\n{}\n{}",
+            node_log(),
+            t.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(node.path().join("conf-cache/slurm.conf").exists());
+
+    // A user's job on that node, across a kill -9 of the primary.
+    let script = write_script(&t, "prod.sh", "#!/bin/sh\necho start\nsleep 4\necho end\n");
+    let id = t.sbatch_as_user(&["-w", "n2", "-o", "prod.out", &script]);
+    t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
+    // Once it runs there (a launch the primary had not yet delivered when
+    // it died is not sent again by the backup: see docs/reliability.md).
+    let started = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(t.work.join("prod.out")).unwrap_or_default() != "start\n" {
+        assert!(
+            Instant::now() < started,
+            "the job never started\n{}",
+            node_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    t.c.kill_ctld(libc::SIGKILL);
+    wait_for("the backup in control", &t, 30, || {
+        matches!(t.c.call(RequestBody::GetJobs), Ok(Response::Jobs { .. }))
+    });
+    let out = t.run("scontrol", &["ping"]);
+    assert_eq!(
+        stdout(&out),
+        "Slurmctld(primary) at localhost is DOWN\nSlurmctld(backup) at ctl2 is UP\n"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let j = loop {
+        match t.job(id) {
+            Some(j) if j.state.is_finished() && !j.completing => break j,
+            j => assert!(
+                Instant::now() < deadline,
+                "the job never ended: {j:?}\n{}\n{}",
+                node_log(),
+                t.logs()
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        j.state,
+        JobState::Completed,
+        "{j:?}\n{}\n{}",
+        node_log(),
+        t.logs()
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.work.join("prod.out")).unwrap(),
+        "start\nend\n"
+    );
+    let text = sacct_until(
+        &t,
+        &[
+            "-X",
+            "-n",
+            "-P",
+            "-j",
+            &id.to_string(),
+            "--format=JobID,State",
+        ],
+        30,
+        |s| s.lines().any(|l| l.ends_with("|COMPLETED")),
+    );
+    assert_eq!(text.trim(), format!("{id}|COMPLETED"));
 }
