@@ -339,6 +339,11 @@ pub struct Controller {
     pub space_low: Option<String>,
     /// Associations, users and QOS from slurmdbd (once fetched).
     assocs: Option<crate::assoc::AssocCache>,
+    /// Batch jobs found running in the saved state, by batch host, until
+    /// that host registers with this controller: a launch the controller
+    /// before this one had not delivered when it died is never sent again,
+    /// so a job its host does not list then was never started there.
+    recovered: HashMap<String, Vec<JobId>>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -619,7 +624,13 @@ impl Controller {
             preempted_for: HashMap::new(),
             licenses: Vec::new(),
             topologies: Default::default(),
+            recovered: HashMap::new(),
         };
+        for j in c.p.jobs.values().filter(|j| j.state.is_active() && j.batch) {
+            if let Some(h) = &j.batch_host {
+                c.recovered.entry(h.clone()).or_default().push(j.job_id);
+            }
+        }
         match slurm_common::licenses::parse(c.conf.get("Licenses").unwrap_or("")) {
             Ok(l) => c.licenses = l,
             Err(e) => tracing::warn!("Licenses= ignored: {e}"),
@@ -4718,13 +4729,20 @@ impl Controller {
         // daemon restarted after they started (a finished job's report may
         // still be on its way otherwise).
         let name = r.name.clone();
+        // Jobs started before this controller's run were launched by
+        // another: no launch of theirs is still on its way here.
+        let recovered = self.recovered.remove(&name).unwrap_or_default();
         let lost: Vec<JobId> = self
             .p
             .jobs
             .values()
             .filter(|j| j.state.is_active() && j.batch_host.as_deref() == Some(name.as_str()))
             .filter(|j| !r.running_jobs.contains(&j.job_id))
-            .filter(|j| restarted || j.start_time.is_some_and(|s| s < r.slurmd_start_time))
+            .filter(|j| {
+                restarted
+                    || j.start_time.is_some_and(|s| s < r.slurmd_start_time)
+                    || recovered.contains(&j.job_id)
+            })
             .map(|j| j.job_id)
             .collect();
         for id in lost {

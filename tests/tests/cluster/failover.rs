@@ -291,7 +291,8 @@ fn scontrol_takeover_moves_control_and_only_controllers_may_ask_for_it() {
 /// directory holds only the cluster key, the CA and its own certificate
 /// (it fetches the configuration over TLS from the controllers in turn). A
 /// user's job runs on that node across a `kill -9` of the primary, ends
-/// well and is accounted once.
+/// well and is accounted once; one the primary started there but could not
+/// launch before it died runs once under the backup.
 #[test]
 fn the_readmes_production_setup_runs_a_job_across_a_failover() {
     use std::os::unix::fs::PermissionsExt;
@@ -354,7 +355,7 @@ fn the_readmes_production_setup_runs_a_job_across_a_failover() {
         p = t.c.spec.ctld_port
     );
     let log = std::fs::File::create(node.path().join("slurmd.log")).unwrap();
-    let _n2 = Killed(
+    let n2 = Killed(
         std::process::Command::new(bin.join("slurmd"))
             .args(["-D", "-N", "n2", "-f"])
             .arg(node.path().join("slurm.conf"))
@@ -386,12 +387,9 @@ fn the_readmes_production_setup_runs_a_job_across_a_failover() {
     }
     assert!(node.path().join("conf-cache/slurm.conf").exists());
 
-    // A user's job on that node, across a kill -9 of the primary.
+    // A user's job on that node, running when the primary dies.
     let script = write_script(&t, "prod.sh", "#!/bin/sh\necho start\nsleep 4\necho end\n");
     let id = t.sbatch_as_user(&["-w", "n2", "-o", "prod.out", &script]);
-    t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
-    // Once it runs there (a launch the primary had not yet delivered when
-    // it died is not sent again by the backup: see docs/reliability.md).
     let started = Instant::now() + Duration::from_secs(20);
     while std::fs::read_to_string(t.work.join("prod.out")).unwrap_or_default() != "start\n" {
         assert!(
@@ -401,7 +399,19 @@ fn the_readmes_production_setup_runs_a_job_across_a_failover() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // And one the primary starts but cannot launch before it dies (the
+    // node daemon is frozen meanwhile): the backup finds it missing from
+    // its node and sends it back to the queue, and it runs.
+    let pid = n2.0.id() as i32;
+    // SAFETY: signalling the node daemon this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let lost = t.sbatch_as_user(&["-w", "n2", "-o", "lost.out", &script]);
+    t.wait_job(lost, 20, "started by the primary", |j| {
+        j.state == JobState::Running
+    });
     t.c.kill_ctld(libc::SIGKILL);
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
     wait_for("the backup in control", &t, 30, || {
         matches!(t.c.call(RequestBody::GetJobs), Ok(Response::Jobs { .. }))
     });
@@ -410,28 +420,32 @@ fn the_readmes_production_setup_runs_a_job_across_a_failover() {
         stdout(&out),
         "Slurmctld(primary) at localhost is DOWN\nSlurmctld(backup) at ctl2 is UP\n"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let j = loop {
-        match t.job(id) {
-            Some(j) if j.state.is_finished() && !j.completing => break j,
-            j => assert!(
-                Instant::now() < deadline,
-                "the job never ended: {j:?}\n{}\n{}",
-                node_log(),
-                t.logs()
-            ),
+    let done = |id: u32| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match t.job(id) {
+                Some(j) if j.state.is_finished() && !j.completing => return j,
+                j => assert!(
+                    Instant::now() < deadline,
+                    "job {id} never ended: {j:?}\n{}\n{}",
+                    node_log(),
+                    t.logs()
+                ),
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!(
-        j.state,
-        JobState::Completed,
-        "{j:?}\n{}\n{}",
-        node_log(),
-        t.logs()
-    );
+    let j = done(id);
+    assert_eq!(j.state, JobState::Completed, "{j:?}\n{}", t.logs());
     assert_eq!(
         std::fs::read_to_string(t.work.join("prod.out")).unwrap(),
+        "start\nend\n"
+    );
+    let l = done(lost);
+    assert_eq!(l.state, JobState::Completed, "{l:?}\n{}", t.logs());
+    assert_eq!(l.restarts, 1, "sent back to the queue once");
+    assert_eq!(
+        std::fs::read_to_string(t.work.join("lost.out")).unwrap(),
         "start\nend\n"
     );
     let text = sacct_until(
