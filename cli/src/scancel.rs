@@ -1382,7 +1382,7 @@ mod tests {
                 ..Default::default()
             },
             completing_nodes: vec![],
-            desc: JobDesc::default(),
+            desc: Default::default(),
             num_tasks: 1,
             req_cpus: 1,
             min_nodes: 1,
@@ -1402,7 +1402,6 @@ mod tests {
             dependency: None,
         }
     }
-    use slurm_proto::JobDesc;
 
     #[test]
     fn client_side_filters_and_interactive() {

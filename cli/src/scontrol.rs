@@ -2461,12 +2461,13 @@ mod tests {
     #[test]
     fn show_job_details_and_oneliner() {
         let mut j = job(12, "later", JobState::Pending, JobReason::BeginTime, 1);
-        j.desc.begin_time = Some(T_SUBMIT + 3600);
         j.time_limit = Some(60);
-        j.desc.std_out = Some("out-%j-%x.txt".into());
-        j.desc.std_err = None;
-        j.desc.mem_per_node = Some(8192);
-        j.desc.req_nodes = vec!["n2".into(), "n1".into()];
+        let d = std::sync::Arc::make_mut(&mut j.desc);
+        d.begin_time = Some(T_SUBMIT + 3600);
+        d.std_out = Some("out-%j-%x.txt".into());
+        d.std_err = None;
+        d.mem_per_node = Some(8192);
+        d.req_nodes = vec!["n2".into(), "n1".into()];
         let o = ShowOpts {
             oneliner: true,
             ..so()

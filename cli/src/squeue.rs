@@ -1269,7 +1269,8 @@ pub(crate) mod tests {
                 std_in: Some("/dev/null".into()),
                 submit_host: "localhost".into(),
                 ..Default::default()
-            },
+            }
+            .into(),
             num_tasks: 4,
             req_cpus: 4,
             min_nodes: 1,
@@ -1310,7 +1311,7 @@ pub(crate) mod tests {
         held.held = Some(slurm_proto::HoldKind::User);
         held.eligible_time = None;
         let mut later = job(12, "later", JobState::Pending, JobReason::BeginTime, 11300);
-        later.desc.begin_time = Some(T_SUBMIT + 3600);
+        std::sync::Arc::make_mut(&mut later.desc).begin_time = Some(T_SUBMIT + 3600);
         later.eligible_time = Some(T_SUBMIT + 3600);
         vec![
             later,
@@ -1565,8 +1566,9 @@ pub(crate) mod tests {
                 comment: Some("c".into()),
                 command: Some("/bin/x".into()),
                 time_limit: Some(Some(99)),
-                ..j.desc.clone()
-            };
+                ..(*j.desc).clone()
+            }
+            .into();
         }
         let listing = |brief: bool| {
             let l = pb::JobListing {
@@ -1582,10 +1584,10 @@ pub(crate) mod tests {
         };
         let (whole, brief) = (listing(false), listing(true));
         for (w, b) in whole.iter().zip(&brief) {
-            assert_eq!(b.desc, JobDesc::default(), "the request is left out");
+            assert_eq!(*b.desc, JobDesc::default(), "the request is left out");
             assert_eq!(
                 JobRecord {
-                    desc: JobDesc::default(),
+                    desc: Default::default(),
                     ..w.clone()
                 },
                 *b,

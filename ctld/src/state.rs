@@ -2726,7 +2726,7 @@ impl Controller {
             gang_suspended: false,
             array: None,
             dependency: stored.dependency.clone(),
-            desc: stored,
+            desc: stored.into(),
         };
         // AccountingStorageEnforce: a valid association, an allowed QOS,
         // and submit limits.
@@ -2874,7 +2874,7 @@ impl Controller {
             .iter()
             .find(|p| p.name == job.partition)
             .ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
-        let mut desc = job.desc.clone();
+        let mut desc = (*job.desc).clone();
         desc.account = Some(job.account.clone()).filter(|a| !a.is_empty());
         desc.qos = Some(job.qos.clone()).filter(|q| !q.is_empty());
         self.check_partition_access(who, part, &desc)?;
@@ -4498,7 +4498,7 @@ impl Controller {
                 let j = self
                     .job_mut(id)
                     .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
-                j.desc.nice = Some(n);
+                Arc::make_mut(&mut j.desc).nice = Some(n);
             }
             JobUpdate::Name(n) => {
                 let j = self
@@ -4510,7 +4510,7 @@ impl Controller {
                 let j = self
                     .job_mut(id)
                     .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
-                j.desc.comment = Some(c);
+                Arc::make_mut(&mut j.desc).comment = Some(c);
             }
             JobUpdate::AdminComment(c) => {
                 if !who.privileged {
@@ -4519,7 +4519,7 @@ impl Controller {
                 let j = self
                     .job_mut(id)
                     .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
-                j.desc.admin_comment = Some(c);
+                Arc::make_mut(&mut j.desc).admin_comment = Some(c);
             }
             JobUpdate::Partition(p) | JobUpdate::Account(p) | JobUpdate::Qos(p)
                 if state != JobState::Pending =>
@@ -4537,15 +4537,15 @@ impl Controller {
                 match u {
                     JobUpdate::Partition(p) => {
                         next.partition = p.clone();
-                        next.desc.partition = Some(p);
+                        Arc::make_mut(&mut next.desc).partition = Some(p);
                     }
                     JobUpdate::Account(a) => {
                         next.account = a.clone();
-                        next.desc.account = Some(a);
+                        Arc::make_mut(&mut next.desc).account = Some(a);
                     }
                     JobUpdate::Qos(q) => {
                         next.qos = q.clone();
-                        next.desc.qos = Some(q);
+                        Arc::make_mut(&mut next.desc).qos = Some(q);
                     }
                     _ => unreachable!("matched above"),
                 }

@@ -509,7 +509,7 @@ pub struct JobRecord {
     pub alloc: Allocation,
     /// Nodes still cleaning up after the job ended.
     pub completing_nodes: Vec<String>,
-    pub desc: JobDesc,
+    pub desc: std::sync::Arc<JobDesc>,
     /// How many tasks (derived at submit: ntasks or nodes × ntasks-per-node).
     pub num_tasks: u32,
     /// Cpus the job asked for in total (before allocation).

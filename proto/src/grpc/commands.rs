@@ -326,7 +326,7 @@ impl TryFrom<pb::JobRecord> for JobRecord {
             batch_host: j.batch_host,
             alloc: j.alloc.ok_or_else(|| missing("job.alloc"))?.into(),
             completing_nodes: j.completing_nodes,
-            desc: j.desc.ok_or_else(|| missing("job.desc"))?.into(),
+            desc: std::sync::Arc::new(j.desc.ok_or_else(|| missing("job.desc"))?.into()),
             num_tasks: j.num_tasks,
             req_cpus: j.req_cpus,
             min_nodes: j.min_nodes,
@@ -1460,11 +1460,12 @@ pub fn listing_response(r: pb::JobListing) -> Response {
     listing_response_as(r, false)
 }
 
-/// One listed job (see [`decode_brief`] for `brief`).
-fn decode_listed(b: &[u8], brief: bool) -> Result<JobRecord, String> {
+/// One listed job (see [`decode_brief`] for a brief one, made from
+/// `blank`).
+fn decode_listed(b: &[u8], brief: Option<&JobRecord>) -> Result<JobRecord, String> {
     use prost::Message;
-    if brief {
-        return decode_brief(b);
+    if let Some(blank) = brief {
+        return decode_brief(b, blank.clone());
     }
     let j = pb::JobRecord::decode(b).map_err(|e| e.to_string())?;
     JobRecord::try_from(j).map_err(|e| e.to_string())
@@ -1475,7 +1476,7 @@ fn decode_listed(b: &[u8], brief: bool) -> Result<JobRecord, String> {
 /// in between, no copy of the state and reason names (a listing's cost is
 /// mostly this, per job). Field numbers as in `slurmctld.proto`; the
 /// whole-record path is the reference (`a_brief_decode_is_the_record_less_its_request`).
-fn decode_brief(b: &[u8]) -> Result<JobRecord, String> {
+fn decode_brief(b: &[u8], mut j: JobRecord) -> Result<JobRecord, String> {
     use prost::encoding::{
         bool as boolean, decode_key, decode_varint, int32, int64, message, skip_field, string,
         uint32, DecodeContext, WireType,
@@ -1495,7 +1496,6 @@ fn decode_brief(b: &[u8]) -> Result<JobRecord, String> {
         *buf = rest;
         std::str::from_utf8(s).map_err(|e| e.to_string())
     }
-    let mut j = JobRecord::default();
     let mut buf = b;
     while !buf.is_empty() {
         let (tag, wt) = decode_key(&mut buf).map_err(e)?;
@@ -1583,8 +1583,10 @@ pub fn listing_response_as(r: pb::JobListing, brief: bool) -> Response {
     match r.result {
         Some(R::Jobs(l)) => {
             let mut jobs = Vec::with_capacity(l.jobs.len());
+            // Every brief job shares one empty request.
+            let blank = brief.then(JobRecord::default);
             for b in &l.jobs {
-                match decode_listed(b.as_ref(), brief) {
+                match decode_listed(b.as_ref(), blank.as_ref()) {
                     Ok(j) => jobs.push(j),
                     Err(e) => return protocol(e),
                 }
@@ -1756,7 +1758,7 @@ mod tests {
                 }]],
             },
             completing_nodes: vec!["a1".into()],
-            desc: desc(),
+            desc: desc().into(),
             num_tasks: 1,
             req_cpus: 2,
             min_nodes: 1,
@@ -1834,8 +1836,9 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let mut want = j;
-        want.desc.script.clear();
-        want.desc.environment.clear();
+        let d = std::sync::Arc::make_mut(&mut want.desc);
+        d.script.clear();
+        d.environment.clear();
         assert_eq!(back, want);
     }
 
@@ -1899,7 +1902,7 @@ mod tests {
         for (w, b) in whole.into_iter().zip(brief) {
             assert_eq!(
                 JobRecord {
-                    desc: JobDesc::default(),
+                    desc: Default::default(),
                     ..w
                 },
                 b
