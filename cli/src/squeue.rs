@@ -1143,11 +1143,12 @@ pub fn main() -> i32 {
         };
     }
     loop {
-        // No filter: the whole list, which the controller keeps encoded.
+        // No filter: the whole list. A table asks the controller for the
+        // states it shows (Slurm's default ones too), so jobs that ended
+        // and wait out MinJobAge do not travel.
         let whole = query == slurm_proto::JobFilter::default();
         let ask = match (brief_is_enough(&opts), whole) {
-            (true, true) => RequestBody::GetJobsBrief(None),
-            (true, false) => RequestBody::GetJobsBrief(Some(query.clone())),
+            (true, _) => RequestBody::GetJobsBrief(Some(query.clone())),
             (false, true) => RequestBody::GetJobs,
             (false, false) => RequestBody::GetJobsMatching(query.clone()),
         };
