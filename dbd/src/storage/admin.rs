@@ -520,7 +520,7 @@ impl Storage {
 
     pub async fn add_clusters(&self, clusters: Vec<ClusterRec>) -> Result<Vec<String>> {
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let now = slurm_common::auth::now();
         let existing: BTreeSet<String> = self.cluster_names(&mut tx).await?.into_iter().collect();
         let mut added = Vec::new();
@@ -616,7 +616,7 @@ impl Storage {
             return Err(invalid("name the clusters to delete"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let names = lower(&f.names);
         let mut q = Q::new("SELECT name FROM clusters WHERE 1=1");
         q.and_in("name", &names);
@@ -653,7 +653,7 @@ impl Storage {
             return Err(invalid("no account names given"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let now = slurm_common::auth::now();
         let parent = check_name(
             "parent account",
@@ -780,7 +780,7 @@ impl Storage {
             return Err(invalid("nothing to change"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let accounts = self.select_accounts(&mut tx, f).await?;
         if accounts.is_empty() {
             return Err(StorageError::NotFound("no matching accounts".into()));
@@ -829,7 +829,7 @@ impl Storage {
             return Err(invalid("name the accounts to delete"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let accounts = self.select_accounts(&mut tx, f).await?;
         if accounts.is_empty() {
             return Err(StorageError::NotFound("no matching accounts".into()));
@@ -892,7 +892,7 @@ impl Storage {
             return Err(invalid("no user names given"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let now = slurm_common::auth::now();
         let mut accounts = lower(&req.accounts);
         let default = match &req.default_account {
@@ -1052,7 +1052,7 @@ impl Storage {
             return Err(invalid("nothing to change"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let users = self.select_users(&mut tx, f).await?;
         if users.is_empty() {
             return Err(StorageError::NotFound("no matching users".into()));
@@ -1121,7 +1121,7 @@ impl Storage {
             return Err(invalid("name the users to delete"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let users = self.select_users(&mut tx, f).await?;
         if users.is_empty() {
             return Err(StorageError::NotFound("no matching users".into()));
@@ -1220,7 +1220,7 @@ impl Storage {
             return Err(invalid("nothing to change"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let rows = self.load_assocs(&mut tx, f).await?;
         if rows.is_empty() {
             return Err(StorageError::NotFound("no matching associations".into()));
@@ -1242,7 +1242,7 @@ impl Storage {
             return Err(invalid("say which associations to delete"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let rows = self.load_assocs(&mut tx, f).await?;
         if rows.is_empty() {
             return Err(StorageError::NotFound("no matching associations".into()));
@@ -1367,7 +1367,7 @@ impl Storage {
             return Err(invalid("no QOS names given"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let mut known = self.qos_names(&mut tx).await?;
         let mut added = Vec::new();
         let mut checked = Vec::new();
@@ -1419,7 +1419,7 @@ impl Storage {
         }
         check_tres_patch(set.limits.tres_values())?;
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let rows = self.select_qos(&mut tx, f).await?;
         if rows.is_empty() {
             return Err(StorageError::NotFound("no matching QOS".into()));
@@ -1489,7 +1489,7 @@ impl Storage {
             return Err(invalid("name the QOS to delete"));
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let rows = self.select_qos(&mut tx, f).await?;
         if rows.is_empty() {
             return Err(StorageError::NotFound("no matching QOS".into()));

@@ -263,7 +263,7 @@ impl Storage {
                 .push(r);
         }
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let now = slurm_common::auth::now();
         let mut out = IngestOutcome::default();
         for ((cluster, epoch), mut recs) in by_outbox {

@@ -289,6 +289,17 @@ async fn connect_pool(target: &StorageTarget, db: Option<&str>) -> Result<AnyPoo
 }
 
 impl Storage {
+    /// A transaction that will write. On SQLite it takes the write lock at
+    /// once (`BEGIN IMMEDIATE`): a deferred one that reads first cannot
+    /// wait for the lock when it comes to write after another writer, and
+    /// fails with "database is locked" whatever the busy timeout.
+    pub(crate) async fn write_tx(&self) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Any>> {
+        match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            _ => self.pool.begin().await,
+        }
+    }
+
     /// Connect and bring the schema to the newest version.
     pub async fn open(target: &StorageTarget) -> Result<Storage> {
         Storage::open_with(target, Migrate::Latest).await
@@ -433,7 +444,7 @@ impl Storage {
             };
             // PostgreSQL and SQLite run DDL in the transaction; MySQL commits
             // each statement, so a failed migration there is re-run by hand.
-            let mut tx = self.pool.begin().await.map_err(err)?;
+            let mut tx = self.write_tx().await.map_err(err)?;
             for stmt in schema::statements(m, b) {
                 tx.execute(stmt.as_str()).await.map_err(err)?;
             }

@@ -90,7 +90,7 @@ impl Storage {
     async fn rollup_cluster(&self, cluster: &str, now: i64) -> Result<(RollupStats, bool)> {
         let b = self.backend;
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let mut q = Q::new("SELECT hour_done FROM rollup_state WHERE cluster=");
         q.bind(cluster).push(b.for_update());
         let h0 = match q.fetch_optional(b, &mut *tx).await? {
@@ -476,7 +476,7 @@ impl Storage {
     pub async fn purge(&self, p: &PurgeSettings, now: i64) -> Result<PurgeStats> {
         let b = self.backend;
         let _w = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let mut st = PurgeStats::default();
         let del = |sql: &str, cutoff: i64| {
             let mut q = Q::new(sql);
