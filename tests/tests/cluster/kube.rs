@@ -932,8 +932,9 @@ fn job_cpuset(t: &TestCluster, top: &std::path::Path, node: &str, id: u32) -> Op
     let dir = top.join(mine);
     for u in std::fs::read_dir(&dir).ok()?.flatten() {
         let f = u.path().join(format!("job_{id}")).join("cpuset.cpus");
+        // A cpuset made a moment ago is empty until its CPUs are written.
         if let Ok(c) = std::fs::read_to_string(&f) {
-            return Some(c.trim().to_string());
+            return Some(c.trim().to_string()).filter(|c| !c.is_empty());
         }
     }
     None
