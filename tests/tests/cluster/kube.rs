@@ -250,6 +250,16 @@ fn kubectl_works_against_the_stand_in_api_server() {
     );
 }
 
+/// Whether job `j` is the placeholder of pod `default/pod` (its admin
+/// comment lists the pod).
+fn holds(j: &JobRecord, pod: &str) -> bool {
+    let want = format!("\"default/{pod}\"");
+    j.desc
+        .admin_comment
+        .as_deref()
+        .is_some_and(|c| c.contains(&want))
+}
+
 /// The bridge process of a test, stopped when dropped.
 struct BridgeProc(Child);
 
@@ -388,7 +398,6 @@ impl Kube {
 
     /// The placeholder job of pod `name`.
     fn job_of(&self, name: &str) -> JobRecord {
-        let want = format!("\"default/{name}\"");
         wait_for_with(
             20,
             || format!("a job for pod {name}\n{}", self.t.logs()),
@@ -396,12 +405,7 @@ impl Kube {
                 self.t
                     .jobs()
                     .into_iter()
-                    .filter(|j| {
-                        j.desc
-                            .admin_comment
-                            .as_deref()
-                            .is_some_and(|c| c.contains(&want))
-                    })
+                    .filter(|j| holds(j, name))
                     .max_by_key(|j| j.job_id)
             },
         )
@@ -409,13 +413,7 @@ impl Kube {
 
     /// Whether some job holds pod `name` (no waiting).
     fn has_job(&self, name: &str) -> bool {
-        let want = format!("\"default/{name}\"");
-        self.t.jobs().iter().any(|j| {
-            j.desc
-                .admin_comment
-                .as_deref()
-                .is_some_and(|c| c.contains(&want))
-        })
+        self.t.jobs().iter().any(|j| holds(j, name))
     }
 
     fn log(&self) -> String {
@@ -552,14 +550,7 @@ fn a_pod_group_waits_for_all_its_nodes_while_single_pods_flow() {
         );
     }
     std::thread::sleep(Duration::from_secs(2));
-    assert!(
-        !k.t.jobs().iter().any(|j| j
-            .desc
-            .admin_comment
-            .as_deref()
-            .is_some_and(|c| c.contains("gang-0"))),
-        "a PodGroup waits for minMember pods"
-    );
+    assert!(!k.has_job("gang-0"), "a PodGroup waits for minMember pods");
     k.pod(
         "gang-3",
         "2",
@@ -759,11 +750,7 @@ fn a_bad_pod_gets_no_job_and_others_are_not_held_up_and_users_cannot_speak_for_p
     );
     let good = k.job_of("good");
     assert_eq!(k.t.wait_done(good.job_id, 20).state, JobState::Completed);
-    assert!(!k.t.jobs().iter().any(|j| j
-        .desc
-        .admin_comment
-        .as_deref()
-        .is_some_and(|c| c.contains("default/bad"))));
+    assert!(!k.has_job("bad"));
     let log =
         std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).unwrap_or_default();
     assert!(log.contains("timelimit") && log.contains("soon"), "{log}");
@@ -796,11 +783,7 @@ fn a_bad_pod_gets_no_job_and_others_are_not_held_up_and_users_cannot_speak_for_p
     let log =
         std::fs::read_to_string(k.t.c.spec.dir.join("log/slurm-bridge.log")).unwrap_or_default();
     assert!(log.contains("is not trusted by this bridge"), "{log}");
-    assert!(!k.t.jobs().iter().any(|j| j
-        .desc
-        .admin_comment
-        .as_deref()
-        .is_some_and(|c| c.contains("default/greedy"))));
+    assert!(!k.has_job("greedy"));
     // An ordinary user cannot write the admin comment that names pods on
     // their own job, so cannot make the bridge bind or delete pods for it.
     let id =
@@ -899,17 +882,7 @@ fn a_deleted_node_and_a_controller_restart_kill_no_job() {
     let third = k.job_of("third");
     k.node_of("third");
     std::thread::sleep(Duration::from_secs(1));
-    let theirs = |pod: &str| {
-        k.t.jobs()
-            .iter()
-            .filter(|j| {
-                j.desc
-                    .admin_comment
-                    .as_deref()
-                    .is_some_and(|c| c.contains(&format!("\"default/{pod}\"")))
-            })
-            .count()
-    };
+    let theirs = |pod: &str| k.t.jobs().iter().filter(|j| holds(j, pod)).count();
     assert_eq!(
         (theirs("first"), theirs("second"), theirs("third")),
         (1, 1, 1)
