@@ -550,6 +550,9 @@ pub enum Arg {
     Required,
     /// Attached (`-j1`, `--jobs=1`), or the next word when it is not an option.
     Optional,
+    /// Attached only (`--json=v0.0.44`), as getopt's optional arguments:
+    /// the next word is never taken.
+    Attached,
 }
 
 /// One option a command accepts.
@@ -558,6 +561,12 @@ pub struct Opt {
     pub short: Option<char>,
     pub long: &'static str,
     pub arg: Arg,
+}
+
+impl Opt {
+    pub const fn new(short: Option<char>, long: &'static str, arg: Arg) -> Opt {
+        Opt { short, long, arg }
+    }
 }
 
 /// What the parser found, in order: (long name, argument) or a positional word.
@@ -641,6 +650,7 @@ pub fn getopt(prog: &str, args: &[String], opts: &[Opt]) -> Result<Vec<Parsed>, 
                     };
                     out.push(Parsed::Opt(opt.long, Some(v)));
                 }
+                Arg::Attached => out.push(Parsed::Opt(opt.long, attached)),
                 Arg::Optional => {
                     let v = match attached {
                         Some(v) => Some(v),
@@ -684,6 +694,10 @@ pub fn getopt(prog: &str, args: &[String], opts: &[Opt]) -> Result<Vec<Parsed>, 
                             }
                         };
                         out.push(Parsed::Opt(opt.long, Some(v)));
+                        break;
+                    }
+                    Arg::Attached => {
+                        out.push(Parsed::Opt(opt.long, (!rest.is_empty()).then_some(rest)));
                         break;
                     }
                     Arg::Optional => {

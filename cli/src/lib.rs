@@ -14,8 +14,10 @@
 //! - [`srun`]: `srun` (job steps, with or without an allocation) and `salloc`.
 //! - [`jsonout`]: `--json` bodies, as slurmrestd's responses.
 //! - [`local`]: `slurm-local`, a complete cluster on loopback.
+//! - [`compat`]: what each command's parser accepts, for the compatibility matrix.
 
 pub mod common;
+pub mod compat;
 pub mod fmt;
 pub mod jsonout;
 pub mod local;

@@ -11,7 +11,13 @@ const fn o(short: Option<char>, long: &'static str, arg: Arg) -> Opt {
     Opt { short, long, arg }
 }
 
-const OPTS: &[Opt] = &[
+/// Options of [`OPTS`] that differ from Slurm's (for [`crate::compat`]).
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[(
+    "duplicates",
+    crate::compat::Support::Differs("a requeued job has one record, so there are none to show"),
+)];
+
+pub(crate) const OPTS: &[Opt] = &[
     o(Some('a'), "allusers", Arg::No),
     o(Some('A'), "accounts", Arg::Required),
     o(Some('b'), "brief", Arg::No),

@@ -1226,14 +1226,10 @@ fn tree_depth(a: &AssocRec, all: &[AssocRec]) -> usize {
 
 fn entity_name(w: &str) -> Option<&'static str> {
     let w = w.to_ascii_lowercase();
-    Some(match w.as_str() {
-        "cluster" | "clusters" => "cluster",
-        "account" | "accounts" => "account",
-        "user" | "users" => "user",
-        "association" | "associations" | "assoc" | "assocs" => "association",
-        "qos" => "qos",
-        _ => return None,
-    })
+    ENTITIES
+        .iter()
+        .find(|(names, _)| names.contains(&w.as_str()))
+        .map(|(_, e)| *e)
 }
 
 const USAGE: &str = "Usage: sacctmgr [-i] [-n] [-p|-P] [-Q] <command> <entity> [specs]\n\
@@ -1294,47 +1290,122 @@ fn run_change(conf: &slurm_common::conf::SlurmConf, c: Change, f: &Flags) -> i32
     }
 }
 
+/// sacctmgr's options (the parser's table, also read by [`crate::compat`]).
+pub(crate) const OPTS: &[crate::fmt::Opt] = {
+    use crate::fmt::{Arg::*, Opt};
+    &[
+        Opt::new(Some('h'), "help", No),
+        Opt::new(Some('i'), "immediate", No),
+        Opt::new(None, "json", Optional),
+        Opt::new(Some('n'), "noheader", No),
+        Opt::new(Some('p'), "parsable", No),
+        Opt::new(Some('P'), "parsable2", No),
+        Opt::new(Some('Q'), "quiet", No),
+        Opt::new(Some('r'), "readonly", No),
+        Opt::new(None, "usage", No),
+        Opt::new(Some('v'), "verbose", No),
+        Opt::new(Some('V'), "version", No),
+        Opt::new(None, "yaml", Optional),
+    ]
+};
+
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[];
+
+/// The commands (with their aliases) and what they become.
+const COMMANDS: &[(&[&str], &str)] = &[
+    (&["add", "create"], "add"),
+    (&["modify", "update"], "modify"),
+    (&["delete", "remove"], "delete"),
+    (&["show", "list"], "show"),
+];
+
+/// The entities, with their aliases.
+const ENTITIES: &[(&[&str], &str)] = &[
+    (&["cluster", "clusters"], "cluster"),
+    (&["account", "accounts"], "account"),
+    (&["user", "users"], "user"),
+    (
+        &["association", "associations", "assoc", "assocs"],
+        "association",
+    ),
+    (&["qos"], "qos"),
+];
+
+/// The commands and entities sacctmgr knows (`cmd add`, `entity user`).
+pub(crate) fn compat_words() -> Vec<String> {
+    let mut w: Vec<String> = COMMANDS
+        .iter()
+        .flat_map(|(names, _)| names.iter().map(|n| format!("cmd {n}")))
+        .collect();
+    w.push("cmd help".into());
+    w.extend(
+        ENTITIES
+            .iter()
+            .flat_map(|(names, _)| names.iter().map(|n| format!("entity {n}"))),
+    );
+    w
+}
+
 /// Parse flags and the command; `Err` is (message, exit code).
 pub fn parse_command(args: &[String]) -> Result<(Flags, String, String, Specs), (String, i32)> {
     let mut f = Flags {
         header: true,
         ..Default::default()
     };
-    let mut words = Vec::new();
-    for a in args {
-        match a.as_str() {
-            "-i" | "--immediate" => f.immediate = true,
-            "-n" | "--noheader" => f.header = false,
-            "-p" | "--parsable" => f.parsable = Some(true),
-            "-P" | "--parsable2" => f.parsable = Some(false),
-            "-Q" | "--quiet" => f.quiet = true,
-            s if ["--json", "--yaml"]
-                .iter()
-                .any(|p| s == *p || s.starts_with(&format!("{p}="))) =>
-            {
-                crate::jsonout::check_parser(s.split_once('=').map(|x| x.1))
+    // Options come before the command (its specs may start with '-').
+    let split = args
+        .iter()
+        .position(|a| !a.starts_with('-') || a == "-")
+        .unwrap_or(args.len());
+    let mut readonly = false;
+    let parsed = crate::fmt::getopt("sacctmgr", &args[..split], OPTS)
+        .map_err(|e| (format!("{e}\n{USAGE}"), 1))?;
+    for p in parsed {
+        let crate::fmt::Parsed::Opt(name, v) = p else {
+            continue;
+        };
+        match name {
+            "immediate" => f.immediate = true,
+            "noheader" => f.header = false,
+            "parsable" => f.parsable = Some(true),
+            "parsable2" => f.parsable = Some(false),
+            "quiet" => f.quiet = true,
+            "json" | "yaml" => {
+                crate::jsonout::check_parser(v.as_deref())
                     .map_err(|e| (format!("sacctmgr: error: {e}"), 1))?;
                 f.json = true;
             }
-            "-v" | "--verbose" | "-r" | "--readonly" => {}
-            "-V" | "--version" => return Err((format!("slurm {}", slurm_proto::SLURM_VERSION), 0)),
-            "-h" | "--help" | "help" => return Err((USAGE.trim_end().to_string(), 0)),
-            s if s.starts_with('-') && words.is_empty() => {
-                return Err((format!("sacctmgr: unrecognized option '{s}'\n{USAGE}"), 1))
-            }
-            _ => words.push(a.clone()),
+            "version" => return Err((format!("slurm {}", slurm_proto::SLURM_VERSION), 0)),
+            "help" | "usage" => return Err((USAGE.trim_end().to_string(), 0)),
+            "readonly" => readonly = true,
+            // Nothing more to say than what every command prints.
+            _ => {}
         }
+    }
+    let words = args[split..].to_vec();
+    if words
+        .first()
+        .is_some_and(|w| w.eq_ignore_ascii_case("help"))
+    {
+        return Err((USAGE.trim_end().to_string(), 0));
     }
     if words.len() < 2 {
         return Err((USAGE.trim_end().to_string(), 1));
     }
-    let cmd = match words[0].to_ascii_lowercase().as_str() {
-        "add" | "create" => "add",
-        "modify" | "update" => "modify",
-        "delete" | "remove" => "delete",
-        "show" | "list" => "show",
-        other => return Err((format!(" Unknown command: {other}"), 1)),
+    let first = words[0].to_ascii_lowercase();
+    let Some(cmd) = COMMANDS
+        .iter()
+        .find(|(names, _)| names.contains(&first.as_str()))
+        .map(|(_, c)| *c)
+    else {
+        return Err((format!(" Unknown command: {first}"), 1));
     };
+    if readonly && cmd != "show" {
+        return Err((
+            format!("sacctmgr: error: {first}: not allowed in readonly mode (-r)"),
+            1,
+        ));
+    }
     let entity =
         entity_name(&words[1]).ok_or_else(|| (format!(" Unknown entity: {}", words[1]), 1))?;
     Ok((

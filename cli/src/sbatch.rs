@@ -27,7 +27,7 @@
 use crate::common::{self, CallError};
 use getopt::HasArg;
 use slurm_common::{hostlist, timefmt, users};
-use slurm_proto::{JobDesc, RequestBody, Response, SlurmError, SLURM_VERSION};
+use slurm_proto::{JobDesc, JobRecord, RequestBody, Response, SlurmError, SLURM_VERSION};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -253,6 +253,7 @@ enum Key {
     Quiet,
     Requeue,
     TestOnly,
+    Wait,
     Time,
     Usage,
     Verbose,
@@ -349,6 +350,7 @@ static SPECS: &[Spec] = &[
     spec("verbose", Some('v'), NA, Key::Verbose, Some("SBATCH_DEBUG")),
     spec("version", Some('V'), NA, Key::Version, None),
     spec("wrap", None, RA, Key::Wrap, None),
+    spec("wait", Some('W'), NA, Key::Wait, Some("SBATCH_WAIT")),
     // Slurm options not implemented yet. Ignoring these would change what
     // the job is given or when it runs, so they are refused.
     spec("batch", None, RA, FATAL, Some("SBATCH_BATCH")),
@@ -384,7 +386,6 @@ static SPECS: &[Spec] = &[
     spec("threads-per-core", None, RA, Key::ThreadsPerCore, Some("SBATCH_THREADS_PER_CORE")),
     spec("tres-per-task", None, RA, FATAL, Some("SBATCH_TRES_PER_TASK")),
     spec("uid", None, RA, FATAL, None),
-    spec("wait", Some('W'), NA, FATAL, Some("SBATCH_WAIT")),
     // Slurm options not implemented yet whose absence does not change the
     // allocation: accepted with a warning.
     spec("acctg-freq", None, RA, WARN, Some("SBATCH_ACCTG_FREQ")),
@@ -424,6 +425,36 @@ static SPECS: &[Spec] = &[
     spec("wait-all-nodes", None, RA, WARN, Some("SBATCH_WAIT_ALL_NODES")),
     spec("wckey", None, RA, WARN, Some("SBATCH_WCKEY")),
 ];
+
+/// The table as [`crate::compat`] reports it: refused options are not yet
+/// there, warned ones differ.
+pub(crate) fn compat_options() -> Vec<crate::compat::Known> {
+    use crate::compat::{Known, Support};
+    SPECS
+        .iter()
+        .map(|s| Known {
+            short: s.short,
+            long: Some(s.long),
+            support: match s.key {
+                Key::Unsupported { fatal: true } => {
+                    Support::NotYet("refused with an error: not implemented yet")
+                }
+                Key::Unsupported { fatal: false } => {
+                    Support::Differs("accepted with a warning; no effect yet")
+                }
+                _ => Support::Works,
+            },
+        })
+        .collect()
+}
+
+/// The `SBATCH_*` variables the table reads.
+pub(crate) fn compat_env_in() -> Vec<String> {
+    SPECS
+        .iter()
+        .filter_map(|s| s.env.map(String::from))
+        .collect()
+}
 
 fn getopt_table() -> Vec<getopt::Opt> {
     SPECS
@@ -509,6 +540,8 @@ pub struct Options {
     pub qos: Option<String>,
     pub requeue: Option<bool>,
     pub test_only: Option<bool>,
+    /// `-W`: wait for the job to end and exit with its code.
+    pub wait: Option<bool>,
     /// Minutes; `Some(None)` = UNLIMITED.
     pub time: Option<Option<u32>>,
 }
@@ -572,7 +605,8 @@ impl Options {
             qos,
             requeue,
             test_only,
-            time
+            time,
+            wait
         );
     }
 }
@@ -909,6 +943,7 @@ fn apply(
         Key::Qos => opts.qos = s(),
         Key::Requeue => opts.requeue = Some(true),
         Key::TestOnly => opts.test_only = Some(true),
+        Key::Wait => opts.wait = Some(true),
         Key::Switches => {
             let sw = parse_switches(v)
                 .ok_or_else(|| Fail::error("Invalid --switches specification", EXIT_BAD_OPTION))?;
@@ -1623,6 +1658,8 @@ fn base_name(p: &str) -> String {
 pub struct Submission {
     pub desc: JobDesc,
     pub test_only: bool,
+    /// `--wait`: wait for the job to end.
+    pub wait: bool,
     pub parsable: bool,
     pub quiet: bool,
     pub verbose: u32,
@@ -1860,6 +1897,7 @@ pub fn prepare(
     Prepared::Submit(Box::new(Submission {
         desc,
         test_only: merged.test_only.unwrap_or(false),
+        wait: merged.wait.unwrap_or(false),
         parsable: merged.parsable.unwrap_or(false),
         quiet: quiet > 0,
         verbose,
@@ -2048,9 +2086,75 @@ pub fn main() -> i32 {
     };
     let client = common::client(&conf);
     let result = common::call(&client, sub.request());
+    let job_id = match &result {
+        Ok(Response::Submitted { job_id }) => Some(*job_id),
+        _ => None,
+    };
     let code = report(&sub, result, &mut term);
     let _ = term.out.flush();
-    code
+    match job_id {
+        Some(id) if sub.wait && !sub.test_only => wait_for(&client, id, &mut term),
+        _ => code,
+    }
+}
+
+/// `sbatch --wait`: polls the controller until the job (every task of an
+/// array) has ended; the exit code is the job's (the highest of an array's
+/// tasks), 1 for one killed by a signal, as Slurm's sbatch.
+fn wait_for(client: &slurm_common::net::Client, job_id: u32, term: &mut Term) -> i32 {
+    let filter = slurm_proto::JobFilter {
+        job_ids: vec![job_id],
+        states: Some(vec![]),
+        ..Default::default()
+    };
+    let mut pause = std::time::Duration::from_millis(200);
+    loop {
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_secs(2));
+        match common::call(client, RequestBody::GetJobsBrief(Some(filter.clone()))) {
+            Ok(Response::Jobs { jobs, .. }) => {
+                let jobs: Vec<&JobRecord> = jobs.iter().filter(|j| filter.matches(j)).collect();
+                if jobs.is_empty() {
+                    term.err(&format!(
+                        "sbatch: error: Job {job_id} is no longer known to the controller\n"
+                    ));
+                    return 1;
+                }
+                if jobs.iter().all(|j| j.state.is_finished() && !j.completing) {
+                    return wait_exit_code(&jobs);
+                }
+            }
+            Ok(Response::Error(e)) => {
+                term.err(&format!("sbatch: error: {}\n", e.error.message()));
+                return 1;
+            }
+            Ok(_) => {}
+            // The controller may be restarting or failing over: keep asking.
+            Err(_) => {}
+        }
+    }
+}
+
+/// The exit code `sbatch --wait` ends with for these ended jobs: the
+/// script's exit code, 1 when a signal ended it; a job that did not
+/// complete (cancelled, timed out, lost with its node) never gives 0.
+pub fn wait_exit_code(jobs: &[&JobRecord]) -> i32 {
+    jobs.iter()
+        .map(|j| {
+            let status = j.exit_status;
+            let code = if status & 0x7f != 0 {
+                1
+            } else {
+                (status >> 8) & 0xff
+            };
+            if code == 0 && j.state != slurm_proto::JobState::Completed {
+                1
+            } else {
+                code
+            }
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -361,7 +361,39 @@ fn id_of(k: K) -> usize {
     KEYS.iter().position(|x| *x == k).unwrap_or(0)
 }
 
-fn table() -> Vec<Opt> {
+/// Options of [`table`] that differ from Slurm's (for [`crate::compat`]).
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
+    (
+        "clusters",
+        crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
+    ),
+    (
+        "cluster",
+        crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
+    ),
+    (
+        "hurry",
+        crate::compat::Support::Differs("no burst buffers: nothing to skip"),
+    ),
+    (
+        "ctld",
+        crate::compat::Support::Differs("every signal already goes through the controller"),
+    ),
+    (
+        "full",
+        crate::compat::Support::Differs("accepted without effect"),
+    ),
+    (
+        "sibling",
+        crate::compat::Support::NotYet("no federations; refused"),
+    ),
+    (
+        "wckey",
+        crate::compat::Support::NotYet("no WCKeys yet; refused"),
+    ),
+];
+
+pub(crate) fn table() -> Vec<Opt> {
     use HasArg::{No, Required};
     let o = |long: &'static str, short: Option<char>, has_arg: HasArg, k: K| Opt {
         long: Some(long),
@@ -416,11 +448,27 @@ pub fn parse(
     my_uid: u32,
     warnings: &mut Vec<String>,
 ) -> Result<CancelOpts, Exit> {
+    parse_with(
+        argv,
+        &|k| env.iter().find(|(ek, _)| ek == k).map(|(_, v)| v.clone()),
+        my_uid,
+        warnings,
+    )
+}
+
+/// [`parse`] with the environment as a lookup (so [`crate::compat`] can
+/// see which variables are read).
+pub(crate) fn parse_with(
+    argv: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+    my_uid: u32,
+    warnings: &mut Vec<String>,
+) -> Result<CancelOpts, Exit> {
     let mut o = CancelOpts::default();
-    let get = |k: &str| env.iter().find(|(ek, _)| ek == k).map(|(_, v)| v.as_str());
+    let get = |k: &str| env(k);
     let flag = |var: &str, dst: &mut bool, warnings: &mut Vec<String>| {
         if let Some(v) = get(var) {
-            match is_true(v) {
+            match is_true(&v) {
                 Some(b) => *dst = b,
                 None => warnings.push(format!("Unrecognized {var} value: {v}")),
             }
@@ -444,7 +492,7 @@ pub fn parse(
         o.qos = Some(v.to_ascii_lowercase());
     }
     if let Some(v) = get("SCANCEL_STATE") {
-        o.states = parse_states(v, true)?;
+        o.states = parse_states(&v, true)?;
     }
     if let Some(v) = get("SCANCEL_USER") {
         o.user_name = Some(v.to_string());

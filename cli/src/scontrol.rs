@@ -677,6 +677,21 @@ fn pick<'a>(word: &str, names: &[&'a str], min: usize) -> Option<&'a str> {
     }
 }
 
+/// What `scontrol show` shows.
+const SHOW_ENTITIES: &[&str] = &[
+    "jobs",
+    "steps",
+    "reservations",
+    "licenses",
+    "topology",
+    "nodes",
+    "partitions",
+    "config",
+    "hostnames",
+    "hostlist",
+    "hostlistsorted",
+];
+
 const COMMANDS: &[&str] = &[
     "show",
     "update",
@@ -819,20 +834,7 @@ fn cmd_show(
         oneliner: g.oneliner,
     };
     let id = args.get(1).map(String::as_str);
-    let entities = [
-        "jobs",
-        "steps",
-        "reservations",
-        "licenses",
-        "topology",
-        "nodes",
-        "partitions",
-        "config",
-        "hostnames",
-        "hostlist",
-        "hostlistsorted",
-    ];
-    match pick(entity, &entities, 1) {
+    match pick(entity, SHOW_ENTITIES, 1) {
         Some("jobs") => {
             let wanted = match id {
                 None => None,
@@ -2221,6 +2223,71 @@ pub fn split_words(line: &str) -> Vec<String> {
     words
 }
 
+/// scontrol's options (the parser's table, also read by [`crate::compat`]).
+pub(crate) const OPTS: &[crate::fmt::Opt] = {
+    use crate::fmt::{Arg::*, Opt};
+    &[
+        Opt::new(Some('a'), "all", No),
+        Opt::new(None, "cluster", Required),
+        Opt::new(Some('M'), "clusters", Required),
+        Opt::new(Some('d'), "details", No),
+        Opt::new(None, "federation", No),
+        Opt::new(Some('h'), "help", No),
+        Opt::new(None, "hide", No),
+        Opt::new(None, "json", Attached),
+        Opt::new(None, "local", No),
+        Opt::new(Some('o'), "oneliner", No),
+        Opt::new(Some('Q'), "quiet", No),
+        Opt::new(None, "sibling", No),
+        Opt::new(None, "usage", No),
+        Opt::new(Some('v'), "verbose", No),
+        Opt::new(Some('V'), "version", No),
+        Opt::new(None, "yaml", Attached),
+    ]
+};
+
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
+    (
+        "clusters",
+        crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
+    ),
+    (
+        "cluster",
+        crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
+    ),
+    (
+        "federation",
+        crate::compat::Support::Differs("no federations: nothing to add"),
+    ),
+    (
+        "sibling",
+        crate::compat::Support::Differs("no federations: nothing to add"),
+    ),
+];
+
+/// The commands and `show` entities scontrol knows, for [`crate::compat`].
+pub(crate) fn compat_words() -> Vec<String> {
+    let mut w: Vec<String> = COMMANDS.iter().map(|c| format!("cmd {c}")).collect();
+    w.extend(SHOW_ENTITIES.iter().map(|e| {
+        // The man page names them in the singular.
+        let one = match *e {
+            "jobs" | "steps" | "nodes" | "partitions" | "reservations" | "licenses" => {
+                e.trim_end_matches('s')
+            }
+            other => other,
+        };
+        format!("entity show {one}")
+    }));
+    for e in ["job", "node", "partition", "reservation"] {
+        w.push(format!("entity update {e}"));
+    }
+    for e in ["node", "partition", "reservation"] {
+        w.push(format!("entity create {e}"));
+        w.push(format!("entity delete {e}"));
+    }
+    w
+}
+
 /// Parsed command line: global options (anywhere, as getopt permutes them)
 /// and the command words.
 fn parse_globals(args: &[String]) -> Result<(Globals, Vec<String>, Option<String>), String> {
@@ -2228,64 +2295,31 @@ fn parse_globals(args: &[String]) -> Result<(Globals, Vec<String>, Option<String
     let version = || Some(format!("slurm {}\n", slurm_proto::SLURM_VERSION));
     let mut g = Globals::default();
     let mut words = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        i += 1;
-        if !a.starts_with('-') || a == "-" {
-            words.push(a.clone());
-            continue;
-        }
-        match a.as_str() {
-            "--oneliner" => g.oneliner = true,
-            s if s == "--json"
-                || s.starts_with("--json=")
-                || s == "--yaml"
-                || s.starts_with("--yaml=") =>
-            {
-                let v = s.split_once('=').map(|x| x.1);
-                crate::jsonout::check_parser(v).map_err(|e| format!("scontrol: error: {e}"))?;
+    let parsed =
+        crate::fmt::getopt("scontrol", args, OPTS).map_err(|e| format!("{e}\n{try_help}"))?;
+    for p in parsed {
+        let (name, v) = match p {
+            crate::fmt::Parsed::Word(w) => {
+                words.push(w);
+                continue;
+            }
+            crate::fmt::Parsed::Opt(n, v) => (n, v),
+        };
+        match name {
+            "oneliner" => g.oneliner = true,
+            "json" | "yaml" => {
+                crate::jsonout::check_parser(v.as_deref())
+                    .map_err(|e| format!("scontrol: error: {e}"))?;
                 g.json = true;
             }
-            "--details" => g.details = true,
-            "--quiet" => g.quiet = true,
-            "--verbose" => g.verbose = true,
-            "--all" | "--hide" | "--local" | "--sibling" | "--federation" => {}
-            "--version" => return Ok((g, vec![], version())),
-            "--help" | "--usage" => return Ok((g, vec![], Some(HELP.to_string()))),
-            "--" => {
-                words.extend(args[i..].iter().cloned());
-                break;
-            }
-            s if s.starts_with("--clusters") || s.starts_with("--cluster") => {
-                if !s.contains('=') {
-                    i += 1;
-                }
-            }
-            s if s.starts_with("--") => {
-                return Err(format!("scontrol: unrecognized option '{s}'\n{try_help}"))
-            }
-            s => {
-                let chars: Vec<char> = s[1..].chars().collect();
-                for (k, c) in chars.iter().enumerate() {
-                    match c {
-                        'o' => g.oneliner = true,
-                        'd' => g.details = true,
-                        'Q' => g.quiet = true,
-                        'v' => g.verbose = true,
-                        'a' => {}
-                        'V' => return Ok((g, vec![], version())),
-                        'h' => return Ok((g, vec![], Some(HELP.to_string()))),
-                        'M' => {
-                            if k + 1 == chars.len() {
-                                i += 1;
-                            }
-                            break;
-                        }
-                        c => return Err(format!("scontrol: invalid option -- '{c}'\n{try_help}")),
-                    }
-                }
-            }
+            "details" => g.details = true,
+            "quiet" => g.quiet = true,
+            "verbose" => g.verbose = true,
+            "version" => return Ok((g, vec![], version())),
+            "help" | "usage" => return Ok((g, vec![], Some(HELP.to_string()))),
+            // -a, --hide, --local: every partition is shown to everyone who
+            // may see it; -M/--federation/--sibling: one cluster.
+            _ => {}
         }
     }
     Ok((g, words, None))

@@ -136,29 +136,62 @@ pub fn render_sorted(d: &DiagStats, sort: Sort) -> String {
     s
 }
 
+/// sdiag's options (the parser's table, also read by [`crate::compat`]).
+pub(crate) const OPTS: &[crate::fmt::Opt] = {
+    use crate::fmt::{Arg::No, Opt};
+    &[
+        Opt::new(Some('a'), "all", No),
+        Opt::new(Some('h'), "help", No),
+        Opt::new(Some('i'), "sort-by-id", No),
+        Opt::new(Some('r'), "reset", No),
+        Opt::new(Some('t'), "sort-by-time", No),
+        Opt::new(Some('T'), "sort-by-time2", No),
+        Opt::new(Some('V'), "version", No),
+        Opt::new(None, "usage", No),
+    ]
+};
+
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[(
+    "reset",
+    crate::compat::Support::NotYet("the counters cannot be reset; refused"),
+)];
+
+pub(crate) const USAGE: &str = "Usage: sdiag [-aritT]\n";
+
 pub fn main() -> i32 {
     let mut sort = Sort::Count;
-    for a in std::env::args().skip(1) {
-        match a.as_str() {
-            "-V" | "--version" => {
-                println!("slurm {}", slurm_proto::SLURM_VERSION);
-                return 0;
-            }
-            "-h" | "--help" | "--usage" => {
-                println!("Usage: sdiag [-V]");
-                return 0;
-            }
-            "-i" | "--sort-by-id" => sort = Sort::Id,
-            "-t" | "--sort-by-time" => sort = Sort::Time,
-            "-T" | "--sort-by-time2" => sort = Sort::AvgTime,
-            // Every section is always shown.
-            "-a" | "--all" => {}
-            "-r" | "--reset" => {
-                eprintln!("sdiag: error: resetting the counters is not supported");
-                return 1;
-            }
-            other => {
-                eprintln!("sdiag: unrecognized option '{other}'");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let parsed = match crate::fmt::getopt("sdiag", &args, OPTS) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            eprintln!("Try \"sdiag --help\" for more information");
+            return 1;
+        }
+    };
+    for p in parsed {
+        match p {
+            crate::fmt::Parsed::Opt(name, _) => match name {
+                "version" => {
+                    println!("slurm {}", slurm_proto::SLURM_VERSION);
+                    return 0;
+                }
+                "help" | "usage" => {
+                    print!("{USAGE}");
+                    return 0;
+                }
+                "sort-by-id" => sort = Sort::Id,
+                "sort-by-time" => sort = Sort::Time,
+                "sort-by-time2" => sort = Sort::AvgTime,
+                "reset" => {
+                    eprintln!("sdiag: error: resetting the counters is not supported");
+                    return 1;
+                }
+                // Every section is always shown.
+                _ => {}
+            },
+            crate::fmt::Parsed::Word(w) => {
+                eprintln!("sdiag: error: unexpected argument '{w}'");
                 eprintln!("Try \"sdiag --help\" for more information");
                 return 1;
             }

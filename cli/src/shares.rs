@@ -489,7 +489,7 @@ pub struct SshareArgs {
 }
 
 /// The options sprio and sshare share: `-M`, `-v`, `--json`, `--yaml`.
-const REPORT_OPTS: &[crate::fmt::Opt] = {
+pub(crate) const REPORT_OPTS: &[crate::fmt::Opt] = {
     use crate::fmt::{Arg, Opt};
     &[
         Opt {
@@ -515,7 +515,7 @@ const REPORT_OPTS: &[crate::fmt::Opt] = {
     ]
 };
 
-const SSHARE_OPTS: &[crate::fmt::Opt] = {
+pub(crate) const SSHARE_OPTS: &[crate::fmt::Opt] = {
     use crate::fmt::{Arg, Opt};
     &[
         Opt {
@@ -570,6 +570,38 @@ const SSHARE_OPTS: &[crate::fmt::Opt] = {
         },
     ]
 };
+
+/// Options of sshare's table that differ from Slurm's (for [`crate::compat`]).
+pub(crate) const SSHARE_NOTES: &[(&str, crate::compat::Support)] = &[
+    (
+        "all",
+        crate::compat::Support::Differs("every user visible to the caller is always shown"),
+    ),
+    (
+        "clusters",
+        crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
+    ),
+    (
+        "verbose",
+        crate::compat::Support::Differs("prints nothing more"),
+    ),
+];
+
+/// Options of sprio's table that differ from Slurm's (for [`crate::compat`]).
+pub(crate) const SPRIO_NOTES: &[(&str, crate::compat::Support)] = &[
+    (
+        "local",
+        crate::compat::Support::Differs("no federations: nothing to add"),
+    ),
+    (
+        "clusters",
+        crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
+    ),
+    (
+        "verbose",
+        crate::compat::Support::Differs("prints nothing more"),
+    ),
+];
 
 /// `sshare`'s command line (without `--help`, `--usage`, `-V`).
 pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
@@ -683,7 +715,7 @@ pub struct SprioArgs {
     pub sort: Option<String>,
 }
 
-const SPRIO_OPTS: &[crate::fmt::Opt] = {
+pub(crate) const SPRIO_OPTS: &[crate::fmt::Opt] = {
     use crate::fmt::{Arg, Opt};
     &[
         Opt {

@@ -698,7 +698,39 @@ pub fn format_sinfo(
     out
 }
 
-const OPTS: &[Opt] = &[
+/// Options of [`OPTS`] that differ from Slurm's (for [`crate::compat`]).
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
+    (
+        "federation",
+        crate::compat::Support::Differs("no federations: nothing to add"),
+    ),
+    (
+        "local",
+        crate::compat::Support::Differs("no federations: nothing to add"),
+    ),
+    (
+        "hide",
+        crate::compat::Support::Differs("hidden partitions are always shown"),
+    ),
+    (
+        "clusters",
+        crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
+    ),
+    (
+        "noconvert",
+        crate::compat::Support::Differs("sizes are always shown in MB"),
+    ),
+    (
+        "sort",
+        crate::compat::Support::Differs("accepted; lines keep sinfo's default order"),
+    ),
+    (
+        "verbose",
+        crate::compat::Support::Differs("prints nothing more"),
+    ),
+];
+
+pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: Some('a'),
         long: "all",

@@ -372,6 +372,10 @@ pub struct Filter {
     pub query: JobFilter,
     /// Expanded node names.
     pub nodes: Vec<String>,
+    /// `-L`: jobs asking for any of these licenses.
+    pub licenses: Vec<String>,
+    /// `-R`: jobs of this reservation.
+    pub reservation: Option<String>,
 }
 
 impl Filter {
@@ -382,6 +386,23 @@ impl Filter {
         if !self.nodes.is_empty() {
             let nodes = fmt::job_nodes(job);
             if !nodes.iter().any(|n| self.nodes.contains(n)) {
+                return false;
+            }
+        }
+        if !self.licenses.is_empty() {
+            let asked = job.desc.licenses.as_deref().unwrap_or("");
+            let names = asked
+                .split(',')
+                .map(|l| l.split([':', '=']).next().unwrap_or(""));
+            if !names
+                .into_iter()
+                .any(|n| self.licenses.iter().any(|w| w == n))
+            {
+                return false;
+            }
+        }
+        if let Some(r) = &self.reservation {
+            if job.desc.reservation.as_deref() != Some(r.as_str()) {
                 return false;
             }
         }
@@ -532,6 +553,8 @@ fn brief_is_enough(opts: &Options) -> bool {
     !opts.json
         && !opts.steps
         && !opts.only_state
+        && opts.filter.licenses.is_empty()
+        && opts.filter.reservation.is_none()
         && opts.items.iter().all(|i| match i {
             Item::Field(f) => FROM_RECORD.contains(&f.key.as_str()),
             Item::Text(_) => true,
@@ -585,7 +608,43 @@ fn parse_states(s: &str) -> Result<Vec<StateSel>, String> {
     Ok(out)
 }
 
-const OPTS: &[Opt] = &[
+/// Options of [`OPTS`] that differ from Slurm's (for [`crate::compat`]).
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
+    (
+        "all",
+        crate::compat::Support::Differs("jobs of hidden partitions are always shown"),
+    ),
+    (
+        "hide",
+        crate::compat::Support::Differs("jobs of hidden partitions are always shown"),
+    ),
+    (
+        "array",
+        crate::compat::Support::Differs("array tasks are always listed one per line"),
+    ),
+    (
+        "federation",
+        crate::compat::Support::Differs("no federations: nothing to add"),
+    ),
+    (
+        "local",
+        crate::compat::Support::Differs("no federations: nothing to add"),
+    ),
+    (
+        "clusters",
+        crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
+    ),
+    (
+        "noconvert",
+        crate::compat::Support::Differs("sizes are always shown in MB"),
+    ),
+    (
+        "priority",
+        crate::compat::Support::Differs("the sort is the same with or without it"),
+    ),
+];
+
+pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: Some('A'),
         long: "account",
@@ -893,6 +952,8 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                         cli_format = true;
                     }
                     "partition" => filter.query.partitions = fmt::split_list(&v),
+                    "licenses" => filter.licenses = fmt::split_list(&v),
+                    "reservation" => filter.reservation = Some(v),
                     "qos" => filter.query.qos = fmt::split_list(&v),
                     "sort" => sort = Some(v),
                     "start" => start = true,

@@ -92,6 +92,38 @@ fn midnight(t: i64) -> i64 {
         .unwrap_or(t - t.rem_euclid(86400))
 }
 
+/// sreport's options (the parser's table, also read by [`crate::compat`]).
+pub(crate) const OPTS: &[crate::fmt::Opt] = {
+    use crate::fmt::{Arg::*, Opt};
+    &[
+        Opt::new(Some('a'), "all_clusters", No),
+        Opt::new(Some('h'), "help", No),
+        Opt::new(Some('n'), "noheader", No),
+        Opt::new(Some('p'), "parsable", No),
+        Opt::new(Some('P'), "parsable2", No),
+        Opt::new(Some('t'), "time-format", Required),
+        Opt::new(Some('v'), "verbose", No),
+        Opt::new(None, "usage", No),
+    ]
+};
+
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[];
+
+/// The reports sreport makes: (kind, report, what [`main`] calls it).
+const REPORTS: &[(&str, &str, &str)] = &[
+    ("cluster", "Utilization", "utilization"),
+    ("cluster", "AccountUtilizationByUser", "account_by_user"),
+    ("user", "TopUsage", "topusage"),
+];
+
+/// The reports sreport makes, as `report KIND REPORT` words.
+pub(crate) fn compat_words() -> Vec<String> {
+    REPORTS
+        .iter()
+        .map(|(k, r, _)| format!("report {k} {}", r.to_ascii_lowercase()))
+        .collect()
+}
+
 pub fn parse_args(args: &[String], now: i64) -> Result<Opts, String> {
     let today = midnight(now);
     let mut o = Opts {
@@ -108,27 +140,23 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Opts, String> {
         top: 10,
     };
     let mut words = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "-n" | "--noheader" => o.header = false,
-            "-p" | "--parsable" => o.parsable = Some(true),
-            "-P" | "--parsable2" => o.parsable = Some(false),
-            "-t" => {
-                let v = it.next().ok_or("option -t needs a value")?;
-                o.units = Units::parse(v).ok_or_else(|| format!("Unknown time format {v}"))?;
+    for p in crate::fmt::getopt("sreport", args, OPTS)? {
+        let (name, v) = match p {
+            crate::fmt::Parsed::Word(w) => {
+                words.push(w);
+                continue;
             }
-            s if s.starts_with("-t") && s.len() > 2 => {
-                o.units = Units::parse(&s[2..])
-                    .ok_or_else(|| format!("Unknown time format {}", &s[2..]))?
+            crate::fmt::Parsed::Opt(n, v) => (n, v.unwrap_or_default()),
+        };
+        match name {
+            "noheader" => o.header = false,
+            "parsable" => o.parsable = Some(true),
+            "parsable2" => o.parsable = Some(false),
+            "time-format" => {
+                o.units = Units::parse(&v).ok_or_else(|| format!("Unknown time format {v}"))?
             }
-            s if s.starts_with("--time-format=") => {
-                let v = &s["--time-format=".len()..];
-                o.units = Units::parse(v).ok_or_else(|| format!("Unknown time format {v}"))?
-            }
-            "-v" | "--verbose" | "-a" | "--all_clusters" => {}
-            s if s.starts_with('-') => return Err(format!("sreport: unrecognized option '{s}'")),
-            _ => words.push(a.clone()),
+            // One cluster; -v adds nothing to what is printed.
+            _ => {}
         }
     }
     let mut report = Vec::new();
@@ -147,11 +175,11 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Opts, String> {
             None => report.push(w.to_ascii_lowercase()),
         }
     }
-    o.report = match report.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["cluster", "utilization"] => "utilization".into(),
-        ["cluster", "accountutilizationbyuser"] => "account_by_user".into(),
-        ["user", "topusage"] => "topusage".into(),
-        _ => {
+    o.report = match REPORTS.iter().find(|(kind, name, _)| {
+        report.len() == 2 && report[0] == *kind && report[1] == name.to_ascii_lowercase()
+    }) {
+        Some((_, _, id)) => id.to_string(),
+        None => {
             return Err(format!(
                 "Not valid report {}: use cluster utilization, cluster \
                  AccountUtilizationByUser or user topusage",
@@ -350,7 +378,11 @@ pub fn top_usage(r: &UsageReport, o: &Opts) -> String {
 
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "-h" || a == "--help") {
+    let asks_help = crate::fmt::getopt("sreport", &args, OPTS).is_ok_and(|p| {
+        p.iter()
+            .any(|p| matches!(p, crate::fmt::Parsed::Opt("help" | "usage", _)))
+    });
+    if asks_help {
         println!(
             "Usage: sreport [-n] [-p|-P] [-t units] cluster utilization|AccountUtilizationByUser \
              | user topusage [start=] [end=] [clusters=] [accounts=] [users=] [TopCount=]"

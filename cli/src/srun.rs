@@ -91,7 +91,23 @@ pub struct AllocOpts {
     pub help: bool,
 }
 
-const OPTS: &[Opt] = &[
+/// Options of [`OPTS`] that differ from Slurm's (for [`crate::compat`]).
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
+    (
+        "unbuffered",
+        crate::compat::Support::Differs("output is always passed on as it comes"),
+    ),
+    (
+        "overlap",
+        crate::compat::Support::Differs("steps always share the job's CPUs"),
+    ),
+    (
+        "wait",
+        crate::compat::Support::Differs("accepted; the other tasks are not killed after the wait"),
+    ),
+];
+
+pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: Some('n'),
         long: "ntasks",

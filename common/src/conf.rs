@@ -30,9 +30,12 @@ pub const CONFIG_CACHE: &str = "conf-cache";
 
 const MAX_INCLUDE_DEPTH: usize = 16;
 
+/// The variable naming slurm.conf for every command and daemon.
+pub const CONF_ENV: &str = "SLURM_CONF";
+
 /// `$SLURM_CONF`, or `/etc/slurm/slurm.conf`.
 pub fn default_conf_path() -> PathBuf {
-    match std::env::var_os("SLURM_CONF") {
+    match std::env::var_os(CONF_ENV) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => PathBuf::from(DEFAULT_CONF_PATH),
     }

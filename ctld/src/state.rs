@@ -3556,16 +3556,7 @@ impl Controller {
         let mut environment = payload.environment.clone();
         let (mut std_out, mut std_err) = (j.desc.std_out.clone(), j.desc.std_err.clone());
         if let Some(a) = &j.array {
-            environment.extend([
-                format!("SLURM_ARRAY_JOB_ID={}", a.job_id),
-                format!("SLURM_ARRAY_TASK_ID={}", a.task_id),
-                format!("SLURM_ARRAY_TASK_COUNT={}", a.task_count),
-                format!("SLURM_ARRAY_TASK_MIN={}", a.task_min),
-                format!("SLURM_ARRAY_TASK_MAX={}", a.task_max),
-            ]);
-            if let Some(st) = a.task_step {
-                environment.push(format!("SLURM_ARRAY_TASK_STEP={st}"));
-            }
+            environment.extend(array_env(a));
             // Default output names an array task by %A_%a, as Slurm does.
             let out = std_out.take().unwrap_or_else(|| "slurm-%A_%a.out".into());
             std_out = Some(expand_array_patterns(&out, a));
@@ -5233,6 +5224,22 @@ fn pod_uids(admin_comment: Option<&str>) -> Vec<String> {
             })
         })
         .unwrap_or_default()
+}
+
+/// The variables an array task's batch script gets beside the others
+/// (`SLURM_ARRAY_JOB_ID=...`).
+pub fn array_env(a: &ArrayInfo) -> Vec<String> {
+    let mut env = vec![
+        format!("SLURM_ARRAY_JOB_ID={}", a.job_id),
+        format!("SLURM_ARRAY_TASK_ID={}", a.task_id),
+        format!("SLURM_ARRAY_TASK_COUNT={}", a.task_count),
+        format!("SLURM_ARRAY_TASK_MIN={}", a.task_min),
+        format!("SLURM_ARRAY_TASK_MAX={}", a.task_max),
+    ];
+    if let Some(st) = a.task_step {
+        env.push(format!("SLURM_ARRAY_TASK_STEP={st}"));
+    }
+    env
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! The binaries must be built first (`cargo build --workspace --bins`); the
 //! project's test command does that.
 
+pub mod compat;
 pub mod fuzz;
 pub mod k8s;
 

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 mod accounting;
 #[path = "cluster/acct_cmds.rs"]
 mod acct_cmds;
+#[path = "cluster/compat.rs"]
+mod compat;
 #[path = "cluster/failover.rs"]
 mod failover;
 #[path = "cluster/faults.rs"]

@@ -61,7 +61,7 @@ impl Step {
     }
 }
 
-const TASK_PID_PREFIX: &[u8] = b"SLURM_TASK_PID=";
+pub const TASK_PID_PREFIX: &[u8] = b"SLURM_TASK_PID=";
 
 /// Everything the child needs, built before `fork`.
 pub struct ChildPlan {

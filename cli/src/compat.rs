@@ -1,0 +1,311 @@
+//! What each command accepts, read from the parsers' own tables, for the
+//! compatibility matrix (`docs/compat.md`, `scripts/compat-report`).
+//!
+//! An option in a command's table is taken as working unless the command
+//! says otherwise here ([`Support::Differs`] for options accepted with a
+//! different effect, [`Support::NotYet`] for options the table knows only to
+//! refuse them). Input environment variables are found by running the
+//! command's own environment reader with a lookup that records each name it
+//! asks for, so a variable the code stops reading leaves the matrix too.
+
+use std::cell::RefCell;
+
+/// How well an option works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    Works,
+    /// Accepted, with this difference from Slurm.
+    Differs(&'static str),
+    /// Refused (with Slurm's own error or ours), for this reason.
+    NotYet(&'static str),
+}
+
+/// One option a command's parser knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Known {
+    pub short: Option<char>,
+    pub long: Option<&'static str>,
+    pub support: Support,
+}
+
+/// Everything the matrix needs from one command.
+#[derive(Debug, Clone, Default)]
+pub struct Command {
+    pub name: &'static str,
+    pub options: Vec<Known>,
+    /// Input environment variables the command reads.
+    pub env_in: Vec<String>,
+    /// Words of a command language: scontrol's and sacctmgr's commands
+    /// (`cmd show`), their entities (`entity show job`), sreport's reports.
+    pub words: Vec<String>,
+}
+
+impl Command {
+    /// How the option named `long` (or, with none, `short`) is supported;
+    /// `None` when the parser does not know it.
+    pub fn lookup(&self, short: Option<char>, long: Option<&str>) -> Option<&Known> {
+        match long {
+            Some(l) => self.options.iter().find(|k| k.long == Some(l)),
+            None => self
+                .options
+                .iter()
+                .find(|k| k.short.is_some() && k.short == short),
+        }
+    }
+}
+
+/// Options a table accepts whose effect differs from Slurm's, or which the
+/// parser knows only to refuse: (long name, or `-x` for a short-only one).
+type Notes = &'static [(&'static str, Support)];
+
+fn from_fmt(table: &[crate::fmt::Opt], notes: Notes) -> Vec<Known> {
+    table
+        .iter()
+        .map(|o| {
+            let long = (!o.long.is_empty()).then_some(o.long);
+            Known {
+                short: o.short,
+                long,
+                support: note_for(notes, o.short, long),
+            }
+        })
+        .collect()
+}
+
+fn from_getopt(table: &[crate::sbatch::getopt::Opt], notes: Notes) -> Vec<Known> {
+    table
+        .iter()
+        .map(|o| Known {
+            short: o.short,
+            long: o.long,
+            support: note_for(notes, o.short, o.long),
+        })
+        .collect()
+}
+
+fn note_for(notes: Notes, short: Option<char>, long: Option<&str>) -> Support {
+    notes
+        .iter()
+        .find(|(name, _)| match name.strip_prefix('-') {
+            Some(s) if !s.starts_with('-') => short.map(String::from).as_deref() == Some(s),
+            _ => Some(*name) == long,
+        })
+        .map(|(_, s)| s.clone())
+        .unwrap_or(Support::Works)
+}
+
+/// Runs `read` with an environment that holds nothing and records every
+/// variable asked for.
+fn recorded(read: impl FnOnce(&dyn Fn(&str) -> Option<String>)) -> Vec<String> {
+    let seen = RefCell::new(Vec::<String>::new());
+    let lookup = |k: &str| {
+        let mut s = seen.borrow_mut();
+        if !s.iter().any(|x| x == k) {
+            s.push(k.to_string());
+        }
+        None
+    };
+    read(&lookup);
+    seen.into_inner()
+}
+
+/// Every command's table, in the order of `docs/compat.md`.
+pub fn commands() -> Vec<Command> {
+    let mut all = tables();
+    // Every command finds slurm.conf the same way.
+    for c in &mut all {
+        c.env_in.push(slurm_common::conf::CONF_ENV.to_string());
+    }
+    all
+}
+
+fn tables() -> Vec<Command> {
+    let words = |ws: &[String]| ws.to_vec();
+    vec![
+        Command {
+            name: "sbatch",
+            options: crate::sbatch::compat_options(),
+            env_in: crate::sbatch::compat_env_in(),
+            words: vec![],
+        },
+        Command {
+            name: "srun",
+            options: from_fmt(crate::srun::OPTS, crate::srun::COMPAT_NOTES),
+            env_in: recorded(|env| {
+                crate::srun::env_options(env);
+            }),
+            words: vec![],
+        },
+        Command {
+            name: "salloc",
+            options: from_fmt(crate::srun::OPTS, crate::srun::COMPAT_NOTES),
+            env_in: vec![],
+            words: vec![],
+        },
+        Command {
+            name: "squeue",
+            options: from_fmt(crate::squeue::OPTS, crate::squeue::COMPAT_NOTES),
+            env_in: recorded(|env| {
+                let _ = crate::squeue::parse_args(&[], env);
+            }),
+            words: vec![],
+        },
+        Command {
+            name: "sinfo",
+            options: from_fmt(crate::sinfo::OPTS, crate::sinfo::COMPAT_NOTES),
+            env_in: recorded(|env| {
+                let _ = crate::sinfo::parse_args(&[], env);
+            }),
+            words: vec![],
+        },
+        Command {
+            name: "scancel",
+            options: from_getopt(&crate::scancel::table(), crate::scancel::COMPAT_NOTES),
+            env_in: recorded(|env| {
+                let _ = crate::scancel::parse_with(&[], env, 0, &mut Vec::new());
+            }),
+            words: vec![],
+        },
+        Command {
+            name: "scontrol",
+            options: from_fmt(crate::scontrol::OPTS, crate::scontrol::COMPAT_NOTES),
+            env_in: vec![],
+            words: words(&crate::scontrol::compat_words()),
+        },
+        Command {
+            name: "sacct",
+            options: from_fmt(crate::sacct::OPTS, crate::sacct::COMPAT_NOTES),
+            env_in: vec![],
+            words: vec![],
+        },
+        Command {
+            name: "sacctmgr",
+            options: from_fmt(crate::sacctmgr::OPTS, crate::sacctmgr::COMPAT_NOTES),
+            env_in: vec![],
+            words: words(&crate::sacctmgr::compat_words()),
+        },
+        Command {
+            name: "sreport",
+            options: from_fmt(crate::sreport::OPTS, crate::sreport::COMPAT_NOTES),
+            env_in: vec![],
+            words: words(&crate::sreport::compat_words()),
+        },
+        Command {
+            name: "sshare",
+            options: from_fmt(
+                &[crate::shares::SSHARE_OPTS, crate::shares::REPORT_OPTS].concat(),
+                crate::shares::SSHARE_NOTES,
+            ),
+            env_in: vec![],
+            words: vec![],
+        },
+        Command {
+            name: "sprio",
+            options: from_fmt(
+                &[crate::shares::SPRIO_OPTS, crate::shares::REPORT_OPTS].concat(),
+                crate::shares::SPRIO_NOTES,
+            ),
+            env_in: vec![],
+            words: vec![],
+        },
+        Command {
+            name: "sdiag",
+            options: from_fmt(crate::sdiag::OPTS, crate::sdiag::COMPAT_NOTES),
+            env_in: vec![],
+            words: vec![],
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_name_options_the_tables_have() {
+        // A note for an option no table has would never show.
+        let all: &[(&str, Notes, Vec<Known>)] = &[
+            (
+                "srun",
+                crate::srun::COMPAT_NOTES,
+                from_fmt(crate::srun::OPTS, &[]),
+            ),
+            (
+                "squeue",
+                crate::squeue::COMPAT_NOTES,
+                from_fmt(crate::squeue::OPTS, &[]),
+            ),
+            (
+                "sinfo",
+                crate::sinfo::COMPAT_NOTES,
+                from_fmt(crate::sinfo::OPTS, &[]),
+            ),
+            (
+                "scancel",
+                crate::scancel::COMPAT_NOTES,
+                from_getopt(&crate::scancel::table(), &[]),
+            ),
+            (
+                "scontrol",
+                crate::scontrol::COMPAT_NOTES,
+                from_fmt(crate::scontrol::OPTS, &[]),
+            ),
+            (
+                "sacct",
+                crate::sacct::COMPAT_NOTES,
+                from_fmt(crate::sacct::OPTS, &[]),
+            ),
+            (
+                "sacctmgr",
+                crate::sacctmgr::COMPAT_NOTES,
+                from_fmt(crate::sacctmgr::OPTS, &[]),
+            ),
+            (
+                "sreport",
+                crate::sreport::COMPAT_NOTES,
+                from_fmt(crate::sreport::OPTS, &[]),
+            ),
+            (
+                "sdiag",
+                crate::sdiag::COMPAT_NOTES,
+                from_fmt(crate::sdiag::OPTS, &[]),
+            ),
+        ];
+        for (cmd, notes, known) in all {
+            for (name, _) in notes.iter() {
+                let hit = known.iter().any(|k| match name.strip_prefix('-') {
+                    Some(s) if !s.starts_with('-') => {
+                        k.short.map(String::from).as_deref() == Some(s)
+                    }
+                    _ => k.long == Some(*name),
+                });
+                assert!(hit, "{cmd}: note for {name}, which its table lacks");
+            }
+        }
+    }
+
+    #[test]
+    fn input_variables_are_read_from_the_code() {
+        let cmds = commands();
+        let get = |n: &str| cmds.iter().find(|c| c.name == n).unwrap();
+        assert!(get("squeue").env_in.contains(&"SQUEUE_FORMAT".to_string()));
+        assert!(get("sinfo").env_in.contains(&"SINFO_PARTITION".to_string()));
+        assert!(get("srun").env_in.contains(&"SLURM_NTASKS".to_string()));
+        assert!(get("sbatch").env_in.contains(&"SBATCH_ACCOUNT".to_string()));
+        assert!(get("scancel").env_in.contains(&"SCANCEL_USER".to_string()));
+        // sbatch's refused options are not yet, its warned ones differ.
+        let sbatch = get("sbatch");
+        assert!(matches!(
+            sbatch.lookup(None, Some("uid")).unwrap().support,
+            Support::NotYet(_)
+        ));
+        assert!(matches!(
+            sbatch.lookup(None, Some("mail-type")).unwrap().support,
+            Support::Differs(_)
+        ));
+        assert_eq!(
+            sbatch.lookup(Some('A'), Some("account")).unwrap().support,
+            Support::Works
+        );
+    }
+}
