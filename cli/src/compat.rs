@@ -26,6 +26,8 @@ pub struct Known {
     pub short: Option<char>,
     pub long: Option<&'static str>,
     pub support: Support,
+    /// Its argument may be left out.
+    pub optional: bool,
 }
 
 /// Everything the matrix needs from one command.
@@ -67,6 +69,7 @@ fn from_fmt(table: &[crate::fmt::Opt], notes: Notes) -> Vec<Known> {
                 short: o.short,
                 long,
                 support: note_for(notes, o.short, long),
+                optional: matches!(o.arg, crate::fmt::Arg::Optional | crate::fmt::Arg::Attached),
             }
         })
         .collect()
@@ -79,6 +82,7 @@ fn from_getopt(table: &[crate::sbatch::getopt::Opt], notes: Notes) -> Vec<Known>
             short: o.short,
             long: o.long,
             support: note_for(notes, o.short, o.long),
+            optional: o.has_arg == crate::sbatch::getopt::HasArg::Optional,
         })
         .collect()
 }
@@ -138,7 +142,7 @@ fn tables() -> Vec<Command> {
         },
         Command {
             name: "salloc",
-            options: from_fmt(crate::srun::OPTS, crate::srun::COMPAT_NOTES),
+            options: from_fmt(&crate::srun::table("salloc"), crate::srun::COMPAT_NOTES),
             env_in: vec![],
             words: vec![],
         },
@@ -175,7 +179,9 @@ fn tables() -> Vec<Command> {
         Command {
             name: "sacct",
             options: from_fmt(crate::sacct::OPTS, crate::sacct::COMPAT_NOTES),
-            env_in: vec![],
+            env_in: recorded(|env| {
+                let _ = crate::sacct::parse_args_env(&[], 0, env);
+            }),
             words: vec![],
         },
         Command {

@@ -721,6 +721,25 @@ pub fn getopt(prog: &str, args: &[String], opts: &[Opt]) -> Result<Vec<Parsed>, 
     Ok(out)
 }
 
+/// Input environment variables that stand for options: (variable, long
+/// option, whether it carries a value). Their words go before the command
+/// line's, whose options then win, as Slurm's do; a flag variable counts
+/// unless empty or `0`.
+pub type EnvOptions = [(&'static str, &'static str, bool)];
+
+/// The words `table`'s variables give (see [`EnvOptions`]).
+pub fn env_words(table: &EnvOptions, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut words = Vec::new();
+    for (var, opt, value) in table {
+        match env(var) {
+            Some(v) if *value && !v.is_empty() => words.push(format!("--{opt}={v}")),
+            Some(v) if !*value && !v.is_empty() && v != "0" => words.push(format!("--{opt}")),
+            _ => {}
+        }
+    }
+    words
+}
+
 /// Splits a comma-separated option value, dropping empty items.
 pub fn split_list(s: &str) -> Vec<String> {
     s.split(',')

@@ -12,10 +12,16 @@ const fn o(short: Option<char>, long: &'static str, arg: Arg) -> Opt {
 }
 
 /// Options of [`OPTS`] that differ from Slurm's (for [`crate::compat`]).
-pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[(
-    "duplicates",
-    crate::compat::Support::Differs("a requeued job has one record, so there are none to show"),
-)];
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
+    (
+        "duplicates",
+        crate::compat::Support::Differs("a requeued job has one record, so there are none to show"),
+    ),
+    (
+        "verbose",
+        crate::compat::Support::Differs("prints nothing more"),
+    ),
+];
 
 pub(crate) const OPTS: &[Opt] = &[
     o(Some('a'), "allusers", Arg::No),
@@ -39,6 +45,14 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('S'), "starttime", Arg::Required),
     o(Some('s'), "state", Arg::Required),
     o(Some('u'), "user", Arg::Required),
+    o(None, "uid", Arg::Required),
+    o(Some('g'), "gid", Arg::Required),
+    o(None, "group", Arg::Required),
+    o(None, "delimiter", Arg::Required),
+    o(Some('N'), "nodelist", Arg::Required),
+    o(Some('i'), "nnodes", Arg::Required),
+    o(Some('I'), "ncpus", Arg::Required),
+    o(Some('v'), "verbose", Arg::No),
     o(Some('V'), "version", Arg::No),
     o(Some('X'), "allocations", Arg::No),
     o(None, "json", Arg::Optional),
@@ -339,7 +353,7 @@ fn cell(v: &str, c: &Column) -> String {
     }
 }
 
-fn line(values: &[String], cols: &[Column], layout: Layout) -> String {
+fn line(values: &[String], cols: &[Column], layout: Layout, delim: &str) -> String {
     match layout {
         Layout::Columns => {
             let mut s = String::new();
@@ -349,8 +363,8 @@ fn line(values: &[String], cols: &[Column], layout: Layout) -> String {
             }
             s
         }
-        Layout::Parsable => values.iter().map(|v| format!("{v}|")).collect(),
-        Layout::Parsable2 => values.join("|"),
+        Layout::Parsable => values.iter().map(|v| format!("{v}{delim}")).collect(),
+        Layout::Parsable2 => values.join(delim),
     }
 }
 
@@ -363,10 +377,23 @@ pub fn render(
     steps: bool,
     now: i64,
 ) -> String {
+    render_with(rows, cols, layout, "|", header, steps, now)
+}
+
+/// [`render`] with `--delimiter`'s separator for `-p`/`-P`.
+pub fn render_with(
+    rows: &[JobRow],
+    cols: &[Column],
+    layout: Layout,
+    delim: &str,
+    header: bool,
+    steps: bool,
+    now: i64,
+) -> String {
     let mut out = String::new();
     if header {
         let names: Vec<String> = cols.iter().map(|c| c.name.to_string()).collect();
-        out.push_str(&line(&names, cols, layout));
+        out.push_str(&line(&names, cols, layout, delim));
         out.push('\n');
         if layout == Layout::Columns {
             for c in cols {
@@ -381,7 +408,7 @@ pub fn render(
             .iter()
             .map(|c| job_value(c.name, &r.cluster, &r.job, now))
             .collect();
-        out.push_str(&line(&v, cols, layout));
+        out.push_str(&line(&v, cols, layout, delim));
         out.push('\n');
         if steps {
             for s in &r.steps {
@@ -389,7 +416,7 @@ pub fn render(
                     .iter()
                     .map(|c| step_value(c.name, &r.cluster, &r.job, s, now))
                     .collect();
-                out.push_str(&line(&v, cols, layout));
+                out.push_str(&line(&v, cols, layout, delim));
                 out.push('\n');
             }
         }
@@ -429,11 +456,82 @@ pub struct Options {
     pub all_clusters: bool,
     pub json: bool,
     pub help: Option<String>,
+    /// `--delimiter`: the separator of `-p`/`-P`.
+    pub delimiter: Option<String>,
+    /// `-g`: groups (names or gids).
+    pub groups: Vec<String>,
+    /// `-N`: jobs that ran on any of these nodes.
+    pub nodes: Vec<String>,
+    /// `-i`: node counts (min, max).
+    pub nnodes: Option<(u32, u32)>,
+    /// `-I`: CPU counts (min, max).
+    pub ncpus: Option<(u32, u32)>,
+}
+
+/// `N` or `MIN-MAX` (`-i`, `-I`).
+fn count_range(name: &str, v: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("sacct: error: Invalid --{name} value: {v}");
+    match v.split_once('-') {
+        Some((a, b)) => {
+            let a = a.trim().parse().map_err(|_| bad())?;
+            let b = b.trim().parse().map_err(|_| bad())?;
+            if a > b {
+                return Err(bad());
+            }
+            Ok((a, b))
+        }
+        None => {
+            let n = v.trim().parse().map_err(|_| bad())?;
+            Ok((n, n))
+        }
+    }
+}
+
+impl Options {
+    /// The filters slurmdbd is not asked for, applied to its answer.
+    pub fn keeps(&self, r: &JobRow) -> bool {
+        let j = &r.job;
+        if !self.groups.is_empty()
+            && !self
+                .groups
+                .iter()
+                .any(|g| *g == j.group || g.parse::<u32>().ok() == Some(j.gid))
+        {
+            return false;
+        }
+        if !self.nodes.is_empty() {
+            let ran = slurm_common::hostlist::expand(&j.nodelist).unwrap_or_default();
+            if !ran.iter().any(|n| self.nodes.contains(n)) {
+                return false;
+            }
+        }
+        if let Some((lo, hi)) = self.nnodes {
+            if j.node_count < lo || j.node_count > hi {
+                return false;
+            }
+        }
+        if let Some((lo, hi)) = self.ncpus {
+            if j.alloc_cpus < lo || j.alloc_cpus > hi {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 pub fn parse_args(args: &[String], now: i64) -> Result<Options, String> {
+    parse_args_env(args, now, &|_| None)
+}
+
+/// [`parse_args`] with `SACCT_FORMAT` read through `env`.
+pub fn parse_args_env(
+    args: &[String],
+    now: i64,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Options, String> {
     let mut o = Options {
         header: true,
+        format: env("SACCT_FORMAT").filter(|f| !f.is_empty()),
         ..Default::default()
     };
     let mut start_given = false;
@@ -469,7 +567,8 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Options, String> {
                         .collect(),
                 );
             }
-            "help" | "usage" => o.help = Some(usage().to_string()),
+            "help" => o.help = Some(crate::help::help("sacct")),
+            "usage" => o.help = Some(crate::help::usage("sacct")),
             "version" => o.help = Some(format!("slurm {}\n", slurm_proto::SLURM_VERSION)),
             "jobs" => {
                 for w in list() {
@@ -496,7 +595,7 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Options, String> {
             "qos" => o.query.qos = list(),
             "partition" => o.query.partitions = list(),
             "state" => o.query.states = parse_states(&val)?,
-            "user" => {
+            "user" | "uid" => {
                 for u in list() {
                     match u.parse::<u32>() {
                         Ok(uid) => o.query.uids.push(uid),
@@ -505,6 +604,17 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Options, String> {
                 }
             }
             "allocations" => o.query.with_steps = false,
+            "gid" | "group" => o.groups = list(),
+            "delimiter" => o.delimiter = Some(val.clone()),
+            "nodelist" => {
+                for part in list() {
+                    let names = slurm_common::hostlist::expand(&part)
+                        .map_err(|e| format!("sacct: error: Invalid node list {part}: {e}"))?;
+                    o.nodes.extend(names);
+                }
+            }
+            "nnodes" => o.nnodes = Some(count_range("nnodes", &val)?),
+            "ncpus" => o.ncpus = Some(count_range("ncpus", &val)?),
             "json" | "yaml" => {
                 crate::jsonout::check_parser(Some(val.as_str()))
                     .map_err(|e| format!("sacct: error: {e}"))?;
@@ -535,7 +645,7 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Options, String> {
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let now = common::now();
-    let o = match parse_args(&args, now) {
+    let o = match parse_args_env(&args, now, &|k| std::env::var(k).ok()) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("{e}");
@@ -574,7 +684,7 @@ pub fn main() -> i32 {
         q.uids.push(me);
     }
     let rows = match common::dbd_call(&conf, AcctRequest::GetJobs(q)) {
-        Ok(AcctResponse::Jobs(rows)) => rows,
+        Ok(AcctResponse::Jobs(rows)) => rows.into_iter().filter(|r| o.keeps(r)).collect::<Vec<_>>(),
         Ok(AcctResponse::Error(e)) => {
             eprintln!("sacct: error: {e}");
             return 1;
@@ -602,10 +712,11 @@ pub fn main() -> i32 {
     }
     print!(
         "{}",
-        render(
+        render_with(
             &rows,
             &cols,
             o.layout.unwrap_or(Layout::Columns),
+            o.delimiter.as_deref().unwrap_or("|"),
             o.header,
             o.query.with_steps,
             now
@@ -672,6 +783,33 @@ mod tests {
                 steps: vec![],
             },
         ]
+    }
+
+    #[test]
+    fn filters_slurmdbd_is_not_asked_for_and_the_delimiter() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let env = |k: &str| (k == "SACCT_FORMAT").then(|| "JobID,State".to_string());
+        let o = parse_args_env(&args(&["-I", "2-4", "-P", "--delimiter=;"]), 0, &env).unwrap();
+        assert_eq!(o.format.as_deref(), Some("JobID,State"));
+        let kept: Vec<u32> = rows()
+            .into_iter()
+            .filter(|r| o.keeps(r))
+            .map(|r| r.job.job_id)
+            .collect();
+        assert_eq!(kept, vec![5, 6]);
+        let cols = parse_format(o.format.as_deref().unwrap()).unwrap();
+        let out = render_with(&rows()[..1], &cols, Layout::Parsable2, ";", true, false, 0);
+        assert_eq!(out, "JobID;State\n5;COMPLETED\n");
+        // -o on the command line wins over SACCT_FORMAT.
+        let o = parse_args_env(&args(&["-o", "JobName"]), 0, &env).unwrap();
+        assert_eq!(o.format.as_deref(), Some("JobName"));
+        // Nodes and groups.
+        let o = parse_args(&args(&["-N", "n[2-3]"]), 0).unwrap();
+        assert!(rows().iter().all(|r| !o.keeps(r)));
+        let o = parse_args(&args(&["-N", "n1", "--group", "0"]), 0).unwrap();
+        assert_eq!(rows().iter().filter(|r| o.keeps(r)).count(), 2);
+        assert!(parse_args(&args(&["-i", "3-1"]), 0).is_err());
+        assert!(parse_args(&args(&["-i", "x"]), 0).is_err());
     }
 
     #[test]

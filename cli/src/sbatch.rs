@@ -435,6 +435,7 @@ pub(crate) fn compat_options() -> Vec<crate::compat::Known> {
         .map(|s| Known {
             short: s.short,
             long: Some(s.long),
+            optional: s.arg == HasArg::Optional,
             support: match s.key {
                 Key::Unsupported { fatal: true } => {
                     Support::NotYet("refused with an error: not implemented yet")
@@ -1706,8 +1707,8 @@ impl Term<'_> {
 fn early_exit(parsed: &getopt::Parsed, term: &mut Term) -> Option<Prepared> {
     for (id, _) in &parsed.opts {
         match SPECS.get(*id).map(|s| s.key) {
-            Some(Key::Help) => term.out(&help_text()),
-            Some(Key::Usage) => term.out(USAGE),
+            Some(Key::Help) => term.out(&crate::help::help("sbatch")),
+            Some(Key::Usage) => term.out(&crate::help::usage("sbatch")),
             Some(Key::Version) => term.out(&format!("slurm {SLURM_VERSION}\n")),
             _ => continue,
         }
@@ -1966,73 +1967,6 @@ pub fn report(sub: &Submission, result: Result<Response, CallError>, term: &mut 
             1
         }
     }
-}
-
-const USAGE: &str = "\
-Usage: sbatch [-N nnodes] [-n ntasks] [-c ncpus] [-t minutes] [-p partition]
-              [-A account] [-q qos] [-J jobname] [-o out] [-e err] [-i in]
-              [-D dir] [-w hosts] [-x hosts] [-H] [-Q] [-v] [--mem=MB]
-              [--mem-per-cpu=MB] [--ntasks-per-node=n] [--exclusive]
-              [--export=names] [--begin=time] [--nice[=value]] [--requeue]
-              [--no-requeue] [--comment=text] [--parsable] [--test-only]
-              [--wrap=command] [script [args...]]
-";
-
-fn help_text() -> String {
-    let rows: &[(&str, &str)] = &[
-        ("-A, --account=name", "charge the job to this account"),
-        ("-b, --begin=time", "do not start the job before this time"),
-        ("-c, --cpus-per-task=n", "CPUs needed by each task"),
-        ("    --comment=text", "attach a comment to the job"),
-        ("-D, --chdir=dir", "working directory of the job"),
-        ("-e, --error=file", "file for the script's stderr"),
-        ("    --exclusive", "do not share nodes with other jobs"),
-        (
-            "    --export=ALL|NONE|names",
-            "environment to pass to the job",
-        ),
-        ("-H, --hold", "submit the job held"),
-        ("-i, --input=file", "file for the script's stdin"),
-        ("-J, --job-name=name", "name of the job"),
-        ("    --mem=size[K|M|G|T]", "memory per node (0: all of it)"),
-        ("    --mem-per-cpu=size", "memory per allocated CPU"),
-        ("-N, --nodes=min[-max]", "number of nodes"),
-        ("-n, --ntasks=n", "number of tasks"),
-        ("    --nice[=value]", "lower the job's priority"),
-        ("    --ntasks-per-node=n", "tasks on each node"),
-        ("-o, --output=file", "file for the script's stdout"),
-        ("    --parsable", "print only the job id"),
-        ("-p, --partition=name", "partition to run in"),
-        ("-q, --qos=name", "quality of service"),
-        ("-Q, --quiet", "print errors only"),
-        (
-            "    --requeue, --no-requeue",
-            "whether the job may be requeued",
-        ),
-        ("-t, --time=limit", "time limit"),
-        (
-            "    --test-only",
-            "report when the job would start, do not submit",
-        ),
-        ("-v, --verbose", "more messages"),
-        (
-            "-w, --nodelist=hosts",
-            "run on these nodes (or a file of them)",
-        ),
-        (
-            "    --wrap=command",
-            "run this command in a generated sh script",
-        ),
-        ("-x, --exclude=hosts", "do not run on these nodes"),
-        ("-h, --help", "show this help"),
-        ("    --usage", "show a short usage summary"),
-        ("-V, --version", "show the version"),
-    ];
-    let mut s = String::from("Usage: sbatch [OPTIONS...] [script [args...]]\n\n");
-    for (opt, what) in rows {
-        s.push_str(&format!("  {opt:<30} {what}\n"));
-    }
-    s
 }
 
 /// Unix scheduling priority of this process.

@@ -365,11 +365,15 @@ fn id_of(k: K) -> usize {
 pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     (
         "clusters",
-        crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
+        crate::compat::Support::NotYet("refused: no multi-cluster operation yet"),
     ),
     (
         "cluster",
-        crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
+        crate::compat::Support::NotYet("refused: no multi-cluster operation yet"),
+    ),
+    (
+        "reservation",
+        crate::compat::Support::NotYet("refused: not implemented yet"),
     ),
     (
         "hurry",
@@ -514,7 +518,7 @@ pub(crate) fn parse_with(
             K::Account => o.account = Some(v.to_ascii_lowercase()),
             K::Batch => o.batch = true,
             K::Ctld | K::Full | K::Hurry => {}
-            K::Help => return Err(Exit::out(HELP.to_string())),
+            K::Help => return Err(Exit::out(crate::help::help("scancel"))),
             K::Interactive => o.interactive = true,
             K::Name => o.name = Some(v),
             K::Me => o.user_name = Some(my_uid.to_string()),
@@ -527,7 +531,7 @@ pub(crate) fn parse_with(
                 None => return Err(Exit::raw(format!("Unknown job signal: {v}\n"))),
             },
             K::State => o.states = parse_states(&v, false)?,
-            K::Usage => return Err(Exit::out(USAGE.to_string())),
+            K::Usage => return Err(Exit::out(crate::help::usage("scancel"))),
             K::User => o.user_name = Some(v),
             K::Verbose => o.verbose += 1,
             K::Version => return Err(Exit::out(format!("slurm {SLURM_VERSION}\n"))),
@@ -1011,41 +1015,6 @@ pub fn execute(
     };
     report(o, &unsent, outcome, err)
 }
-
-const USAGE: &str = "\
-Usage: scancel [-u user] [-t state] [-n name] [-p partition] [-A account]
-               [-q qos] [-w hosts] [-s signal] [-b] [-i] [-v | -Q] [--me]
-               [job_id[_array_id][.step_id] ...]
-";
-
-const HELP: &str = "\
-Usage: scancel [OPTIONS] [job_id[_array_id][.step_id] ...]
-
-Select jobs by id and/or by these filters (all must match):
-  -A, --account=account      jobs charged to this account
-  -n, --name=name            jobs with this name (also --jobname)
-  -p, --partition=partition  jobs in this partition
-  -q, --qos=qos              jobs with this quality of service
-  -t, --state=state[,state]  jobs in these states (PENDING, RUNNING, SUSPENDED)
-  -u, --user=user            jobs of this user
-      --me                   my own jobs
-  -w, --nodelist=hosts       jobs running on any of these nodes
-
-What to do:
-  -s, --signal=signal        send this signal (name or number) instead of
-                             cancelling the jobs
-  -b, --batch                act on the batch script (accepted; the whole job
-                             is signalled here)
-  -f, --full, -H, --hurry    accepted for compatibility
-  -i, --interactive          ask before each job
-
-Output:
-  -v, --verbose              report each job acted on
-  -Q, --quiet                fewer messages
-  -V, --version              print the version
-      --help                 this help
-      --usage                a short usage line
-";
 
 /// Entry point of the `scancel` binary.
 pub fn main() -> i32 {

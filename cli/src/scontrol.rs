@@ -707,6 +707,7 @@ const COMMANDS: &[&str] = &[
     "ping",
     "takeover",
     "listpids",
+    "wait_job",
     "reconfigure",
     "token",
     "version",
@@ -771,6 +772,57 @@ fn load_jobs(ctl: &dyn Controller, out: &mut Out) -> Option<Vec<JobRecord>> {
             out.err(format!("slurm_load_jobs error: {}", e.message));
             None
         }
+    }
+}
+
+/// `scontrol wait_job JOBID`: returns once the job runs (0) or has ended
+/// (1, saying so); asks again at growing intervals while it waits.
+fn cmd_wait_job(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let Some(id) = args
+        .first()
+        .and_then(|a| a.parse::<u32>().ok())
+        .filter(|n| *n > 0)
+    else {
+        out.err(format!(
+            "slurm_job_node_ready error: {}",
+            SlurmError::InvalidJobId.message()
+        ));
+        return 1;
+    };
+    let mut pause = std::time::Duration::from_millis(100);
+    loop {
+        let filter = slurm_proto::JobFilter {
+            job_ids: vec![id],
+            states: Some(vec![]),
+            ..Default::default()
+        };
+        let jobs = match ctl.call(RequestBody::GetJobsBrief(Some(filter))) {
+            Ok(Response::Jobs { jobs, .. }) => jobs,
+            Ok(_) => {
+                out.err("slurm_job_node_ready error: Unexpected message received");
+                return 1;
+            }
+            Err(e) => {
+                out.err(format!("slurm_job_node_ready error: {}", e.message));
+                return 1;
+            }
+        };
+        let Some(j) = jobs.iter().find(|j| j.job_id == id) else {
+            out.err(format!(
+                "slurm_job_node_ready error: {}",
+                SlurmError::InvalidJobId.message()
+            ));
+            return 1;
+        };
+        if j.state.is_active() {
+            return 0;
+        }
+        if j.state.is_finished() {
+            out.err(format!("Job {id} no longer running"));
+            return 1;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_secs(2));
     }
 }
 
@@ -2149,6 +2201,7 @@ pub fn run_command(
         Some("ping") => cmd_ping(g, ctl, out),
         Some("takeover") => cmd_takeover(rest, ctl, out),
         Some("listpids") => cmd_listpids(rest, ctl, out),
+        Some("wait_job") => cmd_wait_job(rest, ctl, out),
         Some("token") => cmd_token(rest, ctl, out),
         Some("reconfigure") => match ctl.call(RequestBody::Reconfigure) {
             Ok(Response::Ok) => 0,
@@ -2271,9 +2324,7 @@ pub(crate) fn compat_words() -> Vec<String> {
     w.extend(SHOW_ENTITIES.iter().map(|e| {
         // The man page names them in the singular.
         let one = match *e {
-            "jobs" | "steps" | "nodes" | "partitions" | "reservations" | "licenses" => {
-                e.trim_end_matches('s')
-            }
+            "jobs" | "steps" | "nodes" | "partitions" | "reservations" => e.trim_end_matches('s'),
             other => other,
         };
         format!("entity show {one}")
@@ -2614,6 +2665,13 @@ mod tests {
                     jobs: reference_jobs(),
                     last_update: T_NOW,
                 }),
+                RequestBody::GetJobsBrief(f) => Ok(Response::Jobs {
+                    jobs: reference_jobs()
+                        .into_iter()
+                        .filter(|j| f.as_ref().is_none_or(|f| f.matches(j)))
+                        .collect(),
+                    last_update: T_NOW,
+                }),
                 RequestBody::GetNodes => Ok(Response::Nodes {
                     nodes: nodes(),
                     last_update: T_NOW,
@@ -2713,6 +2771,29 @@ mod tests {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let (rc, out) = run(&args, ctl, T_NOW, Tz::Utc);
         (rc, out.stdout, out.stderr)
+    }
+
+    #[test]
+    fn wait_job_returns_when_the_job_runs_or_has_ended() {
+        let f = fake();
+        let jobs = reference_jobs();
+        let running = jobs.iter().find(|j| j.state == JobState::Running).unwrap();
+        let ended = jobs.iter().find(|j| j.state.is_finished());
+        assert_eq!(sc(&f, &["wait_job", &running.job_id.to_string()]).0, 0);
+        if let Some(e) = ended {
+            let (rc, _, err) = sc(&f, &["wait_job", &e.job_id.to_string()]);
+            assert_eq!(
+                (rc, err),
+                (1, format!("Job {} no longer running\n", e.job_id))
+            );
+        }
+        let (rc, _, err) = sc(&f, &["wait_job", "4242"]);
+        assert_eq!(rc, 1);
+        assert_eq!(
+            err,
+            "slurm_job_node_ready error: Invalid job id specified\n"
+        );
+        assert_eq!(sc(&f, &["wait_job", "x"]).0, 1);
     }
 
     #[test]

@@ -156,8 +156,6 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[(
     crate::compat::Support::NotYet("the counters cannot be reset; refused"),
 )];
 
-pub(crate) const USAGE: &str = "Usage: sdiag [-aritT]\n";
-
 pub fn main() -> i32 {
     let mut sort = Sort::Count;
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -176,8 +174,12 @@ pub fn main() -> i32 {
                     println!("slurm {}", slurm_proto::SLURM_VERSION);
                     return 0;
                 }
-                "help" | "usage" => {
-                    print!("{USAGE}");
+                "help" => {
+                    print!("{}", crate::help::help("sdiag"));
+                    return 0;
+                }
+                "usage" => {
+                    print!("{}", crate::help::usage("sdiag"));
                     return 0;
                 }
                 "sort-by-id" => sort = Sort::Id,

@@ -292,15 +292,19 @@ fn same_user(want: &str, have: &str) -> bool {
 
 /// `-V`/`--version` and `--help`/`--usage`, answered before anything else:
 /// the exit code when one was asked for.
-fn version_or_help(args: &[String], usage: &str) -> Option<i32> {
+fn version_or_help(args: &[String], prog: &str) -> Option<i32> {
     for a in args {
         match a.as_str() {
             "-V" | "--version" => {
                 println!("slurm {}", slurm_proto::SLURM_VERSION);
                 return Some(0);
             }
-            "--help" | "--usage" => {
-                println!("{usage}");
+            "--help" => {
+                print!("{}", crate::help::help(prog));
+                return Some(0);
+            }
+            "--usage" => {
+                print!("{}", crate::help::usage(prog));
                 return Some(0);
             }
             _ => {}
@@ -823,8 +827,7 @@ fn usage_error(prog: &str, e: &str) {
 
 pub fn sprio_main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "Usage: sprio [-j jid[s]] [-u user_name[s]] [-p partition[s]] [-M cluster] [-o format] [-S sort] [-l] [-n] [-w] [-h]";
-    if let Some(code) = version_or_help(&args, usage) {
+    if let Some(code) = version_or_help(&args, "sprio") {
         return code;
     }
     let opts = match sprio_args(&args) {
@@ -909,8 +912,7 @@ pub fn sprio_main() -> i32 {
 
 pub fn sshare_main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "Usage: sshare [-A accounts] [-a] [-u users] [-U] [-l] [-n] [-o format] [-p|-P] [-M cluster]";
-    if let Some(code) = version_or_help(&args, usage) {
+    if let Some(code) = version_or_help(&args, "sshare") {
         return code;
     }
     let json = match format_flag(&args) {

@@ -709,10 +709,6 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
         crate::compat::Support::Differs("no federations: nothing to add"),
     ),
     (
-        "hide",
-        crate::compat::Support::Differs("hidden partitions are always shown"),
-    ),
-    (
         "clusters",
         crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
     ),
@@ -728,6 +724,15 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
         "verbose",
         crate::compat::Support::Differs("prints nothing more"),
     ),
+];
+
+/// `SINFO_*` variables that stand for options (the others are read where
+/// they apply).
+const ENV_OPTIONS: &fmt::EnvOptions = &[
+    ("SINFO_ALL", "all", false),
+    ("SINFO_FEDERATION", "federation", false),
+    ("SINFO_LOCAL", "local", false),
+    ("SINFO_SORT", "sort", true),
 ];
 
 pub(crate) const OPTS: &[Opt] = &[
@@ -928,36 +933,6 @@ const LONG_NAMES: &[(&str, &str)] = &[
     ("weight", "w"),
 ];
 
-const USAGE: &str = "Usage: sinfo [-adelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]
-             [-S fields] [-o format] [-O Format] [--federation] [--local]
-";
-
-const HELP: &str = "Usage: sinfo [OPTIONS]
-  -a, --all                  show all partitions (including hidden partitions)
-  -d, --dead                 show only non-responding nodes
-  -e, --exact                group nodes only on exact match of configuration
-  -h, --noheader             no headers on output
-  --hide                     do not show hidden or non-accessible partitions
-  -i, --iterate=seconds      specify an iteration period
-  -l, --long                 long output - displays more information
-  -n, --nodes=NODES          report on specific node(s)
-  -N, --Node                 Node-centric format
-  -o, --format=format        format specification
-  -O, --Format=format        long format specification
-  -p, --partition=PARTITION  report on specific partition
-  -r, --responding           report only responding nodes
-  -R, --list-reasons         list reason nodes are down or drained
-  -s, --summarize            report state summary only
-  -S, --sort=fields          comma separated list of fields to sort on
-  -t, --states=node_state    specify the what states of nodes to view
-  -v, --verbose              verbosity level
-  -V, --version              output version information and exit
-
-Help options:
-  --help                     show this help message
-  --usage                    display brief usage message
-";
-
 /// What the command line asks for.
 #[derive(Debug)]
 pub enum Action {
@@ -974,7 +949,9 @@ pub enum Action {
 /// `SINFO_FORMAT`, `SINFO_PARTITION`, `SINFO_SORT`.
 pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Action, String> {
     let try_help = "Try \"sinfo --help\" for more information";
-    let parsed = fmt::getopt("sinfo", args, OPTS).map_err(|e| format!("{e}\n{try_help}"))?;
+    let mut words = fmt::env_words(ENV_OPTIONS, env);
+    words.extend(args.iter().cloned());
+    let parsed = fmt::getopt("sinfo", &words, OPTS).map_err(|e| format!("{e}\n{try_help}"))?;
     let mut o = Options::default();
     let mut format: Option<String> = env("SINFO_FORMAT");
     let mut format_long: Option<String> = None;
@@ -1003,8 +980,8 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                             .map_err(|e| format!("sinfo: error: {e}"))?;
                         o.json = true;
                     }
-                    "help" => return Ok(Action::Print(HELP.to_string())),
-                    "usage" => return Ok(Action::Print(USAGE.to_string())),
+                    "help" => return Ok(Action::Print(crate::help::help("sinfo"))),
+                    "usage" => return Ok(Action::Print(crate::help::usage("sinfo"))),
                     "version" => {
                         return Ok(Action::Print(format!(
                             "slurm {}\n",

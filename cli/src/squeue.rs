@@ -644,6 +644,17 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     ),
 ];
 
+/// `SQUEUE_*` variables that stand for options (the others are read
+/// where they apply).
+const ENV_OPTIONS: &fmt::EnvOptions = &[
+    ("SQUEUE_ALL", "all", false),
+    ("SQUEUE_ARRAY", "array", false),
+    ("SQUEUE_FEDERATION", "federation", false),
+    ("SQUEUE_LICENSES", "licenses", true),
+    ("SQUEUE_LOCAL", "local", false),
+    ("SQUEUE_PRIORITY", "priority", false),
+];
+
 pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: Some('A'),
@@ -817,50 +828,6 @@ pub(crate) const OPTS: &[Opt] = &[
     },
 ];
 
-const USAGE: &str = "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]
-              [-n name] [-o format] [--only-job-state] [-p partitions]
-              [--qos qos] [--reservation reservation] [--sort fields] [--start]
-              [--step step_id] [-t states] [-u user_name] [--usage]
-              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]
-              [--expand-patterns] [--json=data_parser] [--yaml=data_parser]
-              [-ahjlrsv]
-";
-
-const HELP: &str = "Usage: squeue [OPTIONS]
-  -A, --account=account(s)        comma separated list of accounts
-                                  to view, default is all accounts
-  -a, --all                       display jobs in hidden partitions
-  -h, --noheader                  no headers on output
-      --hide                      do not display jobs in hidden partitions
-  -i, --iterate=seconds           specify an interation period
-  -j, --job=job(s)                comma separated list of jobs IDs
-                                  to view, default is all
-  -l, --long                      long report
-  -L, --licenses=(name)           filter jobs using these licenses
-      --me                        equivalent to --user=<my username>
-  -n, --name=job_name(s)          comma separated list of job names to view
-  -o, --format=format             format specification
-  -O, --Format=format             format specification
-  -p, --partition=partition(s)    comma separated list of partitions
-                                  to view, default is all partitions
-  -q, --qos=qos(s)                comma separated list of qos's
-                                  to view, default is all qos's
-  -S, --sort=fields               comma separated list of fields to sort on
-      --start                     print expected start times of pending jobs
-  -t, --states=states             comma separated list of states to view,
-                                  default is pending and running,
-                                  '--states=all' reports all states
-  -u, --user=user_name(s)         comma separated list of users to view
-  -v, --verbose                   verbosity level
-  -V, --version                   output version information and exit
-  -w, --nodelist=hostlist         list of nodes to view, default is
-                                  all nodes
-
-Help options:
-  --help                          show this help message
-  --usage                         display a brief summary of squeue options
-";
-
 /// What the command line asks for.
 #[derive(Debug)]
 pub enum Action {
@@ -878,7 +845,9 @@ pub enum Action {
 /// environment (`SQUEUE_*`). Errors are the lines to print on stderr.
 pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Action, String> {
     let try_help = "Try \"squeue --help\" for more information";
-    let parsed = fmt::getopt("squeue", args, OPTS).map_err(|e| format!("{e}\n{try_help}"))?;
+    let mut words = fmt::env_words(ENV_OPTIONS, env);
+    words.extend(args.iter().cloned());
+    let parsed = fmt::getopt("squeue", &words, OPTS).map_err(|e| format!("{e}\n{try_help}"))?;
     let mut format: Option<String> = env("SQUEUE_FORMAT");
     let mut format_long: Option<String> = env("SQUEUE_FORMAT2");
     let mut sort: Option<String> = env("SQUEUE_SORT");
@@ -902,9 +871,12 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     for p in parsed {
         match p {
             Parsed::Word(w) => {
-                return Err(format!("squeue: error: Unrecognized option: {w}\n{USAGE}")
-                    .trim_end()
-                    .to_string())
+                return Err(format!(
+                    "squeue: error: Unrecognized option: {w}\n{}",
+                    crate::help::usage("squeue")
+                )
+                .trim_end()
+                .to_string())
             }
             Parsed::Opt(name, val) => {
                 let v = val.unwrap_or_default();
@@ -916,8 +888,8 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                             .map_err(|e| format!("squeue: error: {e}"))?;
                         json = true;
                     }
-                    "help" => return Ok(Action::Print(HELP.to_string())),
-                    "usage" => return Ok(Action::Print(USAGE.to_string())),
+                    "help" => return Ok(Action::Print(crate::help::help("squeue"))),
+                    "usage" => return Ok(Action::Print(crate::help::usage("squeue"))),
                     "version" => {
                         return Ok(Action::Print(format!(
                             "slurm {}\n",
@@ -1602,6 +1574,40 @@ pub(crate) mod tests {
     /// Jobs listed brief (their requests skipped as they are decoded) show
     /// the same values under every key `FROM_RECORD` names, and sort alike,
     /// as the whole records do; the default formats ask for brief ones.
+    #[test]
+    fn licenses_and_reservation_filter_jobs() {
+        let opts = |args: &[&str], env: &dyn Fn(&str) -> Option<String>| {
+            let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            match parse_args(&a, env).unwrap() {
+                Action::Run { opts, .. } => opts,
+                Action::Print(p) => panic!("{p}"),
+            }
+        };
+        let none = |_: &str| None;
+        let mut a = job(1, "a", JobState::Pending, JobReason::Priority, 1);
+        std::sync::Arc::make_mut(&mut a.desc).licenses = Some("matlab:2,fluent".into());
+        let mut b = job(2, "b", JobState::Pending, JobReason::Priority, 1);
+        std::sync::Arc::make_mut(&mut b.desc).reservation = Some("maint".into());
+        let c = job(3, "c", JobState::Pending, JobReason::Priority, 1);
+        let ids = |o: &Options| -> Vec<u32> {
+            [&a, &b, &c]
+                .iter()
+                .filter(|j| o.filter.matches(j))
+                .map(|j| j.job_id)
+                .collect()
+        };
+        assert_eq!(ids(&opts(&["-L", "fluent"], &none)), vec![1]);
+        assert_eq!(ids(&opts(&["--licenses=abaqus"], &none)), Vec::<u32>::new());
+        assert_eq!(ids(&opts(&["-R", "maint"], &none)), vec![2]);
+        assert_eq!(ids(&opts(&[], &none)), vec![1, 2, 3]);
+        // SQUEUE_LICENSES stands for -L; the command line wins.
+        let env = |k: &str| (k == "SQUEUE_LICENSES").then(|| "matlab".to_string());
+        assert_eq!(ids(&opts(&[], &env)), vec![1]);
+        assert_eq!(ids(&opts(&["-L", "none"], &env)), Vec::<u32>::new());
+        // Such filters need each job's request, so no brief listing.
+        assert!(!brief_is_enough(&opts(&["-R", "maint"], &none)));
+    }
+
     #[test]
     fn brief_listings_show_what_whole_ones_show_for_record_fields() {
         use slurm_proto::grpc::commands::{encode_listed, listing_response_as};

@@ -89,6 +89,7 @@ pub struct AllocOpts {
     pub command: Vec<String>,
     pub version: bool,
     pub help: bool,
+    pub usage: bool,
 }
 
 /// Options of [`OPTS`] that differ from Slurm's (for [`crate::compat`]).
@@ -413,6 +414,31 @@ fn split_command(args: &[String]) -> usize {
     args.len()
 }
 
+/// Options of [`OPTS`] that act on a step's tasks: salloc starts none, so
+/// it does not know them (as Slurm's salloc).
+const SRUN_ONLY: &[&str] = &[
+    "overlap",
+    "label",
+    "kill-on-bad-exit",
+    "cpu-bind",
+    "cpu_bind",
+    "mpi",
+    "export",
+    "unbuffered",
+    "jobid",
+    "wait",
+    "output",
+    "error",
+];
+
+/// The option table of `prog` (srun's, or salloc's: without [`SRUN_ONLY`]).
+pub(crate) fn table(prog: &str) -> Vec<Opt> {
+    OPTS.iter()
+        .filter(|o| prog != "salloc" || !SRUN_ONLY.contains(&o.long))
+        .copied()
+        .collect()
+}
+
 pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
     let split = split_command(args);
     let mut o = AllocOpts::default();
@@ -421,7 +447,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
         rest.remove(0);
     }
     o.command = rest;
-    for p in getopt(prog, &args[..split], OPTS)? {
+    for p in getopt(prog, &args[..split], &table(prog))? {
         let Parsed::Opt(name, val) = p else { continue };
         let v = val.clone().unwrap_or_default();
         match name {
@@ -551,7 +577,8 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "verbose" => o.verbose += 1,
             "version" => o.version = true,
-            "help" | "usage" => o.help = true,
+            "help" => o.help = true,
+            "usage" => o.usage = true,
             "distribution" => {
                 slurm_common::cpubind::parse_distribution(&v)
                     .map_err(|e| format!("{prog}: error: {e}"))?;
@@ -1117,14 +1144,6 @@ async fn signal_all(r: &StepRun, sig: i32) {
     send_signal(&r.conf, &r.layout, sig).await;
 }
 
-fn usage(prog: &str) -> String {
-    format!(
-        "Usage: {prog} [-N nnodes] [-n ntasks] [-c ncpus] [--ntasks-per-node=n] [-w hosts] [-x hosts]\n\
-         \x20     [-J jobname] [-t minutes] [-p partition] [-A account] [--mem=MB] [--exclusive]\n\
-         \x20     [-l] [-K] [-I[secs]] [-m block|cyclic] [--jobid=id] [-D path] [--export=...] executable [args...]\n"
-    )
-}
-
 /// srun's input environment variables, as Slurm's man page lists them:
 /// (variable, long option, takes a value). The first group counts inside
 /// an allocation too; the second only outside one, since a batch job's or
@@ -1165,18 +1184,9 @@ const INPUT_ENV_OUTSIDE: &[(&str, &str, bool)] = &[
 /// variable counts unless empty or `0`.
 pub fn env_options(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
     let inside = env("SLURM_JOB_ID").is_some() || env("SLURM_JOBID").is_some();
-    let mut words = Vec::new();
-    let tables: &[&[(&str, &str, bool)]] = if inside {
-        &[INPUT_ENV]
-    } else {
-        &[INPUT_ENV, INPUT_ENV_OUTSIDE]
-    };
-    for (var, opt, value) in tables.iter().flat_map(|t| t.iter()) {
-        match env(var) {
-            Some(v) if *value && !v.is_empty() => words.push(format!("--{opt}={v}")),
-            Some(v) if !*value && !v.is_empty() && v != "0" => words.push(format!("--{opt}")),
-            _ => {}
-        }
+    let mut words = crate::fmt::env_words(INPUT_ENV, env);
+    if !inside {
+        words.extend(crate::fmt::env_words(INPUT_ENV_OUTSIDE, env));
     }
     words
 }
@@ -1196,8 +1206,13 @@ pub fn srun_main() -> i32 {
         println!("slurm {}", slurm_proto::SLURM_VERSION);
         return 0;
     }
-    if o.help {
-        print!("{}", usage("srun"));
+    if o.help || o.usage {
+        let text = if o.help {
+            crate::help::help("srun")
+        } else {
+            crate::help::usage("srun")
+        };
+        print!("{text}");
         return 0;
     }
     if o.command.is_empty() {
@@ -1393,8 +1408,13 @@ pub fn salloc_main() -> i32 {
         println!("slurm {}", slurm_proto::SLURM_VERSION);
         return 0;
     }
-    if o.help {
-        print!("{}", usage("salloc"));
+    if o.help || o.usage {
+        let text = if o.help {
+            crate::help::help("salloc")
+        } else {
+            crate::help::usage("salloc")
+        };
+        print!("{text}");
         return 0;
     }
     let conf = match common::load_conf("salloc") {

@@ -3555,8 +3555,13 @@ impl Controller {
         }
         let mut environment = payload.environment.clone();
         let (mut std_out, mut std_err) = (j.desc.std_out.clone(), j.desc.std_err.clone());
+        // Copies inherited from a job the submission was made in go first.
+        environment.retain(|kv| {
+            !kv.split_once('=')
+                .is_some_and(|(k, _)| JOB_ENV_VARS.contains(&k))
+        });
+        environment.extend(job_env(j));
         if let Some(a) = &j.array {
-            environment.extend(array_env(a));
             // Default output names an array task by %A_%a, as Slurm does.
             let out = std_out.take().unwrap_or_else(|| "slurm-%A_%a.out".into());
             std_out = Some(expand_array_patterns(&out, a));
@@ -5226,6 +5231,62 @@ fn pod_uids(admin_comment: Option<&str>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The variables a batch script gets from its job record beside those its
+/// node daemon sets (`SLURM_JOB_DEPENDENCY=...`): its place in an array, its
+/// restarts, and what it asked for that Slurm repeats to the script.
+/// Every name [`job_env`] may set.
+pub const JOB_ENV_VARS: &[&str] = &[
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_MAX",
+    "SLURM_ARRAY_TASK_STEP",
+    "SLURM_RESTART_COUNT",
+    "SLURM_JOB_DEPENDENCY",
+    "SLURM_JOB_LICENSES",
+    "SLURM_JOB_RESERVATION",
+    "SLURM_GPUS",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_CPUS_PER_GPU",
+    "SLURM_MEM_PER_GPU",
+    "SLURM_NTASKS_PER_SOCKET",
+    "SLURM_THREADS_PER_CORE",
+];
+
+pub fn job_env(j: &JobRecord) -> Vec<String> {
+    let mut env = j.array.as_ref().map(array_env).unwrap_or_default();
+    if j.restarts > 0 {
+        env.push(format!("SLURM_RESTART_COUNT={}", j.restarts));
+    }
+    let d = &j.desc;
+    let given: [(&str, Option<String>); 10] = [
+        ("SLURM_JOB_DEPENDENCY", d.dependency.clone()),
+        ("SLURM_JOB_LICENSES", d.licenses.clone()),
+        ("SLURM_JOB_RESERVATION", d.reservation.clone()),
+        ("SLURM_GPUS", d.gpus.clone()),
+        ("SLURM_GPUS_PER_NODE", d.gpus_per_node.clone()),
+        ("SLURM_GPUS_PER_TASK", d.gpus_per_task.clone()),
+        ("SLURM_CPUS_PER_GPU", d.cpus_per_gpu.map(|n| n.to_string())),
+        ("SLURM_MEM_PER_GPU", d.mem_per_gpu.map(|n| n.to_string())),
+        (
+            "SLURM_NTASKS_PER_SOCKET",
+            d.ntasks_per_socket.map(|n| n.to_string()),
+        ),
+        (
+            "SLURM_THREADS_PER_CORE",
+            d.threads_per_core.map(|n| n.to_string()),
+        ),
+    ];
+    for (k, v) in given {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            env.push(format!("{k}={v}"));
+        }
+    }
+    env
+}
+
 /// The variables an array task's batch script gets beside the others
 /// (`SLURM_ARRAY_JOB_ID=...`).
 pub fn array_env(a: &ArrayInfo) -> Vec<String> {
@@ -5245,6 +5306,45 @@ pub fn array_env(a: &ArrayInfo) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_script_gets_what_its_job_asked_for() {
+        let mut j = JobRecord {
+            restarts: 2,
+            array: Some(ArrayInfo {
+                job_id: 7,
+                task_id: 3,
+                task_count: 4,
+                task_min: 1,
+                task_max: 7,
+                task_step: Some(2),
+                max_running: None,
+            }),
+            ..Default::default()
+        };
+        let d = Arc::make_mut(&mut j.desc);
+        d.dependency = Some("afterok:5".into());
+        d.licenses = Some("matlab:2".into());
+        d.reservation = Some("maint".into());
+        d.gpus = Some("2".into());
+        d.gpus_per_node = Some("a100:1".into());
+        d.gpus_per_task = Some("1".into());
+        d.cpus_per_gpu = Some(4);
+        d.mem_per_gpu = Some(1024);
+        d.ntasks_per_socket = Some(1);
+        d.threads_per_core = Some(1);
+        let env = job_env(&j);
+        assert!(env.contains(&"SLURM_JOB_DEPENDENCY=afterok:5".to_string()));
+        assert!(env.contains(&"SLURM_RESTART_COUNT=2".to_string()));
+        assert!(env.contains(&"SLURM_ARRAY_TASK_STEP=2".to_string()));
+        assert!(env.contains(&"SLURM_GPUS_PER_NODE=a100:1".to_string()));
+        // Every name it sets is one a launch strips from an outer job's copy.
+        let names: Vec<&str> = env.iter().filter_map(|kv| kv.split('=').next()).collect();
+        assert_eq!(names.len(), JOB_ENV_VARS.len());
+        assert!(names.iter().all(|n| JOB_ENV_VARS.contains(n)));
+        // A first run of a plain job: nothing.
+        assert!(job_env(&JobRecord::default()).is_empty());
+    }
 
     #[test]
     fn job_change_stamps_follow_shared_records() {

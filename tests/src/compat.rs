@@ -116,6 +116,24 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 task_step: Some(2),
                 max_running: None,
             };
+            let mut job = JobRecord {
+                restarts: 1,
+                array: Some(array),
+                ..Default::default()
+            };
+            {
+                let d = std::sync::Arc::make_mut(&mut job.desc);
+                d.dependency = Some("afterok:1".into());
+                d.licenses = Some("l".into());
+                d.reservation = Some("r".into());
+                d.gpus = Some("1".into());
+                d.gpus_per_node = Some("1".into());
+                d.gpus_per_task = Some("1".into());
+                d.cpus_per_gpu = Some(1);
+                d.mem_per_gpu = Some(1);
+                d.ntasks_per_socket = Some(1);
+                d.threads_per_core = Some(1);
+            }
             let launch = BatchLaunch {
                 job_id: 1,
                 job_name: "j".into(),
@@ -139,7 +157,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 std_in: None,
                 script: String::new(),
                 argv: vec![],
-                environment: slurmctld::state::array_env(&array),
+                environment: slurmctld::state::job_env(&job),
                 submit_host: "h".into(),
                 ctld_host: "h".into(),
                 ctld_port: 6817,

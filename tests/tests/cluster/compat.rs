@@ -70,10 +70,28 @@ fn sbatch_wait_returns_the_jobs_exit_code() {
         .filter(|j| j.array.as_ref().is_some_and(|a| a.job_id == array))
         .all(|j| j.state.is_finished()));
 
-    // Success is 0.
-    let out = t.run("sbatch", &["-W", "-Q", "--wrap", "true"]);
+    // Success is 0; the script sees what its job asked for.
+    let file = t.work.join("dep.out");
+    let dep = format!("afterany:{id}");
+    let out = t.run(
+        "sbatch",
+        &[
+            "-W",
+            "-Q",
+            "-d",
+            &dep,
+            "-o",
+            file.to_str().unwrap(),
+            "--wrap",
+            "echo dep=$SLURM_JOB_DEPENDENCY restarts=${SLURM_RESTART_COUNT-none}",
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("dep={dep} restarts=none\n")
+    );
 
     // A job cancelled while sbatch waits: sbatch ends, not with 0.
     let mut waiting = t
