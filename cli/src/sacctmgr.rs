@@ -1352,14 +1352,22 @@ pub fn parse_command(args: &[String]) -> Result<(Flags, String, String, Specs), 
         header: true,
         ..Default::default()
     };
-    // Options come before the command (its specs may start with '-').
-    let split = args
-        .iter()
-        .position(|a| !a.starts_with('-') || a == "-")
-        .unwrap_or(args.len());
+    // Options may come anywhere (as getopt permutes them); after the
+    // command, a word that is not one of them is a spec (`MaxWall=-1`...).
     let mut readonly = false;
-    let parsed = crate::fmt::getopt("sacctmgr", &args[..split], OPTS)
-        .map_err(|e| (format!("{e}\n{USAGE}"), 1))?;
+    let mut parsed = Vec::new();
+    let mut words = Vec::new();
+    for a in args {
+        if !a.starts_with('-') || a == "-" {
+            words.push(a.clone());
+            continue;
+        }
+        match crate::fmt::getopt("sacctmgr", std::slice::from_ref(a), OPTS) {
+            Ok(p) => parsed.extend(p),
+            Err(_) if !words.is_empty() => words.push(a.clone()),
+            Err(e) => return Err((format!("{e}\n{USAGE}"), 1)),
+        }
+    }
     for p in parsed {
         let crate::fmt::Parsed::Opt(name, v) = p else {
             continue;
@@ -1376,13 +1384,17 @@ pub fn parse_command(args: &[String]) -> Result<(Flags, String, String, Specs), 
                 f.json = true;
             }
             "version" => return Err((format!("slurm {}", slurm_proto::SLURM_VERSION), 0)),
-            "help" | "usage" => return Err((USAGE.trim_end().to_string(), 0)),
+            "help" => {
+                let commands = USAGE.split_once('\n').map_or("", |x| x.1);
+                let text = format!("{}\n{}", crate::help::help("sacctmgr"), commands);
+                return Err((text.trim_end().to_string(), 0));
+            }
+            "usage" => return Err((crate::help::usage("sacctmgr").trim_end().to_string(), 0)),
             "readonly" => readonly = true,
             // Nothing more to say than what every command prints.
             _ => {}
         }
     }
-    let words = args[split..].to_vec();
     if words
         .first()
         .is_some_and(|w| w.eq_ignore_ascii_case("help"))
@@ -1564,6 +1576,34 @@ pub fn main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_anywhere_specs_may_start_with_a_dash_and_readonly_reads_only() {
+        let cmd =
+            |s: &str| parse_command(&s.split_whitespace().map(str::to_string).collect::<Vec<_>>());
+        let (f, c, e, _) = cmd("show account --json").unwrap();
+        assert!(f.json);
+        assert_eq!((c.as_str(), e.as_str()), ("show", "account"));
+        let (f, ..) = cmd("--parsable2 -n list users").unwrap();
+        assert_eq!((f.parsable, f.header), (Some(false), false));
+        // Abbreviations, as getopt takes them.
+        assert!(cmd("--imm add account a").unwrap().0.immediate);
+        // After the command, an unknown dash word is a spec.
+        let (.., specs) = cmd("modify qos normal set -weird=1").unwrap();
+        assert!(format!("{specs:?}").contains("-weird"), "{specs:?}");
+        // Before it, an error.
+        let (msg, code) = cmd("--bogus show qos").unwrap_err();
+        assert_eq!(code, 1);
+        assert!(
+            msg.starts_with("sacctmgr: unrecognized option '--bogus'"),
+            "{msg}"
+        );
+        // -r: reading only.
+        assert!(cmd("-r show qos").is_ok());
+        let (msg, code) = cmd("-r add account a").unwrap_err();
+        assert_eq!(code, 1);
+        assert!(msg.contains("readonly"), "{msg}");
+    }
 
     fn specs(s: &str) -> Specs {
         parse_specs(&s.split_whitespace().map(str::to_string).collect::<Vec<_>>())

@@ -1138,6 +1138,50 @@ pub fn script_directives(script: &str, file: &str) -> Result<(Vec<String>, bool)
     Ok((words, legacy))
 }
 
+/// `sbatch -v`: the options given, with the value each ends up with (the
+/// command line over the environment over `#SBATCH` lines), in the
+/// table's order, as Slurm's sbatch lists them.
+pub fn defined_options(
+    script: &[(usize, Option<String>)],
+    env: &[(String, String)],
+    cli: &[(usize, Option<String>)],
+    verbose: u32,
+) -> String {
+    let mut value: Vec<Option<String>> = vec![None; SPECS.len()];
+    let mut set = |id: usize, v: Option<&str>| {
+        if let Some(slot) = value.get_mut(id) {
+            *slot = Some(v.map(str::to_string).unwrap_or_else(|| "set".into()));
+        }
+    };
+    for (id, v) in script {
+        set(*id, v.as_deref());
+    }
+    for (id, spec) in SPECS.iter().enumerate() {
+        if let Some(v) = spec.env.and_then(|var| env_get(env, var)) {
+            set(id, (spec.arg != HasArg::No).then_some(v));
+        }
+    }
+    for (id, v) in cli {
+        set(*id, v.as_deref());
+    }
+    let rule = "sbatch: -------------------- --------------------\n";
+    let mut out = String::from("sbatch: defined options\n");
+    out.push_str(rule);
+    for (id, spec) in SPECS.iter().enumerate() {
+        let shown = if spec.key == Key::Verbose {
+            Some(verbose.to_string())
+        } else {
+            value[id].clone()
+        };
+        if let Some(v) = shown {
+            out.push_str(&format!("sbatch: {:<20}: {v}\n", spec.long));
+        }
+    }
+    out.push_str(rule);
+    out.push_str("sbatch: end of defined options\n");
+    out
+}
+
 /// Options from `#SBATCH` lines.
 fn script_options(
     script: &str,
@@ -1873,6 +1917,14 @@ pub fn prepare(
             pbs.overlay(&merged);
             merged = pbs;
         }
+    }
+    if verbose > 0 && quiet == 0 {
+        let script_opts = script_directives(&script.text, &file)
+            .ok()
+            .and_then(|(w, _)| getopt::parse("sbatch", &w, &getopt_table(), false).ok())
+            .map(|p| p.opts)
+            .unwrap_or_default();
+        term.err(&defined_options(&script_opts, env, &parsed.opts, verbose));
     }
     if quiet > 0 && verbose > 0 {
         return term.fail(Fail::error(
@@ -2936,6 +2988,40 @@ mod tests {
             r.err,
             "sbatch: error: don't specify both --verbose (-v) and --quiet (-Q)\n"
         );
+    }
+
+    #[test]
+    fn verbose_lists_the_options_defined_and_where_they_end() {
+        let script = "#!/bin/sh\n#SBATCH -J fromscript\n#SBATCH --time=10\n#SBATCH -H\ntrue\n";
+        let r = run(
+            &["-v", "-v", "--time=20", "-p", "debug"],
+            &[("SBATCH_ACCOUNT", "acct")],
+            script,
+        );
+        assert!(r.prepared.is_some(), "{}", r.err);
+        let listing: Vec<&str> = r
+            .err
+            .lines()
+            .skip_while(|l| *l != "sbatch: defined options")
+            .take_while(|l| *l != "sbatch: end of defined options")
+            .collect();
+        assert_eq!(
+            listing,
+            [
+                "sbatch: defined options",
+                "sbatch: -------------------- --------------------",
+                "sbatch: account             : acct",
+                "sbatch: hold                : set",
+                "sbatch: job-name            : fromscript",
+                "sbatch: partition           : debug",
+                "sbatch: time                : 20",
+                "sbatch: verbose             : 2",
+                "sbatch: -------------------- --------------------",
+            ]
+        );
+        // Without -v, nothing of it.
+        let r = run(&["--time=20"], &[], script);
+        assert!(!r.err.contains("defined options"), "{}", r.err);
     }
 
     fn report_of(sub: &Submission, res: Result<Response, CallError>) -> (i32, String, String) {
