@@ -64,6 +64,10 @@ pub struct AllocOpts {
     /// `-I`/`--immediate[=secs]`: give up when the allocation has not
     /// started within that many seconds (1 without a value).
     pub immediate: Option<u32>,
+    /// `-O`: allocate as if one task per node, run more tasks than CPUs.
+    pub overcommit: bool,
+    /// `-d`: the allocation waits for these jobs.
+    pub dependency: Option<String>,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
     /// `--constraint` (node features).
@@ -313,6 +317,16 @@ pub(crate) const OPTS: &[Opt] = &[
         short: Some('I'),
         long: "immediate",
         arg: Arg::Optional,
+    },
+    Opt {
+        short: Some('O'),
+        long: "overcommit",
+        arg: Arg::No,
+    },
+    Opt {
+        short: Some('d'),
+        long: "dependency",
+        arg: Arg::Required,
     },
     Opt {
         short: Some('v'),
@@ -577,6 +591,8 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "verbose" => o.verbose += 1,
             "version" => o.version = true,
+            "overcommit" => o.overcommit = true,
+            "dependency" => o.dependency = Some(v),
             "help" => o.help = true,
             "usage" => o.usage = true,
             "distribution" => {
@@ -656,9 +672,21 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
             Some(o.nodelist.len() as u32)
         }),
         max_nodes: o.nodes.and_then(|n| n.1),
-        ntasks: o.ntasks,
+        // Overcommitted, the allocation is one task per node; the step
+        // then runs every task on it.
+        ntasks: if o.overcommit {
+            o.ntasks
+                .map(|_| o.nodes.map_or(1, |n| n.0).max(o.nodelist.len() as u32))
+        } else {
+            o.ntasks
+        },
         cpus_per_task: o.cpus_per_task,
-        ntasks_per_node: o.ntasks_per_node,
+        ntasks_per_node: if o.overcommit {
+            None
+        } else {
+            o.ntasks_per_node
+        },
+        dependency: o.dependency.clone(),
         mem_per_node: o.mem,
         mem_per_cpu: o.mem_per_cpu,
         req_nodes: o.nodelist.clone(),
@@ -1160,6 +1188,13 @@ const INPUT_ENV: &[(&str, &str, bool)] = &[
     ("SLURM_WORKING_DIR", "chdir", true),
     ("SLURM_TIMELIMIT", "time", true),
     ("SLURM_MPI_TYPE", "mpi", true),
+    ("SLURM_OVERCOMMIT", "overcommit", false),
+];
+/// Inside an overcommitted allocation the job holds fewer tasks than it
+/// asked for, so the task count it was given still counts.
+const INPUT_ENV_OVERCOMMITTED: &[(&str, &str, bool)] = &[
+    ("SLURM_NPROCS", "ntasks", true),
+    ("SLURM_NTASKS", "ntasks", true),
 ];
 const INPUT_ENV_OUTSIDE: &[(&str, &str, bool)] = &[
     ("SLURM_ACCOUNT", "account", true),
@@ -1187,6 +1222,8 @@ pub fn env_options(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
     let mut words = crate::fmt::env_words(INPUT_ENV, env);
     if !inside {
         words.extend(crate::fmt::env_words(INPUT_ENV_OUTSIDE, env));
+    } else if env("SLURM_OVERCOMMIT").is_some_and(|v| !v.is_empty() && v != "0") {
+        words.extend(crate::fmt::env_words(INPUT_ENV_OVERCOMMITTED, env));
     }
     words
 }
@@ -1382,8 +1419,17 @@ pub fn alloc_env(j: &JobRecord, conf: &SlurmConf, o: &AllocOpts) -> Vec<(String,
         ("SLURM_SUBMIT_HOST".into(), slurm_common::users::hostname()),
     ];
     if o.ntasks.is_some() || o.ntasks_per_node.is_some() {
-        env.push(("SLURM_NTASKS".into(), j.num_tasks.to_string()));
-        env.push(("SLURM_NPROCS".into(), j.num_tasks.to_string()));
+        // Overcommitted, the job holds fewer tasks than asked for; its
+        // steps run as many as asked.
+        let n = match o.ntasks {
+            Some(n) if o.overcommit => n,
+            _ => j.num_tasks,
+        };
+        env.push(("SLURM_NTASKS".into(), n.to_string()));
+        env.push(("SLURM_NPROCS".into(), n.to_string()));
+    }
+    if o.overcommit {
+        env.push(("SLURM_OVERCOMMIT".into(), "1".into()));
     }
     if let Some(c) = o.cpus_per_task {
         env.push(("SLURM_CPUS_PER_TASK".into(), c.to_string()));
