@@ -68,6 +68,13 @@ pub struct AllocOpts {
     pub overcommit: bool,
     /// `-d`: the allocation waits for these jobs.
     pub dependency: Option<String>,
+    /// `--reservation`, `--comment`, `-b/--begin`, `--nice`, `-H/--hold`:
+    /// as sbatch's, for the allocation srun or salloc makes.
+    pub reservation: Option<String>,
+    pub comment: Option<String>,
+    pub begin: Option<i64>,
+    pub nice: Option<i32>,
+    pub hold: bool,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
     /// `--constraint` (node features).
@@ -89,6 +96,9 @@ pub struct AllocOpts {
     pub export: Option<String>,
     /// `-o`/`-e`: file patterns for the tasks' stdout and stderr.
     pub output: Option<String>,
+    /// `-i`: where task 0's stdin comes from (`none`, `all`, `0`, a file
+    /// pattern); srun's own stdin by default.
+    pub input: Option<String>,
     pub error: Option<String>,
     pub command: Vec<String>,
     pub version: bool,
@@ -104,6 +114,10 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     ),
     (
         "overlap",
+        crate::compat::Support::Differs("steps always share the job's CPUs"),
+    ),
+    (
+        "exact",
         crate::compat::Support::Differs("steps always share the job's CPUs"),
     ),
     (
@@ -324,6 +338,41 @@ pub(crate) const OPTS: &[Opt] = &[
         arg: Arg::No,
     },
     Opt {
+        short: Some('i'),
+        long: "input",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "reservation",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "comment",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: Some('b'),
+        long: "begin",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "nice",
+        arg: Arg::Optional,
+    },
+    Opt {
+        short: Some('H'),
+        long: "hold",
+        arg: Arg::No,
+    },
+    Opt {
+        short: None,
+        long: "exact",
+        arg: Arg::No,
+    },
+    Opt {
         short: Some('d'),
         long: "dependency",
         arg: Arg::Required,
@@ -443,6 +492,8 @@ const SRUN_ONLY: &[&str] = &[
     "wait",
     "output",
     "error",
+    "input",
+    "exact",
 ];
 
 /// The option table of `prog` (srun's, or salloc's: without [`SRUN_ONLY`]).
@@ -592,6 +643,32 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "verbose" => o.verbose += 1,
             "version" => o.version = true,
             "overcommit" => o.overcommit = true,
+            "reservation" => o.reservation = Some(v),
+            "comment" => o.comment = Some(v),
+            "begin" => {
+                let t = slurm_common::timefmt::parse_timestamp(&v, crate::common::now())
+                    .map_err(|_| format!("{prog}: error: Invalid --begin specification"))?;
+                o.begin = Some(t);
+            }
+            "nice" => {
+                let n: i32 = if v.is_empty() {
+                    100
+                } else {
+                    v.trim()
+                        .parse()
+                        .map_err(|_| format!("{prog}: error: Invalid --nice value: {v}"))?
+                };
+                if n.unsigned_abs() > 2_147_483_645 {
+                    return Err(format!(
+                        "{prog}: error: Invalid --nice value, out of range (+/- 2147483645)"
+                    ));
+                }
+                o.nice = Some(n);
+            }
+            "hold" => o.hold = true,
+            // Steps share the job's CPUs here, so a step never waits for
+            // CPUs another step holds.
+            "exact" => {}
             "dependency" => o.dependency = Some(v),
             "help" => o.help = true,
             "usage" => o.usage = true,
@@ -604,6 +681,16 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "chdir" => o.chdir = Some(v),
             "export" => o.export = Some(v),
             "output" => o.output = Some(v),
+            "input" => {
+                if let Ok(n) = v.parse::<u32>() {
+                    if n != 0 {
+                        return Err(format!(
+                            "{prog}: error: --input={v}: only task 0 can be given stdin here"
+                        ));
+                    }
+                }
+                o.input = Some(v)
+            }
             "error" => o.error = Some(v),
             "mpi" if !matches!(v.as_str(), "none" | "pmi2" | "pmix" | "openmpi") => {
                 return Err(format!("{prog}: error: MPI type '{v}' is not known"));
@@ -687,6 +774,11 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
             o.ntasks_per_node
         },
         dependency: o.dependency.clone(),
+        reservation: o.reservation.clone(),
+        comment: o.comment.clone(),
+        begin_time: o.begin,
+        nice: o.nice,
+        hold: o.hold,
         mem_per_node: o.mem,
         mem_per_cpu: o.mem_per_cpu,
         req_nodes: o.nodelist.clone(),
@@ -840,6 +932,22 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
 
     // Launch on every node at once, each on its own stream.
     let task0_node = l.tasks.iter().position(|t| t.contains(&0)).unwrap_or(0) as u32;
+    // Where task 0's stdin comes from, opened before anything starts.
+    let input: Box<dyn std::io::Read + Send> = match r.opts.input.as_deref() {
+        None | Some("all") | Some("0") => Box::new(std::io::stdin()),
+        Some("none") => Box::new(std::io::empty()),
+        Some(p) => {
+            let path = expand_io_pattern(p, &r, 0, task0_node);
+            match std::fs::File::open(&path) {
+                Ok(f) => Box::new(f),
+                Err(e) => {
+                    return Err(format!(
+                        "srun: error: Could not open stdin file {path}: {e}"
+                    ))
+                }
+            }
+        }
+    };
     let mut stdin_sink = None;
     let mut launches = Vec::new();
     for (k, addr) in l.addrs.iter().enumerate() {
@@ -934,7 +1042,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         let (itx, mut irx) = tokio::sync::mpsc::channel::<Option<Vec<u8>>>(16);
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 8192];
-            let mut stdin = std::io::stdin();
+            let mut stdin = input;
             loop {
                 match std::io::Read::read(&mut stdin, &mut buf) {
                     Ok(0) | Err(_) => {

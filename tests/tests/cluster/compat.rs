@@ -165,3 +165,59 @@ fn srun_overcommits_and_waits_for_dependencies() {
     let out = t.run("srun", &["-d", "afterok:999999", "true"]);
     assert!(!out.status.success());
 }
+
+/// srun `-i`: task 0's stdin from a file, or none; the job options srun
+/// shares with sbatch reach its allocation.
+#[test]
+fn srun_takes_stdin_from_a_file_and_the_jobs_options() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    use std::io::Write;
+    use std::process::Stdio;
+    let t = TestCluster::start(1, |_| {});
+    let input = t.work.join("in.txt");
+    std::fs::write(&input, "from the file\n").unwrap();
+    let out = t.run("srun", &["-i", input.to_str().unwrap(), "cat"]);
+    assert_eq!(stdout(&out), "from the file\n", "{}", stderr(&out));
+    // -i none: the task reads nothing although srun's stdin has data.
+    let mut c = t
+        .cmd("srun")
+        .args(["--input=none", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(b"typed\n").unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), "");
+    // A file that is not there: an error before anything runs.
+    let out = t.run("srun", &["-i", "/nonexistent/in", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("srun: error: Could not open stdin file /nonexistent/in"),
+        "{}",
+        stderr(&out)
+    );
+    // Only task 0 can be given stdin.
+    let out = t.run("srun", &["-n2", "-i", "1", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    // The job's own options.
+    let out = t.run(
+        "srun",
+        &[
+            "--comment=from-srun",
+            "--nice=7",
+            "--begin=now",
+            "--exact",
+            "sh",
+            "-c",
+            "scontrol show job $SLURM_JOB_ID",
+        ],
+    );
+    let show = stdout(&out);
+    assert!(show.contains("Comment=from-srun"), "{show}{}", stderr(&out));
+    assert!(show.contains("Nice=7"), "{show}");
+    let out = t.run("srun", &["--reservation=nosuch", "true"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("reservation"), "{}", stderr(&out));
+}
