@@ -254,6 +254,8 @@ enum Key {
     Requeue,
     TestOnly,
     Wait,
+    MailType,
+    MailUser,
     Time,
     Usage,
     Verbose,
@@ -351,6 +353,8 @@ static SPECS: &[Spec] = &[
     spec("version", Some('V'), NA, Key::Version, None),
     spec("wrap", None, RA, Key::Wrap, None),
     spec("wait", Some('W'), NA, Key::Wait, Some("SBATCH_WAIT")),
+    spec("mail-type", None, RA, Key::MailType, None),
+    spec("mail-user", None, RA, Key::MailUser, None),
     // Slurm options not implemented yet. Ignoring these would change what
     // the job is given or when it runs, so they are refused.
     spec("batch", None, RA, FATAL, Some("SBATCH_BATCH")),
@@ -401,8 +405,6 @@ static SPECS: &[Spec] = &[
     spec("gres-flags", None, RA, WARN, Some("SBATCH_GRES_FLAGS")),
     spec("hint", None, RA, WARN, Some("SBATCH_HINT")),
     spec("kill-on-invalid-dep", None, RA, WARN, None),
-    spec("mail-type", None, RA, WARN, None),
-    spec("mail-user", None, RA, WARN, None),
     spec("mcs-label", None, RA, WARN, None),
     spec("mem-bind", None, RA, WARN, Some("SBATCH_MEM_BIND")),
     spec("mincpus", None, RA, WARN, None),
@@ -511,6 +513,9 @@ pub struct Options {
     pub begin: Option<i64>,
     pub chdir: Option<String>,
     pub comment: Option<String>,
+    /// `--mail-type` (checked, upper case) and `--mail-user`.
+    pub mail_type: Option<String>,
+    pub mail_user: Option<String>,
     pub cpus_per_task: Option<u32>,
     pub error: Option<String>,
     /// `-x` as given (hostlist expression or file name).
@@ -607,7 +612,9 @@ impl Options {
             requeue,
             test_only,
             time,
-            wait
+            wait,
+            mail_type,
+            mail_user
         );
     }
 }
@@ -827,6 +834,16 @@ fn apply(
         }
         Key::Chdir => opts.chdir = s(),
         Key::Comment => opts.comment = s(),
+        Key::MailType => {
+            let t =
+                slurm_common::mail::parse_types(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?;
+            // NONE after another type clears it (kept as an empty list).
+            opts.mail_type = Some(t.unwrap_or_default());
+        }
+        Key::MailUser => {
+            slurm_common::mail::check_user(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?;
+            opts.mail_user = s();
+        }
         Key::Array => {
             // Syntax only: the controller applies the cluster's MaxArraySize
             // (at most 4000001, the largest Slurm allows).
@@ -1668,6 +1685,8 @@ pub fn build_desc(
         submit_host: ctx.hostname.clone(),
         command: script.path.clone(),
         comment: o.comment.clone(),
+        mail_type: o.mail_type.clone().filter(|t| !t.is_empty()),
+        mail_user: o.mail_user.clone(),
         array: o.array.clone(),
         dependency: o.dependency.clone(),
         reservation: o.reservation.clone(),
@@ -2238,6 +2257,7 @@ mod tests {
         assert_eq!(d.time_limit, Some(Some(90)));
         assert_eq!(d.min_nodes, Some(2));
         assert_eq!(d.mem_per_node, Some(2048));
+        assert_eq!(d.mail_type.as_deref(), Some("END,FAIL"));
         // #SBATCH and the command line come first.
         let both = "#!/bin/sh\n#SBATCH -J slurm\n#PBS -N torque -l walltime=10:00\ntrue\n";
         let d = desc(&["-t", "5"], &[], both);
@@ -2946,14 +2966,28 @@ mod tests {
             r.err,
             "sbatch: error: Invalid job array specification: 1-\n"
         );
-        let r = run(&["--mail-type=END", "--wrap=x"], &[], "");
+        let r = run(&["--signal=USR1@60", "--wrap=x"], &[], "");
         assert!(r.prepared.is_some());
         assert_eq!(
             r.err,
-            "sbatch: warning: --mail-type is not supported yet and was ignored\n"
+            "sbatch: warning: --signal is not supported yet and was ignored\n"
         );
-        let r = run(&["-Q", "--mail-type=END", "--wrap=x"], &[], "");
+        let r = run(&["-Q", "--signal=USR1@60", "--wrap=x"], &[], "");
         assert_eq!(r.err, "");
+        // Mail reaches the request, checked.
+        let d = desc(
+            &["--mail-type=end,BEGIN", "--mail-user=me@x", "--wrap=x"],
+            &[],
+            "",
+        );
+        assert_eq!(d.mail_type.as_deref(), Some("BEGIN,END"));
+        assert_eq!(d.mail_user.as_deref(), Some("me@x"));
+        assert_eq!(
+            desc(&["--mail-type=NONE", "--wrap=x"], &[], "").mail_type,
+            None
+        );
+        let r = run(&["--mail-type=SOMETIMES", "--wrap=x"], &[], "");
+        assert!(r.err.contains("unknown type SOMETIMES"), "{}", r.err);
         let r = run(&["--wrap=x"], &[("SBATCH_BATCH", "x")], "");
         assert!(r.err.contains("is not supported yet"), "{}", r.err);
         // GRES options reach the request; a malformed one is refused.

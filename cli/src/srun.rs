@@ -75,6 +75,9 @@ pub struct AllocOpts {
     pub begin: Option<i64>,
     pub nice: Option<i32>,
     pub hold: bool,
+    /// `--mail-type` (checked) and `--mail-user`.
+    pub mail_type: Option<String>,
+    pub mail_user: Option<String>,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
     /// `--constraint` (node features).
@@ -373,6 +376,16 @@ pub(crate) const OPTS: &[Opt] = &[
         arg: Arg::No,
     },
     Opt {
+        short: None,
+        long: "mail-type",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "mail-user",
+        arg: Arg::Required,
+    },
+    Opt {
         short: Some('d'),
         long: "dependency",
         arg: Arg::Required,
@@ -666,6 +679,14 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 o.nice = Some(n);
             }
             "hold" => o.hold = true,
+            "mail-type" => {
+                o.mail_type = slurm_common::mail::parse_types(&v)
+                    .map_err(|e| format!("{prog}: error: {e}"))?
+            }
+            "mail-user" => {
+                slurm_common::mail::check_user(&v).map_err(|e| format!("{prog}: error: {e}"))?;
+                o.mail_user = Some(v);
+            }
             // Steps share the job's CPUs here, so a step never waits for
             // CPUs another step holds.
             "exact" => {}
@@ -779,6 +800,8 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         begin_time: o.begin,
         nice: o.nice,
         hold: o.hold,
+        mail_type: o.mail_type.clone(),
+        mail_user: o.mail_user.clone(),
         mem_per_node: o.mem,
         mem_per_cpu: o.mem_per_cpu,
         req_nodes: o.nodelist.clone(),

@@ -40,6 +40,7 @@ pub mod jobspec;
 pub mod jwt;
 pub mod licenses;
 pub mod logging;
+pub mod mail;
 pub mod net;
 pub mod private;
 pub mod stepio;

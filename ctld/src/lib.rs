@@ -29,6 +29,7 @@ pub mod gres;
 pub mod ha;
 pub mod http;
 pub mod journal;
+pub mod mail;
 pub mod metrics;
 pub mod ratelimit;
 pub mod server;

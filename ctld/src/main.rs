@@ -141,6 +141,12 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let published = Arc::new(writer::Board::new(Arc::new(
         slurmctld::state::Snapshot::default(),
     )));
+    // Mail about jobs that ask for it (`--mail-type`), from the snapshots.
+    rt.spawn(slurmctld::mail::run(
+        published.clone(),
+        conf.get("MailProg").unwrap_or("/bin/mail").to_string(),
+        conf.get("MailDomain").map(str::to_string),
+    ));
     let acct_kick = (conf.accounting_storage_type == "accounting_storage/slurmdbd")
         .then(|| Arc::new(tokio::sync::Notify::new()));
     let heard: writer::Heard = Default::default();

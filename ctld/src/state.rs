@@ -2760,6 +2760,19 @@ impl Controller {
                 "only administrators may set admin_comment",
             );
         }
+        // Mail: known events, one recipient that cannot read as an option
+        // of MailProg (REST and gRPC clients send these unchecked).
+        if let Some(t) = &job.desc.mail_type {
+            match slurm_common::mail::parse_types(t) {
+                Ok(norm) => Arc::make_mut(&mut job.desc).mail_type = norm,
+                Err(e) => return err_detail(SlurmError::InvalidRequest, e),
+            }
+        }
+        if let Some(u) = &job.desc.mail_user {
+            if let Err(e) = slurm_common::mail::check_user(u) {
+                return err_detail(SlurmError::InvalidRequest, e);
+            }
+        }
         // Licenses: known ones, never more than the cluster has.
         if let Some(l) = &job.desc.licenses {
             let want = match slurm_common::licenses::parse(l) {

@@ -338,6 +338,12 @@ pub struct JobDesc {
     /// `--ntasks-per-socket`: at most this many tasks per socket.
     #[serde(default)]
     pub ntasks_per_socket: Option<u32>,
+    /// `--mail-type`: the events mailed about (`BEGIN,END`, upper case).
+    #[serde(default)]
+    pub mail_type: Option<String>,
+    /// `--mail-user`: who gets the mail (the job's user by default).
+    #[serde(default)]
+    pub mail_user: Option<String>,
 }
 
 /// An advance reservation (`scontrol create reservation`).

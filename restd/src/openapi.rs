@@ -444,8 +444,17 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     put("last_sched_evaluation", time(j.last_sched_eval));
     put("licenses", json!(""));
     put("licenses_allocated", json!(""));
-    put("mail_type", json!([]));
-    put("mail_user", json!(j.user_name));
+    let mail_types: Vec<&str> = j
+        .desc
+        .mail_type
+        .as_deref()
+        .map(|t| t.split(',').collect())
+        .unwrap_or_default();
+    put("mail_type", json!(mail_types));
+    put(
+        "mail_user",
+        json!(j.desc.mail_user.as_deref().unwrap_or(&j.user_name)),
+    );
     put("max_cpus", num(0));
     put("max_nodes", num(j.max_nodes));
     put("mcs_label", json!(""));

@@ -294,6 +294,12 @@ pub fn job_desc(
             "array" => d.array = opt_string(val, p)?,
             "begin_time" => d.begin_time = u64_of(val, p)?.filter(|&t| t > 0).map(|t| t as i64),
             "comment" => d.comment = opt_string(val, p)?,
+            "mail_user" => d.mail_user = opt_string(val, p)?,
+            "mail_type" => {
+                // An array of flags (`["BEGIN", "END"]`); the controller checks them.
+                let types = string_list(val, p)?;
+                d.mail_type = (!types.is_empty()).then(|| types.join(","));
+            }
             "admin_comment" => d.admin_comment = opt_string(val, p)?,
             "cpus_per_task" => d.cpus_per_task = u32_of(val, p)?.filter(|&n| n > 0),
             "current_working_directory" => cwd = opt_string(val, p)?,
@@ -1057,7 +1063,8 @@ mod tests {
                 "nodes": "1-2", "tasks": 2, "cpus_per_task": 1,
                 "memory_per_node": 100, "environment": ["A=1"],
                 "current_working_directory": "/tmp", "standard_output": "o.txt",
-                "flags": ["EXTERNAL_JOB"], "mail_user": "x",
+                "flags": ["EXTERNAL_JOB"], "mail_user": "x", "mail_type": ["BEGIN", "END"],
+                "mcs_label": "m",
             }
         });
         let p = submit_request(&body, 0, "/root", "h").unwrap();
@@ -1067,6 +1074,8 @@ mod tests {
         assert_eq!(d.mem_per_node, Some(100));
         assert_eq!(d.script, "#!/bin/sh\ntrue\n");
         assert!(d.external);
+        assert_eq!(d.mail_user.as_deref(), Some("x"));
+        assert_eq!(d.mail_type.as_deref(), Some("BEGIN,END"));
         assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
         let e = submit_request(&json!({"job": {"time_limit": "x"}}), 0, "/", "h").unwrap_err();
         assert_eq!(e.path, "job/time_limit");

@@ -88,6 +88,8 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         sockets_per_node: d.sockets_per_node,
         cores_per_socket: d.cores_per_socket,
         threads_per_core: d.threads_per_core,
+        mail_type: d.mail_type.clone(),
+        mail_user: d.mail_user.clone(),
         ntasks_per_socket: d.ntasks_per_socket,
     }
 }
@@ -148,6 +150,8 @@ impl From<pb::JobDesc> for JobDesc {
             contiguous: d.contiguous,
             sockets_per_node: d.sockets_per_node,
             cores_per_socket: d.cores_per_socket,
+            mail_type: d.mail_type,
+            mail_user: d.mail_user,
             threads_per_core: d.threads_per_core,
             ntasks_per_socket: d.ntasks_per_socket,
         }
@@ -1718,6 +1722,8 @@ mod tests {
             mem_per_gpu: Some(1024),
             exclusive_topo: true,
             ntasks_per_socket: Some(2),
+            mail_type: Some("BEGIN,END".into()),
+            mail_user: Some("u@example.org".into()),
             ..Default::default()
         }
     }

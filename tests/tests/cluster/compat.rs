@@ -221,3 +221,114 @@ fn srun_takes_stdin_from_a_file_and_the_jobs_options() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("reservation"), "{}", stderr(&out));
 }
+
+/// `--mail-type`/`--mail-user`: the controller runs `MailProg -s SUBJECT
+/// USER` for each event asked for, once; a recipient that would read as an
+/// option of MailProg is refused.
+#[test]
+fn the_controller_mails_job_events_through_mailprog() {
+    use slurm_tests::{stderr, TestCluster};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("mail.log");
+    let prog = dir.path().join("mailprog");
+    std::fs::write(
+        &prog,
+        format!(
+            "#!/bin/sh\nprintf '%s|%s|%s|%s|%s\\n' \"$1\" \"$2\" \"$3\" \"$SLURM_JOB_ID\" \"$SLURM_JOB_MAIL_TYPE\" >> {}\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = format!("MailProg={}\nMailDomain=example.org\n", prog.display());
+    });
+    let id = t.sbatch(&[
+        "--mail-type=BEGIN,END",
+        "-J",
+        "mailme",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "exit 2",
+    ]);
+    let quiet = t.sbatch(&["-o", "/dev/null", "--wrap", "true"]);
+    let fail_only = t.sbatch(&[
+        "--mail-type=FAIL",
+        "--mail-user=ops@site.org",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "true",
+    ]);
+    for j in [id, quiet, fail_only] {
+        t.wait_done(j, 20);
+    }
+    let want = [
+        format!("-s|Slurm Job_id={id} Name=mailme Began, Queued time "),
+        format!("-s|Slurm Job_id={id} Name=mailme Ended, Run time "),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let lines = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(String::from).collect();
+        if lines.len() >= 2 || Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for (line, w) in lines.iter().zip(&want) {
+        assert!(line.starts_with(w.as_str()), "{line} / {w}");
+        assert!(
+            line.ends_with(&format!(
+                "|root@example.org|{id}|{}",
+                if w.contains("Began") {
+                    "Began"
+                } else {
+                    "Ended"
+                }
+            )),
+            "{line}"
+        );
+    }
+    assert!(lines[1].contains(", FAILED, ExitCode 2|"), "{}", lines[1]);
+    // Nothing more comes (once each; none for the others).
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 2);
+
+    // Misuse: a recipient MailProg would read as an option, or a second
+    // address; an unknown event. Refused, nothing submitted.
+    for bad in [
+        &["--mail-user=-fattacker", "--mail-type=END"][..],
+        &["--mail-user=a b", "--mail-type=END"][..],
+        &["--mail-type=END,EVERYTHING"][..],
+    ] {
+        let out = t
+            .cmd("sbatch")
+            .args(bad)
+            .args(["--wrap", "true"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad:?}");
+        assert!(stderr(&out).contains("invalid"), "{}", stderr(&out));
+    }
+    // The controller checks too (a client that sends it unchecked).
+    let mut desc = slurm_proto::JobDesc {
+        script: "#!/bin/sh\ntrue\n".into(),
+        mail_type: Some("END".into()),
+        mail_user: Some("-oevil".into()),
+        work_dir: "/tmp".into(),
+        ..Default::default()
+    };
+    desc.environment.push("PATH=/bin".into());
+    match t.c.call(slurm_proto::RequestBody::SubmitBatchJob(desc)) {
+        Ok(slurm_proto::Response::Error(e)) => {
+            assert_eq!(e.error, slurm_proto::SlurmError::InvalidRequest);
+            assert!(e.detail.unwrap_or_default().contains("mail-user"));
+        }
+        other => panic!("accepted: {other:?}"),
+    }
+}
