@@ -306,7 +306,7 @@ mod tests {
             Support::NotYet(_)
         ));
         assert!(matches!(
-            sbatch.lookup(None, Some("signal")).unwrap().support,
+            sbatch.lookup(None, Some("hint")).unwrap().support,
             Support::Differs(_)
         ));
         assert_eq!(

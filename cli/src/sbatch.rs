@@ -255,6 +255,7 @@ enum Key {
     TestOnly,
     Wait,
     MailType,
+    Signal,
     MailUser,
     Time,
     Usage,
@@ -354,6 +355,7 @@ static SPECS: &[Spec] = &[
     spec("wrap", None, RA, Key::Wrap, None),
     spec("wait", Some('W'), NA, Key::Wait, Some("SBATCH_WAIT")),
     spec("mail-type", None, RA, Key::MailType, None),
+    spec("signal", None, RA, Key::Signal, Some("SBATCH_SIGNAL")),
     spec("mail-user", None, RA, Key::MailUser, None),
     // Slurm options not implemented yet. Ignoring these would change what
     // the job is given or when it runs, so they are refused.
@@ -418,7 +420,6 @@ static SPECS: &[Spec] = &[
     spec("profile", None, RA, WARN, Some("SBATCH_PROFILE")),
     spec("propagate", None, OA, WARN, None),
     spec("reboot", None, NA, WARN, None),
-    spec("signal", None, RA, WARN, Some("SBATCH_SIGNAL")),
     spec("spread-job", None, NA, WARN, Some("SBATCH_SPREAD_JOB")),
     spec("time-min", None, RA, WARN, None),
     spec("tmp", None, RA, WARN, None),
@@ -516,6 +517,8 @@ pub struct Options {
     /// `--mail-type` (checked, upper case) and `--mail-user`.
     pub mail_type: Option<String>,
     pub mail_user: Option<String>,
+    /// `--signal` (checked).
+    pub signal: Option<String>,
     pub cpus_per_task: Option<u32>,
     pub error: Option<String>,
     /// `-x` as given (hostlist expression or file name).
@@ -614,7 +617,8 @@ impl Options {
             time,
             wait,
             mail_type,
-            mail_user
+            mail_user,
+            signal
         );
     }
 }
@@ -839,6 +843,10 @@ fn apply(
                 slurm_common::mail::parse_types(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?;
             // NONE after another type clears it (kept as an empty list).
             opts.mail_type = Some(t.unwrap_or_default());
+        }
+        Key::Signal => {
+            slurm_common::signal::parse_warning(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?;
+            opts.signal = s();
         }
         Key::MailUser => {
             slurm_common::mail::check_user(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?;
@@ -1687,6 +1695,7 @@ pub fn build_desc(
         comment: o.comment.clone(),
         mail_type: o.mail_type.clone().filter(|t| !t.is_empty()),
         mail_user: o.mail_user.clone(),
+        signal: o.signal.clone(),
         array: o.array.clone(),
         dependency: o.dependency.clone(),
         reservation: o.reservation.clone(),
@@ -2966,14 +2975,22 @@ mod tests {
             r.err,
             "sbatch: error: Invalid job array specification: 1-\n"
         );
-        let r = run(&["--signal=USR1@60", "--wrap=x"], &[], "");
+        let r = run(&["--hint=nomultithread", "--wrap=x"], &[], "");
         assert!(r.prepared.is_some());
         assert_eq!(
             r.err,
-            "sbatch: warning: --signal is not supported yet and was ignored\n"
+            "sbatch: warning: --hint is not supported yet and was ignored\n"
         );
-        let r = run(&["-Q", "--signal=USR1@60", "--wrap=x"], &[], "");
+        let r = run(&["-Q", "--hint=nomultithread", "--wrap=x"], &[], "");
         assert_eq!(r.err, "");
+        let d = desc(&["--signal=B:USR1@90", "--wrap=x"], &[], "");
+        assert_eq!(d.signal.as_deref(), Some("B:USR1@90"));
+        let r = run(&["--signal=USR1@soon", "--wrap=x"], &[], "");
+        assert!(
+            r.err.contains("Invalid --signal specification"),
+            "{}",
+            r.err
+        );
         // Mail reaches the request, checked.
         let d = desc(
             &["--mail-type=end,BEGIN", "--mail-user=me@x", "--wrap=x"],

@@ -152,52 +152,7 @@ pub fn parse_ids(args: &[String]) -> Result<Vec<IdArg>, String> {
     Ok(out)
 }
 
-/// A signal by name (`USR1`, `SIGUSR1`, any case) or number; `None` when
-/// unknown.
-pub fn parse_signal(s: &str) -> Option<i32> {
-    let t = s.trim();
-    if t.trim_start_matches(['+', '-'])
-        .starts_with(|c: char| c.is_ascii_digit())
-    {
-        let (n, rest) = strtol(t);
-        return (rest.trim().is_empty() && (1..=127).contains(&n)).then_some(n as i32);
-    }
-    let upper = t.to_ascii_uppercase();
-    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-    let sig = match name {
-        "HUP" => libc::SIGHUP,
-        "INT" => libc::SIGINT,
-        "QUIT" => libc::SIGQUIT,
-        "ILL" => libc::SIGILL,
-        "TRAP" => libc::SIGTRAP,
-        "ABRT" | "IOT" => libc::SIGABRT,
-        "BUS" => libc::SIGBUS,
-        "FPE" => libc::SIGFPE,
-        "KILL" => libc::SIGKILL,
-        "USR1" => libc::SIGUSR1,
-        "SEGV" => libc::SIGSEGV,
-        "USR2" => libc::SIGUSR2,
-        "PIPE" => libc::SIGPIPE,
-        "ALRM" => libc::SIGALRM,
-        "TERM" => libc::SIGTERM,
-        "CHLD" => libc::SIGCHLD,
-        "CONT" => libc::SIGCONT,
-        "STOP" => libc::SIGSTOP,
-        "TSTP" => libc::SIGTSTP,
-        "TTIN" => libc::SIGTTIN,
-        "TTOU" => libc::SIGTTOU,
-        "URG" => libc::SIGURG,
-        "XCPU" => libc::SIGXCPU,
-        "XFSZ" => libc::SIGXFSZ,
-        "VTALRM" => libc::SIGVTALRM,
-        "PROF" => libc::SIGPROF,
-        "WINCH" => libc::SIGWINCH,
-        "IO" | "POLL" => libc::SIGIO,
-        "SYS" => libc::SIGSYS,
-        _ => return None,
-    };
-    Some(sig)
-}
+pub use slurm_common::signal::parse as parse_signal;
 
 /// Everything the command line (and `SCANCEL_*`) asked for.
 #[derive(Debug, Clone, Default, PartialEq)]

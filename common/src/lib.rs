@@ -43,6 +43,7 @@ pub mod logging;
 pub mod mail;
 pub mod net;
 pub mod private;
+pub mod signal;
 pub mod stepio;
 pub mod timefmt;
 pub mod tls;

@@ -344,6 +344,12 @@ pub struct Controller {
     /// before this one had not delivered when it died is never sent again,
     /// so a job its host does not list then was never started there.
     recovered: HashMap<String, Vec<JobId>>,
+    /// Running jobs sent their `--signal` warning in this run (by start
+    /// time, so a requeued job's next run gets its own). Jobs already within
+    /// their warning time when the controller starts count as warned: a
+    /// restart never sends it twice, at the cost of one a controller that
+    /// died just then never sent.
+    warned: HashMap<JobId, i64>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -625,7 +631,19 @@ impl Controller {
             licenses: Vec::new(),
             topologies: Default::default(),
             recovered: HashMap::new(),
+            warned: HashMap::new(),
         };
+        let warned: Vec<(JobId, i64)> =
+            c.p.jobs
+                .values()
+                .filter(|j| j.state.is_active())
+                .filter_map(|j| {
+                    let w = warning(j)?;
+                    let (start, end) = (j.start_time?, j.end_time?);
+                    (end - now <= i64::from(w.secs)).then_some((j.job_id, start))
+                })
+                .collect();
+        c.warned.extend(warned);
         for j in c.p.jobs.values().filter(|j| j.state.is_active() && j.batch) {
             if let Some(h) = &j.batch_host {
                 c.recovered.entry(h.clone()).or_default().push(j.job_id);
@@ -2773,6 +2791,11 @@ impl Controller {
                 return err_detail(SlurmError::InvalidRequest, e);
             }
         }
+        if let Some(s) = &job.desc.signal {
+            if let Err(e) = slurm_common::signal::parse_warning(s) {
+                return err_detail(SlurmError::InvalidRequest, e);
+            }
+        }
         // Licenses: known ones, never more than the cluster has.
         if let Some(l) = &job.desc.licenses {
             let want = match slurm_common::licenses::parse(l) {
@@ -3992,6 +4015,70 @@ impl Controller {
         Ok(Response::Ok)
     }
 
+    /// `--signal`: jobs within their warning time get it once per run, the
+    /// batch shell (`B:`) or else every running step on each of its nodes.
+    fn send_warnings(&mut self, now: i64) {
+        let due: Vec<(JobId, i64, slurm_common::signal::Warning)> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running && !j.timed_out)
+            .filter_map(|j| {
+                let w = warning(j)?;
+                let (start, end) = (j.start_time?, j.end_time?);
+                (end - now <= i64::from(w.secs) && self.warned.get(&j.job_id) != Some(&start))
+                    .then_some((j.job_id, start, w))
+            })
+            .collect();
+        self.warned
+            .retain(|id, _| self.p.jobs.get(id).is_some_and(|j| j.state.is_active()));
+        for (id, start, w) in due {
+            self.warned.insert(id, start);
+            let Some(j) = self.p.jobs.get(&id) else {
+                continue;
+            };
+            let mut targets: Vec<(String, Option<u32>)> = Vec::new();
+            if w.batch_only {
+                if let Some(h) = j.batch_host.clone() {
+                    targets.push((h, None));
+                }
+            } else {
+                for st in j.steps.iter().filter(|s| {
+                    s.state == JobState::Running
+                        && s.step_id != slurm_proto::BATCH_STEP
+                        && s.step_id != slurm_proto::EXTERN_STEP
+                }) {
+                    targets.extend(st.nodes.iter().map(|n| (n.clone(), Some(st.step_id))));
+                }
+            }
+            tracing::info!(
+                job = id,
+                signal = w.signal,
+                "sending the job its --signal warning"
+            );
+            for (node, step) in targets {
+                let Some(addr) = self.node_addr(&node) else {
+                    continue;
+                };
+                self.effects.push(match step {
+                    None => Effect::Signal {
+                        node,
+                        addr,
+                        job_id: id,
+                        signal: w.signal,
+                    },
+                    Some(step_id) => Effect::SignalStep {
+                        node,
+                        addr,
+                        job_id: id,
+                        step_id,
+                        signal: w.signal,
+                    },
+                });
+            }
+        }
+    }
+
     fn step_complete(
         &mut self,
         who: Caller,
@@ -4946,6 +5033,7 @@ impl Controller {
                 self.dirty = true;
             }
         }
+        self.send_warnings(now);
         let expired: Vec<JobId> = self
             .p
             .jobs
@@ -5247,6 +5335,11 @@ fn pod_uids(admin_comment: Option<&str>) -> Vec<String> {
 /// The variables a batch script gets from its job record beside those its
 /// node daemon sets (`SLURM_JOB_DEPENDENCY=...`): its place in an array, its
 /// restarts, and what it asked for that Slurm repeats to the script.
+/// A job's `--signal` warning, if it asked for one (checked at submission).
+fn warning(j: &JobRecord) -> Option<slurm_common::signal::Warning> {
+    slurm_common::signal::parse_warning(j.desc.signal.as_deref()?).ok()
+}
+
 /// Every name [`job_env`] may set.
 pub const JOB_ENV_VARS: &[&str] = &[
     "SLURM_ARRAY_JOB_ID",

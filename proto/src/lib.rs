@@ -344,6 +344,9 @@ pub struct JobDesc {
     /// `--mail-user`: who gets the mail (the job's user by default).
     #[serde(default)]
     pub mail_user: Option<String>,
+    /// `--signal=[B:]SIG[@TIME]`: a signal before the time limit.
+    #[serde(default)]
+    pub signal: Option<String>,
 }
 
 /// An advance reservation (`scontrol create reservation`).

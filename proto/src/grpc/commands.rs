@@ -90,6 +90,7 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         threads_per_core: d.threads_per_core,
         mail_type: d.mail_type.clone(),
         mail_user: d.mail_user.clone(),
+        signal: d.signal.clone(),
         ntasks_per_socket: d.ntasks_per_socket,
     }
 }
@@ -152,6 +153,7 @@ impl From<pb::JobDesc> for JobDesc {
             cores_per_socket: d.cores_per_socket,
             mail_type: d.mail_type,
             mail_user: d.mail_user,
+            signal: d.signal,
             threads_per_core: d.threads_per_core,
             ntasks_per_socket: d.ntasks_per_socket,
         }
@@ -1724,6 +1726,7 @@ mod tests {
             ntasks_per_socket: Some(2),
             mail_type: Some("BEGIN,END".into()),
             mail_user: Some("u@example.org".into()),
+            signal: Some("B:USR1@90".into()),
             ..Default::default()
         }
     }

@@ -332,3 +332,54 @@ fn the_controller_mails_job_events_through_mailprog() {
         other => panic!("accepted: {other:?}"),
     }
 }
+
+/// `--signal`: the job gets the signal its time before the limit, once:
+/// with `B:` the batch shell, else its steps (the shell is left alone).
+#[test]
+fn sbatch_signal_warns_the_job_before_its_time_limit() {
+    use slurm_tests::{stderr, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let shell = t.work.join("shell.txt");
+    let step = t.work.join("step.txt");
+    // A one-minute limit and a warning 55 s before it: about 5 s in.
+    let batch = t.sbatch(&[
+        "-t",
+        "1",
+        "--signal=B:USR1@55",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        &format!(
+            "trap 'echo shell got USR1 >> {}; exit 0' USR1; sleep 50 & wait",
+            shell.display()
+        ),
+    ]);
+    let steps = t.sbatch(&[
+        "-t",
+        "1",
+        "--signal=USR1@55",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        &format!(
+            "srun sh -c \"trap 'echo step got USR1 >> {}; exit 0' USR1; sleep 50 & wait\"",
+            step.display()
+        ),
+    ]);
+    let a = t.wait_done(batch, 30);
+    let b = t.wait_done(steps, 30);
+    assert_eq!(a.state, slurm_proto::JobState::Completed);
+    assert_eq!(b.state, slurm_proto::JobState::Completed, "{b:?}");
+    let took = a.end_time.unwrap() - a.start_time.unwrap();
+    assert!((3..=15).contains(&took), "signalled after {took}s");
+    assert_eq!(std::fs::read_to_string(&shell).unwrap(), "shell got USR1\n");
+    assert_eq!(std::fs::read_to_string(&step).unwrap(), "step got USR1\n");
+    // A bad specification is refused at submission.
+    let out = t.run("sbatch", &["--signal=B:USR1@later", "--wrap", "true"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("Invalid --signal specification"),
+        "{}",
+        stderr(&out)
+    );
+}
