@@ -78,6 +78,8 @@ pub struct AllocOpts {
     /// `--mail-type` (checked) and `--mail-user`.
     pub mail_type: Option<String>,
     pub mail_user: Option<String>,
+    /// `--pty`: task 0 on a pseudo-terminal, srun's terminal in raw mode.
+    pub pty: bool,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
     /// `--constraint` (node features).
@@ -382,6 +384,11 @@ pub(crate) const OPTS: &[Opt] = &[
     },
     Opt {
         short: None,
+        long: "pty",
+        arg: Arg::No,
+    },
+    Opt {
+        short: None,
         long: "mail-user",
         arg: Arg::Required,
     },
@@ -507,6 +514,7 @@ const SRUN_ONLY: &[&str] = &[
     "error",
     "input",
     "exact",
+    "pty",
 ];
 
 /// The option table of `prog` (srun's, or salloc's: without [`SRUN_ONLY`]).
@@ -679,6 +687,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 o.nice = Some(n);
             }
             "hold" => o.hold = true,
+            "pty" => o.pty = true,
             "mail-type" => {
                 o.mail_type = slurm_common::mail::parse_types(&v)
                     .map_err(|e| format!("{prog}: error: {e}"))?
@@ -938,6 +947,55 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// The size of srun's terminal (rows, columns); 24x80 without one.
+fn terminal_size() -> (u16, u16) {
+    // SAFETY: TIOCGWINSZ fills the winsize it is given.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(0, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_row > 0 && ws.ws_col > 0 {
+        (ws.ws_row, ws.ws_col)
+    } else {
+        (24, 80)
+    }
+}
+
+/// srun's terminal in raw mode while a `--pty` step runs (keys go to the
+/// remote terminal as typed: Ctrl-C becomes its SIGINT there); put back
+/// when dropped.
+struct RawTerminal(Option<libc::termios>);
+
+impl RawTerminal {
+    fn enter() -> RawTerminal {
+        // SAFETY: tcgetattr/tcsetattr on stdin with termios structs we own.
+        unsafe {
+            if libc::isatty(0) != 1 {
+                return RawTerminal(None);
+            }
+            let mut old: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut old) != 0 {
+                return RawTerminal(None);
+            }
+            let mut raw = old;
+            libc::cfmakeraw(&mut raw);
+            if libc::tcsetattr(0, libc::TCSANOW, &raw) != 0 {
+                return RawTerminal(None);
+            }
+            RawTerminal(Some(old))
+        }
+    }
+}
+
+impl Drop for RawTerminal {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            // SAFETY: restoring the attributes read in `enter`.
+            unsafe {
+                libc::tcsetattr(0, libc::TCSANOW, old);
+            }
+        }
+    }
+}
+
 struct StepRun {
     layout: StepLayout,
     job: JobRecord,
@@ -991,6 +1049,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             job_tasks: l.cred.alloc.tasks.clone(),
             job_gres: l.cred.alloc.gres.clone(),
             job_mem: l.cred.alloc.mem.clone(),
+            pty: r.opts.pty.then(terminal_size),
             cpu_bind: r
                 .opts
                 .cpu_bind
@@ -1494,12 +1553,14 @@ pub fn srun_main() -> i32 {
             return 1;
         }
     };
+    let raw = o.pty.then(RawTerminal::enter);
     let result = rt.block_on(run_step(StepRun {
         layout,
         job,
         conf,
         opts: o,
     }));
+    drop(raw);
     let status = match result {
         Ok(s) => s,
         Err(e) => {

@@ -337,6 +337,10 @@ impl From<TaskLaunch> for pb::TaskLaunch {
             distribution: t.distribution,
             job_start: t.job_start,
             job_mem: t.job_mem,
+            pty: t.pty.map(|(rows, cols)| pb::PtySize {
+                rows: rows.into(),
+                cols: cols.into(),
+            }),
         }
     }
 }
@@ -362,6 +366,19 @@ impl TryFrom<pb::TaskLaunch> for TaskLaunch {
             distribution: t.distribution,
             job_start: t.job_start,
             job_mem: t.job_mem,
+            pty: match t.pty {
+                None => None,
+                Some(p) => Some((
+                    u16::try_from(p.rows).map_err(|_| ConvError {
+                        field: "pty.rows",
+                        why: "over 65535".into(),
+                    })?,
+                    u16::try_from(p.cols).map_err(|_| ConvError {
+                        field: "pty.cols",
+                        why: "over 65535".into(),
+                    })?,
+                )),
+            },
         })
     }
 }
@@ -1005,6 +1022,7 @@ mod tests {
             distribution: Some("cyclic".into()),
             job_start: Some(5),
             job_mem: vec![100, 200],
+            pty: Some((40, 120)),
         }
     }
 

@@ -753,6 +753,9 @@ pub struct TaskLaunch {
     /// The job's memory per node, MiB (same order as `job_nodes`).
     #[serde(default)]
     pub job_mem: Vec<u64>,
+    /// `srun --pty`: task 0 on a pseudo-terminal of (rows, columns).
+    #[serde(default)]
+    pub pty: Option<(u16, u16)>,
 }
 
 /// A job array task's place in its array.

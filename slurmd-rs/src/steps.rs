@@ -310,6 +310,62 @@ pub fn task_env(
     e.0
 }
 
+/// A pseudo-terminal of `rows` x `cols`: (master, slave), both close-on-exec.
+/// The terminal belongs to the task's user (mode 0620, as a login's), so
+/// programs that open `/dev/tty` again can.
+fn open_pty(
+    rows: u16,
+    cols: u16,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+) -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let ws = libc::winsize {
+        ws_row: rows.max(1),
+        ws_col: cols.max(1),
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let (mut m, mut s) = (-1, -1);
+    // SAFETY: openpty writes two descriptors it opened; the name buffer and
+    // termios are not asked for.
+    let rc = unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), &ws) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are ours alone from here on.
+    let (m, s) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(m),
+            std::os::fd::OwnedFd::from_raw_fd(s),
+        )
+    };
+    use std::os::fd::AsRawFd;
+    for fd in [&m, &s] {
+        // SAFETY: setting FD_CLOEXEC on a descriptor we own.
+        unsafe {
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+    // SAFETY: fchown/fchmod of the slave descriptor we own.
+    if unsafe { libc::fchown(s.as_raw_fd(), uid, gid) } != 0
+        || unsafe { libc::fchmod(s.as_raw_fd(), 0o620) } != 0
+    {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((m, s))
+}
+
+/// `TERM` for a pseudo-terminal: the user's, else a plain one.
+fn term_of(environment: &[String]) -> String {
+    environment
+        .iter()
+        .find_map(|kv| kv.strip_prefix("TERM="))
+        .filter(|v| !v.is_empty())
+        .unwrap_or("xterm")
+        .to_string()
+}
+
 /// Check and start a step's tasks on this node. The tasks run on in the
 /// background; the answer says only whether they were started.
 /// The two ends of a step's I/O on this node: the tasks' output goes to
@@ -512,7 +568,9 @@ pub async fn launch(
             )
         })
         .unwrap_or_default();
-    let mut stdin_of_task0 = None;
+    let mut stdin_of_task0: Option<Box<dyn tokio::io::AsyncWrite + Unpin + Send>> = None;
+    // Task 0 is on a terminal: the end of srun's input is typed as ^D.
+    let mut task0_pty = false;
     let mut waiters = Vec::new();
     for (local, &global) in here.iter().enumerate() {
         let renumber = ctx
@@ -528,6 +586,26 @@ pub async fn launch(
             global,
             renumber,
         );
+        // `srun --pty`: task 0 on a pseudo-terminal (its stdin, stdout and
+        // stderr, and its controlling terminal).
+        let pty = match t.pty.filter(|_| global == 0) {
+            Some((rows, cols)) => match open_pty(rows, cols, uid, gid) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    let msg = format!("slurmstepd: error: cannot open a pseudo-terminal: {e}\n");
+                    let _ = tx
+                        .send(IoFrame {
+                            kind: IoKind::Stderr,
+                            task: global,
+                            data: msg.into_bytes(),
+                        })
+                        .await;
+                    let _ = tx.send(IoFrame::exit(global, 1 << 8)).await;
+                    continue;
+                }
+            },
+            None => None,
+        };
         let mut cmd = tokio::process::Command::new("/bin/sh");
         cmd.arg("-c")
             .arg("SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec \"$0\" \"$@\"")
@@ -535,14 +613,31 @@ pub async fn launch(
             .args(&t.argv[1..])
             .env_clear()
             .envs(env)
-            .stdin(if global == 0 {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .kill_on_drop(false);
+        let mut master = None;
+        match pty {
+            Some((m, slave)) => {
+                let (Ok(a), Ok(b)) = (slave.try_clone(), slave.try_clone()) else {
+                    let _ = tx.send(IoFrame::exit(global, 1 << 8)).await;
+                    continue;
+                };
+                cmd.stdin(Stdio::from(a))
+                    .stdout(Stdio::from(b))
+                    .stderr(Stdio::from(slave))
+                    .env("TERM", term_of(&t.environment));
+                master = Some(m);
+            }
+            None => {
+                cmd.stdin(if global == 0 {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            }
+        }
+        let ctty = master.is_some();
         let groups = groups.clone();
         let (cwd, cwd_notes) = (cwd.clone(), cwd_notes.clone());
         // Each task in its own directory under the step's (task_<local id>).
@@ -594,6 +689,9 @@ pub async fn launch(
                 if libc::setsid() < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                if ctty && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 if libc::setgroups(groups.len(), groups.as_ptr()) != 0
                     || libc::setgid(gid) != 0
                     || libc::setuid(uid) != 0
@@ -632,6 +730,8 @@ pub async fn launch(
                 continue;
             }
         };
+        // The terminal's other copies go, so its reader sees the end.
+        drop(cmd);
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
         if let Some(e) = steps().get_mut(&key) {
             e.pgids.push(pid);
@@ -651,14 +751,37 @@ pub async fn launch(
                 })
                 .await;
         }
-        if global == 0 {
-            stdin_of_task0 = child.stdin.take();
-        }
-        let out = child.stdout.take();
-        let err = child.stderr.take();
+        type Reader = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+        let (out, err): (Option<Reader>, Option<Reader>) = match master {
+            Some(m) => {
+                let Ok(w) = m.try_clone() else {
+                    let _ = child.start_kill();
+                    continue;
+                };
+                stdin_of_task0 = Some(Box::new(tokio::fs::File::from_std(std::fs::File::from(w)))
+                    as Box<dyn tokio::io::AsyncWrite + Unpin + Send>);
+                task0_pty = true;
+                (
+                    Some(Box::new(tokio::fs::File::from_std(std::fs::File::from(m)))),
+                    None,
+                )
+            }
+            None => {
+                if global == 0 {
+                    stdin_of_task0 = child
+                        .stdin
+                        .take()
+                        .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>);
+                }
+                (
+                    child.stdout.take().map(|s| Box::new(s) as Reader),
+                    child.stderr.take().map(|s| Box::new(s) as Reader),
+                )
+            }
+        };
         let tx2 = tx.clone();
         waiters.push(tokio::spawn(async move {
-            let pump = |r: Option<tokio::process::ChildStdout>, kind| {
+            let pump = |r: Option<Reader>, kind| {
                 let tx = tx2.clone();
                 async move {
                     let Some(mut r) = r else { return };
@@ -679,7 +802,7 @@ pub async fn launch(
                     }
                 }
             };
-            let pump_err = |r: Option<tokio::process::ChildStderr>| {
+            let pump_err = |r: Option<Reader>| {
                 let tx = tx2.clone();
                 async move {
                     let Some(mut r) = r else { return };
@@ -733,12 +856,18 @@ pub async fn launch(
             match f.kind {
                 IoKind::Stdin => {
                     if let Some(s) = stdin.as_mut() {
-                        if s.write_all(&f.data).await.is_err() {
+                        if s.write_all(&f.data).await.is_err() || s.flush().await.is_err() {
                             stdin = None;
                         }
                     }
                 }
-                IoKind::StdinEof => stdin = None,
+                IoKind::StdinEof => {
+                    if let (true, Some(s)) = (task0_pty, stdin.as_mut()) {
+                        let _ = s.write_all(b"\x04").await;
+                        let _ = s.flush().await;
+                    }
+                    stdin = None
+                }
                 _ => {}
             }
         }
@@ -982,6 +1111,7 @@ mod tests {
             distribution: None,
             job_start: None,
             job_mem: vec![],
+            pty: None,
         };
         let env = task_env(
             &t,

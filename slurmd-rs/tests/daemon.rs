@@ -575,6 +575,7 @@ async fn daemon_end_to_end() {
         job_tasks: vec![1],
         job_gres: vec![],
         job_mem: vec![50],
+        pty: None,
         cpu_bind: None,
         distribution: None,
         job_start: Some(start),

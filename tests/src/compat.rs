@@ -208,6 +208,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 distribution: Some("block".into()),
                 job_start: Some(1),
                 job_mem: vec![100],
+                pty: Some((24, 80)),
             };
             let mut v = names(slurmd::steps::task_env(
                 &t,

@@ -383,3 +383,108 @@ fn sbatch_signal_warns_the_job_before_its_time_limit() {
         stderr(&out)
     );
 }
+
+/// `srun --pty`: task 0 runs on a terminal of the node, sized as srun's;
+/// srun's own terminal is raw while it runs, so what is typed (Ctrl-C
+/// included) reaches the remote terminal, and is back as it was after.
+#[test]
+fn srun_pty_gives_task_zero_a_terminal() {
+    use slurm_tests::{stdout, TestCluster};
+    use std::io::{Read, Write};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::time::{Duration, Instant};
+    let t = TestCluster::start(1, |_| {});
+    // Without a terminal of its own: task 0 still gets one, 24x80.
+    let out = t.run(
+        "srun",
+        &[
+            "-n2",
+            "--pty",
+            "sh",
+            "-c",
+            "test -t 0 && echo $SLURM_PROCID tty $(stty size) || echo $SLURM_PROCID none",
+        ],
+    );
+    let text = stdout(&out).replace('\r', "");
+    assert!(text.contains("0 tty 24 80\n"), "{text}");
+    assert!(text.contains("1 none\n"), "{text}");
+
+    // With one: a 30x100 terminal driven as a user would.
+    let ws = libc::winsize {
+        ws_row: 30,
+        ws_col: 100,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let (mut m, mut s) = (-1, -1);
+    assert_eq!(
+        unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), &ws) },
+        0
+    );
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
+    let before = unsafe {
+        let mut tio: libc::termios = std::mem::zeroed();
+        libc::tcgetattr(slave.as_raw_fd(), &mut tio);
+        tio.c_lflag
+    };
+    let mut child = t
+        .cmd("srun")
+        .args(["--pty", "sh"])
+        .stdin(std::process::Stdio::from(slave.try_clone().unwrap()))
+        .stdout(std::process::Stdio::from(slave.try_clone().unwrap()))
+        .stderr(std::process::Stdio::from(slave.try_clone().unwrap()))
+        .spawn()
+        .unwrap();
+    let mut w = std::fs::File::from(master.try_clone().unwrap());
+    let mut r = std::fs::File::from(master);
+    unsafe {
+        let fl = libc::fcntl(r.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(r.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+    let mut seen = String::new();
+    let mut wait_for = |what: &str, seen: &mut String| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut buf = [0u8; 4096];
+        while !seen.contains(what) {
+            assert!(Instant::now() < deadline, "no {what:?} in {seen:?}");
+            match r.read(&mut buf) {
+                Ok(n) if n > 0 => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    };
+    w.write_all(b"stty size; echo sum=$((6*7))\r").unwrap();
+    wait_for("sum=42", &mut seen);
+    assert!(seen.contains("30 100"), "{seen:?}");
+    // srun's terminal is raw meanwhile (no echo, no signals of its own).
+    let during = unsafe {
+        let mut tio: libc::termios = std::mem::zeroed();
+        libc::tcgetattr(slave.as_raw_fd(), &mut tio);
+        tio.c_lflag
+    };
+    assert_eq!(during & (libc::ICANON | libc::ECHO | libc::ISIG), 0);
+    // Ctrl-C interrupts the remote command, not srun.
+    w.write_all(b"sleep 30\r").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    w.write_all(b"\x03").unwrap();
+    wait_for("^C", &mut seen);
+    w.write_all(b"echo after=$?\r").unwrap();
+    wait_for("after=130", &mut seen);
+    assert!(child.try_wait().unwrap().is_none(), "srun ended at Ctrl-C");
+    w.write_all(b"exit 3\r").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "srun --pty did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(3));
+    let after = unsafe {
+        let mut tio: libc::termios = std::mem::zeroed();
+        libc::tcgetattr(slave.as_raw_fd(), &mut tio);
+        tio.c_lflag
+    };
+    assert_eq!(after, before, "the terminal is put back");
+}
