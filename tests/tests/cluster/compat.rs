@@ -382,6 +382,27 @@ fn sbatch_signal_warns_the_job_before_its_time_limit() {
         "{}",
         stderr(&out)
     );
+    // The controller checks too: an ordinary user's client sending it
+    // unchecked is refused.
+    let desc = slurm_proto::JobDesc {
+        script: "#!/bin/sh\ntrue\n".into(),
+        signal: Some("B:KILLALL@5".into()),
+        work_dir: "/tmp".into(),
+        environment: vec!["PATH=/bin".into()],
+        ..Default::default()
+    };
+    let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
+    let now = slurm_common::auth::now();
+    let r = slurm_tests::grpc_call(&t, slurm_proto::RequestBody::SubmitBatchJob(desc), |b| {
+        key.sign(slurm_tests::TEST_UID, slurm_tests::TEST_GID, "x", now, b)
+    });
+    match r {
+        slurm_proto::Response::Error(e) => {
+            assert_eq!(e.error, slurm_proto::SlurmError::InvalidRequest);
+            assert!(e.detail.unwrap_or_default().contains("--signal"));
+        }
+        other => panic!("accepted: {other:?}"),
+    }
 }
 
 /// `srun --pty`: task 0 runs on a terminal of the node, sized as srun's;
