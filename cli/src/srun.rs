@@ -80,6 +80,8 @@ pub struct AllocOpts {
     pub mail_user: Option<String>,
     /// `--pty`: task 0 on a pseudo-terminal, srun's terminal in raw mode.
     pub pty: bool,
+    /// `--multi-prog`: the command is a file naming each task's program.
+    pub multi_prog: bool,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
     /// `--constraint` (node features).
@@ -389,6 +391,11 @@ pub(crate) const OPTS: &[Opt] = &[
     },
     Opt {
         short: None,
+        long: "multi-prog",
+        arg: Arg::No,
+    },
+    Opt {
+        short: None,
         long: "mail-user",
         arg: Arg::Required,
     },
@@ -515,6 +522,7 @@ const SRUN_ONLY: &[&str] = &[
     "input",
     "exact",
     "pty",
+    "multi-prog",
 ];
 
 /// The option table of `prog` (srun's, or salloc's: without [`SRUN_ONLY`]).
@@ -688,6 +696,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "hold" => o.hold = true,
             "pty" => o.pty = true,
+            "multi-prog" => o.multi_prog = true,
             "mail-type" => {
                 o.mail_type = slurm_common::mail::parse_types(&v)
                     .map_err(|e| format!("{prog}: error: {e}"))?
@@ -947,6 +956,105 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// Words of a line, `'...'` and `"..."` quoting spaces (the quotes go).
+fn split_quoted(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quote = None;
+    let mut any = false;
+    for c in line.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => cur.push(c),
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                any = true;
+            }
+            None if c.is_whitespace() => {
+                if any || !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            None => cur.push(c),
+        }
+    }
+    if any || !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
+/// `--multi-prog`'s file (`RANKS PROGRAM [ARGS...]` per line: ranks `3`,
+/// `0-2,5` or `*`; `%t` the task's rank, `%o` its place in the line's
+/// ranks; `#` comments) as the argv every task runs: a shell that picks
+/// its line by `$SLURM_PROCID`, every word quoted. Every task needs a line.
+pub fn multi_prog_argv(text: &str, ntasks: u32) -> Result<Vec<String>, String> {
+    fn quote(w: &str) -> String {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+    let mut prog: Vec<Option<Vec<String>>> = vec![None; ntasks as usize];
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let words = split_quoted(line);
+        let Some((ranks, cmd)) = words.split_first() else {
+            continue;
+        };
+        let ranks = ranks.as_str();
+        if cmd.is_empty() {
+            return Err(format!("line {}: no program for ranks {ranks}", n + 1));
+        }
+        let ids: Vec<u32> = if ranks == "*" {
+            (0..ntasks)
+                .filter(|t| prog[*t as usize].is_none())
+                .collect()
+        } else {
+            let mut ids = Vec::new();
+            for part in ranks.split(',') {
+                let (a, b) = part.split_once('-').unwrap_or((part, part));
+                let bad = || format!("line {}: invalid ranks {ranks}", n + 1);
+                let a: u32 = a.parse().map_err(|_| bad())?;
+                let b: u32 = b.parse().map_err(|_| bad())?;
+                if a > b || b >= ntasks {
+                    return Err(format!(
+                        "line {}: ranks {ranks} outside the step's {ntasks} tasks",
+                        n + 1
+                    ));
+                }
+                ids.extend(a..=b);
+            }
+            ids
+        };
+        for (offset, id) in ids.iter().enumerate() {
+            let slot = &mut prog[*id as usize];
+            if slot.is_some() {
+                return Err(format!("line {}: task {id} has a program already", n + 1));
+            }
+            *slot = Some(
+                cmd.iter()
+                    .map(|w| {
+                        w.replace("%t", &id.to_string())
+                            .replace("%o", &offset.to_string())
+                    })
+                    .collect(),
+            );
+        }
+    }
+    let mut script = String::from("case \"$SLURM_PROCID\" in\n");
+    for (id, p) in prog.iter().enumerate() {
+        let Some(words) = p else {
+            return Err(format!("No executable program specified for task {id}"));
+        };
+        let cmd: Vec<String> = words.iter().map(|w| quote(w)).collect();
+        script.push_str(&format!("{id}) exec {} ;;\n", cmd.join(" ")));
+    }
+    script.push_str("esac\nexit 1\n");
+    Ok(vec!["/bin/sh".into(), "-c".into(), script])
+}
+
 /// The size of srun's terminal (rows, columns); 24x80 without one.
 fn terminal_size() -> (u16, u16) {
     // SAFETY: TIOCGWINSZ fills the winsize it is given.
@@ -1007,6 +1115,15 @@ struct StepRun {
 async fn run_step(r: StepRun) -> Result<i32, String> {
     let l = &r.layout;
     let ntasks: usize = l.tasks.iter().map(Vec::len).sum();
+    // --multi-prog: each task's program from the configuration file.
+    let argv = if r.opts.multi_prog {
+        let path = r.opts.command.first().cloned().unwrap_or_default();
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("srun: error: Unable to open configuration file {path}: {e}"))?;
+        multi_prog_argv(&text, ntasks as u32).map_err(|e| format!("srun: error: {path}: {e}"))?
+    } else {
+        r.opts.command.clone()
+    };
     let creds = CredSource::from_conf(&r.conf);
     let environment = export_env(r.opts.export.as_deref());
     let workdir = r.opts.chdir.clone().unwrap_or_else(cwd);
@@ -1035,7 +1152,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         let t = TaskLaunch {
             layout: l.clone(),
             node_index: k as u32,
-            argv: r.opts.command.clone(),
+            argv: argv.clone(),
             environment: environment.clone(),
             cwd: workdir.clone(),
             job_name: r.job.name.clone(),

@@ -509,3 +509,39 @@ fn srun_pty_gives_task_zero_a_terminal() {
     };
     assert_eq!(after, before, "the terminal is put back");
 }
+
+/// `srun --multi-prog`: each task runs the program its line names, `%t`
+/// and `%o` filled in; a task without a line is an error before anything
+/// runs.
+#[test]
+fn srun_multi_prog_runs_each_tasks_own_program() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let conf = t.work.join("mp.conf");
+    std::fs::write(
+        &conf,
+        "# rank program args\n0 echo first %t\n1-2 sh -c 'echo quoted' %o\n* echo rest %t:%o\n",
+    )
+    .unwrap();
+    let out = t.run(
+        "srun",
+        &["-n4", "-l", "--multi-prog", conf.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut lines: Vec<String> = stdout(&out).lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["0: first 0", "1: quoted", "2: quoted", "3: rest 3:0"],
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(&conf, "0-1 true\n").unwrap();
+    let out = t.run("srun", &["-n3", "--multi-prog", conf.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("No executable program specified for task 2"),
+        "{}",
+        stderr(&out)
+    );
+}
