@@ -256,6 +256,7 @@ enum Key {
     Wait,
     MailType,
     Signal,
+    OpenMode,
     MailUser,
     Time,
     Usage,
@@ -356,6 +357,7 @@ static SPECS: &[Spec] = &[
     spec("wait", Some('W'), NA, Key::Wait, Some("SBATCH_WAIT")),
     spec("mail-type", None, RA, Key::MailType, None),
     spec("signal", None, RA, Key::Signal, Some("SBATCH_SIGNAL")),
+    spec("open-mode", None, RA, Key::OpenMode, Some("SBATCH_OPEN_MODE")),
     spec("mail-user", None, RA, Key::MailUser, None),
     // Slurm options not implemented yet. Ignoring these would change what
     // the job is given or when it runs, so they are refused.
@@ -412,7 +414,6 @@ static SPECS: &[Spec] = &[
     spec("mincpus", None, RA, WARN, None),
     spec("network", None, RA, WARN, Some("SBATCH_NETWORK")),
     spec("no-kill", Some('k'), OA, WARN, Some("SBATCH_NO_KILL")),
-    spec("open-mode", None, RA, WARN, Some("SBATCH_OPEN_MODE")),
     spec("overcommit", Some('O'), NA, WARN, Some("SBATCH_OVERCOMMIT")),
     spec("power", None, RA, WARN, Some("SBATCH_POWER")),
     spec("prefer", None, RA, WARN, None),
@@ -519,6 +520,8 @@ pub struct Options {
     pub mail_user: Option<String>,
     /// `--signal` (checked).
     pub signal: Option<String>,
+    /// `--open-mode`: `append` or `truncate`.
+    pub open_mode: Option<String>,
     pub cpus_per_task: Option<u32>,
     pub error: Option<String>,
     /// `-x` as given (hostlist expression or file name).
@@ -618,7 +621,8 @@ impl Options {
             wait,
             mail_type,
             mail_user,
-            signal
+            signal,
+            open_mode
         );
     }
 }
@@ -843,6 +847,22 @@ fn apply(
                 slurm_common::mail::parse_types(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?;
             // NONE after another type clears it (kept as an empty list).
             opts.mail_type = Some(t.unwrap_or_default());
+        }
+        Key::OpenMode => {
+            // As Slurm's: the first letter decides.
+            opts.open_mode = Some(
+                match v.chars().next().map(|c| c.to_ascii_lowercase()) {
+                    Some('a') => "append",
+                    Some('t') => "truncate",
+                    _ => {
+                        return Err(Fail::error(
+                            format!("Invalid --open-mode argument: {v}. Ignored"),
+                            EXIT_BAD_OPTION,
+                        ))
+                    }
+                }
+                .to_string(),
+            );
         }
         Key::Signal => {
             slurm_common::signal::parse_warning(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?;
@@ -1696,6 +1716,7 @@ pub fn build_desc(
         mail_type: o.mail_type.clone().filter(|t| !t.is_empty()),
         mail_user: o.mail_user.clone(),
         signal: o.signal.clone(),
+        open_mode: o.open_mode.clone(),
         array: o.array.clone(),
         dependency: o.dependency.clone(),
         reservation: o.reservation.clone(),

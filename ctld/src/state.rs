@@ -2796,6 +2796,14 @@ impl Controller {
                 return err_detail(SlurmError::InvalidRequest, e);
             }
         }
+        if let Some(m) = &job.desc.open_mode {
+            if m != "append" && m != "truncate" {
+                return err_detail(
+                    SlurmError::InvalidRequest,
+                    format!("--open-mode={m} invalid: append or truncate"),
+                );
+            }
+        }
         // Licenses: known ones, never more than the cluster has.
         if let Some(l) = &job.desc.licenses {
             let want = match slurm_common::licenses::parse(l) {
@@ -3631,6 +3639,11 @@ impl Controller {
             ctld_host: conf.ctld_address(),
             ctld_port: conf.slurmctld_port,
             start_time: now,
+            // --open-mode, else slurm.conf's JobFileAppend.
+            append_output: match j.desc.open_mode.as_deref() {
+                Some(m) => m == "append",
+                None => conf.get("JobFileAppend").is_some_and(|v| v.trim() == "1"),
+            },
         };
         self.save_job(id);
         self.stats.jobs_started += 1;

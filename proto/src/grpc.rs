@@ -168,6 +168,7 @@ impl From<BatchLaunch> for pb::BatchLaunch {
             ctld_host: l.ctld_host,
             ctld_port: l.ctld_port.into(),
             start_time: l.start_time,
+            append_output: l.append_output,
         }
     }
 }
@@ -206,6 +207,7 @@ impl TryFrom<pb::BatchLaunch> for BatchLaunch {
                 why: format!("{} is not a port", l.ctld_port),
             })?,
             start_time: l.start_time,
+            append_output: l.append_output,
         })
     }
 }

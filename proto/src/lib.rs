@@ -347,6 +347,10 @@ pub struct JobDesc {
     /// `--signal=[B:]SIG[@TIME]`: a signal before the time limit.
     #[serde(default)]
     pub signal: Option<String>,
+    /// `--open-mode`: `append` or `truncate` (slurm.conf's `JobFileAppend`
+    /// when unset).
+    #[serde(default)]
+    pub open_mode: Option<String>,
 }
 
 /// An advance reservation (`scontrol create reservation`).
@@ -1319,6 +1323,9 @@ pub struct BatchLaunch {
     /// When the controller started the job (Unix seconds).
     #[serde(default)]
     pub start_time: i64,
+    /// Output files are appended to (`--open-mode=append`).
+    #[serde(default)]
+    pub append_output: bool,
 }
 
 /// A pending job's priority and its weighted factors (`sprio`).

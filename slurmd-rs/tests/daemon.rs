@@ -421,6 +421,7 @@ fn launch(job_id: u32, work: &Path, script: &str) -> BatchLaunch {
         ctld_host: "127.0.0.1".into(),
         ctld_port: 1,
         start_time: 0,
+        append_output: false,
     }
 }
 

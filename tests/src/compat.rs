@@ -162,6 +162,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 ctld_host: "h".into(),
                 ctld_port: 6817,
                 start_time: 1,
+                append_output: false,
             };
             let params = slurmd::launch::env::EnvParams {
                 node: "n1",

@@ -91,6 +91,7 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         mail_type: d.mail_type.clone(),
         mail_user: d.mail_user.clone(),
         signal: d.signal.clone(),
+        open_mode: d.open_mode.clone(),
         ntasks_per_socket: d.ntasks_per_socket,
     }
 }
@@ -154,6 +155,7 @@ impl From<pb::JobDesc> for JobDesc {
             mail_type: d.mail_type,
             mail_user: d.mail_user,
             signal: d.signal,
+            open_mode: d.open_mode,
             threads_per_core: d.threads_per_core,
             ntasks_per_socket: d.ntasks_per_socket,
         }
@@ -1727,6 +1729,7 @@ mod tests {
             mail_type: Some("BEGIN,END".into()),
             mail_user: Some("u@example.org".into()),
             signal: Some("B:USR1@90".into()),
+            open_mode: Some("append".into()),
             ..Default::default()
         }
     }

@@ -254,6 +254,7 @@ pub(crate) mod tests {
             ctld_host: "127.0.0.1".into(),
             ctld_port: 6817,
             start_time: 0,
+            append_output: false,
         }
     }
 

@@ -73,6 +73,8 @@ pub struct ChildPlan {
     stdout: CString,
     /// `None`: stderr goes where stdout goes.
     stderr: Option<CString>,
+    /// Output files are appended to rather than truncated.
+    append: bool,
     work_dir: CString,
     chdir_msg: Vec<u8>,
     exec_msg: Vec<u8>,
@@ -113,6 +115,8 @@ pub struct PlanSpec<'a> {
     pub stdin: &'a str,
     pub stdout: &'a str,
     pub stderr: &'a str,
+    /// `--open-mode=append`.
+    pub append: bool,
     pub work_dir: &'a str,
     pub script: &'a str,
     pub args: &'a [String],
@@ -152,6 +156,7 @@ impl ChildPlan {
             } else {
                 Some(cstr("the error path", s.stderr)?)
             },
+            append: s.append,
             work_dir: cstr("the working directory", s.work_dir)?,
             chdir_msg: format!("slurmstepd: error: couldn't chdir to `{}': ", s.work_dir)
                 .into_bytes(),
@@ -228,7 +233,13 @@ impl ChildPlan {
         if fd_in < 0 {
             return self.fail(Step::OpenStdin);
         }
-        let out_flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+        let out_flags = libc::O_WRONLY
+            | libc::O_CREAT
+            | if self.append {
+                libc::O_APPEND
+            } else {
+                libc::O_TRUNC
+            };
         let fd_out = libc::open(self.stdout.as_ptr(), out_flags, 0o644 as libc::c_uint);
         if fd_out < 0 {
             return self.fail(Step::OpenStdout);
@@ -449,6 +460,7 @@ mod tests {
             stdin: "/dev/null",
             stdout: "/tmp/o",
             stderr: "/tmp/o",
+            append: false,
             work_dir: "/tmp",
             script,
             args: &[],

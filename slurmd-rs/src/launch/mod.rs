@@ -146,6 +146,7 @@ pub fn prepare(l: &BatchLaunch, p: &LaunchParams) -> Result<Prepared, LaunchErro
         stdin: &stdin,
         stdout: &stdout,
         stderr: &stderr,
+        append: l.append_output,
         work_dir: &work_dir,
         script: &script_str,
         args: &l.argv,

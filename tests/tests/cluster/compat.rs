@@ -545,3 +545,36 @@ fn srun_multi_prog_runs_each_tasks_own_program() {
         stderr(&out)
     );
 }
+
+/// `--open-mode=append` keeps what the output file held; `truncate` (the
+/// default) starts it afresh; anything else is refused.
+#[test]
+fn sbatch_open_mode_appends_or_truncates() {
+    use slurm_tests::{stderr, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let out = t.work.join("shared.out");
+    let path = out.to_str().unwrap();
+    std::fs::write(&out, "before\n").unwrap();
+    std::os::unix::fs::chown(
+        &out,
+        Some(slurm_tests::TEST_UID),
+        Some(slurm_tests::TEST_GID),
+    )
+    .unwrap();
+    let a = t.sbatch_as_user(&["--open-mode=append", "-o", path, "--wrap", "echo appended"]);
+    t.wait_done(a, 20);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "before\nappended\n");
+    let b = t.sbatch_as_user(&["--open-mode=t", "-o", path, "--wrap", "echo fresh"]);
+    t.wait_done(b, 20);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "fresh\n");
+    let c = t.sbatch_as_user(&["-o", path, "--wrap", "echo default"]);
+    t.wait_done(c, 20);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "default\n");
+    let bad = t.run("sbatch", &["--open-mode=sideways", "--wrap", "true"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("Invalid --open-mode argument"),
+        "{}",
+        stderr(&bad)
+    );
+}
