@@ -241,7 +241,8 @@ impl Mailer {
             present.insert(j.job_id);
             let changed = !stamps_usable || s.job_changed[k] > since;
             let prev = self.seen.get(&j.job_id);
-            if !changed && !(tick && j.state == JobState::Running) && prev.is_some() {
+            let look = changed || (tick && j.state == JobState::Running) || prev.is_none();
+            if !look {
                 continue;
             }
             if j.desc.mail_type.is_none() {
