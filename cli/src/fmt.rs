@@ -740,6 +740,36 @@ pub fn env_words(table: &EnvOptions, env: &dyn Fn(&str) -> Option<String>) -> Ve
     words
 }
 
+/// Splits a line into words, honouring single and double quotes (which
+/// go): scontrol's interactive lines, srun's `--multi-prog` files.
+pub fn split_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut any = false;
+    for c in line.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => cur.push(c),
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                any = true;
+            }
+            None if c.is_whitespace() => {
+                if any || !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            None => cur.push(c),
+        }
+    }
+    if any || !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
 /// Splits a comma-separated option value, dropping empty items.
 pub fn split_list(s: &str) -> Vec<String> {
     s.split(',')

@@ -2247,34 +2247,7 @@ pub fn run_command(
     }
 }
 
-/// Splits an interactive line into words, honouring single and double quotes.
-pub fn split_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut quote: Option<char> = None;
-    let mut any = false;
-    for c in line.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => cur.push(c),
-            None if c == '"' || c == '\'' => {
-                quote = Some(c);
-                any = true;
-            }
-            None if c.is_whitespace() => {
-                if any || !cur.is_empty() {
-                    words.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            None => cur.push(c),
-        }
-    }
-    if any || !cur.is_empty() {
-        words.push(cur);
-    }
-    words
-}
+use crate::fmt::split_words;
 
 /// scontrol's options (the parser's table, also read by [`crate::compat`]).
 pub(crate) const OPTS: &[crate::fmt::Opt] = {

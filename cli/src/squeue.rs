@@ -376,6 +376,8 @@ pub struct Filter {
     pub licenses: Vec<String>,
     /// `-R`: jobs of this reservation.
     pub reservation: Option<String>,
+    /// `--notme`: every user's jobs but this one's.
+    pub not_uid: Option<u32>,
 }
 
 impl Filter {
@@ -400,6 +402,9 @@ impl Filter {
             {
                 return false;
             }
+        }
+        if self.not_uid == Some(job.user_id) {
+            return false;
         }
         if let Some(r) = &self.reservation {
             if job.desc.reservation.as_deref() != Some(r.as_str()) {
@@ -737,6 +742,11 @@ pub(crate) const OPTS: &[Opt] = &[
         arg: Arg::No,
     },
     Opt {
+        short: None,
+        long: "notme",
+        arg: Arg::No,
+    },
+    Opt {
         short: Some('M'),
         long: "clusters",
         arg: Arg::Required,
@@ -912,6 +922,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                     "long" => long = true,
                     "only-job-state" => only_state = true,
                     "me" => filter.query.users = vec![current_uid().to_string()],
+                    "notme" => filter.not_uid = Some(current_uid()),
                     "name" => filter.query.names = fmt::split_list(&v),
                     "format" => {
                         format = Some(v);
@@ -1604,6 +1615,11 @@ pub(crate) mod tests {
         let env = |k: &str| (k == "SQUEUE_LICENSES").then(|| "matlab".to_string());
         assert_eq!(ids(&opts(&[], &env)), vec![1]);
         assert_eq!(ids(&opts(&["-L", "none"], &env)), Vec::<u32>::new());
+        // --notme: the caller's own jobs go (here the jobs' user, 999).
+        let mut notme = opts(&["--notme"], &none);
+        assert_eq!(notme.filter.not_uid, Some(current_uid()));
+        notme.filter.not_uid = Some(999);
+        assert_eq!(ids(&notme), Vec::<u32>::new());
         // Such filters need each job's request, so no brief listing.
         assert!(!brief_is_enough(&opts(&["-R", "maint"], &none)));
     }

@@ -95,6 +95,9 @@ pub struct AllocOpts {
     pub cpu_bind: Option<String>,
     pub label: bool,
     pub kill_on_bad_exit: bool,
+    /// `-W`: seconds the other tasks may run on once one has ended (0:
+    /// as long as they like).
+    pub wait: Option<u32>,
     pub quiet: bool,
     pub verbose: u32,
     pub distribution: Option<String>,
@@ -126,10 +129,6 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     (
         "exact",
         crate::compat::Support::Differs("steps always share the job's CPUs"),
-    ),
-    (
-        "wait",
-        crate::compat::Support::Differs("accepted; the other tasks are not killed after the wait"),
     ),
 ];
 
@@ -696,6 +695,13 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "hold" => o.hold = true,
             "pty" => o.pty = true,
+            "wait" => {
+                o.wait = Some(
+                    v.trim()
+                        .parse()
+                        .map_err(|_| format!("{prog}: error: Invalid --wait value: {v}"))?,
+                )
+            }
             "multi-prog" => o.multi_prog = true,
             "mail-type" => {
                 o.mail_type = slurm_common::mail::parse_types(&v)
@@ -956,35 +962,6 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// Words of a line, `'...'` and `"..."` quoting spaces (the quotes go).
-fn split_quoted(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut quote = None;
-    let mut any = false;
-    for c in line.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => cur.push(c),
-            None if c == '\'' || c == '"' => {
-                quote = Some(c);
-                any = true;
-            }
-            None if c.is_whitespace() => {
-                if any || !cur.is_empty() {
-                    words.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            None => cur.push(c),
-        }
-    }
-    if any || !cur.is_empty() {
-        words.push(cur);
-    }
-    words
-}
-
 /// `--multi-prog`'s file (`RANKS PROGRAM [ARGS...]` per line: ranks `3`,
 /// `0-2,5` or `*`; `%t` the task's rank, `%o` its place in the line's
 /// ranks; `#` comments) as the argv every task runs: a shell that picks
@@ -999,7 +976,7 @@ pub fn multi_prog_argv(text: &str, ntasks: u32) -> Result<Vec<String>, String> {
         if line.is_empty() {
             continue;
         }
-        let words = split_quoted(line);
+        let words = crate::fmt::split_words(line);
         let Some((ranks, cmd)) = words.split_first() else {
             continue;
         };
@@ -1053,6 +1030,25 @@ pub fn multi_prog_argv(text: &str, ntasks: u32) -> Result<Vec<String>, String> {
     }
     script.push_str("esac\nexit 1\n");
     Ok(vec!["/bin/sh".into(), "-c".into(), script])
+}
+
+/// `0-3,5`: sorted task ids as ranges.
+fn ranges(ids: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
 }
 
 /// The size of srun's terminal (rows, columns); 24x80 without one.
@@ -1315,7 +1311,38 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
     let mut killed = false;
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
-    while let Some((node, f)) = rx.recv().await {
+    // -W (else slurm.conf's WaitTime): once a task has ended, the others
+    // have this long.
+    let wait_secs = r
+        .opts
+        .wait
+        .or_else(|| r.conf.get("WaitTime").and_then(|v| v.trim().parse().ok()))
+        .filter(|s| *s > 0);
+    let step_name = format!("StepId={}.{}", l.job_id, l.step_id);
+    let mut wait_until: Option<tokio::time::Instant> = None;
+    loop {
+        let next = match (wait_until, wait_secs) {
+            (Some(t), Some(secs)) if !killed => tokio::select! {
+                m = rx.recv() => m,
+                _ = tokio::time::sleep_until(t) => {
+                    let (done, running): (Vec<u32>, Vec<u32>) =
+                        (0..ntasks as u32).partition(|t| statuses.contains_key(t));
+                    let tasks = |v: &[u32]| {
+                        let word = if v.len() == 1 { "task" } else { "tasks" };
+                        format!("{word} {}", ranges(v))
+                    };
+                    eprintln!("srun: First task exited {secs}s ago");
+                    eprintln!("srun: {step_name} {}: running", tasks(&running));
+                    eprintln!("srun: {step_name} {}: exited", tasks(&done));
+                    eprintln!("srun: Terminating {step_name}");
+                    killed = true;
+                    signal_all(&r, libc::SIGKILL).await;
+                    continue;
+                }
+            },
+            _ => rx.recv().await,
+        };
+        let Some((node, f)) = next else { break };
         match f.kind {
             IoKind::Stdout | IoKind::Stderr => {
                 let is_err = f.kind == IoKind::Stderr;
@@ -1360,6 +1387,10 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             IoKind::Exit => {
                 let st = f.status();
                 statuses.insert(f.task, (node, st));
+                if let (None, Some(secs)) = (wait_until, wait_secs) {
+                    wait_until =
+                        Some(tokio::time::Instant::now() + Duration::from_secs(u64::from(secs)));
+                }
                 if st != 0 && r.opts.kill_on_bad_exit && !killed {
                     killed = true;
                     signal_all(&r, libc::SIGKILL).await;

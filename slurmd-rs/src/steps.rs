@@ -356,6 +356,18 @@ fn open_pty(
     Ok((m, s))
 }
 
+/// A task that could not start: `msg` on its stderr, then exit code 1.
+async fn task_failed(tx: &mpsc::Sender<IoFrame>, task: u32, msg: String) {
+    let _ = tx
+        .send(IoFrame {
+            kind: IoKind::Stderr,
+            task,
+            data: msg.into_bytes(),
+        })
+        .await;
+    let _ = tx.send(IoFrame::exit(task, 1 << 8)).await;
+}
+
 /// `TERM` for a pseudo-terminal: the user's, else a plain one.
 fn term_of(environment: &[String]) -> String {
     environment
@@ -593,14 +605,7 @@ pub async fn launch(
                 Ok(p) => Some(p),
                 Err(e) => {
                     let msg = format!("slurmstepd: error: cannot open a pseudo-terminal: {e}\n");
-                    let _ = tx
-                        .send(IoFrame {
-                            kind: IoKind::Stderr,
-                            task: global,
-                            data: msg.into_bytes(),
-                        })
-                        .await;
-                    let _ = tx.send(IoFrame::exit(global, 1 << 8)).await;
+                    task_failed(&tx, global, msg).await;
                     continue;
                 }
             },
@@ -719,14 +724,7 @@ pub async fn launch(
             Ok(c) => c,
             Err(e) => {
                 let msg = format!("slurmstepd: error: execve(): {prog}: {e}\n");
-                let _ = tx
-                    .send(IoFrame {
-                        kind: IoKind::Stderr,
-                        task: global,
-                        data: msg.into_bytes(),
-                    })
-                    .await;
-                let _ = tx.send(IoFrame::exit(global, 1 << 8)).await;
+                task_failed(&tx, global, msg).await;
                 continue;
             }
         };

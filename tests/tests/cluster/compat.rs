@@ -578,3 +578,41 @@ fn sbatch_open_mode_appends_or_truncates() {
         stderr(&bad)
     );
 }
+
+/// `srun -W`: once the first task has ended the others have that long,
+/// then the step is ended, as Slurm's srun says.
+#[test]
+fn srun_wait_ends_the_step_after_the_first_task() {
+    use slurm_tests::{stderr, TestCluster};
+    use std::time::{Duration, Instant};
+    let t = TestCluster::start(1, |_| {});
+    let started = Instant::now();
+    let out = t.run(
+        "srun",
+        &[
+            "-n3",
+            "-W",
+            "2",
+            "sh",
+            "-c",
+            "[ $SLURM_PROCID = 0 ] && exit 0; sleep 60",
+        ],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("srun: First task exited 2s ago\n"), "{err}");
+    assert!(err.contains(" tasks 1-2: running\n"), "{err}");
+    assert!(err.contains(" task 0: exited\n"), "{err}");
+    assert!(err.contains("srun: Terminating StepId="), "{err}");
+    // Without -W (and no WaitTime) every task runs to its end.
+    let out = t.run(
+        "srun",
+        &["-n2", "sh", "-c", "[ $SLURM_PROCID = 0 ] || sleep 3"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
