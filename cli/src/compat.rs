@@ -75,14 +75,17 @@ fn from_fmt(table: &[crate::fmt::Opt], notes: Notes) -> Vec<Known> {
         .collect()
 }
 
-fn from_getopt(table: &[crate::sbatch::getopt::Opt], notes: Notes) -> Vec<Known> {
+fn from_getopt(table: &[crate::getopt::Opt], notes: Notes) -> Vec<Known> {
     table
         .iter()
         .map(|o| Known {
             short: o.short,
             long: o.long,
             support: note_for(notes, o.short, o.long),
-            optional: o.has_arg == crate::sbatch::getopt::HasArg::Optional,
+            optional: matches!(
+                o.has_arg,
+                crate::getopt::HasArg::Optional | crate::getopt::HasArg::OptionalNext
+            ),
         })
         .collect()
 }

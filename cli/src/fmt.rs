@@ -576,148 +576,34 @@ pub enum Parsed {
     Word(String),
 }
 
-/// Parses `args` (without the program name) the way getopt_long does,
-/// returning the messages getopt would print on a bad option.
+/// Parses `args` (without the program name) the way getopt_long does
+/// ([`crate::getopt`]), returning the message getopt would print on a bad
+/// option. Options come first in the result, in their order, then the
+/// words.
 pub fn getopt(prog: &str, args: &[String], opts: &[Opt]) -> Result<Vec<Parsed>, String> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    let next_is_value = |i: usize| -> bool {
-        args.get(i)
-            .map(|a| !a.starts_with('-') || a == "-")
-            .unwrap_or(false)
-    };
-    while i < args.len() {
-        let a = &args[i];
-        i += 1;
-        if a == "--" {
-            for w in &args[i..] {
-                out.push(Parsed::Word(w.clone()));
-            }
-            break;
-        }
-        if let Some(body) = a.strip_prefix("--") {
-            let (name, attached) = match body.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (body, None),
-            };
-            let exact = opts.iter().find(|o| o.long == name);
-            let opt = match exact {
-                Some(o) => *o,
-                None => {
-                    let cands: Vec<&Opt> = opts
-                        .iter()
-                        .filter(|o| !o.long.is_empty() && o.long.starts_with(name))
-                        .collect();
-                    match cands.len() {
-                        1 => *cands[0],
-                        0 => return Err(format!("{prog}: unrecognized option '--{name}'")),
-                        _ => {
-                            let names: Vec<String> =
-                                cands.iter().map(|o| format!("'--{}'", o.long)).collect();
-                            return Err(format!(
-                                "{prog}: option '--{name}' is ambiguous; possibilities: {}",
-                                names.join(" ")
-                            ));
-                        }
-                    }
-                }
-            };
-            match opt.arg {
-                Arg::No => {
-                    if attached.is_some() {
-                        return Err(format!(
-                            "{prog}: option '--{}' doesn't allow an argument",
-                            opt.long
-                        ));
-                    }
-                    out.push(Parsed::Opt(opt.long, None));
-                }
-                Arg::Required => {
-                    let v = match attached {
-                        Some(v) => v,
-                        None => match args.get(i) {
-                            Some(v) => {
-                                i += 1;
-                                v.clone()
-                            }
-                            None => {
-                                return Err(format!(
-                                    "{prog}: option '--{}' requires an argument",
-                                    opt.long
-                                ))
-                            }
-                        },
-                    };
-                    out.push(Parsed::Opt(opt.long, Some(v)));
-                }
-                Arg::Attached => out.push(Parsed::Opt(opt.long, attached)),
-                Arg::Optional => {
-                    let v = match attached {
-                        Some(v) => Some(v),
-                        None if next_is_value(i) => {
-                            i += 1;
-                            Some(args[i - 1].clone())
-                        }
-                        None => None,
-                    };
-                    out.push(Parsed::Opt(opt.long, v));
-                }
-            }
-            continue;
-        }
-        if a.len() > 1 && a.starts_with('-') {
-            let chars: Vec<char> = a[1..].chars().collect();
-            let mut k = 0;
-            while k < chars.len() {
-                let c = chars[k];
-                k += 1;
-                let Some(opt) = opts.iter().find(|o| o.short == Some(c)) else {
-                    return Err(format!("{prog}: invalid option -- '{c}'"));
-                };
-                let rest: String = chars[k..].iter().collect();
-                match opt.arg {
-                    Arg::No => out.push(Parsed::Opt(opt.long, None)),
-                    Arg::Required => {
-                        let v = if !rest.is_empty() {
-                            rest
-                        } else {
-                            match args.get(i) {
-                                Some(v) => {
-                                    i += 1;
-                                    v.clone()
-                                }
-                                None => {
-                                    return Err(format!(
-                                        "{prog}: option requires an argument -- '{c}'"
-                                    ))
-                                }
-                            }
-                        };
-                        out.push(Parsed::Opt(opt.long, Some(v)));
-                        break;
-                    }
-                    Arg::Attached => {
-                        out.push(Parsed::Opt(opt.long, (!rest.is_empty()).then_some(rest)));
-                        break;
-                    }
-                    Arg::Optional => {
-                        let v = if !rest.is_empty() {
-                            Some(rest)
-                        } else if next_is_value(i) {
-                            i += 1;
-                            Some(args[i - 1].clone())
-                        } else {
-                            None
-                        };
-                        out.push(Parsed::Opt(opt.long, v));
-                        break;
-                    }
-                }
-            }
-            continue;
-        }
-        out.push(Parsed::Word(a.clone()));
-    }
+    use crate::getopt::HasArg;
+    let table: Vec<crate::getopt::Opt> = opts
+        .iter()
+        .enumerate()
+        .map(|(id, o)| crate::getopt::Opt {
+            long: (!o.long.is_empty()).then_some(o.long),
+            short: o.short,
+            has_arg: match o.arg {
+                Arg::No => HasArg::No,
+                Arg::Required => HasArg::Required,
+                Arg::Optional => HasArg::OptionalNext,
+                Arg::Attached => HasArg::Optional,
+            },
+            id,
+        })
+        .collect();
+    let p = crate::getopt::parse(prog, args, &table, true).map_err(|e| e.message)?;
+    let mut out: Vec<Parsed> = p
+        .opts
+        .into_iter()
+        .map(|(id, v)| Parsed::Opt(opts[id].long, v))
+        .collect();
+    out.extend(p.operands.into_iter().map(Parsed::Word));
     Ok(out)
 }
 

@@ -19,6 +19,7 @@
 pub mod common;
 pub mod compat;
 pub mod fmt;
+pub mod getopt;
 pub mod help;
 pub mod jsonout;
 pub mod local;

@@ -16,7 +16,7 @@
 //! controller; [`run`] glues them to one.
 
 use crate::common::{self, CallError};
-use crate::sbatch::getopt::{self, HasArg, Opt};
+use crate::getopt::{self, HasArg, Opt};
 use slurm_common::{hostlist, users};
 use slurm_proto::{
     CancelFilter, JobId, JobRecord, JobState, RequestBody, Response, SlurmError, SLURM_VERSION,
