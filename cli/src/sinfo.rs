@@ -272,6 +272,9 @@ pub struct Options {
     pub auto_widths: bool,
     /// `--json`: slurmrestd's node list instead of the table.
     pub json: bool,
+    /// `-S`: sort keys (format letters; `-` descending; `#P` partitions in
+    /// slurm.conf's order).
+    pub sort: Vec<(bool, String)>,
 }
 
 impl Default for Options {
@@ -292,8 +295,26 @@ impl Default for Options {
             responding: false,
             dead: false,
             auto_widths: true,
+            sort: vec![],
         }
     }
+}
+
+/// `-S` as keys (descending?, letter); the error names a bad one.
+pub fn parse_sort(spec: &str) -> Result<Vec<(bool, String)>, String> {
+    let mut keys = Vec::new();
+    for w in spec.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        let (desc, k) = match w.strip_prefix('-') {
+            Some(k) => (true, k),
+            None => (false, w.strip_prefix('+').unwrap_or(w)),
+        };
+        let ok = k == "#P" || (k.chars().count() == 1 && LETTERS.contains(k));
+        if !ok {
+            return Err(format!("sinfo: error: Invalid sort specification: {w}"));
+        }
+        keys.push((desc, k.to_string()));
+    }
+    Ok(keys)
 }
 
 impl Options {
@@ -654,6 +675,34 @@ pub fn format_sinfo(
         }
     }
 
+    // -S: a stable sort over the default order, by each key in turn.
+    if !opts.sort.is_empty() {
+        let part_pos = |r: &Rec<'_>| {
+            r.part
+                .and_then(|p| visible.iter().position(|v| v.name == p.name))
+                .unwrap_or(usize::MAX)
+        };
+        recs.sort_by(|a, b| {
+            for (desc, k) in &opts.sort {
+                let o = if k == "#P" {
+                    part_pos(a).cmp(&part_pos(b))
+                } else {
+                    let (x, y) = (rec_value(k, a, tz), rec_value(k, b, tz));
+                    match (x.trim().parse::<f64>(), y.trim().parse::<f64>()) {
+                        (Ok(p), Ok(q)) => p.partial_cmp(&q).unwrap_or(std::cmp::Ordering::Equal),
+                        _ if k == "N" || k == "n" => fmt::host_cmp(&x, &y),
+                        _ => x.cmp(&y),
+                    }
+                };
+                let o = if *desc { o.reverse() } else { o };
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+    }
+
     // Default layouts widen %P and (node-oriented) %N to the longest value.
     let mut items = opts.items.clone();
     if opts.auto_widths {
@@ -715,10 +764,6 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     (
         "noconvert",
         crate::compat::Support::Differs("sizes are always shown in MB"),
-    ),
-    (
-        "sort",
-        crate::compat::Support::Differs("accepted; lines keep sinfo's default order"),
     ),
     (
         "verbose",
@@ -1017,6 +1062,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                         format = None;
                     }
                     "partition" => o.partitions = fmt::split_list(&v),
+                    "sort" => o.sort = parse_sort(&v)?,
                     "responding" => o.responding = true,
                     "list-reasons" => o.reasons = true,
                     "summarize" => summarize = true,
@@ -1417,6 +1463,22 @@ pub(crate) mod tests {
             "maint                Unknown   Unknown             n3"
         );
         assert_eq!(run(&["-h", "-N"], &ns), "n1             1 debug*    mix   \nn2             1 debug*    idle  \nn3             1 debug*    drain \n");
+        // -S: by state name, then descending; node names in host order.
+        assert_eq!(
+            run(&["-h", "-S", "t", "-o", "%N %t"], &ns),
+            "n3 drain\nn2 idle\nn1 mix\n"
+        );
+        assert_eq!(
+            run(&["-h", "--sort=-N", "-o", "%N %t"], &ns),
+            "n3 drain\nn2 idle\nn1 mix\n"
+        );
+        assert_eq!(
+            run(&["-h", "-N", "-S", "-N", "-o", "%N"], &ns),
+            "n3\nn2\nn1\n"
+        );
+        assert_eq!(run(&["-h", "-S", "#P,N", "-o", "%N"], &ns), "n[1-3]\n");
+        let bad = parse_args(&["-S".into(), "Q".into()], &|_| None);
+        assert!(matches!(bad, Err(e) if e.contains("Invalid sort specification: Q")));
     }
 
     #[test]
