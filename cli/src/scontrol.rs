@@ -708,6 +708,7 @@ const COMMANDS: &[&str] = &[
     "takeover",
     "listpids",
     "wait_job",
+    "write",
     "reconfigure",
     "token",
     "version",
@@ -771,6 +772,69 @@ fn load_jobs(ctl: &dyn Controller, out: &mut Out) -> Option<Vec<JobRecord>> {
         Err(e) => {
             out.err(format!("slurm_load_jobs error: {}", e.message));
             None
+        }
+    }
+}
+
+/// `scontrol write batch_script JOBID [FILE]`: the job's script into FILE
+/// (`slurm-JOBID.sh` by default, `-` for stdout), as its owner or an
+/// administrator may read it.
+fn cmd_write(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    match args.first().map(|a| a.to_ascii_lowercase()).as_deref() {
+        Some("batch_script") => {}
+        _ => {
+            out.err("invalid write target: batch_script is the one known here");
+            return 1;
+        }
+    }
+    let Some(job_id) = args
+        .get(1)
+        .and_then(|a| a.parse::<u32>().ok())
+        .filter(|n| *n > 0)
+    else {
+        out.err(format!(
+            "scontrol: error: {}",
+            SlurmError::InvalidJobId.message()
+        ));
+        return 1;
+    };
+    let script = match ctl.call(RequestBody::GetJobScript { job_id }) {
+        Ok(Response::JobScript(s)) => s,
+        Ok(Response::Error(e)) => {
+            let m = match &e.detail {
+                Some(d) => format!("{} ({d})", e.error.message()),
+                None => e.error.message().to_string(),
+            };
+            out.err(format!("slurm_job_batch_script error: {m}"));
+            return 1;
+        }
+        Ok(_) => {
+            out.err("slurm_job_batch_script error: Unexpected message received");
+            return 1;
+        }
+        Err(e) => {
+            out.err(format!("slurm_job_batch_script error: {}", e.message));
+            return 1;
+        }
+    };
+    let file = args
+        .get(2)
+        .cloned()
+        .unwrap_or_else(|| format!("slurm-{job_id}.sh"));
+    if file == "-" {
+        out.stdout.push_str(&script);
+        return 0;
+    }
+    match std::fs::write(&file, script.as_bytes()) {
+        Ok(()) => {
+            out.stdout.push_str(&format!(
+                "batch script for job {job_id} written to {file}\n"
+            ));
+            0
+        }
+        Err(e) => {
+            out.err(format!("scontrol: error: failed to write {file}: {e}"));
+            1
         }
     }
 }
@@ -2202,6 +2266,7 @@ pub fn run_command(
         Some("takeover") => cmd_takeover(rest, ctl, out),
         Some("listpids") => cmd_listpids(rest, ctl, out),
         Some("wait_job") => cmd_wait_job(rest, ctl, out),
+        Some("write") => cmd_write(rest, ctl, out),
         Some("token") => cmd_token(rest, ctl, out),
         Some("reconfigure") => match ctl.call(RequestBody::Reconfigure) {
             Ok(Response::Ok) => 0,
@@ -2309,6 +2374,7 @@ pub(crate) fn compat_words() -> Vec<String> {
         w.push(format!("entity create {e}"));
         w.push(format!("entity delete {e}"));
     }
+    w.push("entity write batch_script".to_string());
     w
 }
 
@@ -2638,6 +2704,10 @@ mod tests {
                     jobs: reference_jobs(),
                     last_update: T_NOW,
                 }),
+                RequestBody::GetJobScript { job_id: 9 } => {
+                    Ok(Response::JobScript("#!/bin/sh\ntrue\n".into()))
+                }
+                RequestBody::GetJobScript { .. } => err(SlurmError::InvalidJobId),
                 RequestBody::GetJobsBrief(f) => Ok(Response::Jobs {
                     jobs: reference_jobs()
                         .into_iter()
@@ -2744,6 +2814,31 @@ mod tests {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let (rc, out) = run(&args, ctl, T_NOW, Tz::Utc);
         (rc, out.stdout, out.stderr)
+    }
+
+    #[test]
+    fn write_batch_script_to_stdout_or_a_file() {
+        let f = fake();
+        assert_eq!(
+            sc(&f, &["write", "batch_script", "9", "-"]),
+            (0, "#!/bin/sh\ntrue\n".into(), String::new())
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.sh");
+        let (rc, out, _) = sc(&f, &["write", "batch_script", "9", file.to_str().unwrap()]);
+        assert_eq!(rc, 0);
+        assert!(
+            out.starts_with("batch script for job 9 written to "),
+            "{out}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "#!/bin/sh\ntrue\n");
+        let (rc, _, err) = sc(&f, &["write", "batch_script", "8", "-"]);
+        assert_eq!(rc, 1);
+        assert_eq!(
+            err,
+            "slurm_job_batch_script error: Invalid job id specified\n"
+        );
+        assert_eq!(sc(&f, &["write", "config"]).0, 1);
     }
 
     #[test]

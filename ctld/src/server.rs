@@ -1144,6 +1144,10 @@ impl pb::controller_server::Controller for CtldService {
         self.command(r, command_method::GET_LICENSES, CommandCall::GetLicenses)
             .await
     }
+    async fn get_job_script(&self, r: tonic::Request<pb::JobIdRequest>) -> Commanded {
+        self.command(r, command_method::GET_JOB_SCRIPT, CommandCall::GetJobScript)
+            .await
+    }
     async fn get_config(&self, r: tonic::Request<pb::Empty>) -> Commanded {
         self.command(r, command_method::GET_CONFIG, CommandCall::GetConfig)
             .await

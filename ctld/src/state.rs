@@ -776,6 +776,26 @@ impl Controller {
     /// `scontrol create PartitionName=NAME [Nodes=LIST] [Default=YES|NO]
     /// [State=] [MaxTime=] [DefaultTime=]`: operators only; kept over
     /// restarts and reconfigures until deleted.
+    /// `scontrol write batch_script`: the job's script, for its owner,
+    /// root and SlurmUser. Under `PrivateData=jobs` another user's job does
+    /// not exist for the caller.
+    fn job_script(&self, who: Caller, id: JobId) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(if self.conf.private_data().jobs {
+                SlurmError::InvalidJobId
+            } else {
+                SlurmError::AccessDenied
+            });
+        }
+        match self.p.payloads.get(&id) {
+            Some(p) if j.batch && !p.script.is_empty() => Ok(Response::JobScript(p.script.clone())),
+            _ => err_detail(SlurmError::InvalidRequest, "no batch script for this job"),
+        }
+    }
+
     fn create_partition(
         &mut self,
         who: Caller,
@@ -5125,6 +5145,7 @@ impl Controller {
             } => self.update_node(who, names, state, reason, features, now),
             RequestBody::AllocateJob(d) => self.allocate(who, d, now),
             RequestBody::CreateNode(n) => self.create_node(who, n),
+            RequestBody::GetJobScript { job_id } => self.job_script(who, job_id),
             RequestBody::Reconfigure => self.reconfigure(who, now),
             RequestBody::DeleteNode { name } => self.delete_node(who, &name),
             RequestBody::CreateReservation(r) => self.create_reservation(who, r, now),

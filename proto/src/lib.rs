@@ -1441,6 +1441,10 @@ pub enum RequestBody {
     AcctChanged,
     /// `scontrol show licenses`, REST `licenses/`.
     GetLicenses,
+    /// `scontrol write batch_script JOBID`: the job's script.
+    GetJobScript {
+        job_id: JobId,
+    },
     /// `scontrol show topology`.
     GetTopology,
     /// `scontrol reconfigure`: read slurm.conf again.
@@ -1718,6 +1722,7 @@ impl RequestBody {
             }
             RequestBody::Reconfigure => ("REQUEST_RECONFIGURE", 1003),
             RequestBody::GetLicenses => ("REQUEST_LICENSE_INFO", 1021),
+            RequestBody::GetJobScript { .. } => ("REQUEST_BATCH_SCRIPT", 2051),
             RequestBody::GetConfig => ("REQUEST_BUILD_INFO", 2001),
             RequestBody::GetJobs
             | RequestBody::GetJobsDelta { .. }
@@ -1787,6 +1792,8 @@ pub enum Response {
     Ok,
     /// A JWT (`scontrol token`).
     Token(String),
+    /// A batch job's script (`GetJobScript`).
+    JobScript(String),
     /// The state is still at this version.
     JobsUnchanged {
         version: u64,

@@ -1013,6 +1013,7 @@ pub enum CommandCall {
     Reconfigure(pb::Empty),
     GetToken(pb::TokenRequest),
     GetLicenses(pb::Empty),
+    GetJobScript(pb::JobIdRequest),
     GetConfig(pb::Empty),
     GetTopology(pb::Empty),
     GetDiag(pb::Empty),
@@ -1053,6 +1054,7 @@ pub mod command_method {
     pub const RECONFIGURE: &str = "/slurm.v1.Controller/Reconfigure";
     pub const GET_TOKEN: &str = "/slurm.v1.Controller/GetToken";
     pub const GET_LICENSES: &str = "/slurm.v1.Controller/GetLicenses";
+    pub const GET_JOB_SCRIPT: &str = "/slurm.v1.Controller/GetJobScript";
     pub const GET_CONFIG: &str = "/slurm.v1.Controller/GetConfig";
     pub const GET_TOPOLOGY: &str = "/slurm.v1.Controller/GetTopology";
     pub const GET_DIAG: &str = "/slurm.v1.Controller/GetDiag";
@@ -1144,6 +1146,9 @@ impl CommandCall {
                 CommandCall::GetToken(pb::TokenRequest { username, lifespan })
             }
             RequestBody::GetLicenses => CommandCall::GetLicenses(pb::Empty {}),
+            RequestBody::GetJobScript { job_id } => {
+                CommandCall::GetJobScript(pb::JobIdRequest { job_id })
+            }
             RequestBody::GetConfig => CommandCall::GetConfig(pb::Empty {}),
             RequestBody::GetTopology => CommandCall::GetTopology(pb::Empty {}),
             RequestBody::GetDiag => CommandCall::GetDiag(pb::Empty {}),
@@ -1223,6 +1228,7 @@ impl CommandCall {
                 lifespan: t.lifespan,
             },
             CommandCall::GetLicenses(_) => RequestBody::GetLicenses,
+            CommandCall::GetJobScript(m) => RequestBody::GetJobScript { job_id: m.job_id },
             CommandCall::GetConfig(_) => RequestBody::GetConfig,
             CommandCall::GetTopology(_) => RequestBody::GetTopology,
             CommandCall::GetDiag(_) => RequestBody::GetDiag,
@@ -1269,6 +1275,7 @@ impl CommandCall {
             CommandCall::Reconfigure(_) => RECONFIGURE,
             CommandCall::GetToken(_) => GET_TOKEN,
             CommandCall::GetLicenses(_) => GET_LICENSES,
+            CommandCall::GetJobScript(_) => GET_JOB_SCRIPT,
             CommandCall::GetConfig(_) => GET_CONFIG,
             CommandCall::GetTopology(_) => GET_TOPOLOGY,
             CommandCall::GetDiag(_) => GET_DIAG,
@@ -1316,6 +1323,7 @@ impl CommandCall {
             | CommandCall::DeletePartition(m) => m.encode_to_vec(),
             CommandCall::UpdatePartition(m) | CommandCall::CreatePartition(m) => m.encode_to_vec(),
             CommandCall::CreateNode(m) => m.encode_to_vec(),
+            CommandCall::GetJobScript(m) => m.encode_to_vec(),
             CommandCall::GetJobsDelta(m) => m.encode_to_vec(),
             CommandCall::UpdateJob(m) => m.encode_to_vec(),
             CommandCall::SuspendJob(m) => m.encode_to_vec(),
@@ -1388,6 +1396,7 @@ pub fn command_reply(r: Response) -> pb::CommandReply {
             last_update,
         }),
         Response::Token(t) => R::Token(t),
+        Response::JobScript(s) => R::JobScript(s),
         Response::Licenses {
             licenses,
             last_update,
@@ -1659,6 +1668,7 @@ pub fn command_response(r: pb::CommandReply) -> Response {
             Err(e) => protocol(e.to_string()),
         },
         Some(R::Token(t)) => Response::Token(t),
+        Some(R::JobScript(s)) => Response::JobScript(s),
         Some(R::Licenses(l)) => Response::Licenses {
             licenses: l
                 .licenses

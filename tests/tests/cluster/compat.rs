@@ -616,3 +616,52 @@ fn srun_wait_ends_the_step_after_the_first_task() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// `scontrol write batch_script`: the owner and root read a job's script;
+/// another user may not.
+#[test]
+fn scontrol_writes_a_jobs_batch_script_for_its_owner_only() {
+    use slurm_tests::{stderr, stdout, TestCluster, TEST_GID, TEST_UID};
+    let t = TestCluster::start(1, |_| {});
+    let script = "#!/bin/sh\n#SBATCH -J secret\necho the recipe\n";
+    let path = t.work.join("job.sh");
+    std::fs::write(&path, script).unwrap();
+    let id = t.sbatch_as_user(&["-H", "-o", "/dev/null", path.to_str().unwrap()]);
+    let ids = id.to_string();
+    // The owner, to stdout.
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["write", "batch_script", &ids, "-"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), script, "{}", stderr(&out));
+    // Root, to the default file in the working directory.
+    let out = t.run("scontrol", &["write", "batch_script", &ids]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("batch script for job {id} written to slurm-{id}.sh\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.work.join(format!("slurm-{id}.sh"))).unwrap(),
+        script
+    );
+    // Misuse: another ordinary user.
+    let out = t
+        .cmd_as(1, 1, "scontrol")
+        .args(["write", "batch_script", &ids, "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "");
+    assert_eq!(
+        stderr(&out),
+        "slurm_job_batch_script error: Access/permission denied\n"
+    );
+    let out = t.run("scontrol", &["write", "batch_script", "999999", "-"]);
+    assert_eq!(
+        stderr(&out),
+        "slurm_job_batch_script error: Invalid job id specified\n"
+    );
+    assert!(t.run("scancel", &[&ids]).status.success());
+}
