@@ -146,7 +146,9 @@ fn tables() -> Vec<Command> {
         Command {
             name: "salloc",
             options: from_fmt(&crate::srun::table("salloc"), crate::srun::COMPAT_NOTES),
-            env_in: vec![],
+            env_in: recorded(|env| {
+                crate::srun::salloc_env_options(env);
+            }),
             words: vec![],
         },
         Command {

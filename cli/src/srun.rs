@@ -1780,8 +1780,41 @@ pub fn alloc_env(j: &JobRecord, conf: &SlurmConf, o: &AllocOpts) -> Vec<(String,
     env
 }
 
+/// `SALLOC_*` variables that stand for salloc's options (before the
+/// command line's, which win).
+const SALLOC_ENV: &crate::fmt::EnvOptions = &[
+    ("SALLOC_ACCOUNT", "account", true),
+    ("SALLOC_CONSTRAINT", "constraint", true),
+    ("SALLOC_CPUS_PER_GPU", "cpus-per-gpu", true),
+    ("SALLOC_DEBUG", "verbose", false),
+    ("SALLOC_EXCLUSIVE", "exclusive", false),
+    ("SALLOC_GPUS", "gpus", true),
+    ("SALLOC_GPUS_PER_NODE", "gpus-per-node", true),
+    ("SALLOC_GPUS_PER_TASK", "gpus-per-task", true),
+    ("SALLOC_GRES", "gres", true),
+    ("SALLOC_IMMEDIATE", "immediate", true),
+    ("SALLOC_MEM_PER_CPU", "mem-per-cpu", true),
+    ("SALLOC_MEM_PER_GPU", "mem-per-gpu", true),
+    ("SALLOC_MEM_PER_NODE", "mem", true),
+    ("SALLOC_OVERCOMMIT", "overcommit", false),
+    ("SALLOC_PARTITION", "partition", true),
+    ("SALLOC_QOS", "qos", true),
+    ("SALLOC_REQ_SWITCH", "switches", true),
+    ("SALLOC_RESERVATION", "reservation", true),
+    ("SALLOC_SEGMENT_SIZE", "segment", true),
+    ("SALLOC_THREADS_PER_CORE", "threads-per-core", true),
+    ("SALLOC_TIMELIMIT", "time", true),
+];
+
+/// The options salloc's input environment gives, as words to put before
+/// the command line's.
+pub fn salloc_env_options(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    crate::fmt::env_words(SALLOC_ENV, env)
+}
+
 pub fn salloc_main() -> i32 {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args = salloc_env_options(&|k| std::env::var(k).ok());
+    args.extend(std::env::args().skip(1));
     let o = match parse("salloc", &args) {
         Ok(o) => o,
         Err(e) => {
@@ -1925,6 +1958,21 @@ mod tests {
             ("SLURM_LABELIO", "yes"),
         ]);
         assert_eq!(env_options(&inside), ["--label"]);
+        // Overcommitted, the job's task count stands inside it too.
+        let over = env(&[
+            ("SLURM_JOB_ID", "12"),
+            ("SLURM_NTASKS", "9"),
+            ("SLURM_OVERCOMMIT", "1"),
+        ]);
+        assert_eq!(env_options(&over), ["--overcommit", "--ntasks=9"]);
+        // salloc's own variables; its command line wins.
+        let salloc = env(&[("SALLOC_PARTITION", "gpu"), ("SALLOC_OVERCOMMIT", "1")]);
+        let mut all = salloc_env_options(&salloc);
+        assert_eq!(all, ["--overcommit", "--partition=gpu"]);
+        all.extend(a(&["-p", "debug"]));
+        let o = parse("salloc", &all).unwrap();
+        assert_eq!(o.partition.as_deref(), Some("debug"));
+        assert!(o.overcommit);
         assert!(parse("srun", &a(&["--bogus", "true"]))
             .unwrap_err()
             .contains("unrecognized option '--bogus'"));
