@@ -8,6 +8,8 @@ use slurm_proto::{RequestBody, Response, RpcError};
 /// Load `$SLURM_CONF` (or /etc/slurm/slurm.conf), printing an error prefixed
 /// with `prog` on failure.
 pub fn load_conf(prog: &str) -> Result<SlurmConf, i32> {
+    // Every command that prints a time prints it as the user asked.
+    slurm_common::timefmt::use_env_time_format();
     let path = default_conf_path();
     let conf = SlurmConf::load(&path).map_err(|e| {
         eprintln!("{prog}: error: {e}");

@@ -122,6 +122,9 @@ pub fn commands() -> Vec<Command> {
     // Every command finds slurm.conf the same way.
     for c in &mut all {
         c.env_in.push(slurm_common::conf::CONF_ENV.to_string());
+        // Read where the configuration is loaded (`common::load_conf`).
+        c.env_in
+            .push(slurm_common::timefmt::TIME_FORMAT_ENV.to_string());
     }
     all
 }

@@ -38,9 +38,12 @@ impl Tz {
         }
     }
 
-    /// `2026-11-22T05:37:34`.
+    /// `2026-11-22T05:37:34` (local time as `SLURM_TIME_FORMAT` says).
     pub fn timestamp(self, t: i64) -> String {
-        self.fmt(t, "%Y-%m-%dT%H:%M:%S")
+        match self {
+            Tz::Local => slurm_common::timefmt::format_timestamp(t),
+            Tz::Utc => self.fmt(t, "%Y-%m-%dT%H:%M:%S"),
+        }
     }
 
     /// [`Tz::timestamp`], or `none` when unset (absent, 0 or negative).

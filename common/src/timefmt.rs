@@ -7,8 +7,59 @@
 //!   [`format_duration_hms`] (scontrol RunTime, `HH:MM:SS`).
 //! - Timestamps are Unix seconds (`i64`) shown in local time: [`format_timestamp`]
 //!   (`2026-11-22T05:37:34`) and parsed by [`parse_timestamp`] (`--begin`, `scontrol`).
+//!   A command that calls [`use_env_time_format`] prints them as
+//!   `SLURM_TIME_FORMAT` says: `standard`, `relative` or a strftime format.
 
 use chrono::{Datelike, Duration, Local, LocalResult, NaiveDate, NaiveDateTime, TimeZone};
+
+/// The variable that sets how commands print timestamps.
+pub const TIME_FORMAT_ENV: &str = "SLURM_TIME_FORMAT";
+
+static USER_FORMAT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Commands: take `SLURM_TIME_FORMAT` (read once) for [`format_timestamp`].
+/// A strftime format chrono cannot read counts as `standard`.
+pub fn use_env_time_format() {
+    USER_FORMAT.get_or_init(|| {
+        let v = std::env::var(TIME_FORMAT_ENV).ok()?;
+        checked_format(&v)
+    });
+}
+
+/// `v` as a format to keep: `None` for the standard one.
+fn checked_format(v: &str) -> Option<String> {
+    use chrono::format::{Item, StrftimeItems};
+    match v {
+        "" | "standard" => None,
+        "relative" => Some(v.to_string()),
+        f if StrftimeItems::new(f).any(|i| matches!(i, Item::Error)) => None,
+        f => Some(f.to_string()),
+    }
+}
+
+/// `t` in `format` (`relative` or strftime), as of `now`, local time.
+pub fn format_timestamp_as(t: i64, format: &str, now: i64) -> String {
+    let (Some(dt), Some(today)) = (
+        Local.timestamp_opt(t, 0).earliest(),
+        Local.timestamp_opt(now, 0).earliest(),
+    ) else {
+        return "Unknown".to_string();
+    };
+    if format != "relative" {
+        return dt.format(format).to_string();
+    }
+    if dt.year() != today.year() {
+        return dt.format("%-d %b %Y").to_string();
+    }
+    let days = (dt.date_naive() - today.date_naive()).num_days();
+    match days {
+        0 => dt.format("%H:%M:%S").to_string(),
+        1 => dt.format("Tomorr %H:%M").to_string(),
+        -1 => dt.format("Ystday %H:%M").to_string(),
+        2..=6 => dt.format("%a %H:%M").to_string(),
+        _ => dt.format("%-d %b %H:%M").to_string(),
+    }
+}
 
 /// A time string that could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -182,6 +233,12 @@ pub fn format_limit_sinfo(limit: Option<u32>) -> String {
 
 /// Local time as Slurm prints timestamps: `2026-11-22T05:37:34`.
 pub fn format_timestamp(t: i64) -> String {
+    if let Some(Some(f)) = USER_FORMAT.get() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        return format_timestamp_as(t, f, now);
+    }
     match Local.timestamp_opt(t, 0) {
         LocalResult::Single(dt) | LocalResult::Ambiguous(dt, _) => {
             dt.format("%Y-%m-%dT%H:%M:%S").to_string()
@@ -523,6 +580,31 @@ mod tests {
             .and_then(|d| d.and_hms_opt(h, mi, s))
             .expect("valid test date");
         local_to_ts("test", ndt).expect("valid local time")
+    }
+
+    #[test]
+    fn slurm_time_format_relative_and_strftime() {
+        // A Wednesday (2026-11-25) at noon.
+        let now = local(2026, 11, 25, 12, 0, 0);
+        let f = |t: i64| format_timestamp_as(t, "relative", now);
+        assert_eq!(f(local(2026, 11, 25, 8, 5, 9)), "08:05:09");
+        assert_eq!(f(local(2026, 11, 26, 14, 30, 0)), "Tomorr 14:30");
+        assert_eq!(f(local(2026, 11, 24, 23, 0, 0)), "Ystday 23:00");
+        assert_eq!(f(local(2026, 11, 28, 9, 0, 0)), "Sat 09:00");
+        assert_eq!(f(local(2026, 4, 25, 9, 0, 0)), "25 Apr 09:00");
+        assert_eq!(f(local(2012, 6, 6, 9, 0, 0)), "6 Jun 2012");
+        assert_eq!(
+            format_timestamp_as(local(2026, 11, 23, 12, 34, 56), "%a %T", now),
+            "Mon 12:34:56"
+        );
+        assert_eq!(format_timestamp_as(now, "%s", now), now.to_string());
+        // What is kept: nothing for standard, and a format chrono cannot
+        // read never reaches it (it would fail when printed).
+        assert_eq!(checked_format("standard"), None);
+        assert_eq!(checked_format(""), None);
+        assert_eq!(checked_format("%Q %"), None);
+        assert_eq!(checked_format("relative").as_deref(), Some("relative"));
+        assert_eq!(checked_format("%F %T").as_deref(), Some("%F %T"));
     }
 
     #[test]

@@ -665,3 +665,44 @@ fn scontrol_writes_a_jobs_batch_script_for_its_owner_only() {
     );
     assert!(t.run("scancel", &[&ids]).status.success());
 }
+
+/// `SLURM_TIME_FORMAT`: the commands print times as it says (`%s`: Unix
+/// seconds, as scripts ask to parse them); JSON keeps its numbers.
+#[test]
+fn slurm_time_format_sets_how_commands_print_times() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let id = t.sbatch(&["-H", "--wrap", "true"]);
+    let submit = t.job(id).unwrap().submit_time;
+    let out = t
+        .cmd("squeue")
+        .env("SLURM_TIME_FORMAT", "%s")
+        .args(["-h", "-o", "%V"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), format!("{submit}\n"), "{}", stderr(&out));
+    let out = t
+        .cmd("scontrol")
+        .env("SLURM_TIME_FORMAT", "%s")
+        .args(["show", "job", &id.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains(&format!("SubmitTime={submit} ")),
+        "{}",
+        stdout(&out)
+    );
+    // relative: today's times as hour:minute:second.
+    let out = t
+        .cmd("squeue")
+        .env("SLURM_TIME_FORMAT", "relative")
+        .args(["-h", "-o", "%V"])
+        .output()
+        .unwrap();
+    let v = stdout(&out);
+    assert!(
+        v.trim().len() == 8 && v.trim().chars().filter(|c| *c == ':').count() == 2,
+        "{v}"
+    );
+    assert!(t.run("scancel", &[&id.to_string()]).status.success());
+}
