@@ -237,6 +237,8 @@ impl Mailer {
         let stamps_usable = s.job_changed.len() == s.jobs.len();
         let mut out = Vec::new();
         let mut present = HashSet::new();
+        // Unended tasks per array, counted once if an array task needs it.
+        let mut unended: Option<HashMap<u32, usize>> = None;
         for (k, j) in s.jobs.iter().enumerate() {
             present.insert(j.job_id);
             let changed = !stamps_usable || s.job_changed[k] > since;
@@ -252,11 +254,18 @@ impl Mailer {
             let (first_task, last_task) = match &j.array {
                 Some(a) => {
                     let first_task = j.start_time.is_some() && !self.began.contains(&a.job_id);
-                    let others_done = s.jobs.iter().all(|o| {
-                        o.job_id == j.job_id
-                            || o.array.as_ref().is_none_or(|oa| oa.job_id != a.job_id)
-                            || o.state.is_finished()
+                    let counts = unended.get_or_insert_with(|| {
+                        let mut m: HashMap<u32, usize> = HashMap::new();
+                        for o in s.jobs.iter().filter(|o| !o.state.is_finished()) {
+                            if let Some(oa) = &o.array {
+                                *m.entry(oa.job_id).or_default() += 1;
+                            }
+                        }
+                        m
                     });
+                    let left = counts.get(&a.job_id).copied().unwrap_or(0);
+                    // Every other task has ended (this one counts if it has not).
+                    let others_done = left == usize::from(!j.state.is_finished());
                     (first_task, others_done)
                 }
                 None => (false, false),
@@ -420,6 +429,48 @@ mod tests {
         let mut plain = job("x", JobState::Running);
         Arc::make_mut(&mut plain.desc).mail_type = None;
         assert!(events(None, &plain, 1, false, false, None).0.is_empty());
+    }
+
+    #[test]
+    fn the_mailer_reads_snapshots_and_mails_an_array_once() {
+        let task = |id: u32, t: u32, state: JobState| {
+            let mut j = job("BEGIN,END", state);
+            j.job_id = id;
+            j.start_time = (state != JobState::Pending).then_some(101);
+            j.array = Some(slurm_proto::ArrayInfo {
+                job_id: 20,
+                task_id: t,
+                task_count: 2,
+                task_min: 1,
+                task_max: 2,
+                task_step: None,
+                max_running: None,
+            });
+            j
+        };
+        let snap = |jobs: Vec<JobRecord>, version: u64| Snapshot {
+            job_changed: vec![version; jobs.len()],
+            jobs: jobs.into_iter().map(Arc::new).collect(),
+            epoch: 7,
+            version,
+            ..Default::default()
+        };
+        let kinds = |m: Vec<Mail>| m.into_iter().map(|m| m.kind).collect::<Vec<_>>();
+        let mut m = Mailer::new(None);
+        use JobState::*;
+        // A standby controller's empty picture, then the first real one:
+        // taken as seen.
+        assert!(m.read(&Snapshot::default(), 0, false).is_empty());
+        let first = snap(vec![task(20, 1, Pending), task(21, 2, Pending)], 1);
+        assert!(m.read(&first, 0, false).is_empty());
+        let both_run = snap(vec![task(20, 1, Running), task(21, 2, Running)], 2);
+        assert_eq!(kinds(m.read(&both_run, 0, false)), ["BEGIN"]);
+        let one_ends = snap(vec![task(20, 1, Completed), task(21, 2, Running)], 3);
+        assert!(m.read(&one_ends, 0, false).is_empty());
+        let both_end = snap(vec![task(20, 1, Completed), task(21, 2, Completed)], 4);
+        assert_eq!(kinds(m.read(&both_end, 0, false)), ["END"]);
+        // The same snapshot again, or an unchanged one: nothing more.
+        assert!(m.read(&both_end, 0, true).is_empty());
     }
 
     #[test]
