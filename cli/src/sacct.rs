@@ -53,6 +53,7 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('i'), "nnodes", Arg::Required),
     o(Some('I'), "ncpus", Arg::Required),
     o(Some('v'), "verbose", Arg::No),
+    o(Some('T'), "truncate", Arg::No),
     o(Some('V'), "version", Arg::No),
     o(Some('X'), "allocations", Arg::No),
     o(None, "json", Arg::Optional),
@@ -466,6 +467,8 @@ pub struct Options {
     pub nnodes: Option<(u32, u32)>,
     /// `-I`: CPU counts (min, max).
     pub ncpus: Option<(u32, u32)>,
+    /// `-T`: start and end times cut to the window asked for.
+    pub truncate: bool,
 }
 
 /// `N` or `MIN-MAX` (`-i`, `-I`).
@@ -488,6 +491,33 @@ fn count_range(name: &str, v: &str) -> Result<(u32, u32), String> {
 }
 
 impl Options {
+    /// `-T`: each job's and step's start and end cut to the window
+    /// (`-S`/`-E`), so elapsed and CPU times count only what fell in it.
+    pub fn truncate(&self, rows: &mut [JobRow]) {
+        if !self.truncate {
+            return;
+        }
+        let (lo, hi) = (self.query.start, self.query.end);
+        let cut = |t: i64| {
+            let t = lo.map_or(t, |l| t.max(l));
+            hi.map_or(t, |h| t.min(h))
+        };
+        for r in rows {
+            if let Some(s) = r.job.start_time.as_mut() {
+                *s = cut(*s);
+            }
+            if let Some(e) = r.job.end_time.as_mut() {
+                *e = cut(*e);
+            }
+            for st in &mut r.steps {
+                st.start_time = cut(st.start_time);
+                if let Some(e) = st.end_time.as_mut() {
+                    *e = cut(*e);
+                }
+            }
+        }
+    }
+
     /// The filters slurmdbd is not asked for, applied to its answer.
     pub fn keeps(&self, r: &JobRow) -> bool {
         let j = &r.job;
@@ -604,6 +634,7 @@ pub fn parse_args_env(
                 }
             }
             "allocations" => o.query.with_steps = false,
+            "truncate" => o.truncate = true,
             "gid" | "group" => o.groups = list(),
             "delimiter" => o.delimiter = Some(val.clone()),
             "nodelist" => {
@@ -684,7 +715,11 @@ pub fn main() -> i32 {
         q.uids.push(me);
     }
     let rows = match common::dbd_call(&conf, AcctRequest::GetJobs(q)) {
-        Ok(AcctResponse::Jobs(rows)) => rows.into_iter().filter(|r| o.keeps(r)).collect::<Vec<_>>(),
+        Ok(AcctResponse::Jobs(rows)) => {
+            let mut rows: Vec<JobRow> = rows.into_iter().filter(|r| o.keeps(r)).collect();
+            o.truncate(&mut rows);
+            rows
+        }
         Ok(AcctResponse::Error(e)) => {
             eprintln!("sacct: error: {e}");
             return 1;
@@ -808,6 +843,21 @@ mod tests {
         assert!(rows().iter().all(|r| !o.keeps(r)));
         let o = parse_args(&args(&["-N", "n1", "--group", "0"]), 0).unwrap();
         assert_eq!(rows().iter().filter(|r| o.keeps(r)).count(), 2);
+        // -T: times cut to the window, elapsed with them.
+        let mut o = parse_args(&args(&["-T"]), 0).unwrap();
+        o.query.start = Some(1_500);
+        o.query.end = Some(1_800);
+        let mut rs = rows();
+        rs[0].job.start_time = Some(1_000);
+        rs[0].job.end_time = Some(2_000);
+        o.truncate(&mut rs);
+        assert_eq!(
+            (rs[0].job.start_time, rs[0].job.end_time),
+            (Some(1_500), Some(1_800))
+        );
+        let cols = parse_format("Elapsed").unwrap();
+        let out = render_with(&rs[..1], &cols, Layout::Parsable2, "|", false, false, 0);
+        assert_eq!(out, "00:05:00\n");
         assert!(parse_args(&args(&["-i", "3-1"]), 0).is_err());
         assert!(parse_args(&args(&["-i", "x"]), 0).is_err());
     }
