@@ -93,6 +93,7 @@ enum Key {
     MailType,
     Signal,
     OpenMode,
+    Clusters,
     MailUser,
     Time,
     Usage,
@@ -200,8 +201,8 @@ static SPECS: &[Spec] = &[
     spec("batch", None, RA, FATAL, Some("SBATCH_BATCH")),
     spec("bb", None, RA, FATAL, None),
     spec("bbf", None, RA, FATAL, None),
-    spec("cluster", None, RA, FATAL, None),
-    spec("clusters", Some('M'), RA, FATAL, Some("SBATCH_CLUSTERS")),
+    spec("cluster", None, RA, Key::Clusters, None),
+    spec("clusters", Some('M'), RA, Key::Clusters, Some("SBATCH_CLUSTERS")),
     spec("constraint", Some('C'), RA, Key::Constraint, Some("SBATCH_CONSTRAINT")),
     spec("container", None, RA, FATAL, Some("SBATCH_CONTAINER")),
     spec("container-id", None, RA, FATAL, Some("SBATCH_CONTAINER_ID")),
@@ -358,6 +359,8 @@ pub struct Options {
     pub signal: Option<String>,
     /// `--open-mode`: `append` or `truncate`.
     pub open_mode: Option<String>,
+    /// `-M`: the clusters named (this one is the only one there is).
+    pub clusters: Option<String>,
     pub cpus_per_task: Option<u32>,
     pub error: Option<String>,
     /// `-x` as given (hostlist expression or file name).
@@ -458,7 +461,8 @@ impl Options {
             mail_type,
             mail_user,
             signal,
-            open_mode
+            open_mode,
+            clusters
         );
     }
 }
@@ -684,6 +688,7 @@ fn apply(
             // NONE after another type clears it (kept as an empty list).
             opts.mail_type = Some(t.unwrap_or_default());
         }
+        Key::Clusters => opts.clusters = s(),
         Key::OpenMode => {
             // As Slurm's: the first letter decides.
             opts.open_mode = Some(
@@ -1588,6 +1593,8 @@ fn base_name(p: &str) -> String {
 pub struct Submission {
     pub desc: JobDesc,
     pub test_only: bool,
+    /// `-M`: clusters named; each must be this one.
+    pub clusters: Option<String>,
     /// `--wait`: wait for the job to end.
     pub wait: bool,
     pub parsable: bool,
@@ -1836,6 +1843,7 @@ pub fn prepare(
         desc,
         test_only: merged.test_only.unwrap_or(false),
         wait: merged.wait.unwrap_or(false),
+        clusters: merged.clusters.clone(),
         parsable: merged.parsable.unwrap_or(false),
         quiet: quiet > 0,
         verbose,
@@ -1955,6 +1963,18 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    // -M: one cluster per controller; any other name is refused.
+    if let Some(list) = &sub.clusters {
+        for c in list.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            if c != conf.cluster_name && !c.eq_ignore_ascii_case("all") {
+                term.err(&format!(
+                    "sbatch: error: Invalid cluster name: {c} (this is {})\n",
+                    conf.cluster_name
+                ));
+                return 1;
+            }
+        }
+    }
     let client = common::client(&conf);
     let result = common::call(&client, sub.request());
     let job_id = match &result {

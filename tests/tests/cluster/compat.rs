@@ -70,6 +70,23 @@ fn sbatch_wait_returns_the_jobs_exit_code() {
         .filter(|j| j.array.as_ref().is_some_and(|a| a.job_id == array))
         .all(|j| j.state.is_finished()));
 
+    // -M names this cluster (or all): submitted; another: refused.
+    let conf = std::fs::read_to_string(t.c.spec.conf_path()).unwrap();
+    let name = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("ClusterName="))
+        .unwrap()
+        .trim()
+        .to_string();
+    let out = t.run("sbatch", &["-W", "-Q", "-M", &name, "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = t.run("sbatch", &["--clusters=elsewhere", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("sbatch: error: Invalid cluster name: elsewhere"),
+        "{}",
+        stderr(&out)
+    );
     // Success is 0; the script sees what its job asked for.
     let file = t.work.join("dep.out");
     let dep = format!("afterany:{id}");
