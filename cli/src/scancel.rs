@@ -165,6 +165,8 @@ pub struct CancelOpts {
     pub nodelist: Option<String>,
     pub partition: Option<String>,
     pub qos: Option<String>,
+    /// `-R`: jobs of this reservation.
+    pub reservation: Option<String>,
     pub signal: Option<i32>,
     pub states: Vec<JobState>,
     /// `-u` as given.
@@ -182,6 +184,7 @@ impl CancelOpts {
             || self.nodelist.is_some()
             || self.partition.is_some()
             || self.qos.is_some()
+            || self.reservation.is_some()
             || !self.states.is_empty()
             || self.user_name.is_some()
     }
@@ -193,7 +196,11 @@ impl CancelOpts {
 
     /// Filters the controller does not apply: done here on a job list.
     fn needs_job_list(&self) -> bool {
-        self.account.is_some() || self.qos.is_some() || self.nodelist.is_some() || self.interactive
+        self.account.is_some()
+            || self.qos.is_some()
+            || self.nodelist.is_some()
+            || self.reservation.is_some()
+            || self.interactive
     }
 
     /// Cancelling (the default, or an explicit KILL) rather than signalling.
@@ -325,10 +332,6 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     (
         "cluster",
         crate::compat::Support::NotYet("refused: no multi-cluster operation yet"),
-    ),
-    (
-        "reservation",
-        crate::compat::Support::NotYet("refused: not implemented yet"),
     ),
     (
         "hurry",
@@ -491,7 +494,7 @@ pub(crate) fn parse_with(
             K::Verbose => o.verbose += 1,
             K::Version => return Err(Exit::out(format!("slurm {SLURM_VERSION}\n"))),
             K::Clusters => return Err(Exit::err("--clusters is not supported yet")),
-            K::Reservation => return Err(Exit::err("--reservation is not supported yet")),
+            K::Reservation => o.reservation = Some(v),
             K::Sibling => return Err(Exit::err("--sibling is not supported yet")),
             K::Wckey => return Err(Exit::err("--wckey is not supported yet")),
         }
@@ -534,6 +537,9 @@ fn job_matches(o: &CancelOpts, j: &JobRecord, nodes: &[String]) -> bool {
             .is_some_and(|q| !j.qos.eq_ignore_ascii_case(q))
         || o.name.as_ref().is_some_and(|n| &j.name != n)
         || o.partition.as_ref().is_some_and(|p| &j.partition != p)
+        || o.reservation
+            .as_ref()
+            .is_some_and(|r| j.desc.reservation.as_deref() != Some(r.as_str()))
         || (!o.states.is_empty() && !o.states.contains(&j.state))
         || o.uid.is_some_and(|u| j.user_id != u)
     {
@@ -741,6 +747,9 @@ pub fn report(o: &CancelOpts, unsent: &[IdArg], outcome: Outcome, err: &mut dyn 
         }
         if let Some(p) = &o.partition {
             m.push_str(&format!("partition={p} "));
+        }
+        if let Some(r) = &o.reservation {
+            m.push_str(&format!("reservation={r} "));
         }
         if let Some(q) = &o.qos {
             m.push_str(&format!("qos={q} "));
@@ -1074,6 +1083,23 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         parse(&argv(a), &env, 1000, &mut Vec::new())
+    }
+
+    #[test]
+    fn reservation_selects_the_jobs_of_a_reservation() {
+        let o = p(&["-R", "maint"], &[]).unwrap();
+        assert!(o.has_filters() && o.needs_job_list());
+        let mut inside = JobRecord {
+            job_id: 4,
+            ..Default::default()
+        };
+        std::sync::Arc::make_mut(&mut inside.desc).reservation = Some("maint".into());
+        let outside = JobRecord {
+            job_id: 5,
+            ..Default::default()
+        };
+        assert!(job_matches(&o, &inside, &[]));
+        assert!(!job_matches(&o, &outside, &[]));
     }
 
     #[test]
