@@ -140,7 +140,7 @@ fn tables() -> Vec<Command> {
         },
         Command {
             name: "srun",
-            options: from_fmt(crate::srun::OPTS, crate::srun::COMPAT_NOTES),
+            options: from_fmt(&crate::srun::table("srun"), crate::srun::COMPAT_NOTES),
             env_in: recorded(|env| {
                 crate::srun::env_options(env);
             }),
@@ -242,7 +242,7 @@ mod tests {
             (
                 "srun",
                 crate::srun::COMPAT_NOTES,
-                from_fmt(crate::srun::OPTS, &[]),
+                from_fmt(&crate::srun::table("srun"), &[]),
             ),
             (
                 "squeue",

@@ -82,6 +82,8 @@ pub struct AllocOpts {
     pub pty: bool,
     /// `--multi-prog`: the command is a file naming each task's program.
     pub multi_prog: bool,
+    /// salloc `--no-shell`: allocate, run nothing, leave the allocation.
+    pub no_shell: bool,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
     /// `--constraint` (node features).
@@ -395,6 +397,11 @@ pub(crate) const OPTS: &[Opt] = &[
     },
     Opt {
         short: None,
+        long: "no-shell",
+        arg: Arg::No,
+    },
+    Opt {
+        short: None,
         long: "mail-user",
         arg: Arg::Required,
     },
@@ -524,10 +531,20 @@ const SRUN_ONLY: &[&str] = &[
     "multi-prog",
 ];
 
-/// The option table of `prog` (srun's, or salloc's: without [`SRUN_ONLY`]).
+/// Options of [`OPTS`] only salloc has.
+const SALLOC_ONLY: &[&str] = &["no-shell"];
+
+/// The option table of `prog` (srun's without [`SALLOC_ONLY`], or
+/// salloc's without [`SRUN_ONLY`]).
 pub(crate) fn table(prog: &str) -> Vec<Opt> {
     OPTS.iter()
-        .filter(|o| prog != "salloc" || !SRUN_ONLY.contains(&o.long))
+        .filter(|o| {
+            if prog == "salloc" {
+                !SRUN_ONLY.contains(&o.long)
+            } else {
+                !SALLOC_ONLY.contains(&o.long)
+            }
+        })
         .copied()
         .collect()
 }
@@ -703,6 +720,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 )
             }
             "multi-prog" => o.multi_prog = true,
+            "no-shell" => o.no_shell = true,
             "mail-type" => {
                 o.mail_type = slurm_common::mail::parse_types(&v)
                     .map_err(|e| format!("{prog}: error: {e}"))?
@@ -1859,6 +1877,11 @@ pub fn salloc_main() -> i32 {
             return 1;
         }
     };
+    // --no-shell: the allocation stays until its time limit or scancel;
+    // steps reach it with `srun --jobid`.
+    if o.no_shell {
+        return 0;
+    }
     let status = match std::process::Command::new(&command[0])
         .args(&command[1..])
         .envs(alloc_env(&job, &conf, &o))

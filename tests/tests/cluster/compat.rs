@@ -723,3 +723,30 @@ fn slurm_time_format_sets_how_commands_print_times() {
     );
     assert!(t.run("scancel", &[&id.to_string()]).status.success());
 }
+
+/// `salloc --no-shell`: the allocation is made and kept; steps reach it
+/// with `srun --jobid`; srun itself does not know the option.
+#[test]
+fn salloc_no_shell_leaves_the_allocation_for_steps() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let out = t.run("salloc", &["--no-shell", "-N1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id: u32 = stderr(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("salloc: Granted job allocation "))
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{}", stderr(&out)));
+    let j = t.job(id).unwrap();
+    assert_eq!(j.state, slurm_proto::JobState::Running);
+    let out = t.run("srun", &["--jobid", &id.to_string(), "echo", "in it"]);
+    assert_eq!(stdout(&out), "in it\n", "{}", stderr(&out));
+    assert_eq!(t.job(id).unwrap().state, slurm_proto::JobState::Running);
+    assert!(t.run("scancel", &[&id.to_string()]).status.success());
+    let out = t.run("srun", &["--no-shell", "true"]);
+    assert!(
+        stderr(&out).contains("unrecognized option '--no-shell'"),
+        "{}",
+        stderr(&out)
+    );
+}
