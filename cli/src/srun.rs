@@ -84,6 +84,8 @@ pub struct AllocOpts {
     pub multi_prog: bool,
     /// salloc `--no-shell`: allocate, run nothing, leave the allocation.
     pub no_shell: bool,
+    /// srun `--test-only`: say when and where the job would start.
+    pub test_only: bool,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
     pub gres: Option<String>,
     /// `--constraint` (node features).
@@ -402,6 +404,11 @@ pub(crate) const OPTS: &[Opt] = &[
     },
     Opt {
         short: None,
+        long: "test-only",
+        arg: Arg::No,
+    },
+    Opt {
+        short: None,
         long: "mail-user",
         arg: Arg::Required,
     },
@@ -529,10 +536,56 @@ const SRUN_ONLY: &[&str] = &[
     "exact",
     "pty",
     "multi-prog",
+    "test-only",
 ];
 
 /// Options of [`OPTS`] only salloc has.
 const SALLOC_ONLY: &[&str] = &["no-shell"];
+
+/// `srun --test-only`: the controller's estimate of when and where the job
+/// would start; nothing is submitted or run.
+fn test_only(client: &net::Client, o: &AllocOpts, name: &str, in_alloc: Option<u32>) -> i32 {
+    if in_alloc.is_some() {
+        eprintln!("srun: error: --test-only is for a new allocation, not a step of job");
+        return 1;
+    }
+    // The controller checks a test like a batch submission, which needs a
+    // script; this one is never stored or run.
+    let mut desc = job_desc(o, name);
+    desc.script = "#!/bin/sh\n".into();
+    match call(client, RequestBody::TestJob(desc)) {
+        Ok(Response::TestResult {
+            job_id,
+            start_time,
+            cpus,
+            nodes,
+            partition,
+        }) => {
+            eprintln!(
+                "srun: Job {job_id} to start at {} using {cpus} processors on nodes {} in partition {partition}",
+                slurm_common::timefmt::format_timestamp(start_time),
+                hostlist::compress(&nodes)
+            );
+            0
+        }
+        Ok(Response::Error(e)) | Err(CallError::Rpc(e)) => {
+            let m = match &e.detail {
+                Some(d) => format!("{} ({d})", e.error.message()),
+                None => e.error.message().to_string(),
+            };
+            eprintln!("srun: error: Job allocation failure: {m}");
+            1
+        }
+        Ok(_) => {
+            eprintln!("srun: error: unexpected reply from the controller");
+            1
+        }
+        Err(e) => {
+            eprintln!("srun: error: {e}");
+            1
+        }
+    }
+}
 
 /// The option table of `prog` (srun's without [`SALLOC_ONLY`], or
 /// salloc's without [`SRUN_ONLY`]).
@@ -721,6 +774,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "multi-prog" => o.multi_prog = true,
             "no-shell" => o.no_shell = true,
+            "test-only" => o.test_only = true,
             "mail-type" => {
                 o.mail_type = slurm_common::mail::parse_types(&v)
                     .map_err(|e| format!("{prog}: error: {e}"))?
@@ -1627,6 +1681,9 @@ pub fn srun_main() -> i32 {
         .next()
         .unwrap_or("srun")
         .to_string();
+    if o.test_only {
+        return test_only(&client, &o, &name, in_alloc);
+    }
     let (job, allocated) = match in_alloc {
         Some(id) => match get_job(&client, id) {
             Ok(Some(j)) => (j, false),

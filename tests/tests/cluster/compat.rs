@@ -750,3 +750,28 @@ fn salloc_no_shell_leaves_the_allocation_for_steps() {
         stderr(&out)
     );
 }
+
+/// `srun --test-only`: when and where the job would start, nothing run.
+#[test]
+fn srun_test_only_estimates_and_runs_nothing() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let marker = t.work.join("ran");
+    let out = t.run("srun", &["--test-only", "touch", marker.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains(" to start at ") && stderr(&out).contains(" in partition "),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!marker.exists());
+    assert!(t.jobs().is_empty(), "nothing submitted");
+    let out = t.run("srun", &["--test-only", "-N", "99", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("srun: error: Job allocation failure:"),
+        "{}",
+        stderr(&out)
+    );
+}
