@@ -7,6 +7,22 @@ use slurm_proto::{RequestBody, Response, RpcError};
 
 /// Load `$SLURM_CONF` (or /etc/slurm/slurm.conf), printing an error prefixed
 /// with `prog` on failure.
+/// `--test-only`'s answer, as sbatch and srun print it.
+pub fn will_start_line(
+    prog: &str,
+    job_id: u32,
+    start_time: i64,
+    cpus: u32,
+    nodes: &[String],
+    partition: &str,
+) -> String {
+    format!(
+        "{prog}: Job {job_id} to start at {} using {cpus} processors on nodes {} in partition {partition}\n",
+        slurm_common::timefmt::format_timestamp(start_time),
+        slurm_common::hostlist::compress(nodes)
+    )
+}
+
 pub fn load_conf(prog: &str) -> Result<SlurmConf, i32> {
     // Every command that prints a time prints it as the user asked.
     slurm_common::timefmt::use_env_time_format();

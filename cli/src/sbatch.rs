@@ -1871,10 +1871,8 @@ pub fn report(sub: &Submission, result: Result<Response, CallError>, term: &mut 
             partition,
         }) => {
             if !sub.quiet {
-                term.err(&format!(
-                    "sbatch: Job {job_id} to start at {} using {cpus} processors on nodes {} in partition {partition}\n",
-                    timefmt::format_timestamp(start_time),
-                    hostlist::compress(&nodes)
+                term.err(&common::will_start_line(
+                    "sbatch", job_id, start_time, cpus, &nodes, &partition,
                 ));
             }
             0

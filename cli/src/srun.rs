@@ -561,10 +561,9 @@ fn test_only(client: &net::Client, o: &AllocOpts, name: &str, in_alloc: Option<u
             nodes,
             partition,
         }) => {
-            eprintln!(
-                "srun: Job {job_id} to start at {} using {cpus} processors on nodes {} in partition {partition}",
-                slurm_common::timefmt::format_timestamp(start_time),
-                hostlist::compress(&nodes)
+            eprint!(
+                "{}",
+                common::will_start_line("srun", job_id, start_time, cpus, &nodes, &partition)
             );
             0
         }
