@@ -54,6 +54,7 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('I'), "ncpus", Arg::Required),
     o(Some('v'), "verbose", Arg::No),
     o(Some('T'), "truncate", Arg::No),
+    o(None, "units", Arg::Required),
     o(Some('V'), "version", Arg::No),
     o(Some('X'), "allocations", Arg::No),
     o(None, "json", Arg::Optional),
@@ -122,6 +123,36 @@ pub struct Column {
     pub name: &'static str,
     pub width: usize,
     pub right: bool,
+    /// `--units`: sizes shown in this unit (K, M, G, T or P).
+    pub units: Option<char>,
+}
+
+/// `--units=U`'s letter; the error names a bad one.
+fn parse_units(v: &str) -> Result<char, String> {
+    match v.trim().to_ascii_uppercase().as_str() {
+        u @ ("K" | "M" | "G" | "T" | "P") => Ok(u.chars().next().unwrap_or('K')),
+        _ => Err(format!(
+            "sacct: error: Invalid --units value: {v} (K, M, G, T or P)"
+        )),
+    }
+}
+
+/// A size as printed (`2048K`, `3G`, `100M`) in `unit`, two decimals
+/// (`2.00M`), as `--units` shows it; anything else as it is.
+pub fn in_units(v: &str, unit: char) -> String {
+    const UNITS: &str = "KMGTP";
+    let Some(last) = v.chars().last() else {
+        return String::new();
+    };
+    let (num, from) = match UNITS.find(last) {
+        Some(i) => (&v[..v.len() - 1], i as i32),
+        None => (v, 0),
+    };
+    let (Ok(n), Some(to)) = (num.parse::<f64>(), UNITS.find(unit)) else {
+        return v.to_string();
+    };
+    let scaled = n * 1024f64.powi(from - to as i32);
+    format!("{scaled:.2}{unit}")
 }
 
 /// Parse `--format` (`JobID,JobName%30,State`): unknown names are an error.
@@ -151,6 +182,7 @@ pub fn parse_format(s: &str) -> Result<Vec<Column>, String> {
             name: f.0,
             width: width.unwrap_or(f.1),
             right: f.2,
+            units: None,
         });
     }
     if out.is_empty() {
@@ -381,6 +413,17 @@ pub fn render(
     render_with(rows, cols, layout, "|", header, steps, now)
 }
 
+/// The value of a size column in `--units`' unit.
+fn sized(c: &Column, v: String) -> String {
+    match c.units {
+        Some(u) if SIZE_COLUMNS.contains(&c.name) && !v.is_empty() => in_units(&v, u),
+        _ => v,
+    }
+}
+
+/// Columns that are sizes (what `--units` converts).
+const SIZE_COLUMNS: &[&str] = &["ReqMem", "MaxRSS", "MaxVMSize"];
+
 /// [`render`] with `--delimiter`'s separator for `-p`/`-P`.
 pub fn render_with(
     rows: &[JobRow],
@@ -407,7 +450,7 @@ pub fn render_with(
     for r in rows {
         let v: Vec<String> = cols
             .iter()
-            .map(|c| job_value(c.name, &r.cluster, &r.job, now))
+            .map(|c| sized(c, job_value(c.name, &r.cluster, &r.job, now)))
             .collect();
         out.push_str(&line(&v, cols, layout, delim));
         out.push('\n');
@@ -415,7 +458,7 @@ pub fn render_with(
             for s in &r.steps {
                 let v: Vec<String> = cols
                     .iter()
-                    .map(|c| step_value(c.name, &r.cluster, &r.job, s, now))
+                    .map(|c| sized(c, step_value(c.name, &r.cluster, &r.job, s, now)))
                     .collect();
                 out.push_str(&line(&v, cols, layout, delim));
                 out.push('\n');
@@ -469,6 +512,8 @@ pub struct Options {
     pub ncpus: Option<(u32, u32)>,
     /// `-T`: start and end times cut to the window asked for.
     pub truncate: bool,
+    /// `--units`: sizes in this unit.
+    pub units: Option<char>,
 }
 
 /// `N` or `MIN-MAX` (`-i`, `-I`).
@@ -635,6 +680,7 @@ pub fn parse_args_env(
             }
             "allocations" => o.query.with_steps = false,
             "truncate" => o.truncate = true,
+            "units" => o.units = Some(parse_units(&val)?),
             "gid" | "group" => o.groups = list(),
             "delimiter" => o.delimiter = Some(val.clone()),
             "nodelist" => {
@@ -689,7 +735,12 @@ pub fn main() -> i32 {
         return 0;
     }
     let cols = match parse_format(o.format.as_deref().unwrap_or(DEFAULT_FORMAT)) {
-        Ok(c) => c,
+        Ok(mut c) => {
+            for col in &mut c {
+                col.units = o.units;
+            }
+            c
+        }
         Err(e) => {
             eprintln!("sacct: error: {e}");
             return 1;
@@ -843,6 +894,20 @@ mod tests {
         assert!(rows().iter().all(|r| !o.keeps(r)));
         let o = parse_args(&args(&["-N", "n1", "--group", "0"]), 0).unwrap();
         assert_eq!(rows().iter().filter(|r| o.keeps(r)).count(), 2);
+        // --units: sizes in one unit, two decimals.
+        assert_eq!(in_units("2048K", 'M'), "2.00M");
+        assert_eq!(in_units("3G", 'M'), "3072.00M");
+        assert_eq!(in_units("100M", 'G'), "0.10G");
+        assert_eq!(in_units("x", 'M'), "x");
+        let o = parse_args(&args(&["--units=m"]), 0).unwrap();
+        assert_eq!(o.units, Some('M'));
+        assert!(parse_args(&args(&["--units=Q"]), 0).is_err());
+        let mut cols = parse_format("JobID,ReqMem").unwrap();
+        cols.iter_mut().for_each(|c| c.units = Some('M'));
+        let mut rs = rows();
+        rs[0].job.req_mem = 2048;
+        let out = render_with(&rs[..1], &cols, Layout::Parsable2, "|", false, false, 0);
+        assert_eq!(out, "5|2048.00M\n");
         // -T: times cut to the window, elapsed with them.
         let mut o = parse_args(&args(&["-T"]), 0).unwrap();
         o.query.start = Some(1_500);
