@@ -40,6 +40,8 @@ pub struct Command {
     /// Words of a command language: scontrol's and sacctmgr's commands
     /// (`cmd show`), their entities (`entity show job`), sreport's reports.
     pub words: Vec<String>,
+    /// The notes its options' support was read from.
+    pub notes: Notes,
 }
 
 impl Command {
@@ -58,7 +60,7 @@ impl Command {
 
 /// Options a table accepts whose effect differs from Slurm's, or which the
 /// parser knows only to refuse: (long name, or `-x` for a short-only one).
-type Notes = &'static [(&'static str, Support)];
+pub type Notes = &'static [(&'static str, Support)];
 
 fn from_fmt(table: &[crate::fmt::Opt], notes: Notes) -> Vec<Known> {
     table
@@ -133,12 +135,14 @@ fn tables() -> Vec<Command> {
     let words = |ws: &[String]| ws.to_vec();
     vec![
         Command {
+            notes: &[],
             name: "sbatch",
             options: crate::sbatch::compat_options(),
             env_in: crate::sbatch::compat_env_in(),
             words: vec![],
         },
         Command {
+            notes: crate::srun::COMPAT_NOTES,
             name: "srun",
             options: from_fmt(&crate::srun::table("srun"), crate::srun::COMPAT_NOTES),
             env_in: recorded(|env| {
@@ -147,14 +151,17 @@ fn tables() -> Vec<Command> {
             words: vec![],
         },
         Command {
+            // srun's notes are all about options salloc does not take.
+            notes: &[],
             name: "salloc",
-            options: from_fmt(&crate::srun::table("salloc"), crate::srun::COMPAT_NOTES),
+            options: from_fmt(&crate::srun::table("salloc"), &[]),
             env_in: recorded(|env| {
                 crate::srun::salloc_env_options(env);
             }),
             words: vec![],
         },
         Command {
+            notes: crate::squeue::COMPAT_NOTES,
             name: "squeue",
             options: from_fmt(crate::squeue::OPTS, crate::squeue::COMPAT_NOTES),
             env_in: recorded(|env| {
@@ -163,6 +170,7 @@ fn tables() -> Vec<Command> {
             words: vec![],
         },
         Command {
+            notes: crate::sinfo::COMPAT_NOTES,
             name: "sinfo",
             options: from_fmt(crate::sinfo::OPTS, crate::sinfo::COMPAT_NOTES),
             env_in: recorded(|env| {
@@ -171,6 +179,7 @@ fn tables() -> Vec<Command> {
             words: vec![],
         },
         Command {
+            notes: crate::scancel::COMPAT_NOTES,
             name: "scancel",
             options: from_getopt(&crate::scancel::table(), crate::scancel::COMPAT_NOTES),
             env_in: recorded(|env| {
@@ -179,12 +188,14 @@ fn tables() -> Vec<Command> {
             words: vec![],
         },
         Command {
+            notes: crate::scontrol::COMPAT_NOTES,
             name: "scontrol",
             options: from_fmt(crate::scontrol::OPTS, crate::scontrol::COMPAT_NOTES),
             env_in: vec![],
             words: words(&crate::scontrol::compat_words()),
         },
         Command {
+            notes: crate::sacct::COMPAT_NOTES,
             name: "sacct",
             options: from_fmt(crate::sacct::OPTS, crate::sacct::COMPAT_NOTES),
             env_in: recorded(|env| {
@@ -193,18 +204,21 @@ fn tables() -> Vec<Command> {
             words: vec![],
         },
         Command {
+            notes: crate::sacctmgr::COMPAT_NOTES,
             name: "sacctmgr",
             options: from_fmt(crate::sacctmgr::OPTS, crate::sacctmgr::COMPAT_NOTES),
             env_in: vec![],
             words: words(&crate::sacctmgr::compat_words()),
         },
         Command {
+            notes: crate::sreport::COMPAT_NOTES,
             name: "sreport",
             options: from_fmt(crate::sreport::OPTS, crate::sreport::COMPAT_NOTES),
             env_in: vec![],
             words: words(&crate::sreport::compat_words()),
         },
         Command {
+            notes: crate::shares::SSHARE_NOTES,
             name: "sshare",
             options: from_fmt(
                 &[crate::shares::SSHARE_OPTS, crate::shares::REPORT_OPTS].concat(),
@@ -214,6 +228,7 @@ fn tables() -> Vec<Command> {
             words: vec![],
         },
         Command {
+            notes: crate::shares::SPRIO_NOTES,
             name: "sprio",
             options: from_fmt(
                 &[crate::shares::SPRIO_OPTS, crate::shares::REPORT_OPTS].concat(),
@@ -223,6 +238,7 @@ fn tables() -> Vec<Command> {
             words: vec![],
         },
         Command {
+            notes: crate::sdiag::COMPAT_NOTES,
             name: "sdiag",
             options: from_fmt(crate::sdiag::OPTS, crate::sdiag::COMPAT_NOTES),
             env_in: vec![],
@@ -238,62 +254,15 @@ mod tests {
     #[test]
     fn notes_name_options_the_tables_have() {
         // A note for an option no table has would never show.
-        let all: &[(&str, Notes, Vec<Known>)] = &[
-            (
-                "srun",
-                crate::srun::COMPAT_NOTES,
-                from_fmt(&crate::srun::table("srun"), &[]),
-            ),
-            (
-                "squeue",
-                crate::squeue::COMPAT_NOTES,
-                from_fmt(crate::squeue::OPTS, &[]),
-            ),
-            (
-                "sinfo",
-                crate::sinfo::COMPAT_NOTES,
-                from_fmt(crate::sinfo::OPTS, &[]),
-            ),
-            (
-                "scancel",
-                crate::scancel::COMPAT_NOTES,
-                from_getopt(&crate::scancel::table(), &[]),
-            ),
-            (
-                "scontrol",
-                crate::scontrol::COMPAT_NOTES,
-                from_fmt(crate::scontrol::OPTS, &[]),
-            ),
-            (
-                "sacct",
-                crate::sacct::COMPAT_NOTES,
-                from_fmt(crate::sacct::OPTS, &[]),
-            ),
-            (
-                "sacctmgr",
-                crate::sacctmgr::COMPAT_NOTES,
-                from_fmt(crate::sacctmgr::OPTS, &[]),
-            ),
-            (
-                "sreport",
-                crate::sreport::COMPAT_NOTES,
-                from_fmt(crate::sreport::OPTS, &[]),
-            ),
-            (
-                "sdiag",
-                crate::sdiag::COMPAT_NOTES,
-                from_fmt(crate::sdiag::OPTS, &[]),
-            ),
-        ];
-        for (cmd, notes, known) in all {
-            for (name, _) in notes.iter() {
-                let hit = known.iter().any(|k| match name.strip_prefix('-') {
+        for c in commands() {
+            for (name, _) in c.notes.iter() {
+                let hit = c.options.iter().any(|k| match name.strip_prefix('-') {
                     Some(s) if !s.starts_with('-') => {
                         k.short.map(String::from).as_deref() == Some(s)
                     }
                     _ => k.long == Some(*name),
                 });
-                assert!(hit, "{cmd}: note for {name}, which its table lacks");
+                assert!(hit, "{}: note for {name}, which its table lacks", c.name);
             }
         }
     }
