@@ -66,6 +66,7 @@ impl Agent {
                 let start_time = launch.start_time;
                 let body = RequestBody::LaunchBatch(launch);
                 let mut prolog_failed = false;
+                let mut refused = false;
                 for attempt in 0..5 {
                     match self
                         .send(&addr, &node, body.clone(), Duration::from_secs(10))
@@ -86,6 +87,10 @@ impl Agent {
                         Ok(Response::Error(e)) => {
                             tracing::error!("launch of job {job_id} on {node} refused: {e}");
                             prolog_failed = e.error == slurm_proto::SlurmError::PrologFailed;
+                            // AlreadyDone: the node still cleans up an
+                            // earlier run, or this run ended already; a
+                            // later try may be taken.
+                            refused = e.error != slurm_proto::SlurmError::AlreadyDone;
                             break;
                         }
                         Ok(_) => break,
@@ -102,6 +107,7 @@ impl Agent {
                     job_id,
                     node,
                     prolog_failed,
+                    refused,
                     start_time,
                 });
             }

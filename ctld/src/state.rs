@@ -5242,12 +5242,16 @@ impl Controller {
         });
     }
 
-    /// A launch could not be delivered: put the job back in the queue.
+    /// A launch could not be delivered: put the job back in the queue;
+    /// held (Slurm's "launch failed requeued held") when the node refused
+    /// it, since it would be refused again (an output file the user may not
+    /// write, say): requeued free it would be started and refused for ever.
     pub fn launch_failed(
         &mut self,
         id: JobId,
         node: &str,
         prolog_failed: bool,
+        refused: bool,
         start_time: i64,
         now: i64,
     ) {
@@ -5264,7 +5268,7 @@ impl Controller {
             tracing::error!("prolog of job {id} failed on {node}: draining it");
             self.drain_for(node, "Prolog error", now);
         }
-        self.requeue_failed_launch(id, Some(node), prolog_failed, now);
+        self.requeue_failed_launch(id, Some(node), prolog_failed || refused, now);
     }
 
     /// Put a job that could not start back in the queue (held after a

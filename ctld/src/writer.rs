@@ -24,6 +24,9 @@ pub enum Command {
         node: String,
         /// The node's Prolog failed (drain it, hold the job).
         prolog_failed: bool,
+        /// The node refused the launch (as opposed to not answering):
+        /// trying again would be refused again, so the job is held.
+        refused: bool,
         /// The run the launch was for (its start time): a late failure of
         /// an earlier run's launch must not touch the job's next run.
         start_time: i64,
@@ -187,8 +190,9 @@ pub fn run(
                     job_id,
                     node,
                     prolog_failed,
+                    refused,
                     start_time,
-                } => ctl.launch_failed(job_id, &node, prolog_failed, start_time, now),
+                } => ctl.launch_failed(job_id, &node, prolog_failed, refused, start_time, now),
                 Command::AcctAcked(n) => ctl.acct_acked(n),
                 Command::AcctAssocs(c) => ctl.set_assocs(*c, now),
                 Command::Shutdown => shutdown = true,

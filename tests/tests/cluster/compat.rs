@@ -587,6 +587,27 @@ fn sbatch_open_mode_appends_or_truncates() {
     let c = t.sbatch_as_user(&["-o", path, "--wrap", "echo default"]);
     t.wait_done(c, 20);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "default\n");
+    // Misuse: appending to a file of root's. The file is opened as the
+    // job's user, so it is refused and left as it was.
+    let roots = t.work.join("roots.log");
+    std::fs::write(&roots, "root's\n").unwrap();
+    let d = t.sbatch_as_user(&[
+        "--open-mode=append",
+        "-o",
+        roots.to_str().unwrap(),
+        "--wrap",
+        "echo injected",
+    ]);
+    // The node refuses the launch; the job is held (as Slurm's "launch
+    // failed requeued held"), not started and refused again for ever.
+    let j = t.wait_job(d, 20, "held after a refused launch", |j| {
+        j.state == slurm_proto::JobState::Pending && j.held.is_some()
+    });
+    assert_eq!(j.restarts, 1, "{j:?}");
+    assert_eq!(std::fs::read_to_string(&roots).unwrap(), "root's\n");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(t.job(d).unwrap().restarts, 1, "started again");
+    assert!(t.run("scancel", &[&d.to_string()]).status.success());
     let bad = t.run("sbatch", &["--open-mode=sideways", "--wrap", "true"]);
     assert!(!bad.status.success());
     assert!(
