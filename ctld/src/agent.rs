@@ -1,8 +1,8 @@
 //! Delivers controller effects to node daemons. Each effect is an async task
 //! with its own retries, so a slow or dead node never stalls the writer.
 
+use crate::inbox::Command;
 use crate::state::Effect;
-use crate::writer::Command;
 use slurm_common::auth::{now, Key};
 use slurm_common::grpc;
 use slurm_proto::grpc::NodeCall;

@@ -111,7 +111,7 @@ pub struct Saved {
     pub dyn_nodes: BTreeMap<String, slurm_proto::NodeSpec>,
     /// The accounting outbox.
     #[serde(default)]
-    pub acct: crate::acct::AcctQueue,
+    pub acct: crate::outbox::AcctQueue,
     /// Partition changes made with `scontrol update`.
     #[serde(default)]
     pub partitions: BTreeMap<String, PartAdmin>,

@@ -2,11 +2,17 @@
 //!
 //! Map:
 //! - [`state`]: the controller's state and every transition (the only code
-//!   that changes it), plus the snapshots readers get.
+//!   that changes it), plus the snapshots readers get; one file per concern
+//!   (jobs, nodes, steps, partitions, reservations, scheduling, suspension
+//!   and gang, preemption, priority, accounting records).
 //! - [`journal`]: durability in StateSaveLocation (snapshot + group-committed
 //!   journal).
 //! - [`writer`]: the single writer thread: applies commands in order, runs
 //!   the scheduler, commits the journal, then replies and dispatches effects.
+//! - [`inbox`]: the commands sent to the writer, and the board it publishes
+//!   snapshots on.
+//! - [`outbox`]: accounting records kept until slurmdbd has them; [`acct`]
+//!   ships them and fetches associations ([`assoc`] keeps those).
 //! - [`server`]: the RPC listener: authenticates, serves reads from the
 //!   latest snapshot, forwards changes to the writer.
 //! - [`http`]: HTTP on the RPC port: probes and metrics.
@@ -28,9 +34,11 @@ pub mod clock;
 pub mod gres;
 pub mod ha;
 pub mod http;
+pub mod inbox;
 pub mod journal;
 pub mod mail;
 pub mod metrics;
+pub mod outbox;
 pub mod ratelimit;
 pub mod server;
 pub mod state;

@@ -12,8 +12,8 @@
 //! (its arguments cannot be read as a command line) and is killed after a
 //! minute.
 
+use crate::inbox::Board;
 use crate::state::Snapshot;
-use crate::writer::Board;
 use slurm_common::mail::has;
 use slurm_common::timefmt::format_duration_hms as format_elapsed;
 use slurm_proto::{JobReason, JobRecord, JobState};

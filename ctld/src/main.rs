@@ -2,10 +2,11 @@ use anyhow::Context;
 use slurm_common::auth::{self, Key};
 use slurm_common::conf::{default_conf_path, SlurmConf};
 use slurmctld::agent::Agent;
+use slurmctld::inbox::{self, Command};
 use slurmctld::journal::Journal;
 use slurmctld::server::Server;
 use slurmctld::state::Controller;
-use slurmctld::writer::{self, Command};
+use slurmctld::writer;
 use std::sync::Arc;
 
 fn main() {
@@ -138,7 +139,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         slurmctld::ha::Ha::new(&conf, index, key.clone(), host.clone(), tls.clone());
     let ha = Arc::new(ha);
     // Readers see an empty picture until this controller is in control.
-    let published = Arc::new(writer::Board::new(Arc::new(
+    let published = Arc::new(inbox::Board::new(Arc::new(
         slurmctld::state::Snapshot::default(),
     )));
     // Mail about jobs that ask for it (`--mail-type`), from the snapshots.
@@ -149,7 +150,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     ));
     let acct_kick = (conf.accounting_storage_type == "accounting_storage/slurmdbd")
         .then(|| Arc::new(tokio::sync::Notify::new()));
-    let heard: writer::Heard = Default::default();
+    let heard: inbox::Heard = Default::default();
     let addr = ha.listen_addr().to_string();
     let mut term = {
         let _in = rt.enter();

@@ -5,7 +5,7 @@
 //! snapshot (never waiting for the writer), changes go to the writer and
 //! wait for its durable reply.
 
-use crate::writer::{Command, Published};
+use crate::inbox::{Command, Published};
 use slurm_common::auth::{now, AuthError, Key};
 use slurm_common::grpc::{self, Caller, Rewind};
 use slurm_common::net::NetError;
@@ -48,7 +48,7 @@ pub struct Server {
     /// `AuthAltParameters` limits on `scontrol token`.
     pub token_policy: slurm_common::jwt::TokenPolicy,
     /// Heartbeats answered here, for the writer to take.
-    pub heard: crate::writer::Heard,
+    pub heard: crate::inbox::Heard,
     /// RPCs served, by message type and by user (`sdiag`).
     pub rpc_stats: Arc<std::sync::Mutex<RpcStats>>,
     /// Each job's encoding for listings, with the (epoch, change stamp) it

@@ -1,0 +1,172 @@
+//! Accounting: the records the controller sends slurmdbd (jobs, steps, nodes,
+//! each sent when it changed), the outbox of them, fair share fed from
+//! slurmdbd's usage and the association cache.
+
+use super::*;
+
+impl Controller {
+    /// Count a job reaching a final state (for `sdiag`).
+    pub(super) fn count_end(&mut self, state: JobState) {
+        match state {
+            JobState::Completed => self.stats.jobs_completed += 1,
+            JobState::Cancelled => self.stats.jobs_canceled += 1,
+            _ => self.stats.jobs_failed += 1,
+        }
+    }
+
+    /// Queue one record (journaled with the batch that caused it).
+    pub(super) fn account(&mut self, record: slurm_proto::acct::AcctRecord) {
+        let r = self.p.acct.make(&self.conf.cluster_name, record);
+        self.p.acct.push(r.clone());
+        self.entries.push(Entry::Acct(Box::new(r.clone())));
+        self.acct_new.push(r);
+    }
+
+    /// Records made durable by the batch just committed.
+    pub fn take_acct(&mut self) -> Vec<slurm_proto::acct::SeqRecord> {
+        std::mem::take(&mut self.acct_new)
+    }
+
+    /// Records still waiting for slurmdbd (from the saved state).
+    pub fn acct_backlog(&self) -> std::collections::VecDeque<slurm_proto::acct::SeqRecord> {
+        self.p.acct.pending.clone()
+    }
+
+    /// slurmdbd has every record up to `through`.
+    pub fn acct_acked(&mut self, through: u64) {
+        if self
+            .p
+            .acct
+            .pending
+            .front()
+            .is_some_and(|r| r.seq <= through)
+        {
+            self.p.acct.acked(through);
+            self.entries.push(Entry::AcctAcked(through));
+        }
+    }
+
+    /// Record what changed about a job and its steps since last sent.
+    pub(super) fn acct_job(&mut self, j: &JobRecord) {
+        use slurm_proto::acct::{AcctJob, AcctRecord, AcctStep};
+        let mut rec = AcctJob::from_record(j);
+        // Accounting records a cancelled job's end when it is cancelled,
+        // before any script status: its job line says 0:0, as Slurm's does.
+        if j.state == JobState::Cancelled {
+            rec.exit_status = 0;
+        }
+        // A pending job's priority moves every cycle: not worth a record.
+        let mut key = rec.clone();
+        key.priority = 0;
+        if self.acct_jobs.get(&j.job_id) != Some(&key) {
+            self.acct_jobs.insert(j.job_id, key);
+            self.account(if j.state.is_finished() {
+                AcctRecord::JobEnd(rec)
+            } else {
+                AcctRecord::JobStart(rec)
+            });
+        }
+        for s in &j.steps {
+            let now = (
+                s.state,
+                s.end_time,
+                s.exit_status,
+                s.usage.map_or(0, |u| u.cpu_usec.max(1)),
+            );
+            let k = (j.job_id, s.step_id);
+            if self.acct_steps.get(&k) == Some(&now) {
+                continue;
+            }
+            self.acct_steps.insert(k, now);
+            let st = AcctStep::from_record(j, s);
+            self.account(if s.end_time.is_some() {
+                AcctRecord::StepEnd(st)
+            } else {
+                AcctRecord::StepStart(st)
+            });
+        }
+    }
+
+    /// Record a node going out of or back into service.
+    pub(super) fn acct_node(&mut self, name: &str, a: &NodeAdmin) {
+        use slurm_proto::acct::{AcctRecord, NodeEvent};
+        let key = (a.down, a.drain, a.reason.clone());
+        let before = self.acct_nodes.insert(name.to_string(), key.clone());
+        let was_out = before.as_ref().is_some_and(|b| b.0 || b.1);
+        if before.as_ref() == Some(&key) || (!was_out && !a.down && !a.drain) {
+            return;
+        }
+        let state = match (a.down, a.drain) {
+            (true, true) => "DOWN+DRAIN",
+            (true, false) => "DOWN",
+            (false, true) => "IDLE+DRAIN",
+            (false, false) => "IDLE",
+        };
+        let cpus = self
+            .node_index
+            .get(name)
+            .map(|&i| self.nodes[i].cpus)
+            .unwrap_or(0);
+        self.account(AcctRecord::NodeState(NodeEvent {
+            node: name.to_string(),
+            state: state.to_string(),
+            reason: if a.down || a.drain {
+                a.reason.clone()
+            } else {
+                None
+            },
+            reason_uid: a.reason_uid,
+            cpus,
+            time: a.reason_time.unwrap_or(self.last_update),
+        }));
+    }
+
+    /// New associations, users and QOS from slurmdbd.
+    pub fn set_assocs(&mut self, c: crate::assoc::AssocCache, now: i64) {
+        self.assocs = Some(c);
+        self.sched_needed = true;
+        self.fair_share_from_accounting(now);
+    }
+
+    /// Multifactor with accounting: the fair-share tree is slurmdbd's, with
+    /// its recorded usage; this controller adds only what ran after the
+    /// last rolled-up hour.
+    pub(super) fn fair_share_from_accounting(&mut self, now: i64) {
+        let (Some(m), Some(c)) = (self.multifactor.as_mut(), self.assocs.as_ref()) else {
+            return;
+        };
+        let Some(until) = c.rolled_until else {
+            return;
+        };
+        m.tree = c.fair_share_tree(m.tree.policy(), now);
+        for j in self.p.jobs.values() {
+            if let Some(start) = j.start_time.filter(|_| j.state != JobState::Pending) {
+                self.charged.insert(j.job_id, start.max(until));
+            }
+        }
+        m.recompute();
+        self.multifactor_tick(now);
+        self.recompute_priorities(now);
+    }
+
+    /// Start accounting: tell slurmdbd what the cluster is (once per start).
+    pub fn acct_start(&mut self, host: &str, now: i64) {
+        use slurm_proto::acct::{AcctRecord, ClusterInfo};
+        self.acct_enabled = true;
+        for (name, a) in &self.p.nodes {
+            self.acct_nodes
+                .insert(name.clone(), (a.down, a.drain, a.reason.clone()));
+        }
+        let cpus: u32 = self.nodes.iter().map(|n| n.cpus).sum();
+        let mem: u64 = self.nodes.iter().map(|n| n.real_memory).sum();
+        let nodes = self.nodes.len() as u32;
+        self.account(AcctRecord::ClusterInfo(ClusterInfo {
+            control_host: host.to_string(),
+            control_port: self.conf.slurmctld_port,
+            cpus,
+            nodes,
+            tres: format!("cpu={cpus},mem={mem}M,energy=0,node={nodes},billing={cpus}"),
+            time: now,
+        }));
+    }
+}

@@ -1,0 +1,205 @@
+//! The configuration in force: reconfigure (slurm.conf, topology, GRES
+//! kinds), and what `scontrol show config` and `sdiag` read of it.
+
+use super::*;
+
+impl Controller {
+    /// Read the topology beside `conf` (nodes as configured now).
+    pub fn load_topology(&self, conf: &SlurmConf) -> Result<crate::topology::Topologies, String> {
+        let names: Vec<String> = conf.nodes.iter().map(|n| n.name.clone()).collect();
+        crate::topology::load(conf, &names)
+    }
+
+    /// The GRES kinds of every node's `Gres=` line.
+    pub(super) fn refresh_gres_kinds(&mut self) {
+        let (k, warn) = crate::gres::GresKinds::of(self.nodes.iter().map(|n| n.gres.as_slice()));
+        for w in warn {
+            tracing::warn!("{w}");
+        }
+        self.gres_kinds = k;
+    }
+
+    /// A job's generic resources per node, as the core counts them.
+    pub(super) fn job_gres(
+        &self,
+        d: &JobDesc,
+        nodes: u32,
+        tasks: u32,
+    ) -> Result<Vec<GresReq>, String> {
+        let specs = slurm_common::gres::job_per_node(
+            d.gres.as_deref(),
+            d.gpus.as_deref(),
+            d.gpus_per_node.as_deref(),
+            d.gpus_per_task.as_deref(),
+            nodes,
+            tasks,
+        )?;
+        self.gres_kinds.job_reqs(&specs)
+    }
+
+    /// `scontrol reconfigure`: read slurm.conf again and apply what can
+    /// change while running (partitions, node weights/features/GRES,
+    /// licenses, scheduler and priority parameters, preemption, limits...).
+    /// A file that does not parse, or a change that needs a restart (the
+    /// node set, cluster name, ports, state directory, plugins), is refused
+    /// and changes nothing.
+    pub(super) fn reconfigure(&mut self, who: Caller, now: i64) -> Result<Response, RpcError> {
+        if !who.privileged {
+            return err(SlurmError::AccessDenied);
+        }
+        // systemd hears of it (Type=notify): reloading, then ready again.
+        slurm_common::logging::notify("RELOADING=1");
+        let r = self.reconfigure_now(now);
+        slurm_common::logging::notify("READY=1");
+        r
+    }
+
+    pub(super) fn reconfigure_now(&mut self, now: i64) -> Result<Response, RpcError> {
+        let new = match SlurmConf::load(&self.conf.path) {
+            Ok(c) => c,
+            Err(e) => return err_detail(SlurmError::InvalidRequest, e.to_string()),
+        };
+        let old = &self.conf;
+        let node_names = |c: &SlurmConf| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+        let fixed = [
+            ("ClusterName", old.cluster_name != new.cluster_name),
+            ("the node list", node_names(old) != node_names(&new)),
+            ("SlurmctldPort", old.slurmctld_port != new.slurmctld_port),
+            ("SlurmdPort", old.slurmd_port != new.slurmd_port),
+            (
+                "StateSaveLocation",
+                old.state_save_location != new.state_save_location,
+            ),
+            ("SchedulerType", old.scheduler_type != new.scheduler_type),
+            ("SelectType", old.select_type != new.select_type),
+            ("PriorityType", old.priority_type != new.priority_type),
+            (
+                "AccountingStorageType",
+                old.accounting_storage_type != new.accounting_storage_type,
+            ),
+        ];
+        if let Some((what, _)) = fixed.iter().find(|(_, changed)| *changed) {
+            return err_detail(
+                SlurmError::NeedRestart,
+                format!("{what} changed: restart slurmctld to apply it"),
+            );
+        }
+        let topologies = match self.load_topology(&new) {
+            Ok(t) => t,
+            Err(e) => return err_detail(SlurmError::InvalidRequest, e),
+        };
+        // Every check passed: apply.
+        self.topologies = topologies;
+        if new.get("SchedulerParameters") != old.get("SchedulerParameters") {
+            match slurm_plugins::registry::scheduler_with_params(
+                &new.scheduler_type,
+                new.get("SchedulerParameters").unwrap_or(""),
+            ) {
+                Ok(s) => self.scheduler = s.plugin,
+                Err(e) => return err_detail(SlurmError::InvalidRequest, e.to_string()),
+            }
+        }
+        if let Some(m) = self.multifactor.as_mut() {
+            match slurm_plugins::priority::PriorityParams::from_config(&new.entries) {
+                Ok(p) => m.reconfigure(p),
+                Err(e) => return err_detail(SlurmError::InvalidRequest, e.to_string()),
+            }
+        }
+        for n in &new.nodes {
+            if let Some(&i) = self.node_index.get(&n.name) {
+                let admin = self.p.nodes.get(&n.name).and_then(|a| a.features.clone());
+                let r = &mut self.nodes[i];
+                r.weight = n.weight;
+                r.features = admin.unwrap_or_else(|| n.features.clone());
+                r.gres = n.gres.clone();
+                r.partitions = new
+                    .partitions
+                    .iter()
+                    .filter(|p| p.nodes.contains(&n.name))
+                    .map(|p| p.name.clone())
+                    .collect();
+            }
+        }
+        self.partitions = partition_records(&new);
+        // Operator changes outlive a reconfigure; those of partitions no
+        // longer configured go.
+        let gone: Vec<String> = self
+            .p
+            .partitions
+            .iter()
+            .filter(|(n, a)| a.created.is_none() && !self.partitions.iter().any(|p| &p.name == *n))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in gone {
+            self.p.partitions.remove(&n);
+            self.entries.push(Entry::Partition(n, None));
+        }
+        self.apply_part_admin();
+        self.licenses =
+            slurm_common::licenses::parse(new.get("Licenses").unwrap_or("")).unwrap_or_default();
+        self.enforce = crate::assoc::Enforce::parse(&new.accounting_storage_enforce);
+        self.limits = SubmitLimits::from_conf(&new);
+        self.conf = Arc::new(new);
+        self.refresh_gres_kinds();
+        self.last_update = self.last_update.max(now);
+        self.dirty = true;
+        self.sched_needed = true;
+        self.refresh();
+        tracing::info!("reconfigured from {}", self.conf.path.display());
+        Ok(Response::Ok)
+    }
+
+    pub(super) fn diag(&self) -> DiagStats {
+        let st = &self.stats;
+        let count = |s: JobState| self.p.jobs.values().filter(|j| j.state == s).count() as u64;
+        DiagStats {
+            since: self.boot_time,
+            now: self.last_update,
+            jobs_submitted: st.jobs_submitted,
+            jobs_started: st.jobs_started,
+            jobs_completed: st.jobs_completed,
+            jobs_canceled: st.jobs_canceled,
+            jobs_failed: st.jobs_failed,
+            jobs_pending: count(JobState::Pending),
+            jobs_running: count(JobState::Running),
+            main_cycles: st.sched_cycles,
+            main_last_us: st.last_cycle_us,
+            main_max_us: st.max_cycle_us,
+            main_total_us: st.total_cycle_us,
+            main_total_depth: st.total_depth,
+            main_last_queue: st.last_queue,
+            bf_cycles: st.bf_cycles,
+            bf_last_us: st.bf_last_us,
+            bf_max_us: st.bf_max_us,
+            bf_total_us: st.bf_total_us,
+            bf_last_depth: st.bf_last_depth,
+            bf_total_depth: st.bf_total_depth,
+            bf_backfilled_jobs: st.bf_backfilled_jobs,
+            bf_last_when: st.bf_last_when,
+            bf_last_queue: st.bf_last_queue,
+            // Counted where requests are served (`server::RpcStats`).
+            rpc_types: Vec::new(),
+            rpc_users: Vec::new(),
+        }
+    }
+
+    pub(super) fn config_dump(&self) -> ConfigDump {
+        let mut entries = self.conf.entries.clone();
+        // Every controller, numbered, as Slurm shows them.
+        entries.retain(|(k, _)| !k.eq_ignore_ascii_case("SlurmctldHost"));
+        for (i, h) in self.conf.slurmctld_hosts.iter().enumerate() {
+            let v = match &h.addr {
+                Some(a) => format!("{}({a})", h.name),
+                None => h.name.clone(),
+            };
+            entries.push((format!("SlurmctldHost[{i}]"), v));
+        }
+        entries.push(("SLURM_CONF".into(), self.conf.path.display().to_string()));
+        entries.push(("SLURM_VERSION".into(), SLURM_VERSION.into()));
+        entries.sort_by_key(|e| e.0.to_ascii_lowercase());
+        ConfigDump {
+            entries,
+            boot_time: self.boot_time,
+        }
+    }
+}

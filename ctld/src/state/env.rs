@@ -1,0 +1,177 @@
+//! What a job's batch script is told of its job record: array task
+//! variables, output file patterns of array tasks, and the variables the
+//! controller (not the node) knows.
+
+use super::*;
+
+/// Expand `%A` and `%a` (with optional zero-padding width) in an output
+/// pattern for an array task; every other `%` sequence is left for the node.
+pub fn expand_array_patterns(pat: &str, a: &ArrayInfo) -> String {
+    let mut out = String::with_capacity(pat.len());
+    let mut chars = pat.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let mut width = String::new();
+        while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+            width.push(d);
+            chars.next();
+        }
+        match chars.peek().copied() {
+            Some(l @ ('A' | 'a')) => {
+                chars.next();
+                let v = if l == 'A' { a.job_id } else { a.task_id };
+                let w: usize = width.parse().unwrap_or(0).min(10);
+                out.push_str(&format!("{v:0w$}"));
+            }
+            Some('%') => {
+                chars.next();
+                out.push_str("%%");
+            }
+            _ => {
+                out.push('%');
+                out.push_str(&width);
+            }
+        }
+    }
+    out
+}
+
+/// Every name [`job_env`] may set.
+pub const JOB_ENV_VARS: &[&str] = &[
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_MAX",
+    "SLURM_ARRAY_TASK_STEP",
+    "SLURM_RESTART_COUNT",
+    "SLURM_JOB_DEPENDENCY",
+    "SLURM_JOB_LICENSES",
+    "SLURM_JOB_RESERVATION",
+    "SLURM_GPUS",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_CPUS_PER_GPU",
+    "SLURM_MEM_PER_GPU",
+    "SLURM_NTASKS_PER_SOCKET",
+    "SLURM_THREADS_PER_CORE",
+];
+
+/// The variables a batch script gets from its job record beside those its
+/// node daemon sets (`SLURM_JOB_DEPENDENCY=...`): its place in an array, its
+/// restarts, and what it asked for that Slurm repeats to the script.
+pub fn job_env(j: &JobRecord) -> Vec<String> {
+    let mut env = j.array.as_ref().map(array_env).unwrap_or_default();
+    if j.restarts > 0 {
+        env.push(format!("SLURM_RESTART_COUNT={}", j.restarts));
+    }
+    let d = &j.desc;
+    let given: [(&str, Option<String>); 10] = [
+        ("SLURM_JOB_DEPENDENCY", d.dependency.clone()),
+        ("SLURM_JOB_LICENSES", d.licenses.clone()),
+        ("SLURM_JOB_RESERVATION", d.reservation.clone()),
+        ("SLURM_GPUS", d.gpus.clone()),
+        ("SLURM_GPUS_PER_NODE", d.gpus_per_node.clone()),
+        ("SLURM_GPUS_PER_TASK", d.gpus_per_task.clone()),
+        ("SLURM_CPUS_PER_GPU", d.cpus_per_gpu.map(|n| n.to_string())),
+        ("SLURM_MEM_PER_GPU", d.mem_per_gpu.map(|n| n.to_string())),
+        (
+            "SLURM_NTASKS_PER_SOCKET",
+            d.ntasks_per_socket.map(|n| n.to_string()),
+        ),
+        (
+            "SLURM_THREADS_PER_CORE",
+            d.threads_per_core.map(|n| n.to_string()),
+        ),
+    ];
+    for (k, v) in given {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            env.push(format!("{k}={v}"));
+        }
+    }
+    env
+}
+
+/// The variables an array task's batch script gets beside the others
+/// (`SLURM_ARRAY_JOB_ID=...`).
+pub fn array_env(a: &ArrayInfo) -> Vec<String> {
+    let mut env = vec![
+        format!("SLURM_ARRAY_JOB_ID={}", a.job_id),
+        format!("SLURM_ARRAY_TASK_ID={}", a.task_id),
+        format!("SLURM_ARRAY_TASK_COUNT={}", a.task_count),
+        format!("SLURM_ARRAY_TASK_MIN={}", a.task_min),
+        format!("SLURM_ARRAY_TASK_MAX={}", a.task_max),
+    ];
+    if let Some(st) = a.task_step {
+        env.push(format!("SLURM_ARRAY_TASK_STEP={st}"));
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_script_gets_what_its_job_asked_for() {
+        let mut j = JobRecord {
+            restarts: 2,
+            array: Some(ArrayInfo {
+                job_id: 7,
+                task_id: 3,
+                task_count: 4,
+                task_min: 1,
+                task_max: 7,
+                task_step: Some(2),
+                max_running: None,
+            }),
+            ..Default::default()
+        };
+        let d = Arc::make_mut(&mut j.desc);
+        d.dependency = Some("afterok:5".into());
+        d.licenses = Some("matlab:2".into());
+        d.reservation = Some("maint".into());
+        d.gpus = Some("2".into());
+        d.gpus_per_node = Some("a100:1".into());
+        d.gpus_per_task = Some("1".into());
+        d.cpus_per_gpu = Some(4);
+        d.mem_per_gpu = Some(1024);
+        d.ntasks_per_socket = Some(1);
+        d.threads_per_core = Some(1);
+        let env = job_env(&j);
+        assert!(env.contains(&"SLURM_JOB_DEPENDENCY=afterok:5".to_string()));
+        assert!(env.contains(&"SLURM_RESTART_COUNT=2".to_string()));
+        assert!(env.contains(&"SLURM_ARRAY_TASK_STEP=2".to_string()));
+        assert!(env.contains(&"SLURM_GPUS_PER_NODE=a100:1".to_string()));
+        // Every name it sets is one a launch strips from an outer job's copy.
+        let names: Vec<&str> = env.iter().filter_map(|kv| kv.split('=').next()).collect();
+        assert_eq!(names.len(), JOB_ENV_VARS.len());
+        assert!(names.iter().all(|n| JOB_ENV_VARS.contains(n)));
+        // A first run of a plain job: nothing.
+        assert!(job_env(&JobRecord::default()).is_empty());
+    }
+
+    #[test]
+    fn array_patterns_leave_other_sequences_alone() {
+        let a = ArrayInfo {
+            job_id: 12,
+            task_id: 3,
+            task_count: 4,
+            task_min: 0,
+            task_max: 3,
+            task_step: Some(1),
+            max_running: None,
+        };
+        assert_eq!(
+            expand_array_patterns("slurm-%A_%a.out", &a),
+            "slurm-12_3.out"
+        );
+        assert_eq!(
+            expand_array_patterns("o-%4a-%j-%%A-%x", &a),
+            "o-0003-%j-%%A-%x"
+        );
+    }
+}

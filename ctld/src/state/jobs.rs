@@ -1,0 +1,689 @@
+//! Jobs ending and changing: completion reports, cancel, requeue, update,
+//! terminate requests to the nodes, a job lost with its node, failed
+//! launches and prologs, and reading back a job's script.
+
+use super::*;
+
+impl Controller {
+    /// `scontrol create PartitionName=NAME [Nodes=LIST] [Default=YES|NO]
+    /// [State=] [MaxTime=] [DefaultTime=]`: operators only; kept over
+    /// restarts and reconfigures until deleted.
+    /// `scontrol write batch_script`: the job's script, for its owner,
+    /// root and SlurmUser. Under `PrivateData=jobs` another user's job does
+    /// not exist for the caller.
+    pub(super) fn job_script(&self, who: Caller, id: JobId) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(if self.conf.private_data().jobs {
+                SlurmError::InvalidJobId
+            } else {
+                SlurmError::AccessDenied
+            });
+        }
+        match self.p.payloads.get(&id) {
+            Some(p) if j.batch && !p.script.is_empty() => Ok(Response::JobScript(p.script.clone())),
+            _ => err_detail(SlurmError::InvalidRequest, "no batch script for this job"),
+        }
+    }
+
+    pub(super) fn complete_job(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        status: i32,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(SlurmError::AccessDenied);
+        }
+        match j.state {
+            JobState::Running | JobState::Suspended => {
+                let (code, sig) = wait_status_pair(status);
+                let (state, reason) = if sig != 0 {
+                    (JobState::Failed, JobReason::RaisedSignal)
+                } else if code != 0 {
+                    (JobState::Failed, JobReason::NonZeroExitCode)
+                } else {
+                    (JobState::Completed, JobReason::None)
+                };
+                if let Some(j) = self.job_mut(id) {
+                    j.exit_status = status;
+                }
+                self.end_running(id, state, reason, now, self.conf.kill_wait);
+                Ok(Response::Ok)
+            }
+            // Released before it ever started: nothing ran.
+            JobState::Pending => {
+                self.cancel_one(who, id, None, now)
+                    .map_err(RpcError::from)?;
+                Ok(Response::Ok)
+            }
+            _ => err(SlurmError::AlreadyDone),
+        }
+    }
+
+    /// Move a running job to a final state and start cleaning its nodes.
+    pub(super) fn end_running(
+        &mut self,
+        id: JobId,
+        state: JobState,
+        reason: JobReason,
+        now: i64,
+        kill_wait: u32,
+    ) {
+        self.count_end(state);
+        self.close_suspension(id, now);
+        let Some(j) = self.job_mut(id) else { return };
+        j.state = state;
+        for st in j
+            .steps
+            .iter_mut()
+            .filter(|st| st.state == JobState::Running)
+        {
+            st.state = state;
+            st.end_time = Some(now);
+        }
+        j.reason = reason;
+        j.end_time = Some(now);
+        j.completing = true;
+        j.completing_nodes = j.alloc.nodes.clone();
+        let nodes = j.alloc.nodes.clone();
+        self.terminate_on(id, &nodes, kill_wait);
+        self.save_job(id);
+        self.sched_needed = true;
+        self.refresh();
+    }
+
+    /// Put a job back in the queue (`scontrol requeue`, preemption): a
+    /// running one is ended on its nodes first (after `kill_wait` seconds
+    /// of grace), its steps closed.
+    pub(super) fn requeue_running(&mut self, id: JobId, kill_wait: u32, now: i64) {
+        let Some(j) = self.job_mut(id) else { return };
+        let running = j.state.is_active();
+        let run = j.start_time;
+        // As Slurm: a suspended job requeued is held.
+        if j.state == JobState::Suspended && j.held.is_none() {
+            j.held = Some(HoldKind::Admin);
+        }
+        j.clear_suspension();
+        let nodes = j.alloc.nodes.clone();
+        for st in j.steps.iter_mut().filter(|s| s.state == JobState::Running) {
+            st.state = JobState::Cancelled;
+            st.end_time = Some(now);
+        }
+        j.state = JobState::Pending;
+        j.reason = JobReason::None;
+        j.restarts += 1;
+        j.start_time = None;
+        j.end_time = None;
+        j.exit_status = 0;
+        j.cancelled = false;
+        j.timed_out = false;
+        j.node_failed = false;
+        j.eligible_time = Some(now);
+        if running {
+            j.completing = true;
+            j.completing_nodes = nodes.clone();
+            self.terminate_run(id, &nodes, kill_wait, run);
+        } else {
+            j.alloc = Allocation::default();
+            j.batch_host = None;
+        }
+        self.save_job(id);
+        self.sched_needed = true;
+        self.refresh();
+    }
+
+    /// Ask `nodes` to end the job; nodes that cannot answer are done at once.
+    pub(super) fn terminate_on(&mut self, id: JobId, nodes: &[String], kill_wait: u32) {
+        let start_time = self.p.jobs.get(&id).and_then(|j| j.start_time);
+        self.terminate_run(id, nodes, kill_wait, start_time);
+    }
+
+    /// [`Self::terminate_on`] for the run that started at `start_time`
+    /// (a requeued job's record no longer has it; a terminate for "any
+    /// run" could reach the node after the next run has started there).
+    pub(super) fn terminate_run(
+        &mut self,
+        id: JobId,
+        nodes: &[String],
+        kill_wait: u32,
+        start_time: Option<i64>,
+    ) {
+        let mut gone = Vec::new();
+        for n in nodes {
+            if self.node_responding(n) {
+                if let Some(addr) = self.node_addr(n) {
+                    self.effects.push(Effect::Terminate {
+                        node: n.clone(),
+                        addr,
+                        job_id: id,
+                        kill_wait,
+                        start_time,
+                    });
+                }
+            } else {
+                gone.push(n.clone());
+            }
+        }
+        for n in gone {
+            self.node_cleaned(id, &n);
+        }
+    }
+
+    /// `node` has no process of job `id` left.
+    pub(super) fn node_cleaned(&mut self, id: JobId, node: &str) {
+        // Only a node the job is completing on speaks for it.
+        if !self.p.jobs.get(&id).is_some_and(|j| {
+            j.completing
+                && (j.completing_nodes.is_empty() || j.completing_nodes.iter().any(|n| n == node))
+        }) {
+            return;
+        }
+        let Some(j) = self.job_mut(id) else { return };
+        j.completing_nodes.retain(|n| n != node);
+        if j.completing_nodes.is_empty() {
+            j.completing = false;
+            if j.state == JobState::Pending {
+                // Requeued: forget the old allocation.
+                j.alloc = Allocation::default();
+                j.batch_host = None;
+            }
+        }
+        self.save_job(id);
+        self.sched_needed = true;
+        self.refresh();
+    }
+
+    pub(super) fn batch_complete(
+        &mut self,
+        id: JobId,
+        status: i32,
+        oom: bool,
+        usage: Option<(TaskUsage, String)>,
+        node: &str,
+        now: i64,
+    ) {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return;
+        };
+        // Only the node the script runs on reports its end: a report from
+        // a node it no longer runs on (cut off while the job was requeued
+        // and started elsewhere) is about an old run, and a job with no
+        // script running (an allocation, a requeued job) has none to end.
+        if j.batch_host.as_deref() != Some(node) {
+            tracing::info!(
+                "job {id}: batch completion from {node} ignored (its script runs on {})",
+                j.batch_host.as_deref().unwrap_or("no node")
+            );
+            return;
+        }
+        if let Some((u, node)) = usage {
+            if let Some(b) = self
+                .job_mut(id)
+                .and_then(|j| j.steps.iter_mut().find(|s| s.step_id == BATCH_STEP))
+            {
+                b.usage = Some(u);
+                b.usage_node = Some(node);
+            }
+        }
+        let Some(j) = self.p.jobs.get(&id) else {
+            return;
+        };
+        if j.state.is_active() {
+            let (code, sig) = wait_status_pair(status);
+            let (state, reason) = if oom {
+                (
+                    JobState::OutOfMemory,
+                    JobReason::Other("OutOfMemory".into()),
+                )
+            } else if sig != 0 {
+                (JobState::Failed, JobReason::RaisedSignal)
+            } else if code != 0 {
+                (JobState::Failed, JobReason::NonZeroExitCode)
+            } else {
+                (JobState::Completed, JobReason::None)
+            };
+            self.count_end(state);
+            let Some(j) = self.p.jobs.get(&id) else {
+                return;
+            };
+            let batch = j.batch_host.clone();
+            let others: Vec<String> = j
+                .alloc
+                .nodes
+                .iter()
+                .filter(|n| Some(*n) != batch.as_ref())
+                .cloned()
+                .collect();
+            self.close_suspension(id, now);
+            let Some(j) = self.job_mut(id) else { return };
+            j.exit_status = status;
+            j.state = state;
+            if let Some(b) = j.steps.iter_mut().find(|s| s.step_id == BATCH_STEP) {
+                b.state = state;
+                b.exit_status = status;
+                b.end_time = Some(now);
+            }
+            // Steps still running when the script ends end with the job (a
+            // step's own completion may still be on its way from srun).
+            for st in j.steps.iter_mut().filter(|s| s.state == JobState::Running) {
+                st.state = state;
+                st.end_time = Some(now);
+            }
+            j.reason = reason;
+            j.end_time = Some(now);
+            j.completing = true;
+            j.completing_nodes = j.alloc.nodes.clone();
+            // The batch host cleans up by itself and says so.
+            self.terminate_on(id, &others, 0);
+            self.save_job(id);
+            self.sched_needed = true;
+            self.refresh();
+        } else if j.exit_status == 0 && j.state != JobState::Pending {
+            // Cancelled, timed out or failed before the script's status came:
+            // the status belongs to the batch step (and `scontrol show job`).
+            if let Some(j) = self.job_mut(id) {
+                j.exit_status = status;
+                if let Some(b) = j.steps.iter_mut().find(|s| s.step_id == BATCH_STEP) {
+                    b.exit_status = status;
+                }
+            }
+            self.save_job(id);
+        }
+    }
+
+    pub(super) fn cancel_one(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        signal: Option<i32>,
+        now: i64,
+    ) -> Result<(), SlurmError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return Err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return Err(SlurmError::AccessDenied);
+        }
+        if j.state.is_finished() {
+            return Err(SlurmError::AlreadyDone);
+        }
+        match (j.state, signal) {
+            (JobState::Pending, None) | (JobState::Pending, Some(libc::SIGKILL)) => {
+                let Some(j) = self.job_mut(id) else {
+                    return Err(SlurmError::InvalidJobId);
+                };
+                j.state = JobState::Cancelled;
+                j.cancelled = true;
+                j.cancelled_by = Some(who.uid);
+                self.stats.jobs_canceled += 1;
+                let Some(j) = self.job_mut(id) else {
+                    return Err(SlurmError::InvalidJobId);
+                };
+                j.reason = JobReason::None;
+                j.end_time = Some(now);
+                j.start_time = Some(now);
+                self.save_job(id);
+                self.sched_needed = true;
+                Ok(())
+            }
+            (JobState::Pending, Some(_)) => Err(SlurmError::JobPending),
+            (_, None) => {
+                if let Some(j) = self.job_mut(id) {
+                    j.cancelled = true;
+                    j.cancelled_by = Some(who.uid);
+                }
+                let kw = self.conf.kill_wait;
+                self.end_running(id, JobState::Cancelled, JobReason::None, now, kw);
+                Ok(())
+            }
+            (_, Some(sig)) => {
+                let host = j.batch_host.clone().unwrap_or_default();
+                if let Some(addr) = self.node_addr(&host) {
+                    self.effects.push(Effect::Signal {
+                        node: host.clone(),
+                        addr,
+                        job_id: id,
+                        signal: sig,
+                    });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn cancel(&mut self, who: Caller, f: CancelFilter, now: i64) -> Response {
+        // PrivateData=jobs: other users' jobs do not exist for the caller
+        // (no filter or id may tell them apart).
+        let private = !who.privileged && self.conf.private_data().jobs;
+        let ids: Vec<JobId> = if f.job_ids.is_empty() {
+            let user = match private {
+                true => Some(who.uid).filter(|me| f.user.is_none_or(|u| u == *me)),
+                false => f.user.or((!who.privileged).then_some(who.uid)),
+            };
+            if private && user.is_none() {
+                return Response::Cancelled(Vec::new());
+            }
+            self.p
+                .jobs
+                .values()
+                .filter(|j| !j.state.is_finished())
+                .filter(|j| user.is_none_or(|u| j.user_id == u))
+                .filter(|j| f.states.is_empty() || f.states.contains(&j.state))
+                .filter(|j| f.name.as_ref().is_none_or(|n| &j.name == n))
+                .filter(|j| f.partition.as_ref().is_none_or(|p| &j.partition == p))
+                .map(|j| j.job_id)
+                .collect()
+        } else {
+            let mut ids = Vec::new();
+            for id in &f.job_ids {
+                let tasks: Vec<JobId> = self
+                    .p
+                    .jobs
+                    .values()
+                    .filter(|j| j.array.as_ref().is_some_and(|a| a.job_id == *id))
+                    .map(|j| j.job_id)
+                    .collect();
+                if tasks.is_empty() {
+                    ids.push(*id);
+                } else {
+                    ids.extend(tasks);
+                }
+            }
+            ids
+        };
+        let out = ids
+            .into_iter()
+            .map(|id| {
+                let hidden = private && self.p.jobs.get(&id).is_some_and(|j| j.user_id != who.uid);
+                if hidden {
+                    return (id, Some(SlurmError::InvalidJobId));
+                }
+                // Filters given with ids narrow them, as in Slurm.
+                let skip = self.p.jobs.get(&id).is_some_and(|j| {
+                    f.user.is_some_and(|u| j.user_id != u)
+                        || (!f.states.is_empty() && !f.states.contains(&j.state))
+                        || f.name.as_ref().is_some_and(|n| &j.name != n)
+                        || f.partition.as_ref().is_some_and(|p| &j.partition != p)
+                });
+                if skip {
+                    return (id, None);
+                }
+                (id, self.cancel_one(who, id, f.signal, now).err())
+            })
+            .collect();
+        Response::Cancelled(out)
+    }
+
+    pub(super) fn update_job(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        u: JobUpdate,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(SlurmError::AccessDenied);
+        }
+        let state = j.state;
+        match u {
+            JobUpdate::Hold => {
+                if state != JobState::Pending {
+                    return err(SlurmError::JobNotPending);
+                }
+                let kind = if who.privileged {
+                    HoldKind::Admin
+                } else {
+                    HoldKind::User
+                };
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.held = Some(kind);
+                j.priority = 0;
+                j.reason = match kind {
+                    HoldKind::User => JobReason::JobHeldUser,
+                    HoldKind::Admin => JobReason::JobHeldAdmin,
+                };
+            }
+            JobUpdate::Release => {
+                if state != JobState::Pending {
+                    return err(SlurmError::JobNotPending);
+                }
+                if j.held == Some(HoldKind::Admin) && !who.privileged {
+                    return err(SlurmError::AccessDenied);
+                }
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.held = None;
+                j.priority = slurm_plugins::priority::basic(id as u64);
+                j.reason = JobReason::None;
+            }
+            JobUpdate::Requeue => {
+                if state == JobState::Pending {
+                    return err(SlurmError::JobPending);
+                }
+                if j.completing {
+                    return err(SlurmError::TransitionStateNoUpdate);
+                }
+                let kw = self.conf.kill_wait;
+                self.requeue_running(id, kw, now);
+            }
+            JobUpdate::TimeLimit(t) => {
+                let cur = j.time_limit;
+                let increase = match (t, cur) {
+                    (None, Some(_)) => true,
+                    (Some(a), Some(b)) => a > b,
+                    (Some(_), None) => false,
+                    (None, None) => false,
+                };
+                if increase && !who.privileged {
+                    return err(SlurmError::AccessDenied);
+                }
+                if state.is_finished() {
+                    return err(SlurmError::AlreadyDone);
+                }
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.time_limit = t;
+                let active = state.is_active();
+                if let Some(s) = j.start_time.filter(|_| active) {
+                    // Suspended time does not count (the current suspension
+                    // is added on resume).
+                    j.end_time = t.map(|m| s + m as i64 * 60 + j.suspended_secs);
+                }
+            }
+            JobUpdate::Nice(n) => {
+                if n < 0 && !who.privileged {
+                    return err(SlurmError::AccessDenied);
+                }
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                Arc::make_mut(&mut j.desc).nice = Some(n);
+            }
+            JobUpdate::Name(n) => {
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.name = n;
+            }
+            JobUpdate::Comment(c) => {
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                Arc::make_mut(&mut j.desc).comment = Some(c);
+            }
+            JobUpdate::AdminComment(c) => {
+                if !who.privileged {
+                    return err(SlurmError::AccessDenied);
+                }
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                Arc::make_mut(&mut j.desc).admin_comment = Some(c);
+            }
+            JobUpdate::Partition(p) | JobUpdate::Account(p) | JobUpdate::Qos(p)
+                if state != JobState::Pending =>
+            {
+                let _ = p;
+                return err(SlurmError::JobNotPending);
+            }
+            JobUpdate::Partition(_) | JobUpdate::Account(_) | JobUpdate::Qos(_) => {
+                let cur = self
+                    .p
+                    .jobs
+                    .get(&id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                let mut next = (**cur).clone();
+                match u {
+                    JobUpdate::Partition(p) => {
+                        next.partition = p.clone();
+                        Arc::make_mut(&mut next.desc).partition = Some(p);
+                    }
+                    JobUpdate::Account(a) => {
+                        next.account = a.clone();
+                        Arc::make_mut(&mut next.desc).account = Some(a);
+                    }
+                    JobUpdate::Qos(q) => {
+                        next.qos = q.clone();
+                        Arc::make_mut(&mut next.desc).qos = Some(q);
+                    }
+                    _ => unreachable!("matched above"),
+                }
+                self.check_placement_update(who, &next)?;
+                let j = self
+                    .job_mut(id)
+                    .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
+                j.partition = next.partition;
+                j.account = next.account;
+                j.qos = next.qos;
+                j.desc = next.desc;
+            }
+        }
+        self.save_job(id);
+        self.sched_needed = true;
+        self.refresh();
+        Ok(Response::Ok)
+    }
+
+    // ------------------------------------------------------------------
+    // Nodes
+
+    /// A running job lost with a node: a batch job that may be requeued
+    /// (`--requeue`, or `JobRequeue=1`, the default, unless
+    /// `--no-requeue`) goes back to the queue, as Slurm's do; any other
+    /// ends NODE_FAIL.
+    pub(super) fn lose_job(&mut self, id: JobId, now: i64) {
+        let job_requeue = self.conf.get("JobRequeue").map(str::trim) != Some("0");
+        let requeue = self
+            .p
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.batch && j.desc.requeue.unwrap_or(job_requeue));
+        if requeue {
+            tracing::info!("job {id} lost with its node: requeued");
+            self.requeue_running(id, 0, now);
+            return;
+        }
+        if let Some(j) = self.job_mut(id) {
+            j.node_failed = true;
+        }
+        self.end_running(id, JobState::NodeFail, JobReason::NodeDown, now, 0);
+    }
+
+    /// The Prolog failed on one of a running job's nodes (at its first
+    /// step there): as at launch, drain the node and requeue the job held.
+    pub(super) fn prolog_failed(&mut self, id: JobId, node: &str, now: i64) {
+        tracing::error!("prolog of job {id} failed on {node}: draining it");
+        self.drain_for(node, "Prolog error", now);
+        let running = self
+            .p
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.state.is_active() && j.alloc.nodes.iter().any(|n| n == node));
+        if running {
+            self.requeue_failed_launch(id, None, true, now);
+        }
+    }
+
+    /// A launch could not be delivered: put the job back in the queue;
+    /// held (Slurm's "launch failed requeued held") when the node refused
+    /// it, since it would be refused again (an output file the user may not
+    /// write, say): requeued free it would be started and refused for ever.
+    pub fn launch_failed(
+        &mut self,
+        id: JobId,
+        node: &str,
+        prolog_failed: bool,
+        refused: bool,
+        start_time: i64,
+        now: i64,
+    ) {
+        let running = self.p.jobs.get(&id).is_some_and(|j| {
+            j.state.is_active()
+                && j.batch_host.as_deref() == Some(node)
+                && j.start_time == Some(start_time)
+        });
+        if !running {
+            return;
+        }
+        if prolog_failed {
+            // As Slurm: the node is drained and the job requeued, held.
+            tracing::error!("prolog of job {id} failed on {node}: draining it");
+            self.drain_for(node, "Prolog error", now);
+        }
+        self.requeue_failed_launch(id, Some(node), prolog_failed || refused, now);
+    }
+
+    /// Put a job that could not start back in the queue (held after a
+    /// failed prolog); `clean` is a node known to have nothing of it.
+    pub(super) fn requeue_failed_launch(
+        &mut self,
+        id: JobId,
+        clean: Option<&str>,
+        held: bool,
+        now: i64,
+    ) {
+        let run = self.p.jobs.get(&id).and_then(|j| j.start_time);
+        if let Some(j) = self.job_mut(id) {
+            j.state = JobState::Pending;
+            j.reason = if held {
+                j.held = Some(HoldKind::Admin);
+                j.priority = 0;
+                JobReason::Other("launch failed requeued held".into())
+            } else {
+                JobReason::None
+            };
+            j.restarts += 1;
+            j.start_time = None;
+            j.end_time = None;
+            j.clear_suspension();
+            j.completing = true;
+            j.completing_nodes = j.alloc.nodes.clone();
+            j.eligible_time = Some(now);
+        }
+        let nodes = self
+            .p
+            .jobs
+            .get(&id)
+            .map(|j| j.alloc.nodes.clone())
+            .unwrap_or_default();
+        self.terminate_run(id, &nodes, 0, run);
+        if let Some(node) = clean {
+            self.node_cleaned(id, node);
+        }
+        self.save_job(id);
+    }
+}

@@ -1,0 +1,920 @@
+//! The controller's state and every transition of it. Only the writer thread
+//! calls into this module (invariant 1: one writer); each call records the
+//! journal entries and node-daemon effects it causes, which the writer makes
+//! durable and dispatches after the batch commits.
+
+use crate::journal::{Entry, NodeAdmin, Payload, Saved};
+
+mod accounting;
+mod config;
+mod deps;
+mod env;
+mod gang;
+mod jobs;
+mod node_use;
+mod nodes;
+mod partitions;
+mod preempt;
+mod priority;
+mod reservations;
+mod schedule;
+mod steps;
+mod submit;
+mod suspend;
+mod view;
+
+use slurm_common::conf::{PartitionStateConf, SlurmConf};
+use slurm_common::{jobspec, users};
+use slurm_plugins::view::{GresCounts, GresReq, Hold};
+use slurm_plugins::{
+    ClusterView, Decision, JobView, NodeAlloc, NodeView, PartitionView, PendingReason, RunningJob,
+    Scheduler,
+};
+use slurm_proto::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use deps::MAX_DEPENDENCIES;
+use deps::*;
+pub use env::{array_env, expand_array_patterns, job_env, JOB_ENV_VARS};
+use node_use::*;
+pub use nodes::NOT_RESPONDING;
+use partitions::*;
+use schedule::*;
+pub use submit::SubmitLimits;
+
+/// Work for the node daemons, sent after the batch that caused it is durable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Launch {
+        node: String,
+        addr: String,
+        launch: Box<BatchLaunch>,
+    },
+    Terminate {
+        node: String,
+        addr: String,
+        job_id: JobId,
+        kill_wait: u32,
+        /// The run being ended (`None`: whichever).
+        start_time: Option<i64>,
+    },
+    Signal {
+        node: String,
+        addr: String,
+        job_id: JobId,
+        signal: i32,
+    },
+    SignalStep {
+        node: String,
+        addr: String,
+        job_id: JobId,
+        step_id: u32,
+        signal: i32,
+    },
+    /// Stop (`suspend`) or continue a job's processes on one node; `seq`
+    /// orders such requests (later ones win).
+    Suspend {
+        node: String,
+        addr: String,
+        job_id: JobId,
+        suspend: bool,
+        seq: u64,
+        /// This controller run (orders requests across restarts).
+        epoch: u64,
+        /// The run (the job's start time).
+        start_time: Option<i64>,
+    },
+    /// `PrologFlags=Alloc`: set the job up (Prolog, cgroup) on a node
+    /// without its batch script.
+    Prologue {
+        node: String,
+        addr: String,
+        facts: Box<JobPrologue>,
+    },
+}
+
+/// What accounting last heard of a step: state, end, exit status, CPU used.
+type StepSent = (JobState, Option<i64>, i32, u64);
+
+/// Who is asking.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    /// root or SlurmUser.
+    pub privileged: bool,
+}
+
+/// What readers see: an immutable picture of the state after a batch.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub jobs: Vec<Arc<JobRecord>>,
+    pub nodes: Vec<NodeRecord>,
+    pub partitions: Vec<PartitionRecord>,
+    pub config: ConfigDump,
+    pub last_update: i64,
+    pub diag: DiagStats,
+    pub reservations: Vec<ReservationRecord>,
+    pub priorities: Vec<JobPriority>,
+    pub weights: Vec<(String, u32)>,
+    pub shares: Vec<ShareInfo>,
+    pub licenses: Vec<LicenseInfo>,
+    /// Counts published snapshots (set by the writer).
+    pub version: u64,
+    /// Identifies this controller run (set by the writer).
+    pub epoch: u64,
+    /// Per job (parallel to `jobs`): the version at which it last changed.
+    pub job_changed: Vec<u64>,
+    /// Every switch and block (`scontrol show topology`).
+    pub topology: Arc<Vec<slurm_proto::TopologyEntry>>,
+    /// `PrivateData`: what readers may not see of other users.
+    pub private: slurm_common::private::PrivateData,
+    /// Users with AdminLevel Operator or Administrator (see everything).
+    pub operators: Arc<std::collections::HashSet<String>>,
+    /// Node name → index in `nodes`.
+    pub node_index: Arc<HashMap<String, usize>>,
+    /// The configuration in force (slurm.conf as last read).
+    pub conf: Option<Arc<SlurmConf>>,
+}
+
+impl Snapshot {
+    /// Whether `uid` (named `name`) sees every user's data: root, SlurmUser
+    /// or an operator.
+    pub fn sees_all(&self, uid: u32, slurm_uid: u32, name: impl FnOnce() -> String) -> bool {
+        uid == 0
+            || uid == slurm_uid
+            || (!self.operators.is_empty() && self.operators.contains(&name()))
+    }
+}
+
+pub struct Controller {
+    pub conf: Arc<SlurmConf>,
+    /// Everything persisted.
+    pub p: Saved,
+    pub nodes: Vec<NodeRecord>,
+    node_index: HashMap<String, usize>,
+    /// Registered since this controller started.
+    registered: Vec<bool>,
+    pub partitions: Vec<PartitionRecord>,
+    scheduler: Box<dyn Scheduler>,
+    slurm_uid: u32,
+    pub boot_time: i64,
+    entries: Vec<Entry>,
+    effects: Vec<Effect>,
+    /// State changed since the last snapshot.
+    pub dirty: bool,
+    /// Something changed that may let a job start.
+    pub sched_needed: bool,
+    pub last_update: i64,
+    /// Counters shown by `sdiag` later.
+    pub stats: Stats,
+    /// Signs step credentials.
+    pub key: Option<slurm_common::auth::Key>,
+    /// `PriorityType=priority/multifactor`: its state (fair-share tree).
+    pub multifactor: Option<slurm_plugins::priority::Multifactor>,
+    /// Seconds of each running job already charged to fair share.
+    charged: HashMap<JobId, i64>,
+    /// The last computed factors of pending jobs (`sprio`).
+    factors: HashMap<JobId, JobPriority>,
+    /// Accounting records go to slurmdbd (`accounting_storage/slurmdbd`).
+    pub acct_enabled: bool,
+    /// Records made durable in this batch, for the sender once it commits.
+    acct_new: Vec<slurm_proto::acct::SeqRecord>,
+    /// What was last recorded per job, step and node (to send only changes).
+    acct_jobs: HashMap<JobId, slurm_proto::acct::AcctJob>,
+    acct_steps: HashMap<(JobId, u32), StepSent>,
+    acct_nodes: HashMap<String, (bool, bool, Option<String>)>,
+    /// The cluster's kinds of generic resource (GPUs by type, ...).
+    gres_kinds: crate::gres::GresKinds,
+    /// Jobs that preempted others, and when (their victims are leaving).
+    preempting: HashMap<JobId, i64>,
+    /// When gang scheduling last moved to a new time slice.
+    gang_slice: i64,
+    /// Orders this run's suspend/resume requests to node daemons.
+    suspend_seq: u64,
+    /// Tells this controller run's requests from an earlier run's.
+    run_id: u64,
+    /// The last suspend/resume sent per job (sequence, suspended), sent
+    /// again now and then in case a node missed it.
+    suspend_sent: HashMap<JobId, (u64, bool)>,
+    /// When those were last sent again.
+    suspend_resent: i64,
+    /// Per node, the cores jobs hold counted once per job (more than the
+    /// node has when jobs share cores; `NodeRecord.alloc_cpus` is capped).
+    cores_in_use: Vec<u32>,
+    /// What jobs hold of each node, kept job by job: only the jobs changed
+    /// since the last `refresh` are counted again (see [`NodeUse`]).
+    node_use: NodeUse,
+    /// Each job's shares as last counted into `node_use`.
+    shares: HashMap<JobId, Vec<Share>>,
+    /// Jobs changed (or added, or removed) since the last `refresh`.
+    touched: std::collections::HashSet<JobId>,
+    /// `node_use` counts every job (false: count them all again, as after
+    /// the node list changed).
+    use_ready: bool,
+    /// Jobs suspended by preemption, and for whom.
+    preempted_for: HashMap<JobId, JobId>,
+    /// `Licenses=`: name and count.
+    licenses: Vec<(String, u32)>,
+    /// Network topologies (`topology.yaml`/`topology.conf`).
+    pub topologies: crate::topology::Topologies,
+    /// `AccountingStorageEnforce`.
+    pub enforce: crate::assoc::Enforce,
+    /// Submission size limits from SchedulerParameters.
+    pub limits: SubmitLimits,
+    /// Why new work is refused (StateSaveLocation is full), if it is.
+    pub space_low: Option<String>,
+    /// Associations, users and QOS from slurmdbd (once fetched).
+    assocs: Option<crate::assoc::AssocCache>,
+    /// Batch jobs found running in the saved state, by batch host, until
+    /// that host registers with this controller: a launch the controller
+    /// before this one had not delivered when it died is never sent again,
+    /// so a job its host does not list then was never started there.
+    recovered: HashMap<String, Vec<JobId>>,
+    /// Running jobs sent their `--signal` warning in this run (by start
+    /// time, so a requeued job's next run gets its own). Jobs already within
+    /// their warning time when the controller starts count as warned: a
+    /// restart never sends it twice, at the cost of one a controller that
+    /// died just then never sent.
+    warned: HashMap<JobId, i64>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    pub jobs_submitted: u64,
+    pub jobs_started: u64,
+    pub jobs_completed: u64,
+    pub jobs_canceled: u64,
+    pub jobs_failed: u64,
+    pub sched_cycles: u64,
+    pub last_cycle_us: u64,
+    pub max_cycle_us: u64,
+    pub total_cycle_us: u64,
+    pub total_depth: u64,
+    pub last_queue: u64,
+    pub bf_cycles: u64,
+    pub bf_last_us: u64,
+    pub bf_max_us: u64,
+    pub bf_total_us: u64,
+    pub bf_last_depth: u64,
+    pub bf_total_depth: u64,
+    pub bf_backfilled_jobs: u64,
+    pub bf_last_when: Option<i64>,
+    pub bf_last_queue: u64,
+}
+
+fn err<T>(e: SlurmError) -> Result<T, RpcError> {
+    Err(RpcError::from(e))
+}
+
+fn err_detail<T>(e: SlurmError, d: impl Into<String>) -> Result<T, RpcError> {
+    Err(RpcError {
+        error: e,
+        detail: Some(d.into()),
+    })
+}
+
+/// Per job of `jobs` (sorted by `id`), the version it last changed at: the
+/// previous snapshot's stamp (`prev`: its jobs and stamps) when it holds the
+/// very same record, `version` otherwise. Records are shared between
+/// snapshots until changed, so pointer equality says "unchanged".
+pub fn stamp_changes<T>(
+    prev: Option<(&[Arc<T>], &[u64])>,
+    jobs: &[Arc<T>],
+    id: impl Fn(&T) -> JobId,
+    version: u64,
+) -> Vec<u64> {
+    let (pj, pc) = match prev {
+        Some((j, c)) if j.len() == c.len() => (j, c),
+        _ => (&[][..], &[][..]),
+    };
+    let mut k = 0;
+    jobs.iter()
+        .map(|j| {
+            while k < pj.len() && id(&pj[k]) < id(j) {
+                k += 1;
+            }
+            match pj.get(k) {
+                Some(p) if id(p) == id(j) && Arc::ptr_eq(p, j) => pc[k],
+                _ => version,
+            }
+        })
+        .collect()
+}
+
+impl Controller {
+    pub fn new(
+        conf: Arc<SlurmConf>,
+        saved: Saved,
+        scheduler: Box<dyn Scheduler>,
+        now: i64,
+    ) -> Controller {
+        let slurm_uid = users::parse_user(&conf.slurm_user).unwrap_or(0);
+        let mut nodes = Vec::with_capacity(conf.nodes.len());
+        let mut node_index = HashMap::new();
+        for n in &conf.nodes {
+            node_index.insert(n.name.clone(), nodes.len());
+            let port = n.port.unwrap_or(conf.slurmd_port);
+            nodes.push(NodeRecord {
+                name: n.name.clone(),
+                addr: n.node_addr.clone(),
+                hostname: n.node_hostname.clone(),
+                port,
+                cpus: n.cpus,
+                boards: n.boards,
+                sockets: n.sockets,
+                cores_per_socket: n.cores_per_socket,
+                threads_per_core: n.threads_per_core,
+                real_memory: n.real_memory,
+                tmp_disk: n.tmp_disk,
+                weight: n.weight,
+                features: n.features.clone(),
+                gres: n.gres.clone(),
+                base_state: NodeBaseState::Unknown,
+                flags: NodeFlags::default(),
+                reason: None,
+                reason_time: None,
+                reason_uid: None,
+                alloc_cpus: 0,
+                alloc_mem: 0,
+                partitions: conf
+                    .partitions
+                    .iter()
+                    .filter(|p| p.nodes.contains(&n.name))
+                    .map(|p| p.name.clone())
+                    .collect(),
+                boot_time: None,
+                slurmd_start_time: None,
+                last_busy: None,
+                last_heard: None,
+                version: None,
+                os: None,
+                arch: None,
+                cpu_load: None,
+                free_mem: None,
+                external: false,
+                kubelet: false,
+            });
+        }
+        let partitions = partition_records(&conf);
+        let mut p = saved;
+        if p.next_job_id < conf.first_job_id.max(1) {
+            p.next_job_id = conf.first_job_id.max(1);
+        }
+        // Config states apply to nodes with no saved admin state.
+        for n in &conf.nodes {
+            if p.nodes.contains_key(&n.name) {
+                continue;
+            }
+            let st = n.state.as_deref().unwrap_or("UNKNOWN");
+            let mut a = NodeAdmin::default();
+            if st.starts_with("DOWN") || st == "FAIL" {
+                a.down = true;
+            }
+            if st.starts_with("DRAIN") || st.contains("+DRAIN") {
+                a.drain = true;
+            }
+            if a.down || a.drain {
+                a.reason = n.reason.clone().or(Some("Set in slurm.conf".into()));
+                a.reason_time = Some(now);
+                a.reason_uid = Some(0);
+                p.nodes.insert(n.name.clone(), a);
+            }
+        }
+        for d in &conf.down_nodes {
+            for name in &d.nodes {
+                p.nodes.entry(name.clone()).or_insert_with(|| NodeAdmin {
+                    down: true,
+                    reason: d.reason.clone().or(Some("Set in slurm.conf".into())),
+                    reason_time: Some(now),
+                    reason_uid: Some(0),
+                    ..Default::default()
+                });
+            }
+        }
+        // External nodes have no daemon: they count as registered from the start.
+        for n in nodes.iter_mut() {
+            n.external = conf
+                .node(&n.name)
+                .and_then(|c| c.state.as_deref())
+                .is_some_and(|s| s.split('+').any(|w| w == "EXTERNAL"));
+        }
+        let registered: Vec<bool> = nodes.iter().map(|n| n.external).collect();
+        let dyn_nodes: Vec<NodeSpec> = p.dyn_nodes.values().cloned().collect();
+        let mut c = Controller {
+            limits: SubmitLimits::from_conf(&conf),
+            space_low: None,
+            conf,
+            p,
+            nodes,
+            node_index,
+            registered,
+            partitions,
+            scheduler,
+            slurm_uid,
+            boot_time: now,
+            entries: Vec::new(),
+            effects: Vec::new(),
+            dirty: true,
+            sched_needed: true,
+            last_update: now,
+            stats: Stats::default(),
+            key: None,
+            multifactor: None,
+            charged: HashMap::new(),
+            factors: HashMap::new(),
+            acct_enabled: false,
+            acct_new: Vec::new(),
+            acct_jobs: HashMap::new(),
+            acct_steps: HashMap::new(),
+            acct_nodes: HashMap::new(),
+            enforce: crate::assoc::Enforce::default(),
+            assocs: None,
+            gres_kinds: crate::gres::GresKinds::default(),
+            preempting: HashMap::new(),
+            gang_slice: 0,
+            suspend_seq: 0,
+            run_id: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+                | 1,
+            suspend_sent: HashMap::new(),
+            suspend_resent: 0,
+            cores_in_use: Vec::new(),
+            node_use: NodeUse::default(),
+            shares: HashMap::new(),
+            touched: Default::default(),
+            use_ready: false,
+            preempted_for: HashMap::new(),
+            licenses: Vec::new(),
+            topologies: Default::default(),
+            recovered: HashMap::new(),
+            warned: HashMap::new(),
+        };
+        let warned: Vec<(JobId, i64)> =
+            c.p.jobs
+                .values()
+                .filter(|j| j.state.is_active())
+                .filter_map(|j| {
+                    let w = warning(j)?;
+                    let (start, end) = (j.start_time?, j.end_time?);
+                    (end - now <= i64::from(w.secs)).then_some((j.job_id, start))
+                })
+                .collect();
+        c.warned.extend(warned);
+        for j in c.p.jobs.values().filter(|j| j.state.is_active() && j.batch) {
+            if let Some(h) = &j.batch_host {
+                c.recovered.entry(h.clone()).or_default().push(j.job_id);
+            }
+        }
+        match slurm_common::licenses::parse(c.conf.get("Licenses").unwrap_or("")) {
+            Ok(l) => c.licenses = l,
+            Err(e) => tracing::warn!("Licenses= ignored: {e}"),
+        }
+        for spec in dyn_nodes {
+            c.add_node(&spec);
+        }
+        // Features set at run time outlive restarts.
+        let saved: Vec<(String, Vec<String>)> =
+            c.p.nodes
+                .iter()
+                .filter_map(|(n, a)| a.features.clone().map(|f| (n.clone(), f)))
+                .collect();
+        for (n, f) in saved {
+            if let Some(&i) = c.node_index.get(&n) {
+                c.nodes[i].features = f;
+            }
+        }
+        c.apply_part_admin();
+        c.refresh_gres_kinds();
+        c.refresh();
+        c
+    }
+
+    pub fn caller(&self, uid: u32, gid: u32) -> Caller {
+        Caller {
+            uid,
+            gid,
+            privileged: uid == 0 || uid == self.slurm_uid,
+        }
+    }
+
+    pub fn take_entries(&mut self) -> Vec<Entry> {
+        std::mem::take(&mut self.entries)
+    }
+
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    fn save_job(&mut self, id: JobId) {
+        if let Some(j) = self.p.jobs.get(&id) {
+            self.entries.push(Entry::Job(j.clone()));
+            if self.acct_enabled {
+                let j = j.clone();
+                self.acct_job(&j);
+            }
+        }
+        self.dirty = true;
+    }
+
+    fn save_node(&mut self, name: &str) {
+        let a = self.p.nodes.get(name).cloned().unwrap_or_default();
+        if self.acct_enabled {
+            self.acct_node(name, &a);
+        }
+        self.entries.push(Entry::Node(name.to_string(), a));
+        self.dirty = true;
+    }
+
+    // ------------------------------------------------------------------
+    // Accounting outbox
+
+    /// A job to change (counted again by the next `refresh`).
+    fn job_mut(&mut self, id: JobId) -> Option<&mut JobRecord> {
+        self.touched.insert(id);
+        self.p.jobs.get_mut(&id).map(Arc::make_mut)
+    }
+
+    pub fn refresh(&mut self) {
+        self.count_node_use();
+        let u = &self.node_use;
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            n.alloc_mem = u.mem[i];
+            n.alloc_cpus = u.cpus[i];
+            n.flags.completing = u.completing[i] > 0;
+        }
+        let exclusive: Vec<bool> = u.exclusive.iter().map(|&x| x > 0).collect();
+        // Shared cores (OverSubscribe) count once per job; what users see
+        // is capped at the node's count, as Slurm shows it.
+        self.cores_in_use = self.nodes.iter().map(|n| n.alloc_cpus).collect();
+        for n in &mut self.nodes {
+            n.alloc_cpus = n.alloc_cpus.min(n.cpus);
+        }
+        let none = Default::default();
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            let a = self.p.nodes.get(&n.name).unwrap_or(&none);
+            n.flags.drain = a.drain;
+            if n.reason != a.reason {
+                n.reason = a.reason.clone();
+            }
+            n.reason_time = a.reason_time;
+            n.reason_uid = a.reason_uid;
+            let future = self
+                .conf
+                .node(&n.name)
+                .and_then(|c| c.state.as_deref())
+                .is_some_and(|s| s == "FUTURE");
+            n.base_state = if future {
+                NodeBaseState::Future
+            } else if a.down {
+                NodeBaseState::Down
+            } else if !self.registered[i] {
+                NodeBaseState::Unknown
+            } else if n.alloc_cpus == 0 && !exclusive[i] {
+                NodeBaseState::Idle
+            } else if n.alloc_cpus >= n.cpus || exclusive[i] {
+                NodeBaseState::Allocated
+            } else {
+                NodeBaseState::Mixed
+            };
+        }
+        let now = self.last_update;
+        for n in &mut self.nodes {
+            n.flags.reserved = false;
+            n.flags.maint = false;
+        }
+        for r in self.p.reservations.values().filter(|r| r.is_active(now)) {
+            for name in &r.nodes {
+                if let Some(&i) = self.node_index.get(name) {
+                    self.nodes[i].flags.reserved = true;
+                    self.nodes[i].flags.maint |= r.has_flag("MAINT");
+                }
+            }
+        }
+        for p in &mut self.partitions {
+            p.total_cpus = 0;
+            p.total_mem = 0;
+            for name in &p.nodes {
+                if let Some(&i) = self.node_index.get(name) {
+                    p.total_cpus += self.nodes[i].cpus;
+                    p.total_mem += self.nodes[i].real_memory;
+                }
+            }
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            jobs: self.p.jobs.values().cloned().collect(),
+            nodes: self.nodes.clone(),
+            partitions: self.partitions.clone(),
+            config: self.config_dump(),
+            conf: Some(self.conf.clone()),
+            diag: self.diag(),
+            reservations: self.p.reservations.values().cloned().collect(),
+            priorities: {
+                let mut v: Vec<JobPriority> = self.factors.values().cloned().collect();
+                v.sort_by_key(|p| p.job_id);
+                v
+            },
+            weights: self
+                .multifactor
+                .as_ref()
+                .map(|m| {
+                    let p = &m.params;
+                    vec![
+                        ("age".to_string(), p.weight_age),
+                        ("assoc".to_string(), p.weight_assoc),
+                        ("fairshare".to_string(), p.weight_fairshare),
+                        ("jobsize".to_string(), p.weight_job_size),
+                        ("partition".to_string(), p.weight_partition),
+                        ("qos".to_string(), p.weight_qos),
+                    ]
+                })
+                .unwrap_or_default(),
+            shares: self.shares(),
+            last_update: self.last_update,
+            epoch: 0,
+            job_changed: Vec::new(),
+            topology: self.topologies.entries.clone(),
+            private: self.conf.private_data(),
+            node_index: Arc::new(self.node_index.clone()),
+            operators: Arc::new(
+                self.assocs
+                    .iter()
+                    .flat_map(|c| c.users.values())
+                    .filter(|u| u.admin_level != slurm_proto::acct::AdminLevel::None)
+                    .map(|u| u.name.clone())
+                    .collect(),
+            ),
+            version: 0,
+            licenses: {
+                let used = self.licenses_used();
+                self.licenses
+                    .iter()
+                    .map(|(name, total)| LicenseInfo {
+                        name: name.clone(),
+                        total: *total,
+                        used: used.get(name).copied().unwrap_or(0),
+                    })
+                    .collect()
+            },
+        }
+    }
+
+    /// The system clock stepped by `d` seconds (see [`crate::clock`]): move
+    /// every time that measures elapsed time with it, so running jobs keep
+    /// their elapsed time and limit and nodes their last contact. Times
+    /// people gave (`--begin`, reservations) and past ones stay.
+    pub fn clock_stepped(&mut self, d: i64) {
+        let ids: Vec<JobId> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state.is_active())
+            .map(|j| j.job_id)
+            .collect();
+        for id in ids {
+            if let Some(j) = self.job_mut(id) {
+                for t in [&mut j.start_time, &mut j.end_time, &mut j.suspend_time] {
+                    if let Some(t) = t.as_mut() {
+                        *t += d;
+                    }
+                }
+            }
+            self.save_job(id);
+        }
+        for n in &mut self.nodes {
+            if let Some(t) = n.last_heard.as_mut() {
+                *t += d;
+            }
+        }
+        for t in self.preempting.values_mut() {
+            *t += d;
+        }
+        self.boot_time += d;
+        self.gang_slice += d;
+        self.suspend_resent += d;
+        self.dirty = true;
+        self.refresh();
+    }
+
+    /// Once a second: node timeouts, time limits, purge of old jobs.
+    pub fn tick(&mut self, now: i64) {
+        self.last_update = self.last_update.max(now);
+        self.multifactor_tick(now);
+        self.gang_tick(now);
+        self.resend_suspends(now);
+        self.roll_reservations(now);
+        self.refresh();
+        let timeout = self.conf.slurmd_timeout as i64;
+        if timeout > 0 {
+            let dead: Vec<String> = self
+                .nodes
+                .iter()
+                .filter(|n| {
+                    !n.external && !n.flags.not_responding && n.base_state != NodeBaseState::Future
+                })
+                .filter(|n| {
+                    now - n.last_heard.unwrap_or(self.boot_time).max(self.boot_time) > timeout
+                })
+                .map(|n| n.name.clone())
+                .collect();
+            for name in dead {
+                if let Some(&i) = self.node_index.get(&name) {
+                    self.nodes[i].flags.not_responding = true;
+                    self.registered[i] = false;
+                }
+                let already_down = self.p.nodes.get(&name).is_some_and(|a| a.down);
+                if !already_down {
+                    self.set_admin(&name, |a| {
+                        a.down = true;
+                        a.reason = Some(NOT_RESPONDING.into());
+                        a.reason_time = Some(now);
+                        a.reason_uid = Some(0);
+                    });
+                }
+                self.fail_node_jobs(&name, now);
+                self.dirty = true;
+            }
+        }
+        self.send_warnings(now);
+        let expired: Vec<JobId> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running && !j.timed_out)
+            .filter(|j| j.end_time.is_some_and(|e| e <= now))
+            .map(|j| j.job_id)
+            .collect();
+        for id in expired {
+            if let Some(j) = self.job_mut(id) {
+                j.timed_out = true;
+            }
+            let kw = self.conf.kill_wait;
+            self.end_running(id, JobState::Timeout, JobReason::TimeLimit, now, kw);
+        }
+        let age = self.conf.min_job_age as i64;
+        if age > 0 {
+            let old: Vec<JobId> = self
+                .p
+                .jobs
+                .values()
+                .filter(|j| j.state.is_finished() && !j.completing)
+                .filter(|j| j.end_time.is_some_and(|e| now - e >= age))
+                .map(|j| j.job_id)
+                .collect();
+            for id in old {
+                self.p.jobs.remove(&id);
+                self.touched.insert(id);
+                self.p.payloads.remove(&id);
+                self.entries.push(Entry::RemoveJob(id));
+                self.dirty = true;
+            }
+        }
+        if self.p.jobs.values().any(|j| j.state == JobState::Pending) {
+            self.sched_needed = true;
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // Requests
+
+    /// Apply one request that changes state. Reads are served from snapshots
+    /// and never come here.
+    pub fn handle(&mut self, who: Caller, body: RequestBody, now: i64) -> Response {
+        // Derived state (reservation flags on nodes) is computed as of now.
+        self.last_update = self.last_update.max(now);
+        if let Some(why) = &self.space_low {
+            if matches!(
+                body,
+                RequestBody::SubmitBatchJob(_)
+                    | RequestBody::AllocateJob(_)
+                    | RequestBody::CreateReservation(_)
+                    | RequestBody::CreateNode(_)
+                    | RequestBody::CreateStep(_)
+                    | RequestBody::UpdateJob { .. }
+            ) {
+                return Response::Error(RpcError {
+                    error: SlurmError::Disabled,
+                    detail: Some(format!("slurmctld takes no new work: {why}")),
+                });
+            }
+        }
+        let r = match body {
+            RequestBody::SubmitBatchJob(d) => self.submit(who, d, now),
+            RequestBody::TestJob(d) => self.test_job(who, d, now),
+            RequestBody::Cancel(f) => Ok(self.cancel(who, f, now)),
+            RequestBody::SuspendJob { job_id, suspend } => {
+                self.suspend_request(who, job_id, suspend, now)
+            }
+            RequestBody::UpdateJob { job_id, update } => self.update_job(who, job_id, update, now),
+            RequestBody::UpdateNode {
+                names,
+                state,
+                reason,
+                features,
+            } => self.update_node(who, names, state, reason, features, now),
+            RequestBody::AllocateJob(d) => self.allocate(who, d, now),
+            RequestBody::CreateNode(n) => self.create_node(who, n),
+            RequestBody::GetJobScript { job_id } => self.job_script(who, job_id),
+            RequestBody::Reconfigure => self.reconfigure(who, now),
+            RequestBody::DeleteNode { name } => self.delete_node(who, &name),
+            RequestBody::CreateReservation(r) => self.create_reservation(who, r, now),
+            RequestBody::UpdateReservation(r) => self.update_reservation(who, r, now),
+            RequestBody::DeleteReservation { name } => self.delete_reservation(who, &name),
+            RequestBody::UpdatePartition(u) => self.update_partition(who, u, now),
+            RequestBody::CreatePartition(u) => self.create_partition(who, u, now),
+            RequestBody::DeletePartition { name } => self.delete_partition(who, name, now),
+            RequestBody::CompleteJob { job_id, status } => {
+                self.complete_job(who, job_id, status, now)
+            }
+            RequestBody::CreateStep(r) => self.create_step(who, r, now),
+            RequestBody::StepComplete {
+                job_id,
+                step_id,
+                status,
+            } => self.step_complete(who, job_id, step_id, status, now),
+            RequestBody::CancelStep {
+                job_id,
+                step_id,
+                signal,
+            } => self.cancel_step(who, job_id, step_id, signal),
+            RequestBody::RegisterNode(r) if who.privileged => self.register(r, now),
+            RequestBody::Heartbeat { node, .. } if who.privileged => self.heartbeat(&node, now),
+            RequestBody::BatchComplete {
+                job_id,
+                status,
+                oom,
+                usage,
+                node,
+            } if who.privileged => {
+                let from = node.clone();
+                self.batch_complete(job_id, status, oom, usage.map(|u| (u, node)), &from, now);
+                Ok(Response::Ok)
+            }
+            RequestBody::JobCleaned { job_id, node } if who.privileged => {
+                self.node_cleaned(job_id, &node);
+                Ok(Response::Ok)
+            }
+            RequestBody::PrologFailed { job_id, node } if who.privileged => {
+                self.prolog_failed(job_id, &node, now);
+                Ok(Response::Ok)
+            }
+            RequestBody::StepUsage {
+                job_id,
+                step_id,
+                node,
+                usage,
+            } if who.privileged => {
+                self.step_usage(job_id, step_id, &node, usage);
+                Ok(Response::Ok)
+            }
+            RequestBody::EpilogFailed { job_id, node } if who.privileged => {
+                tracing::error!("epilog of job {job_id} failed on {node}: draining it");
+                self.drain_for(&node, "Epilog error", now);
+                Ok(Response::Ok)
+            }
+            RequestBody::RegisterNode(_)
+            | RequestBody::Heartbeat { .. }
+            | RequestBody::BatchComplete { .. }
+            | RequestBody::EpilogFailed { .. }
+            | RequestBody::StepUsage { .. }
+            | RequestBody::PrologFailed { .. }
+            | RequestBody::JobCleaned { .. } => err(SlurmError::AccessDenied),
+            _ => err(SlurmError::InvalidRequest),
+        };
+        if self.dirty {
+            self.last_update = now;
+        }
+        r.unwrap_or_else(Response::Error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_change_stamps_follow_shared_records() {
+        let (a, b, c) = (Arc::new(1u32), Arc::new(2u32), Arc::new(3u32));
+        let id = |x: &u32| *x;
+        // No previous stamps: everything changed now.
+        assert_eq!(
+            stamp_changes(None, &[a.clone(), b.clone()], id, 5),
+            vec![5, 5]
+        );
+        let prev = [a.clone(), b.clone(), c.clone()];
+        // 2 was replaced, 3 removed, 4 added; 1 is the same record.
+        let now = [a.clone(), Arc::new(2u32), Arc::new(4u32)];
+        assert_eq!(
+            stamp_changes(Some((&prev, &[1, 2, 3])), &now, id, 9),
+            vec![1, 9, 9]
+        );
+        // Stamps that do not match the jobs are ignored.
+        assert_eq!(stamp_changes(Some((&prev, &[1])), &[a], id, 7), vec![7]);
+    }
+}

@@ -1,0 +1,313 @@
+//! Job steps: created (with their credentials), cancelled, completed and
+//! their usage.
+
+use super::*;
+
+impl Controller {
+    pub(super) fn create_step(
+        &mut self,
+        who: Caller,
+        r: StepRequest,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&r.job_id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(SlurmError::AccessDenied);
+        }
+        if j.state == JobState::Suspended {
+            return err_detail(
+                SlurmError::Disabled,
+                format!(
+                    "job {} is suspended: no new steps until it resumes",
+                    j.job_id
+                ),
+            );
+        }
+        if j.state != JobState::Running {
+            return err(if j.state == JobState::Pending {
+                SlurmError::JobPending
+            } else {
+                SlurmError::AlreadyDone
+            });
+        }
+        let Some(key) = self.key.clone() else {
+            return err(SlurmError::InternalError);
+        };
+        // Nodes: those named (in the job), else the first N, else all.
+        let mut nodes: Vec<usize> = (0..j.alloc.nodes.len()).collect();
+        if !r.nodelist.is_empty() {
+            let mut picked = Vec::new();
+            for n in &r.nodelist {
+                match j.alloc.nodes.iter().position(|x| x == n) {
+                    Some(k) => picked.push(k),
+                    None => {
+                        return err_detail(
+                            SlurmError::RequestedNodeConfigUnavailable,
+                            format!("node {n} is not in job {}", j.job_id),
+                        )
+                    }
+                }
+            }
+            picked.sort_unstable();
+            picked.dedup();
+            nodes = picked;
+        }
+        nodes.retain(|&k| !r.exclude.contains(&j.alloc.nodes[k]));
+        let cpt = r.cpus_per_task.unwrap_or(1).max(1);
+        let want_nodes = match (r.min_nodes, r.ntasks) {
+            (Some(n), _) => n as usize,
+            (None, Some(t)) if r.nodelist.is_empty() => {
+                // As few nodes as hold the tasks, in order.
+                let mut cap = 0u32;
+                let mut k = 0;
+                while k < nodes.len() && cap < t {
+                    cap += (j.alloc.cpus[nodes[k]] / cpt).max(1);
+                    k += 1;
+                }
+                k.max(1)
+            }
+            _ => nodes.len(),
+        };
+        if want_nodes == 0 || want_nodes > nodes.len() {
+            return err(SlurmError::TooManyRequestedNodes);
+        }
+        nodes.truncate(want_nodes);
+        let ntasks = match (r.ntasks, r.ntasks_per_node) {
+            (Some(t), _) => t,
+            (None, Some(p)) => p * nodes.len() as u32,
+            (None, None) if r.min_nodes.is_some() || !r.nodelist.is_empty() => nodes.len() as u32,
+            (None, None) => j.num_tasks.max(nodes.len() as u32),
+        };
+        if (ntasks as usize) < nodes.len() {
+            return err_detail(SlurmError::TooManyRequestedNodes, "fewer tasks than nodes");
+        }
+        let mut per_node = vec![0u32; nodes.len()];
+        if let Some(p) = r.ntasks_per_node {
+            per_node.iter_mut().for_each(|x| *x = p);
+            if p * nodes.len() as u32 != ntasks {
+                // -n wins; spread it as evenly as --ntasks-per-node allows.
+                let mut left = ntasks;
+                for x in per_node.iter_mut() {
+                    *x = left.min(p);
+                    left -= *x;
+                }
+                if left > 0 {
+                    return err(SlurmError::TooManyRequestedCpus);
+                }
+            }
+        } else {
+            per_node.iter_mut().for_each(|x| *x = 1);
+            let mut left = ntasks - nodes.len() as u32;
+            for (k, &n) in nodes.iter().enumerate() {
+                let cap = (j.alloc.cpus[n] / cpt).max(1);
+                let add = left.min(cap.saturating_sub(1));
+                per_node[k] += add;
+                left -= add;
+            }
+            // More tasks than cpus: overcommit round-robin, as --overcommit.
+            let mut k = 0;
+            while left > 0 {
+                per_node[k % nodes.len()] += 1;
+                left -= 1;
+                k += 1;
+            }
+        }
+        let cyclic = r
+            .distribution
+            .as_deref()
+            .is_some_and(|d| d.starts_with("cyclic"));
+        let mut tasks: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
+        if cyclic {
+            let mut t = 0;
+            while t < ntasks {
+                for (k, list) in tasks.iter_mut().enumerate() {
+                    if (list.len() as u32) < per_node[k] && t < ntasks {
+                        list.push(t);
+                        t += 1;
+                    }
+                }
+            }
+        } else {
+            let mut t = 0;
+            for (k, list) in tasks.iter_mut().enumerate() {
+                for _ in 0..per_node[k] {
+                    list.push(t);
+                    t += 1;
+                }
+            }
+        }
+        let names: Vec<String> = nodes.iter().map(|&k| j.alloc.nodes[k].clone()).collect();
+        let step_id = j
+            .steps
+            .iter()
+            .filter(|s| s.step_id != BATCH_STEP && s.step_id != slurm_proto::EXTERN_STEP)
+            .count() as u32;
+        let mut cred = StepCred {
+            job_id: j.job_id,
+            step_id,
+            uid: j.user_id,
+            gid: j.group_id,
+            user_name: j.user_name.clone(),
+            nodes: names.clone(),
+            // `AuthInfo=cred_expire` (Slurm's 120 s by default): a step's
+            // credential only has to reach its nodes.
+            expires: now
+                + self
+                    .conf
+                    .auth_info_value("cred_expire")
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .filter(|v| *v > 0)
+                    .unwrap_or(120),
+            alloc: j.alloc.clone(),
+            partition: j.partition.clone(),
+            account: j.account.clone(),
+            job_start: j.start_time,
+            tasks: tasks.clone(),
+            cpus_per_task: cpt,
+            job_cpus: nodes.iter().map(|&k| j.alloc.cpus[k]).collect(),
+            sig: String::new(),
+        };
+        key.sign_step(&mut cred);
+        let layout = StepLayout {
+            job_id: j.job_id,
+            step_id,
+            addrs: names
+                .iter()
+                .map(|n| self.node_addr(n).unwrap_or_default())
+                .collect(),
+            nodes: names.clone(),
+            tasks,
+            cpus_per_task: cpt,
+            job_cpus: nodes.iter().map(|&k| j.alloc.cpus[k]).collect(),
+            cred,
+        };
+        let rec = StepRecord {
+            step_id,
+            name: r.name.clone(),
+            state: JobState::Running,
+            nodes: names,
+            ntasks,
+            tasks_per_node: per_node,
+            cpus_per_task: cpt,
+            start_time: now,
+            end_time: None,
+            exit_status: 0,
+            usage: None,
+            usage_node: None,
+        };
+        let id = r.job_id;
+        if let Some(j) = self.job_mut(id) {
+            j.steps.push(rec);
+        }
+        self.save_job(id);
+        Ok(Response::StepCreated(Box::new(layout)))
+    }
+
+    pub(super) fn cancel_step(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        step_id: u32,
+        signal: Option<i32>,
+    ) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(SlurmError::AccessDenied);
+        }
+        let Some(st) = j.steps.iter().find(|s| s.step_id == step_id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if st.state != JobState::Running {
+            return err(SlurmError::AlreadyDone);
+        }
+        let signal = signal.unwrap_or(libc::SIGKILL);
+        let nodes = st.nodes.clone();
+        for n in nodes {
+            if let Some(addr) = self.node_addr(&n) {
+                self.effects.push(Effect::SignalStep {
+                    node: n.clone(),
+                    addr,
+                    job_id: id,
+                    step_id,
+                    signal,
+                });
+            }
+        }
+        Ok(Response::Ok)
+    }
+
+    pub(super) fn step_complete(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        step_id: u32,
+        status: i32,
+        now: i64,
+    ) -> Result<Response, RpcError> {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(SlurmError::AccessDenied);
+        }
+        let Some(j) = self.job_mut(id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        let Some(st) = j.steps.iter_mut().find(|s| s.step_id == step_id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if st.state == JobState::Running {
+            let (code, sig) = wait_status_pair(status);
+            st.state = if code == 0 && sig == 0 {
+                JobState::Completed
+            } else if sig != 0 && sig != libc::SIGKILL && sig != libc::SIGTERM {
+                JobState::Failed
+            } else if sig != 0 {
+                JobState::Cancelled
+            } else {
+                JobState::Failed
+            };
+            st.exit_status = status;
+            st.end_time = Some(now);
+        }
+        self.save_job(id);
+        Ok(Response::Ok)
+    }
+
+    // ------------------------------------------------------------------
+    // Ending jobs
+
+    /// Add one node's usage to a step: CPU times add up, MaxRSS is the
+    /// largest of any node (and says which).
+    pub(super) fn step_usage(&mut self, id: JobId, step_id: u32, node: &str, u: TaskUsage) {
+        // Only a node the job runs on reports its steps' usage.
+        if !self
+            .p
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.alloc.nodes.iter().any(|n| n == node))
+        {
+            return;
+        }
+        let Some(st) = self
+            .job_mut(id)
+            .and_then(|j| j.steps.iter_mut().find(|s| s.step_id == step_id))
+        else {
+            return;
+        };
+        let mut total = st.usage.unwrap_or_default();
+        total.cpu_usec += u.cpu_usec;
+        total.user_usec += u.user_usec;
+        total.system_usec += u.system_usec;
+        if u.max_rss_bytes >= total.max_rss_bytes {
+            total.max_rss_bytes = u.max_rss_bytes;
+            st.usage_node = Some(node.to_string());
+        }
+        st.usage = Some(total);
+        self.save_job(id);
+    }
+}
