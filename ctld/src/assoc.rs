@@ -436,12 +436,22 @@ pub struct Usage {
     qos: HashMap<String, Use>,
     qos_user: HashMap<(String, String), Use>,
     qos_account: HashMap<(String, String), Use>,
+    /// The time the count is for (what running jobs may still use is
+    /// counted from it).
+    now: i64,
 }
 
 impl Usage {
-    /// Count the running jobs.
-    pub fn of<'a>(cache: &AssocCache, jobs: impl Iterator<Item = &'a JobRecord>) -> Usage {
-        let mut u = Usage::default();
+    /// Count the running jobs as of `now`.
+    pub fn of<'a>(
+        cache: &AssocCache,
+        jobs: impl Iterator<Item = &'a JobRecord>,
+        now: i64,
+    ) -> Usage {
+        let mut u = Usage {
+            now,
+            ..Usage::default()
+        };
         for r in &cache.usage {
             let m = r.alloc_secs / 60;
             *u.minutes_user
@@ -459,10 +469,10 @@ impl Usage {
     }
 
     /// CPU-minutes a job may still use (its time limit, else one hour).
-    fn job_minutes(j: &JobRecord, x: Use) -> u64 {
+    fn job_minutes(&self, j: &JobRecord, x: Use) -> u64 {
         let mins = match (j.time_limit, j.start_time, j.state) {
             (Some(t), Some(s), JobState::Running) => {
-                let left = (s + i64::from(t) * 60 - slurm_common::auth::now()).max(0) / 60;
+                let left = (s + i64::from(t) * 60 - self.now).max(0) / 60;
                 left as u64
             }
             (Some(t), _, _) => u64::from(t),
@@ -472,7 +482,7 @@ impl Usage {
     }
 
     fn charge(&mut self, cache: &AssocCache, j: &JobRecord, x: Use) {
-        let m = Self::job_minutes(j, x);
+        let m = self.job_minutes(j, x);
         *self
             .minutes_user
             .entry((j.user_name.clone(), j.account.clone()))
@@ -557,7 +567,7 @@ impl Usage {
             .get(&(j.user_name.clone(), j.account.clone()))
             .copied()
             .unwrap_or(0);
-        let this_min = Self::job_minutes(j, x);
+        let this_min = self.job_minutes(j, x);
         if let Some(l) = assoc.limits.grp_tres_mins.as_deref().map(tres_map) {
             if l.get("cpu").is_some_and(|&max| mine_min + this_min > max) {
                 return Some("AssocGrpCPUMinutesLimit".into());
@@ -708,7 +718,7 @@ mod tests {
     fn running_jobs_hold_later_ones_with_slurm_reasons() {
         let c = cache();
         let running = [job(1, JobState::Running, 1)];
-        let mut u = Usage::of(&c, running.iter());
+        let mut u = Usage::of(&c, running.iter(), 0);
         assert_eq!(u.hold(&c, &job(2, JobState::Pending, 1)), None);
         assert_eq!(
             u.hold(&c, &job(3, JobState::Pending, 1)).as_deref(),
@@ -716,7 +726,7 @@ mod tests {
         );
         let mut c2 = c.clone();
         c2.qos.get_mut("normal").unwrap().limits.max_jobs_per_user = None;
-        let mut u = Usage::of(&c2, running.iter());
+        let mut u = Usage::of(&c2, running.iter(), 0);
         assert_eq!(
             u.hold(&c2, &job(4, JobState::Pending, 8)).as_deref(),
             Some("AssocGrpCpuLimit")
@@ -732,7 +742,7 @@ mod tests {
             alloc_secs: 100 * 60,
             ..Default::default()
         });
-        let mut u = Usage::of(&c3, [].iter());
+        let mut u = Usage::of(&c3, [].iter(), 0);
         // 1 cpu x 10 minutes fits; 4 cpus x 10 minutes does not.
         assert_eq!(u.hold(&c3, &job(5, JobState::Pending, 1)), None);
         assert_eq!(

@@ -14,6 +14,9 @@ pub enum Command {
         uid: u32,
         gid: u32,
         body: Box<RequestBody>,
+        /// The caller's names, for requests that use them
+        /// ([`crate::state::Identity::needed_by`]).
+        identity: Option<Box<crate::state::Identity>>,
         reply: oneshot::Sender<Response>,
     },
     LaunchFailed {
@@ -27,6 +30,14 @@ pub enum Command {
         /// The run the launch was for (its start time): a late failure of
         /// an earlier run's launch must not touch the job's next run.
         start_time: i64,
+    },
+    /// `scontrol reconfigure`, with slurm.conf and its siblings already
+    /// read (or why they could not be).
+    Reconfigure {
+        uid: u32,
+        gid: u32,
+        read: Box<Result<crate::state::Reconf, slurm_proto::RpcError>>,
+        reply: oneshot::Sender<Response>,
     },
     /// slurmdbd acknowledged every accounting record up to this seq.
     AcctAcked(u64),

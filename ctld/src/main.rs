@@ -279,9 +279,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let now = auth::now();
     let mut ctl = Controller::new(conf.clone(), saved, sched.plugin, now);
     ctl.key = Some(key.clone());
-    ctl.topologies = ctl
-        .load_topology(&conf)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    ctl.topologies = slurmctld::state::load_topology(&conf).map_err(|e| anyhow::anyhow!("{e}"))?;
     if conf.priority_type == "priority/multifactor" {
         let params = slurm_plugins::priority::PriorityParams::from_config(&conf.entries)?;
         for w in slurm_plugins::priority::PriorityParams::unsupported(&conf.entries) {

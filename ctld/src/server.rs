@@ -6,6 +6,7 @@
 //! wait for its durable reply.
 
 use crate::inbox::{Command, Published};
+use crate::state::{Identity, Reconf};
 use slurm_common::auth::{now, AuthError, Key};
 use slurm_common::grpc::{self, Caller, Rewind};
 use slurm_common::net::NetError;
@@ -707,14 +708,51 @@ impl Server {
     }
 
     /// Hand a request to the writer and wait for its answer.
-    async fn to_writer(&self, req: Request) -> Response {
+    /// `scontrol reconfigure` in control: slurm.conf and the files beside
+    /// it are read here (the writer reads no files), then applied by the
+    /// writer, which checks the caller again.
+    async fn reconfigure(&self, req: &Request) -> Response {
+        if !self.root_or_slurm_user(req.cred.uid) {
+            return Response::Error(SlurmError::AccessDenied.into());
+        }
+        let path = self.ha.conf_path.clone();
+        let read = match tokio::task::spawn_blocking(move || Reconf::read(&path)).await {
+            Ok(r) => r,
+            Err(_) => return Response::Error(SlurmError::InternalError.into()),
+        };
         let (tx, rx) = oneshot::channel();
-        let cmd = Command::Rpc {
+        let cmd = Command::Reconfigure {
             uid: req.cred.uid,
             gid: req.cred.gid,
-            body: Box::new(req.body),
+            read: Box::new(read),
             reply: tx,
         };
+        self.send_to_writer(cmd, rx).await
+    }
+
+    async fn to_writer(&self, req: Request) -> Response {
+        let (uid, gid) = (req.cred.uid, req.cred.gid);
+        // Names are looked up here, off the writer's thread.
+        let identity = if Identity::needed_by(&req.body) {
+            match tokio::task::spawn_blocking(move || Identity::look_up(uid, gid)).await {
+                Ok(id) => Some(Box::new(id)),
+                Err(_) => return Response::Error(SlurmError::InternalError.into()),
+            }
+        } else {
+            None
+        };
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::Rpc {
+            uid,
+            gid,
+            body: Box::new(req.body),
+            identity,
+            reply: tx,
+        };
+        self.send_to_writer(cmd, rx).await
+    }
+
+    async fn send_to_writer(&self, cmd: Command, rx: oneshot::Receiver<Response>) -> Response {
         // A writer gone because control was given up never took the
         // request: the caller may send it to the controller now in control.
         let gone = || {
@@ -941,7 +979,7 @@ impl CtldService {
             }
             RequestBody::Reconfigure if !s.ha.active() => command_reply(s.reread(&req)),
             RequestBody::Reconfigure => {
-                let r = s.to_writer(req).await;
+                let r = s.reconfigure(&req).await;
                 if matches!(r, Response::Ok) {
                     let ha = s.ha.clone();
                     tokio::spawn(async move { ha.tell_others_reconfigured().await });

@@ -7,7 +7,7 @@ use crate::agent::Agent;
 use crate::inbox::{Command, Heard, Published};
 use crate::journal::Journal;
 use crate::state::Controller;
-use slurm_proto::RequestBody;
+use slurm_proto::{RequestBody, Response};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,6 +51,7 @@ pub fn run(
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(1)
         | 1;
+    ctl.set_run_id(epoch);
     let mut next_tick = Instant::now() + tick;
     let mut compact_after = Instant::now();
     let mut clock = crate::clock::StepDetector::new(crate::clock::wall_ms(), Instant::now());
@@ -110,10 +111,24 @@ pub fn run(
                     uid,
                     gid,
                     body,
+                    identity,
+                    reply,
+                } => {
+                    if let Some(id) = identity {
+                        ctl.identify(uid, gid, *id);
+                    }
+                    let who = ctl.caller(uid, gid);
+                    replies.push((reply, ctl.handle(who, *body, now)));
+                }
+                Command::Reconfigure {
+                    uid,
+                    gid,
+                    read,
                     reply,
                 } => {
                     let who = ctl.caller(uid, gid);
-                    replies.push((reply, ctl.handle(who, *body, now)));
+                    let r = ctl.reconfigure(who, *read, now);
+                    replies.push((reply, r.unwrap_or_else(Response::Error)));
                 }
                 Command::LaunchFailed {
                     job_id,

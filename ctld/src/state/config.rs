@@ -3,13 +3,54 @@
 
 use super::*;
 
-impl Controller {
-    /// Read the topology beside `conf` (nodes as configured now).
-    pub fn load_topology(&self, conf: &SlurmConf) -> Result<crate::topology::Topologies, String> {
-        let names: Vec<String> = conf.nodes.iter().map(|n| n.name.clone()).collect();
-        crate::topology::load(conf, &names)
+/// slurm.conf and what a reconfigure takes from beside it, read and parsed
+/// before the request reaches the writer (which reads no files): the
+/// topology, the scheduler with its parameters and the priority weights.
+pub struct Reconf {
+    conf: SlurmConf,
+    topologies: crate::topology::Topologies,
+    scheduler: Box<dyn Scheduler>,
+    /// Checked only where multifactor priority is in force.
+    priority: Result<slurm_plugins::priority::PriorityParams, String>,
+}
+
+impl Reconf {
+    /// Read slurm.conf at `path` and the files beside it. Errors name what
+    /// is wrong; nothing is changed either way.
+    pub fn read(path: &std::path::Path) -> Result<Reconf, RpcError> {
+        let conf = SlurmConf::load(path)
+            .or_else(|e| err_detail(SlurmError::InvalidRequest, e.to_string()))?;
+        Reconf::of(conf)
     }
 
+    /// The rest, for a configuration already parsed.
+    pub fn of(conf: SlurmConf) -> Result<Reconf, RpcError> {
+        let topologies =
+            load_topology(&conf).or_else(|e| err_detail(SlurmError::InvalidRequest, e))?;
+        let scheduler = slurm_plugins::registry::scheduler_with_params(
+            &conf.scheduler_type,
+            conf.get("SchedulerParameters").unwrap_or(""),
+        )
+        .or_else(|e| err_detail(SlurmError::InvalidRequest, e.to_string()))?
+        .plugin;
+        let priority = slurm_plugins::priority::PriorityParams::from_config(&conf.entries)
+            .map_err(|e| e.to_string());
+        Ok(Reconf {
+            conf,
+            topologies,
+            scheduler,
+            priority,
+        })
+    }
+}
+
+/// Read the topology beside `conf` (nodes as configured now).
+pub fn load_topology(conf: &SlurmConf) -> Result<crate::topology::Topologies, String> {
+    let names: Vec<String> = conf.nodes.iter().map(|n| n.name.clone()).collect();
+    crate::topology::load(conf, &names)
+}
+
+impl Controller {
     /// The GRES kinds of every node's `Gres=` line.
     pub(super) fn refresh_gres_kinds(&mut self) {
         let (k, warn) = crate::gres::GresKinds::of(self.nodes.iter().map(|n| n.gres.as_slice()));
@@ -37,28 +78,36 @@ impl Controller {
         self.gres_kinds.job_reqs(&specs)
     }
 
-    /// `scontrol reconfigure`: read slurm.conf again and apply what can
-    /// change while running (partitions, node weights/features/GRES,
-    /// licenses, scheduler and priority parameters, preemption, limits...).
-    /// A file that does not parse, or a change that needs a restart (the
-    /// node set, cluster name, ports, state directory, plugins), is refused
-    /// and changes nothing.
-    pub(super) fn reconfigure(&mut self, who: Caller, now: i64) -> Result<Response, RpcError> {
+    /// `scontrol reconfigure`: apply a configuration read outside the
+    /// writer ([`Reconf::read`]): what can change while running
+    /// (partitions, node weights/features/GRES, licenses, scheduler and
+    /// priority parameters, preemption, limits...). A file that did not
+    /// parse, or a change that needs a restart (the node set, cluster name,
+    /// ports, state directory, plugins), is refused and changes nothing:
+    /// every check comes before the first change.
+    pub fn reconfigure(
+        &mut self,
+        who: Caller,
+        read: Result<Reconf, RpcError>,
+        now: i64,
+    ) -> Result<Response, RpcError> {
         if !who.privileged {
             return err(SlurmError::AccessDenied);
         }
         // systemd hears of it (Type=notify): reloading, then ready again.
         slurm_common::logging::notify("RELOADING=1");
-        let r = self.reconfigure_now(now);
+        let r = read.and_then(|r| self.reconfigure_now(r, now));
         slurm_common::logging::notify("READY=1");
         r
     }
 
-    pub(super) fn reconfigure_now(&mut self, now: i64) -> Result<Response, RpcError> {
-        let new = match SlurmConf::load(&self.conf.path) {
-            Ok(c) => c,
-            Err(e) => return err_detail(SlurmError::InvalidRequest, e.to_string()),
-        };
+    fn reconfigure_now(&mut self, read: Reconf, now: i64) -> Result<Response, RpcError> {
+        let Reconf {
+            conf: new,
+            topologies,
+            scheduler,
+            priority,
+        } = read;
         let old = &self.conf;
         let node_names = |c: &SlurmConf| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
         let fixed = [
@@ -84,26 +133,18 @@ impl Controller {
                 format!("{what} changed: restart slurmctld to apply it"),
             );
         }
-        let topologies = match self.load_topology(&new) {
-            Ok(t) => t,
-            Err(e) => return err_detail(SlurmError::InvalidRequest, e),
+        let priority = match (self.multifactor.is_some(), priority) {
+            (true, Err(e)) => return err_detail(SlurmError::InvalidRequest, e),
+            (true, Ok(p)) => Some(p),
+            (false, _) => None,
         };
-        // Every check passed: apply.
+        // Every check passed: apply (nothing below fails).
         self.topologies = topologies;
         if new.get("SchedulerParameters") != old.get("SchedulerParameters") {
-            match slurm_plugins::registry::scheduler_with_params(
-                &new.scheduler_type,
-                new.get("SchedulerParameters").unwrap_or(""),
-            ) {
-                Ok(s) => self.scheduler = s.plugin,
-                Err(e) => return err_detail(SlurmError::InvalidRequest, e.to_string()),
-            }
+            self.scheduler = scheduler;
         }
-        if let Some(m) = self.multifactor.as_mut() {
-            match slurm_plugins::priority::PriorityParams::from_config(&new.entries) {
-                Ok(p) => m.reconfigure(p),
-                Err(e) => return err_detail(SlurmError::InvalidRequest, e.to_string()),
-            }
+        if let (Some(m), Some(p)) = (self.multifactor.as_mut(), priority) {
+            m.reconfigure(p);
         }
         for n in &new.nodes {
             if let Some(&i) = self.node_index.get(&n.name) {

@@ -34,6 +34,7 @@ use slurm_proto::*;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use config::{load_topology, Reconf};
 pub use deps::MAX_DEPENDENCIES;
 use deps::*;
 pub use env::{array_env, expand_array_patterns, job_env, JOB_ENV_VARS};
@@ -104,6 +105,63 @@ pub struct Caller {
     pub gid: u32,
     /// root or SlurmUser.
     pub privileged: bool,
+}
+
+/// Who is asking, as the user and group databases name them. Looked up by
+/// the RPC server before a request that needs names reaches the writer
+/// (the writer waits on nothing but the journal, and a directory service
+/// can be slow); the state machine itself never calls them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The user's name; `None` when the database has none for the uid.
+    pub user: Option<String>,
+    /// The primary group's name (its gid in digits when it has none).
+    pub group: String,
+    /// The names of every group the user is in (for `AllowGroups`).
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    /// Look `uid` and `gid` up in the system's databases (NSS).
+    pub fn look_up(uid: u32, gid: u32) -> Identity {
+        let user = users::user_by_uid(uid).map(|u| u.name);
+        let gids = match &user {
+            Some(name) => users::group_list(name, gid),
+            None => vec![gid],
+        };
+        Identity {
+            group: users::group_name_or_id(gid),
+            groups: gids.iter().map(|g| users::group_name_or_id(*g)).collect(),
+            user,
+        }
+    }
+
+    /// What a request carries no names for is known by its numbers.
+    pub fn numeric(gid: u32) -> Identity {
+        Identity {
+            user: None,
+            group: gid.to_string(),
+            groups: vec![gid.to_string()],
+        }
+    }
+
+    /// The user's name, or the uid in digits.
+    pub fn user_or(&self, uid: u32) -> String {
+        self.user.clone().unwrap_or_else(|| uid.to_string())
+    }
+
+    /// Whether requests of this kind use the caller's names (and so come
+    /// with them looked up).
+    pub fn needed_by(body: &RequestBody) -> bool {
+        matches!(
+            body,
+            RequestBody::SubmitBatchJob(_)
+                | RequestBody::AllocateJob(_)
+                | RequestBody::TestJob(_)
+                | RequestBody::UpdateJob { .. }
+                | RequestBody::CreateReservation(_)
+        )
+    }
 }
 
 /// What readers see: an immutable picture of the state after a batch.
@@ -238,6 +296,9 @@ pub struct Controller {
     /// restart never sends it twice, at the cost of one a controller that
     /// died just then never sent.
     warned: HashMap<JobId, i64>,
+    /// The names of each caller (uid, gid) as last looked up for a request
+    /// of theirs (see [`Identity`]).
+    identities: HashMap<(u32, u32), Arc<Identity>>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -435,11 +496,7 @@ impl Controller {
             preempting: HashMap::new(),
             gang_slice: 0,
             suspend_seq: 0,
-            run_id: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-                | 1,
+            run_id: 1,
             suspend_sent: HashMap::new(),
             suspend_resent: 0,
             cores_in_use: Vec::new(),
@@ -452,6 +509,7 @@ impl Controller {
             topologies: Default::default(),
             recovered: HashMap::new(),
             warned: HashMap::new(),
+            identities: HashMap::new(),
         };
         let warned: Vec<(JobId, i64)> =
             c.p.jobs
@@ -493,12 +551,33 @@ impl Controller {
         c
     }
 
+    /// Tell this controller run's requests to node daemons from an earlier
+    /// run's (the writer sets it from the wall clock when it starts; the
+    /// state machine reads no clock of its own).
+    pub fn set_run_id(&mut self, id: u64) {
+        self.run_id = id.max(1);
+    }
+
     pub fn caller(&self, uid: u32, gid: u32) -> Caller {
         Caller {
             uid,
             gid,
             privileged: uid == 0 || uid == self.slurm_uid,
         }
+    }
+
+    /// The names the server looked up for the caller of the request about
+    /// to be handled.
+    pub fn identify(&mut self, uid: u32, gid: u32, id: Identity) {
+        self.identities.insert((uid, gid), Arc::new(id));
+    }
+
+    /// The caller's names as last looked up; numbers when never.
+    fn identity(&self, who: Caller) -> Arc<Identity> {
+        self.identities
+            .get(&(who.uid, who.gid))
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Identity::numeric(who.gid)))
     }
 
     pub fn take_entries(&mut self) -> Vec<Entry> {
@@ -821,7 +900,11 @@ impl Controller {
             RequestBody::AllocateJob(d) => self.allocate(who, d, now),
             RequestBody::CreateNode(n) => self.create_node(who, n),
             RequestBody::GetJobScript { job_id } => self.job_script(who, job_id),
-            RequestBody::Reconfigure => self.reconfigure(who, now),
+            // Read outside the writer: it comes as its own command.
+            RequestBody::Reconfigure => err_detail(
+                SlurmError::InternalError,
+                "a reconfigure reaches the writer with its files read",
+            ),
             RequestBody::DeleteNode { name } => self.delete_node(who, &name),
             RequestBody::CreateReservation(r) => self.create_reservation(who, r, now),
             RequestBody::UpdateReservation(r) => self.update_reservation(who, r, now),
@@ -895,26 +978,4 @@ impl Controller {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn job_change_stamps_follow_shared_records() {
-        let (a, b, c) = (Arc::new(1u32), Arc::new(2u32), Arc::new(3u32));
-        let id = |x: &u32| *x;
-        // No previous stamps: everything changed now.
-        assert_eq!(
-            stamp_changes(None, &[a.clone(), b.clone()], id, 5),
-            vec![5, 5]
-        );
-        let prev = [a.clone(), b.clone(), c.clone()];
-        // 2 was replaced, 3 removed, 4 added; 1 is the same record.
-        let now = [a.clone(), Arc::new(2u32), Arc::new(4u32)];
-        assert_eq!(
-            stamp_changes(Some((&prev, &[1, 2, 3])), &now, id, 9),
-            vec![1, 9, 9]
-        );
-        // Stamps that do not match the jobs are ignored.
-        assert_eq!(stamp_changes(Some((&prev, &[1])), &[a], id, 7), vec![7]);
-    }
-}
+mod tests;

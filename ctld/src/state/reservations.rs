@@ -37,7 +37,7 @@ impl Controller {
             r.name = match &spec.name {
                 Some(n) if !n.is_empty() => n.clone(),
                 _ => {
-                    let user = users::user_name_or_id(who.uid);
+                    let user = self.identity(who).user_or(who.uid);
                     let mut k = 1;
                     while self.p.reservations.contains_key(&format!("{user}_{k}")) {
                         k += 1;

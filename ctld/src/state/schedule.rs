@@ -164,7 +164,7 @@ impl Controller {
         // Association and QOS limits, highest priority first.
         if let (true, Some(cache)) = (self.enforce.limits, &self.assocs) {
             let mut usage =
-                crate::assoc::Usage::of(cache, self.p.jobs.values().map(|j| j.as_ref()));
+                crate::assoc::Usage::of(cache, self.p.jobs.values().map(|j| j.as_ref()), now);
             hold_by_priority(&mut queue, &self.p.jobs, &mut held_back, |j| {
                 if j.held.is_some() {
                     return None;

@@ -89,7 +89,7 @@ impl Controller {
             let Some(r) = self.p.reservations.get(rn) else {
                 return err(SlurmError::ReservationInvalid);
             };
-            let uname = users::user_name_or_id(who.uid);
+            let uname = self.identity(who).user_or(who.uid);
             let acct = desc.account.clone().unwrap_or_default();
             let allowed = who.privileged
                 || r.users
@@ -269,7 +269,7 @@ impl Controller {
         } else {
             HoldKind::User
         });
-        let user = users::user_by_uid(who.uid);
+        let ident = self.identity(who);
         let name = desc.name.clone().unwrap_or_else(|| {
             desc.command
                 .as_deref()
@@ -290,9 +290,9 @@ impl Controller {
             job_id,
             name,
             user_id: who.uid,
-            user_name: user.map(|u| u.name).unwrap_or_else(|| who.uid.to_string()),
+            user_name: ident.user_or(who.uid),
             group_id: who.gid,
-            group_name: users::group_name_or_id(who.gid),
+            group_name: ident.group.clone(),
             account: stored.account.clone().unwrap_or_default(),
             qos: stored.qos.clone().unwrap_or_else(|| "normal".into()),
             partition: part.name.clone(),
@@ -558,12 +558,7 @@ impl Controller {
             })
         };
         if let Some(groups) = list(&part.allow_groups) {
-            let user = users::user_by_uid(who.uid);
-            let mine: Vec<u32> = match &user {
-                Some(u) => users::group_list(&u.name, who.gid),
-                None => vec![who.gid],
-            };
-            let names: Vec<String> = mine.iter().map(|g| users::group_name_or_id(*g)).collect();
+            let names = &self.identity(who).groups;
             if !groups.iter().any(|g| names.contains(g)) {
                 return deny(
                     SlurmError::AccessDenied,

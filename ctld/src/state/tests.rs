@@ -1,0 +1,591 @@
+//! The state machine on its own: no sockets, no threads, no sleeps. The
+//! clock is a number each test moves; node daemons and clients are the
+//! requests they would send. Every test ends by replaying the journal
+//! entries the controller made onto an empty saved state: it must reach
+//! the controller's own, and a controller started from it must show the
+//! same jobs.
+
+use super::*;
+use std::path::PathBuf;
+
+const ROOT: Caller = Caller {
+    uid: 0,
+    gid: 0,
+    privileged: true,
+};
+const ALICE: Caller = Caller {
+    uid: 1000,
+    gid: 1000,
+    privileged: false,
+};
+const BOB: Caller = Caller {
+    uid: 1001,
+    gid: 1001,
+    privileged: false,
+};
+const T0: i64 = 1_800_000_000;
+
+/// A controller over two 2-CPU nodes, both registered.
+struct Sim {
+    ctl: Controller,
+    replayed: Saved,
+    effects: Vec<Effect>,
+    now: i64,
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn conf_text(dir: &std::path::Path, extra: &str) -> String {
+    format!(
+        "ClusterName=unit\nSlurmctldHost=localhost\nStateSaveLocation={}\n\
+         SlurmdTimeout=30\nMinJobAge=300\n\
+         NodeName=n[1-2] CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000\n\
+         PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=60 State=UP\n{extra}",
+        dir.display()
+    )
+}
+
+fn scheduler(conf: &SlurmConf) -> Box<dyn Scheduler> {
+    slurm_plugins::registry::scheduler_with_params(
+        &conf.scheduler_type,
+        conf.get("SchedulerParameters").unwrap_or(""),
+    )
+    .expect("scheduler")
+    .plugin
+}
+
+fn sim(extra: &str) -> Sim {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("slurm.conf");
+    std::fs::write(&path, conf_text(dir.path(), extra)).expect("write slurm.conf");
+    let conf = SlurmConf::load(&path).expect("slurm.conf");
+    let sched = scheduler(&conf);
+    let mut ctl = Controller::new(Arc::new(conf), Saved::default(), sched, T0);
+    // Names as the server would have looked them up: none come from the
+    // machine's user database.
+    for (who, name) in [(ALICE, "alice"), (BOB, "bob")] {
+        ctl.identify(
+            who.uid,
+            who.gid,
+            Identity {
+                user: Some(name.into()),
+                group: name.into(),
+                groups: vec![name.into()],
+            },
+        );
+    }
+    // The journal replays onto what the controller starts from.
+    let replayed = ctl.p.clone();
+    let mut s = Sim {
+        ctl,
+        replayed,
+        effects: Vec::new(),
+        now: T0,
+        path,
+        _dir: dir,
+    };
+    s.register("n1");
+    s.register("n2");
+    s
+}
+
+fn script() -> JobDesc {
+    JobDesc {
+        name: Some("t".into()),
+        script: "#!/bin/sh\ntrue\n".into(),
+        work_dir: "/tmp".into(),
+        environment: vec!["PATH=/bin".into()],
+        ..Default::default()
+    }
+}
+
+impl Sim {
+    /// What the writer does after a batch: a pass if one is due, the
+    /// journal entries kept (here: replayed), effects and records taken.
+    fn settle(&mut self) {
+        if self.ctl.sched_needed {
+            self.ctl.schedule(self.now);
+        }
+        for e in self.ctl.take_entries() {
+            self.replayed.apply(e);
+        }
+        self.effects.extend(self.ctl.take_effects());
+        let _ = self.ctl.take_acct();
+    }
+
+    fn req(&mut self, who: Caller, body: RequestBody) -> Response {
+        let r = self.ctl.handle(who, body, self.now);
+        self.settle();
+        r
+    }
+
+    fn ok(&mut self, who: Caller, body: RequestBody) {
+        let r = self.req(who, body.clone());
+        assert!(matches!(r, Response::Ok), "{body:?}: {r:?}");
+    }
+
+    fn tick(&mut self, secs: i64) {
+        self.now += secs;
+        self.ctl.tick(self.now);
+        self.settle();
+    }
+
+    fn register(&mut self, node: &str) {
+        let r = self.req(
+            ROOT,
+            RequestBody::RegisterNode(NodeRegistration {
+                name: node.into(),
+                cpus: 2,
+                boards: 1,
+                sockets: 1,
+                cores_per_socket: 2,
+                threads_per_core: 1,
+                real_memory: 1000,
+                boot_time: self.now - 100,
+                slurmd_start_time: self.now,
+                ..Default::default()
+            }),
+        );
+        assert!(!matches!(r, Response::Error(_)), "register {node}: {r:?}");
+    }
+
+    fn submit_as(&mut self, who: Caller, f: impl FnOnce(&mut JobDesc)) -> Result<JobId, RpcError> {
+        let mut d = script();
+        f(&mut d);
+        match self.req(who, RequestBody::SubmitBatchJob(d)) {
+            Response::Submitted { job_id, .. } => Ok(job_id),
+            Response::Error(e) => Err(e),
+            r => panic!("submit answered {r:?}"),
+        }
+    }
+
+    fn submit(&mut self, f: impl FnOnce(&mut JobDesc)) -> JobId {
+        self.submit_as(ALICE, f).expect("submitted")
+    }
+
+    fn job(&self, id: JobId) -> &JobRecord {
+        self.ctl.p.jobs.get(&id).expect("job")
+    }
+
+    fn state(&self, id: JobId) -> JobState {
+        self.job(id).state
+    }
+
+    fn launched(&self, id: JobId) -> bool {
+        self.effects
+            .iter()
+            .any(|e| matches!(e, Effect::Launch { launch, .. } if launch.job_id == id))
+    }
+
+    /// The batch script of `id` ended with wait status `status`, and its
+    /// processes are gone from every node.
+    fn finish(&mut self, id: JobId, status: i32) {
+        let nodes = self.job(id).alloc.nodes.clone();
+        let node = nodes.first().cloned().expect("a running job has nodes");
+        self.ok(
+            ROOT,
+            RequestBody::BatchComplete {
+                job_id: id,
+                node,
+                status,
+                oom: false,
+                usage: None,
+            },
+        );
+        for n in nodes {
+            self.ok(
+                ROOT,
+                RequestBody::JobCleaned {
+                    job_id: id,
+                    node: n,
+                },
+            );
+        }
+    }
+
+    /// The journal replayed reaches the controller's saved state, and a
+    /// controller started from it shows the same jobs. A pending job's
+    /// reason and last evaluation are the scheduler's notes, written again
+    /// by every pass and not journaled: they are left out.
+    fn check_replay(&self) {
+        let notes = |p: &Saved| {
+            let mut p = p.clone();
+            for j in p.jobs.values_mut() {
+                if j.state == JobState::Pending {
+                    let j = Arc::make_mut(j);
+                    j.reason = JobReason::None;
+                    j.last_sched_eval = None;
+                }
+            }
+            p
+        };
+        assert_eq!(
+            notes(&self.replayed),
+            notes(&self.ctl.p),
+            "replayed journal differs"
+        );
+        let conf = self.ctl.conf.clone();
+        let sched = scheduler(&conf);
+        let again = Controller::new(conf, self.replayed.clone(), sched, self.now);
+        let show = |c: &Controller| {
+            c.snapshot()
+                .jobs
+                .iter()
+                .map(|j| (j.job_id, j.state, j.alloc.nodes.clone(), j.exit_status))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(show(&again), show(&self.ctl));
+    }
+}
+
+#[test]
+fn a_job_runs_on_a_free_node_and_completes() {
+    let mut s = sim("");
+    let id = s.submit(|_| {});
+    assert_eq!(s.state(id), JobState::Running);
+    assert!(s.launched(id), "its launch was sent");
+    let j = s.job(id);
+    assert_eq!(j.user_name, "alice");
+    assert_eq!(j.group_name, "alice");
+    assert_eq!(j.start_time, Some(T0));
+    assert_eq!(j.alloc.nodes.len(), 1);
+    s.now += 7;
+    s.finish(id, 0);
+    let j = s.job(id);
+    assert_eq!((j.state, j.completing), (JobState::Completed, false));
+    assert_eq!(j.end_time, Some(T0 + 7));
+    // A script exiting 3 fails its job, with the code kept.
+    let id2 = s.submit(|_| {});
+    s.finish(id2, 3 << 8);
+    assert_eq!(s.state(id2), JobState::Failed);
+    assert_eq!(s.job(id2).exit_status, 3 << 8);
+    // Ended jobs leave after MinJobAge.
+    s.tick(301);
+    assert!(!s.ctl.p.jobs.contains_key(&id));
+    s.check_replay();
+}
+
+#[test]
+fn jobs_wait_for_cores_and_start_when_they_free() {
+    let mut s = sim("");
+    let a = s.submit(|d| {
+        d.min_nodes = Some(2);
+        d.exclusive = true;
+    });
+    let b = s.submit(|_| {});
+    assert_eq!(s.state(a), JobState::Running);
+    assert_eq!(s.state(b), JobState::Pending);
+    assert_eq!(s.job(b).reason, JobReason::Resources);
+    s.now += 5;
+    s.finish(a, 0);
+    assert_eq!(s.state(b), JobState::Running);
+    assert_eq!(s.job(b).start_time, Some(T0 + 5));
+    s.check_replay();
+}
+
+#[test]
+fn a_requeued_job_runs_again_and_counts_its_restart() {
+    let mut s = sim("");
+    let id = s.submit(|_| {});
+    let first = s.job(id).alloc.nodes[0].clone();
+    s.ok(
+        ROOT,
+        RequestBody::UpdateJob {
+            job_id: id,
+            update: JobUpdate::Requeue,
+        },
+    );
+    // Its processes are told to go; it waits for them, then runs again.
+    assert!(s.effects.iter().any(
+        |e| matches!(e, Effect::Terminate { job_id, node, .. } if *job_id == id && *node == first)
+    ));
+    s.ok(
+        ROOT,
+        RequestBody::JobCleaned {
+            job_id: id,
+            node: first,
+        },
+    );
+    s.tick(1);
+    let j = s.job(id);
+    assert_eq!(j.restarts, 1);
+    assert_eq!(j.state, JobState::Running, "{:?}", j.reason);
+    s.check_replay();
+}
+
+#[test]
+fn a_node_that_falls_silent_requeues_its_job() {
+    let mut s = sim("");
+    let id = s.submit(|_| {});
+    let node = s.job(id).alloc.nodes[0].clone();
+    let other = if node == "n1" { "n2" } else { "n1" };
+    // Only the other node keeps answering.
+    for _ in 0..4 {
+        s.tick(10);
+        s.ok(
+            ROOT,
+            RequestBody::Heartbeat {
+                node: other.into(),
+                running_jobs: vec![],
+            },
+        );
+    }
+    let n = s.ctl.nodes.iter().find(|n| n.name == node).expect("node");
+    assert!(n.flags.not_responding, "{node} declared not responding");
+    let j = s.job(id);
+    assert_eq!(j.restarts, 1, "requeued ({:?})", j.state);
+    assert!(j.node_failed || j.state != JobState::Running || j.alloc.nodes[0] == other);
+    s.tick(1);
+    let j = s.job(id);
+    assert_eq!(j.state, JobState::Running);
+    assert_eq!(j.alloc.nodes, vec![other.to_string()]);
+    s.check_replay();
+}
+
+#[test]
+fn array_tasks_run_within_their_throttle() {
+    let mut s = sim("");
+    let id = s.submit(|d| d.array = Some("0-3%2".into()));
+    let tasks: Vec<JobId> = (id..id + 4).collect();
+    let running = |s: &Sim| {
+        tasks
+            .iter()
+            .filter(|t| s.state(**t) == JobState::Running)
+            .count()
+    };
+    assert_eq!(running(&s), 2, "two of four run (throttle 2, 4 cores free)");
+    let waiting = tasks
+        .iter()
+        .find(|t| s.state(**t) == JobState::Pending)
+        .copied()
+        .expect("one waits");
+    assert_eq!(s.job(waiting).reason, JobReason::JobArrayTaskLimit);
+    assert_eq!(s.job(waiting).array.as_ref().map(|a| a.job_id), Some(id));
+    s.finish(id, 0);
+    assert_eq!(running(&s), 2, "the next task took its place");
+    s.check_replay();
+}
+
+#[test]
+fn dependencies_hold_jobs_until_met_or_never() {
+    let mut s = sim("");
+    let a = s.submit(|_| {});
+    let ok = s.submit(|d| d.dependency = Some(format!("afterok:{a}")));
+    let notok = s.submit(|d| d.dependency = Some(format!("afternotok:{a}")));
+    assert_eq!(s.job(ok).reason, JobReason::Dependency);
+    assert_eq!(s.state(notok), JobState::Pending);
+    s.finish(a, 0);
+    assert_eq!(s.state(ok), JobState::Running);
+    // afternotok of a job that succeeded can never be met.
+    assert_eq!(s.state(notok), JobState::Pending);
+    assert_eq!(s.job(notok).reason, JobReason::DependencyNeverSatisfied);
+    // A dependency on a job that does not exist is refused at submission.
+    let e = s
+        .submit_as(ALICE, |d| d.dependency = Some("afterok:999999".into()))
+        .expect_err("refused");
+    assert_eq!(e.error, SlurmError::Dependency);
+    s.check_replay();
+}
+
+#[test]
+fn licenses_and_partition_limits_hold_jobs_back() {
+    let mut s = sim("Licenses=matlab:1");
+    let a = s.submit(|d| d.licenses = Some("matlab".into()));
+    let b = s.submit(|d| d.licenses = Some("matlab".into()));
+    assert_eq!(s.state(a), JobState::Running);
+    assert_eq!(s.state(b), JobState::Pending);
+    assert_eq!(s.job(b).reason, JobReason::Other("Licenses".into()));
+    s.finish(a, 0);
+    assert_eq!(s.state(b), JobState::Running);
+    // More licenses than exist can never run: refused.
+    let e = s
+        .submit_as(ALICE, |d| d.licenses = Some("matlab:2".into()))
+        .expect_err("refused");
+    assert_eq!(e.error, SlurmError::InvalidLicenses);
+    // Beyond the partition's MaxTime: queued, never started (Slurm's
+    // default EnforcePartLimits=NO).
+    let long = s.submit(|d| d.time_limit = Some(Some(61)));
+    s.tick(1);
+    assert_eq!(s.state(long), JobState::Pending);
+    assert_eq!(s.job(long).reason, JobReason::PartitionTimeLimit);
+    s.check_replay();
+}
+
+#[test]
+fn suspension_is_for_operators_and_stops_the_clock() {
+    let mut s = sim("");
+    let id = s.submit(|_| {});
+    let suspend = |suspend| RequestBody::SuspendJob {
+        job_id: id,
+        suspend,
+    };
+    // The owner may not suspend (Slurm: operators only).
+    let r = s.req(ALICE, suspend(true));
+    assert!(
+        matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied),
+        "{r:?}"
+    );
+    assert_eq!(s.state(id), JobState::Running);
+    s.now += 10;
+    s.ok(ROOT, suspend(true));
+    assert_eq!(s.state(id), JobState::Suspended);
+    assert!(s
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::Suspend { job_id, suspend: true, .. } if *job_id == id)));
+    // Its cores are free for others while suspended, its memory is not.
+    let other = s.submit(|d| d.min_nodes = Some(2));
+    assert_eq!(s.state(other), JobState::Running);
+    s.now += 100;
+    s.finish(other, 0);
+    s.ok(ROOT, suspend(false));
+    let j = s.job(id);
+    assert_eq!(j.state, JobState::Running);
+    assert!(j.suspended_secs >= 100, "{j:?}");
+    s.check_replay();
+}
+
+#[test]
+fn node_reports_from_a_user_change_nothing() {
+    let mut s = sim("");
+    let id = s.submit(|_| {});
+    let node = s.job(id).alloc.nodes[0].clone();
+    let before = s.ctl.p.clone();
+    for body in [
+        RequestBody::BatchComplete {
+            job_id: id,
+            node: node.clone(),
+            status: 0,
+            oom: false,
+            usage: None,
+        },
+        RequestBody::JobCleaned {
+            job_id: id,
+            node: node.clone(),
+        },
+        RequestBody::EpilogFailed {
+            job_id: id,
+            node: node.clone(),
+        },
+        RequestBody::Heartbeat {
+            node,
+            running_jobs: vec![],
+        },
+    ] {
+        let r = s.req(BOB, body);
+        assert!(
+            matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied),
+            "{r:?}"
+        );
+    }
+    // Nor may another user cancel or requeue it.
+    let r = s.req(
+        BOB,
+        RequestBody::UpdateJob {
+            job_id: id,
+            update: JobUpdate::Requeue,
+        },
+    );
+    assert!(matches!(r, Response::Error(_)), "{r:?}");
+    assert_eq!(s.ctl.p, before);
+    s.check_replay();
+}
+
+#[test]
+fn a_reconfigure_that_fails_changes_nothing() {
+    let mut s = sim("");
+    let read = |s: &Sim| Reconf::read(&s.path);
+    let dir = s.path.parent().expect("dir").to_path_buf();
+    let before = (s.ctl.partitions.clone(), s.ctl.conf.clone());
+    // A file that does not parse.
+    std::fs::write(&s.path, "NodeName=\n=\n").expect("write");
+    let e = read(&s).err().expect("refused");
+    assert_eq!(e.error, SlurmError::InvalidRequest);
+    let r = s.ctl.reconfigure(ROOT, Err(e), s.now);
+    assert!(r.is_err());
+    // A change that needs a restart (the node list), with another change
+    // (MaxTime) that could apply: neither is applied.
+    let text = conf_text(&dir, "")
+        .replace("n[1-2] CPUs", "n[1-3] CPUs")
+        .replace("MaxTime=60", "MaxTime=30");
+    std::fs::write(&s.path, text).expect("write");
+    let r = s.ctl.reconfigure(ROOT, read(&s), s.now);
+    assert_eq!(r.expect_err("refused").error, SlurmError::NeedRestart);
+    // A topology file that names a node slurm.conf does not have.
+    std::fs::write(dir.join("topology.conf"), "SwitchName=s1 Nodes=n[1-9]\n").expect("write");
+    let text = conf_text(&dir, "TopologyPlugin=topology/tree").replace("MaxTime=60", "MaxTime=30");
+    std::fs::write(&s.path, text).expect("write");
+    let e = read(&s).err().expect("refused");
+    assert_eq!(e.error, SlurmError::InvalidRequest);
+    assert!(e.detail.as_deref().unwrap_or("").contains("n3"), "{e:?}");
+    assert_eq!((s.ctl.partitions.clone(), s.ctl.conf.clone()), before);
+    // An ordinary user may not reconfigure, even with a good file.
+    std::fs::write(
+        &s.path,
+        conf_text(&dir, "").replace("MaxTime=60", "MaxTime=30"),
+    )
+    .expect("write");
+    let r = s.ctl.reconfigure(ALICE, read(&s), s.now);
+    assert_eq!(r.expect_err("refused").error, SlurmError::AccessDenied);
+    assert_eq!(s.ctl.partitions[0].max_time, Some(60));
+    // Root may.
+    s.ctl.reconfigure(ROOT, read(&s), s.now).expect("applied");
+    s.settle();
+    assert_eq!(s.ctl.partitions[0].max_time, Some(30));
+    s.check_replay();
+}
+
+#[test]
+fn the_state_machine_reads_names_only_from_its_requests() {
+    let mut s = sim("PartitionName=staff Nodes=n[1-2] AllowGroups=wheel");
+    // Alice's groups, as looked up for her request, do not include wheel.
+    let e = s
+        .submit_as(ALICE, |d| d.partition = Some("staff".into()))
+        .expect_err("refused");
+    assert_eq!(e.error, SlurmError::AccessDenied);
+    s.ctl.identify(
+        ALICE.uid,
+        ALICE.gid,
+        Identity {
+            user: Some("alice".into()),
+            group: "alice".into(),
+            groups: vec!["alice".into(), "wheel".into()],
+        },
+    );
+    let id = s
+        .submit_as(ALICE, |d| d.partition = Some("staff".into()))
+        .expect("allowed once in wheel");
+    assert_eq!(s.job(id).partition, "staff");
+    // A caller never looked up is known by numbers.
+    let stranger = Caller {
+        uid: 4242,
+        gid: 4343,
+        privileged: false,
+    };
+    let id = s.submit_as(stranger, |_| {}).expect("submitted");
+    assert_eq!(
+        (s.job(id).user_name.as_str(), s.job(id).group_name.as_str()),
+        ("4242", "4343")
+    );
+    s.check_replay();
+}
+
+#[test]
+fn job_change_stamps_follow_shared_records() {
+    let (a, b, c) = (Arc::new(1u32), Arc::new(2u32), Arc::new(3u32));
+    let id = |x: &u32| *x;
+    // No previous stamps: everything changed now.
+    assert_eq!(
+        stamp_changes(None, &[a.clone(), b.clone()], id, 5),
+        vec![5, 5]
+    );
+    let prev = [a.clone(), b.clone(), c.clone()];
+    // 2 was replaced, 3 removed, 4 added; 1 is the same record.
+    let now = [a.clone(), Arc::new(2u32), Arc::new(4u32)];
+    assert_eq!(
+        stamp_changes(Some((&prev, &[1, 2, 3])), &now, id, 9),
+        vec![1, 9, 9]
+    );
+    // Stamps that do not match the jobs are ignored.
+    assert_eq!(stamp_changes(Some((&prev, &[1])), &[a], id, 7), vec![7]);
+}
