@@ -4,8 +4,8 @@
 //! line. A command line with `--yaml` gets the same body as YAML.
 
 use serde_json::{json, Map, Value};
+use slurm_openapi::openapi as oa;
 use slurm_proto::{JobRecord, NodeRecord, PartitionRecord, ReservationRecord};
-use slurmrestd::openapi as oa;
 
 /// What a command prints with `--json`.
 pub enum Body<'a> {

@@ -13,7 +13,6 @@
 //! - [`shares`]: `sprio` and `sshare` (multifactor priority, fair share).
 //! - [`srun`]: `srun` (job steps, with or without an allocation) and `salloc`.
 //! - [`jsonout`]: `--json` bodies, as slurmrestd's responses.
-//! - [`local`]: `slurm-local`, a complete cluster on loopback.
 //! - [`compat`]: what each command's parser accepts, for the compatibility matrix.
 
 pub mod common;
@@ -22,8 +21,6 @@ pub mod fmt;
 pub mod getopt;
 pub mod help;
 pub mod jsonout;
-pub mod local;
-pub mod pki;
 pub mod sacct;
 pub mod sacctmgr;
 pub mod sbatch;

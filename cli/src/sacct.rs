@@ -788,7 +788,7 @@ pub fn main() -> i32 {
         // The body of slurmrestd's `GET slurmdb/v0.0.44/jobs`.
         let jobs: Vec<serde_json::Value> = rows
             .iter()
-            .map(|r| slurmrestd::dbjson::job(r, now))
+            .map(|r| slurm_openapi::dbjson::job(r, now))
             .collect();
         let mut fields = serde_json::Map::new();
         fields.insert("jobs".into(), serde_json::Value::Array(jobs));

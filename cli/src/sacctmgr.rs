@@ -1431,7 +1431,7 @@ pub fn parse_command(args: &[String]) -> Result<(Flags, String, String, Specs), 
 /// `show --json`: the first answer as slurmrestd's `slurmdb` body, with
 /// the associations and users answered after it.
 fn json_fields(answers: &[AcctResponse]) -> Option<serde_json::Map<String, serde_json::Value>> {
-    use slurmrestd::dbjson;
+    use slurm_openapi::dbjson;
     let assocs: &[AssocRec] = match answers.get(1) {
         Some(AcctResponse::Assocs(a)) => a,
         _ => &[],

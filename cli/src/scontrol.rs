@@ -1064,7 +1064,7 @@ fn cmd_show(
                 .collect();
             if g.json {
                 let shown: Vec<slurm_proto::LicenseInfo> = shown.into_iter().cloned().collect();
-                let body = slurmrestd::openapi::licenses_body(&shown, last_update);
+                let body = slurm_openapi::openapi::licenses_body(&shown, last_update);
                 let fields = body.as_object().cloned().unwrap_or_default();
                 out.stdout.push_str(&crate::jsonout::render(
                     crate::jsonout::Body::Fields(fields),

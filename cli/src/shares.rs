@@ -683,7 +683,7 @@ pub fn sprio_fields(
                     "partition": j.partition_factor,
                     "qos": j.qos,
                     "nice": j.nice,
-                    "tres": slurmrestd::dbjson::tres_list(&j.tres),
+                    "tres": slurm_openapi::dbjson::tres_list(&j.tres),
                 },
             })
         })

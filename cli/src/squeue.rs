@@ -1227,13 +1227,13 @@ pub fn main() -> i32 {
                 f.insert(
                     "jobs".into(),
                     sel.iter()
-                        .map(|j| slurmrestd::openapi::job_state_info(j))
+                        .map(|j| slurm_openapi::openapi::job_state_info(j))
                         .collect(),
                 );
-                f.insert("last_backfill".into(), slurmrestd::openapi::num(0));
+                f.insert("last_backfill".into(), slurm_openapi::openapi::num(0));
                 f.insert(
                     "last_update".into(),
-                    slurmrestd::openapi::num(crate::common::now().max(last)),
+                    slurm_openapi::openapi::num(crate::common::now().max(last)),
                 );
                 crate::jsonout::Body::Fields(f)
             } else {

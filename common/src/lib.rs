@@ -47,5 +47,6 @@ pub mod signal;
 pub mod stepio;
 pub mod timefmt;
 pub mod tls;
+pub mod topologies;
 pub mod topology;
 pub mod users;

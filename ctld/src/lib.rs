@@ -42,5 +42,4 @@ pub mod outbox;
 pub mod ratelimit;
 pub mod server;
 pub mod state;
-pub mod topology;
 pub mod writer;

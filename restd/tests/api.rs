@@ -1,4 +1,4 @@
-//! End to end: a real controller and node daemons (`slurm_cli::local`), a
+//! End to end: a real controller and node daemons (`slurm_local`), a
 //! `slurmrestd` process on 127.0.0.1 and on a unix socket, every served
 //! path driven, and every response validated against the schema that our
 //! OpenAPI document gives for its path, method and status.
@@ -6,7 +6,7 @@
 //! Needs the daemons built: `cargo build --workspace --bins`.
 
 use serde_json::{json, Value};
-use slurm_cli::local::{free_port, ClusterSpec, LocalCluster};
+use slurm_local::{free_port, ClusterSpec, LocalCluster};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

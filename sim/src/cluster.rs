@@ -123,7 +123,7 @@ impl Cluster {
             })
             .collect();
         let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
-        let topo = slurmctld::topology::load(conf, &names).map_err(ClusterError::Topology)?;
+        let topo = slurm_common::topologies::load(conf, &names).map_err(ClusterError::Topology)?;
         let index = |name: &str| nodes.iter().position(|n| n.name == name);
         let partitions: Vec<PartitionView> = conf
             .partitions

@@ -10,7 +10,7 @@ pub mod compat;
 pub mod fuzz;
 pub mod k8s;
 
-use slurm_cli::local::{ClusterSpec, LocalCluster};
+use slurm_local::{ClusterSpec, LocalCluster};
 use slurm_proto::{JobId, JobRecord, NodeRecord, RequestBody, Response};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

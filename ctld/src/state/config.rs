@@ -8,7 +8,7 @@ use super::*;
 /// topology, the scheduler with its parameters and the priority weights.
 pub struct Reconf {
     conf: SlurmConf,
-    topologies: crate::topology::Topologies,
+    topologies: slurm_common::topologies::Topologies,
     scheduler: Box<dyn Scheduler>,
     /// Checked only where multifactor priority is in force.
     priority: Result<slurm_plugins::priority::PriorityParams, String>,
@@ -45,9 +45,9 @@ impl Reconf {
 }
 
 /// Read the topology beside `conf` (nodes as configured now).
-pub fn load_topology(conf: &SlurmConf) -> Result<crate::topology::Topologies, String> {
+pub fn load_topology(conf: &SlurmConf) -> Result<slurm_common::topologies::Topologies, String> {
     let names: Vec<String> = conf.nodes.iter().map(|n| n.name.clone()).collect();
-    crate::topology::load(conf, &names)
+    slurm_common::topologies::load(conf, &names)
 }
 
 impl Controller {

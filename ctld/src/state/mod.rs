@@ -276,7 +276,7 @@ pub struct Controller {
     /// `Licenses=`: name and count.
     licenses: Vec<(String, u32)>,
     /// Network topologies (`topology.yaml`/`topology.conf`).
-    pub topologies: crate::topology::Topologies,
+    pub topologies: slurm_common::topologies::Topologies,
     /// `AccountingStorageEnforce`.
     pub enforce: crate::assoc::Enforce,
     /// Submission size limits from SchedulerParameters.

@@ -568,6 +568,22 @@ pub struct Manager {
     pub notes: Vec<String>,
 }
 
+/// Whether a cgroup below `dir` (down to `depth` levels) has a process.
+fn holds_processes(dir: &Path, depth: u32) -> bool {
+    if depth == 0 {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let p = e.path();
+        e.file_type().is_ok_and(|t| t.is_dir())
+            && (read(&p.join("cgroup.procs")).is_some_and(|s| !s.trim().is_empty())
+                || holds_processes(&p, depth - 1))
+    })
+}
+
 fn lock_dir(dir: &Path) -> Result<Option<File>, CgroupError> {
     let f = File::open(dir).map_err(io_err("open", dir))?;
     // SAFETY: flock on a descriptor we own.
@@ -676,6 +692,15 @@ impl Manager {
                 }
             }
             if let Some(lock) = lock_dir(&tops[0].1)? {
+                // A hierarchy whose jobs still run belongs to a daemon that
+                // was killed and will come back for them (it prefers its
+                // own name): another daemon of the same node name taking it
+                // meanwhile would leave those jobs to it.
+                if Some(&name) != earlier.as_ref()
+                    && tops.iter().any(|(_, t)| holds_processes(t, 4))
+                {
+                    continue;
+                }
                 if name != format!("slurm_{safe}") && Some(&name) != earlier.as_ref() {
                     notes.push(format!(
                         "another slurmd on this host serves a node named {}; using {name}",

@@ -222,6 +222,32 @@ fn v1_busy_job_directories_and_second_daemons() {
 }
 
 #[test]
+fn a_killed_daemons_running_jobs_keep_its_hierarchy_for_it() {
+    let d = fake_v1();
+    let m = d.path();
+    // A daemon (known by slurm_n1.1) was killed while its job runs.
+    let first = Manager::new(opts(constraining(m), "n1")).unwrap().unwrap();
+    let killed = Manager::new(opts(constraining(m), "n1")).unwrap().unwrap();
+    assert_eq!(killed.top(), m.join("freezer/slurm_n1.1"));
+    put(
+        &m.join("freezer/slurm_n1.1/uid_1000/job_7/cgroup.procs"),
+        &format!("{}\n", std::process::id()),
+    );
+    drop(killed);
+    // Another daemon of the same node name starting meanwhile passes it by.
+    let other = Manager::new(opts(constraining(m), "n1")).unwrap().unwrap();
+    assert_eq!(other.top(), m.join("freezer/slurm_n1.2"));
+    drop(other);
+    // The killed one, back, takes its own again and finds its job.
+    let mut again = opts(constraining(m), "n1");
+    again.prefer = Some("slurm_n1.1".into());
+    let back = Manager::new(again).unwrap().unwrap();
+    assert_eq!(back.top(), m.join("freezer/slurm_n1.1"));
+    assert!(m.join("freezer/slurm_n1.1/uid_1000/job_7").is_dir());
+    drop(first);
+}
+
+#[test]
 fn v2_fake_tree() {
     let d = fake_v2();
     let m = d.path();
@@ -464,7 +490,10 @@ fn a_daemon_that_died_mid_kill_leaves_nothing_frozen() {
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
     put(&job.join("cgroup.procs"), &format!("{}\n", sleeper.id()));
     put(&job.join("freezer.state"), "FROZEN\n");
-    let _m = Manager::new(opts(constraining(m), "n1")).unwrap().unwrap();
+    // The daemon comes back to its own hierarchy (named in its spool).
+    let mut back = opts(constraining(m), "n1");
+    back.prefer = Some("slurm_n1".into());
+    let _m = Manager::new(back).unwrap().unwrap();
     assert_eq!(get(&job.join("freezer.state")).trim(), "THAWED");
     assert!(job.exists(), "a directory with processes stays");
     let _ = sleeper.kill();

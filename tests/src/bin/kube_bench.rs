@@ -14,7 +14,7 @@
 //! `cargo build --release --workspace --bins && target/release/kube_bench`.
 
 use serde_json::json;
-use slurm_cli::local::{ClusterSpec, LocalCluster};
+use slurm_local::{ClusterSpec, LocalCluster};
 use slurm_proto::{JobDesc, RequestBody, Response};
 use slurm_tests::k8s::FakeApiServer;
 use std::collections::BTreeMap;

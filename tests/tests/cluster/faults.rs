@@ -414,9 +414,7 @@ fn database_server_restarted_during_ingestion() {
             .success());
     };
     chown(tmp.path());
-    let port = slurm_cli::local::free_port("127.0.0.1")
-        .unwrap()
-        .to_string();
+    let port = slurm_local::free_port("127.0.0.1").unwrap().to_string();
     let as_pg = |args: &[&str]| {
         let out = std::process::Command::new("runuser")
             .args(["-u", "postgres", "--"])

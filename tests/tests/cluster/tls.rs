@@ -67,8 +67,8 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
     );
     // A certificate for "n1" from a CA of the attacker's own.
     let rogue_dir = tempfile::tempdir().unwrap();
-    let rogue = slurm_cli::pki::Ca::new("rogue CA").unwrap();
-    slurm_cli::pki::write_identity(&rogue, rogue_dir.path(), "n1", &["n1".into()]).unwrap();
+    let rogue = slurm_local::pki::Ca::new("rogue CA").unwrap();
+    slurm_local::pki::write_identity(&rogue, rogue_dir.path(), "n1", &["n1".into()]).unwrap();
     let as_rogue = tls_with(
         dir,
         &ca,

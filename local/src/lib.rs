@@ -1,13 +1,16 @@
 //! `slurm-local`: a complete cluster on loopback in one directory: a
 //! controller and N node daemons (default 3), with generated `slurm.conf` and
 //! `slurm.key`. The whole-cluster tests start their clusters with the same
-//! code ([`LocalCluster`]).
+//! code ([`LocalCluster`]): this crate is the test kit of every crate whose
+//! tests need a running cluster.
 //!
 //! Usage: `slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N]
 //! [--cpus N] [--mem MB] [--port P] [--no-accounting] [--no-tls]
 //! [--backup[=ADDR]]`. The
 //! cluster runs with TLS (a CA and certificates made in DIR) unless
 //! `--no-tls`.
+
+pub mod pki;
 
 use slurm_proto::{NodeBaseState, RequestBody, Response};
 use std::io::Write;

@@ -1,8 +1,9 @@
 //! The cluster's network topologies (`topology.yaml`, or `topology.conf`
-//! with `TopologyPlugin`), resolved to node indices for the scheduler.
+//! with `TopologyPlugin`), resolved to node indices for the scheduling
+//! core: read the same way by the controller and the simulator.
 
-use slurm_common::conf::SlurmConf;
-use slurm_common::topology::{TopologyConf, TopologyKind};
+use crate::conf::SlurmConf;
+use crate::topology::{TopologyConf, TopologyKind};
 use slurm_plugins::topo::{Block, Blocks, SwitchDef, Topology, Tree};
 use std::collections::HashMap;
 use std::sync::Arc;
