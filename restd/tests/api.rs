@@ -195,86 +195,143 @@ fn first_error(r: &Reply) -> String {
         .to_string()
 }
 
+// ------------------------------------------------- slurm/v0.0.44 tests
+
+/// A 2-node cluster (JWT auth beside slurm.key, `Licenses=matlab:3`)
+/// with slurmrestd in front of it on TCP and on a unix socket. Dropped in
+/// field order: slurmrestd first.
+struct Fixture {
+    _restd: Restd,
+    cluster: LocalCluster,
+    bins: PathBuf,
+    addr: String,
+    sock: PathBuf,
+    /// A directory every user may write (jobs' working directory).
+    work: PathBuf,
+    key_bytes: Vec<u8>,
+    root_tok: String,
+    nobody_tok: String,
+    bearer: String,
+    /// Our OpenAPI document, as served.
+    doc: Value,
+    _tmp: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn start() -> Fixture {
+        let bins = bin_dir();
+        let tmp = tempfile::Builder::new()
+            .prefix("restd-test-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().join("cluster");
+        std::fs::create_dir_all(&dir).unwrap();
+        let jwt_key = dir.join("jwt_hs256.key");
+        let key_bytes: Vec<u8> = (0..32u8).map(|i| b'a' + i % 26).collect();
+        std::fs::write(&jwt_key, &key_bytes).unwrap();
+        let mut spec = ClusterSpec::new(&dir, 2, &bins).expect("spec");
+        spec.extra_conf = format!(
+            "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\nLicenses=matlab:3\n",
+            jwt_key.display()
+        );
+        let cluster = LocalCluster::start(spec).expect("cluster starts");
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o1777)).unwrap();
+
+        let port = free_port("127.0.0.1").unwrap();
+        let addr = format!("127.0.0.1:{port}");
+        let sock = dir.join("restd.sock");
+        let log = std::fs::File::create(dir.join("log/slurmrestd.log")).unwrap();
+        let restd = Restd {
+            child: Command::new(env!("CARGO_BIN_EXE_slurmrestd"))
+                .arg("-f")
+                .arg(cluster.spec.conf_path())
+                .arg(&addr)
+                .arg(format!("unix:{}", sock.display()))
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("start slurmrestd"),
+        };
+        wait_for("slurmrestd", Duration::from_secs(20), || {
+            std::net::TcpStream::connect(&addr).is_ok() && sock.exists()
+        });
+        let root_tok = slurmrestd::jwt::mint_token(&key_bytes, "root", 600).unwrap();
+        let nobody_tok = slurmrestd::jwt::mint_token(&key_bytes, NOBODY, 600).unwrap();
+        let bearer = format!("Bearer {nobody_tok}");
+
+        // Our document covers exactly what we serve.
+        let r = http(&Target::Tcp(&addr), "GET", "/openapi/v3", &[], None);
+        assert_eq!(r.status, 200);
+        let served: Vec<&str> = slurmrestd::spec::SERVED.iter().map(|(p, _)| *p).collect();
+        let mut got: Vec<&str> = r.body["paths"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        got.sort();
+        let mut want = served.clone();
+        want.sort();
+        assert_eq!(got, want);
+        Fixture {
+            _restd: restd,
+            cluster,
+            bins,
+            addr,
+            sock,
+            work,
+            key_bytes,
+            root_tok,
+            nobody_tok,
+            bearer,
+            doc: r.body,
+            _tmp: tmp,
+        }
+    }
+
+    fn checker(&self) -> Checker {
+        Checker {
+            doc: self.doc.clone(),
+            count: 0,
+        }
+    }
+
+    fn root(&self) -> Vec<(&'static str, &str)> {
+        vec![
+            ("X-SLURM-USER-NAME", "root"),
+            ("X-SLURM-USER-TOKEN", &self.root_tok),
+        ]
+    }
+
+    fn as_nobody(&self) -> Vec<(&'static str, &str)> {
+        vec![("Authorization", &self.bearer)]
+    }
+
+    fn root_for_nobody(&self) -> Vec<(&'static str, &str)> {
+        vec![
+            ("X-SLURM-USER-NAME", NOBODY),
+            ("X-SLURM-USER-TOKEN", &self.root_tok),
+        ]
+    }
+}
+
 #[test]
-fn rest_api_against_a_running_cluster() {
-    let bins = bin_dir();
-    let tmp = tempfile::Builder::new()
-        .prefix("restd-test-")
-        .tempdir()
-        .unwrap();
-    let dir = tmp.path().join("cluster");
-    std::fs::create_dir_all(&dir).unwrap();
-    let jwt_key = dir.join("jwt_hs256.key");
-    let key_bytes: Vec<u8> = (0..32u8).map(|i| b'a' + i % 26).collect();
-    std::fs::write(&jwt_key, &key_bytes).unwrap();
-    let mut spec = ClusterSpec::new(&dir, 2, &bins).expect("spec");
-    spec.extra_conf = format!(
-        "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={}\nLicenses=matlab:3\n",
-        jwt_key.display()
-    );
-    let cluster = LocalCluster::start(spec).expect("cluster starts");
-    let work = tmp.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o1777)).unwrap();
-
-    let port = free_port("127.0.0.1").unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    let sock = dir.join("restd.sock");
-    let log = std::fs::File::create(dir.join("log/slurmrestd.log")).unwrap();
-    let _restd = Restd {
-        child: Command::new(env!("CARGO_BIN_EXE_slurmrestd"))
-            .arg("-f")
-            .arg(cluster.spec.conf_path())
-            .arg(&addr)
-            .arg(format!("unix:{}", sock.display()))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start slurmrestd"),
-    };
-    wait_for("slurmrestd", Duration::from_secs(20), || {
-        std::net::TcpStream::connect(&addr).is_ok() && sock.exists()
-    });
-    let tcp = Target::Tcp(&addr);
-    let unix = Target::Unix(&sock);
-
-    let root_tok = slurmrestd::jwt::mint_token(&key_bytes, "root", 600).unwrap();
-    let nobody_tok = slurmrestd::jwt::mint_token(&key_bytes, NOBODY, 600).unwrap();
-    let root: Vec<(&str, &str)> = vec![
-        ("X-SLURM-USER-NAME", "root"),
-        ("X-SLURM-USER-TOKEN", &root_tok),
-    ];
-    let bearer = format!("Bearer {nobody_tok}");
-    let as_nobody: Vec<(&str, &str)> = vec![("Authorization", &bearer)];
-    let root_for_nobody: Vec<(&str, &str)> = vec![
-        ("X-SLURM-USER-NAME", NOBODY),
-        ("X-SLURM-USER-TOKEN", &root_tok),
-    ];
-
-    // Our document covers exactly what we serve.
-    let r = http(&tcp, "GET", "/openapi/v3", &[], None);
-    assert_eq!(r.status, 200);
-    let served: Vec<&str> = slurmrestd::spec::SERVED.iter().map(|(p, _)| *p).collect();
-    let mut got: Vec<&str> = r.body["paths"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(|k| k.as_str())
-        .collect();
-    got.sort();
-    let mut want = served.clone();
-    want.sort();
-    assert_eq!(got, want);
-    let mut ck = Checker {
-        doc: r.body.clone(),
-        count: 0,
-    };
-    let s = "/slurm/v0.0.44";
-    let p = |x: &str| format!("{s}{x}");
-
+fn tokens_and_authentication() {
+    let f = Fixture::start();
+    let mut ck = f.checker();
+    let tcp = Target::Tcp(&f.addr);
+    let unix = Target::Unix(&f.sock);
+    let as_nobody = f.as_nobody();
+    let nobody_tok = &f.nobody_tok;
+    let cluster = &f.cluster;
+    let bins = &f.bins;
+    let key_bytes = &f.key_bytes;
+    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // ---- scontrol token: the controller mints tokens restd accepts; a user
     // gets only their own, root may ask for anyone's.
     let scontrol = bins.join("scontrol");
@@ -384,6 +441,17 @@ fn rest_api_against_a_running_cluster() {
     );
     assert_eq!(r.body["meta"]["client"]["user"], NOBODY, "{}", r.raw);
 
+    eprintln!("{} responses validated", ck.count);
+}
+
+#[test]
+fn ping_diag_licenses_shares_and_reconfigure() {
+    let f = Fixture::start();
+    let mut ck = f.checker();
+    let tcp = Target::Tcp(&f.addr);
+    let root = f.root();
+    let as_nobody = f.as_nobody();
+    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // ---- ping, diag, licenses, shares, reconfigure
     let r = http(&tcp, "GET", &p("/ping/"), &root, None);
     assert_eq!(r.status, 200);
@@ -416,6 +484,19 @@ fn rest_api_against_a_running_cluster() {
     assert!(r.status >= 400, "{}", r.raw);
     ck.check(&p("/reconfigure/"), "get", &r);
 
+    eprintln!("{} responses validated", ck.count);
+}
+
+#[test]
+fn jobs_are_submitted_read_updated_and_cancelled() {
+    let f = Fixture::start();
+    let mut ck = f.checker();
+    let tcp = Target::Tcp(&f.addr);
+    let root = f.root();
+    let as_nobody = f.as_nobody();
+    let root_for_nobody = f.root_for_nobody();
+    let work = &f.work;
+    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // ---- submit as nobody (root acting for nobody), read back
     let wd = work.display().to_string();
     let body = json!({
@@ -585,6 +666,22 @@ fn rest_api_against_a_running_cluster() {
     let r = http(&tcp, "GET", &jp, &as_nobody, None);
     ck.check(&p("/job/{job_id}"), "get", &r);
 
+    eprintln!("{} responses validated", ck.count);
+}
+
+#[test]
+fn nodes_and_what_slurm_bridge_does() {
+    let f = Fixture::start();
+    let mut ck = f.checker();
+    let tcp = Target::Tcp(&f.addr);
+    let root = f.root();
+    let as_nobody = f.as_nobody();
+    let root_for_nobody = f.root_for_nobody();
+    let work = &f.work;
+    let p = |x: &str| format!("/slurm/v0.0.44{x}");
+    // A job of nobody's, held, to read and to refuse changes to.
+    let wd = work.display().to_string();
+    let (_, jp) = held_job_of_nobody(&tcp, &root_for_nobody, &wd);
     // ---- nodes
     let r = http(&tcp, "GET", &p("/nodes/"), &root, None);
     assert_eq!(r.status, 200);
@@ -796,6 +893,16 @@ fn rest_api_against_a_running_cluster() {
     assert_eq!(r.status, 400);
     ck.check(&p("/new/node/"), "post", &r);
 
+    eprintln!("{} responses validated", ck.count);
+}
+
+#[test]
+fn partitions_reservations_and_unknown_paths() {
+    let f = Fixture::start();
+    let mut ck = f.checker();
+    let tcp = Target::Tcp(&f.addr);
+    let root = f.root();
+    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // ---- partitions
     let r = http(&tcp, "GET", &p("/partitions/"), &root, None);
     assert_eq!(r.status, 200);
@@ -846,6 +953,16 @@ fn rest_api_against_a_running_cluster() {
     let r = http(&tcp, "PUT", &p("/jobs/"), &root, None);
     assert_eq!(r.status, 405);
 
+    eprintln!("{} responses validated", ck.count);
+}
+
+#[test]
+fn rest_auth_local_alone_and_bad_command_lines() {
+    let f = Fixture::start();
+    let mut ck = f.checker();
+    let root = f.root();
+    let cluster = &f.cluster;
+    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // ---- rest_auth/local alone identifies nobody over TCP
     let port2 = free_port("127.0.0.1").unwrap();
     let addr2 = format!("127.0.0.1:{port2}");
@@ -883,6 +1000,21 @@ fn rest_api_against_a_running_cluster() {
         format!("slurm {}", slurm_proto::SLURM_VERSION)
     );
 
+    eprintln!("{} responses validated", ck.count);
+}
+
+#[test]
+fn the_commands_json_is_the_rest_schemas() {
+    let f = Fixture::start();
+    let mut ck = f.checker();
+    let tcp = Target::Tcp(&f.addr);
+    let root_for_nobody = f.root_for_nobody();
+    let cluster = &f.cluster;
+    let work = &f.work;
+    let p = |x: &str| format!("/slurm/v0.0.44{x}");
+    // A job of nobody's, held, for the listings.
+    let wd = work.display().to_string();
+    held_job_of_nobody(&tcp, &root_for_nobody, &wd);
     // ---- the commands' --json bodies are the REST responses' schemas
     for (cmd, args, path) in [
         ("squeue", &["--json"][..], "/jobs/"),
@@ -948,7 +1080,30 @@ fn rest_api_against_a_running_cluster() {
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("data_parser"));
 
     eprintln!("{} responses validated", ck.count);
-    drop(cluster);
+}
+
+/// Submit a held job as nobody (root acting for them): its id and path.
+fn held_job_of_nobody(tcp: &Target, root_for_nobody: &[(&str, &str)], wd: &str) -> (u64, String) {
+    let body = json!({
+        "script": "#!/bin/sh\ntrue\n",
+        "job": {
+            "name": "held",
+            "current_working_directory": wd,
+            "environment": ["PATH=/usr/bin:/bin"],
+            "hold": true,
+        }
+    })
+    .to_string();
+    let r = http(
+        tcp,
+        "POST",
+        "/slurm/v0.0.44/job/submit",
+        root_for_nobody,
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let id = r.body["job_id"].as_u64().expect("job id");
+    (id, format!("/slurm/v0.0.44/job/{id}"))
 }
 
 /// A cluster with slurmdbd and JWT (`key`) auth, and slurmrestd on
