@@ -352,7 +352,7 @@ fn tokens_and_authentication() {
         .unwrap_or_else(|| panic!("{out}{}", String::from_utf8_lossy(&o.stderr)))
         .to_string();
     assert_eq!(
-        slurmrestd::jwt::verify_token(&key_bytes, &tok, now_secs())
+        slurmrestd::jwt::verify_token(key_bytes, &tok, now_secs())
             .unwrap()
             .sun,
         NOBODY
@@ -377,7 +377,7 @@ fn tokens_and_authentication() {
         .trim()
         .strip_prefix("SLURM_JWT=")
         .expect("root gets nobody's token");
-    let c = slurmrestd::jwt::verify_token(&key_bytes, tok, now_secs()).unwrap();
+    let c = slurmrestd::jwt::verify_token(key_bytes, tok, now_secs()).unwrap();
     assert!(c.exp - now_secs() <= 60);
 
     // ---- authentication
@@ -402,7 +402,7 @@ fn tokens_and_authentication() {
     );
     assert_eq!(r.status, 401);
     ck.check(&p("/ping/"), "get", &r);
-    let expired = slurmrestd::jwt::mint_token_at(&key_bytes, "root", 1000, 10).unwrap();
+    let expired = slurmrestd::jwt::mint_token_at(key_bytes, "root", 1000, 10).unwrap();
     let r = http(
         &tcp,
         "GET",
@@ -419,7 +419,7 @@ fn tokens_and_authentication() {
         &p("/ping/"),
         &[
             ("X-SLURM-USER-NAME", "root"),
-            ("X-SLURM-USER-TOKEN", &nobody_tok),
+            ("X-SLURM-USER-TOKEN", nobody_tok),
         ],
         None,
     );
