@@ -90,3 +90,15 @@ impl Board {
 
 /// Heartbeats the RPC server answered itself: node name and when.
 pub type Heard = Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>;
+
+/// The scheduler's counters as of its last pass, for `sdiag` (a pass that
+/// changes nothing publishes no snapshot, yet its count and time are news).
+pub type LiveStats = Arc<std::sync::Mutex<crate::state::Stats>>;
+
+/// What the writer shares with the RPC server beside commands and
+/// snapshots.
+#[derive(Clone, Default)]
+pub struct Shared {
+    pub heard: Heard,
+    pub stats: LiveStats,
+}

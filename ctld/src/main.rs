@@ -150,7 +150,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     ));
     let acct_kick = (conf.accounting_storage_type == "accounting_storage/slurmdbd")
         .then(|| Arc::new(tokio::sync::Notify::new()));
-    let heard: inbox::Heard = Default::default();
+    let shared = inbox::Shared::default();
     let addr = ha.listen_addr().to_string();
     let mut term = {
         let _in = rt.enter();
@@ -191,7 +191,8 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             },
             slurm_uid: slurm_common::users::parse_user(&conf.slurm_user).unwrap_or(0),
             seen: Arc::new(slurm_common::auth::ReplayCache::default()),
-            heard: heard.clone(),
+            heard: shared.heard.clone(),
+            live_stats: shared.stats.clone(),
             rpc_stats: Default::default(),
             token_policy: slurm_common::jwt::TokenPolicy::from_conf(&conf)
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
@@ -360,10 +361,10 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     };
     published.publish(Arc::new(ctl.snapshot()));
     let pubw = published.clone();
-    let heard_w = heard.clone();
+    let shared_w = shared.clone();
     let writer = std::thread::Builder::new()
         .name("writer".into())
-        .spawn(move || writer::run(ctl, journal, rx, pubw, agent, compact_bytes, heard_w))?;
+        .spawn(move || writer::run(ctl, journal, rx, pubw, agent, compact_bytes, shared_w))?;
     ha.set_active(true);
     // systemd (Type=notify): serving now.
     slurm_common::logging::notify("READY=1\nSTATUS=in control");

@@ -50,6 +50,8 @@ pub struct Server {
     pub token_policy: slurm_common::jwt::TokenPolicy,
     /// Heartbeats answered here, for the writer to take.
     pub heard: crate::inbox::Heard,
+    /// The scheduler's counters as of its last pass (`sdiag`).
+    pub live_stats: crate::inbox::LiveStats,
     /// RPCs served, by message type and by user (`sdiag`).
     pub rpc_stats: Arc<std::sync::Mutex<RpcStats>>,
     /// Each job's encoding for listings, with the (epoch, change stamp) it
@@ -640,6 +642,9 @@ impl Server {
             RequestBody::GetConfig => Response::Config(self.snapshot().config.clone()),
             RequestBody::GetDiag => {
                 let mut d = self.snapshot().diag.clone();
+                if let Ok(live) = self.live_stats.lock() {
+                    live.fill(&mut d);
+                }
                 if let Ok(st) = self.rpc_stats.lock() {
                     (d.rpc_types, d.rpc_users) = st.report();
                 }

@@ -4,7 +4,7 @@
 //! sync, and only then replies, dispatches effects and publishes a snapshot.
 
 use crate::agent::Agent;
-use crate::inbox::{Command, Heard, Published};
+use crate::inbox::{Command, Published, Shared};
 use crate::journal::Journal;
 use crate::state::Controller;
 use slurm_proto::{RequestBody, Response};
@@ -41,7 +41,7 @@ pub fn run(
     published: Published,
     agent: Agent,
     compact_bytes: u64,
-    heard: Heard,
+    shared: Shared,
 ) {
     let tick = Duration::from_secs(1);
     let mut version = 0u64;
@@ -143,7 +143,7 @@ pub fn run(
             }
         }
         // Heartbeats answered meanwhile, before any node is judged silent.
-        let taken = std::mem::take(&mut *heard.lock().unwrap_or_else(|p| p.into_inner()));
+        let taken = std::mem::take(&mut *shared.heard.lock().unwrap_or_else(|p| p.into_inner()));
         if !taken.is_empty() {
             ctl.heard_from(taken, now);
         }
@@ -153,6 +153,9 @@ pub fn run(
         }
         if ctl.sched_needed {
             ctl.schedule(now);
+            if let Ok(mut live) = shared.stats.lock() {
+                live.clone_from(&ctl.stats);
+            }
         }
         for e in ctl.take_entries() {
             journal.append(&e);

@@ -246,6 +246,32 @@ impl TestCluster {
         );
     }
 
+    /// The scheduling passes the controller has run (sdiag's main cycles).
+    pub fn passes(&self) -> u64 {
+        match self.c.call(RequestBody::GetDiag) {
+            Ok(Response::Diag(d)) => d.main_cycles,
+            other => panic!("GetDiag failed: {:?}", other.err()),
+        }
+    }
+
+    /// Wait until the controller has run `n` more scheduling passes (each
+    /// plans the whole queue, backfill and preemption included), so what
+    /// was submitted before has been considered: a job still pending then
+    /// was held back by the scheduler, not yet to be looked at. A pass runs
+    /// after each change and every second while a job waits.
+    pub fn wait_passes(&self, n: u64) {
+        let from = self.passes();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.passes() < from + n {
+            assert!(
+                Instant::now() < deadline,
+                "no scheduling pass in 30 s\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Wait until the job has finished and cleaned up.
     pub fn wait_done(&self, id: JobId, secs: u64) -> JobRecord {
         self.wait_job(id, secs, "finished", |j| {

@@ -50,6 +50,33 @@ pub fn load_topology(conf: &SlurmConf) -> Result<slurm_common::topologies::Topol
     slurm_common::topologies::load(conf, &names)
 }
 
+impl Stats {
+    /// Put these counters into `d` (`sdiag`'s scheduling figures).
+    pub fn fill(&self, d: &mut DiagStats) {
+        let st = self;
+        d.jobs_submitted = st.jobs_submitted;
+        d.jobs_started = st.jobs_started;
+        d.jobs_completed = st.jobs_completed;
+        d.jobs_canceled = st.jobs_canceled;
+        d.jobs_failed = st.jobs_failed;
+        d.main_cycles = st.sched_cycles;
+        d.main_last_us = st.last_cycle_us;
+        d.main_max_us = st.max_cycle_us;
+        d.main_total_us = st.total_cycle_us;
+        d.main_total_depth = st.total_depth;
+        d.main_last_queue = st.last_queue;
+        d.bf_cycles = st.bf_cycles;
+        d.bf_last_us = st.bf_last_us;
+        d.bf_max_us = st.bf_max_us;
+        d.bf_total_us = st.bf_total_us;
+        d.bf_last_depth = st.bf_last_depth;
+        d.bf_total_depth = st.bf_total_depth;
+        d.bf_backfilled_jobs = st.bf_backfilled_jobs;
+        d.bf_last_when = st.bf_last_when;
+        d.bf_last_queue = st.bf_last_queue;
+    }
+}
+
 impl Controller {
     /// The GRES kinds of every node's `Gres=` line.
     pub(super) fn refresh_gres_kinds(&mut self) {
@@ -191,37 +218,16 @@ impl Controller {
     }
 
     pub(super) fn diag(&self) -> DiagStats {
-        let st = &self.stats;
         let count = |s: JobState| self.p.jobs.values().filter(|j| j.state == s).count() as u64;
-        DiagStats {
+        let mut d = DiagStats {
             since: self.boot_time,
             now: self.last_update,
-            jobs_submitted: st.jobs_submitted,
-            jobs_started: st.jobs_started,
-            jobs_completed: st.jobs_completed,
-            jobs_canceled: st.jobs_canceled,
-            jobs_failed: st.jobs_failed,
             jobs_pending: count(JobState::Pending),
             jobs_running: count(JobState::Running),
-            main_cycles: st.sched_cycles,
-            main_last_us: st.last_cycle_us,
-            main_max_us: st.max_cycle_us,
-            main_total_us: st.total_cycle_us,
-            main_total_depth: st.total_depth,
-            main_last_queue: st.last_queue,
-            bf_cycles: st.bf_cycles,
-            bf_last_us: st.bf_last_us,
-            bf_max_us: st.bf_max_us,
-            bf_total_us: st.bf_total_us,
-            bf_last_depth: st.bf_last_depth,
-            bf_total_depth: st.bf_total_depth,
-            bf_backfilled_jobs: st.bf_backfilled_jobs,
-            bf_last_when: st.bf_last_when,
-            bf_last_queue: st.bf_last_queue,
-            // Counted where requests are served (`server::RpcStats`).
-            rpc_types: Vec::new(),
-            rpc_users: Vec::new(),
-        }
+            ..Default::default()
+        };
+        self.stats.fill(&mut d);
+        d
     }
 
     pub(super) fn config_dump(&self) -> ConfigDump {

@@ -605,7 +605,7 @@ fn sbatch_open_mode_appends_or_truncates() {
     });
     assert_eq!(j.restarts, 1, "{j:?}");
     assert_eq!(std::fs::read_to_string(&roots).unwrap(), "root's\n");
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    t.wait_passes(2);
     assert_eq!(t.job(d).unwrap().restarts, 1, "started again");
     assert!(t.run("scancel", &[&d.to_string()]).status.success());
     let bad = t.run("sbatch", &["--open-mode=sideways", "--wrap", "true"]);

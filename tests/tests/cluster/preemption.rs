@@ -47,7 +47,7 @@ PartitionName=high Nodes=n1 PriorityTier=10\n"
     let a = t.sbatch(&["-p", "low", "-n", "4", "--wrap", "sleep 300"]);
     t.wait_job(a, 30, "running", |j| j.state == JobState::Running);
     let b = t.sbatch(&["-p", "lowc", "-n", "4", "--wrap", "true"]);
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    t.wait_passes(2);
     assert_eq!(t.job(a).unwrap().state, JobState::Running);
     assert_eq!(t.job(b).unwrap().state, JobState::Pending);
 }
@@ -336,11 +336,11 @@ PartitionName=yes Nodes=n1 OverSubscribe=YES:2\n"
     let n1 = t.nodes().into_iter().find(|n| n.name == "n1").unwrap();
     assert_eq!((n1.alloc_cpus, n1.cpus), (4, 4));
     let c = t.sbatch(&["-n", "1", "--wrap", "true"]);
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    t.wait_passes(2);
     assert_eq!(t.job(c).unwrap().state, JobState::Pending);
     // Nor do other partitions' jobs get those cores.
     let other = t.sbatch(&["-p", "yes", "-s", "-n", "1", "--wrap", "true"]);
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    t.wait_passes(2);
     assert_eq!(t.job(other).unwrap().state, JobState::Pending);
     assert_eq!(t.job(a).unwrap().state, JobState::Running);
     assert!(t
@@ -365,7 +365,7 @@ PartitionName=yes Nodes=n1 OverSubscribe=YES:2\n"
         "sleep 300",
     ]);
     running(f);
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    t.wait_passes(2);
     assert_eq!(t.job(e).unwrap().state, JobState::Pending);
     let sq = t.run("squeue", &["-h", "-t", "R", "-o", "%i"]);
     let mut ids: Vec<String> = stdout(&sq).lines().map(|l| l.trim().to_string()).collect();

@@ -36,13 +36,13 @@ fn segment_job_is_placed_inside_blocks() {
     assert_eq!(nodes_of(&t, b), ["n2", "n3", "n4", "n5"]);
     // Two nodes must share a base block: only n6 is free, so it waits.
     let c = t.sbatch(&["-N2", "--exclusive", "--wrap", "true"]);
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    t.wait_passes(2);
     let cj = t.job(c).unwrap();
     assert_eq!(cj.state, JobState::Pending, "{:?}", cj.alloc.nodes);
     // Once a frees n1, c waits on: b1 has only n1 free and b2 only n6.
     assert!(t.run("scancel", &[&a.to_string()]).status.success());
     t.wait_done(a, 30);
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    t.wait_passes(2);
     assert_eq!(t.job(c).unwrap().state, JobState::Pending);
     // When b ends, c gets a whole pair inside one block.
     assert!(t.run("scancel", &[&b.to_string()]).status.success());
