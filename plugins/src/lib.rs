@@ -16,6 +16,7 @@
 //!   job must stay inside, wrapped around cons_tres' greedy.
 //! - [`gang`]: shared cores (`OverSubscribe`) and gang scheduling's turns.
 //! - [`priority`]: `priority/basic` (submission order).
+//! - [`queue`]: the queue policy before placement: array throttles, licenses.
 //! - [`registry`]: maps `slurm.conf` plugin names to constructors.
 //!
 //! Invariants: deterministic (ties break on priority, submit time, job id); a
@@ -28,6 +29,7 @@ pub mod fairshare;
 pub mod gang;
 pub mod plan;
 pub mod priority;
+pub mod queue;
 pub mod registry;
 pub mod sched;
 pub mod select;

@@ -20,7 +20,10 @@
 //! (minutes, default none), `tasks` (default 1), `nodes` (`N` or `N-M`,
 //! default 1 to `tasks`), `cpus-per-task`, `tasks-per-node`, `exclusive`,
 //! `w`/`x` (node names), `partition`, `prio` (default: priority/basic by
-//! submission order), `mem` (MiB per node, 0 = all), `mem-per-cpu`, `user`.
+//! submission order), `mem` (MiB per node, 0 = all), `mem-per-cpu`, `user`,
+//! `licenses` (`matlab:2,abaqus`, against the `Licenses=` of `conf:`),
+//! `array=A%N` (a task of array A, at most N of whose tasks run at once;
+//! `array=A`: no limit).
 //!
 //! Output lines, in time order: `reject`, `end`, the pass's `pend` lines
 //! (with `show: plan`), `start` with `node:cpus[/MiB]`; then one summary
@@ -34,6 +37,7 @@ use crate::engine::{self, Observer, Options};
 use crate::metrics::Metrics;
 use crate::workload::SimJob;
 use slurm_common::conf::SlurmConf;
+use slurm_plugins::queue::Held;
 use slurm_plugins::{ClusterView, Decision, JobView, NodeAlloc, PendingReason, Plan};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -200,6 +204,17 @@ fn build_job(c: &Cluster, j: &JobLine) -> Result<SimJob, String> {
             "mem" => job.req.mem_per_node = Some(num(need()?, k)?),
             "mem-per-cpu" => job.req.mem_per_cpu = Some(num(need()?, k)?),
             "user" => job.user = num(need()?, k)?,
+            "licenses" => {
+                job.licenses =
+                    slurm_common::licenses::parse(need()?).map_err(|e| format!("licenses: {e}"))?
+            }
+            "array" => {
+                let v = need()?;
+                job.array = Some(match v.split_once('%') {
+                    Some((a, n)) => (num(a, k)?, Some(num(n, k)?)),
+                    None => (num(v, k)?, None),
+                });
+            }
             _ => return Err(format!("unknown job key '{k}'")),
         }
     }
@@ -346,6 +361,14 @@ impl Observer for Timeline {
     fn wants_passes(&self) -> bool {
         self.show_plan
     }
+    fn held(&mut self, t: i64, job: u32, why: Held) {
+        let reason = match why {
+            Held::ArrayTaskLimit => "JobArrayTaskLimit",
+            Held::Licenses => "Licenses",
+        };
+        self.line(t, "pend", job, reason);
+    }
+
     fn pass(&mut self, t: i64, plan: &Plan, _queue: &[JobView], view: &ClusterView) {
         for d in &plan.decisions {
             if let Decision::Pending { job, reason } = d {

@@ -17,6 +17,8 @@ pub struct Cluster {
     pub scheduler_type: String,
     /// `SchedulerParameters` as one comma-separated string.
     pub scheduler_params: String,
+    /// `Licenses=`: name and count.
+    pub licenses: Vec<(String, u32)>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -31,6 +33,9 @@ pub enum ClusterError {
     UnknownPartition(String),
     #[error(transparent)]
     Plugin(#[from] registry::PluginError),
+    /// `Licenses=` does not parse.
+    #[error("Licenses: {0}")]
+    Licenses(String),
     /// topology.yaml / topology.conf cannot be used.
     #[error("{0}")]
     Topology(String),
@@ -78,6 +83,7 @@ impl Cluster {
             default_partition: 0,
             scheduler_type: "sched/backfill".into(),
             scheduler_params: String::new(),
+            licenses: Vec::new(),
         })
     }
 
@@ -162,6 +168,8 @@ impl Cluster {
             default_partition,
             scheduler_type: conf.scheduler_type.clone(),
             scheduler_params,
+            licenses: slurm_common::licenses::parse(conf.get("Licenses").unwrap_or(""))
+                .map_err(ClusterError::Licenses)?,
         })
     }
 

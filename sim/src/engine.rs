@@ -19,6 +19,7 @@
 use crate::cluster::Cluster;
 use crate::workload::SimJob;
 use sha2::{Digest, Sha256};
+use slurm_plugins::queue::{self, Held, InUse, Waiting};
 use slurm_plugins::sched::static_reason;
 use slurm_plugins::select::{place, SelectFail};
 use slurm_plugins::{priority, Scheduler};
@@ -60,6 +61,9 @@ pub trait Observer {
         false
     }
     fn pass(&mut self, _t: i64, _plan: &Plan, _queue: &[JobView], _view: &ClusterView) {}
+    /// A job the queue policy kept out of a pass (called when
+    /// [`Observer::wants_passes`]).
+    fn held(&mut self, _t: i64, _job: u32, _why: Held) {}
 }
 
 /// An observer that looks at nothing.
@@ -139,6 +143,13 @@ struct Engine<'a> {
     sched_time: Duration,
     max_pending: usize,
     usable_cpus: u64,
+    /// `Licenses=`.
+    licenses: Vec<(String, u32)>,
+    /// Array tasks and licenses held by running jobs.
+    in_use: InUse,
+    /// Some job has an array limit or licenses (else the queue policy has
+    /// nothing to do and is skipped).
+    queue_policy: bool,
 }
 
 fn node_free(n: &slurm_plugins::NodeView) -> u64 {
@@ -160,6 +171,9 @@ impl<'a> Engine<'a> {
         for (seq, j) in jobs.iter_mut().enumerate() {
             j.req.priority = j.priority.unwrap_or_else(|| priority::basic(seq as u64));
         }
+        let jobs_need_policy = jobs
+            .iter()
+            .any(|j| j.array.is_some_and(|a| a.1.is_some()) || !j.licenses.is_empty());
         let mut view = cluster.view.clone();
         view.running.clear();
         let free_cpus = view.nodes.iter().map(node_free).sum();
@@ -193,6 +207,9 @@ impl<'a> Engine<'a> {
             sched_time: Duration::ZERO,
             max_pending: 0,
             usable_cpus: cluster.usable_cpus(),
+            licenses: cluster.licenses.clone(),
+            in_use: InUse::default(),
+            queue_policy: jobs_need_policy,
         }
     }
 
@@ -308,9 +325,28 @@ impl<'a> Engine<'a> {
                 self.running_pos.insert(moved.id, pos);
             }
             self.change(&r.alloc, false);
+            self.hold(i, false);
         }
         self.outcomes[i].end = Some(t);
         obs.end(t, &self.jobs[i], self.outcomes[i].killed);
+    }
+
+    /// Count job `i`'s array task and licenses in (`take`) or out.
+    fn hold(&mut self, i: usize, take: bool) {
+        let job = &self.jobs[i];
+        let bump = |n: &mut u32, by: u32| {
+            *n = if take {
+                n.saturating_add(by)
+            } else {
+                n.saturating_sub(by)
+            }
+        };
+        if let Some((a, _)) = job.array {
+            bump(self.in_use.array_tasks.entry(a).or_default(), 1);
+        }
+        for (name, n) in &job.licenses {
+            bump(self.in_use.licenses.entry(name.clone()).or_default(), *n);
+        }
     }
 
     /// Add (`take`) or remove an allocation, keeping `free_cpus` right.
@@ -338,11 +374,48 @@ impl<'a> Engine<'a> {
         obs: &mut dyn Observer,
     ) -> Result<(), SimError> {
         let clock = Instant::now();
-        let plan = sched.plan_with_users(&self.view, &self.pending, &self.pending_users, t);
+        // The queue policy (array limits, licenses) first, as the
+        // controller's pass does.
+        let mut offered: Option<(Vec<JobView>, Vec<u32>)> = None;
+        if self.queue_policy {
+            let waiting: Vec<Waiting> = self
+                .pending
+                .iter()
+                .map(|v| {
+                    let j = &self.jobs[self.by_id[&v.id]];
+                    Waiting {
+                        id: v.id,
+                        priority: v.priority,
+                        submit_time: v.submit_time,
+                        held: v.hold.is_some(),
+                        array: j.array,
+                        licenses: j.licenses.clone(),
+                    }
+                })
+                .collect();
+            let verdicts = queue::admit(&waiting, &self.in_use, &self.licenses);
+            let (mut q, mut u) = (Vec::new(), Vec::new());
+            for ((v, user), why) in self.pending.iter().zip(&self.pending_users).zip(&verdicts) {
+                match why {
+                    None => {
+                        q.push(v.clone());
+                        u.push(*user);
+                    }
+                    Some(h) if obs.wants_passes() => obs.held(t, v.id, *h),
+                    Some(_) => {}
+                }
+            }
+            offered = Some((q, u));
+        }
+        let (queue, users) = match &offered {
+            Some((q, u)) => (&q[..], &u[..]),
+            None => (&self.pending[..], &self.pending_users[..]),
+        };
+        let plan = sched.plan_with_users(&self.view, queue, users, t);
         self.sched_time += clock.elapsed();
         self.passes += 1;
         if obs.wants_passes() {
-            obs.pass(t, &plan, &self.pending, &self.view);
+            obs.pass(t, &plan, queue, &self.view);
         }
         let mut started = HashSet::new();
         for d in plan.decisions {
@@ -406,6 +479,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.change(&alloc, true);
+        self.hold(i, true);
         let job = &self.jobs[i];
         let end = t.saturating_add(job.duration());
         let o = &mut self.outcomes[i];

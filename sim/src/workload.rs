@@ -18,6 +18,11 @@ pub struct SimJob {
     pub user: u32,
     /// A fixed priority; `None`: priority/basic by submission order.
     pub priority: Option<u32>,
+    /// The array it is a task of, and the array's `%N` (the queue policy
+    /// offers no more than N of its tasks at once).
+    pub array: Option<(u32, Option<u32>)>,
+    /// Licenses it needs while it runs.
+    pub licenses: Vec<(String, u32)>,
 }
 
 impl SimJob {
@@ -36,6 +41,8 @@ impl SimJob {
             run,
             user: 0,
             priority: None,
+            array: None,
+            licenses: Vec::new(),
         }
     }
 

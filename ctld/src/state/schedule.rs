@@ -90,6 +90,7 @@ impl Controller {
         let mut held_back: Vec<(JobId, JobReason)> = Vec::new();
         let mut satisfied: Vec<JobId> = Vec::new();
         let mut queue: Vec<JobView> = Vec::new();
+        let mut waiting: Vec<slurm_plugins::queue::Waiting> = Vec::new();
         let singles = std::cell::OnceCell::new();
         for j in self.p.jobs.values() {
             if j.state != JobState::Pending || j.completing {
@@ -119,48 +120,42 @@ impl Controller {
                     continue;
                 }
             }
-            if let Some(a) = &j.array {
-                if let Some(max) = a.max_running {
-                    let n = running_tasks.entry(a.job_id).or_default();
-                    if *n >= max && j.held.is_none() {
-                        held_back.push((j.job_id, JobReason::JobArrayTaskLimit));
-                        continue;
-                    }
-                    // Tasks are offered lowest id first; count those offered.
-                    *n += 1;
-                }
-            }
             if let Some(v) = self.job_view(j) {
+                waiting.push(slurm_plugins::queue::Waiting {
+                    id: v.id,
+                    priority: v.priority,
+                    submit_time: v.submit_time,
+                    held: j.held.is_some(),
+                    array: j.array.as_ref().map(|a| (a.job_id, a.max_running)),
+                    licenses: j
+                        .desc
+                        .licenses
+                        .as_deref()
+                        .and_then(|l| slurm_common::licenses::parse(l).ok())
+                        .unwrap_or_default(),
+                });
                 queue.push(v);
             }
         }
-        // Licenses, highest priority first: a job waits for what it needs.
-        if !self.licenses.is_empty() && !queue.is_empty() {
-            let mut free: HashMap<String, u32> = self.licenses.iter().cloned().collect();
-            for (name, n) in self.licenses_used() {
-                if let Some(f) = free.get_mut(&name) {
-                    *f = f.saturating_sub(n);
+        // Array throttles and licenses (the queue policy in the core).
+        let in_use = slurm_plugins::queue::InUse {
+            array_tasks: running_tasks,
+            licenses: self.licenses_used(),
+        };
+        let verdicts = slurm_plugins::queue::admit(&waiting, &in_use, &self.licenses);
+        let mut keep = verdicts.iter().map(Option::is_none);
+        for (w, v) in waiting.iter().zip(&verdicts) {
+            match v {
+                Some(slurm_plugins::queue::Held::ArrayTaskLimit) => {
+                    held_back.push((w.id, JobReason::JobArrayTaskLimit))
                 }
+                Some(slurm_plugins::queue::Held::Licenses) => {
+                    held_back.push((w.id, JobReason::Other("Licenses".into())))
+                }
+                None => {}
             }
-            hold_by_priority(&mut queue, &self.p.jobs, &mut held_back, |j| {
-                let want = slurm_common::licenses::parse(j.desc.licenses.as_deref()?).ok()?;
-                let fits = want
-                    .iter()
-                    .all(|(name, n)| free.get(name).is_some_and(|f| f >= n));
-                if fits {
-                    for (name, n) in want {
-                        if let Some(f) = free.get_mut(&name) {
-                            *f -= n;
-                        }
-                    }
-                    None
-                } else {
-                    j.held
-                        .is_none()
-                        .then(|| JobReason::Other("Licenses".into()))
-                }
-            });
         }
+        queue.retain(|_| keep.next().unwrap_or(true));
         // Association and QOS limits, highest priority first.
         if let (true, Some(cache)) = (self.enforce.limits, &self.assocs) {
             let mut usage =
@@ -188,6 +183,9 @@ impl Controller {
             self.save_job(id);
         }
         if queue.is_empty() {
+            // A pass that found nothing to offer is a pass all the same.
+            self.stats.sched_cycles += 1;
+            self.stats.last_queue = 0;
             return;
         }
         let queue_len = queue.len() as u64;
