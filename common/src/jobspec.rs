@@ -104,34 +104,8 @@ pub fn format_indices(tasks: &[u32]) -> String {
     out.join(",")
 }
 
-/// One dependency condition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DepKind {
-    /// Started (or was cancelled), plus `+minutes` after the start.
-    After(u32),
-    AfterAny,
-    AfterOk,
-    AfterNotOk,
-    /// Array task with the same index completed successfully.
-    AfterCorr,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DepClause {
-    Job {
-        kind: DepKind,
-        job_id: u32,
-        task: Option<u32>,
-    },
-    Singleton,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dependency {
-    pub clauses: Vec<DepClause>,
-    /// `?`-separated: any clause suffices; `,`: all must hold.
-    pub any: bool,
-}
+/// The parsed forms live in the scheduling core, which evaluates them.
+pub use slurm_plugins::deps::{DepClause, DepKind, Dependency};
 
 /// Parse `afterok:12:13,afterany:14`, `after:5+10`, `singleton`,
 /// `afterok:1?afternotok:2`, with array tasks as `12_3`.

@@ -17,6 +17,7 @@
 //! - [`gang`]: shared cores (`OverSubscribe`) and gang scheduling's turns.
 //! - [`priority`]: `priority/basic` (submission order).
 //! - [`queue`]: the queue policy before placement: array throttles, licenses.
+//! - [`deps`]: job dependencies: where each pending job's conditions stand.
 //! - [`registry`]: maps `slurm.conf` plugin names to constructors.
 //!
 //! Invariants: deterministic (ties break on priority, submit time, job id); a
@@ -25,6 +26,7 @@
 //! pending job gets a typed reason.
 
 pub mod backfill;
+pub mod deps;
 pub mod fairshare;
 pub mod gang;
 pub mod plan;

@@ -23,7 +23,8 @@
 //! submission order), `mem` (MiB per node, 0 = all), `mem-per-cpu`, `user`,
 //! `licenses` (`matlab:2,abaqus`, against the `Licenses=` of `conf:`),
 //! `array=A%N` (a task of array A, at most N of whose tasks run at once;
-//! `array=A`: no limit).
+//! `array=A`: no limit), `dependency` (`afterok:1,afterany:2`; a job killed
+//! at its limit did not complete).
 //!
 //! Output lines, in time order: `reject`, `end`, the pass's `pend` lines
 //! (with `show: plan`), `start` with `node:cpus[/MiB]`; then one summary
@@ -37,7 +38,6 @@ use crate::engine::{self, Observer, Options};
 use crate::metrics::Metrics;
 use crate::workload::SimJob;
 use slurm_common::conf::SlurmConf;
-use slurm_plugins::queue::Held;
 use slurm_plugins::{ClusterView, Decision, JobView, NodeAlloc, PendingReason, Plan};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -208,6 +208,12 @@ fn build_job(c: &Cluster, j: &JobLine) -> Result<SimJob, String> {
                 job.licenses =
                     slurm_common::licenses::parse(need()?).map_err(|e| format!("licenses: {e}"))?
             }
+            "dependency" => {
+                job.dependency = Some(
+                    slurm_common::jobspec::parse_dependency(need()?)
+                        .map_err(|e| format!("dependency: {e}"))?,
+                )
+            }
             "array" => {
                 let v = need()?;
                 job.array = Some(match v.split_once('%') {
@@ -361,11 +367,7 @@ impl Observer for Timeline {
     fn wants_passes(&self) -> bool {
         self.show_plan
     }
-    fn held(&mut self, t: i64, job: u32, why: Held) {
-        let reason = match why {
-            Held::ArrayTaskLimit => "JobArrayTaskLimit",
-            Held::Licenses => "Licenses",
-        };
+    fn held(&mut self, t: i64, job: u32, reason: &'static str) {
         self.line(t, "pend", job, reason);
     }
 

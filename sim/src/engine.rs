@@ -19,6 +19,7 @@
 use crate::cluster::Cluster;
 use crate::workload::SimJob;
 use sha2::{Digest, Sha256};
+use slurm_plugins::deps::{self, Asking, DepState, Target};
 use slurm_plugins::queue::{self, Held, InUse, Waiting};
 use slurm_plugins::sched::static_reason;
 use slurm_plugins::select::{place, SelectFail};
@@ -61,9 +62,10 @@ pub trait Observer {
         false
     }
     fn pass(&mut self, _t: i64, _plan: &Plan, _queue: &[JobView], _view: &ClusterView) {}
-    /// A job the queue policy kept out of a pass (called when
+    /// A job the queue policy (dependencies, array limits, licenses) kept
+    /// out of a pass, and Slurm's name for why (called when
     /// [`Observer::wants_passes`]).
-    fn held(&mut self, _t: i64, _job: u32, _why: Held) {}
+    fn held(&mut self, _t: i64, _job: u32, _reason: &'static str) {}
 }
 
 /// An observer that looks at nothing.
@@ -171,9 +173,11 @@ impl<'a> Engine<'a> {
         for (seq, j) in jobs.iter_mut().enumerate() {
             j.req.priority = j.priority.unwrap_or_else(|| priority::basic(seq as u64));
         }
-        let jobs_need_policy = jobs
-            .iter()
-            .any(|j| j.array.is_some_and(|a| a.1.is_some()) || !j.licenses.is_empty());
+        let jobs_need_policy = jobs.iter().any(|j| {
+            j.array.is_some_and(|a| a.1.is_some())
+                || !j.licenses.is_empty()
+                || j.dependency.is_some()
+        });
         let mut view = cluster.view.clone();
         view.running.clear();
         let free_cpus = view.nodes.iter().map(node_free).sum();
@@ -331,6 +335,48 @@ impl<'a> Engine<'a> {
         obs.end(t, &self.jobs[i], self.outcomes[i].killed);
     }
 
+    /// Why job `id`'s dependency keeps it out of a pass at `t`, if it does.
+    fn dependency_hold(&self, id: u32, t: i64) -> Option<&'static str> {
+        let job = &self.jobs[self.by_id[&id]];
+        let dep = job.dependency.as_ref()?;
+        let me = Asking {
+            id,
+            // Tasks are numbered from the array's id, as Slurm's ids are.
+            task: job.array.map(|a| id.saturating_sub(a.0)),
+            earlier_namesake: false,
+        };
+        let targets = |named: u32| {
+            self.jobs
+                .iter()
+                .enumerate()
+                .filter(move |(_, j)| j.req.id == named || j.array.is_some_and(|a| a.0 == named))
+                .map(|(k, j)| self.target(k, j))
+        };
+        match deps::state(&me, dep, targets, t) {
+            DepState::Satisfied => None,
+            DepState::Waiting => Some("Dependency"),
+            DepState::Never => Some("DependencyNeverSatisfied"),
+        }
+    }
+
+    /// Job `k` as a dependency on it sees it.
+    fn target(&self, k: usize, j: &SimJob) -> Target {
+        let o = &self.outcomes[k];
+        let outcome = match (o.start, o.end) {
+            _ if o.rejected.is_some() => deps::Outcome::Failed,
+            (Some(_), Some(_)) if o.killed => deps::Outcome::Failed,
+            (Some(_), Some(_)) => deps::Outcome::Completed,
+            (Some(_), None) => deps::Outcome::Started,
+            _ => deps::Outcome::Pending,
+        };
+        Target {
+            id: j.req.id,
+            array: j.array.map(|(a, _)| (a, j.req.id.saturating_sub(a))),
+            outcome,
+            start_time: o.start,
+        }
+    }
+
     /// Count job `i`'s array task and licenses in (`take`) or out.
     fn hold(&mut self, i: usize, take: bool) {
         let job = &self.jobs[i];
@@ -393,15 +439,34 @@ impl<'a> Engine<'a> {
                     }
                 })
                 .collect();
+            // Dependencies first: a job they hold back takes nothing.
+            let deps: Vec<Option<&'static str>> = self
+                .pending
+                .iter()
+                .map(|v| self.dependency_hold(v.id, t))
+                .collect();
+            let (waiting, kept): (Vec<Waiting>, Vec<usize>) = waiting
+                .into_iter()
+                .enumerate()
+                .filter(|(k, _)| deps[*k].is_none())
+                .map(|(k, w)| (w, k))
+                .unzip();
             let verdicts = queue::admit(&waiting, &self.in_use, &self.licenses);
+            let mut why: Vec<Option<&'static str>> = deps;
+            for (k, v) in kept.iter().zip(&verdicts) {
+                why[*k] = v.map(|h| match h {
+                    Held::ArrayTaskLimit => "JobArrayTaskLimit",
+                    Held::Licenses => "Licenses",
+                });
+            }
             let (mut q, mut u) = (Vec::new(), Vec::new());
-            for ((v, user), why) in self.pending.iter().zip(&self.pending_users).zip(&verdicts) {
+            for ((v, user), why) in self.pending.iter().zip(&self.pending_users).zip(&why) {
                 match why {
                     None => {
                         q.push(v.clone());
                         u.push(*user);
                     }
-                    Some(h) if obs.wants_passes() => obs.held(t, v.id, *h),
+                    Some(r) if obs.wants_passes() => obs.held(t, v.id, r),
                     Some(_) => {}
                 }
             }

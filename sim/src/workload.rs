@@ -23,6 +23,8 @@ pub struct SimJob {
     pub array: Option<(u32, Option<u32>)>,
     /// Licenses it needs while it runs.
     pub licenses: Vec<(String, u32)>,
+    /// `--dependency`, parsed.
+    pub dependency: Option<slurm_plugins::deps::Dependency>,
 }
 
 impl SimJob {
@@ -43,6 +45,7 @@ impl SimJob {
             priority: None,
             array: None,
             licenses: Vec::new(),
+            dependency: None,
         }
     }
 

@@ -3,13 +3,8 @@
 
 use super::*;
 
-/// Where a job's dependencies stand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum DepState {
-    Satisfied,
-    Waiting,
-    Never,
-}
+pub(super) use slurm_plugins::deps::DepState;
+use slurm_plugins::deps::{Asking, Outcome, Target};
 
 /// Most jobs one `--dependency` may name (each is evaluated every pass).
 pub const MAX_DEPENDENCIES: usize = 1000;
@@ -55,100 +50,38 @@ impl Controller {
         let Ok(dep) = jobspec::parse_dependency(spec) else {
             return DepState::Never;
         };
-        let states: Vec<DepState> = dep
-            .clauses
-            .iter()
-            .map(|c| self.clause_state(j, c, singles, now))
-            .collect();
-        if dep.any {
-            if states.contains(&DepState::Satisfied) {
-                DepState::Satisfied
-            } else if states.iter().all(|s| *s == DepState::Never) {
-                DepState::Never
-            } else {
-                DepState::Waiting
-            }
-        } else if states.contains(&DepState::Never) {
-            DepState::Never
-        } else if states.iter().all(|s| *s == DepState::Satisfied) {
-            DepState::Satisfied
-        } else {
-            DepState::Waiting
-        }
+        let earlier_namesake = dep.clauses.contains(&jobspec::DepClause::Singleton) && {
+            let first = singles.get_or_init(|| self.singleton_index());
+            first
+                .get(&(j.user_id, j.name.as_str()))
+                .is_some_and(|id| *id < j.job_id)
+        };
+        let me = Asking {
+            id: j.job_id,
+            task: j.array.as_ref().map(|a| a.task_id),
+            earlier_namesake,
+        };
+        slurm_plugins::deps::state(&me, &dep, |id| self.dep_targets(id).map(|o| target(o)), now)
     }
+}
 
-    pub(super) fn clause_state<'a>(
-        &'a self,
-        me: &JobRecord,
-        c: &jobspec::DepClause,
-        singles: &std::cell::OnceCell<HashMap<(u32, &'a str), JobId>>,
-        now: i64,
-    ) -> DepState {
-        use jobspec::{DepClause, DepKind};
-        let (kind, job_id, task) = match c {
-            DepClause::Singleton => {
-                let first = singles.get_or_init(|| self.singleton_index());
-                let earlier_active = first
-                    .get(&(me.user_id, me.name.as_str()))
-                    .is_some_and(|id| *id < me.job_id);
-                return if earlier_active {
-                    DepState::Waiting
-                } else {
-                    DepState::Satisfied
-                };
-            }
-            DepClause::Job { kind, job_id, task } => (kind, *job_id, *task),
-        };
-        // The jobs a clause names: one job, one array task, or a whole array.
-        let targets: Vec<&Arc<JobRecord>> = self
-            .dep_targets(job_id)
-            .filter(|o| match (&o.array, task, kind) {
-                (Some(a), _, DepKind::AfterCorr) => {
-                    a.job_id == job_id && Some(a.task_id) == me.array.as_ref().map(|m| m.task_id)
-                }
-                (Some(a), Some(t), _) => a.job_id == job_id && a.task_id == t,
-                (Some(a), None, _) => a.job_id == job_id,
-                (None, None, _) => o.job_id == job_id,
-                (None, Some(_), _) => false,
-            })
-            .collect();
-        // Purged jobs count as done.
-        let each = |o: &JobRecord| -> DepState {
-            let ended = o.state.is_finished() && !o.completing;
-            match kind {
-                DepKind::After(mins) => match o.start_time {
-                    _ if o.state == JobState::Cancelled => DepState::Satisfied,
-                    Some(s) if o.state != JobState::Pending && now >= s + *mins as i64 * 60 => {
-                        DepState::Satisfied
-                    }
-                    _ => DepState::Waiting,
-                },
-                DepKind::AfterAny => {
-                    if ended {
-                        DepState::Satisfied
-                    } else {
-                        DepState::Waiting
-                    }
-                }
-                DepKind::AfterOk | DepKind::AfterCorr => match (ended, o.state) {
-                    (true, JobState::Completed) => DepState::Satisfied,
-                    (true, _) => DepState::Never,
-                    _ => DepState::Waiting,
-                },
-                DepKind::AfterNotOk => match (ended, o.state) {
-                    (true, JobState::Completed) => DepState::Never,
-                    (true, _) => DepState::Satisfied,
-                    _ => DepState::Waiting,
-                },
-            }
-        };
-        let st: Vec<DepState> = targets.iter().map(|o| each(o)).collect();
-        if st.contains(&DepState::Never) {
-            DepState::Never
-        } else if st.iter().all(|s| *s == DepState::Satisfied) {
-            DepState::Satisfied
-        } else {
-            DepState::Waiting
+/// A job as a dependency on it sees it: ended only once done completing.
+fn target(o: &JobRecord) -> Target {
+    let outcome = if o.state.is_finished() && !o.completing {
+        match o.state {
+            JobState::Completed => Outcome::Completed,
+            JobState::Cancelled => Outcome::Cancelled,
+            _ => Outcome::Failed,
         }
+    } else if o.state == JobState::Pending {
+        Outcome::Pending
+    } else {
+        Outcome::Started
+    };
+    Target {
+        id: o.job_id,
+        array: o.array.as_ref().map(|a| (a.job_id, a.task_id)),
+        outcome,
+        start_time: o.start_time,
     }
 }
