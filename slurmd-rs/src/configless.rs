@@ -42,6 +42,8 @@ pub struct Source {
     key: Key,
     /// The directory holding the key (and `conf-cache`).
     base: PathBuf,
+    /// Configless: fetch the files at each change (else only say so).
+    fetch: bool,
 }
 
 /// How long a fetch may take.
@@ -93,8 +95,25 @@ impl Source {
             tls,
             key,
             base,
+            fetch: true,
         };
         Ok((source, key_path))
+    }
+
+    /// A daemon with its own slurm.conf: watch the controllers (each
+    /// name and `host:port`) only to hear of `scontrol reconfigure`.
+    pub fn watching(
+        servers: Vec<(String, String)>,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+        key: Key,
+    ) -> Source {
+        Source {
+            servers,
+            tls,
+            key,
+            base: PathBuf::new(),
+            fetch: false,
+        }
     }
 
     fn sign(
@@ -130,16 +149,19 @@ impl Source {
         Err(last.unwrap_or_else(|| ConfiglessError::Port(String::new())))
     }
 
-    /// Keep the cache fresh, forever: watch a controller for
-    /// `scontrol reconfigure` (`Controller.Watch` with `config`) and fetch
-    /// the files again after each, and at each (re)connection, since
-    /// changes may have come while no watch was open. Controllers are
-    /// tried in turn; none answering, again 5 s later.
-    pub async fn follow(self) {
+    /// Follow the controllers' configuration, forever: watch a controller
+    /// for `scontrol reconfigure` (`Controller.Watch` with `config`) and,
+    /// after each and at each (re)connection (changes may have come while
+    /// no watch was open), fetch the files again into the cache
+    /// (configless) and call `changed` when one changed; without the cache
+    /// (a daemon with its own slurm.conf), call `changed` each time, for
+    /// it to read its file again. Controllers are tried in turn; none
+    /// answering, again 5 s later.
+    pub async fn follow(self, changed: impl Fn() + Send + Sync + 'static) {
         let mut said = String::new();
         loop {
             for (host, addr) in &self.servers {
-                let why = match self.follow_one(host, addr).await {
+                let why = match self.follow_one(host, addr, &changed).await {
                     Ok(()) => format!("the controller at {addr} ended the watch"),
                     Err(e) => format!("cannot watch the controller at {addr}: {e}"),
                 };
@@ -152,7 +174,12 @@ impl Source {
         }
     }
 
-    async fn follow_one(&self, host: &str, addr: &str) -> Result<(), String> {
+    async fn follow_one(
+        &self,
+        host: &str,
+        addr: &str,
+        changed: &(impl Fn() + Send + Sync),
+    ) -> Result<(), String> {
         use slurm_proto::grpc::pb::{self, watch_event::Event};
         let ch =
             slurm_common::grpc::channel(self.tls.clone(), addr, host).map_err(|e| e.to_string())?;
@@ -171,16 +198,23 @@ impl Source {
             if !matches!(e.event, Some(Event::Synced(_) | Event::ConfigChanged(_))) {
                 continue;
             }
+            if !self.fetch {
+                changed();
+                continue;
+            }
             let files =
                 slurm_common::grpc::config_files(&ch, host, self.sign(), FETCH_WITHIN).await;
             match files
                 .map_err(|e| e.to_string())
                 .and_then(|f| write_cache(&self.base, f, addr).map_err(|e| e.to_string()))
             {
-                Ok((_, changed)) if !changed.is_empty() => tracing::info!(
-                    "configuration files updated from {addr}: {}",
-                    changed.join(", ")
-                ),
+                Ok((_, names)) if !names.is_empty() => {
+                    tracing::info!(
+                        "configuration files updated from {addr}: {}",
+                        names.join(", ")
+                    );
+                    changed();
+                }
                 Ok(_) => {}
                 Err(e) => tracing::warn!("cannot refresh the configuration from {addr}: {e}"),
             }

@@ -116,7 +116,7 @@ fn describe(r: &Result<Response, NetError>) -> String {
 
 /// Register, then heartbeat, forever.
 pub async fn run_link(ctx: Arc<Ctx>) {
-    let interval = heartbeat_interval(ctx.conf.slurmd_timeout);
+    let interval = heartbeat_interval(ctx.conf().slurmd_timeout);
     let mut last_problem = String::new();
     loop {
         loop {

@@ -41,7 +41,8 @@ const GRPC_IDLE: Duration = Duration::from_secs(300);
 
 /// Everything the daemon's tasks share.
 pub struct Ctx {
-    pub conf: SlurmConf,
+    /// slurm.conf as last read (see [`Ctx::reconfigure`]).
+    conf: std::sync::RwLock<Arc<SlurmConf>>,
     /// Absolute slurm.conf path, as jobs see it in `SLURM_CONF`.
     pub conf_path_str: String,
     pub node: String,
@@ -87,12 +88,74 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// slurm.conf as in force now.
+    pub fn conf(&self) -> Arc<SlurmConf> {
+        match self.conf.read() {
+            Ok(c) => c.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Read slurm.conf again (`scontrol reconfigure`, SIGHUP) and apply
+    /// what a running daemon can: the Prolog and Epilog, and every setting
+    /// read when a job or step starts. What this daemon fixed at its start
+    /// (its node's line, ports, the controllers, TLS, the cgroup and
+    /// tracking plugins) is kept, with a warning that a restart applies
+    /// it. A file that does not parse changes nothing. Whether anything
+    /// changed.
+    pub fn reconfigure(&self) -> Result<bool, String> {
+        let path = Path::new(&self.conf_path_str);
+        let new = SlurmConf::load(path).map_err(|e| e.to_string())?;
+        let old = self.conf();
+        if new.entries == old.entries && new.nodes == old.nodes {
+            return Ok(false);
+        }
+        let node_line = |c: &SlurmConf| c.nodes.iter().find(|n| n.name == self.node).cloned();
+        let fixed = [
+            (
+                "this node's NodeName line",
+                node_line(&old) != node_line(&new),
+            ),
+            ("ClusterName", old.cluster_name != new.cluster_name),
+            ("SlurmdPort", old.slurmd_port != new.slurmd_port),
+            (
+                "the SlurmctldHost lines",
+                old.controllers() != new.controllers(),
+            ),
+            (
+                "TLSType or TLSParameters",
+                old.get("TLSType") != new.get("TLSType")
+                    || old.get("TLSParameters") != new.get("TLSParameters"),
+            ),
+            (
+                "ProctrackType or TaskPlugin",
+                cgroup_plugins(&old) != cgroup_plugins(&new),
+            ),
+            (
+                "SlurmdSpoolDir",
+                old.get("SlurmdSpoolDir") != new.get("SlurmdSpoolDir"),
+            ),
+        ];
+        for (what, _) in fixed.iter().filter(|(_, changed)| *changed) {
+            warn!("reconfigure: {what} changed: restart slurmd to apply it");
+        }
+        for w in &new.warnings {
+            warn!("{w}");
+        }
+        match self.conf.write() {
+            Ok(mut c) => *c = Arc::new(new),
+            Err(p) => *p.into_inner() = Arc::new(new),
+        }
+        info!("reconfigured from {}", path.display());
+        Ok(true)
+    }
+
     /// The caller showed the controller's certificate (TLS on).
     pub fn sent_by_controller(&self, who: &slurm_common::tls::Peer) -> bool {
         self.tls.as_ref().is_some_and(|t| {
             t.is_controller(
                 who,
-                self.conf.slurmctld_hosts.iter().map(|h| h.name.as_str()),
+                self.conf().slurmctld_hosts.iter().map(|h| h.name.as_str()),
             )
         })
     }
@@ -404,7 +467,7 @@ impl Daemon {
             jobs: JobTable::default(),
             registered: AtomicBool::new(false),
             tls,
-            conf: s.conf,
+            conf: std::sync::RwLock::new(Arc::new(s.conf)),
         });
         if let Some(p) = &s.pidfile {
             let write = || -> std::io::Result<()> {
@@ -451,7 +514,7 @@ impl Daemon {
             tokio::spawn(ctld_link::run_link(ctx.clone())),
             tokio::spawn(ctld_link::run_outbox(ctx.clone())),
             tokio::spawn(sack_task(
-                auth::sack_socket_path(&ctx.conf),
+                auth::sack_socket_path(&ctx.conf()),
                 ctx.key.clone(),
             )),
         ];
@@ -844,8 +907,9 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
     }
 }
 
-/// Resolves on SIGTERM or SIGINT; SIGHUP is logged and ignored.
-pub async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT; on SIGHUP, `reload` (slurm.conf read
+/// again, as systemd's `ExecReload` asks).
+pub async fn shutdown_signal(reload: impl Fn()) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -859,7 +923,10 @@ pub async fn shutdown_signal() {
         tokio::select! {
             _ = term.recv() => { info!("SIGTERM received"); return; }
             _ = int.recv() => { info!("SIGINT received"); return; }
-            _ = hup.recv() => info!("SIGHUP received; reconfiguration is not supported yet, ignoring"),
+            _ = hup.recv() => {
+                info!("SIGHUP received: reading slurm.conf again");
+                reload();
+            }
         }
     }
 }

@@ -224,7 +224,7 @@ pub(crate) fn script_env(
         account: info.map(|i| i.account.clone()),
         nodelist: info.map(|i| i.nodelist.clone()),
         node: ctx.node.clone(),
-        cluster: ctx.conf.cluster_name.clone(),
+        cluster: ctx.conf().cluster_name.clone(),
         conf_path: ctx.conf_path_str.clone(),
     }
 }
@@ -232,7 +232,7 @@ pub(crate) fn script_env(
 /// `PrologEpilogTimeout` (seconds; unset or 0: no limit).
 pub(crate) fn script_timeout(ctx: &Ctx) -> Duration {
     let secs = ctx
-        .conf
+        .conf()
         .get("PrologEpilogTimeout")
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|&v| v < 65534)
@@ -243,7 +243,7 @@ pub(crate) fn script_timeout(ctx: &Ctx) -> Duration {
 /// Run the Epilog (if any) for a job ending here; a failure is reported so
 /// the controller drains this node.
 async fn epilog(ctx: &Ctx, job_id: JobId, uid: Option<u32>, info: Option<&ScriptInfo>) {
-    let Some(path) = ctx.conf.epilog.clone() else {
+    let Some(path) = ctx.conf().epilog.clone() else {
         return;
     };
     let env = script_env(ctx, job_id, uid, info);
@@ -397,7 +397,7 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
         account: l.account.clone(),
         nodelist: slurm_common::hostlist::compress(&l.alloc.nodes),
     };
-    if let Some(path) = ctx.conf.prolog.clone() {
+    if let Some(path) = ctx.conf().prolog.clone() {
         let env = script_env(ctx, id, Some(l.uid), Some(&info));
         if let Err(e) = prolog::run(prolog::Kind::Prolog, &path, &env, script_timeout(ctx)).await {
             ctx.jobs.abort_launch(id);

@@ -21,6 +21,49 @@ fn init_logging(
     .map_err(|e| anyhow!("{e}"))
 }
 
+/// Read slurm.conf again for every node this process serves (they share
+/// it); a file that does not parse is reported and changes nothing.
+fn reconfigure(ctxs: &[std::sync::Arc<daemon::Ctx>]) {
+    let mut changed = false;
+    for ctx in ctxs {
+        match ctx.reconfigure() {
+            Ok(c) => changed |= c,
+            Err(e) => {
+                tracing::error!("reconfigure: {e}; keeping the configuration in force");
+                // The nodes share the file: one error says it for all.
+                break;
+            }
+        }
+    }
+    if changed {
+        // systemd (Type=notify) hears of it: reloaded, ready again.
+        slurm_common::logging::notify("RELOADING=1");
+        slurm_common::logging::notify("READY=1");
+    }
+}
+
+/// Follow the controllers' `scontrol reconfigure`: a configless daemon
+/// through its cache (fetched again at each), one with its own slurm.conf
+/// by reading that again. One watch per process, however many nodes it
+/// serves.
+fn follow_reconfigures(
+    source: Option<slurmd::configless::Source>,
+    ctxs: &[std::sync::Arc<daemon::Ctx>],
+) {
+    let Some(first) = ctxs.first() else {
+        return;
+    };
+    let source = source.unwrap_or_else(|| {
+        slurmd::configless::Source::watching(
+            first.ctlds.clone(),
+            first.tls.as_ref().map(|t| t.client.clone()),
+            first.key.clone(),
+        )
+    });
+    let ctxs = ctxs.to_vec();
+    tokio::spawn(source.follow(move || reconfigure(&ctxs)));
+}
+
 /// Several nodes in one process (`-N n[1-1000]`, usually with `--mock`).
 fn run_many(
     a: args::Args,
@@ -50,22 +93,22 @@ fn run_many(
         .build()
         .map_err(|e| anyhow!("cannot start the runtime: {e}"))?;
     rt.block_on(async move {
-        if let Some(s) = source {
-            tokio::spawn(s.follow());
-        }
         let (tx, rx) = tokio::sync::watch::channel(false);
         let mut served = Vec::new();
+        let mut ctxs = Vec::new();
         for s in all {
             let d = Daemon::start(s).await?;
+            ctxs.push(d.ctx().clone());
             let mut rx = rx.clone();
             served.push(tokio::spawn(d.serve(async move {
                 let _ = rx.changed().await;
             })));
         }
         tracing::info!("serving {} nodes", served.len());
+        follow_reconfigures(source, &ctxs);
         slurm_common::logging::reopen_on_sigusr2(log);
         slurm_common::logging::notify("READY=1\nSTATUS=serving");
-        daemon::shutdown_signal().await;
+        daemon::shutdown_signal(|| reconfigure(&ctxs)).await;
         slurm_common::logging::notify("STOPPING=1");
         let _ = tx.send(true);
         for h in served {
@@ -110,20 +153,18 @@ fn run(mut a: args::Args) -> anyhow::Result<()> {
         .build()
         .map_err(|e| anyhow!("cannot start the runtime: {e}"))?;
     rt.block_on(async move {
-        // Configless: the cache follows the controller's reconfigures.
-        if let Some(s) = source {
-            tokio::spawn(s.follow());
-        }
         let d = Daemon::start(settings).await.inspect_err(|e| {
             if to_file {
                 tracing::error!("{e}");
             }
         })?;
+        let ctxs = vec![d.ctx().clone()];
+        follow_reconfigures(source, &ctxs);
         slurm_common::logging::reopen_on_sigusr2(log);
         // systemd (Type=notify): listening now (it registers on its own).
         slurm_common::logging::notify("READY=1\nSTATUS=serving");
         d.serve(async {
-            daemon::shutdown_signal().await;
+            daemon::shutdown_signal(|| reconfigure(&ctxs)).await;
             slurm_common::logging::notify("STOPPING=1");
         })
         .await;

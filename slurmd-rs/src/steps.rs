@@ -136,7 +136,7 @@ pub async fn prepare_job(
         account: f.account.clone(),
         nodelist: hostlist::compress(&f.alloc.nodes),
     };
-    if let Some(path) = ctx.conf.prolog.clone() {
+    if let Some(path) = ctx.conf().prolog.clone() {
         let env = crate::jobs::script_env(ctx, job, Some(f.uid), Some(&info));
         let timeout = crate::jobs::script_timeout(ctx);
         if let Err(e) = crate::prolog::run(crate::prolog::Kind::Prolog, &path, &env, timeout).await

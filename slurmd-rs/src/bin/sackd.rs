@@ -127,11 +127,12 @@ fn run(a: Args) -> anyhow::Result<()> {
         slurm_common::logging::notify("READY=1\nSTATUS=serving");
         // Configless: the cache follows the controller's reconfigures.
         if let Some(s) = source {
-            tokio::spawn(s.follow());
+            // (Commands read the cache's files afresh: nothing to reload.)
+            tokio::spawn(s.follow(|| {}));
         }
         tokio::select! {
             _ = slurm_common::auth::serve_sack(listener, key) => {}
-            _ = slurmd::daemon::shutdown_signal() => {}
+            _ = slurmd::daemon::shutdown_signal(|| {}) => {}
         }
         slurm_common::logging::notify("STOPPING=1");
         let _ = std::fs::remove_file(&socket);

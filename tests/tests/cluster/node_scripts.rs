@@ -276,3 +276,81 @@ fn scontrol_reconfigure_applies_a_new_slurm_conf() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+/// The node daemon reads slurm.conf again on `scontrol reconfigure` (told
+/// by the controller's watch) and on SIGHUP, without a restart: a Prolog
+/// added, then an Epilog, apply to the next job; a file that does not
+/// parse leaves the configuration in force.
+#[test]
+fn node_daemons_apply_a_changed_slurm_conf_without_a_restart() {
+    let mut t = TestCluster::start(1, |_| {});
+    let dir = t.c.spec.dir.clone();
+    let path = t.c.spec.conf_path();
+    for (name, log) in [("prolog.sh", "prolog.log"), ("epilog.sh", "epilog.log")] {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho \"$SLURM_JOB_ID\" >> {}/{log}\n",
+                dir.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+    let log = || std::fs::read_to_string(dir.join("log/slurmd.n1.log")).unwrap_or_default();
+    let reconfigured = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while log().matches("reconfigured from").count() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "slurmd did not read slurm.conf again\n{}",
+                log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    let before = t.sbatch(&["--wrap", "true"]);
+    t.wait_done(before, 30);
+    assert!(read("prolog.log").is_empty());
+
+    // scontrol reconfigure: the controller's watch tells the node daemon.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text}Prolog={}/prolog.sh\n", dir.display())).unwrap();
+    assert!(t.run("scontrol", &["reconfigure"]).status.success());
+    reconfigured(1);
+    let a = t.sbatch(&["--wrap", "true"]);
+    t.wait_done(a, 30);
+    assert_eq!(read("prolog.log"), format!("{a}\n"), "{}", log());
+
+    // SIGHUP (systemd's ExecReload): the Epilog too.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text}Epilog={}/epilog.sh\n", dir.display())).unwrap();
+    t.c.kill_slurmd(0, libc::SIGHUP);
+    reconfigured(2);
+    let b = t.sbatch(&["--wrap", "true"]);
+    t.wait_done(b, 30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while read("epilog.log") != format!("{b}\n") {
+        assert!(std::time::Instant::now() < deadline, "epilog: {}", log());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+
+    // A broken file is refused: the daemon goes on with what it had.
+    let good = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{good}Bogus Line Here\n")).unwrap();
+    t.c.kill_slurmd(0, libc::SIGHUP);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !log().contains("keeping the configuration in force") {
+        assert!(std::time::Instant::now() < deadline, "{}", log());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::fs::write(&path, good).unwrap();
+    let c = t.sbatch(&["--wrap", "true"]);
+    assert_eq!(t.wait_done(c, 30).state, JobState::Completed);
+    assert!(read("prolog.log").ends_with(&format!("{c}\n")));
+    // The same process all along.
+    assert_eq!(log().matches("slurmd version").count(), 1, "{}", log());
+}
