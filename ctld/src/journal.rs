@@ -82,6 +82,9 @@ pub struct NodeAdmin {
 pub enum Entry {
     Job(Arc<JobRecord>),
     Payload(JobId, Arc<Payload>),
+    /// One script and environment for each of these jobs (an array's
+    /// tasks): written once, shared in memory.
+    Payloads(Vec<JobId>, Arc<Payload>),
     RemoveJob(JobId),
     Node(String, NodeAdmin),
     NextJobId(u32),
@@ -102,6 +105,8 @@ pub enum Entry {
 pub struct Saved {
     pub next_job_id: u32,
     pub jobs: BTreeMap<JobId, Arc<JobRecord>>,
+    /// Scripts and environments; an array's tasks share one, saved once.
+    #[serde(with = "shared_payloads")]
     pub payloads: BTreeMap<JobId, Arc<Payload>>,
     pub nodes: BTreeMap<String, NodeAdmin>,
     #[serde(default)]
@@ -117,6 +122,71 @@ pub struct Saved {
     pub partitions: BTreeMap<String, PartAdmin>,
 }
 
+/// `Saved::payloads` in `state.json`: runs of consecutive jobs sharing one
+/// payload (an array's tasks) as one group, `{"ids": [..], "payload": ..}`,
+/// and read back shared. A map of job id to payload (as written before)
+/// is read too.
+mod shared_payloads {
+    use super::Payload;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use slurm_proto::JobId;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    #[derive(Serialize, Deserialize)]
+    struct Group {
+        ids: Vec<JobId>,
+        payload: Arc<Payload>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        Groups(Vec<Group>),
+        // (Keys as strings: an untagged enum reads JSON object keys only so.)
+        Map(BTreeMap<String, Arc<Payload>>),
+    }
+
+    pub fn serialize<S: Serializer>(
+        m: &BTreeMap<JobId, Arc<Payload>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut groups: Vec<Group> = Vec::new();
+        for (id, p) in m {
+            match groups.last_mut() {
+                Some(g) if Arc::ptr_eq(&g.payload, p) => g.ids.push(*id),
+                _ => groups.push(Group {
+                    ids: vec![*id],
+                    payload: p.clone(),
+                }),
+            }
+        }
+        groups.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<JobId, Arc<Payload>>, D::Error> {
+        Ok(match Form::deserialize(d)? {
+            Form::Map(m) => m
+                .into_iter()
+                .map(|(k, p)| {
+                    k.parse::<JobId>()
+                        .map(|id| (id, p))
+                        .map_err(|_| serde::de::Error::custom(format!("job id {k:?}")))
+                })
+                .collect::<Result<_, _>>()?,
+            Form::Groups(groups) => groups
+                .into_iter()
+                .flat_map(|g| {
+                    let p = g.payload;
+                    g.ids.into_iter().map(move |id| (id, p.clone()))
+                })
+                .collect(),
+        })
+    }
+}
+
 impl Saved {
     pub fn apply(&mut self, e: Entry) {
         match e {
@@ -125,6 +195,11 @@ impl Saved {
             }
             Entry::Payload(id, p) => {
                 self.payloads.insert(id, p);
+            }
+            Entry::Payloads(ids, p) => {
+                for id in ids {
+                    self.payloads.insert(id, p.clone());
+                }
             }
             Entry::RemoveJob(id) => {
                 self.jobs.remove(&id);

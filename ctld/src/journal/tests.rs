@@ -428,3 +428,58 @@ fn compaction_hands_the_reserve_to_the_next_journal() {
     j.check_space().unwrap();
     assert!(allocated(&d.join(LOG)) >= MIB);
 }
+
+fn count(hay: &[u8], needle: &str) -> usize {
+    hay.windows(needle.len())
+        .filter(|w| *w == needle.as_bytes())
+        .count()
+}
+
+#[test]
+fn an_arrays_script_is_saved_once_in_the_journal_and_the_snapshot() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut j, mut saved) = open(d.path());
+    let script = "#!/bin/sh\necho the-one-script\n";
+    let shared = Arc::new(Payload {
+        script: script.into(),
+        environment: vec!["A=1".into()],
+    });
+    let ids: Vec<JobId> = (1..=1000).collect();
+    for e in [
+        Entry::Payloads(ids.clone(), shared),
+        payload(1001, "#!/bin/sh\necho its-own\n"),
+    ] {
+        saved.apply(e.clone());
+        j.append(&e);
+    }
+    j.commit().unwrap();
+    assert_eq!(saved.payloads.len(), 1001);
+    assert!(Arc::ptr_eq(&saved.payloads[&1], &saved.payloads[&1000]));
+    let log = std::fs::read(d.path().join(LOG)).unwrap();
+    assert_eq!(count(&log, "the-one-script"), 1);
+    // Replayed, and compacted into state.json: still once, still shared.
+    drop(j);
+    let (mut j, again) = open(d.path());
+    assert_eq!(again, saved);
+    assert!(Arc::ptr_eq(&again.payloads[&2], &again.payloads[&999]));
+    j.compact(&again).unwrap();
+    let snap = std::fs::read(d.path().join(SNAP)).unwrap();
+    assert_eq!(count(&snap, "the-one-script"), 1);
+    assert_eq!(count(&snap, "its-own"), 1);
+    drop(j);
+    let (_, back) = open(d.path());
+    assert_eq!(back, saved);
+    assert!(Arc::ptr_eq(&back.payloads[&1], &back.payloads[&1000]));
+    assert!(!Arc::ptr_eq(&back.payloads[&1000], &back.payloads[&1001]));
+}
+
+#[test]
+fn payloads_saved_as_a_map_still_load() {
+    // state.json as written before payloads were grouped.
+    let text = r#"{"next_job_id":3,"jobs":{},"payloads":{"1":{"script":"a","environment":[]},"2":{"script":"b","environment":["X=1"]}},"nodes":{}}"#;
+    let s: Saved = serde_json::from_str(text).unwrap();
+    assert_eq!(s.payloads.len(), 2);
+    assert_eq!(s.payloads[&2].environment, vec!["X=1".to_string()]);
+    let round: Saved = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert_eq!(round, s);
+}

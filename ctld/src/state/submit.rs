@@ -655,12 +655,14 @@ impl Controller {
                         task_step: step,
                         max_running: a.max_running,
                     });
-                    self.entries.push(Entry::Payload(tid, payload.clone()));
                     self.p.payloads.insert(tid, payload.clone());
                     self.p.jobs.insert(tid, Arc::new(t));
                     self.touched.insert(tid);
                     self.save_job(tid);
                 }
+                // The tasks' one script and environment, journaled once.
+                let ids: Vec<JobId> = (0..a.tasks.len() as u32).map(|k| id + k).collect();
+                self.entries.push(Entry::Payloads(ids, payload.clone()));
             }
         }
         self.sched_needed = true;

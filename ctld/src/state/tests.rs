@@ -29,6 +29,8 @@ const T0: i64 = 1_800_000_000;
 struct Sim {
     ctl: Controller,
     replayed: Saved,
+    /// Every journal entry made, in order.
+    journaled: Vec<Entry>,
     effects: Vec<Effect>,
     now: i64,
     path: PathBuf,
@@ -79,6 +81,7 @@ fn sim(extra: &str) -> Sim {
     let mut s = Sim {
         ctl,
         replayed,
+        journaled: Vec::new(),
         effects: Vec::new(),
         now: T0,
         path,
@@ -107,6 +110,7 @@ impl Sim {
             self.ctl.schedule(self.now);
         }
         for e in self.ctl.take_entries() {
+            self.journaled.push(e.clone());
             self.replayed.apply(e);
         }
         self.effects.extend(self.ctl.take_effects());
@@ -347,6 +351,16 @@ fn array_tasks_run_within_their_throttle() {
     let mut s = sim("");
     let id = s.submit(|d| d.array = Some("0-3%2".into()));
     let tasks: Vec<JobId> = (id..id + 4).collect();
+    // The tasks' script and environment are journaled once, for all four.
+    let scripts: Vec<&Entry> = s
+        .journaled
+        .iter()
+        .filter(|e| matches!(e, Entry::Payload(..) | Entry::Payloads(..)))
+        .collect();
+    assert!(
+        matches!(scripts[..], [Entry::Payloads(ids, _)] if *ids == tasks),
+        "{scripts:?}"
+    );
     let running = |s: &Sim| {
         tasks
             .iter()
