@@ -18,6 +18,7 @@
 //! - [`priority`]: `priority/basic` (submission order).
 //! - [`queue`]: the queue policy before placement: array throttles, licenses.
 //! - [`deps`]: job dependencies: where each pending job's conditions stand.
+//! - [`preempt`]: which running jobs a blocked job displaces to fit.
 //! - [`registry`]: maps `slurm.conf` plugin names to constructors.
 //!
 //! Invariants: deterministic (ties break on priority, submit time, job id); a
@@ -30,6 +31,7 @@ pub mod deps;
 pub mod fairshare;
 pub mod gang;
 pub mod plan;
+pub mod preempt;
 pub mod priority;
 pub mod queue;
 pub mod registry;

@@ -7,13 +7,16 @@
 //! between SIGTERM and SIGKILL. `GANG` on its own (time slicing of jobs
 //! sharing cores) preempts nothing.
 //!
+//! The victims are chosen by the core (`slurm_plugins::preempt`); this
+//! says who may be preempted and how, and acts on the choice.
+//!
 //! One preemptor per scheduling pass. Over suspended victims it starts at
 //! once (their memory and GRES stay held, so it must fit beside those);
 //! otherwise it starts once its victims have left their nodes, and does not
 //! preempt again while they are leaving.
 
 use super::Controller;
-use slurm_plugins::select::place;
+use slurm_plugins::preempt::{victims, Candidate};
 use slurm_proto::{JobId, JobReason, JobRecord, JobState};
 
 /// How a victim goes.
@@ -136,43 +139,26 @@ impl Controller {
             let Some(jv) = self.job_view(&j) else {
                 continue;
             };
-            let mut view = base.clone();
-            let mut cands: Vec<&JobRecord> = self
+            let cands: Vec<Candidate> = self
                 .p
                 .jobs
                 .values()
                 .map(|v| v.as_ref())
                 .filter(|v| self.may_preempt(kind, &j, v))
                 .filter(|v| self.victim_mode(v).0 != Mode::Off)
+                .map(|v| Candidate {
+                    id: v.job_id,
+                    priority: v.priority,
+                    start_time: v.start_time,
+                    frees: self.freed_by(v),
+                })
                 .collect();
-            // Lowest priority first; among equals the youngest.
-            cands.sort_by_key(|v| (v.priority, std::cmp::Reverse(v.start_time), v.job_id));
-            let mut chosen: Vec<JobId> = Vec::new();
-            let mut fits = false;
-            for v in &cands {
-                view.release(&self.freed_by(v));
-                chosen.push(v.job_id);
-                if place(&view, &jv, false).is_ok() {
-                    fits = true;
-                    break;
-                }
-            }
-            if !fits {
+            // (A job that fits without victims was held back by the plan,
+            // not by resources: it is not this code's to start.)
+            let Some((chosen, alloc)) = victims(&base, &jv, cands).filter(|(c, _)| !c.is_empty())
+            else {
                 continue;
-            }
-            // The fewest: give back any victim the job does not need.
-            for k in (0..chosen.len()).rev() {
-                let Some(v) = self.p.jobs.get(&chosen[k]) else {
-                    continue;
-                };
-                let a = self.freed_by(v);
-                view.consume(&a);
-                if place(&view, &jv, false).is_ok() {
-                    chosen.remove(k);
-                } else {
-                    view.release(&a);
-                }
-            }
+            };
             // Over suspended victims only, the preemptor need not wait.
             let at_once = chosen.iter().all(|v| {
                 self.p
@@ -180,15 +166,13 @@ impl Controller {
                     .get(v)
                     .is_some_and(|v| self.victim_mode(v).0 == Mode::Suspend)
             });
-            let alloc = place(&view, &jv, false).ok();
             for v in chosen {
                 self.preempt_one(v, id, now);
             }
-            match alloc.filter(|_| at_once) {
-                Some(alloc) => self.start_job(id, &alloc, now),
-                None => {
-                    self.preempting.insert(id, now);
-                }
+            if at_once {
+                self.start_job(id, &alloc, now);
+            } else {
+                self.preempting.insert(id, now);
             }
             return;
         }
