@@ -367,6 +367,11 @@ impl Observer for Timeline {
     fn wants_passes(&self) -> bool {
         self.show_plan
     }
+    fn preempt(&mut self, t: i64, job: &SimJob, by: u32, requeued: bool) {
+        let how = if requeued { "requeued" } else { "cancelled" };
+        self.line(t, "preempt", job.req.id, &format!("for job {by}, {how}"));
+    }
+
     fn held(&mut self, t: i64, job: u32, reason: &'static str) {
         self.line(t, "pend", job, reason);
     }

@@ -19,6 +19,52 @@ pub struct Cluster {
     pub scheduler_params: String,
     /// `Licenses=`: name and count.
     pub licenses: Vec<(String, u32)>,
+    /// `PreemptType=preempt/partition_prio`: how each partition's jobs are
+    /// preempted by jobs of a higher `PriorityTier` (`None`: no preemption).
+    pub preempt: Option<Vec<PreemptMode>>,
+}
+
+/// How a preempted job goes, where the simulator models it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreemptMode {
+    Off,
+    /// Ended (PREEMPTED).
+    Cancel,
+    /// Back in the queue, to run again from the start.
+    Requeue,
+}
+
+/// `PreemptMode` as the simulator models it: `Err` names what it does not.
+fn preempt_mode(v: &str) -> Result<PreemptMode, String> {
+    match v
+        .split(',')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_uppercase()
+        .as_str()
+    {
+        "OFF" | "" => Ok(PreemptMode::Off),
+        "CANCEL" => Ok(PreemptMode::Cancel),
+        "REQUEUE" => Ok(PreemptMode::Requeue),
+        other => Err(other.to_string()),
+    }
+}
+
+/// The preemption modes per partition of `conf`, when it preempts by
+/// partition tier in a way the simulator models.
+fn preempt_modes(conf: &SlurmConf) -> Option<Vec<PreemptMode>> {
+    if conf.get("PreemptType").map(str::trim) != Some("preempt/partition_prio") {
+        return None;
+    }
+    let cluster = preempt_mode(conf.get("PreemptMode").unwrap_or("OFF")).ok()?;
+    conf.partitions
+        .iter()
+        .map(|p| match &p.preempt_mode {
+            Some(m) => preempt_mode(m).ok(),
+            None => Some(cluster),
+        })
+        .collect()
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -84,6 +130,7 @@ impl Cluster {
             scheduler_type: "sched/backfill".into(),
             scheduler_params: String::new(),
             licenses: Vec::new(),
+            preempt: None,
         })
     }
 
@@ -170,6 +217,7 @@ impl Cluster {
             scheduler_params,
             licenses: slurm_common::licenses::parse(conf.get("Licenses").unwrap_or(""))
                 .map_err(ClusterError::Licenses)?,
+            preempt: preempt_modes(conf),
         })
     }
 
@@ -230,14 +278,29 @@ impl Cluster {
 /// controller does it around the scheduling core): one warning each.
 pub fn unsimulated(conf: &SlurmConf) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(t) = conf
+    match conf
         .get("PreemptType")
         .map(str::trim)
         .filter(|t| !t.is_empty() && *t != "preempt/none")
     {
-        out.push(format!(
-            "PreemptType={t} is not simulated: jobs are never preempted"
-        ));
+        None => {}
+        Some("preempt/partition_prio") => {
+            let modes = std::iter::once(("PreemptMode", conf.get("PreemptMode"))).chain(
+                conf.partitions
+                    .iter()
+                    .map(|p| ("PreemptMode", p.preempt_mode.as_deref())),
+            );
+            if let Some(bad) = modes.filter_map(|(_, m)| preempt_mode(m?).err()).next() {
+                out.push(format!(
+                    "PreemptMode={bad} is not simulated (only CANCEL and REQUEUE): jobs are \
+                     never preempted"
+                ));
+            }
+        }
+        Some(t) => out.push(format!(
+            "PreemptType={t} is not simulated (only preempt/partition_prio): jobs are never \
+             preempted"
+        )),
     }
     for p in &conf.partitions {
         if slurm_common::conf::oversubscribe_sharing(&p.oversubscribe).is_some() {
@@ -268,8 +331,25 @@ PartitionName=p2 Nodes=ALL
         let conf = SlurmConf::parse_str(text, Path::new("slurm.conf")).unwrap();
         let w = unsimulated(&conf);
         assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].starts_with("PreemptType=preempt/partition_prio is not simulated"));
+        assert!(
+            w[0].starts_with("PreemptMode=SUSPEND is not simulated"),
+            "{w:?}"
+        );
         assert!(w[1].starts_with("PartitionName=p1: OverSubscribe=FORCE:2 is not simulated"));
+        // Requeue and cancel by partition tier are simulated; QOS is not.
+        let requeue = SlurmConf::parse_str(
+            "NodeName=a CPUs=1\nPreemptType=preempt/partition_prio\nPreemptMode=REQUEUE\n\
+             PartitionName=p Nodes=ALL PreemptMode=CANCEL\n",
+            Path::new("s"),
+        )
+        .unwrap();
+        assert!(unsimulated(&requeue).is_empty());
+        let qos = SlurmConf::parse_str(
+            "NodeName=a CPUs=1\nPreemptType=preempt/qos\nPartitionName=p Nodes=ALL\n",
+            Path::new("s"),
+        )
+        .unwrap();
+        assert!(unsimulated(&qos)[0].starts_with("PreemptType=preempt/qos is not simulated"));
         let plain = SlurmConf::parse_str(
             "NodeName=a CPUs=1\nPartitionName=p Nodes=ALL\n",
             Path::new("s"),

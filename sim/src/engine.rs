@@ -17,9 +17,11 @@
 //! (ties by job id), so the same input gives the same log.
 
 use crate::cluster::Cluster;
+use crate::cluster::PreemptMode;
 use crate::workload::SimJob;
 use sha2::{Digest, Sha256};
 use slurm_plugins::deps::{self, Asking, DepState, Target};
+use slurm_plugins::preempt::{self, Candidate};
 use slurm_plugins::queue::{self, Held, InUse, Waiting};
 use slurm_plugins::sched::static_reason;
 use slurm_plugins::select::{place, SelectFail};
@@ -49,6 +51,10 @@ pub struct JobOutcome {
     pub killed: bool,
     /// Refused at submission: it could never run on its partition.
     pub rejected: Option<PendingReason>,
+    /// Times it was preempted (ended, or requeued to run again).
+    pub preempted: u32,
+    /// Its end was a preemption (`PreemptMode=CANCEL`), not its own.
+    pub ended_preempted: bool,
 }
 
 /// Things an observer may want to see as they happen (the golden tests
@@ -57,6 +63,8 @@ pub trait Observer {
     fn reject(&mut self, _t: i64, _job: &SimJob, _reason: PendingReason) {}
     fn start(&mut self, _t: i64, _job: &SimJob, _alloc: &[NodeAlloc], _view: &ClusterView) {}
     fn end(&mut self, _t: i64, _job: &SimJob, _killed: bool) {}
+    /// `job` was preempted for job `by`: requeued, or ended.
+    fn preempt(&mut self, _t: i64, _job: &SimJob, _by: u32, _requeued: bool) {}
     /// Whether [`Observer::pass`] wants to be called (it costs a little).
     fn wants_passes(&self) -> bool {
         false
@@ -129,8 +137,13 @@ struct Engine<'a> {
     outcomes: Vec<JobOutcome>,
     by_id: HashMap<u32, usize>,
     next_sub: usize,
-    /// (end, id, index into jobs).
-    ends: BinaryHeap<Reverse<(i64, u32, usize)>>,
+    /// (end, id, index into jobs, run): a run preempted before its end
+    /// leaves a stale entry, which `run` tells apart.
+    ends: BinaryHeap<Reverse<(i64, u32, usize, u32)>>,
+    /// Each job's current run (counted up when it is preempted).
+    runs: Vec<u32>,
+    /// Per partition, how its jobs are preempted (`None`: never).
+    preempt: Option<Vec<crate::cluster::PreemptMode>>,
     pending: Vec<JobView>,
     pending_users: Vec<u32>,
     /// Job id → its position in `view.running`.
@@ -178,6 +191,7 @@ impl<'a> Engine<'a> {
                 || !j.licenses.is_empty()
                 || j.dependency.is_some()
         });
+        let runs = vec![0; jobs.len()];
         let mut view = cluster.view.clone();
         view.running.clear();
         let free_cpus = view.nodes.iter().map(node_free).sum();
@@ -212,6 +226,8 @@ impl<'a> Engine<'a> {
             max_pending: 0,
             usable_cpus: cluster.usable_cpus(),
             licenses: cluster.licenses.clone(),
+            runs,
+            preempt: cluster.preempt.clone(),
             in_use: InUse::default(),
             queue_policy: jobs_need_policy,
         }
@@ -229,7 +245,7 @@ impl<'a> Engine<'a> {
         let mut dirty = false;
         loop {
             let t_sub = self.jobs.get(self.next_sub).map(|j| j.req.submit_time);
-            let t_end = self.ends.peek().map(|Reverse((t, _, _))| *t);
+            let t_end = self.ends.peek().map(|Reverse((t, _, _, _))| *t);
             let t_tick = match interval {
                 Some(s)
                     if !self.pending.is_empty()
@@ -243,11 +259,14 @@ impl<'a> Engine<'a> {
                 break;
             };
             last_t = t;
-            while let Some(&Reverse((te, _, i))) = self.ends.peek() {
+            while let Some(&Reverse((te, _, i, run))) = self.ends.peek() {
                 if te != t {
                     break;
                 }
                 self.ends.pop();
+                if run != self.runs[i] {
+                    continue;
+                }
                 self.complete(i, t, obs);
                 dirty = true;
             }
@@ -269,7 +288,8 @@ impl<'a> Engine<'a> {
             if due {
                 last_pass = Some(t);
                 dirty = false;
-                if !self.pending.is_empty() && self.free_cpus > 0 {
+                // (With preemption a full cluster may still start a job.)
+                if !self.pending.is_empty() && (self.free_cpus > 0 || self.preempt.is_some()) {
                     self.pass(sched, t, obs)?;
                 }
             }
@@ -364,7 +384,7 @@ impl<'a> Engine<'a> {
         let o = &self.outcomes[k];
         let outcome = match (o.start, o.end) {
             _ if o.rejected.is_some() => deps::Outcome::Failed,
-            (Some(_), Some(_)) if o.killed => deps::Outcome::Failed,
+            (Some(_), Some(_)) if o.killed || o.ended_preempted => deps::Outcome::Failed,
             (Some(_), Some(_)) => deps::Outcome::Completed,
             (Some(_), None) => deps::Outcome::Started,
             _ => deps::Outcome::Pending,
@@ -482,6 +502,19 @@ impl<'a> Engine<'a> {
         if obs.wants_passes() {
             obs.pass(t, &plan, queue, &self.view);
         }
+        // Jobs blocked on resources, highest priority first: preemption's
+        // candidates.
+        let mut blocked: Vec<&JobView> = queue
+            .iter()
+            .filter(|v| {
+                plan.decisions.iter().any(|d| {
+                    matches!(d, Decision::Pending { job, reason: PendingReason::Resources }
+                        if *job == v.id)
+                })
+            })
+            .collect();
+        blocked.sort_by_key(|v| (Reverse(v.priority), v.submit_time, v.id));
+        let blocked: Vec<u32> = blocked.iter().map(|v| v.id).collect();
         let mut started = HashSet::new();
         for d in plan.decisions {
             if let Decision::Start { job, alloc } = d {
@@ -501,6 +534,107 @@ impl<'a> Engine<'a> {
                     self.pending_users.push(u);
                 }
             }
+        }
+        if let Some(modes) = self.preempt.clone() {
+            self.preempt_pass(&blocked, &modes, t, obs)?;
+        }
+        Ok(())
+    }
+
+    /// `PreemptType=preempt/partition_prio`: the first blocked job that
+    /// jobs of lower-tier partitions could make room for displaces the
+    /// victims the core chooses, and starts (the simulator has no cleanup
+    /// to wait for). One preemptor per pass, as in the controller.
+    fn preempt_pass(
+        &mut self,
+        blocked: &[u32],
+        modes: &[PreemptMode],
+        t: i64,
+        obs: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        let tier = |v: &ClusterView, p: usize| v.partitions.get(p).map_or(0, |p| p.priority_tier);
+        for &id in blocked.iter().take(32) {
+            let Some(&i) = self.by_id.get(&id) else {
+                continue;
+            };
+            let jv = self.jobs[i].req.clone();
+            let cands: Vec<Candidate> = self
+                .view
+                .running
+                .iter()
+                .filter(|r| tier(&self.view, r.partition) < tier(&self.view, jv.partition))
+                .filter(|r| {
+                    modes
+                        .get(r.partition)
+                        .is_some_and(|m| *m != PreemptMode::Off)
+                })
+                .map(|r| Candidate {
+                    id: r.id,
+                    priority: r.priority,
+                    start_time: self.by_id.get(&r.id).and_then(|&k| self.outcomes[k].start),
+                    frees: r.alloc.clone(),
+                })
+                .collect();
+            if cands.is_empty() {
+                continue;
+            }
+            let Some((victims, alloc)) =
+                preempt::victims(&self.view, &jv, cands).filter(|(v, _)| !v.is_empty())
+            else {
+                continue;
+            };
+            for v in victims {
+                self.preempt_one(v, id, modes, t, obs)?;
+            }
+            self.start(id, alloc, t, obs)?;
+            if let Some(k) = self.pending.iter().position(|v| v.id == id) {
+                self.pending.remove(k);
+                self.pending_users.remove(k);
+            }
+            return Ok(());
+        }
+        Ok(())
+    }
+
+    /// End running job `victim` for job `by`, or put it back in the queue.
+    fn preempt_one(
+        &mut self,
+        victim: u32,
+        by: u32,
+        modes: &[PreemptMode],
+        t: i64,
+        obs: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        let (Some(&i), Some(pos)) = (self.by_id.get(&victim), self.running_pos.remove(&victim))
+        else {
+            return Ok(());
+        };
+        let r = self.view.running.swap_remove(pos);
+        if let Some(moved) = self.view.running.get(pos) {
+            self.running_pos.insert(moved.id, pos);
+        }
+        self.change(&r.alloc, false);
+        self.hold(i, false);
+        // Its end event is now stale.
+        self.runs[i] += 1;
+        let requeue = modes.get(r.partition) == Some(&PreemptMode::Requeue);
+        let line = format!("{t} preempt {victim} {by}\n");
+        self.hasher.update(line.as_bytes());
+        if let Some(l) = self.log.as_mut() {
+            l.write_all(line.as_bytes())?;
+        }
+        obs.preempt(t, &self.jobs[i], by, requeue);
+        let o = &mut self.outcomes[i];
+        o.preempted += 1;
+        if requeue {
+            o.start = None;
+            o.cpus = 0;
+            o.killed = false;
+            self.pending.push(self.jobs[i].req.clone());
+            self.pending_users.push(self.jobs[i].user);
+        } else {
+            o.end = Some(t);
+            o.ended_preempted = true;
         }
         Ok(())
     }
@@ -578,7 +712,7 @@ impl<'a> Engine<'a> {
             priority: job.req.priority,
             partition: job.req.partition,
         });
-        self.ends.push(Reverse((end, id, i)));
+        self.ends.push(Reverse((end, id, i, self.runs[i])));
         Ok(())
     }
 }
