@@ -595,57 +595,60 @@ impl Usage {
     }
 }
 
+/// Associations for tests: account `phys` (GrpTRES cpu=8) under root,
+/// user alice in it (default account, MaxSubmitJobs=3), QOS `normal` with
+/// MaxJobsPerUser=2.
+#[cfg(test)]
+pub(crate) fn sample_cache() -> AssocCache {
+    let mut c = AssocCache::default();
+    c.assocs.push(AssocRec {
+        account: "root".into(),
+        ..Default::default()
+    });
+    c.assocs.push(AssocRec {
+        account: "phys".into(),
+        parent: Some("root".into()),
+        limits: slurm_proto::acct::AssocLimits {
+            grp_tres: Some("cpu=8".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    c.assocs.push(AssocRec {
+        account: "phys".into(),
+        user: "alice".into(),
+        parent: Some("phys".into()),
+        limits: slurm_proto::acct::AssocLimits {
+            max_submit_jobs: Some(3),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    c.users.insert(
+        "alice".into(),
+        UserRec {
+            name: "alice".into(),
+            default_account: "phys".into(),
+            ..Default::default()
+        },
+    );
+    c.qos.insert(
+        "normal".into(),
+        QosRec {
+            name: "normal".into(),
+            limits: slurm_proto::acct::QosLimits {
+                max_jobs_per_user: Some(2),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slurm_proto::acct::{AssocLimits, QosLimits};
-
-    fn cache() -> AssocCache {
-        let mut c = AssocCache::default();
-        c.assocs.push(AssocRec {
-            account: "root".into(),
-            ..Default::default()
-        });
-        c.assocs.push(AssocRec {
-            account: "phys".into(),
-            parent: Some("root".into()),
-            limits: AssocLimits {
-                grp_tres: Some("cpu=8".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        });
-        c.assocs.push(AssocRec {
-            account: "phys".into(),
-            user: "alice".into(),
-            parent: Some("phys".into()),
-            limits: AssocLimits {
-                max_submit_jobs: Some(3),
-                ..Default::default()
-            },
-            ..Default::default()
-        });
-        c.users.insert(
-            "alice".into(),
-            UserRec {
-                name: "alice".into(),
-                default_account: "phys".into(),
-                ..Default::default()
-            },
-        );
-        c.qos.insert(
-            "normal".into(),
-            QosRec {
-                name: "normal".into(),
-                limits: QosLimits {
-                    max_jobs_per_user: Some(2),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        );
-        c
-    }
 
     fn job(id: u32, state: JobState, cpus: u32) -> JobRecord {
         let mut j: JobRecord = serde_json::from_value(serde_json::json!({
@@ -670,7 +673,7 @@ mod tests {
 
     #[test]
     fn admission_resolves_default_account_and_refuses_strangers() {
-        let c = cache();
+        let c = sample_cache();
         let e = Enforce::parse(&["associations".into(), "limits".into(), "qos".into()]);
         let j = job(1, JobState::Pending, 1);
         let (acct, qos) = c
@@ -716,7 +719,7 @@ mod tests {
 
     #[test]
     fn running_jobs_hold_later_ones_with_slurm_reasons() {
-        let c = cache();
+        let c = sample_cache();
         let running = [job(1, JobState::Running, 1)];
         let mut u = Usage::of(&c, running.iter(), 0);
         assert_eq!(u.hold(&c, &job(2, JobState::Pending, 1)), None);

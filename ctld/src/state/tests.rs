@@ -606,64 +606,26 @@ fn job_change_stamps_follow_shared_records() {
 
 #[test]
 fn association_and_qos_limits_hold_jobs_and_refuse_strangers() {
-    use crate::assoc::{AssocCache, Enforce};
-    use slurm_proto::acct::{AssocLimits, AssocRec, QosLimits, QosRec, UserRec};
+    use crate::assoc::{sample_cache, Enforce};
     let mut s = sim("");
     s.ctl.enforce = Enforce::parse(&["associations".into(), "limits".into(), "qos".into()]);
-    let mut c = AssocCache::default();
-    c.assocs.push(AssocRec {
-        account: "root".into(),
-        ..Default::default()
-    });
-    c.assocs.push(AssocRec {
-        account: "phys".into(),
-        parent: Some("root".into()),
-        ..Default::default()
-    });
-    c.assocs.push(AssocRec {
-        account: "phys".into(),
-        user: "alice".into(),
-        parent: Some("phys".into()),
-        limits: AssocLimits {
-            max_submit_jobs: Some(3),
-            ..Default::default()
-        },
-        ..Default::default()
-    });
-    c.users.insert(
-        "alice".into(),
-        UserRec {
-            name: "alice".into(),
-            default_account: "phys".into(),
-            ..Default::default()
-        },
-    );
-    c.qos.insert(
-        "normal".into(),
-        QosRec {
-            name: "normal".into(),
-            limits: QosLimits {
-                max_jobs_per_user: Some(1),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-    );
+    // alice: account phys, MaxSubmitJobs=3; QOS normal: MaxJobsPerUser=2.
+    let c = sample_cache();
     s.ctl.set_assocs(c, s.now);
     s.settle();
-    // Her default account is taken; one job runs at a time (QOS
-    // MaxJobsPerUser), the next waits with Slurm's reason.
+    // Her default account is taken; two jobs run at a time (QOS
+    // MaxJobsPerUser), the third waits with Slurm's reason.
     let a = s.submit(|_| {});
-    let b = s.submit(|_| {});
+    let _b = s.submit(|_| {});
+    let c = s.submit(|_| {});
     assert_eq!(s.job(a).account, "phys");
     assert_eq!(s.state(a), JobState::Running);
-    assert_eq!(s.state(b), JobState::Pending);
+    assert_eq!(s.state(c), JobState::Pending);
     assert_eq!(
-        s.job(b).reason,
+        s.job(c).reason,
         JobReason::Other("QOSMaxJobsPerUserLimit".into())
     );
     // MaxSubmitJobs=3: a fourth is refused, the queue unchanged.
-    let _c = s.submit(|_| {});
     let before = s.ctl.p.jobs.len();
     let e = s.submit_as(ALICE, |_| {}).expect_err("refused");
     assert_eq!(e.error, SlurmError::AccountingPolicy);
@@ -672,6 +634,6 @@ fn association_and_qos_limits_hold_jobs_and_refuse_strangers() {
     let e = s.submit_as(BOB, |_| {}).expect_err("refused");
     assert_eq!(e.error, SlurmError::InvalidAccount);
     s.finish(a, 0);
-    assert_eq!(s.state(b), JobState::Running);
+    assert_eq!(s.state(c), JobState::Running);
     s.check_replay();
 }
