@@ -223,8 +223,10 @@ pub fn init(
     file: Option<&Path>,
     time: TimeFormat,
 ) -> Result<Option<Arc<LogFile>>, String> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env(env)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let from_env = tracing_subscriber::EnvFilter::try_from_env(env).ok();
+    // The environment's filter, when given, stays (it is for debugging).
+    let pinned = from_env.is_some();
+    let filter = from_env.unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .event_format(SlurmLine(time));
@@ -233,14 +235,45 @@ pub fn init(
             let log = LogFile::open(path)
                 .map_err(|e| format!("cannot open log file {}: {e}", path.display()))?;
             let w = log.clone();
-            builder.with_writer(move || w.writer()).init();
+            let builder = builder
+                .with_writer(move || w.writer())
+                .with_filter_reloading();
+            keep_reload(builder.reload_handle(), pinned);
+            builder.init();
             Ok(Some(log))
         }
         None => {
-            builder.with_writer(std::io::stderr).init();
+            let builder = builder.with_writer(std::io::stderr).with_filter_reloading();
+            keep_reload(builder.reload_handle(), pinned);
+            builder.init();
             Ok(None)
         }
     }
+}
+
+fn keep_reload<S: 'static>(
+    handle: tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, S>,
+    pinned: bool,
+) {
+    if pinned {
+        return;
+    }
+    let _ = RELOAD.set(Box::new(move |level: &str| {
+        handle
+            .reload(tracing_subscriber::EnvFilter::new(level))
+            .map_err(|e| e.to_string())
+    }));
+}
+
+/// Changes the level [`init`] set.
+type Reload = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+static RELOAD: std::sync::OnceLock<Reload> = std::sync::OnceLock::new();
+
+/// Log at `level` from now on (a daemon's debug level changed by a
+/// reconfigure). False when logging was not started by [`init`] or its
+/// level comes from the environment variable, which then stays in force.
+pub fn set_level(level: &str) -> bool {
+    RELOAD.get().is_some_and(|r| r(level).is_ok())
 }
 
 /// On each SIGUSR2, open the log file again (Slurm's daemons do this for

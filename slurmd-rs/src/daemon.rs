@@ -85,6 +85,8 @@ pub struct Ctx {
     pub tls: Option<slurm_common::tls::Tls>,
     /// Spent step credentials (see [`crate::ledger`]).
     pub ledger: crate::ledger::Ledger,
+    /// `-v` given this many times (raises `SlurmdDebug`).
+    pub verbose: u32,
 }
 
 impl Ctx {
@@ -138,6 +140,12 @@ impl Ctx {
         ];
         for (what, _) in fixed.iter().filter(|(_, changed)| *changed) {
             warn!("reconfigure: {what} changed: restart slurmd to apply it");
+        }
+        if old.get("SlurmdDebug") != new.get("SlurmdDebug") {
+            let level = slurm_common::logging::level(new.get("SlurmdDebug"), self.verbose);
+            if slurm_common::logging::set_level(level) {
+                info!("reconfigure: logging at {level} now (SlurmdDebug)");
+            }
         }
         for w in &new.warnings {
             warn!("{w}");
@@ -467,6 +475,7 @@ impl Daemon {
             jobs: JobTable::default(),
             registered: AtomicBool::new(false),
             tls,
+            verbose: u32::from(s.verbose),
             conf: std::sync::RwLock::new(Arc::new(s.conf)),
         });
         if let Some(p) = &s.pidfile {

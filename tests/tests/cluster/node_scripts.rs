@@ -338,6 +338,16 @@ fn node_daemons_apply_a_changed_slurm_conf_without_a_restart() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 
+    // SlurmdDebug changes the daemon's log level in place.
+    assert!(!log().contains("launch request"), "{}", log());
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text}SlurmdDebug=debug\n")).unwrap();
+    t.c.kill_slurmd(0, libc::SIGHUP);
+    reconfigured(3);
+    let d = t.sbatch(&["--wrap", "true"]);
+    t.wait_done(d, 30);
+    assert!(log().contains("launch request"), "{}", log());
+
     // A broken file is refused: the daemon goes on with what it had.
     let good = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, format!("{good}Bogus Line Here\n")).unwrap();
