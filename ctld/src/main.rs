@@ -279,6 +279,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     }
     let now = auth::now();
     let mut ctl = Controller::new(conf.clone(), saved, sched.plugin, now);
+    ctl.log_verbose = u32::from(args.verbose);
     ctl.key = Some(key.clone());
     ctl.topologies = slurmctld::state::load_topology(&conf).map_err(|e| anyhow::anyhow!("{e}"))?;
     if conf.priority_type == "priority/multifactor" {

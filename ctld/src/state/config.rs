@@ -166,6 +166,12 @@ impl Controller {
             (false, _) => None,
         };
         // Every check passed: apply (nothing below fails).
+        if new.get("SlurmctldDebug") != old.get("SlurmctldDebug") {
+            let level = slurm_common::logging::level(new.get("SlurmctldDebug"), self.log_verbose);
+            if slurm_common::logging::set_level(level) {
+                tracing::info!("reconfigure: logging at {level} now (SlurmctldDebug)");
+            }
+        }
         self.topologies = topologies;
         if new.get("SchedulerParameters") != old.get("SchedulerParameters") {
             self.scheduler = scheduler;

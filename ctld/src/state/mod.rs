@@ -296,6 +296,8 @@ pub struct Controller {
     /// restart never sends it twice, at the cost of one a controller that
     /// died just then never sent.
     warned: HashMap<JobId, i64>,
+    /// `-v` given this many times (raises `SlurmctldDebug` on reconfigure).
+    pub log_verbose: u32,
     /// The names of each caller (uid, gid) as last looked up for a request
     /// of theirs (see [`Identity`]).
     identities: HashMap<(u32, u32), Arc<Identity>>,
@@ -509,6 +511,7 @@ impl Controller {
             topologies: Default::default(),
             recovered: HashMap::new(),
             warned: HashMap::new(),
+            log_verbose: 0,
             identities: HashMap::new(),
         };
         let warned: Vec<(JobId, i64)> =

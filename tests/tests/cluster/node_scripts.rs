@@ -268,6 +268,23 @@ fn scontrol_reconfigure_applies_a_new_slurm_conf() {
     let show = String::from_utf8_lossy(&t.run("scontrol", &["show", "partition", "debug"]).stdout)
         .into_owned();
     assert!(show.contains("MaxTime=00:10:00"), "{show}");
+    // SlurmctldDebug applies at once: at `error`, a reconfigure's own
+    // info line is no longer written.
+    let log =
+        || std::fs::read_to_string(t.c.spec.dir.join("log/slurmctld.log")).unwrap_or_default();
+    let said = log().matches("reconfigured from").count();
+    assert!(said >= 1, "{}", log());
+    std::fs::write(&path, format!("{good}SlurmctldDebug=error\n")).unwrap();
+    assert!(t.run("scontrol", &["reconfigure"]).status.success());
+    let more = good.replace("Licenses=matlab:2", "Licenses=matlab:3");
+    std::fs::write(&path, format!("{more}SlurmctldDebug=error\n")).unwrap();
+    assert!(t.run("scontrol", &["reconfigure"]).status.success());
+    assert_eq!(
+        log().matches("reconfigured from").count(),
+        said,
+        "{}",
+        log()
+    );
     // Only root or SlurmUser may.
     let out = t
         .cmd_as(TEST_UID, TEST_GID, "scontrol")
