@@ -739,7 +739,13 @@ impl Server {
         let (uid, gid) = (req.cred.uid, req.cred.gid);
         // Names are looked up here, off the writer's thread.
         let identity = if Identity::needed_by(&req.body) {
-            match tokio::task::spawn_blocking(move || Identity::look_up(uid, gid)).await {
+            let all_groups = self.snapshot().partitions.iter().any(|p| {
+                p.allow_groups
+                    .as_deref()
+                    .is_some_and(|g| !g.eq_ignore_ascii_case("ALL"))
+            });
+            match tokio::task::spawn_blocking(move || Identity::look_up(uid, gid, all_groups)).await
+            {
                 Ok(id) => Some(Box::new(id)),
                 Err(_) => return Response::Error(SlurmError::InternalError.into()),
             }

@@ -851,8 +851,9 @@ pub fn wait_status_pair(status: i32) -> (i32, i32) {
 }
 
 /// A node's base state; drain, not-responding and completing are flags.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
 pub enum NodeBaseState {
+    #[default]
     Unknown,
     Idle,
     Allocated,
@@ -874,7 +875,7 @@ pub struct NodeFlags {
     pub maint: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct NodeRecord {
     pub name: String,
     pub addr: String,

@@ -188,6 +188,11 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
+/// A `slurm/v0.0.44` path.
+fn p(x: &str) -> String {
+    format!("/slurm/v0.0.44{x}")
+}
+
 fn first_error(r: &Reply) -> String {
     r.body["errors"][0]["error"]
         .as_str()
@@ -294,6 +299,10 @@ impl Fixture {
         }
     }
 
+    fn tcp(&self) -> Target<'_> {
+        Target::Tcp(&self.addr)
+    }
+
     fn checker(&self) -> Checker {
         Checker {
             doc: self.doc.clone(),
@@ -324,14 +333,13 @@ impl Fixture {
 fn tokens_and_authentication() {
     let f = Fixture::start();
     let mut ck = f.checker();
-    let tcp = Target::Tcp(&f.addr);
+    let tcp = f.tcp();
     let unix = Target::Unix(&f.sock);
     let as_nobody = f.as_nobody();
     let nobody_tok = &f.nobody_tok;
     let cluster = &f.cluster;
     let bins = &f.bins;
     let key_bytes = &f.key_bytes;
-    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // ---- scontrol token: the controller mints tokens restd accepts; a user
     // gets only their own, root may ask for anyone's.
     let scontrol = bins.join("scontrol");
@@ -448,10 +456,9 @@ fn tokens_and_authentication() {
 fn ping_diag_licenses_shares_and_reconfigure() {
     let f = Fixture::start();
     let mut ck = f.checker();
-    let tcp = Target::Tcp(&f.addr);
+    let tcp = f.tcp();
     let root = f.root();
     let as_nobody = f.as_nobody();
-    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // ---- ping, diag, licenses, shares, reconfigure
     let r = http(&tcp, "GET", &p("/ping/"), &root, None);
     assert_eq!(r.status, 200);
@@ -491,12 +498,11 @@ fn ping_diag_licenses_shares_and_reconfigure() {
 fn jobs_are_submitted_read_updated_and_cancelled() {
     let f = Fixture::start();
     let mut ck = f.checker();
-    let tcp = Target::Tcp(&f.addr);
+    let tcp = f.tcp();
     let root = f.root();
     let as_nobody = f.as_nobody();
     let root_for_nobody = f.root_for_nobody();
     let work = &f.work;
-    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // ---- submit as nobody (root acting for nobody), read back
     let wd = work.display().to_string();
     let body = json!({
@@ -673,12 +679,11 @@ fn jobs_are_submitted_read_updated_and_cancelled() {
 fn nodes_and_what_slurm_bridge_does() {
     let f = Fixture::start();
     let mut ck = f.checker();
-    let tcp = Target::Tcp(&f.addr);
+    let tcp = f.tcp();
     let root = f.root();
     let as_nobody = f.as_nobody();
     let root_for_nobody = f.root_for_nobody();
     let work = &f.work;
-    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // A job of nobody's, held, to read and to refuse changes to.
     let wd = work.display().to_string();
     let (_, jp) = held_job_of_nobody(&tcp, &root_for_nobody, &wd);
@@ -900,9 +905,8 @@ fn nodes_and_what_slurm_bridge_does() {
 fn partitions_reservations_and_unknown_paths() {
     let f = Fixture::start();
     let mut ck = f.checker();
-    let tcp = Target::Tcp(&f.addr);
+    let tcp = f.tcp();
     let root = f.root();
-    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // ---- partitions
     let r = http(&tcp, "GET", &p("/partitions/"), &root, None);
     assert_eq!(r.status, 200);
@@ -962,7 +966,6 @@ fn rest_auth_local_alone_and_bad_command_lines() {
     let mut ck = f.checker();
     let root = f.root();
     let cluster = &f.cluster;
-    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // ---- rest_auth/local alone identifies nobody over TCP
     let port2 = free_port("127.0.0.1").unwrap();
     let addr2 = format!("127.0.0.1:{port2}");
@@ -1007,11 +1010,10 @@ fn rest_auth_local_alone_and_bad_command_lines() {
 fn the_commands_json_is_the_rest_schemas() {
     let f = Fixture::start();
     let mut ck = f.checker();
-    let tcp = Target::Tcp(&f.addr);
+    let tcp = f.tcp();
     let root_for_nobody = f.root_for_nobody();
     let cluster = &f.cluster;
     let work = &f.work;
-    let p = |x: &str| format!("/slurm/v0.0.44{x}");
     // A job of nobody's, held, for the listings.
     let wd = work.display().to_string();
     held_job_of_nobody(&tcp, &root_for_nobody, &wd);
@@ -1094,16 +1096,10 @@ fn held_job_of_nobody(tcp: &Target, root_for_nobody: &[(&str, &str)], wd: &str) 
         }
     })
     .to_string();
-    let r = http(
-        tcp,
-        "POST",
-        "/slurm/v0.0.44/job/submit",
-        root_for_nobody,
-        Some(&body),
-    );
+    let r = http(tcp, "POST", &p("/job/submit"), root_for_nobody, Some(&body));
     assert_eq!(r.status, 200, "{}", r.raw);
     let id = r.body["job_id"].as_u64().expect("job id");
-    (id, format!("/slurm/v0.0.44/job/{id}"))
+    (id, p(&format!("/job/{id}")))
 }
 
 /// A cluster with slurmdbd and JWT (`key`) auth, and slurmrestd on

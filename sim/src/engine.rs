@@ -503,17 +503,23 @@ impl<'a> Engine<'a> {
             obs.pass(t, &plan, queue, &self.view);
         }
         // Jobs blocked on resources, highest priority first: preemption's
-        // candidates.
-        let mut blocked: Vec<&JobView> = queue
-            .iter()
-            .filter(|v| {
-                plan.decisions.iter().any(|d| {
-                    matches!(d, Decision::Pending { job, reason: PendingReason::Resources }
-                        if *job == v.id)
+        // candidates (looked for only where jobs may be preempted).
+        let mut blocked: Vec<&JobView> = Vec::new();
+        if self.preempt.is_some() {
+            let waiting: HashSet<u32> = plan
+                .decisions
+                .iter()
+                .filter_map(|d| match d {
+                    Decision::Pending {
+                        job,
+                        reason: PendingReason::Resources,
+                    } => Some(*job),
+                    _ => None,
                 })
-            })
-            .collect();
-        blocked.sort_by_key(|v| (Reverse(v.priority), v.submit_time, v.id));
+                .collect();
+            blocked = queue.iter().filter(|v| waiting.contains(&v.id)).collect();
+            blocked.sort_by_key(|v| (Reverse(v.priority), v.submit_time, v.id));
+        }
         let blocked: Vec<u32> = blocked.iter().map(|v| v.id).collect();
         let mut started = HashSet::new();
         for d in plan.decisions {

@@ -35,12 +35,7 @@ impl Controller {
         status: i32,
         now: i64,
     ) -> Result<Response, RpcError> {
-        let Some(j) = self.p.jobs.get(&id) else {
-            return err(SlurmError::InvalidJobId);
-        };
-        if !who.privileged && j.user_id != who.uid {
-            return err(SlurmError::AccessDenied);
-        }
+        let j = self.owned_job(who, id)?;
         match j.state {
             JobState::Running | JobState::Suspended => {
                 let (code, sig) = wait_status_pair(status);
@@ -305,12 +300,7 @@ impl Controller {
         signal: Option<i32>,
         now: i64,
     ) -> Result<(), SlurmError> {
-        let Some(j) = self.p.jobs.get(&id) else {
-            return Err(SlurmError::InvalidJobId);
-        };
-        if !who.privileged && j.user_id != who.uid {
-            return Err(SlurmError::AccessDenied);
-        }
+        let j = self.owned_job(who, id)?;
         if j.state.is_finished() {
             return Err(SlurmError::AlreadyDone);
         }
@@ -428,12 +418,7 @@ impl Controller {
         u: JobUpdate,
         now: i64,
     ) -> Result<Response, RpcError> {
-        let Some(j) = self.p.jobs.get(&id) else {
-            return err(SlurmError::InvalidJobId);
-        };
-        if !who.privileged && j.user_id != who.uid {
-            return err(SlurmError::AccessDenied);
-        }
+        let j = self.owned_job(who, id)?;
         let state = j.state;
         match u {
             JobUpdate::Hold => {

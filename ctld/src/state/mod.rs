@@ -122,12 +122,14 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// Look `uid` and `gid` up in the system's databases (NSS).
-    pub fn look_up(uid: u32, gid: u32) -> Identity {
+    /// Look `uid` and `gid` up in the system's databases (NSS); the
+    /// user's other groups only when `all_groups` (a partition has
+    /// `AllowGroups`; otherwise nothing reads them).
+    pub fn look_up(uid: u32, gid: u32, all_groups: bool) -> Identity {
         let user = users::user_by_uid(uid).map(|u| u.name);
         let gids = match &user {
-            Some(name) => users::group_list(name, gid),
-            None => vec![gid],
+            Some(name) if all_groups => users::group_list(name, gid),
+            _ => vec![gid],
         };
         Identity {
             group: users::group_name_or_id(gid),
@@ -394,30 +396,14 @@ impl Controller {
                 weight: n.weight,
                 features: n.features.clone(),
                 gres: n.gres.clone(),
-                base_state: NodeBaseState::Unknown,
-                flags: NodeFlags::default(),
-                reason: None,
-                reason_time: None,
-                reason_uid: None,
-                alloc_cpus: 0,
-                alloc_mem: 0,
                 partitions: conf
                     .partitions
                     .iter()
                     .filter(|p| p.nodes.contains(&n.name))
                     .map(|p| p.name.clone())
                     .collect(),
-                boot_time: None,
-                slurmd_start_time: None,
-                last_busy: None,
-                last_heard: None,
-                version: None,
-                os: None,
-                arch: None,
-                cpu_load: None,
-                free_mem: None,
-                external: false,
-                kubelet: false,
+                // Unknown until it registers; nothing allocated.
+                ..Default::default()
             });
         }
         let partitions = partition_records(&conf);
@@ -573,6 +559,15 @@ impl Controller {
     /// to be handled.
     pub fn identify(&mut self, uid: u32, gid: u32, id: Identity) {
         self.identities.insert((uid, gid), Arc::new(id));
+    }
+
+    /// Job `id`, when `who` may act on it: its owner, root or SlurmUser.
+    fn owned_job(&self, who: Caller, id: JobId) -> Result<&Arc<JobRecord>, SlurmError> {
+        let j = self.p.jobs.get(&id).ok_or(SlurmError::InvalidJobId)?;
+        if !who.privileged && j.user_id != who.uid {
+            return Err(SlurmError::AccessDenied);
+        }
+        Ok(j)
     }
 
     /// The caller's names as last looked up; numbers when never.

@@ -46,25 +46,9 @@ impl Controller {
             weight: 1,
             features: spec.features.clone(),
             gres: spec.gres.clone(),
-            base_state: NodeBaseState::Unknown,
-            flags: NodeFlags::default(),
-            reason: None,
-            reason_time: None,
-            reason_uid: None,
-            alloc_cpus: 0,
-            alloc_mem: 0,
             partitions: parts,
-            boot_time: None,
-            slurmd_start_time: None,
-            last_busy: None,
-            last_heard: None,
-            version: None,
-            os: None,
-            arch: None,
-            cpu_load: None,
-            free_mem: None,
             external,
-            kubelet: false,
+            ..Default::default()
         });
     }
 

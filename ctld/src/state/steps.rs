@@ -212,12 +212,7 @@ impl Controller {
         step_id: u32,
         signal: Option<i32>,
     ) -> Result<Response, RpcError> {
-        let Some(j) = self.p.jobs.get(&id) else {
-            return err(SlurmError::InvalidJobId);
-        };
-        if !who.privileged && j.user_id != who.uid {
-            return err(SlurmError::AccessDenied);
-        }
+        let j = self.owned_job(who, id)?;
         let Some(st) = j.steps.iter().find(|s| s.step_id == step_id) else {
             return err(SlurmError::InvalidJobId);
         };
@@ -248,12 +243,7 @@ impl Controller {
         status: i32,
         now: i64,
     ) -> Result<Response, RpcError> {
-        let Some(j) = self.p.jobs.get(&id) else {
-            return err(SlurmError::InvalidJobId);
-        };
-        if !who.privileged && j.user_id != who.uid {
-            return err(SlurmError::AccessDenied);
-        }
+        self.owned_job(who, id)?;
         let Some(j) = self.job_mut(id) else {
             return err(SlurmError::InvalidJobId);
         };
