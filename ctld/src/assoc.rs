@@ -3,8 +3,12 @@
 //! here), applied at submission (reject) and at scheduling (hold with
 //! Slurm's reason, released as running jobs end).
 //!
-//! Pure: no I/O. The caller passes the jobs to count.
+//! Pure: no I/O. The caller passes the jobs to count. The limits' arithmetic
+//! is the core's (`slurm_plugins::limits`, which `slurmsim` runs too); this
+//! turns slurmdbd's records into its [`Book`] and says which account and QOS
+//! a job gets.
 
+use slurm_plugins::limits::{self, Book, Tres};
 use slurm_proto::acct::{AssocRec, QosRec, UserRec, FAIRSHARE_PARENT};
 use slurm_proto::{JobRecord, JobState, RpcError, SlurmError};
 use std::collections::HashMap;
@@ -121,47 +125,23 @@ impl AssocCache {
     }
 }
 
-/// A TRES string (`cpu=4,mem=2G,node=1`) as counts (mem in MiB).
-pub fn tres_map(s: &str) -> HashMap<String, u64> {
-    let mut m = HashMap::new();
-    for part in s.split(',') {
-        let Some((k, v)) = part.split_once('=') else {
-            continue;
-        };
-        let k = k.trim().to_ascii_lowercase();
-        let v = v.trim();
-        let (num, mult) = match v.chars().last() {
-            Some('K' | 'k') => (&v[..v.len() - 1], 0),
-            Some('M' | 'm') => (&v[..v.len() - 1], 1),
-            Some('G' | 'g') => (&v[..v.len() - 1], 1024),
-            Some('T' | 't') => (&v[..v.len() - 1], 1024 * 1024),
-            _ => (v, 1),
-        };
-        if let Ok(n) = num.parse::<u64>() {
-            m.insert(k, if mult == 0 { n / 1024 } else { n * mult });
-        }
-    }
-    m
-}
-
-/// What a job uses of the limited TRES.
-#[derive(Debug, Clone, Copy, Default)]
-struct Use {
-    jobs: u64,
-    cpu: u64,
-    node: u64,
-    mem: u64,
-}
-
-impl Use {
-    fn of(j: &JobRecord) -> Use {
-        let running = j.state.is_active();
-        let mem = match (j.desc.mem_per_node, j.desc.mem_per_cpu) {
-            (Some(m), _) => m * u64::from(j.min_nodes.max(1)),
-            (None, Some(m)) => m * u64::from(j.req_cpus),
-            _ => 0,
-        };
-        Use {
+/// A job as the limits in the core see it: what it holds when it runs
+/// (its allocation), what it asks for when it waits.
+pub fn limit_job(j: &JobRecord) -> limits::Job<'_> {
+    let running = j.state.is_active();
+    let mem = match (j.desc.mem_per_node, j.desc.mem_per_cpu) {
+        (Some(m), _) => m * u64::from(j.min_nodes.max(1)),
+        (None, Some(m)) => m * u64::from(j.req_cpus),
+        _ => 0,
+    };
+    limits::Job {
+        user: &j.user_name,
+        account: &j.account,
+        partition: &j.partition,
+        qos: &j.qos,
+        time_limit: j.time_limit,
+        running_since: j.start_time.filter(|_| j.state == JobState::Running),
+        uses: limits::Use {
             jobs: 1,
             cpu: if running {
                 u64::from(j.alloc.total_cpus())
@@ -174,35 +154,64 @@ impl Use {
                 u64::from(j.min_nodes.max(1))
             },
             mem,
-        }
-    }
-    fn add(&mut self, o: Use) {
-        self.jobs += o.jobs;
-        self.cpu += o.cpu;
-        self.node += o.node;
-        self.mem += o.mem;
+        },
     }
 }
 
-/// Does `used + job` exceed `limit` (a TRES string)? The first TRES over.
-fn over_tres(limit: Option<&str>, used: Use, job: Use) -> Option<&'static str> {
-    let l = tres_map(limit?);
-    let checks = [
-        ("cpu", used.cpu + job.cpu, "Cpu"),
-        ("node", used.node + job.node, "Node"),
-        ("mem", used.mem + job.mem, "Mem"),
-    ];
-    checks
-        .into_iter()
-        .find(|(k, v, _)| l.get(*k).is_some_and(|max| v > max))
-        .map(|(_, _, name)| name)
+fn assoc_limits(l: &slurm_proto::acct::AssocLimits) -> limits::AssocLimits {
+    let tres = |s: &Option<String>| s.as_deref().map(Tres::parse).unwrap_or_default();
+    limits::AssocLimits {
+        max_jobs: l.max_jobs,
+        max_submit_jobs: l.max_submit_jobs,
+        grp_jobs: l.grp_jobs,
+        grp_submit_jobs: l.grp_submit_jobs,
+        max_wall: l.max_wall,
+        max_tres: tres(&l.max_tres),
+        grp_tres: tres(&l.grp_tres),
+        grp_cpu_mins: l
+            .grp_tres_mins
+            .as_deref()
+            .and_then(|s| limits::tres_map(s).get("cpu").copied()),
+    }
 }
 
-fn over_count(limit: Option<u64>, used: u64) -> bool {
-    limit.is_some_and(|l| used >= l)
+fn qos_limits(q: &QosRec) -> limits::QosLimits {
+    let l = &q.limits;
+    let tres = |s: &Option<String>| s.as_deref().map(Tres::parse).unwrap_or_default();
+    limits::QosLimits {
+        max_jobs_per_user: l.max_jobs_per_user,
+        max_jobs_per_account: l.max_jobs_per_account,
+        grp_jobs: l.grp_jobs,
+        max_submit_jobs_per_user: l.max_submit_jobs_per_user,
+        max_submit_jobs_per_account: l.max_submit_jobs_per_account,
+        grp_submit_jobs: l.grp_submit_jobs,
+        max_wall: l.max_wall,
+        max_tres_per_job: tres(&l.max_tres_per_job),
+        max_tres_per_user: tres(&l.max_tres_per_user),
+        grp_tres: tres(&l.grp_tres),
+        deny_on_limit: q.flags.iter().any(|f| f == "DENYONLIMIT"),
+    }
 }
 
 impl AssocCache {
+    /// The limits of every association and QOS, for the core's checks.
+    pub fn book(&self) -> Book {
+        let mut b = Book::default();
+        for a in self.assocs.iter().filter(|a| !a.is_user()) {
+            // An account's first association is its node of the tree.
+            if b.chain(&a.account).is_empty() {
+                b.add_account(&a.account, a.parent.as_deref(), assoc_limits(&a.limits));
+            }
+        }
+        for a in self.assocs.iter().filter(|a| a.is_user()) {
+            b.add_user(&a.user, &a.account, &a.partition, assoc_limits(&a.limits));
+        }
+        for (name, q) in &self.qos {
+            b.add_qos(name, qos_limits(q));
+        }
+        b
+    }
+
     /// The user's association for `account` (a partition's own first).
     pub fn user_assoc(&self, account: &str, user: &str, partition: &str) -> Option<&AssocRec> {
         let mut found = None;
@@ -219,29 +228,24 @@ impl AssocCache {
         found
     }
 
-    /// The user's association with `Max*` limits it does not set taken
-    /// from its nearest account that does (Slurm's inheritance).
-    pub fn effective(&self, a: &AssocRec) -> AssocRec {
-        let mut e = a.clone();
+    /// The QOS list and default QOS of a user's association, taken from
+    /// its nearest account that sets them when it does not (Slurm's
+    /// inheritance).
+    fn qos_of(&self, a: &AssocRec) -> (Vec<String>, Option<String>) {
+        let (mut list, mut default) = (a.qos.clone(), a.default_qos.clone());
         for p in self.account_chain(&a.account) {
-            let (l, pl) = (&mut e.limits, &p.limits);
-            l.max_jobs = l.max_jobs.or(pl.max_jobs);
-            l.max_submit_jobs = l.max_submit_jobs.or(pl.max_submit_jobs);
-            l.max_wall = l.max_wall.or(pl.max_wall);
-            l.max_tres = l.max_tres.take().or(pl.max_tres.clone());
-            l.max_tres_mins = l.max_tres_mins.take().or(pl.max_tres_mins.clone());
-            if e.qos.is_empty() {
-                e.qos = p.qos.clone();
+            if list.is_empty() {
+                list = p.qos.clone();
             }
-            if e.default_qos.is_none() {
-                e.default_qos = p.default_qos.clone();
+            if default.is_none() {
+                default = p.default_qos.clone();
             }
         }
-        e
+        (list, default)
     }
 
     /// The account's association and its ancestors', nearest first.
-    pub fn account_chain(&self, account: &str) -> Vec<&AssocRec> {
+    fn account_chain(&self, account: &str) -> Vec<&AssocRec> {
         let mut v = Vec::new();
         let mut next = Some(account.to_string());
         while let Some(name) = next.take() {
@@ -260,34 +264,17 @@ impl AssocCache {
         v
     }
 
-    /// The wall limit a job without one gets: the smallest MaxWall of its
-    /// association and QOS (minutes).
-    pub fn default_wall(
-        &self,
-        user: &str,
-        account: &str,
-        partition: &str,
-        qos: &str,
-    ) -> Option<u32> {
-        let a = self.effective(self.user_assoc(account, user, partition)?);
-        let q = self.qos.get(qos).and_then(|q| q.limits.max_wall);
-        [a.limits.max_wall, q]
-            .into_iter()
-            .flatten()
-            .min()
-            .map(|m| m.min(u64::from(u32::MAX)) as u32)
-    }
-
-    /// Check a submission; returns the account and QOS the job gets.
+    /// Check a submission against `book` (this cache's [`AssocCache::book`]);
+    /// returns the account and QOS the job gets.
     #[allow(clippy::too_many_arguments)]
     pub fn admit<'a>(
         &self,
+        book: &Book,
         enforce: Enforce,
         user: &str,
         account: Option<&str>,
         qos: Option<&str>,
         partition: &str,
-        time_limit: Option<u32>,
         job: &JobRecord,
         others: impl Iterator<Item = &'a JobRecord>,
     ) -> Result<(String, String), RpcError> {
@@ -313,15 +300,13 @@ impl AssocCache {
                 format!("no association for user '{user}' in account '{account}'"),
             ));
         };
-        let assoc = &self.effective(assoc);
+        let (allowed, default_qos) = self.qos_of(assoc);
         let qos = match qos.filter(|q| !q.is_empty()) {
             Some(q) => q.to_ascii_lowercase(),
-            None => assoc
-                .default_qos
-                .clone()
+            None => default_qos
                 .or_else(|| {
-                    (assoc.qos.len() == 1)
-                        .then(|| assoc.qos[0].clone())
+                    (allowed.len() == 1)
+                        .then(|| allowed[0].clone())
                         .filter(|q| q != "normal")
                 })
                 .unwrap_or_else(|| "normal".into()),
@@ -333,7 +318,7 @@ impl AssocCache {
                     format!("QOS '{qos}' does not exist"),
                 ));
             }
-            if !assoc.qos.is_empty() && !assoc.qos.contains(&qos) {
+            if !allowed.is_empty() && !allowed.contains(&qos) {
                 return Err(deny(
                     SlurmError::InvalidQos,
                     format!("QOS '{qos}' is not allowed for user '{user}' in account '{account}'"),
@@ -341,258 +326,42 @@ impl AssocCache {
             }
         }
         if enforce.limits {
-            let q = self.qos.get(&qos);
-            let mut mine = 0u64;
-            let mut in_qos_user = 0u64;
-            let mut in_qos = 0u64;
-            let mut in_account = 0u64;
-            for o in others.filter(|o| !o.state.is_finished()) {
-                if o.user_name == user && o.account == account {
-                    mine += 1;
-                }
-                if o.qos == qos {
-                    in_qos += 1;
-                    if o.user_name == user {
-                        in_qos_user += 1;
-                    }
-                }
-                if o.account == account {
-                    in_account += 1;
-                }
-            }
-            let policy = |what: &str| {
-                Err(deny(
+            let me = limits::Job {
+                user,
+                account: &account,
+                partition,
+                qos: &qos,
+                ..limit_job(job)
+            };
+            let others = others.filter(|o| !o.state.is_finished()).map(limit_job);
+            if let Some(what) = book.refuse_submission(&me, others) {
+                return Err(deny(
                     SlurmError::AccountingPolicy,
                     format!("{what} reached for user '{user}' (account '{account}', QOS '{qos}')"),
-                ))
-            };
-            if over_count(assoc.limits.max_submit_jobs, mine) {
-                return policy("MaxSubmitJobs");
-            }
-            if over_count(assoc.limits.grp_submit_jobs, mine) {
-                return policy("GrpSubmitJobs");
-            }
-            if let Some(q) = q {
-                let l = &q.limits;
-                if over_count(l.max_submit_jobs_per_user, in_qos_user) {
-                    return policy("MaxSubmitJobsPerUser");
-                }
-                if over_count(l.grp_submit_jobs, in_qos) {
-                    return policy("QOS GrpSubmitJobs");
-                }
-                if over_count(l.max_submit_jobs_per_account, in_account) {
-                    return policy("MaxSubmitJobsPerAccount");
-                }
-                // DenyOnLimit: per-job limits refuse at once instead of holding.
-                if q.flags.iter().any(|f| f == "DENYONLIMIT") {
-                    if let Some(r) = job_limit_reason(assoc, Some(q), time_limit, Use::of(job)) {
-                        return policy(&r);
-                    }
-                }
+                ));
             }
         }
         Ok((account, qos))
     }
 }
 
-/// The reason a per-job limit (wall, TRES per job) keeps this job back.
-fn job_limit_reason(
-    assoc: &AssocRec,
-    qos: Option<&QosRec>,
-    time_limit: Option<u32>,
-    job: Use,
-) -> Option<String> {
-    let none = Use::default();
-    if let Some(q) = qos {
-        if let (Some(max), Some(t)) = (q.limits.max_wall, time_limit) {
-            if u64::from(t) > max {
-                return Some("QOSMaxWallDurationPerJobLimit".into());
-            }
-        }
-        if let Some(t) = over_tres(q.limits.max_tres_per_job.as_deref(), none, job) {
-            return Some(format!("QOSMax{t}PerJobLimit"));
-        }
-    }
-    if let (Some(max), Some(t)) = (assoc.limits.max_wall, time_limit) {
-        if u64::from(t) > max {
-            return Some("AssocMaxWallDurationPerJobLimit".into());
-        }
-    }
-    if let Some(t) = over_tres(assoc.limits.max_tres.as_deref(), none, job) {
-        return Some(format!("AssocMax{t}PerJobLimit"));
-    }
-    None
-}
-
-/// Running usage counted per association, account, QOS and QOS × user.
-#[derive(Debug, Default)]
-pub struct Usage {
-    /// CPU-minutes recorded by slurmdbd per account subtree and per
-    /// (user, account), plus what running jobs may still use.
-    minutes_account: HashMap<String, u64>,
-    minutes_user: HashMap<(String, String), u64>,
-    user_assoc: HashMap<(String, String), Use>,
-    account: HashMap<String, Use>,
-    qos: HashMap<String, Use>,
-    qos_user: HashMap<(String, String), Use>,
-    qos_account: HashMap<(String, String), Use>,
-    /// The time the count is for (what running jobs may still use is
-    /// counted from it).
+/// Running usage for the limits, as of `now`: slurmdbd's recorded usage and
+/// the jobs that run (suspended ones count too, as in Slurm).
+pub fn usage<'a>(
+    cache: &AssocCache,
+    book: &Book,
+    jobs: impl Iterator<Item = &'a JobRecord>,
     now: i64,
-}
-
-impl Usage {
-    /// Count the running jobs as of `now`.
-    pub fn of<'a>(
-        cache: &AssocCache,
-        jobs: impl Iterator<Item = &'a JobRecord>,
-        now: i64,
-    ) -> Usage {
-        let mut u = Usage {
-            now,
-            ..Usage::default()
-        };
-        for r in &cache.usage {
-            let m = r.alloc_secs / 60;
-            *u.minutes_user
-                .entry((r.user.clone(), r.account.clone()))
-                .or_default() += m;
-            for a in cache.account_chain(&r.account) {
-                *u.minutes_account.entry(a.account.clone()).or_default() += m;
-            }
-        }
-        // Suspended jobs still count against limits (as in Slurm).
-        for j in jobs.filter(|j| j.state.is_active()) {
-            u.charge(cache, j, Use::of(j));
-        }
-        u
+) -> limits::Usage {
+    let recorded = cache
+        .usage
+        .iter()
+        .map(|r| (r.user.as_str(), r.account.as_str(), r.alloc_secs));
+    let mut u = limits::Usage::new(book, recorded, now);
+    for j in jobs.filter(|j| j.state.is_active()) {
+        u.charge(book, &limit_job(j));
     }
-
-    /// CPU-minutes a job may still use (its time limit, else one hour).
-    fn job_minutes(&self, j: &JobRecord, x: Use) -> u64 {
-        let mins = match (j.time_limit, j.start_time, j.state) {
-            (Some(t), Some(s), JobState::Running) => {
-                let left = (s + i64::from(t) * 60 - self.now).max(0) / 60;
-                left as u64
-            }
-            (Some(t), _, _) => u64::from(t),
-            (None, _, _) => 60,
-        };
-        mins * x.cpu
-    }
-
-    fn charge(&mut self, cache: &AssocCache, j: &JobRecord, x: Use) {
-        let m = self.job_minutes(j, x);
-        *self
-            .minutes_user
-            .entry((j.user_name.clone(), j.account.clone()))
-            .or_default() += m;
-        for a in cache.account_chain(&j.account) {
-            *self.minutes_account.entry(a.account.clone()).or_default() += m;
-        }
-        self.user_assoc
-            .entry((j.user_name.clone(), j.account.clone()))
-            .or_default()
-            .add(x);
-        for a in cache.account_chain(&j.account) {
-            self.account.entry(a.account.clone()).or_default().add(x);
-        }
-        self.qos.entry(j.qos.clone()).or_default().add(x);
-        self.qos_user
-            .entry((j.qos.clone(), j.user_name.clone()))
-            .or_default()
-            .add(x);
-        self.qos_account
-            .entry((j.qos.clone(), j.account.clone()))
-            .or_default()
-            .add(x);
-    }
-
-    /// Why association or QOS limits keep pending job `j` back, if they do.
-    /// A job let through is counted, so later jobs see it as running.
-    pub fn hold(&mut self, cache: &AssocCache, j: &JobRecord) -> Option<String> {
-        let x = Use::of(j);
-        let assoc = &cache.effective(cache.user_assoc(&j.account, &j.user_name, &j.partition)?);
-        let q = cache.qos.get(&j.qos);
-        if let Some(r) = job_limit_reason(assoc, q, j.time_limit, x) {
-            return Some(r);
-        }
-        if let Some(q) = q {
-            let l = &q.limits;
-            let me = self
-                .qos_user
-                .get(&(j.qos.clone(), j.user_name.clone()))
-                .copied()
-                .unwrap_or_default();
-            if over_count(l.max_jobs_per_user, me.jobs) {
-                return Some("QOSMaxJobsPerUserLimit".into());
-            }
-            if let Some(t) = over_tres(l.max_tres_per_user.as_deref(), me, x) {
-                return Some(format!("QOSMax{t}PerUserLimit"));
-            }
-            let acct = self
-                .qos_account
-                .get(&(j.qos.clone(), j.account.clone()))
-                .copied()
-                .unwrap_or_default();
-            if over_count(l.max_jobs_per_account, acct.jobs) {
-                return Some("QOSMaxJobsPerAccountLimit".into());
-            }
-            let all = self.qos.get(&j.qos).copied().unwrap_or_default();
-            if over_count(l.grp_jobs, all.jobs) {
-                return Some("QOSGrpJobsLimit".into());
-            }
-            if let Some(t) = over_tres(l.grp_tres.as_deref(), all, x) {
-                return Some(format!("QOSGrp{t}Limit"));
-            }
-        }
-        let mine = self
-            .user_assoc
-            .get(&(j.user_name.clone(), j.account.clone()))
-            .copied()
-            .unwrap_or_default();
-        if over_count(assoc.limits.max_jobs, mine.jobs) {
-            return Some("AssocMaxJobsLimit".into());
-        }
-        if over_count(assoc.limits.grp_jobs, mine.jobs) {
-            return Some("AssocGrpJobsLimit".into());
-        }
-        if let Some(t) = over_tres(assoc.limits.grp_tres.as_deref(), mine, x) {
-            return Some(format!("AssocGrp{t}Limit"));
-        }
-        // GrpTRESMins (cpu): recorded usage plus what running jobs and this
-        // one may still use must stay within it.
-        let mine_min = self
-            .minutes_user
-            .get(&(j.user_name.clone(), j.account.clone()))
-            .copied()
-            .unwrap_or(0);
-        let this_min = self.job_minutes(j, x);
-        if let Some(l) = assoc.limits.grp_tres_mins.as_deref().map(tres_map) {
-            if l.get("cpu").is_some_and(|&max| mine_min + this_min > max) {
-                return Some("AssocGrpCPUMinutesLimit".into());
-            }
-        }
-        for a in cache.account_chain(&j.account) {
-            let used_min = self.minutes_account.get(&a.account).copied().unwrap_or(0);
-            if let Some(l) = a.limits.grp_tres_mins.as_deref().map(tres_map) {
-                if l.get("cpu").is_some_and(|&max| used_min + this_min > max) {
-                    return Some("AssocGrpCPUMinutesLimit".into());
-                }
-            }
-        }
-        for a in cache.account_chain(&j.account) {
-            let used = self.account.get(&a.account).copied().unwrap_or_default();
-            if over_count(a.limits.grp_jobs, used.jobs) {
-                return Some("AssocGrpJobsLimit".into());
-            }
-            if let Some(t) = over_tres(a.limits.grp_tres.as_deref(), used, x) {
-                return Some(format!("AssocGrp{t}Limit"));
-            }
-        }
-        self.charge(cache, j, x);
-        None
-    }
+    u
 }
 
 /// Associations for tests: account `phys` (GrpTRES cpu=8) under root,
@@ -674,67 +443,54 @@ mod tests {
     #[test]
     fn admission_resolves_default_account_and_refuses_strangers() {
         let c = sample_cache();
+        let b = c.book();
         let e = Enforce::parse(&["associations".into(), "limits".into(), "qos".into()]);
         let j = job(1, JobState::Pending, 1);
-        let (acct, qos) = c
-            .admit(
-                e,
-                "alice",
-                None,
-                None,
-                "debug",
-                Some(10),
-                &j,
-                [].into_iter(),
-            )
-            .unwrap();
+        let admit = |user, account, qos, others: &[JobRecord]| {
+            c.admit(&b, e, user, account, qos, "debug", &j, others.iter())
+        };
+        let (acct, qos) = admit("alice", None, None, &[]).unwrap();
         assert_eq!((acct.as_str(), qos.as_str()), ("phys", "normal"));
-        let err = c
-            .admit(e, "bob", None, None, "debug", None, &j, [].into_iter())
-            .unwrap_err();
+        let err = admit("bob", None, None, &[]).unwrap_err();
         assert_eq!(err.error, SlurmError::InvalidAccount);
-        let err = c
-            .admit(
-                e,
-                "alice",
-                Some("phys"),
-                Some("gold"),
-                "debug",
-                None,
-                &j,
-                [].into_iter(),
-            )
-            .unwrap_err();
+        let err = admit("alice", Some("phys"), Some("gold"), &[]).unwrap_err();
         assert_eq!(err.error, SlurmError::InvalidQos);
         let three = [
             job(2, JobState::Pending, 1),
             job(3, JobState::Running, 1),
             job(4, JobState::Pending, 1),
         ];
-        let err = c
-            .admit(e, "alice", None, None, "debug", None, &j, three.iter())
-            .unwrap_err();
+        let err = admit("alice", None, None, &three).unwrap_err();
         assert_eq!(err.error, SlurmError::AccountingPolicy);
+        // Finished jobs do not count.
+        let mut done = three.clone();
+        done[0].state = JobState::Completed;
+        assert!(admit("alice", None, None, &done).is_ok());
     }
 
+    /// slurmdbd's records as the core's limits: a running job counts its
+    /// allocation, recorded usage counts against GrpTRESMins.
     #[test]
-    fn running_jobs_hold_later_ones_with_slurm_reasons() {
+    fn records_become_the_cores_limits() {
         let c = sample_cache();
+        let b = c.book();
         let running = [job(1, JobState::Running, 1)];
-        let mut u = Usage::of(&c, running.iter(), 0);
-        assert_eq!(u.hold(&c, &job(2, JobState::Pending, 1)), None);
+        let mut u = usage(&c, &b, running.iter(), 0);
+        assert_eq!(u.hold(&b, &limit_job(&job(2, JobState::Pending, 1))), None);
         assert_eq!(
-            u.hold(&c, &job(3, JobState::Pending, 1)).as_deref(),
+            u.hold(&b, &limit_job(&job(3, JobState::Pending, 1)))
+                .as_deref(),
             Some("QOSMaxJobsPerUserLimit")
         );
         let mut c2 = c.clone();
         c2.qos.get_mut("normal").unwrap().limits.max_jobs_per_user = None;
-        let mut u = Usage::of(&c2, running.iter(), 0);
+        let b2 = c2.book();
+        let mut u = usage(&c2, &b2, running.iter(), 0);
         assert_eq!(
-            u.hold(&c2, &job(4, JobState::Pending, 8)).as_deref(),
+            u.hold(&b2, &limit_job(&job(4, JobState::Pending, 8)))
+                .as_deref(),
             Some("AssocGrpCpuLimit")
         );
-        assert_eq!(tres_map("cpu=4,mem=2G")["mem"], 2048);
         // GrpTRESMins: 100 cpu-minutes recorded against a limit of 120.
         let mut c3 = c2.clone();
         c3.assocs[1].limits.grp_tres = None;
@@ -745,12 +501,19 @@ mod tests {
             alloc_secs: 100 * 60,
             ..Default::default()
         });
-        let mut u = Usage::of(&c3, [].iter(), 0);
+        let b3 = c3.book();
+        let mut u = usage(&c3, &b3, [].iter(), 0);
         // 1 cpu x 10 minutes fits; 4 cpus x 10 minutes does not.
-        assert_eq!(u.hold(&c3, &job(5, JobState::Pending, 1)), None);
+        assert_eq!(u.hold(&b3, &limit_job(&job(5, JobState::Pending, 1))), None);
         assert_eq!(
-            u.hold(&c3, &job(6, JobState::Pending, 4)).as_deref(),
+            u.hold(&b3, &limit_job(&job(6, JobState::Pending, 4)))
+                .as_deref(),
             Some("AssocGrpCPUMinutesLimit")
         );
+        let dq = QosRec {
+            flags: vec!["DENYONLIMIT".into()],
+            ..Default::default()
+        };
+        assert!(qos_limits(&dq).deny_on_limit);
     }
 }

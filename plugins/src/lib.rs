@@ -17,6 +17,7 @@
 //! - [`gang`]: shared cores (`OverSubscribe`) and gang scheduling's turns.
 //! - [`priority`]: `priority/basic` (submission order).
 //! - [`queue`]: the queue policy before placement: array throttles, licenses.
+//! - [`limits`]: association and QOS limits: refused at submission, held back.
 //! - [`deps`]: job dependencies: where each pending job's conditions stand.
 //! - [`preempt`]: which running jobs a blocked job displaces to fit.
 //! - [`registry`]: maps `slurm.conf` plugin names to constructors.
@@ -30,6 +31,7 @@ pub mod backfill;
 pub mod deps;
 pub mod fairshare;
 pub mod gang;
+pub mod limits;
 pub mod plan;
 pub mod preempt;
 pub mod priority;

@@ -24,7 +24,13 @@
 //! `licenses` (`matlab:2,abaqus`, against the `Licenses=` of `conf:`),
 //! `array=A%N` (a task of array A, at most N of whose tasks run at once;
 //! `array=A`: no limit), `dependency` (`afterok:1,afterany:2`; a job killed
-//! at its limit did not complete).
+//! at its limit did not complete), `account`, `qos`, `oversubscribe` (may
+//! share cores where the partition's `OverSubscribe=YES:N` allows).
+//!
+//! Accounting (see `accounting.rs`): `account: NAME parent=P LIMIT=...`,
+//! `user: ID account=A LIMIT=...`, `qos: NAME LIMIT=... Preempt=Q
+//! PreemptMode=M`; with any of them, limits are enforced and a job needs an
+//! association (`reject` lines name Slurm's reason).
 //!
 //! Output lines, in time order: `reject`, `end`, the pass's `pend` lines
 //! (with `show: plan`), `start` with `node:cpus[/MiB]`; then one summary
@@ -33,7 +39,8 @@
 //! broken configurations are cases too); the registry's warnings print as
 //! `warning: ...` first.
 
-use crate::cluster::Cluster;
+use crate::accounting::Accounting;
+use crate::cluster::{Cluster, PreemptMode};
 use crate::engine::{self, Observer, Options};
 use crate::metrics::Metrics;
 use crate::workload::SimJob;
@@ -81,6 +88,7 @@ struct Input {
     interval: Option<i64>,
     show_plan: bool,
     jobs: Vec<JobLine>,
+    accounting: Option<Accounting>,
 }
 
 fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
@@ -155,6 +163,11 @@ fn parse_input(text: &str, file: &str) -> Result<Input, CaseError> {
             "params" => inp.params = Some(value.to_string()),
             "interval" => inp.interval = Some(num(value, "interval").map_err(err)?),
             "show" if value == "plan" => inp.show_plan = true,
+            "account" | "user" | "qos" => inp
+                .accounting
+                .get_or_insert_with(Accounting::default)
+                .line(key.trim(), value)
+                .map_err(err)?,
             k => return Err(err(format!("unknown key '{k}'"))),
         }
     }
@@ -197,6 +210,7 @@ fn build_job(c: &Cluster, j: &JobLine) -> Result<SimJob, String> {
             "cpus-per-task" => job.req.cpus_per_task = num(need()?, k)?,
             "tasks-per-node" => job.req.ntasks_per_node = Some(num(need()?, k)?),
             "exclusive" if v.is_none() => job.req.exclusive = true,
+            "oversubscribe" if v.is_none() => job.oversubscribe = true,
             "w" => job.req.req_nodes = node_list(c, need()?)?,
             "x" => job.req.exc_nodes = node_list(c, need()?)?,
             "partition" => job.req.partition = c.partition(need()?).map_err(|e| e.to_string())?,
@@ -204,6 +218,8 @@ fn build_job(c: &Cluster, j: &JobLine) -> Result<SimJob, String> {
             "mem" => job.req.mem_per_node = Some(num(need()?, k)?),
             "mem-per-cpu" => job.req.mem_per_cpu = Some(num(need()?, k)?),
             "user" => job.user = num(need()?, k)?,
+            "account" => job.account = Some(need()?.to_ascii_lowercase()),
+            "qos" => job.qos = Some(need()?.to_ascii_lowercase()),
             "licenses" => {
                 job.licenses =
                     slurm_common::licenses::parse(need()?).map_err(|e| format!("licenses: {e}"))?
@@ -254,6 +270,10 @@ pub fn run_case(text: &str, file: &str) -> Result<String, CaseError> {
     }
     if let Some(p) = &inp.params {
         cluster.scheduler_params = p.clone();
+    }
+    if let Some(mut a) = inp.accounting.clone() {
+        a.finish();
+        cluster.accounting = Some(a);
     }
     let mut choice = match cluster.scheduler() {
         Ok(c) => c,
@@ -349,6 +369,9 @@ impl Observer for Timeline {
     fn reject(&mut self, t: i64, job: &SimJob, reason: PendingReason) {
         self.line(t, "reject", job.req.id, &reason_name(reason));
     }
+    fn refuse(&mut self, t: i64, job: &SimJob, why: &str) {
+        self.line(t, "reject", job.req.id, why);
+    }
     fn start(&mut self, t: i64, job: &SimJob, alloc: &[NodeAlloc], view: &ClusterView) {
         self.line(t, "start", job.req.id, &placement(alloc, view));
     }
@@ -367,12 +390,23 @@ impl Observer for Timeline {
     fn wants_passes(&self) -> bool {
         self.show_plan
     }
-    fn preempt(&mut self, t: i64, job: &SimJob, by: u32, requeued: bool) {
-        let how = if requeued { "requeued" } else { "cancelled" };
+    fn preempt(&mut self, t: i64, job: &SimJob, by: u32, how: PreemptMode) {
+        let how = match how {
+            PreemptMode::Requeue => "requeued",
+            PreemptMode::Suspend => "suspended",
+            PreemptMode::Cancel | PreemptMode::Off => "cancelled",
+        };
         self.line(t, "preempt", job.req.id, &format!("for job {by}, {how}"));
     }
+    fn resume(&mut self, t: i64, job: &SimJob) {
+        self.line(t, "resume", job.req.id, "");
+    }
+    fn gang(&mut self, t: i64, job: &SimJob, runs: bool) {
+        let what = if runs { "resume" } else { "suspend" };
+        self.line(t, what, job.req.id, "(gang turn)");
+    }
 
-    fn held(&mut self, t: i64, job: u32, reason: &'static str) {
+    fn held(&mut self, t: i64, job: u32, reason: &str) {
         self.line(t, "pend", job, reason);
     }
 

@@ -19,9 +19,36 @@ pub struct Cluster {
     pub scheduler_params: String,
     /// `Licenses=`: name and count.
     pub licenses: Vec<(String, u32)>,
-    /// `PreemptType=preempt/partition_prio`: how each partition's jobs are
-    /// preempted by jobs of a higher `PriorityTier` (`None`: no preemption).
-    pub preempt: Option<Vec<PreemptMode>>,
+    /// `PreemptType`: who preempts whom, and how each partition's jobs
+    /// go (`None`: no preemption).
+    pub preempt: Option<Preemption>,
+    /// Accounts, users and QOS with their limits (a case's `account:`,
+    /// `user:`, `qos:` lines; `None`: nothing enforced).
+    pub accounting: Option<crate::accounting::Accounting>,
+    /// Per partition, `OverSubscribe=YES[:N]` or `FORCE[:N]`: (forced, N).
+    pub sharing: Vec<Option<(bool, u32)>>,
+    /// `PreemptMode=...,GANG`: jobs sharing cores take turns, every this
+    /// many seconds (`SchedulerTimeSlice`).
+    pub gang_slice: Option<i64>,
+}
+
+/// Which jobs may preempt which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreemptKind {
+    /// `preempt/partition_prio`: jobs of a partition with a higher
+    /// `PriorityTier` preempt those of lower ones.
+    PartitionTier,
+    /// `preempt/qos`: a job preempts jobs whose QOS its QOS lists in
+    /// `Preempt=`.
+    Qos,
+}
+
+/// `PreemptType` and the `PreemptMode` of each partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preemption {
+    pub kind: PreemptKind,
+    /// Per partition (a QOS's own mode comes first for its jobs).
+    pub modes: Vec<PreemptMode>,
 }
 
 /// How a preempted job goes, where the simulator models it.
@@ -32,10 +59,14 @@ pub enum PreemptMode {
     Cancel,
     /// Back in the queue, to run again from the start.
     Requeue,
+    /// Stopped in place (its cores given up, its memory kept), resumed
+    /// when its cores are free again, its clock stopped meanwhile.
+    Suspend,
 }
 
-/// `PreemptMode` as the simulator models it: `Err` names what it does not.
-fn preempt_mode(v: &str) -> Result<PreemptMode, String> {
+/// `PreemptMode` as the simulator models it (its first word; `GANG` alone
+/// preempts nothing): `Err` names what it does not.
+pub(crate) fn preempt_mode(v: &str) -> Result<PreemptMode, String> {
     match v
         .split(',')
         .next()
@@ -44,27 +75,31 @@ fn preempt_mode(v: &str) -> Result<PreemptMode, String> {
         .to_ascii_uppercase()
         .as_str()
     {
-        "OFF" | "" => Ok(PreemptMode::Off),
+        "OFF" | "" | "GANG" => Ok(PreemptMode::Off),
+        "SUSPEND" => Ok(PreemptMode::Suspend),
         "CANCEL" => Ok(PreemptMode::Cancel),
         "REQUEUE" => Ok(PreemptMode::Requeue),
         other => Err(other.to_string()),
     }
 }
 
-/// The preemption modes per partition of `conf`, when it preempts by
-/// partition tier in a way the simulator models.
-fn preempt_modes(conf: &SlurmConf) -> Option<Vec<PreemptMode>> {
-    if conf.get("PreemptType").map(str::trim) != Some("preempt/partition_prio") {
-        return None;
-    }
+/// `conf`'s preemption, when it preempts in a way the simulator models.
+fn preemption(conf: &SlurmConf) -> Option<Preemption> {
+    let kind = match conf.get("PreemptType").map(str::trim) {
+        Some("preempt/partition_prio") => PreemptKind::PartitionTier,
+        Some("preempt/qos") => PreemptKind::Qos,
+        _ => return None,
+    };
     let cluster = preempt_mode(conf.get("PreemptMode").unwrap_or("OFF")).ok()?;
-    conf.partitions
+    let modes = conf
+        .partitions
         .iter()
         .map(|p| match &p.preempt_mode {
             Some(m) => preempt_mode(m).ok(),
             None => Some(cluster),
         })
-        .collect()
+        .collect::<Option<Vec<_>>>()?;
+    Some(Preemption { kind, modes })
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -131,6 +166,9 @@ impl Cluster {
             scheduler_params: String::new(),
             licenses: Vec::new(),
             preempt: None,
+            accounting: None,
+            sharing: vec![None],
+            gang_slice: None,
         })
     }
 
@@ -217,7 +255,25 @@ impl Cluster {
             scheduler_params,
             licenses: slurm_common::licenses::parse(conf.get("Licenses").unwrap_or(""))
                 .map_err(ClusterError::Licenses)?,
-            preempt: preempt_modes(conf),
+            preempt: preemption(conf),
+            accounting: None,
+            sharing: conf
+                .partitions
+                .iter()
+                .map(|p| {
+                    slurm_common::conf::oversubscribe_sharing(&p.oversubscribe)
+                        .filter(|(_, n)| *n > 1)
+                })
+                .collect(),
+            gang_slice: conf
+                .get("PreemptMode")
+                .is_some_and(|m| m.split(',').any(|w| w.trim().eq_ignore_ascii_case("GANG")))
+                .then(|| {
+                    conf.get("SchedulerTimeSlice")
+                        .and_then(|v| v.trim().parse::<i64>().ok())
+                        .filter(|s| *s > 0)
+                        .unwrap_or(30)
+                }),
         })
     }
 
@@ -284,7 +340,7 @@ pub fn unsimulated(conf: &SlurmConf) -> Vec<String> {
         .filter(|t| !t.is_empty() && *t != "preempt/none")
     {
         None => {}
-        Some("preempt/partition_prio") => {
+        Some("preempt/partition_prio" | "preempt/qos") => {
             let modes = std::iter::once(("PreemptMode", conf.get("PreemptMode"))).chain(
                 conf.partitions
                     .iter()
@@ -292,24 +348,15 @@ pub fn unsimulated(conf: &SlurmConf) -> Vec<String> {
             );
             if let Some(bad) = modes.filter_map(|(_, m)| preempt_mode(m?).err()).next() {
                 out.push(format!(
-                    "PreemptMode={bad} is not simulated (only CANCEL and REQUEUE): jobs are \
-                     never preempted"
+                    "PreemptMode={bad} is not simulated (only CANCEL, REQUEUE and SUSPEND): \
+                     jobs are never preempted"
                 ));
             }
         }
         Some(t) => out.push(format!(
-            "PreemptType={t} is not simulated (only preempt/partition_prio): jobs are never \
-             preempted"
+            "PreemptType={t} is not simulated (only preempt/partition_prio and preempt/qos): \
+             jobs are never preempted"
         )),
-    }
-    for p in &conf.partitions {
-        if slurm_common::conf::oversubscribe_sharing(&p.oversubscribe).is_some() {
-            out.push(format!(
-                "PartitionName={}: OverSubscribe={} is not simulated: jobs get cores of \
-                 their own (no sharing, no gang time slicing)",
-                p.name, p.oversubscribe
-            ));
-        }
     }
     out
 }
@@ -324,19 +371,20 @@ mod tests {
         let text = "\
 NodeName=a[1-2] CPUs=4
 PreemptType=preempt/partition_prio
-PreemptMode=SUSPEND,GANG
+PreemptMode=WITHIN
 PartitionName=p1 Nodes=ALL OverSubscribe=FORCE:2
 PartitionName=p2 Nodes=ALL
 ";
         let conf = SlurmConf::parse_str(text, Path::new("slurm.conf")).unwrap();
         let w = unsimulated(&conf);
-        assert_eq!(w.len(), 2, "{w:?}");
+        // (Sharing cores and gang turns are simulated.)
+        assert_eq!(w.len(), 1, "{w:?}");
         assert!(
-            w[0].starts_with("PreemptMode=SUSPEND is not simulated"),
+            w[0].starts_with("PreemptMode=WITHIN is not simulated"),
             "{w:?}"
         );
-        assert!(w[1].starts_with("PartitionName=p1: OverSubscribe=FORCE:2 is not simulated"));
-        // Requeue and cancel by partition tier are simulated; QOS is not.
+        // Requeue, cancel and suspend, by partition tier or QOS, are
+        // simulated; other preemption types are not.
         let requeue = SlurmConf::parse_str(
             "NodeName=a CPUs=1\nPreemptType=preempt/partition_prio\nPreemptMode=REQUEUE\n\
              PartitionName=p Nodes=ALL PreemptMode=CANCEL\n",
@@ -345,11 +393,18 @@ PartitionName=p2 Nodes=ALL
         .unwrap();
         assert!(unsimulated(&requeue).is_empty());
         let qos = SlurmConf::parse_str(
-            "NodeName=a CPUs=1\nPreemptType=preempt/qos\nPartitionName=p Nodes=ALL\n",
+            "NodeName=a CPUs=1\nPreemptType=preempt/qos\nPreemptMode=SUSPEND,GANG\n\
+             PartitionName=p Nodes=ALL\n",
             Path::new("s"),
         )
         .unwrap();
-        assert!(unsimulated(&qos)[0].starts_with("PreemptType=preempt/qos is not simulated"));
+        assert!(unsimulated(&qos).is_empty());
+        let other = SlurmConf::parse_str(
+            "NodeName=a CPUs=1\nPreemptType=preempt/other\nPartitionName=p Nodes=ALL\n",
+            Path::new("s"),
+        )
+        .unwrap();
+        assert!(unsimulated(&other)[0].starts_with("PreemptType=preempt/other is not simulated"));
         let plain = SlurmConf::parse_str(
             "NodeName=a CPUs=1\nPartitionName=p Nodes=ALL\n",
             Path::new("s"),

@@ -11,6 +11,8 @@
 //! - [`engine`]: the event loop (submissions, completions, scheduler passes),
 //!   the decision log and its hash.
 //! - [`metrics`]: utilisation, wait, bounded slowdown, makespan.
+//! - [`accounting`]: accounts, users and QOS with their limits (enforced by
+//!   the core's `limits`) and QOS preemption.
 //! - [`case`]: readable scheduler cases (the golden tests), run through the
 //!   same engine.
 //!
@@ -19,6 +21,7 @@
 //! start that would give a CPU twice stops the replay with an error; bad
 //! input is an error, never a panic.
 
+pub mod accounting;
 pub mod case;
 pub mod cluster;
 pub mod engine;

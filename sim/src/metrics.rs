@@ -38,7 +38,7 @@ impl Metrics {
         let mut last = None::<i64>;
         let (mut wait_sum, mut bsld_sum) = (0f64, 0f64);
         for j in &o.jobs {
-            if j.rejected.is_some() {
+            if j.rejected.is_some() || j.refused.is_some() {
                 m.rejected += 1;
                 continue;
             }
@@ -55,7 +55,9 @@ impl Metrics {
                 m.completed += 1;
                 let run = end - start;
                 last = Some(last.map_or(end, |l| l.max(end)));
-                m.cpu_seconds += u128::from(j.cpus) * run.max(0) as u128;
+                // (A job suspended by preemption held no cores meanwhile.)
+                let held = (run - j.suspended).max(0);
+                m.cpu_seconds += u128::from(j.cpus) * held as u128;
                 let s = (wait + run) as f64 / run.max(BSLD_BOUND) as f64;
                 bsld_sum += s.max(1.0);
             }

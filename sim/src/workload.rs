@@ -25,6 +25,12 @@ pub struct SimJob {
     pub licenses: Vec<(String, u32)>,
     /// `--dependency`, parsed.
     pub dependency: Option<slurm_plugins::deps::Dependency>,
+    /// `--account` (`None`: the user's default account).
+    pub account: Option<String>,
+    /// `--qos` (`None`: `normal`).
+    pub qos: Option<String>,
+    /// `--oversubscribe`: may share cores where its partition allows.
+    pub oversubscribe: bool,
 }
 
 impl SimJob {
@@ -46,6 +52,9 @@ impl SimJob {
             array: None,
             licenses: Vec::new(),
             dependency: None,
+            account: None,
+            qos: None,
+            oversubscribe: false,
         }
     }
 

@@ -287,6 +287,8 @@ pub struct Controller {
     pub space_low: Option<String>,
     /// Associations, users and QOS from slurmdbd (once fetched).
     assocs: Option<crate::assoc::AssocCache>,
+    /// Their limits, as the core checks them (`AssocCache::book`).
+    book: slurm_plugins::limits::Book,
     /// Batch jobs found running in the saved state, by batch host, until
     /// that host registers with this controller: a launch the controller
     /// before this one had not delivered when it died is never sent again,
@@ -480,6 +482,7 @@ impl Controller {
             acct_nodes: HashMap::new(),
             enforce: crate::assoc::Enforce::default(),
             assocs: None,
+            book: Default::default(),
             gres_kinds: crate::gres::GresKinds::default(),
             preempting: HashMap::new(),
             gang_slice: 0,

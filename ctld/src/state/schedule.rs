@@ -158,13 +158,16 @@ impl Controller {
         queue.retain(|_| keep.next().unwrap_or(true));
         // Association and QOS limits, highest priority first.
         if let (true, Some(cache)) = (self.enforce.limits, &self.assocs) {
-            let mut usage =
-                crate::assoc::Usage::of(cache, self.p.jobs.values().map(|j| j.as_ref()), now);
+            let book = &self.book;
+            let jobs = self.p.jobs.values().map(|j| j.as_ref());
+            let mut usage = crate::assoc::usage(cache, book, jobs, now);
             hold_by_priority(&mut queue, &self.p.jobs, &mut held_back, |j| {
                 if j.held.is_some() {
                     return None;
                 }
-                usage.hold(cache, j).map(JobReason::Other)
+                usage
+                    .hold(book, &crate::assoc::limit_job(j))
+                    .map(JobReason::Other)
             });
         }
         for (id, r) in held_back {

@@ -342,17 +342,20 @@ impl Controller {
         // and submit limits.
         if let (true, Some(cache)) = (self.enforce.any(), &self.assocs) {
             let (account, qos) = cache.admit(
+                &self.book,
                 self.enforce,
                 &job.user_name,
                 job.desc.account.as_deref(),
                 job.desc.qos.as_deref(),
                 &job.partition,
-                job.time_limit,
                 &job,
                 self.p.jobs.values().map(|j| j.as_ref()),
             )?;
             if job.time_limit.is_none() {
-                job.time_limit = cache.default_wall(&job.user_name, &account, &job.partition, &qos);
+                job.time_limit = self
+                    .book
+                    .default_wall(&job.user_name, &account, &job.partition, &qos)
+                    .map(|m| m.min(u64::from(u32::MAX)) as u32);
             }
             job.account = account;
             job.qos = qos;
@@ -520,12 +523,12 @@ impl Controller {
         self.check_partition_access(who, part, &desc)?;
         if let (true, Some(cache)) = (self.enforce.any(), &self.assocs) {
             cache.admit(
+                &self.book,
                 self.enforce,
                 &job.user_name,
                 desc.account.as_deref(),
                 desc.qos.as_deref(),
                 &job.partition,
-                job.time_limit,
                 job,
                 self.p
                     .jobs
