@@ -361,9 +361,10 @@ pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
 }
 
 /// sshare's `-o` fields: name, default width.
-const SSHARE_FIELDS: [(&str, usize); 9] = [
+const SSHARE_FIELDS: [(&str, usize); 10] = [
     ("Account", 20),
     ("User", 10),
+    ("Partition", 10),
     ("RawShares", 10),
     ("NormShares", 11),
     ("RawUsage", 11),
@@ -405,6 +406,7 @@ fn sshare_value(r: &ShareInfo, field: &str, cluster: &str) -> String {
     match field {
         "Account" => format!("{}{}", " ".repeat(r.depth as usize), r.account),
         "User" => r.user.clone().unwrap_or_default(),
+        "Partition" => r.partition.clone().unwrap_or_default(),
         "RawShares" => r.raw_shares.clone(),
         "NormShares" => num(Some(r.norm_shares)),
         "RawUsage" => (r.raw_usage.round() as i64).to_string(),
@@ -490,6 +492,8 @@ pub struct SshareArgs {
     pub cluster: Option<String>,
     /// `-o`: the fields asked for.
     pub format: Option<Vec<(&'static str, usize)>>,
+    /// `-m`: a Partition column after User.
+    pub partition: bool,
 }
 
 /// The options sprio and sshare share: `-M`, `-v`, `--json`, `--yaml`.
@@ -572,6 +576,11 @@ pub(crate) const SSHARE_OPTS: &[crate::fmt::Opt] = {
             long: "format",
             arg: Arg::Required,
         },
+        Opt {
+            short: Some('m'),
+            long: "partition",
+            arg: Arg::No,
+        },
     ]
 };
 
@@ -622,9 +631,19 @@ pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
             Parsed::Opt("parsable2", _) => a.parsable = Some(Parsable::Plain),
             Parsed::Opt("clusters", Some(v)) => a.cluster = Some(v),
             Parsed::Opt("format", Some(v)) => a.format = Some(sshare_format(&v)?),
+            Parsed::Opt("partition", _) => a.partition = true,
             Parsed::Opt(_, _) => {}
             Parsed::Word(w) => return Err(format!("Unknown argument: {w}")),
         }
+    }
+    // `-m` without `-o`: the usual columns with Partition after User.
+    if a.partition && a.format.is_none() {
+        let mut spec = String::from("Account,User,Partition,RawShares,NormShares,RawUsage,");
+        spec.push_str("EffectvUsage,FairShare");
+        if a.long {
+            spec.push_str(",LevelFS");
+        }
+        a.format = Some(sshare_format(&spec)?);
     }
     Ok(a)
 }
@@ -1030,6 +1049,7 @@ mod tests {
             effective_usage: 0.25,
             fairshare: user.map(|_| 0.75),
             level_fs: None,
+            partition: None,
         };
         let rows = vec![
             row("root", None, 0),
@@ -1211,6 +1231,7 @@ mod tests {
                 fairshare: None,
                 level_fs: None,
                 user: None,
+                partition: None,
             },
             ShareInfo {
                 account: "default".into(),
@@ -1222,6 +1243,7 @@ mod tests {
                 effective_usage: 1.0,
                 fairshare: Some(1.0),
                 level_fs: Some(1.0),
+                partition: Some("gpu".into()),
             },
         ];
         let out = render_sshare(&rows, false, false);
@@ -1240,5 +1262,41 @@ mod tests {
                 " default", "alice", "1", "1.000000", "100", "1.000000", "1.000000"
             )
         );
+        // -m: the same columns with the user association's partition after
+        // User (the same layout as without it, but for that column).
+        let m = sshare_args(&["-m".to_string()]).unwrap();
+        let out = render_sshare_fields(&rows, m.format.as_ref().unwrap(), &m, "c");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!(
+                "{:<20} {:>10} {:>10} {:>10} {:>11} {:>11} {:>13} {:>10} ",
+                "Account",
+                "User",
+                "Partition",
+                "RawShares",
+                "NormShares",
+                "RawUsage",
+                "EffectvUsage",
+                "FairShare"
+            )
+        );
+        assert_eq!(
+            lines[3],
+            format!(
+                "{:<20} {:>10} {:>10} {:>10} {:>11} {:>11} {:>13} {:>10} ",
+                " default", "alice", "gpu", "1", "1.000000", "100", "1.000000", "1.000000"
+            )
+        );
+        assert_eq!(
+            lines[2],
+            format!(
+                "{:<20} {:>10} {:>10} {:>10} {:>11} {:>11} {:>13} {:>10} ",
+                "root", "", "", "1", "1.000000", "100", "1.000000", ""
+            ),
+            "an account row has an empty Partition"
+        );
+        let ml = sshare_args(&["-l".to_string(), "--part".to_string()]).unwrap();
+        assert_eq!(ml.format.as_ref().unwrap().len(), 9, "-l adds LevelFS");
     }
 }

@@ -961,7 +961,7 @@ pub fn shares_info(
             "cluster": cluster,
             "name": s.user.clone().unwrap_or_else(|| s.account.clone()),
             "parent": parent,
-            "partition": "",
+            "partition": s.partition.clone().unwrap_or_default(),
             "shares_normalized": f64num(Some(s.norm_shares)),
             "shares": match raw { Some(r) => num(r), None => unset() },
             "effective_usage": f64num(Some(s.effective_usage)),

@@ -1362,6 +1362,9 @@ pub struct ShareInfo {
     pub fairshare: Option<f64>,
     /// `None` when unset; `f64::MAX` stands for infinity (JSON has none).
     pub level_fs: Option<f64>,
+    /// A user's association's partition (`sshare -m`), when it has one.
+    #[serde(default)]
+    pub partition: Option<String>,
 }
 
 /// Scheduler and controller counters, as `sdiag` prints them.

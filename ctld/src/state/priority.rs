@@ -21,8 +21,23 @@ impl Controller {
                 effective_usage: r.effective_usage,
                 fairshare: r.fairshare,
                 level_fs: r.level_fs.map(|v| if v.is_finite() { v } else { f64::MAX }),
+                partition: r
+                    .user
+                    .as_deref()
+                    .and_then(|u| self.assoc_partition(u, &r.account)),
             })
             .collect()
+    }
+
+    /// The partition of user `user`'s association with `account`, when it
+    /// has one (the fair-share tree has one node per user and account).
+    fn assoc_partition(&self, user: &str, account: &str) -> Option<String> {
+        self.assocs
+            .as_ref()?
+            .assocs
+            .iter()
+            .find(|a| a.user == user && a.account == account && !a.partition.is_empty())
+            .map(|a| a.partition.clone())
     }
 
     pub(super) fn account_of(j: &JobRecord) -> String {

@@ -803,6 +803,7 @@ impl From<ShareInfo> for pb::ShareInfo {
             effective_usage: s.effective_usage,
             fairshare: s.fairshare,
             level_fs: s.level_fs,
+            partition: s.partition,
         }
     }
 }
@@ -819,6 +820,7 @@ impl From<pb::ShareInfo> for ShareInfo {
             effective_usage: s.effective_usage,
             fairshare: s.fairshare,
             level_fs: s.level_fs,
+            partition: s.partition,
         }
     }
 }

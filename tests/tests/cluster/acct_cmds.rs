@@ -384,6 +384,18 @@ PriorityCalcPeriod=1\nPriorityDecayHalfLife=7-0\n"
             "Fairshare=3",
         ],
     );
+    // An association for one partition only (`sshare -m` names it).
+    mgr(
+        &t,
+        &[
+            "-i",
+            "add",
+            "user",
+            "daemon",
+            "Account=physics",
+            "Partition=debug",
+        ],
+    );
     let two = write_script(&t, "two.sh", "#!/bin/sh\nsleep 2\n");
     until_controller_knows(&t, &["-H", "--wrap", "true"], |j| j.account == "physics");
     // Accounting gives the job the user's default account.
@@ -431,4 +443,17 @@ PriorityCalcPeriod=1\nPriorityDecayHalfLife=7-0\n"
         );
         std::thread::sleep(Duration::from_millis(300));
     }
+    // -m: each user association's partition after User (none for nobody's).
+    let out = String::from_utf8_lossy(&t.run("sshare", &["-m", "-P", "-n"]).stdout).into_owned();
+    let row = |user: &str| {
+        out.lines()
+            .map(|l| l.split('|').collect::<Vec<_>>())
+            .find(|c| c.get(1) == Some(&user))
+            .unwrap_or_else(|| panic!("no row for {user}:\n{out}"))
+            .iter()
+            .map(|c| c.trim().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("daemon")[..3], ["physics", "daemon", "debug"], "{out}");
+    assert_eq!(row("nobody")[..3], ["physics", "nobody", ""], "{out}");
 }
