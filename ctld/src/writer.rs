@@ -152,7 +152,10 @@ pub fn run(
             next_tick = Instant::now() + tick;
         }
         if ctl.sched_needed {
-            ctl.schedule(now);
+            let t0 = Instant::now();
+            if ctl.schedule(now) {
+                ctl.pass_took(t0.elapsed().as_micros() as u64);
+            }
             if let Ok(mut live) = shared.stats.lock() {
                 live.clone_from(&ctl.stats);
             }

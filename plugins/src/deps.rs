@@ -320,4 +320,78 @@ mod tests {
         };
         assert_eq!(state(&alone, &single, none, 0), DepState::Satisfied);
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// How a named job goes, one stage per step: pending, started,
+        /// then ended some way; or cancelled before it started.
+        fn life() -> impl Strategy<Value = Vec<Outcome>> {
+            prop_oneof![
+                Just(vec![Outcome::Pending, Outcome::Cancelled]),
+                prop_oneof![
+                    Just(Outcome::Completed),
+                    Just(Outcome::Cancelled),
+                    Just(Outcome::Failed)
+                ]
+                .prop_map(|end| vec![Outcome::Pending, Outcome::Started, end]),
+            ]
+        }
+
+        fn kind() -> impl Strategy<Value = DepKind> {
+            prop_oneof![
+                (0u32..3).prop_map(DepKind::After),
+                Just(DepKind::AfterAny),
+                Just(DepKind::AfterOk),
+                Just(DepKind::AfterNotOk),
+            ]
+        }
+
+        proptest! {
+            /// As the jobs a dependency names go through their lives, its
+            /// verdict only ever settles: waiting, then satisfied or never,
+            /// and never changes once settled; when every named job has
+            /// ended it is settled (minutes after a start aside).
+            #[test]
+            fn a_verdict_settles_once_and_for_all(
+                lives in proptest::collection::vec(life(), 2),
+                clauses in proptest::collection::vec((kind(), 0u32..2), 1..4),
+                any in any::<bool>(),
+            ) {
+                let dep = Dependency {
+                    clauses: clauses
+                        .iter()
+                        .map(|(kind, k)| DepClause::Job { kind: kind.clone(), job_id: k + 1, task: None })
+                        .collect(),
+                    any,
+                };
+                let me = Asking { id: 10, task: None, earlier_namesake: false };
+                let mut seen: Vec<DepState> = Vec::new();
+                // A step is a minute; a job starts at its step of Started.
+                for step in 0..4usize {
+                    let now = step as i64 * 60;
+                    let at = |k: usize| {
+                        let life = &lives[k];
+                        let outcome = life[step.min(life.len() - 1)];
+                        let start = life
+                            .iter()
+                            .position(|o| *o == Outcome::Started)
+                            .filter(|&s| s <= step)
+                            .map(|s| s as i64 * 60);
+                        t(k as u32 + 1, outcome, start)
+                    };
+                    let targets = |id: u32| (0..2).map(at).filter(move |x| x.id == id);
+                    seen.push(state(&me, &dep, targets, now));
+                }
+                let first_settled = seen.iter().position(|s| *s != DepState::Waiting);
+                if let Some(k) = first_settled {
+                    prop_assert!(seen[k..].iter().all(|s| *s == seen[k]), "{:?}", seen);
+                }
+                // By the last step every job has ended; an `after:+N` of
+                // up to two minutes after a start at step 1 has passed too.
+                prop_assert_ne!(seen[3], DepState::Waiting, "{:?}", seen);
+            }
+        }
+    }
 }

@@ -69,10 +69,11 @@ pub(super) fn warning(j: &JobRecord) -> Option<slurm_common::signal::Warning> {
 }
 
 impl Controller {
-    /// One scheduling pass: ask the policy, commit its decisions.
-    pub fn schedule(&mut self, now: i64) {
+    /// One scheduling pass: ask the policy, commit its decisions. Whether
+    /// the policy was asked (the caller, which keeps the time, then tells
+    /// how long the pass took: [`Controller::pass_took`]).
+    pub fn schedule(&mut self, now: i64) -> bool {
         self.sched_needed = false;
-        let t0 = std::time::Instant::now();
         // Preempted (suspended) jobs get their cores back before anyone else;
         // jobs sharing cores fill what ended jobs left.
         self.resume_preempted(now);
@@ -189,7 +190,7 @@ impl Controller {
             // A pass that found nothing to offer is a pass all the same.
             self.stats.sched_cycles += 1;
             self.stats.last_queue = 0;
-            return;
+            return false;
         }
         let queue_len = queue.len() as u64;
         let view = self.cluster_view();
@@ -275,13 +276,9 @@ impl Controller {
                 self.dirty = true;
             }
         }
-        let us = t0.elapsed().as_micros() as u64;
         if self.scheduler.name() == "sched/backfill" {
             let st = &mut self.stats;
             st.bf_cycles += 1;
-            st.bf_last_us = us;
-            st.bf_max_us = st.bf_max_us.max(us);
-            st.bf_total_us += us;
             st.bf_last_depth = queue_len;
             st.bf_total_depth += queue_len;
             st.bf_backfilled_jobs += backfilled;
@@ -289,12 +286,24 @@ impl Controller {
             st.bf_last_queue = queue_len;
         }
         self.stats.sched_cycles += 1;
-        self.stats.last_cycle_us = us;
-        self.stats.max_cycle_us = self.stats.max_cycle_us.max(us);
-        self.stats.total_cycle_us += us;
         self.stats.total_depth += queue_len;
         self.stats.last_queue = queue_len;
         self.refresh();
+        true
+    }
+
+    /// The last pass took `us` microseconds (for sdiag; measured by the
+    /// caller, so the state machine reads no clock).
+    pub fn pass_took(&mut self, us: u64) {
+        let st = &mut self.stats;
+        if self.scheduler.name() == "sched/backfill" {
+            st.bf_last_us = us;
+            st.bf_max_us = st.bf_max_us.max(us);
+            st.bf_total_us += us;
+        }
+        st.last_cycle_us = us;
+        st.max_cycle_us = st.max_cycle_us.max(us);
+        st.total_cycle_us += us;
     }
 
     pub(super) fn start_job(&mut self, id: JobId, alloc: &[NodeAlloc], now: i64) {
