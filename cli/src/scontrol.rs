@@ -432,6 +432,11 @@ pub trait Controller {
             net: true,
         })
     }
+    /// The slurm.conf read, and this host's names (`show daemons`,
+    /// `show aliases`).
+    fn local_conf(&self) -> Option<(&slurm_common::conf::SlurmConf, Vec<String>)> {
+        None
+    }
 }
 
 /// A failed call as scontrol reports it.
@@ -548,6 +553,11 @@ impl Controller for Real {
             net: true,
         })
     }
+    fn local_conf(&self) -> Option<(&slurm_common::conf::SlurmConf, Vec<String>)> {
+        let me = slurm_common::users::hostname();
+        let short = me.split('.').next().unwrap_or(&me).to_string();
+        Some((&self.conf, vec![me, short]))
+    }
 }
 
 /// `scontrol listpids [JOBID[.STEPID]] [NODENAME]`: the processes of jobs
@@ -631,6 +641,233 @@ fn cmd_listpids(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     0
 }
 
+/// The processes of jobs on this node (or NODENAME) the caller may see,
+/// as the node daemon knows them; `Err` with the exit code once said.
+fn local_processes(
+    node: Option<&str>,
+    ctl: &dyn Controller,
+    out: &mut Out,
+) -> Result<Vec<slurm_proto::JobProcess>, i32> {
+    let body = RequestBody::ListPids {
+        job_id: None,
+        step_id: None,
+    };
+    match ctl.node_call(node, body) {
+        Ok((_, Response::Pids(p))) => Ok(p),
+        Ok((_, Response::Error(e))) => {
+            out.err(format!("scontrol: error: {}", e.error.message()));
+            Err(1)
+        }
+        Ok(_) => {
+            out.err("scontrol: error: Unexpected message received");
+            Err(1)
+        }
+        Err(f) => {
+            out.err(format!("scontrol: error: {}", f.message));
+            Err(1)
+        }
+    }
+}
+
+/// `scontrol listjobs [NODENAME]` and `liststeps [NODENAME]`: the jobs, or
+/// the steps, running on this node (those of the caller's jobs, or every
+/// one for root), as the node daemon knows them.
+fn cmd_list_local(cmd: &str, rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    if rest.len() > 1 {
+        out.err(format!("too many arguments for keyword:{cmd}"));
+        return 1;
+    }
+    let procs = match local_processes(rest.first().map(String::as_str), ctl, out) {
+        Ok(p) => p,
+        Err(rc) => return rc,
+    };
+    // Steps in order: the batch step first, then by number.
+    let order = |s: &str| s.parse::<u64>().map_or(0, |n| n + 1);
+    let mut steps: Vec<(u32, String)> = procs.into_iter().map(|p| (p.job_id, p.step)).collect();
+    steps.sort_by(|a, b| (a.0, order(&a.1), &a.1).cmp(&(b.0, order(&b.1), &b.1)));
+    steps.dedup();
+    if steps.is_empty() {
+        out.err("No slurmstepd's found on this node");
+        return 1;
+    }
+    if cmd == "listjobs" {
+        out.stdout.push_str("JOBID\n");
+        let mut jobs: Vec<u32> = steps.iter().map(|s| s.0).collect();
+        jobs.dedup();
+        for j in jobs {
+            out.stdout.push_str(&format!("{j:<8}\n"));
+        }
+    } else {
+        out.stdout
+            .push_str(&format!("{:<8} {:<8}\n", "JOBID", "STEPID"));
+        for (j, s) in steps {
+            out.stdout.push_str(&format!("{j:<8} {s:<8}\n"));
+        }
+    }
+    0
+}
+
+/// `scontrol pidinfo PID [NODENAME]`: the job and step a process of this
+/// node (or of NODENAME, for several node daemons on one host) belongs to,
+/// one of the caller's or any for root, and when the job ends.
+fn cmd_pidinfo(rest: &[String], ctl: &dyn Controller, now: i64, tz: Tz, out: &mut Out) -> i32 {
+    let pid = match rest {
+        [p] | [p, _] => match p.parse::<i32>() {
+            Ok(p) if p > 0 => p,
+            _ => {
+                out.err("Invalid pidinfo value");
+                return 1;
+            }
+        },
+        _ => {
+            out.err("one arguments required for keyword:pidinfo");
+            return 1;
+        }
+    };
+    let procs = match local_processes(rest.get(1).map(String::as_str), ctl, out) {
+        Ok(p) => p,
+        Err(rc) => return rc,
+    };
+    let Some(p) = procs.into_iter().find(|p| p.pid == pid) else {
+        out.err("Failed to locate job for requested pid");
+        return 1;
+    };
+    let Some(jobs) = load_jobs(ctl, out) else {
+        return 1;
+    };
+    let job = jobs.iter().find(|j| j.job_id == p.job_id);
+    let Some(end) = job.and_then(expected_end) else {
+        out.err("Failed to get job end time: Invalid job id specified");
+        return 1;
+    };
+    out.stdout.push_str(&format!(
+        "Slurm JobId={}.{} ends at {}\nJob remaining time is {} seconds\n",
+        p.job_id,
+        p.step,
+        tz.header_time(end),
+        (end - now).max(0)
+    ));
+    0
+}
+
+/// When a running job is to end: its start plus its time limit (a year
+/// for no limit, as Slurm counts it).
+fn expected_end(j: &JobRecord) -> Option<i64> {
+    let start = j.start_time?;
+    let secs = j.time_limit.map_or(365 * 86_400, |m| i64::from(m) * 60);
+    Some(start + j.suspended_secs.max(0) + secs)
+}
+
+/// `scontrol completing`: jobs still completing, with how long since they
+/// ended and their nodes still completing or down.
+fn cmd_completing(rest: &[String], ctl: &dyn Controller, now: i64, tz: Tz, out: &mut Out) -> i32 {
+    if !rest.is_empty() {
+        out.err("too many arguments for keyword:completing");
+        return 1;
+    }
+    let Some(mut jobs) = load_jobs(ctl, out) else {
+        return 1;
+    };
+    let Some(nodes) = load_nodes(ctl, out) else {
+        return 1;
+    };
+    let down: std::collections::HashSet<&str> = nodes
+        .iter()
+        .filter(|n| n.base_state == slurm_proto::NodeBaseState::Down)
+        .map(|n| n.name.as_str())
+        .collect();
+    jobs.sort_by_key(|j| j.job_id);
+    for j in jobs.iter().filter(|j| j.completing) {
+        let end = j.end_time.unwrap_or(now);
+        let mut line = format!(
+            "JobId={} EndTime={} CompletingTime={} ",
+            j.job_id,
+            tz.timestamp(end),
+            slurm_common::timefmt::format_duration_hms((now - end).max(0))
+        );
+        let comp: Vec<String> = j
+            .completing_nodes
+            .iter()
+            .filter(|n| !down.contains(n.as_str()))
+            .cloned()
+            .collect();
+        let dead: Vec<String> = j
+            .alloc
+            .nodes
+            .iter()
+            .filter(|n| down.contains(n.as_str()))
+            .cloned()
+            .collect();
+        if !comp.is_empty() {
+            let c = hostlist::compress(&hostlist::sort_hosts(&comp));
+            line.push_str(&format!("Nodes(COMPLETING)={c} "));
+        }
+        if !dead.is_empty() {
+            let d = hostlist::compress(&hostlist::sort_hosts(&dead));
+            line.push_str(&format!("Nodes(DOWN)={d} "));
+        }
+        out.stdout.push_str(&line);
+        out.stdout.push('\n');
+    }
+    0
+}
+
+/// `scontrol show daemons`: which daemons slurm.conf says run on this host.
+fn show_daemons(ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let Some((conf, names)) = ctl.local_conf() else {
+        out.err("scontrol: error: no slurm.conf to read");
+        return 1;
+    };
+    let mine = |h: &str| names.iter().any(|n| n == h) || h.eq_ignore_ascii_case("localhost");
+    let ctld = conf
+        .slurmctld_hosts
+        .iter()
+        .any(|c| c.name.split(',').any(mine));
+    let slurmd = conf
+        .nodes
+        .iter()
+        .any(|n| mine(&n.name) || mine(&n.node_hostname));
+    let mut list = String::new();
+    if ctld {
+        list.push_str("slurmctld ");
+    }
+    if slurmd {
+        list.push_str("slurmd");
+    }
+    out.stdout.push_str(&list);
+    out.stdout.push('\n');
+    0
+}
+
+/// `scontrol show aliases [HOST]`: the nodes whose NodeHostname is this
+/// host (or HOST): several node daemons on one machine.
+fn show_aliases(host: Option<&str>, ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let Some((conf, names)) = ctl.local_conf() else {
+        out.err("scontrol: error: no slurm.conf to read");
+        return 1;
+    };
+    let names = match host {
+        Some(h) => vec![h.to_string()],
+        None => names,
+    };
+    let nodes: Vec<String> = conf
+        .nodes
+        .iter()
+        .filter(|n| names.iter().any(|h| *h == n.node_hostname))
+        .map(|n| n.name.clone())
+        .collect();
+    if nodes.is_empty() {
+        out.err(format!(
+            "{} is not a NodeHostname of this cluster",
+            names.first().map_or("this host", String::as_str)
+        ));
+        return 1;
+    }
+    out.stdout.push_str(&hostlist::compress(&nodes));
+    out.stdout.push('\n');
+    0
+}
+
 /// Global options.
 #[derive(Debug, Clone, Default)]
 pub struct Globals {
@@ -690,6 +927,8 @@ const SHOW_ENTITIES: &[&str] = &[
     "hostnames",
     "hostlist",
     "hostlistsorted",
+    "daemons",
+    "aliases",
 ];
 
 const COMMANDS: &[&str] = &[
@@ -707,6 +946,10 @@ const COMMANDS: &[&str] = &[
     "ping",
     "takeover",
     "listpids",
+    "listjobs",
+    "liststeps",
+    "pidinfo",
+    "completing",
     "wait_job",
     "write",
     "reconfigure",
@@ -735,11 +978,16 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
   terminated.
 
     Valid <COMMAND> values are:
+     completing               list jobs still completing and their nodes.
      exit                     terminate scontrol
      help                     print this description of use.
      hold <job_list>          prevent specified job from starting.
+     listjobs [<node>]        list the jobs running on this node.
      listpids <job_id<.step>> [<node>] list the processes of jobs (of one
                               job or step) on this node.
+     liststeps [<node>]       list the job steps running on this node.
+     pidinfo <pid> [<node>]   the job a process of this node belongs to,
+                              and when that job ends.
      ping                     print status of slurmctld daemons.
      quit                     terminate this command.
      release <job_list>       permit specified job to start (see hold).
@@ -755,8 +1003,8 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
      update <SPECIFICATIONS>  update job or node configuration.
      version                  display tool version number.
 
-  <ENTITY> may be \"config\", \"hostlist\", \"hostlistsorted\", \"hostnames\",
-       \"job\", \"node\" or \"partition\".
+  <ENTITY> may be \"aliases\", \"config\", \"daemons\", \"hostlist\",
+       \"hostlistsorted\", \"hostnames\", \"job\", \"node\" or \"partition\".
 
   Node updates: NodeName=<name> State=DOWN|DRAIN|IDLE|RESUME|UNDRAIN Reason=<text>
   Job updates:  JobId=<id> TimeLimit=<time> Nice=<n> Name=<name>
@@ -1270,6 +1518,8 @@ fn cmd_show(
                 1
             }
         },
+        Some("daemons") => show_daemons(ctl, out),
+        Some("aliases") => show_aliases(id, ctl, out),
         Some(e @ ("hostnames" | "hostlist" | "hostlistsorted")) => {
             let input = match id {
                 Some(s) => s.to_string(),
@@ -2265,6 +2515,9 @@ pub fn run_command(
         Some("ping") => cmd_ping(g, ctl, out),
         Some("takeover") => cmd_takeover(rest, ctl, out),
         Some("listpids") => cmd_listpids(rest, ctl, out),
+        Some(c @ ("listjobs" | "liststeps")) => cmd_list_local(c, rest, ctl, out),
+        Some("pidinfo") => cmd_pidinfo(rest, ctl, now, tz, out),
+        Some("completing") => cmd_completing(rest, ctl, now, tz, out),
         Some("wait_job") => cmd_wait_job(rest, ctl, out),
         Some("write") => cmd_write(rest, ctl, out),
         Some("token") => cmd_token(rest, ctl, out),

@@ -1908,6 +1908,114 @@ fn scontrol_listpids_shows_a_jobs_processes_to_its_owner_and_root_only() {
     }
 }
 
+/// `scontrol listjobs`, `liststeps`, `pidinfo`, `completing`, `show
+/// daemons`, `show aliases`: what runs on a node, as its daemon knows it,
+/// to the job's owner and root only; what is still completing.
+#[test]
+fn scontrol_lists_a_nodes_jobs_steps_and_what_is_completing() {
+    let dir = tempfile::tempdir().unwrap();
+    let epilog = dir.path().join("epilog.sh");
+    std::fs::write(&epilog, "#!/bin/sh\nsleep 4\n").unwrap();
+    std::fs::set_permissions(&epilog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let ep = epilog.display().to_string();
+    let t = TestCluster::start(1, move |s| {
+        s.extra_conf = format!("Epilog={ep}\nPrologEpilogTimeout=30\n");
+    });
+    let job = t.sbatch_as_user(&["-t", "10", "--wrap", "sleep 300"]);
+    t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
+    let mut step = t
+        .cmd_as(TEST_UID, TEST_GID, "srun")
+        .args(["--jobid", &job.to_string(), "-n1", "sleep", "302"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sc = |uid: u32, args: &[&str]| t.cmd_as(uid, uid, "scontrol").args(args).output().unwrap();
+    let j = job.to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let steps = loop {
+        let o = sc(0, &["liststeps", "n1"]);
+        if stdout(&o).lines().count() >= 3 {
+            break stdout(&o);
+        }
+        assert!(Instant::now() < deadline, "{}{}", stdout(&o), stderr(&o));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        steps,
+        format!("JOBID    STEPID  \n{j:<8} batch   \n{j:<8} 0       \n"),
+        "batch step first, then step 0"
+    );
+    assert_eq!(
+        stdout(&sc(0, &["listjobs", "n1"])),
+        format!("JOBID\n{j:<8}\n")
+    );
+    // The owner sees the same; another user sees nothing of it.
+    assert_eq!(stdout(&sc(TEST_UID, &["liststeps", "n1"])), steps);
+    let o = sc(1000, &["listjobs", "n1"]);
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).trim(), "No slurmstepd's found on this node");
+    // pidinfo of the step's task: its job and step, and when the job ends.
+    let pids = stdout(&sc(0, &["listpids", &format!("{j}.0"), "n1"]));
+    let pid = pids
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .expect("the task's pid")
+        .to_string();
+    let o = sc(TEST_UID, &["pidinfo", &pid, "n1"]);
+    let text = stdout(&o);
+    assert!(
+        text.starts_with(&format!("Slurm JobId={j}.0 ends at ")),
+        "{text}{}",
+        stderr(&o)
+    );
+    let left: i64 = text
+        .lines()
+        .nth(1)
+        .and_then(|l| l.strip_prefix("Job remaining time is "))
+        .and_then(|l| l.strip_suffix(" seconds"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!((500..=600).contains(&left), "{text}");
+    let o = sc(1000, &["pidinfo", &pid, "n1"]);
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).trim(), "Failed to locate job for requested pid");
+    let o = sc(0, &["pidinfo", "x1"]);
+    assert_eq!(stderr(&o).trim(), "Invalid pidinfo value");
+    // What this host runs by slurm.conf: the controller (localhost), no
+    // node daemon (the nodes are named n1.., not this host).
+    assert_eq!(stdout(&sc(1000, &["show", "daemons"])).trim(), "slurmctld");
+    assert_eq!(stdout(&sc(1000, &["show", "aliases", "n1"])), "n1\n");
+    // Cancelled, it completes while its epilog runs.
+    assert!(t.run("scancel", &[&j]).status.success());
+    let _ = step.wait();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let line = loop {
+        let o = sc(1000, &["completing"]);
+        if let Some(l) = stdout(&o)
+            .lines()
+            .find(|l| l.starts_with(&format!("JobId={j} ")))
+        {
+            break l.to_string();
+        }
+        assert!(Instant::now() < deadline, "never completing: {}", t.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let w: Vec<&str> = line.split(' ').collect();
+    assert!(w[1].starts_with("EndTime=20"), "{line}");
+    assert!(w[2].starts_with("CompletingTime=00:00:0"), "{line}");
+    assert_eq!(w[3], "Nodes(COMPLETING)=n1", "{line}");
+    t.wait_done(job, 30);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !stdout(&sc(0, &["completing"])).is_empty() {
+        assert!(Instant::now() < deadline, "still completing");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let o = sc(0, &["listjobs", "n1"]);
+    assert_eq!(stderr(&o).trim(), "No slurmstepd's found on this node");
+}
+
 #[test]
 fn watch_stream_follows_jobs_and_nodes_and_shows_users_only_their_own() {
     use slurm_common::grpc;
