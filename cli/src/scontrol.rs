@@ -853,7 +853,7 @@ fn show_aliases(host: Option<&str>, ctl: &dyn Controller, out: &mut Out) -> i32 
     let nodes: Vec<String> = conf
         .nodes
         .iter()
-        .filter(|n| names.iter().any(|h| *h == n.node_hostname))
+        .filter(|n| names.contains(&n.node_hostname))
         .map(|n| n.name.clone())
         .collect();
     if nodes.is_empty() {
