@@ -868,6 +868,105 @@ fn show_aliases(host: Option<&str>, ctl: &dyn Controller, out: &mut Out) -> i32 
     0
 }
 
+/// An error as scontrol's `_printf_error` prints it: `WHAT:message`.
+fn printf_error(what: &str, r: Result<Response, CallFail>, out: &mut Out) -> i32 {
+    match r {
+        Ok(Response::Ok) => 0,
+        Ok(Response::Error(e)) => {
+            out.err(format!("{what}:{}", e.error.message()));
+            1
+        }
+        Ok(_) => {
+            out.err(format!("{what}:Unexpected message received"));
+            1
+        }
+        Err(f) => {
+            out.err(format!("{what}:{}", f.message));
+            1
+        }
+    }
+}
+
+/// `scontrol shutdown [slurmctld|controller]`: the controller stops, and
+/// the node daemons too unless told `slurmctld` or `controller`.
+fn cmd_shutdown(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let controller_only = match rest {
+        [] => false,
+        [w] if w == "slurmctld" || w == "controller" => true,
+        [w] => {
+            out.err(format!("invalid shutdown argument:{w}"));
+            return 1;
+        }
+        _ => {
+            out.err("too many arguments for keyword:shutdown");
+            return 1;
+        }
+    };
+    let r = ctl.call_answer(RequestBody::Shutdown { controller_only });
+    printf_error("slurm_shutdown error", r, out)
+}
+
+/// `scontrol setdebug LEVEL [nodes=NODES]`: the controller's log level, or
+/// the node daemons' of NODES, until slurm.conf is read again.
+fn cmd_setdebug(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let level = match rest {
+        [] => {
+            out.err("too few arguments for keyword:setdebug");
+            return 1;
+        }
+        [l] | [l, _] => l.clone(),
+        _ => {
+            out.err("too many arguments for keyword:setdebug");
+            return 1;
+        }
+    };
+    if slurm_common::logging::debug_level(&level).is_none() {
+        out.err(format!("invalid debug level: {level}"));
+        return 1;
+    }
+    let Some(spec) = rest.get(1) else {
+        let r = ctl.call_answer(RequestBody::SetDebug { level });
+        return printf_error("slurm_set_debug_level error", r, out);
+    };
+    let nodes = match key_value(spec) {
+        Some((k, v)) if k == "nodes" || k == "node" => v,
+        _ => {
+            out.err(format!("Invalid option: {spec}"));
+            return 1;
+        }
+    };
+    let names = match hostlist::expand(&nodes) {
+        Ok(n) if !n.is_empty() => n,
+        _ => {
+            out.err(format!("Invalid node list: {nodes}"));
+            return 1;
+        }
+    };
+    let mut failed = false;
+    for n in names {
+        let body = RequestBody::SetDebug {
+            level: level.clone(),
+        };
+        match ctl.node_call(Some(&n), body) {
+            Ok((_, Response::Ok)) => {}
+            Ok((_, Response::Error(e))) => {
+                out.err(format!("{n}: {}", e.error.message()));
+                failed = true;
+            }
+            Ok(_) => failed = true,
+            Err(f) => {
+                out.err(format!("{n}: {}", f.message));
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        out.err("Failed to change debug level on one or more nodes.");
+        return 1;
+    }
+    0
+}
+
 /// Global options.
 #[derive(Debug, Clone, Default)]
 pub struct Globals {
@@ -950,6 +1049,8 @@ const COMMANDS: &[&str] = &[
     "liststeps",
     "pidinfo",
     "completing",
+    "shutdown",
+    "setdebug",
     "wait_job",
     "write",
     "reconfigure",
@@ -994,8 +1095,12 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
      requeue <job_id>         re-queue a batch job.
      requeuehold <job_id>     re-queue and hold a batch job.
      resume <job_list>        resume previously suspended job.
+     setdebug <LEVEL> [nodes=<NODES>] set the log level of slurmctld (or
+                              of the slurmd daemons of NODES).
      show <ENTITY> [<ID>]     display state of identified entity, default
                               is all records.
+     shutdown <OPTION>        shut down slurm daemons (slurmctld or
+                              controller: the controller only).
      suspend <job_list>       suspend specified job (see resume).
      takeover [<INDEX>]       ask a backup slurmctld (default the first) to
                               take over control now.
@@ -2518,6 +2623,13 @@ pub fn run_command(
         Some(c @ ("listjobs" | "liststeps")) => cmd_list_local(c, rest, ctl, out),
         Some("pidinfo") => cmd_pidinfo(rest, ctl, now, tz, out),
         Some("completing") => cmd_completing(rest, ctl, now, tz, out),
+        // (Only the whole word, as Slurm's.)
+        Some("shutdown") if first.len() < 8 => {
+            out.err(format!("invalid keyword: {first}"));
+            1
+        }
+        Some("shutdown") => cmd_shutdown(rest, ctl, out),
+        Some("setdebug") => cmd_setdebug(rest, ctl, out),
         Some("wait_job") => cmd_wait_job(rest, ctl, out),
         Some("write") => cmd_write(rest, ctl, out),
         Some("token") => cmd_token(rest, ctl, out),

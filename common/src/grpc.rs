@@ -193,6 +193,8 @@ pub async fn call_node(
             NodeCall::SignalTasks(m) => client.signal_tasks(with_cred(m, cred, within)).await,
             NodeCall::Ping(m) => client.ping(with_cred(m, cred, within)).await,
             NodeCall::ListPids(m) => client.list_pids(with_cred(m, cred, within)).await,
+            NodeCall::Shutdown(m) => client.shutdown(with_cred(m, cred, within)).await,
+            NodeCall::SetDebug(m) => client.set_debug(with_cred(m, cred, within)).await,
         }
     };
     Ok(node_response(within_time(fut, within, node).await?))
@@ -331,6 +333,8 @@ pub async fn call_command(
             CommandCall::AcctChanged(m) => client.acct_changed(with_cred(m, cred, within)).await,
             CommandCall::GetJobsDelta(m) => client.get_jobs_delta(with_cred(m, cred, within)).await,
             CommandCall::Takeover(m) => client.takeover(with_cred(m, cred, within)).await,
+            CommandCall::Shutdown(m) => client.shutdown(with_cred(m, cred, within)).await,
+            CommandCall::SetDebug(m) => client.set_debug(with_cred(m, cred, within)).await,
             CommandCall::RelinquishControl(m) => {
                 client.relinquish_control(with_cred(m, cred, within)).await
             }

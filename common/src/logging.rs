@@ -24,6 +24,22 @@ pub fn level(name: Option<&str>, verbose: u32) -> &'static str {
     LEVELS[(base + verbose as usize).min(LEVELS.len() - 1)]
 }
 
+/// `scontrol setdebug`'s level: a Slurm name (any case) or its number
+/// (0 quiet .. 9 debug5), as the tracing filter [`level`] gives for it;
+/// `None` for anything else.
+pub fn debug_level(s: &str) -> Option<&'static str> {
+    const NAMES: [&str; 10] = [
+        "quiet", "fatal", "error", "info", "verbose", "debug", "debug2", "debug3", "debug4",
+        "debug5",
+    ];
+    let s = s.trim().to_ascii_lowercase();
+    let name = match s.parse::<usize>() {
+        Ok(n) => *NAMES.get(n)?,
+        Err(_) => *NAMES.iter().find(|n| **n == s)?,
+    };
+    Some(level(Some(name), 0))
+}
+
 /// A log file that can be opened again under its name (after logrotate
 /// moved it away).
 pub struct LogFile {
@@ -325,6 +341,18 @@ pub fn notify_to(path: &Path, state: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn setdebug_levels_by_name_or_number() {
+        assert_eq!(debug_level("Debug2"), Some("trace"));
+        assert_eq!(debug_level("5"), Some("debug"));
+        assert_eq!(debug_level("0"), Some("off"));
+        assert_eq!(debug_level("error"), Some("error"));
+        assert_eq!(debug_level("verbose"), Some("info"));
+        for bad in ["10", "-1", "loud", ""] {
+            assert_eq!(debug_level(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn log_time_formats() {

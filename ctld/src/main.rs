@@ -152,6 +152,8 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         .then(|| Arc::new(tokio::sync::Notify::new()));
     let shared = inbox::Shared::default();
     let addr = ha.listen_addr().to_string();
+    // `scontrol shutdown`: the server asks, the loop below stops.
+    let stop = Arc::new(tokio::sync::Notify::new());
     let mut term = {
         let _in = rt.enter();
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?
@@ -208,6 +210,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
                 }),
             listed: Default::default(),
             ha: ha.clone(),
+            stop: stop.clone(),
         };
         tokio::spawn(server.serve(listener));
         slurm_common::logging::reopen_on_sigusr2(log);
@@ -373,6 +376,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         tokio::select! {
             _ = term.recv() => None,
             _ = tokio::signal::ctrl_c() => None,
+            _ = stop.notified() => None,
             r = give_up.recv() => r,
         }
     });

@@ -60,6 +60,8 @@ pub struct Server {
     /// This controller among the controllers, and whether it is in
     /// control (a backup in standby answers only pings).
     pub ha: Arc<crate::ha::Ha>,
+    /// `scontrol shutdown`: tells the process to stop (as SIGTERM does).
+    pub stop: Arc<tokio::sync::Notify>,
 }
 
 /// Jobs' listing encodings, by job id, with the (epoch, change stamp) of
@@ -308,6 +310,84 @@ impl Server {
             RequestBody::RelinquishControl => self.ha.relinquish().await,
             _ => Response::Error(SlurmError::InternalError.into()),
         }
+    }
+
+    /// `scontrol shutdown` (root and SlurmUser only): unless
+    /// `controller_only`, every node daemon that answers is told to stop
+    /// first (its running jobs keep running); then this controller stops as
+    /// on SIGTERM, its state durable. The answer goes out first.
+    async fn shutdown(&self, req: &Request, controller_only: bool) -> Response {
+        if !self.root_or_slurm_user(req.cred.uid) {
+            tracing::warn!(
+                uid = req.cred.uid,
+                "refused shutdown: not root or SlurmUser"
+            );
+            return Response::Error(SlurmError::AccessDenied.into());
+        }
+        if !controller_only {
+            let snap = self.published.latest();
+            let mut calls = tokio::task::JoinSet::new();
+            for n in snap
+                .nodes
+                .iter()
+                .filter(|n| !n.external && !n.flags.not_responding && n.port != 0)
+            {
+                let (name, addr) = (n.name.clone(), format!("{}:{}", n.addr, n.port));
+                let (key, host) = (self.key.clone(), self.host.clone());
+                calls.spawn(async move {
+                    let sign = |b: &_| Ok(key.sign(0, 0, &host, now(), b));
+                    let r = match grpc::kept(&addr, &name) {
+                        Ok(ch) => {
+                            let call = slurm_proto::grpc::NodeCall::Shutdown(pb::Empty {});
+                            grpc::call_node(&ch, &name, call, sign, Duration::from_secs(5)).await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    match r {
+                        Ok(Response::Ok) => tracing::info!("shutdown: told {name} to stop"),
+                        other => tracing::warn!("shutdown: {name} did not take it: {other:?}"),
+                    }
+                });
+            }
+            while calls.join_next().await.is_some() {}
+        }
+        tracing::warn!(
+            uid = req.cred.uid,
+            controller_only,
+            "scontrol shutdown: stopping"
+        );
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            stop.notify_one();
+        });
+        Response::Ok
+    }
+
+    /// `scontrol setdebug LEVEL` (root and SlurmUser only): log at LEVEL
+    /// until slurm.conf is read again.
+    fn set_debug(&self, req: &Request, level: &str) -> Response {
+        if !self.root_or_slurm_user(req.cred.uid) {
+            tracing::warn!(
+                uid = req.cred.uid,
+                "refused setdebug: not root or SlurmUser"
+            );
+            return Response::Error(SlurmError::AccessDenied.into());
+        }
+        let Some(filter) = slurm_common::logging::debug_level(level) else {
+            return Response::Error(RpcError {
+                error: SlurmError::InvalidRequest,
+                detail: Some(format!("invalid debug level: {level}")),
+            });
+        };
+        if !slurm_common::logging::set_level(filter) {
+            return Response::Error(RpcError {
+                error: SlurmError::Disabled,
+                detail: Some("the log level is set by SLURMCTLD_LOG".into()),
+            });
+        }
+        tracing::info!(uid = req.cred.uid, "setdebug: logging at {level} now");
+        Response::Ok
     }
 
     /// `uid` is over its rate (`SlurmctldParameters=rl_enable`).
@@ -988,6 +1068,10 @@ impl CtldService {
             RequestBody::Takeover | RequestBody::RelinquishControl => {
                 command_reply(s.control(req).await)
             }
+            RequestBody::Shutdown { controller_only } => {
+                command_reply(s.shutdown(&req, controller_only).await)
+            }
+            RequestBody::SetDebug { ref level } => command_reply(s.set_debug(&req, level)),
             RequestBody::Reconfigure if !s.ha.active() => command_reply(s.reread(&req)),
             RequestBody::Reconfigure => {
                 let r = s.reconfigure(&req).await;
@@ -1291,6 +1375,14 @@ impl pb::controller_server::Controller for CtldService {
     }
     async fn takeover(&self, r: tonic::Request<pb::Empty>) -> Commanded {
         self.command(r, command_method::TAKEOVER, CommandCall::Takeover)
+            .await
+    }
+    async fn shutdown(&self, r: tonic::Request<pb::ShutdownRequest>) -> Commanded {
+        self.command(r, command_method::SHUTDOWN, CommandCall::Shutdown)
+            .await
+    }
+    async fn set_debug(&self, r: tonic::Request<pb::DebugLevel>) -> Commanded {
+        self.command(r, command_method::SET_DEBUG, CommandCall::SetDebug)
             .await
     }
     async fn relinquish_control(&self, r: tonic::Request<pb::Empty>) -> Commanded {

@@ -611,6 +611,39 @@ impl LocalCluster {
         }
     }
 
+    /// Wait up to `within` for a process to end by itself; its status,
+    /// the process forgotten (so it can be started again).
+    fn wait_exit(child: &mut Option<Child>, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            match child.as_mut()?.try_wait() {
+                Ok(Some(status)) => {
+                    child.take();
+                    return Some(status);
+                }
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The controller's exit status once it stops by itself (`scontrol
+    /// shutdown`), waiting up to `within`.
+    pub fn wait_ctld_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        Self::wait_exit(&mut self.ctld, within)
+    }
+
+    /// Node daemon `i`'s exit status once it stops by itself.
+    pub fn wait_slurmd_exit(
+        &mut self,
+        i: usize,
+        within: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        Self::wait_exit(self.slurmds.get_mut(i)?, within)
+    }
+
     /// Send `sig` to the controller (SIGKILL simulates a crash).
     pub fn kill_ctld(&mut self, sig: i32) {
         Self::kill_child(&mut self.ctld, sig);

@@ -396,6 +396,8 @@ pub enum NodeCall {
     SignalTasks(pb::SignalTasksRequest),
     Ping(pb::NodePing),
     ListPids(pb::ListPidsRequest),
+    Shutdown(pb::Empty),
+    SetDebug(pb::DebugLevel),
 }
 
 /// The full gRPC path of each `NodeDaemon` method: what a credential for
@@ -410,6 +412,8 @@ pub mod node_method {
     pub const SIGNAL_TASKS: &str = "/slurm.v1.NodeDaemon/SignalTasks";
     pub const PING: &str = "/slurm.v1.NodeDaemon/Ping";
     pub const LIST_PIDS: &str = "/slurm.v1.NodeDaemon/ListPids";
+    pub const SHUTDOWN: &str = "/slurm.v1.NodeDaemon/Shutdown";
+    pub const SET_DEBUG: &str = "/slurm.v1.NodeDaemon/SetDebug";
 }
 
 impl NodeCall {
@@ -457,6 +461,8 @@ impl NodeCall {
             RequestBody::ListPids { job_id, step_id } => {
                 NodeCall::ListPids(pb::ListPidsRequest { job_id, step_id })
             }
+            RequestBody::NodeShutdown => NodeCall::Shutdown(pb::Empty {}),
+            RequestBody::SetDebug { level } => NodeCall::SetDebug(pb::DebugLevel { level }),
             other => return Err(Box::new(other)),
         })
     }
@@ -492,6 +498,8 @@ impl NodeCall {
                 job_id: l.job_id,
                 step_id: l.step_id,
             },
+            NodeCall::Shutdown(_) => RequestBody::NodeShutdown,
+            NodeCall::SetDebug(d) => RequestBody::SetDebug { level: d.level },
         })
     }
 
@@ -507,6 +515,8 @@ impl NodeCall {
             NodeCall::SignalTasks(_) => SIGNAL_TASKS,
             NodeCall::Ping(_) => PING,
             NodeCall::ListPids(_) => LIST_PIDS,
+            NodeCall::Shutdown(_) => SHUTDOWN,
+            NodeCall::SetDebug(_) => SET_DEBUG,
         }
     }
 
@@ -522,6 +532,8 @@ impl NodeCall {
             NodeCall::SignalTasks(m) => m.encode_to_vec(),
             NodeCall::Ping(m) => m.encode_to_vec(),
             NodeCall::ListPids(m) => m.encode_to_vec(),
+            NodeCall::Shutdown(m) => m.encode_to_vec(),
+            NodeCall::SetDebug(m) => m.encode_to_vec(),
         }
     }
 }

@@ -1619,6 +1619,20 @@ pub enum RequestBody {
         job_id: Option<JobId>,
         step_id: Option<u32>,
     },
+    /// `scontrol shutdown [slurmctld|controller]`: the controller saves
+    /// its state and stops, the node daemons too unless `controller_only`
+    /// (root and SlurmUser).
+    Shutdown {
+        controller_only: bool,
+    },
+    /// Controller → node daemon (`scontrol shutdown`): stop, leaving
+    /// running jobs running.
+    NodeShutdown,
+    /// `scontrol setdebug LEVEL [nodes=...]`: the daemon's log level until
+    /// its slurm.conf is read again (root and SlurmUser).
+    SetDebug {
+        level: String,
+    },
 }
 
 /// One process of a job on a node (`scontrol listpids`).
@@ -1725,6 +1739,8 @@ impl RequestBody {
                 ("MESSAGE_NODE_REGISTRATION_STATUS", 1002)
             }
             RequestBody::Reconfigure => ("REQUEST_RECONFIGURE", 1003),
+            RequestBody::Shutdown { .. } => ("REQUEST_SHUTDOWN", 1005),
+            RequestBody::SetDebug { .. } => ("REQUEST_SET_DEBUG_LEVEL", 1010),
             RequestBody::GetLicenses => ("REQUEST_LICENSE_INFO", 1021),
             RequestBody::GetJobScript { .. } => ("REQUEST_BATCH_SCRIPT", 2051),
             RequestBody::GetConfig => ("REQUEST_BUILD_INFO", 2001),

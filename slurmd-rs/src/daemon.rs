@@ -763,6 +763,14 @@ impl pb::node_daemon_server::NodeDaemon for NodeService {
         self.handle(r, node_method::LIST_PIDS, NodeCall::ListPids)
             .await
     }
+    async fn shutdown(&self, r: tonic::Request<pb::Empty>) -> Answer {
+        self.handle(r, node_method::SHUTDOWN, NodeCall::Shutdown)
+            .await
+    }
+    async fn set_debug(&self, r: tonic::Request<pb::DebugLevel>) -> Answer {
+        self.handle(r, node_method::SET_DEBUG, NodeCall::SetDebug)
+            .await
+    }
 }
 
 fn refuse(error: SlurmError, detail: impl Into<String>) -> Response {
@@ -795,6 +803,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             | RequestBody::SuspendJobHere { .. }
             | RequestBody::TerminateJob { .. }
             | RequestBody::JobPrologue(_)
+            | RequestBody::NodeShutdown
     );
     if job_request && !privileged {
         warn!(
@@ -825,6 +834,38 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
         },
         RequestBody::ListPids { job_id, step_id } => {
             crate::steps::list_pids(ctx, req.cred.uid, privileged, job_id, step_id)
+        }
+        RequestBody::NodeShutdown => {
+            warn!("the controller asks this daemon to stop (scontrol shutdown)");
+            // As SIGTERM: the same way out, after the answer has gone.
+            tokio::spawn(async {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                // SAFETY: a signal to this process, which handles SIGTERM.
+                unsafe {
+                    libc::kill(libc::getpid(), libc::SIGTERM);
+                }
+            });
+            Response::Ok
+        }
+        RequestBody::SetDebug { level } => {
+            if !privileged {
+                warn!(uid = cred.uid, "refused setdebug from an unprivileged user");
+                return refuse(
+                    SlurmError::AccessDenied,
+                    format!("uid {} may not change slurmd's log level", cred.uid),
+                );
+            }
+            match slurm_common::logging::debug_level(&level) {
+                None => refuse(
+                    SlurmError::InvalidRequest,
+                    format!("invalid debug level: {level}"),
+                ),
+                Some(filter) if slurm_common::logging::set_level(filter) => {
+                    info!(uid = cred.uid, "setdebug: logging at {level} now");
+                    Response::Ok
+                }
+                Some(_) => refuse(SlurmError::Disabled, "the log level is set by SLURMD_LOG"),
+            }
         }
         RequestBody::LaunchBatch(l) => {
             debug!(job = l.job_id, "launch request");

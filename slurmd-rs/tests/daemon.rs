@@ -218,6 +218,12 @@ impl pb::controller_server::Controller for FakeService {
     async fn relinquish_control(&self, _: tonic::Request<pb::Empty>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn shutdown(&self, _: tonic::Request<pb::ShutdownRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
+    async fn set_debug(&self, _: tonic::Request<pb::DebugLevel>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
         Ok(tonic::Response::new(self.take(
             r,

@@ -1908,6 +1908,115 @@ fn scontrol_listpids_shows_a_jobs_processes_to_its_owner_and_root_only() {
     }
 }
 
+/// `scontrol setdebug` changes the controller's and the node daemons' log
+/// levels at once (root and SlurmUser only); `scontrol shutdown` stops the
+/// controller alone, or with the node daemons, and the running job lives
+/// through both and completes once they are back.
+#[test]
+fn scontrol_setdebug_and_shutdown() {
+    let mut t = TestCluster::start(2, |_| {});
+    let dir = t.c.spec.dir.clone();
+    let log = |name: &str| std::fs::read_to_string(dir.join("log").join(name)).unwrap_or_default();
+    let said =
+        |name: &str, level: &str| log(name).contains(&format!("setdebug: logging at {level} now"));
+    fn sc(t: &TestCluster, uid: u32, args: &[&str]) -> std::process::Output {
+        t.cmd_as(uid, uid, "scontrol").args(args).output().unwrap()
+    }
+    // The controller: at error its own info line is not written; at info
+    // and debug it is.
+    for (level, shown) in [("error", false), ("debug", true), ("3", true)] {
+        let o = sc(&t, 0, &["setdebug", level]);
+        assert!(o.status.success(), "{level}: {}", stderr(&o));
+        let name = level;
+        assert_eq!(
+            said("slurmctld.log", name),
+            shown,
+            "{level}\n{}",
+            log("slurmctld.log")
+        );
+    }
+    // The node daemons of n[1-2] (n2's left as it was).
+    let o = sc(&t, 0, &["setdebug", "error", "nodes=n1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = sc(&t, 0, &["setdebug", "debug", "nodes=n[1-2]"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!said("slurmd.n1.log", "error"));
+    assert!(said("slurmd.n1.log", "debug") && said("slurmd.n2.log", "debug"));
+    // Bad input, and users, change nothing.
+    let o = sc(&t, 0, &["setdebug", "loud"]);
+    assert_eq!(
+        (o.status.code(), stderr(&o).trim()),
+        (Some(1), "invalid debug level: loud")
+    );
+    let o = sc(&t, 0, &["setdebug", "info", "here=n1"]);
+    assert_eq!(stderr(&o).trim(), "Invalid option: here=n1");
+    let o = sc(&t, TEST_UID, &["setdebug", "error"]);
+    assert_eq!(
+        (o.status.code(), stderr(&o).trim()),
+        (
+            Some(1),
+            "slurm_set_debug_level error:Access/permission denied"
+        )
+    );
+    let o = sc(&t, TEST_UID, &["setdebug", "error", "nodes=n1"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("n1: Access/permission denied"),
+        "{}",
+        stderr(&o)
+    );
+    // A job runs through what follows.
+    let job = t.sbatch(&["-w", "n1", "--wrap", "sleep 8"]);
+    t.wait_job(job, 20, "running", |j| j.state == JobState::Running);
+    // Users may not stop anything; `shut` is not `shutdown`.
+    let o = sc(&t, TEST_UID, &["shutdown"]);
+    assert_eq!(
+        (o.status.code(), stderr(&o).trim()),
+        (Some(1), "slurm_shutdown error:Access/permission denied")
+    );
+    let o = sc(&t, 0, &["shut"]);
+    assert_eq!(stderr(&o).trim(), "invalid keyword: shut");
+    let o = sc(&t, 0, &["shutdown", "everything"]);
+    assert_eq!(stderr(&o).trim(), "invalid shutdown argument:everything");
+    assert!(
+        t.c.wait_ctld_exit(Duration::from_millis(500)).is_none(),
+        "stopped for a user"
+    );
+    // The controller alone.
+    let o = sc(&t, 0, &["shutdown", "controller"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let status =
+        t.c.wait_ctld_exit(Duration::from_secs(10))
+            .expect("the controller stops");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        t.c.wait_slurmd_exit(0, Duration::from_millis(500))
+            .is_none(),
+        "n1 stopped too"
+    );
+    t.c.start_ctld().expect("controller restarts");
+    t.wait_job(job, 20, "still running", |j| j.state == JobState::Running);
+    // Everything.
+    let o = sc(&t, 0, &["shutdown"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        t.c.wait_ctld_exit(Duration::from_secs(10)).is_some(),
+        "the controller stops"
+    );
+    for i in 0..2 {
+        let status =
+            t.c.wait_slurmd_exit(i, Duration::from_secs(10))
+                .expect("node daemons stop");
+        assert!(status.success(), "n{}: {status:?}", i + 1);
+    }
+    for i in 0..2 {
+        t.c.start_slurmd(i).expect("slurmd restarts");
+    }
+    t.c.start_ctld().expect("controller restarts");
+    let j = t.wait_done(job, 60);
+    assert_eq!(j.state, JobState::Completed, "{}", t.logs());
+}
+
 /// `scontrol listjobs`, `liststeps`, `pidinfo`, `completing`, `show
 /// daemons`, `show aliases`: what runs on a node, as its daemon knows it,
 /// to the job's owner and root only; what is still completing.

@@ -1034,6 +1034,8 @@ pub enum CommandCall {
     GetJobsDelta(pb::JobsDeltaRequest),
     Takeover(pb::Empty),
     RelinquishControl(pb::Empty),
+    Shutdown(pb::ShutdownRequest),
+    SetDebug(pb::DebugLevel),
 }
 
 /// The full gRPC path of each command method of `Controller`.
@@ -1074,6 +1076,8 @@ pub mod command_method {
     pub const ACCT_CHANGED: &str = "/slurm.v1.Controller/AcctChanged";
     pub const GET_JOBS_DELTA: &str = "/slurm.v1.Controller/GetJobsDelta";
     pub const TAKEOVER: &str = "/slurm.v1.Controller/Takeover";
+    pub const SHUTDOWN: &str = "/slurm.v1.Controller/Shutdown";
+    pub const SET_DEBUG: &str = "/slurm.v1.Controller/SetDebug";
     pub const RELINQUISH_CONTROL: &str = "/slurm.v1.Controller/RelinquishControl";
 }
 
@@ -1171,6 +1175,10 @@ impl CommandCall {
             }
             RequestBody::AcctChanged => CommandCall::AcctChanged(pb::Empty {}),
             RequestBody::Takeover => CommandCall::Takeover(pb::Empty {}),
+            RequestBody::Shutdown { controller_only } => {
+                CommandCall::Shutdown(pb::ShutdownRequest { controller_only })
+            }
+            RequestBody::SetDebug { level } => CommandCall::SetDebug(pb::DebugLevel { level }),
             RequestBody::RelinquishControl => CommandCall::RelinquishControl(pb::Empty {}),
             RequestBody::GetJobsDelta { epoch, since } => {
                 CommandCall::GetJobsDelta(pb::JobsDeltaRequest { epoch, since })
@@ -1247,6 +1255,10 @@ impl CommandCall {
             CommandCall::DeletePartition(n) => RequestBody::DeletePartition { name: n.name },
             CommandCall::AcctChanged(_) => RequestBody::AcctChanged,
             CommandCall::Takeover(_) => RequestBody::Takeover,
+            CommandCall::Shutdown(s) => RequestBody::Shutdown {
+                controller_only: s.controller_only,
+            },
+            CommandCall::SetDebug(d) => RequestBody::SetDebug { level: d.level },
             CommandCall::RelinquishControl(_) => RequestBody::RelinquishControl,
             CommandCall::GetJobsDelta(d) => RequestBody::GetJobsDelta {
                 epoch: d.epoch,
@@ -1295,6 +1307,8 @@ impl CommandCall {
             CommandCall::AcctChanged(_) => ACCT_CHANGED,
             CommandCall::GetJobsDelta(_) => GET_JOBS_DELTA,
             CommandCall::Takeover(_) => TAKEOVER,
+            CommandCall::Shutdown(_) => SHUTDOWN,
+            CommandCall::SetDebug(_) => SET_DEBUG,
             CommandCall::RelinquishControl(_) => RELINQUISH_CONTROL,
         }
     }
@@ -1327,6 +1341,8 @@ impl CommandCall {
             CommandCall::CreateNode(m) => m.encode_to_vec(),
             CommandCall::GetJobScript(m) => m.encode_to_vec(),
             CommandCall::GetJobsDelta(m) => m.encode_to_vec(),
+            CommandCall::Shutdown(m) => m.encode_to_vec(),
+            CommandCall::SetDebug(m) => m.encode_to_vec(),
             CommandCall::UpdateJob(m) => m.encode_to_vec(),
             CommandCall::SuspendJob(m) => m.encode_to_vec(),
             CommandCall::UpdateNode(m) => m.encode_to_vec(),
