@@ -52,6 +52,8 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('N'), "nodelist", Arg::Required),
     o(Some('i'), "nnodes", Arg::Required),
     o(Some('I'), "ncpus", Arg::Required),
+    o(Some('k'), "timelimit-min", Arg::Required),
+    o(Some('K'), "timelimit-max", Arg::Required),
     o(Some('v'), "verbose", Arg::No),
     o(Some('T'), "truncate", Arg::No),
     o(None, "units", Arg::Required),
@@ -508,6 +510,11 @@ pub struct Options {
     pub nodes: Vec<String>,
     /// `-i`: node counts (min, max).
     pub nnodes: Option<(u32, u32)>,
+    /// `-k`: jobs with this time limit (minutes; `u32::MAX` unlimited), or
+    /// with `-K` at least this.
+    pub timelimit_min: Option<u32>,
+    /// `-K`: with `-k`, at most this (alone it is ignored, as Slurm's).
+    pub timelimit_max: Option<u32>,
     /// `-I`: CPU counts (min, max).
     pub ncpus: Option<(u32, u32)>,
     /// `-T`: start and end times cut to the window asked for.
@@ -517,6 +524,13 @@ pub struct Options {
 }
 
 /// `N` or `MIN-MAX` (`-i`, `-I`).
+/// A `-k`/`-K` time limit in minutes (`UNLIMITED` is `u32::MAX`).
+fn limit_minutes(v: &str) -> Result<u32, String> {
+    slurm_common::timefmt::parse_time_limit(v)
+        .map(|m| m.unwrap_or(u32::MAX))
+        .map_err(|_| format!("sacct: error: Invalid time limit: {v}"))
+}
+
 fn count_range(name: &str, v: &str) -> Result<(u32, u32), String> {
     let bad = || format!("sacct: error: Invalid --{name} value: {v}");
     match v.split_once('-') {
@@ -587,6 +601,13 @@ impl Options {
         }
         if let Some((lo, hi)) = self.ncpus {
             if j.alloc_cpus < lo || j.alloc_cpus > hi {
+                return false;
+            }
+        }
+        if let Some(lo) = self.timelimit_min {
+            let hi = self.timelimit_max.unwrap_or(lo);
+            let limit = j.time_limit.unwrap_or(u32::MAX);
+            if limit < lo || limit > hi {
                 return false;
             }
         }
@@ -691,6 +712,8 @@ pub fn parse_args_env(
                 }
             }
             "nnodes" => o.nnodes = Some(count_range("nnodes", &val)?),
+            "timelimit-min" => o.timelimit_min = Some(limit_minutes(&val)?),
+            "timelimit-max" => o.timelimit_max = Some(limit_minutes(&val)?),
             "ncpus" => o.ncpus = Some(count_range("ncpus", &val)?),
             "json" | "yaml" => {
                 crate::jsonout::check_parser(Some(val.as_str()))
@@ -869,6 +892,33 @@ mod tests {
                 steps: vec![],
             },
         ]
+    }
+
+    /// `-k` alone: exactly that limit; with `-K`: the range; `-K` alone
+    /// changes nothing (as Slurm's).
+    #[test]
+    fn time_limit_filters() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut rs = rows();
+        rs[0].job.time_limit = Some(10);
+        rs[1].job.time_limit = Some(60);
+        rs[2].job.time_limit = None;
+        let ids: Vec<u32> = rs.iter().map(|r| r.job.job_id).collect();
+        let kept = |a: &[&str]| -> Vec<u32> {
+            let o = parse_args(&args(a), 0).unwrap();
+            rs.iter()
+                .filter(|r| o.keeps(r))
+                .map(|r| r.job.job_id)
+                .collect()
+        };
+        assert_eq!(kept(&["-k", "10"]), vec![ids[0]]);
+        assert_eq!(kept(&["-k", "10", "-K", "1:00:00"]), vec![ids[0], ids[1]]);
+        assert_eq!(kept(&["--timelimit-max=5"]), ids);
+        assert_eq!(kept(&["--timelimit-min=UNLIMITED"]), vec![ids[2]]);
+        assert_eq!(
+            parse_args(&args(&["-k", "soon"]), 0).unwrap_err(),
+            "sacct: error: Invalid time limit: soon"
+        );
     }
 
     #[test]

@@ -887,6 +887,58 @@ fn printf_error(what: &str, r: Result<Response, CallFail>, out: &mut Out) -> i32
     }
 }
 
+/// `scontrol getaddrs NODES`: each node's address and port as the
+/// controller knows them (`NODE: ADDR:PORT`, a name resolved to its first
+/// address).
+fn cmd_getaddrs(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let [list] = rest else {
+        out.err("one argument required for keyword:getaddrs");
+        return 1;
+    };
+    let names = match hostlist::expand(list) {
+        Ok(n) if !n.is_empty() => n,
+        _ => {
+            out.err(format!("scontrol: error: Invalid node list: {list}"));
+            return 1;
+        }
+    };
+    let Some(nodes) = load_nodes(ctl, out) else {
+        return 1;
+    };
+    let mut rc = 0;
+    for name in names {
+        let Some(n) = nodes.iter().find(|n| n.name == name) else {
+            out.err(format!(
+                "scontrol: error: {}: {name}",
+                SlurmError::InvalidNodeName.message()
+            ));
+            rc = 1;
+            continue;
+        };
+        use std::net::ToSocketAddrs;
+        match (n.addr.as_str(), n.port)
+            .to_socket_addrs()
+            .map(|mut a| a.next())
+        {
+            Ok(Some(std::net::SocketAddr::V6(a))) => {
+                out.stdout
+                    .push_str(&format!("{name}: [{}]:{}\n", a.ip(), a.port()))
+            }
+            Ok(Some(a)) => out
+                .stdout
+                .push_str(&format!("{name}: {}:{}\n", a.ip(), a.port())),
+            _ => {
+                out.err(format!(
+                    "scontrol: error: cannot resolve {name}'s address {}",
+                    n.addr
+                ));
+                rc = 1;
+            }
+        }
+    }
+    rc
+}
+
 /// `scontrol shutdown [slurmctld|controller]`: the controller stops, and
 /// the node daemons too unless told `slurmctld` or `controller`.
 fn cmd_shutdown(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
@@ -1051,6 +1103,7 @@ const COMMANDS: &[&str] = &[
     "completing",
     "shutdown",
     "setdebug",
+    "getaddrs",
     "wait_job",
     "write",
     "reconfigure",
@@ -1081,6 +1134,7 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
     Valid <COMMAND> values are:
      completing               list jobs still completing and their nodes.
      exit                     terminate scontrol
+     getaddrs <NODES>         the address and port of each node.
      help                     print this description of use.
      hold <job_list>          prevent specified job from starting.
      listjobs [<node>]        list the jobs running on this node.
@@ -2630,6 +2684,7 @@ pub fn run_command(
         }
         Some("shutdown") => cmd_shutdown(rest, ctl, out),
         Some("setdebug") => cmd_setdebug(rest, ctl, out),
+        Some("getaddrs") => cmd_getaddrs(rest, ctl, out),
         Some("wait_job") => cmd_wait_job(rest, ctl, out),
         Some("write") => cmd_write(rest, ctl, out),
         Some("token") => cmd_token(rest, ctl, out),

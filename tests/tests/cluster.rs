@@ -2096,6 +2096,16 @@ fn scontrol_lists_a_nodes_jobs_steps_and_what_is_completing() {
     // node daemon (the nodes are named n1.., not this host).
     assert_eq!(stdout(&sc(1000, &["show", "daemons"])).trim(), "slurmctld");
     assert_eq!(stdout(&sc(1000, &["show", "aliases", "n1"])), "n1\n");
+    let port = t.nodes()[0].port;
+    assert_eq!(
+        stdout(&sc(1000, &["getaddrs", "n1"])),
+        format!("n1: {}:{port}\n", t.c.spec.ip)
+    );
+    let o = sc(1000, &["getaddrs", "n[1-2]"]);
+    assert_eq!(
+        stderr(&o).trim(),
+        "scontrol: error: Invalid node name specified: n2"
+    );
     // Cancelled, it completes while its epilog runs.
     assert!(t.run("scancel", &[&j]).status.success());
     let _ = step.wait();
