@@ -87,3 +87,84 @@ pub fn dbd_call(
     )
     .map_err(|e| format!("Problem talking to the database: {e}"))
 }
+
+/// A Slurm hostfile (`-F/--nodefile`): node names one per line or comma
+/// separated, `#` starting a comment (`\\#` a literal `#`), `NAME*N` for N
+/// times NAME, hostlist ranges expanded; duplicates dropped. `None` for a
+/// file that cannot be read, an entry not starting with a letter or digit,
+/// or no name at all (Slurm's "Invalid --nodefile node file").
+pub fn read_hostfile(path: &str) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut names: Vec<String> = Vec::new();
+    for line in text.lines() {
+        // A `#` ends the line unless escaped.
+        let mut kept = String::new();
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&'#') => {
+                    kept.push('#');
+                    chars.next();
+                }
+                '#' => break,
+                c => kept.push(c),
+            }
+        }
+        let kept = kept.trim();
+        if kept.is_empty() {
+            continue;
+        }
+        if !kept.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            return None;
+        }
+        for entry in slurm_common::conf::split_top_commas(kept) {
+            let entry = entry.trim();
+            if entry.is_empty() {
+                continue;
+            }
+            let (name, times) = match entry.split_once('*') {
+                Some((n, k)) => (n, k.trim().parse::<usize>().ok()?),
+                None => (entry, 1),
+            };
+            for n in slurm_common::hostlist::expand(name).ok()? {
+                if times > 0 && !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+    }
+    (!names.is_empty()).then_some(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostfiles_as_slurm_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("h");
+        let read = |text: &str| {
+            std::fs::write(&f, text).unwrap();
+            read_hostfile(f.to_str().unwrap())
+        };
+        assert_eq!(
+            read("# head\nn1,n2 # two\nn[2-4]\nm1*3\n\n"),
+            Some(
+                vec!["n1", "n2", "n3", "n4", "m1"]
+                    .into_iter()
+                    .map(String::from)
+                    .collect()
+            )
+        );
+        assert_eq!(read("a\\#b\n"), Some(vec!["a#b".to_string()]));
+        assert_eq!(read("# only a comment\n"), None);
+        assert_eq!(
+            read("-n1\n"),
+            None,
+            "an entry must start with a letter or digit"
+        );
+        assert_eq!(read("n1*x\n"), None);
+        assert_eq!(read_hostfile("/nonexistent/hostfile"), None);
+    }
+}

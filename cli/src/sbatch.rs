@@ -78,6 +78,7 @@ enum Key {
     Nice,
     NoRequeue,
     Nodelist,
+    Nodefile,
     Nodes,
     Ntasks,
     NtasksPerNode,
@@ -220,7 +221,7 @@ static SPECS: &[Spec] = &[
     spec("gres", None, RA, Key::Gres, Some("SBATCH_GRES")),
     spec("licenses", Some('L'), RA, Key::Licenses, Some("SBATCH_LICENSES")),
     spec("mem-per-gpu", None, RA, Key::MemPerGpu, Some("SBATCH_MEM_PER_GPU")),
-    spec("nodefile", Some('F'), RA, FATAL, None),
+    spec("nodefile", Some('F'), RA, Key::Nodefile, None),
     spec("ntasks-per-core", None, RA, FATAL, None),
     spec("ntasks-per-gpu", None, RA, FATAL, None),
     spec("ntasks-per-socket", None, RA, Key::NtasksPerSocket, None),
@@ -817,6 +818,11 @@ fn apply(
         }
         Key::NoRequeue => opts.requeue = Some(false),
         Key::Nodelist => opts.nodelist = s(),
+        Key::Nodefile => {
+            let names = crate::common::read_hostfile(v)
+                .ok_or_else(|| Fail::error("Invalid --nodefile node file", 255))?;
+            opts.nodelist = Some(names.join(","));
+        }
         Key::Nodes => opts.nodes = Some(parse_nodes(v)?),
         Key::Ntasks => opts.ntasks = Some(parse_int("--ntasks", v, true)?),
         Key::NtasksPerNode => opts.ntasks_per_node = Some(parse_int("--ntasks-per-node", v, true)?),

@@ -163,6 +163,11 @@ pub(crate) const OPTS: &[Opt] = &[
         arg: Arg::Required,
     },
     Opt {
+        short: Some('F'),
+        long: "nodefile",
+        arg: Arg::Required,
+    },
+    Opt {
         short: Some('x'),
         long: "exclude",
         arg: Arg::Required,
@@ -623,6 +628,10 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "cpus-per-task" => o.cpus_per_task = Some(num(prog, name, &v)?),
             "ntasks-per-node" => o.ntasks_per_node = Some(num(prog, name, &v)?),
+            "nodefile" => {
+                o.nodelist = crate::common::read_hostfile(&v)
+                    .ok_or_else(|| format!("{prog}: error: Invalid --nodefile node file"))?;
+            }
             "nodelist" | "exclude" => {
                 let names = hostlist::expand(&v).map_err(|e| format!("{prog}: error: {e}"))?;
                 if name == "nodelist" {

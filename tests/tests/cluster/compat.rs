@@ -239,6 +239,58 @@ fn srun_takes_stdin_from_a_file_and_the_jobs_options() {
     assert!(stderr(&out).contains("reservation"), "{}", stderr(&out));
 }
 
+/// `-F/--nodefile`: sbatch, srun and salloc run on the nodes a hostfile
+/// names (comments, commas and ranges as Slurm reads them); a file that
+/// cannot be read, or holds no node, is refused before anything is asked.
+#[test]
+fn nodefile_names_the_nodes_to_run_on() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(3, |_| {});
+    let file = t.work.join("hosts");
+    std::fs::write(&file, "# the nodes\nn3 # this one\nn[2-3]\n").unwrap();
+    let f = file.to_str().unwrap();
+    let id = t.sbatch(&["-F", f, "-N2", "--wrap", "true"]);
+    let j = t.wait_done(id, 30);
+    assert_eq!(j.alloc.nodes, vec!["n2", "n3"]);
+    let out = t.run(
+        "srun",
+        &["--nodefile", f, "-N1", "printenv", "SLURMD_NODENAME"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        ["n2\n", "n3\n"].contains(&stdout(&out).as_str()),
+        "{}",
+        stdout(&out)
+    );
+    let out = t.run(
+        "salloc",
+        &["-F", f, "-N2", "sh", "-c", "echo $SLURM_JOB_NODELIST"],
+    );
+    assert_eq!(stdout(&out).trim(), "n[2-3]", "{}", stderr(&out));
+    for bad in ["/nonexistent/hosts", "empty"] {
+        let path = if bad == "empty" {
+            let p = t.work.join("empty");
+            std::fs::write(&p, "# nothing\n\n").unwrap();
+            p.display().to_string()
+        } else {
+            bad.to_string()
+        };
+        let out = t.run("sbatch", &["-F", &path, "--wrap", "true"]);
+        assert_eq!(out.status.code(), Some(255), "{bad}");
+        assert_eq!(
+            stderr(&out),
+            "sbatch: error: Invalid --nodefile node file\n"
+        );
+        let out = t.run("srun", &["-F", &path, "true"]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("Invalid --nodefile node file"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
 /// `--mail-type`/`--mail-user`: the controller runs `MailProg -s SUBJECT
 /// USER` for each event asked for, once; a recipient that would read as an
 /// option of MailProg is refused.
