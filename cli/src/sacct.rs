@@ -52,6 +52,8 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('N'), "nodelist", Arg::Required),
     o(Some('i'), "nnodes", Arg::Required),
     o(Some('I'), "ncpus", Arg::Required),
+    o(Some('B'), "batch-script", Arg::No),
+    o(None, "env-vars", Arg::No),
     o(Some('k'), "timelimit-min", Arg::Required),
     o(Some('K'), "timelimit-max", Arg::Required),
     o(Some('v'), "verbose", Arg::No),
@@ -210,6 +212,29 @@ pub fn exit_code(status: i32) -> String {
     } else {
         format!("{}:0", (status >> 8) & 0xff)
     }
+}
+
+/// `sacct -B` / `--env-vars`: each job's batch script (or environment)
+/// under a header line and a rule, `NONE` when accounting has none.
+pub fn render_texts(rows: &[JobRow], script: bool, header: bool) -> String {
+    let mut out = String::new();
+    for r in rows {
+        let id = job_id_str(&r.job);
+        if header {
+            if script {
+                out.push_str(&format!("Batch Script for {id}\n"));
+            } else {
+                out.push_str(&format!(
+                    "Environment used for {id} (must be batch to display)\n"
+                ));
+            }
+            out.push_str(&"-".repeat(80));
+            out.push('\n');
+        }
+        let text = if script { &r.job.script } else { &r.job.env };
+        out.push_str(text.as_deref().unwrap_or("NONE\n"));
+    }
+    out
 }
 
 fn job_id_str(j: &AcctJob) -> String {
@@ -712,6 +737,8 @@ pub fn parse_args_env(
                 }
             }
             "nnodes" => o.nnodes = Some(count_range("nnodes", &val)?),
+            "batch-script" => o.query.with_script = true,
+            "env-vars" => o.query.with_env = true,
             "timelimit-min" => o.timelimit_min = Some(limit_minutes(&val)?),
             "timelimit-max" => o.timelimit_max = Some(limit_minutes(&val)?),
             "ncpus" => o.ncpus = Some(count_range("ncpus", &val)?),
@@ -728,6 +755,25 @@ pub fn parse_args_env(
         .any(|a| a == "-X" || a == "--allocations" || a.starts_with("--alloc"))
     {
         o.query.with_steps = true;
+    }
+    // -B / --env-vars: one job's text, no steps (as Slurm's).
+    if o.query.with_script || o.query.with_env {
+        if o.query.job_ids.is_empty() {
+            let what = if o.query.with_script {
+                "job scripts"
+            } else {
+                "job environment"
+            };
+            return Err(format!(
+                "sacct: fatal: When requesting {what} you must also request specific jobs with the '-j' option."
+            ));
+        }
+        if o.query.with_script && o.query.with_env {
+            return Err(
+                "sacct: fatal: Options --batch-script and --env-vars are mutually exclusive".into(),
+            );
+        }
+        o.query.with_steps = false;
     }
     // Without -S: since midnight, or since ever when jobs or states are named.
     if !start_given && o.query.job_ids.is_empty() && o.query.states.is_empty() {
@@ -807,6 +853,10 @@ pub fn main() -> i32 {
             return 1;
         }
     };
+    if o.query.with_script || o.query.with_env {
+        print!("{}", render_texts(&rows, o.query.with_script, o.header));
+        return 0;
+    }
     if o.json {
         // The body of slurmrestd's `GET slurmdb/v0.0.44/jobs`.
         let jobs: Vec<serde_json::Value> = rows

@@ -207,7 +207,17 @@ impl Server {
             AcctRequest::ListAccounts(_) => self.private.accounts,
             _ => false,
         };
+        let texts = matches!(&body, AcctRequest::GetJobs(q) if q.with_script || q.with_env);
         let resp = self.answer(body, now).await;
+        // Scripts and environments are their owners' (and operators').
+        let resp = if texts && !superuser {
+            match self.own_texts(uid, resp).await {
+                Ok(r) => r,
+                Err(e) => return storage_error(e),
+            }
+        } else {
+            resp
+        };
         let resp = if hides && !superuser {
             match self.private_view(uid, resp).await {
                 Ok(r) => r,
@@ -221,6 +231,27 @@ impl Server {
             self.tell_controllers();
         }
         resp
+    }
+
+    /// Batch scripts and environments only of `uid`'s own jobs, unless it
+    /// is an operator or administrator (whatever PrivateData says).
+    async fn own_texts(&self, uid: u32, resp: AcctResponse) -> Result<AcctResponse, StorageError> {
+        let me = slurm_common::users::user_by_uid(uid)
+            .map(|u| u.name)
+            .unwrap_or_else(|| uid.to_string());
+        if self.storage.admin_level(&me).await?.unwrap_or_default() >= AdminLevel::Operator {
+            return Ok(resp);
+        }
+        Ok(match resp {
+            AcctResponse::Jobs(mut v) => {
+                for r in v.iter_mut().filter(|r| r.job.uid != uid) {
+                    r.job.script = None;
+                    r.job.env = None;
+                }
+                AcctResponse::Jobs(v)
+            }
+            other => other,
+        })
     }
 
     /// Cut a query's answer down to what `uid` may see under PrivateData

@@ -170,6 +170,7 @@ async fn suite(b: Backend) {
     assoc_limits(&s).await;
     idempotent_ingest(&s).await;
     job_queries(&s).await;
+    job_texts(&s).await;
     rollups(&s).await;
     s.close().await;
 }
@@ -1179,6 +1180,67 @@ async fn idempotent_ingest(s: &Storage) {
         .unwrap()[0];
     assert_eq!((c.cpus, c.nodes, c.control_port), (64, 4, 6817));
     assert_eq!(c.control_host, "head");
+}
+
+/// Scripts and environments (AccountingStoreFlags): kept once per content,
+/// not cleared by a job's later records, answered only when asked for;
+/// one of 100 KiB fits every backend.
+async fn job_texts(s: &Storage) {
+    let same = "#!/bin/sh\necho same\n".to_string();
+    let big = format!("#!/bin/sh\n{}\n", "# padding\n".repeat(10_240));
+    let mut first = job(50, "alice", "physics", JobState::Running);
+    first.script = Some(same.clone());
+    first.env = Some("MARK=42\nPATH=/bin\n".into());
+    let mut twin = job(51, "bob", "physics", JobState::Running);
+    twin.script = Some(same.clone());
+    let mut large = job(52, "bob", "physics", JobState::Running);
+    large.script = Some(big.clone());
+    let later = job(50, "alice", "physics", JobState::Completed);
+    let recs = vec![
+        rec("texts", 1, AcctRecord::JobStart(first)),
+        rec("texts", 2, AcctRecord::JobStart(twin)),
+        rec("texts", 3, AcctRecord::JobStart(large)),
+        rec("texts", 4, AcctRecord::JobEnd(later)),
+    ];
+    s.ingest(recs).await.unwrap();
+    let q = |with_script, with_env| JobQuery {
+        clusters: vec!["texts".into()],
+        job_ids: vec![50, 51, 52],
+        with_script,
+        with_env,
+        ..Default::default()
+    };
+    let rows = s.jobs(&q(true, false)).await.unwrap();
+    let scripts: Vec<(u32, Option<&str>)> = rows
+        .iter()
+        .map(|r| (r.job.job_id, r.job.script.as_deref()))
+        .collect();
+    assert_eq!(
+        scripts,
+        vec![
+            (50, Some(same.as_str())),
+            (51, Some(same.as_str())),
+            (52, Some(big.as_str()))
+        ]
+    );
+    assert!(rows.iter().all(|r| r.job.env.is_none()), "not asked for");
+    assert_eq!(rows[0].job.state.0, JobState::Completed);
+    let rows = s.jobs(&q(false, true)).await.unwrap();
+    assert_eq!(rows[0].job.env.as_deref(), Some("MARK=42\nPATH=/bin\n"));
+    assert_eq!(
+        (rows[1].job.env.as_deref(), rows[0].job.script.as_deref()),
+        (None, None)
+    );
+    let rows = s.jobs(&q(false, false)).await.unwrap();
+    assert!(rows
+        .iter()
+        .all(|r| r.job.script.is_none() && r.job.env.is_none()));
+    // The shared script is one row.
+    let n = s
+        .execute_raw("DELETE FROM job_texts WHERE body LIKE '%echo same%'")
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
 }
 
 async fn job_queries(s: &Storage) {

@@ -111,6 +111,14 @@ pub struct AcctJob {
     pub suspended_secs: i64,
     /// When the current suspension began (a job suspended now).
     pub suspend_start: Option<i64>,
+    /// The batch script: sent with a job's first record when
+    /// `AccountingStoreFlags=job_script`, answered only when a query asks
+    /// (`sacct -B`), and only to the job's owner, operators and
+    /// administrators.
+    pub script: Option<String>,
+    /// The batch environment (`NAME=value` lines), as `script` with
+    /// `job_env` (`sacct --env-vars`).
+    pub env: Option<String>,
 }
 
 impl AcctJob {
@@ -259,6 +267,8 @@ impl AcctJob {
             requid: r.cancelled_by.filter(|_| r.cancelled),
             suspended_secs: r.suspended_secs,
             suspend_start: r.suspend_time.filter(|_| r.state == JobState::Suspended),
+            script: None,
+            env: None,
         }
     }
 }
@@ -746,6 +756,10 @@ pub struct JobQuery {
     pub end: Option<i64>,
     pub with_steps: bool,
     pub limit: Option<u32>,
+    /// Answer each job's batch script (`sacct -B`).
+    pub with_script: bool,
+    /// Answer each job's batch environment (`sacct --env-vars`).
+    pub with_env: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

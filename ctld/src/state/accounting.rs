@@ -59,6 +59,11 @@ impl Controller {
         let mut key = rec.clone();
         key.priority = 0;
         if self.acct_jobs.get(&j.job_id) != Some(&key) {
+            // AccountingStoreFlags: the script and environment go with the
+            // job's first record (slurmdbd keeps each content once).
+            if !self.acct_jobs.contains_key(&j.job_id) {
+                self.attach_payload(j.job_id, &mut rec);
+            }
             self.acct_jobs.insert(j.job_id, key);
             self.account(if j.state.is_finished() {
                 AcctRecord::JobEnd(rec)
@@ -84,6 +89,28 @@ impl Controller {
             } else {
                 AcctRecord::StepStart(st)
             });
+        }
+    }
+
+    /// With `AccountingStoreFlags=job_script` (or `job_env`), a batch
+    /// job's script (or environment) on its accounting record.
+    fn attach_payload(&self, id: JobId, rec: &mut slurm_proto::acct::AcctJob) {
+        let flags = self.conf.get("AccountingStoreFlags").unwrap_or("");
+        let has = |f: &str| flags.split(',').any(|w| w.trim().eq_ignore_ascii_case(f));
+        let (script, env) = (has("job_script"), has("job_env"));
+        if !script && !env {
+            return;
+        }
+        let Some(p) = self.p.payloads.get(&id) else {
+            return;
+        };
+        if script {
+            rec.script = Some(p.script.clone());
+        }
+        if env {
+            let mut lines = p.environment.join("\n");
+            lines.push('\n');
+            rec.env = Some(lines);
         }
     }
 

@@ -225,6 +225,38 @@ fn job_vals(cluster: &str, j: &AcctJob, now: i64) -> Vec<Val> {
     ]
 }
 
+/// The scripts and environments records carry: each content by its
+/// SHA-256, and which job points at which.
+#[derive(Default)]
+struct JobTexts<'a> {
+    bodies: BTreeMap<String, &'a str>,
+    #[allow(clippy::type_complexity)]
+    jobs: Vec<((u32, i64), Option<String>, Option<String>)>,
+}
+
+fn job_texts<'a>(recs: &'a [SeqRecord]) -> JobTexts<'a> {
+    use sha2::{Digest, Sha256};
+    let mut t = JobTexts::default();
+    for r in recs {
+        let (AcctRecord::JobStart(j) | AcctRecord::JobEnd(j)) = &r.record else {
+            continue;
+        };
+        if j.script.is_none() && j.env.is_none() {
+            continue;
+        }
+        let mut keep = |text: &'a Option<String>| {
+            text.as_deref().map(|body| {
+                let h = hex::encode(Sha256::digest(body.as_bytes()));
+                t.bodies.insert(h.clone(), body);
+                h
+            })
+        };
+        let (script, env) = (keep(&j.script), keep(&j.env));
+        t.jobs.push(((j.job_id, j.submit_time), script, env));
+    }
+    t
+}
+
 fn step_vals(cluster: &str, s: &AcctStep) -> Vec<Val> {
     vec![
         cluster.into(),
@@ -443,6 +475,7 @@ impl Storage {
                 AcctRecord::ClusterInfo(ci) => touch(ci.time),
             }
         }
+        let texts = job_texts(recs);
         let job_update: Vec<&str> = JOB_COLS[3..].to_vec();
         for chunk in jobs.chunks(CHUNK) {
             let mut q = Q::new(&format!(
@@ -458,6 +491,7 @@ impl Storage {
             q.push(&b.upsert(&JOB_KEY, &job_update));
             q.execute(b, &mut *c).await?;
         }
+        self.store_texts(c, cluster, &texts).await?;
         let step_update: Vec<&str> = STEP_COLS[4..].to_vec();
         for chunk in steps.chunks(CHUNK) {
             let mut q = Q::new(&format!(
@@ -490,6 +524,44 @@ impl Storage {
                 .push(" AND hour_done>")
                 .bind(h);
             q.execute(b, &mut *c).await?;
+        }
+        Ok(())
+    }
+
+    /// Keep each script and environment once (by content) and point their
+    /// jobs at them (the job rows exist: they were upserted first).
+    async fn store_texts(
+        &self,
+        c: &mut AnyConnection,
+        cluster: &str,
+        t: &JobTexts<'_>,
+    ) -> Result<()> {
+        let b = self.backend;
+        let bodies: Vec<(&String, &&str)> = t.bodies.iter().collect();
+        for chunk in bodies.chunks(CHUNK) {
+            let mut q = Q::new("INSERT INTO job_texts (hash, body) VALUES ");
+            for (i, (h, body)) in chunk.iter().enumerate() {
+                if i > 0 {
+                    q.push(",");
+                }
+                q.bind_tuple(vec![h.as_str().into(), (**body).into()]);
+            }
+            q.push(&b.if_absent(&["hash"]));
+            q.execute(b, &mut *c).await?;
+        }
+        for ((job_id, submit), script, env) in &t.jobs {
+            for (col, hash) in [("script_hash", script), ("env_hash", env)] {
+                let Some(h) = hash else { continue };
+                let mut q = Q::new(&format!("UPDATE jobs SET {col}="));
+                q.bind(h.as_str())
+                    .push(" WHERE cluster=")
+                    .bind(cluster)
+                    .push(" AND job_id=")
+                    .bind(*job_id)
+                    .push(" AND submit_time=")
+                    .bind(*submit);
+                q.execute(b, &mut *c).await?;
+            }
         }
         Ok(())
     }

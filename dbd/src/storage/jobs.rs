@@ -12,7 +12,7 @@ const JOB_SELECT: &str = "SELECT cluster, job_id, submit_time, array_job_id, arr
     name, user_name, uid, group_name, gid, account, part, qos, state, exit_status, \
     eligible_time, start_time, end_time, time_limit, priority, nodelist, node_count, \
     alloc_cpus, req_cpus, req_mem, alloc_tres, req_tres, work_dir, submit_line, job_comment, \
-    requid, time_suspended, suspend_start FROM jobs WHERE 1=1";
+    requid, time_suspended, suspend_start, script_hash, env_hash FROM jobs WHERE 1=1";
 
 const STEP_SELECT: &str = "SELECT job_id, job_submit, step_id, name, state, nodelist, \
     node_count, ntasks, alloc_cpus, start_time, end_time, exit_status, total_cpu_usec, \
@@ -59,6 +59,8 @@ fn job_from_row(r: &AnyRow) -> Result<(String, AcctJob)> {
             requid: r.ou32("requid")?,
             suspended_secs: r.oi("time_suspended")?.unwrap_or(0),
             suspend_start: r.oi("suspend_start")?,
+            script: None,
+            env: None,
         },
     ))
 }
@@ -194,6 +196,16 @@ impl Storage {
             q.push(" LIMIT ").bind(n);
         }
         let rows = q.fetch_all(self.backend, &self.pool).await?;
+        // Scripts and environments, when asked for: each content fetched once.
+        let mut hashes: Vec<(Option<String>, Option<String>)> = Vec::new();
+        if f.with_script || f.with_env {
+            for r in &rows {
+                hashes.push((
+                    r.os("script_hash")?.filter(|_| f.with_script),
+                    r.os("env_hash")?.filter(|_| f.with_env),
+                ));
+            }
+        }
         let mut out: Vec<JobRow> = rows
             .iter()
             .map(|r| {
@@ -204,6 +216,26 @@ impl Storage {
                 })
             })
             .collect::<Result<_>>()?;
+        if !hashes.is_empty() {
+            let mut wanted: Vec<String> = hashes
+                .iter()
+                .flat_map(|(s, e)| s.iter().chain(e.iter()).cloned())
+                .collect();
+            wanted.sort();
+            wanted.dedup();
+            let mut bodies: HashMap<String, String> = HashMap::new();
+            for chunk in wanted.chunks(1000) {
+                let mut q = Q::new("SELECT hash, body FROM job_texts WHERE 1=1");
+                q.and_in("hash", chunk);
+                for r in q.fetch_all(self.backend, &self.pool).await? {
+                    bodies.insert(r.s("hash")?, r.s("body")?);
+                }
+            }
+            for (row, (s, e)) in out.iter_mut().zip(&hashes) {
+                row.job.script = s.as_ref().and_then(|h| bodies.get(h).cloned());
+                row.job.env = e.as_ref().and_then(|h| bodies.get(h).cloned());
+            }
+        }
         if f.with_steps && !out.is_empty() {
             let mut by_cluster: HashMap<String, Vec<usize>> = HashMap::new();
             for (i, r) in out.iter().enumerate() {

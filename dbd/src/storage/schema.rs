@@ -18,7 +18,7 @@ pub struct Migration {
 }
 
 /// The newest schema this build knows.
-pub const LATEST: u32 = 5;
+pub const LATEST: u32 = 6;
 
 pub const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -229,6 +229,17 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 5,
         name: "when a job's current suspension began",
         statements: &["ALTER TABLE jobs ADD COLUMN suspend_start BIGINT"],
+    },
+    Migration {
+        version: 6,
+        name: "batch scripts and environments (AccountingStoreFlags), each kept once",
+        statements: &[
+            "CREATE TABLE job_texts (
+                hash VARCHAR(64) NOT NULL PRIMARY KEY,
+                body {longtext} NOT NULL){opts}",
+            "ALTER TABLE jobs ADD COLUMN script_hash VARCHAR(64)",
+            "ALTER TABLE jobs ADD COLUMN env_hash VARCHAR(64)",
+        ],
     },
 ];
 

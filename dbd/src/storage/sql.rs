@@ -25,7 +25,8 @@ impl Backend {
     }
 
     /// Fill the DDL template holes: `{id}` an auto-increment primary key,
-    /// `{text}` long text, `{dbl}` a double, `{opts}` table options.
+    /// `{text}` long text, `{longtext}` text of megabytes (MySQL's TEXT
+    /// stops at 64 KiB), `{dbl}` a double, `{opts}` table options.
     pub fn ddl(self, t: &str) -> String {
         let (id, opts) = match self {
             Backend::Sqlite => ("INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -35,7 +36,12 @@ impl Backend {
             ),
             Backend::Postgres => ("BIGSERIAL PRIMARY KEY", ""),
         };
+        let longtext = match self {
+            Backend::Mysql => "LONGTEXT",
+            _ => "TEXT",
+        };
         t.replace("{id}", id)
+            .replace("{longtext}", longtext)
             .replace("{text}", "TEXT")
             .replace("{dbl}", "DOUBLE PRECISION")
             .replace("{opts}", opts)

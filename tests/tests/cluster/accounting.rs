@@ -245,3 +245,71 @@ fn memory_hog_ends_out_of_memory_and_usage_reaches_sacct() {
         "TotalCPU: {text}"
     );
 }
+
+/// `AccountingStoreFlags=job_script,job_env`: `sacct -B` and `--env-vars`
+/// show a job's batch script and environment (kept by slurmdbd) to its
+/// owner and root; to another user they are NONE; the options' rules and
+/// messages are Slurm's.
+#[test]
+fn sacct_shows_a_jobs_script_and_environment_to_its_owner() {
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.extra_conf = "AccountingStoreFlags=job_script,job_env\n".into();
+    });
+    let body = "#!/bin/sh\n# marker 7f3a\ntrue\n";
+    let script = write_script(&t, "marked.sh", body);
+    let id = t.sbatch_as_user(&["--export=ALL,MARK_7F3A=42", &script]);
+    t.wait_done(id, 30);
+    let j = id.to_string();
+    let sacct = |uid: u32, args: &[&str]| {
+        let o = t.cmd_as(uid, uid, "sacct").args(args).output().unwrap();
+        (o.status.code(), stdout(&o), stderr(&o))
+    };
+    let rule = "-".repeat(80);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, out, _) = sacct(TEST_UID, &["-B", "-j", &j]);
+        if out.contains("marker 7f3a") {
+            assert_eq!(out, format!("Batch Script for {j}\n{rule}\n{body}"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never recorded: {out}\n{}",
+            t.logs()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (_, env, _) = sacct(TEST_UID, &["--env-vars", "-j", &j]);
+    assert!(
+        env.starts_with(&format!(
+            "Environment used for {j} (must be batch to display)\n{rule}\n"
+        )),
+        "{env}"
+    );
+    assert!(env.lines().any(|l| l == "MARK_7F3A=42"), "{env}");
+    // Root sees it; another user does not.
+    assert_eq!(sacct(0, &["-n", "-B", "-j", &j]).1, body);
+    assert_eq!(
+        sacct(1000, &["-B", "-j", &j]).1,
+        format!("Batch Script for {j}\n{rule}\nNONE\n")
+    );
+    assert!(!sacct(1000, &["--env-vars", "-j", &j])
+        .1
+        .contains("MARK_7F3A"));
+    // Slurm's rules.
+    let (code, _, err) = sacct(TEST_UID, &["-B"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.starts_with("sacct: fatal: When requesting job scripts you must also request specific jobs with the '-j' option."),
+        "{err}"
+    );
+    let (code, _, err) = sacct(TEST_UID, &["-B", "--env-vars", "-j", &j]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.starts_with(
+            "sacct: fatal: Options --batch-script and --env-vars are mutually exclusive"
+        ),
+        "{err}"
+    );
+}
