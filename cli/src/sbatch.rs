@@ -79,6 +79,7 @@ enum Key {
     NoRequeue,
     Nodelist,
     Nodefile,
+    Tmp,
     Nodes,
     Ntasks,
     NtasksPerNode,
@@ -261,7 +262,7 @@ static SPECS: &[Spec] = &[
     spec("reboot", None, NA, WARN, None),
     spec("spread-job", None, NA, WARN, Some("SBATCH_SPREAD_JOB")),
     spec("time-min", None, RA, WARN, None),
-    spec("tmp", None, RA, WARN, None),
+    spec("tmp", None, RA, Key::Tmp, None),
     spec("tres-bind", None, RA, WARN, Some("SBATCH_TRES_BIND")),
     spec("use-min-nodes", None, NA, WARN, Some("SBATCH_USE_MIN_NODES")),
     spec("wait-all-nodes", None, RA, WARN, Some("SBATCH_WAIT_ALL_NODES")),
@@ -349,6 +350,8 @@ pub struct Options {
     pub cores_per_socket: Option<u32>,
     pub threads_per_core: Option<u32>,
     pub ntasks_per_socket: Option<u32>,
+    /// `--tmp`: MiB of TmpDisk per node.
+    pub tmp: Option<u64>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -431,6 +434,7 @@ impl Options {
             cores_per_socket,
             threads_per_core,
             ntasks_per_socket,
+            tmp,
             begin,
             chdir,
             comment,
@@ -818,6 +822,12 @@ fn apply(
         }
         Key::NoRequeue => opts.requeue = Some(false),
         Key::Nodelist => opts.nodelist = s(),
+        Key::Tmp => {
+            opts.tmp = Some(
+                parse_mem_mib(v)
+                    .ok_or_else(|| Fail::error("Invalid --tmp specification", EXIT_BAD_OPTION))?,
+            )
+        }
         Key::Nodefile => {
             let names = crate::common::read_hostfile(v)
                 .ok_or_else(|| Fail::error("Invalid --nodefile node file", 255))?;
@@ -1582,6 +1592,7 @@ pub fn build_desc(
         cores_per_socket: o.cores_per_socket,
         threads_per_core: o.threads_per_core,
         ntasks_per_socket: o.ntasks_per_socket,
+        tmp_disk: o.tmp,
         constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),

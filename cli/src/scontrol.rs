@@ -187,8 +187,9 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
             job.desc.ntasks_per_node.unwrap_or(0)
         ),
         format!(
-            "MinCPUsNode={} {min_mem} MinTmpDiskNode=0",
-            fmt::job_min_cpus_node(job)
+            "MinCPUsNode={} {min_mem} MinTmpDiskNode={}",
+            fmt::job_min_cpus_node(job),
+            job.desc.tmp_disk.map_or("0".to_string(), fmt::mem_str)
         ),
         format!(
             "Features={} DelayBoot=00:00:00",

@@ -57,6 +57,8 @@ pub struct AllocOpts {
     pub cores_per_socket: Option<u32>,
     pub threads_per_core: Option<u32>,
     pub ntasks_per_socket: Option<u32>,
+    /// `--tmp`: MiB of TmpDisk per node, for a new allocation.
+    pub tmp: Option<u64>,
     /// `--cpus-per-gpu` / `--mem-per-gpu` (MiB), for a new allocation.
     pub cpus_per_gpu: Option<u32>,
     pub mem_per_gpu: Option<u64>,
@@ -236,6 +238,11 @@ pub(crate) const OPTS: &[Opt] = &[
         short: None,
         long: "contiguous",
         arg: Arg::No,
+    },
+    Opt {
+        short: None,
+        long: "tmp",
+        arg: Arg::Required,
     },
     Opt {
         short: None,
@@ -665,6 +672,12 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "oversubscribe" => o.oversubscribe = true,
             "contiguous" => o.contiguous = true,
+            "tmp" => {
+                o.tmp = Some(
+                    crate::sbatch::parse_mem_mib(&v)
+                        .ok_or_else(|| format!("{prog}: error: Invalid --tmp specification"))?,
+                )
+            }
             "sockets-per-node" => {
                 o.sockets_per_node = Some(num(prog, name, &v)?).filter(|n| *n > 0)
             }
@@ -923,6 +936,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         cores_per_socket: o.cores_per_socket,
         threads_per_core: o.threads_per_core,
         ntasks_per_socket: o.ntasks_per_socket,
+        tmp_disk: o.tmp,
         gres: o.gres.clone(),
         constraint: o.constraint.clone(),
         licenses: o.licenses.clone(),

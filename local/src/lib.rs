@@ -67,6 +67,8 @@ pub struct ClusterSpec {
     pub node_gres: Option<String>,
     /// `Features=` of node i (none past the end).
     pub node_features: Vec<String>,
+    /// `TmpDisk=` (MiB) of node i (none past the end, or 0).
+    pub node_tmp_disk: Vec<u64>,
     /// `ThreadsPerCore=` on every node line (`None`: not written).
     pub threads_per_core: Option<u32>,
     /// `Sockets=` on every node line, with `CoresPerSocket=` making up
@@ -151,6 +153,7 @@ impl ClusterSpec {
             conf_files: Vec::new(),
             node_gres: None,
             node_features: Vec::new(),
+            node_tmp_disk: Vec::new(),
             threads_per_core: None,
             sockets: None,
             dbd_port,
@@ -250,6 +253,9 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
             }
             if let Some(t) = self.threads_per_core {
                 feat.push_str(&format!(" ThreadsPerCore={t}"));
+            }
+            if let Some(t) = self.node_tmp_disk.get(i).filter(|t| **t > 0) {
+                feat.push_str(&format!(" TmpDisk={t}"));
             }
             s.push_str(&format!(
                 "NodeName={} NodeAddr={} Port={} CPUs={} RealMemory={}{gres}{feat} State=UNKNOWN\n",

@@ -479,7 +479,10 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     put("memory_per_cpu", opt_num(d.mem_per_cpu));
     put("memory_per_node", opt_num(d.mem_per_node));
     put("minimum_cpus_per_node", num(d.cpus_per_task.unwrap_or(1)));
-    put("minimum_tmp_disk_per_node", num(0));
+    put(
+        "minimum_tmp_disk_per_node",
+        num(j.desc.tmp_disk.unwrap_or(0)),
+    );
     put("preempt_time", num(0));
     put("preemptable_time", num(0));
     put("pre_sus_time", num(j.secs_pre_suspend()));

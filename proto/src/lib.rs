@@ -338,6 +338,10 @@ pub struct JobDesc {
     /// `--ntasks-per-socket`: at most this many tasks per socket.
     #[serde(default)]
     pub ntasks_per_socket: Option<u32>,
+    /// `--tmp`: MiB of temporary disk space each node must have (its
+    /// `TmpDisk`).
+    #[serde(default)]
+    pub tmp_disk: Option<u64>,
     /// `--mail-type`: the events mailed about (`BEGIN,END`, upper case).
     #[serde(default)]
     pub mail_type: Option<String>,

@@ -286,12 +286,14 @@ impl Controller {
         (away, counts)
     }
 
-    /// Nodes with fewer sockets, cores per socket or threads per core than
-    /// the job asks for (none when it asks for none).
+    /// Nodes with fewer sockets, cores per socket or threads per core, or
+    /// less temporary disk (`--tmp`), than the job asks for (none when it
+    /// asks for none).
     pub(super) fn hardware_away(&self, d: &JobDesc) -> Vec<usize> {
         if d.sockets_per_node.is_none()
             && d.cores_per_socket.is_none()
             && d.threads_per_core.is_none()
+            && d.tmp_disk.is_none()
         {
             return Vec::new();
         }
@@ -301,6 +303,7 @@ impl Controller {
                 d.sockets_per_node.is_some_and(|s| n.sockets < s)
                     || d.cores_per_socket.is_some_and(|c| n.cores_per_socket < c)
                     || d.threads_per_core.is_some_and(|t| n.threads_per_core < t)
+                    || d.tmp_disk.is_some_and(|t| n.tmp_disk < t)
             })
             .collect()
     }

@@ -93,6 +93,7 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         signal: d.signal.clone(),
         open_mode: d.open_mode.clone(),
         ntasks_per_socket: d.ntasks_per_socket,
+        tmp_disk: d.tmp_disk,
     }
 }
 
@@ -158,6 +159,7 @@ impl From<pb::JobDesc> for JobDesc {
             open_mode: d.open_mode,
             threads_per_core: d.threads_per_core,
             ntasks_per_socket: d.ntasks_per_socket,
+            tmp_disk: d.tmp_disk,
         }
     }
 }

@@ -239,6 +239,41 @@ fn srun_takes_stdin_from_a_file_and_the_jobs_options() {
     assert!(stderr(&out).contains("reservation"), "{}", stderr(&out));
 }
 
+/// `--tmp`: only nodes with that much TmpDisk (sbatch, srun, salloc); a
+/// size no node of the partition has is refused at submission; `scontrol
+/// show job` says what was asked.
+#[test]
+fn tmp_asks_for_nodes_with_that_much_temporary_disk() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(2, |s| s.node_tmp_disk = vec![100, 5000]);
+    let id = t.sbatch(&["--tmp=1G", "--wrap", "true"]);
+    let j = t.wait_done(id, 30);
+    assert_eq!(j.alloc.nodes, vec!["n2"]);
+    let out = t.run("scontrol", &["show", "job", &id.to_string()]);
+    assert!(
+        stdout(&out).contains("MinTmpDiskNode=1G"),
+        "{}",
+        stdout(&out)
+    );
+    let out = t.run("srun", &["--tmp", "2000", "printenv", "SLURMD_NODENAME"]);
+    assert_eq!(stdout(&out), "n2\n", "{}", stderr(&out));
+    let out = t.run(
+        "salloc",
+        &["--tmp=4000M", "sh", "-c", "echo $SLURM_JOB_NODELIST"],
+    );
+    assert_eq!(stdout(&out).trim(), "n2", "{}", stderr(&out));
+    // No node has 10 GiB: refused, as a request no node can serve.
+    let out = t.run("sbatch", &["--tmp=10G", "--wrap", "true"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("Requested node configuration is not available"),
+        "{}",
+        stderr(&out)
+    );
+    let out = t.run("sbatch", &["--tmp=lots", "--wrap", "true"]);
+    assert_eq!(stderr(&out), "sbatch: error: Invalid --tmp specification\n");
+}
+
 /// `-F/--nodefile`: sbatch, srun and salloc run on the nodes a hostfile
 /// names (comments, commas and ranges as Slurm reads them); a file that
 /// cannot be read, or holds no node, is refused before anything is asked.
