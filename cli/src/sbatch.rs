@@ -80,6 +80,7 @@ enum Key {
     Nodelist,
     Nodefile,
     Tmp,
+    Priority,
     Nodes,
     Ntasks,
     NtasksPerNode,
@@ -256,7 +257,7 @@ static SPECS: &[Spec] = &[
     spec("overcommit", Some('O'), NA, WARN, Some("SBATCH_OVERCOMMIT")),
     spec("power", None, RA, WARN, Some("SBATCH_POWER")),
     spec("prefer", None, RA, WARN, None),
-    spec("priority", None, RA, WARN, None),
+    spec("priority", None, RA, Key::Priority, None),
     spec("profile", None, RA, WARN, Some("SBATCH_PROFILE")),
     spec("propagate", None, OA, WARN, None),
     spec("reboot", None, NA, WARN, None),
@@ -352,6 +353,8 @@ pub struct Options {
     pub ntasks_per_socket: Option<u32>,
     /// `--tmp`: MiB of TmpDisk per node.
     pub tmp: Option<u64>,
+    /// `--priority`.
+    pub priority: Option<u32>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -435,6 +438,7 @@ impl Options {
             threads_per_core,
             ntasks_per_socket,
             tmp,
+            priority,
             begin,
             chdir,
             comment,
@@ -822,6 +826,9 @@ fn apply(
         }
         Key::NoRequeue => opts.requeue = Some(false),
         Key::Nodelist => opts.nodelist = s(),
+        Key::Priority => {
+            opts.priority = Some(parse_priority(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?)
+        }
         Key::Tmp => {
             opts.tmp = Some(
                 parse_mem_mib(v)
@@ -906,6 +913,19 @@ fn apply(
 }
 
 /// `strtoll(s, NULL, 10)`: the leading integer of `s` (0 if none), clamped.
+/// `--priority=N|TOP` as Slurm reads it (TOP: the highest there is).
+pub fn parse_priority(v: &str) -> Result<u32, String> {
+    const NO_VAL: i64 = 0xffff_fffe;
+    if v.trim().eq_ignore_ascii_case("TOP") {
+        return Ok((NO_VAL - 1) as u32);
+    }
+    match leading_int(v) {
+        p if p < 0 => Err("Priority must be >= 0".into()),
+        p if p >= NO_VAL => Err(format!("Priority must be < {NO_VAL}")),
+        p => Ok(p as u32),
+    }
+}
+
 fn leading_int(s: &str) -> i64 {
     let t = s.trim_start();
     let (neg, rest) = match t.strip_prefix('-') {
@@ -1593,6 +1613,7 @@ pub fn build_desc(
         threads_per_core: o.threads_per_core,
         ntasks_per_socket: o.ntasks_per_socket,
         tmp_disk: o.tmp,
+        priority: o.priority,
         constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),

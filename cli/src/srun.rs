@@ -59,6 +59,8 @@ pub struct AllocOpts {
     pub ntasks_per_socket: Option<u32>,
     /// `--tmp`: MiB of TmpDisk per node, for a new allocation.
     pub tmp: Option<u64>,
+    /// `--priority`, for a new allocation.
+    pub priority: Option<u32>,
     /// `--cpus-per-gpu` / `--mem-per-gpu` (MiB), for a new allocation.
     pub cpus_per_gpu: Option<u32>,
     pub mem_per_gpu: Option<u64>,
@@ -242,6 +244,11 @@ pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "tmp",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "priority",
         arg: Arg::Required,
     },
     Opt {
@@ -672,6 +679,11 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "oversubscribe" => o.oversubscribe = true,
             "contiguous" => o.contiguous = true,
+            "priority" => {
+                o.priority = Some(
+                    crate::sbatch::parse_priority(&v).map_err(|e| format!("{prog}: error: {e}"))?,
+                )
+            }
             "tmp" => {
                 o.tmp = Some(
                     crate::sbatch::parse_mem_mib(&v)
@@ -937,6 +949,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         threads_per_core: o.threads_per_core,
         ntasks_per_socket: o.ntasks_per_socket,
         tmp_disk: o.tmp,
+        priority: o.priority,
         gres: o.gres.clone(),
         constraint: o.constraint.clone(),
         licenses: o.licenses.clone(),

@@ -342,6 +342,10 @@ pub struct JobDesc {
     /// `TmpDisk`).
     #[serde(default)]
     pub tmp_disk: Option<u64>,
+    /// `--priority`: the job's priority, fixed (operators only; from
+    /// anyone else only 0, which holds the job).
+    #[serde(default)]
+    pub priority: Option<u32>,
     /// `--mail-type`: the events mailed about (`BEGIN,END`, upper case).
     #[serde(default)]
     pub mail_type: Option<String>,

@@ -451,7 +451,7 @@ impl Controller {
                     .job_mut(id)
                     .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.held = None;
-                j.priority = slurm_plugins::priority::basic(id as u64);
+                j.priority = super::submit::fixed_or_basic(j.desc.priority, id);
                 j.reason = JobReason::None;
             }
             JobUpdate::Requeue => {

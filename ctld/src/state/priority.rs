@@ -108,6 +108,10 @@ impl Controller {
 
     /// The multifactor priority of a pending job (`None` under priority/basic).
     pub(super) fn multifactor_priority(&self, j: &JobRecord, now: i64) -> Option<JobPriority> {
+        // A priority an operator fixed stays (as Slurm's direct_set_prio).
+        if j.desc.priority.is_some_and(|p| p > 0) {
+            return None;
+        }
         let m = self.multifactor.as_ref()?;
         let part = self.partitions.iter().find(|p| p.name == j.partition);
         let input = slurm_plugins::priority::PriorityInput {

@@ -264,7 +264,12 @@ impl Controller {
             Some(t) => t,
             None => part.default_time.or(part.max_time),
         };
-        let held = desc.hold.then_some(if who.privileged {
+        // `--priority`: fixed by operators; from anyone else only 0 counts
+        // (a hold), any other value is ignored, as Slurm's.
+        if !who.privileged && desc.priority.is_some_and(|p| p != 0) {
+            desc.priority = None;
+        }
+        let held = (desc.hold || desc.priority == Some(0)).then_some(if who.privileged {
             HoldKind::Admin
         } else {
             HoldKind::User
@@ -299,7 +304,7 @@ impl Controller {
             priority: if held.is_some() {
                 0
             } else {
-                slurm_plugins::priority::basic(job_id as u64)
+                fixed_or_basic(stored.priority, job_id)
             },
             state: JobState::Pending,
             completing: false,
@@ -647,7 +652,7 @@ impl Controller {
                     let mut t = job.clone();
                     t.job_id = tid;
                     if t.held.is_none() {
-                        t.priority = slurm_plugins::priority::basic(tid as u64);
+                        t.priority = fixed_or_basic(t.desc.priority, tid);
                     }
                     t.array = Some(ArrayInfo {
                         job_id: id,
@@ -765,4 +770,12 @@ impl Controller {
         self.stats.jobs_submitted += 1;
         Ok(Response::Submitted { job_id: id })
     }
+}
+
+/// A job's priority before any other policy: the one an operator fixed
+/// (`--priority`), else priority/basic's by job id.
+pub(super) fn fixed_or_basic(fixed: Option<u32>, id: JobId) -> u32 {
+    fixed
+        .filter(|p| *p > 0)
+        .unwrap_or_else(|| slurm_plugins::priority::basic(u64::from(id)))
 }

@@ -94,6 +94,7 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         open_mode: d.open_mode.clone(),
         ntasks_per_socket: d.ntasks_per_socket,
         tmp_disk: d.tmp_disk,
+        priority: d.priority,
     }
 }
 
@@ -160,6 +161,7 @@ impl From<pb::JobDesc> for JobDesc {
             threads_per_core: d.threads_per_core,
             ntasks_per_socket: d.ntasks_per_socket,
             tmp_disk: d.tmp_disk,
+            priority: d.priority,
         }
     }
 }

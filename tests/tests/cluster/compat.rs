@@ -239,6 +239,62 @@ fn srun_takes_stdin_from_a_file_and_the_jobs_options() {
     assert!(stderr(&out).contains("reservation"), "{}", stderr(&out));
 }
 
+/// `--priority`: an operator's fixes the job's priority (TOP the highest
+/// there is); a user's is ignored but 0, which holds the job (a user hold
+/// its owner may release); bad values get Slurm's messages.
+#[test]
+fn priority_is_fixed_by_operators_and_zero_holds() {
+    use slurm_proto::{JobReason, JobState};
+    use slurm_tests::{stderr, stdout, TestCluster, TEST_GID, TEST_UID};
+    let t = TestCluster::start(1, |_| {});
+    let later = ["--begin=now+3600", "--wrap", "true"];
+    let id = t.sbatch(&[&["--priority=4000000"][..], &later].concat());
+    assert_eq!(t.job(id).unwrap().priority, 4_000_000);
+    let top = t.sbatch(&[&["--priority=TOP"][..], &later].concat());
+    assert_eq!(t.job(top).unwrap().priority, 4_294_967_293);
+    // A user's value is ignored...
+    let mine = t.sbatch_as_user(&[&["--priority=4000000"][..], &later].concat());
+    let j = t.job(mine).unwrap();
+    assert!(j.priority > 0 && j.priority != 4_000_000, "{}", j.priority);
+    // ...but 0 holds the job; its owner releases it and it runs.
+    let held = t.sbatch_as_user(&["--priority=0", "--wrap", "true"]);
+    let j = t.job(held).unwrap();
+    assert_eq!(
+        (j.state, j.reason, j.priority),
+        (JobState::Pending, JobReason::JobHeldUser, 0)
+    );
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["release", &held.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(t.wait_done(held, 30).state, JobState::Completed);
+    // srun's allocation too.
+    let out = t.run(
+        "srun",
+        &[
+            "--priority=77",
+            "sh",
+            "-c",
+            "scontrol show job $SLURM_JOB_ID",
+        ],
+    );
+    assert!(
+        stdout(&out).contains(" Priority=77 "),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    for (bad, msg) in [
+        ("-1", "Priority must be >= 0"),
+        ("4294967294", "Priority must be < 4294967294"),
+    ] {
+        let out = t.run("sbatch", &["--priority", bad, "--wrap", "true"]);
+        assert_eq!(stderr(&out), format!("sbatch: error: {msg}\n"));
+    }
+}
+
 /// `--tmp`: only nodes with that much TmpDisk (sbatch, srun, salloc); a
 /// size no node of the partition has is refused at submission; `scontrol
 /// show job` says what was asked.
