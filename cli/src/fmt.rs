@@ -400,10 +400,11 @@ pub fn job_cpus_per_task(job: &JobRecord) -> u32 {
 /// Minimum CPUs per node (`MinCPUsNode`, squeue `%c`).
 pub fn job_min_cpus_node(job: &JobRecord) -> u32 {
     let cpt = job_cpus_per_task(job);
-    match job.desc.ntasks_per_node {
+    let tasks = match job.desc.ntasks_per_node {
         Some(n) if n > 0 => n.saturating_mul(cpt),
         _ => cpt,
-    }
+    };
+    tasks.max(job.desc.min_cpus.unwrap_or(0))
 }
 
 /// `MinMemoryNode` / squeue `%m`: `0`, `4000M`, or per-CPU as `500M`.

@@ -81,6 +81,7 @@ enum Key {
     Nodefile,
     Tmp,
     Priority,
+    Mincpus,
     Nodes,
     Ntasks,
     NtasksPerNode,
@@ -251,7 +252,7 @@ static SPECS: &[Spec] = &[
     spec("kill-on-invalid-dep", None, RA, WARN, None),
     spec("mcs-label", None, RA, WARN, None),
     spec("mem-bind", None, RA, WARN, Some("SBATCH_MEM_BIND")),
-    spec("mincpus", None, RA, WARN, None),
+    spec("mincpus", None, RA, Key::Mincpus, None),
     spec("network", None, RA, WARN, Some("SBATCH_NETWORK")),
     spec("no-kill", Some('k'), OA, WARN, Some("SBATCH_NO_KILL")),
     spec("overcommit", Some('O'), NA, WARN, Some("SBATCH_OVERCOMMIT")),
@@ -355,6 +356,8 @@ pub struct Options {
     pub tmp: Option<u64>,
     /// `--priority`.
     pub priority: Option<u32>,
+    /// `--mincpus`.
+    pub mincpus: Option<u32>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -439,6 +442,7 @@ impl Options {
             ntasks_per_socket,
             tmp,
             priority,
+            mincpus,
             begin,
             chdir,
             comment,
@@ -826,6 +830,7 @@ fn apply(
         }
         Key::NoRequeue => opts.requeue = Some(false),
         Key::Nodelist => opts.nodelist = s(),
+        Key::Mincpus => opts.mincpus = Some(parse_int("--mincpus", v, true)?),
         Key::Priority => {
             opts.priority = Some(parse_priority(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?)
         }
@@ -1614,6 +1619,7 @@ pub fn build_desc(
         ntasks_per_socket: o.ntasks_per_socket,
         tmp_disk: o.tmp,
         priority: o.priority,
+        min_cpus: o.mincpus,
         constraint: o.constraint.clone(),
         gpus: o.gpus.clone(),
         gpus_per_node: o.gpus_per_node.clone(),

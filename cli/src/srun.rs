@@ -61,6 +61,8 @@ pub struct AllocOpts {
     pub tmp: Option<u64>,
     /// `--priority`, for a new allocation.
     pub priority: Option<u32>,
+    /// `--mincpus`, for a new allocation.
+    pub mincpus: Option<u32>,
     /// `--cpus-per-gpu` / `--mem-per-gpu` (MiB), for a new allocation.
     pub cpus_per_gpu: Option<u32>,
     pub mem_per_gpu: Option<u64>,
@@ -249,6 +251,11 @@ pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "priority",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "mincpus",
         arg: Arg::Required,
     },
     Opt {
@@ -679,6 +686,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "oversubscribe" => o.oversubscribe = true,
             "contiguous" => o.contiguous = true,
+            "mincpus" => o.mincpus = Some(num(prog, name, &v)?).filter(|n| *n > 0),
             "priority" => {
                 o.priority = Some(
                     crate::sbatch::parse_priority(&v).map_err(|e| format!("{prog}: error: {e}"))?,
@@ -950,6 +958,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         ntasks_per_socket: o.ntasks_per_socket,
         tmp_disk: o.tmp,
         priority: o.priority,
+        min_cpus: o.mincpus,
         gres: o.gres.clone(),
         constraint: o.constraint.clone(),
         licenses: o.licenses.clone(),

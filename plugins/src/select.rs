@@ -76,6 +76,9 @@ pub(crate) fn tasks_capacity(
     }
     // Whole cores only: the layout rounds a node's CPUs up to cores.
     let tpc = n.core_cpus();
+    if f.cpus / tpc * tpc < job.min_cpus_per_node {
+        return 0;
+    }
     let mut cap = (f.cpus / tpc * tpc) / cpt;
     let per_cpu = match (job.mem_per_node, job.mem_per_cpu) {
         (_, Some(m)) => Some(m),
@@ -258,6 +261,7 @@ pub(crate) fn greedy(
                 // Whole cores (CR_Core): the last one's spare threads too.
                 let tpc = n.core_cpus();
                 t.saturating_mul(cpt)
+                    .max(job.min_cpus_per_node)
                     .div_ceil(tpc)
                     .saturating_mul(tpc)
                     .min(n.cpus)
@@ -420,6 +424,33 @@ pub(crate) mod tests {
         let a = place(&v, &j, false).unwrap();
         assert_eq!(a.len(), 1);
         assert_eq!((a[0].node, a[0].cpus, a[0].tasks), (0, 2, 2));
+    }
+
+    /// `--mincpus`: each node gives the job at least that many CPUs, and
+    /// a node with fewer free is passed over.
+    #[test]
+    fn mincpus_is_a_floor_per_node() {
+        let mut v = cluster(2, 4, 4000);
+        let j = JobView {
+            min_cpus_per_node: 3,
+            ..job(1)
+        };
+        let a = place(&v, &j, false).unwrap();
+        assert_eq!((a[0].node, a[0].cpus, a[0].tasks), (0, 3, 1));
+        v.consume(&a);
+        // Node 0 has one CPU left: the next goes to node 1.
+        let a = place(&v, &j, false).unwrap();
+        assert_eq!((a[0].node, a[0].cpus), (1, 3));
+        v.consume(&a);
+        assert!(place(&v, &j, false).is_err());
+        // Tasks asking for more than the floor get what they ask.
+        let big = JobView {
+            num_tasks: 4,
+            min_cpus_per_node: 2,
+            ..job(2)
+        };
+        let w = cluster(1, 4, 4000);
+        assert_eq!(place(&w, &big, false).unwrap()[0].cpus, 4);
     }
 
     #[test]

@@ -194,6 +194,9 @@ pub struct JobView {
     pub contiguous: bool,
     /// `--ntasks-per-socket`: at most this many tasks per socket.
     pub ntasks_per_socket: Option<u32>,
+    /// `--mincpus`: at least this many CPUs on each of its nodes (0: no
+    /// minimum beyond its tasks').
+    pub min_cpus_per_node: u32,
     /// `--constraint` counts (`gpu*2`): at least `.1` of the job's nodes
     /// from the node indices `.0` (ascending).
     pub node_counts: Vec<(Vec<usize>, u32)>,

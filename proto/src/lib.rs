@@ -346,6 +346,9 @@ pub struct JobDesc {
     /// anyone else only 0, which holds the job).
     #[serde(default)]
     pub priority: Option<u32>,
+    /// `--mincpus`: at least this many CPUs on each node.
+    #[serde(default)]
+    pub min_cpus: Option<u32>,
     /// `--mail-type`: the events mailed about (`BEGIN,END`, upper case).
     #[serde(default)]
     pub mail_type: Option<String>,

@@ -214,6 +214,7 @@ impl Controller {
             exclusive_topo: j.desc.exclusive_topo,
             contiguous: j.desc.contiguous,
             ntasks_per_socket: j.desc.ntasks_per_socket,
+            min_cpus_per_node: j.desc.min_cpus.unwrap_or(0),
             node_counts,
             // Checked at submission; a request no node serves never fits.
             gres: self
@@ -287,13 +288,14 @@ impl Controller {
     }
 
     /// Nodes with fewer sockets, cores per socket or threads per core, or
-    /// less temporary disk (`--tmp`), than the job asks for (none when it
-    /// asks for none).
+    /// less temporary disk (`--tmp`) or fewer CPUs (`--mincpus`), than the
+    /// job asks for (none when it asks for none).
     pub(super) fn hardware_away(&self, d: &JobDesc) -> Vec<usize> {
         if d.sockets_per_node.is_none()
             && d.cores_per_socket.is_none()
             && d.threads_per_core.is_none()
             && d.tmp_disk.is_none()
+            && d.min_cpus.is_none()
         {
             return Vec::new();
         }
@@ -304,6 +306,7 @@ impl Controller {
                     || d.cores_per_socket.is_some_and(|c| n.cores_per_socket < c)
                     || d.threads_per_core.is_some_and(|t| n.threads_per_core < t)
                     || d.tmp_disk.is_some_and(|t| n.tmp_disk < t)
+                    || d.min_cpus.is_some_and(|c| n.cpus < c)
             })
             .collect()
     }

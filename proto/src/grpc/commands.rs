@@ -95,6 +95,7 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         ntasks_per_socket: d.ntasks_per_socket,
         tmp_disk: d.tmp_disk,
         priority: d.priority,
+        min_cpus: d.min_cpus,
     }
 }
 
@@ -162,6 +163,7 @@ impl From<pb::JobDesc> for JobDesc {
             ntasks_per_socket: d.ntasks_per_socket,
             tmp_disk: d.tmp_disk,
             priority: d.priority,
+            min_cpus: d.min_cpus,
         }
     }
 }

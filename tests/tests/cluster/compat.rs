@@ -239,6 +239,32 @@ fn srun_takes_stdin_from_a_file_and_the_jobs_options() {
     assert!(stderr(&out).contains("reservation"), "{}", stderr(&out));
 }
 
+/// `--mincpus`: a floor of CPUs on each of the job's nodes (sbatch, srun,
+/// salloc); more than any node has is refused at submission.
+#[test]
+fn mincpus_gives_each_node_at_least_that_many_cpus() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(2, |_| {});
+    let id = t.sbatch(&["-n1", "--mincpus=3", "--wrap", "true"]);
+    let j = t.wait_done(id, 30);
+    assert_eq!(j.alloc.cpus, vec![3], "{:?}", j.alloc);
+    let out = t.run("scontrol", &["show", "job", &id.to_string()]);
+    assert!(stdout(&out).contains("MinCPUsNode=3 "), "{}", stdout(&out));
+    let out = t.run(
+        "srun",
+        &["--mincpus", "2", "sh", "-c", "echo $SLURM_CPUS_ON_NODE"],
+    );
+    assert_eq!(stdout(&out).trim(), "2", "{}", stderr(&out));
+    let out = t.run("sbatch", &["--mincpus=64", "--wrap", "true"]);
+    assert!(
+        stderr(&out).contains("Requested node configuration is not available"),
+        "{}",
+        stderr(&out)
+    );
+    let out = t.run("sbatch", &["--mincpus=x", "--wrap", "true"]);
+    assert!(!out.status.success());
+}
+
 /// `--priority`: an operator's fixes the job's priority (TOP the highest
 /// there is); a user's is ignored but 0, which holds the job (a user hold
 /// its owner may release); bad values get Slurm's messages.
