@@ -1123,6 +1123,19 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// A suspended job's allocation among the running jobs again, its limit
+    /// counted on from `t`.
+    fn back_in_view(&mut self, id: u32, s: Suspension, t: i64) {
+        self.running_pos.insert(id, self.view.running.len());
+        self.view.running.push(RunningJob {
+            id,
+            end: s.limit_left.map(|l| t + l),
+            alloc: s.alloc,
+            priority: s.priority,
+            partition: s.partition,
+        });
+    }
+
     /// Let jobs suspended by preemption go on once their preemptor has
     /// gone and their cores are free, highest priority first (before a
     /// pass, so pending jobs do not take those cores first).
@@ -1154,14 +1167,7 @@ impl<'a> Engine<'a> {
                     },
                 );
                 self.turn_since.insert(id, t);
-                self.running_pos.insert(id, self.view.running.len());
-                self.view.running.push(RunningJob {
-                    id,
-                    end: s.limit_left.map(|l| t + l),
-                    alloc: s.alloc,
-                    priority: s.priority,
-                    partition: s.partition,
-                });
+                self.back_in_view(id, s, t);
                 continue;
             }
             let fits = cores.iter().all(|a| {
@@ -1181,14 +1187,7 @@ impl<'a> Engine<'a> {
             self.outcomes[i].suspended += t - s.since;
             self.end_at[i] = t + s.left;
             self.ends.push(Reverse((t + s.left, id, i, self.runs[i])));
-            self.running_pos.insert(id, self.view.running.len());
-            self.view.running.push(RunningJob {
-                id,
-                end: s.limit_left.map(|l| t + l),
-                alloc: s.alloc,
-                priority: s.priority,
-                partition: s.partition,
-            });
+            self.back_in_view(id, s, t);
             obs.resume(t, &self.jobs[i]);
             let line = format!("{t} resume {id}\n");
             self.hasher.update(line.as_bytes());

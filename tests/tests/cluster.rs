@@ -1798,19 +1798,23 @@ fn install_script_lays_out_binaries_and_sound_units() {
     }
 }
 
+/// A step of `job` (its owner's) running `sleep 302` on one task.
+fn sleep_step(t: &TestCluster, job: slurm_proto::JobId) -> std::process::Child {
+    t.cmd_as(TEST_UID, TEST_GID, "srun")
+        .args(["--jobid", &job.to_string(), "-n1", "sleep", "302"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn scontrol_listpids_shows_a_jobs_processes_to_its_owner_and_root_only() {
     let t = TestCluster::start(1, |_| {});
     let job = t.sbatch_as_user(&["-n", "2", "--wrap", "sleep 300 & sleep 301 & wait"]);
     t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
     // A step of the job, its task running `sleep`.
-    let mut step = t
-        .cmd_as(TEST_UID, TEST_GID, "srun")
-        .args(["--jobid", &job.to_string(), "-n1", "sleep", "302"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut step = sleep_step(&t, job);
     let listpids = |uid: u32, args: &[&str]| {
         t.cmd_as(uid, uid, "scontrol")
             .arg("listpids")
@@ -2032,13 +2036,7 @@ fn scontrol_lists_a_nodes_jobs_steps_and_what_is_completing() {
     });
     let job = t.sbatch_as_user(&["-t", "10", "--wrap", "sleep 300"]);
     t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
-    let mut step = t
-        .cmd_as(TEST_UID, TEST_GID, "srun")
-        .args(["--jobid", &job.to_string(), "-n1", "sleep", "302"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut step = sleep_step(&t, job);
     let sc = |uid: u32, args: &[&str]| t.cmd_as(uid, uid, "scontrol").args(args).output().unwrap();
     let j = job.to_string();
     let deadline = Instant::now() + Duration::from_secs(20);
