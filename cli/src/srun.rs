@@ -84,6 +84,10 @@ pub struct AllocOpts {
     /// `--mail-type` (checked) and `--mail-user`.
     pub mail_type: Option<String>,
     pub mail_user: Option<String>,
+    /// `--signal=SIG[@TIME]`: the warning signal, for a new allocation.
+    pub signal: Option<String>,
+    /// `--open-mode`: `append` (else output files are truncated).
+    pub open_mode: Option<&'static str>,
     /// `--pty`: task 0 on a pseudo-terminal, srun's terminal in raw mode.
     pub pty: bool,
     /// `--multi-prog`: the command is a file naming each task's program.
@@ -439,6 +443,16 @@ pub(crate) const OPTS: &[Opt] = &[
         arg: Arg::Required,
     },
     Opt {
+        short: None,
+        long: "signal",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "open-mode",
+        arg: Arg::Required,
+    },
+    Opt {
         short: Some('d'),
         long: "dependency",
         arg: Arg::Required,
@@ -563,6 +577,7 @@ const SRUN_ONLY: &[&str] = &[
     "pty",
     "multi-prog",
     "test-only",
+    "open-mode",
 ];
 
 /// Options of [`OPTS`] only salloc has.
@@ -824,6 +839,26 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 slurm_common::mail::check_user(&v).map_err(|e| format!("{prog}: error: {e}"))?;
                 o.mail_user = Some(v);
             }
+            "signal" => {
+                // (`B:` names a batch shell: there is none here.)
+                if v.starts_with("B:") || v.starts_with("b:") {
+                    return Err(format!("{prog}: error: Invalid --signal specification"));
+                }
+                slurm_common::signal::parse_warning(&v)
+                    .map_err(|e| format!("{prog}: error: {e}"))?;
+                o.signal = Some(v);
+            }
+            "open-mode" => {
+                o.open_mode = Some(match v.chars().next().map(|c| c.to_ascii_lowercase()) {
+                    Some('a') => "append",
+                    Some('t') => "truncate",
+                    _ => {
+                        return Err(format!(
+                            "{prog}: error: Invalid --open-mode argument: {v}. Ignored"
+                        ))
+                    }
+                })
+            }
             // Steps share the job's CPUs here, so a step never waits for
             // CPUs another step holds.
             "exact" => {}
@@ -939,6 +974,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         hold: o.hold,
         mail_type: o.mail_type.clone(),
         mail_user: o.mail_user.clone(),
+        signal: o.signal.clone(),
         mem_per_node: o.mem,
         mem_per_cpu: o.mem_per_cpu,
         req_nodes: o.nodelist.clone(),
@@ -1472,7 +1508,14 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
                     Some(p) => {
                         let path = expand_io_pattern(p, &r, f.task, node);
                         if !files.contains_key(&path) {
-                            match std::fs::File::create(&path) {
+                            let append = r.opts.open_mode == Some("append");
+                            let open = std::fs::OpenOptions::new()
+                                .create(true)
+                                .write(true)
+                                .append(append)
+                                .truncate(!append)
+                                .open(&path);
+                            match open {
                                 Ok(file) => {
                                     files.insert(path.clone(), file);
                                 }
@@ -1727,6 +1770,13 @@ pub fn srun_main() -> i32 {
         .to_string();
     if o.test_only {
         return test_only(&client, &o, &name, in_alloc);
+    }
+    if o.signal.is_some() && in_alloc.is_some() {
+        // (Said, not silently dropped: the warning signal is the job's.)
+        eprintln!(
+            "srun: warning: --signal applies to a new allocation; this step of job {} gets none of its own",
+            in_alloc.unwrap_or(0)
+        );
     }
     let (job, allocated) = match in_alloc {
         Some(id) => match get_job(&client, id) {

@@ -239,6 +239,51 @@ fn srun_takes_stdin_from_a_file_and_the_jobs_options() {
     assert!(stderr(&out).contains("reservation"), "{}", stderr(&out));
 }
 
+/// srun `--open-mode=append` adds to its output file (truncated by
+/// default); `--signal` warns a job srun allocates before its time limit.
+#[test]
+fn srun_open_mode_and_signal() {
+    use slurm_tests::{stderr, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let out = t.work.join("out.txt");
+    let o = out.to_str().unwrap();
+    for (args, want) in [
+        (&["-o", o, "echo", "one"][..], "one\n"),
+        (
+            &["-o", o, "--open-mode=append", "echo", "two"][..],
+            "one\ntwo\n",
+        ),
+        (&["-o", o, "echo", "three"][..], "three\n"),
+    ] {
+        let r = t.run("srun", args);
+        assert!(r.status.success(), "{}", stderr(&r));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), want);
+    }
+    let r = t.run("srun", &["--open-mode=x", "true"]);
+    assert!(
+        stderr(&r).starts_with("srun: error: Invalid --open-mode argument: x. Ignored\n"),
+        "{}",
+        stderr(&r)
+    );
+    // USR1 58 s before a one-minute limit: within seconds of the start.
+    let started = std::time::Instant::now();
+    let r = t.run(
+        "srun",
+        &[
+            "-t",
+            "1",
+            "--signal=USR1@58",
+            "sh",
+            "-c",
+            "trap 'echo warned; exit 0' USR1; sleep 40 & wait",
+        ],
+    );
+    assert_eq!(slurm_tests::stdout(&r), "warned\n", "{}", stderr(&r));
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let r = t.run("srun", &["--signal=B:USR1@5", "true"]);
+    assert!(!r.status.success());
+}
+
 /// `--mincpus`: a floor of CPUs on each of the job's nodes (sbatch, srun,
 /// salloc); more than any node has is refused at submission.
 #[test]
