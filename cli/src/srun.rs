@@ -144,6 +144,12 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
         "exact",
         crate::compat::Support::Differs("steps always share the job's CPUs"),
     ),
+    (
+        "signal",
+        crate::compat::Support::Differs(
+            "for the allocation srun makes; a step of an existing job gets no signal of its own (a warning says so)",
+        ),
+    ),
 ];
 
 pub(crate) const OPTS: &[Opt] = &[
