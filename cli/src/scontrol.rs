@@ -955,8 +955,21 @@ fn cmd_shutdown(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
             return 1;
         }
     };
-    let r = ctl.call_answer(RequestBody::Shutdown { controller_only });
-    printf_error("slurm_shutdown error", r, out)
+    // Every controller, backups first (as Slurm's): the one in control
+    // tells the node daemons, the others only stop.
+    let n = ctl.controllers().len().max(1);
+    let mut failed = None;
+    let mut stopped = false;
+    for i in (1..n).chain(std::iter::once(0)) {
+        match ctl.call_at(i, RequestBody::Shutdown { controller_only }) {
+            Ok(Response::Ok) => stopped = true,
+            other => failed = Some(other),
+        }
+    }
+    match failed {
+        Some(r) if !stopped => printf_error("slurm_shutdown error", r, out),
+        _ => 0,
+    }
 }
 
 /// `scontrol setdebug LEVEL [nodes=NODES]`: the controller's log level, or

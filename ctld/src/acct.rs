@@ -22,6 +22,32 @@ use tokio::sync::mpsc::UnboundedReceiver;
 /// Most records sent in one request.
 const BATCH: usize = 1000;
 
+/// Most bytes of scripts and environments in one request (slurmdbd takes
+/// 16 MiB at most; a single record is kept under 12).
+const BATCH_TEXT: usize = 8 << 20;
+
+/// The records of the next request: up to [`BATCH`], and past the first
+/// no more scripts and environments than [`BATCH_TEXT`].
+fn next_batch(queue: &VecDeque<SeqRecord>) -> Vec<SeqRecord> {
+    use slurm_proto::acct::AcctRecord;
+    let mut text = 0usize;
+    let mut out = Vec::new();
+    for r in queue.iter().take(BATCH) {
+        let size = match &r.record {
+            AcctRecord::JobStart(j) | AcctRecord::JobEnd(j) => {
+                j.script.as_ref().map_or(0, String::len) + j.env.as_ref().map_or(0, String::len)
+            }
+            _ => 0,
+        };
+        if !out.is_empty() && text + size > BATCH_TEXT {
+            break;
+        }
+        text += size;
+        out.push(r.clone());
+    }
+    out
+}
+
 /// Ships records to slurmdbd at `addr` until the channel closes. `pending`
 /// is what the saved state still holds; `rx` brings each record once it is
 /// durable here; acknowledgements go back to the writer as commands.
@@ -45,7 +71,7 @@ pub async fn sender(
         while let Ok(r) = rx.try_recv() {
             queue.push_back(r);
         }
-        let batch: Vec<SeqRecord> = queue.iter().take(BATCH).cloned().collect();
+        let batch = next_batch(&queue);
         let req = link.request(AcctRequest::Records(batch.clone()));
         let last = batch.last().map(|r| (r.cluster.clone(), r.epoch));
         match link.call(&req, Duration::from_secs(30)).await {
@@ -205,5 +231,38 @@ pub async fn assoc_fetcher(
             _ = kick.notified() => {}
             _ = tokio::time::sleep(every) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slurm_proto::acct::{AcctJob, AcctRecord};
+
+    fn rec(seq: u64, text: usize) -> SeqRecord {
+        SeqRecord {
+            cluster: "c".into(),
+            epoch: 1,
+            seq,
+            record: AcctRecord::JobStart(AcctJob {
+                job_id: seq as u32,
+                script: (text > 0).then(|| "x".repeat(text)),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Scripts and environments bound a request's size; plain records only
+    /// the count does; a request always carries at least one record.
+    #[test]
+    fn batches_are_bounded_by_their_texts() {
+        let q: VecDeque<SeqRecord> = (1..=3).map(|s| rec(s, 5 << 20)).collect();
+        assert_eq!(next_batch(&q).len(), 1);
+        let q: VecDeque<SeqRecord> = [rec(1, 3 << 20), rec(2, 3 << 20), rec(3, 3 << 20)].into();
+        assert_eq!(next_batch(&q).len(), 2);
+        let q: VecDeque<SeqRecord> = (1..=1500).map(|s| rec(s, 0)).collect();
+        assert_eq!(next_batch(&q).len(), BATCH);
+        let q: VecDeque<SeqRecord> = [rec(1, 11 << 20)].into();
+        assert_eq!(next_batch(&q).len(), 1);
     }
 }

@@ -231,6 +231,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             l = ha.gain_control(&conf.state_save_location) => Standby::InControl(l),
             _ = ha.reread_requested() => Standby::Reread,
             _ = term.recv() => Standby::Stop,
+            _ = stop.notified() => Standby::Stop,
             _ = tokio::signal::ctrl_c() => Standby::Stop,
         }
     });

@@ -314,8 +314,9 @@ impl Server {
 
     /// `scontrol shutdown` (root and SlurmUser only): unless
     /// `controller_only`, every node daemon that answers is told to stop
-    /// first (its running jobs keep running); then this controller stops as
-    /// on SIGTERM, its state durable. The answer goes out first.
+    /// first (its running jobs keep running) by the controller in control;
+    /// then this controller, in control or in standby, stops as on SIGTERM,
+    /// its state durable. The answer goes out first.
     async fn shutdown(&self, req: &Request, controller_only: bool) -> Response {
         if !self.root_or_slurm_user(req.cred.uid) {
             tracing::warn!(
@@ -324,7 +325,8 @@ impl Server {
             );
             return Response::Error(SlurmError::AccessDenied.into());
         }
-        if !controller_only {
+        // (A backup in standby only stops: the one in control tells nodes.)
+        if !controller_only && self.ha.active() {
             let snap = self.published.latest();
             let mut calls = tokio::task::JoinSet::new();
             for n in snap
@@ -996,6 +998,7 @@ impl CtldService {
                     | RequestBody::Takeover
                     | RequestBody::RelinquishControl
                     | RequestBody::Reconfigure
+                    | RequestBody::Shutdown { .. }
             )
         {
             return Err(Response::Error(SlurmError::InStandby.into()));

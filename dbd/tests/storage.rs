@@ -1195,7 +1195,9 @@ async fn job_texts(s: &Storage) {
     twin.script = Some(same.clone());
     let mut large = job(52, "bob", "physics", JobState::Running);
     large.script = Some(big.clone());
-    let later = job(50, "alice", "physics", JobState::Completed);
+    let mut later = job(50, "alice", "physics", JobState::Completed);
+    later.start_time = Some(T + 10);
+    later.end_time = Some(T + 20);
     let recs = vec![
         rec("texts", 1, AcctRecord::JobStart(first)),
         rec("texts", 2, AcctRecord::JobStart(twin)),
@@ -1235,12 +1237,7 @@ async fn job_texts(s: &Storage) {
     assert!(rows
         .iter()
         .all(|r| r.job.script.is_none() && r.job.env.is_none()));
-    // The shared script is one row.
-    let n = s
-        .execute_raw("DELETE FROM job_texts WHERE body LIKE '%echo same%'")
-        .await
-        .unwrap();
-    assert_eq!(n, 1);
+    // (The purge in `rollups` takes job 50 and its environment; see there.)
 }
 
 async fn job_queries(s: &Storage) {
@@ -1611,6 +1608,18 @@ async fn rollups(s: &Storage) {
         .await
         .unwrap();
     assert!(p.jobs >= 3 && p.steps >= 1 && p.events >= 1, "{p:?}");
+    // `job_texts`' ended job 50 went, with the environment only it had;
+    // the script it shared with running job 51 stays, kept once.
+    let gone = s
+        .execute_raw("DELETE FROM job_texts WHERE body LIKE '%MARK=42%'")
+        .await
+        .unwrap();
+    assert_eq!(gone, 0, "purged with its job");
+    let shared = s
+        .execute_raw("DELETE FROM job_texts WHERE body LIKE '%echo same%'")
+        .await
+        .unwrap();
+    assert_eq!(shared, 1);
     assert_eq!(count_jobs(s, "r").await, (0, 0));
     assert_eq!(
         count_jobs(s, "q").await.0,

@@ -536,6 +536,11 @@ impl LocalCluster {
         Self::kill_child(&mut self.backup, sig);
     }
 
+    /// The backup controller's exit status once it stops by itself.
+    pub fn wait_backup_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        Self::wait_exit(&mut self.backup, within)
+    }
+
     /// Start slurmdbd and wait until it accepts connections.
     pub fn start_dbd(&mut self) -> Result<(), LocalError> {
         let conf = self.spec.dbd_conf_path().display().to_string();

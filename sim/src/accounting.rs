@@ -88,12 +88,14 @@ impl Accounting {
         let rest = value.trim_start()[name.len()..].trim();
         match kind {
             "account" => {
+                // (Account names in any case, as jobs' `account=` are.)
+                let name = name.to_ascii_lowercase();
                 let mut limits = AssocLimits::default();
                 let mut parent = None;
                 for kv in words(rest) {
                     let (k, v) = kv?;
                     if k == "parent" {
-                        parent = Some(v.to_string());
+                        parent = Some(v.to_ascii_lowercase());
                     } else if !assoc_limit(&mut limits, &k, v)? {
                         return Err(format!("account: unknown key '{k}'"));
                     }
@@ -114,7 +116,7 @@ impl Accounting {
                 for kv in words(rest) {
                     let (k, v) = kv?;
                     match k.as_str() {
-                        "account" => account = Some(v.to_string()),
+                        "account" => account = Some(v.to_ascii_lowercase()),
                         "partition" => partition = v.to_string(),
                         _ if assoc_limit(&mut limits, &k, v)? => {}
                         _ => return Err(format!("user: unknown key '{k}'")),
@@ -192,8 +194,8 @@ mod tests {
     #[test]
     fn lines_become_the_book() {
         let mut a = Accounting::default();
-        a.line("account", "root").unwrap();
-        a.line("account", "phys parent=root GrpTRES=cpu=8 MaxWall=60")
+        a.line("account", "Root").unwrap();
+        a.line("account", "phys parent=ROOT GrpTRES=cpu=8 MaxWall=60")
             .unwrap();
         a.line("user", "5 account=phys MaxJobs=2").unwrap();
         a.line("user", "5 account=root").unwrap();

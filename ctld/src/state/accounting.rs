@@ -60,8 +60,11 @@ impl Controller {
         key.priority = 0;
         if self.acct_jobs.get(&j.job_id) != Some(&key) {
             // AccountingStoreFlags: the script and environment go with the
-            // job's first record (slurmdbd keeps each content once).
-            if !self.acct_jobs.contains_key(&j.job_id) {
+            // record of a batch job just submitted (slurmdbd keeps each
+            // content once); after a restart only jobs still waiting for
+            // their first run send them again.
+            let fresh = j.batch && j.state == JobState::Pending && j.restarts == 0;
+            if fresh && !self.acct_jobs.contains_key(&j.job_id) {
                 self.attach_payload(j.job_id, &mut rec);
             }
             self.acct_jobs.insert(j.job_id, key);
@@ -111,6 +114,18 @@ impl Controller {
             let mut lines = p.environment.join("\n");
             lines.push('\n');
             rec.env = Some(lines);
+        }
+        // One record must fit one request to slurmdbd (16 MiB) with room
+        // for the rest: texts past this are not kept.
+        const MOST: usize = 12 << 20;
+        let size =
+            rec.script.as_ref().map_or(0, String::len) + rec.env.as_ref().map_or(0, String::len);
+        if size > MOST {
+            tracing::warn!(
+                "job {id}: script and environment ({size} bytes) too large to keep in accounting"
+            );
+            rec.script = None;
+            rec.env = None;
         }
     }
 

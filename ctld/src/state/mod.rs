@@ -851,6 +851,7 @@ impl Controller {
                 self.p.jobs.remove(&id);
                 self.touched.insert(id);
                 self.p.payloads.remove(&id);
+                self.acct_jobs.remove(&id);
                 self.entries.push(Entry::RemoveJob(id));
                 self.dirty = true;
             }

@@ -505,6 +505,14 @@ impl Controller {
                 );
             }
         }
+        // (As sbatch says; a client that is not sbatch gets it here. No
+        // text store or shell takes a NUL.)
+        if desc.script.contains('\0') || desc.environment.iter().any(|e| e.contains('\0')) {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                "The Slurm job script or environment contains a NULL character '\\0'",
+            );
+        }
         Ok(())
     }
 

@@ -637,3 +637,38 @@ fn association_and_qos_limits_hold_jobs_and_refuse_strangers() {
     assert_eq!(s.state(c), JobState::Running);
     s.check_replay();
 }
+
+/// A client that is not sbatch gets sbatch's checks here: a NUL in the
+/// script or the environment is refused and nothing is made; a user's
+/// `--priority` is dropped (0 holds), an operator's stays.
+#[test]
+fn submissions_checked_whoever_sends_them() {
+    let mut s = sim("");
+    for f in [
+        (|d: &mut JobDesc| d.script.push_str("echo \0\n")) as fn(&mut JobDesc),
+        |d: &mut JobDesc| d.environment.push("A=\0".into()),
+    ] {
+        let e = s.submit_as(ALICE, f).expect_err("refused");
+        assert_eq!(e.error, SlurmError::InvalidRequest);
+    }
+    assert!(s.ctl.p.jobs.is_empty(), "nothing made");
+    let mine = s.submit(|d| {
+        d.priority = Some(77);
+        d.hold = true;
+    });
+    assert_eq!(
+        s.job(mine).desc.priority,
+        None,
+        "a user's priority is dropped"
+    );
+    let held = s.submit(|d| d.priority = Some(0));
+    assert_eq!(s.job(held).reason, JobReason::JobHeldUser);
+    let fixed = s
+        .submit_as(ROOT, |d| {
+            d.priority = Some(77);
+            d.begin_time = Some(T0 + 3600);
+        })
+        .expect("submitted");
+    assert_eq!(s.job(fixed).priority, 77);
+    s.check_replay();
+}

@@ -537,14 +537,27 @@ impl Storage {
         t: &JobTexts<'_>,
     ) -> Result<()> {
         let b = self.backend;
-        let bodies: Vec<(&String, &&str)> = t.bodies.iter().collect();
-        for chunk in bodies.chunks(CHUNK) {
+        // Statements of at most about 1 MiB of text (MySQL's packet limit),
+        // a larger text alone.
+        const STATEMENT_TEXT: usize = 1 << 20;
+        let mut chunks: Vec<Vec<(&String, &str)>> = vec![Vec::new()];
+        let mut size = 0;
+        for (h, body) in &t.bodies {
+            let last = chunks.last_mut().expect("one chunk");
+            if !last.is_empty() && (size + body.len() > STATEMENT_TEXT || last.len() == CHUNK) {
+                chunks.push(Vec::new());
+                size = 0;
+            }
+            size += body.len();
+            chunks.last_mut().expect("one chunk").push((h, body));
+        }
+        for chunk in chunks.iter().filter(|c| !c.is_empty()) {
             let mut q = Q::new("INSERT INTO job_texts (hash, body) VALUES ");
             for (i, (h, body)) in chunk.iter().enumerate() {
                 if i > 0 {
                     q.push(",");
                 }
-                q.bind_tuple(vec![h.as_str().into(), (**body).into()]);
+                q.bind_tuple(vec![h.as_str().into(), (*body).into()]);
             }
             q.push(&b.if_absent(&["hash"]));
             q.execute(b, &mut *c).await?;

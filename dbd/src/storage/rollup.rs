@@ -497,6 +497,15 @@ impl Storage {
             )
             .execute(b, &mut *tx)
             .await?;
+            // Scripts and environments no job points at any more go with
+            // them (they often hold what should not outlive the job).
+            Q::new(
+                "DELETE FROM job_texts WHERE hash NOT IN \
+                 (SELECT script_hash FROM jobs WHERE script_hash IS NOT NULL) \
+                 AND hash NOT IN (SELECT env_hash FROM jobs WHERE env_hash IS NOT NULL)",
+            )
+            .execute(b, &mut *tx)
+            .await?;
         }
         if let Some(s) = p.steps {
             st.steps += del(

@@ -463,3 +463,38 @@ fn the_readmes_production_setup_runs_a_job_across_a_failover() {
     );
     assert_eq!(text.trim(), format!("{id}|COMPLETED"));
 }
+
+/// `scontrol shutdown` stops every controller, the backup in standby too
+/// (else it would take over once the primary is gone), and the node
+/// daemons; a user's stops none.
+#[test]
+fn scontrol_shutdown_stops_the_backup_too() {
+    let mut t = with_backup(120, false);
+    wait_for("the backup in standby", &t, 20, || {
+        pong(&t, 1) == Some(true)
+    });
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .arg("shutdown")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(pong(&t, 1), Some(true), "the backup still serves");
+    let out = t.run("scontrol", &["shutdown"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        t.c.wait_backup_exit(Duration::from_secs(10)).is_some(),
+        "backup stops"
+    );
+    assert!(
+        t.c.wait_ctld_exit(Duration::from_secs(10)).is_some(),
+        "primary stops"
+    );
+    for i in 0..2 {
+        assert!(
+            t.c.wait_slurmd_exit(i, Duration::from_secs(10)).is_some(),
+            "n{} stops",
+            i + 1
+        );
+    }
+}
