@@ -82,6 +82,7 @@ enum Key {
     Tmp,
     Priority,
     Mincpus,
+    ExportFile,
     Nodes,
     Ntasks,
     NtasksPerNode,
@@ -214,7 +215,7 @@ static SPECS: &[Spec] = &[
     spec("cores-per-socket", None, RA, Key::CoresPerSocket, None),
     spec("cpus-per-gpu", None, RA, Key::CpusPerGpu, Some("SBATCH_CPUS_PER_GPU")),
     spec("deadline", None, RA, FATAL, None),
-    spec("export-file", None, RA, FATAL, None),
+    spec("export-file", None, RA, Key::ExportFile, None),
     spec("extra-node-info", Some('B'), RA, Key::ExtraNodeInfo, None),
     spec("gid", None, RA, FATAL, None),
     spec("gpus", Some('G'), RA, Key::Gpus, Some("SBATCH_GPUS")),
@@ -358,6 +359,9 @@ pub struct Options {
     pub priority: Option<u32>,
     /// `--mincpus`.
     pub mincpus: Option<u32>,
+    /// `--export-file`: a file (or a descriptor's number) of `NAME=value`
+    /// definitions separated by NULs.
+    pub export_file: Option<String>,
     /// Unix seconds.
     pub begin: Option<i64>,
     pub chdir: Option<String>,
@@ -443,6 +447,7 @@ impl Options {
             tmp,
             priority,
             mincpus,
+            export_file,
             begin,
             chdir,
             comment,
@@ -831,6 +836,7 @@ fn apply(
         Key::NoRequeue => opts.requeue = Some(false),
         Key::Nodelist => opts.nodelist = s(),
         Key::Mincpus => opts.mincpus = Some(parse_int("--mincpus", v, true)?),
+        Key::ExportFile => opts.export_file = s(),
         Key::Priority => {
             opts.priority = Some(parse_priority(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?)
         }
@@ -1422,6 +1428,44 @@ pub fn export_environment(export: Option<&str>, env: &[(String, String)]) -> Vec
     out
 }
 
+/// `--export-file`'s definitions: `NAME=value` separated by NULs (so a
+/// value may hold anything else, newlines included); a number from 3 up is
+/// a descriptor already open (`/dev/fd/N`), as Slurm reads it.
+fn read_export_file(f: &str) -> Result<Vec<(String, String)>, Fail> {
+    let path = match f.parse::<u32>() {
+        Ok(fd) if fd >= 3 => format!("/dev/fd/{fd}"),
+        Ok(_) => {
+            return Err(Fail::error(
+                format!("Invalid --export-file descriptor: {f}"),
+                EXIT_BAD_OPTION,
+            ))
+        }
+        Err(_) => f.to_string(),
+    };
+    let bytes = std::fs::read(&path).map_err(|e| {
+        Fail::error(
+            format!("Could not read --export-file {f}: {e}"),
+            EXIT_BAD_OPTION,
+        )
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut out = Vec::new();
+    for def in text.split('\0').filter(|d| !d.is_empty()) {
+        match def.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !k.contains(char::is_whitespace) => {
+                out.push((k.to_string(), v.to_string()))
+            }
+            _ => {
+                return Err(Fail::error(
+                    format!("Invalid environment definition in --export-file {f}: {def}"),
+                    EXIT_BAD_OPTION,
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Splits at `sep` outside `'…'`/`"…"`, dropping empty pieces.
 fn split_quoted(s: &str, sep: char) -> Vec<String> {
     let mut out = Vec::new();
@@ -1558,6 +1602,11 @@ pub fn build_desc(
         Some(e) => e.1 = v,
         None => environment.push((k.to_string(), v)),
     };
+    if let Some(f) = &o.export_file {
+        for (k, v) in read_export_file(f)? {
+            set(&k, v);
+        }
+    }
     set("SLURM_SUBMIT_DIR", ctx.cwd.to_string_lossy().into_owned());
     set("SLURM_SUBMIT_HOST", ctx.hostname.clone());
     set("SLURM_PRIO_PROCESS", ctx.prio.to_string());
@@ -2158,6 +2207,49 @@ mod tests {
             Some(s) => s.desc,
             None => panic!("no submission: code {:?} err {}", r.code, r.err),
         }
+    }
+
+    /// `--export-file`: NUL-separated definitions added to what `--export`
+    /// gives (a value may hold a newline); bad files are refused.
+    #[test]
+    fn export_file_adds_definitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("env");
+        std::fs::write(&f, "A=1\0MULTI=two\nlines\0B=x=y\0").unwrap();
+        let p = f.to_str().unwrap();
+        let d = desc(
+            &["--export=NONE", "--export-file", p, "--wrap=true"],
+            &[("HOME", "/h")],
+            "",
+        );
+        for want in ["A=1", "MULTI=two\nlines", "B=x=y"] {
+            assert!(
+                d.environment.iter().any(|e| e == want),
+                "{want}: {:?}",
+                d.environment
+            );
+        }
+        assert!(!d.environment.iter().any(|e| e.starts_with("HOME=")));
+        std::fs::write(&f, "A=1\0not a definition\0").unwrap();
+        let r = run(&["--export-file", p, "--wrap=true"], &[], "");
+        assert!(
+            r.err.contains("Invalid environment definition"),
+            "{}",
+            r.err
+        );
+        let r = run(&["--export-file=/nonexistent/env", "--wrap=true"], &[], "");
+        assert!(
+            r.err
+                .starts_with("sbatch: error: Could not read --export-file"),
+            "{}",
+            r.err
+        );
+        let r = run(&["--export-file=1", "--wrap=true"], &[], "");
+        assert!(
+            r.err.contains("Invalid --export-file descriptor: 1"),
+            "{}",
+            r.err
+        );
     }
 
     /// A Torque script's `#PBS` lines become sbatch's options, below

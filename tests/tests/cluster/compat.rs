@@ -401,6 +401,27 @@ fn tmp_asks_for_nodes_with_that_much_temporary_disk() {
     assert_eq!(stderr(&out), "sbatch: error: Invalid --tmp specification\n");
 }
 
+/// `sbatch --export-file`: NUL-separated definitions reach the job, a
+/// newline inside a value included.
+#[test]
+fn export_file_reaches_the_job() {
+    use slurm_tests::TestCluster;
+    let t = TestCluster::start(1, |_| {});
+    let defs = t.work.join("env");
+    std::fs::write(&defs, "FROM_FILE=two\nlines\0OTHER=1\0").unwrap();
+    let out = t.work.join("job.out");
+    let id = t.sbatch(&[
+        "--export-file",
+        defs.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--wrap",
+        "printf '%s|%s' \"$FROM_FILE\" \"$OTHER\"",
+    ]);
+    t.wait_done(id, 30);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "two\nlines|1");
+}
+
 /// `-F/--nodefile`: sbatch, srun and salloc run on the nodes a hostfile
 /// names (comments, commas and ranges as Slurm reads them); a file that
 /// cannot be read, or holds no node, is refused before anything is asked.
