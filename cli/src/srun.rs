@@ -94,6 +94,9 @@ pub struct AllocOpts {
     pub multi_prog: bool,
     /// salloc `--no-shell`: allocate, run nothing, leave the allocation.
     pub no_shell: bool,
+    /// salloc `-K/--kill-command[=SIG]`: the signal its command gets when
+    /// the allocation is revoked (default SIGTERM).
+    pub kill_command: Option<i32>,
     /// srun `--test-only`: say when and where the job would start.
     pub test_only: bool,
     /// `--gres`, `--gpus`, `--gpus-per-node`, `--gpus-per-task` (for a new allocation).
@@ -439,6 +442,11 @@ pub(crate) const OPTS: &[Opt] = &[
         arg: Arg::No,
     },
     Opt {
+        short: Some('K'),
+        long: "kill-command",
+        arg: Arg::Optional,
+    },
+    Opt {
         short: None,
         long: "test-only",
         arg: Arg::No,
@@ -587,7 +595,7 @@ const SRUN_ONLY: &[&str] = &[
 ];
 
 /// Options of [`OPTS`] only salloc has.
-const SALLOC_ONLY: &[&str] = &["no-shell"];
+const SALLOC_ONLY: &[&str] = &["no-shell", "kill-command"];
 
 /// `srun --test-only`: the controller's estimate of when and where the job
 /// would start; nothing is submitted or run.
@@ -836,6 +844,14 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "multi-prog" => o.multi_prog = true,
             "no-shell" => o.no_shell = true,
+            "kill-command" => {
+                o.kill_command = Some(if v.is_empty() {
+                    libc::SIGTERM
+                } else {
+                    slurm_common::signal::parse(&v)
+                        .ok_or_else(|| format!("{prog}: error: Invalid signal name: {v}"))?
+                })
+            }
             "test-only" => o.test_only = true,
             "mail-type" => {
                 o.mail_type = slurm_common::mail::parse_types(&v)
@@ -1987,6 +2003,47 @@ pub fn salloc_env_options(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
     crate::fmt::env_words(SALLOC_ENV, env)
 }
 
+/// Wait for salloc's command, watching its allocation: once the job has
+/// ended under it (cancelled, out of time), say so, as Slurm's salloc does,
+/// and with `-K` send the command `kill` (Slurm has the controller tell
+/// salloc; here salloc asks every two seconds). The command's wait status.
+fn watch_allocation(
+    mut child: std::process::Child,
+    client: &net::Client,
+    id: u32,
+    kill: Option<i32>,
+) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    let mut next_check = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut revoked = false;
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) => return s.into_raw(),
+            Ok(None) => {}
+            Err(_) => return child.wait().map(|s| s.into_raw()).unwrap_or(1 << 8),
+        }
+        if !revoked && std::time::Instant::now() >= next_check {
+            next_check += std::time::Duration::from_secs(2);
+            let over = match get_job(client, id) {
+                Ok(Some(j)) => j.state.is_finished() || j.completing,
+                Ok(None) => true,
+                Err(_) => false,
+            };
+            if over {
+                revoked = true;
+                eprintln!("salloc: Job allocation {id} has been revoked.");
+                if let Some(sig) = kill {
+                    // SAFETY: a signal to the command this process started.
+                    unsafe {
+                        libc::kill(child.id() as i32, sig);
+                    }
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 pub fn salloc_main() -> i32 {
     let mut args = salloc_env_options(&|k| std::env::var(k).ok());
     args.extend(std::env::args().skip(1));
@@ -2039,12 +2096,12 @@ pub fn salloc_main() -> i32 {
     if o.no_shell {
         return 0;
     }
-    let status = match std::process::Command::new(&command[0])
+    let child = std::process::Command::new(&command[0])
         .args(&command[1..])
         .envs(alloc_env(&job, &conf, &o))
-        .status()
-    {
-        Ok(s) => std::os::unix::process::ExitStatusExt::into_raw(s),
+        .spawn();
+    let status = match child {
+        Ok(c) => watch_allocation(c, &client, job.job_id, o.kill_command),
         Err(e) => {
             eprintln!("salloc: error: {}: {e}", command[0]);
             127 << 8

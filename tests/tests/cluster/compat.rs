@@ -401,6 +401,70 @@ fn tmp_asks_for_nodes_with_that_much_temporary_disk() {
     assert_eq!(stderr(&out), "sbatch: error: Invalid --tmp specification\n");
 }
 
+/// salloc: a job cancelled under its command is said to be revoked; with
+/// `-K` the command also gets SIGTERM (or the signal named), without it
+/// runs on.
+#[test]
+fn salloc_kill_command_signals_the_command_when_revoked() {
+    use slurm_proto::JobState;
+    use slurm_tests::{stderr, stdout, TestCluster};
+    use std::process::Stdio;
+    let t = TestCluster::start(1, |_| {});
+    for (k, script, want_out, want_code) in [
+        (
+            Some("-K"),
+            "trap 'echo got TERM; exit 3' TERM; sleep 60 >/dev/null 2>&1 & wait",
+            "got TERM\n",
+            3,
+        ),
+        (
+            Some("--kill-command=USR1"),
+            "trap 'echo got USR1; exit 4' USR1; sleep 60 >/dev/null 2>&1 & wait",
+            "got USR1\n",
+            4,
+        ),
+        (None, "sleep 4; echo ran on", "ran on\n", 0),
+    ] {
+        let mut cmd = t.cmd("salloc");
+        if let Some(k) = k {
+            cmd.arg(k);
+        }
+        let child = cmd
+            .args(["-J", "revoked", "sh", "-c", script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let id = loop {
+            let running = t
+                .jobs()
+                .into_iter()
+                .find(|j| j.name == "revoked" && j.state == JobState::Running);
+            if let Some(j) = running {
+                break j.job_id;
+            }
+            assert!(std::time::Instant::now() < deadline, "never allocated");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        assert!(t.run("scancel", &[&id.to_string()]).status.success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(stdout(&out), want_out, "{k:?}: {}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(want_code),
+            "{k:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains(&format!("salloc: Job allocation {id} has been revoked.")),
+            "{}",
+            stderr(&out)
+        );
+        t.wait_done(id, 30);
+    }
+}
+
 /// `sbatch --export-file`: NUL-separated definitions reach the job, a
 /// newline inside a value included.
 #[test]
