@@ -158,8 +158,12 @@ pub fn limit_job(j: &JobRecord) -> limits::Job<'_> {
     }
 }
 
+/// A TRES limit as the core reads it (none set: no limit).
+fn tres(s: &Option<String>) -> Tres {
+    s.as_deref().map(Tres::parse).unwrap_or_default()
+}
+
 fn assoc_limits(l: &slurm_proto::acct::AssocLimits) -> limits::AssocLimits {
-    let tres = |s: &Option<String>| s.as_deref().map(Tres::parse).unwrap_or_default();
     limits::AssocLimits {
         max_jobs: l.max_jobs,
         max_submit_jobs: l.max_submit_jobs,
@@ -177,7 +181,6 @@ fn assoc_limits(l: &slurm_proto::acct::AssocLimits) -> limits::AssocLimits {
 
 fn qos_limits(q: &QosRec) -> limits::QosLimits {
     let l = &q.limits;
-    let tres = |s: &Option<String>| s.as_deref().map(Tres::parse).unwrap_or_default();
     limits::QosLimits {
         max_jobs_per_user: l.max_jobs_per_user,
         max_jobs_per_account: l.max_jobs_per_account,

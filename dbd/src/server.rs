@@ -233,13 +233,21 @@ impl Server {
         resp
     }
 
-    /// Batch scripts and environments only of `uid`'s own jobs, unless it
-    /// is an operator or administrator (whatever PrivateData says).
-    async fn own_texts(&self, uid: u32, resp: AcctResponse) -> Result<AcctResponse, StorageError> {
+    /// `uid`'s user name, and whether accounting makes it an operator or
+    /// an administrator.
+    async fn operator(&self, uid: u32) -> Result<(String, bool), StorageError> {
         let me = slurm_common::users::user_by_uid(uid)
             .map(|u| u.name)
             .unwrap_or_else(|| uid.to_string());
-        if self.storage.admin_level(&me).await?.unwrap_or_default() >= AdminLevel::Operator {
+        let level = self.storage.admin_level(&me).await?.unwrap_or_default();
+        Ok((me, level >= AdminLevel::Operator))
+    }
+
+    /// Batch scripts and environments only of `uid`'s own jobs, unless it
+    /// is an operator or administrator (whatever PrivateData says).
+    async fn own_texts(&self, uid: u32, resp: AcctResponse) -> Result<AcctResponse, StorageError> {
+        let (_, operator) = self.operator(uid).await?;
+        if operator {
             return Ok(resp);
         }
         Ok(match resp {
@@ -261,10 +269,8 @@ impl Server {
         uid: u32,
         resp: AcctResponse,
     ) -> Result<AcctResponse, StorageError> {
-        let me = slurm_common::users::user_by_uid(uid)
-            .map(|u| u.name)
-            .unwrap_or_else(|| uid.to_string());
-        if self.storage.admin_level(&me).await?.unwrap_or_default() >= AdminLevel::Operator {
+        let (me, operator) = self.operator(uid).await?;
+        if operator {
             return Ok(resp);
         }
         let p = self.private;
