@@ -248,6 +248,28 @@ pub async fn call_ctld(
     Ok(ctld_response(within_time(fut, within, server).await?))
 }
 
+/// Largest Raft message a controller takes from another (a batch of
+/// entries or a snapshot chunk).
+const MAX_RAFT_MESSAGE: usize = 1 << 30;
+
+/// Send a Raft message to another controller (named `server`) over `ch`,
+/// with the credential `sign` makes for it; its answer, within `within`.
+pub async fn call_replicate(
+    ch: &Channel,
+    server: &str,
+    msg: pb::RaftMessage,
+    sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
+    within: Duration,
+) -> Result<pb::RaftMessage, NetError> {
+    use slurm_proto::grpc::commands::command_method::REPLICATE;
+    let cred = sign_for(REPLICATE, &msg.encode_to_vec(), crate::auth::TO_CTLD, sign)?;
+    let mut client = pb::controller_client::ControllerClient::new(ch.clone())
+        .max_decoding_message_size(MAX_RAFT_MESSAGE)
+        .max_encoding_message_size(usize::MAX);
+    let fut = client.replicate(with_cred(msg, cred, within));
+    within_time(fut, within, server).await
+}
+
 /// Largest answer a command takes from the controller (a job listing of a
 /// big queue).
 const MAX_COMMAND_REPLY: usize = 1 << 30;

@@ -242,7 +242,7 @@ pub fn init(
     let from_env = tracing_subscriber::EnvFilter::try_from_env(env).ok();
     // The environment's filter, when given, stays (it is for debugging).
     let pinned = from_env.is_some();
-    let filter = from_env.unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level));
+    let filter = from_env.unwrap_or_else(|| filter(level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .event_format(SlurmLine(time));
@@ -267,6 +267,12 @@ pub fn init(
     }
 }
 
+/// `level` for this program's own lines; libraries' chatter (Raft's
+/// elections, step by step) only when it is an error.
+fn filter(level: &str) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::new(format!("{level},openraft=error"))
+}
+
 fn keep_reload<S: 'static>(
     handle: tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, S>,
     pinned: bool,
@@ -275,9 +281,7 @@ fn keep_reload<S: 'static>(
         return;
     }
     let _ = RELOAD.set(Box::new(move |level: &str| {
-        handle
-            .reload(tracing_subscriber::EnvFilter::new(level))
-            .map_err(|e| e.to_string())
+        handle.reload(filter(level)).map_err(|e| e.to_string())
     }));
 }
 

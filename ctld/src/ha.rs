@@ -359,6 +359,62 @@ impl Ha {
     }
 }
 
+impl Ha {
+    /// With replicated state: wait until the controllers choose this one
+    /// (the Raft leader) and it has applied everything agreed before; the
+    /// state to start from. A backup is chosen when the controller in
+    /// control stops answering (Raft's election, timed from
+    /// `SlurmctldTimeout`). The primary, and a backup told to take over,
+    /// once caught up ask the controller in control to give it up and stand
+    /// for election.
+    pub async fn gain_replicated_control(
+        &self,
+        r: &crate::replica::Replica,
+    ) -> crate::journal::Saved {
+        let mut metrics = r.raft.metrics();
+        let mut asked: Option<Instant> = None;
+        let mut said = String::new();
+        loop {
+            if r.is_leader() {
+                match r.leader_state().await {
+                    Ok(saved) => {
+                        tracing::info!("in control: chosen by the controllers (Raft leader)");
+                        return saved;
+                    }
+                    Err(e) => tracing::warn!("chosen, but cannot confirm it: {e}"),
+                }
+            }
+            let (leader, caught_up) = r.view();
+            let now = match leader {
+                Some(l) => format!("controller {l} is in control"),
+                None => "no controller is in control".into(),
+            };
+            if now != said {
+                tracing::info!("replicated state: {now}");
+                said = now;
+            }
+            let want = self.index == 0 || self.taking_over.load(Ordering::SeqCst);
+            if want
+                && caught_up
+                && leader.is_some_and(|l| l != r.id)
+                && asked.is_none_or(|t| t.elapsed() > Duration::from_secs(5))
+            {
+                asked = Some(Instant::now());
+                self.ask_others().await;
+                if let Err(e) = r.raft.trigger().elect().await {
+                    tracing::warn!("cannot stand for election: {e}");
+                }
+                continue;
+            }
+            tokio::select! {
+                _ = metrics.changed() => {}
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                _ = self.takeover.notified() => {}
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,6 +100,30 @@ pub enum Entry {
     Partition(String, Option<PartAdmin>),
 }
 
+/// Whether the file system of `dir` has at least `reserve` bytes free
+/// (always with `reserve` 0); the error says how much it has.
+pub fn free_space_left(dir: &Path, reserve: u64) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    if reserve == 0 {
+        return Ok(());
+    }
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: statvfs is plain data; the path is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0 {
+        let free = (st.f_bavail as u64).saturating_mul(st.f_frsize as u64);
+        if free < reserve {
+            return Err(format!(
+                "{} has {free} bytes free, less than journal_reserve_bytes={reserve}",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Everything recovered at start-up.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Saved {
@@ -529,11 +553,9 @@ impl Journal {
     /// reserve cannot be renewed or less than another reserve is free.
     /// The error says why, naming the directory.
     pub fn check_space(&mut self) -> Result<(), String> {
-        use std::os::fd::AsRawFd;
         if self.reserve == 0 {
             return Ok(());
         }
-        let fd = self.file.as_raw_fd();
         if self.allocated_to < self.size + self.reserve / 2 {
             if let Err(e) = self.allocate_reserve() {
                 // File systems without fallocate rely on the free-space
@@ -547,19 +569,7 @@ impl Journal {
                 }
             }
         }
-        // SAFETY: statvfs is plain data; fd is open.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstatvfs(fd, &mut st) } == 0 {
-            let free = (st.f_bavail as u64).saturating_mul(st.f_frsize as u64);
-            if free < self.reserve {
-                return Err(format!(
-                    "{} has {free} bytes free, less than journal_reserve_bytes={}",
-                    self.dir.display(),
-                    self.reserve
-                ));
-            }
-        }
-        Ok(())
+        free_space_left(&self.dir, self.reserve)
     }
 
     /// Queue an entry; it is durable after the next [`Journal::commit`].

@@ -40,6 +40,7 @@ pub mod mail;
 pub mod metrics;
 pub mod outbox;
 pub mod ratelimit;
+pub mod replica;
 pub mod server;
 pub mod state;
 pub mod writer;

@@ -114,6 +114,10 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             })
         })
         .transpose()?;
+    let replicated = conf
+        .slurmctld_parameters
+        .iter()
+        .any(|p| p == "replicate_state");
     let compact_bytes = match conf.ctld_param("journal_compact_bytes") {
         Some(v) => v.parse::<u64>().map_err(|_| {
             anyhow::anyhow!("SlurmctldParameters=journal_compact_bytes={v}: not a number of bytes")
@@ -138,6 +142,28 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let (ha, mut give_up) =
         slurmctld::ha::Ha::new(&conf, index, key.clone(), host.clone(), tls.clone());
     let ha = Arc::new(ha);
+    // `SlurmctldParameters=replicate_state`: the controllers agree on the
+    // state with Raft, each keeping its own copy (no shared directory).
+    let replica =
+        if replicated {
+            if args.clear_state {
+                anyhow::bail!(
+                "-c cannot clear a replicated state: stop every controller and remove {} on each",
+                conf.state_save_location.join(slurmctld::replica::DIR).display()
+            );
+            }
+            let r = rt.block_on(slurmctld::replica::Replica::start(
+                &conf.state_save_location.join(slurmctld::replica::DIR),
+                index,
+                ha.controllers.clone(),
+                key.clone(),
+                host.clone(),
+                ha.timeout,
+            ))?;
+            Some(Arc::new(r))
+        } else {
+            None
+        };
     // Readers see an empty picture until this controller is in control.
     let published = Arc::new(inbox::Board::new(Arc::new(
         slurmctld::state::Snapshot::default(),
@@ -211,6 +237,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             listed: Default::default(),
             ha: ha.clone(),
             stop: stop.clone(),
+            replica: replica.clone(),
         };
         tokio::spawn(server.serve(listener));
         slurm_common::logging::reopen_on_sigusr2(log);
@@ -223,20 +250,28 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     }
     enum Standby {
         InControl(slurmctld::ha::StateLock),
+        Leader(Box<slurmctld::journal::Saved>),
         Stop,
         Reread,
     }
     let lock = rt.block_on(async {
+        let control = async {
+            match &replica {
+                Some(r) => Standby::Leader(Box::new(ha.gain_replicated_control(r).await)),
+                None => Standby::InControl(ha.gain_control(&conf.state_save_location).await),
+            }
+        };
         tokio::select! {
-            l = ha.gain_control(&conf.state_save_location) => Standby::InControl(l),
+            l = control => l,
             _ = ha.reread_requested() => Standby::Reread,
             _ = term.recv() => Standby::Stop,
             _ = stop.notified() => Standby::Stop,
             _ = tokio::signal::ctrl_c() => Standby::Stop,
         }
     });
-    let lock = match lock {
-        Standby::InControl(l) => l,
+    let (lock, agreed) = match lock {
+        Standby::InControl(l) => (Some(l), None),
+        Standby::Leader(saved) => (None, Some(*saved)),
         Standby::Stop => {
             slurm_common::logging::notify("STOPPING=1");
             tracing::info!("shutting down");
@@ -259,28 +294,47 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         let _in = rt.enter();
         serve_sack(&conf, &key);
     }
-    let (journal, saved, recovery) = Journal::open_as(
-        &conf.state_save_location,
-        args.ignore_state_errors,
-        clear_state,
-        slurmctld::journal::Owner::slurm_user(&conf.slurm_user),
-    )?;
-    if recovery.from_previous || !recovery.skipped.is_empty() {
-        tracing::warn!(
-            "state recovered with -i: {}{} damaged batches skipped ({})",
-            if recovery.from_previous {
-                "from state.json.prev; "
-            } else {
-                ""
-            },
-            recovery.skipped.len(),
-            recovery.skipped.join(", ")
-        );
-    }
-    let mut journal = journal;
-    if let Some(v) = journal_reserve {
-        journal.set_reserve(v);
-    }
+    // Where this controller's batches become durable: the journal in
+    // StateSaveLocation, or the other controllers' agreement.
+    let (store, saved): (Store, _) = match (agreed, &replica) {
+        (Some(saved), Some(r)) => (
+            Store::Agreed(r.store(
+                rt.handle().clone(),
+                conf.state_save_location.join(slurmctld::replica::DIR),
+                journal_reserve.unwrap_or(slurmctld::journal::DEFAULT_RESERVE),
+                compact_bytes,
+            )),
+            saved,
+        ),
+        _ => {
+            let (journal, saved, recovery) = Journal::open_as(
+                &conf.state_save_location,
+                args.ignore_state_errors,
+                clear_state,
+                slurmctld::journal::Owner::slurm_user(&conf.slurm_user),
+            )?;
+            if recovery.from_previous || !recovery.skipped.is_empty() {
+                tracing::warn!(
+                    "state recovered with -i: {}{} damaged batches skipped ({})",
+                    if recovery.from_previous {
+                        "from state.json.prev; "
+                    } else {
+                        ""
+                    },
+                    recovery.skipped.len(),
+                    recovery.skipped.join(", ")
+                );
+            }
+            let mut journal = journal;
+            if let Some(v) = journal_reserve {
+                journal.set_reserve(v);
+            }
+            (
+                Store::Journal(writer::Local::new(journal, compact_bytes)),
+                saved,
+            )
+        }
+    };
     let now = auth::now();
     let mut ctl = Controller::new(conf.clone(), saved, sched.plugin, now);
     ctl.log_verbose = u32::from(args.verbose);
@@ -367,21 +421,36 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     published.publish(Arc::new(ctl.snapshot()));
     let pubw = published.clone();
     let shared_w = shared.clone();
+    let (deposed_tx, deposed) = tokio::sync::oneshot::channel::<()>();
     let writer = std::thread::Builder::new()
         .name("writer".into())
-        .spawn(move || writer::run(ctl, journal, rx, pubw, agent, compact_bytes, shared_w))?;
+        .spawn(move || {
+            let ended = match store {
+                Store::Journal(j) => writer::run(ctl, j, rx, pubw, agent, shared_w),
+                Store::Agreed(r) => writer::run(ctl, r, rx, pubw, agent, shared_w),
+            };
+            if ended == writer::Ended::Deposed {
+                let _ = deposed_tx.send(());
+            }
+        })?;
     ha.set_active(true);
     // systemd (Type=notify): serving now.
     slurm_common::logging::notify("READY=1\nSTATUS=in control");
-    let released = rt.block_on(async {
+    enum Leave {
+        Stop,
+        GiveUp(tokio::sync::oneshot::Sender<()>),
+        Deposed,
+    }
+    let leave = rt.block_on(async {
         tokio::select! {
-            _ = term.recv() => None,
-            _ = tokio::signal::ctrl_c() => None,
-            _ = stop.notified() => None,
-            r = give_up.recv() => r,
+            _ = term.recv() => Leave::Stop,
+            _ = tokio::signal::ctrl_c() => Leave::Stop,
+            _ = stop.notified() => Leave::Stop,
+            r = give_up.recv() => r.map(Leave::GiveUp).unwrap_or(Leave::Stop),
+            Ok(()) = deposed => Leave::Deposed,
         }
     });
-    if released.is_none() {
+    if matches!(leave, Leave::Stop) {
         slurm_common::logging::notify("STOPPING=1");
         tracing::info!("shutting down");
     }
@@ -389,8 +458,30 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let _ = tx.send(Command::Shutdown);
     let _ = writer.join();
     drop(lock);
-    let Some(released) = released else {
-        return Ok(());
+    if let (Some(r), Leave::GiveUp(_)) = (&replica, &leave) {
+        rt.block_on(r.let_others_catch_up(ha.timeout));
+    }
+    if let Some(r) = &replica {
+        // Leave the Raft group cleanly (a standby starts a new node), not
+        // to be leader again by itself when it does.
+        let _ = rt.block_on(r.raft.shutdown());
+        if !matches!(leave, Leave::Stop) {
+            if let Err(e) = r.step_aside() {
+                tracing::warn!("cannot step aside in the replicated state: {e}");
+            }
+        }
+    }
+    let released = match leave {
+        Leave::Stop => return Ok(()),
+        Leave::GiveUp(tx) => tx,
+        Leave::Deposed => {
+            // The other controllers chose another: nothing unacknowledged
+            // of this one's may stand; back to standby with what they
+            // agreed on.
+            slurm_common::logging::notify("RELOADING=1");
+            tracing::warn!("another controller is in control: back to standby");
+            return Err(start_again());
+        }
     };
     // The state is durable and the lock let go: the asking controller may
     // take control once it hears so.
@@ -407,6 +498,12 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     slurm_common::logging::notify("RELOADING=1");
     tracing::info!("control given up: back to standby");
     Err(start_again())
+}
+
+/// Where the writer makes batches durable.
+enum Store {
+    Journal(writer::Local),
+    Agreed(slurmctld::replica::Replicated),
 }
 
 /// Run this program again in this process, with the same arguments (a

@@ -62,6 +62,8 @@ pub struct Server {
     pub ha: Arc<crate::ha::Ha>,
     /// `scontrol shutdown`: tells the process to stop (as SIGTERM does).
     pub stop: Arc<tokio::sync::Notify>,
+    /// `SlurmctldParameters=replicate_state`: this controller's Raft node.
+    pub replica: Option<Arc<crate::replica::Replica>>,
 }
 
 /// Jobs' listing encodings, by job id, with the (epoch, change stamp) of
@@ -307,7 +309,14 @@ impl Server {
                 }
                 Response::Ok
             }
-            RequestBody::RelinquishControl => self.ha.relinquish().await,
+            RequestBody::RelinquishControl => {
+                // With replicated state, the asking controller is to be
+                // chosen next: stand for no election meanwhile.
+                if let Some(r) = &self.replica {
+                    r.hold_elections(self.ha.timeout * 2);
+                }
+                self.ha.relinquish().await
+            }
             _ => Response::Error(SlurmError::InternalError.into()),
         }
     }
@@ -1383,6 +1392,64 @@ impl pb::controller_server::Controller for CtldService {
     async fn shutdown(&self, r: tonic::Request<pb::ShutdownRequest>) -> Commanded {
         self.command(r, command_method::SHUTDOWN, CommandCall::Shutdown)
             .await
+    }
+    async fn replicate(
+        &self,
+        r: tonic::Request<pb::RaftMessage>,
+    ) -> Result<tonic::Response<pb::RaftMessage>, tonic::Status> {
+        let s = &self.server;
+        let method = command_method::REPLICATE;
+        let Some(caller) = grpc::caller_of(&r) else {
+            return Err(tonic::Status::internal("no caller"));
+        };
+        let cred = grpc::verify_call_or_token(
+            &r,
+            method,
+            slurm_common::auth::TO_CTLD,
+            &s.key,
+            None,
+            now(),
+            &s.seen,
+        )
+        .map_err(|e| {
+            tracing::info!(from = %caller.addr, %method, "refused: {e}");
+            tonic::Status::unauthenticated(e.to_string())
+        })?;
+        // Only another controller: root or SlurmUser, and with TLS over a
+        // controller's certificate.
+        let names = s.ha.controllers.iter().map(|c| c.0.as_str());
+        let from_controller = !caller.peer.secured()
+            || s.ha
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.is_controller(&caller.peer, names));
+        if !s.root_or_slurm_user(cred.uid) || !from_controller {
+            tracing::warn!(
+                uid = cred.uid,
+                from = %caller.addr,
+                "refused a Raft message: not another controller"
+            );
+            return Err(tonic::Status::permission_denied(
+                "Raft messages are taken only from another controller",
+            ));
+        }
+        let Some(rep) = &s.replica else {
+            return Err(tonic::Status::failed_precondition(
+                "this controller does not replicate its state (SlurmctldParameters=replicate_state)",
+            ));
+        };
+        let m = r.into_inner();
+        let reply = match rep.serve(&m.kind, &m.body).await {
+            Ok(body) => pb::RaftMessage {
+                kind: "ok".into(),
+                body,
+            },
+            Err(e) => pb::RaftMessage {
+                kind: "error".into(),
+                body: e.into_bytes(),
+            },
+        };
+        Ok(tonic::Response::new(reply))
     }
     async fn set_debug(&self, r: tonic::Request<pb::DebugLevel>) -> Commanded {
         self.command(r, command_method::SET_DEBUG, CommandCall::SetDebug)

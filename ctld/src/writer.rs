@@ -34,15 +34,98 @@ fn journal_bytes(c: &Command) -> u64 {
     }
 }
 
+/// Why a batch was not made durable.
+#[derive(Debug)]
+pub enum NotSaved {
+    /// Not now (a full disk): the same batch is tried again.
+    Retry(String),
+    /// This controller is no longer in control (the other controllers
+    /// chose another): nothing of the batch may be acknowledged or acted
+    /// on, and the writer stops.
+    Deposed(String),
+}
+
+/// Where the writer makes its batches durable: the journal in
+/// `StateSaveLocation`, or the controllers' agreement
+/// ([`crate::replica::Replicated`]).
+pub trait Durable {
+    /// Queue an entry; durable after the next [`Durable::commit`].
+    fn append(&mut self, e: crate::journal::Entry);
+    /// Make everything queued durable, as one batch.
+    fn commit(&mut self) -> Result<(), NotSaved>;
+    /// Whether new work may be taken (see [`Journal::check_space`]).
+    fn check_space(&mut self) -> Result<(), String>;
+    /// Bytes kept for the changes of work already taken (0: none).
+    fn reserve(&self) -> u64;
+    /// After a batch: compact what has grown (`saved`: the state now).
+    fn after_batch(&mut self, saved: &crate::journal::Saved);
+}
+
+/// The journal in `StateSaveLocation`, compacted past `compact_bytes`.
+pub struct Local {
+    pub journal: Journal,
+    pub compact_bytes: u64,
+    compact_after: Instant,
+}
+
+impl Local {
+    pub fn new(journal: Journal, compact_bytes: u64) -> Local {
+        Local {
+            journal,
+            compact_bytes,
+            compact_after: Instant::now(),
+        }
+    }
+}
+
+impl Durable for Local {
+    fn append(&mut self, e: crate::journal::Entry) {
+        self.journal.append(&e);
+    }
+
+    fn commit(&mut self) -> Result<(), NotSaved> {
+        self.journal
+            .commit()
+            .map_err(|e| NotSaved::Retry(e.to_string()))
+    }
+
+    fn check_space(&mut self) -> Result<(), String> {
+        self.journal.check_space()
+    }
+
+    fn reserve(&self) -> u64 {
+        self.journal.reserve()
+    }
+
+    fn after_batch(&mut self, saved: &crate::journal::Saved) {
+        if self.journal.size > self.compact_bytes && Instant::now() >= self.compact_after {
+            // A failed compaction (no room for the snapshot) leaves the
+            // journal as it was; try again a little later.
+            if let Err(e) = self.journal.compact(saved) {
+                tracing::error!("cannot compact state: {e}; will try again in 30 s");
+                self.compact_after = Instant::now() + Duration::from_secs(30);
+            }
+        }
+    }
+}
+
+/// How the writer ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Told to stop ([`Command::Shutdown`]) or every sender gone.
+    Stopped,
+    /// No longer in control ([`NotSaved::Deposed`]).
+    Deposed,
+}
+
 pub fn run(
     mut ctl: Controller,
-    mut journal: Journal,
+    mut journal: impl Durable,
     rx: Receiver<Command>,
     published: Published,
     agent: Agent,
-    compact_bytes: u64,
     shared: Shared,
-) {
+) -> Ended {
     let tick = Duration::from_secs(1);
     let mut version = 0u64;
     // Tells this run's versions from another's (clients cache by both).
@@ -53,7 +136,6 @@ pub fn run(
         | 1;
     ctl.set_run_id(epoch);
     let mut next_tick = Instant::now() + tick;
-    let mut compact_after = Instant::now();
     let mut clock = crate::clock::StepDetector::new(crate::clock::wall_ms(), Instant::now());
     loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
@@ -61,7 +143,7 @@ pub fn run(
         match rx.recv_timeout(wait) {
             Ok(c) => batch.push(c),
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Disconnected) => return Ended::Stopped,
         }
         // A batch is written whole or not at all: keep it well within the
         // journal's reserve, so on a full disk the reserve always holds
@@ -161,14 +243,22 @@ pub fn run(
             }
         }
         for e in ctl.take_entries() {
-            journal.append(&e);
+            journal.append(e);
         }
         // Nothing of this batch is acknowledged or sent on before it is
         // durable: on an error (the reserve used up on a full disk), wait
         // and try again rather than lose it.
         let mut delay = Duration::from_millis(100);
         let mut failures = 0u32;
-        while let Err(e) = journal.commit() {
+        loop {
+            let e = match journal.commit() {
+                Ok(()) => break,
+                Err(NotSaved::Deposed(why)) => {
+                    tracing::error!("no longer in control: {why}");
+                    return Ended::Deposed;
+                }
+                Err(NotSaved::Retry(e)) => e,
+            };
             if failures.is_multiple_of(20) {
                 tracing::error!("cannot save state: {e}; retrying until it can");
             }
@@ -206,16 +296,9 @@ pub fn run(
         for r in ctl.take_acct() {
             agent.account(r);
         }
-        if journal.size > compact_bytes && Instant::now() >= compact_after {
-            // A failed compaction (no room for the snapshot) leaves the
-            // journal as it was; try again a little later.
-            if let Err(e) = journal.compact(&ctl.p) {
-                tracing::error!("cannot compact state: {e}; will try again in 30 s");
-                compact_after = Instant::now() + Duration::from_secs(30);
-            }
-        }
+        journal.after_batch(&ctl.p);
         if shutdown {
-            return;
+            return Ended::Stopped;
         }
     }
 }

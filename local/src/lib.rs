@@ -22,6 +22,14 @@ use std::time::{Duration, Instant};
 /// The backup controller's `SlurmctldHost` name.
 pub const BACKUP_NAME: &str = "ctl2";
 
+/// Controller `i`'s `SlurmctldHost` name (0: the primary, `localhost`).
+pub fn controller_name(i: usize) -> String {
+    match i {
+        0 => "localhost".into(),
+        i => format!("ctl{}", i + 1),
+    }
+}
+
 /// What cluster to make.
 #[derive(Debug, Clone)]
 pub struct ClusterSpec {
@@ -78,6 +86,14 @@ pub struct ClusterSpec {
     /// A backup controller (`SlurmctldHost=ctl2(ADDR)`, same port) at
     /// this loopback address, sharing the primary's StateSaveLocation.
     pub backup: Option<String>,
+    /// Further backup controllers (`SlurmctldHost=ctl3(ADDR)`, ...) at
+    /// these loopback addresses.
+    pub more_backups: Vec<String>,
+    /// `SlurmctldParameters=replicate_state`: the controllers agree on the
+    /// state with Raft, each in a StateSaveLocation of its own (`state`
+    /// for the primary, `state.ctlN` for controller N, written in its own
+    /// `slurm.ctlN.conf`).
+    pub replicated: bool,
     /// `SlurmctldTimeout` (written with a backup).
     pub slurmctld_timeout: u32,
     /// Every process speaks TLS (`TLSType=tls/rustls`) with certificates
@@ -159,12 +175,33 @@ impl ClusterSpec {
             dbd_port,
             tls: true,
             backup: None,
+            more_backups: Vec::new(),
+            replicated: false,
             slurmctld_timeout: 120,
         })
     }
 
     pub fn conf_path(&self) -> PathBuf {
         self.dir.join("slurm.conf")
+    }
+
+    /// The slurm.conf controller `i` reads (0: the primary): its own with
+    /// replicated state.
+    pub fn ctld_conf_path(&self, i: usize) -> PathBuf {
+        if self.replicated && i > 0 {
+            self.dir.join(format!("slurm.{}.conf", controller_name(i)))
+        } else {
+            self.conf_path()
+        }
+    }
+
+    /// Every backup controller's address, in order.
+    pub fn backups(&self) -> Vec<String> {
+        self.backup
+            .iter()
+            .chain(self.more_backups.iter())
+            .cloned()
+            .collect()
     }
 
     pub fn node_name(&self, i: usize) -> String {
@@ -197,10 +234,17 @@ MinJobAge={mja}\n\
 MaxJobCount=100000\n",
             ip = self.ip,
             backup = match &self.backup {
-                Some(addr) => format!(
-                    "SlurmctldHost={BACKUP_NAME}({addr})\nSlurmctldTimeout={}\n",
-                    self.slurmctld_timeout
-                ),
+                Some(addr) => {
+                    let mut b = format!("SlurmctldHost={BACKUP_NAME}({addr})\n");
+                    for (k, a) in self.more_backups.iter().enumerate() {
+                        b.push_str(&format!("SlurmctldHost={}({a})\n", controller_name(k + 2)));
+                    }
+                    if self.replicated {
+                        b.push_str("SlurmctldParameters=replicate_state\n");
+                    }
+                    b.push_str(&format!("SlurmctldTimeout={}\n", self.slurmctld_timeout));
+                    b
+                }
                 None => String::new(),
             },
             cp = self.ctld_port,
@@ -288,6 +332,18 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
             std::fs::create_dir_all(self.dir.join(sub))?;
         }
         std::fs::write(self.conf_path(), self.slurm_conf())?;
+        if self.replicated {
+            let d = self.dir.display();
+            for i in 1..=self.backups().len() {
+                let name = controller_name(i);
+                std::fs::create_dir_all(self.dir.join(format!("state.{name}")))?;
+                let own = self.slurm_conf().replace(
+                    &format!("StateSaveLocation={d}/state\n"),
+                    &format!("StateSaveLocation={d}/state.{name}\n"),
+                );
+                std::fs::write(self.ctld_conf_path(i), own)?;
+            }
+        }
         let key = self.dir.join("slurm.key");
         if !key.exists() {
             slurm_common::auth::generate_key(&key)?;
@@ -339,8 +395,8 @@ JobAcctGatherType=jobacct_gather/cgroup\n",
         let local = vec!["localhost".to_string(), self.ip.clone()];
         // Both controllers show one certificate naming each.
         let mut ctld = local.clone();
-        if let Some(b) = &self.backup {
-            ctld.extend([BACKUP_NAME.to_string(), b.clone()]);
+        for (k, b) in self.backups().iter().enumerate() {
+            ctld.extend([controller_name(k + 1), b.clone()]);
         }
         crate::pki::write_identity(ca, &self.dir, "ctld", &ctld)?;
         crate::pki::write_identity(ca, &self.dir, "dbd", &local)?;
@@ -379,8 +435,9 @@ PidFile={d}/run/slurmdbd.pid\n{tls}{extra}",
 pub struct LocalCluster {
     pub spec: ClusterSpec,
     pub ctld: Option<Child>,
-    /// The backup controller (with [`ClusterSpec::backup`]).
-    pub backup: Option<Child>,
+    /// The backup controllers (with [`ClusterSpec::backup`] and
+    /// [`ClusterSpec::more_backups`]), in order.
+    pub backups: Vec<Option<Child>>,
     pub slurmds: Vec<Option<Child>>,
     pub dbd: Option<Child>,
     detached: bool,
@@ -412,7 +469,7 @@ impl LocalCluster {
         let mut c = LocalCluster {
             spec,
             ctld: None,
-            backup: None,
+            backups: Vec::new(),
             slurmds: (0..n).map(|_| None).collect(),
             dbd: None,
             detached: false,
@@ -421,8 +478,11 @@ impl LocalCluster {
             c.start_dbd()?;
         }
         c.start_ctld()?;
-        if c.spec.backup.is_some() {
-            c.start_backup()?;
+        for i in 1..=c.spec.backups().len() {
+            c.start_backup_n(i)?;
+        }
+        if c.spec.replicated {
+            c.wait_controller(0, "slurmctld.log", |standby| !standby)?;
         }
         match c.spec.mock {
             Some(secs) => c.start_mock_slurmd(secs)?,
@@ -475,23 +535,39 @@ impl LocalCluster {
         }
         let child = self.spawn("slurmctld", &args, "slurmctld.log")?;
         self.ctld = Some(child);
+        // With replicated state the primary is chosen only once a majority
+        // of the controllers runs: at first start the backups come next.
+        if self.spec.replicated && self.backups.iter().flatten().count() == 0 {
+            return self.wait_controller(0, "slurmctld.log", |_| true);
+        }
         self.wait_controller(0, "slurmctld.log", |standby| !standby)
     }
 
     /// Start the backup controller ([`ClusterSpec::backup`]) and wait until
     /// it answers (in standby while the primary is in control).
     pub fn start_backup(&mut self) -> Result<(), LocalError> {
-        let conf = self.spec.conf_path().display().to_string();
+        self.start_backup_n(1)
+    }
+
+    /// Start controller `i` (1: the first backup) and wait until it
+    /// answers.
+    pub fn start_backup_n(&mut self, i: usize) -> Result<(), LocalError> {
+        let conf = self.spec.ctld_conf_path(i).display().to_string();
+        let name = controller_name(i);
         let args = [
             "-D".to_string(),
             "-f".into(),
             conf,
             "--host".into(),
-            BACKUP_NAME.into(),
+            name.clone(),
         ];
-        let child = self.spawn("slurmctld", &args, "slurmctld.ctl2.log")?;
-        self.backup = Some(child);
-        self.wait_controller(1, "slurmctld.ctl2.log", |_| true)
+        let log = format!("slurmctld.{name}.log");
+        let child = self.spawn("slurmctld", &args, &log)?;
+        if self.backups.len() < i {
+            self.backups.resize_with(i, || None);
+        }
+        self.backups[i - 1] = Some(child);
+        self.wait_controller(i, &log, |_| true)
     }
 
     /// Wait until controller `i` answers a ping as `ready` wants (given
@@ -533,12 +609,27 @@ impl LocalCluster {
 
     /// Send `sig` to the backup controller.
     pub fn kill_backup(&mut self, sig: i32) {
-        Self::kill_child(&mut self.backup, sig);
+        self.kill_controller(1, sig);
+    }
+
+    /// Send `sig` to controller `i` (0: the primary).
+    pub fn kill_controller(&mut self, i: usize, sig: i32) {
+        match i {
+            0 => Self::kill_child(&mut self.ctld, sig),
+            _ => {
+                if let Some(c) = self.backups.get_mut(i - 1) {
+                    Self::kill_child(c, sig);
+                }
+            }
+        }
     }
 
     /// The backup controller's exit status once it stops by itself.
     pub fn wait_backup_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
-        Self::wait_exit(&mut self.backup, within)
+        match self.backups.first_mut() {
+            Some(b) => Self::wait_exit(b, within),
+            None => None,
+        }
     }
 
     /// Start slurmdbd and wait until it accepts connections.
@@ -670,7 +761,7 @@ impl LocalCluster {
     pub fn detach(mut self) {
         self.detached = true;
         let mut pids = String::new();
-        for c in self.ctld.iter().chain(self.backup.iter()) {
+        for c in self.ctld.iter().chain(self.backups.iter().flatten()) {
             pids.push_str(&format!("{}\n", c.id()));
         }
         for c in self.slurmds.iter().flatten().chain(self.dbd.iter()) {
@@ -744,7 +835,9 @@ impl Drop for LocalCluster {
             self.kill_slurmd(i, libc::SIGKILL);
         }
         self.kill_ctld(libc::SIGKILL);
-        self.kill_backup(libc::SIGKILL);
+        for i in 1..=self.backups.len() {
+            self.kill_controller(i, libc::SIGKILL);
+        }
         self.kill_dbd(libc::SIGKILL);
         // Jobs outlive their node daemons (as in Slurm): end this cluster's.
         kill_jobs_of(&self.spec.conf_path());
@@ -1054,7 +1147,7 @@ pub fn main() -> i32 {
         let c = LocalCluster {
             spec,
             ctld: None,
-            backup: None,
+            backups: Vec::new(),
             slurmds: vec![],
             dbd: None,
             detached: true,

@@ -224,6 +224,12 @@ impl pb::controller_server::Controller for FakeService {
     async fn set_debug(&self, _: tonic::Request<pb::DebugLevel>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn replicate(
+        &self,
+        _: tonic::Request<pb::RaftMessage>,
+    ) -> Result<tonic::Response<pb::RaftMessage>, tonic::Status> {
+        Err(not_for_nodes())
+    }
     async fn register_node(&self, r: tonic::Request<pb::NodeRegistration>) -> Answer {
         Ok(tonic::Response::new(self.take(
             r,

@@ -1085,6 +1085,7 @@ pub mod command_method {
     pub const SHUTDOWN: &str = "/slurm.v1.Controller/Shutdown";
     pub const SET_DEBUG: &str = "/slurm.v1.Controller/SetDebug";
     pub const RELINQUISH_CONTROL: &str = "/slurm.v1.Controller/RelinquishControl";
+    pub const REPLICATE: &str = "/slurm.v1.Controller/Replicate";
 }
 
 impl CommandCall {

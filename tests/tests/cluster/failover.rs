@@ -498,3 +498,247 @@ fn scontrol_shutdown_stops_the_backup_too() {
         );
     }
 }
+
+const THIRD_ADDR: &str = "127.0.0.3";
+
+/// Three controllers agreeing on the state with Raft, each in a
+/// StateSaveLocation of its own.
+fn replicated(timeout: u32) -> TestCluster {
+    TestCluster::start(2, |s| {
+        s.backup = Some(BACKUP_ADDR.into());
+        s.more_backups = vec![THIRD_ADDR.into()];
+        s.replicated = true;
+        s.slurmctld_timeout = timeout;
+        s.accounting = true;
+    })
+}
+
+/// Which controller is in control (answers a ping as not in standby).
+fn in_control(t: &TestCluster) -> Option<usize> {
+    (0..3).find(|&i| pong(t, i) == Some(false))
+}
+
+/// `SlurmctldParameters=replicate_state`: no directory is shared. A
+/// `kill -9` of the primary under a stream of submissions while jobs run:
+/// another controller serves within SlurmctldTimeout and a few seconds,
+/// no acknowledged job is lost, running jobs finish and are accounted
+/// once; the primary, started again, catches up and takes control back.
+#[test]
+fn replicated_state_survives_kill_9_of_the_primary_without_a_shared_directory() {
+    let mut t = replicated(3);
+    let out = t.run("scontrol", &["ping"]);
+    assert_eq!(
+        stdout(&out),
+        "Slurmctld(primary) at localhost is UP\nSlurmctld(backup1) at ctl2 is UP\nSlurmctld(backup2) at ctl3 is UP\n"
+    );
+    assert_eq!(in_control(&t), Some(0), "{}", t.logs());
+    let dir = t.c.spec.dir.clone();
+    for own in ["state", "state.ctl2", "state.ctl3"] {
+        assert!(
+            dir.join(own).join("raft/log").exists(),
+            "{own}\n{}",
+            t.logs()
+        );
+        // Nothing is written where a shared journal would be.
+        assert!(!dir.join(own).join("journal").exists(), "{own}");
+    }
+
+    let script = write_script(
+        &t,
+        "steady.sh",
+        "#!/bin/sh\necho start\nsleep 8\necho end\n",
+    );
+    let running: Vec<u32> = (0..4)
+        .map(|k| t.sbatch(&["-o", &format!("steady-{k}.out"), &script]))
+        .collect();
+    for id in &running {
+        t.wait_job(*id, 20, "running", |j| j.state == JobState::Running);
+    }
+    let acked = Mutex::new(Vec::<u32>::new());
+    let refused = Mutex::new(Vec::<String>::new());
+    let stop = AtomicBool::new(false);
+    let mut served_after = Duration::ZERO;
+    std::thread::scope(|sc| {
+        for _ in 0..2 {
+            let sbatch = t.cmd_factory("sbatch", &["-H", "--parsable", "--wrap", "true"]);
+            let (acked, refused, stop) = (&acked, &refused, &stop);
+            sc.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let out = sbatch.make().output().unwrap();
+                    match stdout(&out).trim().parse::<u32>() {
+                        Ok(id) if out.status.success() => acked.lock().unwrap().push(id),
+                        _ => refused.lock().unwrap().push(stderr(&out)),
+                    }
+                }
+            });
+        }
+        wait_for("submissions before the kill", &t, 30, || {
+            acked.lock().unwrap().len() >= 20
+        });
+        t.c.kill_ctld(libc::SIGKILL);
+        let t0 = Instant::now();
+        wait_for("another controller in control", &t, 30, || {
+            matches!(t.c.call(RequestBody::GetJobs), Ok(Response::Jobs { .. }))
+        });
+        served_after = t0.elapsed();
+        let n = acked.lock().unwrap().len();
+        wait_for("submissions to the new controller", &t, 30, || {
+            acked.lock().unwrap().len() >= n + 20
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+    eprintln!(
+        "FIGURE | kill -9 of the primary, replicated state (SlurmctldTimeout=3) | another controller serving after {} ms; {} submissions acknowledged, {} refused",
+        served_after.as_millis(),
+        acked.lock().unwrap().len(),
+        refused.lock().unwrap().len()
+    );
+    assert!(
+        served_after < Duration::from_secs(3 + 8),
+        "served after {served_after:?}\n{}",
+        t.logs()
+    );
+    let now_in_control = in_control(&t);
+    assert!(matches!(now_in_control, Some(1 | 2)), "{now_in_control:?}");
+    let acked = acked.into_inner().unwrap();
+    let have: std::collections::HashSet<u32> = t.jobs().iter().map(|j| j.job_id).collect();
+    let lost: Vec<&u32> = acked.iter().filter(|id| !have.contains(id)).collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged and lost: {lost:?}\n{}",
+        t.logs()
+    );
+    let mut ids = acked.clone();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), acked.len(), "an id was acknowledged twice");
+
+    for (k, id) in running.iter().enumerate() {
+        let j = t.wait_done(*id, 60);
+        assert_eq!(j.state, JobState::Completed, "{j:?}\n{}", t.logs());
+        let out = std::fs::read_to_string(t.work.join(format!("steady-{k}.out"))).unwrap();
+        assert_eq!(out, "start\nend\n");
+    }
+    let list = running
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let text = sacct_until(
+        &t,
+        &["-X", "-n", "-P", "-j", &list, "--format=JobID,State"],
+        30,
+        |s| s.lines().filter(|l| l.ends_with("|COMPLETED")).count() == running.len(),
+    );
+    assert_eq!(text.lines().count(), running.len(), "{text}");
+
+    // The primary comes back with its own, older copy: it catches up from
+    // the others and takes control back.
+    t.c.start_ctld()
+        .unwrap_or_else(|e| panic!("primary back: {e}\n{}", t.logs()));
+    wait_for("the others in standby", &t, 30, || {
+        pong(&t, 1) == Some(true) && pong(&t, 2) == Some(true)
+    });
+    let have: std::collections::HashSet<u32> = t.jobs().iter().map(|j| j.job_id).collect();
+    let lost: Vec<&u32> = acked.iter().filter(|id| !have.contains(id)).collect();
+    assert!(
+        lost.is_empty(),
+        "lost on the way back: {lost:?}\n{}",
+        t.logs()
+    );
+    t.c.wait_nodes_up(Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}\n{}", t.logs()));
+    let id = t.sbatch(&["-o", "after.out", "--wrap", "echo back"]);
+    assert_eq!(t.wait_done(id, 30).state, JobState::Completed);
+}
+
+/// Raft messages are taken only from another controller: an ordinary
+/// user, a peer without the key and root over a connection without a
+/// controller's certificate are refused, and nothing changes; a garbled
+/// message is an error, not a crash.
+#[test]
+fn only_controllers_may_send_raft_messages() {
+    let t = replicated(3);
+    let now = slurm_common::auth::now();
+    let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
+    let forged = slurm_common::auth::Key::from_bytes(b"not the cluster key at all");
+    // A vote for controller 2 at a far later term: were it taken, the
+    // primary would step down.
+    let vote =
+        br#"{"vote":{"leader_id":{"term":1000,"node_id":2},"committed":false},"last_log_id":null}"#;
+    let send_as =
+        |role: slurm_common::tls::Role,
+         body: &[u8],
+         sign: &dyn Fn(&slurm_common::auth::Binding) -> slurm_proto::Credential| {
+            use slurm_common::tls::TlsSettings;
+            let dir = &t.c.spec.dir;
+            let ca = format!("ca_cert_file={}", dir.join("ca_cert.pem").display());
+            let tls = TlsSettings::parse(Some("tls/rustls"), Some(&ca), dir)
+                .unwrap()
+                .unwrap()
+                .load(&role)
+                .unwrap();
+            let addr = t.command_tls().1;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let ch = slurm_common::grpc::channel(Some(tls.client.clone()), &addr, "localhost")
+                    .unwrap();
+                let msg = slurm_proto::grpc::pb::RaftMessage {
+                    kind: "vote".into(),
+                    body: body.to_vec(),
+                };
+                slurm_common::grpc::call_replicate(
+                    &ch,
+                    "localhost",
+                    msg,
+                    |b| Ok(sign(b)),
+                    Duration::from_secs(10),
+                )
+                .await
+            })
+        };
+    let send =
+        |body: &[u8], sign: &dyn Fn(&slurm_common::auth::Binding) -> slurm_proto::Credential| {
+            send_as(slurm_common::tls::Role::Command, body, sign)
+        };
+    let e = send(vote, &|b| key.sign(TEST_UID, TEST_GID, "x", now, b)).unwrap_err();
+    assert!(
+        e.to_string().contains("only from another controller"),
+        "{e}"
+    );
+    let e = send(vote, &|b| forged.sign(0, 0, "x", now, b)).unwrap_err();
+    assert!(
+        !e.to_string().contains("only from another controller"),
+        "{e}"
+    );
+    // Root's own credential, but not a controller's certificate.
+    let e = send(vote, &|b| key.sign(0, 0, "x", now, b)).unwrap_err();
+    assert!(
+        e.to_string().contains("only from another controller"),
+        "{e}"
+    );
+    // Over a controller's certificate with root's credential: a garbled
+    // message is answered with an error, and the controller lives on.
+    let r = send_as(slurm_common::tls::Role::Ctld, b"{\"vote\":", &|b| {
+        key.sign(0, 0, "x", now, b)
+    })
+    .unwrap();
+    assert_eq!(r.kind, "error");
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("bad Raft message"),
+        "{r:?}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(in_control(&t), Some(0), "{}", t.logs());
+    assert_eq!(pong(&t, 1), Some(true));
+    assert_eq!(pong(&t, 2), Some(true));
+    let out = t.run("sbatch", &["--parsable", "--wrap", "true"]);
+    assert!(out.status.success(), "{}\n{}", stderr(&out), t.logs());
+    let id: u32 = stdout(&out).trim().parse().unwrap();
+    assert_eq!(t.wait_done(id, 30).state, JobState::Completed);
+    let log = std::fs::read_to_string(t.c.spec.dir.join("log/slurmctld.log")).unwrap();
+    assert!(log.contains("refused a Raft message"), "{log}");
+}
