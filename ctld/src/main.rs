@@ -159,6 +159,8 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
                 key.clone(),
                 host.clone(),
                 ha.timeout,
+                slurm_common::net::max_request(conf.get("CommunicationParameters"))
+                    .map_err(|e| anyhow::anyhow!("{e}"))?,
             ))?;
             Some(Arc::new(r))
         } else {

@@ -22,7 +22,8 @@
 
 use crate::journal::{Entry, Saved};
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
+    Unreachable,
 };
 use openraft::network::RPCOption;
 use openraft::raft::{
@@ -48,9 +49,39 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// One batch of the writer's journal entries: one Raft log entry.
+/// One batch of the writer's journal entries: one Raft log entry, or
+/// several when it is too large for one message between controllers.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Batch(pub Vec<Entry>);
+pub struct Batch {
+    pub entries: Vec<Entry>,
+    /// Part of a batch split over several log entries: applied only once
+    /// its last part is in, so a batch is never applied in part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<Part>,
+}
+
+/// Where a log entry stands in a split batch.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Part {
+    /// Names the batch (the writer's own count, with its run).
+    pub id: u64,
+    /// This part (from 0) of `of`.
+    pub k: u32,
+    pub of: u32,
+}
+
+/// The parts of a split batch received so far: its id, the next part
+/// expected, their entries.
+type Pending = Option<(u64, u32, Vec<Entry>)>;
+
+/// What a snapshot holds: the state, and the parts of a split batch
+/// whose last part came after it.
+#[derive(Serialize, Deserialize)]
+struct Image {
+    saved: Saved,
+    #[serde(default)]
+    pending: Pending,
+}
 
 openraft::declare_raft_types!(
     /// The Raft types of the controllers' replicated state.
@@ -360,8 +391,42 @@ impl RaftLogStorage<Types> for LogStore {
 /// What the controllers agreed on so far, applied.
 struct SmInner {
     saved: Saved,
+    pending: Pending,
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
+}
+
+impl SmInner {
+    /// The entries to apply for log entry `b`: a whole batch, or nothing
+    /// while the parts of a split one come in. Parts of one batch follow
+    /// each other (one writer sends them in turn); a batch left unfinished
+    /// (its controller lost control) is dropped when anything else comes.
+    fn take_whole(&mut self, b: Batch) -> Vec<Entry> {
+        let Some(p) = b.part else {
+            if let Some((id, k, _)) = self.pending.take() {
+                tracing::warn!("dropped the first {k} parts of batch {id}, never finished");
+            }
+            return b.entries;
+        };
+        let mut have = match self.pending.take() {
+            Some((id, next, es)) if id == p.id && next == p.k => es,
+            Some((id, k, _)) => {
+                tracing::warn!("dropped the first {k} parts of batch {id}, never finished");
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        if have.is_empty() && p.k != 0 {
+            // A part without its beginning: never applied.
+            return Vec::new();
+        }
+        have.extend(b.entries);
+        if p.k + 1 >= p.of {
+            return have;
+        }
+        self.pending = Some((p.id, p.k + 1, have));
+        Vec::new()
+    }
 }
 
 /// The replicated state: the journal entries of every committed batch
@@ -384,12 +449,15 @@ impl StateMachine {
         let path = dir.join("snapshot");
         let mut inner = SmInner {
             saved: Saved::default(),
+            pending: None,
             last_applied: None,
             membership: StoredMembership::default(),
         };
         if let Some((meta, data)) = Self::read_file(&path)? {
-            inner.saved = serde_json::from_slice(&data)
+            let image: Image = serde_json::from_slice(&data)
                 .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+            inner.saved = image.saved;
+            inner.pending = image.pending;
             inner.last_applied = meta.last_log_id;
             inner.membership = meta.last_membership;
         }
@@ -442,11 +510,15 @@ fn snapshot_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
 
 impl RaftSnapshotBuilder<Types> for StateMachine {
     async fn build_snapshot(&mut self) -> SResult<Snapshot<Types>> {
-        let (saved, last, membership) = {
+        let (image, last, membership) = {
             let g = self.lock();
-            (g.saved.clone(), g.last_applied, g.membership.clone())
+            let image = Image {
+                saved: g.saved.clone(),
+                pending: g.pending.clone(),
+            };
+            (image, g.last_applied, g.membership.clone())
         };
-        let data = serde_json::to_vec(&saved).map_err(snapshot_err)?;
+        let data = serde_json::to_vec(&image).map_err(snapshot_err)?;
         let meta = SnapshotMeta {
             last_log_id: last,
             last_membership: membership,
@@ -457,6 +529,11 @@ impl RaftSnapshotBuilder<Types> for StateMachine {
             ),
         };
         self.write_file(&meta, &data).map_err(snapshot_err)?;
+        tracing::info!(
+            "replicated state: snapshot to entry {} ({} bytes)",
+            last.map(|l| l.index).unwrap_or(0),
+            data.len()
+        );
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -485,8 +562,9 @@ impl RaftStateMachine<Types> for StateMachine {
             g.last_applied = Some(e.log_id);
             match e.payload {
                 EntryPayload::Blank => {}
-                EntryPayload::Normal(Batch(es)) => {
-                    for x in es {
+                EntryPayload::Normal(b) => {
+                    let whole = g.take_whole(b);
+                    for x in whole {
                         g.saved.apply(x);
                     }
                 }
@@ -513,10 +591,15 @@ impl RaftStateMachine<Types> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> SResult<()> {
         let data = snapshot.into_inner();
-        let saved: Saved = serde_json::from_slice(&data).map_err(snapshot_err)?;
+        let image: Image = serde_json::from_slice(&data).map_err(snapshot_err)?;
         self.write_file(meta, &data).map_err(snapshot_err)?;
         let mut g = self.lock();
-        g.saved = saved;
+        g.saved = image.saved;
+        g.pending = image.pending;
+        tracing::info!(
+            "replicated state: caught up from a snapshot of the controller in control (to entry {})",
+            meta.last_log_id.map(|l| l.index).unwrap_or(0)
+        );
         g.last_applied = meta.last_log_id;
         g.membership = meta.last_membership.clone();
         Ok(())
@@ -537,6 +620,9 @@ impl RaftStateMachine<Types> for StateMachine {
 /// cluster's key.
 #[derive(Clone)]
 pub struct Peers {
+    /// The largest request a controller takes (`CommunicationParameters`).
+    max_message: usize,
+    slow: Duration,
     controllers: Arc<Vec<(String, String)>>,
     key: Key,
     host: String,
@@ -547,6 +633,8 @@ impl RaftNetworkFactory<Types> for Peers {
 
     async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Peer {
         Peer {
+            max_message: self.max_message,
+            slow: self.slow,
             to: self.controllers.get(target as usize).cloned(),
             target,
             key: self.key.clone(),
@@ -557,6 +645,10 @@ impl RaftNetworkFactory<Types> for Peers {
 
 /// The way to one other controller.
 pub struct Peer {
+    max_message: usize,
+    /// How long a message carrying entries or a snapshot may take (Raft
+    /// would give it a heartbeat's time: too short for megabytes).
+    slow: Duration,
     to: Option<(String, String)>,
     target: NodeId,
     key: Key,
@@ -573,6 +665,7 @@ impl Peer {
         &self,
         kind: &str,
         req: &Req,
+        entries: u64,
         within: Duration,
     ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
     where
@@ -585,6 +678,12 @@ impl Peer {
             )))));
         };
         let body = serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        // Room for the envelope and the credential.
+        if body.len() + 4096 > self.max_message {
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(entries.saturating_sub(1).max(1)),
+            ));
+        }
         let ch = grpc::kept(addr, name).map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
         let (key, host) = (self.key.clone(), self.host.clone());
         let sign = move |b: &Binding| Ok(key.sign(0, 0, &host, slurm_common::auth::now(), b));
@@ -613,7 +712,9 @@ impl RaftNetwork<Types> for Peer {
         rpc: AppendEntriesRequest<Types>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.send("append", &rpc, option.hard_ttl()).await
+        let n = rpc.entries.len() as u64;
+        self.send("append", &rpc, n, option.hard_ttl().max(self.slow))
+            .await
     }
 
     async fn install_snapshot(
@@ -624,7 +725,8 @@ impl RaftNetwork<Types> for Peer {
         InstallSnapshotResponse<NodeId>,
         RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
     > {
-        self.send("snapshot", &rpc, option.hard_ttl()).await
+        self.send("snapshot", &rpc, 1, option.hard_ttl().max(self.slow))
+            .await
     }
 
     async fn vote(
@@ -632,7 +734,7 @@ impl RaftNetwork<Types> for Peer {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.send("vote", &rpc, option.hard_ttl()).await
+        self.send("vote", &rpc, 1, option.hard_ttl()).await
     }
 }
 
@@ -659,13 +761,19 @@ pub struct Replica {
     /// `SlurmctldTimeout`: a batch not agreed on within it means this
     /// controller is no longer in control.
     pub timeout: Duration,
+    /// Batches larger than this (as JSON) go as parts.
+    part_bytes: usize,
 }
 
 /// Raft's timing from `SlurmctldTimeout` (`timeout`) for controller
 /// `index`: heartbeats several times per timeout; elections after between
 /// half and all of it, later for controllers further down the list, so the
 /// primary is the likeliest to win.
-pub fn raft_config(timeout: Duration, index: usize) -> Result<openraft::Config, ReplicaError> {
+pub fn raft_config(
+    timeout: Duration,
+    index: usize,
+    max_message: usize,
+) -> Result<openraft::Config, ReplicaError> {
     let t = (timeout.as_millis() as u64).max(600);
     let heartbeat = (t / 10).clamp(50, 1000);
     let step = t / 16 * index as u64;
@@ -679,8 +787,10 @@ pub fn raft_config(timeout: Duration, index: usize) -> Result<openraft::Config, 
         // Snapshots are asked for by size ([`Replicated::after_batch`]).
         snapshot_policy: openraft::SnapshotPolicy::Never,
         max_in_snapshot_log_to_keep: 16,
-        max_payload_entries: 16,
-        snapshot_max_chunk_size: 4 << 20,
+        // With parts of at most a quarter of a message (see
+        // [`Replica::start`]), four entries fit in one.
+        max_payload_entries: 4,
+        snapshot_max_chunk_size: (max_message / 4) as u64,
         install_snapshot_timeout: t.max(5000),
         ..Default::default()
     };
@@ -699,6 +809,7 @@ impl Replica {
         key: Key,
         host: String,
         timeout: Duration,
+        max_message: usize,
     ) -> Result<Replica, ReplicaError> {
         if controllers.len() < 3 {
             return Err(ReplicaError::TooFew(controllers.len()));
@@ -711,13 +822,15 @@ impl Replica {
         let log = LogStore::open(dir)?;
         let log_size = log.size();
         let sm = StateMachine::open(dir)?;
-        let config = Arc::new(raft_config(timeout, index)?);
+        let config = Arc::new(raft_config(timeout, index, max_message)?);
         let members: BTreeMap<NodeId, BasicNode> = controllers
             .iter()
             .enumerate()
             .map(|(i, (_, addr))| (i as NodeId, BasicNode::new(addr)))
             .collect();
         let peers = Peers {
+            max_message,
+            slow: timeout / 2,
             controllers: Arc::new(controllers),
             key,
             host,
@@ -747,6 +860,7 @@ impl Replica {
             sm,
             log_size,
             timeout,
+            part_bytes: max_message / 8,
         };
         // Gave control up just before starting again: still holding back.
         if let Ok(t) = std::fs::read_to_string(dir.join(HOLD)) {
@@ -888,8 +1002,53 @@ impl Replica {
             reserve,
             compact_bytes,
             asked_at: 0,
+            batches: 0,
+            run: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0),
         }
     }
+}
+
+/// `entries` as the log entries to send: one batch, or parts of at most
+/// about `bytes` each (as JSON; an entry larger alone is a part of its
+/// own) named `id`.
+pub fn split(entries: Vec<Entry>, bytes: usize, id: u64) -> Vec<Batch> {
+    let sizes: Vec<usize> = entries
+        .iter()
+        .map(|e| serde_json::to_vec(e).map(|v| v.len()).unwrap_or(0) + 1)
+        .collect();
+    if sizes.iter().sum::<usize>() <= bytes {
+        return vec![Batch {
+            entries,
+            part: None,
+        }];
+    }
+    let mut groups: Vec<Vec<Entry>> = vec![Vec::new()];
+    let mut size = 0;
+    for (e, n) in entries.into_iter().zip(sizes) {
+        let last = groups.last_mut().expect("one group at least");
+        if !last.is_empty() && size + n > bytes {
+            groups.push(Vec::new());
+            size = 0;
+        }
+        size += n;
+        groups.last_mut().expect("one group at least").push(e);
+    }
+    let of = groups.len() as u32;
+    groups
+        .into_iter()
+        .enumerate()
+        .map(|(k, entries)| Batch {
+            entries,
+            part: Some(Part {
+                id,
+                k: k as u32,
+                of,
+            }),
+        })
+        .collect()
 }
 
 /// The writer's batches, made durable by agreement instead of a local
@@ -903,6 +1062,9 @@ pub struct Replicated {
     compact_bytes: u64,
     /// The log size when a snapshot was last asked for.
     asked_at: u64,
+    /// Batches sent, and this run (they name split batches).
+    batches: u64,
+    run: u64,
 }
 
 impl crate::writer::Durable for Replicated {
@@ -914,21 +1076,24 @@ impl crate::writer::Durable for Replicated {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let batch = Batch(std::mem::take(&mut self.pending));
+        let entries = std::mem::take(&mut self.pending);
+        self.batches += 1;
+        let parts = split(entries, self.replica.part_bytes, self.run ^ self.batches);
         let raft = self.replica.raft.clone();
         let within = self.replica.timeout;
-        let r = self
-            .rt
-            .block_on(async move { tokio::time::timeout(within, raft.client_write(batch)).await });
-        match r {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(crate::writer::NotSaved::Deposed(format!(
-                "the other controllers did not take the batch: {e}"
-            ))),
-            Err(_) => Err(crate::writer::NotSaved::Deposed(format!(
-                "no majority of the controllers took the batch within {within:?}"
-            ))),
-        }
+        // Parts go in turn, each agreed on before the next.
+        let r = self.rt.block_on(async move {
+            for b in parts {
+                tokio::time::timeout(within, raft.client_write(b))
+                    .await
+                    .map_err(|_| {
+                        format!("no majority of the controllers took the batch within {within:?}")
+                    })?
+                    .map_err(|e| format!("the other controllers did not take the batch: {e}"))?;
+            }
+            Ok::<(), String>(())
+        });
+        r.map_err(crate::writer::NotSaved::Deposed)
     }
 
     fn check_space(&mut self) -> Result<(), String> {

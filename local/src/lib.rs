@@ -927,13 +927,14 @@ fn thaw_ancestors(proc_cgroup: &str) {
 // ----------------------------------------------------------------------
 // The command
 
-const USAGE: &str = "Usage: slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N] [--cpus N] [--mem MB] [--port PORT] [--no-accounting] [--no-tls] [--mock[=SECS]] [--backup[=ADDR]]\n\
+const USAGE: &str = "Usage: slurm-local [start|stop|status|demo] [--dir DIR] [--nodes N] [--cpus N] [--mem MB] [--port PORT] [--no-accounting] [--no-tls] [--mock[=SECS]] [--backup[=ADDR]] [--replicated]\n\
   start   start slurmdbd (SQLite), a controller and N node daemons in DIR (default ./slurm-local) and leave them running\n\
   stop    stop the daemons started in DIR\n\
   status  show squeue and sinfo for the cluster in DIR\n\
   demo    start a cluster, run a 3-node batch job, show squeue, sinfo and its output, stop\n\
   --mock[=SECS]  one node daemon serves every node and ends each job after SECS seconds without running it (scale tests)\n\
-  --backup[=ADDR]  a backup controller (SlurmctldHost ctl2) on loopback address ADDR (default 127.0.0.2), SlurmctldTimeout=10\n";
+  --backup[=ADDR]  a backup controller (SlurmctldHost ctl2) on loopback address ADDR (default 127.0.0.2), SlurmctldTimeout=10\n\
+  --replicated  three controllers (on 127.0.0.1, 127.0.0.2, 127.0.0.3) agreeing on the state with SlurmctldParameters=replicate_state, each in its own state directory\n";
 
 struct Opts {
     action: String,
@@ -946,6 +947,7 @@ struct Opts {
     tls: bool,
     mock: Option<Option<u64>>,
     backup: Option<String>,
+    replicated: bool,
 }
 
 fn parse(args: &[String]) -> Result<Opts, String> {
@@ -962,6 +964,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         tls: true,
         mock: None,
         backup: None,
+        replicated: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -1003,6 +1006,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                 }
                 o.backup = Some(addr);
             }
+            "--replicated" => o.replicated = true,
             "-h" | "--help" => o.action = "help".into(),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -1025,7 +1029,12 @@ fn spec_for(o: &Opts) -> Result<ClusterSpec, String> {
     s.mock = o.mock;
     s.cpus = o.cpus;
     s.mem_mb = o.mem;
-    if let Some(b) = &o.backup {
+    if o.replicated {
+        s.backup = Some(o.backup.clone().unwrap_or_else(|| "127.0.0.2".into()));
+        s.more_backups = vec!["127.0.0.3".into()];
+        s.replicated = true;
+        s.slurmctld_timeout = 10;
+    } else if let Some(b) = &o.backup {
         s.backup = Some(b.clone());
         s.slurmctld_timeout = 10;
     }

@@ -25,7 +25,10 @@ fn entry(term: u64, index: u64, jobs: &[u32]) -> LogEntry {
         .collect::<Vec<_>>();
     openraft::Entry {
         log_id: LogId::new(openraft::CommittedLeaderId::new(term, 0), index),
-        payload: EntryPayload::Normal(Batch(es)),
+        payload: EntryPayload::Normal(Batch {
+            entries: es,
+            part: None,
+        }),
     }
 }
 
@@ -117,7 +120,7 @@ fn a_snapshot_is_read_back() {
 
 #[test]
 fn timing_follows_slurmctld_timeout() {
-    let c = raft_config(Duration::from_secs(3), 0).unwrap();
+    let c = raft_config(Duration::from_secs(3), 0, 16 << 20).unwrap();
     assert_eq!(
         (
             c.heartbeat_interval,
@@ -127,6 +130,71 @@ fn timing_follows_slurmctld_timeout() {
         (300, 750, 1500)
     );
     // Controllers further down wait longer before standing.
-    let c2 = raft_config(Duration::from_secs(3), 2).unwrap();
+    let c2 = raft_config(Duration::from_secs(3), 2, 16 << 20).unwrap();
     assert!(c2.election_timeout_min > c.election_timeout_min);
+}
+
+/// A batch too large for one message goes as parts, applied only whole;
+/// one left unfinished (its controller lost control) is never applied,
+/// and a snapshot taken between parts carries those already in.
+#[test]
+fn a_split_batch_is_applied_whole_or_not_at_all() {
+    let ids: Vec<Entry> = (1..=50).map(Entry::NextJobId).collect();
+    let parts = split(ids.clone(), 64, 7);
+    assert!(parts.len() > 2, "{}", parts.len());
+    assert!(parts.iter().all(|b| b.part.is_some_and(|p| p.id == 7)));
+    let small = split(ids[..2].to_vec(), 1 << 20, 8);
+    assert_eq!(small.len(), 1);
+    assert!(small[0].part.is_none());
+    let at = |i: u64, b: Batch| openraft::Entry {
+        log_id: LogId::new(openraft::CommittedLeaderId::new(1, 0), i),
+        payload: EntryPayload::Normal(b),
+    };
+    let d = tempfile::tempdir().unwrap();
+    block(async {
+        let mut sm = StateMachine::open(d.path()).unwrap();
+        let n = parts.len();
+        let mut i = 0;
+        for b in parts.iter().take(n - 1).cloned() {
+            i += 1;
+            sm.apply([at(i, b)]).await.unwrap();
+            assert_eq!(sm.saved().next_job_id, 0, "applied in part");
+        }
+        // A snapshot between parts, restored elsewhere, then the last part.
+        let snap = sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        let d2 = tempfile::tempdir().unwrap();
+        let mut other = StateMachine::open(d2.path()).unwrap();
+        other
+            .install_snapshot(&snap.meta, snap.snapshot)
+            .await
+            .unwrap();
+        let last = parts[n - 1].clone();
+        other.apply([at(i + 1, last.clone())]).await.unwrap();
+        assert_eq!(other.saved().next_job_id, 50);
+        sm.apply([at(i + 1, last)]).await.unwrap();
+        assert_eq!(sm.saved().next_job_id, 50);
+        // Parts never finished: a whole batch comes next, the parts are dropped.
+        let again = split((100..=150).map(Entry::NextJobId).collect(), 64, 9);
+        sm.apply([at(i + 2, again[0].clone()), at(i + 3, again[1].clone())])
+            .await
+            .unwrap();
+        sm.apply([at(
+            i + 4,
+            Batch {
+                entries: vec![Entry::NextJobId(60)],
+                part: None,
+            },
+        )])
+        .await
+        .unwrap();
+        assert_eq!(sm.saved().next_job_id, 60);
+        // The rest of the dropped batch, arriving late, is not applied.
+        sm.apply([at(i + 5, again[2].clone())]).await.unwrap();
+        assert_eq!(sm.saved().next_job_id, 60);
+    });
 }

@@ -502,7 +502,8 @@ fn scontrol_shutdown_stops_the_backup_too() {
 const THIRD_ADDR: &str = "127.0.0.3";
 
 /// Three controllers agreeing on the state with Raft, each in a
-/// StateSaveLocation of its own.
+/// StateSaveLocation of its own; snapshots past 300 kB of log, so a
+/// controller that was away catches up from one.
 fn replicated(timeout: u32) -> TestCluster {
     TestCluster::start(2, |s| {
         s.backup = Some(BACKUP_ADDR.into());
@@ -510,7 +511,13 @@ fn replicated(timeout: u32) -> TestCluster {
         s.replicated = true;
         s.slurmctld_timeout = timeout;
         s.accounting = true;
+        s.extra_conf = "SlurmctldParameters=replicate_state,journal_compact_bytes=300000\n".into();
     })
+}
+
+/// Whether `dir` holds a file named `name`.
+fn dir_has(dir: &std::path::Path, name: &str) -> bool {
+    dir.join(name).exists()
 }
 
 /// Which controller is in control (answers a ping as not in standby).
@@ -632,8 +639,22 @@ fn replicated_state_survives_kill_9_of_the_primary_without_a_shared_directory() 
     );
     assert_eq!(text.lines().count(), running.len(), "{text}");
 
+    // While the primary is away: an array of 1000 (its records larger
+    // than one message: a batch sent in parts) and enough besides for the
+    // log to be cut after a snapshot.
+    let out = t.run(
+        "sbatch",
+        &["-H", "--parsable", "--array=0-999", "--wrap", "true"],
+    );
+    assert!(out.status.success(), "{}\n{}", stderr(&out), t.logs());
+    let array: u32 = stdout(&out).trim().parse().unwrap();
+    let cluster_dir = t.c.spec.dir.clone();
+    let snapshots = |dir: &str| dir_has(&cluster_dir.join(dir).join("raft"), "snapshot");
+    wait_for("a snapshot in the controller in control", &t, 30, || {
+        snapshots("state.ctl2") || snapshots("state.ctl3")
+    });
     // The primary comes back with its own, older copy: it catches up from
-    // the others and takes control back.
+    // the others (from a snapshot) and takes control back.
     t.c.start_ctld()
         .unwrap_or_else(|e| panic!("primary back: {e}\n{}", t.logs()));
     wait_for("the others in standby", &t, 30, || {
@@ -646,9 +667,38 @@ fn replicated_state_survives_kill_9_of_the_primary_without_a_shared_directory() 
         "lost on the way back: {lost:?}\n{}",
         t.logs()
     );
+    let tasks = t
+        .jobs()
+        .iter()
+        .filter(|j| j.array.as_ref().is_some_and(|a| a.job_id == array))
+        .count();
+    assert_eq!(tasks, 1000, "{}", t.logs());
+    let primary_log = std::fs::read_to_string(t.c.spec.dir.join("log/slurmctld.log")).unwrap();
+    assert!(
+        primary_log.contains("caught up from a snapshot of the controller in control"),
+        "{primary_log}"
+    );
+    assert!(snapshots("state"));
     t.c.wait_nodes_up(Duration::from_secs(30))
         .unwrap_or_else(|e| panic!("{e}\n{}", t.logs()));
     let id = t.sbatch(&["-o", "after.out", "--wrap", "echo back"]);
+    assert_eq!(t.wait_done(id, 30).state, JobState::Completed);
+
+    // `scontrol takeover`: the first backup is chosen; the primary gives
+    // control up and stops (as Slurm's); two of three carry on.
+    let out = t.run("scontrol", &["takeover"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_for("the first backup in control", &t, 30, || {
+        pong(&t, 1) == Some(false)
+    });
+    assert!(
+        t.c.wait_ctld_exit(Duration::from_secs(20)).is_some(),
+        "the primary did not stop\n{}",
+        t.logs()
+    );
+    let have: std::collections::HashSet<u32> = t.jobs().iter().map(|j| j.job_id).collect();
+    assert!(acked.iter().all(|id| have.contains(id)));
+    let id = t.sbatch(&["--wrap", "true"]);
     assert_eq!(t.wait_done(id, 30).state, JobState::Completed);
 }
 
