@@ -370,7 +370,7 @@ impl Ha {
     pub async fn gain_replicated_control(
         &self,
         r: &crate::replica::Replica,
-    ) -> crate::journal::Saved {
+    ) -> Result<crate::journal::Saved, crate::replica::ReplicaError> {
         let mut metrics = r.raft.metrics();
         let mut asked: Option<Instant> = None;
         let mut said = String::new();
@@ -379,7 +379,7 @@ impl Ha {
                 match r.leader_state().await {
                     Ok(saved) => {
                         tracing::info!("in control: chosen by the controllers (Raft leader)");
-                        return saved;
+                        return Ok(saved);
                     }
                     Err(e) => tracing::warn!("chosen, but cannot confirm it: {e}"),
                 }
@@ -406,8 +406,13 @@ impl Ha {
                 }
                 continue;
             }
+            if let Err(e) = &metrics.borrow().running_state {
+                return Err(crate::replica::ReplicaError::Raft(format!("stopped: {e}")));
+            }
             tokio::select! {
-                _ = metrics.changed() => {}
+                r = metrics.changed() => if r.is_err() {
+                    return Err(crate::replica::ReplicaError::Raft("stopped".into()));
+                },
                 _ = tokio::time::sleep(Duration::from_millis(250)) => {}
                 _ = self.takeover.notified() => {}
             }

@@ -144,28 +144,32 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let ha = Arc::new(ha);
     // `SlurmctldParameters=replicate_state`: the controllers agree on the
     // state with Raft, each keeping its own copy (no shared directory).
-    let replica =
-        if replicated {
-            if args.clear_state {
-                anyhow::bail!(
+    let replica = if replicated {
+        if args.clear_state {
+            anyhow::bail!(
                 "-c cannot clear a replicated state: stop every controller and remove {} on each",
-                conf.state_save_location.join(slurmctld::replica::DIR).display()
+                conf.state_save_location
+                    .join(slurmctld::replica::DIR)
+                    .display()
             );
-            }
-            let r = rt.block_on(slurmctld::replica::Replica::start(
-                &conf.state_save_location.join(slurmctld::replica::DIR),
+        }
+        let r = rt.block_on(slurmctld::replica::Replica::start(
+            slurmctld::replica::Setup {
+                dir: conf.state_save_location.join(slurmctld::replica::DIR),
                 index,
-                ha.controllers.clone(),
-                key.clone(),
-                host.clone(),
-                ha.timeout,
-                slurm_common::net::max_request(conf.get("CommunicationParameters"))
+                controllers: ha.controllers.clone(),
+                key: key.clone(),
+                host: host.clone(),
+                timeout: ha.timeout,
+                max_message: slurm_common::net::max_request(conf.get("CommunicationParameters"))
                     .map_err(|e| anyhow::anyhow!("{e}"))?,
-            ))?;
-            Some(Arc::new(r))
-        } else {
-            None
-        };
+                compact_bytes,
+            },
+        ))?;
+        Some(Arc::new(r))
+    } else {
+        None
+    };
     // Readers see an empty picture until this controller is in control.
     let published = Arc::new(inbox::Board::new(Arc::new(
         slurmctld::state::Snapshot::default(),
@@ -253,13 +257,17 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     enum Standby {
         InControl(slurmctld::ha::StateLock),
         Leader(Box<slurmctld::journal::Saved>),
+        Failed(slurmctld::replica::ReplicaError),
         Stop,
         Reread,
     }
     let lock = rt.block_on(async {
         let control = async {
             match &replica {
-                Some(r) => Standby::Leader(Box::new(ha.gain_replicated_control(r).await)),
+                Some(r) => match ha.gain_replicated_control(r).await {
+                    Ok(saved) => Standby::Leader(Box::new(saved)),
+                    Err(e) => Standby::Failed(e),
+                },
                 None => Standby::InControl(ha.gain_control(&conf.state_save_location).await),
             }
         };
@@ -274,6 +282,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     let (lock, agreed) = match lock {
         Standby::InControl(l) => (Some(l), None),
         Standby::Leader(saved) => (None, Some(*saved)),
+        Standby::Failed(e) => anyhow::bail!("replicated state: {e}"),
         Standby::Stop => {
             slurm_common::logging::notify("STOPPING=1");
             tracing::info!("shutting down");
@@ -304,7 +313,6 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
                 rt.handle().clone(),
                 conf.state_save_location.join(slurmctld::replica::DIR),
                 journal_reserve.unwrap_or(slurmctld::journal::DEFAULT_RESERVE),
-                compact_bytes,
             )),
             saved,
         ),
@@ -467,11 +475,6 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         // Leave the Raft group cleanly (a standby starts a new node), not
         // to be leader again by itself when it does.
         let _ = rt.block_on(r.raft.shutdown());
-        if !matches!(leave, Leave::Stop) {
-            if let Err(e) = r.step_aside() {
-                tracing::warn!("cannot step aside in the replicated state: {e}");
-            }
-        }
     }
     let released = match leave {
         Leave::Stop => return Ok(()),

@@ -97,6 +97,14 @@ type LogEntry = openraft::Entry<Types>;
 type SResult<T> = Result<T, StorageError<NodeId>>;
 type Meta = SnapshotMeta<NodeId, BasicNode>;
 
+/// Batches larger than this (as JSON) go as parts: Raft gives a message
+/// carrying entries a heartbeat's time (a tenth of SlurmctldTimeout, at
+/// most a second) to be sent, read and synced.
+const PART_BYTES: usize = 256 << 10;
+
+/// The largest snapshot a controller takes from another.
+const MAX_SNAPSHOT: u64 = 4 << 30;
+
 /// The directory, under `StateSaveLocation`, holding the replicated state.
 pub const DIR: &str = "raft";
 
@@ -111,7 +119,12 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// Write `bytes` to `path` whole: a new file synced, then renamed over it.
 fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("new");
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let tmp = path.with_extension(format!(
+        "new.{}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -230,6 +243,28 @@ impl LogStore {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LogInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// When the vote kept is this controller's own won election, record
+    /// it as not won. openraft makes a controller that was leader leader
+    /// again the moment it starts, with no election: after a crash its
+    /// controller would start from a state missing entries it had written
+    /// but not yet seen agreed on, and after giving control up it would
+    /// take it back. Now it starts as a follower and is chosen again only
+    /// by an election, whose first entry settles everything before it.
+    /// (It grants no vote it would not have granted: only a vote for this
+    /// very leader compares differently, and no other controller asks
+    /// with it.)
+    pub fn not_leader_on_start(&self, me: NodeId) -> std::io::Result<()> {
+        let mut g = self.lock();
+        if let Some(v) = g.vote {
+            if v.committed && v.leader_id.node_id == me {
+                let unwon = Vote::new(v.leader_id.term, me);
+                g.write(&[Rec::Vote(unwon)], true)?;
+                g.vote = Some(unwon);
+            }
+        }
+        Ok(())
     }
 
     /// The log file's size, kept current.
@@ -435,6 +470,8 @@ impl SmInner {
 pub struct StateMachine {
     inner: Arc<Mutex<SmInner>>,
     path: PathBuf,
+    /// Held while the snapshot file is written.
+    writing: Arc<Mutex<()>>,
 }
 
 /// The snapshot file: its description, then the state.
@@ -464,6 +501,7 @@ impl StateMachine {
         Ok(StateMachine {
             inner: Arc::new(Mutex::new(inner)),
             path,
+            writing: Arc::new(Mutex::new(())),
         })
     }
 
@@ -491,7 +529,30 @@ impl StateMachine {
             .map_err(std::io::Error::other)?;
         bytes.push(b'\n');
         bytes.extend_from_slice(data);
+        // One writer at a time (a snapshot built while one is installed),
+        // and never an older one over a newer: the log may be cut up to
+        // the newer already.
+        let _one = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(have) = Self::read_meta(&self.path)? {
+            if have.last_log_id > meta.last_log_id {
+                return Ok(());
+            }
+        }
         write_whole(&self.path, &bytes)
+    }
+
+    /// The description at the head of the snapshot file, if there is one.
+    fn read_meta(path: &Path) -> std::io::Result<Option<Meta>> {
+        let f = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut line = Vec::new();
+        std::io::BufReader::new(f).read_until(b'\n', &mut line)?;
+        let head: SnapshotHead = serde_json::from_slice(&line)
+            .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+        Ok(Some(head.meta))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SmInner> {
@@ -622,7 +683,6 @@ impl RaftStateMachine<Types> for StateMachine {
 pub struct Peers {
     /// The largest request a controller takes (`CommunicationParameters`).
     max_message: usize,
-    slow: Duration,
     controllers: Arc<Vec<(String, String)>>,
     key: Key,
     host: String,
@@ -634,7 +694,6 @@ impl RaftNetworkFactory<Types> for Peers {
     async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Peer {
         Peer {
             max_message: self.max_message,
-            slow: self.slow,
             to: self.controllers.get(target as usize).cloned(),
             target,
             key: self.key.clone(),
@@ -646,9 +705,6 @@ impl RaftNetworkFactory<Types> for Peers {
 /// The way to one other controller.
 pub struct Peer {
     max_message: usize,
-    /// How long a message carrying entries or a snapshot may take (Raft
-    /// would give it a heartbeat's time: too short for megabytes).
-    slow: Duration,
     to: Option<(String, String)>,
     target: NodeId,
     key: Key,
@@ -680,9 +736,18 @@ impl Peer {
         let body = serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         // Room for the envelope and the credential.
         if body.len() + 4096 > self.max_message {
-            return Err(RPCError::PayloadTooLarge(
-                PayloadTooLarge::new_entries_hint(entries.saturating_sub(1).max(1)),
-            ));
+            if entries > 1 {
+                return Err(RPCError::PayloadTooLarge(
+                    PayloadTooLarge::new_entries_hint(entries / 2),
+                ));
+            }
+            // One entry alone too large (submissions are bounded so that it
+            // is not): retrying it at once would only spin.
+            return Err(RPCError::Unreachable(Unreachable::new(&Unsent(format!(
+                "a message of {} bytes is larger than the controllers take ({})",
+                body.len(),
+                self.max_message
+            )))));
         }
         let ch = grpc::kept(addr, name).map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
         let (key, host) = (self.key.clone(), self.host.clone());
@@ -713,8 +778,7 @@ impl RaftNetwork<Types> for Peer {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         let n = rpc.entries.len() as u64;
-        self.send("append", &rpc, n, option.hard_ttl().max(self.slow))
-            .await
+        self.send("append", &rpc, n, option.hard_ttl()).await
     }
 
     async fn install_snapshot(
@@ -725,8 +789,7 @@ impl RaftNetwork<Types> for Peer {
         InstallSnapshotResponse<NodeId>,
         RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
     > {
-        self.send("snapshot", &rpc, 1, option.hard_ttl().max(self.slow))
-            .await
+        self.send("snapshot", &rpc, 1, option.hard_ttl()).await
     }
 
     async fn vote(
@@ -790,11 +853,30 @@ pub fn raft_config(
         // With parts of at most a quarter of a message (see
         // [`Replica::start`]), four entries fit in one.
         max_payload_entries: 4,
-        snapshot_max_chunk_size: (max_message / 4) as u64,
+        // Chunks travel as JSON arrays of numbers (up to four bytes each).
+        snapshot_max_chunk_size: (max_message / 16) as u64,
         install_snapshot_timeout: t.max(5000),
         ..Default::default()
     };
     c.validate().map_err(|e| ReplicaError::Raft(e.to_string()))
+}
+
+/// What a controller's Raft node is started with.
+pub struct Setup {
+    /// Where its state is kept (`StateSaveLocation/raft`).
+    pub dir: PathBuf,
+    /// This controller's place among `controllers` (name, `host:port`).
+    pub index: usize,
+    pub controllers: Vec<(String, String)>,
+    /// Signs the messages to the other controllers.
+    pub key: Key,
+    pub host: String,
+    /// `SlurmctldTimeout`.
+    pub timeout: Duration,
+    /// The largest request a controller takes.
+    pub max_message: usize,
+    /// Its log is cut after a snapshot past this size.
+    pub compact_bytes: u64,
 }
 
 impl Replica {
@@ -802,15 +884,18 @@ impl Replica {
     /// each a name and `host:port`) on the state kept in `dir`; the first
     /// time, every controller proposes the same membership (all of them),
     /// which is safe.
-    pub async fn start(
-        dir: &Path,
-        index: usize,
-        controllers: Vec<(String, String)>,
-        key: Key,
-        host: String,
-        timeout: Duration,
-        max_message: usize,
-    ) -> Result<Replica, ReplicaError> {
+    pub async fn start(setup: Setup) -> Result<Replica, ReplicaError> {
+        let Setup {
+            dir,
+            index,
+            controllers,
+            key,
+            host,
+            timeout,
+            max_message,
+            compact_bytes,
+        } = setup;
+        let dir = dir.as_path();
         if controllers.len() < 3 {
             return Err(ReplicaError::TooFew(controllers.len()));
         }
@@ -820,6 +905,7 @@ impl Replica {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
         let log = LogStore::open(dir)?;
+        log.not_leader_on_start(index as NodeId)?;
         let log_size = log.size();
         let sm = StateMachine::open(dir)?;
         let config = Arc::new(raft_config(timeout, index, max_message)?);
@@ -830,7 +916,6 @@ impl Replica {
             .collect();
         let peers = Peers {
             max_message,
-            slow: timeout / 2,
             controllers: Arc::new(controllers),
             key,
             host,
@@ -860,8 +945,27 @@ impl Replica {
             sm,
             log_size,
             timeout,
-            part_bytes: max_message / 8,
+            part_bytes: (max_message / 8).min(PART_BYTES),
         };
+        // Every controller, in control or not, cuts its own log once it
+        // passes `compact_bytes`: a snapshot, then the log up to it.
+        let (raft, size) = (r.raft.clone(), r.log_size.clone());
+        tokio::spawn(async move {
+            let mut asked_at = 0u64;
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let now = size.load(Ordering::Relaxed);
+                if now < asked_at {
+                    asked_at = 0;
+                }
+                if now > compact_bytes && now > asked_at.saturating_add(compact_bytes / 2) {
+                    asked_at = now;
+                    if raft.trigger().snapshot().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
         // Gave control up just before starting again: still holding back.
         if let Ok(t) = std::fs::read_to_string(dir.join(HOLD)) {
             let _ = std::fs::remove_file(dir.join(HOLD));
@@ -903,6 +1007,8 @@ impl Replica {
     /// until every other controller holds this one's whole log, so the one
     /// that asked can be chosen with nothing missing.
     pub async fn let_others_catch_up(&self, within: Duration) {
+        // (A controller that is down never catches up: do not wait long.)
+        let within = within.min(Duration::from_secs(5));
         let mut m = self.raft.metrics();
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -928,23 +1034,6 @@ impl Replica {
         }
     }
 
-    /// After giving control up, Raft stopped: when this controller's vote
-    /// is still its own won election, record it as not won. Raft would
-    /// otherwise make it leader again the moment it starts; now it starts
-    /// as a follower of whoever the others choose. (It grants no vote it
-    /// would not have granted before: only the vote for this very leader
-    /// compares differently, and no other controller asks with it.)
-    pub fn step_aside(&self) -> Result<(), ReplicaError> {
-        let v = self.raft.metrics().borrow().vote;
-        if !(v.committed && v.leader_id.node_id == self.id) {
-            return Ok(());
-        }
-        let log = LogStore::open(&self.dir)?;
-        let mut g = log.lock();
-        g.write(&[Rec::Vote(Vote::new(v.leader_id.term, self.id))], true)?;
-        Ok(())
-    }
-
     /// Whether this controller is the Raft leader now.
     pub fn is_leader(&self) -> bool {
         let m = self.raft.metrics();
@@ -958,17 +1047,48 @@ impl Replica {
         let m = self.raft.metrics();
         let m = m.borrow();
         let applied = m.last_applied.map(|l| l.index);
-        (m.current_leader, applied == m.last_log_index)
+        (
+            m.current_leader,
+            applied.is_some() && applied == m.last_log_index,
+        )
     }
 
     /// Once leader: every batch committed before is applied here; the
     /// state to start the controller from.
     pub async fn leader_state(&self) -> Result<Saved, ReplicaError> {
-        self.raft
-            .ensure_linearizable()
+        let vote = self.raft.metrics().borrow().vote;
+        tokio::time::timeout(self.timeout, self.raft.ensure_linearizable())
             .await
+            .map_err(|_| ReplicaError::Raft("no majority confirmed it in time".into()))?
             .map_err(|e| ReplicaError::Raft(e.to_string()))?;
-        Ok(self.sm.saved())
+        let saved = self.sm.saved();
+        // Still chosen, in the same election, now that it is applied.
+        if !self.is_leader() || self.raft.metrics().borrow().vote != vote {
+            return Err(ReplicaError::Raft(
+                "another controller was chosen meanwhile".into(),
+            ));
+        }
+        Ok(saved)
+    }
+
+    /// Why this controller, leader, may no longer act as in control: it
+    /// is not leader any more, or no majority has answered it for
+    /// `SlurmctldTimeout` (openraft keeps such a leader leader).
+    pub fn not_in_control(&self) -> Option<String> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        if let Err(e) = &m.running_state {
+            return Some(format!("Raft stopped: {e}"));
+        }
+        if m.state != ServerState::Leader || m.current_leader != Some(self.id) {
+            return Some("another controller was chosen".into());
+        }
+        match m.millis_since_quorum_ack {
+            Some(ms) if ms > self.timeout.as_millis() as u64 => Some(format!(
+                "no majority of the controllers has answered for {ms} ms"
+            )),
+            _ => None,
+        }
     }
 
     /// Answer a message from another controller (`kind`, JSON `body`):
@@ -980,7 +1100,17 @@ impl Replica {
         let out = match kind {
             "append" => serde_json::to_vec(&self.raft.append_entries(de(body)?).await),
             "vote" => serde_json::to_vec(&self.raft.vote(de(body)?).await),
-            "snapshot" => serde_json::to_vec(&self.raft.install_snapshot(de(body)?).await),
+            "snapshot" => {
+                let rpc: InstallSnapshotRequest<Types> = de(body)?;
+                // A chunk is written at its offset into memory: bound it.
+                if rpc.offset.saturating_add(rpc.data.len() as u64) > MAX_SNAPSHOT {
+                    return Err(format!(
+                        "a snapshot chunk past {MAX_SNAPSHOT} bytes (offset {})",
+                        rpc.offset
+                    ));
+                }
+                serde_json::to_vec(&self.raft.install_snapshot(rpc).await)
+            }
             other => return Err(format!("unknown Raft message {other:?}")),
         };
         out.map_err(|e| e.to_string())
@@ -992,7 +1122,6 @@ impl Replica {
         rt: tokio::runtime::Handle,
         dir: PathBuf,
         reserve: u64,
-        compact_bytes: u64,
     ) -> Replicated {
         Replicated {
             replica: self.clone(),
@@ -1000,8 +1129,6 @@ impl Replica {
             pending: Vec::new(),
             dir,
             reserve,
-            compact_bytes,
-            asked_at: 0,
             batches: 0,
             run: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -1059,9 +1186,6 @@ pub struct Replicated {
     pending: Vec<Entry>,
     dir: PathBuf,
     reserve: u64,
-    compact_bytes: u64,
-    /// The log size when a snapshot was last asked for.
-    asked_at: u64,
     /// Batches sent, and this run (they name split batches).
     batches: u64,
     run: u64,
@@ -1105,19 +1229,13 @@ impl crate::writer::Durable for Replicated {
     }
 
     fn after_batch(&mut self, _saved: &Saved) {
-        let size = self.replica.log_size.load(Ordering::Relaxed);
-        if size > self.compact_bytes && size > self.asked_at.saturating_add(self.compact_bytes / 2)
-        {
-            self.asked_at = size;
-            let raft = self.replica.raft.clone();
-            self.rt.spawn(async move {
-                if let Err(e) = raft.trigger().snapshot().await {
-                    tracing::error!("cannot ask Raft for a snapshot: {e}");
-                }
-            });
-        }
-        if size < self.asked_at {
-            self.asked_at = 0;
+        // Every controller compacts its own log ([`Replica::start`]).
+    }
+
+    fn in_control(&self) -> Result<(), String> {
+        match self.replica.not_in_control() {
+            Some(why) => Err(why),
+            None => Ok(()),
         }
     }
 }

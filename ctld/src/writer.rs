@@ -59,6 +59,11 @@ pub trait Durable {
     fn reserve(&self) -> u64;
     /// After a batch: compact what has grown (`saved`: the state now).
     fn after_batch(&mut self, saved: &crate::journal::Saved);
+    /// Whether this controller may still act as in control (with
+    /// replicated state: still chosen, and heard by a majority).
+    fn in_control(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The journal in `StateSaveLocation`, compacted past `compact_bytes`.
@@ -162,6 +167,10 @@ pub fn run(
                 }
                 Err(_) => break,
             }
+        }
+        if let Err(why) = journal.in_control() {
+            tracing::error!("no longer in control: {why}");
+            return Ended::Deposed;
         }
         let now = slurm_common::auth::now();
         if let Some(step) = clock.observe(crate::clock::wall_ms(), Instant::now()) {

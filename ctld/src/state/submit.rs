@@ -11,6 +11,22 @@ pub struct SubmitLimits {
     pub max_script_size: usize,
     pub max_submit_line_size: usize,
     pub max_env_size: usize,
+    /// With replicated state: the most a script and environment may take
+    /// as JSON, so that they travel between the controllers in one
+    /// message (a quarter of `CommunicationParameters` max_message_size).
+    pub max_replicated: Option<usize>,
+}
+
+/// The length of `s` as a JSON string (quotes, escapes).
+fn json_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
 }
 
 impl SubmitLimits {
@@ -19,6 +35,15 @@ impl SubmitLimits {
             max_script_size: 4 << 20,
             max_submit_line_size: 1 << 20,
             max_env_size: 4 << 20,
+            max_replicated: conf
+                .slurmctld_parameters
+                .iter()
+                .any(|p| p == "replicate_state")
+                .then(|| {
+                    slurm_common::net::max_request(conf.get("CommunicationParameters"))
+                        .unwrap_or(slurm_common::net::MAX_REQUEST)
+                        / 4
+                }),
         };
         for p in conf.get("SchedulerParameters").unwrap_or("").split(',') {
             let Some((k, v)) = p.trim().split_once('=') else {
@@ -505,6 +530,24 @@ impl Controller {
                 );
             }
         }
+        if let Some(max) = limits.max_replicated {
+            let size = json_len(&desc.script)
+                + desc
+                    .environment
+                    .iter()
+                    .map(|e| json_len(e) + 1)
+                    .sum::<usize>();
+            if size > max {
+                return err_detail(
+                    SlurmError::InvalidRequest,
+                    format!(
+                        "batch script and environment are too large to replicate ({size} bytes \
+                         as JSON; the controllers take {max} in one message: \
+                         CommunicationParameters=max_message_size)"
+                    ),
+                );
+            }
+        }
         // (As sbatch says; a client that is not sbatch gets it here. No
         // text store or shell takes a NUL.)
         if desc.script.contains('\0') || desc.environment.iter().any(|e| e.contains('\0')) {
@@ -786,4 +829,20 @@ pub(super) fn fixed_or_basic(fixed: Option<u32>, id: JobId) -> u32 {
     fixed
         .filter(|p| *p > 0)
         .unwrap_or_else(|| slurm_plugins::priority::basic(u64::from(id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_len;
+
+    #[test]
+    fn json_lengths_count_escapes() {
+        for s in ["", "plain", "a\"b\\c\n", "\u{1}\u{7f}é\t"] {
+            assert_eq!(
+                json_len(s),
+                serde_json::to_string(s).unwrap().len(),
+                "{s:?}"
+            );
+        }
+    }
 }

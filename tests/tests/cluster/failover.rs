@@ -785,6 +785,38 @@ fn only_controllers_may_send_raft_messages() {
     assert_eq!(in_control(&t), Some(0), "{}", t.logs());
     assert_eq!(pong(&t, 1), Some(true));
     assert_eq!(pong(&t, 2), Some(true));
+    // A script small enough for max_script_size but six times larger as
+    // JSON (control characters) would never fit in a message between the
+    // controllers: refused at submission, rather than stalling them.
+    let big = write_script(
+        &t,
+        "escapes.sh",
+        &format!("#!/bin/sh\n# {}\ntrue\n", "\u{1}".repeat(1 << 20)),
+    );
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "sbatch")
+        .arg(&big)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "sbatch: error: Batch job submission failed: Invalid request\n"
+    );
+    assert!(t.jobs().is_empty(), "{:?}", t.jobs());
+    // The same size in plain characters is taken.
+    let plain = write_script(
+        &t,
+        "plain.sh",
+        &format!("#!/bin/sh\n# {}\ntrue\n", "x".repeat(1 << 20)),
+    );
+    let out = t
+        .cmd_as(TEST_UID, TEST_GID, "sbatch")
+        .args(["-H", "--parsable"])
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
     let out = t.run("sbatch", &["--parsable", "--wrap", "true"]);
     assert!(out.status.success(), "{}\n{}", stderr(&out), t.logs());
     let id: u32 = stdout(&out).trim().parse().unwrap();
