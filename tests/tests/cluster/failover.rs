@@ -37,37 +37,23 @@ fn wait_for(what: &str, t: &TestCluster, secs: u64, mut ok: impl FnMut() -> bool
     }
 }
 
-#[test]
-fn the_backup_takes_over_from_a_killed_primary_and_gives_control_back() {
-    let mut t = with_backup(3, true);
-    // Both answer; the backup waits in standby and sends every other
-    // caller on.
-    let out = t.run("scontrol", &["ping"]);
-    assert_eq!(
-        stdout(&out),
-        "Slurmctld(primary) at localhost is UP\nSlurmctld(backup) at ctl2 is UP\n"
-    );
-    assert!(out.status.success());
-    assert_eq!(pong(&t, 1), Some(true));
-    assert!(matches!(
-        t.c.call_at(1, RequestBody::GetJobs),
-        Ok(Response::Error(ref e)) if e.error == SlurmError::InStandby
-    ));
-
-    // Jobs running when the primary dies.
-    let script = write_script(
-        &t,
-        "steady.sh",
-        "#!/bin/sh\necho start\nsleep 8\necho end\n",
-    );
+/// Four 8-second jobs, running when the primary dies.
+fn steady_jobs(t: &TestCluster) -> Vec<u32> {
+    let script = write_script(t, "steady.sh", "#!/bin/sh\necho start\nsleep 8\necho end\n");
     let running: Vec<u32> = (0..4)
         .map(|k| t.sbatch(&["-o", &format!("steady-{k}.out"), &script]))
         .collect();
     for id in &running {
         t.wait_job(*id, 20, "running", |j| j.state == JobState::Running);
     }
+    running
+}
 
-    // A stream of submissions across the kill.
+/// `kill -9` of the primary under a stream of submissions (two threads of
+/// `sbatch`): another controller serves within SlurmctldTimeout=3 and 8
+/// s; no acknowledged job is lost or acknowledged twice. The
+/// acknowledged ids. `what` names the case in its FIGURE line.
+fn kill_primary_under_submissions(t: &mut TestCluster, what: &str) -> Vec<u32> {
     let acked = Mutex::new(Vec::<u32>::new());
     let refused = Mutex::new(Vec::<String>::new());
     let stop = AtomicBool::new(false);
@@ -86,24 +72,24 @@ fn the_backup_takes_over_from_a_killed_primary_and_gives_control_back() {
                 }
             });
         }
-        wait_for("submissions before the kill", &t, 30, || {
+        wait_for("submissions before the kill", t, 30, || {
             acked.lock().unwrap().len() >= 20
         });
         t.c.kill_ctld(libc::SIGKILL);
         let t0 = Instant::now();
-        // Commands find the backup once it is in control.
-        wait_for("the backup in control", &t, 30, || {
+        // Commands find another controller once it is in control.
+        wait_for("another controller in control", t, 30, || {
             matches!(t.c.call(RequestBody::GetJobs), Ok(Response::Jobs { .. }))
         });
         served_after = t0.elapsed();
         let n = acked.lock().unwrap().len();
-        wait_for("submissions to the backup", &t, 30, || {
+        wait_for("submissions to the new controller", t, 30, || {
             acked.lock().unwrap().len() >= n + 20
         });
         stop.store(true, Ordering::Relaxed);
     });
     eprintln!(
-        "FIGURE | kill -9 of the primary (SlurmctldTimeout=3) | backup serving after {} ms; {} submissions acknowledged, {} refused",
+        "FIGURE | kill -9 of the primary, {what} (SlurmctldTimeout=3) | another controller serving after {} ms; {} submissions acknowledged, {} refused",
         served_after.as_millis(),
         acked.lock().unwrap().len(),
         refused.lock().unwrap().len()
@@ -119,19 +105,20 @@ fn the_backup_takes_over_from_a_killed_primary_and_gives_control_back() {
     let acked = acked.into_inner().unwrap();
     let have: std::collections::HashSet<u32> = t.jobs().iter().map(|j| j.job_id).collect();
     let lost: Vec<&u32> = acked.iter().filter(|id| !have.contains(id)).collect();
-    assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
+    assert!(
+        lost.is_empty(),
+        "acknowledged and lost: {lost:?}\n{}",
+        t.logs()
+    );
     let mut ids = acked.clone();
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), acked.len(), "an id was acknowledged twice");
-    let out = t.run("scontrol", &["ping"]);
-    assert_eq!(
-        stdout(&out),
-        "Slurmctld(primary) at localhost is DOWN\nSlurmctld(backup) at ctl2 is UP\n"
-    );
-    assert_eq!(out.status.code(), Some(1));
+    acked
+}
 
-    // The running jobs end well under the backup, and are accounted once.
+/// The jobs of [`steady_jobs`] end well, and are accounted once.
+fn steady_jobs_end_accounted_once(t: &TestCluster, running: &[u32]) {
     for (k, id) in running.iter().enumerate() {
         let j = t.wait_done(*id, 60);
         assert_eq!(j.state, JobState::Completed, "{j:?}\n{}", t.logs());
@@ -144,12 +131,44 @@ fn the_backup_takes_over_from_a_killed_primary_and_gives_control_back() {
         .collect::<Vec<_>>()
         .join(",");
     let text = sacct_until(
-        &t,
+        t,
         &["-X", "-n", "-P", "-j", &list, "--format=JobID,State"],
         30,
         |s| s.lines().filter(|l| l.ends_with("|COMPLETED")).count() == running.len(),
     );
     assert_eq!(text.lines().count(), running.len(), "{text}");
+}
+
+#[test]
+fn the_backup_takes_over_from_a_killed_primary_and_gives_control_back() {
+    let mut t = with_backup(3, true);
+    // Both answer; the backup waits in standby and sends every other
+    // caller on.
+    let out = t.run("scontrol", &["ping"]);
+    assert_eq!(
+        stdout(&out),
+        "Slurmctld(primary) at localhost is UP\nSlurmctld(backup) at ctl2 is UP\n"
+    );
+    assert!(out.status.success());
+    assert_eq!(pong(&t, 1), Some(true));
+    assert!(matches!(
+        t.c.call_at(1, RequestBody::GetJobs),
+        Ok(Response::Error(ref e)) if e.error == SlurmError::InStandby
+    ));
+
+    // Jobs running when the primary dies, and a stream of submissions
+    // across the kill.
+    let running = steady_jobs(&t);
+    let acked = kill_primary_under_submissions(&mut t, "shared directory");
+    let out = t.run("scontrol", &["ping"]);
+    assert_eq!(
+        stdout(&out),
+        "Slurmctld(primary) at localhost is DOWN\nSlurmctld(backup) at ctl2 is UP\n"
+    );
+    assert_eq!(out.status.code(), Some(1));
+
+    // The running jobs end well under the backup, and are accounted once.
+    steady_jobs_end_accounted_once(&t, &running);
 
     // The primary comes back and takes control; the backup returns to
     // standby, with every job and node as they were.
@@ -550,94 +569,13 @@ fn replicated_state_survives_kill_9_of_the_primary_without_a_shared_directory() 
         assert!(!dir.join(own).join("journal").exists(), "{own}");
     }
 
-    let script = write_script(
-        &t,
-        "steady.sh",
-        "#!/bin/sh\necho start\nsleep 8\necho end\n",
-    );
-    let running: Vec<u32> = (0..4)
-        .map(|k| t.sbatch(&["-o", &format!("steady-{k}.out"), &script]))
-        .collect();
-    for id in &running {
-        t.wait_job(*id, 20, "running", |j| j.state == JobState::Running);
-    }
-    let acked = Mutex::new(Vec::<u32>::new());
-    let refused = Mutex::new(Vec::<String>::new());
-    let stop = AtomicBool::new(false);
-    let mut served_after = Duration::ZERO;
-    std::thread::scope(|sc| {
-        for _ in 0..2 {
-            let sbatch = t.cmd_factory("sbatch", &["-H", "--parsable", "--wrap", "true"]);
-            let (acked, refused, stop) = (&acked, &refused, &stop);
-            sc.spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let out = sbatch.make().output().unwrap();
-                    match stdout(&out).trim().parse::<u32>() {
-                        Ok(id) if out.status.success() => acked.lock().unwrap().push(id),
-                        _ => refused.lock().unwrap().push(stderr(&out)),
-                    }
-                }
-            });
-        }
-        wait_for("submissions before the kill", &t, 30, || {
-            acked.lock().unwrap().len() >= 20
-        });
-        t.c.kill_ctld(libc::SIGKILL);
-        let t0 = Instant::now();
-        wait_for("another controller in control", &t, 30, || {
-            matches!(t.c.call(RequestBody::GetJobs), Ok(Response::Jobs { .. }))
-        });
-        served_after = t0.elapsed();
-        let n = acked.lock().unwrap().len();
-        wait_for("submissions to the new controller", &t, 30, || {
-            acked.lock().unwrap().len() >= n + 20
-        });
-        stop.store(true, Ordering::Relaxed);
+    let running = steady_jobs(&t);
+    let acked = kill_primary_under_submissions(&mut t, "replicated state");
+    wait_for("a backup in control", &t, 30, || {
+        matches!(in_control(&t), Some(1 | 2))
     });
-    eprintln!(
-        "FIGURE | kill -9 of the primary, replicated state (SlurmctldTimeout=3) | another controller serving after {} ms; {} submissions acknowledged, {} refused",
-        served_after.as_millis(),
-        acked.lock().unwrap().len(),
-        refused.lock().unwrap().len()
-    );
-    assert!(
-        served_after < Duration::from_secs(3 + 8),
-        "served after {served_after:?}\n{}",
-        t.logs()
-    );
-    let now_in_control = in_control(&t);
-    assert!(matches!(now_in_control, Some(1 | 2)), "{now_in_control:?}");
-    let acked = acked.into_inner().unwrap();
-    let have: std::collections::HashSet<u32> = t.jobs().iter().map(|j| j.job_id).collect();
-    let lost: Vec<&u32> = acked.iter().filter(|id| !have.contains(id)).collect();
-    assert!(
-        lost.is_empty(),
-        "acknowledged and lost: {lost:?}\n{}",
-        t.logs()
-    );
-    let mut ids = acked.clone();
-    ids.sort_unstable();
-    ids.dedup();
-    assert_eq!(ids.len(), acked.len(), "an id was acknowledged twice");
 
-    for (k, id) in running.iter().enumerate() {
-        let j = t.wait_done(*id, 60);
-        assert_eq!(j.state, JobState::Completed, "{j:?}\n{}", t.logs());
-        let out = std::fs::read_to_string(t.work.join(format!("steady-{k}.out"))).unwrap();
-        assert_eq!(out, "start\nend\n");
-    }
-    let list = running
-        .iter()
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    let text = sacct_until(
-        &t,
-        &["-X", "-n", "-P", "-j", &list, "--format=JobID,State"],
-        30,
-        |s| s.lines().filter(|l| l.ends_with("|COMPLETED")).count() == running.len(),
-    );
-    assert_eq!(text.lines().count(), running.len(), "{text}");
+    steady_jobs_end_accounted_once(&t, &running);
 
     // While the primary is away: an array of 1000 (its records larger
     // than one message: a batch sent in parts) and enough besides for the
@@ -788,16 +726,16 @@ fn only_controllers_may_send_raft_messages() {
     // A script small enough for max_script_size but six times larger as
     // JSON (control characters) would never fit in a message between the
     // controllers: refused at submission, rather than stalling them.
-    let big = write_script(
-        &t,
-        "escapes.sh",
-        &format!("#!/bin/sh\n# {}\ntrue\n", "\u{1}".repeat(1 << 20)),
-    );
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "sbatch")
-        .arg(&big)
-        .output()
-        .unwrap();
+    let submit = |name: &str, filler: &str| {
+        let text = format!("#!/bin/sh\n# {}\ntrue\n", filler.repeat(1 << 20));
+        let path = write_script(&t, name, &text);
+        t.cmd_as(TEST_UID, TEST_GID, "sbatch")
+            .args(["-H", "--parsable"])
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    let out = submit("escapes.sh", "\u{1}");
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out),
@@ -805,17 +743,7 @@ fn only_controllers_may_send_raft_messages() {
     );
     assert!(t.jobs().is_empty(), "{:?}", t.jobs());
     // The same size in plain characters is taken.
-    let plain = write_script(
-        &t,
-        "plain.sh",
-        &format!("#!/bin/sh\n# {}\ntrue\n", "x".repeat(1 << 20)),
-    );
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "sbatch")
-        .args(["-H", "--parsable"])
-        .arg(&plain)
-        .output()
-        .unwrap();
+    let out = submit("plain.sh", "x");
     assert!(out.status.success(), "{}", stderr(&out));
     let out = t.run("sbatch", &["--parsable", "--wrap", "true"]);
     assert!(out.status.success(), "{}\n{}", stderr(&out), t.logs());
