@@ -373,6 +373,7 @@ impl Ha {
     ) -> Result<crate::journal::Saved, crate::replica::ReplicaError> {
         let mut metrics = r.raft.metrics();
         let mut asked: Option<Instant> = None;
+        let mut stood = Instant::now();
         let mut said = String::new();
         loop {
             if r.is_leader() {
@@ -405,6 +406,20 @@ impl Ha {
                     tracing::warn!("cannot stand for election: {e}");
                 }
                 continue;
+            }
+            // Having asked, stand again whenever no controller is in
+            // control, until chosen (the others hold their elections for a
+            // while; a single try may meet a lease not yet run out).
+            if want
+                && caught_up
+                && leader.is_none()
+                && asked.is_some_and(|t| t.elapsed() < self.timeout * 3)
+                && stood.elapsed() >= self.timeout / 4
+            {
+                stood = Instant::now();
+                if let Err(e) = r.raft.trigger().elect().await {
+                    tracing::warn!("cannot stand for election: {e}");
+                }
             }
             if let Err(e) = &metrics.borrow().running_state {
                 return Err(crate::replica::ReplicaError::Raft(format!("stopped: {e}")));

@@ -313,7 +313,9 @@ impl Server {
                 // With replicated state, the asking controller is to be
                 // chosen next: stand for no election meanwhile.
                 if let Some(r) = &self.replica {
-                    r.hold_elections(self.ha.timeout * 2);
+                    // (the one in control may wait up to 5 s for the others to
+                    // catch up before it goes)
+                    r.hold_elections(self.ha.timeout + std::time::Duration::from_secs(5));
                 }
                 self.ha.relinquish().await
             }
