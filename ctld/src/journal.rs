@@ -651,7 +651,7 @@ impl Journal {
             return Ok(());
         }
         std::fs::rename(&new, &snap).map_err(io(&snap))?;
-        sync_dir(d);
+        let _ = sync_dir(d);
         if steps < 3 {
             return Ok(());
         }
@@ -684,7 +684,7 @@ impl Journal {
         if let Err(e) = self.owner.apply(&log) {
             tracing::warn!("{e}");
         }
-        sync_dir(d);
+        let _ = sync_dir(d);
         Ok(())
     }
 }
@@ -708,10 +708,9 @@ fn open_log(path: &Path) -> Result<File, JournalError> {
     Ok(f)
 }
 
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
+/// Make the names in `dir` durable (after a rename or a new file).
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 fn push_line(buf: &mut Vec<u8>, seq: u64, body: &[u8]) {

@@ -114,10 +114,7 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             })
         })
         .transpose()?;
-    let replicated = conf
-        .slurmctld_parameters
-        .iter()
-        .any(|p| p == "replicate_state");
+    let replicated = conf.ctld_param("replicate_state").is_some();
     let compact_bytes = match conf.ctld_param("journal_compact_bytes") {
         Some(v) => v.parse::<u64>().map_err(|_| {
             anyhow::anyhow!("SlurmctldParameters=journal_compact_bytes={v}: not a number of bytes")

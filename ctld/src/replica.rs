@@ -112,10 +112,6 @@ pub const DIR: &str = "raft";
 /// election, having given control up.
 const HOLD: &str = "hold";
 
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
-}
-
 /// Write `bytes` to `path` whole: a new file synced, then renamed over it.
 fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -135,7 +131,7 @@ fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    crate::journal::sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
 /// A record of the log file.

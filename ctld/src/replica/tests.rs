@@ -32,6 +32,14 @@ fn entry(term: u64, index: u64, jobs: &[u32]) -> LogEntry {
     }
 }
 
+async fn snapshot_of(sm: &mut StateMachine) -> Snapshot<Types> {
+    sm.get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap()
+}
+
 fn block<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
         .build()
@@ -102,12 +110,7 @@ fn a_snapshot_is_read_back() {
         sm.apply([entry(1, 1, &[7]), entry(1, 2, &[9])])
             .await
             .unwrap();
-        let snap = sm
-            .get_snapshot_builder()
-            .await
-            .build_snapshot()
-            .await
-            .unwrap();
+        let snap = snapshot_of(&mut sm).await;
         assert_eq!(snap.meta.last_log_id.map(|l| l.index), Some(2));
     });
     let mut sm = StateMachine::open(d.path()).unwrap();
@@ -161,12 +164,7 @@ fn a_split_batch_is_applied_whole_or_not_at_all() {
             assert_eq!(sm.saved().next_job_id, 0, "applied in part");
         }
         // A snapshot between parts, restored elsewhere, then the last part.
-        let snap = sm
-            .get_snapshot_builder()
-            .await
-            .build_snapshot()
-            .await
-            .unwrap();
+        let snap = snapshot_of(&mut sm).await;
         let d2 = tempfile::tempdir().unwrap();
         let mut other = StateMachine::open(d2.path()).unwrap();
         other

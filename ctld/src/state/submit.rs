@@ -35,15 +35,11 @@ impl SubmitLimits {
             max_script_size: 4 << 20,
             max_submit_line_size: 1 << 20,
             max_env_size: 4 << 20,
-            max_replicated: conf
-                .slurmctld_parameters
-                .iter()
-                .any(|p| p == "replicate_state")
-                .then(|| {
-                    slurm_common::net::max_request(conf.get("CommunicationParameters"))
-                        .unwrap_or(slurm_common::net::MAX_REQUEST)
-                        / 4
-                }),
+            max_replicated: conf.ctld_param("replicate_state").is_some().then(|| {
+                slurm_common::net::max_request(conf.get("CommunicationParameters"))
+                    .unwrap_or(slurm_common::net::MAX_REQUEST)
+                    / 4
+            }),
         };
         for p in conf.get("SchedulerParameters").unwrap_or("").split(',') {
             let Some((k, v)) = p.trim().split_once('=') else {
