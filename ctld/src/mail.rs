@@ -236,11 +236,9 @@ impl Mailer {
         self.version = s.version;
         let stamps_usable = s.job_changed.len() == s.jobs.len();
         let mut out = Vec::new();
-        let mut present = HashSet::new();
         // Unended tasks per array, counted once if an array task needs it.
         let mut unended: Option<HashMap<u32, usize>> = None;
         for (k, j) in s.jobs.iter().enumerate() {
-            present.insert(j.job_id);
             let changed = !stamps_usable || s.job_changed[k] > since;
             let prev = self.seen.get(&j.job_id);
             let look = changed || (tick && j.state == JobState::Running) || prev.is_none();
@@ -277,8 +275,10 @@ impl Mailer {
             out.extend(mails);
             self.seen.insert(j.job_id, seen);
         }
-        // Jobs purged from the controller are forgotten.
-        self.seen.retain(|id, _| present.contains(id));
+        // Jobs purged from the controller are forgotten (the snapshot's jobs
+        // are in id order; only jobs that asked for mail are kept here).
+        self.seen
+            .retain(|id, _| s.jobs.binary_search_by_key(id, |j| j.job_id).is_ok());
         out
     }
 }

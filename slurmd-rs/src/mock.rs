@@ -15,8 +15,52 @@ use tokio::sync::oneshot;
 
 static MODE: OnceLock<Option<u64>> = OnceLock::new();
 
-type Table = HashMap<(String, JobId), oneshot::Sender<()>>;
-static JOBS: LazyLock<Mutex<Table>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+/// The mock jobs running here (node, job), and the runs that ended (with
+/// their start times), so a launch sent again (the controller's reply
+/// timed out) is taken for what it is: the run already going on, or one
+/// over, never a second run, and never an end of the first.
+#[derive(Default)]
+struct Table {
+    running: HashMap<(String, JobId), oneshot::Sender<()>>,
+    ended: HashMap<(String, JobId), i64>,
+}
+
+/// Ended runs remembered, at most (the oldest half is forgotten then).
+const ENDED_KEPT: usize = 100_000;
+
+/// What a launch of `key`'s run `start` is here.
+#[derive(Debug, PartialEq, Eq)]
+enum Launch {
+    New,
+    Running,
+    Ended,
+}
+
+impl Table {
+    fn admit(&mut self, key: &(String, JobId), start: i64, tx: oneshot::Sender<()>) -> Launch {
+        if self.running.contains_key(key) {
+            return Launch::Running;
+        }
+        if self.ended.get(key) == Some(&start) {
+            return Launch::Ended;
+        }
+        self.running.insert(key.clone(), tx);
+        Launch::New
+    }
+
+    fn end(&mut self, key: &(String, JobId), start: i64) {
+        self.running.remove(key);
+        if self.ended.len() >= ENDED_KEPT {
+            let mut starts: Vec<i64> = self.ended.values().copied().collect();
+            let half = starts.len() / 2;
+            let cut = *starts.select_nth_unstable(half).1;
+            self.ended.retain(|_, s| *s > cut);
+        }
+        self.ended.insert(key.clone(), start);
+    }
+}
+
+static JOBS: LazyLock<Mutex<Table>> = LazyLock::new(|| Mutex::new(Table::default()));
 
 fn jobs() -> std::sync::MutexGuard<'static, Table> {
     JOBS.lock().unwrap_or_else(|p| p.into_inner())
@@ -46,6 +90,7 @@ pub fn runtime(l: &BatchLaunch, mock: Option<u64>) -> Option<u64> {
 /// Ids of the mock jobs running on `node`.
 pub fn ids(node: &str) -> Vec<JobId> {
     jobs()
+        .running
         .keys()
         .filter(|(n, _)| n == node)
         .map(|(_, j)| *j)
@@ -55,8 +100,16 @@ pub fn ids(node: &str) -> Vec<JobId> {
 pub fn launch(ctx: &Arc<Ctx>, l: BatchLaunch, mock: Option<u64>) -> Response {
     let key = (ctx.node.clone(), l.job_id);
     let (tx, rx) = oneshot::channel();
-    if jobs().insert(key.clone(), tx).is_some() {
-        return Response::Ok;
+    let start = l.start_time;
+    match jobs().admit(&key, start, tx) {
+        Launch::New => {}
+        Launch::Running => return Response::Ok,
+        Launch::Ended => {
+            return Response::Error(slurm_proto::RpcError {
+                error: slurm_proto::SlurmError::AlreadyDone,
+                detail: Some(format!("job {} already ended on this node", l.job_id)),
+            })
+        }
     }
     let secs = runtime(&l, mock);
     let ctx = ctx.clone();
@@ -71,7 +124,7 @@ pub fn launch(ctx: &Arc<Ctx>, l: BatchLaunch, mock: Option<u64>) -> Response {
             _ = run => 0,
             _ = rx => libc::SIGTERM,
         };
-        jobs().remove(&key);
+        jobs().end(&key, start);
         ctx.outbox.push(OutMsg::BatchComplete {
             job_id: key.1,
             status,
@@ -86,7 +139,7 @@ pub fn launch(ctx: &Arc<Ctx>, l: BatchLaunch, mock: Option<u64>) -> Response {
 
 /// End a mock job early; `false` when the job is not a mock job here.
 pub fn terminate(node: &str, job_id: JobId) -> bool {
-    match jobs().remove(&(node.to_string(), job_id)) {
+    match jobs().running.remove(&(node.to_string(), job_id)) {
         Some(tx) => {
             let _ = tx.send(());
             true
@@ -98,6 +151,38 @@ pub fn terminate(node: &str, job_id: JobId) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_launch_sent_again_neither_ends_nor_repeats_the_run() {
+        let mut t = Table::default();
+        let key = ("n1".to_string(), 7);
+        let (tx, mut rx) = oneshot::channel();
+        assert_eq!(t.admit(&key, 100, tx), Launch::New);
+        // The same launch again while it runs: the first run goes on (its
+        // sender is not replaced, so it is not told to stop).
+        let (again, _) = oneshot::channel();
+        assert_eq!(t.admit(&key, 100, again), Launch::Running);
+        assert!(rx
+            .try_recv()
+            .is_err_and(|e| e == oneshot::error::TryRecvError::Empty));
+        t.end(&key, 100);
+        let (late, _) = oneshot::channel();
+        assert_eq!(t.admit(&key, 100, late), Launch::Ended);
+        // A later run of the job (requeued) is a new one.
+        let (next, _) = oneshot::channel();
+        assert_eq!(t.admit(&key, 160, next), Launch::New);
+    }
+
+    #[test]
+    fn ended_runs_are_forgotten_oldest_first() {
+        let mut t = Table::default();
+        for k in 0..ENDED_KEPT as u32 + 1 {
+            t.end(&("n".to_string(), k), k as i64);
+        }
+        assert!(t.ended.len() <= ENDED_KEPT / 2 + 1);
+        assert!(t.ended.contains_key(&("n".to_string(), ENDED_KEPT as u32)));
+        assert!(!t.ended.contains_key(&("n".to_string(), 0)));
+    }
 
     #[test]
     fn runtime_is_the_shortest_of_limit_mock_and_env() {

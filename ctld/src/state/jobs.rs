@@ -647,7 +647,7 @@ impl Controller {
             j.reason = if held {
                 j.held = Some(HoldKind::Admin);
                 j.priority = 0;
-                JobReason::Other("launch failed requeued held".into())
+                super::schedule::requeue_held_reason()
             } else {
                 JobReason::None
             };

@@ -273,6 +273,12 @@ pub struct Controller {
     /// `node_use` counts every job (false: count them all again, as after
     /// the node list changed).
     use_ready: bool,
+    /// Nodes for external jobs only (Kubernetes pods), and the nodes an
+    /// external job may not use (neither external nor beside a kubelet),
+    /// by index; kept by `refresh` so a job's view does not scan every
+    /// node.
+    external_nodes: Vec<usize>,
+    no_pods_nodes: Vec<usize>,
     /// Jobs suspended by preemption, and for whom.
     preempted_for: HashMap<JobId, JobId>,
     /// `Licenses=`: name and count.
@@ -492,6 +498,8 @@ impl Controller {
             suspend_resent: 0,
             cores_in_use: Vec::new(),
             node_use: NodeUse::default(),
+            external_nodes: Vec::new(),
+            no_pods_nodes: Vec::new(),
             shares: HashMap::new(),
             touched: Default::default(),
             use_ready: false,
@@ -634,6 +642,16 @@ impl Controller {
             n.alloc_cpus = n.alloc_cpus.min(n.cpus);
         }
         let none = Default::default();
+        // Nodes slurm.conf declares FUTURE (few or none: found once, not
+        // looked up per node).
+        let mut future = vec![false; self.nodes.len()];
+        for c in &self.conf.nodes {
+            if c.state.as_deref() == Some("FUTURE") {
+                if let Some(&i) = self.node_index.get(&c.name) {
+                    future[i] = true;
+                }
+            }
+        }
         for (i, n) in self.nodes.iter_mut().enumerate() {
             let a = self.p.nodes.get(&n.name).unwrap_or(&none);
             n.flags.drain = a.drain;
@@ -642,12 +660,7 @@ impl Controller {
             }
             n.reason_time = a.reason_time;
             n.reason_uid = a.reason_uid;
-            let future = self
-                .conf
-                .node(&n.name)
-                .and_then(|c| c.state.as_deref())
-                .is_some_and(|s| s == "FUTURE");
-            n.base_state = if future {
+            n.base_state = if future[i] {
                 NodeBaseState::Future
             } else if a.down {
                 NodeBaseState::Down
@@ -672,6 +685,15 @@ impl Controller {
                     self.nodes[i].flags.reserved = true;
                     self.nodes[i].flags.maint |= r.has_flag("MAINT");
                 }
+            }
+        }
+        self.external_nodes.clear();
+        self.no_pods_nodes.clear();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.external {
+                self.external_nodes.push(i);
+            } else if !n.kubelet {
+                self.no_pods_nodes.push(i);
             }
         }
         for p in &mut self.partitions {

@@ -93,6 +93,8 @@ impl Controller {
         let mut queue: Vec<JobView> = Vec::new();
         let mut waiting: Vec<slurm_plugins::queue::Waiting> = Vec::new();
         let singles = std::cell::OnceCell::new();
+        // Held jobs with a planned start left from before they were held.
+        let mut unplanned: Vec<JobId> = Vec::new();
         for j in self.p.jobs.values() {
             if j.state != JobState::Pending || j.completing {
                 continue;
@@ -120,6 +122,22 @@ impl Controller {
                     held_back.push((j.job_id, JobReason::Reservation));
                     continue;
                 }
+            }
+            // A held job is offered nothing and takes nothing: it stays out
+            // of the pass (whose cost so follows the jobs that may start).
+            if let Some(h) = j.held {
+                let r = match h {
+                    HoldKind::User => JobReason::JobHeldUser,
+                    HoldKind::Admin => JobReason::JobHeldAdmin,
+                };
+                // A requeue-held job keeps saying why it was held.
+                if !(r == JobReason::JobHeldAdmin && j.reason == requeue_held_reason()) {
+                    held_back.push((j.job_id, r));
+                }
+                if j.start_time.is_some() {
+                    unplanned.push(j.job_id);
+                }
+                continue;
             }
             if let Some(v) = self.job_view(j) {
                 waiting.push(slurm_plugins::queue::Waiting {
@@ -179,6 +197,12 @@ impl Controller {
                 }
                 self.dirty = true;
             }
+        }
+        for id in unplanned {
+            if let Some(j) = self.job_mut(id) {
+                j.start_time = None;
+            }
+            self.dirty = true;
         }
         for id in satisfied {
             if let Some(j) = self.job_mut(id) {
@@ -242,9 +266,7 @@ impl Controller {
                     // A requeue-held job keeps saying why it was held.
                     let changed = self.p.jobs.get(&job).is_some_and(|j| {
                         j.reason != r
-                            && !(r == JobReason::JobHeldAdmin
-                                && j.reason
-                                    == JobReason::Other("launch failed requeued held".into()))
+                            && !(r == JobReason::JobHeldAdmin && j.reason == requeue_held_reason())
                     });
                     if changed {
                         if let Some(j) = self.job_mut(job) {
@@ -576,4 +598,9 @@ impl Controller {
             }
         }
     }
+}
+
+/// The reason a job requeued and held after a failed launch keeps.
+pub(super) fn requeue_held_reason() -> JobReason {
+    JobReason::Other("launch failed requeued held".into())
 }

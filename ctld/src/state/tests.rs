@@ -216,9 +216,12 @@ impl Sim {
             let mut p = p.clone();
             for j in p.jobs.values_mut() {
                 if j.state == JobState::Pending {
+                    // Notes each pass makes again (the planned start too),
+                    // never journaled.
                     let j = Arc::make_mut(j);
                     j.reason = JobReason::None;
                     j.last_sched_eval = None;
+                    j.start_time = None;
                 }
             }
             p
@@ -670,5 +673,51 @@ fn submissions_checked_whoever_sends_them() {
         })
         .expect("submitted");
     assert_eq!(s.job(fixed).priority, 77);
+    s.check_replay();
+}
+
+#[test]
+fn held_jobs_stay_out_of_the_pass_and_lose_their_planned_start() {
+    let mut s = sim("SchedulerType=sched/backfill\n");
+    // Both nodes taken for ten minutes: the next job waits with a planned
+    // start.
+    let big = s.submit(|d| {
+        d.min_nodes = Some(2);
+        d.exclusive = true;
+        d.time_limit = Some(Some(10));
+    });
+    assert_eq!(s.state(big), JobState::Running);
+    let waiting = s.submit(|d| d.time_limit = Some(Some(5)));
+    assert_eq!(s.job(waiting).reason, JobReason::Resources);
+    assert!(s.job(waiting).start_time.is_some(), "a planned start");
+    let depth = s.ctl.stats.last_queue;
+    assert_eq!(depth, 1);
+    s.ok(
+        ALICE,
+        RequestBody::UpdateJob {
+            job_id: waiting,
+            update: JobUpdate::Hold,
+        },
+    );
+    s.tick(1);
+    s.ctl.sched_needed = true;
+    s.settle();
+    let j = s.job(waiting);
+    assert_eq!(j.reason, JobReason::JobHeldUser);
+    assert_eq!(j.start_time, None, "a held job has no planned start");
+    // The pass considered nothing: the held job is not in its queue.
+    assert_eq!(s.ctl.stats.last_queue, 0);
+    // Released, it is planned again.
+    s.ok(
+        ALICE,
+        RequestBody::UpdateJob {
+            job_id: waiting,
+            update: JobUpdate::Release,
+        },
+    );
+    s.tick(1);
+    assert_eq!(s.job(waiting).reason, JobReason::Resources);
+    assert!(s.job(waiting).start_time.is_some());
+    assert_eq!(s.ctl.stats.last_queue, 1);
     s.check_replay();
 }

@@ -323,16 +323,33 @@ impl Controller {
     /// External jobs only on external nodes and nodes whose daemon runs
     /// beside a kubelet, and the others never on external nodes.
     pub(super) fn external_away(&self, j: &JobRecord) -> Vec<usize> {
-        (0..self.nodes.len())
-            .filter(|&i| {
-                let n = &self.nodes[i];
-                if j.desc.external {
-                    !n.external && !n.kubelet
-                } else {
-                    n.external
-                }
-            })
-            .collect()
+        #[cfg(debug_assertions)]
+        {
+            let scan: Vec<usize> = (0..self.nodes.len())
+                .filter(|&i| {
+                    let n = &self.nodes[i];
+                    if j.desc.external {
+                        !n.external && !n.kubelet
+                    } else {
+                        n.external
+                    }
+                })
+                .collect();
+            let kept = if j.desc.external {
+                &self.no_pods_nodes
+            } else {
+                &self.external_nodes
+            };
+            assert_eq!(
+                &scan, kept,
+                "the external node lists kept by refresh are stale"
+            );
+        }
+        if j.desc.external {
+            self.no_pods_nodes.clone()
+        } else {
+            self.external_nodes.clone()
+        }
     }
 
     /// Why `id`, which cannot run now, waits, when it is because other
