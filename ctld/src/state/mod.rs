@@ -687,15 +687,13 @@ impl Controller {
                 }
             }
         }
-        self.external_nodes.clear();
-        self.no_pods_nodes.clear();
-        for (i, n) in self.nodes.iter().enumerate() {
-            if n.external {
-                self.external_nodes.push(i);
-            } else if !n.kubelet {
-                self.no_pods_nodes.push(i);
-            }
-        }
+        let kept_off = |external| {
+            (0..self.nodes.len())
+                .filter(|&i| view::pods_kept_off(&self.nodes[i], external))
+                .collect()
+        };
+        self.external_nodes = kept_off(false);
+        self.no_pods_nodes = kept_off(true);
         for p in &mut self.partitions {
             p.total_cpus = 0;
             p.total_mem = 0;

@@ -131,7 +131,8 @@ impl Controller {
                     HoldKind::Admin => JobReason::JobHeldAdmin,
                 };
                 // A requeue-held job keeps saying why it was held.
-                if !(r == JobReason::JobHeldAdmin && j.reason == requeue_held_reason()) {
+                let kept = r == JobReason::JobHeldAdmin && j.reason == requeue_held_reason();
+                if j.reason != r && !kept {
                     held_back.push((j.job_id, r));
                 }
                 if j.start_time.is_some() {

@@ -326,14 +326,7 @@ impl Controller {
         #[cfg(debug_assertions)]
         {
             let scan: Vec<usize> = (0..self.nodes.len())
-                .filter(|&i| {
-                    let n = &self.nodes[i];
-                    if j.desc.external {
-                        !n.external && !n.kubelet
-                    } else {
-                        n.external
-                    }
-                })
+                .filter(|&i| pods_kept_off(&self.nodes[i], j.desc.external))
                 .collect();
             let kept = if j.desc.external {
                 &self.no_pods_nodes
@@ -422,4 +415,15 @@ impl Controller {
 
     // ------------------------------------------------------------------
     // Scheduling
+}
+
+/// Whether node `n` is kept from a job that is (`external`) or is not a
+/// Kubernetes pod: external nodes take only pods, and pods go only to
+/// external nodes and nodes whose daemon runs beside a kubelet.
+pub(super) fn pods_kept_off(n: &NodeRecord, external: bool) -> bool {
+    if external {
+        !n.external && !n.kubelet
+    } else {
+        n.external
+    }
 }
