@@ -57,7 +57,27 @@ struct Entry {
     /// Becomes `true` when the script has ended.
     exited: Option<watch::Receiver<bool>>,
     cgroup: Option<Arc<JobCgroup>>,
+    /// The run's start time as the controller gave it (0: unknown, as for
+    /// a job re-adopted from a state file written before it was kept).
+    start_time: i64,
 }
+
+/// What a launch request is to this node.
+#[derive(Debug, PartialEq, Eq)]
+enum Begin {
+    /// A run to start (reserved as `Launching`).
+    New,
+    /// The run this node has, or had: the same launch sent again (its
+    /// first answer was lost or late). Nothing to do; its end is reported
+    /// (or was) through the outbox.
+    Again,
+    /// An earlier run of the job is still cleaning up here.
+    Busy(Phase),
+}
+
+/// How long the runs that ended here are remembered (a launch sent again
+/// comes within the controller's retries: well under a minute).
+const ENDED_KEPT: Duration = Duration::from_secs(600);
 
 /// What `signal` and `terminate` act on.
 struct Target {
@@ -71,6 +91,9 @@ struct Target {
 #[derive(Default)]
 pub struct JobTable {
     inner: Mutex<BTreeMap<JobId, Entry>>,
+    /// Runs (job, start time) whose cleanup the controller acknowledged,
+    /// and when.
+    ended: Mutex<BTreeMap<(JobId, i64), std::time::Instant>>,
 }
 
 impl JobTable {
@@ -87,25 +110,39 @@ impl JobTable {
         self.lock().get(&id).map(|e| e.phase)
     }
 
-    /// Reserve `id` for a launch; `Err(phase)` if the job is already here.
-    fn begin_launch(&self, id: JobId) -> Result<(), Phase> {
+    fn ended(&self) -> std::sync::MutexGuard<'_, BTreeMap<(JobId, i64), std::time::Instant>> {
+        self.ended.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reserve `id`'s run `start` for a launch, unless this node has or
+    /// had that run, or an earlier run of the job is still here.
+    fn begin_launch(&self, id: JobId, start: i64) -> Begin {
         let mut t = self.lock();
-        match t.get(&id).map(|e| e.phase) {
-            Some(Phase::Cleaned) | None => {
-                t.insert(
-                    id,
-                    Entry {
-                        phase: Phase::Launching,
-                        pgid: 0,
-                        uid: u32::MAX,
-                        exited: None,
-                        cgroup: None,
-                    },
-                );
-                Ok(())
-            }
-            Some(p) => Err(p),
+        let again = |e: &Entry| start != 0 && e.start_time == start;
+        match t.get(&id) {
+            Some(e) if again(e) => return Begin::Again,
+            Some(e) if e.phase != Phase::Cleaned => return Begin::Busy(e.phase),
+            _ => {}
         }
+        if self
+            .ended()
+            .get(&(id, start))
+            .is_some_and(|t| t.elapsed() < ENDED_KEPT)
+        {
+            return Begin::Again;
+        }
+        t.insert(
+            id,
+            Entry {
+                phase: Phase::Launching,
+                pgid: 0,
+                uid: u32::MAX,
+                exited: None,
+                cgroup: None,
+                start_time: start,
+            },
+        );
+        Begin::New
     }
 
     fn abort_launch(&self, id: JobId) {
@@ -121,6 +158,7 @@ impl JobTable {
         (pgid, uid): (i32, u32),
         exited: watch::Receiver<bool>,
         cgroup: Option<Arc<JobCgroup>>,
+        start_time: i64,
     ) {
         self.lock().insert(
             id,
@@ -130,6 +168,7 @@ impl JobTable {
                 uid,
                 exited: Some(exited),
                 cgroup,
+                start_time,
             },
         );
     }
@@ -159,10 +198,18 @@ impl JobTable {
     }
 
     /// Drop a job whose cleanup the controller has acknowledged.
+    /// The run is remembered a while, so a launch of it sent again is
+    /// not taken for a new one.
     pub fn remove_cleaned(&self, id: JobId) {
         let mut t = self.lock();
-        if t.get(&id).map(|e| e.phase) == Some(Phase::Cleaned) {
-            t.remove(&id);
+        if t.get(&id).map(|e| e.phase) != Some(Phase::Cleaned) {
+            return;
+        }
+        let start = t.remove(&id).map_or(0, |e| e.start_time);
+        if start != 0 {
+            let mut ended = self.ended();
+            ended.retain(|_, t| t.elapsed() < ENDED_KEPT);
+            ended.insert((id, start), std::time::Instant::now());
         }
     }
 
@@ -189,6 +236,10 @@ struct StateFile {
     /// The job's cgroup, when it has one.
     #[serde(default)]
     cgroup: Option<JobCgroup>,
+    /// The run's start time as the controller gave it (0 in files written
+    /// before it was kept).
+    #[serde(default)]
+    start_time: i64,
     /// The job's user and error file (for the OOM message).
     #[serde(default)]
     uid: u32,
@@ -373,11 +424,17 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
             );
         }
     }
-    match ctx.jobs.begin_launch(id) {
-        Ok(()) => {}
-        // A repeated request for a job already started here.
-        Err(Phase::Launching | Phase::Running) => return Response::Ok,
-        Err(p) => {
+    match ctx.jobs.begin_launch(id, l_start) {
+        Begin::New => {}
+        // A repeated request for a run this node has or had.
+        Begin::Again | Begin::Busy(Phase::Launching | Phase::Running) => {
+            info!(
+                job = id,
+                "launch sent again for a run this node has or had: nothing to do"
+            );
+            return Response::Ok;
+        }
+        Begin::Busy(p) => {
             return rpc_error(
                 SlurmError::AlreadyDone,
                 format!("job {id} is still cleaning up on this node ({p:?})"),
@@ -477,7 +534,7 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     };
     let (tx, rx) = watch::channel(false);
     ctx.jobs
-        .set_running(id, (pid, uid), rx, cgroup.clone().map(Arc::new));
+        .set_running(id, (pid, uid), rx, cgroup.clone().map(Arc::new), l_start);
     // Suspended before its launch got here (gang scheduling, preemption).
     {
         let c = ctx.clone();
@@ -492,6 +549,7 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
         job_dir,
         status: None,
         cgroup,
+        start_time: l_start,
         uid,
         stderr: Some(stderr),
         env: Some(info),
@@ -963,7 +1021,8 @@ pub fn adopt(ctx: &Arc<Ctx>) {
             m.adopt(jc);
         }
         let cg = st.cgroup.clone().map(Arc::new);
-        ctx.jobs.set_running(st.job_id, (st.pid, st.uid), rx, cg);
+        ctx.jobs
+            .set_running(st.job_id, (st.pid, st.uid), rx, cg, st.start_time);
         let ctx2 = ctx.clone();
         let mut st = st;
         let report = st.status.is_none();
@@ -990,5 +1049,57 @@ pub fn adopt(ctx: &Arc<Ctx>) {
             }
             finish(ctx2, st, report, tx).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The controller sends a launch again when its first answer was lost
+    /// or late (a busy node): the run must neither start twice nor be
+    /// refused (a refusal requeues a job that ran).
+    #[test]
+    fn a_launch_sent_again_is_the_same_run_until_long_after_it_ended() {
+        let t = JobTable::default();
+        assert_eq!(t.begin_launch(7, 100), Begin::New);
+        assert_eq!(t.begin_launch(7, 100), Begin::Again, "while launching");
+        let (_tx, rx) = watch::channel(false);
+        t.set_running(7, (4242, 1000), rx, None, 100);
+        assert_eq!(t.begin_launch(7, 100), Begin::Again, "while running");
+        t.set_phase(7, Phase::Completing);
+        assert_eq!(t.begin_launch(7, 100), Begin::Again, "while completing");
+        // Another run of the job (requeued) waits for this one's cleanup.
+        assert_eq!(t.begin_launch(7, 160), Begin::Busy(Phase::Completing));
+        t.set_phase(7, Phase::Cleaned);
+        assert_eq!(
+            t.begin_launch(7, 100),
+            Begin::Again,
+            "cleaned, not yet told"
+        );
+        t.remove_cleaned(7);
+        assert!(t.ids().is_empty());
+        assert_eq!(t.begin_launch(7, 100), Begin::Again, "after it ended here");
+        assert!(t.ids().is_empty(), "nothing reserved for a run that ended");
+        // The next run is a new one.
+        assert_eq!(t.begin_launch(7, 160), Begin::New);
+    }
+
+    #[test]
+    fn runs_ended_long_ago_are_forgotten() {
+        let t = JobTable::default();
+        let long_ago = std::time::Instant::now()
+            .checked_sub(ENDED_KEPT + Duration::from_secs(1))
+            .expect("an instant in the past");
+        t.ended().insert((7, 100), long_ago);
+        assert_eq!(t.begin_launch(7, 100), Begin::New);
+        // Forgotten from the list at the next job's end.
+        t.set_phase(7, Phase::Cleaned);
+        t.remove_cleaned(7);
+        assert_eq!(t.ended().len(), 1);
+        assert!(t
+            .ended()
+            .get(&(7, 100))
+            .is_some_and(|i| i.elapsed() < ENDED_KEPT));
     }
 }
