@@ -244,9 +244,8 @@ pub fn run(
         }
         if ctl.sched_needed {
             let t0 = Instant::now();
-            if ctl.schedule(now) {
-                ctl.pass_took(t0.elapsed().as_micros() as u64);
-            }
+            let planned = ctl.schedule(now);
+            ctl.pass_took(t0.elapsed().as_micros() as u64, planned);
             if let Ok(mut live) = shared.stats.lock() {
                 live.clone_from(&ctl.stats);
             }

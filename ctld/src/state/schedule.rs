@@ -71,7 +71,7 @@ pub(super) fn warning(j: &JobRecord) -> Option<slurm_common::signal::Warning> {
 impl Controller {
     /// One scheduling pass: ask the policy, commit its decisions. Whether
     /// the policy was asked (the caller, which keeps the time, then tells
-    /// how long the pass took: [`Controller::pass_took`]).
+    /// how long the pass took, and this: [`Controller::pass_took`]).
     pub fn schedule(&mut self, now: i64) -> bool {
         self.sched_needed = false;
         // Preempted (suspended) jobs get their cores back before anyone else;
@@ -317,9 +317,12 @@ impl Controller {
 
     /// The last pass took `us` microseconds (for sdiag; measured by the
     /// caller, so the state machine reads no clock).
-    pub fn pass_took(&mut self, us: u64) {
+    /// Every pass counts for the main scheduler's figures, one that found
+    /// nothing to offer too (`planned`: it had a queue to plan, which is
+    /// what a backfill cycle is).
+    pub fn pass_took(&mut self, us: u64, planned: bool) {
         let st = &mut self.stats;
-        if self.scheduler.name() == "sched/backfill" {
+        if planned && self.scheduler.name() == "sched/backfill" {
             st.bf_last_us = us;
             st.bf_max_us = st.bf_max_us.max(us);
             st.bf_total_us += us;

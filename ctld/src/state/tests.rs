@@ -721,3 +721,30 @@ fn held_jobs_stay_out_of_the_pass_and_lose_their_planned_start() {
     assert_eq!(s.ctl.stats.last_queue, 1);
     s.check_replay();
 }
+
+#[test]
+fn every_pass_is_timed_and_only_a_planned_one_is_a_backfill_cycle() {
+    let mut s = sim("SchedulerType=sched/backfill\n");
+    let bf_cycles = s.ctl.stats.bf_cycles;
+    // Nothing queued: a pass all the same, timed, but no backfill cycle.
+    s.ctl.sched_needed = true;
+    let planned = s.ctl.schedule(s.now);
+    assert!(!planned);
+    s.ctl.pass_took(7, planned);
+    assert_eq!(s.ctl.stats.last_cycle_us, 7);
+    assert_eq!(
+        (s.ctl.stats.bf_cycles, s.ctl.stats.bf_last_us),
+        (bf_cycles, 0)
+    );
+    // A job to place: a planned pass, counted for backfill too.
+    s.ctl
+        .handle(ALICE, RequestBody::SubmitBatchJob(script()), s.now);
+    let planned = s.ctl.schedule(s.now);
+    assert!(planned);
+    s.ctl.pass_took(9, planned);
+    assert_eq!(s.ctl.stats.last_cycle_us, 9);
+    assert_eq!(s.ctl.stats.bf_cycles, bf_cycles + 1);
+    assert_eq!(s.ctl.stats.bf_last_us, 9);
+    s.settle();
+    s.check_replay();
+}
