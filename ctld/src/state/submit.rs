@@ -480,11 +480,19 @@ impl Controller {
         }
         // Could it ever run on this partition (once other jobs'
         // reservations are over)?
-        let view = self.cluster_view();
+        let view = self.empty_view();
         let jv = self
             .job_view_with(&job, false)
             .ok_or(RpcError::from(SlurmError::InvalidPartitionName))?;
-        if slurm_plugins::select::place(&view, &jv, true).is_err() {
+        let never = slurm_plugins::select::place(&view, &jv, true).is_err();
+        // What jobs hold plays no part in it (checked in debug builds).
+        debug_assert_eq!(
+            never,
+            slurm_plugins::select::place(&self.cluster_view(), &jv, true).is_err(),
+            "the empty view and the full one disagree on whether job {} could ever run",
+            job.job_id
+        );
+        if never {
             return err(SlurmError::RequestedNodeConfigUnavailable);
         }
         Ok((job, payload))

@@ -27,12 +27,23 @@ impl Controller {
 
     /// The scheduler's view of nodes and partitions right now.
     pub(super) fn cluster_view(&self) -> ClusterView {
+        self.cluster_view_with(true)
+    }
+
+    /// The view without what jobs hold (no running jobs, nothing in use):
+    /// enough for "could it ever run" (`select::place` on an empty
+    /// partition), which every submission asks, without a look at every job.
+    pub(super) fn empty_view(&self) -> ClusterView {
+        self.cluster_view_with(false)
+    }
+
+    fn cluster_view_with(&self, in_use: bool) -> ClusterView {
         let cr_cpu = self.conf.allocates_threads();
         let mut exclusive = vec![false; self.nodes.len()];
+        let no_jobs = std::collections::BTreeMap::new();
+        let jobs = if in_use { &self.p.jobs } else { &no_jobs };
         // `--exclusive=topo` jobs hold the rest of their leaves or blocks.
-        let topo_held: HashMap<JobId, Vec<NodeAlloc>> = self
-            .p
-            .jobs
+        let topo_held: HashMap<JobId, Vec<NodeAlloc>> = jobs
             .values()
             .filter(|j| j.state == JobState::Running || j.completing)
             .filter(|j| j.desc.exclusive_topo || self.topologies.exclusive.contains(&j.partition))
@@ -47,11 +58,15 @@ impl Controller {
             .collect();
         let mut gres_used = vec![GresCounts::default(); self.nodes.len()];
         // Cores of jobs suspended by preemption wait for them.
-        let preempt_held = self.system_held_cpus();
-        for j in self.p.jobs.values() {
-            if Self::holds_devices(j) {
+        let preempt_held = if in_use {
+            self.system_held_cpus()
+        } else {
+            vec![0; self.nodes.len()]
+        };
+        for j in jobs.values() {
+            if Self::holds_devices(j) && !j.alloc.gres.is_empty() {
                 for (k, name) in j.alloc.nodes.iter().enumerate() {
-                    let (Some(&i), Some(g)) = (self.node_index.get(name), j.alloc.gres.get(k))
+                    let (Some(g), Some(&i)) = (j.alloc.gres.get(k), self.node_index.get(name))
                     else {
                         continue;
                     };
@@ -87,9 +102,12 @@ impl Controller {
                     mem: n.real_memory,
                     // Shared cores (OverSubscribe) count once per job: the
                     // sum may pass the node's count (free is then none).
-                    alloc_cpus: self.cores_in_use.get(i).copied().unwrap_or(n.alloc_cpus)
-                        + preempt_held[i],
-                    alloc_mem: n.alloc_mem,
+                    alloc_cpus: if in_use {
+                        self.cores_in_use.get(i).copied().unwrap_or(n.alloc_cpus) + preempt_held[i]
+                    } else {
+                        0
+                    },
+                    alloc_mem: if in_use { n.alloc_mem } else { 0 },
                     available: n.is_available() && self.registered[i],
                     weight: n.weight,
                     features: n.features.clone(),
@@ -123,9 +141,7 @@ impl Controller {
                 })
                 .collect(),
             topologies: self.topologies.list.clone(),
-            running: self
-                .p
-                .jobs
+            running: jobs
                 .values()
                 .filter(|j| j.state == JobState::Running || j.completing)
                 .map(|j| RunningJob {
