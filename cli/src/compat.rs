@@ -135,7 +135,7 @@ fn tables() -> Vec<Command> {
     let words = |ws: &[String]| ws.to_vec();
     vec![
         Command {
-            notes: &[],
+            notes: crate::sbatch::JOB_NOTES,
             name: "sbatch",
             options: crate::sbatch::compat_options(),
             env_in: crate::sbatch::compat_env_in(),
@@ -151,10 +151,11 @@ fn tables() -> Vec<Command> {
             words: vec![],
         },
         Command {
-            // srun's notes are all about options salloc does not take.
-            notes: &[],
+            // srun's notes are about options salloc does not take, but
+            // those of every job's.
+            notes: crate::sbatch::JOB_NOTES,
             name: "salloc",
-            options: from_fmt(&crate::srun::table("salloc"), &[]),
+            options: from_fmt(&crate::srun::table("salloc"), crate::sbatch::JOB_NOTES),
             env_in: recorded(|env| {
                 crate::srun::salloc_env_options(env);
             }),

@@ -41,6 +41,11 @@ use crate::getopt;
 enum Key {
     Account,
     Begin,
+    Deadline,
+    TimeMin,
+    KillOnInvalidDep,
+    Extra,
+    Wckey,
     Chdir,
     Comment,
     Array,
@@ -214,7 +219,7 @@ static SPECS: &[Spec] = &[
     spec("core-spec", Some('S'), RA, FATAL, Some("SBATCH_CORE_SPEC")),
     spec("cores-per-socket", None, RA, Key::CoresPerSocket, None),
     spec("cpus-per-gpu", None, RA, Key::CpusPerGpu, Some("SBATCH_CPUS_PER_GPU")),
-    spec("deadline", None, RA, FATAL, None),
+    spec("deadline", None, RA, Key::Deadline, None),
     spec("export-file", None, RA, Key::ExportFile, None),
     spec("extra-node-info", Some('B'), RA, Key::ExtraNodeInfo, None),
     spec("gid", None, RA, FATAL, None),
@@ -244,13 +249,13 @@ static SPECS: &[Spec] = &[
     spec("cpu-freq", None, RA, WARN, None),
     spec("delay-boot", None, RA, WARN, Some("SBATCH_DELAY_BOOT")),
     spec("distribution", Some('m'), RA, WARN, Some("SBATCH_DISTRIBUTION")),
-    spec("extra", None, RA, WARN, None),
+    spec("extra", None, RA, Key::Extra, None),
     spec("get-user-env", None, OA, WARN, Some("SBATCH_GET_USER_ENV")),
     spec("gpu-bind", None, RA, WARN, Some("SBATCH_GPU_BIND")),
     spec("gpu-freq", None, RA, WARN, Some("SBATCH_GPU_FREQ")),
     spec("gres-flags", None, RA, WARN, Some("SBATCH_GRES_FLAGS")),
     spec("hint", None, RA, WARN, Some("SBATCH_HINT")),
-    spec("kill-on-invalid-dep", None, RA, WARN, None),
+    spec("kill-on-invalid-dep", None, RA, Key::KillOnInvalidDep, None),
     spec("mcs-label", None, RA, WARN, None),
     spec("mem-bind", None, RA, WARN, Some("SBATCH_MEM_BIND")),
     spec("mincpus", None, RA, Key::Mincpus, None),
@@ -264,13 +269,28 @@ static SPECS: &[Spec] = &[
     spec("propagate", None, OA, WARN, None),
     spec("reboot", None, NA, WARN, None),
     spec("spread-job", None, NA, WARN, Some("SBATCH_SPREAD_JOB")),
-    spec("time-min", None, RA, WARN, None),
+    spec("time-min", None, RA, Key::TimeMin, None),
     spec("tmp", None, RA, Key::Tmp, None),
     spec("tres-bind", None, RA, WARN, Some("SBATCH_TRES_BIND")),
     spec("use-min-nodes", None, NA, WARN, Some("SBATCH_USE_MIN_NODES")),
     spec("wait-all-nodes", None, RA, WARN, Some("SBATCH_WAIT_ALL_NODES")),
-    spec("wckey", None, RA, WARN, Some("SBATCH_WCKEY")),
+    spec("wckey", None, RA, Key::Wckey, Some("SBATCH_WCKEY")),
 ];
+
+/// `--extra` as every command that makes a job takes it (for
+/// [`crate::compat`]).
+pub(crate) const EXTRA_NOTE: crate::compat::Support = crate::compat::Support::Differs(
+    "kept with the job (scontrol show job, REST); no node filtering (SchedulerParameters=extra_constraints)",
+);
+/// `--wckey`, likewise.
+pub(crate) const WCKEY_NOTE: crate::compat::Support = crate::compat::Support::Differs(
+    "kept with the job (scontrol show job, REST); not recorded in accounting yet",
+);
+
+/// Options of every command that makes a job (sbatch, srun, salloc) that
+/// are acted on but differ from Slurm's.
+pub(crate) const JOB_NOTES: &[(&str, crate::compat::Support)] =
+    &[("extra", EXTRA_NOTE), ("wckey", WCKEY_NOTE)];
 
 /// The table as [`crate::compat`] reports it: refused options are not yet
 /// there, warned ones differ.
@@ -289,7 +309,10 @@ pub(crate) fn compat_options() -> Vec<crate::compat::Known> {
                 Key::Unsupported { fatal: false } => {
                     Support::Differs("accepted with a warning; no effect yet")
                 }
-                _ => Support::Works,
+                _ => JOB_NOTES
+                    .iter()
+                    .find(|(n, _)| *n == s.long)
+                    .map_or(Support::Works, |(_, d)| d.clone()),
             },
         })
         .collect()
@@ -364,6 +387,14 @@ pub struct Options {
     pub export_file: Option<String>,
     /// Unix seconds.
     pub begin: Option<i64>,
+    /// `--deadline` (Unix seconds).
+    pub deadline: Option<i64>,
+    /// `--time-min` (minutes).
+    pub time_min: Option<u32>,
+    /// `--kill-on-invalid-dep=yes|no`.
+    pub kill_on_invalid_dep: Option<bool>,
+    pub extra: Option<String>,
+    pub wckey: Option<String>,
     pub chdir: Option<String>,
     pub comment: Option<String>,
     /// `--mail-type` (checked, upper case) and `--mail-user`.
@@ -449,6 +480,11 @@ impl Options {
             mincpus,
             export_file,
             begin,
+            deadline,
+            time_min,
+            kill_on_invalid_dep,
+            extra,
+            wckey,
             chdir,
             comment,
             cpus_per_task,
@@ -698,6 +734,26 @@ fn apply(
                 .map_err(|_| Fail::error("Invalid --begin specification", EXIT_BAD_OPTION))?;
             opts.begin = Some(t);
         }
+        Key::Deadline => {
+            let t = timefmt::parse_timestamp(v, ctx.now)
+                .map_err(|_| Fail::error("Invalid --deadline specification", EXIT_BAD_OPTION))?;
+            opts.deadline = Some(t);
+        }
+        Key::TimeMin => {
+            let t = timefmt::parse_time_limit(v)
+                .map_err(|_| Fail::error("Invalid --time-min specification", EXIT_BAD_OPTION))?;
+            opts.time_min = t.filter(|m| *m != 0);
+        }
+        Key::KillOnInvalidDep => {
+            opts.kill_on_invalid_dep = Some(parse_yes_no(v).ok_or_else(|| {
+                Fail::error(
+                    "Invalid --kill-on-invalid-dep specification",
+                    EXIT_BAD_OPTION,
+                )
+            })?)
+        }
+        Key::Extra => opts.extra = s(),
+        Key::Wckey => opts.wckey = s(),
         Key::Chdir => opts.chdir = s(),
         Key::Comment => opts.comment = s(),
         Key::MailType => {
@@ -921,6 +977,15 @@ fn apply(
         Key::Help | Key::Usage | Key::Version | Key::Wrap | Key::Verbose | Key::Quiet => {}
     }
     Ok(())
+}
+
+/// `yes` or `no` (`--kill-on-invalid-dep`), as Slurm reads them.
+pub fn parse_yes_no(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
 }
 
 /// `strtoll(s, NULL, 10)`: the leading integer of `s` (0 if none), clamped.
@@ -1629,6 +1694,11 @@ pub fn build_desc(
         oversubscribe: o.oversubscribe.unwrap_or(false) && !o.exclusive.unwrap_or(false),
         hold: o.hold.unwrap_or(false),
         begin_time: o.begin,
+        deadline: o.deadline,
+        time_min: o.time_min,
+        kill_on_invalid_dep: o.kill_on_invalid_dep,
+        extra: o.extra.clone(),
+        wckey: o.wckey.clone(),
         nice: o.nice,
         requeue: o.requeue,
         work_dir,

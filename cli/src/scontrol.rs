@@ -135,9 +135,12 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
             u8::from(job.batch)
         ),
         format!(
-            "RunTime={} TimeLimit={} TimeMin=N/A",
+            "RunTime={} TimeLimit={} TimeMin={}",
             format_duration_hms(fmt::job_run_secs(job, o.now)),
-            format_limit_scontrol(job.time_limit)
+            format_limit_scontrol(job.time_limit),
+            job.desc
+                .time_min
+                .map_or("N/A".to_string(), |m| format_limit_scontrol(Some(m)))
         ),
         format!(
             "SubmitTime={} EligibleTime={}",
@@ -149,9 +152,10 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
             tz.opt_timestamp(job.eligible_time.filter(|t| *t <= o.now), "Unknown")
         ),
         format!(
-            "StartTime={} EndTime={} Deadline=N/A",
+            "StartTime={} EndTime={} Deadline={}",
             tz.opt_timestamp(fmt::job_start(job, o.now), "Unknown"),
-            tz.opt_timestamp(fmt::job_end(job, o.now), "Unknown")
+            tz.opt_timestamp(fmt::job_end(job, o.now), "Unknown"),
+            tz.opt_timestamp(job.desc.deadline, "N/A")
         ),
         format!(
             "SuspendTime={} SecsPreSuspend={} LastSchedEval={} Scheduler=Main",
@@ -209,6 +213,12 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
     ]);
     if let Some(c) = job.desc.comment.as_deref().filter(|c| !c.is_empty()) {
         lines.push(format!("Comment={c}"));
+    }
+    if let Some(x) = job.desc.extra.as_deref().filter(|x| !x.is_empty()) {
+        lines.push(format!("Extra={x}"));
+    }
+    if let Some(w) = job.desc.wckey.as_deref().filter(|w| !w.is_empty()) {
+        lines.push(format!("WCKey={w}"));
     }
     lines.extend([
         format!("StdErr={err}"),

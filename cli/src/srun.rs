@@ -79,6 +79,12 @@ pub struct AllocOpts {
     pub reservation: Option<String>,
     pub comment: Option<String>,
     pub begin: Option<i64>,
+    /// `--deadline` (Unix seconds), `--time-min` (minutes), `--extra`,
+    /// `--wckey`: as sbatch's, for a new allocation.
+    pub deadline: Option<i64>,
+    pub time_min: Option<u32>,
+    pub extra: Option<String>,
+    pub wckey: Option<String>,
     pub nice: Option<i32>,
     pub hold: bool,
     /// `--mail-type` (checked) and `--mail-user`.
@@ -135,6 +141,8 @@ pub struct AllocOpts {
 
 /// Options of [`OPTS`] that differ from Slurm's (for [`crate::compat`]).
 pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
+    ("extra", crate::sbatch::EXTRA_NOTE),
+    ("wckey", crate::sbatch::WCKEY_NOTE),
     (
         "unbuffered",
         crate::compat::Support::Differs("output is always passed on as it comes"),
@@ -399,6 +407,26 @@ pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "comment",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "deadline",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "time-min",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "extra",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "wckey",
         arg: Arg::Required,
     },
     Opt {
@@ -813,6 +841,18 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "overcommit" => o.overcommit = true,
             "reservation" => o.reservation = Some(v),
             "comment" => o.comment = Some(v),
+            "extra" => o.extra = Some(v),
+            "wckey" => o.wckey = Some(v),
+            "deadline" => {
+                let t = slurm_common::timefmt::parse_timestamp(&v, crate::common::now())
+                    .map_err(|_| format!("{prog}: error: Invalid --deadline specification"))?;
+                o.deadline = Some(t);
+            }
+            "time-min" => {
+                o.time_min = slurm_common::timefmt::parse_time_limit(&v)
+                    .map_err(|_| format!("{prog}: error: Invalid --time-min specification"))?
+                    .filter(|m| *m != 0);
+            }
             "begin" => {
                 let t = slurm_common::timefmt::parse_timestamp(&v, crate::common::now())
                     .map_err(|_| format!("{prog}: error: Invalid --begin specification"))?;
@@ -992,6 +1032,10 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         reservation: o.reservation.clone(),
         comment: o.comment.clone(),
         begin_time: o.begin,
+        deadline: o.deadline,
+        time_min: o.time_min,
+        extra: o.extra.clone(),
+        wckey: o.wckey.clone(),
         nice: o.nice,
         hold: o.hold,
         mail_type: o.mail_type.clone(),
@@ -1719,6 +1763,7 @@ const INPUT_ENV_OUTSIDE: &[(&str, &str, bool)] = &[
     ("SLURM_ACCOUNT", "account", true),
     ("SLURM_PARTITION", "partition", true),
     ("SLURM_QOS", "qos", true),
+    ("SLURM_WCKEY", "wckey", true),
     // SLURM_NTASKS after SLURM_NPROCS: it wins when both are set.
     ("SLURM_NPROCS", "ntasks", true),
     ("SLURM_NTASKS", "ntasks", true),
@@ -1995,6 +2040,7 @@ const SALLOC_ENV: &crate::fmt::EnvOptions = &[
     ("SALLOC_SEGMENT_SIZE", "segment", true),
     ("SALLOC_THREADS_PER_CORE", "threads-per-core", true),
     ("SALLOC_TIMELIMIT", "time", true),
+    ("SALLOC_WCKEY", "wckey", true),
 ];
 
 /// The options salloc's input environment gives, as words to put before

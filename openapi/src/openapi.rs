@@ -413,7 +413,7 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     put("cpu_frequency_governor", unset());
     put("cpus_per_tres", json!(""));
     put("cron", json!(""));
-    put("deadline", num(0));
+    put("deadline", num(d.deadline.unwrap_or(0)));
     put("delay_boot", num(0));
     put(
         "dependency",
@@ -427,7 +427,7 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
         json!(slurm_common::hostlist::compress(&d.exc_nodes)),
     );
     put("exit_code", exit_code(exit));
-    put("extra", json!(""));
+    put("extra", json!(d.extra.clone().unwrap_or_default()));
     put("failed_node", json!(""));
     put("features", json!(""));
     put("federation_origin", json!(""));
@@ -523,7 +523,7 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     put("suspend_time", num(j.suspend_time.unwrap_or(0)));
     put("system_comment", json!(""));
     put("time_limit", limit(j.time_limit));
-    put("time_minimum", num(0));
+    put("time_minimum", num(d.time_min.unwrap_or(0)));
     put("threads_per_core", unset());
     put("tres_bind", json!(""));
     put("tres_freq", json!(""));
@@ -546,7 +546,7 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     put("user_id", json!(j.user_id));
     put("user_name", json!(j.user_name));
     put("maximum_switch_wait_time", json!(0));
-    put("wckey", json!(""));
+    put("wckey", json!(d.wckey.clone().unwrap_or_default()));
     put("current_working_directory", json!(d.work_dir));
     Value::Object(m)
 }

@@ -223,6 +223,7 @@ impl Backfill {
         let mut decisions = Vec::with_capacity(queue.len());
         let mut starts = BTreeMap::new();
         let mut memo: BTreeMap<Shape, Memo> = BTreeMap::new();
+        let mut limits = BTreeMap::new();
         let pending = |job: &JobView, reason| Decision::Pending {
             job: job.id,
             reason,
@@ -296,7 +297,16 @@ impl Backfill {
                     memo.entry(key.clone()).or_default().learn_now_fail(*size);
                 }
             }
-            if let Some(alloc) = fits {
+            // Not for its whole limit: for as long as it may be shortened
+            // to (`--time-min`), the longest limit that fits now.
+            let fits = match fits {
+                Some(alloc) => Some((alloc, dur)),
+                None => shortened(&avail, view, &p).map(|(alloc, minutes)| {
+                    limits.insert(job.id, minutes);
+                    (alloc, Some(i64::from(minutes) * 60))
+                }),
+            };
+            if let Some((alloc, dur)) = fits {
                 start_now(&mut avail, view, job, alloc, dur, now, &mut starts);
                 stats.started += 1;
                 decisions.push(Decision::Start {
@@ -337,7 +347,14 @@ impl Backfill {
             decisions.push(pending(job, reason));
         }
         self.last = stats;
-        (Plan { decisions, starts }, avail)
+        (
+            Plan {
+                decisions,
+                starts,
+                limits,
+            },
+            avail,
+        )
     }
 }
 
@@ -442,6 +459,35 @@ impl Memo {
             None => self.fail_from = Some(self.fail_from.map_or(size, |f| f.min(size))),
         }
     }
+}
+
+/// A job with a `--time-min` below its limit that does not fit now for its
+/// whole limit: where it fits now for the longest limit it may be lowered
+/// to, and that limit in minutes. Fitting only gets easier as the limit
+/// shrinks, so the longest is found by bisection.
+fn shortened(
+    avail: &Availability,
+    view: &ClusterView,
+    p: &crate::select::Prepared,
+) -> Option<(Vec<NodeAlloc>, u32)> {
+    let min = p.job.time_min.filter(|m| *m > 0)?;
+    let limit = p.job.time_limit.filter(|l| *l > min)?;
+    let try_with = |minutes: u32| {
+        let mut q = p.clone();
+        q.job.to_mut().time_limit = Some(minutes);
+        avail.fits_now_prepared(view, &q)
+    };
+    let mut best = (min, try_with(min)?);
+    // Fits at `best.0`; does not at `hi`.
+    let mut hi = limit;
+    while hi - best.0 > 1 {
+        let mid = best.0 + (hi - best.0) / 2;
+        match try_with(mid) {
+            Some(alloc) => best = (mid, alloc),
+            None => hi = mid,
+        }
+    }
+    Some((best.1, best.0))
 }
 
 /// Start `job` now on `alloc`: its cores (and what it holds beside them)

@@ -48,6 +48,9 @@ pub struct Plan {
     /// One per queued job, in the order the jobs were considered.
     pub decisions: Vec<Decision>,
     pub starts: BTreeMap<u32, PlannedStart>,
+    /// Jobs that start now with their time limit lowered toward their
+    /// `--time-min` (minutes), so that they fit before a reservation.
+    pub limits: BTreeMap<u32, u32>,
 }
 
 impl Plan {
@@ -75,7 +78,11 @@ impl Plan {
                 Decision::Pending { .. } => None,
             })
             .collect();
-        Plan { decisions, starts }
+        Plan {
+            decisions,
+            starts,
+            limits: BTreeMap::new(),
+        }
     }
 
     /// The planned start of every job of `queue`, in queue order (`None`:

@@ -179,6 +179,9 @@ pub struct JobView {
     pub exclusive: bool,
     /// Minutes; `None` = unlimited.
     pub time_limit: Option<u32>,
+    /// `--time-min` (minutes, below `time_limit`): backfill may start the
+    /// job now with its limit lowered as far as this.
+    pub time_min: Option<u32>,
     pub begin_time: Option<i64>,
     pub hold: Option<Hold>,
     /// Generic resources wanted on each node.

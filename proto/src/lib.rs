@@ -362,6 +362,27 @@ pub struct JobDesc {
     /// when unset).
     #[serde(default)]
     pub open_mode: Option<String>,
+    /// `--deadline`: Unix seconds by which the job must have ended; a job
+    /// that can no longer end by then (even at its `--time-min`) ends
+    /// DEADLINE.
+    #[serde(default)]
+    pub deadline: Option<i64>,
+    /// `--time-min` (minutes): backfill may start the job with its limit
+    /// lowered as far as this, when that lets it start earlier.
+    #[serde(default)]
+    pub time_min: Option<u32>,
+    /// `--kill-on-invalid-dep=yes|no` (slurm.conf's `SchedulerParameters=
+    /// kill_invalid_depend` when unset): a job whose dependency can never
+    /// be satisfied is cancelled rather than left pending.
+    #[serde(default)]
+    pub kill_on_invalid_dep: Option<bool>,
+    /// `--extra`: free text kept with the job (`Extra=`).
+    #[serde(default)]
+    pub extra: Option<String>,
+    /// `--wckey`: the workload characterization key, kept with the job and
+    /// in accounting.
+    #[serde(default)]
+    pub wckey: Option<String>,
 }
 
 /// An advance reservation (`scontrol create reservation`).

@@ -232,8 +232,10 @@ const JOB_FIELDS_USED: &[&str] = &[
     "comment",
     "cpus_per_task",
     "current_working_directory",
+    "deadline",
     "dependency",
     "environment",
+    "extra",
     "excluded_nodes",
     "flags",
     "hold",
@@ -257,7 +259,9 @@ const JOB_FIELDS_USED: &[&str] = &[
     "tasks",
     "tasks_per_node",
     "time_limit",
+    "time_minimum",
     "user_id",
+    "wckey",
     "group_id",
 ];
 
@@ -294,6 +298,15 @@ pub fn job_desc(
             "array" => d.array = opt_string(val, p)?,
             "begin_time" => d.begin_time = u64_of(val, p)?.filter(|&t| t > 0).map(|t| t as i64),
             "comment" => d.comment = opt_string(val, p)?,
+            "deadline" => d.deadline = u64_of(val, p)?.filter(|&t| t > 0).map(|t| t as i64),
+            "extra" => d.extra = opt_string(val, p)?,
+            "wckey" => d.wckey = opt_string(val, p)?,
+            "time_minimum" => {
+                d.time_min = match no_val(val, p, u64::from(u32::MAX - 2))? {
+                    NoVal::Num(n) if n > 0 => Some(n as u32),
+                    _ => None,
+                }
+            }
             "mail_user" => d.mail_user = opt_string(val, p)?,
             "mail_type" => {
                 // An array of flags (`["BEGIN", "END"]`); the controller checks them.
@@ -345,6 +358,8 @@ pub fn job_desc(
                 for (i, f) in string_list(val, p)?.iter().enumerate() {
                     match f.as_str() {
                         "EXTERNAL_JOB" => d.external = true,
+                        "KILL_INVALID_DEPENDENCY" => d.kill_on_invalid_dep = Some(true),
+                        "NO_KILL_INVALID_DEPENDENCY" => d.kill_on_invalid_dep = Some(false),
                         other => warnings.push(format!(
                             "{p}[{i}]: flag {other} is not supported and was ignored"
                         )),
@@ -1095,6 +1110,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(inf.desc.time_limit, Some(None));
+        let d = submit_request(
+            &json!({"job": {
+                "deadline": 1_900_000_000u64, "time_minimum": {"set": true, "number": 7},
+                "extra": "e", "wckey": "w", "flags": ["KILL_INVALID_DEPENDENCY"],
+                "current_working_directory": "/tmp",
+            }}),
+            0,
+            "/",
+            "h",
+        )
+        .unwrap();
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        let d = d.desc;
+        assert_eq!(d.deadline, Some(1_900_000_000));
+        assert_eq!(d.time_min, Some(7));
+        assert_eq!(
+            (d.extra.as_deref(), d.wckey.as_deref()),
+            (Some("e"), Some("w"))
+        );
+        assert_eq!(d.kill_on_invalid_dep, Some(true));
+        let e = submit_request(&json!({"job": {"deadline": "soon"}}), 0, "/", "h").unwrap_err();
+        assert_eq!(e.path, "job/deadline");
     }
 
     #[test]

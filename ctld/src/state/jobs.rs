@@ -293,6 +293,22 @@ impl Controller {
         }
     }
 
+    /// End pending job `id` without running it: cancelled, or past its
+    /// deadline.
+    pub(super) fn end_pending(&mut self, id: JobId, state: JobState, reason: JobReason, now: i64) {
+        let Some(j) = self.job_mut(id) else {
+            return;
+        };
+        j.state = state;
+        j.cancelled |= state == JobState::Cancelled;
+        j.reason = reason;
+        j.end_time = Some(now);
+        j.start_time = Some(now);
+        self.count_end(state);
+        self.save_job(id);
+        self.sched_needed = true;
+    }
+
     pub(super) fn cancel_one(
         &mut self,
         who: Caller,
@@ -309,18 +325,8 @@ impl Controller {
                 let Some(j) = self.job_mut(id) else {
                     return Err(SlurmError::InvalidJobId);
                 };
-                j.state = JobState::Cancelled;
-                j.cancelled = true;
                 j.cancelled_by = Some(who.uid);
-                self.stats.jobs_canceled += 1;
-                let Some(j) = self.job_mut(id) else {
-                    return Err(SlurmError::InvalidJobId);
-                };
-                j.reason = JobReason::None;
-                j.end_time = Some(now);
-                j.start_time = Some(now);
-                self.save_job(id);
-                self.sched_needed = true;
+                self.end_pending(id, JobState::Cancelled, JobReason::None, now);
                 Ok(())
             }
             (JobState::Pending, Some(_)) => Err(SlurmError::JobPending),

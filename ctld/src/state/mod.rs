@@ -851,11 +851,16 @@ impl Controller {
             .map(|j| j.job_id)
             .collect();
         for id in expired {
+            // A limit cut to the job's `--deadline` ends it DEADLINE.
+            let mut end = (JobState::Timeout, JobReason::TimeLimit);
             if let Some(j) = self.job_mut(id) {
                 j.timed_out = true;
+                if j.desc.deadline.is_some_and(|d| d <= now) {
+                    end = (JobState::Deadline, schedule::deadline_reason());
+                }
             }
             let kw = self.conf.kill_wait;
-            self.end_running(id, JobState::Timeout, JobReason::TimeLimit, now, kw);
+            self.end_running(id, end.0, end.1, now, kw);
         }
         let age = self.conf.min_job_age as i64;
         if age > 0 {

@@ -63,6 +63,29 @@ pub(super) fn pod_uids(admin_comment: Option<&str>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A job's time limit as it may run from `now`: never past its
+/// `--deadline` (at least a minute, for a job still allowed to start).
+pub(super) fn limit_from(j: &JobRecord, now: i64) -> Option<u32> {
+    match j.desc.deadline {
+        Some(dl) => {
+            let left = (dl.saturating_sub(now) / 60).clamp(1, i64::from(u32::MAX)) as u32;
+            Some(j.time_limit.map_or(left, |l| l.min(left)))
+        }
+        None => j.time_limit,
+    }
+}
+
+/// Whether job `j`, not started, can no longer end by its `--deadline`,
+/// even with its limit lowered to its `--time-min`.
+pub(super) fn past_deadline(j: &JobRecord, now: i64) -> bool {
+    j.desc.deadline.is_some_and(|dl| {
+        j.desc
+            .time_min
+            .or(j.time_limit)
+            .is_none_or(|m| now.saturating_add(i64::from(m) * 60) > dl)
+    })
+}
+
 /// A job's `--signal` warning, if it asked for one (checked at submission).
 pub(super) fn warning(j: &JobRecord) -> Option<slurm_common::signal::Warning> {
     slurm_common::signal::parse_warning(j.desc.signal.as_deref()?).ok()
@@ -95,8 +118,21 @@ impl Controller {
         let singles = std::cell::OnceCell::new();
         // Held jobs with a planned start left from before they were held.
         let mut unplanned: Vec<JobId> = Vec::new();
+        // Jobs that end here without running: past their deadline, or
+        // waiting on a dependency that can never be satisfied while asked
+        // to be cancelled then (`--kill-on-invalid-dep`).
+        let mut ended: Vec<(JobId, JobState, JobReason)> = Vec::new();
+        let kill_invalid = self
+            .conf
+            .scheduler_parameters
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case("kill_invalid_depend"));
         for j in self.p.jobs.values() {
             if j.state != JobState::Pending || j.completing {
+                continue;
+            }
+            if past_deadline(j, now) {
+                ended.push((j.job_id, JobState::Deadline, deadline_reason()));
                 continue;
             }
             if j.held.is_none() && j.dependency.is_some() {
@@ -104,6 +140,14 @@ impl Controller {
                     DepState::Satisfied => satisfied.push(j.job_id),
                     DepState::Waiting => {
                         held_back.push((j.job_id, JobReason::Dependency));
+                        continue;
+                    }
+                    DepState::Never if j.desc.kill_on_invalid_dep.unwrap_or(kill_invalid) => {
+                        ended.push((
+                            j.job_id,
+                            JobState::Cancelled,
+                            JobReason::DependencyNeverSatisfied,
+                        ));
                         continue;
                     }
                     DepState::Never => {
@@ -199,6 +243,9 @@ impl Controller {
                 self.dirty = true;
             }
         }
+        for (id, state, reason) in ended {
+            self.end_pending(id, state, reason, now);
+        }
         for id in unplanned {
             if let Some(j) = self.job_mut(id) {
                 j.start_time = None;
@@ -236,6 +283,12 @@ impl Controller {
                         backfilled += 1;
                     }
                     self.preempting.remove(&job);
+                    // Backfill lowered its limit toward its `--time-min`.
+                    if let Some(&m) = plan.limits.get(&job) {
+                        if let Some(j) = self.job_mut(job) {
+                            j.time_limit = Some(m);
+                        }
+                    }
                     self.start_job(job, &alloc, now)
                 }
                 Decision::Pending { job, reason } => {
@@ -369,6 +422,7 @@ impl Controller {
         j.state = JobState::Running;
         j.reason = JobReason::None;
         j.start_time = Some(now);
+        j.time_limit = limit_from(j, now);
         j.end_time = j.time_limit.map(|m| now + m as i64 * 60);
         j.last_sched_eval = Some(now);
         j.alloc = Allocation {
@@ -605,6 +659,11 @@ impl Controller {
 }
 
 /// The reason a job requeued and held after a failed launch keeps.
+/// Why a job ended DEADLINE (Slurm's reason text).
+pub(super) fn deadline_reason() -> JobReason {
+    JobReason::Other("DeadLine".into())
+}
+
 pub(super) fn requeue_held_reason() -> JobReason {
     JobReason::Other("launch failed requeued held".into())
 }

@@ -425,6 +425,31 @@ impl Controller {
                 );
             }
         }
+        // `--time-min` within the limit; a `--deadline` ahead, after the
+        // begin time, and with a limit to end by it.
+        if let (Some(m), Some(l)) = (job.desc.time_min, job.time_limit) {
+            if m > l {
+                return err_detail(
+                    SlurmError::InvalidTimeLimit,
+                    format!("--time-min of {m} minutes exceeds the time limit of {l} minutes"),
+                );
+            }
+        }
+        if let Some(dl) = job.desc.deadline {
+            let begin = job.desc.begin_time.unwrap_or(now).max(now);
+            if dl <= begin {
+                return err_detail(
+                    SlurmError::InvalidTimeLimit,
+                    "--deadline is not later than the job's begin time (or now)",
+                );
+            }
+            if job.time_limit.is_none() && job.desc.time_min.is_none() {
+                return err_detail(
+                    SlurmError::InvalidTimeLimit,
+                    "--deadline needs a time limit (--time, or the partition's DefaultTime or MaxTime)",
+                );
+            }
+        }
         // Licenses: known ones, never more than the cluster has.
         if let Some(l) = &job.desc.licenses {
             let want = match slurm_common::licenses::parse(l) {

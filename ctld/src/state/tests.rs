@@ -748,3 +748,150 @@ fn every_pass_is_timed_and_only_a_planned_one_is_a_backfill_cycle() {
     s.settle();
     s.check_replay();
 }
+
+#[test]
+fn a_job_that_cannot_end_by_its_deadline_ends_deadline() {
+    // (No heartbeats are sent here: nodes are never timed out.)
+    let mut s = sim("SchedulerType=sched/backfill\nSlurmdTimeout=0\n");
+    // Both nodes taken for 30 minutes.
+    let big = s.submit(|d| {
+        d.min_nodes = Some(2);
+        d.exclusive = true;
+        d.time_limit = Some(Some(30));
+    });
+    assert_eq!(s.state(big), JobState::Running);
+    // 20 minutes by a deadline 40 minutes away: it waits; once it could
+    // not end by then, it ends DEADLINE without running.
+    let late = s.submit(|d| {
+        d.time_limit = Some(Some(20));
+        d.deadline = Some(T0 + 40 * 60);
+    });
+    assert_eq!(s.state(late), JobState::Pending);
+    s.tick(15 * 60);
+    assert_eq!(s.state(late), JobState::Pending, "can still end in time");
+    s.tick(6 * 60);
+    assert_eq!(s.state(big), JobState::Running);
+    assert_eq!(s.state(late), JobState::Deadline);
+    assert_eq!(s.job(late).reason, JobReason::Other("DeadLine".into()));
+    assert!(!s.launched(late));
+    // With a --time-min it may start with its limit cut to the deadline.
+    s.finish(big, 0);
+    let now = s.now;
+    let flexible = s.submit(|d| {
+        d.time_limit = Some(Some(20));
+        d.time_min = Some(5);
+        d.deadline = Some(now + 15 * 60);
+    });
+    assert_eq!(s.state(flexible), JobState::Running);
+    let j = s.job(flexible);
+    assert_eq!(j.time_limit, Some(15));
+    assert_eq!(j.end_time, j.desc.deadline);
+    // Still running at the deadline: it ends DEADLINE, not TIMEOUT.
+    s.tick(15 * 60);
+    assert_eq!(s.state(flexible), JobState::Deadline);
+    assert!(s.job(flexible).timed_out);
+    // Bad deadlines are refused and change nothing.
+    let jobs = s.ctl.p.jobs.len();
+    for bad in [
+        |d: &mut JobDesc| d.deadline = Some(T0 - 1),
+        |d: &mut JobDesc| {
+            d.begin_time = Some(T0 + 7200);
+            d.deadline = Some(T0 + 3600);
+        },
+    ] {
+        let e = s.submit_as(ALICE, |d| {
+            d.time_limit = Some(Some(5));
+            bad(d)
+        });
+        assert_eq!(e.expect_err("refused").error, SlurmError::InvalidTimeLimit);
+    }
+    // No limit at all: nothing tells when it would end.
+    let e = s.submit_as(ALICE, |d| {
+        d.partition = None;
+        d.time_limit = Some(None);
+        d.deadline = Some(now + 3600);
+    });
+    assert_eq!(e.expect_err("refused").error, SlurmError::InvalidTimeLimit);
+    assert_eq!(s.ctl.p.jobs.len(), jobs);
+    s.check_replay();
+}
+
+#[test]
+fn backfill_starts_a_job_early_with_its_limit_lowered_to_fit() {
+    let mut s = sim("SchedulerType=sched/backfill\n");
+    // One core busy for ten minutes on each node; a job wanting all four
+    // cores is planned after them.
+    let a = s.submit(|d| {
+        d.req_nodes = vec!["n1".into()];
+        d.time_limit = Some(Some(10));
+    });
+    let b = s.submit(|d| {
+        d.req_nodes = vec!["n2".into()];
+        d.time_limit = Some(Some(10));
+    });
+    let _ = s.submit(|d| {
+        d.hold = true;
+    });
+    assert_eq!(s.state(a), JobState::Running);
+    assert_eq!(s.state(b), JobState::Running);
+    let wide = s.submit(|d| {
+        d.min_nodes = Some(2);
+        d.ntasks = Some(4);
+        d.time_limit = Some(Some(30));
+    });
+    assert_eq!(s.state(wide), JobState::Pending);
+    // A one-core job of 60 minutes would delay it; with --time-min=5 it
+    // runs now with what ends before the wide job's start.
+    let fixed = s.submit(|d| d.time_limit = Some(Some(60)));
+    assert_eq!(s.state(fixed), JobState::Pending);
+    let shrink = s.submit(|d| {
+        d.time_limit = Some(Some(60));
+        d.time_min = Some(5);
+    });
+    assert_eq!(s.state(shrink), JobState::Running);
+    let j = s.job(shrink);
+    assert!(
+        j.time_limit.is_some_and(|l| (5..=10).contains(&l)),
+        "{:?}",
+        j.time_limit
+    );
+    assert_eq!(j.desc.time_min, Some(5));
+    // A time-min above the limit is refused.
+    let e = s.submit_as(ALICE, |d| {
+        d.time_limit = Some(Some(5));
+        d.time_min = Some(6);
+    });
+    assert_eq!(e.expect_err("refused").error, SlurmError::InvalidTimeLimit);
+    s.check_replay();
+}
+
+#[test]
+fn a_dependency_never_satisfied_cancels_the_job_when_asked() {
+    let mut s = sim("");
+    let a = s.submit(|_| {});
+    let kept = s.submit(|d| d.dependency = Some(format!("afternotok:{a}")));
+    let killed = s.submit(|d| {
+        d.dependency = Some(format!("afternotok:{a}"));
+        d.kill_on_invalid_dep = Some(true);
+    });
+    s.finish(a, 0);
+    assert_eq!(s.state(kept), JobState::Pending);
+    assert_eq!(s.job(kept).reason, JobReason::DependencyNeverSatisfied);
+    assert_eq!(s.state(killed), JobState::Cancelled);
+    assert_eq!(s.job(killed).reason, JobReason::DependencyNeverSatisfied);
+    s.check_replay();
+
+    // SchedulerParameters=kill_invalid_depend makes it the default; a job
+    // may still ask to stay.
+    let mut s = sim("SchedulerParameters=kill_invalid_depend\n");
+    let a = s.submit(|_| {});
+    let killed = s.submit(|d| d.dependency = Some(format!("afternotok:{a}")));
+    let kept = s.submit(|d| {
+        d.dependency = Some(format!("afternotok:{a}"));
+        d.kill_on_invalid_dep = Some(false);
+    });
+    s.finish(a, 0);
+    assert_eq!(s.state(killed), JobState::Cancelled);
+    assert_eq!(s.state(kept), JobState::Pending);
+    s.check_replay();
+}

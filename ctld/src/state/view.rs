@@ -215,7 +215,8 @@ impl Controller {
                 x
             },
             exclusive: j.desc.exclusive,
-            time_limit: j.time_limit,
+            time_limit: super::schedule::limit_from(j, self.last_update),
+            time_min: j.desc.time_min,
             begin_time: j.desc.begin_time,
             hold: j.held.map(|h| match h {
                 HoldKind::User => Hold::User,

@@ -88,6 +88,42 @@ fn short_job_backfills_without_delaying_the_blocked_one() {
 }
 
 #[test]
+fn a_job_with_a_time_min_starts_now_with_the_longest_limit_that_fits() {
+    // One 2-core node; one core is busy for 10 minutes, then job 1 (both
+    // cores) is planned. Job 2 (one core, 60 minutes) does not fit in
+    // front of it; with `--time-min=5` it starts now with its limit
+    // lowered to what ends before job 1's start.
+    let mut v = cluster(1, 2, 4000);
+    run(&mut v, 100, Some(600), vec![node_alloc(0, 1)]);
+    let mut shrinkable = sized(2, 50, 1, 1, Some(60));
+    shrinkable.time_min = Some(5);
+    let q = vec![sized(1, 100, 1, 2, Some(60)), shrinkable.clone()];
+    let p = bf("bf_resolution=60").plan(&v, &q, 0);
+    assert_eq!(outcome(&p), vec![(1, RES), (2, None)]);
+    assert_eq!(start_of(&p, 1), Some(600), "job 1 keeps its start");
+    assert_eq!(p.limits.get(&2), Some(&10));
+    assert_eq!(p.starts[&2].end, Some(600));
+    // Without it, it waits behind job 1; with a time-min longer than the
+    // hole, too.
+    let q = vec![sized(1, 100, 1, 2, Some(60)), sized(2, 50, 1, 1, Some(60))];
+    let p = bf("bf_resolution=60").plan(&v, &q, 0);
+    assert_eq!(outcome(&p), vec![(1, RES), (2, PRIO)]);
+    assert!(p.limits.is_empty());
+    shrinkable.time_min = Some(11);
+    let q = vec![sized(1, 100, 1, 2, Some(60)), shrinkable];
+    let p = bf("bf_resolution=60").plan(&v, &q, 0);
+    assert_eq!(outcome(&p), vec![(1, RES), (2, PRIO)]);
+    // A job that fits for its whole limit keeps it.
+    let mut whole = sized(3, 50, 1, 1, Some(8));
+    whole.time_min = Some(2);
+    let q = vec![sized(1, 100, 1, 2, Some(60)), whole];
+    let p = bf("bf_resolution=60").plan(&v, &q, 0);
+    assert_eq!(outcome(&p), vec![(1, RES), (3, None)]);
+    assert!(p.limits.is_empty());
+    assert_eq!(p.starts[&3].end, Some(480));
+}
+
+#[test]
 fn easy_versus_conservative() {
     let mut v = cluster(3, 4, 4000);
     run(&mut v, 100, Some(600), vec![node_alloc(0, 4)]);
@@ -401,6 +437,9 @@ fn random_job(r: &mut Rng, id: u32, parts: usize, nodes: usize) -> JobView {
     };
     if r.chance(15) {
         j.ntasks_per_node = Some(r.range(1, 3) as u32);
+    }
+    if let (Some(limit), true) = (j.time_limit, r.chance(20)) {
+        j.time_min = Some(r.range(1, u64::from(limit)) as u32);
     }
     match r.below(5) {
         0 => j.mem_per_node = Some(r.range(0, 4) * 1000),
@@ -790,10 +829,16 @@ fn check_decisions(s: &Scenario, plan: &Plan) -> Result<(), String> {
     }
     for (id, p) in &plan.starts {
         let j = s.queue.iter().find(|j| j.id == *id).ok_or("unknown job")?;
-        let want = j
-            .time_limit
-            .filter(|m| *m > 0)
-            .map(|m| p.start + m as i64 * 60);
+        // A limit lowered toward `--time-min` only for a job starting now.
+        let limit = match plan.limits.get(id) {
+            Some(&m) if p.start == s.now && j.time_min.is_some_and(|t| t <= m) => Some(m),
+            Some(_) => return Err(format!("job {id}: limit lowered wrongly")),
+            None => j.time_limit,
+        };
+        if j.time_limit.is_some_and(|l| limit.is_some_and(|m| m > l)) {
+            return Err(format!("job {id}: limit raised"));
+        }
+        let want = limit.filter(|m| *m > 0).map(|m| p.start + m as i64 * 60);
         if p.end != want || p.start < s.now {
             return Err(format!("job {id}: planned over the wrong interval"));
         }

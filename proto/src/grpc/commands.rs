@@ -96,6 +96,11 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         tmp_disk: d.tmp_disk,
         priority: d.priority,
         min_cpus: d.min_cpus,
+        deadline: d.deadline,
+        time_min: d.time_min,
+        kill_on_invalid_dep: d.kill_on_invalid_dep,
+        extra: d.extra.clone(),
+        wckey: d.wckey.clone(),
     }
 }
 
@@ -164,6 +169,11 @@ impl From<pb::JobDesc> for JobDesc {
             tmp_disk: d.tmp_disk,
             priority: d.priority,
             min_cpus: d.min_cpus,
+            deadline: d.deadline,
+            time_min: d.time_min,
+            kill_on_invalid_dep: d.kill_on_invalid_dep,
+            extra: d.extra,
+            wckey: d.wckey,
         }
     }
 }
@@ -1765,6 +1775,11 @@ mod tests {
             mail_user: Some("u@example.org".into()),
             signal: Some("B:USR1@90".into()),
             open_mode: Some("append".into()),
+            deadline: Some(1_800_000_000),
+            time_min: Some(30),
+            kill_on_invalid_dep: Some(false),
+            extra: Some("k=v".into()),
+            wckey: Some("*proj".into()),
             ..Default::default()
         }
     }

@@ -1095,3 +1095,103 @@ fn srun_test_only_estimates_and_runs_nothing() {
         stderr(&out)
     );
 }
+
+/// `--deadline`, `--time-min`, `--extra`, `--wckey` and
+/// `--kill-on-invalid-dep` through sbatch and srun: kept with the job and
+/// shown as Slurm shows them; a job that cannot end by its deadline ends
+/// DEADLINE without running; a dependency that can never be met cancels
+/// the job that asked; bad values get Slurm's messages and change nothing.
+#[test]
+fn deadline_time_min_and_invalid_dependencies() {
+    use slurm_proto::{JobReason, JobState};
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let id = t.sbatch(&[
+        "--time=5",
+        "--time-min=1",
+        "--deadline=now+3600",
+        "--extra=rack=a",
+        "--wckey=proj1",
+        "--wrap",
+        "true",
+    ]);
+    let j = t.wait_done(id, 30);
+    assert_eq!(j.state, JobState::Completed);
+    let out = stdout(&t.run("scontrol", &["show", "job", &id.to_string()]));
+    for want in [" TimeMin=00:01:00", "Extra=rack=a", "WCKey=proj1"] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+    assert!(!out.contains("Deadline=N/A"), "{out}");
+    let deadline = j.desc.deadline.expect("deadline kept");
+    assert!((j.submit_time + 3590..=j.submit_time + 3610).contains(&deadline));
+    // Two minutes of work by a deadline 90 seconds away: never runs.
+    let late = t.sbatch(&["--time=2", "--deadline=now+90", "--wrap", "true"]);
+    let j = t.wait_done(late, 30);
+    assert_eq!(
+        (j.state, j.reason.clone()),
+        (JobState::Deadline, JobReason::Other("DeadLine".into()))
+    );
+    let out = stdout(&t.run("scontrol", &["show", "job", &late.to_string()]));
+    assert!(out.contains("JobState=DEADLINE Reason=DeadLine"), "{out}");
+    // An afternotok of a job that succeeded can never be met.
+    let a = t.sbatch(&["--wrap", "true"]);
+    t.wait_done(a, 30);
+    let dep = format!("--dependency=afternotok:{a}");
+    let killed = t.sbatch(&["--kill-on-invalid-dep=yes", &dep, "--wrap", "true"]);
+    let kept = t.sbatch(&["--kill-on-invalid-dep=no", &dep, "--wrap", "true"]);
+    assert_eq!(t.wait_done(killed, 30).state, JobState::Cancelled);
+    t.wait_job(kept, 10, "left pending", |j| {
+        j.reason == JobReason::DependencyNeverSatisfied
+    });
+    // srun's allocation takes them too.
+    let out = t.run(
+        "srun",
+        &[
+            "--time=10",
+            "--time-min=2",
+            "--extra=x",
+            "sh",
+            "-c",
+            "scontrol show job $SLURM_JOB_ID",
+        ],
+    );
+    assert!(
+        stdout(&out).contains(" TimeMin=00:02:00") && stdout(&out).contains("Extra=x"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // Bad values: Slurm's messages; nothing submitted.
+    let before = t.jobs().len();
+    for (args, msg) in [
+        (
+            &["--deadline=tomorrowish"][..],
+            "sbatch: error: Invalid --deadline specification\n",
+        ),
+        (
+            &["--time-min=x"][..],
+            "sbatch: error: Invalid --time-min specification\n",
+        ),
+        (
+            &["--kill-on-invalid-dep=maybe"][..],
+            "sbatch: error: Invalid --kill-on-invalid-dep specification\n",
+        ),
+    ] {
+        let out = t.run("sbatch", &[args, &["--wrap", "true"]].concat());
+        assert_eq!(stderr(&out), msg);
+        assert!(!out.status.success());
+    }
+    let out = t.run("sbatch", &["--time=2", "--time-min=5", "--wrap", "true"]);
+    assert!(
+        stderr(&out).contains("Requested time limit is invalid"),
+        "{}",
+        stderr(&out)
+    );
+    let out = t.run("srun", &["--deadline=x", "true"]);
+    assert!(
+        stderr(&out).contains("srun: error: Invalid --deadline specification"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(t.jobs().len(), before);
+}
