@@ -77,6 +77,19 @@ fn from_fmt(table: &[crate::fmt::Opt], notes: Notes) -> Vec<Known> {
         .collect()
 }
 
+/// How an option accepted with a warning and no effect is reported.
+pub(crate) const IGNORED_NOTE: Support = Support::Differs("accepted with a warning; no effect yet");
+
+/// srun's and salloc's options of [`crate::srun::IGNORED`] marked so.
+fn ignored(mut options: Vec<Known>) -> Vec<Known> {
+    for k in &mut options {
+        if crate::srun::IGNORED.iter().any(|i| Some(i.long) == k.long) {
+            k.support = IGNORED_NOTE;
+        }
+    }
+    options
+}
+
 fn from_getopt(table: &[crate::getopt::Opt], notes: Notes) -> Vec<Known> {
     table
         .iter()
@@ -144,7 +157,10 @@ fn tables() -> Vec<Command> {
         Command {
             notes: crate::srun::COMPAT_NOTES,
             name: "srun",
-            options: from_fmt(&crate::srun::table("srun"), crate::srun::COMPAT_NOTES),
+            options: ignored(from_fmt(
+                &crate::srun::table("srun"),
+                crate::srun::COMPAT_NOTES,
+            )),
             env_in: recorded(|env| {
                 crate::srun::env_options(env);
             }),
@@ -155,7 +171,10 @@ fn tables() -> Vec<Command> {
             // those of every job's.
             notes: crate::sbatch::JOB_NOTES,
             name: "salloc",
-            options: from_fmt(&crate::srun::table("salloc"), crate::sbatch::JOB_NOTES),
+            options: ignored(from_fmt(
+                &crate::srun::table("salloc"),
+                crate::sbatch::JOB_NOTES,
+            )),
             env_in: recorded(|env| {
                 crate::srun::salloc_env_options(env);
             }),

@@ -58,6 +58,8 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('K'), "timelimit-max", Arg::Required),
     o(Some('v'), "verbose", Arg::No),
     o(Some('T'), "truncate", Arg::No),
+    o(None, "noconvert", Arg::No),
+    o(None, "use-local-uid", Arg::No),
     o(None, "units", Arg::Required),
     o(Some('V'), "version", Arg::No),
     o(Some('X'), "allocations", Arg::No),
@@ -129,6 +131,9 @@ pub struct Column {
     pub right: bool,
     /// `--units`: sizes shown in this unit (K, M, G, T or P).
     pub units: Option<char>,
+    /// `--noconvert`: sizes in the unit they were recorded in (else in the
+    /// largest unit that shows them exactly: `2048M` is `2G`).
+    pub noconvert: bool,
 }
 
 /// `--units=U`'s letter; the error names a bad one.
@@ -187,6 +192,7 @@ pub fn parse_format(s: &str) -> Result<Vec<Column>, String> {
             width: width.unwrap_or(f.1),
             right: f.2,
             units: None,
+            noconvert: false,
         });
     }
     if out.is_empty() {
@@ -285,11 +291,31 @@ fn kib(v: u64) -> String {
 fn mem_mib(v: u64) -> String {
     if v == 0 {
         "0".into()
-    } else if v.is_multiple_of(1024) {
-        format!("{}G", v / 1024)
     } else {
         format!("{v}M")
     }
+}
+
+/// A size (`2048M`) in the largest unit that shows it exactly (`2G`), as
+/// Slurm's sacct shows sizes unless `--noconvert`; anything else as it is.
+pub fn exact_units(v: &str) -> String {
+    const UNITS: &[char] = &['K', 'M', 'G', 'T', 'P'];
+    let Some(unit) = v
+        .chars()
+        .last()
+        .and_then(|u| UNITS.iter().position(|x| *x == u))
+    else {
+        return v.to_string();
+    };
+    let Ok(mut n) = v[..v.len() - 1].parse::<u64>() else {
+        return v.to_string();
+    };
+    let mut unit = unit;
+    while n > 0 && n.is_multiple_of(1024) && unit + 1 < UNITS.len() {
+        n /= 1024;
+        unit += 1;
+    }
+    format!("{n}{}", UNITS[unit])
 }
 
 fn nodelist(s: &str) -> String {
@@ -442,9 +468,13 @@ pub fn render(
 
 /// The value of a size column in `--units`' unit.
 fn sized(c: &Column, v: String) -> String {
+    if !SIZE_COLUMNS.contains(&c.name) || v.is_empty() {
+        return v;
+    }
     match c.units {
-        Some(u) if SIZE_COLUMNS.contains(&c.name) && !v.is_empty() => in_units(&v, u),
-        _ => v,
+        Some(u) => in_units(&v, u),
+        None if c.noconvert => v,
+        None => exact_units(&v),
     }
 }
 
@@ -546,6 +576,11 @@ pub struct Options {
     pub truncate: bool,
     /// `--units`: sizes in this unit.
     pub units: Option<char>,
+    /// `--noconvert`: sizes in the unit they were recorded in.
+    pub noconvert: bool,
+    /// `--use-local-uid`: UIDs looked up on this machine by user name (else
+    /// as recorded).
+    pub use_local_uid: bool,
 }
 
 /// `N` or `MIN-MAX` (`-i`, `-I`).
@@ -726,6 +761,8 @@ pub fn parse_args_env(
             }
             "allocations" => o.query.with_steps = false,
             "truncate" => o.truncate = true,
+            "noconvert" => o.noconvert = true,
+            "use-local-uid" => o.use_local_uid = true,
             "units" => o.units = Some(parse_units(&val)?),
             "gid" | "group" => o.groups = list(),
             "delimiter" => o.delimiter = Some(val.clone()),
@@ -807,6 +844,7 @@ pub fn main() -> i32 {
         Ok(mut c) => {
             for col in &mut c {
                 col.units = o.units;
+                col.noconvert = o.noconvert;
             }
             c
         }
@@ -838,6 +876,14 @@ pub fn main() -> i32 {
         Ok(AcctResponse::Jobs(rows)) => {
             let mut rows: Vec<JobRow> = rows.into_iter().filter(|r| o.keeps(r)).collect();
             o.truncate(&mut rows);
+            if o.use_local_uid {
+                for r in &mut rows {
+                    if let Some(uid) = slurm_common::users::user_by_name(&r.job.user).map(|u| u.uid)
+                    {
+                        r.job.uid = uid;
+                    }
+                }
+            }
             rows
         }
         Ok(AcctResponse::Error(e)) => {
@@ -1008,6 +1054,19 @@ mod tests {
         rs[0].job.req_mem = 2048;
         let out = render_with(&rs[..1], &cols, Layout::Parsable2, "|", false, false, 0);
         assert_eq!(out, "5|2048.00M\n");
+        // Without --units: the largest exact unit, unless --noconvert.
+        cols.iter_mut().for_each(|c| c.units = None);
+        let out = render_with(&rs[..1], &cols, Layout::Parsable2, "|", false, false, 0);
+        assert_eq!(out, "5|2G\n");
+        cols.iter_mut().for_each(|c| c.noconvert = true);
+        let out = render_with(&rs[..1], &cols, Layout::Parsable2, "|", false, false, 0);
+        assert_eq!(out, "5|2048M\n");
+        assert!(parse_args(&args(&["--noconvert"]), 0).unwrap().noconvert);
+        assert_eq!(exact_units("10240K"), "10M");
+        assert_eq!(exact_units("1057408K"), "1057408K");
+        assert_eq!(exact_units("3145728M"), "3T");
+        assert_eq!(exact_units("0"), "0");
+        assert_eq!(exact_units("x"), "x");
         // -T: times cut to the window, elapsed with them.
         let mut o = parse_args(&args(&["-T"]), 0).unwrap();
         o.query.start = Some(1_500);

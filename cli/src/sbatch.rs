@@ -306,9 +306,7 @@ pub(crate) fn compat_options() -> Vec<crate::compat::Known> {
                 Key::Unsupported { fatal: true } => {
                     Support::NotYet("refused with an error: not implemented yet")
                 }
-                Key::Unsupported { fatal: false } => {
-                    Support::Differs("accepted with a warning; no effect yet")
-                }
+                Key::Unsupported { fatal: false } => crate::compat::IGNORED_NOTE,
                 _ => JOB_NOTES
                     .iter()
                     .find(|(n, _)| *n == s.long)

@@ -1132,6 +1132,7 @@ const COMMANDS: &[&str] = &[
     "write",
     "reconfigure",
     "token",
+    "errnumstr",
     "version",
     "help",
     "quit",
@@ -1157,6 +1158,7 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
 
     Valid <COMMAND> values are:
      completing               list jobs still completing and their nodes.
+     errnumstr <ERRNO>        the text of a Slurm (or system) error number.
      exit                     terminate scontrol
      getaddrs <NODES>         the address and port of each node.
      help                     print this description of use.
@@ -2712,6 +2714,7 @@ pub fn run_command(
         Some("wait_job") => cmd_wait_job(rest, ctl, out),
         Some("write") => cmd_write(rest, ctl, out),
         Some("token") => cmd_token(rest, ctl, out),
+        Some("errnumstr") => cmd_errnumstr(rest, out),
         Some("reconfigure") => match ctl.call(RequestBody::Reconfigure) {
             Ok(Response::Ok) => 0,
             Ok(_) => {
@@ -2757,6 +2760,39 @@ pub fn run_command(
 }
 
 use crate::fmt::split_words;
+
+/// `scontrol errnumstr N`: what error number `N` means (Slurm's own codes,
+/// else the system's).
+fn cmd_errnumstr(rest: &[String], out: &mut Out) -> i32 {
+    let [n] = rest else {
+        out.err(if rest.is_empty() {
+            "too few arguments for keyword:errnumstr"
+        } else {
+            "too many arguments for keyword:errnumstr"
+        });
+        return 1;
+    };
+    let Ok(num) = n.parse::<i32>() else {
+        out.err(format!("Invalid error number: {n}"));
+        return 1;
+    };
+    out.stdout.push_str(&errnum_str(num));
+    out.stdout.push('\n');
+    0
+}
+
+/// The text of error number `num`, as `slurm_strerror` gives it.
+pub fn errnum_str(num: i32) -> String {
+    let slurm = slurm_proto::SlurmError::from_code(num);
+    if slurm.code() == num {
+        return slurm.message().to_string();
+    }
+    let os = std::io::Error::from_raw_os_error(num).to_string();
+    match os.rsplit_once(" (os error ") {
+        Some((text, _)) => text.to_string(),
+        None => os,
+    }
+}
 
 /// scontrol's options (the parser's table, also read by [`crate::compat`]).
 pub(crate) const OPTS: &[crate::fmt::Opt] = {
@@ -3306,6 +3342,24 @@ mod tests {
             "slurm_job_node_ready error: Invalid job id specified\n"
         );
         assert_eq!(sc(&f, &["wait_job", "x"]).0, 1);
+    }
+
+    #[test]
+    fn errnumstr_says_what_a_number_means() {
+        let f = fake();
+        let (rc, out, _) = sc(&f, &["errnumstr", "2017"]);
+        assert_eq!((rc, out.as_str()), (0, "Invalid job id specified\n"));
+        let (rc, out, _) = sc(&f, &["errnum", "2"]);
+        assert_eq!((rc, out.as_str()), (0, "No such file or directory\n"));
+        let (rc, out, _) = sc(&f, &["errnumstr", "7777"]);
+        assert_eq!((rc, out.as_str()), (0, "Unknown error 7777\n"));
+        let (rc, _, err) = sc(&f, &["errnumstr", "x"]);
+        assert_eq!((rc, err.as_str()), (1, "Invalid error number: x\n"));
+        let (rc, _, err) = sc(&f, &["errnumstr"]);
+        assert_eq!(
+            (rc, err.as_str()),
+            (1, "too few arguments for keyword:errnumstr\n")
+        );
     }
 
     #[test]

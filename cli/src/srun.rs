@@ -100,6 +100,11 @@ pub struct AllocOpts {
     pub multi_prog: bool,
     /// salloc `--no-shell`: allocate, run nothing, leave the allocation.
     pub no_shell: bool,
+    /// salloc `--bell` (`Some(true)`) / `--no-bell` (`Some(false)`).
+    pub bell: Option<bool>,
+    /// Warnings for options accepted without effect ([`IGNORED`]), printed
+    /// once the command line is read.
+    pub warnings: Vec<String>,
     /// salloc `-K/--kill-command[=SIG]`: the signal its command gets when
     /// the allocation is revoked (default SIGTERM).
     pub kill_command: Option<i32>,
@@ -470,6 +475,16 @@ pub(crate) const OPTS: &[Opt] = &[
         arg: Arg::No,
     },
     Opt {
+        short: None,
+        long: "bell",
+        arg: Arg::No,
+    },
+    Opt {
+        short: None,
+        long: "no-bell",
+        arg: Arg::No,
+    },
+    Opt {
         short: Some('K'),
         long: "kill-command",
         arg: Arg::Optional,
@@ -572,6 +587,7 @@ fn split_command(args: &[String]) -> usize {
             let name = body.split('=').next().unwrap_or("");
             let takes = OPTS
                 .iter()
+                .chain(IGNORED)
                 .find(|o| o.long == name || (!name.is_empty() && o.long.starts_with(name)))
                 .map(|o| o.arg == Arg::Required)
                 .unwrap_or(false);
@@ -582,7 +598,7 @@ fn split_command(args: &[String]) -> usize {
             let chars: Vec<char> = a[1..].chars().collect();
             let mut skip = 1;
             for (k, c) in chars.iter().enumerate() {
-                if let Some(o) = OPTS.iter().find(|o| o.short == Some(*c)) {
+                if let Some(o) = OPTS.iter().chain(IGNORED).find(|o| o.short == Some(*c)) {
                     if o.arg != Arg::No {
                         if o.arg == Arg::Required && k + 1 == chars.len() {
                             skip = 2;
@@ -602,6 +618,10 @@ fn split_command(args: &[String]) -> usize {
 /// Options of [`OPTS`] that act on a step's tasks: salloc starts none, so
 /// it does not know them (as Slurm's salloc).
 const SRUN_ONLY: &[&str] = &[
+    "msg-timeout",
+    "slurmd-debug",
+    "treewidth",
+    "threads",
     "overlap",
     "label",
     "kill-on-bad-exit",
@@ -622,8 +642,50 @@ const SRUN_ONLY: &[&str] = &[
     "open-mode",
 ];
 
-/// Options of [`OPTS`] only salloc has.
-const SALLOC_ONLY: &[&str] = &["no-shell", "kill-command"];
+/// Options of [`OPTS`] and [`IGNORED`] only salloc has.
+const SALLOC_ONLY: &[&str] = &[
+    "no-shell",
+    "kill-command",
+    "bell",
+    "no-bell",
+    "wait-all-nodes",
+];
+
+/// Slurm options accepted with a warning and no effect yet (as sbatch's):
+/// none of them changes what the job is given or where its tasks run.
+pub(crate) const IGNORED: &[Opt] = &[
+    Opt::new(None, "acctg-freq", Arg::Required),
+    Opt::new(None, "cluster-constraint", Arg::Required),
+    Opt::new(None, "cpu-freq", Arg::Required),
+    Opt::new(None, "delay-boot", Arg::Required),
+    Opt::new(None, "gpu-bind", Arg::Required),
+    Opt::new(None, "gpu-freq", Arg::Required),
+    Opt::new(None, "gres-flags", Arg::Required),
+    Opt::new(None, "hint", Arg::Required),
+    Opt::new(None, "mcs-label", Arg::Required),
+    Opt::new(None, "mem-bind", Arg::Required),
+    Opt::new(None, "network", Arg::Required),
+    Opt::new(Some('k'), "no-kill", Arg::Attached),
+    Opt::new(None, "prefer", Arg::Required),
+    Opt::new(None, "profile", Arg::Required),
+    Opt::new(None, "reboot", Arg::No),
+    Opt::new(None, "spread-job", Arg::No),
+    Opt::new(None, "tres-bind", Arg::Required),
+    Opt::new(None, "use-min-nodes", Arg::No),
+    Opt::new(None, "wait-all-nodes", Arg::Required),
+    // srun's own, about how it talks to the nodes.
+    Opt::new(None, "msg-timeout", Arg::Required),
+    Opt::new(None, "slurmd-debug", Arg::Required),
+    Opt::new(None, "treewidth", Arg::Required),
+    Opt::new(Some('T'), "threads", Arg::Required),
+];
+
+/// Whether salloc rings the terminal bell once its allocation is granted:
+/// `--bell` always, `--no-bell` never, else after a wait of more than ten
+/// seconds; only ever on a terminal.
+pub fn rings_bell(bell: Option<bool>, waited: Duration, tty: bool) -> bool {
+    tty && bell.unwrap_or(waited > Duration::from_secs(10))
+}
 
 /// `srun --test-only`: the controller's estimate of when and where the job
 /// would start; nothing is submitted or run.
@@ -673,6 +735,7 @@ fn test_only(client: &net::Client, o: &AllocOpts, name: &str, in_alloc: Option<u
 /// salloc's without [`SRUN_ONLY`]).
 pub(crate) fn table(prog: &str) -> Vec<Opt> {
     OPTS.iter()
+        .chain(IGNORED)
         .filter(|o| {
             if prog == "salloc" {
                 !SRUN_ONLY.contains(&o.long)
@@ -884,6 +947,11 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "multi-prog" => o.multi_prog = true,
             "no-shell" => o.no_shell = true,
+            "bell" => o.bell = Some(true),
+            "no-bell" => o.bell = Some(false),
+            _ if IGNORED.iter().any(|i| i.long == name) => o.warnings.push(format!(
+                "{prog}: warning: --{name} is not supported yet and was ignored"
+            )),
             "kill-command" => {
                 o.kill_command = Some(if v.is_empty() {
                     libc::SIGTERM
@@ -1103,6 +1171,7 @@ fn allocate(
         Err(e) => return Err(format!("{prog}: error: Unable to allocate resources: {e}")),
     };
     let mut announced = false;
+    let asked = std::time::Instant::now();
     let give_up = o
         .immediate
         .map(|s| std::time::Instant::now() + Duration::from_secs(s.into()));
@@ -1117,6 +1186,14 @@ fn allocate(
                 }
                 if prog == "salloc" && !o.quiet {
                     eprintln!("salloc: Granted job allocation {id}");
+                }
+                if prog == "salloc" {
+                    use std::io::IsTerminal;
+                    let tty = std::io::stdout().is_terminal();
+                    if rings_bell(o.bell, asked.elapsed(), tty) {
+                        print!("\x07");
+                        let _ = std::io::stdout().flush();
+                    }
                 }
                 return Ok(j);
             }
@@ -1803,6 +1880,9 @@ pub fn srun_main() -> i32 {
             return 1;
         }
     };
+    for w in &o.warnings {
+        eprintln!("{w}");
+    }
     if o.version {
         println!("slurm {}", slurm_proto::SLURM_VERSION);
         return 0;
@@ -2101,6 +2181,9 @@ pub fn salloc_main() -> i32 {
             return 1;
         }
     };
+    for w in &o.warnings {
+        eprintln!("{w}");
+    }
     if o.version {
         println!("slurm {}", slurm_proto::SLURM_VERSION);
         return 0;
@@ -2166,6 +2249,52 @@ mod tests {
 
     fn a(s: &[&str]) -> Vec<String> {
         s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn options_without_effect_yet_are_accepted_with_a_warning() {
+        let o = parse(
+            "srun",
+            &a(&[
+                "--hint=nomultithread",
+                "--cpu-freq",
+                "high",
+                "-k",
+                "-T4",
+                "true",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(o.command, a(&["true"]));
+        assert_eq!(
+            o.warnings,
+            a(&[
+                "srun: warning: --hint is not supported yet and was ignored",
+                "srun: warning: --cpu-freq is not supported yet and was ignored",
+                "srun: warning: --no-kill is not supported yet and was ignored",
+                "srun: warning: --threads is not supported yet and was ignored",
+            ])
+        );
+        // Each command knows only its own.
+        assert!(parse("salloc", &a(&["--treewidth=4"])).is_err());
+        assert!(parse("srun", &a(&["--bell", "true"])).is_err());
+        let o = parse("salloc", &a(&["--bell", "--wait-all-nodes=1"])).unwrap();
+        assert_eq!(o.bell, Some(true));
+        assert_eq!(o.warnings.len(), 1);
+        assert_eq!(
+            parse("salloc", &a(&["--no-bell"])).unwrap().bell,
+            Some(false)
+        );
+    }
+
+    #[test]
+    fn salloc_rings_the_bell_on_a_terminal_when_asked_or_after_a_wait() {
+        let (short, long) = (Duration::from_secs(1), Duration::from_secs(11));
+        assert!(!rings_bell(None, short, true));
+        assert!(rings_bell(None, long, true));
+        assert!(rings_bell(Some(true), short, true));
+        assert!(!rings_bell(Some(false), long, true));
+        assert!(!rings_bell(Some(true), long, false), "never off a terminal");
     }
 
     #[test]

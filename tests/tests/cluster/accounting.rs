@@ -176,6 +176,7 @@ fn memory_hog_ends_out_of_memory_and_usage_reaches_sacct() {
         &[
             "-P",
             "-n",
+            "--noconvert",
             "-j",
             &sid.to_string(),
             "--format=JobID,State,MaxRSS,MaxRSSNode",
@@ -229,9 +230,12 @@ fn memory_hog_ends_out_of_memory_and_usage_reaches_sacct() {
         "OUT_OF_MEMORY OutOfMemory"
     );
     let fmt = "--format=JobID,State,MaxRSS,TotalCPU";
-    let text = sacct_until(&t, &["-P", "-n", "-j", &id.to_string(), fmt], 30, |s| {
-        s.contains(&format!("{id}.batch|OUT_OF_MEMORY|"))
-    });
+    let text = sacct_until(
+        &t,
+        &["-P", "-n", "--noconvert", "-j", &id.to_string(), fmt],
+        30,
+        |s| s.contains(&format!("{id}.batch|OUT_OF_MEMORY|")),
+    );
     let batch: Vec<&str> = text
         .lines()
         .find(|l| l.starts_with(&format!("{id}.batch|")))

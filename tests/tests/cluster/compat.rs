@@ -1161,6 +1161,18 @@ fn deadline_time_min_and_invalid_dependencies() {
         stdout(&out),
         stderr(&out)
     );
+    // Options without effect yet: a warning each, and the job runs.
+    let out = t.run(
+        "srun",
+        &["--hint=nomultithread", "--mem-bind=local", "true"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("srun: warning: --hint is not supported yet and was ignored")
+            && stderr(&out).contains("srun: warning: --mem-bind is not supported yet"),
+        "{}",
+        stderr(&out)
+    );
     // Bad values: Slurm's messages; nothing submitted.
     let before = t.jobs().len();
     for (args, msg) in [
