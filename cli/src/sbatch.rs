@@ -42,6 +42,7 @@ enum Key {
     Account,
     Begin,
     Deadline,
+    Propagate,
     TimeMin,
     KillOnInvalidDep,
     Extra,
@@ -266,7 +267,7 @@ static SPECS: &[Spec] = &[
     spec("prefer", None, RA, WARN, None),
     spec("priority", None, RA, Key::Priority, None),
     spec("profile", None, RA, WARN, Some("SBATCH_PROFILE")),
-    spec("propagate", None, OA, WARN, None),
+    spec("propagate", None, OA, Key::Propagate, None),
     spec("reboot", None, NA, WARN, None),
     spec("spread-job", None, NA, WARN, Some("SBATCH_SPREAD_JOB")),
     spec("time-min", None, RA, Key::TimeMin, None),
@@ -387,6 +388,8 @@ pub struct Options {
     pub begin: Option<i64>,
     /// `--deadline` (Unix seconds).
     pub deadline: Option<i64>,
+    /// `--propagate[=LIMITS]` (checked; bare: ALL).
+    pub propagate: Option<String>,
     /// `--time-min` (minutes).
     pub time_min: Option<u32>,
     /// `--kill-on-invalid-dep=yes|no`.
@@ -479,6 +482,7 @@ impl Options {
             export_file,
             begin,
             deadline,
+            propagate,
             time_min,
             kill_on_invalid_dep,
             extra,
@@ -736,6 +740,16 @@ fn apply(
             let t = timefmt::parse_timestamp(v, ctx.now)
                 .map_err(|_| Fail::error("Invalid --deadline specification", EXIT_BAD_OPTION))?;
             opts.deadline = Some(t);
+        }
+        Key::Propagate => {
+            let v = val.unwrap_or("ALL");
+            slurm_common::rlimits::parse_list(v).map_err(|e| {
+                Fail::error(
+                    format!("Invalid --propagate specification: {e}"),
+                    EXIT_BAD_OPTION,
+                )
+            })?;
+            opts.propagate = Some(v.to_string());
         }
         Key::TimeMin => {
             let t = timefmt::parse_time_limit(v)
@@ -1758,12 +1772,28 @@ pub struct Submission {
     pub clusters: Option<String>,
     /// `--wait`: wait for the job to end.
     pub wait: bool,
+    /// `--propagate`: the resource limits to carry (else slurm.conf's).
+    pub propagate: Option<String>,
     pub parsable: bool,
     pub quiet: bool,
     pub verbose: u32,
 }
 
 impl Submission {
+    /// Carry this shell's resource limits in the job's environment
+    /// (`--propagate`, else slurm.conf's `PropagateResourceLimits`).
+    pub fn propagate_limits(&mut self, conf: &slurm_common::conf::SlurmConf) -> Result<(), String> {
+        let names = slurm_common::rlimits::chosen(self.propagate.as_deref(), conf)?;
+        let env = &mut self.desc.environment;
+        env.retain(|kv| !kv.starts_with(slurm_common::rlimits::PREFIX));
+        env.extend(
+            slurm_common::rlimits::env_of(&names)
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}")),
+        );
+        Ok(())
+    }
+
     pub fn request(&self) -> RequestBody {
         if self.test_only {
             RequestBody::TestJob(self.desc.clone())
@@ -2004,6 +2034,7 @@ pub fn prepare(
         desc,
         test_only: merged.test_only.unwrap_or(false),
         wait: merged.wait.unwrap_or(false),
+        propagate: merged.propagate.clone(),
         clusters: merged.clusters.clone(),
         parsable: merged.parsable.unwrap_or(false),
         quiet: quiet > 0,
@@ -2114,7 +2145,7 @@ pub fn main() -> i32 {
         err: &mut err,
     };
     let mut stdin = std::io::stdin();
-    let sub = match prepare(&argv, &env, &ctx, &mut stdin, &mut term) {
+    let mut sub = match prepare(&argv, &env, &ctx, &mut stdin, &mut term) {
         Prepared::Exit(code) => return code,
         Prepared::Submit(s) => s,
     };
@@ -2122,6 +2153,10 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Err(e) = sub.propagate_limits(&conf) {
+        term.err(&format!("sbatch: error: PropagateResourceLimits: {e}\n"));
+        return 1;
+    }
     // -M: one cluster per controller; any other name is refused.
     if let Some(list) = &sub.clusters {
         for c in list.split(',').map(str::trim).filter(|c| !c.is_empty()) {

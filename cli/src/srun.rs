@@ -83,6 +83,8 @@ pub struct AllocOpts {
     /// `--wckey`: as sbatch's, for a new allocation.
     pub deadline: Option<i64>,
     pub time_min: Option<u32>,
+    /// srun `--propagate[=LIMITS]` (checked; bare: ALL).
+    pub propagate: Option<String>,
     pub extra: Option<String>,
     pub wckey: Option<String>,
     pub nice: Option<i32>,
@@ -421,6 +423,11 @@ pub(crate) const OPTS: &[Opt] = &[
     },
     Opt {
         short: None,
+        long: "propagate",
+        arg: Arg::Attached,
+    },
+    Opt {
+        short: None,
         long: "time-min",
         arg: Arg::Required,
     },
@@ -618,6 +625,7 @@ fn split_command(args: &[String]) -> usize {
 /// Options of [`OPTS`] that act on a step's tasks: salloc starts none, so
 /// it does not know them (as Slurm's salloc).
 const SRUN_ONLY: &[&str] = &[
+    "propagate",
     "msg-timeout",
     "slurmd-debug",
     "treewidth",
@@ -905,6 +913,13 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "reservation" => o.reservation = Some(v),
             "comment" => o.comment = Some(v),
             "extra" => o.extra = Some(v),
+            "propagate" => {
+                let v = if v.is_empty() { "ALL".to_string() } else { v };
+                slurm_common::rlimits::parse_list(&v).map_err(|e| {
+                    format!("{prog}: error: Invalid --propagate specification: {e}")
+                })?;
+                o.propagate = Some(v);
+            }
             "wckey" => o.wckey = Some(v),
             "deadline" => {
                 let t = slurm_common::timefmt::parse_timestamp(&v, crate::common::now())
@@ -1416,7 +1431,16 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         r.opts.command.clone()
     };
     let creds = CredSource::from_conf(&r.conf);
-    let environment = export_env(r.opts.export.as_deref());
+    let mut environment = export_env(r.opts.export.as_deref());
+    // This shell's resource limits (`--propagate`, else slurm.conf's).
+    let limits = slurm_common::rlimits::chosen(r.opts.propagate.as_deref(), &r.conf)
+        .map_err(|e| format!("srun: error: PropagateResourceLimits: {e}"))?;
+    environment.retain(|kv| !kv.starts_with(slurm_common::rlimits::PREFIX));
+    environment.extend(
+        slurm_common::rlimits::env_of(&limits)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}")),
+    );
     let workdir = r.opts.chdir.clone().unwrap_or_else(cwd);
 
     // Launch on every node at once, each on its own stream.

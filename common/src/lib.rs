@@ -22,6 +22,8 @@
 //! - [`tls`]: TLS between the processes (`TLSType`, `TLSParameters`) and
 //!   who a caller's certificate names.
 //! - [`private`]: `PrivateData` (what users may not see of one another).
+//! - [`rlimits`]: resource limits carried from the submitting shell to a
+//!   job's processes (`PropagateResourceLimits`, `--propagate`).
 //! - [`stepio`]: the I/O stream between a step's node daemons and `srun`.
 //! - [`users`]: uid/gid ⇄ name look-ups.
 //!
@@ -43,6 +45,7 @@ pub mod logging;
 pub mod mail;
 pub mod net;
 pub mod private;
+pub mod rlimits;
 pub mod signal;
 pub mod stepio;
 pub mod timefmt;

@@ -589,7 +589,7 @@ pub async fn launch(
             .cgroups
             .as_ref()
             .is_some_and(|m| m.constrains() && m.conf().constrain_devices);
-        let env = task_env(
+        let mut env = task_env(
             &t,
             &io.launcher,
             &ctx.node,
@@ -598,6 +598,8 @@ pub async fn launch(
             global,
             renumber,
         );
+        // srun's limits (`PropagateResourceLimits`), set before the task runs.
+        let limits = slurm_common::rlimits::take_from_env(&mut env);
         // `srun --pty`: task 0 on a pseudo-terminal (its stdin, stdout and
         // stderr, and its controlling terminal).
         let pty = match t.pty.filter(|_| global == 0) {
@@ -694,6 +696,7 @@ pub async fn launch(
                 if libc::setsid() < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                slurm_common::rlimits::apply(&limits);
                 if ctty && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }

@@ -3,7 +3,8 @@
 //! [`ChildPlan`] holds every byte the child needs, prepared in the parent
 //! (C strings, pointer arrays, the group list, the messages it may print), so
 //! the child only makes async-signal-safe calls: `open`/`write` of the
-//! job's `cgroup.procs` files (see [`join_cgroups`]), `setsid`, `setgroups`,
+//! job's `cgroup.procs` files (see [`join_cgroups`]), `setsid`,
+//! `getrlimit`/`setrlimit`, `setgroups`,
 //! `setgid`, `setuid`, `open`, `dup2`, `chdir`, `signal`, `sigprocmask`,
 //! `getpid`, `write`, `execve`, `nanosleep`, `_exit`.
 //!
@@ -87,6 +88,9 @@ pub struct ChildPlan {
     pid_index: usize,
     /// `cgroup.procs` files the child moves itself into first.
     cgroup_procs: Vec<CString>,
+    /// Resource limits from the submitting shell, set before the script
+    /// runs (never above the node's hard limits).
+    limits: Vec<slurm_common::rlimits::Limit>,
     /// Write end of the error pipe (set by the parent just before spawning).
     pub(crate) err_fd: RawFd,
 }
@@ -121,6 +125,8 @@ pub struct PlanSpec<'a> {
     pub script: &'a str,
     pub args: &'a [String],
     pub env: &'a [(String, String)],
+    /// Resource limits to set (`slurm_common::rlimits`).
+    pub limits: &'a [slurm_common::rlimits::Limit],
 }
 
 impl ChildPlan {
@@ -169,6 +175,7 @@ impl ChildPlan {
             pid_slot,
             pid_index,
             cgroup_procs: Vec::new(),
+            limits: s.limits.to_vec(),
             err_fd: -1,
         })
     }
@@ -210,6 +217,7 @@ impl ChildPlan {
             return self.fail(Step::Setsid);
         }
         libc::umask(self.umask);
+        slurm_common::rlimits::apply(&self.limits);
         if libc::setgroups(self.groups.len() as _, self.groups.as_ptr()) != 0 {
             return self.fail(Step::Setgroups);
         }
@@ -465,6 +473,7 @@ mod tests {
             script,
             args: &[],
             env: &[],
+            limits: &[],
         };
         assert!(ChildPlan::new(&spec("/bin/true")).is_ok());
         assert!(ChildPlan::new(&spec("/bin/\0true")).is_err());

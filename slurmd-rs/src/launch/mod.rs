@@ -123,7 +123,7 @@ pub fn prepare(l: &BatchLaunch, p: &LaunchParams) -> Result<Prepared, LaunchErro
         None => "/dev/null".to_string(),
     };
 
-    let env = env::batch_env(
+    let mut env = env::batch_env(
         l,
         &env::EnvParams {
             node: p.node,
@@ -133,6 +133,8 @@ pub fn prepare(l: &BatchLaunch, p: &LaunchParams) -> Result<Prepared, LaunchErro
         },
     );
     let umask = env::job_umask(&env);
+    // The submitting shell's limits (`PropagateResourceLimits`).
+    let limits = slurm_common::rlimits::take_from_env(&mut env.0);
 
     let job_dir = p.spool.join(job_dir_name(l.job_id));
     let script_path = write_spool(&job_dir, &l.script, l.uid, l.gid)?;
@@ -151,6 +153,7 @@ pub fn prepare(l: &BatchLaunch, p: &LaunchParams) -> Result<Prepared, LaunchErro
         script: &script_str,
         args: &l.argv,
         env: &env.0,
+        limits: &limits,
     });
     let plan = match plan {
         Ok(p) => p,

@@ -1207,3 +1207,73 @@ fn deadline_time_min_and_invalid_dependencies() {
     );
     assert_eq!(t.jobs().len(), before);
 }
+
+/// The submitting shell's resource limits reach the job's processes
+/// (slurm.conf's `PropagateResourceLimits`, default ALL; `--propagate`):
+/// a batch script and srun's tasks see the soft limit their command had;
+/// `--propagate=NONE` or a list without it leaves the node's; the carrying
+/// variables are not left in the job's environment.
+#[test]
+fn resource_limits_follow_the_job_from_the_submitting_shell() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    use std::os::unix::process::CommandExt;
+    let t = TestCluster::start(1, |_| {});
+    // The command runs with a soft limit of 300 open files.
+    let limited = |prog: &str, args: &[&str]| {
+        let mut c = t.cmd(prog);
+        c.args(args);
+        // SAFETY: only system calls between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                let mut l = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+                l.rlim_cur = 300.min(l.rlim_max);
+                libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+                Ok(())
+            });
+        }
+        c.output().expect("run")
+    };
+    let job_output = |args: &[&str]| {
+        let out = limited(
+            "sbatch",
+            &[&["--parsable", "-o", "lim-%j.out"][..], args].concat(),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let id: u32 = stdout(&out).trim().parse().expect("job id");
+        t.wait_done(id, 30);
+        std::fs::read_to_string(t.work.join(format!("lim-{id}.out"))).unwrap()
+    };
+    let script = "ulimit -Sn; env | grep -c SLURM_RLIMIT_ || true";
+    assert_eq!(job_output(&["--wrap", script]), "300\n0\n");
+    let node_default = job_output(&["--propagate=NONE", "--wrap", script]);
+    assert_ne!(node_default.lines().next(), Some("300"), "{node_default}");
+    let other = job_output(&["--propagate=STACK,CORE", "--wrap", script]);
+    assert_eq!(other, node_default);
+    assert_eq!(
+        job_output(&["--propagate=nofile", "--wrap", script]),
+        "300\n0\n"
+    );
+    // srun's tasks.
+    let out = limited("srun", &["sh", "-c", "ulimit -Sn"]);
+    assert_eq!(stdout(&out), "300\n", "{}", stderr(&out));
+    let out = limited("srun", &["--propagate=NONE", "sh", "-c", "ulimit -Sn"]);
+    assert_ne!(stdout(&out), "300\n", "{}", stderr(&out));
+    // A bad name: Slurm's error, nothing submitted.
+    let before = t.jobs().len();
+    let out = t.run("sbatch", &["--propagate=STACK,FOO", "--wrap", "true"]);
+    assert_eq!(
+        stderr(&out),
+        "sbatch: error: Invalid --propagate specification: Bad rlimit name: FOO\n"
+    );
+    let out = t.run("srun", &["--propagate=BAR", "true"]);
+    assert!(
+        stderr(&out).contains("Invalid --propagate specification: Bad rlimit name: BAR"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(t.jobs().len(), before);
+}
