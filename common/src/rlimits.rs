@@ -86,7 +86,7 @@ pub fn env_of(names: &[&str]) -> Vec<(String, String)> {
             if unsafe { libc::getrlimit(r as _, &mut l) } != 0 {
                 return None;
             }
-            Some((format!("{PREFIX}{n}"), (l.rlim_cur as u64).to_string()))
+            Some((format!("{PREFIX}{n}"), l.rlim_cur.to_string()))
         })
         .collect()
 }
@@ -124,8 +124,8 @@ pub fn apply(limits: &[Limit]) {
             if libc::getrlimit(r as _, &mut l) != 0 {
                 continue;
             }
-            let hard = l.rlim_max as u64;
-            l.rlim_cur = want.min(hard) as libc::rlim_t;
+            let hard = l.rlim_max;
+            l.rlim_cur = want.min(hard);
             libc::setrlimit(r as _, &l);
         }
     }
