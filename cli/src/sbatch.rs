@@ -42,6 +42,7 @@ enum Key {
     Account,
     Begin,
     Deadline,
+    Distribution,
     Propagate,
     TimeMin,
     KillOnInvalidDep,
@@ -249,7 +250,7 @@ static SPECS: &[Spec] = &[
     spec("contiguous", None, NA, Key::Contiguous, None),
     spec("cpu-freq", None, RA, WARN, None),
     spec("delay-boot", None, RA, WARN, Some("SBATCH_DELAY_BOOT")),
-    spec("distribution", Some('m'), RA, WARN, Some("SBATCH_DISTRIBUTION")),
+    spec("distribution", Some('m'), RA, Key::Distribution, Some("SBATCH_DISTRIBUTION")),
     spec("extra", None, RA, Key::Extra, None),
     spec("get-user-env", None, OA, WARN, Some("SBATCH_GET_USER_ENV")),
     spec("gpu-bind", None, RA, WARN, Some("SBATCH_GPU_BIND")),
@@ -390,6 +391,8 @@ pub struct Options {
     pub deadline: Option<i64>,
     /// `--propagate[=LIMITS]` (checked; bare: ALL).
     pub propagate: Option<String>,
+    /// `-m` (checked): for the job's steps (`SLURM_DISTRIBUTION`).
+    pub distribution: Option<String>,
     /// `--time-min` (minutes).
     pub time_min: Option<u32>,
     /// `--kill-on-invalid-dep=yes|no`.
@@ -482,6 +485,7 @@ impl Options {
             export_file,
             begin,
             deadline,
+            distribution,
             propagate,
             time_min,
             kill_on_invalid_dep,
@@ -741,6 +745,11 @@ fn apply(
                 .map_err(|_| Fail::error("Invalid --deadline specification", EXIT_BAD_OPTION))?;
             opts.deadline = Some(t);
         }
+        Key::Distribution => {
+            slurm_common::cpubind::parse_distribution(v)
+                .map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?;
+            opts.distribution = s();
+        }
         Key::Propagate => {
             let v = val.unwrap_or("ALL");
             slurm_common::rlimits::parse_list(v).map_err(|e| {
@@ -989,6 +998,19 @@ fn apply(
         Key::Help | Key::Usage | Key::Version | Key::Wrap | Key::Verbose | Key::Quiet => {}
     }
     Ok(())
+}
+
+/// What sbatch's options tell the batch script, as Slurm's output
+/// variables: `--export` (which the job's `srun`s then follow) and `-m`.
+pub fn option_env(o: &Options) -> Vec<(&'static str, String)> {
+    let mut env = Vec::new();
+    if let Some(e) = &o.export {
+        env.push(("SLURM_EXPORT_ENV", e.clone()));
+    }
+    if let Some(d) = &o.distribution {
+        env.push(("SLURM_DISTRIBUTION", d.clone()));
+    }
+    env
 }
 
 /// `yes` or `no` (`--kill-on-invalid-dep`), as Slurm reads them.
@@ -1683,6 +1705,9 @@ pub fn build_desc(
         for (k, v) in read_export_file(f)? {
             set(&k, v);
         }
+    }
+    for (k, v) in option_env(o) {
+        set(k, v);
     }
     set("SLURM_SUBMIT_DIR", ctx.cwd.to_string_lossy().into_owned());
     set("SLURM_SUBMIT_HOST", ctx.hostname.clone());

@@ -2117,6 +2117,42 @@ pub fn alloc_env(j: &JobRecord, conf: &SlurmConf, o: &AllocOpts) -> Vec<(String,
     if let Some(n) = o.ntasks_per_node {
         env.push(("SLURM_NTASKS_PER_NODE".into(), n.to_string()));
     }
+    // What a batch script is told of its job, salloc's command is too.
+    env.extend(
+        slurm_proto::jobenv::job_env(j)
+            .iter()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    env.push(("SLURM_JOB_ACCOUNT".into(), j.account.clone()));
+    env.push(("SLURM_JOB_QOS".into(), j.qos.clone()));
+    if let Some(t) = j.start_time {
+        env.push(("SLURM_JOB_START_TIME".into(), t.to_string()));
+    }
+    if let Some(t) = j.end_time {
+        env.push(("SLURM_JOB_END_TIME".into(), t.to_string()));
+    }
+    match (j.desc.mem_per_cpu, j.desc.mem_per_node) {
+        (Some(m), _) => env.push(("SLURM_MEM_PER_CPU".into(), m.to_string())),
+        (None, Some(m)) => env.push(("SLURM_MEM_PER_NODE".into(), m.to_string())),
+        (None, None) => {}
+    }
+    if let Some(d) = &o.distribution {
+        env.push(("SLURM_DISTRIBUTION".into(), d.clone()));
+    }
+    // The GPUs of the first node (where the command's steps start).
+    let gpus: Vec<String> = j
+        .alloc
+        .gres
+        .first()
+        .into_iter()
+        .flatten()
+        .filter(|g| g.name == "gpu")
+        .flat_map(|g| g.indices.iter().map(u32::to_string))
+        .collect();
+    if !gpus.is_empty() {
+        env.push(("SLURM_JOB_GPUS".into(), gpus.join(",")));
+    }
     env
 }
 

@@ -16,6 +16,7 @@
 
 pub mod acct;
 pub mod grpc;
+pub mod jobenv;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -133,6 +133,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 d.mem_per_gpu = Some(1);
                 d.ntasks_per_socket = Some(1);
                 d.threads_per_core = Some(1);
+                d.segment = Some(1);
             }
             let launch = BatchLaunch {
                 job_id: 1,
@@ -178,6 +179,17 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 ..launch
             };
             v.extend(names(slurmd::launch::env::batch_env(&per_cpu, &params).0));
+            // What sbatch's own options put in the job's environment.
+            let o = slurm_cli::sbatch::Options {
+                export: Some("ALL".into()),
+                distribution: Some("block".into()),
+                ..Default::default()
+            };
+            v.extend(
+                slurm_cli::sbatch::option_env(&o)
+                    .into_iter()
+                    .map(|(k, _)| k.to_string()),
+            );
             v.insert(task_pid);
             v
         }
@@ -224,15 +236,32 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
             v
         }
         "salloc" => {
-            let j = JobRecord {
+            let mut j = JobRecord {
                 alloc,
+                start_time: Some(1),
+                end_time: Some(61),
                 ..Default::default()
             };
+            {
+                let d = std::sync::Arc::make_mut(&mut j.desc);
+                d.licenses = Some("l".into());
+                d.reservation = Some("r".into());
+                d.gpus = Some("1".into());
+                d.gpus_per_node = Some("1".into());
+                d.gpus_per_task = Some("1".into());
+                d.cpus_per_gpu = Some(1);
+                d.mem_per_gpu = Some(1);
+                d.ntasks_per_socket = Some(1);
+                d.threads_per_core = Some(1);
+                d.segment = Some(1);
+                d.mem_per_node = Some(100);
+            }
             let o = slurm_cli::srun::AllocOpts {
                 ntasks: Some(1),
                 overcommit: true,
                 cpus_per_task: Some(2),
                 ntasks_per_node: Some(1),
+                distribution: Some("block".into()),
                 ..Default::default()
             };
             let conf = slurm_common::conf::SlurmConf::parse_str(
@@ -240,7 +269,11 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 Path::new("/etc/slurm/slurm.conf"),
             )
             .expect("a minimal slurm.conf");
-            names(slurm_cli::srun::alloc_env(&j, &conf, &o))
+            let mut v = names(slurm_cli::srun::alloc_env(&j, &conf, &o));
+            // Memory per CPU is set instead of per node when asked for.
+            std::sync::Arc::make_mut(&mut j.desc).mem_per_cpu = Some(10);
+            v.extend(names(slurm_cli::srun::alloc_env(&j, &conf, &o)));
+            v
         }
         _ => BTreeSet::new(),
     }

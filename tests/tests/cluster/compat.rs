@@ -1277,3 +1277,54 @@ fn resource_limits_follow_the_job_from_the_submitting_shell() {
     );
     assert_eq!(t.jobs().len(), before);
 }
+
+/// salloc's command is told of its job as a batch script is (account,
+/// QOS, times, memory, licenses, ...), and sbatch's `-m` and `--export`
+/// reach the script as `SLURM_DISTRIBUTION` and `SLURM_EXPORT_ENV` (which
+/// the job's `srun`s then follow, as Slurm's).
+#[test]
+fn salloc_and_sbatch_tell_the_job_what_it_asked_for() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let out = t.run(
+        "salloc",
+        &[
+            "--mem=100",
+            "-t",
+            "5",
+            "-m",
+            "cyclic",
+            "sh",
+            "-c",
+            "echo acct=$SLURM_JOB_ACCOUNT qos=$SLURM_JOB_QOS mem=$SLURM_MEM_PER_NODE \
+             dist=$SLURM_DISTRIBUTION; echo $(( SLURM_JOB_END_TIME - SLURM_JOB_START_TIME ))",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(" qos=normal mem=100 dist=cyclic\n300\n"),
+        "{text}{}",
+        stderr(&out)
+    );
+    let id = t.sbatch(&[
+        "-m",
+        "block:cyclic",
+        "--export=ALL,MARK=1",
+        "-o",
+        "told.out",
+        "--wrap",
+        "echo $SLURM_DISTRIBUTION $SLURM_EXPORT_ENV $MARK",
+    ]);
+    t.wait_done(id, 30);
+    assert_eq!(
+        std::fs::read_to_string(t.work.join("told.out")).unwrap(),
+        "block:cyclic ALL,MARK=1 1\n"
+    );
+    let out = t.run("sbatch", &["-m", "diagonal", "--wrap", "true"]);
+    assert!(
+        stderr(&out).contains("Invalid --distribution specification"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,80 @@
+//! The variables a job's processes are told of its job record that only
+//! the controller knows (its place in an array, its restarts, and what it
+//! asked for that Slurm repeats to it): for a batch script (the controller
+//! sends them with its launch) and for salloc's command.
+
+use crate::{ArrayInfo, JobRecord};
+
+/// Every name [`job_env`] may set.
+pub const JOB_ENV_VARS: &[&str] = &[
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_MAX",
+    "SLURM_ARRAY_TASK_STEP",
+    "SLURM_RESTART_COUNT",
+    "SLURM_JOB_DEPENDENCY",
+    "SLURM_JOB_LICENSES",
+    "SLURM_JOB_RESERVATION",
+    "SLURM_GPUS",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_CPUS_PER_GPU",
+    "SLURM_MEM_PER_GPU",
+    "SLURM_NTASKS_PER_SOCKET",
+    "SLURM_THREADS_PER_CORE",
+    "SLURM_JOB_SEGMENT_SIZE",
+];
+
+/// The variables a batch script gets from its job record beside those its
+/// node daemon sets (`SLURM_JOB_DEPENDENCY=...`): its place in an array, its
+/// restarts, and what it asked for that Slurm repeats to the script.
+pub fn job_env(j: &JobRecord) -> Vec<String> {
+    let mut env = j.array.as_ref().map(array_env).unwrap_or_default();
+    if j.restarts > 0 {
+        env.push(format!("SLURM_RESTART_COUNT={}", j.restarts));
+    }
+    let d = &j.desc;
+    let given: [(&str, Option<String>); 11] = [
+        ("SLURM_JOB_DEPENDENCY", d.dependency.clone()),
+        ("SLURM_JOB_LICENSES", d.licenses.clone()),
+        ("SLURM_JOB_RESERVATION", d.reservation.clone()),
+        ("SLURM_GPUS", d.gpus.clone()),
+        ("SLURM_GPUS_PER_NODE", d.gpus_per_node.clone()),
+        ("SLURM_GPUS_PER_TASK", d.gpus_per_task.clone()),
+        ("SLURM_CPUS_PER_GPU", d.cpus_per_gpu.map(|n| n.to_string())),
+        ("SLURM_MEM_PER_GPU", d.mem_per_gpu.map(|n| n.to_string())),
+        (
+            "SLURM_NTASKS_PER_SOCKET",
+            d.ntasks_per_socket.map(|n| n.to_string()),
+        ),
+        (
+            "SLURM_THREADS_PER_CORE",
+            d.threads_per_core.map(|n| n.to_string()),
+        ),
+        ("SLURM_JOB_SEGMENT_SIZE", d.segment.map(|n| n.to_string())),
+    ];
+    for (k, v) in given {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            env.push(format!("{k}={v}"));
+        }
+    }
+    env
+}
+
+/// The variables an array task's batch script gets beside the others
+/// (`SLURM_ARRAY_JOB_ID=...`).
+pub fn array_env(a: &ArrayInfo) -> Vec<String> {
+    let mut env = vec![
+        format!("SLURM_ARRAY_JOB_ID={}", a.job_id),
+        format!("SLURM_ARRAY_TASK_ID={}", a.task_id),
+        format!("SLURM_ARRAY_TASK_COUNT={}", a.task_count),
+        format!("SLURM_ARRAY_TASK_MIN={}", a.task_min),
+        format!("SLURM_ARRAY_TASK_MAX={}", a.task_max),
+    ];
+    if let Some(st) = a.task_step {
+        env.push(format!("SLURM_ARRAY_TASK_STEP={st}"));
+    }
+    env
+}
