@@ -43,6 +43,7 @@ enum Key {
     Begin,
     Deadline,
     Distribution,
+    NoKill,
     Propagate,
     TimeMin,
     KillOnInvalidDep,
@@ -262,7 +263,7 @@ static SPECS: &[Spec] = &[
     spec("mem-bind", None, RA, WARN, Some("SBATCH_MEM_BIND")),
     spec("mincpus", None, RA, Key::Mincpus, None),
     spec("network", None, RA, WARN, Some("SBATCH_NETWORK")),
-    spec("no-kill", Some('k'), OA, WARN, Some("SBATCH_NO_KILL")),
+    spec("no-kill", Some('k'), OA, Key::NoKill, Some("SBATCH_NO_KILL")),
     spec("overcommit", Some('O'), NA, WARN, Some("SBATCH_OVERCOMMIT")),
     spec("power", None, RA, WARN, Some("SBATCH_POWER")),
     spec("prefer", None, RA, WARN, None),
@@ -393,6 +394,8 @@ pub struct Options {
     pub propagate: Option<String>,
     /// `-m` (checked): for the job's steps (`SLURM_DISTRIBUTION`).
     pub distribution: Option<String>,
+    /// `-k/--no-kill[=off]`.
+    pub no_kill: Option<bool>,
     /// `--time-min` (minutes).
     pub time_min: Option<u32>,
     /// `--kill-on-invalid-dep=yes|no`.
@@ -486,6 +489,7 @@ impl Options {
             begin,
             deadline,
             distribution,
+            no_kill,
             propagate,
             time_min,
             kill_on_invalid_dep,
@@ -744,6 +748,9 @@ fn apply(
             let t = timefmt::parse_timestamp(v, ctx.now)
                 .map_err(|_| Fail::error("Invalid --deadline specification", EXIT_BAD_OPTION))?;
             opts.deadline = Some(t);
+        }
+        Key::NoKill => {
+            opts.no_kill = Some(parse_no_kill(val).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?)
         }
         Key::Distribution => {
             slurm_common::cpubind::parse_distribution(v)
@@ -1011,6 +1018,16 @@ pub fn option_env(o: &Options) -> Vec<(&'static str, String)> {
         env.push(("SLURM_DISTRIBUTION", d.clone()));
     }
     env
+}
+
+/// `-k/--no-kill[=off]`: on without a value (or `set`, `yes`, `1`, as
+/// its variables say it), `off` (`no`, `0`) turns it off.
+pub fn parse_no_kill(v: Option<&str>) -> Result<bool, String> {
+    match v.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("" | "set" | "yes" | "on" | "1") => Ok(true),
+        Some("off" | "no" | "0") => Ok(false),
+        Some(_) => Err("Invalid --no-kill specification".into()),
+    }
 }
 
 /// `yes` or `no` (`--kill-on-invalid-dep`), as Slurm reads them.
@@ -1732,6 +1749,7 @@ pub fn build_desc(
         hold: o.hold.unwrap_or(false),
         begin_time: o.begin,
         deadline: o.deadline,
+        no_kill: o.no_kill.unwrap_or(false),
         time_min: o.time_min,
         kill_on_invalid_dep: o.kill_on_invalid_dep,
         extra: o.extra.clone(),

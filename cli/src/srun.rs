@@ -85,6 +85,8 @@ pub struct AllocOpts {
     pub time_min: Option<u32>,
     /// srun `--propagate[=LIMITS]` (checked; bare: ALL).
     pub propagate: Option<String>,
+    /// `-k/--no-kill[=off]`, for a new allocation.
+    pub no_kill: bool,
     pub extra: Option<String>,
     pub wckey: Option<String>,
     pub nice: Option<i32>,
@@ -427,6 +429,11 @@ pub(crate) const OPTS: &[Opt] = &[
         arg: Arg::Attached,
     },
     Opt {
+        short: Some('k'),
+        long: "no-kill",
+        arg: Arg::Attached,
+    },
+    Opt {
         short: None,
         long: "time-min",
         arg: Arg::Required,
@@ -673,7 +680,6 @@ pub(crate) const IGNORED: &[Opt] = &[
     Opt::new(None, "mcs-label", Arg::Required),
     Opt::new(None, "mem-bind", Arg::Required),
     Opt::new(None, "network", Arg::Required),
-    Opt::new(Some('k'), "no-kill", Arg::Attached),
     Opt::new(None, "prefer", Arg::Required),
     Opt::new(None, "profile", Arg::Required),
     Opt::new(None, "reboot", Arg::No),
@@ -913,6 +919,10 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "reservation" => o.reservation = Some(v),
             "comment" => o.comment = Some(v),
             "extra" => o.extra = Some(v),
+            "no-kill" => {
+                o.no_kill = crate::sbatch::parse_no_kill(val.as_deref())
+                    .map_err(|e| format!("{prog}: error: {e}"))?
+            }
             "propagate" => {
                 let v = if v.is_empty() { "ALL".to_string() } else { v };
                 slurm_common::rlimits::parse_list(&v).map_err(|e| {
@@ -1116,6 +1126,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         comment: o.comment.clone(),
         begin_time: o.begin,
         deadline: o.deadline,
+        no_kill: o.no_kill,
         time_min: o.time_min,
         extra: o.extra.clone(),
         wckey: o.wckey.clone(),
@@ -1865,6 +1876,7 @@ const INPUT_ENV_OUTSIDE: &[(&str, &str, bool)] = &[
     ("SLURM_PARTITION", "partition", true),
     ("SLURM_QOS", "qos", true),
     ("SLURM_WCKEY", "wckey", true),
+    ("SLURM_NO_KILL", "no-kill", false),
     // SLURM_NTASKS after SLURM_NPROCS: it wins when both are set.
     ("SLURM_NPROCS", "ntasks", true),
     ("SLURM_NTASKS", "ntasks", true),
@@ -2181,6 +2193,7 @@ const SALLOC_ENV: &crate::fmt::EnvOptions = &[
     ("SALLOC_THREADS_PER_CORE", "threads-per-core", true),
     ("SALLOC_TIMELIMIT", "time", true),
     ("SALLOC_WCKEY", "wckey", true),
+    ("SALLOC_NO_KILL", "no-kill", false),
 ];
 
 /// The options salloc's input environment gives, as words to put before
@@ -2326,12 +2339,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o.command, a(&["true"]));
+        assert!(o.no_kill, "-k is taken");
+        assert!(
+            !parse("srun", &a(&["--no-kill=off", "true"]))
+                .unwrap()
+                .no_kill
+        );
+        assert!(parse("srun", &a(&["--no-kill=maybe", "true"])).is_err());
         assert_eq!(
             o.warnings,
             a(&[
                 "srun: warning: --hint is not supported yet and was ignored",
                 "srun: warning: --cpu-freq is not supported yet and was ignored",
-                "srun: warning: --no-kill is not supported yet and was ignored",
                 "srun: warning: --threads is not supported yet and was ignored",
             ])
         );

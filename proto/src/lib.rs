@@ -384,6 +384,10 @@ pub struct JobDesc {
     /// in accounting.
     #[serde(default)]
     pub wckey: Option<String>,
+    /// `-k/--no-kill`: a node of the job that fails leaves the job (which
+    /// keeps running on the others) rather than ending it.
+    #[serde(default)]
+    pub no_kill: bool,
 }
 
 /// An advance reservation (`scontrol create reservation`).

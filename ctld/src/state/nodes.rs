@@ -161,11 +161,50 @@ impl Controller {
             .collect();
         for id in ids {
             let running = self.p.jobs.get(&id).is_some_and(|j| j.state.is_active());
+            if running && self.drop_failed_node(id, node) {
+                continue;
+            }
             if running {
                 self.lose_job(id, now);
             }
             self.node_cleaned(id, node);
         }
+    }
+
+    /// `-k/--no-kill`: a running job keeps running without `node`, when
+    /// it asked to and it has other nodes and its batch script is not on
+    /// this one. Whether it did.
+    fn drop_failed_node(&mut self, id: JobId, node: &str) -> bool {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return false;
+        };
+        let Some(k) = j.alloc.nodes.iter().position(|n| n == node) else {
+            return false;
+        };
+        if !j.desc.no_kill || j.alloc.nodes.len() < 2 || j.batch_host.as_deref() == Some(node) {
+            return false;
+        }
+        tracing::warn!("job {id}: node {node} failed; the job keeps its other nodes (--no-kill)");
+        let Some(j) = self.job_mut(id) else {
+            return false;
+        };
+        let a = &mut j.alloc;
+        a.nodes.remove(k);
+        for v in [&mut a.cpus, &mut a.tasks] {
+            if k < v.len() {
+                v.remove(k);
+            }
+        }
+        if k < a.mem.len() {
+            a.mem.remove(k);
+        }
+        if k < a.gres.len() {
+            a.gres.remove(k);
+        }
+        self.save_job(id);
+        self.sched_needed = true;
+        self.refresh();
+        true
     }
 
     pub(super) fn set_admin(&mut self, name: &str, f: impl FnOnce(&mut NodeAdmin)) {

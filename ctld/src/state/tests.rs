@@ -895,3 +895,66 @@ fn a_dependency_never_satisfied_cancels_the_job_when_asked() {
     assert_eq!(s.state(kept), JobState::Pending);
     s.check_replay();
 }
+
+#[test]
+fn a_no_kill_job_keeps_running_without_its_failed_node() {
+    let mut s = sim("");
+    let both = |d: &mut JobDesc| {
+        d.min_nodes = Some(2);
+        d.ntasks = Some(2);
+    };
+    let kept = s.submit(|d| {
+        both(d);
+        d.no_kill = true;
+    });
+    let j = s.job(kept);
+    assert_eq!(j.state, JobState::Running);
+    let batch = j.batch_host.clone().expect("a batch host");
+    let other = if batch == "n1" { "n2" } else { "n1" };
+    // The node without the batch script falls silent.
+    for _ in 0..4 {
+        s.tick(10);
+        s.ok(
+            ROOT,
+            RequestBody::Heartbeat {
+                node: batch.clone(),
+                running_jobs: vec![kept],
+            },
+        );
+    }
+    let j = s.job(kept);
+    assert_eq!(j.state, JobState::Running, "{:?}", j.reason);
+    assert_eq!(j.alloc.nodes, vec![batch.clone()]);
+    assert_eq!((j.alloc.cpus.len(), j.alloc.tasks.len()), (1, 1));
+    assert_eq!(j.restarts, 0);
+    assert!(s
+        .ctl
+        .nodes
+        .iter()
+        .any(|n| n.name == other && n.flags.not_responding));
+    s.finish(kept, 0);
+    assert_eq!(s.state(kept), JobState::Completed);
+    s.check_replay();
+
+    // Losing the node its batch script runs on ends it all the same; so
+    // does losing a node of a job that did not ask.
+    let mut s = sim("JobRequeue=0\n");
+    let a = s.submit(|d| {
+        both(d);
+        d.no_kill = true;
+    });
+    let batch = s.job(a).batch_host.clone().expect("a batch host");
+    let other = if batch == "n1" { "n2" } else { "n1" };
+    for _ in 0..4 {
+        s.tick(10);
+        s.ok(
+            ROOT,
+            RequestBody::Heartbeat {
+                node: other.into(),
+                running_jobs: vec![a],
+            },
+        );
+    }
+    assert_eq!(s.state(a), JobState::NodeFail);
+    s.check_replay();
+}

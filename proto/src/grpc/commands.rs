@@ -101,6 +101,7 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         kill_on_invalid_dep: d.kill_on_invalid_dep,
         extra: d.extra.clone(),
         wckey: d.wckey.clone(),
+        no_kill: d.no_kill,
     }
 }
 
@@ -174,6 +175,7 @@ impl From<pb::JobDesc> for JobDesc {
             kill_on_invalid_dep: d.kill_on_invalid_dep,
             extra: d.extra,
             wckey: d.wckey,
+            no_kill: d.no_kill,
         }
     }
 }
@@ -1780,6 +1782,7 @@ mod tests {
             kill_on_invalid_dep: Some(false),
             extra: Some("k=v".into()),
             wckey: Some("*proj".into()),
+            no_kill: true,
             ..Default::default()
         }
     }

@@ -175,6 +175,28 @@ fn node_daemon_dead_past_its_timeout() {
     );
 }
 
+/// `-k/--no-kill`: a job whose other node dies keeps running on the node
+/// of its batch script, its allocation without the dead node.
+#[test]
+fn a_no_kill_job_survives_a_dead_node() {
+    let mut t = TestCluster::start(2, |s| s.slurmd_timeout = 3);
+    let id = t.sbatch(&["-N2", "-k", "--wrap", "sleep 120"]);
+    let j = t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
+    assert_eq!(j.batch_host.as_deref(), Some("n1"));
+    t.c.kill_slurmd(1, libc::SIGKILL);
+    let j = t.wait_job(id, 30, "running without n2", |j| j.alloc.nodes == ["n1"]);
+    assert_eq!(j.state, JobState::Running);
+    let out = t.run("scontrol", &["show", "job", &id.to_string()]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("   NodeList=n1\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = t.run("scancel", &[&id.to_string()]);
+    assert!(out.status.success());
+    assert_eq!(t.wait_done(id, 30).state, JobState::Cancelled);
+}
+
 /// slurmdbd killed while 1000 jobs run and finish; started again after:
 /// every job reaches accounting exactly once.
 #[test]
