@@ -59,6 +59,7 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('v'), "verbose", Arg::No),
     o(Some('T'), "truncate", Arg::No),
     o(None, "noconvert", Arg::No),
+    o(Some('W'), "wckeys", Arg::Required),
     o(None, "use-local-uid", Arg::No),
     o(None, "units", Arg::Required),
     o(Some('V'), "version", Arg::No),
@@ -114,6 +115,7 @@ const FIELDS: &[(&str, usize, bool)] = &[
     ("UID", 6, true),
     ("User", 9, true),
     ("UserCPU", 10, true),
+    ("WCKey", 10, true),
     ("WorkDir", 15, true),
 ];
 
@@ -344,6 +346,7 @@ pub fn job_value(col: &str, cluster: &str, j: &AcctJob, now: i64) -> String {
         "AllocTRES" => j.alloc_tres.clone(),
         "Cluster" => cluster.to_string(),
         "Comment" => j.comment.clone(),
+        "WCKey" => j.wckey.clone(),
         "CPUTime" => format_duration_hms(el * i64::from(j.alloc_cpus)),
         "CPUTimeRAW" => (el * i64::from(j.alloc_cpus)).to_string(),
         "Elapsed" => format_duration_hms(el),
@@ -561,6 +564,8 @@ pub struct Options {
     pub delimiter: Option<String>,
     /// `-g`: groups (names or gids).
     pub groups: Vec<String>,
+    /// `-W`: workload characterization keys.
+    pub wckeys: Vec<String>,
     /// `-N`: jobs that ran on any of these nodes.
     pub nodes: Vec<String>,
     /// `-i`: node counts (min, max).
@@ -646,6 +651,9 @@ impl Options {
                 .iter()
                 .any(|g| *g == j.group || g.parse::<u32>().ok() == Some(j.gid))
         {
+            return false;
+        }
+        if !self.wckeys.is_empty() && !self.wckeys.contains(&j.wckey) {
             return false;
         }
         if !self.nodes.is_empty() {
@@ -765,6 +773,7 @@ pub fn parse_args_env(
             "use-local-uid" => o.use_local_uid = true,
             "units" => o.units = Some(parse_units(&val)?),
             "gid" | "group" => o.groups = list(),
+            "wckeys" => o.wckeys = list(),
             "delimiter" => o.delimiter = Some(val.clone()),
             "nodelist" => {
                 for part in list() {

@@ -287,7 +287,7 @@ pub(crate) const EXTRA_NOTE: crate::compat::Support = crate::compat::Support::Di
 );
 /// `--wckey`, likewise.
 pub(crate) const WCKEY_NOTE: crate::compat::Support = crate::compat::Support::Differs(
-    "kept with the job (scontrol show job, REST); not recorded in accounting yet",
+    "with TrackWCKey=yes kept with the job and in accounting (sacct WCKey, -W), else ignored, as Slurm's; no wckey associations (AccountingStorageEnforce=wckeys)",
 );
 
 /// Options of every command that makes a job (sbatch, srun, salloc) that

@@ -129,6 +129,7 @@ pub fn job(row: &JobRow, now: i64) -> Value {
     json!({
         "account": j.account,
         "comment": {"administrator": "", "job": j.comment, "system": ""},
+        "wckey": {"wckey": j.wckey, "flags": []},
         "allocation_nodes": j.node_count,
         "array": {
             "job_id": array_job,

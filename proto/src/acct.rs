@@ -104,6 +104,9 @@ pub struct AcctJob {
     pub work_dir: String,
     pub submit_line: String,
     pub comment: String,
+    /// `--wckey`: the workload characterization key.
+    #[serde(default)]
+    pub wckey: String,
     /// Who cancelled the job (`CANCELLED by UID`).
     pub requid: Option<u32>,
     /// Seconds spent suspended in finished suspensions (not part of the
@@ -264,6 +267,7 @@ impl AcctJob {
             work_dir: r.desc.work_dir.clone(),
             submit_line: r.desc.command.clone().unwrap_or_default(),
             comment: r.desc.comment.clone().unwrap_or_default(),
+            wckey: r.desc.wckey.clone().unwrap_or_default(),
             requid: r.cancelled_by.filter(|_| r.cancelled),
             suspended_secs: r.suspended_secs,
             suspend_start: r.suspend_time.filter(|_| r.state == JobState::Suspended),

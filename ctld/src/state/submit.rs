@@ -309,6 +309,14 @@ impl Controller {
             environment: desc.environment.clone(),
         };
         let mut stored = desc;
+        // `--wckey` counts only with TrackWCKey=yes, as in Slurm.
+        let track_wckey = self
+            .conf
+            .get("TrackWCKey")
+            .is_some_and(|v| v.eq_ignore_ascii_case("yes") || v == "1");
+        if !track_wckey {
+            stored.wckey = None;
+        }
         stored.script = String::new();
         stored.environment = Vec::new();
         stored.min_nodes = Some(min_nodes);

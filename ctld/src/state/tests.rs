@@ -958,3 +958,14 @@ fn a_no_kill_job_keeps_running_without_its_failed_node() {
     assert_eq!(s.state(a), JobState::NodeFail);
     s.check_replay();
 }
+
+#[test]
+fn a_wckey_counts_only_where_wckeys_are_tracked() {
+    let mut s = sim("");
+    let id = s.submit(|d| d.wckey = Some("proj".into()));
+    assert_eq!(s.job(id).desc.wckey, None, "ignored without TrackWCKey");
+    let mut s = sim("TrackWCKey=yes\n");
+    let id = s.submit(|d| d.wckey = Some("proj".into()));
+    assert_eq!(s.job(id).desc.wckey.as_deref(), Some("proj"));
+    s.check_replay();
+}

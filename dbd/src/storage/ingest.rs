@@ -28,7 +28,7 @@ pub struct IngestOutcome {
 }
 
 const JOB_KEY: [&str; 3] = ["cluster", "job_id", "submit_time"];
-const JOB_COLS: [&str; 34] = [
+const JOB_COLS: [&str; 35] = [
     "cluster",
     "job_id",
     "submit_time",
@@ -59,6 +59,7 @@ const JOB_COLS: [&str; 34] = [
     "work_dir",
     "submit_line",
     "job_comment",
+    "wckey",
     "requid",
     "time_suspended",
     "suspend_start",
@@ -218,6 +219,7 @@ fn job_vals(cluster: &str, j: &AcctJob, now: i64) -> Vec<Val> {
         j.work_dir.as_str().into(),
         j.submit_line.as_str().into(),
         j.comment.as_str().into(),
+        j.wckey.as_str().into(),
         j.requid.into(),
         j.suspended_secs.into(),
         j.suspend_start.into(),

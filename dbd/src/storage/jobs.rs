@@ -12,7 +12,7 @@ const JOB_SELECT: &str = "SELECT cluster, job_id, submit_time, array_job_id, arr
     name, user_name, uid, group_name, gid, account, part, qos, state, exit_status, \
     eligible_time, start_time, end_time, time_limit, priority, nodelist, node_count, \
     alloc_cpus, req_cpus, req_mem, alloc_tres, req_tres, work_dir, submit_line, job_comment, \
-    requid, time_suspended, suspend_start, script_hash, env_hash FROM jobs WHERE 1=1";
+    wckey, requid, time_suspended, suspend_start, script_hash, env_hash FROM jobs WHERE 1=1";
 
 const STEP_SELECT: &str = "SELECT job_id, job_submit, step_id, name, state, nodelist, \
     node_count, ntasks, alloc_cpus, start_time, end_time, exit_status, total_cpu_usec, \
@@ -56,6 +56,7 @@ fn job_from_row(r: &AnyRow) -> Result<(String, AcctJob)> {
             work_dir: r.s("work_dir")?,
             submit_line: r.s("submit_line")?,
             comment: r.s("job_comment")?,
+            wckey: r.s("wckey")?,
             requid: r.ou32("requid")?,
             suspended_secs: r.oi("time_suspended")?.unwrap_or(0),
             suspend_start: r.oi("suspend_start")?,

@@ -18,7 +18,7 @@ pub struct Migration {
 }
 
 /// The newest schema this build knows.
-pub const LATEST: u32 = 6;
+pub const LATEST: u32 = 7;
 
 pub const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -240,6 +240,11 @@ pub const MIGRATIONS: &[Migration] = &[
             "ALTER TABLE jobs ADD COLUMN script_hash VARCHAR(64)",
             "ALTER TABLE jobs ADD COLUMN env_hash VARCHAR(64)",
         ],
+    },
+    Migration {
+        version: 7,
+        name: "workload characterization keys",
+        statements: &["ALTER TABLE jobs ADD COLUMN wckey {text}"],
     },
 ];
 

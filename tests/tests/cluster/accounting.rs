@@ -317,3 +317,32 @@ fn sacct_shows_a_jobs_script_and_environment_to_its_owner() {
         "{err}"
     );
 }
+
+/// `--wckey` with TrackWCKey=yes: kept in accounting, shown by `sacct -o
+/// WCKey` and selected by `sacct -W`.
+#[test]
+fn wckeys_reach_accounting_and_select_jobs() {
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.extra_conf.push_str("TrackWCKey=yes\n");
+    });
+    let a = t.sbatch(&["--wckey=alpha", "--wrap", "true"]);
+    let b = t.sbatch(&["--wckey=beta", "--wrap", "true"]);
+    for id in [a, b] {
+        t.wait_done(id, 30);
+    }
+    let text = sacct_until(
+        &t,
+        &["-P", "-n", "-X", "-W", "beta", "-o", "JobID,WCKey"],
+        30,
+        |s| s.contains(&format!("{b}|beta")),
+    );
+    assert_eq!(text, format!("{b}|beta\n"));
+    let text = sacct_until(
+        &t,
+        &["-P", "-n", "-X", "-j", &a.to_string(), "-o", "JobID,WCKey"],
+        30,
+        |s| !s.is_empty(),
+    );
+    assert_eq!(text, format!("{a}|alpha\n"));
+}

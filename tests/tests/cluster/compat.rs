@@ -1105,7 +1105,7 @@ fn srun_test_only_estimates_and_runs_nothing() {
 fn deadline_time_min_and_invalid_dependencies() {
     use slurm_proto::{JobReason, JobState};
     use slurm_tests::{stderr, stdout, TestCluster};
-    let t = TestCluster::start(1, |_| {});
+    let t = TestCluster::start(1, |s| s.extra_conf.push_str("TrackWCKey=yes\n"));
     let id = t.sbatch(&[
         "--time=5",
         "--time-min=1",
