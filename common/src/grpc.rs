@@ -248,6 +248,31 @@ pub async fn call_ctld(
     Ok(ctld_response(within_time(fut, within, server).await?))
 }
 
+/// Send several of a node's job events at once (`NodeReports`) to the
+/// controller (named `server`) over `ch`, signed by `sign`: its answer to
+/// each, in order (fewer when it answered fewer).
+pub async fn call_ctld_reports(
+    ch: &Channel,
+    server: &str,
+    batch: pb::NodeReportBatch,
+    sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
+    within: Duration,
+) -> Result<Vec<Response>, NetError> {
+    use slurm_proto::grpc::ctld_method::NODE_REPORTS;
+    let cred = sign_for(
+        NODE_REPORTS,
+        &batch.encode_to_vec(),
+        crate::auth::TO_CTLD,
+        sign,
+    )?;
+    let mut client = pb::controller_client::ControllerClient::new(ch.clone())
+        .max_decoding_message_size(MAX_CTLD_REPLY)
+        .max_encoding_message_size(usize::MAX);
+    let fut = client.node_reports(with_cred(batch, cred, within));
+    let replies = within_time(fut, within, server).await?;
+    Ok(replies.replies.into_iter().map(ctld_response).collect())
+}
+
 /// Largest Raft message a controller takes from another (a batch of
 /// entries or a snapshot chunk).
 const MAX_RAFT_MESSAGE: usize = 1 << 30;

@@ -857,20 +857,60 @@ impl Server {
     }
 
     async fn send_to_writer(&self, cmd: Command, rx: oneshot::Receiver<Response>) -> Response {
-        // A writer gone because control was given up never took the
-        // request: the caller may send it to the controller now in control.
-        let gone = || {
-            if self.ha.active() {
-                Response::Error(SlurmError::InternalError.into())
-            } else {
-                Response::Error(SlurmError::InStandby.into())
-            }
-        };
         if self.cmds.send(cmd).is_err() {
-            gone()
+            self.writer_gone()
         } else {
-            rx.await.unwrap_or_else(|_| gone())
+            rx.await.unwrap_or_else(|_| self.writer_gone())
         }
+    }
+
+    /// The answer to a request the writer never took: gone because control
+    /// was given up, the caller may send it to the controller now in
+    /// control.
+    fn writer_gone(&self) -> Response {
+        if self.ha.active() {
+            Response::Error(SlurmError::InternalError.into())
+        } else {
+            Response::Error(SlurmError::InStandby.into())
+        }
+    }
+
+    /// A node's job events (`NodeReports`, checked): each goes to the
+    /// writer as its own report, all of them before any answer is awaited
+    /// (so one writer batch takes them, in order); the answers in order.
+    async fn reports_to_writer(
+        &self,
+        uid: u32,
+        gid: u32,
+        reports: Vec<RequestBody>,
+    ) -> Vec<Response> {
+        let t0 = std::time::Instant::now();
+        let mut sent = Vec::with_capacity(reports.len());
+        for body in reports {
+            let kind = body.message_type();
+            let (tx, rx) = oneshot::channel();
+            let cmd = Command::Rpc {
+                uid,
+                gid,
+                body: Box::new(body),
+                identity: None,
+                reply: tx,
+            };
+            let taken = self.cmds.send(cmd).is_ok();
+            sent.push((kind, taken.then_some(rx)));
+        }
+        let mut answers = Vec::with_capacity(sent.len());
+        for (kind, rx) in sent {
+            let r = match rx {
+                Some(rx) => rx.await.unwrap_or_else(|_| self.writer_gone()),
+                None => self.writer_gone(),
+            };
+            if let Ok(mut st) = self.rpc_stats.lock() {
+                st.record(kind, uid, t0.elapsed().as_micros() as u64);
+            }
+            answers.push(r);
+        }
+        answers
     }
 }
 
@@ -1205,6 +1245,34 @@ impl pb::controller_server::Controller for CtldService {
     async fn step_usage(&self, r: tonic::Request<pb::StepUsageRequest>) -> Answer {
         self.handle(r, ctld_method::STEP_USAGE, CtldCall::StepUsage)
             .await
+    }
+    async fn node_reports(
+        &self,
+        r: tonic::Request<pb::NodeReportBatch>,
+    ) -> Result<tonic::Response<pb::NodeReportReplies>, tonic::Status> {
+        // Checked as any report (credential, and with TLS the node's own
+        // certificate for the node every event names); a refusal answers
+        // the first event.
+        let answers = match self.admit(
+            r,
+            ctld_method::NODE_REPORTS,
+            None,
+            slurm_proto::grpc::node_reports_of,
+        ) {
+            Err(no) => vec![no],
+            Ok(Request {
+                cred,
+                body: RequestBody::NodeReports { reports, .. },
+            }) => {
+                self.server
+                    .reports_to_writer(cred.uid, cred.gid, reports)
+                    .await
+            }
+            Ok(_) => vec![Response::Error(SlurmError::ProtocolError.into())],
+        };
+        Ok(tonic::Response::new(pb::NodeReportReplies {
+            replies: answers.into_iter().map(ctld_reply).collect(),
+        }))
     }
 
     async fn ping(&self, r: tonic::Request<pb::Empty>) -> Commanded {

@@ -630,6 +630,7 @@ pub mod ctld_method {
     pub const EPILOG_FAILED: &str = "/slurm.v1.Controller/EpilogFailed";
     pub const PROLOG_FAILED: &str = "/slurm.v1.Controller/PrologFailed";
     pub const STEP_USAGE: &str = "/slurm.v1.Controller/StepUsage";
+    pub const NODE_REPORTS: &str = "/slurm.v1.Controller/NodeReports";
     pub const WATCH: &str = "/slurm.v1.Controller/Watch";
     pub const GET_CONFIG_FILES: &str = "/slurm.v1.Controller/GetConfigFiles";
 }
@@ -743,6 +744,65 @@ impl CtldCall {
             CtldCall::StepUsage(m) => m.encode_to_vec(),
         }
     }
+}
+
+/// A node daemon's job events as one `NodeReports` call; `Err` names the
+/// first that is not a job event of `node`.
+pub fn node_report_batch(
+    node: &str,
+    reports: Vec<RequestBody>,
+) -> Result<pb::NodeReportBatch, String> {
+    use pb::node_report::Report as R;
+    let mut out = Vec::with_capacity(reports.len());
+    for body in reports {
+        let what = body.message_type().0;
+        if body.reporting_node() != Some(node) {
+            return Err(format!("{what} is not a report of node {node}"));
+        }
+        let report = match CtldCall::from_body(body) {
+            Ok(CtldCall::BatchComplete(m)) => R::BatchComplete(m),
+            Ok(CtldCall::JobCleaned(m)) => R::JobCleaned(m),
+            Ok(CtldCall::EpilogFailed(m)) => R::EpilogFailed(m),
+            Ok(CtldCall::PrologFailed(m)) => R::PrologFailed(m),
+            Ok(CtldCall::StepUsage(m)) => R::StepUsage(m),
+            _ => return Err(format!("{what} is not a job event")),
+        };
+        out.push(pb::NodeReport {
+            report: Some(report),
+        });
+    }
+    Ok(pb::NodeReportBatch {
+        node: node.to_string(),
+        reports: out,
+    })
+}
+
+/// A `NodeReports` call as the controller acts on it: each event as its
+/// own report, refused unless every one names the batch's node.
+pub fn node_reports_of(b: pb::NodeReportBatch) -> Result<RequestBody, ConvError> {
+    use pb::node_report::Report as R;
+    let mut reports = Vec::with_capacity(b.reports.len());
+    for r in b.reports {
+        let call = match r.report.ok_or_else(|| missing("report"))? {
+            R::BatchComplete(m) => CtldCall::BatchComplete(m),
+            R::JobCleaned(m) => CtldCall::JobCleaned(m),
+            R::EpilogFailed(m) => CtldCall::EpilogFailed(m),
+            R::PrologFailed(m) => CtldCall::PrologFailed(m),
+            R::StepUsage(m) => CtldCall::StepUsage(m),
+        };
+        let body = call.into_body()?;
+        if body.reporting_node() != Some(b.node.as_str()) {
+            return Err(ConvError {
+                field: "reports",
+                why: format!("a report of node {} names another node", b.node),
+            });
+        }
+        reports.push(body);
+    }
+    Ok(RequestBody::NodeReports {
+        node: b.node,
+        reports,
+    })
 }
 
 impl From<&crate::JobRecord> for pb::JobEvent {
@@ -1191,5 +1251,67 @@ mod tests {
                 format!("{r:?}")
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod node_report_tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_of_one_nodes_events_goes_and_comes_back_whole() {
+        let events = vec![
+            RequestBody::BatchComplete {
+                job_id: 7,
+                node: "n1".into(),
+                status: 256,
+                oom: true,
+                usage: None,
+            },
+            RequestBody::JobCleaned {
+                job_id: 7,
+                node: "n1".into(),
+            },
+            RequestBody::EpilogFailed {
+                job_id: 8,
+                node: "n1".into(),
+            },
+        ];
+        let b = node_report_batch("n1", events.clone()).unwrap();
+        let back = node_reports_of(b).unwrap();
+        assert_eq!(
+            format!("{back:?}"),
+            format!(
+                "{:?}",
+                RequestBody::NodeReports {
+                    node: "n1".into(),
+                    reports: events
+                }
+            )
+        );
+    }
+
+    #[test]
+    fn a_batch_holds_only_its_own_nodes_job_events() {
+        let of = |node: &str| RequestBody::JobCleaned {
+            job_id: 1,
+            node: node.into(),
+        };
+        assert!(node_report_batch("n1", vec![of("n1"), of("n2")]).is_err());
+        let hb = RequestBody::Heartbeat {
+            node: "n1".into(),
+            running_jobs: vec![],
+        };
+        assert!(node_report_batch("n1", vec![hb]).is_err());
+        // Forged on the wire: an event of another node inside the batch.
+        let mut b = node_report_batch("n1", vec![of("n1")]).unwrap();
+        b.reports
+            .extend(node_report_batch("n2", vec![of("n2")]).unwrap().reports);
+        assert!(node_reports_of(b).is_err());
+        let empty = pb::NodeReportBatch {
+            node: "n1".into(),
+            reports: vec![pb::NodeReport { report: None }],
+        };
+        assert!(node_reports_of(empty).is_err());
     }
 }

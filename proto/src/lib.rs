@@ -1572,6 +1572,13 @@ pub enum RequestBody {
         job_id: JobId,
         node: String,
     },
+    /// Several job events of `node` at once, in order (each one of
+    /// `BatchComplete`, `JobCleaned`, `EpilogFailed`, `PrologFailed`,
+    /// `StepUsage`, naming `node`): the controller answers each.
+    NodeReports {
+        node: String,
+        reports: Vec<RequestBody>,
+    },
     /// The Epilog failed on `node` (drain it with "Epilog error").
     EpilogFailed {
         job_id: JobId,
@@ -1809,6 +1816,7 @@ impl RequestBody {
             RequestBody::StepComplete { .. } => ("REQUEST_STEP_COMPLETE", 5016),
             RequestBody::CompleteJob { .. } => ("REQUEST_COMPLETE_JOB_ALLOCATION", 5017),
             RequestBody::BatchComplete { .. } => ("REQUEST_COMPLETE_BATCH_SCRIPT", 5018),
+            RequestBody::NodeReports { .. } => ("MESSAGE_NODE_REPORTS", 0),
             RequestBody::Cancel(_) => ("REQUEST_KILL_JOB", 5032),
             RequestBody::JobCleaned { .. } | RequestBody::EpilogFailed { .. } => {
                 ("MESSAGE_EPILOG_COMPLETE", 6012)
@@ -1838,7 +1846,8 @@ impl RequestBody {
             | RequestBody::JobCleaned { node, .. }
             | RequestBody::EpilogFailed { node, .. }
             | RequestBody::PrologFailed { node, .. }
-            | RequestBody::StepUsage { node, .. } => Some(node),
+            | RequestBody::StepUsage { node, .. }
+            | RequestBody::NodeReports { node, .. } => Some(node),
             _ => None,
         }
     }

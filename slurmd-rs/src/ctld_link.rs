@@ -6,8 +6,9 @@
 //!   that fails goes to the next controller in turn: the one that takes it
 //!   (the one in control) gets every report until a report fails.
 //! - [`Outbox`] / [`run_outbox`]: job events (`BatchComplete`, `JobCleaned`)
-//!   delivered one at a time, in order, once registered, retried every
-//!   second until the controller answers `Ok`. The queue is saved in the spool on every change
+//!   delivered in order, once registered, all that are queued in one call
+//!   (`NodeReports`), each retried every second until the controller
+//!   answers `Ok`. The queue is saved in the spool on every change
 //!   so a daemon restart loses none.
 
 use crate::cgroup::Usage;
@@ -335,18 +336,29 @@ impl Outbox {
         self.lock().iter().map(OutMsg::job_id).collect()
     }
 
-    fn front(&self) -> Option<OutMsg> {
-        self.lock().front().cloned()
+    /// The first `n` events (fewer when fewer are queued).
+    fn front_n(&self, n: usize) -> Vec<OutMsg> {
+        self.lock().iter().take(n).cloned().collect()
     }
 
-    fn pop_front(&self) {
+    /// Drop the first `n` events (delivered), saving once.
+    fn pop_n(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
         let mut q = self.lock();
-        q.pop_front();
+        let n = n.min(q.len());
+        q.drain(..n);
         self.save(&q);
     }
 }
 
-/// Deliver the outbox, forever.
+/// Most events sent in one call (`NodeReports`).
+const MAX_BATCH: usize = 256;
+
+/// Deliver the outbox, forever: what is queued goes in one call (one
+/// event alone as its own report), each event's answer settling it in
+/// order; the first one not settled waits a second with those after it.
 pub async fn run_outbox(ctx: Arc<Ctx>) {
     let mut refusals = 0u32;
     loop {
@@ -359,62 +371,115 @@ pub async fn run_outbox(ctx: Arc<Ctx>) {
             }
             continue;
         }
-        let Some(msg) = ctx.outbox.front() else {
+        let batch = ctx.outbox.front_n(MAX_BATCH);
+        if batch.is_empty() {
             ctx.outbox.notify.notified().await;
             continue;
-        };
-        let r = call(&ctx, msg.to_request(&ctx.node)).await;
-        let done = match &r {
-            // Control is changing hands: keep it for the controller in
-            // control (the link registers with it first).
-            _ if standby(&r) => {
-                debug!(job = msg.job_id(), "controller in standby: {msg:?} waits");
-                false
+        }
+        let answers = send_events(&ctx, &batch).await;
+        let mut settled = 0;
+        for (msg, r) in batch.iter().zip(&answers) {
+            if !settles(msg, r, &mut refusals) {
+                break;
             }
-            Ok(Response::Ok) => {
-                debug!(job = msg.job_id(), "delivered {msg:?}");
-                true
+            refusals = 0;
+            settled += 1;
+        }
+        ctx.outbox.pop_n(settled);
+        for msg in &batch[..settled] {
+            if let OutMsg::JobCleaned { job_id } = msg {
+                ctx.jobs.remove_cleaned(*job_id);
             }
-            Ok(Response::Error(e))
-                if matches!(e.error, SlurmError::InvalidJobId | SlurmError::AlreadyDone) =>
-            {
+        }
+        if settled < batch.len() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Send `batch` to the controller: the answer to each event, in order (a
+/// failed call answers the first only).
+async fn send_events(ctx: &Ctx, batch: &[OutMsg]) -> Vec<Result<Response, NetError>> {
+    if let [one] = batch {
+        return vec![call(ctx, one.to_request(&ctx.node)).await];
+    }
+    let reports = batch.iter().map(|m| m.to_request(&ctx.node)).collect();
+    let calls = match slurm_proto::grpc::node_report_batch(&ctx.node, reports) {
+        Ok(b) => b,
+        Err(why) => {
+            return vec![Err(NetError::Rpc {
+                code: "InvalidArgument".into(),
+                why,
+            })]
+        }
+    };
+    let (i, name, addr) = current(ctx);
+    let Some(kept) = ctx.ctld_channels.get(i) else {
+        return vec![Err(NetError::Io(std::io::Error::other(
+            "no controller is configured",
+        )))];
+    };
+    let ch = match kept.get() {
+        Some(c) => c.clone(),
+        None => {
+            let tls = ctx.tls.as_ref().map(|t| t.client.clone());
+            match grpc::channel(tls, addr, name) {
+                Ok(c) => kept.get_or_init(|| c).clone(),
+                Err(e) => return vec![Err(e)],
+            }
+        }
+    };
+    let sign = |b: &_| Ok(ctx.key.sign(0, 0, &ctx.host, crate::now(), b));
+    match grpc::call_ctld_reports(&ch, name, calls, sign, CALL_TIMEOUT).await {
+        Ok(answers) => answers.into_iter().map(Ok).collect(),
+        Err(e) => vec![Err(e)],
+    }
+}
+
+/// Whether the controller's answer `r` settles `msg` (delivered, or
+/// refused for good): else it is sent again.
+fn settles(msg: &OutMsg, r: &Result<Response, NetError>, refusals: &mut u32) -> bool {
+    match r {
+        // Control is changing hands: keep it for the controller in
+        // control (the link registers with it first).
+        _ if standby(r) => {
+            debug!(job = msg.job_id(), "controller in standby: {msg:?} waits");
+            false
+        }
+        Ok(Response::Ok) => {
+            debug!(job = msg.job_id(), "delivered {msg:?}");
+            true
+        }
+        Ok(Response::Error(e))
+            if matches!(e.error, SlurmError::InvalidJobId | SlurmError::AlreadyDone) =>
+        {
+            warn!(
+                job = msg.job_id(),
+                "controller refused {msg:?} ({e}); dropping it"
+            );
+            true
+        }
+        Ok(_) => {
+            *refusals += 1;
+            if *refusals >= MAX_REFUSALS {
                 warn!(
                     job = msg.job_id(),
-                    "controller refused {msg:?} ({e}); dropping it"
+                    "controller keeps refusing {msg:?} ({}); dropping it",
+                    describe(r)
                 );
                 true
-            }
-            Ok(_) => {
-                refusals += 1;
-                if refusals >= MAX_REFUSALS {
-                    warn!(
-                        job = msg.job_id(),
-                        "controller keeps refusing {msg:?} ({}); dropping it",
-                        describe(&r)
-                    );
-                    true
-                } else {
-                    debug!(
-                        job = msg.job_id(),
-                        "controller refused {msg:?}: {}",
-                        describe(&r)
-                    );
-                    false
-                }
-            }
-            Err(e) => {
-                debug!(job = msg.job_id(), "cannot deliver {msg:?}: {e}");
+            } else {
+                debug!(
+                    job = msg.job_id(),
+                    "controller refused {msg:?}: {}",
+                    describe(r)
+                );
                 false
             }
-        };
-        if done {
-            refusals = 0;
-            ctx.outbox.pop_front();
-            if let OutMsg::JobCleaned { job_id } = msg {
-                ctx.jobs.remove_cleaned(job_id);
-            }
-        } else {
-            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Err(e) => {
+            debug!(job = msg.job_id(), "cannot deliver {msg:?}: {e}");
+            false
         }
     }
 }
@@ -445,10 +510,18 @@ mod tests {
         });
         o.push(OutMsg::JobCleaned { job_id: 3 });
         o.push(OutMsg::JobCleaned { job_id: 9 });
-        o.pop_front();
+        o.pop_n(1);
         let again = Outbox::load(p.clone());
         assert_eq!(again.pending_jobs(), vec![3, 9]);
-        assert_eq!(again.front(), Some(OutMsg::JobCleaned { job_id: 3 }));
+        assert_eq!(
+            again.front_n(5),
+            vec![
+                OutMsg::JobCleaned { job_id: 3 },
+                OutMsg::JobCleaned { job_id: 9 }
+            ]
+        );
+        again.pop_n(9);
+        assert!(Outbox::load(p.clone()).is_empty());
         std::fs::write(&p, b"{not json").unwrap();
         assert!(Outbox::load(p).is_empty());
         let r = OutMsg::BatchComplete {

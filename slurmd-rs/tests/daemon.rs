@@ -272,6 +272,32 @@ impl pb::controller_server::Controller for FakeService {
             CtldCall::PrologFailed,
         )))
     }
+    async fn node_reports(
+        &self,
+        req: tonic::Request<pb::NodeReportBatch>,
+    ) -> Result<tonic::Response<pb::NodeReportReplies>, tonic::Status> {
+        let cred = grpc::verify_call(
+            &req,
+            ctld_method::NODE_REPORTS,
+            auth::TO_CTLD,
+            &self.key,
+            auth::now(),
+            &self.seen,
+        )
+        .expect("slurmd signs its reports, each for its message and once");
+        assert_eq!(cred.uid, 0);
+        let RequestBody::NodeReports { reports, .. } =
+            slurm_proto::grpc::node_reports_of(req.into_inner()).unwrap()
+        else {
+            panic!("not a batch of reports");
+        };
+        let mut replies = Vec::new();
+        for body in reports {
+            let _ = self.tx.send(body);
+            replies.push(ctld_reply(Response::Ok));
+        }
+        Ok(tonic::Response::new(pb::NodeReportReplies { replies }))
+    }
     async fn step_usage(&self, r: tonic::Request<pb::StepUsageRequest>) -> Answer {
         Ok(tonic::Response::new(self.take(
             r,

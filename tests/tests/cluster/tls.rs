@@ -195,6 +195,56 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
         matches!(r, Response::Error(_)),
         "a user's heartbeat was taken: {r:?}"
     );
+    // Events sent together (NodeReports) are checked as single ones: the
+    // batch's node must be the certificate's, every event must name it,
+    // and a user's signature makes nothing happen.
+    let batch_call = |tls: &Tls, batch: slurm_proto::grpc::pb::NodeReportBatch, uid: u32| {
+        rt.block_on(async {
+            let ch = slurm_common::grpc::channel(Some(tls.client.clone()), &ctld, "localhost")?;
+            slurm_common::grpc::call_ctld_reports(
+                &ch,
+                "localhost",
+                batch,
+                |b: &Binding| Ok(key.sign(uid, uid, "test", slurm_common::auth::now(), b)),
+                Duration::from_secs(5),
+            )
+            .await
+        })
+        .unwrap()
+    };
+    let cleaned = |job_id, node: &str| RequestBody::JobCleaned {
+        job_id,
+        node: node.into(),
+    };
+    let batch = |node: &str| {
+        slurm_proto::grpc::node_report_batch(
+            node,
+            vec![cleaned(999_999, node), cleaned(999_998, node)],
+        )
+        .unwrap()
+    };
+    let r = batch_call(&as_n2, batch("n1"), 0);
+    assert!(r.len() == 1 && is_denied(&r[0], why), "{r:?}");
+    let r = batch_call(&as_n1, batch("n1"), 1000);
+    assert!(
+        r.len() == 2
+            && r.iter()
+                .all(|x| matches!(x, Response::Error(e) if e.error == SlurmError::AccessDenied)),
+        "{r:?}"
+    );
+    let r = batch_call(&as_n1, batch("n1"), 0);
+    assert!(
+        r.len() == 2 && r.iter().all(|x| matches!(x, Response::Ok)),
+        "{r:?}"
+    );
+    // An event of n1 slipped into n2's batch: the batch is refused whole.
+    let mut forged = batch("n2");
+    forged.reports.extend(batch("n1").reports);
+    let r = batch_call(&as_n2, forged, 0);
+    assert!(
+        r.len() == 1 && matches!(&r[0], Response::Error(e) if e.error == SlurmError::ProtocolError),
+        "{r:?}"
+    );
     // A node speaks only for the jobs it runs: n2 cannot end an
     // allocation (no batch script anywhere) running on n1.
     let mut holder = t
