@@ -200,6 +200,30 @@ pub async fn call_node(
     Ok(node_response(within_time(fut, within, node).await?))
 }
 
+/// Start several batch scripts on `node` at once (`LaunchBatches`) over
+/// `ch`, with the credential `sign` makes: the node's answer to each, in
+/// order (fewer when it answered fewer).
+pub async fn call_node_launches(
+    ch: &Channel,
+    node: &str,
+    launches: Vec<slurm_proto::BatchLaunch>,
+    sign: impl FnOnce(&Binding) -> Result<Credential, AuthError>,
+    within: Duration,
+) -> Result<Vec<Response>, NetError> {
+    use slurm_proto::grpc::node_method::LAUNCH_BATCHES;
+    let list = pb::BatchLaunchList {
+        launches: launches.into_iter().map(Into::into).collect(),
+    };
+    let to = crate::auth::to_slurmd(node);
+    let cred = sign_for(LAUNCH_BATCHES, &list.encode_to_vec(), &to, sign)?;
+    let mut client = pb::node_daemon_client::NodeDaemonClient::new(ch.clone())
+        .max_decoding_message_size(MAX_NODE_REPLY)
+        .max_encoding_message_size(usize::MAX);
+    let fut = client.launch_batches(with_cred(list, cred, within));
+    let replies = within_time(fut, within, node).await?;
+    Ok(replies.replies.into_iter().map(node_response).collect())
+}
+
 /// The answer of a call, or why there is none (a status, or no answer
 /// from `server` within `within`).
 async fn within_time<T>(

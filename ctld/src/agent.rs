@@ -6,7 +6,7 @@ use crate::state::Effect;
 use slurm_common::auth::{now, Key};
 use slurm_common::grpc;
 use slurm_proto::grpc::NodeCall;
-use slurm_proto::{RequestBody, Response};
+use slurm_proto::{BatchLaunch, RequestBody, Response};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -57,6 +57,59 @@ impl Agent {
     pub fn dispatch(&self, e: Effect) {
         let me = self.clone();
         self.rt.spawn(async move { me.deliver(e).await });
+    }
+
+    /// Deliver one batch's effects: the launches of one node go in one
+    /// call (`LaunchBatches`); each of them it does not take is delivered
+    /// again on its own, with its retries.
+    pub fn dispatch_all(&self, effects: Vec<Effect>) {
+        let mut launches: std::collections::BTreeMap<(String, String), Vec<Box<BatchLaunch>>> =
+            Default::default();
+        for e in effects {
+            match e {
+                Effect::Launch { node, addr, launch } => {
+                    launches.entry((node, addr)).or_default().push(launch)
+                }
+                other => self.dispatch(other),
+            }
+        }
+        for ((node, addr), mut ls) in launches {
+            if ls.len() == 1 {
+                if let Some(launch) = ls.pop() {
+                    self.dispatch(Effect::Launch { node, addr, launch });
+                }
+                continue;
+            }
+            let me = self.clone();
+            self.rt
+                .spawn(async move { me.launch_together(node, addr, ls).await });
+        }
+    }
+
+    /// [`Agent::dispatch_all`]'s call for one node's launches.
+    async fn launch_together(self, node: String, addr: String, ls: Vec<Box<BatchLaunch>>) {
+        let sent: Vec<BatchLaunch> = ls.iter().map(|l| (**l).clone()).collect();
+        let answers = match grpc::kept(&addr, &node) {
+            Ok(ch) => grpc::call_node_launches(
+                &ch,
+                &node,
+                sent,
+                |b| Ok(self.key.sign(0, 0, &self.host, now(), b)),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        for (i, launch) in ls.into_iter().enumerate() {
+            if !matches!(answers.get(i), Some(Response::Ok)) {
+                self.dispatch(Effect::Launch {
+                    node: node.clone(),
+                    addr: addr.clone(),
+                    launch,
+                });
+            }
+        }
     }
 
     async fn deliver(self, e: Effect) {

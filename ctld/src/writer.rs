@@ -297,9 +297,7 @@ pub fn run(
         for (reply, r) in replies {
             let _ = reply.send(r);
         }
-        for e in ctl.take_effects() {
-            agent.dispatch(e);
-        }
+        agent.dispatch_all(ctl.take_effects());
         // Accounting records leave only once durable here.
         for r in ctl.take_acct() {
             agent.account(r);

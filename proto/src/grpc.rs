@@ -404,6 +404,7 @@ pub enum NodeCall {
 /// it names as its method.
 pub mod node_method {
     pub const LAUNCH_BATCH: &str = "/slurm.v1.NodeDaemon/LaunchBatch";
+    pub const LAUNCH_BATCHES: &str = "/slurm.v1.NodeDaemon/LaunchBatches";
     pub const PROLOGUE: &str = "/slurm.v1.NodeDaemon/Prologue";
     pub const SIGNAL_JOB: &str = "/slurm.v1.NodeDaemon/SignalJob";
     pub const SUSPEND_JOB: &str = "/slurm.v1.NodeDaemon/SuspendJob";

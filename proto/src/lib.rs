@@ -1329,7 +1329,7 @@ pub struct NodeRegistration {
 }
 
 /// What the controller asks the batch host to run.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct BatchLaunch {
     pub job_id: JobId,
     pub job_name: String,

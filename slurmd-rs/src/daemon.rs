@@ -630,6 +630,48 @@ impl pb::node_daemon_server::NodeDaemon for NodeService {
         })
         .await
     }
+    /// Several launches under one credential: each checked and started as
+    /// a `LaunchBatch` of its own would be (a refusal of the call answers
+    /// the first).
+    async fn launch_batches(
+        &self,
+        req: tonic::Request<pb::BatchLaunchList>,
+    ) -> Result<tonic::Response<pb::NodeReplies>, tonic::Status> {
+        let ctx = &self.ctx;
+        let Some(caller) = grpc::caller_of(&req) else {
+            return Err(tonic::Status::internal("the connection is unknown"));
+        };
+        let me = slurm_common::auth::to_slurmd(&ctx.node);
+        let method = node_method::LAUNCH_BATCHES;
+        let answers = match grpc::verify_call(&req, method, &me, &ctx.key, crate::now(), &ctx.seen)
+        {
+            Err(e) => vec![refused(&caller.addr.to_string(), e)],
+            Ok(cred) => {
+                let mut answers = Vec::new();
+                for l in req.into_inner().launches {
+                    let answer = match slurm_proto::BatchLaunch::try_from(l) {
+                        Ok(l) => {
+                            let body = RequestBody::LaunchBatch(Box::new(l));
+                            let req = Request {
+                                cred: cred.clone(),
+                                body,
+                            };
+                            checked(ctx, req, &caller.peer).await
+                        }
+                        Err(e) => {
+                            warn!(from = %caller.addr, "malformed launch: {e}");
+                            refuse(SlurmError::ProtocolError, e.to_string())
+                        }
+                    };
+                    answers.push(answer);
+                }
+                answers
+            }
+        };
+        Ok(tonic::Response::new(pb::NodeReplies {
+            replies: answers.into_iter().map(node_reply).collect(),
+        }))
+    }
     async fn prologue(&self, r: tonic::Request<pb::JobPrologue>) -> Answer {
         self.handle(r, node_method::PROLOGUE, |m| {
             NodeCall::Prologue(Box::new(m))

@@ -130,6 +130,39 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
     // The controller's own certificate is taken (the job is unknown there).
     let r = to_n1(&as_ctld).unwrap();
     assert!(!is_denied(&r, why), "{r:?}");
+    // Launches sent together (LaunchBatches) are each checked as one:
+    // root-signed from another node's certificate, or signed by a user
+    // from the controller's, every one is refused and nothing runs.
+    let launches = |tls: &Tls, uid: u32| {
+        let bogus = |job_id| slurm_proto::BatchLaunch {
+            job_id,
+            uid: 1000,
+            gid: 1000,
+            script: "#!/bin/sh\ntouch /tmp/never-run\n".into(),
+            work_dir: "/tmp".into(),
+            ..Default::default()
+        };
+        rt.block_on(async {
+            let ch = slurm_common::grpc::channel(Some(tls.client.clone()), &slurmd1, "n1")?;
+            slurm_common::grpc::call_node_launches(
+                &ch,
+                "n1",
+                vec![bogus(999_990), bogus(999_991)],
+                |b: &Binding| Ok(key.sign(uid, uid, "test", now, b)),
+                Duration::from_secs(5),
+            )
+            .await
+        })
+        .unwrap()
+    };
+    let r = launches(&as_n2, 0);
+    assert!(r.len() == 2 && r.iter().all(|x| is_denied(x, why)), "{r:?}");
+    let r = launches(&as_ctld, 1000);
+    assert!(
+        r.len() == 2 && r.iter().all(|x| is_denied(x, "may not send job requests")),
+        "{r:?}"
+    );
+    assert!(!Path::new("/tmp/never-run").exists());
 
     // The controller takes n1's reports only from n1's certificate, over
     // gRPC only.
