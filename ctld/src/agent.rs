@@ -63,12 +63,12 @@ impl Agent {
     /// call (`LaunchBatches`); each of them it does not take is delivered
     /// again on its own, with its retries.
     pub fn dispatch_all(&self, effects: Vec<Effect>) {
-        let mut launches: std::collections::BTreeMap<(String, String), Vec<Box<BatchLaunch>>> =
+        let mut launches: std::collections::BTreeMap<(String, String), Vec<BatchLaunch>> =
             Default::default();
         for e in effects {
             match e {
                 Effect::Launch { node, addr, launch } => {
-                    launches.entry((node, addr)).or_default().push(launch)
+                    launches.entry((node, addr)).or_default().push(*launch)
                 }
                 other => self.dispatch(other),
             }
@@ -76,7 +76,11 @@ impl Agent {
         for ((node, addr), mut ls) in launches {
             if ls.len() == 1 {
                 if let Some(launch) = ls.pop() {
-                    self.dispatch(Effect::Launch { node, addr, launch });
+                    self.dispatch(Effect::Launch {
+                        node,
+                        addr,
+                        launch: Box::new(launch),
+                    });
                 }
                 continue;
             }
@@ -87,8 +91,8 @@ impl Agent {
     }
 
     /// [`Agent::dispatch_all`]'s call for one node's launches.
-    async fn launch_together(self, node: String, addr: String, ls: Vec<Box<BatchLaunch>>) {
-        let sent: Vec<BatchLaunch> = ls.iter().map(|l| (**l).clone()).collect();
+    async fn launch_together(self, node: String, addr: String, ls: Vec<BatchLaunch>) {
+        let sent = ls.clone();
         let answers = match grpc::kept(&addr, &node) {
             Ok(ch) => grpc::call_node_launches(
                 &ch,
@@ -106,7 +110,7 @@ impl Agent {
                 self.dispatch(Effect::Launch {
                     node: node.clone(),
                     addr: addr.clone(),
-                    launch,
+                    launch: Box::new(launch),
                 });
             }
         }
