@@ -80,6 +80,21 @@ pub fn load(dir: &Path) -> Result<Vec<ManPage>, String> {
     Ok(pages)
 }
 
+/// Every option a job may ask for that the controller repeats to its
+/// processes (`slurm_proto::jobenv`).
+fn ask_everything(d: &mut slurm_proto::JobDesc) {
+    d.licenses = Some("l".into());
+    d.reservation = Some("r".into());
+    d.gpus = Some("1".into());
+    d.gpus_per_node = Some("1".into());
+    d.gpus_per_task = Some("1".into());
+    d.cpus_per_gpu = Some(1);
+    d.mem_per_gpu = Some(1);
+    d.ntasks_per_socket = Some(1);
+    d.threads_per_core = Some(1);
+    d.segment = Some(1);
+}
+
 /// The variables our code gives a job's processes, by the command that
 /// starts them: found by running the launch code on a request with every
 /// optional part set.
@@ -124,16 +139,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
             {
                 let d = std::sync::Arc::make_mut(&mut job.desc);
                 d.dependency = Some("afterok:1".into());
-                d.licenses = Some("l".into());
-                d.reservation = Some("r".into());
-                d.gpus = Some("1".into());
-                d.gpus_per_node = Some("1".into());
-                d.gpus_per_task = Some("1".into());
-                d.cpus_per_gpu = Some(1);
-                d.mem_per_gpu = Some(1);
-                d.ntasks_per_socket = Some(1);
-                d.threads_per_core = Some(1);
-                d.segment = Some(1);
+                ask_everything(d);
             }
             let launch = BatchLaunch {
                 job_id: 1,
@@ -244,16 +250,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
             };
             {
                 let d = std::sync::Arc::make_mut(&mut j.desc);
-                d.licenses = Some("l".into());
-                d.reservation = Some("r".into());
-                d.gpus = Some("1".into());
-                d.gpus_per_node = Some("1".into());
-                d.gpus_per_task = Some("1".into());
-                d.cpus_per_gpu = Some(1);
-                d.mem_per_gpu = Some(1);
-                d.ntasks_per_socket = Some(1);
-                d.threads_per_core = Some(1);
-                d.segment = Some(1);
+                ask_everything(d);
                 d.mem_per_node = Some(100);
             }
             let o = slurm_cli::srun::AllocOpts {
