@@ -1827,13 +1827,7 @@ impl Submission {
     /// (`--propagate`, else slurm.conf's `PropagateResourceLimits`).
     pub fn propagate_limits(&mut self, conf: &slurm_common::conf::SlurmConf) -> Result<(), String> {
         let names = slurm_common::rlimits::chosen(self.propagate.as_deref(), conf)?;
-        let env = &mut self.desc.environment;
-        env.retain(|kv| !kv.starts_with(slurm_common::rlimits::PREFIX));
-        env.extend(
-            slurm_common::rlimits::env_of(&names)
-                .into_iter()
-                .map(|(k, v)| format!("{k}={v}")),
-        );
+        slurm_common::rlimits::carry_in(&mut self.desc.environment, &names);
         Ok(())
     }
 

@@ -1446,12 +1446,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
     // This shell's resource limits (`--propagate`, else slurm.conf's).
     let limits = slurm_common::rlimits::chosen(r.opts.propagate.as_deref(), &r.conf)
         .map_err(|e| format!("srun: error: PropagateResourceLimits: {e}"))?;
-    environment.retain(|kv| !kv.starts_with(slurm_common::rlimits::PREFIX));
-    environment.extend(
-        slurm_common::rlimits::env_of(&limits)
-            .into_iter()
-            .map(|(k, v)| format!("{k}={v}")),
-    );
+    slurm_common::rlimits::carry_in(&mut environment, &limits);
     let workdir = r.opts.chdir.clone().unwrap_or_else(cwd);
 
     // Launch on every node at once, each on its own stream.

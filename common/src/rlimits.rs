@@ -91,6 +91,13 @@ pub fn env_of(names: &[&str]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Put this process's soft limits of `names` in a job's environment
+/// (`NAME=value` entries), in place of any carried there already.
+pub fn carry_in(env: &mut Vec<String>, names: &[&str]) {
+    env.retain(|kv| !kv.starts_with(PREFIX));
+    env.extend(env_of(names).into_iter().map(|(k, v)| format!("{k}={v}")));
+}
+
 /// One limit to set in a job's process: (resource, soft limit).
 pub type Limit = (libc::c_int, u64);
 

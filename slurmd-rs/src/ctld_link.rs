@@ -59,6 +59,13 @@ pub async fn call(ctx: &Ctx, body: RequestBody) -> Result<Response, NetError> {
         code: "InvalidArgument".into(),
         why: format!("not a node daemon's report: {b:?}"),
     })?;
+    let (name, ch) = ctld_channel(ctx)?;
+    let sign = |b: &_| Ok(ctx.key.sign(0, 0, &ctx.host, crate::now(), b));
+    grpc::call_ctld(&ch, name, call, sign, CALL_TIMEOUT).await
+}
+
+/// The controller in control's name and this node's kept channel to it.
+fn ctld_channel(ctx: &Ctx) -> Result<(&str, grpc::Channel), NetError> {
     let (i, name, addr) = current(ctx);
     let kept = ctx
         .ctld_channels
@@ -72,8 +79,7 @@ pub async fn call(ctx: &Ctx, body: RequestBody) -> Result<Response, NetError> {
             kept.get_or_init(|| c).clone()
         }
     };
-    let sign = |b: &_| Ok(ctx.key.sign(0, 0, &ctx.host, crate::now(), b));
-    grpc::call_ctld(&ch, name, call, sign, CALL_TIMEOUT).await
+    Ok((name, ch))
 }
 
 /// The answer of a backup controller in standby (another controller is,
@@ -413,21 +419,9 @@ async fn send_events(ctx: &Ctx, batch: &[OutMsg]) -> Vec<Result<Response, NetErr
             })]
         }
     };
-    let (i, name, addr) = current(ctx);
-    let Some(kept) = ctx.ctld_channels.get(i) else {
-        return vec![Err(NetError::Io(std::io::Error::other(
-            "no controller is configured",
-        )))];
-    };
-    let ch = match kept.get() {
-        Some(c) => c.clone(),
-        None => {
-            let tls = ctx.tls.as_ref().map(|t| t.client.clone());
-            match grpc::channel(tls, addr, name) {
-                Ok(c) => kept.get_or_init(|| c).clone(),
-                Err(e) => return vec![Err(e)],
-            }
-        }
+    let (name, ch) = match ctld_channel(ctx) {
+        Ok(c) => c,
+        Err(e) => return vec![Err(e)],
     };
     let sign = |b: &_| Ok(ctx.key.sign(0, 0, &ctx.host, crate::now(), b));
     match grpc::call_ctld_reports(&ch, name, calls, sign, CALL_TIMEOUT).await {
