@@ -98,19 +98,28 @@ impl Ctx {
         }
     }
 
-    /// Read slurm.conf again (`scontrol reconfigure`, SIGHUP) and apply
-    /// what a running daemon can: the Prolog and Epilog, and every setting
-    /// read when a job or step starts. What this daemon fixed at its start
-    /// (its node's line, ports, the controllers, TLS, the cgroup and
-    /// tracking plugins) is kept, with a warning that a restart applies
-    /// it. A file that does not parse changes nothing. Whether anything
+    /// slurm.conf read again from this daemon's file (`scontrol
+    /// reconfigure`, SIGHUP), its warnings logged; for [`Ctx::apply_conf`]
+    /// (of every node a process serves: they share the file, so it is
+    /// read once). Blocking: call it off the runtime.
+    pub fn read_conf(&self) -> Result<Arc<SlurmConf>, String> {
+        let new = SlurmConf::load(Path::new(&self.conf_path_str)).map_err(|e| e.to_string())?;
+        for w in &new.warnings {
+            warn!("{w}");
+        }
+        Ok(Arc::new(new))
+    }
+
+    /// Apply slurm.conf as read again: what a running daemon can (the
+    /// Prolog and Epilog, and every setting read when a job or step
+    /// starts). What this daemon fixed at its start (its node's line,
+    /// ports, the controllers, TLS, the cgroup and tracking plugins) is
+    /// kept, with a warning that a restart applies it. Whether anything
     /// changed.
-    pub fn reconfigure(&self) -> Result<bool, String> {
-        let path = Path::new(&self.conf_path_str);
-        let new = SlurmConf::load(path).map_err(|e| e.to_string())?;
+    pub fn apply_conf(&self, new: &Arc<SlurmConf>) -> bool {
         let old = self.conf();
-        if new.entries == old.entries && new.nodes == old.nodes {
-            return Ok(false);
+        if Arc::ptr_eq(&old, new) || (new.entries == old.entries && new.nodes == old.nodes) {
+            return false;
         }
         let node_line = |c: &SlurmConf| c.nodes.iter().find(|n| n.name == self.node).cloned();
         let fixed = [
@@ -147,15 +156,11 @@ impl Ctx {
                 info!("reconfigure: logging at {level} now (SlurmdDebug)");
             }
         }
-        for w in &new.warnings {
-            warn!("{w}");
-        }
         match self.conf.write() {
-            Ok(mut c) => *c = Arc::new(new),
-            Err(p) => *p.into_inner() = Arc::new(new),
+            Ok(mut c) => *c = new.clone(),
+            Err(p) => *p.into_inner() = new.clone(),
         }
-        info!("reconfigured from {}", path.display());
-        Ok(true)
+        true
     }
 
     /// The caller showed the controller's certificate (TLS on).

@@ -21,25 +21,38 @@ fn init_logging(
     .map_err(|e| anyhow!("{e}"))
 }
 
-/// Read slurm.conf again for every node this process serves (they share
-/// it); a file that does not parse is reported and changes nothing.
+/// Read slurm.conf again once for every node this process serves (they
+/// share it) and apply it to each; a file that does not parse is reported
+/// and changes nothing. Blocking (a file read and a parse): run by
+/// [`reconfigure_soon`], never on a runtime worker, where a thousand mock
+/// nodes' worth of it once held up every heartbeat of the process.
 fn reconfigure(ctxs: &[std::sync::Arc<daemon::Ctx>]) {
-    let mut changed = false;
-    for ctx in ctxs {
-        match ctx.reconfigure() {
-            Ok(c) => changed |= c,
-            Err(e) => {
-                tracing::error!("reconfigure: {e}; keeping the configuration in force");
-                // The nodes share the file: one error says it for all.
-                break;
-            }
+    // Two requests close together: the later reads the file last.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(first) = ctxs.first() else {
+        return;
+    };
+    let new = match first.read_conf() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("reconfigure: {e}; keeping the configuration in force");
+            return;
         }
-    }
-    if changed {
+    };
+    let changed = ctxs.iter().filter(|ctx| ctx.apply_conf(&new)).count();
+    if changed > 0 {
+        tracing::info!("reconfigured from {}", first.conf_path_str);
         // systemd (Type=notify) hears of it: reloaded, ready again.
         slurm_common::logging::notify("RELOADING=1");
         slurm_common::logging::notify("READY=1");
     }
+}
+
+/// [`reconfigure`] on the runtime's blocking threads.
+fn reconfigure_soon(ctxs: &std::sync::Arc<[std::sync::Arc<daemon::Ctx>]>) {
+    let ctxs = ctxs.clone();
+    tokio::task::spawn_blocking(move || reconfigure(&ctxs));
 }
 
 /// Follow the controllers' `scontrol reconfigure`: a configless daemon
@@ -60,8 +73,8 @@ fn follow_reconfigures(
             first.key.clone(),
         )
     });
-    let ctxs = ctxs.to_vec();
-    tokio::spawn(source.follow(move || reconfigure(&ctxs)));
+    let ctxs: std::sync::Arc<[_]> = ctxs.into();
+    tokio::spawn(source.follow(move || reconfigure_soon(&ctxs)));
 }
 
 /// Several nodes in one process (`-N n[1-1000]`, usually with `--mock`).
@@ -105,10 +118,11 @@ fn run_many(
             })));
         }
         tracing::info!("serving {} nodes", served.len());
+        let ctxs: std::sync::Arc<[_]> = ctxs.into();
         follow_reconfigures(source, &ctxs);
         slurm_common::logging::reopen_on_sigusr2(log);
         slurm_common::logging::notify("READY=1\nSTATUS=serving");
-        daemon::shutdown_signal(|| reconfigure(&ctxs)).await;
+        daemon::shutdown_signal(|| reconfigure_soon(&ctxs)).await;
         slurm_common::logging::notify("STOPPING=1");
         let _ = tx.send(true);
         for h in served {
@@ -158,13 +172,13 @@ fn run(mut a: args::Args) -> anyhow::Result<()> {
                 tracing::error!("{e}");
             }
         })?;
-        let ctxs = vec![d.ctx().clone()];
+        let ctxs: std::sync::Arc<[_]> = vec![d.ctx().clone()].into();
         follow_reconfigures(source, &ctxs);
         slurm_common::logging::reopen_on_sigusr2(log);
         // systemd (Type=notify): listening now (it registers on its own).
         slurm_common::logging::notify("READY=1\nSTATUS=serving");
         d.serve(async {
-            daemon::shutdown_signal(|| reconfigure(&ctxs)).await;
+            daemon::shutdown_signal(|| reconfigure_soon(&ctxs)).await;
             slurm_common::logging::notify("STOPPING=1");
         })
         .await;
