@@ -125,7 +125,7 @@ impl Ctx {
         let fixed = [
             (
                 "this node's NodeName line",
-                node_line(&old) != node_line(&new),
+                node_line(&old) != node_line(new),
             ),
             ("ClusterName", old.cluster_name != new.cluster_name),
             ("SlurmdPort", old.slurmd_port != new.slurmd_port),
@@ -140,7 +140,7 @@ impl Ctx {
             ),
             (
                 "ProctrackType or TaskPlugin",
-                cgroup_plugins(&old) != cgroup_plugins(&new),
+                cgroup_plugins(&old) != cgroup_plugins(new),
             ),
             (
                 "SlurmdSpoolDir",
