@@ -1120,6 +1120,8 @@ const COMMANDS: &[&str] = &[
     "resume",
     "ping",
     "takeover",
+    "reboot",
+    "cancel_reboot",
     "listpids",
     "listjobs",
     "liststeps",
@@ -1157,6 +1159,7 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
   terminated.
 
     Valid <COMMAND> values are:
+     cancel_reboot <NODES>    cancel pending reboots of the nodes.
      completing               list jobs still completing and their nodes.
      errnumstr <ERRNO>        the text of a Slurm (or system) error number.
      exit                     terminate scontrol
@@ -1171,6 +1174,8 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
                               and when that job ends.
      ping                     print status of slurmctld daemons.
      quit                     terminate this command.
+     reboot [ASAP] [FORCE] [nextstate=RESUME|DOWN] [reason=<reason>] ALL|<NODES>
+                              reboot the nodes (RebootProgram) once idle.
      release <job_list>       permit specified job to start (see hold).
      requeue <job_id>         re-queue a batch job.
      requeuehold <job_id>     re-queue and hold a batch job.
@@ -1191,7 +1196,7 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
   <ENTITY> may be \"aliases\", \"config\", \"daemons\", \"hostlist\",
        \"hostlistsorted\", \"hostnames\", \"job\", \"node\" or \"partition\".
 
-  Node updates: NodeName=<name> State=DOWN|DRAIN|IDLE|RESUME|UNDRAIN Reason=<text>
+  Node updates: NodeName=<name> State=DOWN|DRAIN|IDLE|RESUME|UNDRAIN|CANCEL_REBOOT Reason=<text>
   Job updates:  JobId=<id> TimeLimit=<time> Nice=<n> Name=<name>
 ";
 
@@ -2138,10 +2143,12 @@ fn partition_request(pairs: &Pairs, create: bool, ctl: &dyn Controller, out: &mu
 fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
     let mut names = Vec::new();
     let mut state = None;
+    let mut cancel_reboot = false;
     let mut reason = None;
     let mut features: Option<Vec<String>> = None;
     for ((k, v), raw) in pairs {
         match k.as_str() {
+            "state" if v.eq_ignore_ascii_case("cancel_reboot") => cancel_reboot = true,
             "nodename" => match hostlist::expand(v) {
                 Ok(n) if !n.is_empty() => names.extend(n),
                 _ => {
@@ -2183,6 +2190,20 @@ fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
         out.err("You must specify a reason when DOWNING or DRAINING a node. Request denied");
         return 1;
     }
+    if cancel_reboot {
+        return reboot_call(
+            ctl,
+            out,
+            RequestBody::RebootNodes {
+                names,
+                asap: false,
+                force: false,
+                next_state: None,
+                reason: None,
+                cancel: true,
+            },
+        );
+    }
     if state.is_none() && reason.is_none() && features.is_none() {
         return 0;
     }
@@ -2199,6 +2220,147 @@ fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
         Ok(_) => 0,
         Err(e) => {
             out.err(format!("slurm_update error: {}", e.message));
+            1
+        }
+    }
+}
+
+/// `scontrol reboot [ASAP] [FORCE] [nextstate=RESUME|DOWN] [reason=...]
+/// ALL|NODES`.
+fn cmd_reboot(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    if rest.len() > 6 {
+        out.err("too many arguments for keyword:reboot");
+        return 1;
+    }
+    let (mut asap, mut force) = (false, false);
+    let (mut next_state, mut reason, mut list) = (None, None, None::<String>);
+    for tok in rest {
+        let (key, value) = match tok.split_once('=') {
+            Some((k, v)) => (k.to_ascii_lowercase(), Some(v)),
+            None => (tok.to_ascii_lowercase(), None),
+        };
+        match (key.as_str(), value) {
+            ("asap", None) => asap = true,
+            ("force", None) => force = true,
+            ("reason", Some(v)) => {
+                if v.is_empty() {
+                    out.err("missing reason");
+                    return 1;
+                }
+                if reason.is_some() {
+                    out.err("multiple reasons specified");
+                    return 1;
+                }
+                reason = Some(v.to_string());
+            }
+            ("nextstate", Some(v)) => {
+                let up = v.to_ascii_uppercase();
+                next_state = Some(if !up.is_empty() && "DOWN".starts_with(&up) {
+                    NodeStateRequest::Down
+                } else if !up.is_empty() && "RESUME".starts_with(&up) {
+                    NodeStateRequest::Resume
+                } else if v.is_empty() {
+                    out.err("missing state");
+                    return 1;
+                } else {
+                    out.err(format!("Invalid state: {v}\n Valid states: DOWN, RESUME"));
+                    return 1;
+                });
+            }
+            ("action", Some(_)) => {
+                out.err("Invalid power action: no PowerAction is configured");
+                return 1;
+            }
+            _ => {
+                if list.is_some() {
+                    out.err("Multiple node lists specified");
+                    return 1;
+                }
+                list = Some(tok.clone());
+            }
+        }
+    }
+    let Some(list) = list else {
+        out.err("Missing node list. Specify ALL|<NodeList>");
+        return 1;
+    };
+    let names = if list.eq_ignore_ascii_case("ALL") {
+        Vec::new()
+    } else {
+        match hostlist::expand(&list) {
+            Ok(n) if !n.is_empty() => n,
+            _ => {
+                out.err(format!("Invalid node name specified: {list}"));
+                return 1;
+            }
+        }
+    };
+    let r = reboot_call(
+        ctl,
+        out,
+        RequestBody::RebootNodes {
+            names,
+            asap,
+            force,
+            next_state,
+            reason,
+            cancel: false,
+        },
+    );
+    if r != 0 {
+        out.err("scontrol_reboot_nodes error");
+    }
+    r
+}
+
+/// `scontrol cancel_reboot NODES`.
+fn cmd_cancel_reboot(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let list = match rest {
+        [l] => l,
+        [] => {
+            out.err("missing argument for keyword:cancel_reboot");
+            return 1;
+        }
+        _ => {
+            out.err("too many arguments for keyword:cancel_reboot");
+            return 1;
+        }
+    };
+    let names = match hostlist::expand(list) {
+        Ok(n) if !n.is_empty() => n,
+        _ => {
+            out.err(format!("Invalid node name specified: {list}"));
+            return 1;
+        }
+    };
+    reboot_call(
+        ctl,
+        out,
+        RequestBody::RebootNodes {
+            names,
+            asap: false,
+            force: false,
+            next_state: None,
+            reason: None,
+            cancel: true,
+        },
+    )
+}
+
+/// Send a reboot request; the controller's refusal printed as Slurm does.
+fn reboot_call(ctl: &dyn Controller, out: &mut Out, body: RequestBody) -> i32 {
+    match ctl.call(body) {
+        Ok(Response::Error(e)) => {
+            match &e.detail {
+                Some(d) if d.starts_with("Skipping") => out.err(d.clone()),
+                Some(d) => out.err(format!("{}: {d}", e.error.message())),
+                None => out.err(e.error.message()),
+            }
+            1
+        }
+        Ok(_) => 0,
+        Err(e) => {
+            out.err(e.message);
             1
         }
     }
@@ -2699,6 +2861,8 @@ pub fn run_command(
         ) => cmd_job_list(c, rest, ctl, out),
         Some("ping") => cmd_ping(g, ctl, out),
         Some("takeover") => cmd_takeover(rest, ctl, out),
+        Some("reboot" | "reboot_nodes") => cmd_reboot(rest, ctl, out),
+        Some("cancel_reboot") => cmd_cancel_reboot(rest, ctl, out),
         Some("listpids") => cmd_listpids(rest, ctl, out),
         Some(c @ ("listjobs" | "liststeps")) => cmd_list_local(c, rest, ctl, out),
         Some("pidinfo") => cmd_pidinfo(rest, ctl, now, tz, out),

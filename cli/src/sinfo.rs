@@ -209,7 +209,9 @@ fn state_matches(n: &NodeRecord, s: &str) -> bool {
         "responding" => !n.flags.not_responding,
         "reserved" => n.flags.reserved,
         "maint" => n.flags.maint,
-        // States no node here is ever in (power saving, cloud, reboots...).
+        "reboot_requested" => n.flags.reboot_requested,
+        "reboot_issued" => n.flags.reboot_issued,
+        // States no node here is ever in (power saving, cloud...).
         _ => false,
     }
 }

@@ -194,6 +194,7 @@ pub async fn call_node(
             NodeCall::Ping(m) => client.ping(with_cred(m, cred, within)).await,
             NodeCall::ListPids(m) => client.list_pids(with_cred(m, cred, within)).await,
             NodeCall::Shutdown(m) => client.shutdown(with_cred(m, cred, within)).await,
+            NodeCall::Reboot(m) => client.reboot(with_cred(m, cred, within)).await,
             NodeCall::SetDebug(m) => client.set_debug(with_cred(m, cred, within)).await,
         }
     };
@@ -367,6 +368,7 @@ pub async fn call_command(
             CommandCall::UpdateJob(m) => client.update_job(with_cred(m, cred, within)).await,
             CommandCall::SuspendJob(m) => client.suspend_job(with_cred(m, cred, within)).await,
             CommandCall::UpdateNode(m) => client.update_node(with_cred(m, cred, within)).await,
+            CommandCall::RebootNodes(m) => client.reboot_nodes(with_cred(m, cred, within)).await,
             CommandCall::Reconfigure(m) => client.reconfigure(with_cred(m, cred, within)).await,
             CommandCall::GetToken(m) => client.get_token(with_cred(m, cred, within)).await,
             CommandCall::GetLicenses(m) => client.get_licenses(with_cred(m, cred, within)).await,

@@ -211,6 +211,22 @@ impl Agent {
                     tracing::warn!("signal {signal} to step {job_id}.{step_id} failed: {e}");
                 }
             }
+            Effect::Reboot { node, addr } => {
+                // Not taken: the node is set DOWN after ResumeTimeout.
+                match self
+                    .send(
+                        &addr,
+                        &node,
+                        RequestBody::NodeReboot,
+                        Duration::from_secs(10),
+                    )
+                    .await
+                {
+                    Ok(Response::Ok) => tracing::info!("reboot sent to {node}"),
+                    Ok(other) => tracing::warn!("reboot of {node} refused: {other:?}"),
+                    Err(e) => tracing::warn!("reboot of {node} not sent: {e}"),
+                }
+            }
             Effect::Prologue { node, addr, facts } => {
                 let job_id = facts.job_id;
                 let body = RequestBody::JobPrologue(facts);

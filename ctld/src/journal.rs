@@ -76,6 +76,30 @@ pub struct NodeAdmin {
     /// Features set at run time (replacing the configured ones).
     #[serde(default)]
     pub features: Option<Vec<String>>,
+    /// `scontrol reboot` asked for (see `state::reboot`).
+    #[serde(default)]
+    pub reboot: Option<RebootRequest>,
+}
+
+/// A pending `scontrol reboot` of one node.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RebootRequest {
+    pub asap: bool,
+    /// `nextstate=`: what the node is once back (none: as it was).
+    pub next: Option<RebootNext>,
+    pub requested: i64,
+    /// When it was sent to the node.
+    pub issued: Option<i64>,
+    /// The request drained the node (ASAP): undrained once back.
+    pub drained: bool,
+    /// The reason the request left (cleared once back, if unchanged).
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum RebootNext {
+    Resume,
+    Down,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

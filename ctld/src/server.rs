@@ -527,7 +527,11 @@ impl Server {
                     .node_index
                     .get(node)
                     .and_then(|&i| s.nodes.get(i))
-                    .is_some_and(|n| n.slurmd_start_time.is_some() && !n.flags.not_responding);
+                    .is_some_and(|n| {
+                        n.slurmd_start_time.is_some()
+                            && !n.flags.not_responding
+                            && !n.flags.reboot_issued
+                    });
                 if known {
                     if let Ok(mut h) = self.heard.lock() {
                         h.insert(node.clone(), now());
@@ -1345,6 +1349,10 @@ impl pb::controller_server::Controller for CtldService {
     }
     async fn update_node(&self, r: tonic::Request<pb::UpdateNodeRequest>) -> Commanded {
         self.command(r, command_method::UPDATE_NODE, CommandCall::UpdateNode)
+            .await
+    }
+    async fn reboot_nodes(&self, r: tonic::Request<pb::RebootNodesRequest>) -> Commanded {
+        self.command(r, command_method::REBOOT_NODES, CommandCall::RebootNodes)
             .await
     }
     async fn reconfigure(&self, r: tonic::Request<pb::Empty>) -> Commanded {

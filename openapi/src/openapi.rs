@@ -622,6 +622,12 @@ pub fn node_state(n: &NodeRecord) -> Vec<&'static str> {
     if n.flags.reserved {
         v.push("RESERVED");
     }
+    if n.flags.reboot_requested {
+        v.push("REBOOT_REQUESTED");
+    }
+    if n.flags.reboot_issued {
+        v.push("REBOOT_ISSUED");
+    }
     if n.flags.not_responding {
         v.push("NOT_RESPONDING");
     }

@@ -397,6 +397,7 @@ pub enum NodeCall {
     Ping(pb::NodePing),
     ListPids(pb::ListPidsRequest),
     Shutdown(pb::Empty),
+    Reboot(pb::Empty),
     SetDebug(pb::DebugLevel),
 }
 
@@ -414,6 +415,7 @@ pub mod node_method {
     pub const PING: &str = "/slurm.v1.NodeDaemon/Ping";
     pub const LIST_PIDS: &str = "/slurm.v1.NodeDaemon/ListPids";
     pub const SHUTDOWN: &str = "/slurm.v1.NodeDaemon/Shutdown";
+    pub const REBOOT: &str = "/slurm.v1.NodeDaemon/Reboot";
     pub const SET_DEBUG: &str = "/slurm.v1.NodeDaemon/SetDebug";
 }
 
@@ -463,6 +465,7 @@ impl NodeCall {
                 NodeCall::ListPids(pb::ListPidsRequest { job_id, step_id })
             }
             RequestBody::NodeShutdown => NodeCall::Shutdown(pb::Empty {}),
+            RequestBody::NodeReboot => NodeCall::Reboot(pb::Empty {}),
             RequestBody::SetDebug { level } => NodeCall::SetDebug(pb::DebugLevel { level }),
             other => return Err(Box::new(other)),
         })
@@ -500,6 +503,7 @@ impl NodeCall {
                 step_id: l.step_id,
             },
             NodeCall::Shutdown(_) => RequestBody::NodeShutdown,
+            NodeCall::Reboot(_) => RequestBody::NodeReboot,
             NodeCall::SetDebug(d) => RequestBody::SetDebug { level: d.level },
         })
     }
@@ -517,6 +521,7 @@ impl NodeCall {
             NodeCall::Ping(_) => PING,
             NodeCall::ListPids(_) => LIST_PIDS,
             NodeCall::Shutdown(_) => SHUTDOWN,
+            NodeCall::Reboot(_) => REBOOT,
             NodeCall::SetDebug(_) => SET_DEBUG,
         }
     }
@@ -533,7 +538,7 @@ impl NodeCall {
             NodeCall::SignalTasks(m) => m.encode_to_vec(),
             NodeCall::Ping(m) => m.encode_to_vec(),
             NodeCall::ListPids(m) => m.encode_to_vec(),
-            NodeCall::Shutdown(m) => m.encode_to_vec(),
+            NodeCall::Shutdown(m) | NodeCall::Reboot(m) => m.encode_to_vec(),
             NodeCall::SetDebug(m) => m.encode_to_vec(),
         }
     }

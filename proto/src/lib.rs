@@ -910,6 +910,13 @@ pub struct NodeFlags {
     /// In an active maintenance reservation.
     #[serde(default)]
     pub maint: bool,
+    /// `scontrol reboot` asked for it; not yet sent to the node.
+    #[serde(default)]
+    pub reboot_requested: bool,
+    /// Reboot sent; the node is down until it registers again with a new
+    /// boot time (or `ResumeTimeout` passes).
+    #[serde(default)]
+    pub reboot_issued: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -981,6 +988,12 @@ impl NodeRecord {
         if self.flags.reserved {
             s.push_str("+RESERVED");
         }
+        if self.flags.reboot_requested {
+            s.push_str("+REBOOT_REQUESTED");
+        }
+        if self.flags.reboot_issued {
+            s.push_str("+REBOOT_ISSUED");
+        }
         if self.external {
             s.push_str("+EXTERNAL");
         }
@@ -997,12 +1010,26 @@ impl NodeRecord {
             self.base_state,
             NodeBaseState::Allocated | NodeBaseState::Mixed
         ) || self.flags.completing;
-        let mut s = if self.flags.drain {
-            if busy {
-                "drng"
-            } else {
-                "drain"
+        let rebooting = self.flags.reboot_requested || self.flags.reboot_issued;
+        // As Slurm: `boot` (requested), `boot^` (issued) while no job runs
+        // there; a draining or drained node marks it `@` or `^`.
+        if rebooting && !busy {
+            return match (self.flags.reboot_issued, self.flags.not_responding) {
+                (true, _) => "boot^",
+                (false, true) => "boot*",
+                (false, false) => "boot",
             }
+            .to_string();
+        }
+        let mut s = if self.flags.drain {
+            let word = if busy { "drng" } else { "drain" };
+            if self.flags.reboot_issued {
+                return format!("{word}^");
+            }
+            if self.flags.reboot_requested {
+                return format!("{word}@");
+            }
+            word
         } else if self.flags.completing {
             "comp"
         } else if self.flags.maint {
@@ -1030,6 +1057,7 @@ impl NodeRecord {
     pub fn is_available(&self) -> bool {
         !self.flags.drain
             && !self.flags.not_responding
+            && !self.flags.reboot_issued
             && matches!(
                 self.base_state,
                 NodeBaseState::Idle | NodeBaseState::Mixed | NodeBaseState::Allocated
@@ -1549,6 +1577,18 @@ pub enum RequestBody {
         #[serde(default)]
         features: Option<Vec<String>>,
     },
+    /// `scontrol reboot [ASAP] [FORCE] [nextstate=RESUME|DOWN]
+    /// [reason=...] ALL|NODES` and, with `cancel`, `scontrol cancel_reboot
+    /// NODES` (root and SlurmUser). `names` empty: every node.
+    RebootNodes {
+        names: Vec<String>,
+        asap: bool,
+        force: bool,
+        /// `Resume` or `Down` only.
+        next_state: Option<NodeStateRequest>,
+        reason: Option<String>,
+        cancel: bool,
+    },
     // ---- node daemon → controller
     RegisterNode(NodeRegistration),
     Heartbeat {
@@ -1672,6 +1712,9 @@ pub enum RequestBody {
     /// Controller → node daemon (`scontrol shutdown`): stop, leaving
     /// running jobs running.
     NodeShutdown,
+    /// Controller → node daemon (`scontrol reboot`, the node idle): run
+    /// `RebootProgram`.
+    NodeReboot,
     /// `scontrol setdebug LEVEL [nodes=...]`: the daemon's log level until
     /// its slurm.conf is read again (root and SlurmUser).
     SetDebug {
@@ -1801,6 +1844,7 @@ impl RequestBody {
             RequestBody::GetDiag => ("REQUEST_STATS_INFO", 2035),
             RequestBody::UpdateJob { .. } => ("REQUEST_UPDATE_JOB", 3001),
             RequestBody::UpdateNode { .. } => ("REQUEST_UPDATE_NODE", 3002),
+            RequestBody::RebootNodes { .. } => ("REQUEST_REBOOT_NODES", 1015),
             RequestBody::UpdatePartition(_) => ("REQUEST_UPDATE_PARTITION", 3005),
             RequestBody::CreatePartition(_) => ("REQUEST_CREATE_PARTITION", 3004),
             RequestBody::DeletePartition { .. } => ("REQUEST_DELETE_PARTITION", 3007),

@@ -101,7 +101,10 @@ pub fn registration(ctx: &Ctx) -> NodeRegistration {
         threads_per_core: hw.threads_per_core,
         real_memory: hw.real_memory,
         tmp_disk: hw.tmp_disk,
-        boot_time: crate::sysinfo::boot_time(),
+        boot_time: match ctx.mock_boot.load(Ordering::SeqCst) {
+            0 => crate::sysinfo::boot_time(),
+            t => t,
+        },
         slurmd_start_time: ctx.start_time,
         version: slurm_proto::SLURM_VERSION.to_string(),
         os,

@@ -24,7 +24,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -81,6 +81,9 @@ pub struct Ctx {
     pub jobs: JobTable,
     pub outbox: Outbox,
     pub registered: AtomicBool,
+    /// A mock node's boot time once it has "rebooted" (`scontrol reboot`);
+    /// 0: the machine's.
+    pub mock_boot: std::sync::atomic::AtomicI64,
     /// `TLSType` on: this node's certificate, to serve and to call with.
     pub tls: Option<slurm_common::tls::Tls>,
     /// Spent step credentials (see [`crate::ledger`]).
@@ -479,6 +482,7 @@ impl Daemon {
             acct_gather,
             jobs: JobTable::default(),
             registered: AtomicBool::new(false),
+            mock_boot: std::sync::atomic::AtomicI64::new(0),
             tls,
             verbose: u32::from(s.verbose),
             conf: std::sync::RwLock::new(Arc::new(s.conf)),
@@ -814,6 +818,9 @@ impl pb::node_daemon_server::NodeDaemon for NodeService {
         self.handle(r, node_method::SHUTDOWN, NodeCall::Shutdown)
             .await
     }
+    async fn reboot(&self, r: tonic::Request<pb::Empty>) -> Answer {
+        self.handle(r, node_method::REBOOT, NodeCall::Reboot).await
+    }
     async fn set_debug(&self, r: tonic::Request<pb::DebugLevel>) -> Answer {
         self.handle(r, node_method::SET_DEBUG, NodeCall::SetDebug)
             .await
@@ -839,6 +846,54 @@ fn refused(from: &str, e: net::NetError) -> Response {
     refuse(code, e.to_string())
 }
 
+/// `scontrol reboot`, sent by the controller once this node is idle: run
+/// `RebootProgram` (from slurm.conf, as root, not waited for: it is to
+/// reboot the machine, after which this daemon starts again and registers
+/// with the new boot time). A mock node "reboots" at once: its boot time
+/// becomes now, and it registers again when the controller asks it to.
+fn reboot(ctx: &Arc<Ctx>) -> Response {
+    if crate::mock::mode().is_some() {
+        info!("reboot requested: a mock node, booted again now");
+        ctx.mock_boot.store(crate::now(), Ordering::SeqCst);
+        return Response::Ok;
+    }
+    let conf = ctx.conf();
+    let Some(program) = conf
+        .get("RebootProgram")
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    else {
+        error!("reboot requested, but RebootProgram isn't defined in slurm.conf");
+        return refuse(
+            SlurmError::InvalidNodeState,
+            "RebootProgram isn't defined in slurm.conf",
+        );
+    };
+    warn!("reboot requested: running RebootProgram {program}");
+    match std::process::Command::new("/bin/sh")
+        .args(["-c", program])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(mut child) => {
+            // Reaped when it ends (if the machine is still up then).
+            std::thread::spawn(move || {
+                let _ = child.wait();
+            });
+            Response::Ok
+        }
+        Err(e) => {
+            error!("cannot run RebootProgram {program}: {e}");
+            refuse(
+                SlurmError::InvalidNodeState,
+                format!("cannot run RebootProgram {program}: {e}"),
+            )
+        }
+    }
+}
+
 /// Answer a request whose credential has been checked, from `who`.
 async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) -> Response {
     let cred = &req.cred;
@@ -851,6 +906,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             | RequestBody::TerminateJob { .. }
             | RequestBody::JobPrologue(_)
             | RequestBody::NodeShutdown
+            | RequestBody::NodeReboot
     );
     if job_request && !privileged {
         warn!(
@@ -894,6 +950,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             });
             Response::Ok
         }
+        RequestBody::NodeReboot => reboot(ctx),
         RequestBody::SetDebug { level } => {
             if !privileged {
                 warn!(uid = cred.uid, "refused setdebug from an unprivileged user");

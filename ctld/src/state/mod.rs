@@ -16,6 +16,7 @@ mod nodes;
 mod partitions;
 mod preempt;
 mod priority;
+mod reboot;
 mod reservations;
 mod schedule;
 mod steps;
@@ -93,6 +94,8 @@ pub enum Effect {
         addr: String,
         facts: Box<JobPrologue>,
     },
+    /// `scontrol reboot`: run `RebootProgram` there.
+    Reboot { node: String, addr: String },
 }
 
 /// What accounting last heard of a step: state, end, exit status, CPU used.
@@ -660,9 +663,11 @@ impl Controller {
             }
             n.reason_time = a.reason_time;
             n.reason_uid = a.reason_uid;
+            n.flags.reboot_requested = a.reboot.as_ref().is_some_and(|r| r.issued.is_none());
+            n.flags.reboot_issued = a.reboot.as_ref().is_some_and(|r| r.issued.is_some());
             n.base_state = if future[i] {
                 NodeBaseState::Future
-            } else if a.down {
+            } else if a.down || n.flags.reboot_issued {
                 NodeBaseState::Down
             } else if !self.registered[i] {
                 NodeBaseState::Unknown
@@ -816,7 +821,10 @@ impl Controller {
                 .nodes
                 .iter()
                 .filter(|n| {
-                    !n.external && !n.flags.not_responding && n.base_state != NodeBaseState::Future
+                    !n.external
+                        && !n.flags.not_responding
+                        && !n.flags.reboot_issued
+                        && n.base_state != NodeBaseState::Future
                 })
                 .filter(|n| {
                     now - n.last_heard.unwrap_or(self.boot_time).max(self.boot_time) > timeout
@@ -841,6 +849,7 @@ impl Controller {
                 self.dirty = true;
             }
         }
+        self.issue_reboots(now, false);
         self.send_warnings(now);
         let expired: Vec<JobId> = self
             .p
@@ -924,6 +933,14 @@ impl Controller {
                 reason,
                 features,
             } => self.update_node(who, names, state, reason, features, now),
+            RequestBody::RebootNodes {
+                names,
+                asap,
+                force,
+                next_state,
+                reason,
+                cancel,
+            } => self.reboot_nodes(who, names, asap, force, next_state, reason, cancel, now),
             RequestBody::AllocateJob(d) => self.allocate(who, d, now),
             RequestBody::CreateNode(n) => self.create_node(who, n),
             RequestBody::GetJobScript { job_id } => self.job_script(who, job_id),

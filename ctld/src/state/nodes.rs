@@ -328,6 +328,8 @@ impl Controller {
                 }
             }
         }
+        // Back from a reboot it was sent?
+        self.reboot_registered(&name, r.boot_time, now);
         // Its jobs that were suspended (or resumed) stay so.
         self.suspends_for_node(&name);
         self.dirty = true;
@@ -352,7 +354,7 @@ impl Controller {
         let Some(&i) = self.node_index.get(node) else {
             return err_detail(SlurmError::InvalidNodeName, node.to_string());
         };
-        if !self.registered[i] || self.nodes[i].flags.not_responding {
+        if !self.registered[i] || self.nodes[i].flags.not_responding || self.reboot_issued(node) {
             // Ask the daemon to register again (we restarted or marked it down).
             return err_detail(SlurmError::InvalidNodeState, "register");
         }

@@ -969,3 +969,198 @@ fn a_wckey_counts_only_where_wckeys_are_tracked() {
     assert_eq!(s.job(id).desc.wckey.as_deref(), Some("proj"));
     s.check_replay();
 }
+
+fn reboot_req(names: &[&str], asap: bool, next: Option<NodeStateRequest>) -> RequestBody {
+    RequestBody::RebootNodes {
+        names: names.iter().map(|n| n.to_string()).collect(),
+        asap,
+        force: false,
+        next_state: next,
+        reason: None,
+        cancel: false,
+    }
+}
+
+impl Sim {
+    fn node(&self, name: &str) -> &NodeRecord {
+        self.ctl
+            .nodes
+            .iter()
+            .find(|n| n.name == name)
+            .expect("node")
+    }
+
+    fn reboots_sent(&self, name: &str) -> usize {
+        self.effects
+            .iter()
+            .filter(|e| matches!(e, Effect::Reboot { node, .. } if node == name))
+            .count()
+    }
+
+    /// The node's daemon registers, its machine booted at `boot_time`.
+    fn register_booted(&mut self, node: &str, boot_time: i64) {
+        let r = self.req(
+            ROOT,
+            RequestBody::RegisterNode(NodeRegistration {
+                name: node.into(),
+                cpus: 2,
+                boards: 1,
+                sockets: 1,
+                cores_per_socket: 2,
+                threads_per_core: 1,
+                real_memory: 1000,
+                boot_time,
+                slurmd_start_time: self.now,
+                ..Default::default()
+            }),
+        );
+        assert!(!matches!(r, Response::Error(_)), "register {node}: {r:?}");
+    }
+}
+
+#[test]
+fn a_reboot_waits_for_the_node_to_be_idle_and_ends_when_it_boots_again() {
+    let mut s = sim("RebootProgram=/sbin/reboot\n");
+    // Users may not ask; nothing changes.
+    let r = s.req(ALICE, reboot_req(&["n1"], false, None));
+    assert!(
+        matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied),
+        "{r:?}"
+    );
+    assert!(!s.node("n1").flags.reboot_requested);
+    // An unknown node or a bad next state: refused, nothing changes.
+    let r = s.req(ROOT, reboot_req(&["n1", "n9"], false, None));
+    assert!(matches!(&r, Response::Error(e) if e.error == SlurmError::InvalidNodeName));
+    let r = s.req(
+        ROOT,
+        reboot_req(&["n1"], false, Some(NodeStateRequest::Drain)),
+    );
+    assert!(matches!(&r, Response::Error(e) if e.error == SlurmError::InvalidNodeState));
+    assert!(!s.node("n1").flags.reboot_requested);
+
+    // A job holds n1: ASAP drains it and the reboot waits for the job.
+    let id = s.submit(|d| d.req_nodes = vec!["n1".into()]);
+    assert_eq!(s.state(id), JobState::Running);
+    s.ok(ROOT, reboot_req(&["n1"], true, None));
+    let n = s.node("n1");
+    assert!(n.flags.reboot_requested && n.flags.drain, "{:?}", n.flags);
+    assert_eq!(n.reason.as_deref(), Some("Reboot ASAP"));
+    assert_eq!(n.state_short(), "drng@");
+    // Asked again meanwhile: skipped, as Slurm does.
+    let r = s.req(ROOT, reboot_req(&["n1"], false, None));
+    assert!(
+        matches!(&r, Response::Error(e) if e.detail.as_deref().is_some_and(|d| d.starts_with("Skipping reboot of nodes n1"))),
+        "{r:?}"
+    );
+    // Drained: no new job goes there.
+    let other = s.submit(|d| d.req_nodes = vec!["n1".into()]);
+    assert_eq!(s.state(other), JobState::Pending);
+    s.tick(1);
+    assert_eq!(s.reboots_sent("n1"), 0, "sent while a job runs there");
+    s.finish(id, 0);
+    s.tick(1);
+    assert_eq!(s.reboots_sent("n1"), 1);
+    let n = s.node("n1");
+    assert!(n.flags.reboot_issued && !n.flags.reboot_requested);
+    assert_eq!(n.base_state, NodeBaseState::Down);
+    assert_eq!(n.state_long(), "DOWN+DRAIN+REBOOT_ISSUED");
+    assert_eq!(n.reason.as_deref(), Some("Reboot ASAP : reboot issued"));
+    // Silent while it reboots: no failure; its heartbeats are told to
+    // register again (to tell its boot time).
+    s.tick(40);
+    assert!(!s.node("n1").flags.not_responding);
+    let r = s.req(
+        ROOT,
+        RequestBody::Heartbeat {
+            node: "n1".into(),
+            running_jobs: vec![],
+        },
+    );
+    assert!(matches!(&r, Response::Error(e) if e.error == SlurmError::InvalidNodeState));
+    // Its daemon restarted without the machine rebooting: still waiting.
+    let issued_at = s.now - 40;
+    s.register_booted("n1", issued_at - 1000);
+    assert!(s.node("n1").flags.reboot_issued);
+    assert_eq!(s.state(other), JobState::Pending);
+    // Booted again: back in service, undrained (ASAP drained it), the
+    // waiting job starts.
+    s.register_booted("n1", s.now - 5);
+    let n = s.node("n1");
+    assert!(!n.flags.reboot_issued && !n.flags.drain, "{:?}", n.flags);
+    assert_eq!(n.reason, None);
+    s.tick(1);
+    assert_eq!(s.state(other), JobState::Running);
+    s.check_replay();
+}
+
+#[test]
+fn a_reboot_can_be_cancelled_forced_kept_down_or_time_out() {
+    let mut s = sim("RebootProgram=/sbin/reboot\nResumeTimeout=30\n");
+    // Cancelled before it is sent: the node is as before.
+    let id = s.submit(|d| d.req_nodes = vec!["n1".into()]);
+    s.ok(ROOT, reboot_req(&["n1"], true, None));
+    let mut cancel = reboot_req(&["n1"], false, None);
+    if let RequestBody::RebootNodes { cancel: c, .. } = &mut cancel {
+        *c = true;
+    }
+    let r = s.req(BOB, cancel.clone());
+    assert!(matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied));
+    assert!(s.node("n1").flags.reboot_requested);
+    s.ok(ROOT, cancel.clone());
+    let n = s.node("n1");
+    assert!(!n.flags.reboot_requested && !n.flags.drain && n.reason.is_none());
+    s.finish(id, 0);
+    s.tick(1);
+    assert_eq!(s.reboots_sent("n1"), 0);
+
+    // FORCE: the running job is requeued and the reboot sent at once;
+    // nextstate=DOWN keeps the node down once back.
+    let id = s.submit(|d| d.req_nodes = vec!["n2".into()]);
+    assert_eq!(s.state(id), JobState::Running);
+    let mut force = reboot_req(&["n2"], false, Some(NodeStateRequest::Down));
+    if let RequestBody::RebootNodes { force: f, .. } = &mut force {
+        *f = true;
+    }
+    s.ok(ROOT, force);
+    assert_eq!(s.reboots_sent("n2"), 1);
+    assert_eq!(s.job(id).restarts, 1, "{:?}", s.state(id));
+    // Sent: too late to cancel.
+    let mut cancel2 = cancel.clone();
+    if let RequestBody::RebootNodes { names, .. } = &mut cancel2 {
+        *names = vec!["n2".into()];
+    }
+    let r = s.req(ROOT, cancel2);
+    assert!(matches!(&r, Response::Error(e) if e.error == SlurmError::InvalidNodeState));
+    s.tick(5);
+    s.register_booted("n2", s.now - 1);
+    let n = s.node("n2");
+    assert_eq!(n.base_state, NodeBaseState::Down);
+    assert!(!n.flags.reboot_issued);
+    assert_eq!(
+        n.reason.as_deref(),
+        Some("reboot requested : reboot issued : reboot complete")
+    );
+
+    // Never back within ResumeTimeout: DOWN, "reboot timed out".
+    s.ok(ROOT, reboot_req(&["n1"], false, None));
+    s.tick(1);
+    assert_eq!(s.reboots_sent("n1"), 1);
+    s.tick(31);
+    let n = s.node("n1");
+    assert_eq!(n.base_state, NodeBaseState::Down);
+    assert!(!n.flags.reboot_issued);
+    assert_eq!(
+        n.reason.as_deref(),
+        Some("reboot requested : reboot issued : reboot timed out")
+    );
+    s.check_replay();
+
+    // Without a RebootProgram there is nothing to run: refused.
+    let mut s = sim("");
+    let r = s.req(ROOT, reboot_req(&[], false, None));
+    assert!(
+        matches!(&r, Response::Error(e) if e.detail.as_deref() == Some("RebootProgram isn't defined in slurm.conf")),
+        "{r:?}"
+    );
+    assert!(!s.node("n1").flags.reboot_requested);
+}

@@ -526,6 +526,8 @@ impl From<&NodeRecord> for pb::NodeRecord {
             completing: n.flags.completing,
             reserved: n.flags.reserved,
             maint: n.flags.maint,
+            reboot_requested: n.flags.reboot_requested,
+            reboot_issued: n.flags.reboot_issued,
             reason: n.reason.clone(),
             reason_time: n.reason_time,
             reason_uid: n.reason_uid,
@@ -589,6 +591,8 @@ impl TryFrom<pb::NodeRecord> for NodeRecord {
                 completing: n.completing,
                 reserved: n.reserved,
                 maint: n.maint,
+                reboot_requested: n.reboot_requested,
+                reboot_issued: n.reboot_issued,
             },
             reason: n.reason,
             reason_time: n.reason_time,
@@ -1030,6 +1034,7 @@ pub enum CommandCall {
     UpdateJob(pb::UpdateJobRequest),
     SuspendJob(pb::SuspendRequest),
     UpdateNode(pb::UpdateNodeRequest),
+    RebootNodes(pb::RebootNodesRequest),
     Reconfigure(pb::Empty),
     GetToken(pb::TokenRequest),
     GetLicenses(pb::Empty),
@@ -1073,6 +1078,7 @@ pub mod command_method {
     pub const UPDATE_JOB: &str = "/slurm.v1.Controller/UpdateJob";
     pub const SUSPEND_JOB: &str = "/slurm.v1.Controller/SuspendJob";
     pub const UPDATE_NODE: &str = "/slurm.v1.Controller/UpdateNode";
+    pub const REBOOT_NODES: &str = "/slurm.v1.Controller/RebootNodes";
     pub const RECONFIGURE: &str = "/slurm.v1.Controller/Reconfigure";
     pub const GET_TOKEN: &str = "/slurm.v1.Controller/GetToken";
     pub const GET_LICENSES: &str = "/slurm.v1.Controller/GetLicenses";
@@ -1166,6 +1172,21 @@ impl CommandCall {
                 reason,
                 features: features.map(|items| pb::StringList { items }),
             }),
+            RequestBody::RebootNodes {
+                names,
+                asap,
+                force,
+                next_state,
+                reason,
+                cancel,
+            } => CommandCall::RebootNodes(pb::RebootNodesRequest {
+                names,
+                asap,
+                force,
+                next_state: next_state.map(|s| node_change_to(s) as i32),
+                reason,
+                cancel,
+            }),
             RequestBody::Reconfigure => CommandCall::Reconfigure(pb::Empty {}),
             RequestBody::GetToken { username, lifespan } => {
                 CommandCall::GetToken(pb::TokenRequest { username, lifespan })
@@ -1251,6 +1272,14 @@ impl CommandCall {
                 reason: u.reason,
                 features: u.features.map(|l| l.items),
             },
+            CommandCall::RebootNodes(r) => RequestBody::RebootNodes {
+                names: r.names,
+                asap: r.asap,
+                force: r.force,
+                next_state: r.next_state.map(node_change_from).transpose()?,
+                reason: r.reason,
+                cancel: r.cancel,
+            },
             CommandCall::Reconfigure(_) => RequestBody::Reconfigure,
             CommandCall::GetToken(t) => RequestBody::GetToken {
                 username: t.username,
@@ -1305,6 +1334,7 @@ impl CommandCall {
             CommandCall::UpdateJob(_) => UPDATE_JOB,
             CommandCall::SuspendJob(_) => SUSPEND_JOB,
             CommandCall::UpdateNode(_) => UPDATE_NODE,
+            CommandCall::RebootNodes(_) => REBOOT_NODES,
             CommandCall::Reconfigure(_) => RECONFIGURE,
             CommandCall::GetToken(_) => GET_TOKEN,
             CommandCall::GetLicenses(_) => GET_LICENSES,
@@ -1365,6 +1395,7 @@ impl CommandCall {
             CommandCall::UpdateJob(m) => m.encode_to_vec(),
             CommandCall::SuspendJob(m) => m.encode_to_vec(),
             CommandCall::UpdateNode(m) => m.encode_to_vec(),
+            CommandCall::RebootNodes(m) => m.encode_to_vec(),
             CommandCall::GetToken(m) => m.encode_to_vec(),
             CommandCall::SubmitJob(m) | CommandCall::TestJob(m) | CommandCall::AllocateJob(m) => {
                 m.encode_to_vec()
@@ -2041,6 +2072,8 @@ mod tests {
                 completing: true,
                 reserved: false,
                 maint: true,
+                reboot_requested: true,
+                reboot_issued: false,
             },
             reason: Some("bad fan".into()),
             reason_time: Some(5),

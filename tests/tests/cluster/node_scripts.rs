@@ -381,3 +381,155 @@ fn node_daemons_apply_a_changed_slurm_conf_without_a_restart() {
     // The same process all along.
     assert_eq!(log().matches("slurmd version").count(), 1, "{}", log());
 }
+
+/// `scontrol reboot` on real node daemons: an ordinary user is refused;
+/// an operator's ASAP reboot drains the node, the node daemon runs
+/// RebootProgram as root once the node is idle, and a node that does not
+/// come back (the machine here does not reboot) is set DOWN after
+/// ResumeTimeout, then resumes by hand.
+#[test]
+fn scontrol_reboot_runs_reboot_program_and_times_out_without_a_boot() {
+    use slurm_proto::NodeBaseState;
+    let mut dir = std::path::PathBuf::new();
+    let t = TestCluster::start(2, |s| {
+        dir = s.dir.clone();
+        std::fs::create_dir_all(&s.dir).unwrap();
+        let p = s.dir.join("reboot.sh");
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho \"$(id -u)\" >> {}/rebooted\n",
+                s.dir.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        s.extra_conf = format!("RebootProgram={}\nResumeTimeout=4\n", p.display());
+    });
+    let marker = dir.join("rebooted");
+    // An ordinary user may not.
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["reboot", "n1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("Access/permission denied"),
+        "{}",
+        stderr(&o)
+    );
+    // Bad requests: Slurm's words, nothing asked.
+    for (args, says) in [
+        (&["reboot"][..], "Missing node list. Specify ALL|<NodeList>"),
+        (
+            &["reboot", "nextstate=IDLE", "n1"][..],
+            "Invalid state: IDLE",
+        ),
+        (&["reboot", "n1", "n2"][..], "Multiple node lists specified"),
+        (
+            &["cancel_reboot"][..],
+            "missing argument for keyword:cancel_reboot",
+        ),
+    ] {
+        let o = t.run("scontrol", args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    assert!(t.nodes().iter().all(|n| !n.flags.reboot_requested));
+    assert!(!marker.exists());
+
+    let o = t.run("scontrol", &["reboot", "ASAP", "reason=kernel", "n1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let n = t.wait_node("n1", 20, "reboot issued", |n| n.flags.reboot_issued);
+    assert_eq!(n.base_state, NodeBaseState::Down);
+    assert!(n.flags.drain);
+    let o = t.run("sinfo", &["-h", "-n", "n1", "-o", "%t"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "boot^");
+    let o = t.run("sinfo", &["-h", "-N", "-t", "reboot_issued", "-o", "%N"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "n1");
+    let o = t.run("scontrol", &["show", "node", "n1"]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(text.contains("State=DOWN+DRAIN+REBOOT_ISSUED"), "{text}");
+    assert!(text.contains("Reason=kernel : reboot issued"), "{text}");
+    // RebootProgram ran, as root, once.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !marker.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "0\n");
+    // n2 was never asked.
+    assert!(t.nodes().iter().any(|n| n.name == "n2"
+        && !n.flags.reboot_requested
+        && n.base_state == NodeBaseState::Idle));
+    // The machine did not reboot: DOWN once ResumeTimeout has passed.
+    let n = t.wait_node("n1", 20, "down after ResumeTimeout", |n| {
+        !n.flags.reboot_issued && n.base_state == NodeBaseState::Down
+    });
+    assert_eq!(
+        n.reason.as_deref(),
+        Some("kernel : reboot issued : reboot timed out")
+    );
+    let o = t.run("scontrol", &["update", "nodename=n1", "state=resume"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    t.wait_node("n1", 20, "back", |n| n.base_state == NodeBaseState::Idle);
+    let id = t.sbatch(&["-w", "n1", "--wrap", "true"]);
+    t.wait_job(id, 20, "completed", |j| j.state == JobState::Completed);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "0\n");
+}
+
+/// Mock node daemons "reboot" at once (a new boot time): `scontrol reboot
+/// nextstate=DOWN` brings them back DOWN ("reboot complete"); a pending
+/// reboot is cancelled with `scontrol cancel_reboot` (or `update
+/// State=CANCEL_REBOOT`) while a job holds the node.
+#[test]
+fn mock_nodes_come_back_from_a_reboot_as_asked() {
+    use slurm_proto::NodeBaseState;
+    let t = TestCluster::start(3, |s| {
+        s.mock = Some(None);
+        s.extra_conf = "RebootProgram=/sbin/reboot\n".into();
+    });
+    let before = t.nodes();
+    let booted = |name: &str| {
+        before
+            .iter()
+            .find(|n| n.name == name)
+            .and_then(|n| n.boot_time)
+            .unwrap()
+    };
+    let o = t.run("scontrol", &["reboot", "nextstate=DOWN", "n[1-2]"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in ["n1", "n2"] {
+        let n = t.wait_node(name, 20, "back from its reboot", |n| {
+            n.boot_time.unwrap_or(0) > booted(name)
+                && !n.flags.reboot_issued
+                && !n.flags.reboot_requested
+        });
+        assert_eq!(n.base_state, NodeBaseState::Down, "{name}");
+        assert_eq!(
+            n.reason.as_deref(),
+            Some("reboot requested : reboot issued : reboot complete")
+        );
+    }
+    // A job holds n3: the reboot waits, and is cancelled.
+    let id = t.sbatch(&["-w", "n3", "--wrap", "sleep 30"]);
+    t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
+    let o = t.run("scontrol", &["reboot", "ASAP", "n3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = t.run("sinfo", &["-h", "-n", "n3", "-o", "%t"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "drng@");
+    let o = t.run(
+        "scontrol",
+        &["update", "nodename=n3", "state=CANCEL_REBOOT"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let n = t.wait_node("n3", 10, "reboot cancelled", |n| !n.flags.reboot_requested);
+    assert!(!n.flags.drain && n.reason.is_none(), "{:?}", n);
+    assert_eq!(t.job(id).unwrap().state, JobState::Running);
+    assert_eq!(
+        n.boot_time,
+        before.iter().find(|n| n.name == "n3").unwrap().boot_time
+    );
+    let _ = t.run("scancel", &[&id.to_string()]);
+}

@@ -163,6 +163,26 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
         "{r:?}"
     );
     assert!(!Path::new("/tmp/never-run").exists());
+    // A reboot (the node daemon runs RebootProgram as root) likewise:
+    // only root-signed, from the controller's certificate.
+    let reboot = |tls: &Tls, uid: u32| {
+        rt.block_on(async {
+            let ch = slurm_common::grpc::channel(Some(tls.client.clone()), &slurmd1, "n1")?;
+            slurm_common::grpc::call_node(
+                &ch,
+                "n1",
+                NodeCall::Reboot(slurm_proto::grpc::pb::Empty {}),
+                |b: &Binding| Ok(key.sign(uid, uid, "test", now, b)),
+                Duration::from_secs(5),
+            )
+            .await
+        })
+        .unwrap()
+    };
+    let r = reboot(&as_n2, 0);
+    assert!(is_denied(&r, why), "{r:?}");
+    let r = reboot(&as_ctld, 1000);
+    assert!(is_denied(&r, "may not send job requests"), "{r:?}");
 
     // The controller takes n1's reports only from n1's certificate, over
     // gRPC only.
