@@ -61,6 +61,7 @@ pub(crate) const OPTS: &[Opt] = &[
     o(None, "noconvert", Arg::No),
     o(Some('W'), "wckeys", Arg::Required),
     o(None, "use-local-uid", Arg::No),
+    o(None, "array", Arg::No),
     o(None, "units", Arg::Required),
     o(Some('V'), "version", Arg::No),
     o(Some('X'), "allocations", Arg::No),
@@ -710,6 +711,9 @@ pub fn parse_args_env(
             "accounts" => o.query.accounts = list(),
             "brief" => o.format = Some(BRIEF_FORMAT.into()),
             "duplicates" => {}
+            // Every array task has its own record here, each on its own
+            // line already.
+            "array" => {}
             "endtime" => o.query.end = Some(parse_timestamp(&val, now).map_err(|e| e.to_string())?),
             "starttime" => {
                 start_given = true;

@@ -379,6 +379,40 @@ pub struct Filter {
     pub reservation: Option<String>,
     /// `--notme`: every user's jobs but this one's.
     pub not_uid: Option<u32>,
+    /// `--running-over`: running jobs that have run at least this long (s).
+    pub running_over: Option<i64>,
+    /// `--running-under`: running jobs that have run less than this (s).
+    pub running_under: Option<i64>,
+}
+
+/// A `--running-over/--running-under` time in seconds, as Slurm reads it:
+/// `minutes`, `minutes:seconds`, `hours:minutes:seconds`, `days-hours`,
+/// `days-hours:minutes`, `days-hours:minutes:seconds`, or
+/// `UNLIMITED`/`INFINITE`.
+fn running_secs(s: &str) -> Option<i64> {
+    let t = s.trim();
+    if ["unlimited", "infinite"].contains(&t.to_ascii_lowercase().as_str()) {
+        return Some(i64::MAX);
+    }
+    let num = |f: &str| -> Option<i64> {
+        (!f.is_empty() && f.chars().all(|c| c.is_ascii_digit()))
+            .then(|| f.parse().ok())
+            .flatten()
+    };
+    let (days, rest) = match t.split_once('-') {
+        Some((d, r)) => (Some(num(d)?), r),
+        None => (None, t),
+    };
+    let f: Vec<i64> = rest.split(':').map(num).collect::<Option<_>>()?;
+    let secs = match (days, f.as_slice()) {
+        (None, [m]) => m * 60,
+        (None, [m, s]) => m * 60 + s,
+        (None, [h, m, s]) | (Some(_), [h, m, s]) => h * 3600 + m * 60 + s,
+        (Some(_), [h]) => h * 3600,
+        (Some(_), [h, m]) => h * 3600 + m * 60,
+        _ => return None,
+    };
+    Some(days.unwrap_or(0) * 86400 + secs).filter(|&v| v > 0)
 }
 
 impl Filter {
@@ -406,6 +440,17 @@ impl Filter {
         }
         if self.not_uid == Some(job.user_id) {
             return false;
+        }
+        if self.running_over.is_some() || self.running_under.is_some() {
+            if job.state != JobState::Running {
+                return false;
+            }
+            let used = fmt::job_run_secs(job, crate::common::now());
+            if self.running_over.is_some_and(|o| used < o)
+                || self.running_under.is_some_and(|u| used >= u)
+            {
+                return false;
+            }
         }
         if let Some(r) = &self.reservation {
             if job.desc.reservation.as_deref() != Some(r.as_str()) {
@@ -704,6 +749,16 @@ pub(crate) const OPTS: &[Opt] = &[
     },
     Opt {
         short: None,
+        long: "running-over",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "running-under",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
         long: "help",
         arg: Arg::No,
     },
@@ -924,6 +979,16 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                     "only-job-state" => only_state = true,
                     "me" => filter.query.users = vec![current_uid().to_string()],
                     "notme" => filter.not_uid = Some(current_uid()),
+                    "running-over" | "running-under" => {
+                        let Some(secs) = running_secs(&v) else {
+                            return Err("squeue: fatal: Invalid time limit specification".into());
+                        };
+                        if name == "running-over" {
+                            filter.running_over = Some(secs);
+                        } else {
+                            filter.running_under = Some(secs);
+                        }
+                    }
                     "name" => filter.query.names = fmt::split_list(&v),
                     "format" => {
                         format = Some(v);
@@ -971,6 +1036,22 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
         }
     }
     let _ = cli_format;
+    if let (Some(o), Some(u)) = (filter.running_over, filter.running_under) {
+        if o > u {
+            let show = |s: i64| {
+                if s == i64::MAX {
+                    "UNLIMITED".to_string()
+                } else {
+                    slurm_common::timefmt::format_duration_hms(s)
+                }
+            };
+            return Err(format!(
+                "squeue: fatal: --running-over={} and --running-under={} will return 0 jobs.",
+                show(o),
+                show(u)
+            ));
+        }
+    }
     let mut errors = String::new();
     let items = if let Some(f) = &format_long {
         let (items, errs) = fmt::parse_long(f, 20, &canon_long);
@@ -1581,6 +1662,53 @@ pub(crate) mod tests {
             .unwrap_err()
             .contains("Invalid sort specification"));
         assert!(matches!(p(&["-V"]).unwrap(), Action::Print(s) if s == "slurm 25.11.0\n"));
+    }
+
+    #[test]
+    fn running_over_and_under_select_by_time_run() {
+        let opts = |args: &[&str]| {
+            let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            parse_args(&a, &|_| None)
+        };
+        let now = crate::common::now();
+        let started = |id, ago: i64| {
+            let mut j = running(id, "r", "n1");
+            j.start_time = Some(now - ago);
+            j
+        };
+        // Ran 30 s, 10 min, 2 h; one pending.
+        let jobs = [
+            started(1, 30),
+            started(2, 600),
+            started(3, 7200),
+            job(4, "p", JobState::Pending, JobReason::Priority, 1),
+        ];
+        let ids = |args: &[&str]| -> Vec<u32> {
+            let Action::Run { opts, .. } = opts(args).unwrap() else {
+                panic!("printed")
+            };
+            jobs.iter()
+                .filter(|j| opts.filter.matches(j))
+                .map(|j| j.job_id)
+                .collect()
+        };
+        assert_eq!(ids(&["--running-over=5"]), vec![2, 3]);
+        assert_eq!(ids(&["--running-over=0:40"]), vec![2, 3]);
+        assert_eq!(ids(&["--running-under=1:00:00"]), vec![1, 2]);
+        assert_eq!(ids(&["--running-over=1", "--running-under=0-1"]), vec![2]);
+        assert_eq!(ids(&["--running-under=UNLIMITED"]), vec![1, 2, 3]);
+        assert_eq!(ids(&[]), vec![1, 2, 3, 4]);
+        for bad in ["0", "x", "1:2:3:4", "-5", ""] {
+            assert_eq!(
+                opts(&[&format!("--running-over={bad}")]).unwrap_err(),
+                "squeue: fatal: Invalid time limit specification",
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            opts(&["--running-over=2:00:00", "--running-under=10"]).unwrap_err(),
+            "squeue: fatal: --running-over=02:00:00 and --running-under=00:10:00 will return 0 jobs."
+        );
     }
 
     /// Jobs listed brief (their requests skipped as they are decoded) show

@@ -1328,3 +1328,42 @@ fn salloc_and_sbatch_tell_the_job_what_it_asked_for() {
         stderr(&out)
     );
 }
+
+/// `squeue --running-over/--running-under`: running jobs by how long they
+/// have run; pending jobs never; a bad time is Slurm's fatal error.
+#[test]
+fn squeue_running_over_and_under_select_running_jobs_by_time() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let run = t.sbatch(&["--wrap", "sleep 60"]);
+    t.wait_job(run, 20, "running", |j| {
+        j.state == slurm_proto::JobState::Running
+    });
+    let held = t.sbatch(&["-H", "--wrap", "true"]);
+    let ids = |args: &[&str]| {
+        let o = t
+            .cmd("squeue")
+            .args(["-h", "-o", "%i"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    // Let it run past two seconds.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(ids(&["--running-over=0:02"]), format!("{run}\n"));
+    assert_eq!(ids(&["--running-under=1:00:00"]), format!("{run}\n"));
+    assert_eq!(ids(&["--running-over=10"]), "");
+    assert_eq!(ids(&[]).lines().count(), 2, "{held} listed without them");
+    let o = t.run("squeue", &["--running-over=soon"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim(),
+        "squeue: fatal: Invalid time limit specification"
+    );
+    assert!(t
+        .run("scancel", &[&run.to_string(), &held.to_string()])
+        .status
+        .success());
+}
