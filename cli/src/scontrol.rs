@@ -1122,6 +1122,7 @@ const COMMANDS: &[&str] = &[
     "takeover",
     "reboot",
     "cancel_reboot",
+    "top",
     "listpids",
     "listjobs",
     "liststeps",
@@ -1189,6 +1190,8 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
      suspend <job_list>       suspend specified job (see resume).
      takeover [<INDEX>]       ask a backup slurmctld (default the first) to
                               take over control now.
+     top <job_list>           put these pending jobs first among their
+                              owner's (same partition, account and QOS).
      uhold <job_list>         place user hold on specified job (see hold).
      update <SPECIFICATIONS>  update job or node configuration.
      version                  display tool version number.
@@ -2313,6 +2316,51 @@ fn cmd_reboot(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     r
 }
 
+/// `scontrol top JOBS`: the jobs (ids, array tasks `123_4` or whole
+/// arrays) first among their owner's pending jobs of the same partition,
+/// account and QOS, in the order given.
+fn cmd_top(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let list = match rest {
+        [l] => l,
+        [] => {
+            out.err("too few arguments for keyword:top");
+            return 1;
+        }
+        _ => {
+            out.err("too many arguments for keyword:top");
+            return 1;
+        }
+    };
+    let mut sink = Out::default();
+    let jobs = load_jobs(ctl, &mut sink).unwrap_or_default();
+    let pending = |j: &JobRecord| j.state == slurm_proto::JobState::Pending;
+    let mut job_ids = Vec::new();
+    for w in fmt::split_list(list) {
+        match array_targets(&w, &jobs, &pending) {
+            Some(Ok(t)) => job_ids.extend(t.into_iter().map(|(_, id)| id)),
+            Some(Err(e)) => {
+                out.err(e);
+                return 1;
+            }
+            None => {
+                out.err(format!("Invalid job id specified: {w}"));
+                return 1;
+            }
+        }
+    }
+    match ctl.call(RequestBody::TopJobs { job_ids }) {
+        Ok(Response::Error(e)) => {
+            out.err(format!("slurm_top_job error: {}", e.error.message()));
+            1
+        }
+        Ok(_) => 0,
+        Err(e) => {
+            out.err(format!("slurm_top_job error: {}", e.message));
+            1
+        }
+    }
+}
+
 /// `scontrol cancel_reboot NODES`.
 fn cmd_cancel_reboot(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     let list = match rest {
@@ -2863,6 +2911,7 @@ pub fn run_command(
         Some("takeover") => cmd_takeover(rest, ctl, out),
         Some("reboot" | "reboot_nodes") => cmd_reboot(rest, ctl, out),
         Some("cancel_reboot") => cmd_cancel_reboot(rest, ctl, out),
+        Some("top") => cmd_top(rest, ctl, out),
         Some("listpids") => cmd_listpids(rest, ctl, out),
         Some(c @ ("listjobs" | "liststeps")) => cmd_list_local(c, rest, ctl, out),
         Some("pidinfo") => cmd_pidinfo(rest, ctl, now, tz, out),

@@ -369,6 +369,7 @@ pub async fn call_command(
             CommandCall::SuspendJob(m) => client.suspend_job(with_cred(m, cred, within)).await,
             CommandCall::UpdateNode(m) => client.update_node(with_cred(m, cred, within)).await,
             CommandCall::RebootNodes(m) => client.reboot_nodes(with_cred(m, cred, within)).await,
+            CommandCall::TopJobs(m) => client.top_jobs(with_cred(m, cred, within)).await,
             CommandCall::Reconfigure(m) => client.reconfigure(with_cred(m, cred, within)).await,
             CommandCall::GetToken(m) => client.get_token(with_cred(m, cred, within)).await,
             CommandCall::GetLicenses(m) => client.get_licenses(with_cred(m, cred, within)).await,

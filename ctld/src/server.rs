@@ -1351,6 +1351,10 @@ impl pb::controller_server::Controller for CtldService {
         self.command(r, command_method::UPDATE_NODE, CommandCall::UpdateNode)
             .await
     }
+    async fn top_jobs(&self, r: tonic::Request<pb::TopJobsRequest>) -> Commanded {
+        self.command(r, command_method::TOP_JOBS, CommandCall::TopJobs)
+            .await
+    }
     async fn reboot_nodes(&self, r: tonic::Request<pb::RebootNodesRequest>) -> Commanded {
         self.command(r, command_method::REBOOT_NODES, CommandCall::RebootNodes)
             .await

@@ -1577,6 +1577,11 @@ pub enum RequestBody {
         #[serde(default)]
         features: Option<Vec<String>>,
     },
+    /// `scontrol top JOBS`: these pending jobs (in this order) first among
+    /// their owner's jobs of the same partition, account and QOS.
+    TopJobs {
+        job_ids: Vec<JobId>,
+    },
     /// `scontrol reboot [ASAP] [FORCE] [nextstate=RESUME|DOWN]
     /// [reason=...] ALL|NODES` and, with `cancel`, `scontrol cancel_reboot
     /// NODES` (root and SlurmUser). `names` empty: every node.
@@ -1845,6 +1850,7 @@ impl RequestBody {
             RequestBody::UpdateJob { .. } => ("REQUEST_UPDATE_JOB", 3001),
             RequestBody::UpdateNode { .. } => ("REQUEST_UPDATE_NODE", 3002),
             RequestBody::RebootNodes { .. } => ("REQUEST_REBOOT_NODES", 1015),
+            RequestBody::TopJobs { .. } => ("REQUEST_TOP_JOB", 5038),
             RequestBody::UpdatePartition(_) => ("REQUEST_UPDATE_PARTITION", 3005),
             RequestBody::CreatePartition(_) => ("REQUEST_CREATE_PARTITION", 3004),
             RequestBody::DeletePartition { .. } => ("REQUEST_DELETE_PARTITION", 3007),

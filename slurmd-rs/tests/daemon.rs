@@ -152,6 +152,9 @@ impl pb::controller_server::Controller for FakeService {
     async fn update_node(&self, _: tonic::Request<pb::UpdateNodeRequest>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn top_jobs(&self, _: tonic::Request<pb::TopJobsRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn reboot_nodes(&self, _: tonic::Request<pb::RebootNodesRequest>) -> Commanded {
         Err(not_for_nodes())
     }

@@ -678,3 +678,110 @@ impl Controller {
         self.save_job(id);
     }
 }
+
+impl Controller {
+    /// `scontrol top JOBS`: the listed pending jobs take, in their order,
+    /// the highest priorities among them and their owner's other pending
+    /// jobs of the same partition, account and QOS; those others move
+    /// down by what the listed ones gained, so the owner gains nothing on
+    /// other users (as Slurm's: through the jobs' nice values, which the
+    /// multifactor priority keeps applying). Operators, or the jobs' owner
+    /// with `SchedulerParameters=enable_user_top`.
+    pub(super) fn top_jobs(&mut self, who: Caller, ids: Vec<JobId>) -> Result<Response, RpcError> {
+        let user_top = self
+            .conf
+            .scheduler_parameters
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case("enable_user_top"));
+        if !who.privileged && !user_top {
+            return err_detail(
+                SlurmError::AccessDenied,
+                "scontrol top is for operators (SchedulerParameters=enable_user_top lets users)",
+            );
+        }
+        if ids.is_empty() {
+            return err(SlurmError::InvalidJobId);
+        }
+        let mut top: Vec<JobId> = Vec::new();
+        let mut skipped = None;
+        for id in ids {
+            let Some(j) = self.p.jobs.get(&id) else {
+                return err_detail(SlurmError::InvalidJobId, id.to_string());
+            };
+            if !who.privileged && j.user_id != who.uid {
+                return err(SlurmError::AccessDenied);
+            }
+            if j.state != JobState::Pending {
+                skipped = Some(err_detail(SlurmError::JobNotPending, format!("job {id}")));
+                continue;
+            }
+            if j.priority == 0 {
+                skipped = Some(err_detail(
+                    SlurmError::JobNotPending,
+                    format!("job {id} is held"),
+                ));
+                continue;
+            }
+            if !top.contains(&id) {
+                top.push(id);
+            }
+        }
+        let Some(first) = top.first().and_then(|id| self.p.jobs.get(id)) else {
+            return skipped.unwrap_or_else(|| err(SlurmError::InvalidJobId));
+        };
+        let same = |j: &JobRecord| {
+            j.user_id == first.user_id
+                && j.partition == first.partition
+                && j.account == first.account
+                && j.qos == first.qos
+        };
+        let mut others: Vec<JobId> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Pending && j.priority > 1 && same(j))
+            .filter(|j| !top.contains(&j.job_id))
+            .map(|j| j.job_id)
+            .collect();
+        others.sort_unstable();
+        let prio = |c: &Self, id: &JobId| c.p.jobs.get(id).map_or(0, |j| j.priority);
+        let mut prios: Vec<u32> = top.iter().chain(&others).map(|id| prio(self, id)).collect();
+        prios.sort_unstable_by(|a, b| b.cmp(a));
+        let mut prios = prios.into_iter();
+        let mut last: Option<u32> = None;
+        let mut total: i64 = 0;
+        for id in &top {
+            let mut next = prios.next().unwrap_or(1);
+            if let Some(l) = last.filter(|&l| l == next && l > 2) {
+                next = l - 1;
+            }
+            last = Some(next);
+            let Some(j) = self.job_mut(*id) else { continue };
+            let delta = i64::from(next) - i64::from(j.priority);
+            total += delta;
+            j.priority = next;
+            let d = Arc::make_mut(&mut j.desc);
+            d.nice = Some((i64::from(d.nice.unwrap_or(0)) - delta) as i32);
+            self.save_job(*id);
+        }
+        let floor = last.unwrap_or(2);
+        let mut left = others.len() as i64;
+        for id in &others {
+            let Some(j) = self.job_mut(*id) else { continue };
+            let mut delta = total / left.max(1);
+            let mut next = (i64::from(j.priority) - delta).max(1) as u32;
+            if next >= floor {
+                next = floor.saturating_sub(1).max(1);
+                delta = i64::from(j.priority) - i64::from(next);
+            }
+            j.priority = next;
+            let d = Arc::make_mut(&mut j.desc);
+            d.nice = Some((i64::from(d.nice.unwrap_or(0)) + delta) as i32);
+            total -= delta;
+            left -= 1;
+            self.save_job(*id);
+        }
+        self.sched_needed = true;
+        Ok(Response::Ok)
+    }
+}

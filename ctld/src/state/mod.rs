@@ -933,6 +933,7 @@ impl Controller {
                 reason,
                 features,
             } => self.update_node(who, names, state, reason, features, now),
+            RequestBody::TopJobs { job_ids } => self.top_jobs(who, job_ids),
             RequestBody::RebootNodes {
                 names,
                 asap,

@@ -1164,3 +1164,104 @@ fn a_reboot_can_be_cancelled_forced_kept_down_or_time_out() {
     );
     assert!(!s.node("n1").flags.reboot_requested);
 }
+
+#[test]
+fn top_puts_jobs_first_among_their_owners_and_only_for_those_allowed() {
+    for extra in [
+        "",
+        "PriorityType=priority/multifactor\nPriorityWeightAge=1000\n",
+    ] {
+        let mut s = sim(extra);
+        // Both nodes busy: the rest wait.
+        let hog = |d: &mut JobDesc| d.exclusive = true;
+        s.submit(hog);
+        s.submit(hog);
+        let a: Vec<JobId> = (0..4).map(|_| s.submit(|_| {})).collect();
+        let theirs = s.submit_as(BOB, |_| {}).unwrap();
+        s.tick(1);
+        let prio = |s: &Sim, id: JobId| s.job(id).priority;
+        let before: Vec<u32> = a.iter().map(|&id| prio(&s, id)).collect();
+        let bob_before = prio(&s, theirs);
+        assert!(
+            before.windows(2).all(|w| w[0] >= w[1]),
+            "{extra}: {before:?}"
+        );
+        // Users may not without enable_user_top; nothing changes.
+        let r = s.req(
+            ALICE,
+            RequestBody::TopJobs {
+                job_ids: vec![a[3]],
+            },
+        );
+        assert!(matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied));
+        assert_eq!(prio(&s, a[3]), before[3]);
+        // An operator moves the last two to the top, in the order given.
+        s.ok(
+            ROOT,
+            RequestBody::TopJobs {
+                job_ids: vec![a[3], a[2]],
+            },
+        );
+        let after: Vec<u32> = a.iter().map(|&id| prio(&s, id)).collect();
+        assert!(
+            after[3] > after[2] && after[2] > after[0].max(after[1]),
+            "{extra}: {after:?}"
+        );
+        // Another user's jobs are untouched; the owner gained nothing
+        // overall.
+        assert_eq!(prio(&s, theirs), bob_before);
+        let sum = |v: &[u32]| v.iter().map(|&p| i64::from(p)).sum::<i64>();
+        assert!(
+            sum(&after) <= sum(&before),
+            "{extra}: {before:?} -> {after:?}"
+        );
+        // Under multifactor the order holds as priorities are computed
+        // again (through the nice values).
+        s.tick(5);
+        let later: Vec<u32> = a.iter().map(|&id| prio(&s, id)).collect();
+        assert!(
+            later[3] > later[2] && later[2] > later[0] && later[2] > later[1],
+            "{extra}: {later:?}"
+        );
+        // A running job or a stranger's request: refused.
+        let r = s.req(ROOT, RequestBody::TopJobs { job_ids: vec![1] });
+        assert!(
+            matches!(&r, Response::Error(e) if e.error == SlurmError::JobNotPending),
+            "{r:?}"
+        );
+        let r = s.req(
+            ROOT,
+            RequestBody::TopJobs {
+                job_ids: vec![9999],
+            },
+        );
+        assert!(matches!(&r, Response::Error(e) if e.error == SlurmError::InvalidJobId));
+        s.check_replay();
+    }
+    // With enable_user_top, an owner may order their own jobs, not
+    // another's.
+    let mut s = sim("SchedulerParameters=enable_user_top\n");
+    let hog = |d: &mut JobDesc| d.exclusive = true;
+    s.submit(hog);
+    s.submit(hog);
+    let first = s.submit(|_| {});
+    let second = s.submit(|_| {});
+    let bobs = s.submit_as(BOB, |_| {}).unwrap();
+    let r = s.req(
+        BOB,
+        RequestBody::TopJobs {
+            job_ids: vec![second],
+        },
+    );
+    assert!(matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied));
+    assert!(s.job(first).priority > s.job(second).priority);
+    s.ok(
+        ALICE,
+        RequestBody::TopJobs {
+            job_ids: vec![second],
+        },
+    );
+    assert!(s.job(second).priority > s.job(first).priority);
+    let _ = bobs;
+    s.check_replay();
+}

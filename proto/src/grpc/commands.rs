@@ -1035,6 +1035,7 @@ pub enum CommandCall {
     SuspendJob(pb::SuspendRequest),
     UpdateNode(pb::UpdateNodeRequest),
     RebootNodes(pb::RebootNodesRequest),
+    TopJobs(pb::TopJobsRequest),
     Reconfigure(pb::Empty),
     GetToken(pb::TokenRequest),
     GetLicenses(pb::Empty),
@@ -1079,6 +1080,7 @@ pub mod command_method {
     pub const SUSPEND_JOB: &str = "/slurm.v1.Controller/SuspendJob";
     pub const UPDATE_NODE: &str = "/slurm.v1.Controller/UpdateNode";
     pub const REBOOT_NODES: &str = "/slurm.v1.Controller/RebootNodes";
+    pub const TOP_JOBS: &str = "/slurm.v1.Controller/TopJobs";
     pub const RECONFIGURE: &str = "/slurm.v1.Controller/Reconfigure";
     pub const GET_TOKEN: &str = "/slurm.v1.Controller/GetToken";
     pub const GET_LICENSES: &str = "/slurm.v1.Controller/GetLicenses";
@@ -1187,6 +1189,9 @@ impl CommandCall {
                 reason,
                 cancel,
             }),
+            RequestBody::TopJobs { job_ids } => {
+                CommandCall::TopJobs(pb::TopJobsRequest { job_ids })
+            }
             RequestBody::Reconfigure => CommandCall::Reconfigure(pb::Empty {}),
             RequestBody::GetToken { username, lifespan } => {
                 CommandCall::GetToken(pb::TokenRequest { username, lifespan })
@@ -1280,6 +1285,7 @@ impl CommandCall {
                 reason: r.reason,
                 cancel: r.cancel,
             },
+            CommandCall::TopJobs(r) => RequestBody::TopJobs { job_ids: r.job_ids },
             CommandCall::Reconfigure(_) => RequestBody::Reconfigure,
             CommandCall::GetToken(t) => RequestBody::GetToken {
                 username: t.username,
@@ -1335,6 +1341,7 @@ impl CommandCall {
             CommandCall::SuspendJob(_) => SUSPEND_JOB,
             CommandCall::UpdateNode(_) => UPDATE_NODE,
             CommandCall::RebootNodes(_) => REBOOT_NODES,
+            CommandCall::TopJobs(_) => TOP_JOBS,
             CommandCall::Reconfigure(_) => RECONFIGURE,
             CommandCall::GetToken(_) => GET_TOKEN,
             CommandCall::GetLicenses(_) => GET_LICENSES,
@@ -1396,6 +1403,7 @@ impl CommandCall {
             CommandCall::SuspendJob(m) => m.encode_to_vec(),
             CommandCall::UpdateNode(m) => m.encode_to_vec(),
             CommandCall::RebootNodes(m) => m.encode_to_vec(),
+            CommandCall::TopJobs(m) => m.encode_to_vec(),
             CommandCall::GetToken(m) => m.encode_to_vec(),
             CommandCall::SubmitJob(m) | CommandCall::TestJob(m) | CommandCall::AllocateJob(m) => {
                 m.encode_to_vec()

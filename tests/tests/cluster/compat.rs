@@ -1367,3 +1367,57 @@ fn squeue_running_over_and_under_select_running_jobs_by_time() {
         .status
         .success());
 }
+
+/// `scontrol top`: pending jobs move first among their owner's (squeue's
+/// priority order shows it); an ordinary user is refused unless
+/// SchedulerParameters=enable_user_top.
+#[test]
+fn scontrol_top_moves_jobs_first_among_their_owners() {
+    use slurm_tests::{stderr, stdout, TestCluster, TEST_GID, TEST_UID};
+    let t = TestCluster::start(1, |_| {});
+    let busy = t.sbatch(&["--exclusive", "--wrap", "sleep 60"]);
+    t.wait_job(busy, 20, "running", |j| {
+        j.state == slurm_proto::JobState::Running
+    });
+    let ids: Vec<String> = (0..3)
+        .map(|_| t.sbatch_as_user(&["--wrap", "true"]).to_string())
+        .collect();
+    let order = || {
+        let o = t.run("squeue", &["-h", "-t", "PD", "-S", "-p", "-o", "%i"]);
+        stdout(&o).lines().map(str::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(order(), ids);
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["top", &ids[2]])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim(),
+        "slurm_top_job error: Access/permission denied"
+    );
+    assert_eq!(order(), ids);
+    let o = t.run("scontrol", &["top", &format!("{},{}", ids[2], ids[1])]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        order(),
+        vec![ids[2].clone(), ids[1].clone(), ids[0].clone()]
+    );
+    let o = t.run("scontrol", &["top", &busy.to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("Job is no longer pending execution"),
+        "{}",
+        stderr(&o)
+    );
+    let mut all = ids.clone();
+    all.push(busy.to_string());
+    assert!(t
+        .run(
+            "scancel",
+            &all.iter().map(String::as_str).collect::<Vec<_>>()
+        )
+        .status
+        .success());
+}
