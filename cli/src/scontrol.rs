@@ -2210,19 +2210,26 @@ fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
     if state.is_none() && reason.is_none() && features.is_none() {
         return 0;
     }
-    match ctl.call(RequestBody::UpdateNode {
+    let body = RequestBody::UpdateNode {
         names,
         state,
         reason,
         features,
-    }) {
+    };
+    call_or_say(ctl, out, "slurm_update", body)
+}
+
+/// Send a request whose answer is Ok or an error; the error printed as
+/// Slurm's commands do (`<what> error: <message>`). The exit status.
+fn call_or_say(ctl: &dyn Controller, out: &mut Out, what: &str, body: RequestBody) -> i32 {
+    match ctl.call(body) {
         Ok(Response::Error(e)) => {
-            out.err(format!("slurm_update error: {}", e.error.message()));
+            out.err(format!("{what} error: {}", e.error.message()));
             1
         }
         Ok(_) => 0,
         Err(e) => {
-            out.err(format!("slurm_update error: {}", e.message));
+            out.err(format!("{what} error: {}", e.message));
             1
         }
     }
@@ -2348,17 +2355,7 @@ fn cmd_top(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
             }
         }
     }
-    match ctl.call(RequestBody::TopJobs { job_ids }) {
-        Ok(Response::Error(e)) => {
-            out.err(format!("slurm_top_job error: {}", e.error.message()));
-            1
-        }
-        Ok(_) => 0,
-        Err(e) => {
-            out.err(format!("slurm_top_job error: {}", e.message));
-            1
-        }
-    }
+    call_or_say(ctl, out, "slurm_top_job", RequestBody::TopJobs { job_ids })
 }
 
 /// `scontrol cancel_reboot NODES`.

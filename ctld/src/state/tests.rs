@@ -135,22 +135,7 @@ impl Sim {
     }
 
     fn register(&mut self, node: &str) {
-        let r = self.req(
-            ROOT,
-            RequestBody::RegisterNode(NodeRegistration {
-                name: node.into(),
-                cpus: 2,
-                boards: 1,
-                sockets: 1,
-                cores_per_socket: 2,
-                threads_per_core: 1,
-                real_memory: 1000,
-                boot_time: self.now - 100,
-                slurmd_start_time: self.now,
-                ..Default::default()
-            }),
-        );
-        assert!(!matches!(r, Response::Error(_)), "register {node}: {r:?}");
+        self.register_booted(node, self.now - 100);
     }
 
     fn submit_as(&mut self, who: Caller, f: impl FnOnce(&mut JobDesc)) -> Result<JobId, RpcError> {
