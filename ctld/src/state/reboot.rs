@@ -73,11 +73,11 @@ impl Controller {
                 )
             }
         };
-        if !force
-            && self
-                .conf
-                .get("RebootProgram")
-                .is_none_or(|p| p.trim().is_empty())
+        // Nothing to run on the nodes: refused, FORCE or not.
+        if self
+            .conf
+            .get("RebootProgram")
+            .is_none_or(|p| p.trim().is_empty())
         {
             return err_detail(
                 SlurmError::InvalidNodeState,
@@ -200,6 +200,18 @@ impl Controller {
             .iter()
             .filter_map(|(n, a)| a.reboot.clone().map(|r| (n.clone(), r)))
             .collect();
+        // Nodes a job holds, found once (only while a reboot waits for one).
+        let held: std::collections::HashSet<String> =
+            if waiting.iter().any(|(_, r)| r.issued.is_none()) {
+                self.p
+                    .jobs
+                    .values()
+                    .filter(|j| Self::holds_devices(j))
+                    .flat_map(|j| j.alloc.nodes.iter().cloned())
+                    .collect()
+            } else {
+                Default::default()
+            };
         for (name, r) in waiting {
             let Some(&i) = self.node_index.get(&name) else {
                 continue;
@@ -220,13 +232,7 @@ impl Controller {
                 None => {
                     let n = &self.nodes[i];
                     let down = self.p.nodes.get(&name).is_some_and(|a| a.down);
-                    let idle = n.alloc_cpus == 0
-                        && !n.flags.completing
-                        && !self
-                            .p
-                            .jobs
-                            .values()
-                            .any(|j| Self::holds_devices(j) && j.alloc.nodes.contains(&name));
+                    let idle = n.alloc_cpus == 0 && !n.flags.completing && !held.contains(&name);
                     let reachable = self.registered[i] && !n.flags.not_responding;
                     if !(force || (idle && (reachable || down))) {
                         continue;
