@@ -175,6 +175,8 @@ pub struct CancelOpts {
     pub uid: Option<u32>,
     /// -1 with `-Q`.
     pub verbose: i32,
+    /// `--wckey`: jobs charged to this workload characterization key.
+    pub wckey: Option<String>,
 }
 
 impl CancelOpts {
@@ -187,6 +189,7 @@ impl CancelOpts {
             || self.reservation.is_some()
             || !self.states.is_empty()
             || self.user_name.is_some()
+            || self.wckey.is_some()
     }
 
     /// Slurm's "default" request: job ids only, no filter, no signal.
@@ -200,6 +203,7 @@ impl CancelOpts {
             || self.qos.is_some()
             || self.nodelist.is_some()
             || self.reservation.is_some()
+            || self.wckey.is_some()
             || self.interactive
     }
 
@@ -349,10 +353,6 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
         "sibling",
         crate::compat::Support::NotYet("no federations; refused"),
     ),
-    (
-        "wckey",
-        crate::compat::Support::NotYet("no WCKeys yet; refused"),
-    ),
 ];
 
 pub(crate) fn table() -> Vec<Opt> {
@@ -459,8 +459,8 @@ pub(crate) fn parse_with(
     if let Some(v) = get("SCANCEL_USER") {
         o.user_name = Some(v.to_string());
     }
-    if get("SCANCEL_WCKEY").is_some() {
-        return Err(Exit::err("SCANCEL_WCKEY (--wckey) is not supported yet"));
+    if let Some(v) = get("SCANCEL_WCKEY") {
+        o.wckey = Some(v.to_string());
     }
 
     let prog = argv.first().map(String::as_str).unwrap_or("scancel");
@@ -496,7 +496,7 @@ pub(crate) fn parse_with(
             K::Clusters => return Err(Exit::err("--clusters is not supported yet")),
             K::Reservation => o.reservation = Some(v),
             K::Sibling => return Err(Exit::err("--sibling is not supported yet")),
-            K::Wckey => return Err(Exit::err("--wckey is not supported yet")),
+            K::Wckey => o.wckey = Some(v),
         }
     }
     if let Some(e) = bad {
@@ -542,6 +542,9 @@ fn job_matches(o: &CancelOpts, j: &JobRecord, nodes: &[String]) -> bool {
             .is_some_and(|r| j.desc.reservation.as_deref() != Some(r.as_str()))
         || (!o.states.is_empty() && !o.states.contains(&j.state))
         || o.uid.is_some_and(|u| j.user_id != u)
+        || o.wckey
+            .as_ref()
+            .is_some_and(|w| j.desc.wckey.as_deref() != Some(w.as_str()))
     {
         return false;
     }
@@ -753,6 +756,9 @@ pub fn report(o: &CancelOpts, unsent: &[IdArg], outcome: Outcome, err: &mut dyn 
         }
         if let Some(q) = &o.qos {
             m.push_str(&format!("qos={q} "));
+        }
+        if let Some(w) = &o.wckey {
+            m.push_str(&format!("wckey={w} "));
         }
         if !o.states.is_empty() {
             let names: Vec<&str> = o.states.iter().map(|s| s.name()).collect();
@@ -1189,8 +1195,10 @@ mod tests {
         assert!(e.stdout.starts_with("Usage: scancel"));
         let e = p(&["--usage"], &[]).unwrap_err();
         assert!(e.stdout.starts_with("Usage: scancel"));
-        let e = p(&["--wckey=x", "1"], &[]).unwrap_err();
-        assert_eq!(e.stderr, "scancel: error: --wckey is not supported yet\n");
+        let o = p(&["--wckey=x"], &[]).unwrap();
+        assert_eq!(o.wckey.as_deref(), Some("x"));
+        let o = p(&[], &[("SCANCEL_WCKEY", "y")]).unwrap();
+        assert_eq!(o.wckey.as_deref(), Some("y"));
     }
 
     fn rep(a: &[&str], outcome: Outcome) -> (i32, String) {

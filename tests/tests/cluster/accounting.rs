@@ -2,6 +2,7 @@
 //! the commands that read it.
 
 use super::write_script;
+use slurm_proto::JobState;
 use slurm_tests::*;
 use std::time::{Duration, Instant};
 
@@ -326,6 +327,24 @@ fn wckeys_reach_accounting_and_select_jobs() {
         s.accounting = true;
         s.extra_conf.push_str("TrackWCKey=yes\n");
     });
+    // scancel --wckey (and SCANCEL_WCKEY) ends only the jobs of that key.
+    let held: Vec<_> = ["alpha", "beta", "gamma"]
+        .iter()
+        .map(|k| t.sbatch(&["-H", &format!("--wckey={k}"), "--wrap", "true"]))
+        .collect();
+    assert!(t.run("scancel", &["--wckey=beta"]).status.success());
+    let o = t
+        .cmd("scancel")
+        .env("SCANCEL_WCKEY", "gamma")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let states: Vec<_> = held.iter().map(|&id| t.job(id).unwrap().state).collect();
+    assert_eq!(
+        states,
+        vec![JobState::Pending, JobState::Cancelled, JobState::Cancelled]
+    );
+    assert!(t.run("scancel", &[&held[0].to_string()]).status.success());
     let a = t.sbatch(&["--wckey=alpha", "--wrap", "true"]);
     let b = t.sbatch(&["--wckey=beta", "--wrap", "true"]);
     for id in [a, b] {
@@ -335,9 +354,10 @@ fn wckeys_reach_accounting_and_select_jobs() {
         &t,
         &["-P", "-n", "-X", "-W", "beta", "-o", "JobID,WCKey"],
         30,
-        |s| s.contains(&format!("{b}|beta")),
+        |s| s.contains(&format!("{b}|beta")) && s.contains(&format!("{}|beta", held[1])),
     );
-    assert_eq!(text, format!("{b}|beta\n"));
+    // The held one scancel ended is there too.
+    assert_eq!(text, format!("{}|beta\n{b}|beta\n", held[1]));
     let text = sacct_until(
         &t,
         &["-P", "-n", "-X", "-j", &a.to_string(), "-o", "JobID,WCKey"],
