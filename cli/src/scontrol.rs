@@ -20,8 +20,8 @@ use crate::fmt::{self, Tz};
 use slurm_common::hostlist;
 use slurm_common::timefmt::{format_duration_hms, format_limit_scontrol, parse_time_limit};
 use slurm_proto::{
-    ConfigDump, JobRecord, JobUpdate, NodeRecord, NodeStateRequest, PartitionRecord, RequestBody,
-    Response, SlurmError,
+    ConfigDump, JobRecord, JobUpdate, NodeRecord, NodeStateRequest, PartitionRecord, RebootNodes,
+    RequestBody, Response, SlurmError,
 };
 
 /// How records are rendered.
@@ -2152,12 +2152,9 @@ fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
     for ((k, v), raw) in pairs {
         match k.as_str() {
             "state" if v.eq_ignore_ascii_case("cancel_reboot") => cancel_reboot = true,
-            "nodename" => match hostlist::expand(v) {
-                Ok(n) if !n.is_empty() => names.extend(n),
-                _ => {
-                    out.err(format!("Invalid node name specified: {v}"));
-                    return 1;
-                }
+            "nodename" => match node_names(v, out) {
+                Some(n) => names.extend(n),
+                None => return 1,
             },
             "state" => {
                 state = Some(match v.to_ascii_lowercase().as_str() {
@@ -2194,18 +2191,7 @@ fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
         return 1;
     }
     if cancel_reboot {
-        return reboot_call(
-            ctl,
-            out,
-            RequestBody::RebootNodes {
-                names,
-                asap: false,
-                force: false,
-                next_state: None,
-                reason: None,
-                cancel: true,
-            },
-        );
+        return cancel_reboots(names, ctl, out);
     }
     if state.is_none() && reason.is_none() && features.is_none() {
         return 0;
@@ -2297,18 +2283,15 @@ fn cmd_reboot(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     let names = if list.eq_ignore_ascii_case("ALL") {
         Vec::new()
     } else {
-        match hostlist::expand(&list) {
-            Ok(n) if !n.is_empty() => n,
-            _ => {
-                out.err(format!("Invalid node name specified: {list}"));
-                return 1;
-            }
-        }
+        let Some(n) = node_names(&list, out) else {
+            return 1;
+        };
+        n
     };
     let r = reboot_call(
         ctl,
         out,
-        RequestBody::RebootNodes {
+        RebootNodes {
             names,
             asap,
             force,
@@ -2327,16 +2310,8 @@ fn cmd_reboot(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
 /// arrays) first among their owner's pending jobs of the same partition,
 /// account and QOS, in the order given.
 fn cmd_top(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
-    let list = match rest {
-        [l] => l,
-        [] => {
-            out.err("too few arguments for keyword:top");
-            return 1;
-        }
-        _ => {
-            out.err("too many arguments for keyword:top");
-            return 1;
-        }
+    let Some(list) = one_arg(rest, "top", "too few arguments", out) else {
+        return 1;
     };
     let mut sink = Out::default();
     let jobs = load_jobs(ctl, &mut sink).unwrap_or_default();
@@ -2358,43 +2333,62 @@ fn cmd_top(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     call_or_say(ctl, out, "slurm_top_job", RequestBody::TopJobs { job_ids })
 }
 
-/// `scontrol cancel_reboot NODES`.
-fn cmd_cancel_reboot(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
-    let list = match rest {
-        [l] => l,
+/// The one argument of `keyword`, else Slurm's complaint (`missing`
+/// names what it says when there is none).
+fn one_arg<'a>(
+    rest: &'a [String],
+    keyword: &str,
+    missing: &str,
+    out: &mut Out,
+) -> Option<&'a String> {
+    match rest {
+        [a] => Some(a),
         [] => {
-            out.err("missing argument for keyword:cancel_reboot");
-            return 1;
+            out.err(format!("{missing} for keyword:{keyword}"));
+            None
         }
         _ => {
-            out.err("too many arguments for keyword:cancel_reboot");
-            return 1;
+            out.err(format!("too many arguments for keyword:{keyword}"));
+            None
         }
-    };
-    let names = match hostlist::expand(list) {
-        Ok(n) if !n.is_empty() => n,
+    }
+}
+
+/// A node list expanded, else Slurm's complaint.
+fn node_names(list: &str, out: &mut Out) -> Option<Vec<String>> {
+    match hostlist::expand(list) {
+        Ok(n) if !n.is_empty() => Some(n),
         _ => {
             out.err(format!("Invalid node name specified: {list}"));
-            return 1;
+            None
         }
+    }
+}
+
+/// `scontrol cancel_reboot NODES`.
+fn cmd_cancel_reboot(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let Some(list) = one_arg(rest, "cancel_reboot", "missing argument", out) else {
+        return 1;
     };
-    reboot_call(
-        ctl,
-        out,
-        RequestBody::RebootNodes {
-            names,
-            asap: false,
-            force: false,
-            next_state: None,
-            reason: None,
-            cancel: true,
-        },
-    )
+    let Some(names) = node_names(list, out) else {
+        return 1;
+    };
+    cancel_reboots(names, ctl, out)
+}
+
+/// `cancel_reboot` (or `update NodeName= State=CANCEL_REBOOT`).
+fn cancel_reboots(names: Vec<String>, ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let req = RebootNodes {
+        names,
+        cancel: true,
+        ..Default::default()
+    };
+    reboot_call(ctl, out, req)
 }
 
 /// Send a reboot request; the controller's refusal printed as Slurm does.
-fn reboot_call(ctl: &dyn Controller, out: &mut Out, body: RequestBody) -> i32 {
-    match ctl.call(body) {
+fn reboot_call(ctl: &dyn Controller, out: &mut Out, req: RebootNodes) -> i32 {
+    match ctl.call(RequestBody::RebootNodes(req)) {
         Ok(Response::Error(e)) => {
             match &e.detail {
                 Some(d) if d.starts_with("Skipping") => out.err(d.clone()),

@@ -1320,6 +1320,20 @@ pub struct CancelFilter {
     pub signal: Option<i32>,
 }
 
+/// `scontrol reboot [ASAP] [FORCE] [nextstate=RESUME|DOWN] [reason=...]
+/// ALL|NODES` and, with `cancel`, `scontrol cancel_reboot NODES`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RebootNodes {
+    /// Empty: every node.
+    pub names: Vec<String>,
+    pub asap: bool,
+    pub force: bool,
+    /// `Resume` or `Down` only.
+    pub next_state: Option<NodeStateRequest>,
+    pub reason: Option<String>,
+    pub cancel: bool,
+}
+
 /// Node state changes an admin may request (`scontrol update nodename=...`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub enum NodeStateRequest {
@@ -1582,18 +1596,8 @@ pub enum RequestBody {
     TopJobs {
         job_ids: Vec<JobId>,
     },
-    /// `scontrol reboot [ASAP] [FORCE] [nextstate=RESUME|DOWN]
-    /// [reason=...] ALL|NODES` and, with `cancel`, `scontrol cancel_reboot
-    /// NODES` (root and SlurmUser). `names` empty: every node.
-    RebootNodes {
-        names: Vec<String>,
-        asap: bool,
-        force: bool,
-        /// `Resume` or `Down` only.
-        next_state: Option<NodeStateRequest>,
-        reason: Option<String>,
-        cancel: bool,
-    },
+    /// `scontrol reboot` and `cancel_reboot` (root and SlurmUser).
+    RebootNodes(RebootNodes),
     // ---- node daemon → controller
     RegisterNode(NodeRegistration),
     Heartbeat {
@@ -1849,7 +1853,7 @@ impl RequestBody {
             RequestBody::GetDiag => ("REQUEST_STATS_INFO", 2035),
             RequestBody::UpdateJob { .. } => ("REQUEST_UPDATE_JOB", 3001),
             RequestBody::UpdateNode { .. } => ("REQUEST_UPDATE_NODE", 3002),
-            RequestBody::RebootNodes { .. } => ("REQUEST_REBOOT_NODES", 1015),
+            RequestBody::RebootNodes(_) => ("REQUEST_REBOOT_NODES", 1015),
             RequestBody::TopJobs { .. } => ("REQUEST_TOP_JOB", 5038),
             RequestBody::UpdatePartition(_) => ("REQUEST_UPDATE_PARTITION", 3005),
             RequestBody::CreatePartition(_) => ("REQUEST_CREATE_PARTITION", 3004),

@@ -34,18 +34,20 @@ impl Controller {
     /// only. A node already waiting for a reboot, FUTURE or external is
     /// skipped (unless FORCE), as Slurm does; when every node named is
     /// skipped, the answer says so.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn reboot_nodes(
         &mut self,
         who: Caller,
-        names: Vec<String>,
-        asap: bool,
-        force: bool,
-        next_state: Option<NodeStateRequest>,
-        reason: Option<String>,
-        cancel: bool,
+        req: slurm_proto::RebootNodes,
         now: i64,
     ) -> Result<Response, RpcError> {
+        let slurm_proto::RebootNodes {
+            names,
+            asap,
+            force,
+            next_state,
+            reason,
+            cancel,
+        } = req;
         if !who.privileged {
             return err(SlurmError::AccessDenied);
         }

@@ -956,14 +956,12 @@ fn a_wckey_counts_only_where_wckeys_are_tracked() {
 }
 
 fn reboot_req(names: &[&str], asap: bool, next: Option<NodeStateRequest>) -> RequestBody {
-    RequestBody::RebootNodes {
+    RequestBody::RebootNodes(slurm_proto::RebootNodes {
         names: names.iter().map(|n| n.to_string()).collect(),
         asap,
-        force: false,
         next_state: next,
-        reason: None,
-        cancel: false,
-    }
+        ..Default::default()
+    })
 }
 
 impl Sim {
@@ -1085,8 +1083,8 @@ fn a_reboot_can_be_cancelled_forced_kept_down_or_time_out() {
     let id = s.submit(|d| d.req_nodes = vec!["n1".into()]);
     s.ok(ROOT, reboot_req(&["n1"], true, None));
     let mut cancel = reboot_req(&["n1"], false, None);
-    if let RequestBody::RebootNodes { cancel: c, .. } = &mut cancel {
-        *c = true;
+    if let RequestBody::RebootNodes(r) = &mut cancel {
+        r.cancel = true;
     }
     let r = s.req(BOB, cancel.clone());
     assert!(matches!(&r, Response::Error(e) if e.error == SlurmError::AccessDenied));
@@ -1103,16 +1101,16 @@ fn a_reboot_can_be_cancelled_forced_kept_down_or_time_out() {
     let id = s.submit(|d| d.req_nodes = vec!["n2".into()]);
     assert_eq!(s.state(id), JobState::Running);
     let mut force = reboot_req(&["n2"], false, Some(NodeStateRequest::Down));
-    if let RequestBody::RebootNodes { force: f, .. } = &mut force {
-        *f = true;
+    if let RequestBody::RebootNodes(r) = &mut force {
+        r.force = true;
     }
     s.ok(ROOT, force);
     assert_eq!(s.reboots_sent("n2"), 1);
     assert_eq!(s.job(id).restarts, 1, "{:?}", s.state(id));
     // Sent: too late to cancel.
     let mut cancel2 = cancel.clone();
-    if let RequestBody::RebootNodes { names, .. } = &mut cancel2 {
-        *names = vec!["n2".into()];
+    if let RequestBody::RebootNodes(r) = &mut cancel2 {
+        r.names = vec!["n2".into()];
     }
     let r = s.req(ROOT, cancel2);
     assert!(matches!(&r, Response::Error(e) if e.error == SlurmError::InvalidNodeState));

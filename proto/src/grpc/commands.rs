@@ -710,6 +710,17 @@ impl From<pb::update_job_request::Change> for JobUpdate {
     }
 }
 
+fn reboot_from(r: pb::RebootNodesRequest) -> Result<crate::RebootNodes, ConvError> {
+    Ok(crate::RebootNodes {
+        names: r.names,
+        asap: r.asap,
+        force: r.force,
+        next_state: r.next_state.map(node_change_from).transpose()?,
+        reason: r.reason,
+        cancel: r.cancel,
+    })
+}
+
 fn node_change_to(s: NodeStateRequest) -> pb::NodeStateChange {
     match s {
         NodeStateRequest::Drain => pb::NodeStateChange::NodeChangeDrain,
@@ -1174,20 +1185,13 @@ impl CommandCall {
                 reason,
                 features: features.map(|items| pb::StringList { items }),
             }),
-            RequestBody::RebootNodes {
-                names,
-                asap,
-                force,
-                next_state,
-                reason,
-                cancel,
-            } => CommandCall::RebootNodes(pb::RebootNodesRequest {
-                names,
-                asap,
-                force,
-                next_state: next_state.map(|s| node_change_to(s) as i32),
-                reason,
-                cancel,
+            RequestBody::RebootNodes(r) => CommandCall::RebootNodes(pb::RebootNodesRequest {
+                names: r.names,
+                asap: r.asap,
+                force: r.force,
+                next_state: r.next_state.map(|s| node_change_to(s) as i32),
+                reason: r.reason,
+                cancel: r.cancel,
             }),
             RequestBody::TopJobs { job_ids } => {
                 CommandCall::TopJobs(pb::TopJobsRequest { job_ids })
@@ -1277,14 +1281,7 @@ impl CommandCall {
                 reason: u.reason,
                 features: u.features.map(|l| l.items),
             },
-            CommandCall::RebootNodes(r) => RequestBody::RebootNodes {
-                names: r.names,
-                asap: r.asap,
-                force: r.force,
-                next_state: r.next_state.map(node_change_from).transpose()?,
-                reason: r.reason,
-                cancel: r.cancel,
-            },
+            CommandCall::RebootNodes(r) => RequestBody::RebootNodes(reboot_from(r)?),
             CommandCall::TopJobs(r) => RequestBody::TopJobs { job_ids: r.job_ids },
             CommandCall::Reconfigure(_) => RequestBody::Reconfigure,
             CommandCall::GetToken(t) => RequestBody::GetToken {
