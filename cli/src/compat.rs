@@ -234,7 +234,9 @@ fn tables() -> Vec<Command> {
             notes: crate::sreport::COMPAT_NOTES,
             name: "sreport",
             options: from_fmt(crate::sreport::OPTS, crate::sreport::COMPAT_NOTES),
-            env_in: vec![],
+            env_in: recorded(|env| {
+                let _ = crate::sreport::parse_args_env(&[], 0, env);
+            }),
             words: words(&crate::sreport::compat_words()),
         },
         Command {

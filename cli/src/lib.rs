@@ -8,6 +8,7 @@
 //! - [`sbatch`], [`scancel`]: submission and cancellation.
 //! - [`sacct`]: job and step records from slurmdbd.
 //! - [`sacctmgr`]: clusters, accounts, users, associations and QOS in slurmdbd.
+//! - [`sacctmgr_file`]: `sacctmgr dump`/`load`, Slurm's flat file of a cluster's associations.
 //! - [`sreport`]: usage reports from slurmdbd's rollups.
 //! - [`sdiag`]: the controller's scheduling counters.
 //! - [`shares`]: `sprio` and `sshare` (multifactor priority, fair share).
@@ -23,6 +24,7 @@ pub mod help;
 pub mod jsonout;
 pub mod sacct;
 pub mod sacctmgr;
+pub mod sacctmgr_file;
 pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;

@@ -13,7 +13,7 @@ use slurm_proto::acct::*;
 use std::io::{BufRead, IsTerminal, Write};
 
 /// A parse or usage error (printed as ` Unknown option: ...` style messages).
-type Res<T> = Result<T, String>;
+pub(crate) type Res<T> = Result<T, String>;
 
 // ------------------------------------------------------------ command line
 
@@ -127,7 +127,7 @@ fn list_change(op: char, v: &str) -> ListChange {
 
 /// Apply an association setting (`Fairshare`, limits, `QOS`, `DefaultQOS`);
 /// `false` when `key` is not one.
-fn assoc_setting(p: &mut AssocPatch, key: &str, op: char, v: &str) -> Res<bool> {
+pub(crate) fn assoc_setting(p: &mut AssocPatch, key: &str, op: char, v: &str) -> Res<bool> {
     let l = &mut p.limits;
     match key {
         "fairshare" | "shares" => {
@@ -167,7 +167,7 @@ fn assoc_setting(p: &mut AssocPatch, key: &str, op: char, v: &str) -> Res<bool> 
 }
 
 /// Settings for new associations, from the same keys.
-fn assoc_settings(p: &AssocPatch) -> AssocSettings {
+pub(crate) fn assoc_settings(p: &AssocPatch) -> AssocSettings {
     let mut limits = AssocLimits::default();
     p.limits.apply(&mut limits, &|_, new| Some(new.to_string()));
     AssocSettings {
@@ -188,7 +188,7 @@ fn assoc_settings(p: &AssocPatch) -> AssocSettings {
 }
 
 /// Apply a QOS setting; `false` when `key` is not one.
-fn qos_setting(p: &mut QosPatch, key: &str, op: char, v: &str) -> Res<bool> {
+pub(crate) fn qos_setting(p: &mut QosPatch, key: &str, op: char, v: &str) -> Res<bool> {
     let l = &mut p.limits;
     match key {
         "description" => p.description = Set::To(v.to_string()),
@@ -214,12 +214,11 @@ fn qos_setting(p: &mut QosPatch, key: &str, op: char, v: &str) -> Res<bool> {
         "preempt" => p.preempt = list_change(op, v),
         "preemptmode" => p.preempt_mode = Set::To(v.to_ascii_lowercase()),
         "gracetime" => {
+            // Seconds, as Slurm takes it; a time form (`MM:SS`...) also.
             p.grace_time = Set::To(
-                parse_time_limit(v)
+                v.parse()
                     .ok()
-                    .flatten()
-                    .map(|m| m * 60)
-                    .or_else(|| v.parse().ok())
+                    .or_else(|| parse_time_limit(v).ok().flatten().map(|m| m * 60))
                     .ok_or_else(|| format!("Invalid value '{v}' for GraceTime"))?,
             )
         }
@@ -411,31 +410,12 @@ pub fn add(entity: &str, specs: &Specs) -> Res<Change> {
             let recs = names
                 .iter()
                 .map(|n| {
-                    let mut r = QosRec {
+                    let base = QosRec {
                         name: n.clone(),
                         description: n.clone(),
                         ..Default::default()
                     };
-                    if let Set::To(d) = &p.description {
-                        r.description = d.clone();
-                    }
-                    if let Set::To(v) = p.priority {
-                        r.priority = v;
-                    }
-                    p.flags.apply(&mut r.flags);
-                    p.preempt.apply(&mut r.preempt);
-                    if let Set::To(m) = &p.preempt_mode {
-                        r.preempt_mode = m.clone();
-                    }
-                    if let Set::To(g) = p.grace_time {
-                        r.grace_time = g;
-                    }
-                    if let Set::To(u) = p.usage_factor {
-                        r.usage_factor = u;
-                    }
-                    p.limits
-                        .apply(&mut r.limits, &|_, new| Some(new.to_string()));
-                    r
+                    crate::sacctmgr_file::apply_qos(&base, &p)
                 })
                 .collect();
             Ok(Change {
@@ -964,6 +944,11 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
             other => rest.push(other.clone()),
         }
     }
+    match entity {
+        "tres" => return show_tres(format.as_deref(), &rest),
+        "stats" => return show_stats(&rest),
+        _ => {}
+    }
     let w = parse_where(entity, &rest)?;
     let assoc_cols: Vec<Col> = ASSOC_KEY_COLS
         .iter()
@@ -1194,6 +1179,190 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
     }
 }
 
+const TRES_COLS: &[Col] = &[("type", "Type", 8), ("name", "Name", 15), ("id", "ID", 6)];
+
+/// `sacctmgr show tres [type=...] [name=...] [id=...]`: the TRES slurmdbd
+/// accounts (the built-in ones, then those the clusters report).
+fn show_tres(format: Option<&str>, specs: &[Spec]) -> Res<Show> {
+    let (mut types, mut names, mut ids) = (Vec::new(), Vec::new(), Vec::new());
+    for s in specs {
+        match s {
+            Spec::Pair(k, _, v) if matches!(k.as_str(), "type" | "types") => {
+                types.extend(lower_list(v))
+            }
+            Spec::Pair(k, _, v) if matches!(k.as_str(), "name" | "names") => {
+                names.extend(lower_list(v))
+            }
+            Spec::Pair(k, _, v) if matches!(k.as_str(), "id" | "ids") => {
+                for x in list(v) {
+                    ids.push(
+                        x.parse::<u64>()
+                            .map_err(|_| format!(" Bad TRES id '{x}'"))?,
+                    );
+                }
+            }
+            Spec::Word(w) if w.eq_ignore_ascii_case("withdeleted") => {}
+            Spec::Word(w) => names.extend(lower_list(w)),
+            Spec::Pair(k, ..) => return Err(unknown(k)),
+        }
+    }
+    let cols = pick(format, TRES_COLS, TRES_COLS)?;
+    Ok(Show {
+        requests: vec![AcctRequest::ListClusters(ClusterFilter::default())],
+        render: Box::new(move |resp, f| {
+            let Some(AcctResponse::Clusters(clusters)) = resp.first() else {
+                return Err("unexpected answer from slurmdbd".into());
+            };
+            let mut rows = Vec::new();
+            for t in slurm_openapi::dbjson::tres_table(clusters) {
+                let field = |k: &str| match &t[k] {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Number(n) => n.to_string(),
+                    _ => String::new(),
+                };
+                let id = t["id"].as_u64();
+                if (!types.is_empty() && !types.contains(&field("type")))
+                    || (!names.is_empty() && !names.contains(&field("name")))
+                    || (!ids.is_empty() && !id.is_some_and(|i| ids.contains(&i)))
+                {
+                    continue;
+                }
+                rows.push(cols.iter().map(|c| field(&c.0)).collect());
+            }
+            Ok(table(&cols, &rows, f))
+        }),
+    })
+}
+
+/// Slurm's message type number for slurmdbd's request names (0 for ours
+/// that Slurm has no number for).
+fn dbd_msg_id(name: &str) -> u32 {
+    match name {
+        "DBD_ADD_ACCOUNTS" => 1402,
+        "DBD_ADD_CLUSTERS" => 1405,
+        "DBD_ADD_USERS" => 1406,
+        "DBD_GET_ACCOUNTS" => 1409,
+        "DBD_GET_ASSOCS" => 1410,
+        "DBD_GET_ASSOC_USAGE" => 1411,
+        "DBD_GET_CLUSTERS" => 1412,
+        "DBD_GET_USERS" => 1415,
+        "DBD_MODIFY_ACCOUNTS" => 1428,
+        "DBD_MODIFY_ASSOCS" => 1429,
+        "DBD_MODIFY_USERS" => 1431,
+        "DBD_REMOVE_ACCOUNTS" => 1435,
+        "DBD_REMOVE_ASSOCS" => 1437,
+        "DBD_REMOVE_CLUSTERS" => 1438,
+        "DBD_REMOVE_USERS" => 1439,
+        "DBD_ROLL_USAGE" => 1440,
+        "DBD_GET_JOBS_COND" => 1444,
+        "DBD_ADD_QOS" => 1447,
+        "DBD_GET_QOS" => 1448,
+        "DBD_REMOVE_QOS" => 1450,
+        "DBD_MODIFY_QOS" => 1451,
+        "DBD_GET_STATS" => 1489,
+        _ => 0,
+    }
+}
+
+/// `sacctmgr show stats [ave_time|total_time]`: slurmdbd's rollups and
+/// requests since it started, in microseconds.
+fn show_stats(specs: &[Spec]) -> Res<Show> {
+    let mut sort = "count";
+    for s in specs {
+        match s {
+            Spec::Word(w) if w.to_ascii_lowercase().starts_with("av") => sort = "ave",
+            Spec::Word(w) if w.to_ascii_lowercase().starts_with("to") => sort = "total",
+            Spec::Word(w) => return Err(unknown(w)),
+            Spec::Pair(k, ..) => return Err(unknown(k)),
+        }
+    }
+    Ok(Show {
+        requests: vec![AcctRequest::Stats],
+        render: Box::new(move |resp, _| match resp.first() {
+            Some(AcctResponse::Stats(st)) => Ok(stats_text(st, common::now(), sort)),
+            _ => Err("unexpected answer from slurmdbd".into()),
+        }),
+    })
+}
+
+fn stats_text(st: &DbdStats, now: i64, sort: &str) -> String {
+    let when = |t: i64| {
+        use chrono::TimeZone;
+        match chrono::Local.timestamp_opt(t, 0).single() {
+            Some(d) => format!("{} ({t})", d.format("%a %b %e %H:%M:%S %Y")),
+            None => format!("({t})"),
+        }
+    };
+    let stars = "*******************************************************************\n";
+    let mut s = String::from(stars);
+    s.push_str(&format!("sacctmgr show stats output at {}\n", when(now)));
+    s.push_str(&format!(
+        "Data since                    {}\n",
+        when(st.time_start)
+    ));
+    s.push_str("All statistics are in microseconds\n");
+    s.push_str(stars);
+    let levels = [
+        ("Hour", &st.hourly),
+        ("Day", &st.daily),
+        ("Month", &st.monthly),
+    ];
+    if levels.iter().any(|(_, l)| l.total_us > 0) {
+        s.push_str("\nRollup statistics (all clusters)\n");
+    }
+    for (name, l) in levels.iter().filter(|(_, l)| l.total_us > 0) {
+        s.push_str(&format!("{name:<5} last ran {}\n", when(l.last_run)));
+        s.push_str(&format!("\tLast cycle:   {}\n", l.last_us));
+        s.push_str(&format!("\tMax cycle:    {}\n", l.max_us));
+        s.push_str(&format!("\tTotal time:   {}\n", l.total_us));
+        s.push_str(&format!("\tTotal cycles: {}\n", l.count));
+        s.push_str(&format!(
+            "\tMean cycle:   {}\n",
+            l.total_us / l.count.max(1)
+        ));
+    }
+    fn ordered<'a>(
+        v: &'a [RpcCount],
+        id: &dyn Fn(&str) -> u32,
+        sort: &str,
+    ) -> Vec<(u32, &'a RpcCount)> {
+        let mut v: Vec<(u32, &RpcCount)> = v.iter().map(|r| (id(&r.name), r)).collect();
+        let ave = |r: &RpcCount| r.total_us / r.count.max(1);
+        v.sort_by(|(ia, a), (ib, b)| {
+            let primary = match sort {
+                "ave" => ave(b).cmp(&ave(a)),
+                "total" => b.total_us.cmp(&a.total_us),
+                _ => b.count.cmp(&a.count).then(b.total_us.cmp(&a.total_us)),
+            };
+            primary.then(ia.cmp(ib))
+        });
+        v
+    }
+    let line = |r: &RpcCount| {
+        format!(
+            " count:{:<6} ave_time:{:<6} total_time:{}\n",
+            r.count,
+            r.total_us / r.count.max(1),
+            r.total_us
+        )
+    };
+    s.push_str("\nRemote Procedure Call statistics by message type\n");
+    for (id, r) in ordered(&st.rpcs, &dbd_msg_id, sort) {
+        s.push_str(&format!("\t{:<25}({id:>5}){}", r.name, line(r)));
+    }
+    s.push_str("\nRemote Procedure Call statistics by user\n");
+    let uid = |n: &str| {
+        slurm_common::users::user_by_name(n)
+            .map(|u| u.uid)
+            .or_else(|| n.parse().ok())
+            .unwrap_or(0)
+    };
+    for (id, r) in ordered(&st.users, &uid, sort) {
+        s.push_str(&format!("\t{:<20}({id:>10}){}", r.name, line(r)));
+    }
+    s
+}
+
 /// How deep an association sits in its cluster's account tree.
 fn tree_depth(a: &AssocRec, all: &[AssocRec]) -> usize {
     let mut depth = if a.is_user() { 1 } else { 0 };
@@ -1234,9 +1403,25 @@ fn entity_name(w: &str) -> Option<&'static str> {
 
 const USAGE: &str = "Usage: sacctmgr [-i] [-n] [-p|-P] [-Q] <command> <entity> [specs]\n\
   commands: add|create, modify|update, delete|remove, show|list\n\
-  entities: cluster, account, user, association, qos\n";
+  entities: cluster, account, user, association, qos\n\
+  also: dump <cluster> [file=FILE], load [file=]FILE [cluster=NAME] [clean], ping, version\n";
 
-fn confirm() -> bool {
+/// `sacctmgr ping`: Slurm's line for slurmdbd, exit 1 when it is down.
+fn ping(conf: &slurm_common::conf::SlurmConf) -> i32 {
+    let host = conf.dbd_name().to_string();
+    match common::dbd_call(conf, AcctRequest::Ping) {
+        Ok(AcctResponse::Pong { .. }) => {
+            println!("slurmdbd(primary) at {host} is UP");
+            0
+        }
+        _ => {
+            println!("slurmdbd(primary) at {host} is DOWN");
+            1
+        }
+    }
+}
+
+pub(crate) fn confirm() -> bool {
     print!(" Would you like to commit changes? (You have 30 seconds to decide)\n(N/y): ");
     let _ = std::io::stdout().flush();
     let mut line = String::new();
@@ -1317,7 +1502,14 @@ const COMMANDS: &[(&[&str], &str)] = &[
     (&["modify", "update"], "modify"),
     (&["delete", "remove"], "delete"),
     (&["show", "list"], "show"),
+    (&["dump"], "dump"),
+    (&["load"], "load"),
+    (&["ping"], "ping"),
+    (&["version"], "version"),
 ];
+
+/// Commands that take no entity.
+const NO_ENTITY: &[&str] = &["dump", "load", "ping", "version"];
 
 /// The entities, with their aliases.
 const ENTITIES: &[(&[&str], &str)] = &[
@@ -1329,6 +1521,8 @@ const ENTITIES: &[(&[&str], &str)] = &[
         "association",
     ),
     (&["qos"], "qos"),
+    (&["tres"], "tres"),
+    (&["stats", "statistics"], "stats"),
 ];
 
 /// The commands and entities sacctmgr knows (`cmd add`, `entity user`).
@@ -1338,6 +1532,10 @@ pub(crate) fn compat_words() -> Vec<String> {
         .flat_map(|(names, _)| names.iter().map(|n| format!("cmd {n}")))
         .collect();
     w.push("cmd help".into());
+    // Interactive mode's own words.
+    for k in ["exit", "quit", "quiet", "verbose", "readonly", "!!"] {
+        w.push(format!("cmd {k}"));
+    }
     w.extend(
         ENTITIES
             .iter()
@@ -1348,6 +1546,16 @@ pub(crate) fn compat_words() -> Vec<String> {
 
 /// Parse flags and the command; `Err` is (message, exit code).
 pub fn parse_command(args: &[String]) -> Result<(Flags, String, String, Specs), (String, i32)> {
+    let (f, readonly, words) = parse_flags(args)?;
+    parse_words(f, readonly, &words)
+}
+
+/// The options (anywhere before the command, as getopt permutes them),
+/// whether `-r` was given, and the command's words.
+type Parsed = (Flags, bool, Vec<String>);
+
+/// Options and words; `Err` is (message, exit code).
+pub fn parse_flags(args: &[String]) -> Result<Parsed, (String, i32)> {
     let mut f = Flags {
         header: true,
         ..Default::default()
@@ -1395,16 +1603,24 @@ pub fn parse_command(args: &[String]) -> Result<(Flags, String, String, Specs), 
             _ => {}
         }
     }
+    Ok((f, readonly, words))
+}
+
+/// A command's words (after the options); `Err` is (message, exit code).
+pub fn parse_words(
+    f: Flags,
+    readonly: bool,
+    words: &[String],
+) -> Result<(Flags, String, String, Specs), (String, i32)> {
     if words
         .first()
         .is_some_and(|w| w.eq_ignore_ascii_case("help"))
     {
         return Err((USAGE.trim_end().to_string(), 0));
     }
-    if words.len() < 2 {
+    let Some(first) = words.first().map(|w| w.to_ascii_lowercase()) else {
         return Err((USAGE.trim_end().to_string(), 1));
-    }
-    let first = words[0].to_ascii_lowercase();
+    };
     let Some(cmd) = COMMANDS
         .iter()
         .find(|(names, _)| names.contains(&first.as_str()))
@@ -1412,11 +1628,20 @@ pub fn parse_command(args: &[String]) -> Result<(Flags, String, String, Specs), 
     else {
         return Err((format!(" Unknown command: {first}"), 1));
     };
-    if readonly && cmd != "show" {
+    if readonly && !matches!(cmd, "show" | "dump" | "ping" | "version") {
         return Err((
             format!("sacctmgr: error: {first}: not allowed in readonly mode (-r)"),
             1,
         ));
+    }
+    if NO_ENTITY.contains(&cmd) {
+        if matches!(cmd, "ping" | "version") && words.len() > 1 {
+            return Err((format!("too many arguments for {first} keyword"), 1));
+        }
+        return Ok((f, cmd.to_string(), String::new(), parse_specs(&words[1..])));
+    }
+    if words.len() < 2 {
+        return Err((USAGE.trim_end().to_string(), 1));
     }
     let entity =
         entity_name(&words[1]).ok_or_else(|| (format!(" Unknown entity: {}", words[1]), 1))?;
@@ -1486,29 +1711,124 @@ fn json_fields(answers: &[AcctResponse]) -> Option<serde_json::Map<String, serde
     Some(m)
 }
 
+/// Prints a parse result that ends the command: help on stdout, errors on
+/// stderr; the exit code.
+fn say(msg: &str, code: i32) -> i32 {
+    if code == 0 {
+        println!("{msg}");
+    } else {
+        eprintln!("{msg}");
+    }
+    code
+}
+
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (f, cmd, entity, specs) = match parse_command(&args) {
+    let (f, readonly, words) = match parse_flags(&args) {
         Ok(x) => x,
-        Err((msg, code)) => {
-            if code == 0 {
-                println!("{msg}");
-            } else {
-                eprintln!("{msg}");
-            }
-            return code;
-        }
+        Err((msg, code)) => return say(&msg, code),
     };
+    // Without a command, commands are read from stdin (before the
+    // configuration is read, as `sacctmgr help` needs none).
+    if !words.is_empty() {
+        if let Err((msg, code)) = parse_words(f.clone(), readonly, &words) {
+            return say(&msg, code);
+        }
+    }
     let conf = match common::load_conf("sacctmgr") {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let change = match cmd.as_str() {
-        "add" => add(&entity, &specs),
-        "modify" => modify(&entity, &specs),
-        "delete" => delete(&entity, &specs),
+    if words.is_empty() {
+        return interactive(&conf, f, readonly);
+    }
+    match parse_words(f, readonly, &words) {
+        Ok((f, cmd, entity, specs)) => execute(&conf, &f, &cmd, &entity, &specs, &args),
+        Err((msg, code)) => say(&msg, code),
+    }
+}
+
+/// Interactive mode: one command per line from stdin (a `sacctmgr: `
+/// prompt on a terminal) until `exit`, `quit` or the end of input; `!!`
+/// repeats the last command, `quiet`/`verbose`/`readonly` change the
+/// session. The exit code is 1 when any command failed.
+fn interactive(conf: &slurm_common::conf::SlurmConf, mut f: Flags, mut readonly: bool) -> i32 {
+    let stdin = std::io::stdin();
+    let tty = stdin.is_terminal();
+    let mut rc = 0;
+    let mut last: Option<Vec<String>> = None;
+    loop {
+        if tty {
+            print!("sacctmgr: ");
+            let _ = std::io::stdout().flush();
+        }
+        let mut line = String::new();
+        match stdin.lock().read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let mut words = crate::fmt::split_words(&line);
+        if words.first().is_some_and(|w| w == "!!") {
+            match &last {
+                Some(l) => words = l.clone(),
+                None => continue,
+            }
+        }
+        let Some(first) = words.first().map(|w| w.to_ascii_lowercase()) else {
+            continue;
+        };
+        let session = matches!(
+            first.as_str(),
+            "exit" | "quit" | "\\q" | "quiet" | "verbose" | "readonly"
+        );
+        if session {
+            if words.len() > 1 {
+                eprintln!("too many arguments for keyword:{first}");
+                rc = 1;
+                continue;
+            }
+            match first.as_str() {
+                "quiet" => f.quiet = true,
+                "verbose" => f.quiet = false,
+                "readonly" => readonly = true,
+                _ => break,
+            }
+            continue;
+        }
+        last = Some(words.clone());
+        let code = match parse_words(f.clone(), readonly, &words) {
+            Ok((f, cmd, entity, specs)) => execute(conf, &f, &cmd, &entity, &specs, &words),
+            Err((msg, code)) => say(&msg, code),
+        };
+        if code != 0 {
+            rc = 1;
+        }
+    }
+    rc
+}
+
+/// Runs one parsed command; the exit code.
+fn execute(
+    conf: &slurm_common::conf::SlurmConf,
+    f: &Flags,
+    cmd: &str,
+    entity: &str,
+    specs: &Specs,
+    args: &[String],
+) -> i32 {
+    let change = match cmd {
+        "version" => {
+            println!("slurm {}", slurm_proto::SLURM_VERSION);
+            return 0;
+        }
+        "ping" => return ping(conf),
+        "dump" => return crate::sacctmgr_file::dump(conf, specs),
+        "load" => return crate::sacctmgr_file::load(conf, specs, f),
+        "add" => add(entity, specs),
+        "modify" => modify(entity, specs),
+        "delete" => delete(entity, specs),
         _ => {
-            let sh = match show(&entity, &specs) {
+            let sh = match show(entity, specs) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("{e}");
@@ -1524,7 +1844,7 @@ pub fn main() -> i32 {
             }
             let mut answers = Vec::new();
             for r in requests {
-                match common::dbd_call(&conf, r) {
+                match common::dbd_call(conf, r) {
                     Ok(AcctResponse::Error(e)) => {
                         eprintln!(" sacctmgr: error: {e}");
                         return 1;
@@ -1542,7 +1862,7 @@ pub fn main() -> i32 {
                         let name = &conf.cluster_name;
                         print!(
                             "{}",
-                            crate::jsonout::fields_text("sacctmgr", &args, name, fields)
+                            crate::jsonout::fields_text("sacctmgr", args, name, fields)
                         );
                         0
                     }
@@ -1552,7 +1872,7 @@ pub fn main() -> i32 {
                     }
                 };
             }
-            return match (sh.render)(&answers, &f) {
+            return match (sh.render)(&answers, f) {
                 Ok(s) => {
                     print!("{s}");
                     0
@@ -1565,7 +1885,7 @@ pub fn main() -> i32 {
         }
     };
     match change {
-        Ok(c) => run_change(&conf, c, &f),
+        Ok(c) => run_change(conf, c, f),
         Err(e) => {
             eprintln!("{e}");
             1
@@ -1603,6 +1923,76 @@ mod tests {
         let (msg, code) = cmd("-r add account a").unwrap_err();
         assert_eq!(code, 1);
         assert!(msg.contains("readonly"), "{msg}");
+    }
+
+    #[test]
+    fn stats_and_tres_as_slurm_lays_them_out() {
+        let st = DbdStats {
+            time_start: 1_000,
+            hourly: RollupLevel {
+                count: 2,
+                last_run: 3_600,
+                last_us: 40,
+                max_us: 60,
+                total_us: 100,
+            },
+            rpcs: vec![
+                RpcCount {
+                    name: "DBD_GET_JOBS_COND".into(),
+                    count: 3,
+                    total_us: 30,
+                },
+                RpcCount {
+                    name: "DBD_GET_QOS".into(),
+                    count: 1,
+                    total_us: 90,
+                },
+            ],
+            users: vec![RpcCount {
+                name: "root".into(),
+                count: 4,
+                total_us: 120,
+            }],
+            ..Default::default()
+        };
+        let text = stats_text(&st, 2_000, "count");
+        assert!(
+            text.contains("All statistics are in microseconds\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\tTotal cycles: 2\n\tMean cycle:   50\n"),
+            "{text}"
+        );
+        assert!(!text.contains("Day "), "{text}");
+        let by_count = "\tDBD_GET_JOBS_COND        ( 1444) count:3      ave_time:10     total_time:30\n\
+                        \tDBD_GET_QOS              ( 1448) count:1      ave_time:90     total_time:90\n";
+        assert!(text.contains(by_count), "{text}");
+        assert!(
+            text.contains(
+                "\troot                (         0) count:4      ave_time:30     total_time:120\n"
+            ),
+            "{text}"
+        );
+        let by_ave = stats_text(&st, 2_000, "ave");
+        assert!(by_ave.find("DBD_GET_QOS").unwrap() < by_ave.find("DBD_GET_JOBS_COND").unwrap());
+        assert!(show_stats(&[Spec::Word("bogus".into())]).is_err());
+
+        let sh = show_tres(None, &parse_specs(&["type=gres".to_string()]).filter).unwrap();
+        let answer = vec![AcctResponse::Clusters(vec![ClusterRec {
+            tres: "cpu=8,mem=100M,node=2,billing=8,gres/gpu=4".into(),
+            ..Default::default()
+        }])];
+        let f = Flags {
+            header: false,
+            parsable: Some(false),
+            ..Default::default()
+        };
+        assert_eq!((sh.render)(&answer, &f).unwrap(), "gres|gpu|\n");
+        let all = show_tres(None, &[]).unwrap();
+        let out = (all.render)(&answer, &f).unwrap();
+        assert!(out.starts_with("cpu||1\nmem||2\n"), "{out}");
+        assert!(show_tres(None, &parse_specs(&["bogus=1".to_string()]).filter).is_err());
     }
 
     fn specs(s: &str) -> Specs {

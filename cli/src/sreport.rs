@@ -97,34 +97,94 @@ pub(crate) const OPTS: &[crate::fmt::Opt] = {
     use crate::fmt::{Arg::*, Opt};
     &[
         Opt::new(Some('a'), "all_clusters", No),
+        Opt::new(Some('M'), "cluster", Required),
+        Opt::new(None, "federation", No),
         Opt::new(Some('h'), "help", No),
+        Opt::new(None, "local", No),
         Opt::new(Some('n'), "noheader", No),
         Opt::new(Some('p'), "parsable", No),
         Opt::new(Some('P'), "parsable2", No),
+        Opt::new(Some('Q'), "quiet", No),
         Opt::new(Some('t'), "time-format", Required),
+        Opt::new(Some('T'), "tres", Required),
         Opt::new(Some('v'), "verbose", No),
+        Opt::new(Some('V'), "version", No),
         Opt::new(None, "usage", No),
     ]
 };
 
-pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[];
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = {
+    use crate::compat::Support::Differs;
+    &[
+        (
+            "federation",
+            Differs("no federations: the clusters named (or this one) are reported"),
+        ),
+        ("local", Differs("no federations: nothing to leave out")),
+        (
+            "tres",
+            Differs("usage is kept for CPUs only: cpu is accepted, other TRES are refused"),
+        ),
+    ]
+};
+
+/// `-T`/`SREPORT_TRES`: usage is rolled up for CPUs only.
+fn check_tres(v: &str) -> Result<(), String> {
+    for t in list(v) {
+        if !t.eq_ignore_ascii_case("cpu") {
+            return Err(format!(
+                "sreport: error: TRES '{t}' is not reported here: usage is kept for cpu only"
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// The reports sreport makes: (kind, report, what [`main`] calls it).
 const REPORTS: &[(&str, &str, &str)] = &[
     ("cluster", "Utilization", "utilization"),
     ("cluster", "AccountUtilizationByUser", "account_by_user"),
+    ("cluster", "UserUtilizationByAccount", "user_by_account"),
     ("user", "TopUsage", "topusage"),
 ];
 
 /// The reports sreport makes, as `report KIND REPORT` words.
 pub(crate) fn compat_words() -> Vec<String> {
-    REPORTS
+    let session = [
+        "exit",
+        "help",
+        "nonparsable",
+        "parsable",
+        "parsable2",
+        "quiet",
+        "quit",
+        "time",
+        "verbose",
+        "version",
+        "!!",
+    ];
+    session
         .iter()
-        .map(|(k, r, _)| format!("report {k} {}", r.to_ascii_lowercase()))
+        .map(|w| format!("cmd {w}"))
+        .chain(
+            REPORTS
+                .iter()
+                .map(|(k, r, _)| format!("report {k} {}", r.to_ascii_lowercase())),
+        )
         .collect()
 }
 
 pub fn parse_args(args: &[String], now: i64) -> Result<Opts, String> {
+    parse_args_env(args, now, &|k| std::env::var(k).ok())
+}
+
+/// [`parse_args`] with the environment as `env` gives it (`SREPORT_CLUSTER`,
+/// `SREPORT_TRES`; options win over them).
+pub fn parse_args_env(
+    args: &[String],
+    now: i64,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Opts, String> {
     let today = midnight(now);
     let mut o = Opts {
         header: true,
@@ -139,6 +199,14 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Opts, String> {
         users: Vec::new(),
         top: 10,
     };
+    if let Some(c) = env("SREPORT_CLUSTER") {
+        o.clusters = list(&c);
+    }
+    if let Some(t) = env("SREPORT_TRES") {
+        check_tres(&t)?;
+    }
+    // Federations do not exist here: these change nothing.
+    let _ = (env("SREPORT_FEDERATION"), env("SREPORT_LOCAL"));
     let mut words = Vec::new();
     for p in crate::fmt::getopt("sreport", args, OPTS)? {
         let (name, v) = match p {
@@ -155,6 +223,8 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Opts, String> {
             "time-format" => {
                 o.units = Units::parse(&v).ok_or_else(|| format!("Unknown time format {v}"))?
             }
+            "cluster" => o.clusters = list(&v),
+            "tres" => check_tres(&v)?,
             // One cluster; -v adds nothing to what is printed.
             _ => {}
         }
@@ -182,7 +252,7 @@ pub fn parse_args(args: &[String], now: i64) -> Result<Opts, String> {
         None => {
             return Err(format!(
                 "Not valid report {}: use cluster utilization, cluster \
-                 AccountUtilizationByUser or user topusage",
+                 AccountUtilizationByUser, cluster UserUtilizationByAccount or user topusage",
                 report.join(" ")
             ))
         }
@@ -336,6 +406,45 @@ pub fn account_by_user(r: &UsageReport, assocs: &[AssocRec], o: &Opts) -> String
     banner("Cluster/Account/User Utilization", o) + &table(&cols, &rows, o)
 }
 
+/// `cluster UserUtilizationByAccount`: each user's usage in each account,
+/// most used first.
+pub fn user_by_account(r: &UsageReport, o: &Opts) -> String {
+    let cols = [
+        ("Cluster", 9),
+        ("Login", 9),
+        ("Proper Name", 15),
+        ("Account", 15),
+        ("Used", 9),
+        ("Energy", 8),
+    ];
+    let total = cluster_totals(r);
+    let mut per: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    for a in &r.assocs {
+        if !o.accounts.is_empty() && !o.accounts.contains(&a.account) {
+            continue;
+        }
+        *per.entry((a.cluster.clone(), a.user.clone(), a.account.clone()))
+            .or_default() += a.alloc_secs;
+    }
+    let mut v: Vec<_> = per.into_iter().filter(|(_, s)| *s > 0).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let rows: Vec<Vec<String>> = v
+        .into_iter()
+        .map(|((c, u, a), s)| {
+            let t = total.get(c.as_str()).copied().unwrap_or(0);
+            vec![
+                c,
+                u.clone(),
+                proper_name(&u),
+                a,
+                o.units.fmt(s, t),
+                "0".into(),
+            ]
+        })
+        .collect();
+    banner("Cluster/User/Account Utilization", o) + &table(&cols, &rows, o)
+}
+
 /// `user topusage`: the users with the most usage, each with the accounts
 /// they used.
 pub fn top_usage(r: &UsageReport, o: &Opts) -> String {
@@ -376,20 +485,123 @@ pub fn top_usage(r: &UsageReport, o: &Opts) -> String {
     banner(&format!("Top {} Users", o.top), o) + &table(&cols, &rows, o)
 }
 
+const USAGE: &str = "Usage: sreport [-n] [-p|-P] [-Q] [-t units] [-M clusters] \
+     cluster utilization|AccountUtilizationByUser|UserUtilizationByAccount \
+     | user topusage [start=] [end=] [clusters=] [accounts=] [users=] [TopCount=]";
+
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let asks_help = crate::fmt::getopt("sreport", &args, OPTS).is_ok_and(|p| {
-        p.iter()
-            .any(|p| matches!(p, crate::fmt::Parsed::Opt("help" | "usage", _)))
-    });
-    if asks_help {
-        println!(
-            "Usage: sreport [-n] [-p|-P] [-t units] cluster utilization|AccountUtilizationByUser \
-             | user topusage [start=] [end=] [clusters=] [accounts=] [users=] [TopCount=]"
-        );
+    let parsed = crate::fmt::getopt("sreport", &args, OPTS).unwrap_or_default();
+    let asks = |names: &[&str]| {
+        parsed
+            .iter()
+            .any(|p| matches!(p, crate::fmt::Parsed::Opt(n, _) if names.contains(n)))
+    };
+    if asks(&["help"]) {
+        println!("{}\n{USAGE}", crate::help::help("sreport").trim_end());
         return 0;
     }
-    let o = match parse_args(&args, common::now()) {
+    if asks(&["usage"]) {
+        println!("{}", crate::help::usage("sreport").trim_end());
+        return 0;
+    }
+    if asks(&["version"]) {
+        println!("slurm {}", slurm_proto::SLURM_VERSION);
+        return 0;
+    }
+    let has_words = parsed
+        .iter()
+        .any(|p| matches!(p, crate::fmt::Parsed::Word(_)));
+    if !has_words && crate::fmt::getopt("sreport", &args, OPTS).is_ok() {
+        return interactive(args);
+    }
+    run(&args)
+}
+
+/// Interactive mode: one report per line from stdin (a `sreport: ` prompt
+/// on a terminal) until `exit`/`quit` or the end of input. `parsable`,
+/// `parsable2`, `nonparsable`, `time UNITS`, `quiet` and `verbose` change
+/// the options of the reports after them; `!!` repeats the last report.
+/// The exit code is 1 when any report failed.
+fn interactive(mut opts: Vec<String>) -> i32 {
+    use std::io::{BufRead, IsTerminal, Write};
+    let stdin = std::io::stdin();
+    let tty = stdin.is_terminal();
+    let mut rc = 0;
+    let mut last: Option<Vec<String>> = None;
+    loop {
+        if tty {
+            print!("sreport: ");
+            let _ = std::io::stdout().flush();
+        }
+        let mut line = String::new();
+        match stdin.lock().read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let mut words = crate::fmt::split_words(&line);
+        if words.first().is_some_and(|w| w == "!!") {
+            match &last {
+                Some(l) => words = l.clone(),
+                None => continue,
+            }
+        }
+        let Some(first) = words.first().map(|w| w.to_ascii_lowercase()) else {
+            continue;
+        };
+        let no_parsable = |o: &mut Vec<String>| o.retain(|a| a != "-p" && a != "-P");
+        let takes = if first == "time" { 2 } else { 1 };
+        let session = matches!(
+            first.as_str(),
+            "exit"
+                | "quit"
+                | "help"
+                | "parsable"
+                | "parsable2"
+                | "nonparsable"
+                | "quiet"
+                | "verbose"
+                | "version"
+                | "time"
+        );
+        if session && words.len() != takes {
+            eprintln!("too many arguments for keyword:{first}");
+            rc = 1;
+            continue;
+        }
+        match first.as_str() {
+            "exit" | "quit" => break,
+            "help" => println!("{USAGE}"),
+            "version" => println!("slurm {}", slurm_proto::SLURM_VERSION),
+            "parsable" | "parsable2" => {
+                no_parsable(&mut opts);
+                opts.push(if first == "parsable" { "-p" } else { "-P" }.into());
+            }
+            "nonparsable" => no_parsable(&mut opts),
+            "quiet" => opts.push("-Q".into()),
+            "verbose" => opts.push("-v".into()),
+            "time" => match Units::parse(&words[1]) {
+                Some(_) => opts.extend(["-t".to_string(), words[1].clone()]),
+                None => {
+                    eprintln!("Unknown time format {}", words[1]);
+                    rc = 1;
+                }
+            },
+            _ => {
+                last = Some(words.clone());
+                let all: Vec<String> = opts.iter().cloned().chain(words).collect();
+                if run(&all) != 0 {
+                    rc = 1;
+                }
+            }
+        }
+    }
+    rc
+}
+
+/// One report; the exit code.
+fn run(args: &[String]) -> i32 {
+    let o = match parse_args(args, common::now()) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("{e}");
@@ -432,6 +644,7 @@ pub fn main() -> i32 {
     let text = match o.report.as_str() {
         "utilization" => utilization(&report, &o),
         "topusage" => top_usage(&report, &o),
+        "user_by_account" => user_by_account(&report, &o),
         _ => {
             let assocs = match common::dbd_call(
                 &conf,
@@ -523,6 +736,51 @@ mod tests {
             0
         )
         .is_err());
+    }
+
+    #[test]
+    fn clusters_and_tres_from_options_and_environment() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let env = |k: &str| (k == "SREPORT_CLUSTER").then(|| "a,b".to_string());
+        let o = parse_args_env(&a(&["cluster", "utilization"]), 0, &env).unwrap();
+        assert_eq!(o.clusters, vec!["a", "b"]);
+        let o = parse_args_env(&a(&["-M", "c", "cluster", "utilization"]), 0, &env).unwrap();
+        assert_eq!(o.clusters, vec!["c"]);
+        let none = |_: &str| None;
+        assert!(parse_args_env(&a(&["-T", "cpu", "user", "topusage"]), 0, &none).is_ok());
+        let e = parse_args_env(&a(&["-T", "gres/gpu", "user", "topusage"]), 0, &none).unwrap_err();
+        assert!(e.contains("gres/gpu"), "{e}");
+        let tres = |k: &str| (k == "SREPORT_TRES").then(|| "mem".to_string());
+        assert!(parse_args_env(&a(&["user", "topusage"]), 0, &tres).is_err());
+    }
+
+    #[test]
+    fn users_by_account_most_used_first() {
+        let mut r = report();
+        r.assocs.push(AssocUsage {
+            cluster: "c".into(),
+            account: "chem".into(),
+            user: "alice".into(),
+            alloc_secs: 600,
+            ..Default::default()
+        });
+        let o = opts(&["-P", "-n", "cluster", "UserUtilizationByAccount"]);
+        assert_eq!(o.report, "user_by_account");
+        assert_eq!(
+            user_by_account(&r, &o),
+            "c|alice||phys|40|0\nc|bob||chem|20|0\nc|alice||chem|10|0\n"
+        );
+        let o = opts(&[
+            "-P",
+            "-n",
+            "cluster",
+            "UserUtilizationByAccount",
+            "accounts=chem",
+        ]);
+        assert_eq!(
+            user_by_account(&r, &o),
+            "c|bob||chem|20|0\nc|alice||chem|10|0\n"
+        );
     }
 
     #[test]

@@ -264,6 +264,32 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
                 &["-P", "-n", "cluster", "utilization", start, end],
             );
             assert!(text(&o).starts_with("local|"), "{}", text(&o));
+            // The same reports in interactive mode, options changed between.
+            let mut child = t
+                .cmd("sreport")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            write!(
+                child.stdin.take().unwrap(),
+                "parsable2\ntime seconds\ncluster UserUtilizationByAccount {start} {end}\n\
+                 nonparsable\n!!\ncluster nosuchreport\nquit\nuser topusage\n"
+            )
+            .unwrap();
+            let o = child.wait_with_output().unwrap();
+            let s = text(&o);
+            assert_eq!(o.status.code(), Some(1), "a bad report makes it 1: {s}");
+            let parsable = s
+                .lines()
+                .find(|l| l.starts_with("local|nobody|"))
+                .unwrap_or_else(|| panic!("{s}"));
+            assert!(parsable.contains("|physics|"), "{s}");
+            assert!(s.contains("Cluster/User/Account Utilization"), "{s}");
+            assert!(s.contains("Not valid report cluster nosuchreport"), "{s}");
+            assert!(!s.contains("Top 10 Users"), "quit ends it: {s}");
             break;
         }
         assert!(
@@ -456,4 +482,259 @@ PriorityCalcPeriod=1\nPriorityDecayHalfLife=7-0\n"
     };
     assert_eq!(row("daemon")[..3], ["physics", "daemon", "debug"], "{out}");
     assert_eq!(row("nobody")[..3], ["physics", "nobody", ""], "{out}");
+}
+
+/// `sacctmgr dump` writes Slurm's flat file; `sacctmgr load` of it makes
+/// the same tree on another cluster, adds and modifies only what differs,
+/// and refuses what is wrong (or who may not) without changing anything.
+#[test]
+fn sacctmgr_dump_and_load_carry_a_cluster_tree_over() {
+    let t = TestCluster::start(1, |s| s.accounting = true);
+    let out = mgr(&t, &["ping"]);
+    assert!(
+        out.starts_with("slurmdbd(primary) at ") && out.ends_with(" is UP\n"),
+        "{out}"
+    );
+    assert!(mgr(&t, &["version"]).starts_with("slurm "));
+    mgr(
+        &t,
+        &["-i", "add", "qos", "high", "Priority=10", "GraceTime=120"],
+    );
+    mgr(
+        &t,
+        &[
+            "-i",
+            "modify",
+            "qos",
+            "high",
+            "set",
+            "Preempt=normal",
+            "MaxJobsPU=4",
+        ],
+    );
+    mgr(
+        &t,
+        &[
+            "-i",
+            "add",
+            "account",
+            "physics",
+            "Description=Physics dept",
+            "Organization=Science",
+            "Fairshare=5",
+            "MaxJobs=3",
+            "GrpTRES=cpu=64",
+        ],
+    );
+    mgr(&t, &["-i", "add", "account", "theory", "Parent=physics"]);
+    mgr(
+        &t,
+        &[
+            "-i",
+            "add",
+            "user",
+            "nobody",
+            "Account=theory",
+            "MaxWall=1:00:00",
+            "QOS=normal,high",
+        ],
+    );
+    mgr(&t, &["-i", "add", "user", "nobody", "Account=physics"]);
+    mgr(
+        &t,
+        &[
+            "-i",
+            "modify",
+            "user",
+            "nobody",
+            "set",
+            "DefaultAccount=physics",
+        ],
+    );
+
+    let file = t.work.join("local.cfg");
+    let f = file.to_str().unwrap();
+    mgr(&t, &["dump", "local", &format!("file={f}")]);
+    let dumped = std::fs::read_to_string(&file).unwrap();
+    let body: Vec<&str> = dumped.lines().filter(|l| !l.starts_with('#')).collect();
+    for want in [
+        "QOS - 'high':Description='high':GraceTime=120:MaxJobsPU=4:Preempt='normal':Priority=10",
+        "Cluster - 'local':Fairshare=1:QOS='normal'",
+        "Parent - 'root'",
+        "Account - 'physics':Description='Physics dept':Organization='Science':Fairshare=5:GrpTRES=cpu=64:MaxJobs=3:QOS='normal'",
+        "Parent - 'physics'",
+        "User - 'nobody':DefaultAccount='physics':Fairshare=1:QOS='normal'",
+        "Account - 'theory':Description='theory':Organization='Science':Fairshare=1:QOS='normal'",
+        "Parent - 'theory'",
+        "User - 'nobody':DefaultAccount='physics':Fairshare=1:MaxWallDurationPerJob=60:QOS='high,normal'",
+    ] {
+        assert!(body.contains(&want), "no {want:?} in:\n{dumped}");
+    }
+    // Users before sub-accounts, each parent's block after its own line.
+    let at = |l: &str| body.iter().position(|x| x.starts_with(l)).unwrap();
+    assert!(at("Parent - 'physics'") < at("User - 'nobody'"));
+    assert!(at("User - 'nobody'") < at("Account - 'theory'"));
+    assert!(at("Account - 'theory'") < at("Parent - 'theory'"));
+
+    // Interactive mode: one command per line, `!!` repeats, exit ends.
+    let mut child = t
+        .cmd("sacctmgr")
+        .args(["-P", "-n"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        write!(
+            child.stdin.take().unwrap(),
+            "show qos format=Name\n!!\nbogus\nexit\nshow user format=User\n"
+        )
+        .unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "a bad command makes it 1: {}",
+        text(&o)
+    );
+    assert_eq!(
+        out.lines().filter(|l| *l == "high").count(),
+        2,
+        "{}",
+        text(&o)
+    );
+    assert!(!out.contains("root"), "exit ends it: {out}");
+    assert!(text(&o).contains("Unknown command: bogus"), "{}", text(&o));
+
+    // slurmdbd's own tables: TRES and what it has served.
+    assert_eq!(
+        mgr(&t, &["-P", "-n", "show", "tres", "type=cpu,node"]),
+        "cpu||1\nnode||4\n"
+    );
+    let stats = mgr(&t, &["show", "stats"]);
+    assert!(
+        stats.contains("Remote Procedure Call statistics by message type\n")
+            && stats.contains("\tDBD_GET_QOS              ( 1448) count:"),
+        "{stats}"
+    );
+
+    // Loaded into the same cluster: nothing to do.
+    let out = mgr(&t, &["-i", "load", f]);
+    assert_eq!(out, " Nothing new added.\n");
+
+    // Into a new cluster: the same associations there.
+    let out = mgr(&t, &["-i", "load", &format!("file={f}"), "cluster=copy"]);
+    assert!(
+        out.contains("Adding copy") && out.contains("Adding theory (parent physics)"),
+        "{out}"
+    );
+    let tree = |cluster: &str| {
+        let out = mgr(
+            &t,
+            &[
+                "-P",
+                "-n",
+                "show",
+                "assoc",
+                &format!("cluster={cluster}"),
+                "format=Account,User,Partition,Share,GrpTRES,MaxJobs,MaxWall,QOS,ParentName",
+            ],
+        );
+        let mut rows: Vec<String> = out.lines().map(str::to_string).collect();
+        rows.sort();
+        rows
+    };
+    assert_eq!(tree("copy"), tree("local"));
+    let copy = t.work.join("copy.cfg");
+    mgr(
+        &t,
+        &["dump", "cluster=copy", &format!("file={}", copy.display())],
+    );
+    assert_eq!(
+        std::fs::read_to_string(&copy).unwrap(),
+        dumped.replace("Cluster - 'local'", "Cluster - 'copy'")
+    );
+
+    // An edited file: only the difference is sent.
+    let edited = dumped.replace("Fairshare=5:", "Fairshare=7:").replace(
+        "Parent - 'physics'\n",
+        "Parent - 'physics'\nAccount - 'chem':Description='Chemistry'\n",
+    );
+    std::fs::write(
+        &copy,
+        edited.replace("Cluster - 'local'", "Cluster - 'copy'"),
+    )
+    .unwrap();
+    let out = mgr(&t, &["-i", "load", copy.to_str().unwrap()]);
+    assert!(
+        out.contains("Modifying physics (parent root)")
+            && out.contains("Adding chem (parent physics)"),
+        "{out}"
+    );
+    assert!(!out.contains("theory"), "{out}");
+    let rows = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "assoc",
+            "cluster=copy",
+            "account=physics,chem",
+            "format=Account,Share,ParentName",
+        ],
+    );
+    assert!(
+        rows.contains("physics|7|root\n") && rows.contains("chem|1|physics\n"),
+        "{rows}"
+    );
+
+    // A bad line: refused with its number, nothing changed.
+    std::fs::write(
+        &copy,
+        "Cluster - 'copy'\nParent - 'root'\nAccount - 'bio'\nAccount - 'x':MaxJobs=lots\n",
+    )
+    .unwrap();
+    let o = t.run("sacctmgr", &["-i", "load", copy.to_str().unwrap()]);
+    assert!(
+        !o.status.success() && text(&o).contains("Line 4: Invalid value 'lots'"),
+        "{}",
+        text(&o)
+    );
+    let accts = mgr(&t, &["-P", "-n", "show", "account", "format=Account"]);
+    assert!(!accts.contains("bio"), "{accts}");
+
+    // An ordinary user may neither dump nor load.
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
+        .args([
+            "dump",
+            "local",
+            &format!("file={}/mine.cfg", t.work.display()),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && text(&o).contains("sufficient privileges to dump"),
+        "{}",
+        text(&o)
+    );
+    assert!(!t.work.join("mine.cfg").exists());
+    std::fs::write(
+        &copy,
+        edited.replace("Cluster - 'local'", "Cluster - 'stolen'"),
+    )
+    .unwrap();
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
+        .args(["-i", "load", copy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    let clusters = mgr(&t, &["-P", "-n", "show", "cluster", "format=Cluster"]);
+    assert!(!clusters.contains("stolen"), "{clusters}");
 }
