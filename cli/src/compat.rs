@@ -211,7 +211,9 @@ fn tables() -> Vec<Command> {
             notes: crate::scontrol::COMPAT_NOTES,
             name: "scontrol",
             options: from_fmt(crate::scontrol::OPTS, crate::scontrol::COMPAT_NOTES),
-            env_in: vec![],
+            env_in: recorded(|env| {
+                let _ = crate::scontrol::parse_globals_env(&[], env);
+            }),
             words: words(&crate::scontrol::compat_words()),
         },
         Command {
@@ -227,7 +229,9 @@ fn tables() -> Vec<Command> {
             notes: crate::sacctmgr::COMPAT_NOTES,
             name: "sacctmgr",
             options: from_fmt(crate::sacctmgr::OPTS, crate::sacctmgr::COMPAT_NOTES),
-            env_in: vec![],
+            env_in: recorded(|env| {
+                let _ = crate::sacctmgr::parse_flags_env(&[], env);
+            }),
             words: words(&crate::sacctmgr::compat_words()),
         },
         Command {
@@ -246,7 +250,9 @@ fn tables() -> Vec<Command> {
                 &[crate::shares::SSHARE_OPTS, crate::shares::REPORT_OPTS].concat(),
                 crate::shares::SSHARE_NOTES,
             ),
-            env_in: vec![],
+            env_in: recorded(|env| {
+                let _ = crate::shares::format_flag_env(&[], env);
+            }),
             words: vec![],
         },
         Command {
@@ -256,7 +262,10 @@ fn tables() -> Vec<Command> {
                 &[crate::shares::SPRIO_OPTS, crate::shares::REPORT_OPTS].concat(),
                 crate::shares::SPRIO_NOTES,
             ),
-            env_in: vec![],
+            env_in: recorded(|env| {
+                let _ = crate::shares::sprio_args_env(&[], env);
+                let _ = crate::shares::format_flag_env(&[], env);
+            }),
             words: vec![],
         },
         Command {

@@ -246,11 +246,26 @@ pub fn acct_table(
     parsable: Option<bool>,
     header: bool,
 ) -> String {
-    let fit = |v: &str, w: usize| {
+    let signed: Vec<(&str, i64)> = cols.iter().map(|c| (c.0, c.1 as i64)).collect();
+    acct_table_aligned(&signed, rows, parsable, header)
+}
+
+/// [`acct_table`] where a negative width is a left-aligned column (as
+/// Slurm's `NodeName%-15`).
+pub fn acct_table_aligned(
+    cols: &[(&str, i64)],
+    rows: &[Vec<String>],
+    parsable: Option<bool>,
+    header: bool,
+) -> String {
+    let fit = |v: &str, width: i64| {
+        let w = width.unsigned_abs() as usize;
         if v.chars().count() > w && w > 0 {
             let mut t: String = v.chars().take(w - 1).collect();
             t.push('+');
             t
+        } else if width < 0 {
+            format!("{v:<w$}")
         } else {
             format!("{v:>w$}")
         }
@@ -278,7 +293,7 @@ pub fn acct_table(
         line(&t, &mut out);
         if parsable.is_none() {
             for c in cols {
-                out.push_str(&"-".repeat(c.1));
+                out.push_str(&"-".repeat(c.1.unsigned_abs() as usize));
                 out.push(' ');
             }
             out.push('\n');

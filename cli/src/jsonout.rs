@@ -32,12 +32,36 @@ pub fn fields_text(
     render(Body::Fields(fields), cluster, &argv)
 }
 
-/// Does the command line ask for YAML?
+/// Does the command line ask for YAML? `--yaml`, or with neither `--json`
+/// nor `--yaml` given, `SLURM_YAML` set without `SLURM_JSON`.
 pub fn wants_yaml(command: &[String]) -> bool {
-    command
-        .iter()
-        .skip(1)
-        .any(|a| a == "--yaml" || a.starts_with("--yaml="))
+    yaml_of(command, &|k| std::env::var(k).ok())
+}
+
+fn yaml_of(command: &[String], env: &dyn Fn(&str) -> Option<String>) -> bool {
+    let given = |f: &str| {
+        command
+            .iter()
+            .skip(1)
+            .any(|a| a == f || a.starts_with(&format!("{f}=")))
+    };
+    if given("--yaml") {
+        return true;
+    }
+    !given("--json") && env("SLURM_JSON").is_none() && env("SLURM_YAML").is_some()
+}
+
+/// `SLURM_JSON` / `SLURM_YAML`: as `--json`/`--yaml` (the value, if any,
+/// naming the data parser). Whether either is set; a parser we do not
+/// speak is an error.
+pub fn env_wants(env: &dyn Fn(&str) -> Option<String>) -> Result<bool, String> {
+    for k in ["SLURM_JSON", "SLURM_YAML"] {
+        if let Some(v) = env(k) {
+            check_parser(Some(&v)).map_err(|e| format!("{k}: {e}"))?;
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// `--json[=data_parser]`: only the version we speak is accepted.
@@ -119,4 +143,30 @@ pub fn render(body: Body, cluster: &str, command: &[String]) -> String {
     let mut s = serde_json::to_string_pretty(&v).unwrap_or_else(|_| json!({}).to_string());
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_asks_for_json_or_yaml_and_the_command_line_wins() {
+        let cmd = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let yaml = |k: &str| (k == "SLURM_YAML").then(String::new);
+        let both = |k: &str| {
+            Some(k.to_string())
+                .filter(|_| k.starts_with("SLURM_"))
+                .map(|_| String::new())
+        };
+        assert!(env_wants(&yaml).unwrap());
+        assert!(!env_wants(&|_| None).unwrap());
+        assert!(yaml_of(&cmd(&["squeue"]), &yaml));
+        assert!(!yaml_of(&cmd(&["squeue", "--json"]), &yaml));
+        assert!(!yaml_of(&cmd(&["squeue"]), &both), "SLURM_JSON wins");
+        assert!(yaml_of(&cmd(&["squeue", "--yaml=v0.0.44"]), &|_| None));
+        let bad = |k: &str| (k == "SLURM_YAML").then(|| "nonsense".to_string());
+        assert!(env_wants(&bad)
+            .unwrap_err()
+            .starts_with("SLURM_YAML: unknown data_parser"));
+    }
 }

@@ -697,6 +697,7 @@ pub fn parse_args_env(
     let mut o = Options {
         header: true,
         format: env("SACCT_FORMAT").filter(|f| !f.is_empty()),
+        json: crate::jsonout::env_wants(env).map_err(|e| format!("sacct: error: {e}"))?,
         ..Default::default()
     };
     let mut start_given = false;

@@ -1234,6 +1234,215 @@ fn show_tres(format: Option<&str>, specs: &[Spec]) -> Res<Show> {
     })
 }
 
+/// `sacctmgr show event`'s columns: key, title, width (negative: left-aligned).
+const EVENT_COLS: &[(&str, &str, i64)] = &[
+    ("cluster", "Cluster", 10),
+    ("clusternodes", "ClusterNodes", 20),
+    ("cpus", "CPUs", 9),
+    ("duration", "Duration", 13),
+    ("end", "TimeEnd", 19),
+    ("event", "Event", 7),
+    ("nodename", "NodeName", -15),
+    ("reason", "Reason", 30),
+    ("start", "TimeStart", 19),
+    ("state", "State", 6),
+    ("tres", "TRES", 20),
+    ("user", "User", 10),
+];
+
+/// Slurm's compact name of a node state in an event (`DRAIN`, `DRNG`, `DOWN`).
+fn event_state(long: &str) -> String {
+    let parts: Vec<String> = long.split('+').map(|p| p.to_ascii_uppercase()).collect();
+    let has = |s: &str| parts.iter().any(|p| p == s);
+    let busy = has("ALLOCATED") || has("MIXED") || has("COMPLETING");
+    if has("DRAIN") {
+        return if busy { "DRNG" } else { "DRAIN" }.into();
+    }
+    if has("FAIL") {
+        return if busy { "FAILG" } else { "FAIL" }.into();
+    }
+    match parts.first().map(String::as_str) {
+        Some("ALLOCATED") => "ALLOC".into(),
+        Some("COMPLETING") => "COMP".into(),
+        Some(p) => p.to_string(),
+        None => String::new(),
+    }
+}
+
+/// `sacctmgr show event [where] [Nodes=] [States=] [Reason=] [User=]
+/// [Start=] [End=] [Clusters=|All_Clusters] [All_Time] [CondFlags=Open]
+/// [MinCPUs=] [MaxCPUs=] [Event=Node|Cluster] [format=]`: the node events
+/// slurmdbd keeps. Default: this cluster, since midnight yesterday (with
+/// `States=`: events open now).
+fn show_events(specs: &[Spec], cluster: &str, now: i64) -> Res<Show> {
+    use slurm_common::timefmt::parse_timestamp;
+    let mut f = EventFilter::default();
+    let (mut all_clusters, mut all_time) = (false, false);
+    let mut format: Option<String> = None;
+    let time = |k: &str, v: &str| {
+        parse_timestamp(v, now).map_err(|e| format!(" Invalid time '{v}' for {k}: {e}"))
+    };
+    let number = |k: &str, v: &str| {
+        v.parse::<u32>()
+            .map_err(|_| format!(" Invalid value '{v}' for {k}: expected a number"))
+    };
+    let event_types = |v: &str, f: &mut EventFilter| -> Res<()> {
+        for t in list(v) {
+            match t.to_ascii_lowercase().as_str() {
+                "node" | "nodes" => f.node_events = true,
+                "cluster" | "clusters" => f.cluster_events = true,
+                _ => {
+                    return Err(format!(
+                        " Unknown event type: '{t}'  Valid events are Cluster and Node."
+                    ))
+                }
+            }
+        }
+        Ok(())
+    };
+    for s in specs {
+        match s {
+            Spec::Word(w) => match w.to_ascii_lowercase().as_str() {
+                "all_clusters" | "all_cluster" => all_clusters = true,
+                "all_time" => all_time = true,
+                _ => event_types(w, &mut f)?,
+            },
+            Spec::Pair(k, _, v) => match k.as_str() {
+                "format" => format = Some(v.clone()),
+                "cluster" | "clusters" => f.clusters.extend(lower_list(v)),
+                "condflags" | "condflag" => {
+                    for flag in list(v) {
+                        if !flag.eq_ignore_ascii_case("open") {
+                            return Err(format!(" Unknown condition flag {flag}"));
+                        }
+                        f.open_only = true;
+                    }
+                }
+                "end" => f.end = Some(time("End", v)?),
+                "start" => f.start = Some(time("Start", v)?),
+                "event" | "events" => event_types(v, &mut f)?,
+                "mincpus" => f.min_cpus = Some(number("MinCPUs", v)?),
+                "maxcpus" => f.max_cpus = Some(number("MaxCPUs", v)?),
+                "node" | "nodes" | "nodename" => f.nodes.extend(
+                    slurm_common::hostlist::expand(v)
+                        .map_err(|e| format!(" Invalid node list '{v}': {e}"))?,
+                ),
+                "reason" | "reasons" => f.reasons.extend(list(v)),
+                "state" | "states" => f
+                    .states
+                    .extend(list(v).into_iter().map(|s| s.to_ascii_uppercase())),
+                "user" | "users" => {
+                    for u in list(v) {
+                        let uid = slurm_common::users::parse_user(&u)
+                            .ok_or_else(|| format!(" Invalid user id: {u}"))?;
+                        f.reason_uids.push(uid);
+                    }
+                }
+                other => return Err(format!(" Unknown condition: {other}")),
+            },
+        }
+    }
+    if f.clusters.is_empty() && !all_clusters {
+        f.clusters.push(cluster.to_ascii_lowercase());
+    }
+    if f.start.is_none() && !all_time {
+        f.start = Some(if f.states.is_empty() {
+            crate::sreport::midnight(crate::sreport::midnight(now) - 1)
+        } else {
+            now
+        });
+    }
+    let mut cols: Vec<(String, i64)> = Vec::new();
+    let fmt = format.unwrap_or_else(|| {
+        if f.cluster_events && !f.node_events {
+            "Cluster,TRES,Start,End,ClusterNodes".into()
+        } else {
+            "Cluster,NodeName,Start,End,State,Reason,User".into()
+        }
+    });
+    for item in fmt.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (name, width) = match item.split_once('%') {
+            Some((n, w)) => (
+                n,
+                Some(
+                    w.parse::<i64>()
+                        .map_err(|_| format!("Invalid field width in '{item}'"))?,
+                ),
+            ),
+            None => (item, None),
+        };
+        let key = match alias(name).as_str() {
+            "timestart" => "start".to_string(),
+            "timeend" => "end".to_string(),
+            "node" => "nodename".to_string(),
+            k => k.to_string(),
+        };
+        let c = EVENT_COLS
+            .iter()
+            .find(|c| c.0 == key)
+            .ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
+        cols.push((c.0.to_string(), width.unwrap_or(c.2)));
+    }
+    Ok(Show {
+        requests: vec![AcctRequest::ListEvents(f)],
+        render: Box::new(move |resp, fl| {
+            let Some(AcctResponse::Events(events)) = resp.first() else {
+                return Err("unexpected answer from slurmdbd".into());
+            };
+            let now = common::now();
+            let rows: Vec<Vec<String>> = events
+                .iter()
+                .map(|e| {
+                    cols.iter()
+                        .map(|(k, _)| match k.as_str() {
+                            "cluster" => e.cluster.clone(),
+                            "nodename" => e.node.clone(),
+                            "start" => slurm_common::timefmt::format_timestamp(e.time_start),
+                            "end" => e
+                                .time_end
+                                .map(slurm_common::timefmt::format_timestamp)
+                                .unwrap_or_else(|| "Unknown".into()),
+                            "duration" => {
+                                format_duration_hms(e.time_end.unwrap_or(now) - e.time_start)
+                            }
+                            "state" if e.is_cluster() => String::new(),
+                            "state" => event_state(&e.state),
+                            "reason" | "user" if e.is_cluster() => String::new(),
+                            "reason" => e.reason.clone().unwrap_or_default(),
+                            "user" => e
+                                .reason_uid
+                                .map(|u| {
+                                    format!("{}({u})", slurm_common::users::user_name_or_id(u))
+                                })
+                                .unwrap_or_default(),
+                            "event" if e.is_cluster() => "Cluster".into(),
+                            "event" => "Node".into(),
+                            "cpus" => e.cpus.to_string(),
+                            // A cluster event keeps the cluster's TRES.
+                            "tres" if e.is_cluster() => e.reason.clone().unwrap_or_default(),
+                            "tres" => format!("cpu={}", e.cpus),
+                            _ => String::new(),
+                        })
+                        .collect()
+                })
+                .collect();
+            let titles: Vec<(&str, i64)> = cols
+                .iter()
+                .map(|(k, w)| {
+                    let title = EVENT_COLS.iter().find(|c| c.0 == k).map_or("", |c| c.1);
+                    (title, *w)
+                })
+                .collect();
+            Ok(crate::fmt::acct_table_aligned(
+                &titles,
+                &rows,
+                fl.parsable,
+                fl.header,
+            ))
+        }),
+    })
+}
+
 /// Slurm's message type number for slurmdbd's request names (0 for ours
 /// that Slurm has no number for).
 fn dbd_msg_id(name: &str) -> u32 {
@@ -1523,6 +1732,7 @@ const ENTITIES: &[(&[&str], &str)] = &[
     (&["qos"], "qos"),
     (&["tres"], "tres"),
     (&["stats", "statistics"], "stats"),
+    (&["event", "events"], "event"),
 ];
 
 /// The commands and entities sacctmgr knows (`cmd add`, `entity user`).
@@ -1556,8 +1766,18 @@ type Parsed = (Flags, bool, Vec<String>);
 
 /// Options and words; `Err` is (message, exit code).
 pub fn parse_flags(args: &[String]) -> Result<Parsed, (String, i32)> {
+    parse_flags_env(args, &|k| std::env::var(k).ok())
+}
+
+/// [`parse_flags`] with the environment as `env` gives it (`SLURM_JSON`,
+/// `SLURM_YAML`).
+pub fn parse_flags_env(
+    args: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Parsed, (String, i32)> {
     let mut f = Flags {
         header: true,
+        json: crate::jsonout::env_wants(env).map_err(|e| (format!("sacctmgr: error: {e}"), 1))?,
         ..Default::default()
     };
     // Options may come anywhere (as getopt permutes them); after the
@@ -1828,7 +2048,18 @@ fn execute(
         "modify" => modify(entity, specs),
         "delete" => delete(entity, specs),
         _ => {
-            let sh = match show(entity, specs) {
+            if f.json && matches!(entity, "event" | "tres" | "stats") {
+                eprintln!("sacctmgr: error: --json/--yaml is not supported for show {entity} yet");
+                return 1;
+            }
+            let sh = match entity {
+                "event" => {
+                    let all: Vec<Spec> = specs.filter.iter().chain(&specs.set).cloned().collect();
+                    show_events(&all, &conf.cluster_name, common::now())
+                }
+                _ => show(entity, specs),
+            };
+            let sh = match sh {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("{e}");
@@ -1993,6 +2224,88 @@ mod tests {
         let out = (all.render)(&answer, &f).unwrap();
         assert!(out.starts_with("cpu||1\nmem||2\n"), "{out}");
         assert!(show_tres(None, &parse_specs(&["bogus=1".to_string()]).filter).is_err());
+    }
+
+    #[test]
+    fn events_select_and_lay_out_as_slurm() {
+        assert_eq!(event_state("IDLE+DRAIN"), "DRAIN");
+        assert_eq!(event_state("MIXED+DRAIN"), "DRNG");
+        assert_eq!(event_state("DOWN"), "DOWN");
+        assert_eq!(event_state("ALLOCATED+FAIL"), "FAILG");
+        let now = common::now();
+        let sh = |s: &str| {
+            show_events(
+                &parse_specs(&s.split_whitespace().map(str::to_string).collect::<Vec<_>>()).filter,
+                "Tux",
+                now,
+            )
+        };
+        let filter = |s: &str| match sh(s).unwrap().requests.remove(0) {
+            AcctRequest::ListEvents(f) => f,
+            other => panic!("{other:?}"),
+        };
+        let f = filter("");
+        assert_eq!(f.clusters, vec!["tux"]);
+        assert!(
+            f.start.unwrap() < now - 86_400 + 3600 && f.start.unwrap() > now - 2 * 86_400 - 3600
+        );
+        // States: events open now; All_Time: no window; nodes expanded.
+        assert_eq!(filter("States=down").start, Some(now));
+        assert_eq!(filter("all_time all_clusters").start, None);
+        assert!(filter("all_clusters").clusters.is_empty());
+        assert_eq!(filter("Nodes=n[1-3]").nodes, vec!["n1", "n2", "n3"]);
+        assert!(filter("CondFlags=open Event=Cluster").open_only);
+        assert!(filter("Event=Cluster").cluster_events);
+        for (bad, want) in [
+            ("Bogus=1", "Unknown condition: bogus"),
+            ("Event=Switch", "Unknown event type: 'Switch'"),
+            ("CondFlags=closed", "Unknown condition flag closed"),
+            ("MinCPUs=many", "Invalid value 'many' for MinCPUs"),
+            ("Start=yesterdayish", "Invalid time 'yesterdayish'"),
+            (
+                "format=NodeName,Bogus",
+                "Invalid field requested: \"Bogus\"",
+            ),
+        ] {
+            let e = sh(bad).err().unwrap_or_default();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+        let events = vec![
+            EventRec {
+                cluster: "tux".into(),
+                time_start: now - 60,
+                state: "CLUSTER".into(),
+                reason: Some("cpu=8,mem=100M,node=2".into()),
+                cpus: 8,
+                ..Default::default()
+            },
+            EventRec {
+                cluster: "tux".into(),
+                node: "n1".into(),
+                time_start: now - 60,
+                time_end: Some(now),
+                state: "IDLE+DRAIN".into(),
+                reason: Some("bad disk".into()),
+                reason_uid: Some(0),
+                cpus: 4,
+            },
+        ];
+        let f = Flags {
+            header: false,
+            parsable: Some(false),
+            ..Default::default()
+        };
+        let out = (sh("format=Event,NodeName,State,Reason,TRES,Duration,User")
+            .unwrap()
+            .render)(&[AcctResponse::Events(events)], &f)
+        .unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].starts_with("Cluster||||cpu=8,mem=100M,node=2|00:0"),
+            "{out}"
+        );
+        assert!(lines[0].ends_with('|'), "no user on a cluster event: {out}");
+        assert_eq!(lines[1], "Node|n1|DRAIN|bad disk|cpu=4|00:01:00|root(0)");
     }
 
     fn specs(s: &str) -> Specs {

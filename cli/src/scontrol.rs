@@ -3065,9 +3065,21 @@ pub(crate) fn compat_words() -> Vec<String> {
 /// Parsed command line: global options (anywhere, as getopt permutes them)
 /// and the command words.
 fn parse_globals(args: &[String]) -> Result<(Globals, Vec<String>, Option<String>), String> {
+    parse_globals_env(args, &|k| std::env::var(k).ok())
+}
+
+/// [`parse_globals`] with the environment as `env` gives it (`SLURM_JSON`,
+/// `SLURM_YAML`).
+pub(crate) fn parse_globals_env(
+    args: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Globals, Vec<String>, Option<String>), String> {
     let try_help = "Try \"scontrol --help\" for more information";
     let version = || Some(format!("slurm {}\n", slurm_proto::SLURM_VERSION));
-    let mut g = Globals::default();
+    let mut g = Globals {
+        json: crate::jsonout::env_wants(env).map_err(|e| format!("scontrol: error: {e}"))?,
+        ..Globals::default()
+    };
     let mut words = Vec::new();
     let parsed =
         crate::fmt::getopt("scontrol", args, OPTS).map_err(|e| format!("{e}\n{try_help}"))?;

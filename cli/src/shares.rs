@@ -520,6 +520,22 @@ pub(crate) const REPORT_OPTS: &[crate::fmt::Opt] = {
             long: "verbose",
             arg: Arg::No,
         },
+        // Answered before the options are parsed (`version_or_help`).
+        Opt {
+            short: None,
+            long: "help",
+            arg: Arg::No,
+        },
+        Opt {
+            short: None,
+            long: "usage",
+            arg: Arg::No,
+        },
+        Opt {
+            short: Some('V'),
+            long: "version",
+            arg: Arg::No,
+        },
     ]
 };
 
@@ -665,7 +681,15 @@ impl SshareArgs {
 
 /// `--json[=parser]` or `--yaml[=parser]` on the command line (checked).
 fn format_flag(args: &[String]) -> Result<bool, String> {
-    let mut on = false;
+    format_flag_env(args, &|k| std::env::var(k).ok())
+}
+
+/// [`format_flag`], `SLURM_JSON`/`SLURM_YAML` as `env` gives them.
+pub(crate) fn format_flag_env(
+    args: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<bool, String> {
+    let mut on = crate::jsonout::env_wants(env)?;
     for a in args {
         for f in ["--json", "--yaml"] {
             if a == f || a.starts_with(&format!("{f}=")) {
@@ -752,6 +776,11 @@ pub(crate) const SPRIO_OPTS: &[crate::fmt::Opt] = {
             arg: Arg::Required,
         },
         Opt {
+            short: None,
+            long: "users",
+            arg: Arg::Required,
+        },
+        Opt {
             short: Some('p'),
             long: "partition",
             arg: Arg::Required,
@@ -797,8 +826,21 @@ pub(crate) const SPRIO_OPTS: &[crate::fmt::Opt] = {
 /// `sprio`'s command line (without `--help`, `--usage`, `-V`, answered
 /// first); the error names what is wrong.
 pub fn sprio_args(args: &[String]) -> Result<SprioArgs, String> {
+    sprio_args_env(args, &|k| std::env::var(k).ok())
+}
+
+/// [`sprio_args`] with the environment as `env` gives it: `SPRIO_FORMAT`
+/// (as `-o`) and `SLURM_CLUSTERS` (as `-M`); options win.
+pub fn sprio_args_env(
+    args: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<SprioArgs, String> {
     use crate::fmt::Parsed;
-    let mut a = SprioArgs::default();
+    let mut a = SprioArgs {
+        format: env("SPRIO_FORMAT").filter(|f| !f.is_empty()),
+        cluster: env("SLURM_CLUSTERS").filter(|c| !c.is_empty()),
+        ..SprioArgs::default()
+    };
     for p in crate::fmt::getopt("sprio", args, &[SPRIO_OPTS, REPORT_OPTS].concat())? {
         match p {
             Parsed::Opt("jobs", Some(v)) => {
@@ -809,7 +851,7 @@ pub fn sprio_args(args: &[String]) -> Result<SprioArgs, String> {
                     );
                 }
             }
-            Parsed::Opt("user", Some(v)) => a.users = user_list(&v)?,
+            Parsed::Opt("user" | "users", Some(v)) => a.users = user_list(&v)?,
             Parsed::Opt("partition", Some(v)) => a.partitions = crate::fmt::split_list(&v),
             Parsed::Opt("long", _) => a.long = true,
             Parsed::Opt("noheader", _) => a.noheader = true,
@@ -1000,6 +1042,32 @@ pub fn sshare_main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sprio_reads_its_environment_and_takes_users_and_json_from_it() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let env = |k: &str| match k {
+            "SPRIO_FORMAT" => Some("%i %Y".to_string()),
+            "SLURM_CLUSTERS" => Some("other".to_string()),
+            "SLURM_JSON" => Some(String::new()),
+            _ => None,
+        };
+        let o = sprio_args_env(&a(&["--users=root"]), &env).unwrap();
+        assert_eq!(o.format.as_deref(), Some("%i %Y"));
+        assert_eq!(o.cluster.as_deref(), Some("other"));
+        assert_eq!(o.users, vec!["root"]);
+        let o = sprio_args_env(&a(&["-o", "%i", "-M", "local"]), &env).unwrap();
+        assert_eq!(
+            (o.format.as_deref(), o.cluster.as_deref()),
+            (Some("%i"), Some("local"))
+        );
+        assert!(format_flag_env(&[], &env).unwrap());
+        assert!(!format_flag_env(&[], &|_| None).unwrap());
+        let bad = |k: &str| (k == "SLURM_JSON").then(|| "v0.0.1".to_string());
+        assert!(format_flag_env(&[], &bad)
+            .unwrap_err()
+            .contains("SLURM_JSON"));
+    }
 
     #[test]
     fn sprio_options_select_jobs_users_and_partitions() {

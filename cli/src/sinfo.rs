@@ -999,7 +999,10 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     let mut words = fmt::env_words(ENV_OPTIONS, env);
     words.extend(args.iter().cloned());
     let parsed = fmt::getopt("sinfo", &words, OPTS).map_err(|e| format!("{e}\n{try_help}"))?;
-    let mut o = Options::default();
+    let mut o = Options {
+        json: crate::jsonout::env_wants(env).map_err(|e| format!("sinfo: error: {e}"))?,
+        ..Options::default()
+    };
     let mut format: Option<String> = env("SINFO_FORMAT");
     let mut format_long: Option<String> = None;
     if let Some(p) = env("SINFO_PARTITION") {

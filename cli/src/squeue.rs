@@ -932,7 +932,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     let mut iterate = None;
     let mut verbose = false;
     let mut cli_format = false;
-    let mut json = false;
+    let mut json = crate::jsonout::env_wants(env).map_err(|e| format!("squeue: error: {e}"))?;
     let mut only_state = false;
     for p in parsed {
         match p {

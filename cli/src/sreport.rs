@@ -81,7 +81,7 @@ pub struct Opts {
 
 use crate::fmt::split_list as list;
 
-fn midnight(t: i64) -> i64 {
+pub(crate) fn midnight(t: i64) -> i64 {
     use chrono::TimeZone;
     chrono::Local
         .timestamp_opt(t, 0)

@@ -460,6 +460,7 @@ pub async fn call_dbd(
             DbdCall::GetJobs(m) => c.get_jobs(with_cred(m, cred, within)).await,
             DbdCall::GetUsage(m) => c.get_usage(with_cred(m, cred, within)).await,
             DbdCall::GetStats(m) => c.get_stats(with_cred(m, cred, within)).await,
+            DbdCall::ListEvents(m) => c.list_events(with_cred(m, cred, within)).await,
         }
     };
     let reply = within_time(fut, within, server).await?;

@@ -195,6 +195,19 @@ impl Server {
                 );
             }
         }
+        // PrivateData=events: node events are for operators only.
+        if matches!(&body, AcctRequest::ListEvents(_)) && self.private.events && !superuser {
+            match self.operator(uid).await {
+                Ok((_, true)) => {}
+                Ok((name, false)) => {
+                    return err(
+                        AcctErrorKind::AccessDenied,
+                        format!("PrivateData=events: user '{name}' may not see node events"),
+                    )
+                }
+                Err(e) => return storage_error(e),
+            }
+        }
         let admin = body.is_admin();
         let rpc = body.name();
         let t0 = std::time::Instant::now();
@@ -429,6 +442,10 @@ impl Server {
                 Ok(v) => AcctResponse::Usage(v),
                 Err(e) => storage_error(e),
             },
+            AcctRequest::ListEvents(f) => match s.events(&f).await {
+                Ok(v) => AcctResponse::Events(v),
+                Err(e) => storage_error(e),
+            },
         }
     }
 
@@ -547,6 +564,9 @@ impl pb::slurm_dbd_server::SlurmDbd for DbdService {
     }
     async fn get_stats(&self, r: tonic::Request<pb::Empty>) -> Reply {
         self.answer(r, m::GetStats, DbdCall::GetStats).await
+    }
+    async fn list_events(&self, r: tonic::Request<pb::EventFilter>) -> Reply {
+        self.answer(r, m::ListEvents, DbdCall::ListEvents).await
     }
 }
 

@@ -877,6 +877,96 @@ pub struct DbdStats {
     pub users: Vec<RpcCount>,
 }
 
+/// `sacctmgr show event`'s selection. Empty lists match everything.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct EventFilter {
+    pub clusters: Vec<String>,
+    pub nodes: Vec<String>,
+    /// State names (`DOWN`, `DRAIN`, ...): an event matches when its state
+    /// has any of them.
+    pub states: Vec<String>,
+    /// An event matches when its reason contains any of these.
+    pub reasons: Vec<String>,
+    /// Who set the reason.
+    pub reason_uids: Vec<u32>,
+    /// Events that were open at some point of `[start, end]`.
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub min_cpus: Option<u32>,
+    pub max_cpus: Option<u32>,
+    /// Only events still open.
+    pub open_only: bool,
+    /// Which kinds: node events (a node out of service), cluster events
+    /// (the cluster's size changed; their node is empty). Neither: both.
+    pub node_events: bool,
+    pub cluster_events: bool,
+}
+
+/// One event: a node out of service (down, drained, failing) from
+/// `time_start` to `time_end` (`None`: still), or, with an empty `node`,
+/// the cluster's size over that time (`state` `CLUSTER`, `reason` its TRES).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct EventRec {
+    pub cluster: String,
+    pub node: String,
+    pub time_start: i64,
+    pub time_end: Option<i64>,
+    /// Upper-case long state (`DOWN+DRAIN`).
+    pub state: String,
+    pub reason: Option<String>,
+    pub reason_uid: Option<u32>,
+    pub cpus: u32,
+}
+
+impl EventRec {
+    /// A cluster event (the cluster's size), not a node's.
+    pub fn is_cluster(&self) -> bool {
+        self.node.is_empty()
+    }
+
+    /// Whether the event matches `f`'s kind, state, reason, user and CPU
+    /// conditions (the rest are the query's). States, reasons and users
+    /// select node events only.
+    pub fn matches(&self, f: &EventFilter) -> bool {
+        let node_only = !f.states.is_empty() || !f.reasons.is_empty() || !f.reason_uids.is_empty();
+        let (nodes, clusters) = match (f.node_events || node_only, f.cluster_events && !node_only) {
+            (false, false) => (true, true),
+            k => k,
+        };
+        if self.is_cluster() {
+            return clusters
+                && f.min_cpus.is_none_or(|m| self.cpus >= m)
+                && f.max_cpus.is_none_or(|m| self.cpus <= m);
+        }
+        if !nodes {
+            return false;
+        }
+        let parts: Vec<String> = self
+            .state
+            .split('+')
+            .map(|p| {
+                p.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-'])
+                    .to_ascii_uppercase()
+            })
+            .collect();
+        let reason = self.reason.as_deref().unwrap_or("").to_ascii_lowercase();
+        (f.states.is_empty()
+            || f.states
+                .iter()
+                .any(|s| parts.contains(&s.to_ascii_uppercase())))
+            && (f.reasons.is_empty()
+                || f.reasons
+                    .iter()
+                    .any(|r| reason.contains(&r.to_ascii_lowercase())))
+            && (f.reason_uids.is_empty()
+                || self.reason_uid.is_some_and(|u| f.reason_uids.contains(&u)))
+            && f.min_cpus.is_none_or(|m| self.cpus >= m)
+            && f.max_cpus.is_none_or(|m| self.cpus <= m)
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RollupStats {
     pub hours: u32,
@@ -938,6 +1028,8 @@ pub enum AcctRequest {
     GetUsage(UsageQuery),
     /// What slurmdbd has served and rolled up since it started.
     Stats,
+    /// Node events (`sacctmgr show event`).
+    ListEvents(EventFilter),
 }
 
 impl AcctRequest {
@@ -968,6 +1060,7 @@ impl AcctRequest {
             AcctRequest::GetJobs(_) => "DBD_GET_JOBS_COND",
             AcctRequest::GetUsage(_) => "DBD_GET_ASSOC_USAGE",
             AcctRequest::Stats => "DBD_GET_STATS",
+            AcctRequest::ListEvents(_) => "DBD_GET_EVENTS",
         }
     }
 }
@@ -1032,6 +1125,7 @@ pub enum AcctResponse {
     Usage(UsageReport),
     RolledUp(RollupStats),
     Stats(DbdStats),
+    Events(Vec<EventRec>),
     Error(AcctError),
 }
 
@@ -1077,6 +1171,44 @@ impl AcctError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_match_kinds_states_reasons_users_and_cpus() {
+        let node = EventRec {
+            node: "n1".into(),
+            state: "IDLE+DRAIN".into(),
+            reason: Some("Bad Disk".into()),
+            reason_uid: Some(7),
+            cpus: 4,
+            ..Default::default()
+        };
+        let cluster = EventRec {
+            state: "CLUSTER".into(),
+            cpus: 8,
+            ..Default::default()
+        };
+        let f = |g: fn(&mut EventFilter)| {
+            let mut f = EventFilter::default();
+            g(&mut f);
+            f
+        };
+        let all = f(|_| {});
+        assert!(node.matches(&all) && cluster.matches(&all));
+        let nodes = f(|f| f.node_events = true);
+        assert!(node.matches(&nodes) && !cluster.matches(&nodes));
+        let clusters = f(|f| f.cluster_events = true);
+        assert!(!node.matches(&clusters) && cluster.matches(&clusters));
+        // States, reasons and users are node conditions.
+        let drain = f(|f| f.states = vec!["drain".into()]);
+        assert!(node.matches(&drain) && !cluster.matches(&drain));
+        assert!(!node.matches(&f(|f| f.states = vec!["DOWN".into()])));
+        assert!(node.matches(&f(|f| f.reasons = vec!["disk".into()])));
+        assert!(!node.matches(&f(|f| f.reasons = vec!["power".into()])));
+        assert!(node.matches(&f(|f| f.reason_uids = vec![7])));
+        assert!(!node.matches(&f(|f| f.reason_uids = vec![0])));
+        assert!(!node.matches(&f(|f| f.min_cpus = Some(5))));
+        assert!(node.matches(&f(|f| f.max_cpus = Some(4))));
+    }
 
     #[test]
     fn patches_apply_and_default_to_keep() {

@@ -16,6 +16,7 @@
 //! on SQLite, and batches from a cluster's outbox apply in the order sent.
 
 pub mod admin;
+pub mod events;
 pub mod ingest;
 pub mod jobs;
 pub mod rollup;

@@ -240,6 +240,13 @@ wire!(nested RollupLevel <=> RollupLevel { count, last_run, last_us, max_us, tot
 wire!(RpcCount <=> RpcCount { name, count, total_us });
 wire!(DbdStats <=> DbdStats { time_start, hourly, daily, monthly, rpcs, users });
 wire!(RollupStats <=> RollupStats { hours, days, months });
+wire!(EventFilter <=> EventFilter {
+    clusters, nodes, states, reasons, reason_uids, start, end, min_cpus, max_cpus, open_only,
+    node_events, cluster_events,
+});
+wire!(EventRec <=> EventRec {
+    cluster, node, time_start, time_end, state, reason, reason_uid, cpus,
+});
 wire!(ClusterAck <=> ClusterAck { cluster, epoch, through });
 
 impl ToWire<pb::JobRow> for JobRow {
@@ -364,6 +371,7 @@ dbd_calls!(
     GetJobs(pb::AcctJobQuery) = "GetJobs",
     GetUsage(pb::UsageQuery) = "GetUsage",
     GetStats(pb::Empty) = "GetStats",
+    ListEvents(pb::EventFilter) = "ListEvents",
 );
 
 /// A required message field: absent is the default.
@@ -429,6 +437,7 @@ impl DbdCall {
             AcctRequest::GetJobs(q) => DbdCall::GetJobs(q.to_wire()),
             AcctRequest::GetUsage(q) => DbdCall::GetUsage(q.to_wire()),
             AcctRequest::Stats => DbdCall::GetStats(pb::Empty {}),
+            AcctRequest::ListEvents(f) => DbdCall::ListEvents(f.to_wire()),
         }
     }
 
@@ -479,6 +488,7 @@ impl DbdCall {
             DbdCall::GetJobs(q) => AcctRequest::GetJobs(FromWire::from_wire(q)?),
             DbdCall::GetUsage(q) => AcctRequest::GetUsage(FromWire::from_wire(q)?),
             DbdCall::GetStats(_) => AcctRequest::Stats,
+            DbdCall::ListEvents(f) => AcctRequest::ListEvents(FromWire::from_wire(f)?),
         })
     }
 }
@@ -544,6 +554,9 @@ pub fn dbd_reply(r: AcctResponse) -> pb::DbdReply {
         AcctResponse::Usage(u) => R::Usage(u.to_wire()),
         AcctResponse::RolledUp(s) => R::RolledUp(s.to_wire()),
         AcctResponse::Stats(s) => R::Stats(s.to_wire()),
+        AcctResponse::Events(v) => R::Events(pb::EventList {
+            events: v.to_wire(),
+        }),
         AcctResponse::Error(e) => R::Error(pb::DbdError {
             kind: kind_to(e.kind) as i32,
             message: e.message,
@@ -575,6 +588,9 @@ pub fn acct_response(r: pb::DbdReply) -> Result<AcctResponse, ConvError> {
         R::Usage(u) => AcctResponse::Usage(FromWire::from_wire(u)?),
         R::RolledUp(s) => AcctResponse::RolledUp(FromWire::from_wire(s)?),
         R::Stats(s) => AcctResponse::Stats(FromWire::from_wire(s)?),
+        R::Events(l) => {
+            AcctResponse::Events(FromWire::from_wire(l.events).map_err(|e| at(e, "events"))?)
+        }
         R::Error(e) => AcctResponse::Error(AcctError::new(kind_from(e.kind), e.message)),
     })
 }

@@ -610,6 +610,36 @@ fn sacctmgr_dump_and_load_carry_a_cluster_tree_over() {
     assert!(!out.contains("root"), "exit ends it: {out}");
     assert!(text(&o).contains("Unknown command: bogus"), "{}", text(&o));
 
+    // SLURM_JSON / SLURM_YAML as --json / --yaml; the command line wins.
+    let o = t
+        .cmd("sacctmgr")
+        .args(["show", "qos"])
+        .env("SLURM_JSON", "")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert!(v["qos"].as_array().is_some_and(|q| q.len() == 2), "{v}");
+    let o = t.cmd("sinfo").env("SLURM_YAML", "").output().unwrap();
+    let y = String::from_utf8_lossy(&o.stdout);
+    assert!(!y.starts_with('{') && y.contains("nodes:"), "{y}");
+    let o = t
+        .cmd("sinfo")
+        .arg("--json")
+        .env("SLURM_YAML", "")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with('{'));
+    let o = t
+        .cmd("squeue")
+        .env("SLURM_JSON", "v0.0.1")
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && text(&o).contains("SLURM_JSON: unknown data_parser"),
+        "{}",
+        text(&o)
+    );
+
     // slurmdbd's own tables: TRES and what it has served.
     assert_eq!(
         mgr(&t, &["-P", "-n", "show", "tres", "type=cpu,node"]),
@@ -737,4 +767,145 @@ fn sacctmgr_dump_and_load_carry_a_cluster_tree_over() {
     assert!(!o.status.success(), "{}", text(&o));
     let clusters = mgr(&t, &["-P", "-n", "show", "cluster", "format=Cluster"]);
     assert!(!clusters.contains("stolen"), "{clusters}");
+}
+
+/// `sacctmgr show event`: the node events the controller recorded, with
+/// Slurm's filters; PrivateData=events keeps them from ordinary users.
+#[test]
+fn sacctmgr_show_event_lists_node_outages() {
+    let t = TestCluster::start(2, |s| {
+        s.accounting = true;
+        s.extra_dbd_conf = "PrivateData=events\n".into();
+    });
+    let scontrol = |args: &[&str]| {
+        let o = t.run("scontrol", args);
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    scontrol(&["update", "NodeName=n1", "State=DRAIN", "Reason=bad disk"]);
+    scontrol(&["update", "NodeName=n1", "State=RESUME"]);
+    scontrol(&["update", "NodeName=n2", "State=DOWN", "Reason=no power"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let all = loop {
+        let out = mgr(
+            &t,
+            &[
+                "-P",
+                "-n",
+                "show",
+                "event",
+                "format=NodeName,State,Reason,End,User",
+            ],
+        );
+        let n1_closed = out
+            .lines()
+            .any(|l| l.starts_with("n1|DRAIN|bad disk|") && !l.contains("|Unknown|"));
+        if n1_closed && out.contains("n2|DOWN|no power|Unknown|root(0)") {
+            break out;
+        }
+        assert!(Instant::now() < deadline, "events never recorded: {out}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let n1 = all.lines().find(|l| l.starts_with("n1|")).unwrap();
+    assert!(!n1.contains("|Unknown|"), "n1's event ended: {all}");
+    assert!(n1.ends_with("|root(0)"), "{all}");
+    // Filters: open events, states, nodes, reasons; all in Slurm's layout.
+    let open = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "event",
+            "Event=Node",
+            "CondFlags=Open",
+            "format=NodeName",
+        ],
+    );
+    assert_eq!(open, "n2\n");
+    // The cluster's size is a cluster event, still open.
+    let cluster = mgr(&t, &["-P", "-n", "show", "event", "Event=Cluster"]);
+    assert!(
+        cluster.lines().count() == 1
+            && cluster.starts_with("local|cpu=")
+            && cluster.ends_with("|Unknown|\n"),
+        "{cluster}"
+    );
+    let down = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "event",
+            "States=DOWN",
+            "format=NodeName",
+        ],
+    );
+    assert_eq!(down, "n2\n");
+    let n1 = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "event",
+            "Nodes=n[1]",
+            "format=NodeName,Reason",
+        ],
+    );
+    assert_eq!(n1, "n1|bad disk\n");
+    let disk = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "events",
+            "where",
+            "reason=disk",
+            "format=NodeName",
+        ],
+    );
+    assert_eq!(disk, "n1\n");
+    let none = mgr(
+        &t,
+        &["-n", "show", "event", "End=now-3600", "format=NodeName"],
+    );
+    assert_eq!(none, "");
+    let table = mgr(&t, &["show", "event", "Nodes=n2"]);
+    let mut lines = table.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+"   Cluster NodeName                  TimeStart             TimeEnd  State                         Reason       User "
+    );
+    assert!(
+        lines.nth(1).unwrap().contains(" n2              "),
+        "{table}"
+    );
+    // Bad conditions are named.
+    let o = t.run("sacctmgr", &["show", "event", "Bogus=1"]);
+    assert!(
+        !o.status.success() && text(&o).contains("Unknown condition: bogus"),
+        "{}",
+        text(&o)
+    );
+    let o = t.run("sacctmgr", &["show", "event", "Event=Switch"]);
+    assert!(
+        !o.status.success() && text(&o).contains("Unknown event type: 'Switch'"),
+        "{}",
+        text(&o)
+    );
+    // An ordinary user is refused the events under PrivateData=events.
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
+        .args(["-P", "-n", "show", "event"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success()
+            && text(&o).contains("may not see node events")
+            && !text(&o).contains("n2"),
+        "{}",
+        text(&o)
+    );
 }
