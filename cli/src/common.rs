@@ -136,6 +136,42 @@ pub fn read_hostfile(path: &str) -> Option<Vec<String>> {
     (!names.is_empty()).then_some(names)
 }
 
+/// Interactive mode's input (scontrol, sacctmgr, sreport): a `PROG: `
+/// prompt on a terminal, one command per line from stdin split into words
+/// (quotes kept together), `!!` replaced by the last command. `each` gets
+/// every command's words and says whether to go on; input ending stops.
+pub fn read_commands(prog: &str, mut each: impl FnMut(Vec<String>) -> bool) {
+    use std::io::{BufRead, IsTerminal, Write};
+    let stdin = std::io::stdin();
+    let tty = stdin.is_terminal();
+    let mut last: Option<Vec<String>> = None;
+    loop {
+        if tty {
+            print!("{prog}: ");
+            let _ = std::io::stdout().flush();
+        }
+        let mut line = String::new();
+        match stdin.lock().read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let mut words = crate::fmt::split_words(&line);
+        if words.first().is_some_and(|w| w == "!!") {
+            match &last {
+                Some(l) => words = l.clone(),
+                None => continue,
+            }
+        }
+        if words.is_empty() {
+            continue;
+        }
+        last = Some(words.clone());
+        if !each(words) {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

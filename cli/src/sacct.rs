@@ -21,6 +21,14 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
         "verbose",
         crate::compat::Support::Differs("prints nothing more"),
     ),
+    (
+        "federation",
+        crate::compat::Support::Differs("no federations: this cluster's jobs"),
+    ),
+    (
+        "local",
+        crate::compat::Support::Differs("no federations: this cluster's jobs"),
+    ),
 ];
 
 pub(crate) const OPTS: &[Opt] = &[
@@ -61,6 +69,8 @@ pub(crate) const OPTS: &[Opt] = &[
     o(None, "noconvert", Arg::No),
     o(Some('W'), "wckeys", Arg::Required),
     o(None, "use-local-uid", Arg::No),
+    o(None, "federation", Arg::No),
+    o(None, "local", Arg::No),
     o(None, "array", Arg::No),
     o(None, "units", Arg::Required),
     o(Some('V'), "version", Arg::No),
@@ -700,6 +710,8 @@ pub fn parse_args_env(
         json: crate::jsonout::env_wants(env).map_err(|e| format!("sacct: error: {e}"))?,
         ..Default::default()
     };
+    // As --federation and --local: no federations, nothing to change.
+    let _ = (env("SACCT_FEDERATION"), env("SACCT_LOCAL"));
     let mut start_given = false;
     for p in getopt("sacct", args, OPTS)? {
         let (name, val) = match p {

@@ -1973,30 +1973,9 @@ pub fn main() -> i32 {
 /// repeats the last command, `quiet`/`verbose`/`readonly` change the
 /// session. The exit code is 1 when any command failed.
 fn interactive(conf: &slurm_common::conf::SlurmConf, mut f: Flags, mut readonly: bool) -> i32 {
-    let stdin = std::io::stdin();
-    let tty = stdin.is_terminal();
     let mut rc = 0;
-    let mut last: Option<Vec<String>> = None;
-    loop {
-        if tty {
-            print!("sacctmgr: ");
-            let _ = std::io::stdout().flush();
-        }
-        let mut line = String::new();
-        match stdin.lock().read_line(&mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let mut words = crate::fmt::split_words(&line);
-        if words.first().is_some_and(|w| w == "!!") {
-            match &last {
-                Some(l) => words = l.clone(),
-                None => continue,
-            }
-        }
-        let Some(first) = words.first().map(|w| w.to_ascii_lowercase()) else {
-            continue;
-        };
+    common::read_commands("sacctmgr", |words| {
+        let first = words[0].to_ascii_lowercase();
         let session = matches!(
             first.as_str(),
             "exit" | "quit" | "\\q" | "quiet" | "verbose" | "readonly"
@@ -2005,17 +1984,16 @@ fn interactive(conf: &slurm_common::conf::SlurmConf, mut f: Flags, mut readonly:
             if words.len() > 1 {
                 eprintln!("too many arguments for keyword:{first}");
                 rc = 1;
-                continue;
+                return true;
             }
             match first.as_str() {
                 "quiet" => f.quiet = true,
                 "verbose" => f.quiet = false,
                 "readonly" => readonly = true,
-                _ => break,
+                _ => return false,
             }
-            continue;
+            return true;
         }
-        last = Some(words.clone());
         let code = match parse_words(f.clone(), readonly, &words) {
             Ok((f, cmd, entity, specs)) => execute(conf, &f, &cmd, &entity, &specs, &words),
             Err((msg, code)) => say(&msg, code),
@@ -2023,7 +2001,8 @@ fn interactive(conf: &slurm_common::conf::SlurmConf, mut f: Flags, mut readonly:
         if code != 0 {
             rc = 1;
         }
-    }
+        true
+    });
     rc
 }
 

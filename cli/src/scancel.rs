@@ -441,6 +441,11 @@ pub(crate) fn parse_with(
     let mut verbose_env = false;
     flag("SCANCEL_VERBOSE", &mut verbose_env, warnings);
     o.verbose = i32::from(verbose_env);
+    // As --ctld, --full and --hurry: checked, and nothing more to do here.
+    for var in ["SCANCEL_CTLD", "SCANCEL_FULL", "SCANCEL_HURRY"] {
+        let mut unused = false;
+        flag(var, &mut unused, warnings);
+    }
     if let Some(v) = get("SCANCEL_ACCOUNT") {
         o.account = Some(v.to_ascii_lowercase());
     }

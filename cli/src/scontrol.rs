@@ -2963,8 +2963,6 @@ pub fn run_command(
     }
 }
 
-use crate::fmt::split_words;
-
 /// `scontrol errnumstr N`: what error number `N` means (Slurm's own codes,
 /// else the system's).
 fn cmd_errnumstr(rest: &[String], out: &mut Out) -> i32 {
@@ -3059,6 +3057,8 @@ pub(crate) fn compat_words() -> Vec<String> {
         w.push(format!("entity delete {e}"));
     }
     w.push("entity write batch_script".to_string());
+    // Interactive mode repeats the last command.
+    w.push("cmd !!".to_string());
     w
 }
 
@@ -3132,7 +3132,7 @@ pub fn run(args: &[String], ctl: &dyn Controller, now: i64, tz: Tz) -> (i32, Out
 
 /// `scontrol`'s entry point; returns the exit code.
 pub fn main() -> i32 {
-    use std::io::{BufRead, IsTerminal, Write};
+    use std::io::Write;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut g, words) = match parse_globals(&args) {
         Err(e) => {
@@ -3182,25 +3182,10 @@ pub fn main() -> i32 {
         return rc;
     }
     // Interactive mode.
-    let stdin = std::io::stdin();
-    let tty = stdin.is_terminal();
     let mut rc = 0;
-    loop {
-        if tty {
-            print!("scontrol: ");
-            let _ = std::io::stdout().flush();
-        }
-        let mut line = String::new();
-        match stdin.lock().read_line(&mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let words = split_words(&line);
-        if words.is_empty() {
-            continue;
-        }
+    crate::common::read_commands("scontrol", |words| {
         if matches!(pick(&words[0], COMMANDS, 2), Some("quit" | "exit")) {
-            break;
+            return false;
         }
         let mut out = Out::default();
         rc = run_command(
@@ -3212,7 +3197,8 @@ pub fn main() -> i32 {
             &mut out,
         );
         emit(&out);
-    }
+        true
+    });
     rc
 }
 
@@ -3797,7 +3783,7 @@ mod tests {
     #[test]
     fn interactive_words() {
         assert_eq!(
-            split_words("update NodeName=n1 State=DRAIN Reason=\"disk gone\""),
+            crate::fmt::split_words("update NodeName=n1 State=DRAIN Reason=\"disk gone\""),
             vec!["update", "NodeName=n1", "State=DRAIN", "Reason=disk gone"]
         );
     }

@@ -682,6 +682,10 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
         crate::compat::Support::Differs("no federations: nothing to add"),
     ),
     (
+        "sibling",
+        crate::compat::Support::Differs("no federations: each job is listed once"),
+    ),
+    (
         "clusters",
         crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
     ),
@@ -703,6 +707,7 @@ const ENV_OPTIONS: &fmt::EnvOptions = &[
     ("SQUEUE_FEDERATION", "federation", false),
     ("SQUEUE_LICENSES", "licenses", true),
     ("SQUEUE_LOCAL", "local", false),
+    ("SQUEUE_SIBLING", "sibling", false),
     ("SQUEUE_PRIORITY", "priority", false),
 ];
 
@@ -780,6 +785,11 @@ pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "local",
+        arg: Arg::No,
+    },
+    Opt {
+        short: None,
+        long: "sibling",
         arg: Arg::No,
     },
     Opt {

@@ -406,17 +406,20 @@ pub fn account_by_user(r: &UsageReport, assocs: &[AssocRec], o: &Opts) -> String
     banner("Cluster/Account/User Utilization", o) + &table(&cols, &rows, o)
 }
 
+/// The columns of the reports by user, then account.
+const USER_ACCOUNT_COLS: [(&str, usize); 6] = [
+    ("Cluster", 9),
+    ("Login", 9),
+    ("Proper Name", 15),
+    ("Account", 15),
+    ("Used", 9),
+    ("Energy", 8),
+];
+
 /// `cluster UserUtilizationByAccount`: each user's usage in each account,
 /// most used first.
 pub fn user_by_account(r: &UsageReport, o: &Opts) -> String {
-    let cols = [
-        ("Cluster", 9),
-        ("Login", 9),
-        ("Proper Name", 15),
-        ("Account", 15),
-        ("Used", 9),
-        ("Energy", 8),
-    ];
+    let cols = USER_ACCOUNT_COLS;
     let total = cluster_totals(r);
     let mut per: BTreeMap<(String, String, String), u64> = BTreeMap::new();
     for a in &r.assocs {
@@ -448,14 +451,7 @@ pub fn user_by_account(r: &UsageReport, o: &Opts) -> String {
 /// `user topusage`: the users with the most usage, each with the accounts
 /// they used.
 pub fn top_usage(r: &UsageReport, o: &Opts) -> String {
-    let cols = [
-        ("Cluster", 9),
-        ("Login", 9),
-        ("Proper Name", 15),
-        ("Account", 15),
-        ("Used", 9),
-        ("Energy", 8),
-    ];
+    let cols = USER_ACCOUNT_COLS;
     let total = cluster_totals(r);
     let mut per: BTreeMap<(String, String), (u64, Vec<String>)> = BTreeMap::new();
     for a in &r.assocs {
@@ -524,31 +520,9 @@ pub fn main() -> i32 {
 /// the options of the reports after them; `!!` repeats the last report.
 /// The exit code is 1 when any report failed.
 fn interactive(mut opts: Vec<String>) -> i32 {
-    use std::io::{BufRead, IsTerminal, Write};
-    let stdin = std::io::stdin();
-    let tty = stdin.is_terminal();
     let mut rc = 0;
-    let mut last: Option<Vec<String>> = None;
-    loop {
-        if tty {
-            print!("sreport: ");
-            let _ = std::io::stdout().flush();
-        }
-        let mut line = String::new();
-        match stdin.lock().read_line(&mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let mut words = crate::fmt::split_words(&line);
-        if words.first().is_some_and(|w| w == "!!") {
-            match &last {
-                Some(l) => words = l.clone(),
-                None => continue,
-            }
-        }
-        let Some(first) = words.first().map(|w| w.to_ascii_lowercase()) else {
-            continue;
-        };
+    common::read_commands("sreport", |words| {
+        let first = words[0].to_ascii_lowercase();
         let no_parsable = |o: &mut Vec<String>| o.retain(|a| a != "-p" && a != "-P");
         let takes = if first == "time" { 2 } else { 1 };
         let session = matches!(
@@ -567,10 +541,10 @@ fn interactive(mut opts: Vec<String>) -> i32 {
         if session && words.len() != takes {
             eprintln!("too many arguments for keyword:{first}");
             rc = 1;
-            continue;
+            return true;
         }
         match first.as_str() {
-            "exit" | "quit" => break,
+            "exit" | "quit" => return false,
             "help" => println!("{USAGE}"),
             "version" => println!("slurm {}", slurm_proto::SLURM_VERSION),
             "parsable" | "parsable2" => {
@@ -588,14 +562,14 @@ fn interactive(mut opts: Vec<String>) -> i32 {
                 }
             },
             _ => {
-                last = Some(words.clone());
                 let all: Vec<String> = opts.iter().cloned().chain(words).collect();
                 if run(&all) != 0 {
                     rc = 1;
                 }
             }
         }
-    }
+        true
+    });
     rc
 }
 

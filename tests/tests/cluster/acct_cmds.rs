@@ -276,7 +276,8 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
             write!(
                 child.stdin.take().unwrap(),
                 "parsable2\ntime seconds\ncluster UserUtilizationByAccount {start} {end}\n\
-                 nonparsable\n!!\ncluster nosuchreport\nquit\nuser topusage\n"
+                 nonparsable\ncluster UserUtilizationByAccount {start} {end}\n!!\n\
+                 cluster nosuchreport\nquit\nuser topusage\n"
             )
             .unwrap();
             let o = child.wait_with_output().unwrap();
@@ -287,7 +288,7 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
                 .find(|l| l.starts_with("local|nobody|"))
                 .unwrap_or_else(|| panic!("{s}"));
             assert!(parsable.contains("|physics|"), "{s}");
-            assert!(s.contains("Cluster/User/Account Utilization"), "{s}");
+            assert_eq!(s.matches("Cluster/User/Account Utilization").count(), 2, "{s}");
             assert!(s.contains("Not valid report cluster nosuchreport"), "{s}");
             assert!(!s.contains("Top 10 Users"), "quit ends it: {s}");
             break;
