@@ -4,7 +4,9 @@
 use crate::common;
 use crate::fmt::{getopt, Arg, Opt, Parsed};
 use slurm_common::timefmt::{format_duration_hms, format_opt_timestamp, parse_timestamp};
-use slurm_proto::acct::{AcctJob, AcctRequest, AcctResponse, AcctStep, JobQuery, JobRow};
+use slurm_proto::acct::{
+    AcctJob, AcctRequest, AcctResponse, AcctStep, AssocFilter, AssocRec, JobQuery, JobRow,
+};
 use slurm_proto::{JobState, BATCH_STEP};
 
 const fn o(short: Option<char>, long: &'static str, arg: Arg) -> Opt {
@@ -70,6 +72,7 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('W'), "wckeys", Arg::Required),
     o(None, "use-local-uid", Arg::No),
     o(None, "federation", Arg::No),
+    o(Some('x'), "associations", Arg::Required),
     o(None, "local", Arg::No),
     o(None, "array", Arg::No),
     o(None, "units", Arg::Required),
@@ -597,6 +600,8 @@ pub struct Options {
     /// `--use-local-uid`: UIDs looked up on this machine by user name (else
     /// as recorded).
     pub use_local_uid: bool,
+    /// `-x`: only the jobs of these associations (by id).
+    pub assoc_ids: Vec<u64>,
 }
 
 /// `N` or `MIN-MAX` (`-i`, `-I`).
@@ -721,6 +726,14 @@ pub fn parse_args_env(
         let list = || crate::fmt::split_list(&val);
         match name {
             "allusers" => o.all_users = true,
+            "associations" => {
+                for id in list() {
+                    o.assoc_ids.push(
+                        id.parse()
+                            .map_err(|_| format!("sacct: error: Invalid association id '{id}'"))?,
+                    );
+                }
+            }
             "accounts" => o.query.accounts = list(),
             "brief" => o.format = Some(BRIEF_FORMAT.into()),
             "duplicates" => {}
@@ -851,6 +864,19 @@ pub fn parse_args_env(
     Ok(o)
 }
 
+/// `-x`: is the job one of these associations'? Jobs run under user
+/// associations (an account's own matches none); one without a partition
+/// takes every partition.
+fn of_assocs(r: &JobRow, assocs: &[AssocRec]) -> bool {
+    assocs.iter().any(|a| {
+        a.cluster == r.cluster
+            && a.account == r.job.account
+            && !a.user.is_empty()
+            && a.user == r.job.user
+            && (a.partition.is_empty() || a.partition == r.job.partition)
+    })
+}
+
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let now = common::now();
@@ -894,13 +920,41 @@ pub fn main() -> i32 {
         && q.uids.is_empty()
         && q.job_ids.is_empty()
         && q.accounts.is_empty()
+        && o.assoc_ids.is_empty()
         && me != 0
     {
         q.uids.push(me);
     }
+    // -x: the associations' (cluster, account, user, partition).
+    let assocs = if o.assoc_ids.is_empty() {
+        None
+    } else {
+        let f = AssocFilter {
+            ids: o.assoc_ids.clone(),
+            ..Default::default()
+        };
+        match common::dbd_call(&conf, AcctRequest::ListAssocs(f)) {
+            Ok(AcctResponse::Assocs(a)) => Some(a),
+            Ok(AcctResponse::Error(e)) => {
+                eprintln!("sacct: error: {e}");
+                return 1;
+            }
+            Ok(_) => {
+                eprintln!("sacct: error: unexpected answer from slurmdbd");
+                return 1;
+            }
+            Err(e) => {
+                eprintln!("sacct: error: {e}");
+                return 1;
+            }
+        }
+    };
     let rows = match common::dbd_call(&conf, AcctRequest::GetJobs(q)) {
         Ok(AcctResponse::Jobs(rows)) => {
-            let mut rows: Vec<JobRow> = rows.into_iter().filter(|r| o.keeps(r)).collect();
+            let mut rows: Vec<JobRow> = rows
+                .into_iter()
+                .filter(|r| o.keeps(r) && assocs.as_deref().is_none_or(|a| of_assocs(r, a)))
+                .collect();
             o.truncate(&mut rows);
             if o.use_local_uid {
                 for r in &mut rows {

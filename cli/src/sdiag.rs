@@ -138,27 +138,44 @@ pub fn render_sorted(d: &DiagStats, sort: Sort) -> String {
 
 /// sdiag's options (the parser's table, also read by [`crate::compat`]).
 pub(crate) const OPTS: &[crate::fmt::Opt] = {
-    use crate::fmt::{Arg::No, Opt};
+    use crate::fmt::{Arg::*, Opt};
     &[
         Opt::new(Some('a'), "all", No),
         Opt::new(Some('h'), "help", No),
         Opt::new(Some('i'), "sort-by-id", No),
+        Opt::new(None, "json", Optional),
+        Opt::new(Some('M'), "cluster", Required),
         Opt::new(Some('r'), "reset", No),
         Opt::new(Some('t'), "sort-by-time", No),
         Opt::new(Some('T'), "sort-by-time2", No),
         Opt::new(Some('V'), "version", No),
         Opt::new(None, "usage", No),
+        Opt::new(None, "yaml", Optional),
     ]
 };
 
-pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[(
-    "reset",
-    crate::compat::Support::NotYet("the counters cannot be reset; refused"),
-)];
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
+    (
+        "reset",
+        crate::compat::Support::NotYet("the counters cannot be reset; refused"),
+    ),
+    (
+        "cluster",
+        crate::compat::Support::Differs("one cluster per controller: another name is refused"),
+    ),
+];
 
 pub fn main() -> i32 {
     let mut sort = Sort::Count;
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut json = match crate::jsonout::env_wants(&|k| std::env::var(k).ok()) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("sdiag: error: {e}");
+            return 1;
+        }
+    };
+    let mut cluster = None;
     let parsed = match crate::fmt::getopt("sdiag", &args, OPTS) {
         Ok(p) => p,
         Err(e) => {
@@ -169,7 +186,15 @@ pub fn main() -> i32 {
     };
     for p in parsed {
         match p {
-            crate::fmt::Parsed::Opt(name, _) => match name {
+            crate::fmt::Parsed::Opt(name, v) => match name {
+                "json" | "yaml" => {
+                    if let Err(e) = crate::jsonout::check_parser(v.as_deref()) {
+                        eprintln!("sdiag: error: {e}");
+                        return 1;
+                    }
+                    json = true;
+                }
+                "cluster" => cluster = v,
                 "version" => {
                     println!("slurm {}", slurm_proto::SLURM_VERSION);
                     return 0;
@@ -203,7 +228,26 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Some(c) = cluster.filter(|c| *c != conf.cluster_name) {
+        eprintln!(
+            "sdiag: error: Invalid cluster name: {c} (this is {})",
+            conf.cluster_name
+        );
+        return 1;
+    }
     match call(&common::client(&conf), RequestBody::GetDiag) {
+        Ok(Response::Diag(d)) if json => {
+            let mut fields = serde_json::Map::new();
+            fields.insert(
+                "statistics".into(),
+                slurm_openapi::openapi::diag_statistics(&d),
+            );
+            print!(
+                "{}",
+                crate::jsonout::fields_text("sdiag", &args, &conf.cluster_name, fields)
+            );
+            0
+        }
         Ok(Response::Diag(d)) => {
             print!("{}", render_sorted(&d, sort));
             0

@@ -18,6 +18,47 @@ pub const DATA_PARSER: &str = "data_parser/v0.0.44";
 pub const SLURM_PREFIX: &str = "/slurm/v0.0.44";
 
 /// A set number: `{"set": true, "infinite": false, "number": n}`.
+/// The `statistics` of the controller (`GET diag/`, `sdiag --json`).
+pub fn diag_statistics(d: &slurm_proto::DiagStats) -> Value {
+    let i32c = |v: u64| v.min(i32::MAX as u64) as i64;
+    let mean = |sum: u64, n: u64| sum.checked_div(n).unwrap_or(0);
+    let minutes = ((d.now - d.since).max(60) / 60) as u64;
+    json!({
+            "parts_packed": 1,
+            "req_time": num(d.now),
+            "req_time_start": num(d.since),
+            "schedule_cycle_max": i32c(d.main_max_us),
+            "schedule_cycle_last": i32c(d.main_last_us),
+            "schedule_cycle_sum": d.main_total_us,
+            "schedule_cycle_total": i32c(d.main_cycles),
+            "schedule_cycle_mean": mean(d.main_total_us, d.main_cycles),
+            "schedule_cycle_mean_depth": mean(d.main_total_depth, d.main_cycles),
+            "schedule_cycle_per_minute": d.main_cycles / minutes,
+            "schedule_cycle_depth": i32c(d.main_total_depth),
+            "schedule_queue_length": i32c(d.main_last_queue),
+            "jobs_submitted": i32c(d.jobs_submitted),
+            "jobs_started": i32c(d.jobs_started),
+            "jobs_completed": i32c(d.jobs_completed),
+            "jobs_canceled": i32c(d.jobs_canceled),
+            "jobs_failed": i32c(d.jobs_failed),
+            "jobs_pending": i32c(d.jobs_pending),
+            "jobs_running": i32c(d.jobs_running),
+            "job_states_ts": num(d.now),
+            "bf_backfilled_jobs": i32c(d.bf_backfilled_jobs),
+            "bf_last_backfilled_jobs": i32c(d.bf_backfilled_jobs),
+            "bf_cycle_counter": i32c(d.bf_cycles),
+            "bf_cycle_mean": mean(d.bf_total_us, d.bf_cycles),
+            "bf_depth_mean": mean(d.bf_total_depth, d.bf_cycles),
+            "bf_cycle_sum": d.bf_total_us,
+            "bf_cycle_last": i32c(d.bf_last_us),
+            "bf_cycle_max": i32c(d.bf_max_us),
+            "bf_last_depth": i32c(d.bf_last_depth),
+            "bf_depth_sum": i32c(d.bf_total_depth),
+            "bf_queue_len": i32c(d.bf_last_queue),
+            "bf_when_last_cycle": time(d.bf_last_when),
+    })
+}
+
 /// The `licenses` body (`GET licenses/`, `scontrol show licenses --json`).
 pub fn licenses_body(licenses: &[slurm_proto::LicenseInfo], last_update: i64) -> Value {
     let list: Vec<Value> = licenses

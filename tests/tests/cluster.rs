@@ -1393,6 +1393,16 @@ fn backfill_starts_short_jobs_without_delaying_the_blocked_one() {
         !diag.contains("\tTotal backfilled jobs (since last slurm start): 0\n"),
         "{diag}"
     );
+    // The same counters as slurmrestd's `diag` body.
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&t.run("sdiag", &["--json"]))).expect("sdiag --json");
+    assert!(
+        v["statistics"]["bf_backfilled_jobs"].as_i64().unwrap() > 0,
+        "{v}"
+    );
+    assert_eq!(v["meta"]["command"][0], "sdiag", "{v}");
+    let o = t.run("sdiag", &["-M", "elsewhere"]);
+    assert!(!o.status.success(), "another cluster is refused");
     // When A ends early the big job goes first, then the long one.
     assert!(t.run("scancel", &[&a.to_string()]).status.success());
     let jb = t.wait_done(big, 30);

@@ -207,6 +207,49 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
         assert!(Instant::now() < deadline, "sacct: {s}");
         std::thread::sleep(Duration::from_millis(300));
     }
+    // -x: the jobs of an association, by its id (an account's own has none).
+    let ids_of = |acct: &str, user: &str| {
+        mgr(
+            &t,
+            &[
+                "-P",
+                "-n",
+                "show",
+                "assoc",
+                &format!("account={acct}"),
+                &format!("user={user}"),
+                "format=ID,User",
+            ],
+        )
+    };
+    let user_assoc = ids_of("physics", "nobody");
+    let user_assoc = user_assoc
+        .lines()
+        .next()
+        .unwrap()
+        .split('|')
+        .next()
+        .unwrap()
+        .to_string();
+    let acct_assoc = ids_of("physics", "")
+        .lines()
+        .find(|l| l.ends_with('|'))
+        .map(|l| l.trim_end_matches('|').to_string())
+        .unwrap();
+    let by_assoc = |id: &str| {
+        let o = t.run(
+            "sacct",
+            &[
+                "-a", "-P", "-n", "-X", "-j", &ids_s, "-x", id, "-o", "JobID",
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    assert_eq!(by_assoc(&user_assoc), 3);
+    assert_eq!(by_assoc(&acct_assoc), 0);
+    let o = t.run("sacct", &["-x", "many"]);
+    assert!(!o.status.success() && text(&o).contains("Invalid association id 'many'"));
 
     // Usage: a 2-second job, rolled up now, shows in sreport.
     let two = write_script(&t, "two.sh", "#!/bin/sh\nsleep 2\n");
@@ -288,7 +331,11 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
                 .find(|l| l.starts_with("local|nobody|"))
                 .unwrap_or_else(|| panic!("{s}"));
             assert!(parsable.contains("|physics|"), "{s}");
-            assert_eq!(s.matches("Cluster/User/Account Utilization").count(), 2, "{s}");
+            assert_eq!(
+                s.matches("Cluster/User/Account Utilization").count(),
+                2,
+                "{s}"
+            );
             assert!(s.contains("Not valid report cluster nosuchreport"), "{s}");
             assert!(!s.contains("Top 10 Users"), "quit ends it: {s}");
             break;
