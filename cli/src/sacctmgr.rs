@@ -26,6 +26,10 @@ pub struct Flags {
     pub quiet: bool,
     /// `--json` / `--yaml`: `show` prints slurmrestd's `slurmdb` body.
     pub json: bool,
+    /// `-r`: nothing is changed (runaway jobs are listed, not fixed).
+    pub readonly: bool,
+    /// `-s`: `show` lists each entity with its associations (`WithAssoc`).
+    pub with_assoc: bool,
 }
 
 /// One `key[op]=value` pair or a bare word, in the order given.
@@ -1443,6 +1447,146 @@ fn show_events(specs: &[Spec], cluster: &str, now: i64) -> Res<Show> {
     })
 }
 
+/// Jobs slurmdbd holds as pending, running or suspended that `known` (the
+/// controller's jobs, by id and submit time) does not have.
+pub fn runaways(db: Vec<JobRow>, known: &std::collections::HashSet<(u32, i64)>) -> Vec<JobRow> {
+    db.into_iter()
+        .filter(|r| {
+            r.job.end_time.is_none()
+                && matches!(
+                    r.job.state.0,
+                    slurm_proto::JobState::Pending
+                        | slurm_proto::JobState::Running
+                        | slurm_proto::JobState::Suspended
+                )
+                && !known.contains(&(r.job.job_id, r.job.submit_time))
+        })
+        .collect()
+}
+
+/// `sacctmgr show runawayjobs [cluster=NAME]`: jobs the database holds as
+/// pending or running that this cluster's controller no longer knows; with
+/// a yes (or `-i`), slurmdbd ends them. Operators and administrators only
+/// (the controller shows them every job).
+fn runaway_jobs(conf: &slurm_common::conf::SlurmConf, specs: &Specs, f: &Flags) -> Res<i32> {
+    let mut cluster = conf.cluster_name.to_ascii_lowercase();
+    for s in specs.filter.iter().chain(&specs.set) {
+        match s {
+            Spec::Pair(k, _, v) if k == "cluster" || k == "clusters" => {
+                cluster = v.to_ascii_lowercase()
+            }
+            Spec::Pair(k, ..) => return Err(format!(" Unknown condition: {k}")),
+            Spec::Word(w) => return Err(format!(" Unknown condition: {w}")),
+        }
+    }
+    if cluster != conf.cluster_name.to_ascii_lowercase() {
+        return Err(format!(
+            " Runaway jobs are looked for on this cluster only ({}): its controller is the one asked",
+            conf.cluster_name
+        ));
+    }
+    let ask = |r: AcctRequest| match common::dbd_call(conf, r)? {
+        AcctResponse::Error(e) => Err(e.to_string()),
+        a => Ok(a),
+    };
+    let uid = unsafe { libc::getuid() };
+    let me = slurm_common::users::user_name_or_id(uid);
+    if uid != 0 && me != conf.slurm_user {
+        let level = match ask(AcctRequest::ListUsers(UserFilter {
+            names: vec![me.clone()],
+            ..Default::default()
+        }))? {
+            AcctResponse::Users(u) => u.first().map(|u| u.admin_level).unwrap_or_default(),
+            _ => AdminLevel::None,
+        };
+        if level < AdminLevel::Operator {
+            return Err(format!(
+                " User '{me}' may not look for runaway jobs (AdminLevel=Operator or Administrator is needed)"
+            ));
+        }
+    }
+    let AcctResponse::Jobs(db) = ask(AcctRequest::GetJobs(JobQuery {
+        clusters: vec![cluster.clone()],
+        states: vec![
+            slurm_proto::JobState::Pending,
+            slurm_proto::JobState::Running,
+            slurm_proto::JobState::Suspended,
+        ],
+        ..Default::default()
+    }))?
+    else {
+        return Err("unexpected answer from slurmdbd".into());
+    };
+    // Without the controller's answer nothing can be called a runaway.
+    let known: std::collections::HashSet<(u32, i64)> =
+        match common::call(&common::client(conf), slurm_proto::RequestBody::GetJobs) {
+            Ok(slurm_proto::Response::Jobs { jobs, .. }) => {
+                jobs.iter().map(|j| (j.job_id, j.submit_time)).collect()
+            }
+            Ok(_) => return Err("unexpected answer from slurmctld".into()),
+            Err(e) => return Err(format!(" Cannot ask the controller for its jobs: {e}")),
+        };
+    let found = runaways(db, &known);
+    if found.is_empty() {
+        println!("Runaway Jobs: No runaway jobs found on cluster {cluster}");
+        return Ok(0);
+    }
+    println!(
+        "NOTE: Runaway jobs are jobs that don't exist in the controller but have a start time and no end time in the database"
+    );
+    let cols = [
+        ("ID", 12),
+        ("Name", 10),
+        ("Partition", 10),
+        ("Cluster", 10),
+        ("State", 10),
+        ("TimeSubmit", 19),
+        ("TimeStart", 19),
+        ("TimeEnd", 19),
+    ];
+    let ts = slurm_common::timefmt::format_timestamp;
+    let rows: Vec<Vec<String>> = found
+        .iter()
+        .map(|r| {
+            let j = &r.job;
+            vec![
+                j.job_id.to_string(),
+                j.name.clone(),
+                j.partition.clone(),
+                r.cluster.clone(),
+                j.state.0.name().to_string(),
+                ts(j.submit_time),
+                j.start_time.map(ts).unwrap_or_else(|| "Unknown".into()),
+                "Unknown".into(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        crate::fmt::acct_table(&cols, &rows, f.parsable, f.header)
+    );
+    println!(
+        "\nWould you like to fix these runaway jobs?\n(This will set the end time for each job to the latest out of the start, eligible, or submit times, and set the state to completed.\nOnce corrected, this will trigger the rollup to reroll usage from before the earliest submit time of all the runaway jobs.)\n"
+    );
+    if f.readonly {
+        println!(" Not fixed: sacctmgr runs read-only (-r)");
+        return Ok(0);
+    }
+    if !f.immediate && !confirm() {
+        println!(" Changes Discarded");
+        return Ok(0);
+    }
+    let jobs = found
+        .iter()
+        .map(|r| RunawayJob {
+            job_id: r.job.job_id,
+            submit_time: r.job.submit_time,
+        })
+        .collect();
+    ask(AcctRequest::FixRunaway(FixRunaway { cluster, jobs }))?;
+    Ok(0)
+}
+
 /// Slurm's message type number for slurmdbd's request names (0 for ours
 /// that Slurm has no number for).
 fn dbd_msg_id(name: &str) -> u32 {
@@ -1612,7 +1756,7 @@ fn entity_name(w: &str) -> Option<&'static str> {
 
 const USAGE: &str = "Usage: sacctmgr [-i] [-n] [-p|-P] [-Q] <command> <entity> [specs]\n\
   commands: add|create, modify|update, delete|remove, show|list\n\
-  entities: cluster, account, user, association, qos\n\
+  entities: cluster, account, user, association, qos; for show also event, tres, stats, runawayjobs\n\
   also: dump <cluster> [file=FILE], load [file=]FILE [cluster=NAME] [clean], ping, version\n";
 
 /// `sacctmgr ping`: Slurm's line for slurmdbd, exit 1 when it is down.
@@ -1688,6 +1832,7 @@ fn run_change(conf: &slurm_common::conf::SlurmConf, c: Change, f: &Flags) -> i32
 pub(crate) const OPTS: &[crate::fmt::Opt] = {
     use crate::fmt::{Arg::*, Opt};
     &[
+        Opt::new(Some('s'), "associations", No),
         Opt::new(Some('h'), "help", No),
         Opt::new(Some('i'), "immediate", No),
         Opt::new(None, "json", Optional),
@@ -1733,6 +1878,10 @@ const ENTITIES: &[(&[&str], &str)] = &[
     (&["tres"], "tres"),
     (&["stats", "statistics"], "stats"),
     (&["event", "events"], "event"),
+    (
+        &["runawayjobs", "runawayjob", "runaway", "runaways"],
+        "runawayjobs",
+    ),
 ];
 
 /// The commands and entities sacctmgr knows (`cmd add`, `entity user`).
@@ -1802,6 +1951,7 @@ pub fn parse_flags_env(
         };
         match name {
             "immediate" => f.immediate = true,
+            "associations" => f.with_assoc = true,
             "noheader" => f.header = false,
             "parsable" => f.parsable = Some(true),
             "parsable2" => f.parsable = Some(false),
@@ -1818,7 +1968,10 @@ pub fn parse_flags_env(
                 return Err((text.trim_end().to_string(), 0));
             }
             "usage" => return Err((crate::help::usage("sacctmgr").trim_end().to_string(), 0)),
-            "readonly" => readonly = true,
+            "readonly" => {
+                readonly = true;
+                f.readonly = true;
+            }
             // Nothing more to say than what every command prints.
             _ => {}
         }
@@ -1989,7 +2142,10 @@ fn interactive(conf: &slurm_common::conf::SlurmConf, mut f: Flags, mut readonly:
             match first.as_str() {
                 "quiet" => f.quiet = true,
                 "verbose" => f.quiet = false,
-                "readonly" => readonly = true,
+                "readonly" => {
+                    readonly = true;
+                    f.readonly = true;
+                }
                 _ => return false,
             }
             return true;
@@ -2027,6 +2183,12 @@ fn execute(
         "modify" => modify(entity, specs),
         "delete" => delete(entity, specs),
         _ => {
+            if entity == "runawayjobs" {
+                return runaway_jobs(conf, specs, f).unwrap_or_else(|e| {
+                    eprintln!("{e}");
+                    1
+                });
+            }
             if f.json && matches!(entity, "event" | "tres" | "stats") {
                 eprintln!("sacctmgr: error: --json/--yaml is not supported for show {entity} yet");
                 return 1;
@@ -2035,6 +2197,11 @@ fn execute(
                 "event" => {
                     let all: Vec<Spec> = specs.filter.iter().chain(&specs.set).cloned().collect();
                     show_events(&all, &conf.cluster_name, common::now())
+                }
+                _ if f.with_assoc && matches!(entity, "account" | "user") => {
+                    let mut s = specs.clone();
+                    s.filter.push(Spec::Word("withassoc".into()));
+                    show(entity, &s)
                 }
                 _ => show(entity, specs),
             };

@@ -446,6 +446,7 @@ impl Server {
                 Ok(v) => AcctResponse::Events(v),
                 Err(e) => storage_error(e),
             },
+            AcctRequest::FixRunaway(f) => changed(s.fix_runaway(&f).await),
         }
     }
 
@@ -567,6 +568,9 @@ impl pb::slurm_dbd_server::SlurmDbd for DbdService {
     }
     async fn list_events(&self, r: tonic::Request<pb::EventFilter>) -> Reply {
         self.answer(r, m::ListEvents, DbdCall::ListEvents).await
+    }
+    async fn fix_runaway(&self, r: tonic::Request<pb::FixRunawayRequest>) -> Reply {
+        self.answer(r, m::FixRunaway, DbdCall::FixRunaway).await
     }
 }
 

@@ -877,6 +877,25 @@ pub struct DbdStats {
     pub users: Vec<RpcCount>,
 }
 
+/// One job by its accounting identity.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct RunawayJob {
+    pub job_id: JobId,
+    pub submit_time: i64,
+}
+
+/// `sacctmgr show runawayjobs`, answered yes: end these jobs of `cluster`
+/// that the database holds as pending or running but its controller no
+/// longer knows (state COMPLETED, ended at the latest of their submit,
+/// eligible and start times), and roll usage up again from the earliest.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct FixRunaway {
+    pub cluster: String,
+    pub jobs: Vec<RunawayJob>,
+}
+
 /// `sacctmgr show event`'s selection. Empty lists match everything.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(default)]
@@ -1030,6 +1049,8 @@ pub enum AcctRequest {
     Stats,
     /// Node events (`sacctmgr show event`).
     ListEvents(EventFilter),
+    /// End runaway jobs (operators).
+    FixRunaway(FixRunaway),
 }
 
 impl AcctRequest {
@@ -1061,6 +1082,7 @@ impl AcctRequest {
             AcctRequest::GetUsage(_) => "DBD_GET_ASSOC_USAGE",
             AcctRequest::Stats => "DBD_GET_STATS",
             AcctRequest::ListEvents(_) => "DBD_GET_EVENTS",
+            AcctRequest::FixRunaway(_) => "DBD_FIX_RUNAWAY_JOB",
         }
     }
 }
@@ -1084,6 +1106,7 @@ impl AcctRequest {
                 | AcctRequest::ModifyQos { .. }
                 | AcctRequest::DeleteQos(_)
                 | AcctRequest::Rollup { .. }
+                | AcctRequest::FixRunaway(_)
         )
     }
     /// Only the controller (root / SlurmUser) sends these.

@@ -171,6 +171,71 @@ fn push_window(q: &mut Q, f: &JobQuery) {
 }
 
 impl Storage {
+    /// `sacctmgr show runawayjobs`, fixed: each named job of the cluster
+    /// still pending, running or suspended here ends COMPLETED at the
+    /// latest of its submit, eligible and start times (its open steps
+    /// too), and usage is rolled up again from the earliest submission.
+    /// Jobs already ended are left alone. Answers the jobs ended.
+    pub async fn fix_runaway(&self, f: &FixRunaway) -> Result<Vec<String>> {
+        let cluster = super::admin::check_name("cluster", &f.cluster, 64)?;
+        let _w = self.write_lock.lock().await;
+        let mut tx = self.write_tx().await?;
+        let b = self.backend;
+        let open = ["PENDING", "RUNNING", "SUSPENDED"];
+        let mut fixed = Vec::new();
+        let mut earliest: Option<i64> = None;
+        for j in &f.jobs {
+            let mut q = Q::new(
+                "SELECT submit_time, eligible_time, start_time FROM jobs WHERE end_time IS NULL AND cluster=",
+            );
+            q.bind(cluster.as_str())
+                .push(" AND job_id=")
+                .bind(j.job_id)
+                .push(" AND submit_time=")
+                .bind(j.submit_time);
+            q.and_in("state", &open);
+            let Some(r) = q.fetch_optional(b, &mut *tx).await? else {
+                continue;
+            };
+            let end = [r.oi("eligible_time")?, r.oi("start_time")?]
+                .into_iter()
+                .flatten()
+                .fold(r.i("submit_time")?, i64::max);
+            let mut q = Q::new("UPDATE jobs SET state='COMPLETED', end_time=");
+            q.bind(end)
+                .push(" WHERE cluster=")
+                .bind(cluster.as_str())
+                .push(" AND job_id=")
+                .bind(j.job_id)
+                .push(" AND submit_time=")
+                .bind(j.submit_time);
+            q.execute(b, &mut *tx).await?;
+            let mut q = Q::new("UPDATE steps SET state='COMPLETED', end_time=");
+            q.bind(end)
+                .push(" WHERE end_time IS NULL AND cluster=")
+                .bind(cluster.as_str())
+                .push(" AND job_id=")
+                .bind(j.job_id)
+                .push(" AND job_submit=")
+                .bind(j.submit_time);
+            q.execute(b, &mut *tx).await?;
+            fixed.push(j.job_id.to_string());
+            earliest = Some(earliest.map_or(j.submit_time, |e: i64| e.min(j.submit_time)));
+        }
+        if let Some(t) = earliest {
+            let h = super::time::floor_hour(t);
+            let mut q = Q::new("UPDATE rollup_state SET hour_done=");
+            q.bind(h)
+                .push(" WHERE cluster=")
+                .bind(cluster.as_str())
+                .push(" AND hour_done>")
+                .bind(h);
+            q.execute(b, &mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(fixed)
+    }
+
     pub async fn jobs(&self, f: &JobQuery) -> Result<Vec<JobRow>> {
         let mut q = Q::new(JOB_SELECT);
         let lower = |v: &[String]| -> Vec<String> {

@@ -244,6 +244,8 @@ wire!(EventFilter <=> EventFilter {
     clusters, nodes, states, reasons, reason_uids, start, end, min_cpus, max_cpus, open_only,
     node_events, cluster_events,
 });
+wire!(RunawayJob <=> RunawayJob { job_id, submit_time });
+wire!(FixRunaway <=> FixRunawayRequest { cluster, jobs });
 wire!(EventRec <=> EventRec {
     cluster, node, time_start, time_end, state, reason, reason_uid, cpus,
 });
@@ -372,6 +374,7 @@ dbd_calls!(
     GetUsage(pb::UsageQuery) = "GetUsage",
     GetStats(pb::Empty) = "GetStats",
     ListEvents(pb::EventFilter) = "ListEvents",
+    FixRunaway(pb::FixRunawayRequest) = "FixRunaway",
 );
 
 /// A required message field: absent is the default.
@@ -438,6 +441,7 @@ impl DbdCall {
             AcctRequest::GetUsage(q) => DbdCall::GetUsage(q.to_wire()),
             AcctRequest::Stats => DbdCall::GetStats(pb::Empty {}),
             AcctRequest::ListEvents(f) => DbdCall::ListEvents(f.to_wire()),
+            AcctRequest::FixRunaway(f) => DbdCall::FixRunaway(f.to_wire()),
         }
     }
 
@@ -489,6 +493,7 @@ impl DbdCall {
             DbdCall::GetUsage(q) => AcctRequest::GetUsage(FromWire::from_wire(q)?),
             DbdCall::GetStats(_) => AcctRequest::Stats,
             DbdCall::ListEvents(f) => AcctRequest::ListEvents(FromWire::from_wire(f)?),
+            DbdCall::FixRunaway(f) => AcctRequest::FixRunaway(FromWire::from_wire(f)?),
         })
     }
 }

@@ -130,6 +130,20 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
         ],
     );
     assert_eq!(out, "nobody|physics|physics\n");
+    // -s: the same as WithAssoc.
+    let out = mgr(
+        &t,
+        &[
+            "-s",
+            "-P",
+            "-n",
+            "show",
+            "user",
+            "nobody",
+            "format=User,DefaultAccount,Account",
+        ],
+    );
+    assert_eq!(out, "nobody|physics|physics\n");
     mgr(&t, &["-i", "add", "qos", "high", "Priority=100"]);
     let out = mgr(&t, &["-i", "delete", "qos", "high"]);
     assert!(out.contains("high"), "{out}");
@@ -956,4 +970,132 @@ fn sacctmgr_show_event_lists_node_outages() {
         "{}",
         text(&o)
     );
+}
+
+/// `sacctmgr show runawayjobs`: a job the database holds as running that
+/// the controller does not know is listed (a running one is not), ended on
+/// a yes, and only operators may look or fix.
+#[test]
+fn sacctmgr_runawayjobs_finds_and_ends_jobs_the_controller_lost() {
+    use slurm_proto::acct::*;
+    // Without TLS, so the test may send a record as the controller would.
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.tls = false;
+    });
+    let script = write_script(&t, "sleep.sh", "#!/bin/sh\nsleep 300\n");
+    let live = t.sbatch(&[&script]);
+    t.wait_job(live, 30, "running", |j| j.state == JobState::Running);
+    let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
+    let addr = format!("{}:{}", t.c.spec.ip, t.c.spec.dbd_port);
+    let send = |uid: u32, body: AcctRequest| {
+        let req = dbd_request(&key, uid, body, slurm_common::auth::now());
+        slurm_common::dbd::call_sync(&addr, &t.c.spec.ip, &req, Duration::from_secs(10)).unwrap()
+    };
+    // A job the controller never had, recorded as running an hour ago.
+    let now = slurm_common::auth::now();
+    let lost = AcctJob {
+        job_id: 777_777,
+        name: "lost".into(),
+        user: "root".into(),
+        account: "root".into(),
+        partition: "debug".into(),
+        state: JobState::Running.into(),
+        submit_time: now - 3700,
+        eligible_time: Some(now - 3700),
+        start_time: Some(now - 3600),
+        ..Default::default()
+    };
+    let rec = SeqRecord {
+        cluster: "local".into(),
+        epoch: 424_242,
+        seq: 1,
+        record: AcctRecord::JobStart(lost),
+    };
+    let ack = send(0, AcctRequest::Record(rec));
+    assert!(matches!(ack, AcctResponse::Ack { .. }), "{ack:?}");
+    // The live job reaches accounting too before we look.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = t.run(
+            "sacct",
+            &["-n", "-P", "-X", "-j", &live.to_string(), "-o", "State"],
+        );
+        if text(&o).contains("RUNNING") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", text(&o));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    // Listed, not fixed without a yes.
+    let out = mgr(&t, &["show", "runawayjobs"]);
+    assert!(out.starts_with("NOTE: Runaway jobs are jobs"), "{out}");
+    assert!(
+        out.contains("      777777       lost      debug      local    RUNNING "),
+        "{out}"
+    );
+    assert!(
+        !out.contains(&format!(" {live} ")),
+        "a running job is no runaway: {out}"
+    );
+    assert!(out.ends_with(" Changes Discarded\n"), "{out}");
+    let out = mgr(&t, &["-r", "-i", "show", "runawayjobs"]);
+    assert!(out.contains("Not fixed: sacctmgr runs read-only"), "{out}");
+
+    // An ordinary user may neither look nor fix (slurmdbd refuses the fix
+    // itself), and nothing changes.
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
+        .args(["-i", "show", "runawayjobs"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && text(&o).contains("may not look for runaway jobs"),
+        "{}",
+        text(&o)
+    );
+    let fix = FixRunaway {
+        cluster: "local".into(),
+        jobs: vec![RunawayJob {
+            job_id: 777_777,
+            submit_time: now - 3700,
+        }],
+    };
+    match send(TEST_UID, AcctRequest::FixRunaway(fix.clone())) {
+        AcctResponse::Error(e) => assert_eq!(e.kind, AcctErrorKind::AccessDenied, "{e}"),
+        other => panic!("an ordinary user fixed runaways: {other:?}"),
+    }
+    let state = |id: &str| {
+        let o = t.run(
+            "sacct",
+            &["-n", "-P", "-X", "-j", id, "-o", "State,Start,End"],
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert!(
+        state("777777").starts_with("RUNNING|"),
+        "{}",
+        state("777777")
+    );
+
+    // Fixed: ended at its start, COMPLETED; the live job untouched.
+    mgr(&t, &["-i", "show", "runawayjobs"]);
+    let fixed = state("777777");
+    let f: Vec<&str> = fixed.split('|').collect();
+    assert_eq!((f[0], f[1]), ("COMPLETED", f[2]), "{fixed}");
+    assert!(state(&live.to_string()).starts_with("RUNNING|"));
+    let out = mgr(&t, &["show", "runawayjobs"]);
+    assert_eq!(
+        out,
+        "Runaway Jobs: No runaway jobs found on cluster local\n"
+    );
+    // Another cluster's controller cannot be asked from here.
+    let o = t.run("sacctmgr", &["show", "runawayjobs", "cluster=other"]);
+    assert!(
+        !o.status.success() && text(&o).contains("this cluster only"),
+        "{}",
+        text(&o)
+    );
+    t.run("scancel", &[&live.to_string()]);
 }
