@@ -88,6 +88,17 @@ pub fn dbd_call(
     .map_err(|e| format!("Problem talking to the database: {e}"))
 }
 
+/// [`dbd_call`], with slurmdbd's refusal as an error too.
+pub fn dbd_ask(
+    conf: &SlurmConf,
+    body: slurm_proto::acct::AcctRequest,
+) -> Result<slurm_proto::acct::AcctResponse, String> {
+    match dbd_call(conf, body)? {
+        slurm_proto::acct::AcctResponse::Error(e) => Err(e.to_string()),
+        a => Ok(a),
+    }
+}
+
 /// A Slurm hostfile (`-F/--nodefile`): node names one per line or comma
 /// separated, `#` starting a comment (`\\#` a literal `#`), `NAME*N` for N
 /// times NAME, hostlist ranges expanded; duplicates dropped. `None` for a

@@ -864,6 +864,12 @@ pub fn parse_args_env(
     Ok(o)
 }
 
+/// What went wrong with an answer that is not the one asked for.
+fn refusal(r: Result<AcctResponse, String>) -> String {
+    r.err()
+        .unwrap_or_else(|| "unexpected answer from slurmdbd".into())
+}
+
 /// `-x`: is the job one of these associations'? Jobs run under user
 /// associations (an account's own matches none); one without a partition
 /// takes every partition.
@@ -933,23 +939,15 @@ pub fn main() -> i32 {
             ids: o.assoc_ids.clone(),
             ..Default::default()
         };
-        match common::dbd_call(&conf, AcctRequest::ListAssocs(f)) {
+        match common::dbd_ask(&conf, AcctRequest::ListAssocs(f)) {
             Ok(AcctResponse::Assocs(a)) => Some(a),
-            Ok(AcctResponse::Error(e)) => {
-                eprintln!("sacct: error: {e}");
-                return 1;
-            }
-            Ok(_) => {
-                eprintln!("sacct: error: unexpected answer from slurmdbd");
-                return 1;
-            }
-            Err(e) => {
-                eprintln!("sacct: error: {e}");
+            other => {
+                eprintln!("sacct: error: {}", refusal(other));
                 return 1;
             }
         }
     };
-    let rows = match common::dbd_call(&conf, AcctRequest::GetJobs(q)) {
+    let rows = match common::dbd_ask(&conf, AcctRequest::GetJobs(q)) {
         Ok(AcctResponse::Jobs(rows)) => {
             let mut rows: Vec<JobRow> = rows
                 .into_iter()
@@ -966,16 +964,8 @@ pub fn main() -> i32 {
             }
             rows
         }
-        Ok(AcctResponse::Error(e)) => {
-            eprintln!("sacct: error: {e}");
-            return 1;
-        }
-        Ok(_) => {
-            eprintln!("sacct: error: unexpected answer from slurmdbd");
-            return 1;
-        }
-        Err(e) => {
-            eprintln!("sacct: error: {e}");
+        other => {
+            eprintln!("sacct: error: {}", refusal(other));
             return 1;
         }
     };

@@ -1485,10 +1485,7 @@ fn runaway_jobs(conf: &slurm_common::conf::SlurmConf, specs: &Specs, f: &Flags) 
             conf.cluster_name
         ));
     }
-    let ask = |r: AcctRequest| match common::dbd_call(conf, r)? {
-        AcctResponse::Error(e) => Err(e.to_string()),
-        a => Ok(a),
-    };
+    let ask = |r: AcctRequest| common::dbd_ask(conf, r);
     let uid = unsafe { libc::getuid() };
     let me = slurm_common::users::user_name_or_id(uid);
     if uid != 0 && me != conf.slurm_user {

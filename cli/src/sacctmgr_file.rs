@@ -17,7 +17,7 @@
 //! parents before children; a load interrupted part way can be run again
 //! and finishes the rest.
 
-use crate::common;
+use crate::common::dbd_ask as ask;
 use crate::sacctmgr::{assoc_setting, assoc_settings, qos_setting, Flags, Res, Spec, Specs};
 use slurm_common::conf::SlurmConf;
 use slurm_proto::acct::*;
@@ -1070,14 +1070,6 @@ pub fn plan(lines: &[Line], cluster: Option<&str>, clean: bool, db: &Db) -> Res<
 }
 
 // ------------------------------------------------------------ the commands
-
-/// One request; slurmdbd's refusal as an error.
-fn ask(conf: &SlurmConf, r: AcctRequest) -> Res<AcctResponse> {
-    match common::dbd_call(conf, r)? {
-        AcctResponse::Error(e) => Err(e.to_string()),
-        a => Ok(a),
-    }
-}
 
 /// Reads what a dump or a load needs; `assocs` only for `cluster`.
 fn read_db(conf: &SlurmConf, cluster: &str) -> Res<Db> {
