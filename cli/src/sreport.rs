@@ -77,6 +77,16 @@ pub struct Opts {
     pub accounts: Vec<String>,
     pub users: Vec<String>,
     pub top: usize,
+    /// Job reports: the CPU counts where size columns begin (`Grouping=`).
+    pub grouping: Vec<u32>,
+    /// Job reports: jobs counted instead of time (`PrintJobCount`).
+    pub job_count: bool,
+    /// `FlatView`: every account on its own line, no tree.
+    pub flat: bool,
+    /// `AcctAsParent`: the accounts' children, each with its subtree.
+    pub acct_as_parent: bool,
+    pub partitions: Vec<String>,
+    pub wckeys: Vec<String>,
 }
 
 use crate::fmt::split_list as list;
@@ -146,6 +156,9 @@ const REPORTS: &[(&str, &str, &str)] = &[
     ("cluster", "AccountUtilizationByUser", "account_by_user"),
     ("cluster", "UserUtilizationByAccount", "user_by_account"),
     ("user", "TopUsage", "topusage"),
+    ("job", "SizesByAccount", "sizes_account"),
+    ("job", "SizesByAccountAndWckey", "sizes_account_wckey"),
+    ("job", "SizesByWckey", "sizes_wckey"),
 ];
 
 /// The reports sreport makes, as `report KIND REPORT` words.
@@ -198,6 +211,12 @@ pub fn parse_args_env(
         accounts: Vec::new(),
         users: Vec::new(),
         top: 10,
+        grouping: vec![50, 250, 500, 1000],
+        job_count: false,
+        flat: false,
+        acct_as_parent: false,
+        partitions: Vec::new(),
+        wckeys: Vec::new(),
     };
     if let Some(c) = env("SREPORT_CLUSTER") {
         o.clusters = list(&c);
@@ -239,10 +258,31 @@ pub fn parse_args_env(
                 "account" | "accounts" => o.accounts = list(v),
                 "user" | "users" => o.users = list(v),
                 "topcount" => o.top = v.parse().map_err(|_| format!("Invalid TopCount '{v}'"))?,
+                "grouping" => {
+                    let mut g = Vec::new();
+                    for x in list(v) {
+                        let n: u32 = x
+                            .parse()
+                            .ok()
+                            .filter(|n| *n > 0 && g.last().is_none_or(|l| n > l))
+                            .ok_or_else(|| {
+                                format!(" Invalid Grouping '{v}': increasing CPU counts")
+                            })?;
+                        g.push(n);
+                    }
+                    o.grouping = g;
+                }
+                "partition" | "partitions" => o.partitions = list(v),
+                "wckey" | "wckeys" => o.wckeys = list(v),
                 "format" | "tree" | "group" => {}
                 other => return Err(format!(" Unknown condition: {other}")),
             },
-            None => report.push(w.to_ascii_lowercase()),
+            None => match w.to_ascii_lowercase().as_str() {
+                "printjobcount" => o.job_count = true,
+                "flatview" => o.flat = true,
+                "acctasparent" => o.acct_as_parent = true,
+                lw => report.push(lw.to_string()),
+            },
         }
     }
     o.report = match REPORTS.iter().find(|(kind, name, _)| {
@@ -252,7 +292,8 @@ pub fn parse_args_env(
         None => {
             return Err(format!(
                 "Not valid report {}: use cluster utilization, cluster \
-                 AccountUtilizationByUser, cluster UserUtilizationByAccount or user topusage",
+                 AccountUtilizationByUser, cluster UserUtilizationByAccount, user topusage \
+                 or job SizesByAccount|SizesByAccountAndWckey|SizesByWckey",
                 report.join(" ")
             ))
         }
@@ -448,6 +489,149 @@ pub fn user_by_account(r: &UsageReport, o: &Opts) -> String {
     banner("Cluster/User/Account Utilization", o) + &table(&cols, &rows, o)
 }
 
+/// The size columns of the job reports: `0-49 CPUs` ... `>= 1000 CPUs`.
+fn size_columns(grouping: &[u32]) -> Vec<String> {
+    let mut cols = Vec::new();
+    let mut from = 0;
+    for &g in grouping {
+        cols.push(format!("{from}-{} CPUs", g - 1));
+        from = g;
+    }
+    cols.push(format!(">= {from} CPUs"));
+    cols
+}
+
+/// Which size column a job of `cpus` CPUs falls in.
+fn size_column(grouping: &[u32], cpus: u32) -> usize {
+    grouping.iter().take_while(|&&g| cpus >= g).count()
+}
+
+/// A job's CPU-seconds within the report's window (0 if it never ran).
+fn cpu_secs_in(j: &AcctJob, o: &Opts, now: i64) -> u64 {
+    let Some(start) = j.start_time else { return 0 };
+    let end = j.end_time.unwrap_or(now);
+    let secs = (end.min(o.end) - start.max(o.start)).max(0) as u64;
+    secs * u64::from(j.alloc_cpus)
+}
+
+/// `job SizesByAccount`, `SizesByAccountAndWckey`, `SizesByWckey`: time
+/// (or, with `PrintJobCount`, jobs) per account or wckey by job size.
+/// Accounts: one line for the whole tree (root), the named accounts with
+/// their subtrees, their children (`AcctAsParent`), or each account on its
+/// own (`FlatView`).
+pub fn job_sizes(rows: &[JobRow], assocs: &[AssocRec], o: &Opts, now: i64) -> String {
+    let sizes = size_columns(&o.grouping);
+    let by_wckey = o.report == "sizes_wckey";
+    let with_wckey = o.report == "sizes_account_wckey";
+    let label = if by_wckey { "Wckey" } else { "Account" };
+    let parent: HashMap<(String, String), String> = assocs
+        .iter()
+        .filter(|a| !a.is_user())
+        .filter_map(|a| {
+            a.parent
+                .clone()
+                .map(|p| ((a.cluster.clone(), a.account.clone()), p))
+        })
+        .collect();
+    // The line an account's jobs count on: itself (flat), or the listed
+    // account (or child of one, with AcctAsParent) above it.
+    let tops: Vec<String> = if o.accounts.is_empty() {
+        vec!["root".to_string()]
+    } else {
+        o.accounts.clone()
+    };
+    let line_of = |cluster: &str, account: &str| -> Option<String> {
+        if o.flat {
+            return Some(account.to_string());
+        }
+        let mut cur = account.to_string();
+        let mut below: Option<String> = None;
+        for _ in 0..64 {
+            if tops.contains(&cur) {
+                return Some(if o.acct_as_parent {
+                    below.unwrap_or(cur)
+                } else {
+                    cur
+                });
+            }
+            let up = parent.get(&(cluster.to_string(), cur.clone()))?.clone();
+            below = Some(cur);
+            cur = up;
+        }
+        None
+    };
+    let mut table_rows: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+    let mut cluster_total: HashMap<String, u64> = HashMap::new();
+    for r in rows {
+        let j = &r.job;
+        if j.start_time.is_none()
+            || (!o.partitions.is_empty() && !o.partitions.contains(&j.partition))
+            || (!o.wckeys.is_empty() && !o.wckeys.contains(&j.wckey))
+            || (!o.users.is_empty() && !o.users.contains(&j.user))
+        {
+            continue;
+        }
+        let v = if o.job_count {
+            1
+        } else {
+            cpu_secs_in(j, o, now)
+        };
+        let name = if by_wckey {
+            Some(j.wckey.clone())
+        } else {
+            line_of(&r.cluster, &j.account).map(|a| {
+                if with_wckey {
+                    format!("{a}:{}", j.wckey)
+                } else {
+                    a
+                }
+            })
+        };
+        *cluster_total.entry(r.cluster.clone()).or_default() += v;
+        if let Some(name) = name {
+            let e = table_rows
+                .entry((r.cluster.clone(), name))
+                .or_insert_with(|| vec![0; sizes.len()]);
+            e[size_column(&o.grouping, j.alloc_cpus)] += v;
+        }
+    }
+    let mut cols: Vec<(&str, usize)> = vec![("Cluster", 9), (label, 9)];
+    cols.extend(sizes.iter().map(|s| (s.as_str(), 13)));
+    cols.push(("% of cluster", 12));
+    let out_rows: Vec<Vec<String>> = table_rows
+        .into_iter()
+        .map(|((c, name), v)| {
+            let total = cluster_total.get(&c).copied().unwrap_or(0);
+            let sum: u64 = v.iter().sum();
+            let pct = if total == 0 {
+                0.0
+            } else {
+                sum as f64 * 100.0 / total as f64
+            };
+            let mut row = vec![c, name];
+            row.extend(v.iter().map(|&x| {
+                if o.job_count {
+                    x.to_string()
+                } else {
+                    o.units.fmt(x, total)
+                }
+            }));
+            row.push(format!("{pct:.2}%"));
+            row
+        })
+        .collect();
+    let mut head = banner("Job Sizes", o);
+    if o.job_count && !head.is_empty() {
+        head = head.replace(
+            &format!("Usage reported in {}", o.units.label()),
+            "Units are in number of jobs ran",
+        );
+    } else if !head.is_empty() {
+        head = head.replace("Usage reported in CPU ", "Time reported in ");
+    }
+    head + &table(&cols, &out_rows, o)
+}
+
 /// `user topusage`: the users with the most usage, each with the accounts
 /// they used.
 pub fn top_usage(r: &UsageReport, o: &Opts) -> String {
@@ -483,7 +667,9 @@ pub fn top_usage(r: &UsageReport, o: &Opts) -> String {
 
 const USAGE: &str = "Usage: sreport [-n] [-p|-P] [-Q] [-t units] [-M clusters] \
      cluster utilization|AccountUtilizationByUser|UserUtilizationByAccount \
-     | user topusage [start=] [end=] [clusters=] [accounts=] [users=] [TopCount=]";
+     | user topusage | job SizesByAccount|SizesByAccountAndWckey|SizesByWckey \
+     [start=] [end=] [clusters=] [accounts=] [users=] [TopCount=] [Grouping=] \
+     [PrintJobCount] [FlatView] [AcctAsParent] [partitions=] [wckeys=]";
 
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -573,6 +759,32 @@ fn interactive(mut opts: Vec<String>) -> i32 {
     rc
 }
 
+/// The job reports: the window's jobs, and the account tree they sum up.
+fn job_report(
+    conf: &slurm_common::conf::SlurmConf,
+    o: &Opts,
+    clusters: Vec<String>,
+) -> Result<String, String> {
+    let q = JobQuery {
+        clusters: clusters.clone(),
+        start: Some(o.start),
+        end: Some(o.end),
+        ..Default::default()
+    };
+    let AcctResponse::Jobs(rows) = common::dbd_ask(conf, AcctRequest::GetJobs(q))? else {
+        return Err("unexpected answer from slurmdbd".into());
+    };
+    let f = AssocFilter {
+        clusters,
+        only_accounts: true,
+        ..Default::default()
+    };
+    let AcctResponse::Assocs(assocs) = common::dbd_ask(conf, AcctRequest::ListAssocs(f))? else {
+        return Err("unexpected answer from slurmdbd".into());
+    };
+    Ok(job_sizes(&rows, &assocs, o, common::now()))
+}
+
 /// One report; the exit code.
 fn run(args: &[String]) -> i32 {
     let o = match parse_args(args, common::now()) {
@@ -591,6 +803,18 @@ fn run(args: &[String]) -> i32 {
     } else {
         o.clusters.clone()
     };
+    if o.report.starts_with("sizes_") {
+        return match job_report(&conf, &o, clusters) {
+            Ok(text) => {
+                print!("{text}");
+                0
+            }
+            Err(e) => {
+                eprintln!("sreport: error: {e}");
+                1
+            }
+        };
+    }
     let q = UsageQuery {
         clusters: clusters.clone(),
         accounts: Vec::new(),
@@ -726,6 +950,94 @@ mod tests {
         assert!(e.contains("gres/gpu"), "{e}");
         let tres = |k: &str| (k == "SREPORT_TRES").then(|| "mem".to_string());
         assert!(parse_args_env(&a(&["user", "topusage"]), 0, &tres).is_err());
+    }
+
+    #[test]
+    fn job_sizes_by_account_tree_wckey_and_count() {
+        let job = |id: u32, account: &str, wckey: &str, cpus: u32, start: i64, end: i64| JobRow {
+            cluster: "c".into(),
+            job: AcctJob {
+                job_id: id,
+                account: account.into(),
+                wckey: wckey.into(),
+                alloc_cpus: cpus,
+                start_time: Some(start),
+                end_time: Some(end),
+                ..Default::default()
+            },
+            steps: Vec::new(),
+        };
+        let acct = |a: &str, p: Option<&str>| AssocRec {
+            cluster: "c".into(),
+            account: a.into(),
+            parent: p.map(str::to_string),
+            ..Default::default()
+        };
+        let assocs = vec![
+            acct("root", None),
+            acct("sci", Some("root")),
+            acct("phys", Some("sci")),
+            acct("bio", Some("root")),
+        ];
+        let o = |extra: &[&str]| {
+            let mut a = vec![
+                "-P",
+                "-n",
+                "-t",
+                "seconds",
+                "start=2023-11-14T00:00:00",
+                "end=2023-11-15T00:00:00",
+            ];
+            a.extend_from_slice(extra);
+            opts(&a)
+        };
+        let base = opts(&[
+            "-P",
+            "-n",
+            "cluster",
+            "utilization",
+            "start=2023-11-14T00:00:00",
+            "end=2023-11-15T00:00:00",
+        ])
+        .start;
+        let rows = vec![
+            job(1, "phys", "a", 4, base + 10, base + 20), // 40 s, first column
+            job(2, "bio", "b", 64, base + 100, base + 110), // 640 s, 50-249
+            // Started before the window: only its part inside counts.
+            job(3, "phys", "a", 2, base - 50, base + 5), // 10 s
+        ];
+        let now = base + 86_400;
+        let r = |extra: &[&str]| job_sizes(&rows, &assocs, &o(extra), now);
+        assert_eq!(
+            r(&["job", "SizesByAccount"]),
+            "c|root|50|640|0|0|0|100.00%\n"
+        );
+        assert_eq!(
+            r(&["job", "SizesByAccount", "FlatView"]),
+            "c|bio|0|640|0|0|0|92.75%\nc|phys|50|0|0|0|0|7.25%\n"
+        );
+        assert_eq!(
+            r(&["job", "SizesByAccount", "accounts=sci"]),
+            "c|sci|50|0|0|0|0|7.25%\n"
+        );
+        assert_eq!(
+            r(&["job", "SizesByAccount", "AcctAsParent"]),
+            "c|bio|0|640|0|0|0|92.75%\nc|sci|50|0|0|0|0|7.25%\n"
+        );
+        assert_eq!(
+            r(&["job", "SizesByWckey", "PrintJobCount", "grouping=8"]),
+            "c|a|2|0|66.67%\nc|b|0|1|33.33%\n"
+        );
+        assert_eq!(
+            r(&["job", "SizesByAccountAndWckey", "FlatView"]),
+            "c|bio:b|0|640|0|0|0|92.75%\nc|phys:a|50|0|0|0|0|7.25%\n"
+        );
+        assert_eq!(size_columns(&[8]), vec!["0-7 CPUs", ">= 8 CPUs"]);
+        let bad: Vec<String> = ["job", "SizesByAccount", "grouping=50,10"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(parse_args(&bad, 1_700_000_000).is_err());
     }
 
     #[test]

@@ -352,6 +352,30 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
             );
             assert!(s.contains("Not valid report cluster nosuchreport"), "{s}");
             assert!(!s.contains("Top 10 Users"), "quit ends it: {s}");
+            // Job sizes: the 1-CPU job's seconds in the first column.
+            let sizes = |extra: &str| {
+                let o = t.run(
+                    "sreport",
+                    &[
+                        "-P",
+                        "-n",
+                        "-t",
+                        "seconds",
+                        "job",
+                        "SizesByAccount",
+                        extra,
+                        start,
+                        end,
+                    ],
+                );
+                assert!(o.status.success(), "{}", text(&o));
+                String::from_utf8_lossy(&o.stdout).into_owned()
+            };
+            let root = sizes("accounts=root");
+            let f: Vec<&str> = root.trim().split('|').collect();
+            assert_eq!((f[0], f[1], f[3]), ("local", "root", "0"), "{root}");
+            assert!(f[2].parse::<u64>().unwrap() >= 2, "{root}");
+            assert!(sizes("FlatView").starts_with("local|physics|"));
             break;
         }
         assert!(
