@@ -1488,6 +1488,15 @@ fn runaway_jobs(conf: &slurm_common::conf::SlurmConf, specs: &Specs, f: &Flags) 
     let ask = |r: AcctRequest| common::dbd_ask(conf, r);
     let uid = unsafe { libc::getuid() };
     let me = slurm_common::users::user_name_or_id(uid);
+    // Under PrivateData=jobs the controller may show an operator only their
+    // own jobs (if it has not learned the operator's level): everyone
+    // else's would look like runaways. Only root and SlurmUser see all.
+    if uid != 0 && me != conf.slurm_user && conf.private_data().jobs {
+        return Err(
+            " With PrivateData=jobs only root or SlurmUser may look for runaway jobs (the controller shows others only some jobs)"
+                .into(),
+        );
+    }
     if uid != 0 && me != conf.slurm_user {
         let level = match ask(AcctRequest::ListUsers(UserFilter {
             names: vec![me.clone()],

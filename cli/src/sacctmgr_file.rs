@@ -331,8 +331,14 @@ pub struct Db {
     pub assocs: Vec<AssocRec>,
 }
 
+/// A quoted value: single quotes, or double ones around a value with an
+/// apostrophe (the loader takes both).
 fn q(v: &str) -> String {
-    format!("'{v}'")
+    if v.contains('\'') {
+        format!("\"{v}\"")
+    } else {
+        format!("'{v}'")
+    }
 }
 
 /// `:Key=value` for each association setting that is set, in Slurm's order.
@@ -1289,6 +1295,13 @@ mod tests {
             let e = parse_file(bad).unwrap_err();
             assert!(e.contains("Line 1"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_value_with_an_apostrophe_is_dumped_so_it_loads_back() {
+        let line = format!("Account - {}:Description={}", q("a"), q("Women's lab"));
+        let l = parse_line(1, &line).unwrap();
+        assert_eq!(l.opts[0].2, "Women's lab");
     }
 
     fn db() -> Db {

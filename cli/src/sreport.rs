@@ -542,7 +542,8 @@ pub fn job_sizes(rows: &[JobRow], assocs: &[AssocRec], o: &Opts, now: i64) -> St
     };
     let line_of = |cluster: &str, account: &str| -> Option<String> {
         if o.flat {
-            return Some(account.to_string());
+            return (o.accounts.is_empty() || o.accounts.iter().any(|a| a == account))
+                .then(|| account.to_string());
         }
         let mut cur = account.to_string();
         let mut below: Option<String> = None;
@@ -571,11 +572,12 @@ pub fn job_sizes(rows: &[JobRow], assocs: &[AssocRec], o: &Opts, now: i64) -> St
         {
             continue;
         }
-        let v = if o.job_count {
-            1
-        } else {
-            cpu_secs_in(j, o, now)
-        };
+        // Jobs with no time in the window are not in the report.
+        let secs = cpu_secs_in(j, o, now);
+        if secs == 0 {
+            continue;
+        }
+        let v = if o.job_count { 1 } else { secs };
         let name = if by_wckey {
             Some(j.wckey.clone())
         } else {
@@ -587,8 +589,8 @@ pub fn job_sizes(rows: &[JobRow], assocs: &[AssocRec], o: &Opts, now: i64) -> St
                 }
             })
         };
-        *cluster_total.entry(r.cluster.clone()).or_default() += v;
         if let Some(name) = name {
+            *cluster_total.entry(r.cluster.clone()).or_default() += v;
             let e = table_rows
                 .entry((r.cluster.clone(), name))
                 .or_insert_with(|| vec![0; sizes.len()]);
@@ -1018,7 +1020,12 @@ mod tests {
         );
         assert_eq!(
             r(&["job", "SizesByAccount", "accounts=sci"]),
-            "c|sci|50|0|0|0|0|7.25%\n"
+            "c|sci|50|0|0|0|0|100.00%\n"
+        );
+        // FlatView keeps the account filter.
+        assert_eq!(
+            r(&["job", "SizesByAccount", "FlatView", "accounts=bio"]),
+            "c|bio|0|640|0|0|0|100.00%\n"
         );
         assert_eq!(
             r(&["job", "SizesByAccount", "AcctAsParent"]),
