@@ -1645,13 +1645,7 @@ fn show_stats(specs: &[Spec]) -> Res<Show> {
 }
 
 fn stats_text(st: &DbdStats, now: i64, sort: &str) -> String {
-    let when = |t: i64| {
-        use chrono::TimeZone;
-        match chrono::Local.timestamp_opt(t, 0).single() {
-            Some(d) => format!("{} ({t})", d.format("%a %b %e %H:%M:%S %Y")),
-            None => format!("({t})"),
-        }
-    };
+    let when = crate::sdiag::when;
     let stars = "*******************************************************************\n";
     let mut s = String::from(stars);
     s.push_str(&format!("sacctmgr show stats output at {}\n", when(now)));

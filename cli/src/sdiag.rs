@@ -4,7 +4,8 @@ use crate::common::{self, call};
 use chrono::{Local, TimeZone};
 use slurm_proto::{DiagStats, RequestBody, Response};
 
-fn when(t: i64) -> String {
+/// `Sat Nov 28 07:01:02 2026 (1795849262)`, as Slurm's statistics print times.
+pub(crate) fn when(t: i64) -> String {
     match Local.timestamp_opt(t, 0).single() {
         Some(d) => format!("{} ({t})", d.format("%a %b %e %H:%M:%S %Y")),
         None => format!("({t})"),
