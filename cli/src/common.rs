@@ -215,3 +215,103 @@ mod tests {
         assert_eq!(read_hostfile("/nonexistent/hostfile"), None);
     }
 }
+
+/// The exit codes srun, salloc and sbatch end with on a Slurm error and
+/// (srun, salloc) when `--immediate` could not be met: `SLURM_EXIT_ERROR`
+/// and `SLURM_EXIT_IMMEDIATE`, 1 unless set. A value that is not a
+/// non-zero number is reported (as Slurm's "has zero value") and 1 kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExitCodes {
+    pub error: i32,
+    pub immediate: i32,
+}
+
+pub const EXIT_ERROR_ENV: &str = "SLURM_EXIT_ERROR";
+pub const EXIT_IMMEDIATE_ENV: &str = "SLURM_EXIT_IMMEDIATE";
+
+impl ExitCodes {
+    pub fn from_env(prog: &str, env: &dyn Fn(&str) -> Option<String>) -> ExitCodes {
+        let read = |var: &str| match env(var) {
+            None => 1,
+            Some(v) => match atoi(&v) {
+                0 => {
+                    eprintln!("{prog}: error: {var} has zero value");
+                    1
+                }
+                n => n,
+            },
+        };
+        ExitCodes {
+            error: read(EXIT_ERROR_ENV),
+            immediate: read(EXIT_IMMEDIATE_ENV),
+        }
+    }
+
+    /// `code` with a Slurm error's 1 replaced by `SLURM_EXIT_ERROR`.
+    pub fn on_error(&self, code: i32) -> i32 {
+        if code == 1 {
+            self.error
+        } else {
+            code
+        }
+    }
+}
+
+/// C's `atoi`: leading blanks, a sign and the digits that follow; 0 when
+/// there are none (or the number does not fit).
+fn atoi(s: &str) -> i32 {
+    let s = s.trim_start();
+    let (neg, rest) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let n: i64 = digits.parse().unwrap_or(0);
+    let n = if neg { -n } else { n };
+    i32::try_from(n).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod exit_code_tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_come_from_the_environment_as_slurm_reads_them() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let none = ExitCodes::from_env("srun", &env(&[]));
+        assert_eq!(
+            none,
+            ExitCodes {
+                error: 1,
+                immediate: 1
+            }
+        );
+        let set = ExitCodes::from_env(
+            "srun",
+            &env(&[("SLURM_EXIT_ERROR", "42"), ("SLURM_EXIT_IMMEDIATE", " 7x")]),
+        );
+        assert_eq!(
+            set,
+            ExitCodes {
+                error: 42,
+                immediate: 7
+            }
+        );
+        assert_eq!(set.on_error(1), 42);
+        assert_eq!(set.on_error(0), 0);
+        assert_eq!(set.on_error(3), 3);
+        // Zero or not a number: kept at 1 (Slurm says "has zero value").
+        let zero = ExitCodes::from_env("srun", &env(&[("SLURM_EXIT_ERROR", "0")]));
+        assert_eq!(zero.error, 1);
+        let junk = ExitCodes::from_env("srun", &env(&[("SLURM_EXIT_ERROR", "abc")]));
+        assert_eq!(junk.error, 1);
+    }
+}

@@ -163,6 +163,7 @@ fn tables() -> Vec<Command> {
             )),
             env_in: recorded(|env| {
                 crate::srun::env_options(env);
+                crate::common::ExitCodes::from_env("srun", env);
             }),
             words: vec![],
         },
@@ -177,6 +178,7 @@ fn tables() -> Vec<Command> {
             )),
             env_in: recorded(|env| {
                 crate::srun::salloc_env_options(env);
+                crate::common::ExitCodes::from_env("salloc", env);
             }),
             words: vec![],
         },

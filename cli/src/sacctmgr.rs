@@ -791,6 +791,7 @@ fn alias(name: &str) -> String {
         "maxwalldurationperjob" => "maxwall",
         "mintresperjob" => "mintres",
         "qoslevel" => "qos",
+        "acct" => "account",
         "rpcversion" => "rpc",
         other => return other.to_string(),
     }
@@ -822,9 +823,17 @@ fn pick(
             None => (item, None),
         };
         let key = alias(name);
+        // As Slurm's, a field may be shortened to a prefix (`Cl`).
         let c = offered
             .iter()
             .find(|c| c.0 == key)
+            .or_else(|| {
+                let mut hits = offered.iter().filter(|c| c.0.starts_with(&key));
+                match (hits.next(), hits.next()) {
+                    (Some(c), None) if key.len() >= 2 => Some(c),
+                    _ => None,
+                }
+            })
             .ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
         out.push((c.0.to_string(), c.1.to_string(), width.unwrap_or(c.2)));
     }
@@ -951,6 +960,7 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
     match entity {
         "tres" => return show_tres(format.as_deref(), &rest),
         "stats" => return show_stats(&rest),
+        "problem" => return show_problems(format.as_deref(), &rest),
         _ => {}
     }
     let w = parse_where(entity, &rest)?;
@@ -1623,6 +1633,145 @@ fn dbd_msg_id(name: &str) -> u32 {
     }
 }
 
+const PROBLEM_COLS: &[Col] = &[
+    ("cluster", "Cluster", 10),
+    ("account", "Account", 10),
+    ("user", "User", 10),
+    ("problem", "Problem", 40),
+];
+
+/// One finding of `sacctmgr show problem`: (cluster, account, user, what).
+type Problem = (String, String, String, &'static str);
+
+/// What `sacctmgr show problem` reports, in Slurm's order: accounts with no
+/// association, account associations with no user directly under them
+/// (by cluster, then account), users with no uid on this host or no
+/// association. `clusters` empty: every cluster.
+fn problems(
+    accounts: &[AccountRec],
+    users: &[UserRec],
+    assocs: &[AssocRec],
+    clusters: &[String],
+    has_uid: &dyn Fn(&str) -> bool,
+) -> Vec<Problem> {
+    let on = |a: &&AssocRec| clusters.is_empty() || clusters.contains(&a.cluster);
+    let mut out = Vec::new();
+    for a in accounts {
+        if !assocs.iter().filter(on).any(|x| x.account == a.name) {
+            out.push((
+                String::new(),
+                a.name.clone(),
+                String::new(),
+                "Account has no Associations",
+            ));
+        }
+    }
+    let mut lonely: Vec<(&str, &str)> = assocs
+        .iter()
+        .filter(on)
+        .filter(|a| a.user.is_empty())
+        .filter(|a| {
+            !assocs
+                .iter()
+                .any(|u| !u.user.is_empty() && u.cluster == a.cluster && u.account == a.account)
+        })
+        .map(|a| (a.cluster.as_str(), a.account.as_str()))
+        .collect();
+    lonely.sort();
+    lonely.dedup();
+    for (c, a) in lonely {
+        out.push((c.into(), a.into(), String::new(), "Account has no users"));
+    }
+    for u in users {
+        if !has_uid(&u.name) {
+            out.push((
+                String::new(),
+                String::new(),
+                u.name.clone(),
+                "User does not have a uid",
+            ));
+        } else if !assocs.iter().filter(on).any(|x| x.user == u.name) {
+            out.push((
+                String::new(),
+                String::new(),
+                u.name.clone(),
+                "User has no Associations",
+            ));
+        }
+    }
+    out
+}
+
+/// `sacctmgr show problem [Accounts=] [Clusters=] [Users=] [Partitions=]
+/// [Format=]`.
+fn show_problems(format: Option<&str>, specs: &[Spec]) -> Res<Show> {
+    let (mut accounts, mut clusters, mut users, mut partitions) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for s in specs {
+        match s {
+            Spec::Pair(k, _, v) => match k.as_str() {
+                "account" | "accounts" | "acct" | "accts" => accounts.extend(lower_list(v)),
+                "cluster" | "clusters" => clusters.extend(lower_list(v)),
+                "user" | "users" => users.extend(lower_list(v)),
+                "partition" | "partitions" => partitions.extend(lower_list(v)),
+                other => return Err(format!(" Unknown condition: {other}")),
+            },
+            Spec::Word(w) => return Err(format!(" Unknown condition: {w}")),
+        }
+    }
+    let cols = pick(format, PROBLEM_COLS, PROBLEM_COLS)?;
+    let requests = vec![
+        AcctRequest::ListAccounts(AccountFilter {
+            names: accounts.clone(),
+            ..Default::default()
+        }),
+        AcctRequest::ListUsers(UserFilter {
+            names: users.clone(),
+            ..Default::default()
+        }),
+        AcctRequest::ListAssocs(AssocFilter {
+            clusters: clusters.clone(),
+            partitions,
+            ..Default::default()
+        }),
+    ];
+    Ok(Show {
+        requests,
+        render: Box::new(move |resp, f| {
+            let (
+                Some(AcctResponse::Accounts(a)),
+                Some(AcctResponse::Users(u)),
+                Some(AcctResponse::Assocs(s)),
+            ) = (resp.first(), resp.get(1), resp.get(2))
+            else {
+                return Err("unexpected answer from slurmdbd".into());
+            };
+            // Account associations asked for by name: only theirs.
+            let s: Vec<AssocRec> = s
+                .iter()
+                .filter(|x| accounts.is_empty() || accounts.contains(&x.account))
+                .cloned()
+                .collect();
+            let has_uid = |n: &str| slurm_common::users::user_by_name(n).is_some();
+            let found = problems(a, u, &s, &clusters, &has_uid);
+            let rows: Vec<Vec<String>> = found
+                .into_iter()
+                .map(|(c, a, u, p)| {
+                    cols.iter()
+                        .map(|(k, ..)| match k.as_str() {
+                            "cluster" => c.clone(),
+                            "account" => a.clone(),
+                            "user" => u.clone(),
+                            _ => p.to_string(),
+                        })
+                        .collect()
+                })
+                .collect();
+            Ok(table(&cols, &rows, f))
+        }),
+    })
+}
+
 /// `sacctmgr show stats [ave_time|total_time]`: slurmdbd's rollups and
 /// requests since it started, in microseconds.
 fn show_stats(specs: &[Spec]) -> Res<Show> {
@@ -1774,6 +1923,20 @@ fn ping(conf: &slurm_common::conf::SlurmConf) -> i32 {
     }
 }
 
+/// `sacctmgr shutdown`: slurmdbd stops (super users only).
+fn shutdown(conf: &slurm_common::conf::SlurmConf) -> i32 {
+    let problem = |e: &dyn std::fmt::Display| {
+        eprintln!(" Problem shutting down server: {e}");
+        1
+    };
+    match common::dbd_call(conf, AcctRequest::Shutdown) {
+        Ok(AcctResponse::Changed(_)) => 0,
+        Ok(AcctResponse::Error(e)) => problem(&e),
+        Ok(_) => problem(&"unexpected answer from slurmdbd"),
+        Err(e) => problem(&e),
+    }
+}
+
 pub(crate) fn confirm() -> bool {
     print!(" Would you like to commit changes? (You have 30 seconds to decide)\n(N/y): ");
     let _ = std::io::stdout().flush();
@@ -1860,10 +2023,11 @@ const COMMANDS: &[(&[&str], &str)] = &[
     (&["load"], "load"),
     (&["ping"], "ping"),
     (&["version"], "version"),
+    (&["shutdown"], "shutdown"),
 ];
 
 /// Commands that take no entity.
-const NO_ENTITY: &[&str] = &["dump", "load", "ping", "version"];
+const NO_ENTITY: &[&str] = &["dump", "load", "ping", "version", "shutdown"];
 
 /// The entities, with their aliases.
 const ENTITIES: &[(&[&str], &str)] = &[
@@ -1878,6 +2042,7 @@ const ENTITIES: &[(&[&str], &str)] = &[
     (&["tres"], "tres"),
     (&["stats", "statistics"], "stats"),
     (&["event", "events"], "event"),
+    (&["problem", "problems"], "problem"),
     (
         &["runawayjobs", "runawayjob", "runaway", "runaways"],
         "runawayjobs",
@@ -2008,7 +2173,7 @@ pub fn parse_words(
         ));
     }
     if NO_ENTITY.contains(&cmd) {
-        if matches!(cmd, "ping" | "version") && words.len() > 1 {
+        if matches!(cmd, "ping" | "version" | "shutdown") && words.len() > 1 {
             return Err((format!("too many arguments for {first} keyword"), 1));
         }
         return Ok((f, cmd.to_string(), String::new(), parse_specs(&words[1..])));
@@ -2177,6 +2342,7 @@ fn execute(
             return 0;
         }
         "ping" => return ping(conf),
+        "shutdown" => return shutdown(conf),
         "dump" => return crate::sacctmgr_file::dump(conf, specs),
         "load" => return crate::sacctmgr_file::load(conf, specs, f),
         "add" => add(entity, specs),
@@ -2189,7 +2355,7 @@ fn execute(
                     1
                 });
             }
-            if f.json && matches!(entity, "event" | "tres" | "stats") {
+            if f.json && matches!(entity, "event" | "tres" | "stats" | "problem") {
                 eprintln!("sacctmgr: error: --json/--yaml is not supported for show {entity} yet");
                 return 1;
             }
@@ -2543,5 +2709,52 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(table(&cols, &rows, &p), "root|root|Administrator\n");
+    }
+
+    #[test]
+    fn problems_are_found_as_slurm_reports_them() {
+        let acct = |n: &str| AccountRec {
+            name: n.into(),
+            ..Default::default()
+        };
+        let user = |n: &str| UserRec {
+            name: n.into(),
+            ..Default::default()
+        };
+        let assoc = |c: &str, a: &str, u: &str| AssocRec {
+            cluster: c.into(),
+            account: a.into(),
+            user: u.into(),
+            ..Default::default()
+        };
+        let accounts = [acct("root"), acct("phys"), acct("chem"), acct("idle")];
+        let users = [user("root"), user("ann"), user("ghost"), user("bob")];
+        let assocs = [
+            assoc("tux", "root", ""),
+            assoc("tux", "root", "root"),
+            assoc("tux", "phys", ""),
+            assoc("tux", "phys", "ann"),
+            assoc("tux", "chem", ""),
+            assoc("zed", "phys", ""),
+        ];
+        let has_uid = |n: &str| n != "ghost";
+        let p = problems(&accounts, &users, &assocs, &[], &has_uid);
+        let s = |c: &str, a: &str, u: &str, w: &'static str| -> Problem {
+            (c.into(), a.into(), u.into(), w)
+        };
+        assert_eq!(
+            p,
+            vec![
+                s("", "idle", "", "Account has no Associations"),
+                s("tux", "chem", "", "Account has no users"),
+                s("zed", "phys", "", "Account has no users"),
+                s("", "", "ghost", "User does not have a uid"),
+                s("", "", "bob", "User has no Associations"),
+            ]
+        );
+        // One cluster: the other's associations do not count.
+        let p = problems(&accounts, &users, &assocs, &["zed".to_string()], &has_uid);
+        assert!(p.contains(&s("", "root", "", "Account has no Associations")));
+        assert!(p.contains(&s("", "", "ann", "User has no Associations")));
     }
 }

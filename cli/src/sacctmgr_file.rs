@@ -122,9 +122,9 @@ pub fn parse_line(no: usize, text: &str) -> Res<Line> {
         .ok_or_else(|| bad("expected 'Title - name'"))?;
     let title = match title.trim().to_ascii_lowercase().as_str() {
         "qos" => Title::Qos,
-        "cluster" => Title::Cluster,
+        "cluster" | "machine" => Title::Cluster,
         "parent" => Title::Parent,
-        "account" => Title::Account,
+        "account" | "project" => Title::Account,
         "user" => Title::User,
         other => {
             return Err(bad(&format!(
@@ -208,6 +208,9 @@ fn not_here(key: &str) -> Option<&'static str> {
         "priority" => "association priorities are not supported yet",
         "comment" => "association comments are not kept yet",
         "classification" => "cluster classifications are not kept",
+        // Each is taken on the other kind of line.
+        "maxtrespernode" => "associations' MaxTRESPerNode is not supported yet",
+        "maxtresmins" | "maxtresminsperjob" => "QOS MaxTRESMinsPerJob is not supported yet",
         "limitfactor" | "usagethreshold" | "preemptexempttime" => {
             "this QOS setting is not supported yet"
         }
@@ -583,6 +586,8 @@ pub struct Step {
 pub struct Plan {
     pub cluster: String,
     pub steps: Vec<Step>,
+    /// What the loader assumed, printed before anything else.
+    pub notes: Vec<String>,
 }
 
 impl Plan {
@@ -825,7 +830,17 @@ pub fn plan(lines: &[Line], cluster: Option<&str>, clean: bool, db: &Db) -> Res<
             .insert(k.0.clone());
     }
     let mut parent: Option<String> = None;
+    let mut notes = Vec::new();
     for l in lines.iter().filter(|l| l.no > cluster_line.no) {
+        // As Slurm: children before any Parent line are the root's.
+        if parent.is_none() && matches!(l.title, Title::Account | Title::User) {
+            parent = Some("root".to_string());
+            notes.push(
+                " No parent given creating off root, If incorrect specify 'Parent - name' \
+                 before any children in your file"
+                    .to_string(),
+            );
+        }
         match l.title {
             Title::Qos => unreachable!("QOS lines after the cluster line are refused above"),
             Title::Cluster => unreachable!("only one cluster line"),
@@ -843,12 +858,7 @@ pub fn plan(lines: &[Line], cluster: Option<&str>, clean: bool, db: &Db) -> Res<
                 parent = Some(p);
             }
             Title::Account => {
-                let Some(par) = parent.clone() else {
-                    return Err(format!(
-                        " Line {}: You need to specify a parent name first with 'Parent - $NAME' in your file",
-                        l.no
-                    ));
-                };
+                let par = parent.clone().unwrap_or_else(|| "root".to_string());
                 let acct = l.name.to_ascii_lowercase();
                 let (mut descr, mut org) = (None, None);
                 let p = assoc_patch(l, &mut |k, v| {
@@ -932,12 +942,7 @@ pub fn plan(lines: &[Line], cluster: Option<&str>, clean: bool, db: &Db) -> Res<
                 tree.insert(acct);
             }
             Title::User => {
-                let Some(par) = parent.clone() else {
-                    return Err(format!(
-                        " Line {}: You need to specify a parent name first with 'Parent - $NAME' in your file",
-                        l.no
-                    ));
-                };
+                let par = parent.clone().unwrap_or_else(|| "root".to_string());
                 let user = l.name.to_ascii_lowercase();
                 let (mut def, mut admin, mut part) = (None, None, String::new());
                 let p = assoc_patch(l, &mut |k, v| {
@@ -1072,6 +1077,7 @@ pub fn plan(lines: &[Line], cluster: Option<&str>, clean: bool, db: &Db) -> Res<
     Ok(Plan {
         cluster: name,
         steps,
+        notes,
     })
 }
 
@@ -1233,6 +1239,9 @@ fn try_load(conf: &SlurmConf, specs: &Specs, f: &Flags) -> Res<i32> {
     });
     let db = read_db(conf, target.as_deref().unwrap_or(""))?;
     let plan = plan(&lines, cluster.as_deref(), clean, &db)?;
+    for n in &plan.notes {
+        println!("{n}");
+    }
     if plan.steps.is_empty() {
         println!(" Nothing new added.");
         return Ok(0);
@@ -1477,6 +1486,24 @@ mod tests {
         assert_eq!(u.default_account.as_deref(), Some("bio"));
         assert_eq!(u.partitions, vec!["gpu"]);
 
+        // Slurm's older titles, and children before any Parent line: the
+        // root's, with Slurm's note.
+        let p = plan(
+            &parse_file("Machine - 'tux'\nProject - 'phys'\nUser - 'adam'\n").unwrap(),
+            None,
+            false,
+            &d,
+        )
+        .unwrap();
+        assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
+        assert!(p.notes[0].contains("No parent given creating off root"));
+        assert!(
+            p.preview().contains("Adding phys (parent root)")
+                && p.preview().contains("Adding adam to root"),
+            "{}",
+            p.preview()
+        );
+
         // Clean: the cluster is removed and everything added again.
         let p = plan(&parse_file(text).unwrap(), None, true, &d).unwrap();
         assert!(matches!(p.steps[0].request, AcctRequest::DeleteClusters(_)));
@@ -1485,7 +1512,8 @@ mod tests {
         for (bad, want) in [
             ("Cluster - 'tux'\nParent - 'root'\nUser - 'a':DefaultAccount='root':Coordinator='cs'\n", "Line 3: coordinator cannot be loaded"),
             ("Cluster - 'tux'\nParent - 'root'\nAccount - 'a':Bogus=1\n", "Line 3: Unknown option: bogus"),
-            ("Cluster - 'tux'\nAccount - 'a'\n", "Line 2: You need to specify a parent"),
+            ("Cluster - 'tux'\nParent - 'root'\nUser - 'a':DefaultAccount='root':MaxTRESPerNode=cpu=2\n", "Line 3: maxtrespernode cannot be loaded"),
+            ("QOS - 'q':MaxTRESMinsPerJob=cpu=2\nCluster - 'tux'\n", "Line 1: maxtresminsperjob cannot be loaded"),
             ("Cluster - 'tux'\nParent - 'nosuch'\n", "Line 2: Parent 'nosuch'"),
             ("Parent - 'root'\n", "You need to specify a cluster name first"),
             ("Cluster - 'tux'\nCluster - 'b'\n", "Line 2: Only one cluster"),

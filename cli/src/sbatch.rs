@@ -324,6 +324,7 @@ pub(crate) fn compat_env_in() -> Vec<String> {
     SPECS
         .iter()
         .filter_map(|s| s.env.map(String::from))
+        .chain([common::EXIT_ERROR_ENV.to_string()])
         .collect()
 }
 
@@ -2160,11 +2161,14 @@ pub fn main() -> i32 {
             )
         })
         .collect();
+    let codes = common::ExitCodes::from_env("sbatch", &|k| {
+        env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    });
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => {
             eprintln!("sbatch: error: getcwd failed: {e}");
-            return 1;
+            return codes.error;
         }
     };
     let ctx = Context {
@@ -2183,16 +2187,16 @@ pub fn main() -> i32 {
     };
     let mut stdin = std::io::stdin();
     let mut sub = match prepare(&argv, &env, &ctx, &mut stdin, &mut term) {
-        Prepared::Exit(code) => return code,
+        Prepared::Exit(code) => return codes.on_error(code),
         Prepared::Submit(s) => s,
     };
     let conf = match common::load_conf("sbatch") {
         Ok(c) => c,
-        Err(code) => return code,
+        Err(code) => return codes.on_error(code),
     };
     if let Err(e) = sub.propagate_limits(&conf) {
         term.err(&format!("sbatch: error: PropagateResourceLimits: {e}\n"));
-        return 1;
+        return codes.error;
     }
     // -M: one cluster per controller; any other name is refused.
     if let Some(list) = &sub.clusters {
@@ -2202,7 +2206,7 @@ pub fn main() -> i32 {
                     "sbatch: error: Invalid cluster name: {c} (this is {})\n",
                     conf.cluster_name
                 ));
-                return 1;
+                return codes.error;
             }
         }
     }
@@ -2212,18 +2216,19 @@ pub fn main() -> i32 {
         Ok(Response::Submitted { job_id }) => Some(*job_id),
         _ => None,
     };
-    let code = report(&sub, result, &mut term);
+    let code = codes.on_error(report(&sub, result, &mut term));
     let _ = term.out.flush();
     match job_id {
-        Some(id) if sub.wait && !sub.test_only => wait_for(&client, id, &mut term),
+        Some(id) if sub.wait && !sub.test_only => wait_for(&client, id, &mut term, codes.error),
         _ => code,
     }
 }
 
 /// `sbatch --wait`: polls the controller until the job (every task of an
 /// array) has ended; the exit code is the job's (the highest of an array's
-/// tasks), 1 for one killed by a signal, as Slurm's sbatch.
-fn wait_for(client: &slurm_common::net::Client, job_id: u32, term: &mut Term) -> i32 {
+/// tasks), 1 for one killed by a signal, as Slurm's sbatch; `error` when
+/// the job cannot be followed.
+fn wait_for(client: &slurm_common::net::Client, job_id: u32, term: &mut Term, error: i32) -> i32 {
     let filter = slurm_proto::JobFilter {
         job_ids: vec![job_id],
         states: Some(vec![]),
@@ -2240,7 +2245,7 @@ fn wait_for(client: &slurm_common::net::Client, job_id: u32, term: &mut Term) ->
                     term.err(&format!(
                         "sbatch: error: Job {job_id} is no longer known to the controller\n"
                     ));
-                    return 1;
+                    return error;
                 }
                 if jobs.iter().all(|j| j.state.is_finished() && !j.completing) {
                     return wait_exit_code(&jobs);
@@ -2248,7 +2253,7 @@ fn wait_for(client: &slurm_common::net::Client, job_id: u32, term: &mut Term) ->
             }
             Ok(Response::Error(e)) => {
                 term.err(&format!("sbatch: error: {}\n", e.error.message()));
-                return 1;
+                return error;
             }
             Ok(_) => {}
             // The controller may be restarting or failing over: keep asking.

@@ -1180,21 +1180,55 @@ fn get_job(client: &net::Client, id: u32) -> Result<Option<JobRecord>, CallError
     }
 }
 
+/// Why no allocation was made: the message, and whether `--immediate`
+/// gave up (srun and salloc then exit with `SLURM_EXIT_IMMEDIATE`).
+struct NotAllocated {
+    msg: String,
+    immediate: bool,
+}
+
+impl From<String> for NotAllocated {
+    fn from(msg: String) -> Self {
+        NotAllocated {
+            msg,
+            immediate: false,
+        }
+    }
+}
+
+impl NotAllocated {
+    /// Reported, and the exit code for it.
+    fn exit(self, codes: common::ExitCodes) -> i32 {
+        eprintln!("{}", self.msg);
+        if self.immediate {
+            codes.immediate
+        } else {
+            codes.error
+        }
+    }
+}
+
 /// Allocate and wait until the job runs. Messages go to stderr as Slurm's.
 fn allocate(
     prog: &str,
     client: &net::Client,
     o: &AllocOpts,
     name: &str,
-) -> Result<JobRecord, String> {
+) -> Result<JobRecord, NotAllocated> {
     let id = match call(client, RequestBody::AllocateJob(job_desc(o, name))) {
         Ok(Response::Submitted { job_id }) => job_id,
         Ok(_) => {
-            return Err(format!(
-                "{prog}: error: Unable to allocate resources: unexpected reply"
-            ))
+            return Err(
+                format!("{prog}: error: Unable to allocate resources: unexpected reply").into(),
+            )
         }
-        Err(e) => return Err(format!("{prog}: error: Unable to allocate resources: {e}")),
+        Err(e) => {
+            return Err(NotAllocated {
+                immediate: o.immediate.is_some()
+                    && matches!(&e, CallError::Rpc(r) if r.error == SlurmError::NodesBusy),
+                msg: format!("{prog}: error: Unable to allocate resources: {e}"),
+            })
+        }
     };
     let mut announced = false;
     let asked = std::time::Instant::now();
@@ -1231,10 +1265,13 @@ fn allocate(
                         ..Default::default()
                     }),
                 );
-                return Err(format!(
-                    "{prog}: error: Unable to allocate resources: {}",
-                    slurm_proto::SlurmError::NodesBusy.message()
-                ));
+                return Err(NotAllocated {
+                    msg: format!(
+                        "{prog}: error: Unable to allocate resources: {}",
+                        slurm_proto::SlurmError::NodesBusy.message()
+                    ),
+                    immediate: true,
+                });
             }
             JobState::Pending => {
                 if !announced && !o.quiet && give_up.is_none() {
@@ -1249,7 +1286,8 @@ fn allocate(
                 return Err(format!(
                     "{prog}: error: Unable to allocate resources: job {id} is {}",
                     s.name()
-                ))
+                )
+                .into())
             }
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -1488,16 +1526,9 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             job_gres: l.cred.alloc.gres.clone(),
             job_mem: l.cred.alloc.mem.clone(),
             pty: r.opts.pty.then(terminal_size),
-            cpu_bind: r
-                .opts
-                .cpu_bind
-                .clone()
-                .or_else(|| std::env::var("SLURM_CPU_BIND").ok()),
-            distribution: r
-                .opts
-                .distribution
-                .clone()
-                .or_else(|| std::env::var("SLURM_DISTRIBUTION").ok()),
+            // (SLURM_CPU_BIND and SLURM_DISTRIBUTION came in as options.)
+            cpu_bind: r.opts.cpu_bind.clone(),
+            distribution: r.opts.distribution.clone(),
             job_start: l.cred.job_start,
         };
         let node = l.nodes[k].clone();
@@ -1852,13 +1883,25 @@ const INPUT_ENV: &[(&str, &str, bool)] = &[
     ("SLURM_KILL_BAD_EXIT", "kill-on-bad-exit", false),
     ("SLURM_UNBUFFEREDIO", "unbuffered", false),
     ("SLURM_OVERLAP", "overlap", false),
+    ("SLURM_EXACT", "exact", false),
+    // SRUN_EXPORT_ENV after SLURM_EXPORT_ENV: it wins when both are set.
     ("SLURM_EXPORT_ENV", "export", true),
+    ("SRUN_EXPORT_ENV", "export", true),
     ("SLURM_STDOUTMODE", "output", true),
     ("SLURM_STDERRMODE", "error", true),
+    ("SRUN_INPUT", "input", true),
+    ("SRUN_OUTPUT", "output", true),
+    ("SRUN_ERROR", "error", true),
+    ("SLURM_OPEN_MODE", "open-mode", true),
+    ("SLURM_REMOTE_CWD", "chdir", true),
     ("SLURM_WORKING_DIR", "chdir", true),
     ("SLURM_TIMELIMIT", "time", true),
     ("SLURM_MPI_TYPE", "mpi", true),
     ("SLURM_OVERCOMMIT", "overcommit", false),
+    ("SLURM_CPU_BIND", "cpu-bind", true),
+    ("SLURM_DISTRIBUTION", "distribution", true),
+    ("SLURM_STEP_GRES", "gres", true),
+    ("SLURM_WAIT", "wait", true),
 ];
 /// Inside an overcommitted allocation the job holds fewer tasks than it
 /// asked for, so the task count it was given still counts.
@@ -1884,6 +1927,34 @@ const INPUT_ENV_OUTSIDE: &[(&str, &str, bool)] = &[
     ("SLURM_CONSTRAINT", "constraint", true),
     ("SLURM_GRES", "gres", true),
     ("SLURM_EXCLUSIVE", "exclusive", false),
+    ("SLURM_DEPENDENCY", "dependency", true),
+    ("SLURM_RESERVATION", "reservation", true),
+    ("SLURM_IMMEDIATE", "immediate", true),
+    ("SLURM_SIGNAL", "signal", true),
+    ("SLURM_JOB_NUM_NODES", "nodes", true),
+    ("SLURM_CPUS_PER_GPU", "cpus-per-gpu", true),
+    ("SLURM_GPUS", "gpus", true),
+    ("SLURM_GPUS_PER_NODE", "gpus-per-node", true),
+    ("SLURM_GPUS_PER_TASK", "gpus-per-task", true),
+    ("SLURM_MEM_PER_GPU", "mem-per-gpu", true),
+    ("SLURM_NTASKS_PER_SOCKET", "ntasks-per-socket", true),
+    ("SLURM_THREADS_PER_CORE", "threads-per-core", true),
+    ("SLURM_REQ_SWITCH", "switches", true),
+    ("SRUN_SEGMENT_SIZE", "segment", true),
+    // Accepted with a warning and no effect yet (as the options are).
+    ("SLURM_HINT", "hint", true),
+    ("SLURM_DELAY_BOOT", "delay-boot", true),
+    ("SLURM_SPREAD_JOB", "spread-job", false),
+    ("SLURM_USE_MIN_NODES", "use-min-nodes", false),
+    ("SLURM_NETWORK", "network", true),
+    ("SLURM_GRES_FLAGS", "gres-flags", true),
+    ("SLURM_GPU_BIND", "gpu-bind", true),
+    ("SLURM_GPU_FREQ", "gpu-freq", true),
+    ("SLURM_CPU_FREQ_REQ", "cpu-freq", true),
+    ("SLURM_ACCTG_FREQ", "acctg-freq", true),
+    ("SLURM_MEM_BIND", "mem-bind", true),
+    ("SLURM_PROFILE", "profile", true),
+    ("SLURM_TRES_BIND", "tres-bind", true),
 ];
 
 /// The options srun's input environment gives, as words to put before the
@@ -1901,6 +1972,7 @@ pub fn env_options(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
 }
 
 pub fn srun_main() -> i32 {
+    let codes = common::ExitCodes::from_env("srun", &|k| std::env::var(k).ok());
     let mut args = env_options(&|k| std::env::var(k).ok());
     args.extend(std::env::args().skip(1));
     let o = match parse("srun", &args) {
@@ -1908,7 +1980,7 @@ pub fn srun_main() -> i32 {
         Err(e) => {
             eprintln!("{e}");
             eprintln!("Try \"srun --help\" for more information");
-            return 1;
+            return codes.error;
         }
     };
     for w in &o.warnings {
@@ -1929,11 +2001,11 @@ pub fn srun_main() -> i32 {
     }
     if o.command.is_empty() {
         eprintln!("srun: fatal: No command given to execute.");
-        return 1;
+        return codes.error;
     }
     let conf = match common::load_conf("srun") {
         Ok(c) => c,
-        Err(code) => return code,
+        Err(code) => return codes.on_error(code),
     };
     let client = common::client(&conf);
     let in_alloc = o.jobid.or_else(|| {
@@ -1947,7 +2019,7 @@ pub fn srun_main() -> i32 {
         .unwrap_or("srun")
         .to_string();
     if o.test_only {
-        return test_only(&client, &o, &name, in_alloc);
+        return codes.on_error(test_only(&client, &o, &name, in_alloc));
     }
     if o.signal.is_some() && in_alloc.is_some() {
         // (Said, not silently dropped: the warning signal is the job's.)
@@ -1961,19 +2033,16 @@ pub fn srun_main() -> i32 {
             Ok(Some(j)) => (j, false),
             Ok(None) => {
                 eprintln!("srun: error: Unable to confirm allocation for job {id}: Invalid job id specified");
-                return 1;
+                return codes.error;
             }
             Err(e) => {
                 eprintln!("srun: error: {e}");
-                return 1;
+                return codes.error;
             }
         },
         None => match allocate("srun", &client, &o, &name) {
             Ok(j) => (j, true),
-            Err(e) => {
-                eprintln!("{e}");
-                return 1;
-            }
+            Err(e) => return e.exit(codes),
         },
     };
     let req = StepRequest {
@@ -2023,7 +2092,7 @@ pub fn srun_main() -> i32 {
                 "srun: error: Unable to create step for job {}: unexpected reply",
                 job.job_id
             );
-            return 1;
+            return codes.error;
         }
         Err(e) => {
             eprintln!(
@@ -2033,7 +2102,7 @@ pub fn srun_main() -> i32 {
             if allocated {
                 release(&client, job.job_id, 1 << 8);
             }
-            return 1;
+            return codes.error;
         }
     };
     let (job_id, step_id) = (layout.job_id, layout.step_id);
@@ -2045,7 +2114,7 @@ pub fn srun_main() -> i32 {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("srun: error: {e}");
-            return 1;
+            return codes.error;
         }
     };
     let raw = o.pty.then(RawTerminal::enter);
@@ -2056,11 +2125,11 @@ pub fn srun_main() -> i32 {
         opts: o,
     }));
     drop(raw);
-    let status = match result {
-        Ok(s) => s,
+    let (status, failed) = match result {
+        Ok(s) => (s, false),
         Err(e) => {
             eprintln!("{e}");
-            1 << 8
+            (1 << 8, true)
         }
     };
     let _ = call(
@@ -2075,6 +2144,9 @@ pub fn srun_main() -> i32 {
         release(&client, job_id, status);
     }
     rt.shutdown_timeout(Duration::from_millis(100));
+    if failed {
+        return codes.error;
+    }
     shell_code(status)
 }
 
@@ -2189,6 +2261,25 @@ const SALLOC_ENV: &crate::fmt::EnvOptions = &[
     ("SALLOC_TIMELIMIT", "time", true),
     ("SALLOC_WCKEY", "wckey", true),
     ("SALLOC_NO_KILL", "no-kill", false),
+    ("SALLOC_SIGNAL", "signal", true),
+    ("SALLOC_KILL_CMD", "kill-command", true),
+    ("SALLOC_BELL", "bell", false),
+    ("SALLOC_NO_BELL", "no-bell", false),
+    // Accepted with a warning and no effect yet (as the options are).
+    ("SALLOC_ACCTG_FREQ", "acctg-freq", true),
+    ("SALLOC_DELAY_BOOT", "delay-boot", true),
+    ("SALLOC_GPU_BIND", "gpu-bind", true),
+    ("SALLOC_GPU_FREQ", "gpu-freq", true),
+    ("SALLOC_GRES_FLAGS", "gres-flags", true),
+    ("SLURM_HINT", "hint", true),
+    ("SALLOC_HINT", "hint", true),
+    ("SALLOC_MEM_BIND", "mem-bind", true),
+    ("SALLOC_NETWORK", "network", true),
+    ("SALLOC_PROFILE", "profile", true),
+    ("SALLOC_SPREAD_JOB", "spread-job", false),
+    ("SALLOC_TRES_BIND", "tres-bind", true),
+    ("SALLOC_USE_MIN_NODES", "use-min-nodes", false),
+    ("SALLOC_WAIT_ALL_NODES", "wait-all-nodes", true),
 ];
 
 /// The options salloc's input environment gives, as words to put before
@@ -2239,6 +2330,7 @@ fn watch_allocation(
 }
 
 pub fn salloc_main() -> i32 {
+    let codes = common::ExitCodes::from_env("salloc", &|k| std::env::var(k).ok());
     let mut args = salloc_env_options(&|k| std::env::var(k).ok());
     args.extend(std::env::args().skip(1));
     let o = match parse("salloc", &args) {
@@ -2246,7 +2338,7 @@ pub fn salloc_main() -> i32 {
         Err(e) => {
             eprintln!("{e}");
             eprintln!("Try \"salloc --help\" for more information");
-            return 1;
+            return codes.error;
         }
     };
     for w in &o.warnings {
@@ -2267,7 +2359,7 @@ pub fn salloc_main() -> i32 {
     }
     let conf = match common::load_conf("salloc") {
         Ok(c) => c,
-        Err(code) => return code,
+        Err(code) => return codes.on_error(code),
     };
     let client = common::client(&conf);
     let shell = std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into());
@@ -2283,10 +2375,7 @@ pub fn salloc_main() -> i32 {
         .to_string();
     let job = match allocate("salloc", &client, &o, &name) {
         Ok(j) => j,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
+        Err(e) => return e.exit(codes),
     };
     // --no-shell: the allocation stays until its time limit or scancel;
     // steps reach it with `srun --jobid`.
@@ -2451,6 +2540,31 @@ mod tests {
             ("SLURM_OVERCOMMIT", "1"),
         ]);
         assert_eq!(env_options(&over), ["--overcommit", "--ntasks=9"]);
+        // Step options count inside a job too; the job's only outside.
+        let step = env(&[
+            ("SLURM_JOB_ID", "12"),
+            ("SRUN_OUTPUT", "out-%t"),
+            ("SLURM_OPEN_MODE", "append"),
+            ("SLURM_DISTRIBUTION", "cyclic"),
+            ("SLURM_CPU_BIND", "cores"),
+            ("SLURM_EXPORT_ENV", "ALL"),
+            ("SRUN_EXPORT_ENV", "NONE"),
+            ("SLURM_DEPENDENCY", "afterok:3"),
+            ("SLURM_IMMEDIATE", "5"),
+        ]);
+        let o = parse("srun", &[env_options(&step), a(&["true"])].concat()).unwrap();
+        assert_eq!(o.output.as_deref(), Some("out-%t"));
+        assert_eq!(o.distribution.as_deref(), Some("cyclic"));
+        assert_eq!(o.cpu_bind.as_deref(), Some("cores"));
+        assert_eq!(o.export.as_deref(), Some("NONE"), "SRUN_EXPORT_ENV wins");
+        assert!(o.dependency.is_none() && o.immediate.is_none());
+        let job = env(&[("SLURM_DEPENDENCY", "afterok:3"), ("SLURM_IMMEDIATE", "5")]);
+        let o = parse("srun", &[env_options(&job), a(&["true"])].concat()).unwrap();
+        assert_eq!(o.dependency.as_deref(), Some("afterok:3"));
+        assert_eq!(o.immediate, Some(5));
+        // A bad value is refused as the option's would be.
+        let bad = env(&[("SLURM_CPU_BIND", "sideways")]);
+        assert!(parse("srun", &[env_options(&bad), a(&["true"])].concat()).is_err());
         // salloc's own variables; its command line wins.
         let salloc = env(&[("SALLOC_PARTITION", "gpu"), ("SALLOC_OVERCOMMIT", "1")]);
         let mut all = salloc_env_options(&salloc);

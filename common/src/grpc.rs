@@ -462,6 +462,7 @@ pub async fn call_dbd(
             DbdCall::GetStats(m) => c.get_stats(with_cred(m, cred, within)).await,
             DbdCall::ListEvents(m) => c.list_events(with_cred(m, cred, within)).await,
             DbdCall::FixRunaway(m) => c.fix_runaway(with_cred(m, cred, within)).await,
+            DbdCall::Shutdown(m) => c.shutdown(with_cred(m, cred, within)).await,
         }
     };
     let reply = within_time(fut, within, server).await?;

@@ -99,7 +99,9 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
             conf.purge.clone(),
             stats.clone(),
         ));
+        let stop = Arc::new(tokio::sync::Notify::new());
         let server = Arc::new(Server {
+            stop: stop.clone(),
             tls: tls.as_ref().and_then(|t| t.acceptor()),
             budget: slurm_common::net::Budget::new(16 * slurm_common::net::MAX_REQUEST),
             controller_cert: tls.as_ref().and_then(|t| t.controller.clone()),
@@ -121,6 +123,7 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
             tokio::select! {
                 _ = term.recv() => {}
                 _ = tokio::signal::ctrl_c() => {}
+                _ = stop.notified() => {}
             }
             slurm_common::logging::notify("STOPPING=1");
         };

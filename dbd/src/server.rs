@@ -50,6 +50,8 @@ pub struct Server {
     pub seen: slurm_common::auth::ReplayCache,
     /// Users' tokens are accepted (`AuthAltTypes=auth/jwt`) with this key.
     pub jwt_key: Option<Vec<u8>>,
+    /// `sacctmgr shutdown`: tells the process to stop (as SIGTERM does).
+    pub stop: Arc<tokio::sync::Notify>,
 }
 
 /// The answer to a call whose credential was refused.
@@ -193,6 +195,30 @@ impl Server {
                     AcctErrorKind::AccessDenied,
                     format!("only an Administrator may make user '{name}' an Administrator"),
                 );
+            }
+        }
+        // What slurmdbd has served, and to whom, and stopping it: super
+        // users only (root, SlurmUser, AdminLevel=Administrator), as
+        // Slurm's slurmdbd.
+        if matches!(&body, AcctRequest::Stats | AcctRequest::Shutdown) && !superuser {
+            let name = slurm_common::users::user_name_or_id(uid);
+            match self.storage.admin_level(&name).await {
+                Ok(Some(AdminLevel::Administrator)) => {}
+                Ok(_) => {
+                    return err(
+                        AcctErrorKind::AccessDenied,
+                        format!(
+                            "user '{name}' may not {} \
+                             (root, SlurmUser or AdminLevel=Administrator only)",
+                            if matches!(&body, AcctRequest::Stats) {
+                                "see slurmdbd's statistics"
+                            } else {
+                                "shut slurmdbd down"
+                            }
+                        ),
+                    )
+                }
+                Err(e) => return storage_error(e),
             }
         }
         // PrivateData=events: node events are for operators only.
@@ -414,6 +440,11 @@ impl Server {
                 }
             }
             AcctRequest::Stats => AcctResponse::Stats(self.stats.snapshot()),
+            AcctRequest::Shutdown => {
+                tracing::info!("shutdown requested");
+                self.stop.notify_one();
+                AcctResponse::Changed(vec![])
+            }
             AcctRequest::ListClusters(f) => match s.list_clusters(&f).await {
                 Ok(v) => AcctResponse::Clusters(v),
                 Err(e) => storage_error(e),
@@ -571,6 +602,9 @@ impl pb::slurm_dbd_server::SlurmDbd for DbdService {
     }
     async fn fix_runaway(&self, r: tonic::Request<pb::FixRunawayRequest>) -> Reply {
         self.answer(r, m::FixRunaway, DbdCall::FixRunaway).await
+    }
+    async fn shutdown(&self, r: tonic::Request<pb::Empty>) -> Reply {
+        self.answer(r, m::Shutdown, DbdCall::Shutdown).await
     }
 }
 

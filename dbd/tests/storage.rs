@@ -1672,6 +1672,7 @@ async fn daemon_checks_credentials_and_rights() {
         private: Default::default(),
         seen: Default::default(),
         jwt_key: None,
+        stop: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();

@@ -971,10 +971,28 @@ impl EventRec {
             })
             .collect();
         let reason = self.reason.as_deref().unwrap_or("").to_ascii_lowercase();
-        (f.states.is_empty()
-            || f.states
-                .iter()
-                .any(|s| parts.contains(&s.to_ascii_uppercase())))
+        let has = |p: &str| parts.iter().any(|x| x == p);
+        let busy = has("ALLOCATED") || has("MIXED");
+        let state_is = |s: &str| match s.to_ascii_uppercase().as_str() {
+            // Slurm's short names (sinfo's), and the derived drain states.
+            "ALLOC" | "ALLOCATED" => has("ALLOCATED"),
+            "MIX" | "MIXED" => has("MIXED"),
+            "COMP" | "COMPLETING" => has("COMPLETING"),
+            "DRNG" | "DRAINING" => has("DRAIN") && busy,
+            "DRAINED" => has("DRAIN") && !busy,
+            "DRAIN" => has("DRAIN"),
+            "FAIL" | "FAILING" => has("FAIL"),
+            "FUTR" | "FUTURE" => has("FUTURE"),
+            "MAINT" => has("MAINT") || has("MAINTENANCE"),
+            "NPC" | "PERFCTRS" => has("PERFCTRS"),
+            "PLND" | "PLANNED" => has("PLANNED"),
+            "RESV" | "RESERVED" => has("RESERVED"),
+            "UNK" | "UNKNOWN" => has("UNKNOWN"),
+            "NO_RESPOND" | "NOT_RESPONDING" => has("NOT_RESPONDING") || has("NO_RESPOND"),
+            "POWER_DOWN" | "POWERED_DOWN" | "POW_DN" => has("POWERED_DOWN") || has("POWER_DOWN"),
+            other => has(other),
+        };
+        (f.states.is_empty() || f.states.iter().any(|s| state_is(s)))
             && (f.reasons.is_empty()
                 || f.reasons
                     .iter()
@@ -1051,6 +1069,8 @@ pub enum AcctRequest {
     ListEvents(EventFilter),
     /// End runaway jobs (operators).
     FixRunaway(FixRunaway),
+    /// Stop slurmdbd (super users).
+    Shutdown,
 }
 
 impl AcctRequest {
@@ -1083,6 +1103,7 @@ impl AcctRequest {
             AcctRequest::Stats => "DBD_GET_STATS",
             AcctRequest::ListEvents(_) => "DBD_GET_EVENTS",
             AcctRequest::FixRunaway(_) => "DBD_FIX_RUNAWAY_JOB",
+            AcctRequest::Shutdown => "DBD_SHUTDOWN",
         }
     }
 }
@@ -1225,6 +1246,16 @@ mod tests {
         let drain = f(|f| f.states = vec!["drain".into()]);
         assert!(node.matches(&drain) && !cluster.matches(&drain));
         assert!(!node.matches(&f(|f| f.states = vec!["DOWN".into()])));
+        // Slurm's short names; draining is a drain with jobs still on it.
+        assert!(!node.matches(&f(|f| f.states = vec!["drng".into()])));
+        assert!(node.matches(&f(|f| f.states = vec!["drained".into()])));
+        let busy = EventRec {
+            state: "MIXED+DRAIN".into(),
+            ..node.clone()
+        };
+        assert!(busy.matches(&f(|f| f.states = vec!["drng".into()])));
+        assert!(busy.matches(&f(|f| f.states = vec!["mix".into()])));
+        assert!(!busy.matches(&f(|f| f.states = vec!["alloc".into()])));
         assert!(node.matches(&f(|f| f.reasons = vec!["disk".into()])));
         assert!(!node.matches(&f(|f| f.reasons = vec!["power".into()])));
         assert!(node.matches(&f(|f| f.reason_uids = vec![7])));

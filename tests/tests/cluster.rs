@@ -114,6 +114,38 @@ fn full_cluster_keeps_jobs_pending_and_cancel_frees_it() {
         .map(|j| j.state)
         .collect::<Vec<_>>();
     assert_eq!(gave_up, vec![JobState::Cancelled]);
+    // SLURM_IMMEDIATE is --immediate; SLURM_EXIT_IMMEDIATE its exit code,
+    // SLURM_EXIT_ERROR that of other errors (srun, salloc, sbatch).
+    for prog in ["srun", "salloc"] {
+        let out = t
+            .cmd(prog)
+            .args(["true"])
+            .env("SLURM_IMMEDIATE", "1")
+            .env("SALLOC_IMMEDIATE", "1")
+            .env("SLURM_EXIT_IMMEDIATE", "42")
+            .env("SLURM_EXIT_ERROR", "7")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(42), "{prog}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("Requested nodes are busy"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    for (prog, args) in [
+        ("srun", &["--bogus", "true"][..]),
+        ("salloc", &["-p", "nosuch", "true"][..]),
+        ("sbatch", &["-p", "nosuch", "--wrap", "true"][..]),
+    ] {
+        let out = t
+            .cmd(prog)
+            .args(args)
+            .env("SLURM_EXIT_ERROR", "7")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(7), "{prog}: {}", stderr(&out));
+    }
 
     let sq = stdout(&t.run("squeue", &[]));
     let lines: Vec<&str> = sq.lines().collect();

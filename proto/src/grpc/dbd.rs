@@ -375,6 +375,7 @@ dbd_calls!(
     GetStats(pb::Empty) = "GetStats",
     ListEvents(pb::EventFilter) = "ListEvents",
     FixRunaway(pb::FixRunawayRequest) = "FixRunaway",
+    Shutdown(pb::Empty) = "Shutdown",
 );
 
 /// A required message field: absent is the default.
@@ -442,6 +443,7 @@ impl DbdCall {
             AcctRequest::Stats => DbdCall::GetStats(pb::Empty {}),
             AcctRequest::ListEvents(f) => DbdCall::ListEvents(f.to_wire()),
             AcctRequest::FixRunaway(f) => DbdCall::FixRunaway(f.to_wire()),
+            AcctRequest::Shutdown => DbdCall::Shutdown(pb::Empty {}),
         }
     }
 
@@ -494,6 +496,7 @@ impl DbdCall {
             DbdCall::GetStats(_) => AcctRequest::Stats,
             DbdCall::ListEvents(f) => AcctRequest::ListEvents(FromWire::from_wire(f)?),
             DbdCall::FixRunaway(f) => AcctRequest::FixRunaway(FromWire::from_wire(f)?),
+            DbdCall::Shutdown(_) => AcctRequest::Shutdown,
         })
     }
 }
@@ -696,6 +699,7 @@ mod tests {
         for r in [
             AcctRequest::Ping,
             AcctRequest::Stats,
+            AcctRequest::Shutdown,
             AcctRequest::Rollup { now: Some(3) },
         ] {
             assert_eq!(round_trip(r.clone()), r);

@@ -737,6 +737,17 @@ fn sacctmgr_dump_and_load_carry_a_cluster_tree_over() {
             && stats.contains("\tDBD_GET_QOS              ( 1448) count:"),
         "{stats}"
     );
+    // Only super users see what slurmdbd served, and to whom.
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
+        .args(["show", "stats"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && text(&o).contains("may not see slurmdbd's statistics"),
+        "{}",
+        text(&o)
+    );
 
     // Loaded into the same cluster: nothing to do.
     let out = mgr(&t, &["-i", "load", f]);
@@ -994,6 +1005,28 @@ fn sacctmgr_show_event_lists_node_outages() {
         "{}",
         text(&o)
     );
+
+    // `show problem`: an account nobody is in, and a user this host does
+    // not know.
+    mgr(&t, &["-i", "add", "account", "lonely"]);
+    mgr(&t, &["-i", "add", "account", "other"]);
+    mgr(&t, &["-i", "add", "user", "nosuchuser42", "Account=other"]);
+    let out = mgr(&t, &["-P", "show", "problem"]);
+    assert!(out.starts_with("Cluster|Account|User|Problem\n"), "{out}");
+    assert!(
+        out.contains("local|lonely||Account has no users\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("||nosuchuser42|User does not have a uid\n"),
+        "{out}"
+    );
+    assert!(!out.contains("|other|"), "{out}");
+    let out = mgr(&t, &["show", "problem", "format=Acct,Problem%25"]);
+    assert!(
+        out.contains("    lonely      Account has no users"),
+        "{out}"
+    );
 }
 
 /// `sacctmgr show runawayjobs`: a job the database holds as running that
@@ -1122,4 +1155,31 @@ fn sacctmgr_runawayjobs_finds_and_ends_jobs_the_controller_lost() {
         text(&o)
     );
     t.run("scancel", &[&live.to_string()]);
+
+    // `sacctmgr shutdown`: refused to an ordinary user (slurmdbd keeps
+    // serving), done for root.
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
+        .args(["shutdown"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success()
+            && text(&o).contains(" Problem shutting down server: ")
+            && text(&o).contains("may not shut slurmdbd down"),
+        "{}",
+        text(&o)
+    );
+    assert!(mgr(&t, &["ping"]).ends_with(" is UP\n"));
+    assert_eq!(mgr(&t, &["shutdown"]), "");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let o = t.run("sacctmgr", &["ping"]);
+        if !o.status.success() {
+            assert!(text(&o).contains(" is DOWN"), "{}", text(&o));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "slurmdbd still up");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }

@@ -259,6 +259,16 @@ fn srun_open_mode_and_signal() {
         assert!(r.status.success(), "{}", stderr(&r));
         assert_eq!(std::fs::read_to_string(&out).unwrap(), want);
     }
+    // The same through srun's input variables.
+    let r = t
+        .cmd("srun")
+        .args(["echo", "four"])
+        .env("SRUN_OUTPUT", o)
+        .env("SLURM_OPEN_MODE", "append")
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "three\nfour\n");
     let r = t.run("srun", &["--open-mode=x", "true"]);
     assert!(
         stderr(&r).starts_with("srun: error: Invalid --open-mode argument: x. Ignored\n"),
