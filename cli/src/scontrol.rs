@@ -1046,6 +1046,11 @@ fn cmd_setdebug(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
 /// Global options.
 #[derive(Debug, Clone, Default)]
 pub struct Globals {
+    /// `-a`/`all` (or `SCONTROL_ALL`): hidden partitions, and nodes only
+    /// in hidden partitions, are shown too.
+    pub all: bool,
+    /// `-F` (or `SCONTROL_FUTURE`): nodes in the FUTURE state are shown.
+    pub future: bool,
     pub oneliner: bool,
     pub quiet: bool,
     pub verbose: bool,
@@ -1144,11 +1149,16 @@ const COMMANDS: &[&str] = &[
     "details",
     "quiet",
     "verbose",
+    "all",
+    "hide",
 ];
 
 const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
     Valid <OPTION> values are:
+     -a or --all: equivalent to \"all\" command
      -d or --details: provide more details (mostly for show job)
+     -F or --future: show nodes in the FUTURE state too
+     --hide: equivalent to \"hide\" command
      -h or --help: equivalent to \"help\" command
      -o or --oneliner: equivalent to \"oneliner\" command
      -Q or --quiet: equivalent to \"quiet\" command
@@ -1371,6 +1381,14 @@ fn partition_node_mem(
         .filter(|n| p.nodes.contains(&n.name))
         .map(|n| n.real_memory)
         .min()
+}
+
+/// Whether `scontrol show node` lists `n`: a FUTURE node only with `-F`,
+/// a node whose every partition is hidden only with `-a` (as Slurm's).
+fn node_visible(n: &NodeRecord, g: &Globals, hidden_parts: &[String]) -> bool {
+    let future = n.base_state == slurm_proto::NodeBaseState::Future;
+    let hidden = !n.partitions.is_empty() && n.partitions.iter().all(|p| hidden_parts.contains(p));
+    (g.future || !future) && (g.all || !hidden)
 }
 
 fn cmd_show(
@@ -1625,11 +1643,27 @@ fn cmd_show(
             let Some(nodes) = load_nodes(ctl, out) else {
                 return 1;
             };
+            let hidden_parts: Vec<String> = if g.all {
+                Vec::new()
+            } else {
+                let mut sink = Out::default();
+                load_partitions(ctl, &mut sink)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|p| p.hidden)
+                    .map(|p| p.name)
+                    .collect()
+            };
+            let visible = |n: &&NodeRecord| node_visible(n, g, &hidden_parts);
             let shown: Vec<&NodeRecord> = match id {
-                None => nodes.iter().collect(),
+                None => nodes.iter().filter(visible).collect(),
                 Some(expr) => {
                     let names = hostlist::expand(expr).unwrap_or_else(|_| vec![expr.to_string()]);
-                    nodes.iter().filter(|n| names.contains(&n.name)).collect()
+                    nodes
+                        .iter()
+                        .filter(|n| names.contains(&n.name))
+                        .filter(visible)
+                        .collect()
                 }
             };
             if shown.is_empty() {
@@ -1667,6 +1701,7 @@ fn cmd_show(
             let shown: Vec<&PartitionRecord> = parts
                 .iter()
                 .filter(|p| id.is_none_or(|w| p.name == w))
+                .filter(|p| g.all || !p.hidden)
                 .collect();
             if shown.is_empty() {
                 match id {
@@ -2956,6 +2991,15 @@ pub fn run_command(
             g.verbose = true;
             0
         }
+        Some("all") => {
+            g.all = true;
+            0
+        }
+        Some("hide") => {
+            g.all = false;
+            g.details = false;
+            0
+        }
         _ => {
             out.err(format!("invalid keyword: {first}"));
             1
@@ -3004,6 +3048,7 @@ pub(crate) const OPTS: &[crate::fmt::Opt] = {
         Opt::new(None, "cluster", Required),
         Opt::new(Some('M'), "clusters", Required),
         Opt::new(Some('d'), "details", No),
+        Opt::new(Some('F'), "future", No),
         Opt::new(None, "federation", No),
         Opt::new(Some('h'), "help", No),
         Opt::new(None, "hide", No),
@@ -3078,8 +3123,20 @@ pub(crate) fn parse_globals_env(
     let version = || Some(format!("slurm {}\n", slurm_proto::SLURM_VERSION));
     let mut g = Globals {
         json: crate::jsonout::env_wants(env).map_err(|e| format!("scontrol: error: {e}"))?,
+        all: env("SCONTROL_ALL").is_some(),
+        future: env("SCONTROL_FUTURE").is_some(),
         ..Globals::default()
     };
+    // One cluster per controller and no federations: these change nothing
+    // (as the options --local, --federation, --sibling and -M).
+    for v in [
+        "SCONTROL_LOCAL",
+        "SCONTROL_FEDERATION",
+        "SCONTROL_SIBLING",
+        "SLURM_CLUSTERS",
+    ] {
+        let _ = env(v);
+    }
     let mut words = Vec::new();
     let parsed =
         crate::fmt::getopt("scontrol", args, OPTS).map_err(|e| format!("{e}\n{try_help}"))?;
@@ -3099,12 +3156,17 @@ pub(crate) fn parse_globals_env(
                 g.json = true;
             }
             "details" => g.details = true,
+            "all" => g.all = true,
+            "future" => g.future = true,
+            "hide" => {
+                g.all = false;
+                g.details = false;
+            }
             "quiet" => g.quiet = true,
             "verbose" => g.verbose = true,
             "version" => return Ok((g, vec![], version())),
             "help" | "usage" => return Ok((g, vec![], Some(HELP.to_string()))),
-            // -a, --hide, --local: every partition is shown to everyone who
-            // may see it; -M/--federation/--sibling: one cluster.
+            // --local, -M/--federation/--sibling: one cluster.
             _ => {}
         }
     }
@@ -3822,5 +3884,57 @@ mod tests {
             show_topology(&[], None),
             "No topology information available\n"
         );
+    }
+
+    #[test]
+    fn all_future_and_hide_come_from_options_and_the_environment() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let none = |_: &str| None;
+        let (g, ..) = parse_globals_env(&a(&["show", "node"]), &none).unwrap();
+        assert!(!g.all && !g.future);
+        let (g, ..) = parse_globals_env(&a(&["-a", "-F", "show", "node"]), &none).unwrap();
+        assert!(g.all && g.future);
+        let env = |k: &str| matches!(k, "SCONTROL_ALL" | "SCONTROL_FUTURE").then(String::new);
+        let (g, ..) = parse_globals_env(&a(&["show", "node"]), &env).unwrap();
+        assert!(g.all && g.future);
+        let (g, ..) = parse_globals_env(&a(&["-d", "--hide", "show", "node"]), &env).unwrap();
+        assert!(!g.all && !g.details && g.future);
+        // Which nodes `show node` lists.
+        let node = |name: &str, state: slurm_proto::NodeBaseState, parts: &[&str]| NodeRecord {
+            name: name.into(),
+            base_state: state,
+            partitions: parts.iter().map(|p| p.to_string()).collect(),
+            ..Default::default()
+        };
+        use slurm_proto::NodeBaseState::{Future, Idle};
+        let hidden = vec!["secret".to_string()];
+        let plain = Globals::default();
+        assert!(node_visible(
+            &node("n1", Idle, &["debug", "secret"]),
+            &plain,
+            &hidden
+        ));
+        assert!(node_visible(&node("n2", Idle, &[]), &plain, &hidden));
+        assert!(!node_visible(
+            &node("n3", Idle, &["secret"]),
+            &plain,
+            &hidden
+        ));
+        assert!(!node_visible(
+            &node("f1", Future, &["debug"]),
+            &plain,
+            &hidden
+        ));
+        let both = Globals {
+            all: true,
+            future: true,
+            ..Globals::default()
+        };
+        assert!(node_visible(&node("n3", Idle, &["secret"]), &both, &hidden));
+        assert!(node_visible(
+            &node("f1", Future, &["debug"]),
+            &both,
+            &hidden
+        ));
     }
 }

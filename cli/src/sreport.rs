@@ -155,6 +155,9 @@ const REPORTS: &[(&str, &str, &str)] = &[
     ("cluster", "Utilization", "utilization"),
     ("cluster", "AccountUtilizationByUser", "account_by_user"),
     ("cluster", "UserUtilizationByAccount", "user_by_account"),
+    ("cluster", "AccountUtilizationByQOS", "account_by_qos"),
+    ("cluster", "UserUtilizationByWckey", "user_by_wckey"),
+    ("cluster", "WCKeyUtilizationByUser", "wckey_by_user"),
     ("user", "TopUsage", "topusage"),
     ("job", "SizesByAccount", "sizes_account"),
     ("job", "SizesByAccountAndWckey", "sizes_account_wckey"),
@@ -291,8 +294,9 @@ pub fn parse_args_env(
         Some((_, _, id)) => id.to_string(),
         None => {
             return Err(format!(
-                "Not valid report {}: use cluster utilization, cluster \
-                 AccountUtilizationByUser, cluster UserUtilizationByAccount, user topusage \
+                "Not valid report {}: use cluster Utilization|AccountUtilizationByUser|\
+                 UserUtilizationByAccount|AccountUtilizationByQOS|UserUtilizationByWckey|\
+                 WCKeyUtilizationByUser, user TopUsage \
                  or job SizesByAccount|SizesByAccountAndWckey|SizesByWckey",
                 report.join(" ")
             ))
@@ -634,6 +638,189 @@ pub fn job_sizes(rows: &[JobRow], assocs: &[AssocRec], o: &Opts, now: i64) -> St
     head + &table(&cols, &out_rows, o)
 }
 
+/// The window's CPU-seconds of `rows`' jobs (those the report's users,
+/// accounts, partitions and wckeys select), summed by `key` (`None`:
+/// left out), per cluster.
+fn job_usage<K: Ord>(
+    rows: &[JobRow],
+    o: &Opts,
+    now: i64,
+    key: impl Fn(&str, &AcctJob) -> Option<K>,
+) -> BTreeMap<(String, K), u64> {
+    let mut out = BTreeMap::new();
+    for r in rows {
+        let j = &r.job;
+        if (!o.partitions.is_empty() && !o.partitions.contains(&j.partition))
+            || (!o.wckeys.is_empty() && !o.wckeys.contains(&j.wckey))
+            || (!o.users.is_empty() && !o.users.contains(&j.user))
+        {
+            continue;
+        }
+        let secs = cpu_secs_in(j, o, now);
+        if secs == 0 {
+            continue;
+        }
+        if let Some(k) = key(&r.cluster, j) {
+            *out.entry((r.cluster.clone(), k)).or_default() += secs;
+        }
+    }
+    out
+}
+
+/// `cluster WCKeyUtilizationByUser` and `UserUtilizationByWckey`: the
+/// window's CPU time of jobs by wckey and user (`by_user`: each user's
+/// wckeys, most used first; else each wckey, by name, with its total line
+/// and then its users). From the window's job records.
+pub fn wckey_reports(
+    rows: &[JobRow],
+    usage: &UsageReport,
+    o: &Opts,
+    now: i64,
+    by_user: bool,
+) -> String {
+    let total = cluster_totals(usage);
+    let used = job_usage(rows, o, now, |_, j| Some((j.wckey.clone(), j.user.clone())));
+    let fmt = |c: &str, v: u64| o.units.fmt(v, total.get(c).copied().unwrap_or(0));
+    let mut out_rows = Vec::new();
+    if by_user {
+        let mut v: Vec<_> = used.iter().collect();
+        // Users by their total, then each user's wckeys by use.
+        let mut per_user: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for ((c, (_, u)), s) in &used {
+            *per_user.entry((c.as_str(), u.as_str())).or_default() += s;
+        }
+        v.sort_by(|a, b| {
+            let ua = per_user[&(a.0 .0.as_str(), a.0 .1 .1.as_str())];
+            let ub = per_user[&(b.0 .0.as_str(), b.0 .1 .1.as_str())];
+            (
+                &a.0 .0,
+                std::cmp::Reverse(ua),
+                &a.0 .1 .1,
+                std::cmp::Reverse(a.1),
+            )
+                .cmp(&(
+                    &b.0 .0,
+                    std::cmp::Reverse(ub),
+                    &b.0 .1 .1,
+                    std::cmp::Reverse(b.1),
+                ))
+        });
+        for ((c, (w, u)), s) in v {
+            out_rows.push(vec![
+                c.clone(),
+                u.clone(),
+                proper_name(u),
+                w.clone(),
+                fmt(c, *s),
+            ]);
+        }
+        let cols = [
+            ("Cluster", 9),
+            ("Login", 9),
+            ("Proper Name", 15),
+            ("WCKey", 15),
+            ("Used", 9),
+        ];
+        return banner("Cluster/User/WCKey Utilization", o) + &table(&cols, &out_rows, o);
+    }
+    let mut per_key: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for ((c, (w, _)), s) in &used {
+        *per_key.entry((c.as_str(), w.as_str())).or_default() += s;
+    }
+    for ((c, w), s) in &per_key {
+        out_rows.push(vec![
+            c.to_string(),
+            w.to_string(),
+            String::new(),
+            String::new(),
+            fmt(c, *s),
+        ]);
+        let mut users: Vec<_> = used
+            .iter()
+            .filter(|((uc, (uw, _)), _)| uc == c && uw == w)
+            .collect();
+        users.sort_by(|a, b| b.1.cmp(a.1).then(a.0 .1 .1.cmp(&b.0 .1 .1)));
+        for ((_, (_, u)), s) in users {
+            out_rows.push(vec![
+                c.to_string(),
+                w.to_string(),
+                u.clone(),
+                proper_name(u),
+                fmt(c, *s),
+            ]);
+        }
+    }
+    let cols = [
+        ("Cluster", 9),
+        ("WCKey", 15),
+        ("Login", 9),
+        ("Proper Name", 15),
+        ("Used", 9),
+    ];
+    banner("Cluster/WCKey/User Utilization", o) + &table(&cols, &out_rows, o)
+}
+
+/// `cluster AccountUtilizationByQOS`: each account's (and its
+/// sub-accounts') CPU time by QOS, accounts in tree order, from the
+/// window's job records.
+pub fn account_by_qos(
+    rows: &[JobRow],
+    usage: &UsageReport,
+    assocs: &[AssocRec],
+    o: &Opts,
+    now: i64,
+) -> String {
+    let total = cluster_totals(usage);
+    let parent: HashMap<(String, String), String> = assocs
+        .iter()
+        .filter(|a| !a.is_user())
+        .filter_map(|a| {
+            a.parent
+                .clone()
+                .map(|p| ((a.cluster.clone(), a.account.clone()), p))
+        })
+        .collect();
+    let used = job_usage(rows, o, now, |_, j| {
+        Some((j.account.clone(), j.qos.clone()))
+    });
+    // An account's line counts its sub-accounts' jobs too.
+    let mut sums: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    for ((c, (acct, qos)), s) in &used {
+        let mut cur = Some(acct.clone());
+        for _ in 0..64 {
+            let Some(a) = cur else { break };
+            *sums.entry((c.clone(), a.clone(), qos.clone())).or_default() += s;
+            cur = parent.get(&(c.clone(), a)).cloned();
+        }
+    }
+    let mut out_rows = Vec::new();
+    for a in assocs.iter().filter(|a| !a.is_user()) {
+        if !o.accounts.is_empty() && !o.accounts.contains(&a.account) {
+            continue;
+        }
+        for ((c, acct, qos), s) in &sums {
+            if *c == a.cluster && *acct == a.account {
+                let t = total.get(c.as_str()).copied().unwrap_or(0);
+                out_rows.push(vec![
+                    c.clone(),
+                    acct.clone(),
+                    qos.clone(),
+                    o.units.fmt(*s, t),
+                    "0".into(),
+                ]);
+            }
+        }
+    }
+    let cols = [
+        ("Cluster", 9),
+        ("Account", 15),
+        ("QOS", 12),
+        ("Used", 9),
+        ("Energy", 8),
+    ];
+    banner("Cluster/Account/QOS Utilization", o) + &table(&cols, &out_rows, o)
+}
+
 /// `user topusage`: the users with the most usage, each with the accounts
 /// they used.
 pub fn top_usage(r: &UsageReport, o: &Opts) -> String {
@@ -841,6 +1028,34 @@ fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
+    let jobs = || -> Result<Vec<JobRow>, String> {
+        let q = JobQuery {
+            clusters: clusters.clone(),
+            start: Some(o.start),
+            end: Some(o.end),
+            ..Default::default()
+        };
+        match common::dbd_ask(&conf, AcctRequest::GetJobs(q))? {
+            AcctResponse::Jobs(rows) => Ok(rows),
+            _ => Err("unexpected answer from slurmdbd".into()),
+        }
+    };
+    if matches!(o.report.as_str(), "user_by_wckey" | "wckey_by_user") {
+        return match jobs() {
+            Ok(rows) => {
+                let by_user = o.report == "user_by_wckey";
+                print!(
+                    "{}",
+                    wckey_reports(&rows, &report, &o, common::now(), by_user)
+                );
+                0
+            }
+            Err(e) => {
+                eprintln!("sreport: error: {e}");
+                1
+            }
+        };
+    }
     let text = match o.report.as_str() {
         "utilization" => utilization(&report, &o),
         "topusage" => top_usage(&report, &o),
@@ -849,7 +1064,7 @@ fn run(args: &[String]) -> i32 {
             let assocs = match common::dbd_call(
                 &conf,
                 AcctRequest::ListAssocs(AssocFilter {
-                    clusters,
+                    clusters: clusters.clone(),
                     ..Default::default()
                 }),
             ) {
@@ -863,7 +1078,17 @@ fn run(args: &[String]) -> i32 {
                     return 1;
                 }
             };
-            account_by_user(&report, &assocs, &o)
+            if o.report == "account_by_qos" {
+                match jobs() {
+                    Ok(rows) => account_by_qos(&rows, &report, &assocs, &o, common::now()),
+                    Err(e) => {
+                        eprintln!("sreport: error: {e}");
+                        return 1;
+                    }
+                }
+            } else {
+                account_by_user(&report, &assocs, &o)
+            }
         }
     };
     print!("{text}");
@@ -1045,6 +1270,85 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert!(parse_args(&bad, 1_700_000_000).is_err());
+    }
+
+    #[test]
+    fn wckey_and_qos_reports_from_the_windows_jobs() {
+        let job =
+            |user: &str, account: &str, qos: &str, wckey: &str, cpus: u32, secs: i64| JobRow {
+                cluster: "c".into(),
+                job: AcctJob {
+                    user: user.into(),
+                    account: account.into(),
+                    qos: qos.into(),
+                    wckey: wckey.into(),
+                    alloc_cpus: cpus,
+                    start_time: Some(1_000),
+                    end_time: Some(1_000 + secs),
+                    ..Default::default()
+                },
+                steps: Vec::new(),
+            };
+        let rows = vec![
+            job("ann", "phys", "normal", "x", 2, 100), // 200
+            job("bob", "phys", "high", "x", 1, 500),   // 500
+            job("ann", "bio", "normal", "y", 1, 50),   // 50
+            job("ann", "phys", "normal", "", 1, 10),   // 10, no wckey
+        ];
+        let usage = UsageReport {
+            clusters: vec![ClusterUsage {
+                cluster: "c".into(),
+                total_secs: 7600,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut o = opts(&["-P", "-n", "-t", "seconds", "cluster", "utilization"]);
+        (o.start, o.end) = (0, 10_000);
+        let now = 20_000;
+        assert_eq!(
+            wckey_reports(&rows, &usage, &o, now, false),
+            "c||||10\nc||ann||10\n\
+             c|x|||700\nc|x|bob||500\nc|x|ann||200\n\
+             c|y|||50\nc|y|ann||50\n"
+        );
+        // Users by their total (ann 260, bob 500), each one's wckeys by use.
+        assert_eq!(
+            wckey_reports(&rows, &usage, &o, now, true),
+            "c|bob||x|500\nc|ann||x|200\nc|ann||y|50\nc|ann|||10\n"
+        );
+        let acct = |a: &str, p: Option<&str>| AssocRec {
+            cluster: "c".into(),
+            account: a.into(),
+            parent: p.map(str::to_string),
+            ..Default::default()
+        };
+        let assocs = vec![
+            acct("root", None),
+            acct("sci", Some("root")),
+            acct("phys", Some("sci")),
+            acct("bio", Some("root")),
+        ];
+        assert_eq!(
+            account_by_qos(&rows, &usage, &assocs, &o, now),
+            "c|root|high|500|0\nc|root|normal|260|0\n\
+             c|sci|high|500|0\nc|sci|normal|210|0\n\
+             c|phys|high|500|0\nc|phys|normal|210|0\n\
+             c|bio|normal|50|0\n"
+        );
+        // Percentages are of the cluster's reported time.
+        o.units = parse_args(
+            &[
+                "-t".into(),
+                "percent".into(),
+                "cluster".into(),
+                "utilization".into(),
+            ],
+            0,
+        )
+        .unwrap()
+        .units;
+        assert!(wckey_reports(&rows, &usage, &o, now, true).starts_with("c|bob||x|6.58%\n"));
     }
 
     #[test]

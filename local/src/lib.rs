@@ -801,6 +801,11 @@ impl LocalCluster {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Ok(Response::Nodes { nodes, .. }) = self.call(RequestBody::GetNodes) {
+                // FUTURE nodes (in `extra_conf`) are not expected to come up.
+                let nodes: Vec<_> = nodes
+                    .iter()
+                    .filter(|n| n.base_state != NodeBaseState::Future)
+                    .collect();
                 if nodes.len() == self.spec.nodes as usize
                     && nodes
                         .iter()

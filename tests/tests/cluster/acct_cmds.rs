@@ -376,6 +376,24 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
             assert_eq!((f[0], f[1], f[3]), ("local", "root", "0"), "{root}");
             assert!(f[2].parse::<u64>().unwrap() >= 2, "{root}");
             assert!(sizes("FlatView").starts_with("local|physics|"));
+            // The same job by QOS and by (empty) wckey, from its record.
+            let report = |name: &str| {
+                let o = t.run(
+                    "sreport",
+                    &["-P", "-n", "-t", "seconds", "cluster", name, start, end],
+                );
+                assert!(o.status.success(), "{}", text(&o));
+                String::from_utf8_lossy(&o.stdout).into_owned()
+            };
+            let qos = report("AccountUtilizationByQOS");
+            assert!(
+                qos.lines().any(|l| l.starts_with("local|physics|normal|")),
+                "{qos}"
+            );
+            let w = report("WCKeyUtilizationByUser");
+            assert!(w.lines().any(|l| l.starts_with("local||nobody|")), "{w}");
+            let w = report("UserUtilizationByWckey");
+            assert!(w.lines().any(|l| l.starts_with("local|nobody|")), "{w}");
             break;
         }
         assert!(

@@ -1431,3 +1431,71 @@ fn scontrol_top_moves_jobs_first_among_their_owners() {
         .status
         .success());
 }
+
+/// `scontrol show node|partition` leave out hidden partitions, nodes only
+/// in them, and FUTURE nodes, unless `-a`/`all`/`SCONTROL_ALL` or
+/// `-F`/`SCONTROL_FUTURE` (as Slurm's); `--hide` and `hide` undo `-a`.
+#[test]
+fn scontrol_shows_hidden_partitions_and_future_nodes_only_when_asked() {
+    use slurm_tests::{stdout, TestCluster};
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = "NodeName=f1 CPUs=1 State=FUTURE\n\
+                        PartitionName=secret Nodes=f1 Hidden=YES\n"
+            .into()
+    });
+    let names = |args: &[&str], env: Option<(&str, &str)>| {
+        let mut c = t.cmd("scontrol");
+        c.args(args);
+        if let Some((k, v)) = env {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        stdout(&o)
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("NodeName=")
+                    .or_else(|| l.strip_prefix("PartitionName="))
+                    .map(|r| r.split_whitespace().next().unwrap_or("").to_string())
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    assert_eq!(names(&["show", "partition"], None), "debug");
+    assert_eq!(names(&["-a", "show", "partition"], None), "debug,secret");
+    assert_eq!(
+        names(&["show", "partition"], Some(("SCONTROL_ALL", "1"))),
+        "debug,secret"
+    );
+    assert_eq!(names(&["-a", "--hide", "show", "partition"], None), "debug");
+    assert_eq!(names(&["show", "node"], None), "n1");
+    // FUTURE and only in a hidden partition: both flags are needed.
+    assert_eq!(names(&["-F", "show", "node"], None), "n1");
+    assert_eq!(names(&["-a", "-F", "show", "node"], None), "n1,f1");
+    assert_eq!(
+        names(&["-a", "show", "node"], Some(("SCONTROL_FUTURE", "1"))),
+        "n1,f1"
+    );
+    let o = t.run("scontrol", &["show", "partition", "secret"]);
+    assert!(!o.status.success(), "a hidden partition is not found");
+    // Interactive: `all` then `hide`.
+    let o = t
+        .cmd("scontrol")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(b"all\nshow partition\nhide\nshow partition\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let text = stdout(&o);
+    let parts: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("PartitionName="))
+        .collect();
+    assert_eq!(parts, ["debug", "secret", "debug"], "{text}");
+}
