@@ -278,14 +278,7 @@ mod exit_code_tests {
 
     #[test]
     fn exit_codes_come_from_the_environment_as_slurm_reads_them() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
+        let env = crate::fmt::test_env;
         let none = ExitCodes::from_env("srun", &env(&[]));
         assert_eq!(
             none,

@@ -712,6 +712,19 @@ pub fn or_null(s: &str) -> &str {
     }
 }
 
+/// A test environment: the variables `pairs` sets, as commands look them up.
+#[cfg(test)]
+pub(crate) fn test_env(
+    pairs: &'static [(&'static str, &'static str)],
+) -> impl Fn(&str) -> Option<String> {
+    move |k: &str| {
+        pairs
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

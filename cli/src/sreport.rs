@@ -1179,6 +1179,22 @@ mod tests {
         assert!(parse_args_env(&a(&["user", "topusage"]), 0, &tres).is_err());
     }
 
+    /// Cluster `c`'s accounts: root > sci > phys, and root > bio.
+    fn tree() -> Vec<AssocRec> {
+        let acct = |a: &str, p: Option<&str>| AssocRec {
+            cluster: "c".into(),
+            account: a.into(),
+            parent: p.map(str::to_string),
+            ..Default::default()
+        };
+        vec![
+            acct("root", None),
+            acct("sci", Some("root")),
+            acct("phys", Some("sci")),
+            acct("bio", Some("root")),
+        ]
+    }
+
     #[test]
     fn job_sizes_by_account_tree_wckey_and_count() {
         let job = |id: u32, account: &str, wckey: &str, cpus: u32, start: i64, end: i64| JobRow {
@@ -1194,18 +1210,7 @@ mod tests {
             },
             steps: Vec::new(),
         };
-        let acct = |a: &str, p: Option<&str>| AssocRec {
-            cluster: "c".into(),
-            account: a.into(),
-            parent: p.map(str::to_string),
-            ..Default::default()
-        };
-        let assocs = vec![
-            acct("root", None),
-            acct("sci", Some("root")),
-            acct("phys", Some("sci")),
-            acct("bio", Some("root")),
-        ];
+        let assocs = tree();
         let o = |extra: &[&str]| {
             let mut a = vec![
                 "-P",
@@ -1317,18 +1322,7 @@ mod tests {
             wckey_reports(&rows, &usage, &o, now, true),
             "c|bob||x|500\nc|ann||x|200\nc|ann||y|50\nc|ann|||10\n"
         );
-        let acct = |a: &str, p: Option<&str>| AssocRec {
-            cluster: "c".into(),
-            account: a.into(),
-            parent: p.map(str::to_string),
-            ..Default::default()
-        };
-        let assocs = vec![
-            acct("root", None),
-            acct("sci", Some("root")),
-            acct("phys", Some("sci")),
-            acct("bio", Some("root")),
-        ];
+        let assocs = tree();
         assert_eq!(
             account_by_qos(&rows, &usage, &assocs, &o, now),
             "c|root|high|500|0\nc|root|normal|260|0\n\

@@ -2500,14 +2500,7 @@ mod tests {
             .contains("\"abc\" for --ntasks"));
         // The input environment: its options first, so the command
         // line's win; job-level ones only outside an allocation.
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
+        let env = crate::fmt::test_env;
         let outside = env(&[
             ("SLURM_NTASKS", "3"),
             ("SLURM_NPROCS", "9"),

@@ -138,20 +138,24 @@ impl Controller {
         if before.as_ref() == Some(&key) || (!was_out && !a.down && !a.drain) {
             return;
         }
-        let state = match (a.down, a.drain) {
-            (true, true) => "DOWN+DRAIN",
-            (true, false) => "DOWN",
-            (false, true) => "IDLE+DRAIN",
-            (false, false) => "IDLE",
+        let node = self.node_index.get(name).map(|&i| &self.nodes[i]);
+        // As Slurm's events: the node's state then, so a drain of a node
+        // with jobs on it shows as draining (`DRNG`).
+        let base = match node.map(|n| n.base_state) {
+            Some(NodeBaseState::Allocated) => "ALLOCATED",
+            Some(NodeBaseState::Mixed) => "MIXED",
+            _ => "IDLE",
         };
-        let cpus = self
-            .node_index
-            .get(name)
-            .map(|&i| self.nodes[i].cpus)
-            .unwrap_or(0);
+        let state = match (a.down, a.drain) {
+            (true, true) => "DOWN+DRAIN".to_string(),
+            (true, false) => "DOWN".to_string(),
+            (false, true) => format!("{base}+DRAIN"),
+            (false, false) => base.to_string(),
+        };
+        let cpus = node.map(|n| n.cpus).unwrap_or(0);
         self.account(AcctRecord::NodeState(NodeEvent {
             node: name.to_string(),
-            state: state.to_string(),
+            state,
             reason: if a.down || a.drain {
                 a.reason.clone()
             } else {

@@ -1024,6 +1024,31 @@ fn sacctmgr_show_event_lists_node_outages() {
         text(&o)
     );
 
+    // A node drained with a job on it is recorded draining (Slurm's DRNG).
+    let job = t.sbatch(&["-w", "n1", "--wrap", "sleep 30"]);
+    t.wait_job(job, 20, "running", |j| j.state == JobState::Running);
+    scontrol(&["update", "NodeName=n1", "State=DRAIN", "Reason=busy drain"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = mgr(
+            &t,
+            &[
+                "-P",
+                "-n",
+                "show",
+                "event",
+                "States=drng",
+                "format=NodeName,State,Reason",
+            ],
+        );
+        if out == "n1|DRNG|busy drain\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no draining event: {out}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    t.run("scancel", &[&job.to_string()]);
+
     // `show problem`: an account nobody is in, and a user this host does
     // not know.
     mgr(&t, &["-i", "add", "account", "lonely"]);

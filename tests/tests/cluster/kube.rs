@@ -1136,7 +1136,7 @@ fn a_pod_beside_a_batch_job_on_a_kubelet_node_gets_cores_of_its_own() {
     });
     let after = k.t.sbatch(&["-c", "1", "-t", "2", "--wrap", "sleep 120"]);
     k.t.wait_job(after, 20, "running", |j| j.state == JobState::Running);
-    let after_cpus = wait_for(10, "the batch job's cpuset after the restart", || {
+    let after_cpus = wait_for(30, "the batch job's cpuset after the restart", || {
         job_cpuset(&k.t, &top, "n1", after)
     });
     assert!(
