@@ -1923,6 +1923,101 @@ fn ping(conf: &slurm_common::conf::SlurmConf) -> i32 {
     }
 }
 
+/// `sacctmgr show configuration`: this host's accounting settings from
+/// slurm.conf, then slurmdbd.conf's as slurmdbd reports them (Slurm's
+/// layout).
+fn show_configuration(conf: &slurm_common::conf::SlurmConf, f: &Flags) -> i32 {
+    if f.json {
+        eprintln!("sacctmgr: error: --json/--yaml is not supported for show configuration yet");
+        return 1;
+    }
+    let dbd = match common::dbd_ask(conf, AcctRequest::GetConfig) {
+        Ok(AcctResponse::Config(pairs)) => pairs,
+        Ok(_) => {
+            eprintln!(" sacctmgr: error: unexpected answer from slurmdbd");
+            return 1;
+        }
+        Err(e) => {
+            eprintln!(" sacctmgr: error: Unable to query slurmdbd.conf: {e}");
+            return 1;
+        }
+    };
+    print!("{}", configuration_text(conf, &dbd, common::now()));
+    0
+}
+
+fn configuration_text(
+    conf: &slurm_common::conf::SlurmConf,
+    dbd: &[(String, String)],
+    now: i64,
+) -> String {
+    let val = |k: &str| conf.get(k).unwrap_or("(null)").to_string();
+    let slurm_uid = slurm_common::users::user_by_name(&conf.slurm_user).map_or(0, |u| u.uid);
+    let mut s = format!(
+        "Configuration data as of {}\n",
+        slurm_common::timefmt::format_timestamp(now)
+    );
+    let lines = [
+        (
+            "AccountingStorageBackupHost  ",
+            val("AccountingStorageBackupHost"),
+        ),
+        ("AccountingStorageHost  ", conf.dbd_name().to_string()),
+        (
+            "AccountingStorageParameters ",
+            val("AccountingStorageParameters"),
+        ),
+        ("AccountingStoragePass  ", val("AccountingStoragePass")),
+        (
+            "AccountingStoragePort  ",
+            conf.accounting_storage_port.to_string(),
+        ),
+        (
+            "AccountingStorageType  ",
+            conf.accounting_storage_type.clone(),
+        ),
+        ("AuthType               ", conf.auth_type.clone()),
+        (
+            "MessageTimeout         ",
+            format!("{} sec", conf.message_timeout),
+        ),
+        ("PluginDir              ", val("PluginDir")),
+        ("PrivateData            ", conf.private_data().names()),
+        (
+            "SlurmUserId            ",
+            format!("{}({slurm_uid})", conf.slurm_user),
+        ),
+        ("SLURM_CONF             ", conf.path.display().to_string()),
+        (
+            "SLURM_VERSION          ",
+            slurm_proto::SLURM_VERSION.to_string(),
+        ),
+        (
+            "TCPTimeout             ",
+            format!("{} sec", conf.get("TCPTimeout").unwrap_or("2")),
+        ),
+        (
+            "TrackWCKey             ",
+            if conf
+                .get("TrackWCKey")
+                .is_some_and(|v| v.eq_ignore_ascii_case("yes"))
+            {
+                "Yes".into()
+            } else {
+                "No".into()
+            },
+        ),
+    ];
+    for (k, v) in lines {
+        s.push_str(&format!("{k}= {v}\n"));
+    }
+    s.push_str("\nSlurmDBD configuration:\n");
+    for (k, v) in dbd {
+        s.push_str(&format!("{k:<22} = {v}\n"));
+    }
+    s
+}
+
 /// `sacctmgr shutdown`: slurmdbd stops (super users only).
 fn shutdown(conf: &slurm_common::conf::SlurmConf) -> i32 {
     let problem = |e: &dyn std::fmt::Display| {
@@ -2043,6 +2138,7 @@ const ENTITIES: &[(&[&str], &str)] = &[
     (&["stats", "statistics"], "stats"),
     (&["event", "events"], "event"),
     (&["problem", "problems"], "problem"),
+    (&["configuration", "config"], "configuration"),
     (
         &["runawayjobs", "runawayjob", "runaway", "runaways"],
         "runawayjobs",
@@ -2343,6 +2439,7 @@ fn execute(
         }
         "ping" => return ping(conf),
         "shutdown" => return shutdown(conf),
+        "show" if entity == "configuration" => return show_configuration(conf, f),
         "dump" => return crate::sacctmgr_file::dump(conf, specs),
         "load" => return crate::sacctmgr_file::load(conf, specs, f),
         "add" => add(entity, specs),
@@ -2756,5 +2853,44 @@ mod tests {
         let p = problems(&accounts, &users, &assocs, &["zed".to_string()], &has_uid);
         assert!(p.contains(&s("", "root", "", "Account has no Associations")));
         assert!(p.contains(&s("", "", "ann", "User has no Associations")));
+    }
+
+    #[test]
+    fn configuration_is_slurm_confs_part_then_slurmdbds() {
+        let conf = slurm_common::conf::SlurmConf::parse_str(
+            "ClusterName=tux\nSlurmctldHost=h\nNodeName=n1 CPUs=1\n\
+             PartitionName=p Nodes=n1\nAccountingStorageType=accounting_storage/slurmdbd\n\
+             AccountingStorageHost=db1\nAccountingStoragePort=7031\nPrivateData=jobs,usage\n\
+             TrackWCKey=yes\n",
+            std::path::Path::new("/etc/slurm/slurm.conf"),
+        )
+        .unwrap();
+        let dbd = vec![
+            ("DbdPort".to_string(), "7031".to_string()),
+            (
+                "StorageType".to_string(),
+                "accounting_storage/mysql".to_string(),
+            ),
+        ];
+        let text = configuration_text(&conf, &dbd, 0);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("Configuration data as of "), "{text}");
+        assert_eq!(lines[1], "AccountingStorageBackupHost  = (null)");
+        assert_eq!(lines[2], "AccountingStorageHost  = db1");
+        assert_eq!(lines[5], "AccountingStoragePort  = 7031");
+        assert!(
+            text.contains("\nPrivateData            = jobs,usage\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nSLURM_CONF             = /etc/slurm/slurm.conf\n"));
+        assert!(text.contains("\nTrackWCKey             = Yes\n"));
+        assert!(
+            text.ends_with(
+                "TrackWCKey             = Yes\n\nSlurmDBD configuration:\n\
+                 DbdPort                = 7031\n\
+                 StorageType            = accounting_storage/mysql\n"
+            ),
+            "{text}"
+        );
     }
 }

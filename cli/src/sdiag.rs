@@ -155,16 +155,10 @@ pub(crate) const OPTS: &[crate::fmt::Opt] = {
     ]
 };
 
-pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
-    (
-        "reset",
-        crate::compat::Support::NotYet("the counters cannot be reset; refused"),
-    ),
-    (
-        "cluster",
-        crate::compat::Support::Differs("one cluster per controller: another name is refused"),
-    ),
-];
+pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[(
+    "cluster",
+    crate::compat::Support::Differs("one cluster per controller: another name is refused"),
+)];
 
 pub fn main() -> i32 {
     let mut sort = Sort::Count;
@@ -177,6 +171,7 @@ pub fn main() -> i32 {
         }
     };
     let mut cluster = None;
+    let mut reset = false;
     let parsed = match crate::fmt::getopt("sdiag", &args, OPTS) {
         Ok(p) => p,
         Err(e) => {
@@ -211,10 +206,7 @@ pub fn main() -> i32 {
                 "sort-by-id" => sort = Sort::Id,
                 "sort-by-time" => sort = Sort::Time,
                 "sort-by-time2" => sort = Sort::AvgTime,
-                "reset" => {
-                    eprintln!("sdiag: error: resetting the counters is not supported");
-                    return 1;
-                }
+                "reset" => reset = true,
                 // Every section is always shown.
                 _ => {}
             },
@@ -235,6 +227,26 @@ pub fn main() -> i32 {
             conf.cluster_name
         );
         return 1;
+    }
+    if reset {
+        return match call(&common::client(&conf), RequestBody::ResetDiag) {
+            Ok(Response::Ok) => {
+                println!("Reset scheduling statistics");
+                0
+            }
+            Ok(Response::Error(e)) => {
+                eprintln!("slurm_reset_statistics: {e}");
+                1
+            }
+            Ok(_) => {
+                eprintln!("slurm_reset_statistics: Unexpected message received");
+                1
+            }
+            Err(e) => {
+                eprintln!("slurm_reset_statistics: {e}");
+                1
+            }
+        };
     }
     match call(&common::client(&conf), RequestBody::GetDiag) {
         Ok(Response::Diag(d)) if json => {

@@ -377,6 +377,7 @@ pub async fn call_command(
             CommandCall::GetConfig(m) => client.get_config(with_cred(m, cred, within)).await,
             CommandCall::GetTopology(m) => client.get_topology(with_cred(m, cred, within)).await,
             CommandCall::GetDiag(m) => client.get_diag(with_cred(m, cred, within)).await,
+            CommandCall::ResetDiag(m) => client.reset_diag(with_cred(m, cred, within)).await,
             CommandCall::GetPriorities(m) => {
                 client.get_priorities(with_cred(m, cred, within)).await
             }
@@ -463,6 +464,7 @@ pub async fn call_dbd(
             DbdCall::ListEvents(m) => c.list_events(with_cred(m, cred, within)).await,
             DbdCall::FixRunaway(m) => c.fix_runaway(with_cred(m, cred, within)).await,
             DbdCall::Shutdown(m) => c.shutdown(with_cred(m, cred, within)).await,
+            DbdCall::GetConfig(m) => c.get_config(with_cred(m, cred, within)).await,
         }
     };
     let reply = within_time(fut, within, server).await?;

@@ -61,6 +61,27 @@ impl PrivateData {
     pub fn any(&self) -> bool {
         *self != PrivateData::default()
     }
+
+    /// As `scontrol show config` and `sacctmgr show configuration` print
+    /// it: the private kinds, comma-separated, or `none`.
+    pub fn names(&self) -> String {
+        let all = [
+            (self.accounts, "accounts"),
+            (self.events, "events"),
+            (self.jobs, "jobs"),
+            (self.nodes, "nodes"),
+            (self.partitions, "partitions"),
+            (self.reservations, "reservations"),
+            (self.usage, "usage"),
+            (self.users, "users"),
+        ];
+        let on: Vec<&str> = all.iter().filter(|(b, _)| *b).map(|(_, n)| *n).collect();
+        if on.is_empty() {
+            "none".into()
+        } else {
+            on.join(",")
+        }
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,8 @@ pub enum Command {
     AcctAcked(u64),
     /// Associations, users and QOS as slurmdbd has them now.
     AcctAssocs(Box<crate::assoc::AssocCache>),
+    /// `sdiag -r` from an operator: the scheduler's counters start again.
+    ResetStats,
     Shutdown,
 }
 

@@ -403,6 +403,30 @@ impl Server {
         Response::Ok
     }
 
+    /// `sdiag -r`: the RPC counters here and the scheduler's in the
+    /// writer start again from zero; operators only (as Slurm's).
+    fn reset_diag(&self, req: &Request) -> Response {
+        let uid = req.cred.uid;
+        let s = self.snapshot();
+        if !s.sees_all(uid, self.slurm_uid, || {
+            slurm_common::users::user_name_or_id(uid)
+        }) {
+            tracing::warn!(uid, "refused sdiag -r: not an operator");
+            return Response::Error(RpcError {
+                error: SlurmError::AccessDenied,
+                detail: Some("only operators may reset the statistics".into()),
+            });
+        }
+        if let Ok(mut st) = self.rpc_stats.lock() {
+            *st = RpcStats::default();
+        }
+        if self.cmds.send(Command::ResetStats).is_err() {
+            return self.writer_gone();
+        }
+        tracing::info!(uid, "statistics reset (sdiag -r)");
+        Response::Ok
+    }
+
     /// `uid` is over its rate (`SlurmctldParameters=rl_enable`).
     fn rate_limited(&self, uid: u32) -> bool {
         match (&self.rate, self.root_or_slurm_user(uid)) {
@@ -1130,6 +1154,7 @@ impl CtldService {
                 command_reply(s.shutdown(&req, controller_only).await)
             }
             RequestBody::SetDebug { ref level } => command_reply(s.set_debug(&req, level)),
+            RequestBody::ResetDiag => command_reply(s.reset_diag(&req)),
             RequestBody::Reconfigure if !s.ha.active() => command_reply(s.reread(&req)),
             RequestBody::Reconfigure => {
                 let r = s.reconfigure(&req).await;
@@ -1385,6 +1410,10 @@ impl pb::controller_server::Controller for CtldService {
     }
     async fn get_diag(&self, r: tonic::Request<pb::Empty>) -> Commanded {
         self.command(r, command_method::GET_DIAG, CommandCall::GetDiag)
+            .await
+    }
+    async fn reset_diag(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(r, command_method::RESET_DIAG, CommandCall::ResetDiag)
             .await
     }
     async fn get_priorities(&self, r: tonic::Request<pb::Empty>) -> Commanded {

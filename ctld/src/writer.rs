@@ -230,6 +230,7 @@ pub fn run(
                 } => ctl.launch_failed(job_id, &node, prolog_failed, refused, start_time, now),
                 Command::AcctAcked(n) => ctl.acct_acked(n),
                 Command::AcctAssocs(c) => ctl.set_assocs(*c, now),
+                Command::ResetStats => ctl.reset_stats(now),
                 Command::Shutdown => shutdown = true,
             }
         }
@@ -246,7 +247,10 @@ pub fn run(
             let t0 = Instant::now();
             let planned = ctl.schedule(now);
             ctl.pass_took(t0.elapsed().as_micros() as u64, planned);
-            if let Ok(mut live) = shared.stats.lock() {
+        }
+        // (After a pass, or `sdiag -r`.)
+        if let Ok(mut live) = shared.stats.lock() {
+            if *live != ctl.stats {
                 live.clone_from(&ctl.stats);
             }
         }

@@ -29,6 +29,16 @@ pub enum PurgeAfter {
     Months(u32),
 }
 
+impl std::fmt::Display for PurgeAfter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PurgeAfter::Hours(n) => write!(f, "{n} hours*"),
+            PurgeAfter::Days(n) => write!(f, "{n} days*"),
+            PurgeAfter::Months(n) => write!(f, "{n} months*"),
+        }
+    }
+}
+
 impl PurgeAfter {
     /// `12`, `12month(s)`, `30day(s)`, `720hour(s)`; a bare number is months.
     pub fn parse(s: &str) -> Option<PurgeAfter> {
@@ -383,6 +393,53 @@ impl DbdConf {
     pub fn listen_addr(&self) -> String {
         let host = self.dbd_addr.as_deref().unwrap_or(&self.dbd_host);
         format!("{host}:{}", self.dbd_port)
+    }
+
+    /// The settings `sacctmgr show configuration` lists (Slurm's names,
+    /// in its order; never the storage password).
+    pub fn key_pairs(&self) -> Vec<(String, String)> {
+        let or_null = |v: Option<String>| v.unwrap_or_else(|| "(null)".into());
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let purge = |p: Option<PurgeAfter>| p.map_or_else(|| "NONE".into(), |p| p.to_string());
+        let storage_type = match self.storage_type {
+            Backend::Mysql => "accounting_storage/mysql",
+            Backend::Sqlite => "accounting_storage/sqlite",
+            Backend::Postgres => "accounting_storage/pgsql",
+        };
+        let pairs: Vec<(&str, String)> = vec![
+            (
+                "AuthAltTypes",
+                if self.jwt_enabled {
+                    "auth/jwt".into()
+                } else {
+                    "(null)".into()
+                },
+            ),
+            ("AuthType", self.auth_type.clone()),
+            ("DbdAddr", or_null(self.dbd_addr.clone())),
+            ("DbdHost", self.dbd_host.clone()),
+            ("DbdPort", self.dbd_port.to_string()),
+            ("DebugLevel", self.debug_level.clone()),
+            ("LogFile", or_null(path(&self.log_file))),
+            ("PidFile", or_null(path(&self.pid_file))),
+            ("PrivateData", self.private.names()),
+            ("PurgeEventAfter", purge(self.purge.events)),
+            ("PurgeJobAfter", purge(self.purge.jobs)),
+            ("PurgeStepAfter", purge(self.purge.steps)),
+            ("PurgeUsageAfter", purge(self.purge.usage)),
+            ("SlurmUser", self.slurm_user.clone()),
+            ("StorageHost", self.storage_host.clone()),
+            ("StorageLoc", or_null(self.storage_loc.clone())),
+            (
+                "StoragePort",
+                self.storage_port
+                    .map_or_else(|| "(null)".into(), |p| p.to_string()),
+            ),
+            ("StorageType", storage_type.into()),
+            ("StorageUser", or_null(self.storage_user.clone())),
+            ("TLSType", or_null(self.tls_type.clone())),
+        ];
+        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }
 
     /// Which database to open.

@@ -102,6 +102,7 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
         let stop = Arc::new(tokio::sync::Notify::new());
         let server = Arc::new(Server {
             stop: stop.clone(),
+            config: conf.key_pairs(),
             tls: tls.as_ref().and_then(|t| t.acceptor()),
             budget: slurm_common::net::Budget::new(16 * slurm_common::net::MAX_REQUEST),
             controller_cert: tls.as_ref().and_then(|t| t.controller.clone()),

@@ -52,6 +52,8 @@ pub struct Server {
     pub jwt_key: Option<Vec<u8>>,
     /// `sacctmgr shutdown`: tells the process to stop (as SIGTERM does).
     pub stop: Arc<tokio::sync::Notify>,
+    /// slurmdbd.conf's settings as `sacctmgr show configuration` lists them.
+    pub config: Vec<(String, String)>,
 }
 
 /// The answer to a call whose credential was refused.
@@ -440,6 +442,7 @@ impl Server {
                 }
             }
             AcctRequest::Stats => AcctResponse::Stats(self.stats.snapshot()),
+            AcctRequest::GetConfig => AcctResponse::Config(self.config.clone()),
             AcctRequest::Shutdown => {
                 tracing::info!("shutdown requested");
                 self.stop.notify_one();
@@ -605,6 +608,9 @@ impl pb::slurm_dbd_server::SlurmDbd for DbdService {
     }
     async fn shutdown(&self, r: tonic::Request<pb::Empty>) -> Reply {
         self.answer(r, m::Shutdown, DbdCall::Shutdown).await
+    }
+    async fn get_config(&self, r: tonic::Request<pb::Empty>) -> Reply {
+        self.answer(r, m::GetConfig, DbdCall::GetConfig).await
     }
 }
 

@@ -1673,6 +1673,7 @@ async fn daemon_checks_credentials_and_rights() {
         seen: Default::default(),
         jwt_key: None,
         stop: Default::default(),
+        config: Vec::new(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();

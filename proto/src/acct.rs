@@ -1071,6 +1071,8 @@ pub enum AcctRequest {
     FixRunaway(FixRunaway),
     /// Stop slurmdbd (super users).
     Shutdown,
+    /// slurmdbd.conf's settings (`sacctmgr show configuration`).
+    GetConfig,
 }
 
 impl AcctRequest {
@@ -1104,6 +1106,7 @@ impl AcctRequest {
             AcctRequest::ListEvents(_) => "DBD_GET_EVENTS",
             AcctRequest::FixRunaway(_) => "DBD_FIX_RUNAWAY_JOB",
             AcctRequest::Shutdown => "DBD_SHUTDOWN",
+            AcctRequest::GetConfig => "DBD_GET_CONFIG",
         }
     }
 }
@@ -1170,6 +1173,8 @@ pub enum AcctResponse {
     RolledUp(RollupStats),
     Stats(DbdStats),
     Events(Vec<EventRec>),
+    /// slurmdbd.conf's settings, in order (key, value).
+    Config(Vec<(String, String)>),
     Error(AcctError),
 }
 

@@ -1519,6 +1519,8 @@ pub enum RequestBody {
     GetPartitions,
     GetConfig,
     GetDiag,
+    /// `sdiag -r`: the counters start again from zero (operators).
+    ResetDiag,
     GetReservations,
     /// slurmdbd: associations, users or QOS changed; fetch them again.
     AcctChanged,
@@ -1850,7 +1852,7 @@ impl RequestBody {
             RequestBody::GetReservations => ("REQUEST_RESERVATION_INFO", 2024),
             RequestBody::GetPriorities => ("REQUEST_PRIORITY_FACTORS", 2026),
             RequestBody::GetTopology => ("REQUEST_TOPO_INFO", 2028),
-            RequestBody::GetDiag => ("REQUEST_STATS_INFO", 2035),
+            RequestBody::GetDiag | RequestBody::ResetDiag => ("REQUEST_STATS_INFO", 2035),
             RequestBody::UpdateJob { .. } => ("REQUEST_UPDATE_JOB", 3001),
             RequestBody::UpdateNode { .. } => ("REQUEST_UPDATE_NODE", 3002),
             RequestBody::RebootNodes(_) => ("REQUEST_REBOOT_NODES", 1015),

@@ -179,6 +179,9 @@ impl pb::controller_server::Controller for FakeService {
     async fn get_diag(&self, _: tonic::Request<pb::Empty>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn reset_diag(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn get_priorities(&self, _: tonic::Request<pb::Empty>) -> Commanded {
         Err(not_for_nodes())
     }

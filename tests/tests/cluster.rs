@@ -629,6 +629,37 @@ fn failures_exit_codes_and_purge_after_min_job_age() {
         diag.contains("\troot            (       0) count:"),
         "{diag}"
     );
+    // `sdiag -r`: an ordinary user may not; root starts the counters again.
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "sdiag")
+        .arg("-r")
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && stderr(&o).starts_with("slurm_reset_statistics: "),
+        "{}",
+        stderr(&o)
+    );
+    let o = t.run("sdiag", &["--reset"]);
+    assert_eq!(
+        stdout(&o),
+        "Reset scheduling statistics\n",
+        "{}",
+        stderr(&o)
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let diag = loop {
+        let diag = stdout(&t.run("sdiag", &[]));
+        if diag.contains("Jobs submitted: 0\nJobs started:   0\n") {
+            break diag;
+        }
+        assert!(std::time::Instant::now() < deadline, "never reset: {diag}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        !diag.contains("REQUEST_SUBMIT_BATCH_JOB") && !diag.contains(&format!("({TEST_UID:>8})")),
+        "{diag}"
+    );
     let show = stdout(&t.run("scontrol", &["show", "job", &f.to_string()]));
     assert!(
         show.contains("JobState=FAILED Reason=NonZeroExitCode"),

@@ -223,10 +223,18 @@ impl Controller {
         Ok(Response::Ok)
     }
 
+    /// `sdiag -r` (the RPC server checked the caller is an operator): the
+    /// scheduler's counters from zero, as of `now`.
+    pub fn reset_stats(&mut self, now: i64) {
+        self.stats = Stats::default();
+        self.stats_since = now;
+        self.dirty = true;
+    }
+
     pub(super) fn diag(&self) -> DiagStats {
         let count = |s: JobState| self.p.jobs.values().filter(|j| j.state == s).count() as u64;
         let mut d = DiagStats {
-            since: self.boot_time,
+            since: self.stats_since,
             now: self.last_update,
             jobs_pending: count(JobState::Pending),
             jobs_running: count(JobState::Running),

@@ -232,6 +232,8 @@ pub struct Controller {
     pub last_update: i64,
     /// Counters shown by `sdiag` later.
     pub stats: Stats,
+    /// Since when: the start, or the last `sdiag -r`.
+    pub stats_since: i64,
     /// Signs step credentials.
     pub key: Option<slurm_common::auth::Key>,
     /// `PriorityType=priority/multifactor`: its state (fair-share tree).
@@ -316,7 +318,7 @@ pub struct Controller {
     identities: HashMap<(u32, u32), Arc<Identity>>,
 }
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Stats {
     pub jobs_submitted: u64,
     pub jobs_started: u64,
@@ -480,6 +482,7 @@ impl Controller {
             sched_needed: true,
             last_update: now,
             stats: Stats::default(),
+            stats_since: now,
             key: None,
             multifactor: None,
             charged: HashMap::new(),
@@ -801,6 +804,7 @@ impl Controller {
             *t += d;
         }
         self.boot_time += d;
+        self.stats_since += d;
         self.gang_slice += d;
         self.suspend_resent += d;
         self.dirty = true;

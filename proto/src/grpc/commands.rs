@@ -1054,6 +1054,7 @@ pub enum CommandCall {
     GetConfig(pb::Empty),
     GetTopology(pb::Empty),
     GetDiag(pb::Empty),
+    ResetDiag(pb::Empty),
     GetPriorities(pb::Empty),
     GetShares(pb::Empty),
     GetReservations(pb::Empty),
@@ -1099,6 +1100,7 @@ pub mod command_method {
     pub const GET_CONFIG: &str = "/slurm.v1.Controller/GetConfig";
     pub const GET_TOPOLOGY: &str = "/slurm.v1.Controller/GetTopology";
     pub const GET_DIAG: &str = "/slurm.v1.Controller/GetDiag";
+    pub const RESET_DIAG: &str = "/slurm.v1.Controller/ResetDiag";
     pub const GET_PRIORITIES: &str = "/slurm.v1.Controller/GetPriorities";
     pub const GET_SHARES: &str = "/slurm.v1.Controller/GetShares";
     pub const GET_RESERVATIONS: &str = "/slurm.v1.Controller/GetReservations";
@@ -1207,6 +1209,7 @@ impl CommandCall {
             RequestBody::GetConfig => CommandCall::GetConfig(pb::Empty {}),
             RequestBody::GetTopology => CommandCall::GetTopology(pb::Empty {}),
             RequestBody::GetDiag => CommandCall::GetDiag(pb::Empty {}),
+            RequestBody::ResetDiag => CommandCall::ResetDiag(pb::Empty {}),
             RequestBody::GetPriorities => CommandCall::GetPriorities(pb::Empty {}),
             RequestBody::GetShares => CommandCall::GetShares(pb::Empty {}),
             RequestBody::GetReservations => CommandCall::GetReservations(pb::Empty {}),
@@ -1293,6 +1296,7 @@ impl CommandCall {
             CommandCall::GetConfig(_) => RequestBody::GetConfig,
             CommandCall::GetTopology(_) => RequestBody::GetTopology,
             CommandCall::GetDiag(_) => RequestBody::GetDiag,
+            CommandCall::ResetDiag(_) => RequestBody::ResetDiag,
             CommandCall::GetPriorities(_) => RequestBody::GetPriorities,
             CommandCall::GetShares(_) => RequestBody::GetShares,
             CommandCall::GetReservations(_) => RequestBody::GetReservations,
@@ -1346,6 +1350,7 @@ impl CommandCall {
             CommandCall::GetConfig(_) => GET_CONFIG,
             CommandCall::GetTopology(_) => GET_TOPOLOGY,
             CommandCall::GetDiag(_) => GET_DIAG,
+            CommandCall::ResetDiag(_) => RESET_DIAG,
             CommandCall::GetPriorities(_) => GET_PRIORITIES,
             CommandCall::GetShares(_) => GET_SHARES,
             CommandCall::GetReservations(_) => GET_RESERVATIONS,
@@ -1378,6 +1383,7 @@ impl CommandCall {
             | CommandCall::GetConfig(m)
             | CommandCall::GetTopology(m)
             | CommandCall::GetDiag(m)
+            | CommandCall::ResetDiag(m)
             | CommandCall::GetPriorities(m)
             | CommandCall::GetShares(m)
             | CommandCall::GetReservations(m)

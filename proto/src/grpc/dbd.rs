@@ -376,6 +376,7 @@ dbd_calls!(
     ListEvents(pb::EventFilter) = "ListEvents",
     FixRunaway(pb::FixRunawayRequest) = "FixRunaway",
     Shutdown(pb::Empty) = "Shutdown",
+    GetConfig(pb::Empty) = "GetConfig",
 );
 
 /// A required message field: absent is the default.
@@ -444,6 +445,7 @@ impl DbdCall {
             AcctRequest::ListEvents(f) => DbdCall::ListEvents(f.to_wire()),
             AcctRequest::FixRunaway(f) => DbdCall::FixRunaway(f.to_wire()),
             AcctRequest::Shutdown => DbdCall::Shutdown(pb::Empty {}),
+            AcctRequest::GetConfig => DbdCall::GetConfig(pb::Empty {}),
         }
     }
 
@@ -497,6 +499,7 @@ impl DbdCall {
             DbdCall::ListEvents(f) => AcctRequest::ListEvents(FromWire::from_wire(f)?),
             DbdCall::FixRunaway(f) => AcctRequest::FixRunaway(FromWire::from_wire(f)?),
             DbdCall::Shutdown(_) => AcctRequest::Shutdown,
+            DbdCall::GetConfig(_) => AcctRequest::GetConfig,
         })
     }
 }
@@ -565,6 +568,12 @@ pub fn dbd_reply(r: AcctResponse) -> pb::DbdReply {
         AcctResponse::Events(v) => R::Events(pb::EventList {
             events: v.to_wire(),
         }),
+        AcctResponse::Config(v) => R::Config(pb::ConfigPairs {
+            pairs: v
+                .into_iter()
+                .map(|(key, value)| pb::ConfigPair { key, value })
+                .collect(),
+        }),
         AcctResponse::Error(e) => R::Error(pb::DbdError {
             kind: kind_to(e.kind) as i32,
             message: e.message,
@@ -598,6 +607,9 @@ pub fn acct_response(r: pb::DbdReply) -> Result<AcctResponse, ConvError> {
         R::Stats(s) => AcctResponse::Stats(FromWire::from_wire(s)?),
         R::Events(l) => {
             AcctResponse::Events(FromWire::from_wire(l.events).map_err(|e| at(e, "events"))?)
+        }
+        R::Config(c) => {
+            AcctResponse::Config(c.pairs.into_iter().map(|p| (p.key, p.value)).collect())
         }
         R::Error(e) => AcctResponse::Error(AcctError::new(kind_from(e.kind), e.message)),
     })
@@ -700,6 +712,7 @@ mod tests {
             AcctRequest::Ping,
             AcctRequest::Stats,
             AcctRequest::Shutdown,
+            AcctRequest::GetConfig,
             AcctRequest::Rollup { now: Some(3) },
         ] {
             assert_eq!(round_trip(r.clone()), r);

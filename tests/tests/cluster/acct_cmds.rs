@@ -755,6 +755,23 @@ fn sacctmgr_dump_and_load_carry_a_cluster_tree_over() {
             && stats.contains("\tDBD_GET_QOS              ( 1448) count:"),
         "{stats}"
     );
+    // slurm.conf's accounting settings, then slurmdbd.conf's (never the
+    // storage password); any user may look, as in Slurm.
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
+        .args(["show", "configuration"])
+        .output()
+        .unwrap();
+    let cfg = text(&o);
+    assert!(o.status.success(), "{cfg}");
+    assert!(
+        cfg.starts_with("Configuration data as of ")
+            && cfg.contains("\nAccountingStorageType  = accounting_storage/slurmdbd\n")
+            && cfg.contains("\nSlurmDBD configuration:\n")
+            && cfg.contains("\nStorageType            = accounting_storage/sqlite\n")
+            && !cfg.contains("\nStoragePass"),
+        "{cfg}"
+    );
     // Only super users see what slurmdbd served, and to whom.
     let o = t
         .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
