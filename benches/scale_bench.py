@@ -173,10 +173,11 @@ def main():
     finally:
         subprocess.run([os.path.join(bin_dir, "slurm-local"), "stop", "--dir", cdir],
                        stdout=subprocess.DEVNULL)
-    head = ("measure", "ours", "target (issue 17)", "Slurm (documented)")
-    ws = [max(len(r[k]) for r in rows + [head]) for k in range(4)]
-    for r in [head] + rows:
-        print("  ".join(f"{r[k]:<{ws[k]}}" for k in range(4)).rstrip())
+        # What was measured, even when a later step failed.
+        head = ("measure", "ours", "target (issue 17)", "Slurm (documented)")
+        ws = [max(len(r[k]) for r in rows + [head]) for k in range(4)]
+        for r in [head] + rows:
+            print("  ".join(f"{r[k]:<{ws[k]}}" for k in range(4)).rstrip())
 
 
 if __name__ == "__main__":
