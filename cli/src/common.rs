@@ -233,7 +233,7 @@ impl ExitCodes {
     pub fn from_env(prog: &str, env: &dyn Fn(&str) -> Option<String>) -> ExitCodes {
         let read = |var: &str| match env(var) {
             None => 1,
-            Some(v) => match atoi(&v) {
+            Some(v) => match i32::try_from(crate::fmt::leading_int(&v)).unwrap_or(0) {
                 0 => {
                     eprintln!("{prog}: error: {var} has zero value");
                     1
@@ -255,21 +255,6 @@ impl ExitCodes {
             code
         }
     }
-}
-
-/// C's `atoi`: leading blanks, a sign and the digits that follow; 0 when
-/// there are none (or the number does not fit).
-fn atoi(s: &str) -> i32 {
-    let s = s.trim_start();
-    let (neg, rest) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    let n: i64 = digits.parse().unwrap_or(0);
-    let n = if neg { -n } else { n };
-    i32::try_from(n).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -712,6 +712,26 @@ pub fn or_null(s: &str) -> &str {
     }
 }
 
+/// C's `atoi`/`strtol` as Slurm reads numbers: leading blanks, a sign and
+/// the digits that follow; 0 when there are none (too many digits: the
+/// largest number).
+pub(crate) fn leading_int(s: &str) -> i64 {
+    let t = s.trim_start();
+    let (neg, rest) = match t.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let n = digits
+        .parse::<i64>()
+        .unwrap_or(if digits.is_empty() { 0 } else { i64::MAX });
+    if neg {
+        -n
+    } else {
+        n
+    }
+}
+
 /// A test environment: the variables `pairs` sets, as commands look them up.
 #[cfg(test)]
 pub(crate) fn test_env(

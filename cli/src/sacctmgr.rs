@@ -1645,16 +1645,20 @@ type Problem = (String, String, String, &'static str);
 
 /// What `sacctmgr show problem` reports, in Slurm's order: accounts with no
 /// association, account associations with no user directly under them
-/// (by cluster, then account), users with no uid on this host or no
-/// association. `clusters` empty: every cluster.
+/// (by cluster, then account; with `partitions`, no user association in
+/// them), users with no uid on this host or no association. `clusters`
+/// empty: every cluster. `accounts` and `users` are those asked about;
+/// `assocs` are all of the clusters'.
 fn problems(
     accounts: &[AccountRec],
     users: &[UserRec],
     assocs: &[AssocRec],
     clusters: &[String],
+    partitions: &[String],
     has_uid: &dyn Fn(&str) -> bool,
 ) -> Vec<Problem> {
     let on = |a: &&AssocRec| clusters.is_empty() || clusters.contains(&a.cluster);
+    let asked: Vec<&str> = accounts.iter().map(|a| a.name.as_str()).collect();
     let mut out = Vec::new();
     for a in accounts {
         if !assocs.iter().filter(on).any(|x| x.account == a.name) {
@@ -1669,11 +1673,14 @@ fn problems(
     let mut lonely: Vec<(&str, &str)> = assocs
         .iter()
         .filter(on)
-        .filter(|a| a.user.is_empty())
+        .filter(|a| a.user.is_empty() && asked.contains(&a.account.as_str()))
         .filter(|a| {
-            !assocs
-                .iter()
-                .any(|u| !u.user.is_empty() && u.cluster == a.cluster && u.account == a.account)
+            !assocs.iter().any(|u| {
+                !u.user.is_empty()
+                    && u.cluster == a.cluster
+                    && u.account == a.account
+                    && (partitions.is_empty() || partitions.contains(&u.partition))
+            })
         })
         .map(|a| (a.cluster.as_str(), a.account.as_str()))
         .collect();
@@ -1731,7 +1738,6 @@ fn show_problems(format: Option<&str>, specs: &[Spec]) -> Res<Show> {
         }),
         AcctRequest::ListAssocs(AssocFilter {
             clusters: clusters.clone(),
-            partitions,
             ..Default::default()
         }),
     ];
@@ -1746,14 +1752,8 @@ fn show_problems(format: Option<&str>, specs: &[Spec]) -> Res<Show> {
             else {
                 return Err("unexpected answer from slurmdbd".into());
             };
-            // Account associations asked for by name: only theirs.
-            let s: Vec<AssocRec> = s
-                .iter()
-                .filter(|x| accounts.is_empty() || accounts.contains(&x.account))
-                .cloned()
-                .collect();
             let has_uid = |n: &str| slurm_common::users::user_by_name(n).is_some();
-            let found = problems(a, u, &s, &clusters, &has_uid);
+            let found = problems(a, u, s, &clusters, &partitions, &has_uid);
             let rows: Vec<Vec<String>> = found
                 .into_iter()
                 .map(|(c, a, u, p)| {
@@ -2835,7 +2835,7 @@ mod tests {
             assoc("zed", "phys", ""),
         ];
         let has_uid = |n: &str| n != "ghost";
-        let p = problems(&accounts, &users, &assocs, &[], &has_uid);
+        let p = problems(&accounts, &users, &assocs, &[], &[], &has_uid);
         let s = |c: &str, a: &str, u: &str, w: &'static str| -> Problem {
             (c.into(), a.into(), u.into(), w)
         };
@@ -2850,9 +2850,43 @@ mod tests {
             ]
         );
         // One cluster: the other's associations do not count.
-        let p = problems(&accounts, &users, &assocs, &["zed".to_string()], &has_uid);
+        let p = problems(
+            &accounts,
+            &users,
+            &assocs,
+            &["zed".to_string()],
+            &[],
+            &has_uid,
+        );
         assert!(p.contains(&s("", "root", "", "Account has no Associations")));
         assert!(p.contains(&s("", "", "ann", "User has no Associations")));
+        // Asked about one account: users are judged by all associations.
+        let p = problems(&accounts[1..2], &users, &assocs, &[], &[], &has_uid);
+        assert_eq!(
+            p,
+            vec![
+                s("zed", "phys", "", "Account has no users"),
+                s("", "", "ghost", "User does not have a uid"),
+                s("", "", "bob", "User has no Associations"),
+            ]
+        );
+        // In a partition nobody's association names: phys on tux has no
+        // users there.
+        let p = problems(
+            &accounts[1..2],
+            &[],
+            &assocs,
+            &[],
+            &["gpu".into()],
+            &has_uid,
+        );
+        assert_eq!(
+            p,
+            vec![
+                s("tux", "phys", "", "Account has no users"),
+                s("zed", "phys", "", "Account has no users"),
+            ]
+        );
     }
 
     #[test]

@@ -907,7 +907,7 @@ fn apply(
             // strtoll: leading number, anything after it ignored.
             let n: i64 = match val {
                 None => 100,
-                Some(a) => leading_int(a),
+                Some(a) => crate::fmt::leading_int(a),
             };
             const LIMIT: i64 = 2_147_483_645; // NICE_OFFSET - 3
             if n.abs() > LIMIT {
@@ -1047,27 +1047,10 @@ pub fn parse_priority(v: &str) -> Result<u32, String> {
     if v.trim().eq_ignore_ascii_case("TOP") {
         return Ok((NO_VAL - 1) as u32);
     }
-    match leading_int(v) {
+    match crate::fmt::leading_int(v) {
         p if p < 0 => Err("Priority must be >= 0".into()),
         p if p >= NO_VAL => Err(format!("Priority must be < {NO_VAL}")),
         p => Ok(p as u32),
-    }
-}
-
-fn leading_int(s: &str) -> i64 {
-    let t = s.trim_start();
-    let (neg, rest) = match t.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, t.strip_prefix('+').unwrap_or(t)),
-    };
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    let n = digits
-        .parse::<i64>()
-        .unwrap_or(if digits.is_empty() { 0 } else { i64::MAX });
-    if neg {
-        -n
-    } else {
-        n
     }
 }
 

@@ -1051,6 +1051,9 @@ pub struct Globals {
     pub all: bool,
     /// `-F` (or `SCONTROL_FUTURE`): nodes in the FUTURE state are shown.
     pub future: bool,
+    /// The caller is root or SlurmUser: hidden partitions are shown to it
+    /// without `-a`, as Slurm's controller does for operators.
+    pub privileged: bool,
     pub oneliner: bool,
     pub quiet: bool,
     pub verbose: bool,
@@ -1384,11 +1387,12 @@ fn partition_node_mem(
 }
 
 /// Whether `scontrol show node` lists `n`: a FUTURE node only with `-F`,
-/// a node whose every partition is hidden only with `-a` (as Slurm's).
+/// a node whose every partition is hidden only with `-a` or to root and
+/// SlurmUser (as Slurm's).
 fn node_visible(n: &NodeRecord, g: &Globals, hidden_parts: &[String]) -> bool {
     let future = n.base_state == slurm_proto::NodeBaseState::Future;
     let hidden = !n.partitions.is_empty() && n.partitions.iter().all(|p| hidden_parts.contains(p));
-    (g.future || !future) && (g.all || !hidden)
+    (g.future || !future) && (g.all || g.privileged || !hidden)
 }
 
 fn cmd_show(
@@ -1643,7 +1647,7 @@ fn cmd_show(
             let Some(nodes) = load_nodes(ctl, out) else {
                 return 1;
             };
-            let hidden_parts: Vec<String> = if g.all {
+            let hidden_parts: Vec<String> = if g.all || g.privileged {
                 Vec::new()
             } else {
                 let mut sink = Out::default();
@@ -1701,7 +1705,7 @@ fn cmd_show(
             let shown: Vec<&PartitionRecord> = parts
                 .iter()
                 .filter(|p| id.is_none_or(|w| p.name == w))
-                .filter(|p| g.all || !p.hidden)
+                .filter(|p| g.all || g.privileged || !p.hidden)
                 .collect();
             if shown.is_empty() {
                 match id {
@@ -3066,6 +3070,12 @@ pub(crate) const OPTS: &[crate::fmt::Opt] = {
 
 pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     (
+        "all",
+        crate::compat::Support::Differs(
+            "root and SlurmUser see hidden partitions without it; operators named only in accounting need it",
+        ),
+    ),
+    (
         "clusters",
         crate::compat::Support::Differs("one cluster per controller: the name is not checked"),
     ),
@@ -3222,6 +3232,10 @@ pub fn main() -> i32 {
         conf: conf.clone(),
     };
     g.cluster = conf.cluster_name.clone();
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    g.privileged = uid == 0
+        || slurm_common::users::user_by_name(&conf.slurm_user).is_some_and(|u| u.uid == uid);
     g.argv = std::iter::once("scontrol".to_string())
         .chain(args.iter().cloned())
         .collect();

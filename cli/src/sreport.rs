@@ -639,8 +639,8 @@ pub fn job_sizes(rows: &[JobRow], assocs: &[AssocRec], o: &Opts, now: i64) -> St
 }
 
 /// The window's CPU-seconds of `rows`' jobs (those the report's users,
-/// accounts, partitions and wckeys select), summed by `key` (`None`:
-/// left out), per cluster.
+/// partitions and wckeys select; accounts are chosen by the caller),
+/// summed by `key` (`None`: left out), per cluster.
 fn job_usage<K: Ord>(
     rows: &[JobRow],
     o: &Opts,

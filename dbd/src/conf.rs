@@ -29,12 +29,13 @@ pub enum PurgeAfter {
     Months(u32),
 }
 
+/// As Slurm prints it (no `*`: nothing is archived here).
 impl std::fmt::Display for PurgeAfter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PurgeAfter::Hours(n) => write!(f, "{n} hours*"),
-            PurgeAfter::Days(n) => write!(f, "{n} days*"),
-            PurgeAfter::Months(n) => write!(f, "{n} months*"),
+            PurgeAfter::Hours(n) => write!(f, "{n} hours"),
+            PurgeAfter::Days(n) => write!(f, "{n} days"),
+            PurgeAfter::Months(n) => write!(f, "{n} months"),
         }
     }
 }
@@ -674,5 +675,26 @@ mod tests {
         ] {
             let _ = parse(t);
         }
+    }
+
+    #[test]
+    fn key_pairs_list_the_settings_but_never_the_password() {
+        let c = parse(
+            "StorageType=accounting_storage/mysql\nStorageHost=db1\nStorageUser=slurm\n\
+             StoragePass=s3cret\nPurgeJobAfter=12month\nPrivateData=jobs,usage\nDbdPort=7031\n",
+        )
+        .unwrap();
+        let pairs = c.key_pairs();
+        assert!(pairs
+            .iter()
+            .all(|(k, v)| k != "StoragePass" && !v.contains("s3cret")));
+        let get = |k: &str| pairs.iter().find(|p| p.0 == k).map(|p| p.1.as_str());
+        assert_eq!(get("StorageType"), Some("accounting_storage/mysql"));
+        assert_eq!(get("StorageHost"), Some("db1"));
+        assert_eq!(get("StorageUser"), Some("slurm"));
+        assert_eq!(get("PurgeJobAfter"), Some("12 months"));
+        assert_eq!(get("PurgeStepAfter"), Some("NONE"));
+        assert_eq!(get("PrivateData"), Some("jobs,usage"));
+        assert_eq!(get("DbdPort"), Some("7031"));
     }
 }

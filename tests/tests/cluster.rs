@@ -636,7 +636,9 @@ fn failures_exit_codes_and_purge_after_min_job_age() {
         .output()
         .unwrap();
     assert!(
-        !o.status.success() && stderr(&o).starts_with("slurm_reset_statistics: "),
+        !o.status.success()
+            && stderr(&o).starts_with("slurm_reset_statistics: ")
+            && stderr(&o).contains("only operators may reset the statistics"),
         "{}",
         stderr(&o)
     );

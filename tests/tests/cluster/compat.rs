@@ -1437,14 +1437,15 @@ fn scontrol_top_moves_jobs_first_among_their_owners() {
 /// `-F`/`SCONTROL_FUTURE` (as Slurm's); `--hide` and `hide` undo `-a`.
 #[test]
 fn scontrol_shows_hidden_partitions_and_future_nodes_only_when_asked() {
-    use slurm_tests::{stdout, TestCluster};
+    use slurm_tests::{stdout, TestCluster, TEST_GID, TEST_UID};
     let t = TestCluster::start(1, |s| {
         s.extra_conf = "NodeName=f1 CPUs=1 State=FUTURE\n\
                         PartitionName=secret Nodes=f1 Hidden=YES\n"
             .into()
     });
     let names = |args: &[&str], env: Option<(&str, &str)>| {
-        let mut c = t.cmd("scontrol");
+        // An ordinary user: root and SlurmUser see hidden partitions.
+        let mut c = t.cmd_as(TEST_UID, TEST_GID, "scontrol");
         c.args(args);
         if let Some((k, v)) = env {
             c.env(k, v);
@@ -1475,11 +1476,23 @@ fn scontrol_shows_hidden_partitions_and_future_nodes_only_when_asked() {
         names(&["-a", "show", "node"], Some(("SCONTROL_FUTURE", "1"))),
         "n1,f1"
     );
-    let o = t.run("scontrol", &["show", "partition", "secret"]);
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
+        .args(["show", "partition", "secret"])
+        .output()
+        .unwrap();
     assert!(!o.status.success(), "a hidden partition is not found");
+    // Root sees hidden partitions and their nodes without -a (FUTURE
+    // nodes still only with -F).
+    let o = t.run("scontrol", &["show", "partition", "secret"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let o = t.run("scontrol", &["-F", "show", "node", "f1"]);
+    assert!(stdout(&o).starts_with("NodeName=f1 "), "{}", stdout(&o));
+    let o = t.run("scontrol", &["show", "node", "f1"]);
+    assert!(!o.status.success(), "{}", stdout(&o));
     // Interactive: `all` then `hide`.
     let o = t
-        .cmd("scontrol")
+        .cmd_as(TEST_UID, TEST_GID, "scontrol")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
