@@ -1264,25 +1264,6 @@ const EVENT_COLS: &[(&str, &str, i64)] = &[
     ("user", "User", 10),
 ];
 
-/// Slurm's compact name of a node state in an event (`DRAIN`, `DRNG`, `DOWN`).
-fn event_state(long: &str) -> String {
-    let parts: Vec<String> = long.split('+').map(|p| p.to_ascii_uppercase()).collect();
-    let has = |s: &str| parts.iter().any(|p| p == s);
-    let busy = has("ALLOCATED") || has("MIXED") || has("COMPLETING");
-    if has("DRAIN") {
-        return if busy { "DRNG" } else { "DRAIN" }.into();
-    }
-    if has("FAIL") {
-        return if busy { "FAILG" } else { "FAIL" }.into();
-    }
-    match parts.first().map(String::as_str) {
-        Some("ALLOCATED") => "ALLOC".into(),
-        Some("COMPLETING") => "COMP".into(),
-        Some(p) => p.to_string(),
-        None => String::new(),
-    }
-}
-
 /// `sacctmgr show event [where] [Nodes=] [States=] [Reason=] [User=]
 /// [Start=] [End=] [Clusters=|All_Clusters] [All_Time] [CondFlags=Open]
 /// [MinCPUs=] [MaxCPUs=] [Event=Node|Cluster] [format=]`: the node events
@@ -1420,7 +1401,7 @@ fn show_events(specs: &[Spec], cluster: &str, now: i64) -> Res<Show> {
                                 format_duration_hms(e.time_end.unwrap_or(now) - e.time_start)
                             }
                             "state" if e.is_cluster() => String::new(),
-                            "state" => event_state(&e.state),
+                            "state" => slurm_proto::acct::event_short_state(&e.state),
                             "reason" | "user" if e.is_cluster() => String::new(),
                             "reason" => e.reason.clone().unwrap_or_default(),
                             "user" => e
@@ -2637,10 +2618,13 @@ mod tests {
 
     #[test]
     fn events_select_and_lay_out_as_slurm() {
-        assert_eq!(event_state("IDLE+DRAIN"), "DRAIN");
-        assert_eq!(event_state("MIXED+DRAIN"), "DRNG");
-        assert_eq!(event_state("DOWN"), "DOWN");
-        assert_eq!(event_state("ALLOCATED+FAIL"), "FAILG");
+        assert_eq!(slurm_proto::acct::event_short_state("IDLE+DRAIN"), "DRAIN");
+        assert_eq!(slurm_proto::acct::event_short_state("MIXED+DRAIN"), "DRNG");
+        assert_eq!(slurm_proto::acct::event_short_state("DOWN"), "DOWN");
+        assert_eq!(
+            slurm_proto::acct::event_short_state("ALLOCATED+FAIL"),
+            "FAILG"
+        );
         let now = common::now();
         let sh = |s: &str| {
             show_events(

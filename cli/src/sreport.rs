@@ -390,15 +390,7 @@ pub fn account_by_user(r: &UsageReport, assocs: &[AssocRec], o: &Opts) -> String
     }
     // Account usage = its users' plus its sub-accounts'.
     let mut acct_used: HashMap<(String, String), u64> = HashMap::new();
-    let parent: HashMap<(String, String), String> = assocs
-        .iter()
-        .filter(|a| !a.is_user())
-        .filter_map(|a| {
-            a.parent
-                .clone()
-                .map(|p| ((a.cluster.clone(), a.account.clone()), p))
-        })
-        .collect();
+    let parent = account_parents(assocs);
     for ((c, acct, _), v) in &used {
         let mut cur = Some(acct.clone());
         let mut depth = 0;
@@ -449,6 +441,37 @@ pub fn account_by_user(r: &UsageReport, assocs: &[AssocRec], o: &Opts) -> String
         }
     }
     banner("Cluster/Account/User Utilization", o) + &table(&cols, &rows, o)
+}
+
+/// Each account's parent, by (cluster, account).
+fn account_parents(assocs: &[AssocRec]) -> HashMap<(String, String), String> {
+    assocs
+        .iter()
+        .filter(|a| !a.is_user())
+        .filter_map(|a| {
+            a.parent
+                .clone()
+                .map(|p| ((a.cluster.clone(), a.account.clone()), p))
+        })
+        .collect()
+}
+
+/// The job records of the report's window on `clusters`.
+fn window_jobs(
+    conf: &slurm_common::conf::SlurmConf,
+    o: &Opts,
+    clusters: &[String],
+) -> Result<Vec<JobRow>, String> {
+    let q = JobQuery {
+        clusters: clusters.to_vec(),
+        start: Some(o.start),
+        end: Some(o.end),
+        ..Default::default()
+    };
+    match common::dbd_ask(conf, AcctRequest::GetJobs(q))? {
+        AcctResponse::Jobs(rows) => Ok(rows),
+        _ => Err("unexpected answer from slurmdbd".into()),
+    }
 }
 
 /// The columns of the reports by user, then account.
@@ -528,15 +551,7 @@ pub fn job_sizes(rows: &[JobRow], assocs: &[AssocRec], o: &Opts, now: i64) -> St
     let by_wckey = o.report == "sizes_wckey";
     let with_wckey = o.report == "sizes_account_wckey";
     let label = if by_wckey { "Wckey" } else { "Account" };
-    let parent: HashMap<(String, String), String> = assocs
-        .iter()
-        .filter(|a| !a.is_user())
-        .filter_map(|a| {
-            a.parent
-                .clone()
-                .map(|p| ((a.cluster.clone(), a.account.clone()), p))
-        })
-        .collect();
+    let parent = account_parents(assocs);
     // The line an account's jobs count on: itself (flat), or the listed
     // account (or child of one, with AcctAsParent) above it.
     let tops: Vec<String> = if o.accounts.is_empty() {
@@ -567,20 +582,8 @@ pub fn job_sizes(rows: &[JobRow], assocs: &[AssocRec], o: &Opts, now: i64) -> St
     };
     let mut table_rows: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
     let mut cluster_total: HashMap<String, u64> = HashMap::new();
-    for r in rows {
+    for (r, secs) in selected(rows, o, now) {
         let j = &r.job;
-        if j.start_time.is_none()
-            || (!o.partitions.is_empty() && !o.partitions.contains(&j.partition))
-            || (!o.wckeys.is_empty() && !o.wckeys.contains(&j.wckey))
-            || (!o.users.is_empty() && !o.users.contains(&j.user))
-        {
-            continue;
-        }
-        // Jobs with no time in the window are not in the report.
-        let secs = cpu_secs_in(j, o, now);
-        if secs == 0 {
-            continue;
-        }
         let v = if o.job_count { 1 } else { secs };
         let name = if by_wckey {
             Some(j.wckey.clone())
@@ -638,6 +641,24 @@ pub fn job_sizes(rows: &[JobRow], assocs: &[AssocRec], o: &Opts, now: i64) -> St
     head + &table(&cols, &out_rows, o)
 }
 
+/// The jobs of `rows` the report's users, partitions and wckeys select
+/// that have time in the window, with their CPU-seconds in it (jobs with
+/// none are in no report).
+fn selected<'a>(
+    rows: &'a [JobRow],
+    o: &'a Opts,
+    now: i64,
+) -> impl Iterator<Item = (&'a JobRow, u64)> + 'a {
+    rows.iter().filter_map(move |r| {
+        let j = &r.job;
+        let picked = (o.partitions.is_empty() || o.partitions.contains(&j.partition))
+            && (o.wckeys.is_empty() || o.wckeys.contains(&j.wckey))
+            && (o.users.is_empty() || o.users.contains(&j.user));
+        let secs = if picked { cpu_secs_in(j, o, now) } else { 0 };
+        (secs > 0).then_some((r, secs))
+    })
+}
+
 /// The window's CPU-seconds of `rows`' jobs (those the report's users,
 /// partitions and wckeys select; accounts are chosen by the caller),
 /// summed by `key` (`None`: left out), per cluster.
@@ -648,18 +669,8 @@ fn job_usage<K: Ord>(
     key: impl Fn(&str, &AcctJob) -> Option<K>,
 ) -> BTreeMap<(String, K), u64> {
     let mut out = BTreeMap::new();
-    for r in rows {
+    for (r, secs) in selected(rows, o, now) {
         let j = &r.job;
-        if (!o.partitions.is_empty() && !o.partitions.contains(&j.partition))
-            || (!o.wckeys.is_empty() && !o.wckeys.contains(&j.wckey))
-            || (!o.users.is_empty() && !o.users.contains(&j.user))
-        {
-            continue;
-        }
-        let secs = cpu_secs_in(j, o, now);
-        if secs == 0 {
-            continue;
-        }
         if let Some(k) = key(&r.cluster, j) {
             *out.entry((r.cluster.clone(), k)).or_default() += secs;
         }
@@ -771,15 +782,7 @@ pub fn account_by_qos(
     now: i64,
 ) -> String {
     let total = cluster_totals(usage);
-    let parent: HashMap<(String, String), String> = assocs
-        .iter()
-        .filter(|a| !a.is_user())
-        .filter_map(|a| {
-            a.parent
-                .clone()
-                .map(|p| ((a.cluster.clone(), a.account.clone()), p))
-        })
-        .collect();
+    let parent = account_parents(assocs);
     let used = job_usage(rows, o, now, |_, j| {
         Some((j.account.clone(), j.qos.clone()))
     });
@@ -954,15 +957,7 @@ fn job_report(
     o: &Opts,
     clusters: Vec<String>,
 ) -> Result<String, String> {
-    let q = JobQuery {
-        clusters: clusters.clone(),
-        start: Some(o.start),
-        end: Some(o.end),
-        ..Default::default()
-    };
-    let AcctResponse::Jobs(rows) = common::dbd_ask(conf, AcctRequest::GetJobs(q))? else {
-        return Err("unexpected answer from slurmdbd".into());
-    };
+    let rows = window_jobs(conf, o, &clusters)?;
     let f = AssocFilter {
         clusters,
         only_accounts: true,
@@ -1028,18 +1023,7 @@ fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
-    let jobs = || -> Result<Vec<JobRow>, String> {
-        let q = JobQuery {
-            clusters: clusters.clone(),
-            start: Some(o.start),
-            end: Some(o.end),
-            ..Default::default()
-        };
-        match common::dbd_ask(&conf, AcctRequest::GetJobs(q))? {
-            AcctResponse::Jobs(rows) => Ok(rows),
-            _ => Err("unexpected answer from slurmdbd".into()),
-        }
-    };
+    let jobs = || window_jobs(&conf, &o, &clusters);
     if matches!(o.report.as_str(), "user_by_wckey" | "wckey_by_user") {
         return match jobs() {
             Ok(rows) => {

@@ -176,11 +176,8 @@ impl Server {
             );
         }
         if body.is_admin() && !superuser {
-            let name = slurm_common::users::user_by_uid(uid)
-                .map(|u| u.name)
-                .unwrap_or_else(|| uid.to_string());
-            let level = match self.storage.admin_level(&name).await {
-                Ok(l) => l.unwrap_or_default(),
+            let (name, level) = match self.admin_level_of(uid).await {
+                Ok(l) => l,
                 Err(e) => return storage_error(e),
             };
             if level < AdminLevel::Operator {
@@ -203,10 +200,9 @@ impl Server {
         // users only (root, SlurmUser, AdminLevel=Administrator), as
         // Slurm's slurmdbd.
         if matches!(&body, AcctRequest::Stats | AcctRequest::Shutdown) && !superuser {
-            let name = slurm_common::users::user_name_or_id(uid);
-            match self.storage.admin_level(&name).await {
-                Ok(Some(AdminLevel::Administrator)) => {}
-                Ok(_) => {
+            match self.admin_level_of(uid).await {
+                Ok((_, AdminLevel::Administrator)) => {}
+                Ok((name, _)) => {
                     return err(
                         AcctErrorKind::AccessDenied,
                         format!(
@@ -277,11 +273,15 @@ impl Server {
     /// `uid`'s user name, and whether accounting makes it an operator or
     /// an administrator.
     async fn operator(&self, uid: u32) -> Result<(String, bool), StorageError> {
-        let me = slurm_common::users::user_by_uid(uid)
-            .map(|u| u.name)
-            .unwrap_or_else(|| uid.to_string());
-        let level = self.storage.admin_level(&me).await?.unwrap_or_default();
+        let (me, level) = self.admin_level_of(uid).await?;
         Ok((me, level >= AdminLevel::Operator))
+    }
+
+    /// `uid`'s user name, and the AdminLevel accounting gives it.
+    async fn admin_level_of(&self, uid: u32) -> Result<(String, AdminLevel), StorageError> {
+        let me = slurm_common::users::user_name_or_id(uid);
+        let level = self.storage.admin_level(&me).await?.unwrap_or_default();
+        Ok((me, level))
     }
 
     /// Batch scripts and environments only of `uid`'s own jobs, unless it

@@ -939,6 +939,43 @@ pub struct EventRec {
     pub cpus: u32,
 }
 
+/// Whether an event's node state (`MIXED+DRAIN`) had jobs on the node.
+fn event_busy(parts: &[String]) -> bool {
+    parts
+        .iter()
+        .any(|p| matches!(p.as_str(), "ALLOCATED" | "MIXED" | "COMPLETING"))
+}
+
+/// The parts of an event's node state, upper case, without suffix marks.
+fn event_parts(long: &str) -> Vec<String> {
+    long.split('+')
+        .map(|p| {
+            p.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-'])
+                .to_ascii_uppercase()
+        })
+        .collect()
+}
+
+/// Slurm's short name of an event's node state, as `sacctmgr show event`
+/// prints it (`DRNG` for a drain with jobs on the node, `ALLOC`, ...).
+pub fn event_short_state(long: &str) -> String {
+    let parts = event_parts(long);
+    let has = |s: &str| parts.iter().any(|p| p == s);
+    let busy = event_busy(&parts);
+    if has("DRAIN") {
+        return if busy { "DRNG" } else { "DRAIN" }.into();
+    }
+    if has("FAIL") {
+        return if busy { "FAILG" } else { "FAIL" }.into();
+    }
+    match parts.first().map(String::as_str) {
+        Some("ALLOCATED") => "ALLOC".into(),
+        Some("COMPLETING") => "COMP".into(),
+        Some(p) => p.to_string(),
+        None => String::new(),
+    }
+}
+
 impl EventRec {
     /// A cluster event (the cluster's size), not a node's.
     pub fn is_cluster(&self) -> bool {
@@ -962,17 +999,10 @@ impl EventRec {
         if !nodes {
             return false;
         }
-        let parts: Vec<String> = self
-            .state
-            .split('+')
-            .map(|p| {
-                p.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-'])
-                    .to_ascii_uppercase()
-            })
-            .collect();
+        let parts = event_parts(&self.state);
         let reason = self.reason.as_deref().unwrap_or("").to_ascii_lowercase();
         let has = |p: &str| parts.iter().any(|x| x == p);
-        let busy = has("ALLOCATED") || has("MIXED");
+        let busy = event_busy(&parts);
         let state_is = |s: &str| match s.to_ascii_uppercase().as_str() {
             // Slurm's short names (sinfo's), and the derived drain states.
             "ALLOC" | "ALLOCATED" => has("ALLOCATED"),
