@@ -491,73 +491,17 @@ pub fn job_tres(job: &JobRecord, node_mem: Option<u64>) -> String {
     parts.join(",")
 }
 
-/// Expands an output-file pattern as Slurm shows it (`%j`, `%x`, `%u`, `%A`,
-/// `%a`, `%N`, `%%`, with optional zero-padding width), relative to the work dir.
-pub fn expand_std_path(pattern: &str, job: &JobRecord) -> String {
-    let chars: Vec<char> = pattern.chars().collect();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] != '%' {
-            out.push(chars[i]);
-            i += 1;
-            continue;
-        }
-        let mut j = i + 1;
-        while j < chars.len() && chars[j].is_ascii_digit() {
-            j += 1;
-        }
-        if j >= chars.len() {
-            out.extend(&chars[i..]);
-            break;
-        }
-        let width: usize = chars[i + 1..j]
-            .iter()
-            .collect::<String>()
-            .parse()
-            .unwrap_or(0)
-            .min(10);
-        let num = |v: u64| format!("{v:0width$}");
-        match chars[j] {
-            '%' => out.push('%'),
-            'j' | 'A' | 'J' => out.push_str(&num(u64::from(job.job_id))),
-            'a' => out.push_str(&num(4_294_967_294)),
-            'x' => out.push_str(&job.name),
-            'u' => out.push_str(&job.user_name),
-            'n' | 't' => out.push_str(&num(0)),
-            'N' => match &job.batch_host {
-                Some(h) => out.push_str(h),
-                None => out.extend(&chars[i..=j]),
-            },
-            _ => out.extend(&chars[i..=j]),
-        }
-        i = j + 1;
-    }
-    if out.starts_with('/') || job.desc.work_dir.is_empty() {
-        out
-    } else {
-        format!("{}/{}", job.desc.work_dir.trim_end_matches('/'), out)
-    }
-}
+pub use slurm_openapi::openapi::{expand_std_path, job_std_patterns};
 
-/// The paths `StdOut`, `StdErr`, `StdIn` as shown: Slurm's defaults applied
-/// (`slurm-%j.out`, stderr with stdout, stdin `/dev/null`).
+/// The paths `StdOut`, `StdErr`, `StdIn` as shown: [`job_std_patterns`]
+/// expanded.
 pub fn job_std_paths(job: &JobRecord) -> (String, String, String) {
-    let out_pat = job
-        .desc
-        .std_out
-        .clone()
-        .unwrap_or_else(|| "slurm-%j.out".to_string());
-    let out = expand_std_path(&out_pat, job);
-    let err = match &job.desc.std_err {
-        Some(p) => expand_std_path(p, job),
-        None => out.clone(),
-    };
-    let input = match &job.desc.std_in {
-        Some(p) => expand_std_path(p, job),
-        None => "/dev/null".to_string(),
-    };
-    (out, err, input)
+    let (out, err, input) = job_std_patterns(job);
+    (
+        expand_std_path(&out, job),
+        expand_std_path(&err, job),
+        expand_std_path(&input, job),
+    )
 }
 
 // ------------------------------------------------------------ option parsing

@@ -355,9 +355,10 @@ fn other_value(key: &str, job: &JobRecord, now: i64, tz: Tz) -> String {
         "reboot" => "0".to_string(),
         "requeue" => u8::from(job.desc.requeue.unwrap_or(true)).to_string(),
         "restartcnt" => job.restarts.to_string(),
-        "stdout" => fmt::job_std_paths(job).0,
-        "stderr" => fmt::job_std_paths(job).1,
-        "stdin" => fmt::job_std_paths(job).2,
+        // As the job keeps them; `--expand-patterns` expands them.
+        "stdout" => fmt::job_std_patterns(job).0,
+        "stderr" => fmt::job_std_patterns(job).1,
+        "stdin" => fmt::job_std_patterns(job).2,
         "tres-alloc" => fmt::job_tres(job, None),
         _ => String::new(),
     }
@@ -573,6 +574,9 @@ pub struct Options {
     pub json: bool,
     /// `--only-job-state`: ids and states only (REST `jobs/state/`).
     pub only_state: bool,
+    /// `--expand-patterns`: `StdOut`, `StdErr`, `StdIn` with their file
+    /// patterns expanded (else as the job keeps them).
+    pub expand_patterns: bool,
 }
 
 impl Default for Options {
@@ -586,6 +590,7 @@ impl Default for Options {
             filter: Filter::default(),
             json: false,
             only_state: false,
+            expand_patterns: false,
         }
     }
 }
@@ -633,9 +638,16 @@ pub fn format_jobs(jobs: &[JobRecord], opts: &Options, now: i64, tz: Tz) -> Stri
     }
     out.reserve(sel.len() * 96);
     for job in sel {
-        fmt::render_into(&mut out, &opts.items, &mut |f: &Field| {
-            job_value(&f.key, job, now, tz)
-        });
+        fmt::render_into(
+            &mut out,
+            &opts.items,
+            &mut |f: &Field| match f.key.as_str() {
+                "stdout" if opts.expand_patterns => fmt::job_std_paths(job).0.into(),
+                "stderr" if opts.expand_patterns => fmt::job_std_paths(job).1.into(),
+                "stdin" if opts.expand_patterns => fmt::job_std_paths(job).2.into(),
+                _ => job_value(&f.key, job, now, tz),
+            },
+        );
         out.push('\n');
     }
     out
@@ -793,6 +805,11 @@ pub(crate) const OPTS: &[Opt] = &[
         arg: Arg::No,
     },
     Opt {
+        short: None,
+        long: "expand-patterns",
+        arg: Arg::No,
+    },
+    Opt {
         short: Some('l'),
         long: "long",
         arg: Arg::No,
@@ -944,6 +961,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
     let mut cli_format = false;
     let mut json = crate::jsonout::env_wants(env).map_err(|e| format!("squeue: error: {e}"))?;
     let mut only_state = false;
+    let mut expand_patterns = false;
     for p in parsed {
         match p {
             Parsed::Word(w) => {
@@ -987,6 +1005,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
                     }
                     "long" => long = true,
                     "only-job-state" => only_state = true,
+                    "expand-patterns" => expand_patterns = true,
                     "me" => filter.query.users = vec![current_uid().to_string()],
                     "notme" => filter.not_uid = Some(current_uid()),
                     "running-over" | "running-under" => {
@@ -1122,6 +1141,7 @@ pub fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Resu
             steps,
             json,
             only_state,
+            expand_patterns,
         }),
         iterate,
         verbose,
@@ -1601,6 +1621,46 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn std_paths_as_kept_or_expanded() {
+        let mut j = running(14, "arr", "n1");
+        let d = std::sync::Arc::make_mut(&mut j.desc);
+        d.work_dir = "/w".into();
+        (d.std_out, d.std_err, d.std_in) = (None, None, None);
+        j.array = Some(slurm_proto::ArrayInfo {
+            job_id: 12,
+            task_id: 3,
+            task_count: 4,
+            task_min: 0,
+            task_max: 3,
+            task_step: None,
+            max_running: None,
+        });
+        let run_on = |j: &JobRecord, args: &[&str]| {
+            let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            let Action::Run { opts, .. } = parse_args(&a, &|_| None).unwrap() else {
+                panic!()
+            };
+            format_jobs(std::slice::from_ref(j), &opts, T_NOW, Tz::Utc)
+        };
+        let run = |args: &[&str]| run_on(&j, args);
+        let f = ["-h", "-O", "stdout:40,stderr:40,stdin:20"];
+        assert_eq!(
+            run(&f).split_whitespace().collect::<Vec<_>>(),
+            ["slurm-%A_%a.out", "slurm-%A_%a.out", "/dev/null"]
+        );
+        let mut e = f.to_vec();
+        e.push("--expand-patterns");
+        assert_eq!(
+            run(&e).split_whitespace().collect::<Vec<_>>(),
+            ["/w/slurm-12_3.out", "/w/slurm-12_3.out", "/dev/null"]
+        );
+        let mut j = j.clone();
+        std::sync::Arc::make_mut(&mut j.desc).std_err = Some("e-%j-%4a.txt".into());
+        let out = run_on(&j, &e);
+        assert!(out.contains(" /w/e-14-0003.txt "), "{out}");
+    }
+
+    #[test]
     fn field_letters() {
         let mut j = running(6, "averyveryverylongname", "n1");
         j.time_limit = Some(90);
@@ -1617,6 +1677,7 @@ pub(crate) mod tests {
             steps: false,
             json: false,
             only_state: false,
+            expand_patterns: false,
         };
         let out = format_jobs(
             std::slice::from_ref(&j),

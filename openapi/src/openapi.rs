@@ -274,52 +274,82 @@ pub fn job_state(j: &JobRecord) -> Vec<&'static str> {
     v
 }
 
-/// Expand `%j %A %a %x %u %N %%` in an output path (others kept as given)
-/// and prefix the working directory to relative paths.
-pub fn expand_std_path(pattern: &str, j: &JobRecord) -> String {
+/// Expands an output-file pattern as Slurm shows it (`%j`, `%x`, `%u`, `%A`,
+/// `%a`, `%b`, `%N`, `%%`, with optional zero-padding width), relative to
+/// the work dir. An array task's `%A`/`%a` are the array's id and its
+/// index (what its node daemon names the file by).
+pub fn expand_std_path(pattern: &str, job: &JobRecord) -> String {
+    let chars: Vec<char> = pattern.chars().collect();
     let mut out = String::new();
-    let mut chars = pattern.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '%' {
+            out.push(chars[i]);
+            i += 1;
             continue;
         }
-        match chars.next() {
-            Some('%') => out.push('%'),
-            Some('j') => out.push_str(&j.job_id.to_string()),
-            Some('A') => out.push_str(&j.array.as_ref().map_or(j.job_id, |a| a.job_id).to_string()),
-            Some('a') => out.push_str(
-                &j.array
-                    .as_ref()
-                    .map_or(4_294_967_294, |a| a.task_id)
-                    .to_string(),
-            ),
-            Some('x') => out.push_str(&j.name),
-            Some('u') => out.push_str(&j.user_name),
-            Some('N') => match &j.batch_host {
-                Some(h) => out.push_str(h),
-                None => out.push_str("%N"),
-            },
-            Some(o) => {
-                out.push('%');
-                out.push(o);
-            }
-            None => out.push('%'),
+        let mut j = i + 1;
+        while j < chars.len() && chars[j].is_ascii_digit() {
+            j += 1;
         }
+        if j >= chars.len() {
+            out.extend(&chars[i..]);
+            break;
+        }
+        let width: usize = chars[i + 1..j]
+            .iter()
+            .collect::<String>()
+            .parse()
+            .unwrap_or(0)
+            .min(10);
+        let num = |v: u64| format!("{v:0width$}");
+        match chars[j] {
+            '%' => out.push('%'),
+            'j' | 'J' => out.push_str(&num(u64::from(job.job_id))),
+            'A' => out.push_str(&num(u64::from(
+                job.array.as_ref().map_or(job.job_id, |a| a.job_id),
+            ))),
+            'a' => out.push_str(&num(job
+                .array
+                .as_ref()
+                .map_or(4_294_967_294, |a| u64::from(a.task_id)))),
+            'b' => out.push_str(&num(job
+                .array
+                .as_ref()
+                .map_or(4, |a| u64::from(a.task_id % 10)))),
+            'x' => out.push_str(&job.name),
+            'u' => out.push_str(&job.user_name),
+            'n' | 't' => out.push_str(&num(0)),
+            'N' => match &job.batch_host {
+                Some(h) => out.push_str(h),
+                None => out.extend(&chars[i..=j]),
+            },
+            _ => out.extend(&chars[i..=j]),
+        }
+        i = j + 1;
     }
-    if out.starts_with('/') || j.desc.work_dir.is_empty() {
+    if out.starts_with('/') || job.desc.work_dir.is_empty() {
         out
     } else {
-        format!("{}/{}", j.desc.work_dir.trim_end_matches('/'), out)
+        format!("{}/{}", job.desc.work_dir.trim_end_matches('/'), out)
     }
 }
 
-fn default_stdout(j: &JobRecord) -> String {
-    if j.array.is_some() {
-        "slurm-%A_%a.out".into()
-    } else {
-        "slurm-%j.out".into()
-    }
+/// The file patterns of `StdOut`, `StdErr`, `StdIn` as the job keeps them,
+/// Slurm's defaults applied (`slurm-%j.out`, an array's `slurm-%A_%a.out`,
+/// stderr with stdout, stdin `/dev/null`).
+pub fn job_std_patterns(j: &JobRecord) -> (String, String, String) {
+    let d = &j.desc;
+    let out = d.std_out.clone().unwrap_or_else(|| {
+        if j.array.is_some() {
+            "slurm-%A_%a.out".to_string()
+        } else {
+            "slurm-%j.out".to_string()
+        }
+    });
+    let err = d.std_err.clone().unwrap_or_else(|| out.clone());
+    let input = d.std_in.clone().unwrap_or_else(|| "/dev/null".to_string());
+    (out, err, input)
 }
 
 fn rel_to_cwd(p: &str, j: &JobRecord) -> String {
@@ -358,9 +388,7 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     } else {
         j.min_nodes
     };
-    let out_pat = d.std_out.clone().unwrap_or_else(|| default_stdout(j));
-    let err_pat = d.std_err.clone().unwrap_or_else(|| out_pat.clone());
-    let in_pat = d.std_in.clone().unwrap_or_else(|| "/dev/null".into());
+    let (out_pat, err_pat, in_pat) = job_std_patterns(j);
     let mut flags: Vec<&str> = Vec::new();
     if d.external {
         flags.push("EXTERNAL_JOB");
