@@ -780,6 +780,7 @@ const ENV_OPTIONS: &fmt::EnvOptions = &[
     ("SINFO_FEDERATION", "federation", false),
     ("SINFO_LOCAL", "local", false),
     ("SINFO_SORT", "sort", true),
+    ("SLURM_CLUSTERS", "clusters", true),
 ];
 
 pub(crate) const OPTS: &[Opt] = &[

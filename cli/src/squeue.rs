@@ -721,6 +721,7 @@ const ENV_OPTIONS: &fmt::EnvOptions = &[
     ("SQUEUE_LOCAL", "local", false),
     ("SQUEUE_SIBLING", "sibling", false),
     ("SQUEUE_PRIORITY", "priority", false),
+    ("SLURM_CLUSTERS", "clusters", true),
 ];
 
 pub(crate) const OPTS: &[Opt] = &[
@@ -1617,6 +1618,19 @@ pub(crate) mod tests {
         assert_eq!(
             format_jobs(&reference_jobs(), &opts, T_NOW, Tz::Utc),
             "long1\nlong2\nlong3\n"
+        );
+    }
+
+    #[test]
+    fn slurm_clusters_is_taken_as_dash_m() {
+        let env = |k: &str| (k == "SLURM_CLUSTERS").then(|| "local".to_string());
+        assert!(matches!(
+            parse_args(&["-h".to_string()], &env),
+            Ok(Action::Run { .. })
+        ));
+        assert_eq!(
+            fmt::env_words(ENV_OPTIONS, &env),
+            vec!["--clusters=local".to_string()]
         );
     }
 
