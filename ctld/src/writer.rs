@@ -196,6 +196,8 @@ pub fn run(
         }
         let mut replies = Vec::with_capacity(batch.len());
         let mut shutdown = false;
+        // The counters sdiag reads changed (a pass, or `sdiag -r`).
+        let mut stats_changed = false;
         for c in batch {
             match c {
                 Command::Rpc {
@@ -230,7 +232,10 @@ pub fn run(
                 } => ctl.launch_failed(job_id, &node, prolog_failed, refused, start_time, now),
                 Command::AcctAcked(n) => ctl.acct_acked(n),
                 Command::AcctAssocs(c) => ctl.set_assocs(*c, now),
-                Command::ResetStats => ctl.reset_stats(now),
+                Command::ResetStats => {
+                    ctl.reset_stats(now);
+                    stats_changed = true;
+                }
                 Command::Shutdown => shutdown = true,
             }
         }
@@ -247,10 +252,10 @@ pub fn run(
             let t0 = Instant::now();
             let planned = ctl.schedule(now);
             ctl.pass_took(t0.elapsed().as_micros() as u64, planned);
+            stats_changed = true;
         }
-        // (After a pass, or `sdiag -r`.)
-        if let Ok(mut live) = shared.stats.lock() {
-            if *live != ctl.stats {
+        if stats_changed {
+            if let Ok(mut live) = shared.stats.lock() {
                 live.clone_from(&ctl.stats);
             }
         }

@@ -166,6 +166,14 @@ impl TestCluster {
         self.cmd(prog).args(args).output().expect("run command")
     }
 
+    /// Runs `prog` with `args` as the test's ordinary user.
+    pub fn run_as_user(&self, prog: &str, args: &[&str]) -> Output {
+        self.cmd_as(TEST_UID, TEST_GID, prog)
+            .args(args)
+            .output()
+            .expect("run command")
+    }
+
     /// Makes `prog` commands of this cluster without borrowing it, for
     /// threads that submit while the test restarts daemons.
     pub fn cmd_factory(&self, prog: &str, args: &[&str]) -> CmdFactory {

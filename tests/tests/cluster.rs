@@ -475,19 +475,14 @@ fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
     assert!(!out.status.success());
     assert_eq!(t.job(id).unwrap().state, JobState::Pending);
     // Nor may a user drain a node.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["update", "nodename=n1", "state=drain", "reason=x"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user(
+        "scontrol",
+        &["update", "nodename=n1", "state=drain", "reason=x"],
+    );
     assert!(!out.status.success());
     assert!(!t.nodes()[0].flags.drain);
     // The owner may; so may root.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["hold", &id.to_string()])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("scontrol", &["hold", &id.to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(t.job(id).unwrap().reason, JobReason::JobHeldUser);
     let out = t.run("scancel", &[&id.to_string()]);
@@ -495,11 +490,7 @@ fn forged_or_expired_credentials_are_refused_and_users_only_touch_their_jobs() {
     assert_eq!(t.job(id).unwrap().state, JobState::Cancelled);
 
     // Partition access lists hold for users (root may use any partition).
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "sbatch")
-        .args(["-p", "physics", "-A", "chem", "--wrap", "true"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("sbatch", &["-p", "physics", "-A", "chem", "--wrap", "true"]);
     assert!(!out.status.success());
     assert_eq!(
         stderr(&out),
@@ -971,11 +962,7 @@ srun -N 3 sh -c 'exit 2'; echo rc=$?\n",
     assert_eq!(j.state, JobState::Completed);
     assert!(!j.batch);
     // A user may not run steps in someone else's allocation.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "srun")
-        .args(["--jobid", &id.to_string(), "true"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("srun", &["--jobid", &id.to_string(), "true"]);
     assert!(!out.status.success());
 }
 
@@ -1267,11 +1254,7 @@ fn reservations_keep_other_jobs_off_their_nodes() {
         j.reason == JobReason::Resources
     });
     // Users outside it may not use it; a future reservation makes jobs wait.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "sbatch")
-        .args(["--reservation=maint1", "--wrap", "true"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("sbatch", &["--reservation=maint1", "--wrap", "true"]);
     assert!(
         stderr(&out).contains("Access denied to requested reservation"),
         "{}",
@@ -1619,11 +1602,7 @@ fn operators_change_partitions_and_the_change_survives_a_restart() {
     let si = stdout(&t.run("sinfo", &["-h", "-o", "%a %l"]));
     assert_eq!(si, "drain 30:00\n");
     // Users may not change partitions.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["update", "PartitionName=debug", "State=UP"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("scontrol", &["update", "PartitionName=debug", "State=UP"]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("Access/permission denied"),
@@ -1663,11 +1642,7 @@ fn operators_create_and_delete_partitions_while_jobs_run() {
     let running = t.sbatch(&["-w", "n1", "--wrap", "sleep 30"]);
     t.wait_job(running, 20, "running", |j| j.state == JobState::Running);
     // Users may not; bad names and nodes are refused, changing nothing.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["create", "PartitionName=mine", "Nodes=n2"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("scontrol", &["create", "PartitionName=mine", "Nodes=n2"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out),
@@ -1711,11 +1686,7 @@ fn operators_create_and_delete_partitions_while_jobs_run() {
     assert!(t.run("scontrol", &["reconfigure"]).status.success());
     assert_eq!(parts(&t), "debug n[1-2] up infinite\np2 n2 up 10:00\n");
     // A user may not delete it.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["delete", "PartitionName=p2"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("scontrol", &["delete", "PartitionName=p2"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("Access/permission denied"),

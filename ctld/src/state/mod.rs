@@ -318,7 +318,7 @@ pub struct Controller {
     identities: HashMap<(u32, u32), Arc<Identity>>,
 }
 
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Default, Clone)]
 pub struct Stats {
     pub jobs_submitted: u64,
     pub jobs_started: u64,

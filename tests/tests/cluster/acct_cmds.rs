@@ -409,11 +409,7 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
     mgr(&t, &["-i", "modify", "user", "nobody", "set", "QOS=normal"]);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let o = t
-            .cmd_as(TEST_UID, TEST_GID, "sbatch")
-            .args(["-v", "--qos=gold", "-H", "--wrap", "true"])
-            .output()
-            .unwrap();
+        let o = t.run_as_user("sbatch", &["-v", "--qos=gold", "-H", "--wrap", "true"]);
         assert!(!o.status.success(), "{}", text(&o));
         // Once the controller knows gold exists, the refusal is the
         // association's.
@@ -424,11 +420,10 @@ fn sacctmgr_manages_accounts_users_and_qos_and_limits_hold_jobs() {
         std::thread::sleep(Duration::from_millis(300));
     }
     let held = t.sbatch_as_user(&["-H", "--wrap", "true"]);
-    let o = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["update", &format!("JobId={held}"), "QOS=gold"])
-        .output()
-        .unwrap();
+    let o = t.run_as_user(
+        "scontrol",
+        &["update", &format!("JobId={held}"), "QOS=gold"],
+    );
     assert!(!o.status.success(), "moved into a QOS it may not use");
     assert_ne!(t.job(held).unwrap().qos, "gold");
 }
@@ -757,11 +752,7 @@ fn sacctmgr_dump_and_load_carry_a_cluster_tree_over() {
     );
     // slurm.conf's accounting settings, then slurmdbd.conf's (never the
     // storage password); any user may look, as in Slurm.
-    let o = t
-        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
-        .args(["show", "configuration"])
-        .output()
-        .unwrap();
+    let o = t.run_as_user("sacctmgr", &["show", "configuration"]);
     let cfg = text(&o);
     assert!(o.status.success(), "{cfg}");
     assert!(
@@ -773,11 +764,7 @@ fn sacctmgr_dump_and_load_carry_a_cluster_tree_over() {
         "{cfg}"
     );
     // Only super users see what slurmdbd served, and to whom.
-    let o = t
-        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
-        .args(["show", "stats"])
-        .output()
-        .unwrap();
+    let o = t.run_as_user("sacctmgr", &["show", "stats"]);
     assert!(
         !o.status.success() && text(&o).contains("may not see slurmdbd's statistics"),
         "{}",
@@ -871,15 +858,14 @@ fn sacctmgr_dump_and_load_carry_a_cluster_tree_over() {
     assert!(!accts.contains("bio"), "{accts}");
 
     // An ordinary user may neither dump nor load.
-    let o = t
-        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
-        .args([
+    let o = t.run_as_user(
+        "sacctmgr",
+        &[
             "dump",
             "local",
             &format!("file={}/mine.cfg", t.work.display()),
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(
         !o.status.success() && text(&o).contains("sufficient privileges to dump"),
         "{}",
@@ -891,11 +877,7 @@ fn sacctmgr_dump_and_load_carry_a_cluster_tree_over() {
         edited.replace("Cluster - 'local'", "Cluster - 'stolen'"),
     )
     .unwrap();
-    let o = t
-        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
-        .args(["-i", "load", copy.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = t.run_as_user("sacctmgr", &["-i", "load", copy.to_str().unwrap()]);
     assert!(!o.status.success(), "{}", text(&o));
     let clusters = mgr(&t, &["-P", "-n", "show", "cluster", "format=Cluster"]);
     assert!(!clusters.contains("stolen"), "{clusters}");
@@ -1028,11 +1010,7 @@ fn sacctmgr_show_event_lists_node_outages() {
         text(&o)
     );
     // An ordinary user is refused the events under PrivateData=events.
-    let o = t
-        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
-        .args(["-P", "-n", "show", "event"])
-        .output()
-        .unwrap();
+    let o = t.run_as_user("sacctmgr", &["-P", "-n", "show", "event"]);
     assert!(
         !o.status.success()
             && text(&o).contains("may not see node events")
@@ -1162,11 +1140,7 @@ fn sacctmgr_runawayjobs_finds_and_ends_jobs_the_controller_lost() {
 
     // An ordinary user may neither look nor fix (slurmdbd refuses the fix
     // itself), and nothing changes.
-    let o = t
-        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
-        .args(["-i", "show", "runawayjobs"])
-        .output()
-        .unwrap();
+    let o = t.run_as_user("sacctmgr", &["-i", "show", "runawayjobs"]);
     assert!(
         !o.status.success() && text(&o).contains("may not look for runaway jobs"),
         "{}",
@@ -1218,11 +1192,7 @@ fn sacctmgr_runawayjobs_finds_and_ends_jobs_the_controller_lost() {
 
     // `sacctmgr shutdown`: refused to an ordinary user (slurmdbd keeps
     // serving), done for root.
-    let o = t
-        .cmd_as(TEST_UID, TEST_GID, "sacctmgr")
-        .args(["shutdown"])
-        .output()
-        .unwrap();
+    let o = t.run_as_user("sacctmgr", &["shutdown"]);
     assert!(
         !o.status.success()
             && text(&o).contains(" Problem shutting down server: ")

@@ -326,7 +326,7 @@ fn mincpus_gives_each_node_at_least_that_many_cpus() {
 #[test]
 fn priority_is_fixed_by_operators_and_zero_holds() {
     use slurm_proto::{JobReason, JobState};
-    use slurm_tests::{stderr, stdout, TestCluster, TEST_GID, TEST_UID};
+    use slurm_tests::{stderr, stdout, TestCluster};
     let t = TestCluster::start(1, |_| {});
     let later = ["--begin=now+3600", "--wrap", "true"];
     let id = t.sbatch(&[&["--priority=4000000"][..], &later].concat());
@@ -344,11 +344,7 @@ fn priority_is_fixed_by_operators_and_zero_holds() {
         (j.state, j.reason, j.priority),
         (JobState::Pending, JobReason::JobHeldUser, 0)
     );
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["release", &held.to_string()])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("scontrol", &["release", &held.to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(t.wait_done(held, 30).state, JobState::Completed);
     // srun's allocation too.
@@ -968,7 +964,7 @@ fn srun_wait_ends_the_step_after_the_first_task() {
 /// another user may not.
 #[test]
 fn scontrol_writes_a_jobs_batch_script_for_its_owner_only() {
-    use slurm_tests::{stderr, stdout, TestCluster, TEST_GID, TEST_UID};
+    use slurm_tests::{stderr, stdout, TestCluster};
     let t = TestCluster::start(1, |_| {});
     let script = "#!/bin/sh\n#SBATCH -J secret\necho the recipe\n";
     let path = t.work.join("job.sh");
@@ -976,11 +972,7 @@ fn scontrol_writes_a_jobs_batch_script_for_its_owner_only() {
     let id = t.sbatch_as_user(&["-H", "-o", "/dev/null", path.to_str().unwrap()]);
     let ids = id.to_string();
     // The owner, to stdout.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["write", "batch_script", &ids, "-"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("scontrol", &["write", "batch_script", &ids, "-"]);
     assert_eq!(stdout(&out), script, "{}", stderr(&out));
     // Root, to the default file in the working directory.
     let out = t.run("scontrol", &["write", "batch_script", &ids]);
@@ -1476,11 +1468,7 @@ fn scontrol_shows_hidden_partitions_and_future_nodes_only_when_asked() {
         names(&["-a", "show", "node"], Some(("SCONTROL_FUTURE", "1"))),
         "n1,f1"
     );
-    let o = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["show", "partition", "secret"])
-        .output()
-        .unwrap();
+    let o = t.run_as_user("scontrol", &["show", "partition", "secret"]);
     assert!(!o.status.success(), "a hidden partition is not found");
     // Root sees hidden partitions and their nodes without -a (FUTURE
     // nodes still only with -F).

@@ -87,11 +87,7 @@ fn no_acknowledged_job_is_lost_to_kill_during_submissions_and_compactions() {
         let mode = f.metadata().unwrap().mode() & 0o777;
         assert_eq!(mode, 0o600, "{}", f.path().display());
     }
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["show", "job"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("scontrol", &["show", "job"]);
     assert!(out.status.success());
     let r = std::fs::read(state.join("state.json"));
     assert!(r.is_ok(), "root reads it");
@@ -114,11 +110,7 @@ fn users_keep_to_their_rights_on_submit_update_and_srun() {
         s.extra_conf = "PartitionName=staff Nodes=n1 AllowGroups=root\n".into();
     });
     // Negative nice: operators only, on submission as on update.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "sbatch")
-        .args(["--nice=-1000000", "--wrap", "true"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("sbatch", &["--nice=-1000000", "--wrap", "true"]);
     assert!(!out.status.success(), "{}", stdout(&out));
     assert!(
         stderr(&out).contains("Access/permission denied"),
@@ -130,18 +122,13 @@ fn users_keep_to_their_rights_on_submit_update_and_srun() {
 
     // A partition the user may not use: refused on submission, and now on
     // update too.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "sbatch")
-        .args(["-p", "staff", "--wrap", "true"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("sbatch", &["-p", "staff", "--wrap", "true"]);
     assert!(!out.status.success());
     let mine = t.sbatch_as_user(&["-H", "--wrap", "true"]);
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["update", &format!("JobId={mine}"), "Partition=staff"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user(
+        "scontrol",
+        &["update", &format!("JobId={mine}"), "Partition=staff"],
+    );
     assert!(
         !out.status.success(),
         "moved into a partition it may not use"
@@ -165,11 +152,7 @@ fn users_keep_to_their_rights_on_submit_update_and_srun() {
     let private = t.work.join("private");
     std::fs::create_dir(&private).unwrap();
     std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "srun")
-        .args(["-D", private.to_str().unwrap(), "pwd"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("srun", &["-D", private.to_str().unwrap(), "pwd"]);
     assert_eq!(stdout(&out).trim(), "/tmp", "{}", stderr(&out));
     assert!(
         stderr(&out).contains(&format!(
@@ -180,11 +163,7 @@ fn users_keep_to_their_rights_on_submit_update_and_srun() {
         stderr(&out)
     );
     // One it may enter works as before.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "srun")
-        .args(["-D", t.work.to_str().unwrap(), "pwd"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("srun", &["-D", t.work.to_str().unwrap(), "pwd"]);
     assert_eq!(
         stdout(&out).trim(),
         t.work.to_str().unwrap(),
@@ -483,11 +462,7 @@ fn one_users_request_loop_is_rate_limited_without_failing_commands() {
     assert!(!ask(4321));
     assert!((0..20).all(|_| !ask(0)), "root is never limited");
     // The command waits for a token rather than fail.
-    let out = t
-        .cmd_as(TEST_UID, TEST_GID, "squeue")
-        .args(["-h"])
-        .output()
-        .unwrap();
+    let out = t.run_as_user("squeue", &["-h"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
 

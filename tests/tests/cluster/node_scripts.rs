@@ -409,11 +409,7 @@ fn scontrol_reboot_runs_reboot_program_and_times_out_without_a_boot() {
     });
     let marker = dir.join("rebooted");
     // An ordinary user may not.
-    let o = t
-        .cmd_as(TEST_UID, TEST_GID, "scontrol")
-        .args(["reboot", "n1"])
-        .output()
-        .unwrap();
+    let o = t.run_as_user("scontrol", &["reboot", "n1"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).contains("Access/permission denied"),
