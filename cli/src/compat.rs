@@ -312,7 +312,7 @@ mod tests {
         // sbatch's refused options are not yet, its warned ones differ.
         let sbatch = get("sbatch");
         assert!(matches!(
-            sbatch.lookup(None, Some("uid")).unwrap().support,
+            sbatch.lookup(None, Some("container")).unwrap().support,
             Support::NotYet(_)
         ));
         assert!(matches!(

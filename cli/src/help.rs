@@ -185,7 +185,8 @@ mod tests {
         assert!(h.contains("\n  -A, --account=name            charge the job to this account\n"));
         // Optional arguments are bracketed; refused options are not listed.
         assert!(h.contains("      --exclusive[="), "{h}");
-        assert!(!h.contains("--uid"), "{h}");
+        assert!(!h.contains("--container"), "{h}");
+        assert!(h.contains("\n      --uid=user "), "{h}");
         let u = usage("squeue");
         assert!(u.starts_with("Usage: squeue [-A "), "{u}");
         assert!(u.lines().all(|l| l.len() <= 80), "{u}");

@@ -70,6 +70,10 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('T'), "truncate", Arg::No),
     o(None, "noconvert", Arg::No),
     o(Some('W'), "wckeys", Arg::Required),
+    o(Some('C'), "constraints", Arg::Required),
+    o(Some('F'), "flags", Arg::Required),
+    o(Some('R'), "reason", Arg::Required),
+    o(None, "expand-patterns", Arg::No),
     o(None, "use-local-uid", Arg::No),
     o(None, "federation", Arg::No),
     o(Some('x'), "associations", Arg::Required),
@@ -91,6 +95,7 @@ const FIELDS: &[(&str, usize, bool)] = &[
     ("AllocTRES", 10, true),
     ("Cluster", 10, true),
     ("Comment", 15, true),
+    ("Constraints", 19, true),
     ("CPUTime", 10, true),
     ("CPUTimeRAW", 10, true),
     ("Elapsed", 10, true),
@@ -98,6 +103,8 @@ const FIELDS: &[(&str, usize, bool)] = &[
     ("Eligible", 19, true),
     ("End", 19, true),
     ("ExitCode", 8, true),
+    ("FailedNode", 8, true),
+    ("Flags", 19, true),
     ("GID", 6, true),
     ("Group", 9, true),
     ("JobID", 12, false),
@@ -111,14 +118,23 @@ const FIELDS: &[(&str, usize, bool)] = &[
     ("NodeList", 15, true),
     ("NTasks", 8, true),
     ("Partition", 10, true),
+    ("Planned", 10, true),
+    ("PlannedCPU", 10, true),
+    ("PlannedCPURAW", 13, true),
     ("Priority", 10, true),
     ("QOS", 10, true),
+    ("Reason", 22, true),
     ("ReqCPUS", 8, true),
     ("ReqMem", 10, true),
     ("ReqNodes", 8, true),
     ("ReqTRES", 10, true),
+    ("Reservation", 20, true),
+    ("Restarts", 8, true),
     ("Start", 19, true),
     ("State", 10, true),
+    ("StdErr", 20, true),
+    ("StdIn", 20, true),
+    ("StdOut", 20, true),
     ("Submit", 19, true),
     ("SubmitLine", 20, true),
     ("Suspended", 10, true),
@@ -349,6 +365,101 @@ fn job_state(j: &AcctJob) -> String {
     }
 }
 
+/// How long a job waited from eligible to its start, as Slurm's
+/// `Planned`: to its end if it ended without starting, to `now` while it
+/// waits.
+fn planned(j: &AcctJob, now: i64) -> i64 {
+    let Some(eligible) = j.eligible_time.filter(|&e| e > 0) else {
+        return 0;
+    };
+    let until = match (j.start_time, j.end_time) {
+        (Some(s), _) => s,
+        (None, Some(e)) => e,
+        (None, None) => now,
+    };
+    (until - eligible).max(0)
+}
+
+/// sacct's `Flags`: the scheduler that started it, then `StartReceived`
+/// once accounting has its start; `None` before either.
+fn flags_str(j: &AcctJob) -> String {
+    let mut v: Vec<&str> = Vec::new();
+    if !j.sched_flag.is_empty() {
+        v.push(&j.sched_flag);
+    }
+    if j.start_time.is_some() {
+        v.push("StartReceived");
+    }
+    if v.is_empty() {
+        "None".into()
+    } else {
+        v.join(",")
+    }
+}
+
+/// `-F`: does the job carry any of `flags` (`None`: none at all)?
+fn has_flags(j: &AcctJob, flags: &[String]) -> bool {
+    let shown = flags_str(j);
+    let have: Vec<&str> = shown.split(',').collect();
+    flags
+        .iter()
+        .any(|f| have.iter().any(|h| h.eq_ignore_ascii_case(f)))
+}
+
+/// Job reasons `-R` takes: Slurm's reason codes (`squeue(1)`'s JOB REASON
+/// CODES and this controller's); the per-limit ones (`QOSMaxJobsPerUserLimit`,
+/// `AssocGrpCPUMinutesLimit`...) by their form.
+fn known_reason(r: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "None",
+        "Priority",
+        "Resources",
+        "BeginTime",
+        "JobHeldUser",
+        "JobHeldAdmin",
+        "PartitionDown",
+        "PartitionInactive",
+        "PartitionNodeLimit",
+        "PartitionTimeLimit",
+        "NodeDown",
+        "BadConstraints",
+        "Dependency",
+        "NonZeroExitCode",
+        "TimeLimit",
+        "RaisedSignal",
+        "DependencyNeverSatisfied",
+        "JobArrayTaskLimit",
+        "Reservation",
+        "AssociationJobLimit",
+        "AssociationResourceLimit",
+        "AssociationTimeLimit",
+        "Cleaning",
+        "InactiveLimit",
+        "InvalidAccount",
+        "InvalidQOS",
+        "JobLaunchFailure",
+        "Licenses",
+        "Prolog",
+        "QOSJobLimit",
+        "QOSResourceLimit",
+        "QOSTimeLimit",
+        "QOSUsageThreshold",
+        "ReqNodeNotAvail",
+        "SystemFailure",
+        "WaitingForScheduling",
+        "Preempted",
+        "OutOfMemory",
+        "DeadLine",
+    ];
+    if NAMES.iter().any(|n| n.eq_ignore_ascii_case(r)) {
+        return true;
+    }
+    let lower = r.to_ascii_lowercase();
+    ["assocgrp", "assocmax", "qosgrp", "qosmax"]
+        .iter()
+        .any(|p| lower.starts_with(p) && lower.len() > p.len() + 5 && lower.ends_with("limit"))
+}
+
 /// The value of `col` for a job row.
 pub fn job_value(col: &str, cluster: &str, j: &AcctJob, now: i64) -> String {
     // Time suspended is not elapsed time (as Slurm counts it).
@@ -361,6 +472,24 @@ pub fn job_value(col: &str, cluster: &str, j: &AcctJob, now: i64) -> String {
         "Cluster" => cluster.to_string(),
         "Comment" => j.comment.clone(),
         "WCKey" => j.wckey.clone(),
+        "Constraints" => j.constraints.clone(),
+        "FailedNode" => j.failed_node.clone(),
+        "Flags" => flags_str(j),
+        "Planned" => format_duration_hms(planned(j, now)),
+        "PlannedCPU" => format_duration_hms(planned(j, now) * i64::from(j.req_cpus)),
+        "PlannedCPURAW" => (planned(j, now) * i64::from(j.req_cpus)).to_string(),
+        "Reason" => {
+            if j.reason.is_empty() {
+                "None".to_string()
+            } else {
+                j.reason.clone()
+            }
+        }
+        "Reservation" => j.reservation.clone(),
+        "Restarts" => j.restarts.to_string(),
+        "StdErr" => j.std_err.clone(),
+        "StdIn" => j.std_in.clone(),
+        "StdOut" => j.std_out.clone(),
         "CPUTime" => format_duration_hms(el * i64::from(j.alloc_cpus)),
         "CPUTimeRAW" => (el * i64::from(j.alloc_cpus)).to_string(),
         "Elapsed" => format_duration_hms(el),
@@ -602,6 +731,14 @@ pub struct Options {
     pub use_local_uid: bool,
     /// `-x`: only the jobs of these associations (by id).
     pub assoc_ids: Vec<u64>,
+    /// `-C`: jobs whose constraint names each of these (`""`: none).
+    pub constraints: Vec<String>,
+    /// `-F`: jobs with any of these flags.
+    pub flags: Vec<String>,
+    /// `-R`: jobs whose last reason for waiting is one of these.
+    pub reasons: Vec<String>,
+    /// `--expand-patterns`: `StdOut`, `StdErr`, `StdIn` expanded.
+    pub expand_patterns: bool,
 }
 
 /// `N` or `MIN-MAX` (`-i`, `-I`).
@@ -658,6 +795,32 @@ impl Options {
         }
     }
 
+    /// `--expand-patterns`: each job's `StdOut`, `StdErr`, `StdIn` as the
+    /// files' paths (the first node of a job for `%N`).
+    pub fn expand_patterns(&self, rows: &mut [JobRow]) {
+        if !self.expand_patterns {
+            return;
+        }
+        for r in rows {
+            let j = &mut r.job;
+            let first = slurm_common::hostlist::expand(&j.nodelist)
+                .ok()
+                .and_then(|n| n.into_iter().next());
+            let expanded: Vec<String> = [&j.std_out, &j.std_err, &j.std_in]
+                .iter()
+                .map(|p| {
+                    if p.is_empty() {
+                        String::new()
+                    } else {
+                        slurm_proto::stdpath::expand(p, &j.pattern_job(first.as_deref()))
+                    }
+                })
+                .collect();
+            let [o, e, i]: [String; 3] = expanded.try_into().unwrap_or_default();
+            (j.std_out, j.std_err, j.std_in) = (o, e, i);
+        }
+    }
+
     /// The filters slurmdbd is not asked for, applied to its answer.
     pub fn keeps(&self, r: &JobRow) -> bool {
         let j = &r.job;
@@ -670,6 +833,31 @@ impl Options {
             return false;
         }
         if !self.wckeys.is_empty() && !self.wckeys.contains(&j.wckey) {
+            return false;
+        }
+        // As Slurm's query: each named feature somewhere in the constraint.
+        if !self.constraints.iter().all(|c| {
+            if c.is_empty() {
+                j.constraints.is_empty()
+            } else {
+                j.constraints.contains(c.as_str())
+            }
+        }) {
+            return false;
+        }
+        if !self.flags.is_empty() && !has_flags(j, &self.flags) {
+            return false;
+        }
+        if !self.reasons.is_empty()
+            && !self.reasons.iter().any(|r| {
+                let have = if j.reason.is_empty() {
+                    "None"
+                } else {
+                    &j.reason
+                };
+                r.eq_ignore_ascii_case(have)
+            })
+        {
             return false;
         }
         if !self.nodes.is_empty() {
@@ -804,6 +992,30 @@ pub fn parse_args_env(
             "units" => o.units = Some(parse_units(&val)?),
             "gid" | "group" => o.groups = list(),
             "wckeys" => o.wckeys = list(),
+            // (Split on commas only: an empty item asks for jobs without one.)
+            "constraints" => o.constraints = val.split(',').map(str::to_string).collect(),
+            "flags" => {
+                for f in list() {
+                    let known = f.eq_ignore_ascii_case("None")
+                        || f.eq_ignore_ascii_case("StartReceived")
+                        || slurm_proto::SchedFlag::from_name(&f).is_some();
+                    if !known {
+                        return Err(format!(
+                            "sacct: error: str_2_job_flags: Invalid job flag {f}"
+                        ));
+                    }
+                    o.flags.push(f);
+                }
+            }
+            "reason" => {
+                for r in list() {
+                    if !known_reason(&r) {
+                        return Err(format!("sacct: fatal: unrecognized job reason value '{r}'"));
+                    }
+                    o.reasons.push(r);
+                }
+            }
+            "expand-patterns" => o.expand_patterns = true,
             "delimiter" => o.delimiter = Some(val.clone()),
             "nodelist" => {
                 for part in list() {
@@ -954,6 +1166,7 @@ pub fn main() -> i32 {
                 .filter(|r| o.keeps(r) && assocs.as_deref().is_none_or(|a| of_assocs(r, a)))
                 .collect();
             o.truncate(&mut rows);
+            o.expand_patterns(&mut rows);
             if o.use_local_uid {
                 for r in &mut rows {
                     if let Some(uid) = slurm_common::users::user_by_name(&r.job.user).map(|u| u.uid)
@@ -1219,5 +1432,73 @@ JobID           JobName  Partition    Account  AllocCPUS      State ExitCode
         assert_eq!(o.query.users, vec!["alice"]);
         assert_eq!(o.query.start, None);
         assert!(parse_args(&["-s".into(), "bogus".into()], 0).is_err());
+    }
+
+    /// Constraints, Flags, Reason, Reservation, Restarts, FailedNode,
+    /// Planned and the file patterns, with the filters that select by them
+    /// (`-C` all named features, `-F` any flag, `-R` any reason) and
+    /// `--expand-patterns`.
+    #[test]
+    fn scheduling_fields_and_their_filters() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut rs = rows();
+        let j = &mut rs[0].job;
+        j.constraints = "intel&ib".into();
+        j.sched_flag = "SchedBackfill".into();
+        j.reason = "Dependency".into();
+        j.reservation = "maint".into();
+        j.restarts = 2;
+        j.failed_node = "n9".into();
+        j.eligible_time = Some(100);
+        j.start_time = Some(190);
+        j.end_time = Some(400);
+        j.req_cpus = 4;
+        j.user = "alice".into();
+        j.work_dir = "/home/alice".into();
+        j.std_out = "%x-%j.out".into();
+        j.std_err = "/var/log/%u/%N.err".into();
+        j.std_in = "/dev/null".into();
+        // The pending one has waited since 1000.
+        rs[2].job.eligible_time = Some(1_000);
+        rs[2].job.end_time = None;
+        let cols = parse_format(
+            "Constraints,Flags,Reason,Reservation,Restarts,FailedNode,Planned,PlannedCPURAW,StdOut,StdErr",
+        )
+        .unwrap();
+        let out = render_with(&rs, &cols, Layout::Parsable2, "|", false, false, 1_030);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0],
+            "intel&ib|SchedBackfill,StartReceived|Dependency|maint|2|n9|00:01:30|360|%x-%j.out|/var/log/%u/%N.err"
+        );
+        // Never started, no scheduler: None; no reason recorded: None.
+        assert_eq!(lines[2], "|None|None||0||00:00:30|0||");
+        let mut o = parse_args(&args(&["--expand-patterns"]), 0).unwrap();
+        o.expand_patterns(&mut rs);
+        assert_eq!(rs[0].job.std_out, "/home/alice/envstep-5.out");
+        assert_eq!(rs[0].job.std_err, "/var/log/alice/n1.err");
+        assert_eq!(rs[0].job.std_in, "/dev/null");
+        assert_eq!(rs[1].job.std_out, "", "nothing recorded stays empty");
+        o.expand_patterns = false;
+        let kept = |a: &[&str]| -> Vec<u32> {
+            let o = parse_args(&args(a), 0).unwrap();
+            rs.iter()
+                .filter(|r| o.keeps(r))
+                .map(|r| r.job.job_id)
+                .collect()
+        };
+        assert_eq!(kept(&["-C", "intel,ib"]), vec![5]);
+        assert_eq!(kept(&["-C", "intel,gpu"]), Vec::<u32>::new());
+        assert_eq!(kept(&["-C", ""]), vec![6, 12]);
+        assert_eq!(kept(&["-F", "schedbackfill"]), vec![5]);
+        assert_eq!(kept(&["-F", "SchedMain,StartReceived"]), vec![5]);
+        assert_eq!(kept(&["-F", "None"]), vec![6, 12]);
+        assert_eq!(kept(&["-R", "dependency"]), vec![5]);
+        assert_eq!(kept(&["-R", "None,BeginTime"]), vec![6, 12]);
+        assert_eq!(kept(&["-R", "QOSMaxJobsPerUserLimit"]), Vec::<u32>::new());
+        let e = parse_args(&args(&["-F", "Fast"]), 0).unwrap_err();
+        assert!(e.contains("Invalid job flag Fast"), "{e}");
+        let e = parse_args(&args(&["-R", "Sleepy"]), 0).unwrap_err();
+        assert_eq!(e, "sacct: fatal: unrecognized job reason value 'Sleepy'");
     }
 }

@@ -39,6 +39,8 @@ use crate::getopt;
 /// What an option does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Key {
+    Uid,
+    Gid,
     Account,
     Begin,
     Deadline,
@@ -225,7 +227,7 @@ static SPECS: &[Spec] = &[
     spec("deadline", None, RA, Key::Deadline, None),
     spec("export-file", None, RA, Key::ExportFile, None),
     spec("extra-node-info", Some('B'), RA, Key::ExtraNodeInfo, None),
-    spec("gid", None, RA, FATAL, None),
+    spec("gid", None, RA, Key::Gid, None),
     spec("gpus", Some('G'), RA, Key::Gpus, Some("SBATCH_GPUS")),
     spec("gpus-per-node", None, RA, Key::GpusPerNode, Some("SBATCH_GPUS_PER_NODE")),
     spec("gpus-per-socket", None, RA, FATAL, None),
@@ -243,7 +245,7 @@ static SPECS: &[Spec] = &[
     spec("thread-spec", None, RA, FATAL, Some("SBATCH_THREAD_SPEC")),
     spec("threads-per-core", None, RA, Key::ThreadsPerCore, Some("SBATCH_THREADS_PER_CORE")),
     spec("tres-per-task", None, RA, FATAL, Some("SBATCH_TRES_PER_TASK")),
-    spec("uid", None, RA, FATAL, None),
+    spec("uid", None, RA, Key::Uid, None),
     // Slurm options not implemented yet whose absence does not change the
     // allocation: accepted with a warning.
     spec("acctg-freq", None, RA, WARN, Some("SBATCH_ACCTG_FREQ")),
@@ -290,10 +292,19 @@ pub(crate) const WCKEY_NOTE: crate::compat::Support = crate::compat::Support::Di
     "with TrackWCKey=yes kept with the job and in accounting (sacct WCKey, -W), else ignored, as Slurm's; no wckey associations (AccountingStorageEnforce=wckeys)",
 );
 
+/// `--uid`, `--gid` (sbatch; the others refuse them).
+pub(crate) const SUBMIT_AS_NOTE: crate::compat::Support = crate::compat::Support::Differs(
+    "root and SlurmUser only (checked by the controller too); the partition's access is checked for the user the job runs as, not the invoking one",
+);
+
 /// Options of every command that makes a job (sbatch, srun, salloc) that
 /// are acted on but differ from Slurm's.
 pub(crate) const JOB_NOTES: &[(&str, crate::compat::Support)] =
     &[("extra", EXTRA_NOTE), ("wckey", WCKEY_NOTE)];
+
+/// sbatch's own.
+const SBATCH_NOTES: &[(&str, crate::compat::Support)] =
+    &[("uid", SUBMIT_AS_NOTE), ("gid", SUBMIT_AS_NOTE)];
 
 /// The table as [`crate::compat`] reports it: refused options are not yet
 /// there, warned ones differ.
@@ -312,6 +323,7 @@ pub(crate) fn compat_options() -> Vec<crate::compat::Known> {
                 Key::Unsupported { fatal: false } => crate::compat::IGNORED_NOTE,
                 _ => JOB_NOTES
                     .iter()
+                    .chain(SBATCH_NOTES)
                     .find(|(n, _)| *n == s.long)
                     .map_or(Support::Works, |(_, d)| d.clone()),
             },
@@ -403,6 +415,9 @@ pub struct Options {
     pub kill_on_invalid_dep: Option<bool>,
     pub extra: Option<String>,
     pub wckey: Option<String>,
+    /// `--uid` / `--gid` (root only), as numbers.
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
     pub chdir: Option<String>,
     pub comment: Option<String>,
     /// `--mail-type` (checked, upper case) and `--mail-user`.
@@ -496,6 +511,8 @@ impl Options {
             kill_on_invalid_dep,
             extra,
             wckey,
+            uid,
+            gid,
             chdir,
             comment,
             cpus_per_task,
@@ -717,6 +734,8 @@ pub struct Context {
     pub now: i64,
     /// sbatch's scheduling priority (`SLURM_PRIO_PROCESS`).
     pub prio: i32,
+    /// Who runs sbatch (`--uid`/`--gid` are root's).
+    pub uid: u32,
 }
 
 /// Applies one option from `src` to `opts`. Warnings for ignored options
@@ -783,6 +802,37 @@ fn apply(
         }
         Key::Extra => opts.extra = s(),
         Key::Wckey => opts.wckey = s(),
+        Key::Uid | Key::Gid => {
+            let what = if matches!(spec.key, Key::Uid) {
+                "uid"
+            } else {
+                "gid"
+            };
+            if ctx.uid != 0 {
+                return Err(Fail::error(
+                    format!("--{what} only permitted by root user"),
+                    EXIT_BAD_OPTION,
+                ));
+            }
+            let id = match spec.key {
+                Key::Uid => users::uid_from_string(v),
+                _ => users::gid_from_string(v),
+            }
+            .ok_or_else(|| {
+                Fail::error(format!("Invalid --{what} specification"), EXIT_BAD_OPTION)
+            })?;
+            if users::is_nobody(id) {
+                return Err(Fail::error(
+                    format!("Rejecting --{what} as nobody specification"),
+                    EXIT_BAD_OPTION,
+                ));
+            }
+            if matches!(spec.key, Key::Uid) {
+                opts.uid = Some(id);
+            } else {
+                opts.gid = Some(id);
+            }
+        }
         Key::Chdir => opts.chdir = s(),
         Key::Comment => opts.comment = s(),
         Key::MailType => {
@@ -1738,6 +1788,8 @@ pub fn build_desc(
         kill_on_invalid_dep: o.kill_on_invalid_dep,
         extra: o.extra.clone(),
         wckey: o.wckey.clone(),
+        user_id: o.uid,
+        group_id: o.gid,
         nice: o.nice,
         requeue: o.requeue,
         work_dir,
@@ -2159,6 +2211,8 @@ pub fn main() -> i32 {
         hostname: users::hostname(),
         now: common::now(),
         prio: process_priority(),
+        // SAFETY: getuid cannot fail.
+        uid: unsafe { libc::getuid() },
     };
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
@@ -2278,6 +2332,7 @@ mod tests {
             hostname: "login1".into(),
             now: 1_800_000_000,
             prio: 0,
+            uid: 0,
         }
     }
 
@@ -2335,6 +2390,52 @@ mod tests {
             Some(s) => s.desc,
             None => panic!("no submission: code {:?} err {}", r.code, r.err),
         }
+    }
+
+    /// `--uid`/`--gid`: root's, by name or number of a user or group the
+    /// system knows; anyone else, unknown ones and Slurm's nobody (99) are
+    /// refused with Slurm's messages.
+    #[test]
+    fn uid_and_gid_are_roots() {
+        let d = desc(&["--uid=root", "--gid", "0", "--wrap=true"], &[], "");
+        assert_eq!((d.user_id, d.group_id), (Some(0), Some(0)));
+        let d = desc(&["--uid=0", "--wrap=true"], &[], "");
+        assert_eq!((d.user_id, d.group_id), (Some(0), None));
+        let d = desc(&["--wrap=true"], &[], "");
+        assert_eq!((d.user_id, d.group_id), (None, None));
+        for (argv, msg) in [
+            ("--uid=no-such-user-here", "Invalid --uid specification"),
+            ("--gid=no-such-group-here", "Invalid --gid specification"),
+            ("--uid=4000000001", "Invalid --uid specification"),
+        ] {
+            let r = run(&[argv, "--wrap=true"], &[], "");
+            assert_eq!(r.code, Some(EXIT_BAD_OPTION), "{argv}");
+            assert!(r.err.contains(msg), "{argv}: {}", r.err);
+        }
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let mut term = Term {
+            out: &mut out,
+            err: &mut err,
+        };
+        let user = Context {
+            uid: 1000,
+            ..ctx(Path::new("/tmp"))
+        };
+        let p = prepare(
+            &args(&["--uid=0", "--wrap=true"]),
+            &[],
+            &user,
+            &mut &b""[..],
+            &mut term,
+        );
+        assert!(matches!(p, Prepared::Exit(EXIT_BAD_OPTION)));
+        let err = String::from_utf8(err).unwrap();
+        assert!(
+            err.contains("sbatch: error: --uid only permitted by root user"),
+            "{err}"
+        );
+        assert!(slurm_common::users::is_nobody(99));
     }
 
     /// `--export-file`: NUL-separated definitions added to what `--export`

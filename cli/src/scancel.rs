@@ -1409,6 +1409,9 @@ mod tests {
             suspended_secs: 0,
             preempt_suspended: false,
             gang_suspended: false,
+            reason_prev: slurm_proto::JobReason::None,
+            sched_flag: None,
+            failed_node: None,
             array: None,
             dependency: None,
         }

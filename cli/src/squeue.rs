@@ -1444,6 +1444,9 @@ pub(crate) mod tests {
             suspended_secs: 0,
             preempt_suspended: false,
             gang_suspended: false,
+            reason_prev: JobReason::None,
+            sched_flag: None,
+            failed_node: None,
             array: None,
             dependency: None,
         }

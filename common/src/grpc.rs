@@ -17,7 +17,9 @@ use crate::net::{self, NetError};
 use crate::stepio::{IoFrame, IoKind};
 use prost::Message;
 use slurm_proto::acct::AcctResponse;
-use slurm_proto::grpc::commands::{command_response, listing_response_as, CommandCall};
+use slurm_proto::grpc::commands::{
+    append_listing, command_response, listing_response_as, CommandCall,
+};
 use slurm_proto::grpc::dbd::{acct_response, DbdCall};
 use slurm_proto::grpc::{ctld_response, node_response, pb, CtldCall, NodeCall, CRED_METADATA};
 use slurm_proto::{Credential, Response};
@@ -341,11 +343,25 @@ pub async fn call_command(
     let call = match call {
         CommandCall::GetJobs(m) => {
             let brief = m.brief;
-            let listing = client.get_jobs(with_cred(m, cred, within));
-            return Ok(listing_response_as(
-                within_time(listing, within, server).await?,
-                brief,
-            ));
+            let listing = async move {
+                let mut parts = client
+                    .get_jobs(with_cred(m, cred, within))
+                    .await?
+                    .into_inner();
+                let mut jobs = Vec::new();
+                let mut last_update = None;
+                while let Some(part) = parts.message().await? {
+                    match append_listing(part, brief, &mut jobs) {
+                        Ok(t) => last_update = Some(t),
+                        Err(answer) => return Ok(tonic::Response::new(answer)),
+                    }
+                }
+                Ok(tonic::Response::new(match last_update {
+                    Some(last_update) => Response::Jobs { jobs, last_update },
+                    None => listing_response_as(pb::JobListing::default(), brief),
+                }))
+            };
+            return within_time(listing, within, server).await;
         }
         other => other,
     };

@@ -105,6 +105,51 @@ pub fn group_name(gid: u32) -> Option<String> {
     }
 }
 
+/// The gid of a group name.
+pub fn gid_by_name(name: &str) -> Option<u32> {
+    let cname = CString::new(name).ok()?;
+    let mut len = buf_len();
+    loop {
+        let mut buf = vec![0 as libc::c_char; len];
+        let mut gr: libc::group = unsafe { std::mem::zeroed() };
+        let mut out: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: as in `group_name`.
+        let rc =
+            unsafe { libc::getgrnam_r(cname.as_ptr(), &mut gr, buf.as_mut_ptr(), len, &mut out) };
+        if rc == libc::ERANGE && len < 1 << 20 {
+            len *= 2;
+            continue;
+        }
+        if rc != 0 || out.is_null() {
+            return None;
+        }
+        return Some(gr.gr_gid);
+    }
+}
+
+/// Slurm's `SLURM_AUTH_NOBODY` (99): the user or group id no job may be
+/// given (`--uid`, `--gid`).
+pub fn is_nobody(id: u32) -> bool {
+    id == 99
+}
+
+/// A user named or numbered (`alice`, `1000`) that the system knows: its
+/// uid (as Slurm's `uid_from_string`).
+pub fn uid_from_string(s: &str) -> Option<u32> {
+    match user_by_name(s) {
+        Some(u) => Some(u.uid),
+        None => s.parse().ok().filter(|&uid| user_by_uid(uid).is_some()),
+    }
+}
+
+/// A group named or numbered that the system knows: its gid.
+pub fn gid_from_string(s: &str) -> Option<u32> {
+    match gid_by_name(s) {
+        Some(g) => Some(g),
+        None => s.parse().ok().filter(|&gid| group_name(gid).is_some()),
+    }
+}
+
 /// Name for a uid, or the number itself when there is no passwd entry.
 pub fn user_name_or_id(uid: u32) -> String {
     user_by_uid(uid)

@@ -128,6 +128,10 @@ pub fn name_users(users: &mut [slurm_proto::RpcStat]) {
 /// the others off for long.
 const MAX_CONNECTIONS: usize = 4096;
 
+/// Jobs in one message of a streamed listing: the command decodes one while
+/// the controller makes and sends the next.
+const LISTING_PART: usize = 4096;
+
 /// Largest answer the controller sends over gRPC (a job listing of a big
 /// queue).
 const MAX_REPLY: usize = 1 << 30;
@@ -643,42 +647,67 @@ impl Server {
     }
 
     /// The jobs `uid` may see that `filter` selects (all when `None`), as
-    /// a gRPC listing: each job's encoding is made once per change of the
-    /// job and kept (`listed`), so a listing of an unchanged queue only
-    /// copies bytes.
-    fn job_listing(&self, uid: u32, filter: Option<&slurm_proto::JobFilter>) -> pb::EncodedJobs {
+    /// gRPC listing messages of at most [`LISTING_PART`] jobs, each handed
+    /// to `emit` as soon as it is made (at least one, empty for none;
+    /// `emit` returning false stops: the caller left). Each job's encoding
+    /// is made once per change of the job and kept (`listed`), so a
+    /// listing of an unchanged queue only copies bytes.
+    fn job_listing(
+        &self,
+        uid: u32,
+        filter: Option<&slurm_proto::JobFilter>,
+        emit: &mut dyn FnMut(pb::EncodedJobs) -> bool,
+    ) {
         let s = self.snapshot();
         let mine = self.private_to(&s, s.private.jobs, uid);
         let stamped = s.job_changed.len() == s.jobs.len();
-        let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        let part = |jobs| pb::EncodedJobs {
+            jobs,
+            last_update: s.last_update,
+        };
         let mut jobs = Vec::new();
-        for (k, j) in s.jobs.iter().enumerate() {
-            if mine.is_some_and(|uid| j.user_id != uid) || filter.is_some_and(|f| !f.matches(j)) {
-                continue;
+        let mut sent = false;
+        // The kept encodings are locked a part at a time, so listings
+        // made at once take turns.
+        for (start, chunk) in s.jobs.chunks(LISTING_PART).enumerate() {
+            let start = start * LISTING_PART;
+            let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+            for (k, j) in chunk.iter().enumerate() {
+                if mine.is_some_and(|uid| j.user_id != uid) || filter.is_some_and(|f| !f.matches(j))
+                {
+                    continue;
+                }
+                if !stamped {
+                    jobs.push(encode_listed(j));
+                    continue;
+                }
+                let stamp = (s.epoch, s.job_changed[start + k]);
+                match listed.get(&j.job_id) {
+                    Some((at, b)) if *at == stamp => jobs.push(b.clone()),
+                    _ => {
+                        let b = encode_listed(j);
+                        listed.insert(j.job_id, (stamp, b.clone()));
+                        jobs.push(b);
+                    }
+                }
             }
-            if !stamped {
-                jobs.push(encode_listed(j));
-                continue;
-            }
-            let stamp = (s.epoch, s.job_changed[k]);
-            match listed.get(&j.job_id) {
-                Some((at, b)) if *at == stamp => jobs.push(b.clone()),
-                _ => {
-                    let b = encode_listed(j);
-                    listed.insert(j.job_id, (stamp, b.clone()));
-                    jobs.push(b);
+            drop(listed);
+            if jobs.len() >= LISTING_PART {
+                sent = true;
+                if !emit(part(std::mem::take(&mut jobs))) {
+                    return;
                 }
             }
         }
+        if !jobs.is_empty() || !sent {
+            emit(part(jobs));
+        }
         // Forget purged jobs now and then (the map stays within twice the
         // queue).
+        let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
         if listed.len() > 2 * s.jobs.len() + 1024 {
             let live: std::collections::HashSet<JobId> = s.jobs.iter().map(|j| j.job_id).collect();
             listed.retain(|id, _| live.contains(id));
-        }
-        pb::EncodedJobs {
-            jobs,
-            last_update: s.last_update,
         }
     }
 
@@ -856,7 +885,76 @@ impl Server {
         self.send_to_writer(cmd, rx).await
     }
 
-    async fn to_writer(&self, req: Request) -> Response {
+    /// `sbatch --uid/--gid`: a submission (or `--test-only`) made as
+    /// another user or group. Only root and SlurmUser may; the request then
+    /// goes on as that user's (their names and groups, their accounts; the
+    /// partition's access is checked for them), the ids taken out of it.
+    async fn submit_as(&self, req: &mut Request) -> Result<(), Response> {
+        let refuse = |error, detail: String| {
+            Err(Response::Error(RpcError {
+                error,
+                detail: Some(detail),
+            }))
+        };
+        let desc = match &mut req.body {
+            RequestBody::SubmitBatchJob(d) | RequestBody::TestJob(d) => d,
+            RequestBody::AllocateJob(d) if d.user_id.is_some() || d.group_id.is_some() => {
+                return refuse(
+                    SlurmError::InvalidRequest,
+                    "--uid and --gid are taken by batch submissions only".into(),
+                )
+            }
+            _ => return Ok(()),
+        };
+        let (uid, gid) = (desc.user_id.take(), desc.group_id.take());
+        if uid.is_none() && gid.is_none() {
+            return Ok(());
+        }
+        if !self.root_or_slurm_user(req.cred.uid) {
+            return refuse(
+                SlurmError::AccessDenied,
+                "--uid and --gid only permitted by root user".into(),
+            );
+        }
+        let target = uid.unwrap_or(req.cred.uid);
+        let look = move || {
+            (
+                slurm_common::users::user_by_uid(target),
+                gid.map(slurm_common::users::group_name),
+            )
+        };
+        let (user, group) = tokio::task::spawn_blocking(look)
+            .await
+            .map_err(|_| Response::Error(SlurmError::InternalError.into()))?;
+        let Some(user) = user else {
+            return refuse(
+                SlurmError::InvalidRequest,
+                format!("Invalid user id {target}"),
+            );
+        };
+        if let (Some(g), Some(None)) = (gid, &group) {
+            return refuse(SlurmError::InvalidRequest, format!("Invalid group id {g}"));
+        }
+        if slurm_common::users::is_nobody(target) || gid.is_some_and(slurm_common::users::is_nobody)
+        {
+            return refuse(
+                SlurmError::InvalidRequest,
+                "a job may not run as nobody".into(),
+            );
+        }
+        req.cred.uid = target;
+        req.cred.gid = match (gid, uid) {
+            (Some(g), _) => g,
+            (None, Some(_)) => user.gid,
+            (None, None) => req.cred.gid,
+        };
+        Ok(())
+    }
+
+    async fn to_writer(&self, mut req: Request) -> Response {
+        if let Err(refused) = self.submit_as(&mut req).await {
+            return refused;
+        }
         let (uid, gid) = (req.cred.uid, req.cred.gid);
         // Names are looked up here, off the writer's thread.
         let identity = if Identity::needed_by(&req.body) {
@@ -956,6 +1054,9 @@ fn refusal(e: &NetError) -> SlurmError {
 }
 
 /// The controller's gRPC service (the node daemons' reports so far).
+/// A job listing's messages, as the controller sends them.
+type ListingStream = tokio_stream::wrappers::ReceiverStream<Result<pb::JobListing, tonic::Status>>;
+
 struct CtldService {
     server: Server,
 }
@@ -1100,36 +1201,55 @@ impl CtldService {
         self.admit(req, method, jwt, |m| into(m).into_body())
     }
 
-    /// `GetJobs`: the listing, made of each job's kept encoding.
-    fn listing(&self, req: tonic::Request<pb::JobQuery>) -> pb::JobListing {
+    /// `GetJobs`: the listing, made of each job's kept encoding, sent a
+    /// part at a time from a blocking thread (a big queue's listing is
+    /// tens of milliseconds of work: the command decodes the first parts
+    /// meanwhile).
+    fn listing(&self, req: tonic::Request<pb::JobQuery>) -> ListingStream {
         use pb::job_listing::Result as R;
-        let s = &self.server;
-        let result = match self.admit_command(req, command_method::GET_JOBS, CommandCall::GetJobs) {
-            Err(Response::Error(e)) => R::Error(e.into()),
-            Err(other) => R::Error(
-                RpcError {
-                    error: SlurmError::InternalError,
-                    detail: Some(format!("unexpected answer {other:?}")),
-                }
-                .into(),
-            ),
-            Ok(req) => {
-                let (kind, uid) = (req.body.message_type(), req.cred.uid);
-                let t0 = std::time::Instant::now();
-                let filter = match &req.body {
-                    RequestBody::GetJobsMatching(f) => Some(f),
-                    _ => None,
-                };
-                let jobs = s.job_listing(uid, filter);
-                if let Ok(mut st) = s.rpc_stats.lock() {
-                    st.record(kind, uid, t0.elapsed().as_micros() as u64);
-                }
-                R::Jobs(jobs)
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let one = |result| {
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            // (A fresh channel with room: this cannot fail.)
+            let _ = tx.try_send(Ok(pb::JobListing {
+                result: Some(result),
+            }));
+            tokio_stream::wrappers::ReceiverStream::new(rx)
+        };
+        let open = grpc::hold_open(&req);
+        let req = match self.admit_command(req, command_method::GET_JOBS, CommandCall::GetJobs) {
+            Ok(req) => req,
+            Err(Response::Error(e)) => return one(R::Error(e.into())),
+            Err(other) => {
+                return one(R::Error(
+                    RpcError {
+                        error: SlurmError::InternalError,
+                        detail: Some(format!("unexpected answer {other:?}")),
+                    }
+                    .into(),
+                ))
             }
         };
-        pb::JobListing {
-            result: Some(result),
-        }
+        let s = self.server.clone();
+        tokio::task::spawn_blocking(move || {
+            let (kind, uid) = (req.body.message_type(), req.cred.uid);
+            let t0 = std::time::Instant::now();
+            let filter = match &req.body {
+                RequestBody::GetJobsMatching(f) => Some(f),
+                _ => None,
+            };
+            s.job_listing(uid, filter, &mut |jobs| {
+                tx.blocking_send(Ok(pb::JobListing {
+                    result: Some(R::Jobs(jobs)),
+                }))
+                .is_ok()
+            });
+            if let Ok(mut st) = s.rpc_stats.lock() {
+                st.record(kind, uid, t0.elapsed().as_micros() as u64);
+            }
+            drop(open);
+        });
+        tokio_stream::wrappers::ReceiverStream::new(rx)
     }
 
     async fn reply<T: prost::Message>(
@@ -1326,10 +1446,12 @@ impl pb::controller_server::Controller for CtldService {
         })
         .await
     }
+    type GetJobsStream = ListingStream;
+
     async fn get_jobs(
         &self,
         r: tonic::Request<pb::JobQuery>,
-    ) -> Result<tonic::Response<pb::JobListing>, tonic::Status> {
+    ) -> Result<tonic::Response<ListingStream>, tonic::Status> {
         Ok(tonic::Response::new(self.listing(r)))
     }
     async fn cancel_jobs(&self, r: tonic::Request<pb::CancelFilter>) -> Commanded {

@@ -410,7 +410,7 @@ impl Server {
             AcctRequest::Ping => AcctResponse::Pong {
                 version: slurm_proto::SLURM_VERSION.to_string(),
             },
-            AcctRequest::Record(r) => self.ingest(vec![r]).await,
+            AcctRequest::Record(r) => self.ingest(vec![*r]).await,
             AcctRequest::Records(v) => self.ingest(v).await,
             AcctRequest::AddClusters(v) => changed(s.add_clusters(v).await),
             AcctRequest::DeleteClusters(f) => changed(s.delete_clusters(&f).await),

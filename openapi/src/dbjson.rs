@@ -114,9 +114,32 @@ fn user_name(uid: u32) -> String {
 
 /// A job as `GET slurmdb/v0.0.44/jobs` lists it (`now` for the elapsed time
 /// of jobs still running).
+/// slurmrestd's job flags: the scheduler that started it, then
+/// `START_RECEIVED` once accounting has its start.
+fn job_flags(j: &AcctJob) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = slurm_proto::SchedFlag::from_name(&j.sched_flag)
+        .map(|f| f.rest_name())
+        .into_iter()
+        .collect();
+    if j.start_time.is_some() {
+        v.push("START_RECEIVED");
+    }
+    v
+}
+
 pub fn job(row: &JobRow, now: i64) -> Value {
     let j: &AcctJob = &row.job;
     let ended = j.state.0.is_finished() && j.end_time.is_some();
+    let first_node = slurm_common::hostlist::expand(&j.nodelist)
+        .ok()
+        .and_then(|n| n.into_iter().next());
+    let expanded = |p: &str| {
+        if p.is_empty() {
+            String::new()
+        } else {
+            slurm_proto::stdpath::expand(p, &j.pattern_job(first_node.as_deref()))
+        }
+    };
     let elapsed = match j.start_time {
         Some(s) => (j.end_time.unwrap_or(now).saturating_sub(s) - j.suspended_by(now)).max(0),
         None => 0,
@@ -144,7 +167,7 @@ pub fn job(row: &JobRow, now: i64) -> Value {
             "user": j.user,
         },
         "cluster": row.cluster,
-        "constraints": "",
+        "constraints": j.constraints,
         "derived_exit_code": exit_code(ended.then_some(j.exit_status)),
         "time": {
             "elapsed": elapsed,
@@ -163,7 +186,8 @@ pub fn job(row: &JobRow, now: i64) -> Value {
             "user": secs_usecs(sum(|s| s.user_cpu_usec)),
         },
         "exit_code": exit_code(ended.then_some(j.exit_status)),
-        "flags": [],
+        "failed_node": j.failed_node,
+        "flags": job_flags(j),
         "group": j.group,
         "job_id": j.job_id,
         "name": j.name,
@@ -178,8 +202,18 @@ pub fn job(row: &JobRow, now: i64) -> Value {
             "memory_per_node": num(j.req_mem),
         },
         "kill_request_user": j.requid.map(user_name).unwrap_or_default(),
-        "restart_cnt": 0,
-        "state": {"current": [j.state.0.name()], "reason": ""},
+        "reservation": {"id": 0, "name": j.reservation, "requested": j.reservation},
+        "restart_cnt": j.restarts,
+        "state": {
+            "current": [j.state.0.name()],
+            "reason": if j.reason.is_empty() { "None" } else { j.reason.as_str() },
+        },
+        "stdin": j.std_in,
+        "stdout": j.std_out,
+        "stderr": j.std_err,
+        "stdin_expanded": expanded(&j.std_in),
+        "stdout_expanded": expanded(&j.std_out),
+        "stderr_expanded": expanded(&j.std_err),
         "steps": row.steps.iter().map(|s| step(s, now)).collect::<Vec<_>>(),
         "submit_line": j.submit_line,
         "tres": {"allocated": tres_list(&j.alloc_tres), "requested": tres_list(&j.req_tres)},

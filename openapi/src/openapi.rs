@@ -274,82 +274,16 @@ pub fn job_state(j: &JobRecord) -> Vec<&'static str> {
     v
 }
 
-/// Expands an output-file pattern as Slurm shows it (`%j`, `%x`, `%u`, `%A`,
-/// `%a`, `%b`, `%N`, `%%`, with optional zero-padding width), relative to
-/// the work dir. An array task's `%A`/`%a` are the array's id and its
-/// index (what its node daemon names the file by).
+/// Expands an output-file pattern of `job` as Slurm shows it (see
+/// [`slurm_proto::stdpath::expand`]).
 pub fn expand_std_path(pattern: &str, job: &JobRecord) -> String {
-    let chars: Vec<char> = pattern.chars().collect();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] != '%' {
-            out.push(chars[i]);
-            i += 1;
-            continue;
-        }
-        let mut j = i + 1;
-        while j < chars.len() && chars[j].is_ascii_digit() {
-            j += 1;
-        }
-        if j >= chars.len() {
-            out.extend(&chars[i..]);
-            break;
-        }
-        let width: usize = chars[i + 1..j]
-            .iter()
-            .collect::<String>()
-            .parse()
-            .unwrap_or(0)
-            .min(10);
-        let num = |v: u64| format!("{v:0width$}");
-        match chars[j] {
-            '%' => out.push('%'),
-            'j' | 'J' => out.push_str(&num(u64::from(job.job_id))),
-            'A' => out.push_str(&num(u64::from(
-                job.array.as_ref().map_or(job.job_id, |a| a.job_id),
-            ))),
-            'a' => out.push_str(&num(job
-                .array
-                .as_ref()
-                .map_or(4_294_967_294, |a| u64::from(a.task_id)))),
-            'b' => out.push_str(&num(job
-                .array
-                .as_ref()
-                .map_or(4, |a| u64::from(a.task_id % 10)))),
-            'x' => out.push_str(&job.name),
-            'u' => out.push_str(&job.user_name),
-            'n' | 't' => out.push_str(&num(0)),
-            'N' => match &job.batch_host {
-                Some(h) => out.push_str(h),
-                None => out.extend(&chars[i..=j]),
-            },
-            _ => out.extend(&chars[i..=j]),
-        }
-        i = j + 1;
-    }
-    if out.starts_with('/') || job.desc.work_dir.is_empty() {
-        out
-    } else {
-        format!("{}/{}", job.desc.work_dir.trim_end_matches('/'), out)
-    }
+    slurm_proto::stdpath::expand(pattern, &job.pattern_job())
 }
 
-/// The file patterns of `StdOut`, `StdErr`, `StdIn` as the job keeps them,
-/// Slurm's defaults applied (`slurm-%j.out`, an array's `slurm-%A_%a.out`,
-/// stderr with stdout, stdin `/dev/null`).
+/// The file patterns of `StdOut`, `StdErr`, `StdIn` as the job keeps them
+/// (see [`JobRecord::std_patterns`]).
 pub fn job_std_patterns(j: &JobRecord) -> (String, String, String) {
-    let d = &j.desc;
-    let out = d.std_out.clone().unwrap_or_else(|| {
-        if j.array.is_some() {
-            "slurm-%A_%a.out".to_string()
-        } else {
-            "slurm-%j.out".to_string()
-        }
-    });
-    let err = d.std_err.clone().unwrap_or_else(|| out.clone());
-    let input = d.std_in.clone().unwrap_or_else(|| "/dev/null".to_string());
-    (out, err, input)
+    j.std_patterns()
 }
 
 fn rel_to_cwd(p: &str, j: &JobRecord) -> String {

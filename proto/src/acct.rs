@@ -107,6 +107,25 @@ pub struct AcctJob {
     /// `--wckey`: the workload characterization key.
     #[serde(default)]
     pub wckey: String,
+    /// `--constraint` as asked (sacct's `Constraints`).
+    pub constraints: String,
+    /// Which scheduler started it (`SchedMain`...; sacct's `Flags`); empty
+    /// before it started.
+    pub sched_flag: String,
+    /// The last reason it waited for other than priority or resources
+    /// (sacct's `Reason`; `None` if none).
+    pub reason: String,
+    /// `--reservation`.
+    pub reservation: String,
+    /// How many times it was requeued.
+    pub restarts: u32,
+    /// `StdOut`, `StdErr`, `StdIn` as the job keeps them (patterns,
+    /// Slurm's defaults applied).
+    pub std_out: String,
+    pub std_err: String,
+    pub std_in: String,
+    /// The node whose failure ended it.
+    pub failed_node: String,
     /// Who cancelled the job (`CANCELLED by UID`).
     pub requid: Option<u32>,
     /// Seconds spent suspended in finished suspensions (not part of the
@@ -132,6 +151,19 @@ impl AcctJob {
             _ => 0,
         };
         self.suspended_secs + current
+    }
+
+    /// What its output-file patterns may name (`node`: the node its
+    /// script ran on, the first of its nodes).
+    pub fn pattern_job<'a>(&'a self, node: Option<&'a str>) -> crate::stdpath::PatternJob<'a> {
+        crate::stdpath::PatternJob {
+            job_id: self.job_id,
+            array: self.array_job_id.zip(self.array_task_id),
+            name: &self.name,
+            user: &self.user,
+            node,
+            work_dir: &self.work_dir,
+        }
     }
 }
 
@@ -232,6 +264,7 @@ impl AcctJob {
             (None, Some(m)) => m * u64::from(r.req_cpus),
             _ => 0,
         };
+        let (std_out, std_err, std_in) = r.std_patterns();
         let mut req_tres = format!("cpu={}", r.req_cpus);
         if req_mem > 0 {
             req_tres.push_str(&format!(",mem={req_mem}M"));
@@ -268,6 +301,15 @@ impl AcctJob {
             submit_line: r.desc.command.clone().unwrap_or_default(),
             comment: r.desc.comment.clone().unwrap_or_default(),
             wckey: r.desc.wckey.clone().unwrap_or_default(),
+            constraints: r.desc.constraint.clone().unwrap_or_default(),
+            sched_flag: r.sched_flag.map_or("", |f| f.name()).to_string(),
+            reason: r.reason_prev.to_string(),
+            reservation: r.desc.reservation.clone().unwrap_or_default(),
+            restarts: r.restarts,
+            std_out,
+            std_err,
+            std_in,
+            failed_node: r.failed_node.clone().unwrap_or_default(),
             requid: r.cancelled_by.filter(|_| r.cancelled),
             suspended_secs: r.suspended_secs,
             suspend_start: r.suspend_time.filter(|_| r.state == JobState::Suspended),
@@ -1047,7 +1089,7 @@ pub struct RollupStats {
 pub enum AcctRequest {
     Ping,
     // ---- controller outbox (root or SlurmUser only)
-    Record(SeqRecord),
+    Record(Box<SeqRecord>),
     /// Applied in one transaction, in seq order; answered with one `Ack`.
     Records(Vec<SeqRecord>),
     // ---- administration (root, SlurmUser, or AdminLevel Operator+)

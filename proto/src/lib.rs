@@ -17,6 +17,7 @@
 pub mod acct;
 pub mod grpc;
 pub mod jobenv;
+pub mod stdpath;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -224,6 +225,19 @@ impl JobReason {
             .find(|(_, name)| *name == s)
             .map_or_else(|| JobReason::Other(s.to_string()), |(r, _)| r.clone())
     }
+
+    pub fn is_none(&self) -> bool {
+        *self == JobReason::None
+    }
+
+    /// Whether sacct's `Reason` keeps it: a wait for something other than
+    /// priority or resources.
+    pub fn is_notable(&self) -> bool {
+        !matches!(
+            self,
+            JobReason::None | JobReason::Priority | JobReason::Resources
+        ) && !matches!(self, JobReason::Other(s) if s.is_empty())
+    }
 }
 
 /// A batch submission as `sbatch` sends it. Unset options are `None` and get
@@ -384,6 +398,13 @@ pub struct JobDesc {
     /// in accounting.
     #[serde(default)]
     pub wckey: Option<String>,
+    /// `sbatch --uid` / `--gid` (root and SlurmUser only): the user and
+    /// group the job is submitted as and runs as. The controller checks
+    /// the caller and makes the job the user's; it keeps neither.
+    #[serde(default)]
+    pub user_id: Option<u32>,
+    #[serde(default)]
+    pub group_id: Option<u32>,
     /// `-k/--no-kill`: a node of the job that fails leaves the job (which
     /// keeps running on the others) rather than ending it.
     #[serde(default)]
@@ -606,6 +627,54 @@ pub struct JobRecord {
     /// `OverSubscribe` partition): it resumes at a later time slice.
     #[serde(default)]
     pub gang_suspended: bool,
+    /// The last reason it waited for other than priority or resources
+    /// (sacct's `Reason`; `None` if there was none).
+    #[serde(default, skip_serializing_if = "JobReason::is_none")]
+    pub reason_prev: JobReason,
+    /// Which scheduler started it, last time it started (sacct's `Flags`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched_flag: Option<SchedFlag>,
+    /// The node whose failure ended it (sacct's `FailedNode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_node: Option<String>,
+}
+
+/// Which scheduler started a job (Slurm's `SchedSubmit`, `SchedMain`,
+/// `SchedBackfill`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum SchedFlag {
+    Submit,
+    Main,
+    Backfill,
+}
+
+impl SchedFlag {
+    pub const ALL: [SchedFlag; 3] = [SchedFlag::Submit, SchedFlag::Main, SchedFlag::Backfill];
+
+    /// sacct's name (`SchedMain`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedFlag::Submit => "SchedSubmit",
+            SchedFlag::Main => "SchedMain",
+            SchedFlag::Backfill => "SchedBackfill",
+        }
+    }
+
+    /// slurmrestd's job flag (`STARTED_ON_SCHEDULE`).
+    pub fn rest_name(self) -> &'static str {
+        match self {
+            SchedFlag::Submit => "STARTED_ON_SUBMIT",
+            SchedFlag::Main => "STARTED_ON_SCHEDULE",
+            SchedFlag::Backfill => "STARTED_ON_BACKFILL",
+        }
+    }
+
+    /// From [`SchedFlag::name`], any case.
+    pub fn from_name(s: &str) -> Option<SchedFlag> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(s))
+    }
 }
 
 fn yes() -> bool {
@@ -822,6 +891,39 @@ pub enum HoldKind {
 }
 
 impl JobRecord {
+    /// Set why it waits (or `None`), keeping the last notable reason for
+    /// accounting (sacct's `Reason`).
+    pub fn set_reason(&mut self, reason: JobReason) {
+        if reason.is_notable() {
+            self.reason_prev = reason.clone();
+        }
+        self.reason = reason;
+    }
+
+    /// What an output-file pattern may name about it.
+    pub fn pattern_job(&self) -> stdpath::PatternJob<'_> {
+        stdpath::PatternJob {
+            job_id: self.job_id,
+            array: self.array.as_ref().map(|a| (a.job_id, a.task_id)),
+            name: &self.name,
+            user: &self.user_name,
+            node: self.batch_host.as_deref(),
+            work_dir: &self.desc.work_dir,
+        }
+    }
+
+    /// `StdOut`, `StdErr`, `StdIn` as the job keeps them (see
+    /// [`stdpath::patterns`]).
+    pub fn std_patterns(&self) -> (String, String, String) {
+        let d = &self.desc;
+        stdpath::patterns(
+            d.std_out.as_deref(),
+            d.std_err.as_deref(),
+            d.std_in.as_deref(),
+            self.array.is_some(),
+        )
+    }
+
     /// The id users see: `123_7` for array tasks, `123` otherwise.
     pub fn display_id(&self) -> String {
         match &self.array {

@@ -116,10 +116,12 @@ impl pb::controller_server::Controller for FakeService {
     async fn allocate_job(&self, _: tonic::Request<pb::JobDesc>) -> Commanded {
         Err(not_for_nodes())
     }
+    type GetJobsStream = tonic::codegen::BoxStream<pb::JobListing>;
+
     async fn get_jobs(
         &self,
         _: tonic::Request<pb::JobQuery>,
-    ) -> Result<tonic::Response<pb::JobListing>, tonic::Status> {
+    ) -> Result<tonic::Response<Self::GetJobsStream>, tonic::Status> {
         Err(not_for_nodes())
     }
     async fn cancel_jobs(&self, _: tonic::Request<pb::CancelFilter>) -> Commanded {

@@ -22,7 +22,7 @@ use super::Controller;
 use slurm_common::conf::oversubscribe_sharing;
 use slurm_plugins::gang::{choose, shared_free, Turn};
 use slurm_plugins::select::place;
-use slurm_proto::{JobId, JobRecord, JobState};
+use slurm_proto::{JobId, JobRecord, JobState, SchedFlag};
 
 /// Sharing jobs tried per scheduling pass.
 const MAX_TRIED: usize = 64;
@@ -130,7 +130,7 @@ impl Controller {
             }
             if let Ok(alloc) = place(&view, &jv, false) {
                 tracing::info!("job {id} starts on shared cores");
-                self.start_job(id, &alloc, now);
+                self.start_job(id, &alloc, now, SchedFlag::Main);
                 started.push(id);
             }
         }

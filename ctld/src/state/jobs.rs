@@ -441,10 +441,10 @@ impl Controller {
                     .ok_or(RpcError::from(SlurmError::InvalidJobId))?;
                 j.held = Some(kind);
                 j.priority = 0;
-                j.reason = match kind {
+                j.set_reason(match kind {
                     HoldKind::User => JobReason::JobHeldUser,
                     HoldKind::Admin => JobReason::JobHeldAdmin,
-                };
+                });
             }
             JobUpdate::Release => {
                 if state != JobState::Pending {
@@ -576,7 +576,7 @@ impl Controller {
     /// (`--requeue`, or `JobRequeue=1`, the default, unless
     /// `--no-requeue`) goes back to the queue, as Slurm's do; any other
     /// ends NODE_FAIL.
-    pub(super) fn lose_job(&mut self, id: JobId, now: i64) {
+    pub(super) fn lose_job(&mut self, id: JobId, node: &str, now: i64) {
         let job_requeue = self.conf.get("JobRequeue").map(str::trim) != Some("0");
         let requeue = self
             .p
@@ -590,6 +590,7 @@ impl Controller {
         }
         if let Some(j) = self.job_mut(id) {
             j.node_failed = true;
+            j.failed_node = Some(node.to_string());
         }
         self.end_running(id, JobState::NodeFail, JobReason::NodeDown, now, 0);
     }
@@ -650,13 +651,14 @@ impl Controller {
         let run = self.p.jobs.get(&id).and_then(|j| j.start_time);
         if let Some(j) = self.job_mut(id) {
             j.state = JobState::Pending;
-            j.reason = if held {
+            let reason = if held {
                 j.held = Some(HoldKind::Admin);
                 j.priority = 0;
                 super::schedule::requeue_held_reason()
             } else {
                 JobReason::None
             };
+            j.set_reason(reason);
             j.restarts += 1;
             j.start_time = None;
             j.end_time = None;

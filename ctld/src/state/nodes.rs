@@ -165,7 +165,7 @@ impl Controller {
                 continue;
             }
             if running {
-                self.lose_job(id, now);
+                self.lose_job(id, node, now);
             }
             self.node_cleaned(id, node);
         }
@@ -307,7 +307,7 @@ impl Controller {
             .map(|j| j.job_id)
             .collect();
         for id in lost {
-            self.lose_job(id, now);
+            self.lose_job(id, &name, now);
         }
         // Jobs the daemon runs that we consider over: make it stop them.
         for id in &r.running_jobs {

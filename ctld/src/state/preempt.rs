@@ -17,7 +17,7 @@
 
 use super::Controller;
 use slurm_plugins::preempt::{victims, Candidate};
-use slurm_proto::{JobId, JobReason, JobRecord, JobState};
+use slurm_proto::{JobId, JobReason, JobRecord, JobState, SchedFlag};
 
 /// How a victim goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,7 +170,7 @@ impl Controller {
                 self.preempt_one(v, id, now);
             }
             if at_once {
-                self.start_job(id, &alloc, now);
+                self.start_job(id, &alloc, now, SchedFlag::Main);
             } else {
                 self.preempting.insert(id, now);
             }

@@ -237,7 +237,7 @@ impl Controller {
         for (id, r) in held_back {
             if self.p.jobs.get(&id).is_some_and(|j| j.reason != r) {
                 if let Some(j) = self.job_mut(id) {
-                    j.reason = r;
+                    j.set_reason(r);
                     j.last_sched_eval = Some(now);
                 }
                 self.dirty = true;
@@ -279,7 +279,9 @@ impl Controller {
         for d in plan.decisions {
             match d {
                 Decision::Start { job, alloc } => {
-                    if blocked_seen {
+                    // Started past a job that waits: backfilled.
+                    let backfill = blocked_seen;
+                    if backfill {
                         backfilled += 1;
                     }
                     self.preempting.remove(&job);
@@ -289,7 +291,12 @@ impl Controller {
                             j.time_limit = Some(m);
                         }
                     }
-                    self.start_job(job, &alloc, now)
+                    let by = if backfill {
+                        SchedFlag::Backfill
+                    } else {
+                        SchedFlag::Main
+                    };
+                    self.start_job(job, &alloc, now, by);
                 }
                 Decision::Pending { job, reason } => {
                     if matches!(reason, PendingReason::Resources | PendingReason::Priority) {
@@ -324,7 +331,7 @@ impl Controller {
                     });
                     if changed {
                         if let Some(j) = self.job_mut(job) {
-                            j.reason = r;
+                            j.set_reason(r);
                             j.last_sched_eval = Some(now);
                         }
                         self.dirty = true;
@@ -385,7 +392,8 @@ impl Controller {
         st.total_cycle_us += us;
     }
 
-    pub(super) fn start_job(&mut self, id: JobId, alloc: &[NodeAlloc], now: i64) {
+    /// Start job `id` on `alloc`, started by the scheduler `by`.
+    pub(super) fn start_job(&mut self, id: JobId, alloc: &[NodeAlloc], now: i64, by: SchedFlag) {
         let names: Vec<String> = alloc
             .iter()
             .map(|a| self.nodes[a.node].name.clone())
@@ -421,6 +429,7 @@ impl Controller {
         };
         j.state = JobState::Running;
         j.reason = JobReason::None;
+        j.sched_flag = Some(by);
         j.start_time = Some(now);
         j.time_limit = limit_from(j, now);
         j.end_time = j.time_limit.map(|m| now + m as i64 * 60);

@@ -337,11 +337,7 @@ impl Controller {
             },
             state: JobState::Pending,
             completing: false,
-            reason: match held {
-                Some(HoldKind::User) => JobReason::JobHeldUser,
-                Some(HoldKind::Admin) => JobReason::JobHeldAdmin,
-                None => JobReason::None,
-            },
+            reason: JobReason::None,
             time_limit,
             submit_time: now,
             eligible_time: Some(stored.begin_time.unwrap_or(now).max(now)),
@@ -368,10 +364,18 @@ impl Controller {
             suspended_secs: 0,
             preempt_suspended: false,
             gang_suspended: false,
+            reason_prev: JobReason::None,
+            sched_flag: None,
+            failed_node: None,
             array: None,
             dependency: stored.dependency.clone(),
             desc: stored.into(),
         };
+        job.set_reason(match held {
+            Some(HoldKind::User) => JobReason::JobHeldUser,
+            Some(HoldKind::Admin) => JobReason::JobHeldAdmin,
+            None => JobReason::None,
+        });
         // AccountingStorageEnforce: a valid association, an allowed QOS,
         // and submit limits.
         if let (true, Some(cache)) = (self.enforce.any(), &self.assocs) {

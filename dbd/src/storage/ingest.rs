@@ -28,7 +28,7 @@ pub struct IngestOutcome {
 }
 
 const JOB_KEY: [&str; 3] = ["cluster", "job_id", "submit_time"];
-const JOB_COLS: [&str; 35] = [
+const JOB_COLS: [&str; 44] = [
     "cluster",
     "job_id",
     "submit_time",
@@ -60,6 +60,15 @@ const JOB_COLS: [&str; 35] = [
     "submit_line",
     "job_comment",
     "wckey",
+    "constraints",
+    "sched_flag",
+    "state_reason",
+    "reservation",
+    "restarts",
+    "std_out",
+    "std_err",
+    "std_in",
+    "failed_node",
     "requid",
     "time_suspended",
     "suspend_start",
@@ -220,6 +229,15 @@ fn job_vals(cluster: &str, j: &AcctJob, now: i64) -> Vec<Val> {
         j.submit_line.as_str().into(),
         j.comment.as_str().into(),
         j.wckey.as_str().into(),
+        j.constraints.as_str().into(),
+        j.sched_flag.as_str().into(),
+        j.reason.as_str().into(),
+        j.reservation.as_str().into(),
+        j.restarts.into(),
+        j.std_out.as_str().into(),
+        j.std_err.as_str().into(),
+        j.std_in.as_str().into(),
+        j.failed_node.as_str().into(),
         j.requid.into(),
         j.suspended_secs.into(),
         j.suspend_start.into(),

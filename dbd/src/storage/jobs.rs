@@ -12,7 +12,8 @@ const JOB_SELECT: &str = "SELECT cluster, job_id, submit_time, array_job_id, arr
     name, user_name, uid, group_name, gid, account, part, qos, state, exit_status, \
     eligible_time, start_time, end_time, time_limit, priority, nodelist, node_count, \
     alloc_cpus, req_cpus, req_mem, alloc_tres, req_tres, work_dir, submit_line, job_comment, \
-    wckey, requid, time_suspended, suspend_start, script_hash, env_hash FROM jobs WHERE 1=1";
+    wckey, constraints, sched_flag, state_reason, reservation, restarts, std_out, std_err, \
+    std_in, failed_node, requid, time_suspended, suspend_start, script_hash, env_hash FROM jobs WHERE 1=1";
 
 const STEP_SELECT: &str = "SELECT job_id, job_submit, step_id, name, state, nodelist, \
     node_count, ntasks, alloc_cpus, start_time, end_time, exit_status, total_cpu_usec, \
@@ -57,6 +58,15 @@ fn job_from_row(r: &AnyRow) -> Result<(String, AcctJob)> {
             submit_line: r.s("submit_line")?,
             comment: r.s("job_comment")?,
             wckey: r.s("wckey")?,
+            constraints: r.s("constraints")?,
+            sched_flag: r.s("sched_flag")?,
+            reason: r.s("state_reason")?,
+            reservation: r.s("reservation")?,
+            restarts: r.ou32("restarts")?.unwrap_or(0),
+            std_out: r.s("std_out")?,
+            std_err: r.s("std_err")?,
+            std_in: r.s("std_in")?,
+            failed_node: r.s("failed_node")?,
             requid: r.ou32("requid")?,
             suspended_secs: r.oi("time_suspended")?.unwrap_or(0),
             suspend_start: r.oi("suspend_start")?,

@@ -18,7 +18,7 @@ pub struct Migration {
 }
 
 /// The newest schema this build knows.
-pub const LATEST: u32 = 7;
+pub const LATEST: u32 = 8;
 
 pub const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -245,6 +245,22 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 7,
         name: "workload characterization keys",
         statements: &["ALTER TABLE jobs ADD COLUMN wckey {text}"],
+    },
+    Migration {
+        version: 8,
+        name: "constraints, scheduler flag, pending reason, reservation, restarts, file \
+               patterns and failed node of jobs",
+        statements: &[
+            "ALTER TABLE jobs ADD COLUMN constraints {text}",
+            "ALTER TABLE jobs ADD COLUMN sched_flag VARCHAR(32)",
+            "ALTER TABLE jobs ADD COLUMN state_reason {text}",
+            "ALTER TABLE jobs ADD COLUMN reservation VARCHAR(128)",
+            "ALTER TABLE jobs ADD COLUMN restarts BIGINT",
+            "ALTER TABLE jobs ADD COLUMN std_out {text}",
+            "ALTER TABLE jobs ADD COLUMN std_err {text}",
+            "ALTER TABLE jobs ADD COLUMN std_in {text}",
+            "ALTER TABLE jobs ADD COLUMN failed_node VARCHAR(128)",
+        ],
     },
 ];
 

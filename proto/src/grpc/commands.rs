@@ -10,8 +10,8 @@ use crate::{
     ArrayInfo, CancelFilter, ConfigDump, DiagStats, HoldKind, JobDesc, JobFilter, JobPriority,
     JobReason, JobRecord, JobState, JobUpdate, LicenseInfo, NodeBaseState, NodeFlags, NodeRecord,
     NodeSpec, NodeStateRequest, PartitionRecord, PartitionState, PartitionUpdate, RequestBody,
-    ReservationRecord, ReservationSpec, Response, RpcError, ShareInfo, SlurmError, StateSel,
-    StepRecord, StepRequest, TopologyEntry,
+    ReservationRecord, ReservationSpec, Response, RpcError, SchedFlag, ShareInfo, SlurmError,
+    StateSel, StepRecord, StepRequest, TopologyEntry,
 };
 
 impl From<JobDesc> for pb::JobDesc {
@@ -101,6 +101,8 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         kill_on_invalid_dep: d.kill_on_invalid_dep,
         extra: d.extra.clone(),
         wckey: d.wckey.clone(),
+        user_id: d.user_id,
+        group_id: d.group_id,
         no_kill: d.no_kill,
     }
 }
@@ -175,6 +177,8 @@ impl From<pb::JobDesc> for JobDesc {
             kill_on_invalid_dep: d.kill_on_invalid_dep,
             extra: d.extra,
             wckey: d.wckey,
+            user_id: d.user_id,
+            group_id: d.group_id,
             no_kill: d.no_kill,
         }
     }
@@ -309,6 +313,13 @@ impl From<&JobRecord> for pb::JobRecord {
             suspended_secs: j.suspended_secs,
             preempt_suspended: j.preempt_suspended,
             gang_suspended: j.gang_suspended,
+            reason_prev: if j.reason_prev.is_none() {
+                String::new()
+            } else {
+                j.reason_prev.to_string()
+            },
+            sched_flag: j.sched_flag.map_or("", |f| f.name()).to_string(),
+            failed_node: j.failed_node.clone(),
         }
     }
 }
@@ -374,6 +385,19 @@ impl TryFrom<pb::JobRecord> for JobRecord {
             suspended_secs: j.suspended_secs,
             preempt_suspended: j.preempt_suspended,
             gang_suspended: j.gang_suspended,
+            reason_prev: if j.reason_prev.is_empty() {
+                JobReason::None
+            } else {
+                JobReason::from_name(&j.reason_prev)
+            },
+            sched_flag: match j.sched_flag.as_str() {
+                "" => None,
+                f => Some(SchedFlag::from_name(f).ok_or_else(|| ConvError {
+                    field: "job.sched_flag",
+                    why: format!("unknown scheduler flag {f:?}"),
+                })?),
+            },
+            failed_node: j.failed_node,
         })
     }
 }
@@ -1556,15 +1580,27 @@ pub fn listing_response(r: pb::JobListing) -> Response {
     listing_response_as(r, false)
 }
 
-/// One listed job (see [`decode_brief`] for a brief one, made from
-/// `blank`).
-fn decode_listed(b: &[u8], brief: Option<&JobRecord>) -> Result<JobRecord, String> {
+/// One listed job, appended to `jobs` (see [`decode_brief`] for a brief
+/// one, made from `blank` where it lies: a listing of a big queue is
+/// mostly this, and a record is large).
+fn decode_listed(
+    b: &[u8],
+    brief: Option<&JobRecord>,
+    jobs: &mut Vec<JobRecord>,
+) -> Result<(), String> {
     use prost::Message;
     if let Some(blank) = brief {
-        return decode_brief(b, blank.clone());
+        jobs.push(blank.clone());
+        let Some(slot) = jobs.last_mut() else {
+            return Err("no room for a job".into());
+        };
+        return decode_brief(b, slot).inspect_err(|_| {
+            jobs.pop();
+        });
     }
     let j = pb::JobRecord::decode(b).map_err(|e| e.to_string())?;
-    JobRecord::try_from(j).map_err(|e| e.to_string())
+    jobs.push(JobRecord::try_from(j).map_err(|e| e.to_string())?);
+    Ok(())
 }
 
 /// A listed `pb::JobRecord` decoded straight into a [`JobRecord`], its
@@ -1572,7 +1608,7 @@ fn decode_listed(b: &[u8], brief: Option<&JobRecord>) -> Result<JobRecord, Strin
 /// in between, no copy of the state and reason names (a listing's cost is
 /// mostly this, per job). Field numbers as in `slurmctld.proto`; the
 /// whole-record path is the reference (`a_brief_decode_is_the_record_less_its_request`).
-fn decode_brief(b: &[u8], mut j: JobRecord) -> Result<JobRecord, String> {
+fn decode_brief(b: &[u8], j: &mut JobRecord) -> Result<(), String> {
     use prost::encoding::{
         bool as boolean, decode_key, decode_varint, int32, int64, message, skip_field, string,
         uint32, DecodeContext, WireType,
@@ -1660,15 +1696,39 @@ fn decode_brief(b: &[u8], mut j: JobRecord) -> Result<JobRecord, String> {
             40 => int64::merge(wt, &mut j.suspended_secs, b, c()).map_err(e)?,
             41 => boolean::merge(wt, &mut j.preempt_suspended, b, c()).map_err(e)?,
             42 => boolean::merge(wt, &mut j.gang_suspended, b, c()).map_err(e)?,
+            43 => j.reason_prev = JobReason::from_name(text(wt, b)?),
+            44 => {
+                let f = text(wt, b)?;
+                j.sched_flag = Some(
+                    SchedFlag::from_name(f)
+                        .ok_or_else(|| format!("job.sched_flag: unknown scheduler flag {f:?}"))?,
+                );
+            }
+            45 => string::merge(wt, j.failed_node.get_or_insert_default(), b, c()).map_err(e)?,
             _ => skip_field(wt, tag, b, c()).map_err(e)?,
         }
     }
-    Ok(j)
+    Ok(())
 }
 
 /// [`listing_response`], leaving each job's request at its default when
 /// `brief` (see `RequestBody::GetJobsBrief`).
 pub fn listing_response_as(r: pb::JobListing, brief: bool) -> Response {
+    let mut jobs = Vec::new();
+    match append_listing(r, brief, &mut jobs) {
+        Ok(last_update) => Response::Jobs { jobs, last_update },
+        Err(e) => e,
+    }
+}
+
+/// One message of a listing (the controller streams a big one in parts):
+/// its jobs appended to `jobs`, its `last_update` returned; `Err` is the
+/// answer instead (the controller's error, or a protocol error).
+pub fn append_listing(
+    r: pb::JobListing,
+    brief: bool,
+    jobs: &mut Vec<JobRecord>,
+) -> Result<i64, Response> {
     use pb::job_listing::Result as R;
     let protocol = |why: String| {
         Response::Error(RpcError {
@@ -1678,22 +1738,16 @@ pub fn listing_response_as(r: pb::JobListing, brief: bool) -> Response {
     };
     match r.result {
         Some(R::Jobs(l)) => {
-            let mut jobs = Vec::with_capacity(l.jobs.len());
+            jobs.reserve(l.jobs.len());
             // Every brief job shares one empty request.
             let blank = brief.then(JobRecord::default);
             for b in &l.jobs {
-                match decode_listed(b.as_ref(), blank.as_ref()) {
-                    Ok(j) => jobs.push(j),
-                    Err(e) => return protocol(e),
-                }
+                decode_listed(b.as_ref(), blank.as_ref(), jobs).map_err(protocol)?;
             }
-            Response::Jobs {
-                jobs,
-                last_update: l.last_update,
-            }
+            Ok(l.last_update)
         }
-        Some(R::Error(e)) => Response::Error(e.into()),
-        None => protocol("empty answer".into()),
+        Some(R::Error(e)) => Err(Response::Error(e.into())),
+        None => Err(protocol("empty answer".into())),
     }
 }
 
@@ -1825,6 +1879,8 @@ mod tests {
             extra: Some("k=v".into()),
             wckey: Some("*proj".into()),
             no_kill: true,
+            user_id: Some(1000),
+            group_id: Some(100),
             ..Default::default()
         }
     }
@@ -1883,6 +1939,9 @@ mod tests {
             suspended_secs: 8,
             preempt_suspended: true,
             gang_suspended: true,
+            reason_prev: JobReason::Dependency,
+            sched_flag: Some(SchedFlag::Backfill),
+            failed_node: Some("a2".into()),
         }
     }
 

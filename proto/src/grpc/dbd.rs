@@ -161,7 +161,8 @@ wire!(nested AcctJob <=> AcctJob {
     partition, qos, state, exit_status, submit_time, eligible_time, start_time,
     end_time, time_limit, priority, nodelist, node_count, alloc_cpus, req_cpus,
     req_mem, alloc_tres, req_tres, work_dir, submit_line, comment, requid,
-    suspended_secs, suspend_start, script, env, wckey,
+    suspended_secs, suspend_start, script, env, wckey, constraints, sched_flag, reason,
+    reservation, restarts, std_out, std_err, std_in, failed_node,
 });
 wire!(AcctStep <=> AcctStep {
     job_id, job_submit, step_id, name, state, nodelist, node_count, ntasks,

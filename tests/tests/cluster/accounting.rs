@@ -366,3 +366,98 @@ fn wckeys_reach_accounting_and_select_jobs() {
     );
     assert_eq!(text, format!("{a}|alpha\n"));
 }
+
+/// What sacct keeps of how a job waited and ran: `Constraints`, `Flags`
+/// (the scheduler that started it), `Reason` (why it last waited other than
+/// for priority or resources), `Reservation` and the file patterns
+/// (`StdOut`, expanded with `--expand-patterns`); `-C`, `-F` and `-R`
+/// select by them.
+#[test]
+fn sacct_keeps_why_and_how_jobs_waited_and_ran() {
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.node_features = vec!["intel,ib".into()];
+    });
+    let out = t.run(
+        "scontrol",
+        &[
+            "create",
+            "reservation",
+            "ReservationName=r1",
+            "StartTime=now",
+            "Duration=10",
+            "Nodes=n1",
+            "Users=root",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().to_str().unwrap();
+    let a = t.sbatch(&[
+        "-C",
+        "intel",
+        "--reservation=r1",
+        "-D",
+        cwd,
+        "-o",
+        "out-%j.log",
+        "--wrap",
+        "sleep 1",
+    ]);
+    // (In the reservation too: it holds the only node.)
+    let b = t.sbatch(&[
+        &format!("--dependency=afterok:{a}"),
+        "--reservation=r1",
+        "-D",
+        cwd,
+        "--wrap",
+        "true",
+    ]);
+    for id in [a, b] {
+        t.wait_done(id, 30);
+    }
+    let fmt = "JobID,Constraints,Flags,Reason,Reservation,StdOut";
+    let text = sacct_until(
+        &t,
+        &["-P", "-n", "-X", "-j", &format!("{a},{b}"), "-o", fmt],
+        30,
+        |s| s.lines().count() == 2 && s.contains("Dependency"),
+    );
+    assert_eq!(
+        text,
+        format!(
+            "{a}|intel|SchedMain,StartReceived|None|r1|out-%j.log\n\
+             {b}||SchedMain,StartReceived|Dependency|r1|slurm-%j.out\n"
+        )
+    );
+    let o = t.run(
+        "sacct",
+        &[
+            "-P",
+            "-n",
+            "-X",
+            "-j",
+            &a.to_string(),
+            "-o",
+            "StdOut",
+            "--expand-patterns",
+        ],
+    );
+    assert_eq!(stdout(&o), format!("{cwd}/out-{a}.log\n"));
+    assert!(dir.path().join(format!("out-{a}.log")).exists());
+    // The filters, over both jobs.
+    let ids = format!("{a},{b}");
+    let sel = |extra: &[&str]| {
+        let mut args = vec!["-P", "-n", "-X", "-j", &ids, "-o", "JobID"];
+        args.extend_from_slice(extra);
+        let o = t.run("sacct", &args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert_eq!(sel(&["-C", "intel"]), format!("{a}\n"));
+    assert_eq!(sel(&["-R", "Dependency"]), format!("{b}\n"));
+    assert_eq!(sel(&["-F", "SchedBackfill"]), "");
+    let o = t.run("sacct", &["-R", "Sleepy"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("unrecognized job reason value 'Sleepy'"));
+}

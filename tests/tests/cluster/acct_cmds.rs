@@ -1107,7 +1107,7 @@ fn sacctmgr_runawayjobs_finds_and_ends_jobs_the_controller_lost() {
         seq: 1,
         record: AcctRecord::JobStart(lost),
     };
-    let ack = send(0, AcctRequest::Record(rec));
+    let ack = send(0, AcctRequest::Record(Box::new(rec)));
     assert!(matches!(ack, AcctResponse::Ack { .. }), "{ack:?}");
     // The live job reaches accounting too before we look.
     let deadline = Instant::now() + Duration::from_secs(30);

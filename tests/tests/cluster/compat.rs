@@ -1500,3 +1500,82 @@ fn scontrol_shows_hidden_partitions_and_future_nodes_only_when_asked() {
         .collect();
     assert_eq!(parts, ["debug", "secret", "debug"], "{text}");
 }
+
+/// `sbatch --uid/--gid` (root only, by name or number): the job is that
+/// user's and group's, and runs as them. An ordinary user is refused by
+/// sbatch and, sending the request anyway, by the controller, which
+/// creates nothing.
+#[test]
+fn root_submits_as_another_user_with_uid_and_gid() {
+    use slurm_tests::{stderr, TestCluster, TEST_GID, TEST_UID};
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestCluster::start(1, |_| {});
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let cwd = dir.path().to_str().unwrap();
+    let user = slurm_common::users::user_name_or_id(TEST_UID);
+    let group = slurm_common::users::group_name_or_id(TEST_GID);
+    let (u, g) = (TEST_UID.to_string(), TEST_GID.to_string());
+    for (uid, gid) in [(user.as_str(), group.as_str()), (u.as_str(), g.as_str())] {
+        let id = t.sbatch(&[
+            &format!("--uid={uid}"),
+            "--gid",
+            gid,
+            "-D",
+            cwd,
+            "-o",
+            "ids-%j",
+            "--wrap",
+            "echo $(id -u) $(id -g)",
+        ]);
+        let j = t.wait_done(id, 30);
+        assert_eq!((j.user_id, j.group_id), (TEST_UID, TEST_GID));
+        assert_eq!(j.user_name, user);
+        assert_eq!(j.state, slurm_proto::JobState::Completed);
+        let out = std::fs::read_to_string(dir.path().join(format!("ids-{id}"))).unwrap();
+        assert_eq!(out, format!("{TEST_UID} {TEST_GID}\n"));
+    }
+    let o = t.run("sbatch", &["--uid=no-such-user-here", "--wrap", "true"]);
+    assert_eq!(o.status.code(), Some(255));
+    assert!(
+        stderr(&o).contains("Invalid --uid specification"),
+        "{}",
+        stderr(&o)
+    );
+    // An ordinary user: refused by sbatch...
+    let o = t.run_as_user("sbatch", &["--uid=0", "--wrap", "true"]);
+    assert_eq!(o.status.code(), Some(255));
+    assert!(
+        stderr(&o).contains("sbatch: error: --uid only permitted by root user"),
+        "{}",
+        stderr(&o)
+    );
+    // ... and by the controller, for a request sent without sbatch.
+    let before = t.jobs().len();
+    let key = slurm_common::auth::Key::load(&t.c.spec.dir.join("slurm.key")).unwrap();
+    let now = slurm_common::auth::now();
+    for (user_id, group_id) in [(Some(0), None), (None, Some(0))] {
+        let desc = slurm_proto::JobDesc {
+            script: "#!/bin/sh\ntouch /root/owned\n".into(),
+            work_dir: "/tmp".into(),
+            environment: vec!["PATH=/bin".into()],
+            user_id,
+            group_id,
+            ..Default::default()
+        };
+        let r = slurm_tests::grpc_call(&t, slurm_proto::RequestBody::SubmitBatchJob(desc), |b| {
+            key.sign(TEST_UID, TEST_GID, "x", now, b)
+        });
+        match r {
+            slurm_proto::Response::Error(e) => {
+                assert_eq!(e.error, slurm_proto::SlurmError::AccessDenied);
+                assert!(e
+                    .detail
+                    .unwrap_or_default()
+                    .contains("only permitted by root"));
+            }
+            other => panic!("accepted: {other:?}"),
+        }
+    }
+    assert_eq!(t.jobs().len(), before, "nothing was created");
+}
