@@ -1248,6 +1248,129 @@ fn show_tres(format: Option<&str>, specs: &[Spec]) -> Res<Show> {
     })
 }
 
+/// `sacctmgr show transaction`'s columns: key, title, width.
+const TXN_COLS: &[(&str, &str, i64)] = &[
+    ("action", "Action", 20),
+    ("actor", "Actor", 10),
+    ("cluster", "Cluster", 10),
+    ("id", "ID", 6),
+    ("info", "Info", 20),
+    ("time", "Time", 19),
+    ("where", "Where", 20),
+];
+
+/// `sacctmgr show transaction [where] [Accounts=] [Action=] [Actor=]
+/// [Clusters=] [Start=] [End=] [Users=] [format=]`: the changes made
+/// through slurmdbd (default format `Time,Action,Actor,Where,Info`).
+fn show_txns(specs: &[Spec], now: i64) -> Res<Show> {
+    use slurm_common::timefmt::parse_timestamp;
+    let mut f = TxnFilter::default();
+    let mut format: Option<String> = None;
+    let time = |k: &str, v: &str| {
+        parse_timestamp(v, now).map_err(|e| format!(" Invalid time '{v}' for {k}: {e}"))
+    };
+    for s in specs {
+        match s {
+            Spec::Word(w) if w.eq_ignore_ascii_case("withassoc") => {
+                return Err(" WithAssoc is not supported for transactions here".into())
+            }
+            Spec::Word(w) => return Err(format!(" Unknown condition: {w}")),
+            Spec::Pair(k, _, v) => match k.as_str() {
+                "format" => format = Some(v.clone()),
+                "account" | "accounts" | "acct" | "accts" => f.accounts.extend(lower_list(v)),
+                "action" | "actions" => f.actions.extend(list(v)),
+                "actor" | "actors" => f.actors.extend(list(v)),
+                "cluster" | "clusters" => f.clusters.extend(lower_list(v)),
+                "end" => f.end = Some(time("End", v)?),
+                "start" => f.start = Some(time("Start", v)?),
+                "user" | "users" => f.users.extend(lower_list(v)),
+                other => return Err(format!(" Unknown condition: {other}")),
+            },
+        }
+    }
+    let fmt = format.unwrap_or_else(|| "Time,Action,Actor,Where,Info".into());
+    let cols = pick_cols(TXN_COLS, &fmt, |k| match k {
+        "timestamp" | "ts" => "time".into(),
+        k => k.into(),
+    })?;
+    Ok(Show {
+        requests: vec![AcctRequest::ListTxns(f)],
+        render: Box::new(move |resp, fl| {
+            let Some(AcctResponse::Txns(txns)) = resp.first() else {
+                return Err("unexpected answer from slurmdbd".into());
+            };
+            let rows: Vec<Vec<String>> = txns
+                .iter()
+                .map(|t| {
+                    cols.iter()
+                        .map(|(k, _)| match k.as_str() {
+                            "action" => t.action.clone(),
+                            "actor" => t.actor.clone(),
+                            "cluster" => t.cluster.clone(),
+                            "id" => t.id.to_string(),
+                            "info" => t.info.clone(),
+                            "time" => slurm_common::timefmt::format_timestamp(t.time),
+                            "where" => t.name.clone(),
+                            _ => String::new(),
+                        })
+                        .collect()
+                })
+                .collect();
+            Ok(cols_table(TXN_COLS, &cols, &rows, fl))
+        }),
+    })
+}
+
+/// The columns `fmt` names (`Name[%width]`, a unique prefix of a key
+/// will do after `rename`), with their widths.
+fn pick_cols(
+    offered: &[(&str, &str, i64)],
+    fmt: &str,
+    rename: impl Fn(&str) -> String,
+) -> Res<Vec<(String, i64)>> {
+    let mut cols = Vec::new();
+    for item in fmt.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (name, width) = match item.split_once('%') {
+            Some((n, w)) => (
+                n,
+                Some(
+                    w.parse::<i64>()
+                        .map_err(|_| format!("Invalid field width in '{item}'"))?,
+                ),
+            ),
+            None => (item, None),
+        };
+        let key = rename(&alias(name));
+        let c = offered
+            .iter()
+            .find(|c| c.0 == key)
+            .or_else(|| {
+                let mut m = offered.iter().filter(|c| c.0.starts_with(key.as_str()));
+                match (m.next(), m.next()) {
+                    (Some(c), None) if !key.is_empty() => Some(c),
+                    _ => None,
+                }
+            })
+            .ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
+        cols.push((c.0.to_string(), width.unwrap_or(c.2)));
+    }
+    Ok(cols)
+}
+
+/// A table of `rows` under `cols`' titles (from `offered`).
+fn cols_table(
+    offered: &[(&str, &str, i64)],
+    cols: &[(String, i64)],
+    rows: &[Vec<String>],
+    fl: &Flags,
+) -> String {
+    let titles: Vec<(&str, i64)> = cols
+        .iter()
+        .map(|(k, w)| (offered.iter().find(|c| c.0 == k).map_or("", |c| c.1), *w))
+        .collect();
+    crate::fmt::acct_table_aligned(&titles, rows, fl.parsable, fl.header)
+}
+
 /// `sacctmgr show event`'s columns: key, title, width (negative: left-aligned).
 const EVENT_COLS: &[(&str, &str, i64)] = &[
     ("cluster", "Cluster", 10),
@@ -1886,7 +2009,7 @@ fn entity_name(w: &str) -> Option<&'static str> {
 
 const USAGE: &str = "Usage: sacctmgr [-i] [-n] [-p|-P] [-Q] <command> <entity> [specs]\n\
   commands: add|create, modify|update, delete|remove, show|list\n\
-  entities: cluster, account, user, association, qos; for show also event, tres, stats, runawayjobs\n\
+  entities: cluster, account, user, association, qos; for show also event, problem, configuration, transaction, tres, stats, runawayjobs\n\
   also: dump <cluster> [file=FILE], load [file=]FILE [cluster=NAME] [clean], ping, version\n";
 
 /// `sacctmgr ping`: Slurm's line for slurmdbd, exit 1 when it is down.
@@ -2119,6 +2242,7 @@ const ENTITIES: &[(&[&str], &str)] = &[
     (&["stats", "statistics"], "stats"),
     (&["event", "events"], "event"),
     (&["problem", "problems"], "problem"),
+    (&["transaction", "transactions", "txn"], "transaction"),
     (&["configuration", "config"], "configuration"),
     (
         &["runawayjobs", "runawayjob", "runaway", "runaways"],
@@ -2433,7 +2557,12 @@ fn execute(
                     1
                 });
             }
-            if f.json && matches!(entity, "event" | "tres" | "stats" | "problem") {
+            if f.json
+                && matches!(
+                    entity,
+                    "event" | "tres" | "stats" | "problem" | "transaction"
+                )
+            {
                 eprintln!("sacctmgr: error: --json/--yaml is not supported for show {entity} yet");
                 return 1;
             }
@@ -2441,6 +2570,10 @@ fn execute(
                 "event" => {
                     let all: Vec<Spec> = specs.filter.iter().chain(&specs.set).cloned().collect();
                     show_events(&all, &conf.cluster_name, common::now())
+                }
+                "transaction" => {
+                    let all: Vec<Spec> = specs.filter.iter().chain(&specs.set).cloned().collect();
+                    show_txns(&all, common::now())
                 }
                 _ if f.with_assoc && matches!(entity, "account" | "user") => {
                     let mut s = specs.clone();

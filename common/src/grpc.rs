@@ -478,6 +478,7 @@ pub async fn call_dbd(
             DbdCall::GetUsage(m) => c.get_usage(with_cred(m, cred, within)).await,
             DbdCall::GetStats(m) => c.get_stats(with_cred(m, cred, within)).await,
             DbdCall::ListEvents(m) => c.list_events(with_cred(m, cred, within)).await,
+            DbdCall::ListTxns(m) => c.list_txns(with_cred(m, cred, within)).await,
             DbdCall::FixRunaway(m) => c.fix_runaway(with_cred(m, cred, within)).await,
             DbdCall::Shutdown(m) => c.shutdown(with_cred(m, cred, within)).await,
             DbdCall::GetConfig(m) => c.get_config(with_cred(m, cred, within)).await,

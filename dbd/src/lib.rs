@@ -11,6 +11,7 @@
 //!   the hourly maintenance task.
 //! - [`client`]: a one-request client (re-exported from `slurm_common::dbd`).
 //! - [`tres`]: TRES strings in limits.
+//! - [`txn`]: what each change is recorded as (`sacctmgr show transaction`).
 //! - [`args`]: the command line.
 //!
 //! Invariants: the wire types are `slurm_proto::acct`; every request is
@@ -27,3 +28,4 @@ pub mod server;
 pub mod stats;
 pub mod storage;
 pub mod tres;
+pub mod txn;

@@ -245,7 +245,22 @@ impl Server {
             _ => false,
         };
         let texts = matches!(&body, AcctRequest::GetJobs(q) if q.with_script || q.with_env);
+        // What a change will be recorded as (`sacctmgr show transaction`).
+        let txn = crate::txn::describe(&body);
         let resp = self.answer(body, now).await;
+        if let (Some(t), AcctResponse::Changed(names)) = (txn, &resp) {
+            if !names.is_empty() {
+                let actor =
+                    tokio::task::spawn_blocking(move || slurm_common::users::user_name_or_id(uid))
+                        .await
+                        .unwrap_or_else(|_| uid.to_string());
+                for (t, names) in crate::txn::split_assocs(t, names) {
+                    if let Err(e) = self.storage.add_txn(now, &actor, &t, &names).await {
+                        tracing::error!("recording transaction {}: {e}", t.action);
+                    }
+                }
+            }
+        }
         // Scripts and environments are their owners' (and operators').
         let resp = if texts && !superuser {
             match self.own_texts(uid, resp).await {
@@ -480,6 +495,10 @@ impl Server {
                 Ok(v) => AcctResponse::Events(v),
                 Err(e) => storage_error(e),
             },
+            AcctRequest::ListTxns(f) => match s.txns(&f).await {
+                Ok(v) => AcctResponse::Txns(v),
+                Err(e) => storage_error(e),
+            },
             AcctRequest::FixRunaway(f) => changed(s.fix_runaway(&f).await),
         }
     }
@@ -602,6 +621,9 @@ impl pb::slurm_dbd_server::SlurmDbd for DbdService {
     }
     async fn list_events(&self, r: tonic::Request<pb::EventFilter>) -> Reply {
         self.answer(r, m::ListEvents, DbdCall::ListEvents).await
+    }
+    async fn list_txns(&self, r: tonic::Request<pb::TxnFilter>) -> Reply {
+        self.answer(r, m::ListTxns, DbdCall::ListTxns).await
     }
     async fn fix_runaway(&self, r: tonic::Request<pb::FixRunawayRequest>) -> Reply {
         self.answer(r, m::FixRunaway, DbdCall::FixRunaway).await

@@ -964,6 +964,63 @@ pub struct EventFilter {
     pub cluster_events: bool,
 }
 
+/// `sacctmgr show transaction`'s selection. Empty lists match everything.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct TxnFilter {
+    /// Action names (`Add Users`), any case.
+    pub actions: Vec<String>,
+    /// Who made the change.
+    pub actors: Vec<String>,
+    /// Changes whose subject names one of these accounts or users (as
+    /// Slurm's, by the text of the subject).
+    pub accounts: Vec<String>,
+    pub users: Vec<String>,
+    pub clusters: Vec<String>,
+    /// Changes made in [start, end].
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+}
+
+/// One change made through slurmdbd (`sacctmgr show transaction`): when,
+/// what kind (`Add Users`, `Modify Associations`, ...), by whom, on which
+/// cluster (empty: none named), to what (`name`, Slurm's `Where`) and how
+/// (`info`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct TxnRec {
+    pub id: u64,
+    pub time: i64,
+    pub action: String,
+    pub actor: String,
+    pub cluster: String,
+    pub name: String,
+    pub info: String,
+}
+
+impl TxnRec {
+    /// Whether `f` selects it.
+    pub fn matches(&self, f: &TxnFilter) -> bool {
+        let any =
+            |l: &[String], v: &str| l.is_empty() || l.iter().any(|x| x.eq_ignore_ascii_case(v));
+        let named = |l: &[String]| {
+            l.is_empty()
+                || l.iter().any(|x| {
+                    self.name
+                        .split([',', ' ', '\'', '(', ')', '='])
+                        .any(|w| w.eq_ignore_ascii_case(x))
+                })
+        };
+        any(&f.actions, &self.action)
+            && any(&f.actors, &self.actor)
+            && (f.clusters.is_empty() || any(&f.clusters, &self.cluster))
+            && named(&f.accounts)
+            && named(&f.users)
+            && f.start.is_none_or(|s| self.time >= s)
+            && f.end.is_none_or(|e| self.time <= e)
+    }
+}
+
 /// One event: a node out of service (down, drained, failing) from
 /// `time_start` to `time_end` (`None`: still), or, with an empty `node`,
 /// the cluster's size over that time (`state` `CLUSTER`, `reason` its TRES).
@@ -1139,6 +1196,8 @@ pub enum AcctRequest {
     Stats,
     /// Node events (`sacctmgr show event`).
     ListEvents(EventFilter),
+    /// `sacctmgr show transaction`.
+    ListTxns(TxnFilter),
     /// End runaway jobs (operators).
     FixRunaway(FixRunaway),
     /// Stop slurmdbd (super users).
@@ -1176,6 +1235,7 @@ impl AcctRequest {
             AcctRequest::GetUsage(_) => "DBD_GET_ASSOC_USAGE",
             AcctRequest::Stats => "DBD_GET_STATS",
             AcctRequest::ListEvents(_) => "DBD_GET_EVENTS",
+            AcctRequest::ListTxns(_) => "DBD_GET_TXN",
             AcctRequest::FixRunaway(_) => "DBD_FIX_RUNAWAY_JOB",
             AcctRequest::Shutdown => "DBD_SHUTDOWN",
             AcctRequest::GetConfig => "DBD_GET_CONFIG",
@@ -1245,6 +1305,7 @@ pub enum AcctResponse {
     RolledUp(RollupStats),
     Stats(DbdStats),
     Events(Vec<EventRec>),
+    Txns(Vec<TxnRec>),
     /// slurmdbd.conf's settings, in order (key, value).
     Config(Vec<(String, String)>),
     Error(AcctError),

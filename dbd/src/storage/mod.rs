@@ -23,6 +23,7 @@ pub mod rollup;
 pub mod schema;
 pub mod sql;
 pub mod time;
+pub mod txns;
 
 pub use sql::Backend;
 

@@ -18,7 +18,7 @@ pub struct Migration {
 }
 
 /// The newest schema this build knows.
-pub const LATEST: u32 = 8;
+pub const LATEST: u32 = 9;
 
 pub const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -260,6 +260,21 @@ pub const MIGRATIONS: &[Migration] = &[
             "ALTER TABLE jobs ADD COLUMN std_err {text}",
             "ALTER TABLE jobs ADD COLUMN std_in {text}",
             "ALTER TABLE jobs ADD COLUMN failed_node VARCHAR(128)",
+        ],
+    },
+    Migration {
+        version: 9,
+        name: "transactions: the changes made through slurmdbd",
+        statements: &[
+            "CREATE TABLE txns (
+                id {id},
+                time_stamp BIGINT NOT NULL,
+                action VARCHAR(64) NOT NULL,
+                actor VARCHAR(128) NOT NULL,
+                cluster VARCHAR(64) NOT NULL DEFAULT '',
+                name_where {text} NOT NULL,
+                info {text} NOT NULL){opts}",
+            "CREATE INDEX txns_time ON txns (time_stamp)",
         ],
     },
 ];

@@ -246,6 +246,8 @@ wire!(EventFilter <=> EventFilter {
     node_events, cluster_events,
 });
 wire!(RunawayJob <=> RunawayJob { job_id, submit_time });
+wire!(TxnFilter <=> TxnFilter { actions, actors, accounts, users, clusters, start, end });
+wire!(TxnRec <=> TxnRec { id, time, action, actor, cluster, name, info });
 wire!(FixRunaway <=> FixRunawayRequest { cluster, jobs });
 wire!(EventRec <=> EventRec {
     cluster, node, time_start, time_end, state, reason, reason_uid, cpus,
@@ -375,6 +377,7 @@ dbd_calls!(
     GetUsage(pb::UsageQuery) = "GetUsage",
     GetStats(pb::Empty) = "GetStats",
     ListEvents(pb::EventFilter) = "ListEvents",
+    ListTxns(pb::TxnFilter) = "ListTxns",
     FixRunaway(pb::FixRunawayRequest) = "FixRunaway",
     Shutdown(pb::Empty) = "Shutdown",
     GetConfig(pb::Empty) = "GetConfig",
@@ -444,6 +447,7 @@ impl DbdCall {
             AcctRequest::GetUsage(q) => DbdCall::GetUsage(q.to_wire()),
             AcctRequest::Stats => DbdCall::GetStats(pb::Empty {}),
             AcctRequest::ListEvents(f) => DbdCall::ListEvents(f.to_wire()),
+            AcctRequest::ListTxns(f) => DbdCall::ListTxns(f.to_wire()),
             AcctRequest::FixRunaway(f) => DbdCall::FixRunaway(f.to_wire()),
             AcctRequest::Shutdown => DbdCall::Shutdown(pb::Empty {}),
             AcctRequest::GetConfig => DbdCall::GetConfig(pb::Empty {}),
@@ -498,6 +502,7 @@ impl DbdCall {
             DbdCall::GetUsage(q) => AcctRequest::GetUsage(FromWire::from_wire(q)?),
             DbdCall::GetStats(_) => AcctRequest::Stats,
             DbdCall::ListEvents(f) => AcctRequest::ListEvents(FromWire::from_wire(f)?),
+            DbdCall::ListTxns(f) => AcctRequest::ListTxns(FromWire::from_wire(f)?),
             DbdCall::FixRunaway(f) => AcctRequest::FixRunaway(FromWire::from_wire(f)?),
             DbdCall::Shutdown(_) => AcctRequest::Shutdown,
             DbdCall::GetConfig(_) => AcctRequest::GetConfig,
@@ -569,6 +574,7 @@ pub fn dbd_reply(r: AcctResponse) -> pb::DbdReply {
         AcctResponse::Events(v) => R::Events(pb::EventList {
             events: v.to_wire(),
         }),
+        AcctResponse::Txns(v) => R::Txns(pb::TxnList { txns: v.to_wire() }),
         AcctResponse::Config(v) => R::Config(pb::ConfigPairs {
             pairs: v
                 .into_iter()
@@ -609,6 +615,7 @@ pub fn acct_response(r: pb::DbdReply) -> Result<AcctResponse, ConvError> {
         R::Events(l) => {
             AcctResponse::Events(FromWire::from_wire(l.events).map_err(|e| at(e, "events"))?)
         }
+        R::Txns(l) => AcctResponse::Txns(FromWire::from_wire(l.txns).map_err(|e| at(e, "txns"))?),
         R::Config(c) => {
             AcctResponse::Config(c.pairs.into_iter().map(|p| (p.key, p.value)).collect())
         }

@@ -1213,3 +1213,86 @@ fn sacctmgr_runawayjobs_finds_and_ends_jobs_the_controller_lost() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+/// Every change made through slurmdbd is a transaction `sacctmgr show
+/// transaction` lists (Time, Action, Actor, Where, Info), selected by
+/// Action=, Actor=, Accounts=, Users=, Start=/End=. A change refused to an
+/// ordinary user leaves none.
+#[test]
+fn sacctmgr_show_transaction_lists_who_changed_what() {
+    let t = TestCluster::start(1, |s| s.accounting = true);
+    mgr(
+        &t,
+        &[
+            "-i",
+            "add",
+            "account",
+            "chem",
+            "Description=Chemistry",
+            "Fairshare=3",
+        ],
+    );
+    mgr(&t, &["-i", "add", "user", "nobody", "Account=chem"]);
+    mgr(&t, &["-i", "modify", "qos", "normal", "set", "Priority=7"]);
+    // Refused: no transaction.
+    let o = t.run_as_user("sacctmgr", &["-i", "add", "account", "sneaky"]);
+    assert!(!o.status.success());
+    let out = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "transaction",
+            "format=Action,Actor,Where,Info",
+        ],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines.iter().any(
+            |l| l.starts_with("Add Accounts|root|chem|") && l.contains("description=Chemistry")
+        ),
+        "{out}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Add Users|root|nobody|")),
+        "{out}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Modify QOS|root|normal|") && l.contains("priority=7")),
+        "{out}"
+    );
+    assert!(!out.contains("sneaky"), "{out}");
+    // Selections.
+    let sel = |cond: &[&str]| {
+        let mut args = vec!["-P", "-n", "show", "transaction", "format=Action"];
+        args.extend_from_slice(cond);
+        mgr(&t, &args)
+    };
+    assert_eq!(sel(&["Action=Modify QOS"]), "Modify QOS\n");
+    // (The user's association is added beside the user, and named.)
+    assert_eq!(sel(&["Users=nobody"]), "Add Users\nAdd Associations\n");
+    assert_eq!(
+        sel(&["Accounts=chem", "Action=add accounts"]),
+        "Add Accounts\n"
+    );
+    assert_eq!(sel(&["Actor=someone-else"]), "");
+    assert_eq!(sel(&["Start=now+1hour"]), "");
+    // The default columns, with Slurm's titles.
+    let head = mgr(&t, &["show", "transaction"]);
+    let first = head.lines().next().unwrap_or_default();
+    for title in ["Time", "Action", "Actor", "Where", "Info"] {
+        assert!(first.contains(title), "{head}");
+    }
+    let o = t.run("sacctmgr", &["show", "transaction", "Bogus=1"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("Unknown condition: bogus"),
+        "{}",
+        text(&o)
+    );
+}
