@@ -66,7 +66,7 @@ pub enum AcctRecord {
 }
 
 /// A job as accounting keeps it. Identified by `(cluster, job_id, submit_time)`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
 #[serde(default)]
 pub struct AcctJob {
     pub job_id: JobId,
@@ -168,7 +168,7 @@ impl AcctJob {
 }
 
 /// `JobState` with a default, so records missing it still decode.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
 #[serde(transparent)]
 pub struct JobStateWire(pub JobState);
 

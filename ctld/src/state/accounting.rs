@@ -56,8 +56,16 @@ impl Controller {
             rec.exit_status = 0;
         }
         // A pending job's priority moves every cycle: not worth a record.
-        let mut key = rec.clone();
-        key.priority = 0;
+        // What was sent is kept as a hash of the record (a copy per job
+        // was a kilobyte of every pending job's memory).
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let priority = std::mem::take(&mut rec.priority);
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            rec.hash(&mut h);
+            rec.priority = priority;
+            h.finish()
+        };
         if self.acct_jobs.get(&j.job_id) != Some(&key) {
             // AccountingStoreFlags: the script and environment go with the
             // record of a batch job just submitted (slurmdbd keeps each

@@ -246,8 +246,9 @@ pub struct Controller {
     pub acct_enabled: bool,
     /// Records made durable in this batch, for the sender once it commits.
     acct_new: Vec<slurm_proto::acct::SeqRecord>,
-    /// What was last recorded per job, step and node (to send only changes).
-    acct_jobs: HashMap<JobId, slurm_proto::acct::AcctJob>,
+    /// What was last recorded per job (a hash of the record), step and
+    /// node (to send only changes).
+    acct_jobs: HashMap<JobId, u64>,
     acct_steps: HashMap<(JobId, u32), StepSent>,
     acct_nodes: HashMap<String, (bool, bool, Option<String>)>,
     /// The cluster's kinds of generic resource (GPUs by type, ...).
