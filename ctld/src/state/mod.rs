@@ -659,8 +659,16 @@ impl Controller {
                 }
             }
         }
+        // Each node's admin state, by index: one look-up per node with
+        // some (a walk of the ordered map per node was most of this).
+        let mut admin: Vec<Option<&NodeAdmin>> = vec![None; self.nodes.len()];
+        for (name, a) in &self.p.nodes {
+            if let Some(&i) = self.node_index.get(name) {
+                admin[i] = Some(a);
+            }
+        }
         for (i, n) in self.nodes.iter_mut().enumerate() {
-            let a = self.p.nodes.get(&n.name).unwrap_or(&none);
+            let a = admin[i].unwrap_or(&none);
             n.flags.drain = a.drain;
             if n.reason != a.reason {
                 n.reason = a.reason.clone();
@@ -703,7 +711,14 @@ impl Controller {
         };
         self.external_nodes = kept_off(false);
         self.no_pods_nodes = kept_off(true);
-        for p in &mut self.partitions {
+    }
+
+    /// The partitions as readers see them, with their nodes' CPUs and
+    /// memory summed (only readers use the totals: summed once per
+    /// published snapshot, not after every job start and end).
+    fn partitions_with_totals(&self) -> Vec<PartitionRecord> {
+        let mut parts = self.partitions.clone();
+        for p in &mut parts {
             p.total_cpus = 0;
             p.total_mem = 0;
             for name in &p.nodes {
@@ -713,13 +728,14 @@ impl Controller {
                 }
             }
         }
+        parts
     }
 
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             jobs: self.p.jobs.values().cloned().collect(),
             nodes: self.nodes.clone(),
-            partitions: self.partitions.clone(),
+            partitions: self.partitions_with_totals(),
             config: self.config_dump(),
             conf: Some(self.conf.clone()),
             diag: self.diag(),
