@@ -380,16 +380,9 @@ fn planned(j: &AcctJob, now: i64) -> i64 {
     (until - eligible).max(0)
 }
 
-/// sacct's `Flags`: the scheduler that started it, then `StartReceived`
-/// once accounting has its start; `None` before either.
+/// sacct's `Flags` ([`AcctJob::flags`]; `None` for none).
 fn flags_str(j: &AcctJob) -> String {
-    let mut v: Vec<&str> = Vec::new();
-    if !j.sched_flag.is_empty() {
-        v.push(&j.sched_flag);
-    }
-    if j.start_time.is_some() {
-        v.push("StartReceived");
-    }
+    let v = j.flags();
     if v.is_empty() {
         "None".into()
     } else {
@@ -803,20 +796,8 @@ impl Options {
         }
         for r in rows {
             let j = &mut r.job;
-            let first = slurm_common::hostlist::expand(&j.nodelist)
-                .ok()
-                .and_then(|n| n.into_iter().next());
-            let expanded: Vec<String> = [&j.std_out, &j.std_err, &j.std_in]
-                .iter()
-                .map(|p| {
-                    if p.is_empty() {
-                        String::new()
-                    } else {
-                        slurm_proto::stdpath::expand(p, &j.pattern_job(first.as_deref()))
-                    }
-                })
-                .collect();
-            let [o, e, i]: [String; 3] = expanded.try_into().unwrap_or_default();
+            let first = slurm_common::hostlist::first(&j.nodelist);
+            let [o, e, i] = j.expanded_std(first.as_deref());
             (j.std_out, j.std_err, j.std_in) = (o, e, i);
         }
     }

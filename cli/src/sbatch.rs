@@ -294,7 +294,7 @@ pub(crate) const WCKEY_NOTE: crate::compat::Support = crate::compat::Support::Di
 
 /// `--uid`, `--gid` (sbatch; the others refuse them).
 pub(crate) const SUBMIT_AS_NOTE: crate::compat::Support = crate::compat::Support::Differs(
-    "root and SlurmUser only (checked by the controller too); the partition's access is checked for the user the job runs as, not the invoking one",
+    "root only, as Slurm's sbatch (the controller takes it from root and SlurmUser, and checks); the partition's access is checked for the user the job runs as, not the invoking one",
 );
 
 /// Options of every command that makes a job (sbatch, srun, salloc) that
@@ -2435,7 +2435,6 @@ mod tests {
             err.contains("sbatch: error: --uid only permitted by root user"),
             "{err}"
         );
-        assert!(slurm_common::users::is_nobody(99));
     }
 
     /// `--export-file`: NUL-separated definitions added to what `--export`

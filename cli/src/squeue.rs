@@ -1876,6 +1876,7 @@ pub(crate) mod tests {
                 result: Some(pb::job_listing::Result::Jobs(pb::EncodedJobs {
                     jobs: vec![encode_listed(&pending), encode_listed(&run)],
                     last_update: 0,
+                    last: true,
                 })),
             };
             match listing_response_as(l, brief) {

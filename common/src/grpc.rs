@@ -17,9 +17,7 @@ use crate::net::{self, NetError};
 use crate::stepio::{IoFrame, IoKind};
 use prost::Message;
 use slurm_proto::acct::AcctResponse;
-use slurm_proto::grpc::commands::{
-    append_listing, command_response, listing_response_as, CommandCall,
-};
+use slurm_proto::grpc::commands::{append_listing, command_response, CommandCall};
 use slurm_proto::grpc::dbd::{acct_response, DbdCall};
 use slurm_proto::grpc::{ctld_response, node_response, pb, CtldCall, NodeCall, CRED_METADATA};
 use slurm_proto::{Credential, Response};
@@ -349,17 +347,22 @@ pub async fn call_command(
                     .await?
                     .into_inner();
                 let mut jobs = Vec::new();
-                let mut last_update = None;
                 while let Some(part) = parts.message().await? {
                     match append_listing(part, brief, &mut jobs) {
-                        Ok(t) => last_update = Some(t),
+                        Ok((last_update, true)) => {
+                            return Ok(tonic::Response::new(Response::Jobs { jobs, last_update }))
+                        }
+                        Ok((_, false)) => {}
                         Err(answer) => return Ok(tonic::Response::new(answer)),
                     }
                 }
-                Ok(tonic::Response::new(match last_update {
-                    Some(last_update) => Response::Jobs { jobs, last_update },
-                    None => listing_response_as(pb::JobListing::default(), brief),
-                }))
+                // The stream ended without its last part.
+                Ok(tonic::Response::new(Response::Error(
+                    slurm_proto::RpcError {
+                        error: slurm_proto::SlurmError::ProtocolError,
+                        detail: Some("the controller's job listing was cut short".into()),
+                    },
+                )))
             };
             return within_time(listing, within, server).await;
         }

@@ -422,6 +422,11 @@ pub fn compress_str(names: &[&str]) -> String {
 }
 
 /// Number of names an expression expands to (duplicates counted).
+/// The first host `expr` names (`None`: none, or not a hostlist).
+pub fn first(expr: &str) -> Option<String> {
+    expand(expr).ok().and_then(|v| v.into_iter().next())
+}
+
 pub fn count(expr: &str) -> Result<usize, HostlistError> {
     expand(expr).map(|v| v.len())
 }

@@ -132,6 +132,9 @@ const MAX_CONNECTIONS: usize = 4096;
 /// the controller makes and sends the next.
 const LISTING_PART: usize = 4096;
 
+/// How long a listing waits for its caller to take the next part.
+const LISTING_STALL: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Largest answer the controller sends over gRPC (a job listing of a big
 /// queue).
 const MAX_REPLY: usize = 1 << 30;
@@ -646,69 +649,53 @@ impl Server {
         (!all).then_some(uid)
     }
 
-    /// The jobs `uid` may see that `filter` selects (all when `None`), as
-    /// gRPC listing messages of at most [`LISTING_PART`] jobs, each handed
-    /// to `emit` as soon as it is made (at least one, empty for none;
-    /// `emit` returning false stops: the caller left). Each job's encoding
-    /// is made once per change of the job and kept (`listed`), so a
-    /// listing of an unchanged queue only copies bytes.
-    fn job_listing(
+    /// Part of the listing of the jobs `uid` may see (`mine`: only theirs)
+    /// that `filter` selects, from index `start` of snapshot `s`: at most
+    /// [`LISTING_PART`] jobs, and where the next part starts (`None`: this
+    /// is the last). Each job's encoding is made once per change of the
+    /// job and kept (`listed`), so a listing of an unchanged queue only
+    /// copies bytes; the kept encodings are locked a part at a time, so
+    /// listings made at once take turns. The last part forgets purged jobs
+    /// now and then (the map stays within twice the queue).
+    fn listing_part(
         &self,
-        uid: u32,
+        s: &crate::state::Snapshot,
+        mine: Option<u32>,
         filter: Option<&slurm_proto::JobFilter>,
-        emit: &mut dyn FnMut(pb::EncodedJobs) -> bool,
-    ) {
-        let s = self.snapshot();
-        let mine = self.private_to(&s, s.private.jobs, uid);
+        start: usize,
+    ) -> (Vec<bytes::Bytes>, Option<usize>) {
         let stamped = s.job_changed.len() == s.jobs.len();
-        let part = |jobs| pb::EncodedJobs {
-            jobs,
-            last_update: s.last_update,
-        };
-        let mut jobs = Vec::new();
-        let mut sent = false;
-        // The kept encodings are locked a part at a time, so listings
-        // made at once take turns.
-        for (start, chunk) in s.jobs.chunks(LISTING_PART).enumerate() {
-            let start = start * LISTING_PART;
-            let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
-            for (k, j) in chunk.iter().enumerate() {
-                if mine.is_some_and(|uid| j.user_id != uid) || filter.is_some_and(|f| !f.matches(j))
-                {
-                    continue;
-                }
-                if !stamped {
-                    jobs.push(encode_listed(j));
-                    continue;
-                }
-                let stamp = (s.epoch, s.job_changed[start + k]);
-                match listed.get(&j.job_id) {
-                    Some((at, b)) if *at == stamp => jobs.push(b.clone()),
-                    _ => {
-                        let b = encode_listed(j);
-                        listed.insert(j.job_id, (stamp, b.clone()));
-                        jobs.push(b);
-                    }
-                }
-            }
-            drop(listed);
-            if jobs.len() >= LISTING_PART {
-                sent = true;
-                if !emit(part(std::mem::take(&mut jobs))) {
-                    return;
-                }
-            }
-        }
-        if !jobs.is_empty() || !sent {
-            emit(part(jobs));
-        }
-        // Forget purged jobs now and then (the map stays within twice the
-        // queue).
         let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut jobs = Vec::new();
+        let mut k = start;
+        while k < s.jobs.len() && jobs.len() < LISTING_PART {
+            let j = &s.jobs[k];
+            k += 1;
+            if mine.is_some_and(|uid| j.user_id != uid) || filter.is_some_and(|f| !f.matches(j)) {
+                continue;
+            }
+            if !stamped {
+                jobs.push(encode_listed(j));
+                continue;
+            }
+            let stamp = (s.epoch, s.job_changed[k - 1]);
+            match listed.get(&j.job_id) {
+                Some((at, b)) if *at == stamp => jobs.push(b.clone()),
+                _ => {
+                    let b = encode_listed(j);
+                    listed.insert(j.job_id, (stamp, b.clone()));
+                    jobs.push(b);
+                }
+            }
+        }
+        if k < s.jobs.len() {
+            return (jobs, Some(k));
+        }
         if listed.len() > 2 * s.jobs.len() + 1024 {
             let live: std::collections::HashSet<JobId> = s.jobs.iter().map(|j| j.job_id).collect();
             listed.retain(|id, _| live.contains(id));
         }
+        (jobs, None)
     }
 
     /// What changed in the job list since the caller's copy at (`epoch`,
@@ -942,12 +929,18 @@ impl Server {
                 "a job may not run as nobody".into(),
             );
         }
+        let (by, by_gid) = (req.cred.uid, req.cred.gid);
         req.cred.uid = target;
         req.cred.gid = match (gid, uid) {
             (Some(g), _) => g,
             (None, Some(_)) => user.gid,
             (None, None) => req.cred.gid,
         };
+        tracing::info!(
+            "submission by uid {by} (gid {by_gid}) as uid {} gid {} (--uid/--gid)",
+            req.cred.uid,
+            req.cred.gid
+        );
         Ok(())
     }
 
@@ -1202,12 +1195,15 @@ impl CtldService {
     }
 
     /// `GetJobs`: the listing, made of each job's kept encoding, sent a
-    /// part at a time from a blocking thread (a big queue's listing is
-    /// tens of milliseconds of work: the command decodes the first parts
-    /// meanwhile).
+    /// part at a time (a big queue's listing is tens of milliseconds of
+    /// work: the command decodes the first parts meanwhile). Each part is
+    /// made on a blocking thread and sent from a task that gives up when
+    /// the caller has not taken a part within [`LISTING_STALL`] (a caller
+    /// that stops reading holds no thread);
+    /// the last part says so, so a listing cut short is never taken for a
+    /// whole one.
     fn listing(&self, req: tonic::Request<pb::JobQuery>) -> ListingStream {
         use pb::job_listing::Result as R;
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
         let one = |result| {
             let (tx, rx) = tokio::sync::mpsc::channel(1);
             // (A fresh channel with room: this cannot fail.)
@@ -1230,22 +1226,50 @@ impl CtldService {
                 ))
             }
         };
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
         let s = self.server.clone();
-        tokio::task::spawn_blocking(move || {
+        tokio::spawn(async move {
             let (kind, uid) = (req.body.message_type(), req.cred.uid);
-            let t0 = std::time::Instant::now();
-            let filter = match &req.body {
-                RequestBody::GetJobsMatching(f) => Some(f),
+            let filter = match req.body {
+                RequestBody::GetJobsMatching(f) => Some(Arc::new(f)),
                 _ => None,
             };
-            s.job_listing(uid, filter, &mut |jobs| {
-                tx.blocking_send(Ok(pb::JobListing {
-                    result: Some(R::Jobs(jobs)),
-                }))
-                .is_ok()
-            });
+            let snap = s.snapshot();
+            let mine = s.private_to(&snap, snap.private.jobs, uid);
+            let mut next = Some(0);
+            let mut busy = std::time::Duration::ZERO;
+            while let Some(start) = next {
+                let (me, snap2, f) = (s.clone(), snap.clone(), filter.clone());
+                let t0 = std::time::Instant::now();
+                let made = tokio::task::spawn_blocking(move || {
+                    me.listing_part(&snap2, mine, f.as_deref(), start)
+                })
+                .await;
+                busy += t0.elapsed();
+                let part = match made {
+                    Ok((jobs, more)) => {
+                        next = more;
+                        Ok(pb::JobListing {
+                            result: Some(R::Jobs(pb::EncodedJobs {
+                                jobs,
+                                last_update: snap.last_update,
+                                last: more.is_none(),
+                            })),
+                        })
+                    }
+                    Err(e) => {
+                        next = None;
+                        Err(tonic::Status::internal(format!("listing failed: {e}")))
+                    }
+                };
+                match tokio::time::timeout(LISTING_STALL, tx.send(part)).await {
+                    Ok(Ok(())) => {}
+                    // The caller left, or stopped reading.
+                    _ => break,
+                }
+            }
             if let Ok(mut st) = s.rpc_stats.lock() {
-                st.record(kind, uid, t0.elapsed().as_micros() as u64);
+                st.record(kind, uid, busy.as_micros() as u64);
             }
             drop(open);
         });

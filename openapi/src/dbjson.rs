@@ -112,34 +112,24 @@ fn user_name(uid: u32) -> String {
     slurm_common::users::user_name_or_id(uid)
 }
 
-/// A job as `GET slurmdb/v0.0.44/jobs` lists it (`now` for the elapsed time
-/// of jobs still running).
-/// slurmrestd's job flags: the scheduler that started it, then
-/// `START_RECEIVED` once accounting has its start.
+/// slurmrestd's names for [`AcctJob::flags`].
 fn job_flags(j: &AcctJob) -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = slurm_proto::SchedFlag::from_name(&j.sched_flag)
-        .map(|f| f.rest_name())
+    j.flags()
         .into_iter()
-        .collect();
-    if j.start_time.is_some() {
-        v.push("START_RECEIVED");
-    }
-    v
+        .filter_map(|f| match slurm_proto::SchedFlag::from_name(f) {
+            Some(s) => Some(s.rest_name()),
+            None => (f == "StartReceived").then_some("START_RECEIVED"),
+        })
+        .collect()
 }
 
+/// A job as `GET slurmdb/v0.0.44/jobs` lists it (`now` for the elapsed time
+/// of jobs still running).
 pub fn job(row: &JobRow, now: i64) -> Value {
     let j: &AcctJob = &row.job;
     let ended = j.state.0.is_finished() && j.end_time.is_some();
-    let first_node = slurm_common::hostlist::expand(&j.nodelist)
-        .ok()
-        .and_then(|n| n.into_iter().next());
-    let expanded = |p: &str| {
-        if p.is_empty() {
-            String::new()
-        } else {
-            slurm_proto::stdpath::expand(p, &j.pattern_job(first_node.as_deref()))
-        }
-    };
+    let [out_x, err_x, in_x] =
+        j.expanded_std(slurm_common::hostlist::first(&j.nodelist).as_deref());
     let elapsed = match j.start_time {
         Some(s) => (j.end_time.unwrap_or(now).saturating_sub(s) - j.suspended_by(now)).max(0),
         None => 0,
@@ -202,7 +192,7 @@ pub fn job(row: &JobRow, now: i64) -> Value {
             "memory_per_node": num(j.req_mem),
         },
         "kill_request_user": j.requid.map(user_name).unwrap_or_default(),
-        "reservation": {"id": 0, "name": j.reservation, "requested": j.reservation},
+        "reservation": {"name": j.reservation, "requested": j.reservation},
         "restart_cnt": j.restarts,
         "state": {
             "current": [j.state.0.name()],
@@ -211,9 +201,9 @@ pub fn job(row: &JobRow, now: i64) -> Value {
         "stdin": j.std_in,
         "stdout": j.std_out,
         "stderr": j.std_err,
-        "stdin_expanded": expanded(&j.std_in),
-        "stdout_expanded": expanded(&j.std_out),
-        "stderr_expanded": expanded(&j.std_err),
+        "stdin_expanded": in_x,
+        "stdout_expanded": out_x,
+        "stderr_expanded": err_x,
         "steps": row.steps.iter().map(|s| step(s, now)).collect::<Vec<_>>(),
         "submit_line": j.submit_line,
         "tres": {"allocated": tres_list(&j.alloc_tres), "requested": tres_list(&j.req_tres)},

@@ -153,6 +153,31 @@ impl AcctJob {
         self.suspended_secs + current
     }
 
+    /// Its flags as sacct names them: the scheduler that started it, then
+    /// `StartReceived` once accounting has its start (none: empty).
+    pub fn flags(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = Vec::new();
+        if !self.sched_flag.is_empty() {
+            v.push(&self.sched_flag);
+        }
+        if self.start_time.is_some() {
+            v.push("StartReceived");
+        }
+        v
+    }
+
+    /// `StdOut`, `StdErr`, `StdIn` as the files' paths (`node`: the first
+    /// of its nodes, for `%N`); what was not recorded stays empty.
+    pub fn expanded_std(&self, node: Option<&str>) -> [String; 3] {
+        [&self.std_out, &self.std_err, &self.std_in].map(|p| {
+            if p.is_empty() {
+                String::new()
+            } else {
+                crate::stdpath::expand(p, &self.pattern_job(node))
+            }
+        })
+    }
+
     /// What its output-file patterns may name (`node`: the node its
     /// script ran on, the first of its nodes).
     pub fn pattern_job<'a>(&'a self, node: Option<&'a str>) -> crate::stdpath::PatternJob<'a> {
@@ -264,7 +289,14 @@ impl AcctJob {
             (None, Some(m)) => m * u64::from(r.req_cpus),
             _ => 0,
         };
-        let (std_out, std_err, std_in) = r.std_patterns();
+        // Only a batch job writes files of its own.
+        let (std_out, std_err, std_in) = if r.batch {
+            r.std_patterns()
+        } else {
+            Default::default()
+        };
+        // A pending job's times are the planner's guesses, not a start.
+        let pending = r.state == JobState::Pending;
         let mut req_tres = format!("cpu={}", r.req_cpus);
         if req_mem > 0 {
             req_tres.push_str(&format!(",mem={req_mem}M"));
@@ -286,8 +318,8 @@ impl AcctJob {
             exit_status: r.exit_status,
             submit_time: r.submit_time,
             eligible_time: r.eligible_time,
-            start_time: r.start_time,
-            end_time: r.end_time,
+            start_time: r.start_time.filter(|_| !pending),
+            end_time: r.end_time.filter(|_| !pending),
             time_limit: r.time_limit,
             priority: r.priority,
             nodelist: r.alloc.nodes.join(","),
@@ -303,7 +335,7 @@ impl AcctJob {
             wckey: r.desc.wckey.clone().unwrap_or_default(),
             constraints: r.desc.constraint.clone().unwrap_or_default(),
             sched_flag: r.sched_flag.map_or("", |f| f.name()).to_string(),
-            reason: r.reason_prev.to_string(),
+            reason: r.reason_prev.code().to_string(),
             reservation: r.desc.reservation.clone().unwrap_or_default(),
             restarts: r.restarts,
             std_out,

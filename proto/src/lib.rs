@@ -230,6 +230,17 @@ impl JobReason {
         *self == JobReason::None
     }
 
+    /// Slurm's reason code: the name, without the text some reasons add
+    /// after a comma (`ReqNodeNotAvail, May be reserved for other job`);
+    /// a job requeued held after a failed launch is `JobHeldAdmin`.
+    pub fn code(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            JobReason::Other(s) if s == "launch failed requeued held" => "JobHeldAdmin".into(),
+            JobReason::Other(s) => s.split(',').next().unwrap_or_default().trim().into(),
+            known => known.to_string().into(),
+        }
+    }
+
     /// Whether sacct's `Reason` keeps it: a wait for something other than
     /// priority or resources.
     pub fn is_notable(&self) -> bool {
@@ -892,12 +903,16 @@ pub enum HoldKind {
 
 impl JobRecord {
     /// Set why it waits (or `None`), keeping the last notable reason for
-    /// accounting (sacct's `Reason`).
-    pub fn set_reason(&mut self, reason: JobReason) {
-        if reason.is_notable() {
+    /// accounting (sacct's `Reason`); true when that one changed (worth
+    /// saving: the pending reason itself is the scheduler's note, written
+    /// again by every pass).
+    pub fn set_reason(&mut self, reason: JobReason) -> bool {
+        let noted = reason.is_notable() && reason != self.reason_prev;
+        if noted {
             self.reason_prev = reason.clone();
         }
         self.reason = reason;
+        noted
     }
 
     /// What an output-file pattern may name about it.

@@ -102,6 +102,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reason_codes_are_the_names_before_any_text() {
+        use crate::JobReason;
+        assert_eq!(JobReason::Dependency.code(), "Dependency");
+        let r = JobReason::Other("ReqNodeNotAvail, May be reserved for other job".into());
+        assert_eq!(r.code(), "ReqNodeNotAvail");
+        let r = JobReason::Other("launch failed requeued held".into());
+        assert_eq!(r.code(), "JobHeldAdmin");
+    }
+
+    #[test]
     fn defaults_and_expansion() {
         assert_eq!(
             patterns(None, None, None, false),

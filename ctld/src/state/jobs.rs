@@ -120,6 +120,9 @@ impl Controller {
         j.cancelled = false;
         j.timed_out = false;
         j.node_failed = false;
+        // (Its next start says which scheduler started it; a failed node
+        // that sent it back stays named.)
+        j.sched_flag = None;
         j.eligible_time = Some(now);
         if running {
             j.completing = true;
@@ -583,14 +586,16 @@ impl Controller {
             .jobs
             .get(&id)
             .is_some_and(|j| j.batch && j.desc.requeue.unwrap_or(job_requeue));
+        if let Some(j) = self.job_mut(id) {
+            j.failed_node = Some(node.to_string());
+        }
         if requeue {
-            tracing::info!("job {id} lost with its node: requeued");
+            tracing::info!("job {id} lost with {node}: requeued");
             self.requeue_running(id, 0, now);
             return;
         }
         if let Some(j) = self.job_mut(id) {
             j.node_failed = true;
-            j.failed_node = Some(node.to_string());
         }
         self.end_running(id, JobState::NodeFail, JobReason::NodeDown, now, 0);
     }
@@ -660,6 +665,7 @@ impl Controller {
             };
             j.set_reason(reason);
             j.restarts += 1;
+            j.sched_flag = None;
             j.start_time = None;
             j.end_time = None;
             j.clear_suspension();

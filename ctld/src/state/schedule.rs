@@ -236,9 +236,12 @@ impl Controller {
         }
         for (id, r) in held_back {
             if self.p.jobs.get(&id).is_some_and(|j| j.reason != r) {
-                if let Some(j) = self.job_mut(id) {
-                    j.set_reason(r);
+                let noted = self.job_mut(id).is_some_and(|j| {
                     j.last_sched_eval = Some(now);
+                    j.set_reason(r)
+                });
+                if noted {
+                    self.save_job(id);
                 }
                 self.dirty = true;
             }
@@ -330,9 +333,12 @@ impl Controller {
                             && !(r == JobReason::JobHeldAdmin && j.reason == requeue_held_reason())
                     });
                     if changed {
-                        if let Some(j) = self.job_mut(job) {
-                            j.set_reason(r);
+                        let noted = self.job_mut(job).is_some_and(|j| {
                             j.last_sched_eval = Some(now);
+                            j.set_reason(r)
+                        });
+                        if noted {
+                            self.save_job(job);
                         }
                         self.dirty = true;
                     }

@@ -194,9 +194,9 @@ impl Sim {
 
     /// The journal replayed reaches the controller's saved state, and a
     /// controller started from it shows the same jobs. A pending job's
-    /// reason (and so the last notable one) and last evaluation are the
-    /// scheduler's notes, written again by every pass and not journaled:
-    /// they are left out.
+    /// reason and last evaluation are the scheduler's notes, written again
+    /// by every pass and not journaled: they are left out (the last
+    /// notable reason is journaled when it changes).
     fn check_replay(&self) {
         let notes = |p: &Saved| {
             let mut p = p.clone();
@@ -206,7 +206,6 @@ impl Sim {
                     // never journaled.
                     let j = Arc::make_mut(j);
                     j.reason = JobReason::None;
-                    j.reason_prev = JobReason::None;
                     j.last_sched_eval = None;
                     j.start_time = None;
                 }

@@ -150,6 +150,9 @@ fn check_record(r: &SeqRecord) -> Result<()> {
             too_long("group", &j.group, 128)?;
             too_long("account", &j.account, 128)?;
             too_long("partition", &j.partition, 64)?;
+            too_long("reservation", &j.reservation, 128)?;
+            too_long("failed node", &j.failed_node, 128)?;
+            too_long("scheduler flag", &j.sched_flag, 32)?;
             too_long("QOS", &j.qos, 64)
         }
         AcctRecord::StepStart(s) | AcctRecord::StepEnd(s) => {

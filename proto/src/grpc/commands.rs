@@ -390,13 +390,9 @@ impl TryFrom<pb::JobRecord> for JobRecord {
             } else {
                 JobReason::from_name(&j.reason_prev)
             },
-            sched_flag: match j.sched_flag.as_str() {
-                "" => None,
-                f => Some(SchedFlag::from_name(f).ok_or_else(|| ConvError {
-                    field: "job.sched_flag",
-                    why: format!("unknown scheduler flag {f:?}"),
-                })?),
-            },
+            // (A flag this side does not know reads as none: never a
+            // reason to refuse a whole listing.)
+            sched_flag: SchedFlag::from_name(&j.sched_flag),
             failed_node: j.failed_node,
         })
     }
@@ -1697,13 +1693,7 @@ fn decode_brief(b: &[u8], j: &mut JobRecord) -> Result<(), String> {
             41 => boolean::merge(wt, &mut j.preempt_suspended, b, c()).map_err(e)?,
             42 => boolean::merge(wt, &mut j.gang_suspended, b, c()).map_err(e)?,
             43 => j.reason_prev = JobReason::from_name(text(wt, b)?),
-            44 => {
-                let f = text(wt, b)?;
-                j.sched_flag = Some(
-                    SchedFlag::from_name(f)
-                        .ok_or_else(|| format!("job.sched_flag: unknown scheduler flag {f:?}"))?,
-                );
-            }
+            44 => j.sched_flag = SchedFlag::from_name(text(wt, b)?),
             45 => string::merge(wt, j.failed_node.get_or_insert_default(), b, c()).map_err(e)?,
             _ => skip_field(wt, tag, b, c()).map_err(e)?,
         }
@@ -1716,19 +1706,20 @@ fn decode_brief(b: &[u8], j: &mut JobRecord) -> Result<(), String> {
 pub fn listing_response_as(r: pb::JobListing, brief: bool) -> Response {
     let mut jobs = Vec::new();
     match append_listing(r, brief, &mut jobs) {
-        Ok(last_update) => Response::Jobs { jobs, last_update },
+        Ok((last_update, _)) => Response::Jobs { jobs, last_update },
         Err(e) => e,
     }
 }
 
 /// One message of a listing (the controller streams a big one in parts):
-/// its jobs appended to `jobs`, its `last_update` returned; `Err` is the
-/// answer instead (the controller's error, or a protocol error).
+/// its jobs appended to `jobs`, its `last_update` and whether it is the
+/// last part returned; `Err` is the answer instead (the controller's
+/// error, or a protocol error).
 pub fn append_listing(
     r: pb::JobListing,
     brief: bool,
     jobs: &mut Vec<JobRecord>,
-) -> Result<i64, Response> {
+) -> Result<(i64, bool), Response> {
     use pb::job_listing::Result as R;
     let protocol = |why: String| {
         Response::Error(RpcError {
@@ -1744,7 +1735,7 @@ pub fn append_listing(
             for b in &l.jobs {
                 decode_listed(b.as_ref(), blank.as_ref(), jobs).map_err(protocol)?;
             }
-            Ok(l.last_update)
+            Ok((l.last_update, l.last))
         }
         Some(R::Error(e)) => Err(Response::Error(e.into())),
         None => Err(protocol("empty answer".into())),
@@ -1993,6 +1984,7 @@ mod tests {
             result: Some(pb::job_listing::Result::Jobs(pb::EncodedJobs {
                 jobs: vec![encode_listed(&j)],
                 last_update: 9,
+                last: true,
             })),
         }) {
             Response::Jobs { jobs, last_update } => {
@@ -2018,6 +2010,7 @@ mod tests {
                 result: Some(pb::job_listing::Result::Jobs(pb::EncodedJobs {
                     jobs,
                     last_update: 0,
+                    last: true,
                 })),
             };
             listing_response_as(l, brief)

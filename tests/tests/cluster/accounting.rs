@@ -457,6 +457,7 @@ fn sacct_keeps_why_and_how_jobs_waited_and_ran() {
     assert_eq!(sel(&["-C", "intel"]), format!("{a}\n"));
     assert_eq!(sel(&["-R", "Dependency"]), format!("{b}\n"));
     assert_eq!(sel(&["-F", "SchedBackfill"]), "");
+    assert_eq!(sel(&["-F", "SchedMain"]), format!("{a}\n{b}\n"));
     let o = t.run("sacct", &["-R", "Sleepy"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("unrecognized job reason value 'Sleepy'"));

@@ -1579,3 +1579,37 @@ fn root_submits_as_another_user_with_uid_and_gid() {
     }
     assert_eq!(t.jobs().len(), before, "nothing was created");
 }
+
+/// A listing bigger than one streamed part (4096 jobs) arrives whole,
+/// filtered in the controller, and cut to the caller's own jobs under
+/// PrivateData=jobs.
+#[test]
+fn big_listings_arrive_whole_and_private() {
+    use slurm_tests::{stdout, TestCluster};
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf
+            .push_str("MaxArraySize=10001\nPrivateData=jobs\n");
+    });
+    let theirs = t.sbatch_as_user(&["-H", "--array=0-4999", "-o", "/dev/null", "--wrap", "true"]);
+    let mine = t.sbatch(&["-H", "--array=0-9", "-o", "/dev/null", "--wrap", "true"]);
+    let lines = |o: std::process::Output| {
+        assert!(o.status.success());
+        stdout(&o).lines().map(str::to_string).collect::<Vec<_>>()
+    };
+    let all = lines(t.run("squeue", &["-h", "-r", "-o", "%i"]));
+    assert_eq!(all.len(), 5010);
+    let mut want: Vec<String> = (0..5000).map(|k| format!("{theirs}_{k}")).collect();
+    want.extend((0..10).map(|k| format!("{mine}_{k}")));
+    let mut got = all.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "every task once");
+    assert_eq!(
+        lines(t.run_as_user("squeue", &["-h", "-r", "-o", "%i"])).len(),
+        5000
+    );
+    assert_eq!(
+        lines(t.run("squeue", &["-h", "-r", "-u", "root"])).len(),
+        10
+    );
+}
