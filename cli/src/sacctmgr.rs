@@ -812,32 +812,46 @@ fn pick(
     };
     let mut out = Vec::new();
     for item in f.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let (name, width) = match item.split_once('%') {
-            Some((n, w)) => (
-                n,
-                Some(
-                    w.parse::<usize>()
-                        .map_err(|_| format!("Invalid field width in '{item}'"))?,
-                ),
-            ),
-            None => (item, None),
-        };
-        let key = alias(name);
-        // As Slurm's, a field may be shortened to a prefix (`Cl`).
-        let c = offered
-            .iter()
-            .find(|c| c.0 == key)
-            .or_else(|| {
-                let mut hits = offered.iter().filter(|c| c.0.starts_with(&key));
-                match (hits.next(), hits.next()) {
-                    (Some(c), None) if key.len() >= 2 => Some(c),
-                    _ => None,
-                }
-            })
-            .ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
+        let (name, width) = field_width::<usize>(item)?;
+        let c = find_col(offered, &alias(name), name)?;
         out.push((c.0.to_string(), c.1.to_string(), width.unwrap_or(c.2)));
     }
     Ok(out)
+}
+
+/// One `format=` item: the field's name and its `%width`, if given.
+fn field_width<W: std::str::FromStr>(item: &str) -> Res<(&str, Option<W>)> {
+    match item.split_once('%') {
+        Some((n, w)) => Ok((
+            n,
+            Some(
+                w.parse::<W>()
+                    .map_err(|_| format!("Invalid field width in '{item}'"))?,
+            ),
+        )),
+        None => Ok((item, None)),
+    }
+}
+
+/// The column `key` (the field `name` as given, aliases applied) names
+/// among `offered`: exactly or, as Slurm's, by a unique prefix of two
+/// letters or more (`Cl`).
+fn find_col<'a, W>(
+    offered: &'a [(&'static str, &'static str, W)],
+    key: &str,
+    name: &str,
+) -> Res<&'a (&'static str, &'static str, W)> {
+    offered
+        .iter()
+        .find(|c| c.0 == key)
+        .or_else(|| {
+            let mut hits = offered.iter().filter(|c| c.0.starts_with(key));
+            match (hits.next(), hits.next()) {
+                (Some(c), None) if key.len() >= 2 => Some(c),
+                _ => None,
+            }
+        })
+        .ok_or_else(|| format!("Invalid field requested: \"{name}\""))
 }
 
 /// Lay out rows (values per column) as Slurm does.
@@ -1321,37 +1335,17 @@ fn show_txns(specs: &[Spec], now: i64) -> Res<Show> {
     })
 }
 
-/// The columns `fmt` names (`Name[%width]`, a unique prefix of a key
-/// will do after `rename`), with their widths.
+/// The columns `fmt` names (`Name[%width]`; see [`find_col`], after
+/// `rename`), with their widths (negative: left-aligned).
 fn pick_cols(
-    offered: &[(&str, &str, i64)],
+    offered: &[(&'static str, &'static str, i64)],
     fmt: &str,
     rename: impl Fn(&str) -> String,
 ) -> Res<Vec<(String, i64)>> {
     let mut cols = Vec::new();
     for item in fmt.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let (name, width) = match item.split_once('%') {
-            Some((n, w)) => (
-                n,
-                Some(
-                    w.parse::<i64>()
-                        .map_err(|_| format!("Invalid field width in '{item}'"))?,
-                ),
-            ),
-            None => (item, None),
-        };
-        let key = rename(&alias(name));
-        let c = offered
-            .iter()
-            .find(|c| c.0 == key)
-            .or_else(|| {
-                let mut m = offered.iter().filter(|c| c.0.starts_with(key.as_str()));
-                match (m.next(), m.next()) {
-                    (Some(c), None) if !key.is_empty() => Some(c),
-                    _ => None,
-                }
-            })
-            .ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
+        let (name, width) = field_width::<i64>(item)?;
+        let c = find_col(offered, &rename(&alias(name)), name)?;
         cols.push((c.0.to_string(), width.unwrap_or(c.2)));
     }
     Ok(cols)
@@ -1359,7 +1353,7 @@ fn pick_cols(
 
 /// A table of `rows` under `cols`' titles (from `offered`).
 fn cols_table(
-    offered: &[(&str, &str, i64)],
+    offered: &[(&'static str, &'static str, i64)],
     cols: &[(String, i64)],
     rows: &[Vec<String>],
     fl: &Flags,
@@ -1470,7 +1464,6 @@ fn show_events(specs: &[Spec], cluster: &str, now: i64) -> Res<Show> {
             now
         });
     }
-    let mut cols: Vec<(String, i64)> = Vec::new();
     let fmt = format.unwrap_or_else(|| {
         if f.cluster_events && !f.node_events {
             "Cluster,TRES,Start,End,ClusterNodes".into()
@@ -1478,29 +1471,12 @@ fn show_events(specs: &[Spec], cluster: &str, now: i64) -> Res<Show> {
             "Cluster,NodeName,Start,End,State,Reason,User".into()
         }
     });
-    for item in fmt.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let (name, width) = match item.split_once('%') {
-            Some((n, w)) => (
-                n,
-                Some(
-                    w.parse::<i64>()
-                        .map_err(|_| format!("Invalid field width in '{item}'"))?,
-                ),
-            ),
-            None => (item, None),
-        };
-        let key = match alias(name).as_str() {
-            "timestart" => "start".to_string(),
-            "timeend" => "end".to_string(),
-            "node" => "nodename".to_string(),
-            k => k.to_string(),
-        };
-        let c = EVENT_COLS
-            .iter()
-            .find(|c| c.0 == key)
-            .ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
-        cols.push((c.0.to_string(), width.unwrap_or(c.2)));
-    }
+    let cols = pick_cols(EVENT_COLS, &fmt, |k| match k {
+        "timestart" => "start".into(),
+        "timeend" => "end".into(),
+        "node" => "nodename".into(),
+        k => k.into(),
+    })?;
     Ok(Show {
         requests: vec![AcctRequest::ListEvents(f)],
         render: Box::new(move |resp, fl| {
@@ -1544,19 +1520,7 @@ fn show_events(specs: &[Spec], cluster: &str, now: i64) -> Res<Show> {
                         .collect()
                 })
                 .collect();
-            let titles: Vec<(&str, i64)> = cols
-                .iter()
-                .map(|(k, w)| {
-                    let title = EVENT_COLS.iter().find(|c| c.0 == k).map_or("", |c| c.1);
-                    (title, *w)
-                })
-                .collect();
-            Ok(crate::fmt::acct_table_aligned(
-                &titles,
-                &rows,
-                fl.parsable,
-                fl.header,
-            ))
+            Ok(cols_table(EVENT_COLS, &cols, &rows, fl))
         }),
     })
 }
