@@ -392,65 +392,11 @@ fn flags_str(j: &AcctJob) -> String {
 
 /// `-F`: does the job carry any of `flags` (`None`: none at all)?
 fn has_flags(j: &AcctJob, flags: &[String]) -> bool {
-    let shown = flags_str(j);
-    let have: Vec<&str> = shown.split(',').collect();
-    flags
-        .iter()
-        .any(|f| have.iter().any(|h| h.eq_ignore_ascii_case(f)))
-}
-
-/// Job reasons `-R` takes: Slurm's reason codes (`squeue(1)`'s JOB REASON
-/// CODES and this controller's); the per-limit ones (`QOSMaxJobsPerUserLimit`,
-/// `AssocGrpCPUMinutesLimit`...) by their form.
-fn known_reason(r: &str) -> bool {
-    const NAMES: &[&str] = &[
-        "None",
-        "Priority",
-        "Resources",
-        "BeginTime",
-        "JobHeldUser",
-        "JobHeldAdmin",
-        "PartitionDown",
-        "PartitionInactive",
-        "PartitionNodeLimit",
-        "PartitionTimeLimit",
-        "NodeDown",
-        "BadConstraints",
-        "Dependency",
-        "NonZeroExitCode",
-        "TimeLimit",
-        "RaisedSignal",
-        "DependencyNeverSatisfied",
-        "JobArrayTaskLimit",
-        "Reservation",
-        "AssociationJobLimit",
-        "AssociationResourceLimit",
-        "AssociationTimeLimit",
-        "Cleaning",
-        "InactiveLimit",
-        "InvalidAccount",
-        "InvalidQOS",
-        "JobLaunchFailure",
-        "Licenses",
-        "Prolog",
-        "QOSJobLimit",
-        "QOSResourceLimit",
-        "QOSTimeLimit",
-        "QOSUsageThreshold",
-        "ReqNodeNotAvail",
-        "SystemFailure",
-        "WaitingForScheduling",
-        "Preempted",
-        "OutOfMemory",
-        "DeadLine",
-    ];
-    if NAMES.iter().any(|n| n.eq_ignore_ascii_case(r)) {
-        return true;
-    }
-    let lower = r.to_ascii_lowercase();
-    ["assocgrp", "assocmax", "qosgrp", "qosmax"]
-        .iter()
-        .any(|p| lower.starts_with(p) && lower.len() > p.len() + 5 && lower.ends_with("limit"))
+    let have = j.flags();
+    flags.iter().any(|f| {
+        (have.is_empty() && f.eq_ignore_ascii_case("None"))
+            || have.iter().any(|h| h.eq_ignore_ascii_case(f))
+    })
 }
 
 /// The value of `col` for a job row.
@@ -990,7 +936,7 @@ pub fn parse_args_env(
             }
             "reason" => {
                 for r in list() {
-                    if !known_reason(&r) {
+                    if !slurm_proto::JobReason::is_code(&r) {
                         return Err(format!("sacct: fatal: unrecognized job reason value '{r}'"));
                     }
                     o.reasons.push(r);
@@ -1226,6 +1172,16 @@ mod tests {
         }
     }
 
+    /// The ids of `rs` that sacct with arguments `a` keeps.
+    fn kept_ids(rs: &[JobRow], a: &[&str]) -> Vec<u32> {
+        let argv: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+        let o = parse_args(&argv, 0).unwrap();
+        rs.iter()
+            .filter(|r| o.keeps(r))
+            .map(|r| r.job.job_id)
+            .collect()
+    }
+
     fn rows() -> Vec<JobRow> {
         let mut cancelled = job(6, "long1", JobState::Cancelled, 4);
         cancelled.requid = Some(0);
@@ -1264,13 +1220,7 @@ mod tests {
         rs[1].job.time_limit = Some(60);
         rs[2].job.time_limit = None;
         let ids: Vec<u32> = rs.iter().map(|r| r.job.job_id).collect();
-        let kept = |a: &[&str]| -> Vec<u32> {
-            let o = parse_args(&args(a), 0).unwrap();
-            rs.iter()
-                .filter(|r| o.keeps(r))
-                .map(|r| r.job.job_id)
-                .collect()
-        };
+        let kept = |a: &[&str]| kept_ids(&rs, a);
         assert_eq!(kept(&["-k", "10"]), vec![ids[0]]);
         assert_eq!(kept(&["-k", "10", "-K", "1:00:00"]), vec![ids[0], ids[1]]);
         assert_eq!(kept(&["--timelimit-max=5"]), ids);
@@ -1461,13 +1411,7 @@ JobID           JobName  Partition    Account  AllocCPUS      State ExitCode
         assert_eq!(rs[0].job.std_in, "/dev/null");
         assert_eq!(rs[1].job.std_out, "", "nothing recorded stays empty");
         o.expand_patterns = false;
-        let kept = |a: &[&str]| -> Vec<u32> {
-            let o = parse_args(&args(a), 0).unwrap();
-            rs.iter()
-                .filter(|r| o.keeps(r))
-                .map(|r| r.job.job_id)
-                .collect()
-        };
+        let kept = |a: &[&str]| kept_ids(&rs, a);
         assert_eq!(kept(&["-C", "intel,ib"]), vec![5]);
         assert_eq!(kept(&["-C", "intel,gpu"]), Vec::<u32>::new());
         assert_eq!(kept(&["-C", ""]), vec![6, 12]);

@@ -230,6 +230,43 @@ impl JobReason {
         *self == JobReason::None
     }
 
+    /// Whether `code` is one of Slurm's job reason codes (any case): the
+    /// ones named here, the others `squeue(1)` lists (JOB REASON CODES) and
+    /// this controller sets, and the per-limit ones by their form
+    /// (`QOSMaxJobsPerUserLimit`, `AssocGrpCPUMinutesLimit`...).
+    pub fn is_code(code: &str) -> bool {
+        const MORE: &[&str] = &[
+            "AssociationJobLimit",
+            "AssociationResourceLimit",
+            "AssociationTimeLimit",
+            "Cleaning",
+            "InactiveLimit",
+            "InvalidAccount",
+            "InvalidQOS",
+            "JobLaunchFailure",
+            "Licenses",
+            "Prolog",
+            "QOSJobLimit",
+            "QOSResourceLimit",
+            "QOSTimeLimit",
+            "QOSUsageThreshold",
+            "ReqNodeNotAvail",
+            "SystemFailure",
+            "WaitingForScheduling",
+            "Preempted",
+            "OutOfMemory",
+            "DeadLine",
+        ];
+        let named = |n: &&str| n.eq_ignore_ascii_case(code);
+        if REASON_NAMES.iter().map(|(_, n)| n).any(named) || MORE.iter().any(named) {
+            return true;
+        }
+        let lower = code.to_ascii_lowercase();
+        ["assocgrp", "assocmax", "qosgrp", "qosmax"]
+            .iter()
+            .any(|p| lower.starts_with(p) && lower.len() > p.len() + 5 && lower.ends_with("limit"))
+    }
+
     /// Slurm's reason code: the name, without the text some reasons add
     /// after a comma (`ReqNodeNotAvail, May be reserved for other job`);
     /// a job requeued held after a failed launch is `JobHeldAdmin`.
