@@ -164,6 +164,8 @@ fn tables() -> Vec<Command> {
             env_in: recorded(|env| {
                 crate::srun::env_options(env);
                 crate::common::ExitCodes::from_env("srun", env);
+                // What srun passes on as its tasks' when it is set.
+                crate::srun::step_vars(&Default::default(), &Default::default(), env);
             }),
             words: vec![],
         },

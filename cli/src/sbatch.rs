@@ -336,7 +336,11 @@ pub(crate) fn compat_env_in() -> Vec<String> {
     SPECS
         .iter()
         .filter_map(|s| s.env.map(String::from))
-        .chain([common::EXIT_ERROR_ENV.to_string()])
+        .chain([
+            common::EXIT_ERROR_ENV.to_string(),
+            // The job's umask (see `job_desc`).
+            "SLURM_UMASK".to_string(),
+        ])
         .collect()
 }
 
@@ -736,6 +740,8 @@ pub struct Context {
     pub prio: i32,
     /// Who runs sbatch (`--uid`/`--gid` are root's).
     pub uid: u32,
+    /// sbatch's umask as the job is told it (`SLURM_UMASK`, `0022`).
+    pub umask: String,
 }
 
 /// Applies one option from `src` to `opts`. Warnings for ignored options
@@ -1763,6 +1769,13 @@ pub fn build_desc(
     set("SLURM_SUBMIT_DIR", ctx.cwd.to_string_lossy().into_owned());
     set("SLURM_SUBMIT_HOST", ctx.hostname.clone());
     set("SLURM_PRIO_PROCESS", ctx.prio.to_string());
+    // The umask the job's files are made with: the one the submitter
+    // exported in SLURM_UMASK, else sbatch's own (as Slurm's sbatch).
+    let umask = env
+        .iter()
+        .find(|(k, v)| k == "SLURM_UMASK" && !v.trim().is_empty())
+        .map_or_else(|| ctx.umask.clone(), |(_, v)| v.clone());
+    set("SLURM_UMASK", umask);
     Ok(JobDesc {
         name,
         partition: o.partition.clone(),
@@ -2213,6 +2226,7 @@ pub fn main() -> i32 {
         prio: process_priority(),
         // SAFETY: getuid cannot fail.
         uid: unsafe { libc::getuid() },
+        umask: crate::srun::umask_text(),
     };
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
@@ -2333,6 +2347,7 @@ mod tests {
             now: 1_800_000_000,
             prio: 0,
             uid: 0,
+            umask: "0027".into(),
         }
     }
 
@@ -2971,8 +2986,24 @@ mod tests {
                 "A=1",
                 "SLURM_SUBMIT_HOST=login1",
                 "SLURM_SUBMIT_DIR=/home/u/jobs",
-                "SLURM_PRIO_PROCESS=0"
+                "SLURM_PRIO_PROCESS=0",
+                "SLURM_UMASK=0027"
             ]
+        );
+        // The submitter's SLURM_UMASK wins over sbatch's umask, even when
+        // not exported.
+        let d = desc(
+            &["--export=NONE", "--wrap=x"],
+            &[("SLURM_UMASK", "0077")],
+            "",
+        );
+        assert!(d.environment.contains(&"SLURM_UMASK=0077".to_string()));
+        assert_eq!(
+            d.environment
+                .iter()
+                .filter(|e| e.starts_with("SLURM_UMASK="))
+                .count(),
+            1
         );
     }
 

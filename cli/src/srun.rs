@@ -100,6 +100,13 @@ pub struct AllocOpts {
     pub open_mode: Option<&'static str>,
     /// `--pty`: task 0 on a pseudo-terminal, srun's terminal in raw mode.
     pub pty: bool,
+    /// `--prolog`/`--epilog`: run by srun before and after the step
+    /// (`none`: not even slurm.conf's `SrunProlog`/`SrunEpilog`).
+    pub prolog: Option<String>,
+    pub epilog: Option<String>,
+    /// `--task-prolog`/`--task-epilog`: run on the nodes around each task.
+    pub task_prolog: Option<String>,
+    pub task_epilog: Option<String>,
     /// `--multi-prog`: the command is a file naming each task's program.
     pub multi_prog: bool,
     /// salloc `--no-shell`: allocate, run nothing, leave the allocation.
@@ -478,6 +485,10 @@ pub(crate) const OPTS: &[Opt] = &[
         long: "pty",
         arg: Arg::No,
     },
+    Opt::new(None, "prolog", Arg::Required),
+    Opt::new(None, "epilog", Arg::Required),
+    Opt::new(None, "task-prolog", Arg::Required),
+    Opt::new(None, "task-epilog", Arg::Required),
     Opt {
         short: None,
         long: "multi-prog",
@@ -652,6 +663,10 @@ const SRUN_ONLY: &[&str] = &[
     "input",
     "exact",
     "pty",
+    "prolog",
+    "epilog",
+    "task-prolog",
+    "task-epilog",
     "multi-prog",
     "test-only",
     "open-mode",
@@ -963,6 +978,10 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "hold" => o.hold = true,
             "pty" => o.pty = true,
+            "prolog" => o.prolog = Some(v),
+            "epilog" => o.epilog = Some(v),
+            "task-prolog" => o.task_prolog = Some(v),
+            "task-epilog" => o.task_epilog = Some(v),
             "wait" => {
                 o.wait = Some(
                     v.trim()
@@ -1481,6 +1500,17 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
     };
     let creds = CredSource::from_conf(&r.conf);
     let mut environment = export_env(r.opts.export.as_deref());
+    let inherited = |k: &str| std::env::var(k).ok();
+    for (k, v) in step_vars(&r.job, &r.opts, &inherited) {
+        let kv = format!("{k}={v}");
+        match environment
+            .iter_mut()
+            .find(|e| e.split_once('=').is_some_and(|(n, _)| n == k))
+        {
+            Some(e) => *e = kv,
+            None => environment.push(kv),
+        }
+    }
     // This shell's resource limits (`--propagate`, else slurm.conf's).
     let limits = slurm_common::rlimits::chosen(r.opts.propagate.as_deref(), &r.conf)
         .map_err(|e| format!("srun: error: PropagateResourceLimits: {e}"))?;
@@ -1530,6 +1560,8 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             cpu_bind: r.opts.cpu_bind.clone(),
             distribution: r.opts.distribution.clone(),
             job_start: l.cred.job_start,
+            task_prolog: r.opts.task_prolog.clone(),
+            task_epilog: r.opts.task_epilog.clone(),
         };
         let node = l.nodes[k].clone();
         let ch = grpc::kept(addr, &node).map_err(|e| format!("srun: error: {e}"))?;
@@ -1902,6 +1934,10 @@ const INPUT_ENV: &[(&str, &str, bool)] = &[
     ("SLURM_DISTRIBUTION", "distribution", true),
     ("SLURM_STEP_GRES", "gres", true),
     ("SLURM_WAIT", "wait", true),
+    ("SLURM_PROLOG", "prolog", true),
+    ("SLURM_EPILOG", "epilog", true),
+    ("SLURM_TASK_PROLOG", "task-prolog", true),
+    ("SLURM_TASK_EPILOG", "task-epilog", true),
 ];
 /// Inside an overcommitted allocation the job holds fewer tasks than it
 /// asked for, so the task count it was given still counts.
@@ -2007,6 +2043,31 @@ pub fn srun_main() -> i32 {
         Ok(c) => c,
         Err(code) => return codes.on_error(code),
     };
+    // The scripts named here, found as Slurm's srun finds them (one not
+    // found is said and tried as given).
+    let mut o = o;
+    {
+        let dir = o.chdir.clone().unwrap_or_else(cwd);
+        let path = std::env::var("PATH").ok();
+        for (what, slot) in [
+            ("prolog", &mut o.prolog),
+            ("epilog", &mut o.epilog),
+            ("task-prolog", &mut o.task_prolog),
+            ("task-epilog", &mut o.task_epilog),
+        ] {
+            let Some(p) = slot.as_deref().filter(|p| !p.eq_ignore_ascii_case("none")) else {
+                continue;
+            };
+            match search_path(&dir, p, path.as_deref()) {
+                Some(full) => *slot = Some(full),
+                None => eprintln!(
+                    "srun: error: {what} '{p}' not found in PATH or CWD ({dir}), or wrong permissions"
+                ),
+            }
+        }
+    }
+    let prolog = srun_script(o.prolog.as_deref(), conf.srun_prolog.as_deref());
+    let epilog = srun_script(o.epilog.as_deref(), conf.srun_epilog.as_deref());
     let client = common::client(&conf);
     let in_alloc = o.jobid.or_else(|| {
         std::env::var("SLURM_JOB_ID")
@@ -2106,6 +2167,50 @@ pub fn srun_main() -> i32 {
         }
     };
     let (job_id, step_id) = (layout.job_id, layout.step_id);
+    // srun's prolog and epilog get the step's command as arguments and
+    // srun's environment with the step's facts.
+    let script_args = o.command.clone();
+    let script_env = {
+        let mut env = env_map();
+        let inherited = |k: &str| std::env::var(k).ok();
+        let mut add = step_vars(&job, &o, &inherited);
+        let nodes = hostlist::compress(&layout.nodes);
+        for (k, v) in [
+            ("SLURM_JOB_ID", job_id.to_string()),
+            ("SLURM_JOBID", job_id.to_string()),
+            ("SLURM_STEP_ID", step_id.to_string()),
+            ("SLURM_STEPID", step_id.to_string()),
+            ("SLURM_JOB_NAME", job.name.clone()),
+            ("SLURM_JOB_NODELIST", hostlist::compress(&job.alloc.nodes)),
+            ("SLURM_STEP_NODELIST", nodes.clone()),
+            ("SLURM_NODELIST", nodes),
+        ] {
+            add.push((k.to_string(), v));
+        }
+        for (k, v) in add {
+            env.retain(|(n, _)| *n != k);
+            env.push((k, v));
+        }
+        env
+    };
+    if let Some(p) = &prolog {
+        let rc = run_srun_script(p, "prolog_srun", &script_args, &script_env);
+        if rc != 0 {
+            eprintln!("srun: error: srun prolog failed rc = {rc}. Aborting step.");
+            let _ = call(
+                &client,
+                RequestBody::StepComplete {
+                    job_id,
+                    step_id,
+                    status: 1 << 8,
+                },
+            );
+            if allocated {
+                release(&client, job_id, 1 << 8);
+            }
+            return codes.error;
+        }
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -2144,10 +2249,143 @@ pub fn srun_main() -> i32 {
         release(&client, job_id, status);
     }
     rt.shutdown_timeout(Duration::from_millis(100));
+    if let Some(p) = &epilog {
+        let rc = run_srun_script(p, "epilog_srun", &script_args, &script_env);
+        if rc != 0 {
+            eprintln!("srun: error: srun epilog failed status={rc}");
+        }
+    }
     if failed {
         return codes.error;
     }
     shell_code(status)
+}
+
+/// What a batch script is told of its job from its record, salloc's
+/// command and srun's tasks are too: its account, QOS, times, array,
+/// restarts and what it asked for that Slurm repeats.
+fn job_facts(j: &JobRecord) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = slurm_proto::jobenv::job_env(j)
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    env.push(("SLURM_JOB_ACCOUNT".into(), j.account.clone()));
+    env.push(("SLURM_JOB_QOS".into(), j.qos.clone()));
+    if let Some(t) = j.start_time {
+        env.push(("SLURM_JOB_START_TIME".into(), t.to_string()));
+    }
+    if let Some(t) = j.end_time {
+        env.push(("SLURM_JOB_END_TIME".into(), t.to_string()));
+    }
+    env
+}
+
+/// The process's umask as Slurm passes it on (`SLURM_UMASK`: `0022`).
+pub fn umask_text() -> String {
+    // SAFETY: umask has no preconditions; the old mask is put back at once.
+    let m = unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m
+    };
+    format!("{:04o}", m & 0o777)
+}
+
+/// What srun adds to its tasks' environment beside what the node daemons
+/// set: the job's facts ([`job_facts`]), where it was submitted from and
+/// the umask (unless the environment already says: inside a batch job they
+/// are the job's), `SLURM_OVERCOMMIT` and srun's log level (`SRUN_DEBUG`).
+pub fn step_vars(
+    j: &JobRecord,
+    o: &AllocOpts,
+    inherited: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    let mut env = job_facts(j);
+    let unset = |k: &str| inherited(k).is_none_or(|v| v.is_empty());
+    if unset("SLURM_SUBMIT_DIR") {
+        env.push(("SLURM_SUBMIT_DIR".into(), cwd()));
+    }
+    if unset("SLURM_SUBMIT_HOST") {
+        env.push(("SLURM_SUBMIT_HOST".into(), slurm_common::users::hostname()));
+    }
+    if unset("SLURM_UMASK") {
+        env.push(("SLURM_UMASK".into(), umask_text()));
+    }
+    if o.overcommit {
+        env.push(("SLURM_OVERCOMMIT".into(), "1".into()));
+    }
+    let level = if o.quiet { 2 } else { 3 + o.verbose };
+    env.push(("SRUN_DEBUG".into(), level.to_string()));
+    env
+}
+
+/// srun's prolog or epilog: the command line's (`none`: none at all),
+/// else slurm.conf's `SrunProlog`/`SrunEpilog`.
+fn srun_script(given: Option<&str>, conf: Option<&str>) -> Option<String> {
+    match given {
+        Some(p) if p.eq_ignore_ascii_case("none") || p.is_empty() => None,
+        Some(p) => Some(p.to_string()),
+        None => conf.filter(|c| !c.is_empty()).map(str::to_string),
+    }
+}
+
+/// Whether `path` may be read and run by this process.
+fn runnable(path: &str) -> Result<(), std::io::Error> {
+    let c = std::ffi::CString::new(path).map_err(std::io::Error::other)?;
+    // SAFETY: access reads the NUL-terminated path only.
+    if unsafe { libc::access(c.as_ptr(), libc::R_OK | libc::X_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Where a program named on srun's command line is, as Slurm looks: a
+/// name with a `/` from the working directory `cwd`, else the first
+/// directory of `PATH` holding it readable and runnable, else `cwd`.
+pub fn search_path(cwd: &str, name: &str, path: Option<&str>) -> Option<String> {
+    let at = |dir: &str| {
+        let p = std::path::Path::new(dir).join(name);
+        let s = p.to_string_lossy().into_owned();
+        (p.is_file() && runnable(&s).is_ok()).then_some(s)
+    };
+    if name.contains('/') {
+        return if name.starts_with('/') {
+            (std::path::Path::new(name).is_file() && runnable(name).is_ok())
+                .then(|| name.to_string())
+        } else {
+            at(cwd)
+        };
+    }
+    path.unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .find_map(at)
+        .or_else(|| at(cwd))
+}
+
+/// Run srun's prolog or epilog `path` with the step's command as its
+/// arguments and `env` as its environment; its exit status. One that
+/// cannot be read and run is skipped (status 0), as Slurm's srun does.
+fn run_srun_script(path: &str, context: &str, args: &[String], env: &[(String, String)]) -> i32 {
+    if let Err(e) = runnable(path) {
+        eprintln!("srun: Access denied for {path}: {e}");
+        return 0;
+    }
+    let status = std::process::Command::new(path)
+        .args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("SLURM_SCRIPT_CONTEXT", context)
+        .status();
+    match status {
+        Ok(s) => s.code().unwrap_or(1),
+        Err(e) => {
+            eprintln!("srun: error: Failed to execute srun prolog/epilog script: {e}");
+            1
+        }
+    }
 }
 
 /// The environment `salloc` gives its command.
@@ -2196,21 +2434,7 @@ pub fn alloc_env(j: &JobRecord, conf: &SlurmConf, o: &AllocOpts) -> Vec<(String,
     if let Some(n) = o.ntasks_per_node {
         env.push(("SLURM_NTASKS_PER_NODE".into(), n.to_string()));
     }
-    // What a batch script is told of its job, salloc's command is too.
-    env.extend(
-        slurm_proto::jobenv::job_env(j)
-            .iter()
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string())),
-    );
-    env.push(("SLURM_JOB_ACCOUNT".into(), j.account.clone()));
-    env.push(("SLURM_JOB_QOS".into(), j.qos.clone()));
-    if let Some(t) = j.start_time {
-        env.push(("SLURM_JOB_START_TIME".into(), t.to_string()));
-    }
-    if let Some(t) = j.end_time {
-        env.push(("SLURM_JOB_END_TIME".into(), t.to_string()));
-    }
+    env.extend(job_facts(j));
     match (j.desc.mem_per_cpu, j.desc.mem_per_node) {
         (Some(m), _) => env.push(("SLURM_MEM_PER_CPU".into(), m.to_string())),
         (None, Some(m)) => env.push(("SLURM_MEM_PER_NODE".into(), m.to_string())),
@@ -2578,5 +2802,110 @@ mod tests {
     fn exit_codes_as_a_shell_reports_them() {
         assert_eq!(shell_code(3 << 8), 3);
         assert_eq!(shell_code(9), 137);
+    }
+
+    #[test]
+    fn srun_scripts_come_from_the_command_line_else_slurm_conf() {
+        assert_eq!(srun_script(Some("none"), Some("/c")), None);
+        assert_eq!(srun_script(Some("NONE"), None), None);
+        assert_eq!(srun_script(None, Some("/c")), Some("/c".into()));
+        assert_eq!(srun_script(Some("/a"), Some("/c")), Some("/a".into()));
+        assert_eq!(srun_script(None, Some("")), None);
+        assert_eq!(srun_script(None, None), None);
+        let o = parse(
+            "srun",
+            &[
+                "--prolog=p",
+                "--epilog",
+                "e",
+                "--task-prolog=tp",
+                "--task-epilog=te",
+                "x",
+            ]
+            .map(String::from),
+        )
+        .unwrap();
+        assert_eq!(
+            [o.prolog, o.epilog, o.task_prolog, o.task_epilog],
+            ["p", "e", "tp", "te"].map(|s| Some(s.to_string()))
+        );
+        // The variables stand for the options, inside a job too.
+        let env = |k: &str| (k == "SLURM_TASK_PROLOG").then(|| "/x".to_string());
+        let words = env_options(&|k| {
+            if k == "SLURM_JOB_ID" {
+                Some("5".into())
+            } else {
+                env(k)
+            }
+        });
+        assert_eq!(
+            parse("srun", &[words, vec!["x".into()]].concat())
+                .unwrap()
+                .task_prolog
+                .as_deref(),
+            Some("/x")
+        );
+    }
+
+    #[test]
+    fn programs_are_found_as_slurm_finds_them() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let bin = d.path().join("bin");
+        let here = d.path().join("here");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&here).unwrap();
+        for (dir, name, mode) in [
+            (&bin, "both", 0o755),
+            (&here, "both", 0o755),
+            (&here, "only-here", 0o755),
+            (&bin, "not-runnable", 0o644),
+        ] {
+            let p = dir.join(name);
+            std::fs::write(&p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let (cwd, path) = (here.to_str().unwrap(), Some(bin.to_str().unwrap()));
+        let found = |n: &str| search_path(cwd, n, path);
+        assert_eq!(found("both"), Some(format!("{}/both", bin.display())));
+        assert_eq!(found("only-here"), Some(format!("{cwd}/only-here")));
+        assert_eq!(found("./both"), Some(format!("{cwd}/./both")));
+        let abs = format!("{}/both", bin.display());
+        assert_eq!(found(&abs), Some(abs.clone()));
+        // (As root every file with an x bit may run; the mode is 644.)
+        assert_eq!(found("not-runnable"), None);
+        assert_eq!(found("missing"), None);
+    }
+
+    #[test]
+    fn steps_are_told_the_job_and_the_umask_unless_inherited() {
+        let mut j = JobRecord {
+            qos: "high".into(),
+            start_time: Some(100),
+            end_time: Some(160),
+            ..Default::default()
+        };
+        std::sync::Arc::make_mut(&mut j.desc).reservation = Some("r1".into());
+        let o = AllocOpts {
+            overcommit: true,
+            verbose: 2,
+            ..Default::default()
+        };
+        let none = |_: &str| None;
+        let v = step_vars(&j, &o, &none);
+        let get = |k: &str| v.iter().find(|(n, _)| n == k).map(|(_, x)| x.as_str());
+        assert_eq!(get("SLURM_JOB_QOS"), Some("high"));
+        assert_eq!(get("SLURM_JOB_START_TIME"), Some("100"));
+        assert_eq!(get("SLURM_JOB_END_TIME"), Some("160"));
+        assert_eq!(get("SLURM_JOB_RESERVATION"), Some("r1"));
+        assert_eq!(get("SLURM_OVERCOMMIT"), Some("1"));
+        assert_eq!(get("SRUN_DEBUG"), Some("5"));
+        assert_eq!(get("SLURM_UMASK").map(str::len), Some(4));
+        assert!(get("SLURM_SUBMIT_DIR").is_some());
+        let inside = |k: &str| k.starts_with("SLURM_SUBMIT_").then(|| "x".to_string());
+        let v = step_vars(&j, &AllocOpts::default(), &inside);
+        assert!(!v
+            .iter()
+            .any(|(k, _)| k.starts_with("SLURM_SUBMIT_") || k == "SLURM_OVERCOMMIT"));
     }
 }

@@ -285,6 +285,13 @@ pub struct SlurmConf {
     pub task_plugin: Vec<String>,
     pub prolog: Option<String>,
     pub epilog: Option<String>,
+    /// `TaskProlog`/`TaskEpilog`: run as the job's user before and after
+    /// each task (the batch script is one).
+    pub task_prolog: Option<String>,
+    pub task_epilog: Option<String>,
+    /// `SrunProlog`/`SrunEpilog`: run by srun before and after each step.
+    pub srun_prolog: Option<String>,
+    pub srun_epilog: Option<String>,
     pub tmp_fs: String,
     pub nodes: Vec<NodeConf>,
     pub partitions: Vec<PartitionConf>,
@@ -351,6 +358,10 @@ impl SlurmConf {
             task_plugin: Vec::new(),
             prolog: None,
             epilog: None,
+            task_prolog: None,
+            task_epilog: None,
+            srun_prolog: None,
+            srun_epilog: None,
             tmp_fs: "/tmp".to_string(),
             nodes: Vec::new(),
             partitions: Vec::new(),
@@ -2076,6 +2087,10 @@ impl Parser {
             "TaskPlugin" => c.task_plugin = comma_list(&v),
             "Prolog" => c.prolog = opt(&v),
             "Epilog" => c.epilog = opt(&v),
+            "TaskProlog" => c.task_prolog = opt(&v),
+            "TaskEpilog" => c.task_epilog = opt(&v),
+            "SrunProlog" => c.srun_prolog = opt(&v),
+            "SrunEpilog" => c.srun_epilog = opt(&v),
             "TmpFS" => c.tmp_fs = v.clone(),
             _ => {}
         }

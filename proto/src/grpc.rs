@@ -343,6 +343,8 @@ impl From<TaskLaunch> for pb::TaskLaunch {
                 rows: rows.into(),
                 cols: cols.into(),
             }),
+            task_prolog: t.task_prolog,
+            task_epilog: t.task_epilog,
         }
     }
 }
@@ -381,6 +383,8 @@ impl TryFrom<pb::TaskLaunch> for TaskLaunch {
                     })?,
                 )),
             },
+            task_prolog: t.task_prolog,
+            task_epilog: t.task_epilog,
         })
     }
 }
@@ -1103,6 +1107,8 @@ mod tests {
             job_start: Some(5),
             job_mem: vec![100, 200],
             pty: Some((40, 120)),
+            task_prolog: Some("/tp".into()),
+            task_epilog: None,
         }
     }
 

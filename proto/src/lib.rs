@@ -914,6 +914,12 @@ pub struct TaskLaunch {
     /// `srun --pty`: task 0 on a pseudo-terminal of (rows, columns).
     #[serde(default)]
     pub pty: Option<(u16, u16)>,
+    /// `srun --task-prolog`/`--task-epilog`: run as the job's user before
+    /// and after each task (after and before slurm.conf's).
+    #[serde(default)]
+    pub task_prolog: Option<String>,
+    #[serde(default)]
+    pub task_epilog: Option<String>,
 }
 
 /// A job array task's place in its array.

@@ -466,6 +466,7 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     let c2 = ctx.clone();
     let uid = l.uid;
     let prepared = tokio::task::spawn_blocking(move || {
+        let conf = c2.conf();
         let params = launch::LaunchParams {
             node: &c2.node,
             conf_path: &c2.conf_path_str,
@@ -475,6 +476,9 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
                 .cgroups
                 .as_ref()
                 .is_some_and(|m| m.constrains() && m.conf().constrain_devices),
+            task_prolog: conf.task_prolog.as_deref(),
+            task_epilog: conf.task_epilog.as_deref(),
+            epilog_limit: script_timeout(&c2),
         };
         let mut p = launch::prepare(&l, &params)?;
         match job_cgroup(&c2, &l, &mut p) {
@@ -510,6 +514,7 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     let job_dir = prepared.job_dir.clone();
     let (stdout, user) = (prepared.stdout.clone(), prepared.user_name.clone());
     let stderr = prepared.stderr.clone();
+    let epilogs = prepared.epilogs.clone();
     let drop_cgroup = |cg: &Option<JobCgroup>| {
         if let (Some(m), Some(jc)) = (&ctx.cgroups, cg) {
             let _ = m.remove_job(jc);
@@ -556,7 +561,7 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     };
     write_state(&ctx.state_dir, &state);
     info!(job = id, pid, user = %user, output = %stdout, "launched batch script");
-    tokio::spawn(wait_child(ctx.clone(), child, state, tx));
+    tokio::spawn(wait_child(ctx.clone(), child, state, tx, epilogs));
     Response::Ok
 }
 
@@ -581,6 +586,7 @@ async fn wait_child(
     mut child: tokio::process::Child,
     mut state: StateFile,
     tx: watch::Sender<bool>,
+    epilogs: Option<crate::taskscript::Epilogs>,
 ) {
     let status = match child.wait().await {
         Ok(s) => s.into_raw(),
@@ -593,6 +599,9 @@ async fn wait_child(
             0
         }
     };
+    if let Some(e) = epilogs {
+        e.run(state.job_id).await;
+    }
     state.status = Some(status);
     finish(ctx, state, true, tx).await;
 }

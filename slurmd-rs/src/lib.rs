@@ -30,6 +30,8 @@
 //!   privilege drop and exec ([`launch::exec`]).
 //! - [`steps`]: tasks of job steps launched by `srun`, their I/O stream
 //!   back to `srun`, signals, and their end with the job.
+//! - [`taskscript`]: `TaskProlog`/`TaskEpilog` and srun's
+//!   `--task-prolog`/`--task-epilog`, run as the job's user around each task.
 //! - [`ledger`]: spent step credentials (steps launched or cancelled here,
 //!   runs ended here), kept across restarts.
 //! - [`sysinfo`]: how the node is doing (boot time, kernel, load, free
@@ -69,6 +71,7 @@ pub mod prolog;
 pub mod settings;
 pub mod steps;
 pub mod sysinfo;
+pub mod taskscript;
 
 /// Slurm's RPC protocol number for 25.11 (`44 << 8`), as it appears in
 /// `SLURM_WORKING_CLUSTER`.

@@ -307,7 +307,34 @@ pub fn task_env(
         .unwrap_or(&[]);
     let mut e = crate::launch::env::Env(env);
     crate::launch::env::gpu_env(&mut e, gres, renumber_gpus);
+    // A step has every GPU of its job on the node.
+    match e.get("SLURM_JOB_GPUS").map(str::to_string) {
+        Some(g) => e.set("SLURM_STEP_GPUS", g),
+        None => e.remove("SLURM_STEP_GPUS"),
+    }
     e.0
+}
+
+/// The `SLURM_CPU_BIND*` variables of a task whose CPUs were bound: the
+/// masks of the step's tasks on this node, as Slurm reports a binding it
+/// made (`quiet,mask_cpu:0x1,0x2`).
+pub fn cpu_bind_env(layout: &[Option<Vec<u32>>], verbose: bool) -> Vec<(String, String)> {
+    let masks: Vec<String> = layout
+        .iter()
+        .flatten()
+        .map(|c| slurm_common::cpubind::mask_hex(c))
+        .collect();
+    if masks.is_empty() {
+        return Vec::new();
+    }
+    let v = if verbose { "verbose" } else { "quiet" };
+    let list = masks.join(",");
+    vec![
+        ("SLURM_CPU_BIND".into(), format!("{v},mask_cpu:{list}")),
+        ("SLURM_CPU_BIND_VERBOSE".into(), v.into()),
+        ("SLURM_CPU_BIND_TYPE".into(), "mask_cpu:".into()),
+        ("SLURM_CPU_BIND_LIST".into(), list),
+    ]
 }
 
 /// A pseudo-terminal of `rows` x `cols`: (master, slave), both close-on-exec.
@@ -580,6 +607,19 @@ pub async fn launch(
             )
         })
         .unwrap_or_default();
+    // What each task starts as (slurm.conf's TaskProlog and srun's
+    // --task-prolog run in it), and what runs after it.
+    let conf = ctx.conf();
+    let start_as = crate::taskscript::wrapper(&crate::taskscript::prologs(
+        conf.task_prolog.as_deref(),
+        t.task_prolog.as_deref(),
+    ));
+    let epilog_scripts = crate::taskscript::epilogs(
+        conf.task_epilog.as_deref(),
+        t.task_epilog.as_deref(),
+        crate::jobs::script_timeout(ctx),
+    );
+    drop(conf);
     let mut stdin_of_task0: Option<Box<dyn tokio::io::AsyncWrite + Unpin + Send>> = None;
     // Task 0 is on a terminal: the end of srun's input is typed as ^D.
     let mut task0_pty = false;
@@ -598,8 +638,23 @@ pub async fn launch(
             global,
             renumber,
         );
+        for (k, v) in cpu_bind_env(&layout, bind.as_ref().is_some_and(|b| b.verbose)) {
+            env.retain(|(n, _)| *n != k);
+            env.push((k, v));
+        }
         // srun's limits (`PropagateResourceLimits`), set before the task runs.
         let limits = slurm_common::rlimits::take_from_env(&mut env);
+        // The umask srun ran with (`SLURM_UMASK`), else 022.
+        let umask = crate::launch::env::umask_of(&env) as libc::mode_t;
+        let epilogs = (!epilog_scripts.is_empty()).then(|| crate::taskscript::Epilogs {
+            scripts: epilog_scripts.clone(),
+            uid,
+            gid,
+            groups: groups.clone(),
+            cwd: t.cwd.clone(),
+            env: env.clone(),
+            cgroup_procs: Arc::new(Vec::new()),
+        });
         // `srun --pty`: task 0 on a pseudo-terminal (its stdin, stdout and
         // stderr, and its controlling terminal).
         let pty = match t.pty.filter(|_| global == 0) {
@@ -615,7 +670,7 @@ pub async fn launch(
         };
         let mut cmd = tokio::process::Command::new("/bin/sh");
         cmd.arg("-c")
-            .arg("SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec \"$0\" \"$@\"")
+            .arg(&start_as)
             .arg(&prog)
             .args(&t.argv[1..])
             .env_clear()
@@ -670,6 +725,10 @@ pub async fn launch(
             },
             None => cg_paths.clone(),
         };
+        let epilogs = epilogs.map(|mut e| {
+            e.cgroup_procs = cg_paths.clone();
+            e
+        });
         let task_cpus = layout.get(local).cloned().flatten();
         // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET only sets bits.
         let cpu_set = task_cpus.as_ref().map(|cpus| unsafe {
@@ -697,6 +756,7 @@ pub async fn launch(
                     return Err(std::io::Error::last_os_error());
                 }
                 slurm_common::rlimits::apply(&limits);
+                libc::umask(umask);
                 if ctty && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -830,6 +890,9 @@ pub async fn launch(
             // SAFETY: signalling the task's own process group.
             unsafe {
                 libc::kill(-pid, libc::SIGKILL);
+            }
+            if let Some(e) = epilogs {
+                e.run(key.0).await;
             }
             let _ = tx2.send(IoFrame::exit(global, status)).await;
             pid
@@ -1113,6 +1176,8 @@ mod tests {
             job_start: None,
             job_mem: vec![],
             pty: None,
+            task_prolog: None,
+            task_epilog: None,
         };
         let env = task_env(
             &t,

@@ -629,6 +629,8 @@ async fn daemon_end_to_end() {
         job_gres: vec![],
         job_mem: vec![50],
         pty: None,
+        task_prolog: None,
+        task_epilog: None,
         cpu_bind: None,
         distribution: None,
         job_start: Some(start),

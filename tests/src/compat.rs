@@ -228,6 +228,8 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 job_start: Some(1),
                 job_mem: vec![100],
                 pty: Some((24, 80)),
+                task_prolog: None,
+                task_epilog: None,
             };
             let mut v = names(slurmd::steps::task_env(
                 &t,
@@ -239,6 +241,23 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 true,
             ));
             v.insert(task_pid);
+            // The binding the node daemon made, and what srun adds.
+            v.extend(names(slurmd::steps::cpu_bind_env(&[Some(vec![0])], false)));
+            let mut job = JobRecord {
+                start_time: Some(1),
+                end_time: Some(61),
+                ..Default::default()
+            };
+            {
+                let d = std::sync::Arc::make_mut(&mut job.desc);
+                d.dependency = Some("afterok:1".into());
+                ask_everything(d);
+            }
+            let o = slurm_cli::srun::AllocOpts {
+                overcommit: true,
+                ..Default::default()
+            };
+            v.extend(names(slurm_cli::srun::step_vars(&job, &o, &|_| None)));
             v
         }
         "salloc" => {

@@ -201,8 +201,16 @@ pub fn gpu_env(e: &mut Env, gres: &[slurm_proto::GresAlloc], renumber: bool) {
 
 /// The umask the job asked for (`SLURM_UMASK`, octal, set by `sbatch`), else 022.
 pub fn job_umask(e: &Env) -> u32 {
-    e.get("SLURM_UMASK")
-        .and_then(|s| u32::from_str_radix(s.trim(), 8).ok())
+    umask_of(&e.0)
+}
+
+/// The umask `SLURM_UMASK` in `env` says (octal, set by `sbatch` and
+/// `srun`), else 022.
+pub fn umask_of(env: &[(String, String)]) -> u32 {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k == "SLURM_UMASK")
+        .and_then(|(_, s)| u32::from_str_radix(s.trim(), 8).ok())
         .filter(|m| *m <= 0o777)
         .unwrap_or(0o022)
 }

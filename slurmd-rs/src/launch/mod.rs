@@ -32,6 +32,11 @@ pub struct LaunchParams<'a> {
     /// Devices are constrained to the job's GPUs, which it then sees as
     /// 0..n (CUDA_VISIBLE_DEVICES renumbered).
     pub renumber_gpus: bool,
+    /// slurm.conf's `TaskProlog`/`TaskEpilog` (the script is a task) and
+    /// how long the epilog may run (zero: no limit).
+    pub task_prolog: Option<&'a str>,
+    pub task_epilog: Option<&'a str>,
+    pub epilog_limit: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,12 +71,23 @@ pub struct Prepared {
     pub user_name: String,
     /// `cgroup.procs` files the script joins before it execs.
     pub cgroup_procs: Vec<PathBuf>,
+    /// What runs once the script has ended (`TaskEpilog`).
+    pub epilogs: Option<crate::taskscript::Epilogs>,
 }
 
 impl Prepared {
     /// Have the script join these cgroups (the job's `step_batch`).
     pub fn join_cgroups(&mut self, procs: Vec<PathBuf>) -> Result<(), LaunchError> {
         self.plan.set_cgroups(&procs)?;
+        if let Some(e) = self.epilogs.as_mut() {
+            use std::os::unix::ffi::OsStrExt;
+            e.cgroup_procs = std::sync::Arc::new(
+                procs
+                    .iter()
+                    .filter_map(|p| std::ffi::CString::new(p.as_os_str().as_bytes()).ok())
+                    .collect(),
+            );
+        }
         self.cgroup_procs = procs;
         Ok(())
     }
@@ -140,6 +156,29 @@ pub fn prepare(l: &BatchLaunch, p: &LaunchParams) -> Result<Prepared, LaunchErro
     let script_path = write_spool(&job_dir, &l.script, l.uid, l.gid)?;
     let script_str = script_path.to_string_lossy().into_owned();
 
+    // With a TaskProlog the script starts as a shell that runs it first.
+    let prologs = crate::taskscript::prologs(p.task_prolog, None);
+    let (script, args) = if prologs.is_empty() {
+        (script_str.clone(), l.argv.clone())
+    } else {
+        let mut args = vec![
+            "-c".to_string(),
+            crate::taskscript::wrapper(&prologs),
+            script_str.clone(),
+        ];
+        args.extend(l.argv.iter().cloned());
+        ("/bin/sh".to_string(), args)
+    };
+    let scripts = crate::taskscript::epilogs(p.task_epilog, None, p.epilog_limit);
+    let epilogs = (!scripts.is_empty()).then(|| crate::taskscript::Epilogs {
+        scripts,
+        uid: l.uid,
+        gid: l.gid,
+        groups: groups.clone(),
+        cwd: work_dir.clone(),
+        env: env.0.clone(),
+        cgroup_procs: std::sync::Arc::new(Vec::new()),
+    });
     let plan = exec::ChildPlan::new(&exec::PlanSpec {
         uid: l.uid,
         gid: l.gid,
@@ -150,8 +189,8 @@ pub fn prepare(l: &BatchLaunch, p: &LaunchParams) -> Result<Prepared, LaunchErro
         stderr: &stderr,
         append: l.append_output,
         work_dir: &work_dir,
-        script: &script_str,
-        args: &l.argv,
+        script: &script,
+        args: &args,
         env: &env.0,
         limits: &limits,
     });
@@ -172,6 +211,7 @@ pub fn prepare(l: &BatchLaunch, p: &LaunchParams) -> Result<Prepared, LaunchErro
         work_dir,
         user_name,
         cgroup_procs: Vec::new(),
+        epilogs,
     })
 }
 
@@ -357,6 +397,9 @@ mod tests {
             spool: spool.path(),
             start_time: 1,
             renumber_gpus: false,
+            task_prolog: None,
+            task_epilog: None,
+            epilog_limit: std::time::Duration::ZERO,
         };
         let prep = prepare(&l, &p).unwrap();
         let script = prep.script_path.clone();
@@ -394,6 +437,9 @@ mod tests {
             spool: spool.path(),
             start_time: 1,
             renumber_gpus: false,
+            task_prolog: None,
+            task_epilog: None,
+            epilog_limit: std::time::Duration::ZERO,
         };
         // Working directory missing: message on stderr, runs in /tmp.
         let mut l = launch_for(
@@ -450,6 +496,9 @@ mod tests {
             spool: spool.path(),
             start_time: 1,
             renumber_gpus: false,
+            task_prolog: None,
+            task_epilog: None,
+            epilog_limit: std::time::Duration::ZERO,
         };
         assert!(matches!(
             prepare(&l, &p),

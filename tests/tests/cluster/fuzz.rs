@@ -87,7 +87,7 @@ proptest! {
         use slurm_cli::sbatch::{prepare, Context, Term};
         let script = input(&seeds("sbatch"), pick, &e);
         let argv: Vec<String> = std::iter::once("sbatch".to_string()).chain(args).collect();
-        let ctx = Context { cwd: "/tmp".into(), hostname: "login1".into(), now: 1_800_000_000, prio: 0, uid: 0 };
+        let ctx = Context { cwd: "/tmp".into(), hostname: "login1".into(), now: 1_800_000_000, prio: 0, uid: 0, umask: "0022".into() };
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let mut term = Term { out: &mut out, err: &mut err };
         let _ = prepare(&argv, &[], &ctx, &mut &script[..], &mut term);

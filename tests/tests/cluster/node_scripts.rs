@@ -529,3 +529,179 @@ fn mock_nodes_come_back_from_a_reboot_as_asked() {
     );
     let _ = t.run("scancel", &[&id.to_string()]);
 }
+
+/// Writes an executable `#!/bin/sh` script `name` in `dir`.
+fn script(dir: &std::path::Path, name: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// slurm.conf's TaskProlog/TaskEpilog and srun's --task-prolog,
+/// --task-epilog, --prolog and --epilog: the task scripts run as the job's
+/// user around each task (a batch script is one), slurm.conf's prolog
+/// first, its `export`/`unset`/`print` lines reaching the task; srun's own
+/// run where srun runs, with the step's command as arguments; a failing
+/// prolog stops what it stands before. An ordinary user's scripts (and
+/// the site's, for that user's tasks) never run as root. srun's tasks get
+/// the job's facts, srun's umask and the CPU binding made.
+#[test]
+fn task_and_srun_prologs_and_epilogs_run_as_the_user() {
+    let mut dir = std::path::PathBuf::new();
+    let t = TestCluster::start(1, |s| {
+        dir = s.dir.clone();
+        std::fs::create_dir_all(&s.dir).unwrap();
+        script(
+            &s.dir,
+            "taskprolog.sh",
+            "echo \"export FROM_CONF=$(id -u)\"\n\
+             echo \"print   conf prolog for task ${SLURM_PROCID-none} $([ \"$SLURM_TASK_PID\" -gt 1 ] && echo with-pid)\"\n",
+        );
+        let log = s.dir.join("taskepilog.log");
+        std::fs::write(&log, "").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
+        script(
+            &s.dir,
+            "taskepilog.sh",
+            &format!(
+                "echo \"$SLURM_SCRIPT_CONTEXT $(id -u) $SLURM_JOB_ID ${{SLURM_PROCID-none}}\" >> {}\n",
+                log.display()
+            ),
+        );
+        s.extra_conf = format!(
+            "TaskProlog={d}/taskprolog.sh\nTaskEpilog={d}/taskepilog.sh\n",
+            d = s.dir.display()
+        );
+    });
+    let w = t.work.clone();
+    script(
+        &w,
+        "tp.sh",
+        "echo \"export FROM_USER=$FROM_CONF-user\"\necho 'unset DROPME'\n",
+    );
+    script(
+        &w,
+        "te.sh",
+        &format!(
+            "echo \"user epilog $(id -u) $SLURM_PROCID\" >> {}/te.log\n",
+            w.display()
+        ),
+    );
+    script(
+        &w,
+        "p.sh",
+        "echo \"$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID.$SLURM_STEP_ID $(id -u) args=$*\" > p.log\n",
+    );
+    script(
+        &w,
+        "e.sh",
+        "echo \"$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID.$SLURM_STEP_ID $(id -u) args=$*\" > e.log\n",
+    );
+    script(&w, "fail.sh", "exit 3\n");
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let user = slurm_tests::TEST_UID;
+
+    // An ordinary user's srun with all four.
+    let out = t
+        .cmd_as(user, slurm_tests::TEST_GID, "srun")
+        .env("DROPME", "1")
+        .env("SLURM_UMASK", "0077")
+        .args([
+            "-n2",
+            "--cpu-bind=cores",
+            "--task-prolog=tp.sh",
+            "--task-epilog=./te.sh",
+            "--prolog=p.sh",
+            "--epilog=./e.sh",
+            "sh",
+            "-c",
+            "echo \"task $SLURM_PROCID conf=$FROM_CONF user=$FROM_USER drop=${DROPME-unset} \
+             umask=$(umask) qos=$SLURM_JOB_QOS debug=$SRUN_DEBUG dir=$SLURM_SUBMIT_DIR \
+             bind=$SLURM_CPU_BIND_TYPE\"",
+        ])
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    for task in 0..2 {
+        assert!(
+            text.contains(&format!("conf prolog for task {task} with-pid\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "task {task} conf={user} user={user}-user drop=unset umask=0077 qos=normal \
+                 debug=3 dir={} bind=mask_cpu:\n",
+                w.display()
+            )),
+            "{text}"
+        );
+    }
+    let id = t.jobs().iter().map(|j| j.job_id).max().unwrap();
+    let args = "args=sh -c echo";
+    assert!(
+        read(&w.join("p.log")).starts_with(&format!("prolog_srun {id}.0 {user} {args}")),
+        "{}",
+        read(&w.join("p.log"))
+    );
+    assert!(
+        read(&w.join("e.log")).starts_with(&format!("epilog_srun {id}.0 {user} {args}")),
+        "{}",
+        read(&w.join("e.log"))
+    );
+    let te = read(&w.join("te.log"));
+    assert!(
+        te.contains(&format!("user epilog {user} 0\n"))
+            && te.contains(&format!("user epilog {user} 1\n")),
+        "{te}"
+    );
+    let conf_log = read(&dir.join("taskepilog.log"));
+    for task in 0..2 {
+        assert!(
+            conf_log.contains(&format!("epilog_task {user} {id} {task}\n")),
+            "{conf_log}"
+        );
+    }
+
+    // A batch script is a task: slurm.conf's scripts run around it.
+    let b = t.sbatch_as_user(&["-o", "b.out", "--wrap", "echo batch conf=$FROM_CONF"]);
+    assert_eq!(t.wait_done(b, 30).state, JobState::Completed);
+    assert_eq!(
+        read(&w.join("b.out")),
+        format!("conf prolog for task 0 with-pid\nbatch conf={user}\n")
+    );
+    assert!(
+        read(&dir.join("taskepilog.log")).contains(&format!("epilog_task {user} {b} 0\n")),
+        "{}",
+        read(&dir.join("taskepilog.log"))
+    );
+
+    // A failing task prolog ends the task with its status, said on stderr;
+    // a failing srun prolog stops the step before any task runs.
+    let out = t.run_as_user("srun", &["--task-prolog=fail.sh", "touch", "ran-1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("slurmstepd: error: --task-prolog failed status=3"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!w.join("ran-1").exists());
+    let out = t.run_as_user("srun", &["--prolog=./fail.sh", "touch", "ran-2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("srun: error: srun prolog failed rc = 3. Aborting step."),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!w.join("ran-2").exists());
+    // A script that is not there is said, and srun goes on as Slurm's.
+    let out = t.run_as_user("srun", &["--epilog=missing.sh", "true"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("srun: error: epilog 'missing.sh' not found in PATH or CWD"),
+        "{}",
+        stderr(&out)
+    );
+}
