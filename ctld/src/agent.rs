@@ -174,11 +174,13 @@ impl Agent {
                 job_id,
                 kill_wait,
                 start_time,
+                cause,
             } => {
                 let body = RequestBody::TerminateJob {
                     job_id,
                     kill_wait,
                     start_time,
+                    cause,
                 };
                 for attempt in 0..10u32 {
                     match self

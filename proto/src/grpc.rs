@@ -450,10 +450,12 @@ impl NodeCall {
                 job_id,
                 kill_wait,
                 start_time,
+                cause,
             } => NodeCall::TerminateJob(pb::TerminateJobRequest {
                 job_id,
                 kill_wait,
                 start_time,
+                cause: cause.code(),
             }),
             RequestBody::SignalTasks {
                 job_id,
@@ -495,6 +497,7 @@ impl NodeCall {
                 job_id: t.job_id,
                 kill_wait: t.kill_wait,
                 start_time: t.start_time,
+                cause: crate::TermCause::from_code(t.cause),
             },
             NodeCall::SignalTasks(s) => RequestBody::SignalTasks {
                 job_id: s.job_id,
@@ -1131,6 +1134,7 @@ mod tests {
                 job_id: 3,
                 kill_wait: 30,
                 start_time: Some(8),
+                cause: crate::TermCause::TimeLimit,
             },
             RequestBody::SignalTasks {
                 job_id: 1,

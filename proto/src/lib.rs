@@ -922,6 +922,88 @@ pub struct TaskLaunch {
     pub task_epilog: Option<String>,
 }
 
+/// Why a running job is ended by the controller: the batch script's error
+/// file is told, as Slurm's `slurmstepd` tells it
+/// (`*** JOB 5 ON n1 CANCELLED AT ... DUE TO TIME LIMIT ***`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub enum TermCause {
+    /// Nothing to say (its script already ended, or an old controller).
+    #[default]
+    None,
+    /// Cancelled (`scancel`, a failed dependency, ...): its SIGTERM.
+    Cancelled,
+    TimeLimit,
+    Preempted,
+    NodeFailure,
+    Requeued,
+}
+
+impl TermCause {
+    pub fn code(self) -> u32 {
+        match self {
+            TermCause::None => 0,
+            TermCause::Cancelled => 1,
+            TermCause::TimeLimit => 2,
+            TermCause::Preempted => 3,
+            TermCause::NodeFailure => 4,
+            TermCause::Requeued => 5,
+        }
+    }
+
+    /// An unknown code (a newer controller's) says nothing.
+    pub fn from_code(c: u32) -> TermCause {
+        match c {
+            1 => TermCause::Cancelled,
+            2 => TermCause::TimeLimit,
+            3 => TermCause::Preempted,
+            4 => TermCause::NodeFailure,
+            5 => TermCause::Requeued,
+            _ => TermCause::None,
+        }
+    }
+
+    /// The line the job's error file gets when job `job` is ended on
+    /// `node` at `when` (Slurm's time format), if any.
+    pub fn notice(self, job: JobId, node: &str, when: &str) -> Option<String> {
+        let why = match self {
+            TermCause::None => return None,
+            TermCause::Cancelled => " DUE to SIGNAL Terminated",
+            TermCause::TimeLimit => " DUE TO TIME LIMIT",
+            TermCause::Preempted => " DUE TO PREEMPTION",
+            TermCause::NodeFailure => " DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS",
+            TermCause::Requeued => " DUE TO JOB REQUEUE",
+        };
+        Some(format!(
+            "slurmstepd: error: *** JOB {job} ON {node} CANCELLED AT {when}{why} ***"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod term_cause_tests {
+    use super::TermCause;
+
+    #[test]
+    fn causes_cross_the_wire_and_read_as_slurm_writes_them() {
+        for c in [
+            TermCause::None,
+            TermCause::Cancelled,
+            TermCause::TimeLimit,
+            TermCause::Preempted,
+            TermCause::NodeFailure,
+            TermCause::Requeued,
+        ] {
+            assert_eq!(TermCause::from_code(c.code()), c);
+        }
+        assert_eq!(TermCause::from_code(99), TermCause::None);
+        assert_eq!(TermCause::None.notice(5, "n1", "t"), None);
+        assert_eq!(
+            TermCause::TimeLimit.notice(5, "n1", "2026-11-28T15:00:00").unwrap(),
+            "slurmstepd: error: *** JOB 5 ON n1 CANCELLED AT 2026-11-28T15:00:00 DUE TO TIME LIMIT ***"
+        );
+    }
+}
+
 /// A job array task's place in its array.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ArrayInfo {
@@ -1841,6 +1923,9 @@ pub enum RequestBody {
         /// arriving after this request is refused.
         #[serde(default)]
         start_time: Option<i64>,
+        /// Why it ends before its script did (said in its error file).
+        #[serde(default)]
+        cause: TermCause,
     },
     NodePing,
     // ---- steps and interactive allocations

@@ -1000,6 +1000,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             job_id,
             kill_wait,
             start_time,
+            cause,
         } => {
             debug!(job = job_id, kill_wait, "terminate request");
             if crate::mock::terminate(&ctx.node, job_id) {
@@ -1016,7 +1017,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
                 let _ = tokio::task::spawn_blocking(move || jobs::thaw(&c, job_id)).await;
                 // Steps first, so the job is clean when the batch side reports.
                 crate::steps::terminate_job(job_id, kill_wait).await;
-                jobs::terminate(ctx, job_id, kill_wait, start_time).await;
+                jobs::terminate(ctx, job_id, kill_wait, start_time, cause).await;
             });
             Response::Ok
         }

@@ -649,9 +649,21 @@ async fn kill_rest(id: JobId, pgid: i32, cgroup: Option<JobCgroup>) {
     }
 }
 
-/// Slurm's notice of OOM kills, appended to the job's error file as long
-/// as that is the user's own regular file (never through a symbolic link).
+/// Slurm's notice of OOM kills, appended to the job's error file.
 fn note_oom(path: &str, uid: u32, job: JobId, kills: u64) {
+    note_in_stderr(
+        path,
+        uid,
+        &format!(
+            "slurmstepd: error: Detected {kills} oom_kill event{} in StepId={job}.batch. Some of the step tasks have been OOM Killed.",
+            if kills == 1 { "" } else { "s" }
+        ),
+    );
+}
+
+/// Append `line` to a job's error file as long as that is the user's own
+/// regular file (never through a symbolic link, never another's file).
+fn note_in_stderr(path: &str, uid: u32, line: &str) {
     use std::io::Write;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let Ok(mut f) = std::fs::OpenOptions::new()
@@ -665,11 +677,7 @@ fn note_oom(path: &str, uid: u32, job: JobId, kills: u64) {
         Ok(m) if m.file_type().is_file() && m.uid() == uid => {}
         _ => return,
     }
-    let _ = writeln!(
-        f,
-        "slurmstepd: error: Detected {kills} oom_kill event{} in StepId={job}.batch. Some of the step tasks have been OOM Killed.",
-        if kills == 1 { "" } else { "s" }
-    );
+    let _ = writeln!(f, "{line}");
 }
 
 /// The script has ended (`state.status` set): kill what is left, read the
@@ -937,7 +945,13 @@ pub fn thaw(ctx: &Ctx, id: JobId) {
 /// End a job on this node (`TerminateJob`): SIGCONT and SIGTERM to its
 /// processes, SIGKILL after `kill_wait` seconds. A job not running here
 /// (a node of a multi-node job without the script) is reported clean at once.
-pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32, start_time: Option<i64>) {
+pub async fn terminate(
+    ctx: Arc<Ctx>,
+    id: JobId,
+    kill_wait: u32,
+    start_time: Option<i64>,
+    cause: slurm_proto::TermCause,
+) {
     // A launch in progress finishes first (bounded).
     let mut waited = 0;
     while ctx.jobs.phase(id) == Some(Phase::Launching) && waited < 600 {
@@ -971,6 +985,25 @@ pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32, start_time: Opt
             cgroup,
         }) => {
             info!(job = id, kill_wait, "terminating job");
+            // Its error file is told why, before the script hears it.
+            let when = slurm_common::timefmt::format_timestamp(crate::now());
+            if let Some(line) = cause.notice(id, &ctx.node, &when) {
+                let path = state_path(&ctx.state_dir, id);
+                let _ = tokio::task::spawn_blocking(move || {
+                    let st: Option<StateFile> = std::fs::read(&path)
+                        .ok()
+                        .and_then(|b| serde_json::from_slice(&b).ok());
+                    if let Some(StateFile {
+                        uid,
+                        stderr: Some(err),
+                        ..
+                    }) = st
+                    {
+                        note_in_stderr(&err, uid, &line);
+                    }
+                })
+                .await;
+            }
             killpg(pgid, libc::SIGCONT);
             killpg(pgid, libc::SIGTERM);
             if let (Some(jc), true) = (&cgroup, signal_children(&ctx)) {

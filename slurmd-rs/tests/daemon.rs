@@ -562,6 +562,7 @@ async fn daemon_end_to_end() {
             job_id: 1,
             kill_wait: 0,
             start_time: None,
+            cause: slurm_proto::TermCause::None,
         },
     };
     let r = send(&c, &swapped).await;
@@ -690,6 +691,7 @@ async fn daemon_end_to_end() {
             job_id: 500,
             kill_wait: 0,
             start_time: Some(start),
+            cause: slurm_proto::TermCause::None,
         },
     )
     .await;
@@ -775,6 +777,7 @@ async fn daemon_end_to_end() {
             job_id: 90,
             kill_wait: 0,
             start_time: Some(early.start_time),
+            cause: slurm_proto::TermCause::None,
         },
     )
     .await;
@@ -835,6 +838,7 @@ async fn daemon_end_to_end() {
             job_id: 43,
             kill_wait: 2,
             start_time: None,
+            cause: slurm_proto::TermCause::None,
         },
     )
     .await;
@@ -949,6 +953,7 @@ async fn daemon_end_to_end() {
             job_id: 44,
             kill_wait: 1,
             start_time: None,
+            cause: slurm_proto::TermCause::None,
         },
     )
     .await;
@@ -976,6 +981,7 @@ async fn daemon_end_to_end() {
             job_id: 77,
             kill_wait: 1,
             start_time: None,
+            cause: slurm_proto::TermCause::None,
         },
     )
     .await;
@@ -1123,6 +1129,7 @@ async fn cgroup_jobs_end_to_end() {
             job_id: 60,
             kill_wait: 1,
             start_time: None,
+            cause: slurm_proto::TermCause::None,
         },
     )
     .await;
@@ -1278,6 +1285,7 @@ exec sleep 60
             job_id: 50,
             kill_wait: 1,
             start_time: None,
+            cause: slurm_proto::TermCause::None,
         },
     )
     .await;

@@ -192,7 +192,14 @@ fn full_cluster_keeps_jobs_pending_and_cancel_frees_it() {
 #[test]
 fn time_limit_ends_the_job_with_timeout() {
     let t = TestCluster::start(1, |s| s.kill_wait = 2);
-    let id = t.sbatch(&["-t", "1", "--wrap", "trap '' TERM; sleep 300"]);
+    let id = t.sbatch(&[
+        "-t",
+        "1",
+        "-o",
+        "limit.out",
+        "--wrap",
+        "trap '' TERM; sleep 300",
+    ]);
     let r = t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
     assert_eq!(r.time_limit, Some(1));
     let j = t.wait_done(id, 100);
@@ -202,6 +209,14 @@ fn time_limit_ends_the_job_with_timeout() {
     assert!((60..=63).contains(&elapsed), "ended after {elapsed}s");
     // TERM was ignored, so KILL ended it after KillWait.
     assert_eq!(j.exit_code_pair().1, libc::SIGKILL);
+    // The job's output says why, as Slurm's slurmstepd does.
+    let out = std::fs::read_to_string(t.work.join("limit.out")).unwrap();
+    assert!(
+        out.starts_with(&format!(
+            "slurmstepd: error: *** JOB {id} ON n1 CANCELLED AT 20"
+        )) && out.ends_with(" DUE TO TIME LIMIT ***\n"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -138,6 +138,7 @@ impl Controller {
     }
 
     /// Ask `nodes` to end the job; nodes that cannot answer are done at once.
+    /// (Why, the job's error file is told: see [`term_cause`].)
     pub(super) fn terminate_on(&mut self, id: JobId, nodes: &[String], kill_wait: u32) {
         let start_time = self.p.jobs.get(&id).and_then(|j| j.start_time);
         self.terminate_run(id, nodes, kill_wait, start_time);
@@ -154,6 +155,11 @@ impl Controller {
         start_time: Option<i64>,
     ) {
         let mut gone = Vec::new();
+        let cause = self
+            .p
+            .jobs
+            .get(&id)
+            .map_or(slurm_proto::TermCause::None, |j| term_cause(j));
         for n in nodes {
             if self.node_responding(n) {
                 if let Some(addr) = self.node_addr(n) {
@@ -163,6 +169,7 @@ impl Controller {
                         job_id: id,
                         kill_wait,
                         start_time,
+                        cause,
                     });
                 }
             } else {
@@ -791,5 +798,22 @@ impl Controller {
         }
         self.sched_needed = true;
         Ok(Response::Ok)
+    }
+}
+
+/// Why job `j`, whose run is being ended, ends (set before its nodes are
+/// told): requeued, past its time limit, its node failed, preempted or
+/// cancelled; nothing to say for a job that ended by itself.
+pub(super) fn term_cause(j: &JobRecord) -> slurm_proto::TermCause {
+    use slurm_proto::TermCause;
+    match j.state {
+        JobState::Pending => TermCause::Requeued,
+        _ if j.timed_out => TermCause::TimeLimit,
+        _ if j.node_failed => TermCause::NodeFailure,
+        JobState::Preempted => TermCause::Preempted,
+        JobState::Cancelled => TermCause::Cancelled,
+        JobState::Timeout => TermCause::TimeLimit,
+        JobState::NodeFail => TermCause::NodeFailure,
+        _ => TermCause::None,
     }
 }

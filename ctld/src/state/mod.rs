@@ -60,6 +60,8 @@ pub enum Effect {
         kill_wait: u32,
         /// The run being ended (`None`: whichever).
         start_time: Option<i64>,
+        /// Why (what the job's error file is told).
+        cause: slurm_proto::TermCause,
     },
     Signal {
         node: String,

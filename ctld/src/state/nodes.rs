@@ -324,6 +324,7 @@ impl Controller {
                         job_id: *id,
                         kill_wait: 0,
                         start_time: None,
+                        cause: slurm_proto::TermCause::None,
                     });
                 }
             }

@@ -810,3 +810,73 @@ fn one_user_cannot_hold_all_of_the_controllers_grpc_connections() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A job ended by the controller has its error file told why, as Slurm's
+/// slurmstepd does (`*** JOB 5 ON n1 CANCELLED AT ... ***`): cancelled or
+/// requeued. The notice is written only into the user's own regular file:
+/// an error file the user swapped for a symbolic link to a file of root's
+/// is left alone (the node daemon runs as root).
+#[test]
+fn ended_jobs_are_told_why_in_their_own_error_file_only() {
+    let t = TestCluster::start(1, |_| {});
+    let wait_text = |name: &str, what: &str| -> String {
+        let path = t.work.join(name);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if text.contains(what) || Instant::now() > deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let c = t.sbatch_as_user(&["-o", "c.out", "--wrap", "echo started; sleep 60"]);
+    t.wait_job(c, 20, "running", |j| j.state == JobState::Running);
+    wait_text("c.out", "started");
+    let out = t.run_as_user("scancel", &[&c.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(t.wait_done(c, 30).state, JobState::Cancelled);
+    let text = wait_text("c.out", "***");
+    let line = text.lines().nth(1).unwrap_or_default();
+    assert!(
+        line.starts_with(&format!(
+            "slurmstepd: error: *** JOB {c} ON n1 CANCELLED AT 20"
+        )) && line.ends_with(" DUE to SIGNAL Terminated ***"),
+        "{text}"
+    );
+
+    let r = t.sbatch(&[
+        "--open-mode=append",
+        "-o",
+        "r.out",
+        "--wrap",
+        "echo run $SLURM_RESTART_COUNT; sleep 60",
+    ]);
+    t.wait_job(r, 20, "running", |j| j.state == JobState::Running);
+    wait_text("r.out", "run");
+    let out = t.run("scontrol", &["requeue", &r.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = wait_text("r.out", "REQUEUE");
+    assert!(
+        text.contains(&format!("*** JOB {r} ON n1 CANCELLED AT "))
+            && text.contains(" DUE TO JOB REQUEUE ***\n"),
+        "{text}"
+    );
+    let _ = t.run("scancel", &[&r.to_string()]);
+
+    // The user swaps the error file for a link to root's file.
+    let victim = t.work.join("root-owned");
+    std::fs::write(&victim, "root's\n").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let s = t.sbatch_as_user(&["-o", "s.out", "--wrap", "echo started; sleep 60"]);
+    t.wait_job(s, 20, "running", |j| j.state == JobState::Running);
+    wait_text("s.out", "started");
+    std::fs::remove_file(t.work.join("s.out")).unwrap();
+    std::os::unix::fs::symlink(&victim, t.work.join("s.out")).unwrap();
+    let out = t.run_as_user("scancel", &[&s.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(t.wait_done(s, 30).state, JobState::Cancelled);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's\n");
+    assert_eq!(std::fs::metadata(&victim).unwrap().uid(), 0);
+}

@@ -94,6 +94,7 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
                 job_id: 999_999,
                 kill_wait: 1,
                 start_time: None,
+                cause: 0,
             });
             rt.block_on(async {
                 let ch = slurm_common::grpc::channel(tls.map(|t| t.client.clone()), addr, "n1")?;
