@@ -100,6 +100,10 @@ pub struct AllocOpts {
     pub open_mode: Option<&'static str>,
     /// `--pty`: task 0 on a pseudo-terminal, srun's terminal in raw mode.
     pub pty: bool,
+    /// `-X`: a Ctrl-C is sent on at once (no status shown first).
+    pub disable_status: bool,
+    /// `--quit-on-interrupt`: a Ctrl-C ends the step at once.
+    pub quit_on_interrupt: bool,
     /// `--prolog`/`--epilog`: run by srun before and after the step
     /// (`none`: not even slurm.conf's `SrunProlog`/`SrunEpilog`).
     pub prolog: Option<String>,
@@ -485,6 +489,8 @@ pub(crate) const OPTS: &[Opt] = &[
         long: "pty",
         arg: Arg::No,
     },
+    Opt::new(Some('X'), "disable-status", Arg::No),
+    Opt::new(None, "quit-on-interrupt", Arg::No),
     Opt::new(None, "prolog", Arg::Required),
     Opt::new(None, "epilog", Arg::Required),
     Opt::new(None, "task-prolog", Arg::Required),
@@ -663,6 +669,8 @@ const SRUN_ONLY: &[&str] = &[
     "input",
     "exact",
     "pty",
+    "disable-status",
+    "quit-on-interrupt",
     "prolog",
     "epilog",
     "task-prolog",
@@ -978,6 +986,8 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             }
             "hold" => o.hold = true,
             "pty" => o.pty = true,
+            "disable-status" => o.disable_status = true,
+            "quit-on-interrupt" => o.quit_on_interrupt = true,
             "prolog" => o.prolog = Some(v),
             "epilog" => o.epilog = Some(v),
             "task-prolog" => o.task_prolog = Some(v),
@@ -1487,6 +1497,39 @@ struct StepRun {
 
 /// Launch the step's tasks and relay their I/O; returns the worst raw status.
 async fn run_step(r: StepRun) -> Result<i32, String> {
+    // Signals srun gets from here on: handled in the output loop below
+    // (Slurm's rules); one during the launch waits for it.
+    let (sig_tx, mut sig_rx) = tokio::sync::mpsc::unbounded_channel::<i32>();
+    // (Registered here, before anything starts, not in the task.)
+    let mut streams: Vec<_> = {
+        use tokio::signal::unix::{signal, SignalKind};
+        [
+            SignalKind::interrupt(),
+            SignalKind::terminate(),
+            SignalKind::hangup(),
+            SignalKind::quit(),
+            SignalKind::user_defined1(),
+            SignalKind::user_defined2(),
+        ]
+        .iter()
+        .filter_map(|k| signal(*k).ok().map(|s| (k.as_raw_value(), s)))
+        .collect()
+    };
+    tokio::spawn(async move {
+        loop {
+            let futs = streams.iter_mut().map(|(n, s)| {
+                let n = *n;
+                Box::pin(async move {
+                    s.recv().await;
+                    n
+                })
+            });
+            let sig = first_of(futs.collect()).await;
+            if sig_tx.send(sig).is_err() {
+                break;
+            }
+        }
+    });
     let l = &r.layout;
     let ntasks: usize = l.tasks.iter().map(Vec::len).sum();
     // --multi-prog: each task's program from the configuration file.
@@ -1662,35 +1705,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         });
     }
 
-    // Forward signals to the tasks.
-    let sigs = r.layout.clone();
-    let sig_conf = r.conf.clone();
-    tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let kinds = [
-            SignalKind::interrupt(),
-            SignalKind::terminate(),
-            SignalKind::hangup(),
-            SignalKind::quit(),
-            SignalKind::user_defined1(),
-            SignalKind::user_defined2(),
-        ];
-        let mut streams: Vec<_> = kinds
-            .iter()
-            .filter_map(|k| signal(*k).ok().map(|s| (k.as_raw_value(), s)))
-            .collect();
-        loop {
-            let futs = streams.iter_mut().map(|(n, s)| {
-                let n = *n;
-                Box::pin(async move {
-                    s.recv().await;
-                    n
-                })
-            });
-            let sig = first_of(futs.collect()).await;
-            send_signal(&sig_conf, &sigs, sig).await;
-        }
-    });
+    let mut intr = Interrupts::default();
 
     let width = (ntasks.saturating_sub(1)).to_string().len();
     let mut partial: HashMap<(u32, bool), Vec<u8>> = HashMap::new();
@@ -1709,26 +1724,47 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
     let step_name = format!("StepId={}.{}", l.job_id, l.step_id);
     let mut wait_until: Option<tokio::time::Instant> = None;
     loop {
-        let next = match (wait_until, wait_secs) {
-            (Some(t), Some(secs)) if !killed => tokio::select! {
-                m = rx.recv() => m,
-                _ = tokio::time::sleep_until(t) => {
-                    let (done, running): (Vec<u32>, Vec<u32>) =
-                        (0..ntasks as u32).partition(|t| statuses.contains_key(t));
-                    let tasks = |v: &[u32]| {
-                        let word = if v.len() == 1 { "task" } else { "tasks" };
-                        format!("{word} {}", ranges(v))
-                    };
-                    eprintln!("srun: First task exited {secs}s ago");
-                    eprintln!("srun: {step_name} {}: running", tasks(&running));
-                    eprintln!("srun: {step_name} {}: exited", tasks(&done));
-                    eprintln!("srun: Terminating {step_name}");
-                    killed = true;
-                    signal_all(&r, libc::SIGKILL).await;
-                    continue;
+        let timer = match (wait_until, wait_secs) {
+            (Some(t), Some(secs)) if !killed => Some((t, secs)),
+            _ => None,
+        };
+        let next = tokio::select! {
+            m = rx.recv() => m,
+            Some(sig) = sig_rx.recv() => {
+                for (msg, send) in intr.on_signal(sig, &r.opts, std::time::Instant::now()) {
+                    match msg {
+                        Notice::Nothing => {}
+                        Notice::Text(m) => eprintln!("srun: {m}"),
+                        Notice::SendingCtrlC => eprintln!("srun: sending Ctrl-C to {step_name}"),
+                        Notice::Status => {
+                            for line in status_lines(&step_name, ntasks as u32, &statuses) {
+                                eprintln!("srun: {line}");
+                            }
+                        }
+                    }
+                    if let Some(s) = send {
+                        killed |= s == libc::SIGKILL;
+                        signal_all(&r, s).await;
+                    }
                 }
-            },
-            _ => rx.recv().await,
+                continue;
+            }
+            _ = async {
+                match timer {
+                    Some((t, _)) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let secs = timer.map_or(0, |t| t.1);
+                eprintln!("srun: First task exited {secs}s ago");
+                for line in status_lines(&step_name, ntasks as u32, &statuses) {
+                    eprintln!("srun: {line}");
+                }
+                eprintln!("srun: Terminating {step_name}");
+                killed = true;
+                signal_all(&r, libc::SIGKILL).await;
+                continue;
+            }
         };
         let Some((node, f)) = next else { break };
         match f.kind {
@@ -1905,6 +1941,104 @@ async fn signal_all(r: &StepRun, sig: i32) {
     send_signal(&r.conf, &r.layout, sig).await;
 }
 
+/// What srun says when it gets a signal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Notice {
+    Nothing,
+    Text(&'static str),
+    /// `sending Ctrl-C to StepId=5.0`.
+    SendingCtrlC,
+    /// Its tasks' states (`StepId=5.0 tasks 0-1: running`).
+    Status,
+}
+
+/// How srun answers signals, as Slurm's: a first Ctrl-C shows the tasks'
+/// states (`-X`: sends it on instead), a second within a second (or any,
+/// with `--quit-on-interrupt`) sends it on and kills the step; SIGTERM,
+/// SIGHUP and SIGQUIT kill the step; other signals are sent on.
+#[derive(Debug, Default)]
+struct Interrupts {
+    /// Until when a Ctrl-C aborts the step.
+    abort_until: Option<std::time::Instant>,
+    /// Kills sent so far.
+    kills: u32,
+}
+
+impl Interrupts {
+    /// What to say and which signals to send the tasks, in order.
+    fn on_signal(
+        &mut self,
+        sig: i32,
+        o: &AllocOpts,
+        now: std::time::Instant,
+    ) -> Vec<(Notice, Option<i32>)> {
+        let mut out = Vec::new();
+        match sig {
+            libc::SIGINT if o.quit_on_interrupt || self.abort_until.is_some_and(|t| now < t) => {
+                out.push((Notice::SendingCtrlC, Some(libc::SIGINT)));
+                out.push(self.force());
+            }
+            libc::SIGINT => {
+                if o.disable_status {
+                    out.push((Notice::SendingCtrlC, Some(libc::SIGINT)));
+                } else {
+                    out.push((
+                        Notice::Text("interrupt (one more within 1 sec to abort)"),
+                        None,
+                    ));
+                    out.push((Notice::Status, None));
+                }
+                self.abort_until = Some(now + Duration::from_secs(1));
+            }
+            libc::SIGQUIT | libc::SIGTERM | libc::SIGHUP => {
+                if sig == libc::SIGQUIT {
+                    out.push((Notice::Text("Quit"), None));
+                }
+                out.push((Notice::Text("forcing job termination"), Some(libc::SIGKILL)));
+            }
+            other => out.push((Notice::Nothing, Some(other))),
+        }
+        out
+    }
+
+    /// Kill the step: said once, then "in progress".
+    fn force(&mut self) -> (Notice, Option<i32>) {
+        self.kills += 1;
+        if self.kills == 1 {
+            (Notice::Text("forcing job termination"), Some(libc::SIGKILL))
+        } else {
+            (Notice::Text("job abort in progress"), Some(libc::SIGKILL))
+        }
+    }
+}
+
+/// The tasks' states as srun reports them (`StepId=5.0 tasks 0-1: running`,
+/// then those that exited abnormally, then those that exited).
+fn status_lines(step: &str, ntasks: u32, statuses: &HashMap<u32, (u32, i32)>) -> Vec<String> {
+    let mut running = Vec::new();
+    let mut abnormal = Vec::new();
+    let mut exited = Vec::new();
+    for t in 0..ntasks {
+        match statuses.get(&t) {
+            None => running.push(t),
+            Some((_, 0)) => exited.push(t),
+            Some(_) => abnormal.push(t),
+        }
+    }
+    [
+        (running, "running"),
+        (abnormal, "exited abnormally"),
+        (exited, "exited"),
+    ]
+    .into_iter()
+    .filter(|(v, _)| !v.is_empty())
+    .map(|(v, what)| {
+        let word = if v.len() == 1 { "task" } else { "tasks" };
+        format!("{step} {word} {}: {what}", ranges(&v))
+    })
+    .collect()
+}
+
 /// srun's input environment variables, as Slurm's man page lists them:
 /// (variable, long option, takes a value). The first group counts inside
 /// an allocation too; the second only outside one, since a batch job's or
@@ -1934,6 +2068,7 @@ const INPUT_ENV: &[(&str, &str, bool)] = &[
     ("SLURM_DISTRIBUTION", "distribution", true),
     ("SLURM_STEP_GRES", "gres", true),
     ("SLURM_WAIT", "wait", true),
+    ("SLURM_DISABLE_STATUS", "disable-status", false),
     ("SLURM_PROLOG", "prolog", true),
     ("SLURM_EPILOG", "epilog", true),
     ("SLURM_TASK_PROLOG", "task-prolog", true),
@@ -2802,6 +2937,82 @@ mod tests {
     fn exit_codes_as_a_shell_reports_them() {
         assert_eq!(shell_code(3 << 8), 3);
         assert_eq!(shell_code(9), 137);
+    }
+
+    #[test]
+    fn ctrl_c_shows_then_aborts_as_slurms() {
+        let t0 = std::time::Instant::now();
+        let o = AllocOpts::default();
+        let mut i = Interrupts::default();
+        assert_eq!(
+            i.on_signal(libc::SIGINT, &o, t0),
+            vec![
+                (
+                    Notice::Text("interrupt (one more within 1 sec to abort)"),
+                    None
+                ),
+                (Notice::Status, None)
+            ]
+        );
+        // More than a second later: the states again.
+        let later = t0 + Duration::from_millis(1500);
+        assert_eq!(
+            i.on_signal(libc::SIGINT, &o, later)[1],
+            (Notice::Status, None)
+        );
+        // Within a second: sent on, and the step killed; then in progress.
+        let soon = later + Duration::from_millis(300);
+        assert_eq!(
+            i.on_signal(libc::SIGINT, &o, soon),
+            vec![
+                (Notice::SendingCtrlC, Some(libc::SIGINT)),
+                (Notice::Text("forcing job termination"), Some(libc::SIGKILL))
+            ]
+        );
+        assert_eq!(
+            i.on_signal(libc::SIGINT, &o, soon)[1],
+            (Notice::Text("job abort in progress"), Some(libc::SIGKILL))
+        );
+        // -X: sent on at once; --quit-on-interrupt: ended at once.
+        let x = AllocOpts {
+            disable_status: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            Interrupts::default().on_signal(libc::SIGINT, &x, t0),
+            vec![(Notice::SendingCtrlC, Some(libc::SIGINT))]
+        );
+        let q = AllocOpts {
+            quit_on_interrupt: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            Interrupts::default().on_signal(libc::SIGINT, &q, t0)[1].1,
+            Some(libc::SIGKILL)
+        );
+        // TERM, HUP and QUIT kill; others are sent on.
+        for s in [libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            let v = Interrupts::default().on_signal(s, &o, t0);
+            assert_eq!(
+                v.last(),
+                Some(&(Notice::Text("forcing job termination"), Some(libc::SIGKILL)))
+            );
+        }
+        assert_eq!(
+            Interrupts::default().on_signal(libc::SIGUSR1, &o, t0),
+            vec![(Notice::Nothing, Some(libc::SIGUSR1))]
+        );
+        let mut st = HashMap::new();
+        st.insert(0, (0, 0));
+        st.insert(2, (0, 1 << 8));
+        assert_eq!(
+            status_lines("StepId=5.0", 4, &st),
+            [
+                "StepId=5.0 tasks 1,3: running",
+                "StepId=5.0 task 2: exited abnormally",
+                "StepId=5.0 task 0: exited"
+            ]
+        );
     }
 
     #[test]

@@ -962,9 +962,10 @@ impl TermCause {
         }
     }
 
-    /// The line the job's error file gets when job `job` is ended on
-    /// `node` at `when` (Slurm's time format), if any.
-    pub fn notice(self, job: JobId, node: &str, when: &str) -> Option<String> {
+    /// The line the job's error file (`entity`: `JOB 5`) or a step's srun
+    /// (`STEP 5.0`) gets when it is ended on `node` at `when` (Slurm's time
+    /// format), if any.
+    pub fn notice(self, entity: &str, node: &str, when: &str) -> Option<String> {
         let why = match self {
             TermCause::None => return None,
             TermCause::Cancelled => " DUE to SIGNAL Terminated",
@@ -974,7 +975,7 @@ impl TermCause {
             TermCause::Requeued => " DUE TO JOB REQUEUE",
         };
         Some(format!(
-            "slurmstepd: error: *** JOB {job} ON {node} CANCELLED AT {when}{why} ***"
+            "slurmstepd: error: *** {entity} ON {node} CANCELLED AT {when}{why} ***"
         ))
     }
 }
@@ -996,9 +997,11 @@ mod term_cause_tests {
             assert_eq!(TermCause::from_code(c.code()), c);
         }
         assert_eq!(TermCause::from_code(99), TermCause::None);
-        assert_eq!(TermCause::None.notice(5, "n1", "t"), None);
+        assert_eq!(TermCause::None.notice("JOB 5", "n1", "t"), None);
         assert_eq!(
-            TermCause::TimeLimit.notice(5, "n1", "2026-11-28T15:00:00").unwrap(),
+            TermCause::TimeLimit
+                .notice("JOB 5", "n1", "2026-11-28T15:00:00")
+                .unwrap(),
             "slurmstepd: error: *** JOB 5 ON n1 CANCELLED AT 2026-11-28T15:00:00 DUE TO TIME LIMIT ***"
         );
     }

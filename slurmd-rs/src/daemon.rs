@@ -1015,9 +1015,12 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
                 // A suspended job is thawed so its signals reach it.
                 let c = ctx.clone();
                 let _ = tokio::task::spawn_blocking(move || jobs::thaw(&c, job_id)).await;
-                // Steps first, so the job is clean when the batch side reports.
-                crate::steps::terminate_job(job_id, kill_wait).await;
-                jobs::terminate(ctx, job_id, kill_wait, start_time, cause).await;
+                // Told why first (the script's error file, then each
+                // step's srun); steps end first, so the job is clean when
+                // the batch side reports.
+                jobs::tell_ended(&ctx, job_id, cause).await;
+                crate::steps::terminate_job(job_id, kill_wait, cause, &ctx.node).await;
+                jobs::terminate(ctx, job_id, kill_wait, start_time).await;
             });
             Response::Ok
         }

@@ -945,13 +945,36 @@ pub fn thaw(ctx: &Ctx, id: JobId) {
 /// End a job on this node (`TerminateJob`): SIGCONT and SIGTERM to its
 /// processes, SIGKILL after `kill_wait` seconds. A job not running here
 /// (a node of a multi-node job without the script) is reported clean at once.
-pub async fn terminate(
-    ctx: Arc<Ctx>,
-    id: JobId,
-    kill_wait: u32,
-    start_time: Option<i64>,
-    cause: slurm_proto::TermCause,
-) {
+/// Tell a job's batch script running here why the controller ends it
+/// (`*** JOB 5 ON n1 CANCELLED AT ... ***` in its error file), before its
+/// steps or the script hear of it.
+pub async fn tell_ended(ctx: &Ctx, id: JobId, cause: slurm_proto::TermCause) {
+    if ctx.jobs.phase(id) != Some(Phase::Running) {
+        return;
+    }
+    let when = slurm_common::timefmt::format_timestamp(crate::now());
+    let Some(line) = cause.notice(&format!("JOB {id}"), &ctx.node, &when) else {
+        return;
+    };
+    let path = state_path(&ctx.state_dir, id);
+    let _ = tokio::task::spawn_blocking(move || {
+        let st: Option<StateFile> = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(StateFile {
+            uid,
+            stderr: Some(err),
+            status: None,
+            ..
+        }) = st
+        {
+            note_in_stderr(&err, uid, &line);
+        }
+    })
+    .await;
+}
+
+pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32, start_time: Option<i64>) {
     // A launch in progress finishes first (bounded).
     let mut waited = 0;
     while ctx.jobs.phase(id) == Some(Phase::Launching) && waited < 600 {
@@ -985,25 +1008,6 @@ pub async fn terminate(
             cgroup,
         }) => {
             info!(job = id, kill_wait, "terminating job");
-            // Its error file is told why, before the script hears it.
-            let when = slurm_common::timefmt::format_timestamp(crate::now());
-            if let Some(line) = cause.notice(id, &ctx.node, &when) {
-                let path = state_path(&ctx.state_dir, id);
-                let _ = tokio::task::spawn_blocking(move || {
-                    let st: Option<StateFile> = std::fs::read(&path)
-                        .ok()
-                        .and_then(|b| serde_json::from_slice(&b).ok());
-                    if let Some(StateFile {
-                        uid,
-                        stderr: Some(err),
-                        ..
-                    }) = st
-                    {
-                        note_in_stderr(&err, uid, &line);
-                    }
-                })
-                .await;
-            }
             killpg(pgid, libc::SIGCONT);
             killpg(pgid, libc::SIGTERM);
             if let (Some(jc), true) = (&cgroup, signal_children(&ctx)) {

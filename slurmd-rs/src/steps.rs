@@ -35,6 +35,9 @@ struct StepEntry {
     pgids: Vec<i32>,
     /// Each task started here: (pid, local id, global id).
     tasks: Vec<(i32, u32, u32)>,
+    /// On the step's first node: where its stderr goes to srun, and the
+    /// task it is said of (why the step is ended is told there).
+    notice_to: Option<(mpsc::Sender<IoFrame>, u32)>,
 }
 
 /// Running steps on this node, by (job, step).
@@ -592,6 +595,9 @@ pub async fn launch(
             uid,
             pgids: Vec::new(),
             tasks: Vec::new(),
+            notice_to: (idx == 0)
+                .then(|| here.first().map(|&task| (tx.clone(), task)))
+                .flatten(),
         },
     );
     // Each task's CPUs (--cpu-bind), laid out once for the step.
@@ -1095,11 +1101,33 @@ pub fn job_pgids(job_id: JobId) -> Vec<i32> {
 }
 
 /// End every step of a job here: SIGCONT and SIGTERM, then SIGKILL after
-/// `kill_wait` seconds for what is left.
-pub async fn terminate_job(job_id: JobId, kill_wait: u32) {
+/// `kill_wait` seconds for what is left. On a step's first node its srun
+/// is told why first (`*** STEP 5.0 ON n1 CANCELLED AT ... ***`).
+pub async fn terminate_job(
+    job_id: JobId,
+    kill_wait: u32,
+    cause: slurm_proto::TermCause,
+    node: &str,
+) {
     let pgids = job_pgids(job_id);
     if pgids.is_empty() {
         return;
+    }
+    let told: Vec<(u32, mpsc::Sender<IoFrame>, u32)> = steps()
+        .iter()
+        .filter(|((j, _), _)| *j == job_id)
+        .filter_map(|((_, s), e)| e.notice_to.clone().map(|(tx, task)| (*s, tx, task)))
+        .collect();
+    let when = slurm_common::timefmt::format_timestamp(crate::now());
+    for (step, tx, task) in told {
+        let Some(line) = cause.notice(&format!("STEP {job_id}.{step}"), node, &when) else {
+            continue;
+        };
+        let _ = tx.try_send(IoFrame {
+            kind: IoKind::Stderr,
+            task,
+            data: format!("{line}\n").into_bytes(),
+        });
     }
     for p in &pgids {
         // SAFETY: signalling the tasks' process groups.

@@ -960,6 +960,96 @@ fn srun_wait_ends_the_step_after_the_first_task() {
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// srun and Ctrl-C, as Slurm's: a first SIGINT shows the tasks' states and
+/// the step goes on; a second within a second sends it on and ends the
+/// step; `-X` sends the first on at once; `--quit-on-interrupt` ends the
+/// step at the first; SIGTERM ends the step.
+#[test]
+fn srun_answers_ctrl_c_as_slurms() {
+    use slurm_proto::JobState;
+    use slurm_tests::TestCluster;
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let t = TestCluster::start(1, |_| {});
+    let start = |args: &[&str]| {
+        let mut c = t
+            .cmd("srun")
+            .args(args)
+            .args(["sh", "-c", "echo started; exec sleep 60"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(c.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "started\n");
+        c
+    };
+    let kill = |c: &std::process::Child, sig: i32| {
+        // SAFETY: signalling the child we started.
+        unsafe {
+            libc::kill(c.id() as i32, sig);
+        }
+    };
+    let finish = |c: std::process::Child| {
+        let started = Instant::now();
+        let out = c.wait_with_output().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(20));
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    // One Ctrl-C: the states, and the step goes on; two: it ends.
+    let c = start(&[]);
+    kill(&c, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(t.jobs().iter().any(|j| j.state == JobState::Running));
+    kill(&c, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(200));
+    kill(&c, libc::SIGINT);
+    let (status, err) = finish(c);
+    assert!(!status.success());
+    assert!(
+        err.contains("srun: interrupt (one more within 1 sec to abort)\nsrun: StepId="),
+        "{err}"
+    );
+    assert!(err.contains(".0 task 0: running\n"), "{err}");
+    assert!(err.contains("srun: sending Ctrl-C to StepId="), "{err}");
+    assert!(err.contains("srun: forcing job termination\n"), "{err}");
+
+    // -X: the first Ctrl-C reaches the task, which ends of it.
+    let c = start(&["-X"]);
+    kill(&c, libc::SIGINT);
+    let (status, err) = finish(c);
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("srun: sending Ctrl-C to StepId="), "{err}");
+    assert!(!err.contains("interrupt (one more"), "{err}");
+
+    // --quit-on-interrupt: the first ends the step.
+    let c = start(&["--quit-on-interrupt"]);
+    kill(&c, libc::SIGINT);
+    let (status, err) = finish(c);
+    assert!(!status.success());
+    assert!(err.contains("srun: forcing job termination\n"), "{err}");
+
+    // SIGTERM ends the step.
+    let c = start(&[]);
+    kill(&c, libc::SIGTERM);
+    let (status, err) = finish(c);
+    assert!(!status.success());
+    assert!(err.contains("srun: forcing job termination\n"), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while t.jobs().iter().any(|j| j.state.is_active()) {
+        assert!(Instant::now() < deadline, "a job was left running");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `scontrol write batch_script`: the owner and root read a job's script;
 /// another user may not.
 #[test]

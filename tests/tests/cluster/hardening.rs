@@ -812,8 +812,8 @@ fn one_user_cannot_hold_all_of_the_controllers_grpc_connections() {
 }
 
 /// A job ended by the controller has its error file told why, as Slurm's
-/// slurmstepd does (`*** JOB 5 ON n1 CANCELLED AT ... ***`): cancelled or
-/// requeued. The notice is written only into the user's own regular file:
+/// slurmstepd does (`*** JOB 5 ON n1 CANCELLED AT ... ***`), and its
+/// steps' sruns too (`*** STEP 5.0 ...`): cancelled or requeued. The notice is written only into the user's own regular file:
 /// an error file the user swapped for a symbolic link to a file of root's
 /// is left alone (the node daemon runs as root).
 #[test]
@@ -842,6 +842,27 @@ fn ended_jobs_are_told_why_in_their_own_error_file_only() {
         line.starts_with(&format!(
             "slurmstepd: error: *** JOB {c} ON n1 CANCELLED AT 20"
         )) && line.ends_with(" DUE to SIGNAL Terminated ***"),
+        "{text}"
+    );
+
+    // A step's srun is told too.
+    let d = t.sbatch_as_user(&[
+        "-o",
+        "d.out",
+        "--wrap",
+        "srun sh -c 'echo started; sleep 60'",
+    ]);
+    t.wait_job(d, 20, "running", |j| j.state == JobState::Running);
+    wait_text("d.out", "started");
+    let out = t.run_as_user("scancel", &[&d.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = wait_text("d.out", &format!("*** JOB {d}"));
+    assert!(
+        text.contains(&format!(
+            "slurmstepd: error: *** STEP {d}.0 ON n1 CANCELLED AT "
+        )) && text.contains(&format!(
+            "slurmstepd: error: *** JOB {d} ON n1 CANCELLED AT "
+        )),
         "{text}"
     );
 
