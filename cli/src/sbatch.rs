@@ -336,6 +336,7 @@ pub(crate) fn compat_env_in() -> Vec<String> {
     SPECS
         .iter()
         .filter_map(|s| s.env.map(String::from))
+        .chain(ENV_ALIASES.iter().map(|(_, var, _)| var.to_string()))
         .chain([
             common::EXIT_ERROR_ENV.to_string(),
             // The job's umask (see `job_desc`).
@@ -1246,7 +1247,7 @@ pub fn defined_options(
         set(*id, v.as_deref());
     }
     for (id, spec) in SPECS.iter().enumerate() {
-        if let Some(v) = spec.env.and_then(|var| env_get(env, var)) {
+        if let Some(v) = spec_env(spec, env) {
             set(id, (spec.arg != HasArg::No).then_some(v));
         }
     }
@@ -1427,8 +1428,7 @@ fn env_options(
     let mut o = Options::default();
     let mut verbose = 0;
     for spec in SPECS {
-        let Some(var) = spec.env else { continue };
-        let Some(val) = env_get(env, var) else {
+        let Some(val) = spec_env(spec, env) else {
             continue;
         };
         if spec.key == Key::Verbose {
@@ -1455,6 +1455,27 @@ fn env_options(
 
 fn env_get<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
     env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+/// `SLURM_*` variables that stand for an option beside its `SBATCH_*` one:
+/// (option, variable, whether it wins when both are set), as Slurm's
+/// sbatch reads them.
+const ENV_ALIASES: &[(&str, &str, bool)] = &[
+    ("clusters", "SLURM_CLUSTERS", true),
+    ("hint", "SLURM_HINT", false),
+];
+
+/// The value the environment gives `spec`'s option, if any.
+fn spec_env<'a>(spec: &Spec, env: &'a [(String, String)]) -> Option<&'a str> {
+    let own = spec.env.and_then(|var| env_get(env, var));
+    let alias = ENV_ALIASES
+        .iter()
+        .find(|(long, _, _)| *long == spec.long)
+        .and_then(|(_, var, wins)| env_get(env, var).map(|v| (v, *wins)));
+    match (own, alias) {
+        (Some(_), Some((v, true))) | (None, Some((v, _))) => Some(v),
+        (own, _) => own,
+    }
 }
 
 /// Combines the three sources: command line over environment over script.
@@ -2971,6 +2992,27 @@ mod tests {
             ["D=x,y", "B=2", "SLURM_X=s"]
         );
         assert_eq!(kv(export_environment(Some("MISSING"), &env)), ["SLURM_X=s"]);
+    }
+
+    #[test]
+    fn slurm_variables_stand_for_options_beside_sbatchs() {
+        let c = ctx(Path::new("/tmp"));
+        let vars = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter().map(|(k, x)| (k.to_string(), x.to_string())).collect()
+        };
+        let mut w = Vec::new();
+        let (o, _) = env_options(&vars(&[("SLURM_CLUSTERS", "c2")]), &c, &mut w).unwrap();
+        assert_eq!(o.clusters.as_deref(), Some("c2"));
+        // Both set: SLURM_CLUSTERS wins, as Slurm reads it last.
+        let both = vars(&[("SBATCH_CLUSTERS", "c1"), ("SLURM_CLUSTERS", "c2")]);
+        let (o, _) = env_options(&both, &c, &mut w).unwrap();
+        assert_eq!(o.clusters.as_deref(), Some("c2"));
+        // SLURM_HINT is --hint (accepted with its warning); SBATCH_HINT wins.
+        let mut w = Vec::new();
+        env_options(&vars(&[("SLURM_HINT", "nomultithread")]), &c, &mut w).unwrap();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("--hint"), "{w:?}");
+        assert!(compat_env_in().contains(&"SLURM_CLUSTERS".to_string()));
     }
 
     #[test]

@@ -240,13 +240,17 @@ impl Mailer {
         let mut unended: Option<HashMap<u32, usize>> = None;
         for (k, j) in s.jobs.iter().enumerate() {
             let changed = !stamps_usable || s.job_changed[k] > since;
+            // Most jobs ask for no mail: nothing to look up for them (a
+            // job that stopped asking changed, and is forgotten).
+            if j.desc.mail_type.is_none() {
+                if changed {
+                    self.seen.remove(&j.job_id);
+                }
+                continue;
+            }
             let prev = self.seen.get(&j.job_id);
             let look = changed || (tick && j.state == JobState::Running) || prev.is_none();
             if !look {
-                continue;
-            }
-            if j.desc.mail_type.is_none() {
-                self.seen.remove(&j.job_id);
                 continue;
             }
             let (first_task, last_task) = match &j.array {
