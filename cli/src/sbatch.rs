@@ -2998,7 +2998,9 @@ mod tests {
     fn slurm_variables_stand_for_options_beside_sbatchs() {
         let c = ctx(Path::new("/tmp"));
         let vars = |v: &[(&str, &str)]| -> Vec<(String, String)> {
-            v.iter().map(|(k, x)| (k.to_string(), x.to_string())).collect()
+            v.iter()
+                .map(|(k, x)| (k.to_string(), x.to_string()))
+                .collect()
         };
         let mut w = Vec::new();
         let (o, _) = env_options(&vars(&[("SLURM_CLUSTERS", "c2")]), &c, &mut w).unwrap();

@@ -462,7 +462,15 @@ impl Daemon {
             node: s.node.clone(),
             key,
             host: slurm_common::users::hostname(),
-            outbox: Outbox::load(s.spool.join(format!("outbox.{}.json", s.node))),
+            // A real node keeps its undelivered job events on its own disk;
+            // a mock process stands for many nodes on one machine, where
+            // that would be many nodes' writes on one disk (the scale
+            // bench's bottleneck, not the controller's): kept in memory.
+            outbox: if crate::mock::mode().is_some() {
+                Outbox::in_memory()
+            } else {
+                Outbox::load(s.spool.join(format!("outbox.{}.json", s.node)))
+            },
             ledger: crate::ledger::Ledger::load(
                 s.spool.join(format!("voided.{}.json", s.node)),
                 s.conf

@@ -3,7 +3,9 @@
 //! job environment's `SLURM_MOCK_RUNTIME` seconds when set, then reports
 //! success; `TerminateJob` ends it early (as if killed by SIGTERM). With a
 //! hostlist for `-N`, one process stands in for many nodes, so the
-//! controller can be driven at thousands of nodes on two cores.
+//! controller can be driven at thousands of nodes on two cores. The nodes'
+//! undelivered job events are kept in memory, not in the spool (a mock
+//! daemon restarted loses them; its jobs are mock jobs).
 
 use crate::ctld_link::OutMsg;
 use crate::daemon::Ctx;
