@@ -2416,14 +2416,18 @@ fn job_facts(j: &JobRecord) -> Vec<(String, String)> {
     env
 }
 
-/// The process's umask as Slurm passes it on (`SLURM_UMASK`: `0022`).
+/// The process's umask as Slurm passes it on (`SLURM_UMASK`: `0022`),
+/// read from `/proc/self/status` (never set, even for a moment: other
+/// threads may be making files).
 pub fn umask_text() -> String {
-    // SAFETY: umask has no preconditions; the old mask is put back at once.
-    let m = unsafe {
-        let m = libc::umask(0o022);
-        libc::umask(m);
-        m
-    };
+    let m = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022);
     format!("{:04o}", m & 0o777)
 }
 

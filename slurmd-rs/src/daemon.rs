@@ -1026,7 +1026,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
                 // Told why first (the script's error file, then each
                 // step's srun); steps end first, so the job is clean when
                 // the batch side reports.
-                jobs::tell_ended(&ctx, job_id, cause).await;
+                jobs::tell_ended(&ctx, job_id, cause, start_time).await;
                 crate::steps::terminate_job(job_id, kill_wait, cause, &ctx.node).await;
                 jobs::terminate(ctx, job_id, kill_wait, start_time).await;
             });

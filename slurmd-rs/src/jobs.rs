@@ -650,10 +650,11 @@ async fn kill_rest(id: JobId, pgid: i32, cgroup: Option<JobCgroup>) {
 }
 
 /// Slurm's notice of OOM kills, appended to the job's error file.
-fn note_oom(path: &str, uid: u32, job: JobId, kills: u64) {
+fn note_oom(path: &str, uid: u32, gid: u32, job: JobId, kills: u64) {
     note_in_stderr(
         path,
         uid,
+        gid,
         &format!(
             "slurmstepd: error: Detected {kills} oom_kill event{} in StepId={job}.batch. Some of the step tasks have been OOM Killed.",
             if kills == 1 { "" } else { "s" }
@@ -661,23 +662,43 @@ fn note_oom(path: &str, uid: u32, job: JobId, kills: u64) {
     );
 }
 
-/// Append `line` to a job's error file as long as that is the user's own
-/// regular file (never through a symbolic link, never another's file).
-fn note_in_stderr(path: &str, uid: u32, line: &str) {
-    use std::io::Write;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let Ok(mut f) = std::fs::OpenOptions::new()
-        .append(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-    else {
-        return;
-    };
-    match f.metadata() {
-        Ok(m) if m.file_type().is_file() && m.uid() == uid => {}
-        _ => return,
+/// How long a notice may take to reach a job's error file.
+const NOTICE_LIMIT: Duration = Duration::from_secs(2);
+
+/// Append `line` to a job's error file, if it is still a regular file, as
+/// the job's user: a child process that has become the user (no
+/// supplementary groups) opens the path, so root never opens a path the
+/// user chose (links, devices, another's files are the user's own rights).
+/// A file system that hangs holds this at most [`NOTICE_LIMIT`].
+fn note_in_stderr(path: &str, uid: u32, gid: u32, line: &str) {
+    use std::os::unix::process::CommandExt;
+    let child = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg("[ -f \"$0\" ] && printf '%s\\n' \"$1\" >> \"$0\"")
+        .arg(path)
+        .arg(line)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .gid(gid)
+        .uid(uid)
+        .spawn();
+    let Ok(mut child) = child else { return };
+    let deadline = std::time::Instant::now() + NOTICE_LIMIT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+        }
     }
-    let _ = writeln!(f, "{line}");
 }
 
 /// The script has ended (`state.status` set): kill what is left, read the
@@ -703,9 +724,12 @@ async fn finish(ctx: Arc<Ctx>, state: StateFile, report: bool, tx: watch::Sender
                 job = id,
                 "{oom} process(es) of the job were killed for running out of memory"
             );
-            if let Some(path) = state.stderr.clone() {
+            if let (Some(path), Some(gid)) =
+                (state.stderr.clone(), state.env.as_ref().map(|e| e.gid))
+            {
                 let uid = state.uid;
-                let _ = tokio::task::spawn_blocking(move || note_oom(&path, uid, id, oom)).await;
+                let _ =
+                    tokio::task::spawn_blocking(move || note_oom(&path, uid, gid, id, oom)).await;
             }
         }
         let usage = (ctx.acct_gather && state.cgroup.is_some()).then_some(usage);
@@ -942,13 +966,21 @@ pub fn thaw(ctx: &Ctx, id: JobId) {
     }
 }
 
-/// End a job on this node (`TerminateJob`): SIGCONT and SIGTERM to its
-/// processes, SIGKILL after `kill_wait` seconds. A job not running here
-/// (a node of a multi-node job without the script) is reported clean at once.
+/// Runs already told why they ended, by (node, job, run start): a
+/// terminate sent again says nothing twice.
+static TOLD: std::sync::LazyLock<Mutex<std::collections::HashSet<(String, JobId, i64)>>> =
+    std::sync::LazyLock::new(Default::default);
+
 /// Tell a job's batch script running here why the controller ends it
 /// (`*** JOB 5 ON n1 CANCELLED AT ... ***` in its error file), before its
-/// steps or the script hear of it.
-pub async fn tell_ended(ctx: &Ctx, id: JobId, cause: slurm_proto::TermCause) {
+/// steps or the script hear of it: once per run, only the run being ended
+/// (`start_time`), at most two seconds of the caller's time.
+pub async fn tell_ended(
+    ctx: &Ctx,
+    id: JobId,
+    cause: slurm_proto::TermCause,
+    start_time: Option<i64>,
+) {
     if ctx.jobs.phase(id) != Some(Phase::Running) {
         return;
     }
@@ -957,23 +989,42 @@ pub async fn tell_ended(ctx: &Ctx, id: JobId, cause: slurm_proto::TermCause) {
         return;
     };
     let path = state_path(&ctx.state_dir, id);
+    let node = ctx.node.clone();
     let _ = tokio::task::spawn_blocking(move || {
         let st: Option<StateFile> = std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
-        if let Some(StateFile {
+        let Some(StateFile {
             uid,
             stderr: Some(err),
             status: None,
+            env: Some(info),
+            start_time: run,
             ..
         }) = st
-        {
-            note_in_stderr(&err, uid, &line);
+        else {
+            return;
+        };
+        if start_time.is_some_and(|s| run != 0 && s != run) {
+            return;
         }
+        {
+            let mut told = TOLD.lock().unwrap_or_else(|p| p.into_inner());
+            if told.len() > 10_000 {
+                told.clear();
+            }
+            if !told.insert((node, id, run)) {
+                return;
+            }
+        }
+        note_in_stderr(&err, uid, info.gid, &line);
     })
     .await;
 }
 
+/// End a job on this node (`TerminateJob`): SIGCONT and SIGTERM to its
+/// processes, SIGKILL after `kill_wait` seconds. A job not running here
+/// (a node of a multi-node job without the script) is reported clean at once.
 pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32, start_time: Option<i64>) {
     // A launch in progress finishes first (bounded).
     let mut waited = 0;
@@ -1024,6 +1075,8 @@ pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32, start_time: Opt
                 None => false,
             };
             if !ended && ctx.jobs.phase(id) == Some(Phase::Running) {
+                // A task epilog still running is ended with the job.
+                crate::taskscript::kill_epilogs(id);
                 info!(job = id, "job outlived KillWait; sending SIGKILL");
                 killpg(pgid, libc::SIGKILL);
                 if let Some(jc) = cgroup {

@@ -1146,6 +1146,8 @@ pub async fn terminate_job(
             libc::kill(-p, libc::SIGKILL);
         }
     }
+    // A task epilog still running is ended with its job.
+    crate::taskscript::kill_epilogs(job_id);
     // Give the waiters a moment to reap and report.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while tokio::time::Instant::now() < deadline && !job_pgids(job_id).is_empty() {

@@ -25,6 +25,28 @@ use std::time::Duration;
 /// How long srun's `--task-epilog` may run (Slurm's limit).
 pub const USER_EPILOG_LIMIT: Duration = Duration::from_secs(5);
 
+/// Task epilogs running now, by job: (the epilog's session, its pid). Each
+/// runs in a session of its own, out of the tasks' process groups, so a
+/// job being ended kills these too ([`kill_epilogs`]).
+static RUNNING: std::sync::LazyLock<std::sync::Mutex<Vec<(u32, i32)>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn running() -> std::sync::MutexGuard<'static, Vec<(u32, i32)>> {
+    RUNNING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Kill the task epilogs of `job` still running here.
+pub fn kill_epilogs(job: u32) {
+    for (_, pid) in running().iter().filter(|(j, _)| *j == job) {
+        // SAFETY: signalling the session of an epilog we started and
+        // have not reaped (it leaves the list before it is reaped; a
+        // signal sent as it leaves reaches a zombie's session at worst).
+        unsafe {
+            libc::kill(-*pid, libc::SIGKILL);
+        }
+    }
+}
+
 /// The prologs of a task, in the order they run: (what it is, its path).
 pub fn prologs(conf: Option<&str>, user: Option<&str>) -> Vec<(&'static str, String)> {
     let mut v = Vec::new();
@@ -134,7 +156,7 @@ impl Epilogs {
         env.retain(|(k, _)| k != "SLURM_SCRIPT_CONTEXT");
         env.push(("SLURM_SCRIPT_CONTEXT".into(), "epilog_task".into()));
         for (what, path, limit) in &self.scripts {
-            match self.run_one(path, &env, *limit).await {
+            match self.run_one(job, path, &env, *limit).await {
                 Ok(0) => {}
                 Ok(st) => tracing::warn!(job, "{what} {path} failed status={st}"),
                 Err(e) => tracing::warn!(job, "{what} {path}: {e}"),
@@ -144,6 +166,7 @@ impl Epilogs {
 
     async fn run_one(
         &self,
+        job: u32,
         path: &str,
         env: &[(String, String)],
         limit: Option<Duration>,
@@ -185,31 +208,50 @@ impl Epilogs {
         }
         let mut child = cmd.spawn()?;
         let pid = child.id().map(|p| p as i32);
-        let status = match limit {
-            Some(l) => match tokio::time::timeout(l, child.wait()).await {
-                Ok(s) => s?,
-                Err(_) => {
-                    if let Some(p) = pid {
-                        // SAFETY: signalling the epilog's own session.
-                        unsafe {
-                            libc::kill(-p, libc::SIGKILL);
-                        }
-                    }
-                    let _ = child.wait().await;
-                    return Err(std::io::Error::other(format!(
-                        "ran past {} s and was killed",
-                        l.as_secs()
-                    )));
-                }
-            },
-            None => child.wait().await?,
-        };
         if let Some(p) = pid {
-            // Whatever it left running in its session goes with it.
-            // SAFETY: signalling the epilog's own session.
+            running().push((job, p));
+        }
+        // Wait for it to end without reaping it (its pid, and so its
+        // session's id, stay its own until it is reaped).
+        let deadline = limit.map(|l| tokio::time::Instant::now() + l);
+        let mut over = false;
+        if let Some(p) = pid {
+            loop {
+                // SAFETY: waitid writes the siginfo it is given; WNOWAIT
+                // leaves the child to be reaped below.
+                let ended = unsafe {
+                    let mut info: libc::siginfo_t = std::mem::zeroed();
+                    libc::waitid(
+                        libc::P_PID,
+                        p as libc::id_t,
+                        &mut info,
+                        libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                    ) != 0
+                        || info.si_pid() != 0
+                };
+                if ended {
+                    break;
+                }
+                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                    over = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            running().retain(|e| e.1 != p);
+            // Whatever it left in its session goes with it (and the
+            // epilog itself, past its limit).
+            // SAFETY: signalling the session of our child, not yet reaped.
             unsafe {
                 libc::kill(-p, libc::SIGKILL);
             }
+        }
+        let status = child.wait().await?;
+        if over {
+            return Err(std::io::Error::other(format!(
+                "ran past {} s and was killed",
+                limit.map_or(0, |l| l.as_secs())
+            )));
         }
         use std::os::unix::process::ExitStatusExt;
         Ok(status.code().unwrap_or(128 + status.signal().unwrap_or(0)))
@@ -311,6 +353,11 @@ mod tests {
 
     #[tokio::test]
     async fn epilogs_run_in_turn_with_the_task_environment_and_a_limit() {
+        // (Becoming a user, even oneself, takes root's setgroups.)
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
         let d = tempfile::tempdir().unwrap();
         let mark = d.path().join("mark");
         let m = mark.to_string_lossy().into_owned();
@@ -328,7 +375,7 @@ mod tests {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let e = Epilogs {
             scripts: vec![
-                ("--task-epilog", slow, Some(Duration::from_millis(500))),
+                ("--task-epilog", slow, Some(Duration::from_secs(2))),
                 ("TaskEpilog", after, None),
             ],
             uid,

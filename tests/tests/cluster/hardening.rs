@@ -856,7 +856,8 @@ fn ended_jobs_are_told_why_in_their_own_error_file_only() {
     wait_text("d.out", "started");
     let out = t.run_as_user("scancel", &[&d.to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let text = wait_text("d.out", &format!("*** JOB {d}"));
+    wait_text("d.out", &format!("*** JOB {d}"));
+    let text = wait_text("d.out", &format!("*** STEP {d}.0"));
     assert!(
         text.contains(&format!(
             "slurmstepd: error: *** STEP {d}.0 ON n1 CANCELLED AT "
@@ -897,7 +898,8 @@ fn ended_jobs_are_told_why_in_their_own_error_file_only() {
     let out = t.run_as_user("scancel", &[&s.to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(t.wait_done(s, 30).state, JobState::Cancelled);
-    std::thread::sleep(Duration::from_millis(500));
+    // Once the node has cleaned the job up, its notice was tried.
+    t.wait_job(s, 30, "cleaned up", |j| !j.completing);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's\n");
     assert_eq!(std::fs::metadata(&victim).unwrap().uid(), 0);
 }
