@@ -104,6 +104,8 @@ pub struct AllocOpts {
     pub disable_status: bool,
     /// `--quit-on-interrupt`: a Ctrl-C ends the step at once.
     pub quit_on_interrupt: bool,
+    /// `-E`: the tasks keep this environment's task and node counts.
+    pub preserve_env: bool,
     /// `--prolog`/`--epilog`: run by srun before and after the step
     /// (`none`: not even slurm.conf's `SrunProlog`/`SrunEpilog`).
     pub prolog: Option<String>,
@@ -490,6 +492,7 @@ pub(crate) const OPTS: &[Opt] = &[
         arg: Arg::No,
     },
     Opt::new(Some('X'), "disable-status", Arg::No),
+    Opt::new(Some('E'), "preserve-env", Arg::No),
     Opt::new(None, "quit-on-interrupt", Arg::No),
     Opt::new(None, "prolog", Arg::Required),
     Opt::new(None, "epilog", Arg::Required),
@@ -670,6 +673,7 @@ const SRUN_ONLY: &[&str] = &[
     "exact",
     "pty",
     "disable-status",
+    "preserve-env",
     "quit-on-interrupt",
     "prolog",
     "epilog",
@@ -987,6 +991,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "hold" => o.hold = true,
             "pty" => o.pty = true,
             "disable-status" => o.disable_status = true,
+            "preserve-env" => o.preserve_env = true,
             "quit-on-interrupt" => o.quit_on_interrupt = true,
             "prolog" => o.prolog = Some(v),
             "epilog" => o.epilog = Some(v),
@@ -1605,6 +1610,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             job_start: l.cred.job_start,
             task_prolog: r.opts.task_prolog.clone(),
             task_epilog: r.opts.task_epilog.clone(),
+            preserve_env: r.opts.preserve_env,
         };
         let node = l.nodes[k].clone();
         let ch = grpc::kept(addr, &node).map_err(|e| format!("srun: error: {e}"))?;

@@ -345,6 +345,7 @@ impl From<TaskLaunch> for pb::TaskLaunch {
             }),
             task_prolog: t.task_prolog,
             task_epilog: t.task_epilog,
+            preserve_env: t.preserve_env,
         }
     }
 }
@@ -385,6 +386,7 @@ impl TryFrom<pb::TaskLaunch> for TaskLaunch {
             },
             task_prolog: t.task_prolog,
             task_epilog: t.task_epilog,
+            preserve_env: t.preserve_env,
         })
     }
 }
@@ -1112,6 +1114,7 @@ mod tests {
             pty: Some((40, 120)),
             task_prolog: Some("/tp".into()),
             task_epilog: None,
+            preserve_env: true,
         }
     }
 

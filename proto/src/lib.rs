@@ -920,6 +920,10 @@ pub struct TaskLaunch {
     pub task_prolog: Option<String>,
     #[serde(default)]
     pub task_epilog: Option<String>,
+    /// `srun -E`: the tasks keep srun's `SLURM_NTASKS`, `SLURM_NPROCS`,
+    /// `SLURM_NNODES` and `SLURM_TASKS_PER_NODE` instead of the step's.
+    #[serde(default)]
+    pub preserve_env: bool,
 }
 
 /// Why a running job is ended by the controller: the batch script's error

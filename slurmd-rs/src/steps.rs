@@ -235,7 +235,19 @@ pub fn task_env(
         .filter(|(k, _)| !k.is_empty())
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
+    // `srun -E`: srun's own counts stay (Slurm's list).
+    let kept: &[&str] = if t.preserve_env {
+        &[
+            "SLURM_NTASKS",
+            "SLURM_NPROCS",
+            "SLURM_NNODES",
+            "SLURM_TASKS_PER_NODE",
+        ]
+    } else {
+        &[]
+    };
     let mut set = |k: &str, v: String| match env.iter_mut().find(|(n, _)| n == k) {
+        Some(_) if kept.contains(&k) => {}
         Some(e) => e.1 = v,
         None => env.push((k.to_string(), v)),
     };
@@ -766,15 +778,7 @@ pub async fn launch(
                 if ctty && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
-                    || libc::setgid(gid) != 0
-                    || libc::setuid(uid) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if uid != 0 && libc::setuid(0) == 0 {
-                    return Err(std::io::Error::from_raw_os_error(libc::EPERM));
-                }
+                crate::launch::exec::become_user(&groups, gid, uid)?;
                 if libc::chdir(cwd.as_ptr()) != 0 {
                     let note = match *libc::__errno_location() {
                         libc::ENOENT => &cwd_notes[0],
@@ -1208,6 +1212,7 @@ mod tests {
             pty: None,
             task_prolog: None,
             task_epilog: None,
+            preserve_env: false,
         };
         let env = task_env(
             &t,
@@ -1234,6 +1239,31 @@ mod tests {
         // n2's GPUs, not the batch node's.
         assert_eq!(get("CUDA_VISIBLE_DEVICES"), Some("1,3"));
         assert_eq!(get("SLURM_JOB_GPUS"), Some("1,3"));
+        assert_eq!(get("SLURM_STEP_GPUS"), Some("1,3"));
         assert_eq!(get("SLURM_GTIDS"), Some("2"));
+        // srun -E: srun's counts stay, the rest is the step's.
+        let mut t = t;
+        t.environment = vec!["SLURM_NTASKS=9".into(), "SLURM_NNODES=7".into()];
+        t.preserve_env = true;
+        let env = task_env(&t, "127.0.0.1:4000", "n2", "/c", 0, 2, false);
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("SLURM_NTASKS"), Some("9"));
+        assert_eq!(get("SLURM_NNODES"), Some("7"));
+        assert_eq!(get("SLURM_NPROCS"), Some("3"));
+        assert_eq!(get("SLURM_STEP_NUM_TASKS"), Some("3"));
+        t.preserve_env = false;
+        let env = task_env(&t, "127.0.0.1:4000", "n2", "/c", 0, 2, false);
+        assert!(env.contains(&("SLURM_NTASKS".to_string(), "3".to_string())));
+    }
+
+    #[test]
+    fn bound_tasks_are_told_their_masks() {
+        let env = cpu_bind_env(&[Some(vec![0]), Some(vec![1, 2])], false);
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("SLURM_CPU_BIND"), Some("quiet,mask_cpu:0x1,0x6"));
+        assert_eq!(get("SLURM_CPU_BIND_TYPE"), Some("mask_cpu:"));
+        assert_eq!(get("SLURM_CPU_BIND_LIST"), Some("0x1,0x6"));
+        assert_eq!(get("SLURM_CPU_BIND_VERBOSE"), Some("quiet"));
+        assert!(cpu_bind_env(&[None, None], true).is_empty());
     }
 }

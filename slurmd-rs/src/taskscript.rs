@@ -191,15 +191,7 @@ impl Epilogs {
                 if libc::setsid() < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
-                    || libc::setgid(gid) != 0
-                    || libc::setuid(uid) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if uid != 0 && libc::setuid(0) == 0 {
-                    return Err(std::io::Error::from_raw_os_error(libc::EPERM));
-                }
+                crate::launch::exec::become_user(&groups, gid, uid)?;
                 if libc::chdir(cwd.as_ptr()) != 0 && libc::chdir(c"/".as_ptr()) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }

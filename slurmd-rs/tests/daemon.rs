@@ -632,6 +632,7 @@ async fn daemon_end_to_end() {
         pty: None,
         task_prolog: None,
         task_epilog: None,
+        preserve_env: false,
         cpu_bind: None,
         distribution: None,
         job_start: Some(start),

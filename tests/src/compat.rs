@@ -230,6 +230,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 pty: Some((24, 80)),
                 task_prolog: None,
                 task_epilog: None,
+                preserve_env: false,
             };
             let mut v = names(slurmd::steps::task_env(
                 &t,

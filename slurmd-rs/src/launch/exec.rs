@@ -326,6 +326,30 @@ impl ChildPlan {
     }
 }
 
+/// Become `uid`:`gid` with only `groups` (in that order: groups, gid,
+/// uid), and make sure it stuck: a process that is not root may not
+/// become root again. Async-signal-safe, for a child between fork and exec.
+pub fn become_user(
+    groups: &[libc::gid_t],
+    gid: libc::gid_t,
+    uid: libc::uid_t,
+) -> std::io::Result<()> {
+    // SAFETY: setgroups reads `groups.len()` ids from a live slice; the
+    // rest take plain integers.
+    unsafe {
+        if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+            || libc::setgid(gid) != 0
+            || libc::setuid(uid) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        if uid != 0 && libc::setuid(0) == 0 {
+            return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+        }
+    }
+    Ok(())
+}
+
 /// Move the calling process into cgroups by writing its pid to each
 /// `cgroup.procs` file; the errno of the first failure. Async-signal-safe
 /// (`getpid`, `open`, `write`, `close`), for a child between fork and exec.

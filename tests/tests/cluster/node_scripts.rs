@@ -678,6 +678,22 @@ fn task_and_srun_prologs_and_epilogs_run_as_the_user() {
         read(&dir.join("taskepilog.log"))
     );
 
+    // srun -E: the task keeps the batch job's SLURM_NTASKS.
+    let e = t.sbatch(&[
+        "-n2",
+        "-o",
+        "e.out",
+        "--wrap",
+        "srun -n1 -E printenv SLURM_NTASKS; srun -n1 printenv SLURM_NTASKS",
+    ]);
+    assert_eq!(t.wait_done(e, 30).state, JobState::Completed);
+    let text = read(&w.join("e.out"));
+    // (slurm.conf's TaskProlog prints its line before each task.)
+    assert!(
+        text.ends_with("with-pid\n2\nconf prolog for task 0 with-pid\n1\n"),
+        "{text}"
+    );
+
     // A failing task prolog ends the task with its status, said on stderr;
     // a failing srun prolog stops the step before any task runs.
     let out = t.run_as_user("srun", &["--task-prolog=fail.sh", "touch", "ran-1"]);
