@@ -23,6 +23,24 @@ pub fn will_start_line(
     )
 }
 
+/// `-M`/`--clusters`: one cluster per controller here, so every name in
+/// `list` (commas) must be this one's (or `all`); the first other name,
+/// as `prog`'s error.
+pub fn check_clusters(prog: &str, list: &str, conf: &SlurmConf) -> Result<(), String> {
+    match list
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .find(|c| *c != conf.cluster_name && !c.eq_ignore_ascii_case("all"))
+    {
+        Some(c) => Err(format!(
+            "{prog}: error: Invalid cluster name: {c} (this is {})",
+            conf.cluster_name
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn load_conf(prog: &str) -> Result<SlurmConf, i32> {
     // Every command that prints a time prints it as the user asked.
     slurm_common::timefmt::use_env_time_format();

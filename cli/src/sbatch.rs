@@ -2271,16 +2271,13 @@ pub fn main() -> i32 {
         return codes.error;
     }
     // -M: one cluster per controller; any other name is refused.
-    if let Some(list) = &sub.clusters {
-        for c in list.split(',').map(str::trim).filter(|c| !c.is_empty()) {
-            if c != conf.cluster_name && !c.eq_ignore_ascii_case("all") {
-                term.err(&format!(
-                    "sbatch: error: Invalid cluster name: {c} (this is {})\n",
-                    conf.cluster_name
-                ));
-                return codes.error;
-            }
-        }
+    if let Some(Err(e)) = sub
+        .clusters
+        .as_deref()
+        .map(|l| common::check_clusters("sbatch", l, &conf))
+    {
+        term.err(&format!("{e}\n"));
+        return codes.error;
     }
     let client = common::client(&conf);
     let result = common::call(&client, sub.request());

@@ -177,6 +177,8 @@ pub struct CancelOpts {
     pub verbose: i32,
     /// `--wckey`: jobs charged to this workload characterization key.
     pub wckey: Option<String>,
+    /// `-M` (else `SLURM_CLUSTERS`): must name this cluster.
+    pub clusters: Option<String>,
 }
 
 impl CancelOpts {
@@ -331,11 +333,15 @@ fn id_of(k: K) -> usize {
 pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     (
         "clusters",
-        crate::compat::Support::NotYet("refused: no multi-cluster operation yet"),
+        crate::compat::Support::Differs(
+            "one cluster per controller: this one's name (or all); another is refused",
+        ),
     ),
     (
         "cluster",
-        crate::compat::Support::NotYet("refused: no multi-cluster operation yet"),
+        crate::compat::Support::Differs(
+            "one cluster per controller: this one's name (or all); another is refused",
+        ),
     ),
     (
         "hurry",
@@ -446,6 +452,9 @@ pub(crate) fn parse_with(
         let mut unused = false;
         flag(var, &mut unused, warnings);
     }
+    if let Some(v) = get("SLURM_CLUSTERS") {
+        o.clusters = Some(v.to_string());
+    }
     if let Some(v) = get("SCANCEL_ACCOUNT") {
         o.account = Some(v.to_ascii_lowercase());
     }
@@ -498,7 +507,7 @@ pub(crate) fn parse_with(
             K::User => o.user_name = Some(v),
             K::Verbose => o.verbose += 1,
             K::Version => return Err(Exit::out(format!("slurm {SLURM_VERSION}\n"))),
-            K::Clusters => return Err(Exit::err("--clusters is not supported yet")),
+            K::Clusters => o.clusters = Some(v),
             K::Reservation => o.reservation = Some(v),
             K::Sibling => return Err(Exit::err("--sibling is not supported yet")),
             K::Wckey => o.wckey = Some(v),
@@ -1020,6 +1029,14 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Some(Err(e)) = opts
+        .clusters
+        .as_deref()
+        .map(|l| common::check_clusters("scancel", l, &conf))
+    {
+        let _ = writeln!(err, "{e}");
+        return 1;
+    }
     let client = common::client(&conf);
     let mut ctl = |body: RequestBody| common::call(&client, body);
     let code = execute(&opts, &mut ctl, &mut input, &mut out, &mut err);
@@ -1204,6 +1221,21 @@ mod tests {
         assert_eq!(o.wckey.as_deref(), Some("x"));
         let o = p(&[], &[("SCANCEL_WCKEY", "y")]).unwrap();
         assert_eq!(o.wckey.as_deref(), Some("y"));
+        // -M over SLURM_CLUSTERS; the names are checked against slurm.conf.
+        let o = p(&["5"], &[("SLURM_CLUSTERS", "c1")]).unwrap();
+        assert_eq!(o.clusters.as_deref(), Some("c1"));
+        let o = p(&["-M", "c2", "5"], &[("SLURM_CLUSTERS", "c1")]).unwrap();
+        assert_eq!(o.clusters.as_deref(), Some("c2"));
+        let conf = slurm_common::conf::SlurmConf::parse_str(
+            "ClusterName=c1\nSlurmctldHost=h\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n",
+            std::path::Path::new("/etc/slurm/slurm.conf"),
+        )
+        .unwrap();
+        assert!(crate::common::check_clusters("scancel", "c1,all", &conf).is_ok());
+        assert_eq!(
+            crate::common::check_clusters("scancel", "c1,c2", &conf),
+            Err("scancel: error: Invalid cluster name: c2 (this is c1)".to_string())
+        );
     }
 
     fn rep(a: &[&str], outcome: Outcome) -> (i32, String) {

@@ -87,6 +87,26 @@ fn sbatch_wait_returns_the_jobs_exit_code() {
         "{}",
         stderr(&out)
     );
+    // scancel -M: another cluster's name is refused and cancels nothing.
+    let held = t.sbatch(&["-H", "--wrap", "true"]).to_string();
+    let out = t.run("scancel", &["-M", "elsewhere", &held]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("scancel: error: Invalid cluster name: elsewhere"),
+        "{}",
+        stderr(&out)
+    );
+    let held_id: u32 = held.parse().unwrap();
+    assert_eq!(
+        t.job(held_id).unwrap().state,
+        slurm_proto::JobState::Pending
+    );
+    let out = t.run("scancel", &["-M", &name, &held]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        t.wait_done(held_id, 20).state,
+        slurm_proto::JobState::Cancelled
+    );
     // Success is 0; the script sees what its job asked for.
     let file = t.work.join("dep.out");
     let dep = format!("afterany:{id}");
