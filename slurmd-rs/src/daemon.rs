@@ -1023,12 +1023,15 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
                 // A suspended job is thawed so its signals reach it.
                 let c = ctx.clone();
                 let _ = tokio::task::spawn_blocking(move || jobs::thaw(&c, job_id)).await;
-                // Told why first (the script's error file, then each
-                // step's srun); steps end first, so the job is clean when
-                // the batch side reports.
-                jobs::tell_ended(&ctx, job_id, cause, start_time).await;
+                // Each step's srun is told why as its step ends, the
+                // script's error file once the script is gone; steps end
+                // first, so the job is clean when the batch side reports.
+                let notice = jobs::end_notice(&ctx, job_id, cause, start_time).await;
                 crate::steps::terminate_job(job_id, kill_wait, cause, &ctx.node).await;
                 jobs::terminate(ctx, job_id, kill_wait, start_time).await;
+                if let Some(n) = notice {
+                    jobs::tell_ended(n).await;
+                }
             });
             Response::Ok
         }

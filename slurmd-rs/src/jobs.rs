@@ -971,55 +971,70 @@ pub fn thaw(ctx: &Ctx, id: JobId) {
 static TOLD: std::sync::LazyLock<Mutex<std::collections::HashSet<(String, JobId, i64)>>> =
     std::sync::LazyLock::new(Default::default);
 
-/// Tell a job's batch script running here why the controller ends it
-/// (`*** JOB 5 ON n1 CANCELLED AT ... ***` in its error file), before its
-/// steps or the script hear of it: once per run, only the run being ended
-/// (`start_time`), at most two seconds of the caller's time.
-pub async fn tell_ended(
+/// Why the controller ends a job's batch script running here, to be told
+/// in its error file once its processes are gone (`*** JOB 5 ON n1
+/// CANCELLED AT ... ***`; written earlier, the script's own writes at its
+/// file offset could cover it): once per run, only for the run being
+/// ended (`start_time`).
+pub struct EndNotice {
+    path: String,
+    uid: u32,
+    gid: u32,
+    line: String,
+}
+
+/// The notice for job `id` ending for `cause`, if its script runs here.
+pub async fn end_notice(
     ctx: &Ctx,
     id: JobId,
     cause: slurm_proto::TermCause,
     start_time: Option<i64>,
-) {
+) -> Option<EndNotice> {
     if ctx.jobs.phase(id) != Some(Phase::Running) {
-        return;
+        return None;
     }
     let when = slurm_common::timefmt::format_timestamp(crate::now());
-    let Some(line) = cause.notice(&format!("JOB {id}"), &ctx.node, &when) else {
-        return;
-    };
+    let line = cause.notice(&format!("JOB {id}"), &ctx.node, &when)?;
     let path = state_path(&ctx.state_dir, id);
     let node = ctx.node.clone();
-    let _ = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let st: Option<StateFile> = std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
-        let Some(StateFile {
+        let StateFile {
             uid,
             stderr: Some(err),
             status: None,
             env: Some(info),
             start_time: run,
             ..
-        }) = st
+        } = st?
         else {
-            return;
+            return None;
         };
         if start_time.is_some_and(|s| run != 0 && s != run) {
-            return;
+            return None;
         }
-        {
-            let mut told = TOLD.lock().unwrap_or_else(|p| p.into_inner());
-            if told.len() > 10_000 {
-                told.clear();
-            }
-            if !told.insert((node, id, run)) {
-                return;
-            }
+        let mut told = TOLD.lock().unwrap_or_else(|p| p.into_inner());
+        if told.len() > 10_000 {
+            told.clear();
         }
-        note_in_stderr(&err, uid, info.gid, &line);
+        told.insert((node, id, run)).then_some(EndNotice {
+            path: err,
+            uid,
+            gid: info.gid,
+            line,
+        })
     })
-    .await;
+    .await
+    .ok()
+    .flatten()
+}
+
+/// Write `n` (at most two seconds of the caller's time).
+pub async fn tell_ended(n: EndNotice) {
+    let _ =
+        tokio::task::spawn_blocking(move || note_in_stderr(&n.path, n.uid, n.gid, &n.line)).await;
 }
 
 /// End a job on this node (`TerminateJob`): SIGCONT and SIGTERM to its

@@ -241,13 +241,13 @@ impl ChildPlan {
         if fd_in < 0 {
             return self.fail(Step::OpenStdin);
         }
-        // Always appending (truncated first unless asked not to), as
-        // Slurm's: output and error files that are one file, and notices
-        // the node daemon adds, never overwrite one another.
         let out_flags = libc::O_WRONLY
             | libc::O_CREAT
-            | libc::O_APPEND
-            | if self.append { 0 } else { libc::O_TRUNC };
+            | if self.append {
+                libc::O_APPEND
+            } else {
+                libc::O_TRUNC
+            };
         let fd_out = libc::open(self.stdout.as_ptr(), out_flags, 0o644 as libc::c_uint);
         if fd_out < 0 {
             return self.fail(Step::OpenStdout);
