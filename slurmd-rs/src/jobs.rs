@@ -520,17 +520,37 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
             let _ = m.remove_job(jc);
         }
     };
+    // Saved before the spawn, pid unknown: a daemon killed from here on
+    // finds the job at start-up and, from the launch record, whether its
+    // script runs (see `adopt`).
+    let mut state = StateFile {
+        job_id: id,
+        pid: 0,
+        start_ticks: 0,
+        job_dir: job_dir.clone(),
+        status: None,
+        cgroup: cgroup.clone(),
+        start_time: l_start,
+        uid,
+        stderr: Some(stderr),
+        env: Some(info),
+    };
+    write_state(&ctx.state_dir, &state);
+    let forget = || {
+        drop_cgroup(&cgroup);
+        let _ = std::fs::remove_file(state_path(&ctx.state_dir, id));
+    };
     let child = match launch::spawn(prepared) {
         Ok(c) => c,
         Err(e) => {
-            drop_cgroup(&cgroup);
+            forget();
             ctx.jobs.abort_launch(id);
             error!(job = id, "launch failed: {e}");
             return rpc_error(SlurmError::InternalError, e.to_string());
         }
     };
     let Some(pid) = child.id().map(|p| p as i32) else {
-        drop_cgroup(&cgroup);
+        forget();
         ctx.jobs.abort_launch(id);
         return rpc_error(
             SlurmError::InternalError,
@@ -546,19 +566,8 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
         let run = Some(l_start);
         let _ = tokio::task::spawn_blocking(move || apply_wanted(&c, id, run)).await;
     }
-    let start_ticks = crate::sysinfo::proc_start(pid).map(|(t, _)| t).unwrap_or(0);
-    let state = StateFile {
-        job_id: id,
-        pid,
-        start_ticks,
-        job_dir,
-        status: None,
-        cgroup,
-        start_time: l_start,
-        uid,
-        stderr: Some(stderr),
-        env: Some(info),
-    };
+    state.pid = pid;
+    state.start_ticks = crate::sysinfo::proc_start(pid).map(|(t, _)| t).unwrap_or(0);
     write_state(&ctx.state_dir, &state);
     info!(job = id, pid, user = %user, output = %stdout, "launched batch script");
     tokio::spawn(wait_child(ctx.clone(), child, state, tx, epilogs));
@@ -1104,6 +1113,38 @@ pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32, start_time: Opt
     }
 }
 
+/// A job whose daemon stopped during its launch, before its script was
+/// committed to run (no pid in its launch record): it never ran here and
+/// never will. Its leftovers go; not being among the daemon's jobs, the
+/// controller finds it lost and requeues it (or ends it NODE_FAIL).
+fn drop_unlaunched(ctx: &Ctx, st: &StateFile, path: &Path) {
+    warn!(
+        job = st.job_id,
+        "slurmd stopped during the job's launch, before its script ran: the job did not start here"
+    );
+    if let Some(jc) = &st.cgroup {
+        let left = jc.kill_all(Duration::from_secs(2));
+        if !left.is_empty() {
+            warn!(
+                job = st.job_id,
+                "processes left in the job's cgroup: {left:?}"
+            );
+        }
+        let removed = match &ctx.cgroups {
+            Some(m) => {
+                m.adopt(jc);
+                m.remove_job(jc)
+            }
+            None => jc.remove(),
+        };
+        if let Err(e) = removed {
+            warn!(job = st.job_id, "cannot remove the job's cgroup: {e}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&st.job_dir);
+    let _ = std::fs::remove_file(path);
+}
+
 /// Re-adopt the jobs a previous daemon left running (from the state files);
 /// report those that ended meanwhile. Call once at start-up.
 pub fn adopt(ctx: &Arc<Ctx>) {
@@ -1127,6 +1168,25 @@ pub fn adopt(ctx: &Arc<Ctx>) {
                 continue;
             }
         };
+        let mut st = st;
+        if st.pid == 0 && st.status.is_none() {
+            // Saved during a launch: the launch record says whether the
+            // script was committed to run.
+            match launch::read_launch_record(&st.job_dir) {
+                Some(pid) => {
+                    st.pid = pid;
+                    st.start_ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                        .ok()
+                        .and_then(|s| crate::sysinfo::parse_proc_stat(&s))
+                        .filter(|(pgrp, _, _)| *pgrp == pid)
+                        .map_or(0, |(_, _, t)| t);
+                }
+                None => {
+                    drop_unlaunched(ctx, &st, &path);
+                    continue;
+                }
+            }
+        }
         let alive = st.pid > 1
             && matches!(crate::sysinfo::proc_start(st.pid),
                 Some((t, s)) if t == st.start_ticks && s != 'Z' && s != 'X');
@@ -1138,7 +1198,6 @@ pub fn adopt(ctx: &Arc<Ctx>) {
         ctx.jobs
             .set_running(st.job_id, (st.pid, st.uid), rx, cg, st.start_time);
         let ctx2 = ctx.clone();
-        let mut st = st;
         let report = st.status.is_none();
         if report && alive {
             info!(job = st.job_id, pid = st.pid, "re-adopted running job");

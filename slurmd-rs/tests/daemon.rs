@@ -1270,6 +1270,14 @@ exec sleep 60
         tokio::time::sleep(Duration::from_millis(50)).await;
         waited += 1;
     }
+    // As if the daemon had died between the script's start and its second
+    // save of the job's state: the pid comes from the launch record.
+    let state = c.dir.path().join("spool.n1/jobstate.n1/50.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert!(v["pid"].as_i64().unwrap() > 1, "{v}");
+    v["pid"] = 0.into();
+    v["start_ticks"] = 0.into();
+    std::fs::write(&state, serde_json::to_vec(&v).unwrap()).unwrap();
 
     let d2 = start();
     let reg = ctld

@@ -93,6 +93,11 @@ pub struct ChildPlan {
     limits: Vec<slurm_common::rlimits::Limit>,
     /// Write end of the error pipe (set by the parent just before spawning).
     pub(crate) err_fd: RawFd,
+    /// The launch record (see [`ChildPlan::commit_to`]): `-1` for none.
+    commit_fd: RawFd,
+    /// The daemon's pid: a child whose parent is gone before it commits
+    /// never runs the script.
+    parent_pid: libc::pid_t,
 }
 
 // SAFETY: the raw pointers point into heap buffers owned by the same struct
@@ -177,7 +182,21 @@ impl ChildPlan {
             cgroup_procs: Vec::new(),
             limits: s.limits.to_vec(),
             err_fd: -1,
+            commit_fd: -1,
+            parent_pid: 0,
         })
+    }
+
+    /// Record the launch in `fd` (the job's launch record, open for
+    /// writing): the child writes its pid there just before it execs the
+    /// script, and not before its parent, `parent_pid`, is sure to be
+    /// alive: until then it dies with its parent. A daemon killed during a
+    /// launch thus finds, when it starts again, either a pid (the script
+    /// runs or ran) or nothing (it never will), never a script it cannot
+    /// know of.
+    pub fn commit_to(&mut self, fd: RawFd, parent_pid: libc::pid_t) {
+        self.commit_fd = fd;
+        self.parent_pid = parent_pid;
     }
 
     /// Have the child join these cgroups (`.../step_batch/cgroup.procs`)
@@ -235,19 +254,27 @@ impl ChildPlan {
         {
             return self.fail_with(Step::CheckIds, libc::EPERM);
         }
+        // Die with the daemon until committed (set after the change of
+        // identity, which clears it); a daemon already gone gets no run.
+        if self.commit_fd >= 0 {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            if libc::getppid() != self.parent_pid {
+                libc::_exit(1);
+            }
+        }
 
         // Standard streams, opened as the user.
         let fd_in = libc::open(self.stdin.as_ptr(), libc::O_RDONLY);
         if fd_in < 0 {
             return self.fail(Step::OpenStdin);
         }
+        // Always appending (truncated first unless asked not to), as
+        // Slurm's: output and error files that are one file, and notices
+        // the node daemon adds, never overwrite one another.
         let out_flags = libc::O_WRONLY
             | libc::O_CREAT
-            | if self.append {
-                libc::O_APPEND
-            } else {
-                libc::O_TRUNC
-            };
+            | libc::O_APPEND
+            | if self.append { 0 } else { libc::O_TRUNC };
         let fd_out = libc::open(self.stdout.as_ptr(), out_flags, 0o644 as libc::c_uint);
         if fd_out < 0 {
             return self.fail(Step::OpenStdout);
@@ -298,6 +325,17 @@ impl ChildPlan {
         );
         self.pid_slot[TASK_PID_PREFIX.len() + n] = 0;
         self.envp[self.pid_index] = self.pid_slot.as_ptr() as *const c_char;
+
+        // Committed: from here the script runs whatever becomes of the
+        // daemon, and its launch record says so.
+        if self.commit_fd >= 0 {
+            libc::prctl(libc::PR_SET_PDEATHSIG, 0 as libc::c_ulong);
+            let slot = &self.pid_slot[TASK_PID_PREFIX.len()..TASK_PID_PREFIX.len() + n];
+            if libc::write(self.commit_fd, slot.as_ptr().cast(), slot.len()) != slot.len() as isize
+            {
+                libc::_exit(1);
+            }
+        }
 
         // ETXTBSY: another thread forked while the script was open for
         // writing and that child has not exec'd yet; it passes quickly.

@@ -266,6 +266,19 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// Fork and exec the prepared script. Must run inside a tokio runtime.
 /// On failure the spool directory is removed.
+/// Where a batch script's child records that it runs (its pid, written
+/// just before the exec; see [`exec::ChildPlan::commit_to`]).
+pub fn launch_record(job_dir: &Path) -> PathBuf {
+    job_dir.join("launched")
+}
+
+/// The pid a launch record holds: `None` when the child never committed
+/// (it did not and will not run the script).
+pub fn read_launch_record(job_dir: &Path) -> Option<i32> {
+    let s = std::fs::read_to_string(launch_record(job_dir)).ok()?;
+    s.trim().parse().ok().filter(|p: &i32| *p > 1)
+}
+
 pub fn spawn(prep: Prepared) -> Result<tokio::process::Child, LaunchError> {
     let Prepared {
         mut plan,
@@ -280,6 +293,18 @@ pub fn spawn(prep: Prepared) -> Result<tokio::process::Child, LaunchError> {
     let res = (|| {
         let (r, w) = pipe_cloexec().map_err(LaunchError::Spawn)?;
         plan.err_fd = std::os::fd::AsRawFd::as_raw_fd(&w);
+        let record = launch_record(&job_dir);
+        let _ = std::fs::remove_file(&record);
+        let record = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&record)
+            .map_err(LaunchError::Spawn)?;
+        plan.commit_to(
+            std::os::fd::AsRawFd::as_raw_fd(&record),
+            std::process::id() as libc::pid_t,
+        );
         let mut cmd = tokio::process::Command::new(&script_path);
         cmd.env_clear()
             .stdin(Stdio::null())
@@ -294,6 +319,7 @@ pub fn spawn(prep: Prepared) -> Result<tokio::process::Child, LaunchError> {
         let spawned = cmd.spawn();
         drop(cmd);
         drop(w);
+        drop(record);
         match spawned {
             Ok(child) => Ok(child),
             Err(e) => {

@@ -147,6 +147,72 @@ fn node_daemon_killed_and_back_within_its_timeout() {
     );
 }
 
+/// A node daemon killed in the middle of a launch (the script's child
+/// forked, blocked opening its output, a FIFO nobody reads yet): that child
+/// never runs the script, the restarted daemon does not know the job, the
+/// controller requeues it, and it runs exactly once.
+#[test]
+fn a_launch_cut_short_by_a_dead_node_daemon_runs_once() {
+    let mut t = TestCluster::start(1, |s| s.slurmd_timeout = 30);
+    let fifo = t.work.join("out.fifo");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o666) }, 0);
+    let runs = t.work.join("runs");
+    let script = write_script(
+        &t,
+        "once.sh",
+        &format!(
+            "#!/bin/sh\necho run $SLURM_RESTART_COUNT >> {}\necho hello\n",
+            runs.display()
+        ),
+    );
+    let id = t.sbatch(&["--requeue", "-o", fifo.to_str().unwrap(), &script]);
+    t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
+    // The launch has reached the child, which waits for a reader.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!runs.exists(), "the script ran before its output opened");
+    t.c.kill_slurmd(0, libc::SIGKILL);
+    std::thread::sleep(Duration::from_millis(500));
+    t.c.start_slurmd(0).unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut all = String::new();
+            // Each run opens the FIFO once; read until the job is over.
+            for _ in 0..2 {
+                if let Ok(s) = std::fs::read_to_string(&fifo) {
+                    all.push_str(&s);
+                }
+            }
+            all
+        })
+    };
+    let j = t.wait_done(id, 60);
+    assert_eq!(j.state, JobState::Completed, "{:?}\n{}", j.reason, t.logs());
+    // Another open lets the reader go if only one run wrote.
+    std::thread::sleep(Duration::from_millis(500));
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+    }
+    let out = reader.join().unwrap();
+    let ran = std::fs::read_to_string(&runs).unwrap_or_default();
+    figure(
+        "kill -9 slurmd during a launch (script not yet started)",
+        &format!(
+            "script ran {} time(s), job requeued {} time(s)",
+            ran.lines().count(),
+            j.restarts
+        ),
+    );
+    assert_eq!(ran.lines().count(), 1, "runs:\n{ran}\n{}", t.logs());
+    assert_eq!(out.matches("hello").count(), 1, "{out}");
+}
+
 /// A node daemon that stays dead past SlurmdTimeout: its jobs end
 /// NODE_FAIL, and a requeueable one goes back to the queue.
 #[test]
