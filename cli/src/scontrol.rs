@@ -1131,6 +1131,7 @@ const COMMANDS: &[&str] = &[
     "reboot",
     "cancel_reboot",
     "top",
+    "notify",
     "listpids",
     "listjobs",
     "liststeps",
@@ -1186,6 +1187,7 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
      liststeps [<node>]       list the job steps running on this node.
      pidinfo <pid> [<node>]   the job a process of this node belongs to,
                               and when that job ends.
+     notify <job_id> msg      send message to specified job.
      ping                     print status of slurmctld daemons.
      quit                     terminate this command.
      reboot [ASAP] [FORCE] [nextstate=RESUME|DOWN] [reason=<reason>] ALL|<NODES>
@@ -2247,17 +2249,7 @@ fn update_node(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
 /// Send a request whose answer is Ok or an error; the error printed as
 /// Slurm's commands do (`<what> error: <message>`). The exit status.
 fn call_or_say(ctl: &dyn Controller, out: &mut Out, what: &str, body: RequestBody) -> i32 {
-    match ctl.call(body) {
-        Ok(Response::Error(e)) => {
-            out.err(format!("{what} error: {}", e.error.message()));
-            1
-        }
-        Ok(_) => 0,
-        Err(e) => {
-            out.err(format!("{what} error: {}", e.message));
-            1
-        }
-    }
+    call_or_perror(ctl, out, &format!("{what} error"), body)
 }
 
 /// `scontrol reboot [ASAP] [FORCE] [nextstate=RESUME|DOWN] [reason=...]
@@ -2370,6 +2362,49 @@ fn cmd_top(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
         }
     }
     call_or_say(ctl, out, "slurm_top_job", RequestBody::TopJobs { job_ids })
+}
+
+/// `scontrol notify JOBID MESSAGE...`: the words of the message joined by
+/// spaces, to the job's batch script (its error file) or srun. The job id
+/// is read as Slurm's (`atoi`: `5_2` is job 5).
+fn cmd_notify(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let [id, words @ ..] = rest else {
+        out.err("too few arguments for keyword:notify");
+        return 1;
+    };
+    if words.is_empty() {
+        out.err("too few arguments for keyword:notify");
+        return 1;
+    }
+    let job_id = match fmt::leading_int(id) {
+        n if n > 0 && n <= i64::from(u32::MAX) => n as u32,
+        _ => {
+            out.err(format!("Invalid job_id {id}"));
+            return 1;
+        }
+    };
+    let message = words.join(" ");
+    call_or_perror(
+        ctl,
+        out,
+        "job notify failure",
+        RequestBody::NotifyJob { job_id, message },
+    )
+}
+
+/// As [`call_or_say`], in `slurm_perror`'s words (`WHAT: message`).
+fn call_or_perror(ctl: &dyn Controller, out: &mut Out, what: &str, body: RequestBody) -> i32 {
+    match ctl.call(body) {
+        Ok(Response::Error(e)) => {
+            out.err(format!("{what}: {}", e.error.message()));
+            1
+        }
+        Ok(_) => 0,
+        Err(e) => {
+            out.err(format!("{what}: {}", e.message));
+            1
+        }
+    }
 }
 
 /// The one argument of `keyword`, else Slurm's complaint (`missing`
@@ -2942,6 +2977,7 @@ pub fn run_command(
         Some("reboot" | "reboot_nodes") => cmd_reboot(rest, ctl, out),
         Some("cancel_reboot") => cmd_cancel_reboot(rest, ctl, out),
         Some("top") => cmd_top(rest, ctl, out),
+        Some("notify") => cmd_notify(rest, ctl, out),
         Some("listpids") => cmd_listpids(rest, ctl, out),
         Some(c @ ("listjobs" | "liststeps")) => cmd_list_local(c, rest, ctl, out),
         Some("pidinfo") => cmd_pidinfo(rest, ctl, now, tz, out),

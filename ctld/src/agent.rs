@@ -259,6 +259,19 @@ impl Agent {
                     tracing::warn!("suspend={suspend} of job {job_id} failed: {e}");
                 }
             }
+            Effect::Notify {
+                node,
+                addr,
+                job_id,
+                message,
+            } => {
+                let body = RequestBody::NotifyJob { job_id, message };
+                match self.send(&addr, &node, body, Duration::from_secs(10)).await {
+                    Ok(Response::Ok) => {}
+                    Ok(other) => tracing::info!("notify of job {job_id} on {node}: {other:?}"),
+                    Err(e) => tracing::warn!("notify of job {job_id} on {node} failed: {e}"),
+                }
+            }
             Effect::Signal {
                 node,
                 addr,

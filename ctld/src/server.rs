@@ -1526,6 +1526,10 @@ impl pb::controller_server::Controller for CtldService {
         self.command(r, command_method::TOP_JOBS, CommandCall::TopJobs)
             .await
     }
+    async fn notify_job(&self, r: tonic::Request<pb::JobNotifyRequest>) -> Commanded {
+        self.command(r, command_method::NOTIFY_JOB, CommandCall::NotifyJob)
+            .await
+    }
     async fn reboot_nodes(&self, r: tonic::Request<pb::RebootNodesRequest>) -> Commanded {
         self.command(r, command_method::REBOOT_NODES, CommandCall::RebootNodes)
             .await

@@ -397,6 +397,7 @@ pub enum NodeCall {
     LaunchBatch(Box<pb::BatchLaunch>),
     Prologue(Box<pb::JobPrologue>),
     SignalJob(pb::SignalJobRequest),
+    NotifyJob(pb::JobNotifyRequest),
     SuspendJob(pb::SuspendJobRequest),
     TerminateJob(pb::TerminateJobRequest),
     SignalTasks(pb::SignalTasksRequest),
@@ -414,6 +415,7 @@ pub mod node_method {
     pub const LAUNCH_BATCHES: &str = "/slurm.v1.NodeDaemon/LaunchBatches";
     pub const PROLOGUE: &str = "/slurm.v1.NodeDaemon/Prologue";
     pub const SIGNAL_JOB: &str = "/slurm.v1.NodeDaemon/SignalJob";
+    pub const NOTIFY_JOB: &str = "/slurm.v1.NodeDaemon/NotifyJob";
     pub const SUSPEND_JOB: &str = "/slurm.v1.NodeDaemon/SuspendJob";
     pub const TERMINATE_JOB: &str = "/slurm.v1.NodeDaemon/TerminateJob";
     pub const RUN_TASKS: &str = "/slurm.v1.NodeDaemon/RunTasks";
@@ -434,6 +436,9 @@ impl NodeCall {
             RequestBody::JobPrologue(p) => NodeCall::Prologue(Box::new((*p).into())),
             RequestBody::SignalJob { job_id, signal } => {
                 NodeCall::SignalJob(pb::SignalJobRequest { job_id, signal })
+            }
+            RequestBody::NotifyJob { job_id, message } => {
+                NodeCall::NotifyJob(pb::JobNotifyRequest { job_id, message })
             }
             RequestBody::SuspendJobHere {
                 job_id,
@@ -488,6 +493,10 @@ impl NodeCall {
                 job_id: s.job_id,
                 signal: s.signal,
             },
+            NodeCall::NotifyJob(n) => RequestBody::NotifyJob {
+                job_id: n.job_id,
+                message: n.message,
+            },
             NodeCall::SuspendJob(s) => RequestBody::SuspendJobHere {
                 job_id: s.job_id,
                 suspend: s.suspend,
@@ -524,6 +533,7 @@ impl NodeCall {
             NodeCall::LaunchBatch(_) => LAUNCH_BATCH,
             NodeCall::Prologue(_) => PROLOGUE,
             NodeCall::SignalJob(_) => SIGNAL_JOB,
+            NodeCall::NotifyJob(_) => NOTIFY_JOB,
             NodeCall::SuspendJob(_) => SUSPEND_JOB,
             NodeCall::TerminateJob(_) => TERMINATE_JOB,
             NodeCall::SignalTasks(_) => SIGNAL_TASKS,
@@ -542,6 +552,7 @@ impl NodeCall {
             NodeCall::LaunchBatch(m) => m.encode_to_vec(),
             NodeCall::Prologue(m) => m.encode_to_vec(),
             NodeCall::SignalJob(m) => m.encode_to_vec(),
+            NodeCall::NotifyJob(m) => m.encode_to_vec(),
             NodeCall::SuspendJob(m) => m.encode_to_vec(),
             NodeCall::TerminateJob(m) => m.encode_to_vec(),
             NodeCall::SignalTasks(m) => m.encode_to_vec(),
@@ -923,7 +934,7 @@ impl From<pb::Error> for RpcError {
 
 impl SlurmError {
     /// Every error, for looking one up by its number.
-    pub const ALL: [SlurmError; 39] = [
+    pub const ALL: [SlurmError; 40] = [
         SlurmError::InvalidJobId,
         SlurmError::AccessDenied,
         SlurmError::InvalidPartitionName,
@@ -963,6 +974,7 @@ impl SlurmError {
         SlurmError::NeedRestart,
         SlurmError::Backoff,
         SlurmError::InStandby,
+        SlurmError::UserIdMissing,
     ];
 
     /// The error with Slurm's number `code` (an unknown number is a
@@ -1132,6 +1144,10 @@ mod tests {
                 seq: 4,
                 epoch: 5,
                 start_time: None,
+            },
+            RequestBody::NotifyJob {
+                job_id: 3,
+                message: "hi".into(),
             },
             RequestBody::TerminateJob {
                 job_id: 3,

@@ -1404,6 +1404,9 @@ pub enum SlurmError {
     Backoff,
     /// A backup controller that is not in control: ask the next one.
     InStandby,
+    /// A request about another user's job that only its owner (or root)
+    /// may make (`scontrol notify`).
+    UserIdMissing,
 }
 
 impl SlurmError {
@@ -1446,6 +1449,7 @@ impl SlurmError {
             SlurmError::NeedRestart => 2049,
             SlurmError::Backoff => 1804,
             SlurmError::InStandby => 2027,
+            SlurmError::UserIdMissing => 2010,
             SlurmError::ReservationInvalid => 2060,
             SlurmError::ReservationBusy => 2061,
             SlurmError::ReservationAccess => 2062,
@@ -1496,6 +1500,7 @@ impl SlurmError {
             SlurmError::NeedRestart => "Change requires restart of slurmctld",
             SlurmError::Backoff => "Slurmctld is busy: too many requests from this user, retry later",
             SlurmError::InStandby => "Slurm backup controller in standby mode",
+            SlurmError::UserIdMissing => "Invalid user id",
             SlurmError::AccountingPolicy => {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }
@@ -1847,6 +1852,13 @@ pub enum RequestBody {
     TopJobs {
         job_ids: Vec<JobId>,
     },
+    /// `scontrol notify JOB MESSAGE` (to the controller), and from it to
+    /// the nodes: the message goes to the batch script's error file, or to
+    /// the sruns of an interactive job's steps.
+    NotifyJob {
+        job_id: JobId,
+        message: String,
+    },
     /// `scontrol reboot` and `cancel_reboot` (root and SlurmUser).
     RebootNodes(RebootNodes),
     // ---- node daemon → controller
@@ -2109,6 +2121,7 @@ impl RequestBody {
             RequestBody::UpdateNode { .. } => ("REQUEST_UPDATE_NODE", 3002),
             RequestBody::RebootNodes(_) => ("REQUEST_REBOOT_NODES", 1015),
             RequestBody::TopJobs { .. } => ("REQUEST_TOP_JOB", 5038),
+            RequestBody::NotifyJob { .. } => ("REQUEST_JOB_NOTIFY", 4022),
             RequestBody::UpdatePartition(_) => ("REQUEST_UPDATE_PARTITION", 3005),
             RequestBody::CreatePartition(_) => ("REQUEST_CREATE_PARTITION", 3004),
             RequestBody::DeletePartition { .. } => ("REQUEST_DELETE_PARTITION", 3007),

@@ -699,6 +699,10 @@ impl pb::node_daemon_server::NodeDaemon for NodeService {
         self.handle(r, node_method::SIGNAL_JOB, NodeCall::SignalJob)
             .await
     }
+    async fn notify_job(&self, r: tonic::Request<pb::JobNotifyRequest>) -> Answer {
+        self.handle(r, node_method::NOTIFY_JOB, NodeCall::NotifyJob)
+            .await
+    }
     async fn suspend_job(&self, r: tonic::Request<pb::SuspendJobRequest>) -> Answer {
         self.handle(r, node_method::SUSPEND_JOB, NodeCall::SuspendJob)
             .await
@@ -910,6 +914,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
         req.body,
         RequestBody::LaunchBatch(_)
             | RequestBody::SignalJob { .. }
+            | RequestBody::NotifyJob { .. }
             | RequestBody::SuspendJobHere { .. }
             | RequestBody::TerminateJob { .. }
             | RequestBody::JobPrologue(_)
@@ -987,6 +992,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             }
         }
         RequestBody::SignalJob { job_id, signal } => jobs::signal(ctx, job_id, signal),
+        RequestBody::NotifyJob { job_id, message } => jobs::notify(ctx, job_id, &message).await,
         RequestBody::SuspendJobHere {
             job_id,
             suspend,

@@ -992,24 +992,17 @@ pub struct EndNotice {
     line: String,
 }
 
-/// The notice for job `id` ending for `cause`, if its script runs here.
-pub async fn end_notice(
-    ctx: &Ctx,
-    id: JobId,
-    cause: slurm_proto::TermCause,
-    start_time: Option<i64>,
-) -> Option<EndNotice> {
+/// The error file of job `id`'s batch script running here, its user and
+/// group, and the run (start time): (path, uid, gid, run).
+async fn batch_stderr(ctx: &Ctx, id: JobId) -> Option<(String, u32, u32, i64)> {
     if ctx.jobs.phase(id) != Some(Phase::Running) {
         return None;
     }
-    let when = slurm_common::timefmt::format_timestamp(crate::now());
-    let line = cause.notice(&format!("JOB {id}"), &ctx.node, &when)?;
     let path = state_path(&ctx.state_dir, id);
-    let node = ctx.node.clone();
     tokio::task::spawn_blocking(move || {
-        let st: Option<StateFile> = std::fs::read(&path)
+        let st: StateFile = std::fs::read(&path)
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
+            .and_then(|b| serde_json::from_slice(&b).ok())?;
         let StateFile {
             uid,
             stderr: Some(err),
@@ -1017,27 +1010,70 @@ pub async fn end_notice(
             env: Some(info),
             start_time: run,
             ..
-        } = st?
+        } = st
         else {
             return None;
         };
-        if start_time.is_some_and(|s| run != 0 && s != run) {
-            return None;
-        }
-        let mut told = TOLD.lock().unwrap_or_else(|p| p.into_inner());
-        if told.len() > 10_000 {
-            told.clear();
-        }
-        told.insert((node, id, run)).then_some(EndNotice {
-            path: err,
-            uid,
-            gid: info.gid,
-            line,
-        })
+        Some((err, uid, info.gid, run))
     })
     .await
     .ok()
     .flatten()
+}
+
+/// The notice for job `id` ending for `cause`, if its script runs here.
+pub async fn end_notice(
+    ctx: &Ctx,
+    id: JobId,
+    cause: slurm_proto::TermCause,
+    start_time: Option<i64>,
+) -> Option<EndNotice> {
+    let when = slurm_common::timefmt::format_timestamp(crate::now());
+    let line = cause.notice(&format!("JOB {id}"), &ctx.node, &when)?;
+    let (path, uid, gid, run) = batch_stderr(ctx, id).await?;
+    if start_time.is_some_and(|s| run != 0 && s != run) {
+        return None;
+    }
+    let mut told = TOLD.lock().unwrap_or_else(|p| p.into_inner());
+    if told.len() > 10_000 {
+        told.clear();
+    }
+    told.insert((ctx.node.clone(), id, run))
+        .then_some(EndNotice {
+            path,
+            uid,
+            gid,
+            line,
+        })
+}
+
+/// `scontrol notify` (`NotifyJob`): the job's batch script running here
+/// gets `slurmstepd: error: MESSAGE` on its error file, as Slurm's (written
+/// as the job's user); without one, its steps' sruns get `srun: MESSAGE`.
+pub async fn notify(ctx: &Ctx, id: JobId, message: &str) -> Response {
+    // A launch in progress (the controller has the job running already)
+    // finishes first (bounded).
+    let mut waited = 0;
+    while ctx.jobs.phase(id) == Some(Phase::Launching) && waited < 200 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    if let Some((path, uid, gid, _)) = batch_stderr(ctx, id).await {
+        let line = format!("slurmstepd: error: {message}");
+        let _ = tokio::task::spawn_blocking(move || note_in_stderr(&path, uid, gid, &line)).await;
+        info!(job = id, "job notified (batch script's error file)");
+        return Response::Ok;
+    }
+    match crate::steps::notify(id, &format!("srun: {message}\n")) {
+        0 => rpc_error(
+            SlurmError::Disabled,
+            format!("job {id} has neither a batch script nor a step's srun to tell here"),
+        ),
+        n => {
+            info!(job = id, "job notified ({n} srun(s))");
+            Response::Ok
+        }
+    }
 }
 
 /// Write `n` (at most two seconds of the caller's time).

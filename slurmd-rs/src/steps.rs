@@ -1104,6 +1104,26 @@ pub fn job_pgids(job_id: JobId) -> Vec<i32> {
         .collect()
 }
 
+/// Tell the sruns of job `job_id`'s steps here `text` (on their first
+/// task's stderr, where their notices go); how many were told.
+pub fn notify(job_id: JobId, text: &str) -> usize {
+    let told: Vec<(mpsc::Sender<IoFrame>, u32)> = steps()
+        .iter()
+        .filter(|((j, _), _)| *j == job_id)
+        .filter_map(|(_, e)| e.notice_to.clone())
+        .collect();
+    told.iter()
+        .filter(|(tx, task)| {
+            tx.try_send(IoFrame {
+                kind: IoKind::Stderr,
+                task: *task,
+                data: text.as_bytes().to_vec(),
+            })
+            .is_ok()
+        })
+        .count()
+}
+
 /// End every step of a job here: SIGCONT and SIGTERM, then SIGKILL after
 /// `kill_wait` seconds for what is left. On a step's first node its srun
 /// is told why first (`*** STEP 5.0 ON n1 CANCELLED AT ... ***`).

@@ -157,6 +157,9 @@ impl pb::controller_server::Controller for FakeService {
     async fn top_jobs(&self, _: tonic::Request<pb::TopJobsRequest>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn notify_job(&self, _: tonic::Request<pb::JobNotifyRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn reboot_nodes(&self, _: tonic::Request<pb::RebootNodesRequest>) -> Commanded {
         Err(not_for_nodes())
     }
@@ -832,6 +835,24 @@ async fn daemon_end_to_end() {
     )
     .await;
     assert!(matches!(r, Response::Ok), "{r:?}");
+    // A notice for the job: taken from root only, written to its error
+    // file (here its output file) as `slurmstepd: error: ...`.
+    let notice = |uid| {
+        call(
+            &c,
+            uid,
+            RequestBody::NotifyJob {
+                job_id: 43,
+                message: format!("from uid {uid}"),
+            },
+        )
+    };
+    let r = notice(1000).await;
+    assert!(is_err(&r, SlurmError::AccessDenied), "{r:?}");
+    let r = notice(0).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let told = std::fs::read_to_string(work.path().join("slurm-43.out")).unwrap();
+    assert_eq!(told, "slurmstepd: error: from uid 0\n");
     let r = call(
         &c,
         0,

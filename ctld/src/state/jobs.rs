@@ -28,6 +28,69 @@ impl Controller {
         }
     }
 
+    /// `scontrol notify JOB MESSAGE`: the job's owner, root or SlurmUser
+    /// (as Slurm's; not operators). A running batch job's script is told
+    /// on its error file (`slurmstepd: error: MESSAGE`, by its node); an
+    /// interactive job's running steps' sruns (`srun: MESSAGE`). Nothing to
+    /// tell (pending, or no step running): Slurm's "presently disabled";
+    /// over: "already completing or completed".
+    pub(super) fn notify_job(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        message: String,
+    ) -> Result<Response, RpcError> {
+        const MAX_NOTICE: usize = 8192;
+        let Some(j) = self.p.jobs.get(&id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        if !who.privileged && j.user_id != who.uid {
+            return err(if self.conf.private_data().jobs {
+                SlurmError::InvalidJobId
+            } else {
+                SlurmError::UserIdMissing
+            });
+        }
+        if message.len() > MAX_NOTICE {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                format!("the message is longer than {MAX_NOTICE} bytes"),
+            );
+        }
+        if j.state != JobState::Pending && (j.state != JobState::Running || j.completing) {
+            return err(SlurmError::AlreadyDone);
+        }
+        let nodes: Vec<String> = match (j.state, j.batch) {
+            (JobState::Running, true) => j.batch_host.clone().into_iter().collect(),
+            (JobState::Running, false) => {
+                let mut n: Vec<String> = j
+                    .steps
+                    .iter()
+                    .filter(|s| s.state == JobState::Running)
+                    .filter_map(|s| s.nodes.first().cloned())
+                    .collect();
+                n.sort();
+                n.dedup();
+                n
+            }
+            _ => Vec::new(),
+        };
+        if nodes.is_empty() {
+            return err(SlurmError::Disabled);
+        }
+        for node in nodes {
+            if let Some(addr) = self.node_addr(&node) {
+                self.effects.push(Effect::Notify {
+                    node,
+                    addr,
+                    job_id: id,
+                    message: message.clone(),
+                });
+            }
+        }
+        Ok(Response::Ok)
+    }
+
     pub(super) fn complete_job(
         &mut self,
         who: Caller,

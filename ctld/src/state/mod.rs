@@ -69,6 +69,13 @@ pub enum Effect {
         job_id: JobId,
         signal: i32,
     },
+    /// `scontrol notify`: a message for the job's batch script or sruns.
+    Notify {
+        node: String,
+        addr: String,
+        job_id: JobId,
+        message: String,
+    },
     SignalStep {
         node: String,
         addr: String,
@@ -957,6 +964,7 @@ impl Controller {
                 features,
             } => self.update_node(who, names, state, reason, features, now),
             RequestBody::TopJobs { job_ids } => self.top_jobs(who, job_ids),
+            RequestBody::NotifyJob { job_id, message } => self.notify_job(who, job_id, message),
             RequestBody::RebootNodes(r) => self.reboot_nodes(who, r, now),
             RequestBody::AllocateJob(d) => self.allocate(who, d, now),
             RequestBody::CreateNode(n) => self.create_node(who, n),

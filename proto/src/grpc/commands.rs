@@ -1067,6 +1067,7 @@ pub enum CommandCall {
     UpdateNode(pb::UpdateNodeRequest),
     RebootNodes(pb::RebootNodesRequest),
     TopJobs(pb::TopJobsRequest),
+    NotifyJob(pb::JobNotifyRequest),
     Reconfigure(pb::Empty),
     GetToken(pb::TokenRequest),
     GetLicenses(pb::Empty),
@@ -1113,6 +1114,7 @@ pub mod command_method {
     pub const UPDATE_NODE: &str = "/slurm.v1.Controller/UpdateNode";
     pub const REBOOT_NODES: &str = "/slurm.v1.Controller/RebootNodes";
     pub const TOP_JOBS: &str = "/slurm.v1.Controller/TopJobs";
+    pub const NOTIFY_JOB: &str = "/slurm.v1.Controller/NotifyJob";
     pub const RECONFIGURE: &str = "/slurm.v1.Controller/Reconfigure";
     pub const GET_TOKEN: &str = "/slurm.v1.Controller/GetToken";
     pub const GET_LICENSES: &str = "/slurm.v1.Controller/GetLicenses";
@@ -1218,6 +1220,9 @@ impl CommandCall {
             RequestBody::TopJobs { job_ids } => {
                 CommandCall::TopJobs(pb::TopJobsRequest { job_ids })
             }
+            RequestBody::NotifyJob { job_id, message } => {
+                CommandCall::NotifyJob(pb::JobNotifyRequest { job_id, message })
+            }
             RequestBody::Reconfigure => CommandCall::Reconfigure(pb::Empty {}),
             RequestBody::GetToken { username, lifespan } => {
                 CommandCall::GetToken(pb::TokenRequest { username, lifespan })
@@ -1306,6 +1311,10 @@ impl CommandCall {
             },
             CommandCall::RebootNodes(r) => RequestBody::RebootNodes(reboot_from(r)?),
             CommandCall::TopJobs(r) => RequestBody::TopJobs { job_ids: r.job_ids },
+            CommandCall::NotifyJob(n) => RequestBody::NotifyJob {
+                job_id: n.job_id,
+                message: n.message,
+            },
             CommandCall::Reconfigure(_) => RequestBody::Reconfigure,
             CommandCall::GetToken(t) => RequestBody::GetToken {
                 username: t.username,
@@ -1363,6 +1372,7 @@ impl CommandCall {
             CommandCall::UpdateNode(_) => UPDATE_NODE,
             CommandCall::RebootNodes(_) => REBOOT_NODES,
             CommandCall::TopJobs(_) => TOP_JOBS,
+            CommandCall::NotifyJob(_) => NOTIFY_JOB,
             CommandCall::Reconfigure(_) => RECONFIGURE,
             CommandCall::GetToken(_) => GET_TOKEN,
             CommandCall::GetLicenses(_) => GET_LICENSES,
@@ -1427,6 +1437,7 @@ impl CommandCall {
             CommandCall::UpdateNode(m) => m.encode_to_vec(),
             CommandCall::RebootNodes(m) => m.encode_to_vec(),
             CommandCall::TopJobs(m) => m.encode_to_vec(),
+            CommandCall::NotifyJob(m) => m.encode_to_vec(),
             CommandCall::GetToken(m) => m.encode_to_vec(),
             CommandCall::SubmitJob(m) | CommandCall::TestJob(m) | CommandCall::AllocateJob(m) => {
                 m.encode_to_vec()

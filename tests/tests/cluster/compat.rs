@@ -1723,3 +1723,106 @@ fn big_listings_arrive_whole_and_private() {
         10
     );
 }
+
+/// `scontrol notify`: a running batch job's error file gets the message
+/// (`slurmstepd: error: ...`, as Slurm's), an interactive job's srun
+/// prints it; another user may not, and what has nothing to tell, or is
+/// over, gets Slurm's errors; nothing is written then.
+#[test]
+fn scontrol_notify_tells_the_job_and_only_its_owner_may() {
+    use slurm_proto::JobState;
+    use slurm_tests::{stderr, TestCluster};
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::Duration;
+    let t = TestCluster::start(1, |_| {});
+    let id = t.sbatch_as_user(&["-o", "n.out", "-e", "n.err", "--wrap", "sleep 60"]);
+    t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
+    let err_file = t.work.join("n.err");
+    let sid = id.to_string();
+    let out = t.run_as_user("scontrol", &["notify", &sid, "hello", "from", "scontrol"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let wait_for = |text: &str| {
+        for _ in 0..50 {
+            if std::fs::read_to_string(&err_file)
+                .unwrap_or_default()
+                .contains(text)
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "{text:?} never reached the error file: {:?}\n{}",
+            std::fs::read_to_string(&err_file),
+            t.logs()
+        );
+    };
+    wait_for("slurmstepd: error: hello from scontrol\n");
+    // Root may too.
+    let out = t.run("scontrol", &["notify", &sid, "from root"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_for("slurmstepd: error: from root\n");
+    // Another user's job: refused, nothing written.
+    let other = t.sbatch(&["-o", "o.out", "--wrap", "sleep 60"]);
+    t.wait_job(other, 20, "running", |j| j.state == JobState::Running);
+    let out = t.run_as_user("scontrol", &["notify", &other.to_string(), "boo"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out), "job notify failure: Invalid user id\n");
+    // Pending (nothing to tell), unknown, bad ids, too few words.
+    let pending = t.sbatch(&["--hold", "--wrap", "true"]);
+    let out = t.run("scontrol", &["notify", &pending.to_string(), "x"]);
+    assert_eq!(
+        stderr(&out),
+        "job notify failure: Requested operation is presently disabled\n"
+    );
+    let out = t.run("scontrol", &["notify", "999999", "x"]);
+    assert_eq!(
+        stderr(&out),
+        "job notify failure: Invalid job id specified\n"
+    );
+    let out = t.run("scontrol", &["notify", "abc", "x"]);
+    assert_eq!(
+        (out.status.code(), stderr(&out).as_str()),
+        (Some(1), "Invalid job_id abc\n")
+    );
+    let out = t.run("scontrol", &["notify", &sid]);
+    assert_eq!(stderr(&out), "too few arguments for keyword:notify\n");
+    // Over: Slurm's "already completing or completed".
+    t.run("scancel", &[&other.to_string()]);
+    t.wait_done(other, 30);
+    let out = t.run("scontrol", &["notify", &other.to_string(), "late"]);
+    assert_eq!(
+        stderr(&out),
+        "job notify failure: Job/step already completing or completed\n"
+    );
+    assert!(!std::fs::read_to_string(t.work.join("o.out"))
+        .unwrap_or_default()
+        .contains("boo"));
+    // An interactive job: its srun says it.
+    let mut srun = t
+        .cmd_as(slurm_tests::TEST_UID, slurm_tests::TEST_GID, "srun")
+        .args(["sh", "-c", "echo started; exec sleep 60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(srun.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "started\n");
+    let job = t
+        .jobs()
+        .into_iter()
+        .find(|j| j.state == JobState::Running && !j.batch)
+        .expect("srun's job");
+    let out = t.run_as_user("scontrol", &["notify", &job.job_id.to_string(), "to srun"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut err = BufReader::new(srun.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert_eq!(line, "srun: to srun\n");
+    t.run("scancel", &[&job.job_id.to_string(), &sid]);
+    let _ = srun.wait();
+}
