@@ -106,6 +106,10 @@ pub struct AllocOpts {
     pub quit_on_interrupt: bool,
     /// `-E`: the tasks keep this environment's task and node counts.
     pub preserve_env: bool,
+    /// `-r/--relative=N`: the step starts at node N of its allocation.
+    pub relative: Option<u32>,
+    /// `-M/--clusters`: only this cluster (or `all`) can be asked.
+    pub clusters: Option<String>,
     /// `--prolog`/`--epilog`: run by srun before and after the step
     /// (`none`: not even slurm.conf's `SrunProlog`/`SrunEpilog`).
     pub prolog: Option<String>,
@@ -493,6 +497,8 @@ pub(crate) const OPTS: &[Opt] = &[
     },
     Opt::new(Some('X'), "disable-status", Arg::No),
     Opt::new(Some('E'), "preserve-env", Arg::No),
+    Opt::new(Some('r'), "relative", Arg::Required),
+    Opt::new(Some('M'), "clusters", Arg::Required),
     Opt::new(None, "quit-on-interrupt", Arg::No),
     Opt::new(None, "prolog", Arg::Required),
     Opt::new(None, "epilog", Arg::Required),
@@ -674,6 +680,7 @@ const SRUN_ONLY: &[&str] = &[
     "pty",
     "disable-status",
     "preserve-env",
+    "relative",
     "quit-on-interrupt",
     "prolog",
     "epilog",
@@ -992,6 +999,8 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "pty" => o.pty = true,
             "disable-status" => o.disable_status = true,
             "preserve-env" => o.preserve_env = true,
+            "relative" => o.relative = Some(num(prog, name, &v)?),
+            "clusters" => o.clusters = Some(v),
             "quit-on-interrupt" => o.quit_on_interrupt = true,
             "prolog" => o.prolog = Some(v),
             "epilog" => o.epilog = Some(v),
@@ -2045,12 +2054,31 @@ fn status_lines(step: &str, ntasks: u32, statuses: &HashMap<u32, (u32, i32)>) ->
     .collect()
 }
 
+/// `-r N` with `-N M` past the end of job `j`'s nodes: Slurm's complaint.
+/// Without `-N` the count is the job's (Slurm's srun reads
+/// `SLURM_JOB_NUM_NODES` as `-N`), or `-n` when fewer.
+fn relative_misfit(o: &AllocOpts, j: &slurm_proto::JobRecord) -> Option<String> {
+    let rel = o.relative? as usize;
+    let have = j.alloc.nodes.len();
+    let (n, what) = match (o.nodes, o.ntasks) {
+        (Some((n, _)), _) => (n as usize, "--nodes option"),
+        (None, Some(t)) if (t as usize) < have => return None,
+        (None, _) => (have, "SLURM_JOB_NUM_NODES option"),
+    };
+    (rel + n > have).then(|| {
+        format!(
+            "--relative and {what} incompatible with count of allocated nodes ({rel}+{n}>{have})"
+        )
+    })
+}
+
 /// srun's input environment variables, as Slurm's man page lists them:
 /// (variable, long option, takes a value). The first group counts inside
 /// an allocation too; the second only outside one, since a batch job's or
 /// salloc's environment sets those for the job (the job is what counts
 /// there).
 const INPUT_ENV: &[(&str, &str, bool)] = &[
+    ("SLURM_CLUSTERS", "clusters", true),
     ("SLURM_LABELIO", "label", false),
     ("SLURM_KILL_BAD_EXIT", "kill-on-bad-exit", false),
     ("SLURM_UNBUFFEREDIO", "unbuffered", false),
@@ -2184,6 +2212,14 @@ pub fn srun_main() -> i32 {
         Ok(c) => c,
         Err(code) => return codes.on_error(code),
     };
+    if let Some(Err(e)) = o
+        .clusters
+        .as_deref()
+        .map(|l| common::check_clusters("srun", l, &conf))
+    {
+        eprintln!("{e}");
+        return codes.error;
+    }
     // The scripts named here, found as Slurm's srun finds them (one not
     // found is said and tried as given).
     let mut o = o;
@@ -2230,8 +2266,23 @@ pub fn srun_main() -> i32 {
             in_alloc.unwrap_or(0)
         );
     }
+    if o.relative.is_some() && !(o.nodelist.is_empty() && o.exclude.is_empty()) {
+        eprintln!("srun: error: -r,--relative not allowed with -w,--nodelist or -x,--exclude.");
+        return codes.error;
+    }
+    if o.relative.is_some() && in_alloc.is_none() {
+        eprintln!("srun: fatal: --relative option invalid for job allocation request");
+        return codes.error;
+    }
     let (job, allocated) = match in_alloc {
         Some(id) => match get_job(&client, id) {
+            Ok(Some(j)) if relative_misfit(&o, &j).is_some() => {
+                eprintln!(
+                    "srun: error: {}",
+                    relative_misfit(&o, &j).unwrap_or_default()
+                );
+                return codes.error;
+            }
             Ok(Some(j)) => (j, false),
             Ok(None) => {
                 eprintln!("srun: error: Unable to confirm allocation for job {id}: Invalid job id specified");
@@ -2251,7 +2302,12 @@ pub fn srun_main() -> i32 {
         job_id: job.job_id,
         name: o.job_name.clone().unwrap_or(name),
         ntasks: o.ntasks,
-        min_nodes: o.nodes.map(|n| n.0),
+        // With -r and -n alone, as few nodes as the tasks (Slurm's -N from
+        // SLURM_JOB_NUM_NODES, cut down to -n).
+        min_nodes: o.nodes.map(|n| n.0).or(o
+            .relative
+            .and(o.ntasks)
+            .map(|t| t.min(job.alloc.nodes.len() as u32))),
         max_nodes: o.nodes.and_then(|n| n.1),
         // With --cpus-per-gpu the controller derived the job's CPUs per
         // task from the GPUs; the step's tasks get them.
@@ -2262,6 +2318,7 @@ pub fn srun_main() -> i32 {
         nodelist: o.nodelist.clone(),
         exclude: o.exclude.clone(),
         distribution: o.distribution.clone(),
+        relative: o.relative,
     };
     // A suspended job takes no new step: wait (as Slurm's srun does) until
     // it runs again.
@@ -2608,6 +2665,9 @@ pub fn alloc_env(j: &JobRecord, conf: &SlurmConf, o: &AllocOpts) -> Vec<(String,
 /// command line's, which win).
 const SALLOC_ENV: &crate::fmt::EnvOptions = &[
     ("SALLOC_ACCOUNT", "account", true),
+    // SLURM_CLUSTERS after SALLOC_CLUSTERS: it wins, as Slurm's.
+    ("SALLOC_CLUSTERS", "clusters", true),
+    ("SLURM_CLUSTERS", "clusters", true),
     ("SALLOC_CONSTRAINT", "constraint", true),
     ("SALLOC_CPUS_PER_GPU", "cpus-per-gpu", true),
     ("SALLOC_DEBUG", "verbose", false),
@@ -2730,6 +2790,14 @@ pub fn salloc_main() -> i32 {
         Ok(c) => c,
         Err(code) => return codes.on_error(code),
     };
+    if let Some(Err(e)) = o
+        .clusters
+        .as_deref()
+        .map(|l| common::check_clusters("salloc", l, &conf))
+    {
+        eprintln!("{e}");
+        return codes.error;
+    }
     let client = common::client(&conf);
     let shell = std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into());
     let command = if o.command.is_empty() {

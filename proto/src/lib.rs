@@ -827,6 +827,9 @@ pub struct StepRequest {
     pub exclude: Vec<String>,
     /// `cyclic` spreads tasks round-robin; anything else is block.
     pub distribution: Option<String>,
+    /// `-r/--relative=N`: the step starts at node N of the job (0 first).
+    #[serde(default)]
+    pub relative: Option<u32>,
 }
 
 /// The controller's grant of a step: where each task runs, and the signed

@@ -55,6 +55,20 @@ impl Controller {
             nodes = picked;
         }
         nodes.retain(|&k| !r.exclude.contains(&j.alloc.nodes[k]));
+        // -r/--relative=N: the job's first N nodes are not the step's.
+        if let Some(rel) = r.relative {
+            if rel as usize >= j.alloc.nodes.len() {
+                return err_detail(
+                    SlurmError::TooManyRequestedNodes,
+                    format!(
+                        "--relative={rel}: job {} has {} node(s)",
+                        j.job_id,
+                        j.alloc.nodes.len()
+                    ),
+                );
+            }
+            nodes.retain(|&k| k >= rel as usize);
+        }
         let cpt = r.cpus_per_task.unwrap_or(1).max(1);
         let want_nodes = match (r.min_nodes, r.ntasks) {
             (Some(n), _) => n as usize,

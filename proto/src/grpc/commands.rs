@@ -494,6 +494,7 @@ impl From<StepRequest> for pb::StepRequest {
             nodelist: r.nodelist,
             exclude: r.exclude,
             distribution: r.distribution,
+            relative: r.relative,
         }
     }
 }
@@ -511,6 +512,7 @@ impl From<pb::StepRequest> for StepRequest {
             nodelist: r.nodelist,
             exclude: r.exclude,
             distribution: r.distribution,
+            relative: r.relative,
         }
     }
 }

@@ -1826,3 +1826,81 @@ fn scontrol_notify_tells_the_job_and_only_its_owner_may() {
     t.run("scancel", &[&job.job_id.to_string(), &sid]);
     let _ = srun.wait();
 }
+
+/// `srun -r/--relative=N`: the step starts at node N of the allocation;
+/// Slurm's errors with `-w`/`-x`, outside an allocation, and past the end.
+#[test]
+fn srun_relative_starts_the_step_at_node_n() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(3, |_| {});
+    let script = super::write_script(
+        &t,
+        "rel.sh",
+        "#!/bin/sh\n\
+         echo one $(srun -N1 -r 1 printenv SLURMD_NODENAME)\n\
+         echo two $(srun -N2 -r 1 printenv SLURMD_NODENAME | sort | tr '\\n' ' ')\n\
+         echo last $(srun -n1 -r 2 printenv SLURMD_NODENAME)\n\
+         srun -N2 -r 2 true; echo past $?\n\
+         srun -r 1 true; echo all $?\n\
+         srun -r 1 -w n1 true; echo withw $?\n",
+    );
+    let id = t.sbatch(&["-N3", "-o", "rel.out", &script]);
+    let j = t.wait_done(id, 60);
+    let out = std::fs::read_to_string(t.work.join("rel.out")).unwrap_or_default();
+    assert_eq!(j.state, slurm_proto::JobState::Completed, "{out}");
+    assert!(out.contains("one n2\n"), "{out}");
+    assert!(out.contains("two n2 n3\n"), "{out}");
+    assert!(
+        out.contains(
+            "srun: error: --relative and SLURM_JOB_NUM_NODES option incompatible with count of allocated nodes (1+3>3)\nall 1\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("last n3\n"), "{out}");
+    assert!(
+        out.contains(
+            "srun: error: --relative and --nodes option incompatible with count of allocated nodes (2+2>3)\npast 1\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "srun: error: -r,--relative not allowed with -w,--nodelist or -x,--exclude.\nwithw 1\n"
+        ),
+        "{out}"
+    );
+    let out = t.run("srun", &["-r", "1", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "srun: fatal: --relative option invalid for job allocation request\n"
+    );
+    let out = t.run("srun", &["-r", "x", "true"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+
+    // -M/--clusters (and SLURM_CLUSTERS): this cluster or all; another
+    // is refused and nothing runs.
+    let out = t.run("srun", &["-M", "all", "printenv", "SLURMD_NODENAME"]);
+    assert_eq!(stdout(&out), "n1\n", "{}", stderr(&out));
+    let jobs = t.jobs().len();
+    let out = t.run("srun", &["-M", "elsewhere", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("srun: error: Invalid cluster name: elsewhere (this is "),
+        "{}",
+        stderr(&out)
+    );
+    let out = t
+        .cmd("salloc")
+        .env("SLURM_CLUSTERS", "elsewhere")
+        .args(["true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("salloc: error: Invalid cluster name: elsewhere"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(t.jobs().len(), jobs, "a refused request made a job");
+}
