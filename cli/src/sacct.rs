@@ -37,6 +37,8 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('a'), "allusers", Arg::No),
     o(Some('A'), "accounts", Arg::Required),
     o(Some('b'), "brief", Arg::No),
+    o(Some('c'), "completion", Arg::No),
+    o(Some('f'), "file", Arg::Required),
     o(Some('D'), "duplicates", Arg::No),
     o(Some('E'), "endtime", Arg::Required),
     o(Some('e'), "helpformat", Arg::No),
@@ -678,7 +680,33 @@ pub struct Options {
     pub reasons: Vec<String>,
     /// `--expand-patterns`: `StdOut`, `StdErr`, `StdIn` expanded.
     pub expand_patterns: bool,
+    /// `-c`/`-f FILE`: the job completion records (`JobCompType`), read
+    /// from `JobCompLoc` or FILE, instead of accounting.
+    pub completion: bool,
+    pub comp_file: Option<String>,
+    /// How the output fields were chosen (the completion records have
+    /// their own defaults for `-b`, `-l` and none).
+    pub fields_by: FieldsBy,
 }
+
+/// Where sacct's output fields came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FieldsBy {
+    #[default]
+    Default,
+    /// `SACCT_FORMAT`.
+    Env,
+    Brief,
+    Long,
+    /// `-o/--format`.
+    Format,
+}
+
+/// The completion records' fields: default, `-b`, `-l` (Slurm's).
+const COMP_FORMAT: &str = "JobID,UID,JobName,Partition,NNodes,NodeList,State,End";
+const COMP_BRIEF_FORMAT: &str = "JobID,UID,State";
+const COMP_LONG_FORMAT: &str =
+    "JobID,UID,JobName,Partition,NNodes,NodeList,State,Start,End,Timelimit";
 
 /// `N` or `MIN-MAX` (`-i`, `-I`).
 /// A `-k`/`-K` time limit in minutes (`UNLIMITED` is `u32::MAX`).
@@ -824,9 +852,15 @@ pub fn parse_args_env(
     now: i64,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Options, String> {
+    let format = env("SACCT_FORMAT").filter(|f| !f.is_empty());
     let mut o = Options {
         header: true,
-        format: env("SACCT_FORMAT").filter(|f| !f.is_empty()),
+        fields_by: if format.is_some() {
+            FieldsBy::Env
+        } else {
+            FieldsBy::Default
+        },
+        format,
         json: crate::jsonout::env_wants(env).map_err(|e| format!("sacct: error: {e}"))?,
         ..Default::default()
     };
@@ -850,7 +884,19 @@ pub fn parse_args_env(
                 }
             }
             "accounts" => o.query.accounts = list(),
-            "brief" => o.format = Some(BRIEF_FORMAT.into()),
+            "brief" => {
+                o.format = Some(BRIEF_FORMAT.into());
+                o.fields_by = FieldsBy::Brief;
+            }
+            "completion" => o.completion = true,
+            "file" => {
+                let regular = std::fs::metadata(&val).is_ok_and(|m| m.is_file());
+                if !regular {
+                    return Err(format!("{val} is not a valid file"));
+                }
+                o.comp_file = Some(val.clone());
+                o.completion = true;
+            }
             "duplicates" => {}
             // Every array task has its own record here, each on its own
             // line already.
@@ -895,10 +941,16 @@ pub fn parse_args_env(
                     o.query.clusters = l;
                 }
             }
-            "long" => o.format = Some(LONG_FORMAT.into()),
+            "long" => {
+                o.format = Some(LONG_FORMAT.into());
+                o.fields_by = FieldsBy::Long;
+            }
             "noheader" => o.header = false,
             "name" => o.query.names = list(),
-            "format" => o.format = Some(val.clone()),
+            "format" => {
+                o.format = Some(val.clone());
+                o.fields_by = FieldsBy::Format;
+            }
             "parsable" => o.layout = Some(Layout::Parsable),
             "parsable2" => o.layout = Some(Layout::Parsable2),
             "qos" => o.query.qos = list(),
@@ -1022,6 +1074,91 @@ fn of_assocs(r: &JobRow, assocs: &[AssocRec]) -> bool {
     })
 }
 
+/// `sacct -c` (`-f FILE`): the job completion records of `JobCompType`
+/// (`jobcomp/filetxt`: the lines of `JobCompLoc` or FILE), filtered by
+/// `-j` and `-r` as Slurm's (every user's jobs), each with the fields asked
+/// for (Slurm's own defaults for these records).
+fn completion_main(o: &Options, now: i64) -> i32 {
+    use slurm_common::jobcomp::{parse, JobCompConf};
+    let conf = match common::load_conf("sacct") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let loc = match JobCompConf::from_conf(&conf) {
+        JobCompConf::None => {
+            eprintln!("Slurm job completion is disabled");
+            return 1;
+        }
+        JobCompConf::Unsupported(_) => {
+            eprintln!("Slurm unable to initialize jobcomp plugin");
+            return 1;
+        }
+        JobCompConf::File(p) => p,
+    };
+    let path = o
+        .comp_file
+        .clone()
+        .map(std::path::PathBuf::from)
+        .unwrap_or(loc);
+    let text = match std::fs::read(&path) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => {
+            let msg = e.to_string();
+            let msg = msg.split(" (os error").next().unwrap_or(&msg);
+            eprintln!("{}: {msg}", path.display());
+            return 1;
+        }
+    };
+    let format = match o.fields_by {
+        FieldsBy::Format => o.format.as_deref().unwrap_or(COMP_FORMAT),
+        FieldsBy::Brief => COMP_BRIEF_FORMAT,
+        FieldsBy::Long => COMP_LONG_FORMAT,
+        FieldsBy::Default | FieldsBy::Env => COMP_FORMAT,
+    };
+    let cols = match parse_format(format) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sacct: error: {e}");
+            return 1;
+        }
+    };
+    let q = &o.query;
+    let rows: Vec<JobRow> = text
+        .lines()
+        .filter_map(parse)
+        .filter(|r| q.job_ids.is_empty() || q.job_ids.contains(&r.job.job_id))
+        .filter(|r| {
+            q.partitions.is_empty()
+                || q.partitions
+                    .iter()
+                    .any(|p| p.eq_ignore_ascii_case(&r.job.partition))
+        })
+        .map(|r| {
+            let mut job = r.job;
+            // Shown by their own ids, as Slurm's records are.
+            (job.array_job_id, job.array_task_id) = (None, None);
+            JobRow {
+                cluster: r.cluster,
+                job,
+                steps: Vec::new(),
+            }
+        })
+        .collect();
+    print!(
+        "{}",
+        render_with(
+            &rows,
+            &cols,
+            o.layout.unwrap_or(Layout::Columns),
+            o.delimiter.as_deref().unwrap_or("|"),
+            o.header,
+            false,
+            now
+        )
+    );
+    0
+}
+
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let now = common::now();
@@ -1036,6 +1173,9 @@ pub fn main() -> i32 {
     if let Some(h) = &o.help {
         print!("{h}");
         return 0;
+    }
+    if o.completion {
+        return completion_main(&o, now);
     }
     let cols = match parse_format(o.format.as_deref().unwrap_or(DEFAULT_FORMAT)) {
         Ok(mut c) => {

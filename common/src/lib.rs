@@ -38,6 +38,7 @@ pub mod dbd;
 pub mod gres;
 pub mod grpc;
 pub mod hostlist;
+pub mod jobcomp;
 pub mod jobspec;
 pub mod jwt;
 pub mod licenses;

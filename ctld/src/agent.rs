@@ -18,6 +18,42 @@ pub struct Agent {
     pub rt: tokio::runtime::Handle,
     /// The accounting outbox's sender task, when accounting goes to slurmdbd.
     pub acct: Option<tokio::sync::mpsc::UnboundedSender<slurm_proto::acct::SeqRecord>>,
+    /// The thread appending job completion records (`jobcomp/filetxt`).
+    pub jobcomp: Option<Sender<(std::path::PathBuf, Vec<String>)>>,
+}
+
+/// Start the thread that appends job completion records to their file,
+/// in the order the writer committed them (off the writer: a slow disk
+/// holds up nothing else). The file is made 0644, as Slurm's, and never
+/// written through a symbolic link.
+pub fn jobcomp_writer() -> Sender<(std::path::PathBuf, Vec<String>)> {
+    let (tx, rx) = std::sync::mpsc::channel::<(std::path::PathBuf, Vec<String>)>();
+    let spawned = std::thread::Builder::new()
+        .name("jobcomp".into())
+        .spawn(move || {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            for (path, lines) in rx {
+                let res = std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .mode(0o644)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&path)
+                    .and_then(|mut f| f.write_all(lines.concat().as_bytes()));
+                if let Err(e) = res {
+                    tracing::error!(
+                        "JobCompLoc {}: {e}: {} job completion record(s) lost",
+                        path.display(),
+                        lines.len()
+                    );
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the job completion writer: {e}");
+    }
+    tx
 }
 
 impl Agent {
@@ -45,6 +81,13 @@ impl Agent {
             within,
         )
         .await
+    }
+
+    /// Hand the completion records of a committed batch to their writer.
+    pub fn jobcomp(&self, records: (std::path::PathBuf, Vec<String>)) {
+        if let Some(tx) = &self.jobcomp {
+            let _ = tx.send(records);
+        }
     }
 
     /// Hand a durable accounting record to the sender task.

@@ -418,12 +418,23 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
             None
         }
     };
+    match slurm_common::jobcomp::JobCompConf::from_conf(&conf) {
+        slurm_common::jobcomp::JobCompConf::None => {}
+        slurm_common::jobcomp::JobCompConf::File(path) => {
+            tracing::info!("job completion records go to {}", path.display());
+        }
+        slurm_common::jobcomp::JobCompConf::Unsupported(t) => tracing::error!(
+            "JobCompType={t} is not supported (jobcomp/filetxt is): no job completion records"
+        ),
+    }
     let agent = Agent {
         key: key.clone(),
         host: host.clone(),
         cmds: tx.clone(),
         rt: rt.handle().clone(),
         acct,
+        // Always there: a reconfigure may turn completion records on.
+        jobcomp: Some(slurmctld::agent::jobcomp_writer()),
     };
     published.publish(Arc::new(ctl.snapshot()));
     let pubw = published.clone();

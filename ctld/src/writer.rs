@@ -311,6 +311,9 @@ pub fn run(
         for r in ctl.take_acct() {
             agent.account(r);
         }
+        if let Some(records) = ctl.take_jobcomp() {
+            agent.jobcomp(records);
+        }
         journal.after_batch(&ctl.p);
         if shutdown {
             return Ended::Stopped;

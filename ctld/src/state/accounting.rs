@@ -5,8 +5,10 @@
 use super::*;
 
 impl Controller {
-    /// Count a job reaching a final state (for `sdiag`).
-    pub(super) fn count_end(&mut self, state: JobState) {
+    /// Count a job reaching a final state (for `sdiag`), and note it for
+    /// its completion record (`JobCompType`).
+    pub(super) fn count_end(&mut self, id: JobId, state: JobState) {
+        self.ended_now.push(id);
         match state {
             JobState::Completed => self.stats.jobs_completed += 1,
             JobState::Cancelled => self.stats.jobs_canceled += 1,
@@ -20,6 +22,32 @@ impl Controller {
         self.p.acct.push(r.clone());
         self.entries.push(Entry::Acct(Box::new(r.clone())));
         self.acct_new.push(r);
+    }
+
+    /// The completion records (`jobcomp/filetxt` lines) of the jobs that
+    /// ended in the batch just committed, and where they go; `None` when
+    /// there are none or `JobCompType` asks for none.
+    pub fn take_jobcomp(&mut self) -> Option<(std::path::PathBuf, Vec<String>)> {
+        use slurm_common::jobcomp::{line, JobCompConf};
+        if self.ended_now.is_empty() {
+            return None;
+        }
+        let ended = std::mem::take(&mut self.ended_now);
+        let JobCompConf::File(path) = JobCompConf::from_conf(&self.conf) else {
+            return None;
+        };
+        let lines: Vec<String> = ended
+            .iter()
+            .filter_map(|id| self.p.jobs.get(id))
+            .filter(|j| j.state.is_finished())
+            .map(|j| {
+                line(
+                    &slurm_proto::acct::AcctJob::from_record(j),
+                    &self.conf.cluster_name,
+                )
+            })
+            .collect();
+        (!lines.is_empty()).then_some((path, lines))
     }
 
     /// Records made durable by the batch just committed.

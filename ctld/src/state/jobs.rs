@@ -134,7 +134,7 @@ impl Controller {
         now: i64,
         kill_wait: u32,
     ) {
-        self.count_end(state);
+        self.count_end(id, state);
         self.close_suspension(id, now);
         let Some(j) = self.job_mut(id) else { return };
         j.state = state;
@@ -317,7 +317,7 @@ impl Controller {
             } else {
                 (JobState::Completed, JobReason::None)
             };
-            self.count_end(state);
+            self.count_end(id, state);
             let Some(j) = self.p.jobs.get(&id) else {
                 return;
             };
@@ -377,7 +377,7 @@ impl Controller {
         j.reason = reason;
         j.end_time = Some(now);
         j.start_time = Some(now);
-        self.count_end(state);
+        self.count_end(id, state);
         self.save_job(id);
         self.sched_needed = true;
     }

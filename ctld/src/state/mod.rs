@@ -255,6 +255,9 @@ pub struct Controller {
     pub acct_enabled: bool,
     /// Records made durable in this batch, for the sender once it commits.
     acct_new: Vec<slurm_proto::acct::SeqRecord>,
+    /// Jobs that reached a final state in this batch (their completion
+    /// records: `take_jobcomp`).
+    ended_now: Vec<JobId>,
     /// What was last recorded per job (a hash of the record), step and
     /// node (to send only changes).
     acct_jobs: HashMap<JobId, u64>,
@@ -499,6 +502,7 @@ impl Controller {
             factors: HashMap::new(),
             acct_enabled: false,
             acct_new: Vec::new(),
+            ended_now: Vec::new(),
             acct_jobs: HashMap::new(),
             acct_steps: HashMap::new(),
             acct_nodes: HashMap::new(),

@@ -462,3 +462,136 @@ fn sacct_keeps_why_and_how_jobs_waited_and_ran() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("unrecognized job reason value 'Sleepy'"));
 }
+
+/// `JobCompType=jobcomp/filetxt`: each ended job gets one line in
+/// `JobCompLoc`, in Slurm's layout, and `sacct -c` (`-f FILE`) reads them
+/// back; a `JobCompLoc` turned into a link is not written through.
+#[test]
+fn job_completion_records_go_to_jobcomploc_and_back_through_sacct_c() {
+    use slurm_proto::JobState;
+    use slurm_tests::{stderr, stdout, TestCluster};
+    use std::time::{Duration, Instant};
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = format!(
+            "JobCompType=jobcomp/filetxt\nJobCompLoc={}\n",
+            s.dir.join("jobcomp.log").display()
+        );
+    });
+    let loc = t.c.spec.dir.join("jobcomp.log");
+    let ok = t.sbatch(&["-J", "fine", "--wrap", "true"]);
+    let bad = t.sbatch(&["-J", "bad", "--wrap", "exit 3"]);
+    let held = t.sbatch(&["-H", "--wrap", "true"]);
+    t.run("scancel", &[&held.to_string()]);
+    for id in [ok, bad, held] {
+        t.wait_done(id, 30);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(&loc).unwrap_or_default();
+        if text.lines().count() >= 3 || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(text.lines().count(), 3, "{text}\n{}", t.logs());
+    let of = |id: u32| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("JobId={id} ")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let l = of(ok);
+    assert!(
+        l.starts_with(&format!(
+            "JobId={ok} UserId=root(0) GroupId=root(0) Name=fine JobState=COMPLETED Partition="
+        )),
+        "{l}"
+    );
+    assert!(l.contains(" NodeList=n1 NodeCnt=1 ProcCnt=1 "), "{l}");
+    assert!(l.ends_with(" DerivedExitCode=0:0 ExitCode=0:0 "), "{l}");
+    assert!(of(bad).contains(" JobState=FAILED "), "{}", of(bad));
+    assert!(of(bad).ends_with(" ExitCode=3:0 "), "{}", of(bad));
+    assert!(
+        of(held).contains(" JobState=CANCELLED ") && of(held).contains(" NodeList=(null) "),
+        "{}",
+        of(held)
+    );
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&loc).unwrap().permissions())
+            & 0o777,
+        0o644
+    );
+
+    // sacct -c, as an ordinary user too (every user's jobs, as Slurm's).
+    let out = t.run_as_user(
+        "sacct",
+        &["-c", "-n", "-P", "-o", "JobID,JobName,State,ExitCode"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // (In the file's order: as the jobs ended.)
+    let mut rows: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            format!("{ok}|fine|COMPLETED|0:0"),
+            format!("{bad}|bad|FAILED|3:0"),
+            format!("{held}|wrap|CANCELLED|0:0")
+        ]
+    );
+    let out = t.run("sacct", &["-c", "-j", &bad.to_string()]);
+    let s = stdout(&out);
+    assert!(
+        s.starts_with(
+            "JobID           UID    JobName  Partition   NNodes        NodeList      State                 End \n"
+        ),
+        "{s}"
+    );
+    assert!(s.lines().nth(2).unwrap_or("").contains(" FAILED 20"), "{s}");
+    assert_eq!(s.lines().count(), 3, "{s}");
+    let copy = t.work.join("comp.copy");
+    std::fs::copy(&loc, &copy).unwrap();
+    let out = t.run("sacct", &["-f", copy.to_str().unwrap(), "-b", "-n", "-P"]);
+    assert_eq!(stdout(&out).lines().count(), 3, "{}", stderr(&out));
+    let out = t.run("sacct", &["-f", "/nonexistent/x", "-n"]);
+    assert_eq!(
+        (out.status.code(), stderr(&out).lines().next().unwrap_or("")),
+        (Some(1), "/nonexistent/x is not a valid file")
+    );
+    // Without JobCompType: Slurm's refusal.
+    let conf = std::fs::read_to_string(t.c.spec.conf_path()).unwrap();
+    let plain: String = conf
+        .lines()
+        .filter(|l| !l.starts_with("JobComp"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    // (Beside slurm.conf: the files it names are found relative to it.)
+    let plain_path = t.c.spec.conf_path().with_file_name("plain.conf");
+    std::fs::write(&plain_path, plain).unwrap();
+    let out = t
+        .cmd("sacct")
+        .env("SLURM_CONF", &plain_path)
+        .arg("-c")
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (Some(1), "Slurm job completion is disabled\n".to_string())
+    );
+
+    // JobCompLoc swapped for a link to another file: that file is left
+    // alone (the record is lost, and said in the controller's log).
+    let victim = t.work.join("victim");
+    std::fs::write(&victim, "keep\n").unwrap();
+    std::fs::remove_file(&loc).unwrap();
+    std::os::unix::fs::symlink(&victim, &loc).unwrap();
+    let more = t.sbatch(&["--wrap", "true"]);
+    assert_eq!(t.wait_done(more, 30).state, JobState::Completed);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+    assert!(
+        t.logs().contains("job completion record(s) lost"),
+        "{}",
+        t.logs()
+    );
+}

@@ -1,0 +1,277 @@
+//! Job completion records (`JobCompType=jobcomp/filetxt`): one line per
+//! ended job in `JobCompLoc`, in Slurm's `key=value` layout, written by the
+//! controller and read back by `sacct -c` (`-f FILE`).
+
+use chrono::{Local, TimeZone};
+use slurm_proto::acct::{AcctJob, JobStateWire};
+use slurm_proto::JobState;
+use std::path::PathBuf;
+
+/// Slurm's default `JobCompLoc` for `jobcomp/filetxt`.
+pub const DEFAULT_LOC: &str = "/var/log/slurm_jobcomp.log";
+
+/// What slurm.conf's `JobCompType` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobCompConf {
+    /// `jobcomp/none` or unset.
+    None,
+    /// `jobcomp/filetxt`: lines appended to this file.
+    File(PathBuf),
+    /// A plugin this implementation does not have (named as given).
+    Unsupported(String),
+}
+
+impl JobCompConf {
+    pub fn from_conf(conf: &crate::conf::SlurmConf) -> JobCompConf {
+        match conf.get("JobCompType").map(str::trim).unwrap_or("") {
+            "" | "jobcomp/none" | "none" => JobCompConf::None,
+            "jobcomp/filetxt" | "filetxt" => JobCompConf::File(PathBuf::from(
+                conf.get("JobCompLoc")
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .unwrap_or(DEFAULT_LOC),
+            )),
+            other => JobCompConf::Unsupported(other.to_string()),
+        }
+    }
+}
+
+fn time(t: Option<i64>) -> String {
+    match t.filter(|t| *t != 0) {
+        Some(t) => Local.timestamp_opt(t, 0).earliest().map_or_else(
+            || "Unknown".into(),
+            |d| d.format("%Y-%m-%dT%H:%M:%S").to_string(),
+        ),
+        None => "Unknown".into(),
+    }
+}
+
+fn code_pair(status: i32) -> String {
+    let (code, sig) = slurm_proto::wait_status_pair(status);
+    format!("{code}:{sig}")
+}
+
+/// A value as it goes in a line: no spaces or newlines (they would end the
+/// value; Slurm writes them raw and cannot read such a line back).
+fn word(s: &str) -> String {
+    s.replace([' ', '\n', '\t'], "_")
+}
+
+/// The record of an ended job, as Slurm's `jobcomp/filetxt` writes it
+/// (with its newline).
+pub fn line(j: &AcctJob, cluster: &str) -> String {
+    let limit = j
+        .time_limit
+        .map_or_else(|| "UNLIMITED".to_string(), |m| m.to_string());
+    // Cancelled while pending: no start.
+    let start = if j
+        .start_time
+        .is_some_and(|s| j.end_time.is_some_and(|e| s > e))
+    {
+        "Unknown".to_string()
+    } else {
+        time(j.start_time)
+    };
+    let nodes = if j.nodelist.is_empty() {
+        "(null)".to_string()
+    } else {
+        crate::hostlist::compress(&j.nodelist.split(',').collect::<Vec<_>>())
+    };
+    let work_dir = if j.work_dir.is_empty() {
+        "unknown"
+    } else {
+        &j.work_dir
+    };
+    let array = match (j.array_job_id, j.array_task_id) {
+        (Some(a), Some(t)) => format!(" ArrayJobId={a} ArrayTaskId={t}"),
+        _ => String::new(),
+    };
+    format!(
+        "JobId={} UserId={}({}) GroupId={}({}) Name={} JobState={} Partition={} \
+         TimeLimit={limit} StartTime={start} EndTime={} NodeList={nodes} NodeCnt={} ProcCnt={} \
+         WorkDir={} ReservationName={} Tres={} Account={} QOS={} WcKey={} Cluster={} \
+         SubmitTime={} EligibleTime={}{array} DerivedExitCode={} ExitCode={} \n",
+        j.job_id,
+        word(&j.user),
+        j.uid,
+        word(&j.group),
+        j.gid,
+        word(&j.name),
+        j.state.0.name(),
+        word(&j.partition),
+        time(j.end_time),
+        j.node_count,
+        j.alloc_cpus,
+        word(work_dir),
+        word(&j.reservation),
+        word(&j.req_tres),
+        word(&j.account),
+        word(&j.qos),
+        word(&j.wckey),
+        word(cluster),
+        time(Some(j.submit_time)),
+        time(j.eligible_time),
+        code_pair(0),
+        code_pair(j.exit_status),
+    )
+}
+
+fn parse_time(v: &str) -> Option<i64> {
+    if v.eq_ignore_ascii_case("unknown") {
+        return None;
+    }
+    crate::timefmt::parse_timestamp(v, 0).ok()
+}
+
+/// `name(id)`, or a bare id.
+fn name_id(v: &str) -> (String, u32) {
+    match v.split_once('(') {
+        Some((name, rest)) => (
+            name.to_string(),
+            rest.trim_end_matches(')').parse().unwrap_or(0),
+        ),
+        None => (v.to_string(), v.parse().unwrap_or(0)),
+    }
+}
+
+/// `code:signal` as a wait status.
+fn status(v: &str) -> i32 {
+    let (code, sig) = v.split_once(':').unwrap_or((v, "0"));
+    let (code, sig): (i32, i32) = (code.parse().unwrap_or(0), sig.parse().unwrap_or(0));
+    if sig != 0 {
+        sig & 0x7f
+    } else {
+        (code & 0xff) << 8
+    }
+}
+
+/// One line of a `jobcomp/filetxt` file as the job it records (`None`:
+/// not a record: no `JobId`). What the line does not say stays empty.
+/// The cluster comes back in `AcctJob::...`: see [`Record`].
+pub fn parse(line: &str) -> Option<Record> {
+    let mut j = AcctJob::default();
+    let mut cluster = String::new();
+    let mut has_id = false;
+    for item in line.split_whitespace() {
+        let Some((k, v)) = item.split_once('=') else {
+            continue;
+        };
+        match k.to_ascii_lowercase().as_str() {
+            "jobid" => {
+                j.job_id = v.parse().ok()?;
+                has_id = true;
+            }
+            "userid" => (j.user, j.uid) = name_id(v),
+            "groupid" => (j.group, j.gid) = name_id(v),
+            "name" => j.name = v.to_string(),
+            "jobstate" => {
+                j.state = JobStateWire(JobState::parse(v).unwrap_or(JobState::Completed));
+            }
+            "partition" => j.partition = v.to_string(),
+            "timelimit" => j.time_limit = v.parse().ok(),
+            "starttime" => j.start_time = parse_time(v),
+            "endtime" => j.end_time = parse_time(v),
+            "nodelist" if v != "(null)" => {
+                j.nodelist = crate::hostlist::expand(v)
+                    .map(|n| n.join(","))
+                    .unwrap_or_else(|_| v.to_string());
+            }
+            "nodecnt" => j.node_count = v.parse().unwrap_or(0),
+            "proccnt" => j.alloc_cpus = v.parse().unwrap_or(0),
+            "workdir" => j.work_dir = v.to_string(),
+            "reservationname" => j.reservation = v.to_string(),
+            "tres" => j.req_tres = v.to_string(),
+            "account" => j.account = v.to_string(),
+            "qos" => j.qos = v.to_string(),
+            "wckey" => j.wckey = v.to_string(),
+            "cluster" => cluster = v.to_string(),
+            "submittime" => j.submit_time = parse_time(v).unwrap_or(0),
+            "eligibletime" => j.eligible_time = parse_time(v),
+            "arrayjobid" => j.array_job_id = v.parse().ok(),
+            "arraytaskid" => j.array_task_id = v.parse().ok(),
+            "exitcode" => j.exit_status = status(v),
+            _ => {}
+        }
+    }
+    has_id.then_some(Record { job: j, cluster })
+}
+
+/// A job read back from a completion file, with its cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub job: AcctJob,
+    pub cluster: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_reads_back_as_the_job_it_records() {
+        let j = AcctJob {
+            job_id: 42,
+            array_job_id: Some(40),
+            array_task_id: Some(2),
+            name: "my job".into(),
+            user: "alice".into(),
+            uid: 1000,
+            group: "users".into(),
+            gid: 100,
+            account: "physics".into(),
+            partition: "debug".into(),
+            qos: "normal".into(),
+            state: JobStateWire(JobState::Failed),
+            exit_status: 3 << 8,
+            submit_time: 1_700_000_000,
+            eligible_time: Some(1_700_000_001),
+            start_time: Some(1_700_000_010),
+            end_time: Some(1_700_000_070),
+            time_limit: Some(30),
+            nodelist: "n1,n2".into(),
+            node_count: 2,
+            alloc_cpus: 4,
+            req_tres: "cpu=4,node=2,billing=4".into(),
+            work_dir: "/home/alice".into(),
+            ..Default::default()
+        };
+        let l = line(&j, "tux");
+        assert!(
+            l.starts_with("JobId=42 UserId=alice(1000) GroupId=users(100) Name=my_job JobState=FAILED Partition=debug TimeLimit=30 StartTime=20"),
+            "{l}"
+        );
+        assert!(l.contains(" NodeList=n[1-2] NodeCnt=2 ProcCnt=4 WorkDir=/home/alice ReservationName= Tres=cpu=4,node=2,billing=4 Account=physics QOS=normal WcKey= Cluster=tux SubmitTime=20"), "{l}");
+        assert!(
+            l.ends_with(" ArrayJobId=40 ArrayTaskId=2 DerivedExitCode=0:0 ExitCode=3:0 \n"),
+            "{l}"
+        );
+        let back = parse(&l).unwrap();
+        assert_eq!(back.cluster, "tux");
+        let want = AcctJob {
+            name: "my_job".into(),
+            ..j
+        };
+        assert_eq!(back.job, want);
+        // Signalled, unlimited, never started, no nodes.
+        let k = AcctJob {
+            job_id: 7,
+            state: JobStateWire(JobState::Cancelled),
+            exit_status: 9,
+            ..Default::default()
+        };
+        let l = line(&k, "tux");
+        assert!(
+            l.contains(" TimeLimit=UNLIMITED StartTime=Unknown EndTime=Unknown NodeList=(null) "),
+            "{l}"
+        );
+        assert!(l.contains(" ExitCode=0:9 "), "{l}");
+        let back = parse(&l).unwrap().job;
+        assert_eq!(
+            (back.exit_status, back.time_limit, back.start_time),
+            (9, None, None)
+        );
+        assert!(back.nodelist.is_empty());
+        assert!(parse("not a record\n").is_none());
+        assert!(parse("JobId=x UserId=a(1)").is_none());
+    }
+}
