@@ -1697,6 +1697,8 @@ fn dbd_msg_id(name: &str) -> u32 {
         "DBD_REMOVE_QOS" => 1450,
         "DBD_MODIFY_QOS" => 1451,
         "DBD_GET_STATS" => 1489,
+        "DBD_CLEAR_STATS" => 1491,
+        "DBD_SHUTDOWN" => 1492,
         _ => 0,
     }
 }
@@ -1974,7 +1976,7 @@ fn entity_name(w: &str) -> Option<&'static str> {
 const USAGE: &str = "Usage: sacctmgr [-i] [-n] [-p|-P] [-Q] <command> <entity> [specs]\n\
   commands: add|create, modify|update, delete|remove, show|list\n\
   entities: cluster, account, user, association, qos; for show also event, problem, configuration, transaction, tres, stats, runawayjobs\n\
-  also: dump <cluster> [file=FILE], load [file=]FILE [cluster=NAME] [clean], ping, version\n";
+  also: dump <cluster> [file=FILE], load [file=]FILE [cluster=NAME] [clean], ping, version, shutdown, clear stats\n";
 
 /// `sacctmgr ping`: Slurm's line for slurmdbd, exit 1 when it is down.
 fn ping(conf: &slurm_common::conf::SlurmConf) -> i32 {
@@ -2100,6 +2102,26 @@ fn shutdown(conf: &slurm_common::conf::SlurmConf) -> i32 {
     }
 }
 
+/// `sacctmgr clear stats`: slurmdbd forgets what `show stats` counted
+/// (root, SlurmUser and AdminLevel=Administrator).
+fn clear_stats(conf: &slurm_common::conf::SlurmConf) -> i32 {
+    match common::dbd_call(conf, AcctRequest::ClearStats) {
+        Ok(AcctResponse::Changed(_)) => 0,
+        Ok(AcctResponse::Error(e)) => {
+            eprintln!("sacctmgr: error: {e}");
+            1
+        }
+        Ok(_) => {
+            eprintln!("sacctmgr: error: unexpected answer from slurmdbd");
+            1
+        }
+        Err(e) => {
+            eprintln!("sacctmgr: error: {e}");
+            1
+        }
+    }
+}
+
 pub(crate) fn confirm() -> bool {
     print!(" Would you like to commit changes? (You have 30 seconds to decide)\n(N/y): ");
     let _ = std::io::stdout().flush();
@@ -2187,6 +2209,7 @@ const COMMANDS: &[(&[&str], &str)] = &[
     (&["ping"], "ping"),
     (&["version"], "version"),
     (&["shutdown"], "shutdown"),
+    (&["clear"], "clear"),
 ];
 
 /// Commands that take no entity.
@@ -2336,6 +2359,19 @@ pub fn parse_words(
             format!("sacctmgr: error: {first}: not allowed in readonly mode (-r)"),
             1,
         ));
+    }
+    // `clear stats` (Slurm's only thing to clear; abbreviations too).
+    if cmd == "clear" {
+        let stats = words
+            .get(1)
+            .is_some_and(|w| !w.is_empty() && "stats".starts_with(w.to_ascii_lowercase().as_str()));
+        if !stats || words.len() > 2 {
+            return Err((
+                "No valid entity in list command\nInput line must include \"Stats\"".into(),
+                1,
+            ));
+        }
+        return Ok((f, cmd.to_string(), "stats".into(), parse_specs(&[])));
     }
     if NO_ENTITY.contains(&cmd) {
         if matches!(cmd, "ping" | "version" | "shutdown") && words.len() > 1 {
@@ -2508,6 +2544,7 @@ fn execute(
         }
         "ping" => return ping(conf),
         "shutdown" => return shutdown(conf),
+        "clear" => return clear_stats(conf),
         "show" if entity == "configuration" => return show_configuration(conf, f),
         "dump" => return crate::sacctmgr_file::dump(conf, specs),
         "load" => return crate::sacctmgr_file::load(conf, specs, f),

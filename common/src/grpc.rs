@@ -486,6 +486,7 @@ pub async fn call_dbd(
             DbdCall::ListTxns(m) => c.list_txns(with_cred(m, cred, within)).await,
             DbdCall::FixRunaway(m) => c.fix_runaway(with_cred(m, cred, within)).await,
             DbdCall::Shutdown(m) => c.shutdown(with_cred(m, cred, within)).await,
+            DbdCall::ClearStats(m) => c.clear_stats(with_cred(m, cred, within)).await,
             DbdCall::GetConfig(m) => c.get_config(with_cred(m, cred, within)).await,
         }
     };

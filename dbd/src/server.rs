@@ -199,7 +199,11 @@ impl Server {
         // What slurmdbd has served, and to whom, and stopping it: super
         // users only (root, SlurmUser, AdminLevel=Administrator), as
         // Slurm's slurmdbd.
-        if matches!(&body, AcctRequest::Stats | AcctRequest::Shutdown) && !superuser {
+        if matches!(
+            &body,
+            AcctRequest::Stats | AcctRequest::Shutdown | AcctRequest::ClearStats
+        ) && !superuser
+        {
             match self.admin_level_of(uid).await {
                 Ok((_, AdminLevel::Administrator)) => {}
                 Ok((name, _)) => {
@@ -208,10 +212,10 @@ impl Server {
                         format!(
                             "user '{name}' may not {} \
                              (root, SlurmUser or AdminLevel=Administrator only)",
-                            if matches!(&body, AcctRequest::Stats) {
-                                "see slurmdbd's statistics"
-                            } else {
-                                "shut slurmdbd down"
+                            match &body {
+                                AcctRequest::Stats => "see slurmdbd's statistics",
+                                AcctRequest::ClearStats => "clear slurmdbd's statistics",
+                                _ => "shut slurmdbd down",
                             }
                         ),
                     )
@@ -457,6 +461,11 @@ impl Server {
                 }
             }
             AcctRequest::Stats => AcctResponse::Stats(self.stats.snapshot()),
+            AcctRequest::ClearStats => {
+                tracing::info!("clear stats requested");
+                self.stats.clear(now);
+                AcctResponse::Changed(vec![])
+            }
             AcctRequest::GetConfig => AcctResponse::Config(self.config.clone()),
             AcctRequest::Shutdown => {
                 tracing::info!("shutdown requested");
@@ -630,6 +639,9 @@ impl pb::slurm_dbd_server::SlurmDbd for DbdService {
     }
     async fn shutdown(&self, r: tonic::Request<pb::Empty>) -> Reply {
         self.answer(r, m::Shutdown, DbdCall::Shutdown).await
+    }
+    async fn clear_stats(&self, r: tonic::Request<pb::Empty>) -> Reply {
+        self.answer(r, m::ClearStats, DbdCall::ClearStats).await
     }
     async fn get_config(&self, r: tonic::Request<pb::Empty>) -> Reply {
         self.answer(r, m::GetConfig, DbdCall::GetConfig).await

@@ -16,7 +16,7 @@ struct Inner {
 }
 
 pub struct Stats {
-    time_start: i64,
+    time_start: std::sync::atomic::AtomicI64,
     inner: Mutex<Inner>,
 }
 
@@ -51,9 +51,18 @@ fn sorted(m: &HashMap<String, (u64, u64)>) -> Vec<RpcCount> {
 impl Stats {
     pub fn new(time_start: i64) -> Stats {
         Stats {
-            time_start,
+            time_start: std::sync::atomic::AtomicI64::new(time_start),
             inner: Mutex::new(Inner::default()),
         }
+    }
+
+    /// `sacctmgr clear stats`: everything counted so far is forgotten;
+    /// counting starts again at `now`.
+    pub fn clear(&self, now: i64) {
+        let mut g = self.lock();
+        *g = Inner::default();
+        self.time_start
+            .store(now, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -91,7 +100,7 @@ impl Stats {
             .map(|(uid, v)| (slurm_common::users::user_name_or_id(*uid), *v))
             .collect();
         DbdStats {
-            time_start: self.time_start,
+            time_start: self.time_start.load(std::sync::atomic::Ordering::Relaxed),
             hourly: g.hourly.clone(),
             daily: g.daily.clone(),
             monthly: g.monthly.clone(),

@@ -1234,6 +1234,8 @@ pub enum AcctRequest {
     FixRunaway(FixRunaway),
     /// Stop slurmdbd (super users).
     Shutdown,
+    /// `sacctmgr clear stats`: forget what `Stats` counted (super users).
+    ClearStats,
     /// slurmdbd.conf's settings (`sacctmgr show configuration`).
     GetConfig,
 }
@@ -1266,6 +1268,7 @@ impl AcctRequest {
             AcctRequest::GetJobs(_) => "DBD_GET_JOBS_COND",
             AcctRequest::GetUsage(_) => "DBD_GET_ASSOC_USAGE",
             AcctRequest::Stats => "DBD_GET_STATS",
+            AcctRequest::ClearStats => "DBD_CLEAR_STATS",
             AcctRequest::ListEvents(_) => "DBD_GET_EVENTS",
             AcctRequest::ListTxns(_) => "DBD_GET_TXN",
             AcctRequest::FixRunaway(_) => "DBD_FIX_RUNAWAY_JOB",

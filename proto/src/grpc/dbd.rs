@@ -380,6 +380,7 @@ dbd_calls!(
     ListTxns(pb::TxnFilter) = "ListTxns",
     FixRunaway(pb::FixRunawayRequest) = "FixRunaway",
     Shutdown(pb::Empty) = "Shutdown",
+    ClearStats(pb::Empty) = "ClearStats",
     GetConfig(pb::Empty) = "GetConfig",
 );
 
@@ -450,6 +451,7 @@ impl DbdCall {
             AcctRequest::ListTxns(f) => DbdCall::ListTxns(f.to_wire()),
             AcctRequest::FixRunaway(f) => DbdCall::FixRunaway(f.to_wire()),
             AcctRequest::Shutdown => DbdCall::Shutdown(pb::Empty {}),
+            AcctRequest::ClearStats => DbdCall::ClearStats(pb::Empty {}),
             AcctRequest::GetConfig => DbdCall::GetConfig(pb::Empty {}),
         }
     }
@@ -505,6 +507,7 @@ impl DbdCall {
             DbdCall::ListTxns(f) => AcctRequest::ListTxns(FromWire::from_wire(f)?),
             DbdCall::FixRunaway(f) => AcctRequest::FixRunaway(FromWire::from_wire(f)?),
             DbdCall::Shutdown(_) => AcctRequest::Shutdown,
+            DbdCall::ClearStats(_) => AcctRequest::ClearStats,
             DbdCall::GetConfig(_) => AcctRequest::GetConfig,
         })
     }
@@ -720,6 +723,7 @@ mod tests {
             AcctRequest::Ping,
             AcctRequest::Stats,
             AcctRequest::Shutdown,
+            AcctRequest::ClearStats,
             AcctRequest::GetConfig,
             AcctRequest::Rollup { now: Some(3) },
         ] {

@@ -770,6 +770,30 @@ fn sacctmgr_dump_and_load_carry_a_cluster_tree_over() {
         "{}",
         text(&o)
     );
+    // ... and only they may clear them (`clear stats`, Slurm's only
+    // thing to clear): after, the counts start again.
+    let o = t.run_as_user("sacctmgr", &["clear", "stats"]);
+    assert!(
+        !o.status.success() && text(&o).contains("may not clear slurmdbd's statistics"),
+        "{}",
+        text(&o)
+    );
+    assert!(mgr(&t, &["show", "stats"]).contains("\tDBD_GET_QOS "));
+    let o = t.run("sacctmgr", &["clear", "st"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let stats = mgr(&t, &["show", "stats"]);
+    assert!(
+        !stats.contains("\tDBD_GET_QOS ")
+            && stats.contains("\tDBD_CLEAR_STATS          ( 1491) count:1 "),
+        "{stats}"
+    );
+    let o = t.run("sacctmgr", &["clear", "users"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).contains("No valid entity in list command\nInput line must include \"Stats\""),
+        "{}",
+        text(&o)
+    );
 
     // Loaded into the same cluster: nothing to do.
     let out = mgr(&t, &["-i", "load", f]);
