@@ -1144,19 +1144,24 @@ fn completion_main(o: &Options, now: i64) -> i32 {
             }
         })
         .collect();
+    print_rows(o, &rows, &cols, false, now);
+    0
+}
+
+/// The rows as the options lay them out (`-p`, `-P`, `--delimiter`, `-n`).
+fn print_rows(o: &Options, rows: &[JobRow], cols: &[Column], steps: bool, now: i64) {
     print!(
         "{}",
         render_with(
-            &rows,
-            &cols,
+            rows,
+            cols,
             o.layout.unwrap_or(Layout::Columns),
             o.delimiter.as_deref().unwrap_or("|"),
             o.header,
-            false,
+            steps,
             now
         )
     );
-    0
 }
 
 pub fn main() -> i32 {
@@ -1265,18 +1270,7 @@ pub fn main() -> i32 {
         print!("{text}");
         return 0;
     }
-    print!(
-        "{}",
-        render_with(
-            &rows,
-            &cols,
-            o.layout.unwrap_or(Layout::Columns),
-            o.delimiter.as_deref().unwrap_or("|"),
-            o.header,
-            o.query.with_steps,
-            now
-        )
-    );
+    print_rows(&o, &rows, &cols, o.query.with_steps, now);
     0
 }
 

@@ -12,20 +12,31 @@ impl Controller {
     /// root and SlurmUser. Under `PrivateData=jobs` another user's job does
     /// not exist for the caller.
     pub(super) fn job_script(&self, who: Caller, id: JobId) -> Result<Response, RpcError> {
-        let Some(j) = self.p.jobs.get(&id) else {
-            return err(SlurmError::InvalidJobId);
-        };
-        if !who.privileged && j.user_id != who.uid {
-            return err(if self.conf.private_data().jobs {
-                SlurmError::InvalidJobId
-            } else {
-                SlurmError::AccessDenied
-            });
-        }
+        let j = self.job_of_owner(who, id, SlurmError::AccessDenied)?;
         match self.p.payloads.get(&id) {
             Some(p) if j.batch && !p.script.is_empty() => Ok(Response::JobScript(p.script.clone())),
             _ => err_detail(SlurmError::InvalidRequest, "no batch script for this job"),
         }
+    }
+
+    /// Job `id` when `who` owns it or is root or SlurmUser; another user
+    /// gets `denied`, or under `PrivateData=jobs` no such job.
+    fn job_of_owner(
+        &self,
+        who: Caller,
+        id: JobId,
+        denied: SlurmError,
+    ) -> Result<&Arc<JobRecord>, RpcError> {
+        let j = self.p.jobs.get(&id).ok_or(SlurmError::InvalidJobId)?;
+        if !who.privileged && j.user_id != who.uid {
+            return Err(if self.conf.private_data().jobs {
+                SlurmError::InvalidJobId
+            } else {
+                denied
+            }
+            .into());
+        }
+        Ok(j)
     }
 
     /// `scontrol notify JOB MESSAGE`: the job's owner, root or SlurmUser
@@ -41,16 +52,7 @@ impl Controller {
         message: String,
     ) -> Result<Response, RpcError> {
         const MAX_NOTICE: usize = 8192;
-        let Some(j) = self.p.jobs.get(&id) else {
-            return err(SlurmError::InvalidJobId);
-        };
-        if !who.privileged && j.user_id != who.uid {
-            return err(if self.conf.private_data().jobs {
-                SlurmError::InvalidJobId
-            } else {
-                SlurmError::UserIdMissing
-            });
-        }
+        let j = self.job_of_owner(who, id, SlurmError::UserIdMissing)?;
         if message.len() > MAX_NOTICE {
             return err_detail(
                 SlurmError::InvalidRequest,
