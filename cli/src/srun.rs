@@ -1593,6 +1593,10 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         }
     };
     let mut stdin_sink = None;
+    // Each node's request stream stays open while srun runs: a node daemon
+    // ending the job waits for its sruns to have gone before signalling
+    // the batch script they may run in.
+    let mut attached = Vec::new();
     let mut launches = Vec::new();
     for (k, addr) in l.addrs.iter().enumerate() {
         let t = TaskLaunch {
@@ -1626,10 +1630,9 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         let creds = creds.clone();
         // Task 0's stdin goes on its node's stream; the others get none.
         let (in_tx, in_rx) = tokio::sync::mpsc::channel::<IoFrame>(16);
+        attached.push(in_tx.clone());
         if k as u32 == task0_node {
             stdin_sink = Some(in_tx);
-        } else {
-            drop(in_tx);
         }
         launches.push(tokio::spawn(async move {
             let sign = |b: &_| creds.credential(b);

@@ -35,6 +35,10 @@ const MAX_CONNECTIONS: usize = 128;
 /// How long a peer may take to finish its TLS handshake, and to make its
 /// first authenticated call.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a job ending waits at most, once its steps here have ended,
+/// for their sruns to read what was left and go before its script is
+/// signalled.
+const SRUN_GRACE: Duration = Duration::from_secs(5);
 /// A connection whose last authenticated call is older than this is closed
 /// (the controller's kept channel connects again).
 const GRPC_IDLE: Duration = Duration::from_secs(300);
@@ -768,9 +772,13 @@ impl pb::node_daemon_server::NodeDaemon for NodeService {
             }
         };
         let privileged = cred.uid == 0 || Some(cred.uid) == ctx.slurm_uid;
+        // The srun stays attached (its request stream open) until it has
+        // ended.
+        let attached = crate::steps::attach(t.layout.job_id);
         // Task 0's stdin, from the rest of the stream.
         let (in_tx, in_rx) = tokio::sync::mpsc::channel(16);
         tokio::spawn(async move {
+            let _attached = attached;
             while let Ok(Some(m)) = input.message().await {
                 let f = match m.input {
                     Some(Input::Stdin(data)) => IoFrame {
@@ -1034,6 +1042,9 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
                 // first, so the job is clean when the batch side reports.
                 let notice = jobs::end_notice(&ctx, job_id, cause, start_time).await;
                 crate::steps::terminate_job(job_id, kill_wait, cause, &ctx.node).await;
+                // The sruns of its steps here write out those steps' last
+                // words before the script they run in is signalled.
+                crate::steps::wait_detached(job_id, SRUN_GRACE).await;
                 jobs::terminate(ctx, job_id, kill_wait, start_time).await;
                 if let Some(n) = notice {
                     jobs::tell_ended(n).await;

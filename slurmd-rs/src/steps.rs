@@ -48,6 +48,48 @@ fn steps() -> std::sync::MutexGuard<'static, HashMap<(JobId, u32), StepEntry>> {
     STEPS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The sruns attached to each job's steps here: their RunTasks streams
+/// still open (an srun holds its stream until it has written out what
+/// its tasks sent and ended).
+static ATTACHED: LazyLock<Mutex<HashMap<JobId, usize>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn attached() -> std::sync::MutexGuard<'static, HashMap<JobId, usize>> {
+    ATTACHED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An srun attached to a step of a job here, until dropped.
+pub struct Attached(JobId);
+
+/// Count an srun's stream as attached to job `job_id` here.
+pub fn attach(job_id: JobId) -> Attached {
+    *attached().entry(job_id).or_default() += 1;
+    Attached(job_id)
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        let mut a = attached();
+        if let Some(n) = a.get_mut(&self.0) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                a.remove(&self.0);
+            }
+        }
+    }
+}
+
+/// Wait (at most `limit`) until no srun is attached to job `job_id`'s steps
+/// here: an ending job's sruns have written out their steps' last words
+/// (`*** STEP 5.0 ... CANCELLED ***`, the tasks' ends) before the batch
+/// script they run in is signalled.
+pub async fn wait_detached(job_id: JobId, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while attached().contains_key(&job_id) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The first field of a launch that differs from its signed credential.
 fn unsigned_field(t: &TaskLaunch) -> Option<&'static str> {
     let (c, l) = (&t.layout.cred, &t.layout);
