@@ -64,7 +64,7 @@ pub fn show_step(job: &JobRecord, st: &slurm_proto::StepRecord, o: &ShowOpts) ->
             "StepId={id} UserId={} StartTime={} TimeLimit={}",
             job.user_id,
             o.tz.timestamp(st.start_time),
-            slurm_common::timefmt::format_limit_scontrol(job.time_limit)
+            slurm_common::timefmt::format_limit_scontrol(st.time_limit)
         ),
         format!(
             "State={} Partition={} NodeList={}",
@@ -1216,6 +1216,7 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
 
   Node updates: NodeName=<name> State=DOWN|DRAIN|IDLE|RESUME|UNDRAIN|CANCEL_REBOOT Reason=<text>
   Job updates:  JobId=<id> TimeLimit=<time> Nice=<n> Name=<name>
+  Step updates: StepId=<job>[.<step>] TimeLimit=[+|-]<time>
 ";
 
 fn load_jobs(ctl: &dyn Controller, out: &mut Out) -> Option<Vec<JobRecord>> {
@@ -2089,6 +2090,8 @@ fn cmd_update(args: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
         update_node(&pairs, ctl, out)
     } else if has("jobid") {
         update_job(&pairs, ctl, out)
+    } else if has("stepid") {
+        update_step(&pairs, ctl, out)
     } else if has("partitionname") {
         partition_request(&pairs, false, ctl, out)
     } else {
@@ -2477,6 +2480,104 @@ fn reboot_call(ctl: &dyn Controller, out: &mut Out, req: RebootNodes) -> i32 {
             1
         }
     }
+}
+
+/// `scontrol update StepId=JOB[.STEP] TimeLimit=[+|-]TIME`: a step's time
+/// limit (without `.STEP`, every running step's); `+`/`-` move it from the
+/// step's present one. Slurm's texts for what is wrong.
+fn update_step(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let mut target: Option<(slurm_proto::JobId, Option<u32>)> = None;
+    let mut limit: Option<(i8, Option<u32>)> = None;
+    for ((k, v), raw) in pairs {
+        match k.as_str() {
+            "stepid" => {
+                let (job, step) = match v.split_once('.') {
+                    Some((j, s)) => (j, Some(s)),
+                    None => (v.as_str(), None),
+                };
+                let job = job.parse::<slurm_proto::JobId>().ok();
+                let step = step.map(|s| s.parse::<u32>().ok());
+                match (job, step) {
+                    (Some(j), Some(Some(s))) => target = Some((j, Some(s))),
+                    (Some(j), None) => target = Some((j, None)),
+                    _ => {
+                        out.err(format!("Invalid StepID parameter: {raw}"));
+                        out.err("Request aborted");
+                        return 1;
+                    }
+                }
+            }
+            "timelimit" => {
+                let (sign, rest) = match v.as_bytes().first() {
+                    Some(b'+') => (1, &v[1..]),
+                    Some(b'-') => (-1, &v[1..]),
+                    _ => (0, v.as_str()),
+                };
+                match parse_time_limit(rest) {
+                    Ok(t) => limit = Some((sign, t)),
+                    Err(_) => {
+                        out.err("scontrol: error: Invalid TimeLimit value");
+                        return 1;
+                    }
+                }
+            }
+            _ => {
+                out.err(format!("Update of this parameter is not supported: {raw}"));
+                out.err("Request aborted");
+                return 1;
+            }
+        }
+    }
+    let Some((sign, minutes)) = limit else {
+        out.err("No changes specified");
+        return 1;
+    };
+    let Some((job_id, step_id)) = target else {
+        return 1;
+    };
+    // UNLIMITED travels as Slurm's INFINITE.
+    let mut time_limit = minutes.unwrap_or(u32::MAX);
+    if sign != 0 {
+        let current = load_jobs(ctl, &mut Out::default())
+            .unwrap_or_default()
+            .iter()
+            .find(|j| j.job_id == job_id)
+            .and_then(|j| {
+                j.steps
+                    .iter()
+                    .find(|s| Some(s.step_id) == step_id)
+                    .map(|s| s.time_limit)
+            });
+        let Some(current) = current else {
+            out.err(format!(
+                "scontrol: error: Could not load state information for StepId={job_id}{}: Invalid job id specified",
+                step_id.map(|s| format!(".{s}")).unwrap_or_default()
+            ));
+            return 1;
+        };
+        time_limit = match (current, minutes) {
+            // Nothing to move an unlimited step (or by UNLIMITED) by.
+            (None, _) | (_, None) => u32::MAX,
+            (Some(c), Some(m)) if sign > 0 => c.saturating_add(m).min(u32::MAX - 1),
+            (Some(c), Some(m)) if m > c => {
+                out.err(format!(
+                    "scontrol: error: TimeLimit decrement larger than current time limit ({m} > {c})"
+                ));
+                return 1;
+            }
+            (Some(c), Some(m)) => c - m,
+        };
+    }
+    call_or_perror(
+        ctl,
+        out,
+        "slurm_update error",
+        RequestBody::UpdateStep {
+            job_id,
+            step_id,
+            time_limit,
+        },
+    )
 }
 
 fn update_job(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
@@ -3140,7 +3241,7 @@ pub(crate) fn compat_words() -> Vec<String> {
         };
         format!("entity show {one}")
     }));
-    for e in ["job", "node", "partition", "reservation"] {
+    for e in ["job", "step", "node", "partition", "reservation"] {
         w.push(format!("entity update {e}"));
     }
     for e in ["node", "partition", "reservation"] {
@@ -3525,6 +3626,19 @@ mod tests {
                         _ => err(SlurmError::InvalidJobId),
                     }
                 }
+                RequestBody::UpdateStep {
+                    job_id,
+                    step_id,
+                    time_limit,
+                } => {
+                    self.calls
+                        .borrow_mut()
+                        .push(format!("step {job_id} {step_id:?} {time_limit}"));
+                    match job_id {
+                        9 => Ok(Response::Ok),
+                        _ => err(SlurmError::InvalidJobId),
+                    }
+                }
                 RequestBody::UpdateNode {
                     names,
                     state,
@@ -3834,6 +3948,60 @@ mod tests {
         let (rc, _, err) = sc(&f, &["update", "foo=bar"]);
         assert_eq!(rc, 1);
         assert!(err.starts_with("No valid entity in update command\n"));
+    }
+
+    /// `update StepId=...`: what reaches the controller, and Slurm's texts
+    /// for what is wrong (nothing sent then).
+    #[test]
+    fn update_step_time_limits() {
+        let f = fake();
+        let ok = |args: &[&str]| {
+            let (rc, _, err) = sc(&f, args);
+            assert_eq!((rc, err.as_str()), (0, ""), "{args:?}");
+        };
+        ok(&["update", "StepId=9.0", "TimeLimit=10"]);
+        ok(&["update", "stepid=9", "timelimit=1-00:00:00"]);
+        ok(&["update", "StepId=9.1", "TimeLimit=UNLIMITED"]);
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["update", "StepId=999.0", "TimeLimit=5"],
+                "slurm_update error: Invalid job id specified\n",
+            ),
+            (
+                &["update", "StepId=9.x", "TimeLimit=5"],
+                "Invalid StepID parameter: StepId=9.x\nRequest aborted\n",
+            ),
+            (
+                &["update", "StepId=9x", "TimeLimit=5"],
+                "Invalid StepID parameter: StepId=9x\nRequest aborted\n",
+            ),
+            (
+                &["update", "StepId=9.0", "TimeLimit=soon"],
+                "scontrol: error: Invalid TimeLimit value\n",
+            ),
+            (
+                &["update", "StepId=9.0", "Nodes=n1"],
+                "Update of this parameter is not supported: Nodes=n1\nRequest aborted\n",
+            ),
+            (&["update", "StepId=9.0"], "No changes specified\n"),
+            (
+                &["update", "StepId=9.0", "TimeLimit=+5"],
+                "scontrol: error: Could not load state information for StepId=9.0: Invalid job id specified\n",
+            ),
+        ];
+        for (args, want) in cases {
+            let (rc, _, err) = sc(&f, args);
+            assert_eq!((rc, err.as_str()), (1, *want), "{args:?}");
+        }
+        assert_eq!(
+            *f.calls.borrow(),
+            vec![
+                "step 9 Some(0) 10",
+                "step 9 None 1440",
+                format!("step 9 Some(1) {}", u32::MAX).as_str(),
+                "step 999 Some(0) 5",
+            ]
+        );
     }
 
     #[test]

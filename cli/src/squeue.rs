@@ -1247,7 +1247,8 @@ pub fn format_steps(jobs: &[JobRecord], opts: &Options, now: i64, tz: Tz) -> Str
             "u" => j.user_name.clone(),
             "M" => format_elapsed(now - s.start_time),
             "N" => compress(&s.nodes),
-            "l" => format_limit_squeue(j.time_limit),
+            // The step's own limit (the job's still ends it).
+            "l" => format_limit_squeue(s.time_limit),
             "S" => tz.timestamp(s.start_time),
             "b" => "N/A".into(),
             "n" => s.ntasks.to_string(),

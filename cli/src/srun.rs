@@ -1946,6 +1946,7 @@ async fn send_signal(conf: &SlurmConf, l: &StepLayout, sig: i32) {
             job_id: l.job_id,
             step_id: l.step_id,
             signal: sig,
+            cause: 0,
         });
         let Ok(ch) = grpc::kept(addr, node) else {
             continue;
@@ -2322,6 +2323,9 @@ pub fn srun_main() -> i32 {
         exclude: o.exclude.clone(),
         distribution: o.distribution.clone(),
         relative: o.relative,
+        // -t in an allocation is the step's own limit (srun's own
+        // allocation has it as the job's).
+        time_limit: o.time.flatten().filter(|_| !allocated),
     };
     // A suspended job takes no new step: wait (as Slurm's srun does) until
     // it runs again.

@@ -391,6 +391,7 @@ pub async fn call_command(
             CommandCall::RebootNodes(m) => client.reboot_nodes(with_cred(m, cred, within)).await,
             CommandCall::TopJobs(m) => client.top_jobs(with_cred(m, cred, within)).await,
             CommandCall::NotifyJob(m) => client.notify_job(with_cred(m, cred, within)).await,
+            CommandCall::UpdateStep(m) => client.update_step(with_cred(m, cred, within)).await,
             CommandCall::Reconfigure(m) => client.reconfigure(with_cred(m, cred, within)).await,
             CommandCall::GetToken(m) => client.get_token(with_cred(m, cred, within)).await,
             CommandCall::GetLicenses(m) => client.get_licenses(with_cred(m, cred, within)).await,

@@ -246,11 +246,13 @@ impl Agent {
                 job_id,
                 step_id,
                 signal,
+                cause,
             } => {
                 let body = RequestBody::SignalTasks {
                     job_id,
                     step_id,
                     signal,
+                    cause,
                 };
                 if let Err(e) = self.send(&addr, &node, body, Duration::from_secs(10)).await {
                     tracing::warn!("signal {signal} to step {job_id}.{step_id} failed: {e}");

@@ -1530,6 +1530,10 @@ impl pb::controller_server::Controller for CtldService {
         self.command(r, command_method::NOTIFY_JOB, CommandCall::NotifyJob)
             .await
     }
+    async fn update_step(&self, r: tonic::Request<pb::StepUpdateRequest>) -> Commanded {
+        self.command(r, command_method::UPDATE_STEP, CommandCall::UpdateStep)
+            .await
+    }
     async fn reboot_nodes(&self, r: tonic::Request<pb::RebootNodesRequest>) -> Commanded {
         self.command(r, command_method::REBOOT_NODES, CommandCall::RebootNodes)
             .await

@@ -468,10 +468,12 @@ impl NodeCall {
                 job_id,
                 step_id,
                 signal,
+                cause,
             } => NodeCall::SignalTasks(pb::SignalTasksRequest {
                 job_id,
                 step_id,
                 signal,
+                cause: cause.code(),
             }),
             RequestBody::NodePing => NodeCall::Ping(pb::NodePing {}),
             RequestBody::ListPids { job_id, step_id } => {
@@ -514,6 +516,7 @@ impl NodeCall {
                 job_id: s.job_id,
                 step_id: s.step_id,
                 signal: s.signal,
+                cause: crate::TermCause::from_code(s.cause),
             },
             NodeCall::Ping(_) => RequestBody::NodePing,
             NodeCall::ListPids(l) => RequestBody::ListPids {
@@ -1158,7 +1161,8 @@ mod tests {
             RequestBody::SignalTasks {
                 job_id: 1,
                 step_id: 0,
-                signal: 9,
+                signal: 15,
+                cause: crate::TermCause::TimeLimit,
             },
             RequestBody::NodePing,
             RequestBody::ListPids {

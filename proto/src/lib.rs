@@ -767,6 +767,10 @@ pub struct StepRecord {
     /// Node the usage (MaxRSS) was read on.
     #[serde(default)]
     pub usage_node: Option<String>,
+    /// Its own time limit in minutes (`srun -t` in an allocation); none:
+    /// unlimited (the job's limit still ends it).
+    #[serde(default)]
+    pub time_limit: Option<u32>,
 }
 
 /// A job's facts for a node daemon setting it up before any step
@@ -830,6 +834,9 @@ pub struct StepRequest {
     /// `-r/--relative=N`: the step starts at node N of the job (0 first).
     #[serde(default)]
     pub relative: Option<u32>,
+    /// `-t` in an allocation: the step's own time limit (minutes).
+    #[serde(default)]
+    pub time_limit: Option<u32>,
 }
 
 /// The controller's grant of a step: where each task runs, and the signed
@@ -1970,11 +1977,21 @@ pub enum RequestBody {
         step_id: u32,
         signal: Option<i32>,
     },
-    /// `srun` → node daemon: signal a step's tasks.
+    /// `srun` → node daemon: signal a step's tasks. With a cause (the
+    /// controller ending the step: its time limit), the step's srun is told
+    /// why, and the tasks get SIGTERM, then SIGKILL after KillWait.
     SignalTasks {
         job_id: JobId,
         step_id: u32,
         signal: i32,
+        cause: TermCause,
+    },
+    /// `scontrol update StepId=J[.S] TimeLimit=M`: the step's (without a
+    /// step, every running step's) time limit in minutes.
+    UpdateStep {
+        job_id: JobId,
+        step_id: Option<u32>,
+        time_limit: u32,
     },
     /// `scontrol listpids` → node daemon: the processes of its jobs.
     ListPids {
@@ -2125,6 +2142,7 @@ impl RequestBody {
             RequestBody::RebootNodes(_) => ("REQUEST_REBOOT_NODES", 1015),
             RequestBody::TopJobs { .. } => ("REQUEST_TOP_JOB", 5038),
             RequestBody::NotifyJob { .. } => ("REQUEST_JOB_NOTIFY", 4022),
+            RequestBody::UpdateStep { .. } => ("REQUEST_UPDATE_JOB_STEP", 5007),
             RequestBody::UpdatePartition(_) => ("REQUEST_UPDATE_PARTITION", 3005),
             RequestBody::CreatePartition(_) => ("REQUEST_CREATE_PARTITION", 3004),
             RequestBody::DeletePartition { .. } => ("REQUEST_DELETE_PARTITION", 3007),

@@ -1064,7 +1064,25 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
         RequestBody::SignalTasks {
             job_id,
             step_id,
+            cause,
+            ..
+        } if cause != slurm_proto::TermCause::None => {
+            // Only the controller ends a step for a cause (with TLS, over
+            // its own certificate).
+            if !privileged || (who.secured() && !ctx.sent_by_controller(who)) {
+                return refuse(
+                    SlurmError::AccessDenied,
+                    "only the controller ends a step for a cause",
+                );
+            }
+            let kill_wait = ctx.conf().kill_wait;
+            crate::steps::terminate_step(job_id, step_id, cause, &ctx.node, kill_wait)
+        }
+        RequestBody::SignalTasks {
+            job_id,
+            step_id,
             signal,
+            ..
         } => {
             // The controller cancelling a step: it launches nothing here
             // afterwards, even if its launch has not arrived yet.

@@ -1048,6 +1048,67 @@ pub fn signal(
     Response::Ok
 }
 
+/// The controller ending one step here for `cause` (its time limit): its
+/// srun, where its first node is here, is told why (`*** STEP 5.0 ON n1
+/// CANCELLED AT ... DUE TO TIME LIMIT ***`), its tasks get SIGCONT and
+/// SIGTERM, and SIGKILL once `kill_wait` seconds have passed.
+pub fn terminate_step(
+    job_id: JobId,
+    step_id: u32,
+    cause: slurm_proto::TermCause,
+    node: &str,
+    kill_wait: u32,
+) -> Response {
+    let key = (job_id, step_id);
+    let pgids = {
+        let map = steps();
+        let Some(e) = map.get(&key) else {
+            return refuse(
+                SlurmError::InvalidJobId,
+                format!("step {job_id}.{step_id} is not running here"),
+            );
+        };
+        let when = slurm_common::timefmt::format_timestamp(crate::now());
+        if let (Some((tx, task)), Some(line)) = (
+            &e.notice_to,
+            cause.notice(&format!("STEP {job_id}.{step_id}"), node, &when),
+        ) {
+            let _ = tx.try_send(IoFrame {
+                kind: IoKind::Stderr,
+                task: *task,
+                data: format!("{line}\n").into_bytes(),
+            });
+        }
+        e.pgids.clone()
+    };
+    for p in &pgids {
+        // SAFETY: signalling the step's tasks' process groups.
+        unsafe {
+            libc::kill(-*p, libc::SIGCONT);
+            libc::kill(-*p, libc::SIGTERM);
+        }
+    }
+    tokio::spawn(async move {
+        let left = || {
+            steps()
+                .get(&key)
+                .map(|e| e.pgids.clone())
+                .unwrap_or_default()
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(kill_wait.into());
+        while tokio::time::Instant::now() < deadline && !left().is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for p in left() {
+            // SAFETY: as above.
+            unsafe {
+                libc::kill(-p, libc::SIGKILL);
+            }
+        }
+    });
+    Response::Ok
+}
+
 /// The cgroup of a job set up here for its steps (no batch script here).
 pub fn job_cgroup(node: &str, job: JobId) -> Option<Arc<crate::cgroup::JobCgroup>> {
     step_jobs()

@@ -160,6 +160,9 @@ impl pb::controller_server::Controller for FakeService {
     async fn notify_job(&self, _: tonic::Request<pb::JobNotifyRequest>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn update_step(&self, _: tonic::Request<pb::StepUpdateRequest>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn reboot_nodes(&self, _: tonic::Request<pb::RebootNodesRequest>) -> Commanded {
         Err(not_for_nodes())
     }
@@ -853,6 +856,20 @@ async fn daemon_end_to_end() {
     assert!(matches!(r, Response::Ok), "{r:?}");
     let told = std::fs::read_to_string(work.path().join("slurm-43.out")).unwrap();
     assert_eq!(told, "slurmstepd: error: from uid 0\n");
+    // Ending a step for a cause (its time limit) is the controller's: a
+    // user's request to is refused.
+    let r = call(
+        &c,
+        1000,
+        RequestBody::SignalTasks {
+            job_id: 43,
+            step_id: 0,
+            signal: libc::SIGTERM,
+            cause: slurm_proto::TermCause::TimeLimit,
+        },
+    )
+    .await;
+    assert!(is_err(&r, SlurmError::AccessDenied), "{r:?}");
     let r = call(
         &c,
         0,

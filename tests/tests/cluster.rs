@@ -189,6 +189,9 @@ fn full_cluster_keeps_jobs_pending_and_cancel_frees_it() {
     assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty());
 }
 
+/// A job's time limit ends it TIMEOUT; a step's own (`srun -t` in an
+/// allocation, or `scontrol update StepId=`) ends that step TIMEOUT and the
+/// job goes on. Only the job's owner (or root) changes a step's limit.
 #[test]
 fn time_limit_ends_the_job_with_timeout() {
     let t = TestCluster::start(1, |s| s.kill_wait = 2);
@@ -200,6 +203,66 @@ fn time_limit_ends_the_job_with_timeout() {
         "--wrap",
         "trap '' TERM; sleep 300",
     ]);
+    // The user's step asks for 3 minutes, then its owner cuts it to one.
+    let b = t.sbatch_as_user(&[
+        "-t",
+        "5",
+        "-o",
+        "step.out",
+        "--wrap",
+        "srun -t 3 sh -c 'trap \"\" TERM; echo started; sleep 300'; echo srun=$?",
+    ]);
+    // Root's step: the user may not touch it; root raises it.
+    let c = t.sbatch(&[
+        "-t",
+        "5",
+        "-o",
+        "raised.out",
+        "--wrap",
+        "srun -t 1 sleep 300",
+    ]);
+    let step_of = |job: u32| {
+        t.wait_job(job, 20, "its step running", |j| {
+            j.steps
+                .iter()
+                .any(|s| s.step_id == 0 && s.state == JobState::Running)
+        })
+        .steps
+        .into_iter()
+        .find(|s| s.step_id == 0)
+        .unwrap()
+    };
+    assert_eq!(step_of(b).time_limit, Some(3));
+    assert_eq!(step_of(c).time_limit, Some(1));
+    let show = t.run_as_user("scontrol", &["show", "step", &format!("{b}.0")]);
+    assert!(
+        String::from_utf8_lossy(&show.stdout).contains(" TimeLimit=00:03:00\n"),
+        "{}",
+        String::from_utf8_lossy(&show.stdout)
+    );
+    let out = t.run_as_user(
+        "scontrol",
+        &["update", &format!("StepId={b}.0"), "TimeLimit=-2"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(step_of(b).time_limit, Some(1));
+    let out = t.run_as_user(
+        "scontrol",
+        &["update", &format!("StepId={c}.0"), "TimeLimit=100"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out), "slurm_update error: Invalid user id\n");
+    assert_eq!(
+        step_of(c).time_limit,
+        Some(1),
+        "a refused update changed nothing"
+    );
+    let out = t.run(
+        "scontrol",
+        &["update", &format!("StepId={c}.0"), "TimeLimit=+10"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(step_of(c).time_limit, Some(11));
     let r = t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
     assert_eq!(r.time_limit, Some(1));
     let j = t.wait_done(id, 100);
@@ -217,6 +280,31 @@ fn time_limit_ends_the_job_with_timeout() {
         )) && out.ends_with(" DUE TO TIME LIMIT ***\n"),
         "{out}"
     );
+
+    // The user's step ended TIMEOUT after its minute; its job went on.
+    let j = t.wait_done(b, 40);
+    assert_eq!(j.state, JobState::Completed);
+    let st = j.steps.iter().find(|s| s.step_id == 0).unwrap();
+    assert_eq!(st.state, JobState::Timeout);
+    let ran = st.end_time.unwrap() - st.start_time;
+    assert!((60..=63).contains(&ran), "step ended after {ran}s");
+    let out = std::fs::read_to_string(t.work.join("step.out")).unwrap();
+    assert!(
+        out.contains(&format!(
+            "slurmstepd: error: *** STEP {b}.0 ON n1 CANCELLED AT 20"
+        )) && out.contains(" DUE TO TIME LIMIT ***\n")
+            && out
+                .lines()
+                .last()
+                .is_some_and(|l| l.starts_with("srun=") && l != "srun=0"),
+        "{out}"
+    );
+    // Root's raised step runs on.
+    let j = t.job(c).unwrap();
+    assert_eq!(j.state, JobState::Running);
+    let st = j.steps.iter().find(|s| s.step_id == 0).unwrap();
+    assert_eq!(st.state, JobState::Running, "{st:?}");
+    assert!(t.run("scancel", &[&c.to_string()]).status.success());
 }
 
 #[test]

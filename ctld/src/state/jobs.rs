@@ -21,7 +21,7 @@ impl Controller {
 
     /// Job `id` when `who` owns it or is root or SlurmUser; another user
     /// gets `denied`, or under `PrivateData=jobs` no such job.
-    fn job_of_owner(
+    pub(super) fn job_of_owner(
         &self,
         who: Caller,
         id: JobId,

@@ -82,6 +82,9 @@ pub enum Effect {
         job_id: JobId,
         step_id: u32,
         signal: i32,
+        /// The controller ending the step (its time limit): the node tells
+        /// its srun why and ends it with SIGTERM, then SIGKILL.
+        cause: slurm_proto::TermCause,
     },
     /// Stop (`suspend`) or continue a job's processes on one node; `seq`
     /// orders such requests (later ones win).
@@ -905,6 +908,7 @@ impl Controller {
             let kw = self.conf.kill_wait;
             self.end_running(id, end.0, end.1, now, kw);
         }
+        self.end_timed_out_steps(now);
         let age = self.conf.min_job_age as i64;
         if age > 0 {
             let old: Vec<JobId> = self
@@ -969,6 +973,11 @@ impl Controller {
             } => self.update_node(who, names, state, reason, features, now),
             RequestBody::TopJobs { job_ids } => self.top_jobs(who, job_ids),
             RequestBody::NotifyJob { job_id, message } => self.notify_job(who, job_id, message),
+            RequestBody::UpdateStep {
+                job_id,
+                step_id,
+                time_limit,
+            } => self.update_step(who, job_id, step_id, time_limit),
             RequestBody::RebootNodes(r) => self.reboot_nodes(who, r, now),
             RequestBody::AllocateJob(d) => self.allocate(who, d, now),
             RequestBody::CreateNode(n) => self.create_node(who, n),

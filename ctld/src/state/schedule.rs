@@ -464,6 +464,7 @@ impl Controller {
                 exit_status: 0,
                 usage: None,
                 usage_node: None,
+                time_limit: None,
             });
         }
         let mut environment = payload.environment.clone();
@@ -581,6 +582,7 @@ impl Controller {
                         exit_status: 0,
                         usage: None,
                         usage_node: None,
+                        time_limit: None,
                     });
                 }
                 self.save_job(id);
@@ -666,6 +668,7 @@ impl Controller {
                         job_id: id,
                         step_id,
                         signal: w.signal,
+                        cause: slurm_proto::TermCause::None,
                     },
                 });
             }

@@ -210,6 +210,8 @@ impl Controller {
             exit_status: 0,
             usage: None,
             usage_node: None,
+            // `-t 0` (as none): no limit of its own.
+            time_limit: r.time_limit.filter(|m| *m > 0),
         };
         let id = r.job_id;
         if let Some(j) = self.job_mut(id) {
@@ -243,6 +245,7 @@ impl Controller {
                     job_id: id,
                     step_id,
                     signal,
+                    cause: slurm_proto::TermCause::None,
                 });
             }
         }
@@ -264,6 +267,10 @@ impl Controller {
         let Some(st) = j.steps.iter_mut().find(|s| s.step_id == step_id) else {
             return err(SlurmError::InvalidJobId);
         };
+        if st.state == JobState::Timeout && st.exit_status == 0 {
+            // Ended by its time limit: TIMEOUT stays, with how it ended.
+            st.exit_status = status;
+        }
         if st.state == JobState::Running {
             let (code, sig) = wait_status_pair(status);
             st.state = if code == 0 && sig == 0 {
@@ -280,6 +287,95 @@ impl Controller {
         }
         self.save_job(id);
         Ok(Response::Ok)
+    }
+
+    /// `scontrol update StepId=J[.S] TimeLimit=M`: the job's owner, root or
+    /// SlurmUser (as Slurm's, the owner may raise it: the job's own limit
+    /// still ends every step). Without a step, every running step of the
+    /// job; with one, that step (a time limit of 0 changes nothing, as
+    /// Slurm's). `u32::MAX` (Slurm's INFINITE): unlimited.
+    pub(super) fn update_step(
+        &mut self,
+        who: Caller,
+        id: JobId,
+        step_id: Option<u32>,
+        time_limit: u32,
+    ) -> Result<Response, RpcError> {
+        let j = self.job_of_owner(who, id, SlurmError::UserIdMissing)?;
+        if let Some(s) = step_id {
+            if !j.steps.iter().any(|st| st.step_id == s) {
+                return err(SlurmError::InvalidJobId);
+            }
+        }
+        let Some(j) = self.job_mut(id) else {
+            return err(SlurmError::InvalidJobId);
+        };
+        let mut changed = 0;
+        for st in j.steps.iter_mut() {
+            let chosen = match step_id {
+                Some(s) => st.step_id == s && time_limit > 0,
+                None => st.state == JobState::Running,
+            };
+            if chosen {
+                st.time_limit = (time_limit != u32::MAX).then_some(time_limit);
+                changed += 1;
+                tracing::info!(
+                    job = id,
+                    step = st.step_id,
+                    time_limit,
+                    "step time limit updated"
+                );
+            }
+        }
+        if changed > 0 {
+            self.save_job(id);
+        }
+        Ok(Response::Ok)
+    }
+
+    /// Running steps past their own time limit (whole minutes run, as
+    /// Slurm counts them) end TIMEOUT: each node tells the step's srun
+    /// (`*** STEP 5.0 ON n1 CANCELLED AT ... DUE TO TIME LIMIT ***`) and
+    /// ends its tasks (SIGTERM, SIGKILL after KillWait). The job goes on.
+    pub(super) fn end_timed_out_steps(&mut self, now: i64) {
+        let due: Vec<(JobId, u32, Vec<String>)> = self
+            .p
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .flat_map(|j| {
+                j.steps
+                    .iter()
+                    .filter(|st| st.state == JobState::Running)
+                    .filter(|st| {
+                        st.time_limit
+                            .is_some_and(|m| (now - st.start_time) / 60 >= i64::from(m))
+                    })
+                    .map(|st| (j.job_id, st.step_id, st.nodes.clone()))
+            })
+            .collect();
+        for (id, step_id, nodes) in due {
+            tracing::info!(job = id, step = step_id, "step has timed out");
+            if let Some(j) = self.job_mut(id) {
+                if let Some(st) = j.steps.iter_mut().find(|s| s.step_id == step_id) {
+                    st.state = JobState::Timeout;
+                    st.end_time = Some(now);
+                }
+            }
+            for n in nodes {
+                if let Some(addr) = self.node_addr(&n) {
+                    self.effects.push(Effect::SignalStep {
+                        node: n,
+                        addr,
+                        job_id: id,
+                        step_id,
+                        signal: libc::SIGTERM,
+                        cause: slurm_proto::TermCause::TimeLimit,
+                    });
+                }
+            }
+            self.save_job(id);
+        }
     }
 
     // ------------------------------------------------------------------

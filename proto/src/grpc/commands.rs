@@ -238,6 +238,7 @@ impl From<&StepRecord> for pb::StepRecord {
             exit_status: s.exit_status,
             usage: s.usage.map(Into::into),
             usage_node: s.usage_node.clone(),
+            time_limit: s.time_limit,
         }
     }
 }
@@ -258,6 +259,7 @@ impl TryFrom<pb::StepRecord> for StepRecord {
             exit_status: s.exit_status,
             usage: s.usage.map(Into::into),
             usage_node: s.usage_node,
+            time_limit: s.time_limit,
         })
     }
 }
@@ -495,6 +497,7 @@ impl From<StepRequest> for pb::StepRequest {
             exclude: r.exclude,
             distribution: r.distribution,
             relative: r.relative,
+            time_limit: r.time_limit,
         }
     }
 }
@@ -513,6 +516,7 @@ impl From<pb::StepRequest> for StepRequest {
             exclude: r.exclude,
             distribution: r.distribution,
             relative: r.relative,
+            time_limit: r.time_limit,
         }
     }
 }
@@ -1070,6 +1074,7 @@ pub enum CommandCall {
     RebootNodes(pb::RebootNodesRequest),
     TopJobs(pb::TopJobsRequest),
     NotifyJob(pb::JobNotifyRequest),
+    UpdateStep(pb::StepUpdateRequest),
     Reconfigure(pb::Empty),
     GetToken(pb::TokenRequest),
     GetLicenses(pb::Empty),
@@ -1117,6 +1122,7 @@ pub mod command_method {
     pub const REBOOT_NODES: &str = "/slurm.v1.Controller/RebootNodes";
     pub const TOP_JOBS: &str = "/slurm.v1.Controller/TopJobs";
     pub const NOTIFY_JOB: &str = "/slurm.v1.Controller/NotifyJob";
+    pub const UPDATE_STEP: &str = "/slurm.v1.Controller/UpdateStep";
     pub const RECONFIGURE: &str = "/slurm.v1.Controller/Reconfigure";
     pub const GET_TOKEN: &str = "/slurm.v1.Controller/GetToken";
     pub const GET_LICENSES: &str = "/slurm.v1.Controller/GetLicenses";
@@ -1225,6 +1231,15 @@ impl CommandCall {
             RequestBody::NotifyJob { job_id, message } => {
                 CommandCall::NotifyJob(pb::JobNotifyRequest { job_id, message })
             }
+            RequestBody::UpdateStep {
+                job_id,
+                step_id,
+                time_limit,
+            } => CommandCall::UpdateStep(pb::StepUpdateRequest {
+                job_id,
+                step_id,
+                time_limit,
+            }),
             RequestBody::Reconfigure => CommandCall::Reconfigure(pb::Empty {}),
             RequestBody::GetToken { username, lifespan } => {
                 CommandCall::GetToken(pb::TokenRequest { username, lifespan })
@@ -1317,6 +1332,11 @@ impl CommandCall {
                 job_id: n.job_id,
                 message: n.message,
             },
+            CommandCall::UpdateStep(u) => RequestBody::UpdateStep {
+                job_id: u.job_id,
+                step_id: u.step_id,
+                time_limit: u.time_limit,
+            },
             CommandCall::Reconfigure(_) => RequestBody::Reconfigure,
             CommandCall::GetToken(t) => RequestBody::GetToken {
                 username: t.username,
@@ -1375,6 +1395,7 @@ impl CommandCall {
             CommandCall::RebootNodes(_) => REBOOT_NODES,
             CommandCall::TopJobs(_) => TOP_JOBS,
             CommandCall::NotifyJob(_) => NOTIFY_JOB,
+            CommandCall::UpdateStep(_) => UPDATE_STEP,
             CommandCall::Reconfigure(_) => RECONFIGURE,
             CommandCall::GetToken(_) => GET_TOKEN,
             CommandCall::GetLicenses(_) => GET_LICENSES,
@@ -1440,6 +1461,7 @@ impl CommandCall {
             CommandCall::RebootNodes(m) => m.encode_to_vec(),
             CommandCall::TopJobs(m) => m.encode_to_vec(),
             CommandCall::NotifyJob(m) => m.encode_to_vec(),
+            CommandCall::UpdateStep(m) => m.encode_to_vec(),
             CommandCall::GetToken(m) => m.encode_to_vec(),
             CommandCall::SubmitJob(m) | CommandCall::TestJob(m) | CommandCall::AllocateJob(m) => {
                 m.encode_to_vec()
@@ -1992,6 +2014,7 @@ mod tests {
             exit_status: 0,
             usage: None,
             usage_node: None,
+            time_limit: None,
         });
         let back = match listing_response(pb::JobListing {
             result: Some(pb::job_listing::Result::Jobs(pb::EncodedJobs {
@@ -2053,6 +2076,7 @@ mod tests {
             exit_status: 9,
             usage: None,
             usage_node: Some("a2".into()),
+            time_limit: None,
         });
         full.steps.push(full.steps[0].clone());
         let mut plain = job(8);
