@@ -49,6 +49,42 @@ fn null_str(s: &str) -> String {
     }
 }
 
+/// `scontrol show slurmd`: a node daemon's account of itself, in Slurm's
+/// layout.
+pub fn show_slurmd(s: &slurm_proto::SlurmdStatus, tz: Tz) -> String {
+    let steps = if s.steps.is_empty() {
+        "NONE".to_string()
+    } else {
+        s.steps.join(", ")
+    };
+    let last = s
+        .last_ctld_msg
+        .map_or_else(|| "NONE".to_string(), |t| tz.timestamp(t));
+    let rows = [
+        ("Active Steps", steps),
+        ("Actual CPUs", s.cpus.to_string()),
+        ("Actual Boards", s.boards.to_string()),
+        ("Actual sockets", s.sockets.to_string()),
+        ("Actual cores", s.cores.to_string()),
+        ("Actual threads per core", s.threads.to_string()),
+        ("Actual real memory", format!("{} MB", s.real_memory)),
+        ("Actual temp disk space", format!("{} MB", s.tmp_disk)),
+        ("Boot time", tz.timestamp(s.boot_time)),
+        ("Hostname", s.hostname.clone()),
+        ("Last slurmctld msg time", last),
+        ("Slurmd PID", s.pid.to_string()),
+        ("Slurmd Debug", s.debug.to_string()),
+        (
+            "Slurmd Logfile",
+            s.log_file.clone().unwrap_or_else(|| "(null)".into()),
+        ),
+        ("Version", s.version.clone()),
+    ];
+    rows.iter()
+        .map(|(k, v)| format!("{k:<24} = {v}\n"))
+        .collect()
+}
+
 /// `scontrol show step` for one step of `job`.
 pub fn show_step(job: &JobRecord, st: &slurm_proto::StepRecord, o: &ShowOpts) -> String {
     let id = if st.step_id == slurm_proto::BATCH_STEP {
@@ -1112,6 +1148,7 @@ const SHOW_ENTITIES: &[&str] = &[
     "hostlistsorted",
     "daemons",
     "aliases",
+    "slurmd",
 ];
 
 const COMMANDS: &[&str] = &[
@@ -1212,7 +1249,8 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
      version                  display tool version number.
 
   <ENTITY> may be \"aliases\", \"config\", \"daemons\", \"hostlist\",
-       \"hostlistsorted\", \"hostnames\", \"job\", \"node\" or \"partition\".
+       \"hostlistsorted\", \"hostnames\", \"job\", \"node\", \"partition\" or
+       \"slurmd\" (this host's node daemon, or the one of the node named).
 
   Node updates: NodeName=<name> State=DOWN|DRAIN|IDLE|RESUME|UNDRAIN|CANCEL_REBOOT Reason=<text>
   Job updates:  JobId=<id> TimeLimit=<time> Nice=<n> Name=<name>
@@ -1754,6 +1792,24 @@ fn cmd_show(
             }
         },
         Some("daemons") => show_daemons(ctl, out),
+        Some("slurmd") => match ctl.node_call(id, RequestBody::DaemonStatus) {
+            Ok((_, Response::SlurmdStatus(s))) => {
+                out.stdout.push_str(&show_slurmd(&s, tz));
+                0
+            }
+            Ok((_, Response::Error(e))) => {
+                out.err(format!("slurm_load_slurmd_status: {}", e.error.message()));
+                1
+            }
+            Ok(_) => {
+                out.err("slurm_load_slurmd_status: Unexpected message received");
+                1
+            }
+            Err(f) => {
+                out.err(format!("slurm_load_slurmd_status: {}", f.message));
+                1
+            }
+        },
         Some("aliases") => show_aliases(id, ctl, out),
         Some(e @ ("hostnames" | "hostlist" | "hostlistsorted")) => {
             let input = match id {
@@ -3948,6 +4004,48 @@ mod tests {
         let (rc, _, err) = sc(&f, &["update", "foo=bar"]);
         assert_eq!(rc, 1);
         assert!(err.starts_with("No valid entity in update command\n"));
+    }
+
+    /// `show slurmd` in Slurm's layout.
+    #[test]
+    fn show_slurmd_layout() {
+        let s = slurm_proto::SlurmdStatus {
+            steps: vec!["5".into(), "5.0".into()],
+            cpus: 4,
+            boards: 1,
+            sockets: 2,
+            cores: 2,
+            threads: 1,
+            real_memory: 1987,
+            tmp_disk: 9951,
+            boot_time: T_BOOT,
+            hostname: "n1".into(),
+            last_ctld_msg: None,
+            pid: 77,
+            debug: 3,
+            log_file: Some("/var/log/slurmd.log".into()),
+            version: "25.11.0".into(),
+        };
+        assert_eq!(
+            show_slurmd(&s, Tz::Utc),
+            "Active Steps             = 5, 5.0\n\
+             Actual CPUs              = 4\n\
+             Actual Boards            = 1\n\
+             Actual sockets           = 2\n\
+             Actual cores             = 2\n\
+             Actual threads per core  = 1\n\
+             Actual real memory       = 1987 MB\n\
+             Actual temp disk space   = 9951 MB\n\
+             Boot time                = 2026-11-22T04:39:11\n\
+             Hostname                 = n1\n\
+             Last slurmctld msg time  = NONE\n\
+             Slurmd PID               = 77\n\
+             Slurmd Debug             = 3\n\
+             Slurmd Logfile           = /var/log/slurmd.log\n\
+             Version                  = 25.11.0\n"
+        );
+        let idle = slurm_proto::SlurmdStatus { steps: vec![], ..s };
+        assert!(show_slurmd(&idle, Tz::Utc).starts_with("Active Steps             = NONE\n"));
     }
 
     /// `update StepId=...`: what reaches the controller, and Slurm's texts

@@ -192,6 +192,7 @@ pub async fn call_node(
             NodeCall::SuspendJob(m) => client.suspend_job(with_cred(m, cred, within)).await,
             NodeCall::TerminateJob(m) => client.terminate_job(with_cred(m, cred, within)).await,
             NodeCall::SignalTasks(m) => client.signal_tasks(with_cred(m, cred, within)).await,
+            NodeCall::DaemonStatus(m) => client.daemon_status(with_cred(m, cred, within)).await,
             NodeCall::Ping(m) => client.ping(with_cred(m, cred, within)).await,
             NodeCall::ListPids(m) => client.list_pids(with_cred(m, cred, within)).await,
             NodeCall::Shutdown(m) => client.shutdown(with_cred(m, cred, within)).await,

@@ -24,20 +24,37 @@ pub fn level(name: Option<&str>, verbose: u32) -> &'static str {
     LEVELS[(base + verbose as usize).min(LEVELS.len() - 1)]
 }
 
+const LEVEL_NAMES: [&str; 10] = [
+    "quiet", "fatal", "error", "info", "verbose", "debug", "debug2", "debug3", "debug4", "debug5",
+];
+
+/// Slurm's number for a debug level name (0 quiet .. 9 debug5; default
+/// info, 3), raised one step by each of `verbose` (`-v`).
+pub fn level_number(name: Option<&str>, verbose: u32) -> u32 {
+    let name = name.map(|s| s.trim().to_ascii_lowercase());
+    let base = name
+        .as_deref()
+        .and_then(|n| LEVEL_NAMES.iter().position(|l| *l == n))
+        .unwrap_or(3) as u32;
+    (base + verbose).min(9)
+}
+
+/// `scontrol setdebug`'s level as Slurm's number, from a name (any case)
+/// or the number itself; `None` for anything else.
+pub fn debug_level_number(s: &str) -> Option<u32> {
+    let s = s.trim().to_ascii_lowercase();
+    match s.parse::<usize>() {
+        Ok(n) => (n < LEVEL_NAMES.len()).then_some(n as u32),
+        Err(_) => LEVEL_NAMES.iter().position(|n| *n == s).map(|n| n as u32),
+    }
+}
+
 /// `scontrol setdebug`'s level: a Slurm name (any case) or its number
 /// (0 quiet .. 9 debug5), as the tracing filter [`level`] gives for it;
 /// `None` for anything else.
 pub fn debug_level(s: &str) -> Option<&'static str> {
-    const NAMES: [&str; 10] = [
-        "quiet", "fatal", "error", "info", "verbose", "debug", "debug2", "debug3", "debug4",
-        "debug5",
-    ];
-    let s = s.trim().to_ascii_lowercase();
-    let name = match s.parse::<usize>() {
-        Ok(n) => *NAMES.get(n)?,
-        Err(_) => *NAMES.iter().find(|n| **n == s)?,
-    };
-    Some(level(Some(name), 0))
+    let n = debug_level_number(s)?;
+    Some(level(Some(LEVEL_NAMES[n as usize]), 0))
 }
 
 /// A log file that can be opened again under its name (after logrotate
@@ -355,7 +372,14 @@ mod tests {
         assert_eq!(debug_level("verbose"), Some("info"));
         for bad in ["10", "-1", "loud", ""] {
             assert_eq!(debug_level(bad), None, "{bad}");
+            assert_eq!(debug_level_number(bad), None, "{bad}");
         }
+        assert_eq!(debug_level_number("Debug2"), Some(6));
+        assert_eq!(debug_level_number("9"), Some(9));
+        assert_eq!(level_number(None, 0), 3);
+        assert_eq!(level_number(Some("verbose"), 1), 5);
+        assert_eq!(level_number(Some("debug5"), 3), 9);
+        assert_eq!(level_number(Some("nonsense"), 0), 3);
     }
 
     #[test]

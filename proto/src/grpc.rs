@@ -403,6 +403,7 @@ pub enum NodeCall {
     SignalTasks(pb::SignalTasksRequest),
     Ping(pb::NodePing),
     ListPids(pb::ListPidsRequest),
+    DaemonStatus(pb::Empty),
     Shutdown(pb::Empty),
     Reboot(pb::Empty),
     SetDebug(pb::DebugLevel),
@@ -422,6 +423,7 @@ pub mod node_method {
     pub const SIGNAL_TASKS: &str = "/slurm.v1.NodeDaemon/SignalTasks";
     pub const PING: &str = "/slurm.v1.NodeDaemon/Ping";
     pub const LIST_PIDS: &str = "/slurm.v1.NodeDaemon/ListPids";
+    pub const DAEMON_STATUS: &str = "/slurm.v1.NodeDaemon/DaemonStatus";
     pub const SHUTDOWN: &str = "/slurm.v1.NodeDaemon/Shutdown";
     pub const REBOOT: &str = "/slurm.v1.NodeDaemon/Reboot";
     pub const SET_DEBUG: &str = "/slurm.v1.NodeDaemon/SetDebug";
@@ -479,6 +481,7 @@ impl NodeCall {
             RequestBody::ListPids { job_id, step_id } => {
                 NodeCall::ListPids(pb::ListPidsRequest { job_id, step_id })
             }
+            RequestBody::DaemonStatus => NodeCall::DaemonStatus(pb::Empty {}),
             RequestBody::NodeShutdown => NodeCall::Shutdown(pb::Empty {}),
             RequestBody::NodeReboot => NodeCall::Reboot(pb::Empty {}),
             RequestBody::SetDebug { level } => NodeCall::SetDebug(pb::DebugLevel { level }),
@@ -523,6 +526,7 @@ impl NodeCall {
                 job_id: l.job_id,
                 step_id: l.step_id,
             },
+            NodeCall::DaemonStatus(_) => RequestBody::DaemonStatus,
             NodeCall::Shutdown(_) => RequestBody::NodeShutdown,
             NodeCall::Reboot(_) => RequestBody::NodeReboot,
             NodeCall::SetDebug(d) => RequestBody::SetDebug { level: d.level },
@@ -542,6 +546,7 @@ impl NodeCall {
             NodeCall::SignalTasks(_) => SIGNAL_TASKS,
             NodeCall::Ping(_) => PING,
             NodeCall::ListPids(_) => LIST_PIDS,
+            NodeCall::DaemonStatus(_) => DAEMON_STATUS,
             NodeCall::Shutdown(_) => SHUTDOWN,
             NodeCall::Reboot(_) => REBOOT,
             NodeCall::SetDebug(_) => SET_DEBUG,
@@ -561,6 +566,7 @@ impl NodeCall {
             NodeCall::SignalTasks(m) => m.encode_to_vec(),
             NodeCall::Ping(m) => m.encode_to_vec(),
             NodeCall::ListPids(m) => m.encode_to_vec(),
+            NodeCall::DaemonStatus(m) => m.encode_to_vec(),
             NodeCall::Shutdown(m) | NodeCall::Reboot(m) => m.encode_to_vec(),
             NodeCall::SetDebug(m) => m.encode_to_vec(),
         }
@@ -1009,6 +1015,23 @@ pub fn node_reply(r: Response) -> pb::NodeReply {
                 })
                 .collect(),
         }),
+        Response::SlurmdStatus(s) => R::Status(pb::SlurmdStatus {
+            steps: s.steps,
+            cpus: s.cpus,
+            boards: s.boards,
+            sockets: s.sockets,
+            cores: s.cores,
+            threads: s.threads,
+            real_memory: s.real_memory,
+            tmp_disk: s.tmp_disk,
+            boot_time: s.boot_time,
+            hostname: s.hostname,
+            last_ctld_msg: s.last_ctld_msg,
+            pid: s.pid,
+            debug: s.debug,
+            log_file: s.log_file,
+            version: s.version,
+        }),
         Response::Error(e) => R::Error(e.into()),
         other => R::Error(
             RpcError {
@@ -1043,6 +1066,23 @@ pub fn node_response(r: pb::NodeReply) -> Response {
                 })
                 .collect(),
         ),
+        Some(R::Status(s)) => Response::SlurmdStatus(Box::new(crate::SlurmdStatus {
+            steps: s.steps,
+            cpus: s.cpus,
+            boards: s.boards,
+            sockets: s.sockets,
+            cores: s.cores,
+            threads: s.threads,
+            real_memory: s.real_memory,
+            tmp_disk: s.tmp_disk,
+            boot_time: s.boot_time,
+            hostname: s.hostname,
+            last_ctld_msg: s.last_ctld_msg,
+            pid: s.pid,
+            debug: s.debug,
+            log_file: s.log_file,
+            version: s.version,
+        })),
         Some(R::Error(e)) => Response::Error(e.into()),
         None => Response::Error(RpcError {
             error: SlurmError::ProtocolError,
@@ -1169,6 +1209,7 @@ mod tests {
                 job_id: Some(4),
                 step_id: None,
             },
+            RequestBody::DaemonStatus,
         ];
         for b in bodies {
             let want = format!("{b:?}");
@@ -1280,6 +1321,23 @@ mod tests {
                 local_id: Some(0),
                 global_id: None,
             }]),
+            Response::SlurmdStatus(Box::new(crate::SlurmdStatus {
+                steps: vec!["5".into(), "5.0".into()],
+                cpus: 4,
+                boards: 1,
+                sockets: 2,
+                cores: 2,
+                threads: 1,
+                real_memory: 1987,
+                tmp_disk: 9951,
+                boot_time: 100,
+                hostname: "n1".into(),
+                last_ctld_msg: Some(120),
+                pid: 77,
+                debug: 3,
+                log_file: None,
+                version: "25.11.0".into(),
+            })),
             Response::Error(RpcError {
                 error: SlurmError::ExpiredCredential,
                 detail: Some("late".into()),

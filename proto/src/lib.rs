@@ -815,6 +815,34 @@ pub struct TopologyEntry {
     pub switches: Vec<String>,
 }
 
+/// A node daemon's account of itself (`scontrol show slurmd`, Slurm's
+/// RESPONSE_SLURMD_STATUS).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SlurmdStatus {
+    /// The job steps running there: `5` (a batch script), `5.0`, `5.extern`.
+    pub steps: Vec<String>,
+    pub cpus: u32,
+    pub boards: u32,
+    pub sockets: u32,
+    /// Cores per socket.
+    pub cores: u32,
+    pub threads: u32,
+    /// MiB.
+    pub real_memory: u64,
+    /// MiB.
+    pub tmp_disk: u64,
+    /// When the daemon started.
+    pub boot_time: i64,
+    pub hostname: String,
+    /// The last word from the controller.
+    pub last_ctld_msg: Option<i64>,
+    pub pid: u32,
+    /// Slurm's number (0 quiet .. 9 debug5).
+    pub debug: u32,
+    pub log_file: Option<String>,
+    pub version: String,
+}
+
 /// What `srun` asks for when it creates a step in an allocation.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StepRequest {
@@ -1993,6 +2021,8 @@ pub enum RequestBody {
         step_id: Option<u32>,
         time_limit: u32,
     },
+    /// `scontrol show slurmd` → node daemon: its own account of itself.
+    DaemonStatus,
     /// `scontrol listpids` → node daemon: the processes of its jobs.
     ListPids {
         job_id: Option<JobId>,
@@ -2123,6 +2153,7 @@ impl RequestBody {
             RequestBody::Reconfigure => ("REQUEST_RECONFIGURE", 1003),
             RequestBody::Shutdown { .. } => ("REQUEST_SHUTDOWN", 1005),
             RequestBody::SetDebug { .. } => ("REQUEST_SET_DEBUG_LEVEL", 1010),
+            RequestBody::DaemonStatus => ("REQUEST_DAEMON_STATUS", 5024),
             RequestBody::GetLicenses => ("REQUEST_LICENSE_INFO", 1021),
             RequestBody::GetJobScript { .. } => ("REQUEST_BATCH_SCRIPT", 2051),
             RequestBody::GetConfig => ("REQUEST_BUILD_INFO", 2001),
@@ -2271,5 +2302,7 @@ pub enum Response {
     },
     /// Node daemon's processes of jobs (`scontrol listpids`).
     Pids(Vec<JobProcess>),
+    /// A node daemon's account of itself (`scontrol show slurmd`).
+    SlurmdStatus(Box<SlurmdStatus>),
     Error(RpcError),
 }

@@ -94,6 +94,11 @@ pub struct Ctx {
     pub ledger: crate::ledger::Ledger,
     /// `-v` given this many times (raises `SlurmdDebug`).
     pub verbose: u32,
+    /// The debug level `scontrol setdebug` set (Slurm's number; `u32::MAX`:
+    /// none, slurm.conf's `SlurmdDebug` and `-v` stand).
+    pub debug_set: std::sync::atomic::AtomicU32,
+    /// When the controller last asked or answered (0: never).
+    pub last_ctld_msg: std::sync::atomic::AtomicI64,
 }
 
 impl Ctx {
@@ -161,6 +166,7 @@ impl Ctx {
             let level = slurm_common::logging::level(new.get("SlurmdDebug"), self.verbose);
             if slurm_common::logging::set_level(level) {
                 info!("reconfigure: logging at {level} now (SlurmdDebug)");
+                self.debug_set.store(u32::MAX, Ordering::Relaxed);
             }
         }
         match self.conf.write() {
@@ -497,6 +503,8 @@ impl Daemon {
             mock_boot: std::sync::atomic::AtomicI64::new(0),
             tls,
             verbose: u32::from(s.verbose),
+            debug_set: std::sync::atomic::AtomicU32::new(u32::MAX),
+            last_ctld_msg: std::sync::atomic::AtomicI64::new(0),
             conf: std::sync::RwLock::new(Arc::new(s.conf)),
         });
         if let Some(p) = &s.pidfile {
@@ -830,6 +838,10 @@ impl pb::node_daemon_server::NodeDaemon for NodeService {
     async fn ping(&self, r: tonic::Request<pb::NodePing>) -> Answer {
         self.handle(r, node_method::PING, NodeCall::Ping).await
     }
+    async fn daemon_status(&self, r: tonic::Request<pb::Empty>) -> Answer {
+        self.handle(r, node_method::DAEMON_STATUS, NodeCall::DaemonStatus)
+            .await
+    }
     async fn list_pids(&self, r: tonic::Request<pb::ListPidsRequest>) -> Answer {
         self.handle(r, node_method::LIST_PIDS, NodeCall::ListPids)
             .await
@@ -844,6 +856,36 @@ impl pb::node_daemon_server::NodeDaemon for NodeService {
     async fn set_debug(&self, r: tonic::Request<pb::DebugLevel>) -> Answer {
         self.handle(r, node_method::SET_DEBUG, NodeCall::SetDebug)
             .await
+    }
+}
+
+/// `scontrol show slurmd`: this daemon's account of itself, as Slurm's
+/// slurmd gives it (the hardware it found, the steps running here, when
+/// the controller last spoke to it).
+fn daemon_status(ctx: &Ctx) -> slurm_proto::SlurmdStatus {
+    let conf = ctx.conf();
+    let debug = match ctx.debug_set.load(Ordering::Relaxed) {
+        u32::MAX => slurm_common::logging::level_number(conf.get("SlurmdDebug"), ctx.verbose),
+        n => n,
+    };
+    let last = ctx.last_ctld_msg.load(Ordering::Relaxed);
+    let hw = &ctx.hardware;
+    slurm_proto::SlurmdStatus {
+        steps: crate::steps::running_here(ctx),
+        cpus: hw.cpus,
+        boards: hw.boards,
+        sockets: hw.sockets,
+        cores: hw.cores_per_socket,
+        threads: hw.threads_per_core,
+        real_memory: hw.real_memory,
+        tmp_disk: hw.tmp_disk,
+        boot_time: ctx.start_time,
+        hostname: ctx.node.clone(),
+        last_ctld_msg: (last > 0).then_some(last),
+        pid: std::process::id(),
+        debug,
+        log_file: conf.slurmd_logfile.clone(),
+        version: slurm_proto::SLURM_VERSION.to_string(),
     }
 }
 
@@ -952,10 +994,15 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             "job requests are taken only from the controller's certificate",
         );
     }
+    if job_request || matches!(req.body, RequestBody::NodePing) && privileged {
+        ctx.last_ctld_msg.store(crate::now(), Ordering::Relaxed);
+    }
     match req.body {
         RequestBody::NodePing => Response::NodePong {
             running_jobs: ctx.running_jobs(),
         },
+        // Anyone may ask, as of Slurm's slurmd.
+        RequestBody::DaemonStatus => Response::SlurmdStatus(Box::new(daemon_status(ctx))),
         RequestBody::ListPids { job_id, step_id } => {
             crate::steps::list_pids(ctx, req.cred.uid, privileged, job_id, step_id)
         }
@@ -987,6 +1034,9 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
                 ),
                 Some(filter) if slurm_common::logging::set_level(filter) => {
                     info!(uid = cred.uid, "setdebug: logging at {level} now");
+                    if let Some(n) = slurm_common::logging::debug_level_number(&level) {
+                        ctx.debug_set.store(n, Ordering::Relaxed);
+                    }
                     Response::Ok
                 }
                 Some(_) => refuse(SlurmError::Disabled, "the log level is set by SLURMD_LOG"),

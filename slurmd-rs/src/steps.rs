@@ -1109,6 +1109,25 @@ pub fn terminate_step(
     Response::Ok
 }
 
+/// The job steps running here as `scontrol show slurmd` lists them: a
+/// batch script by its job id (`5`), a step as `5.0`; by job, then step.
+pub fn running_here(ctx: &Ctx) -> Vec<String> {
+    let mut all: Vec<(JobId, Option<u32>)> = ctx
+        .jobs
+        .running_scripts()
+        .into_iter()
+        .map(|(id, ..)| (id, None))
+        .collect();
+    all.extend(steps().keys().map(|(j, s)| (*j, Some(*s))));
+    all.sort_unstable();
+    all.into_iter()
+        .map(|(j, s)| match s {
+            None => j.to_string(),
+            Some(s) => format!("{j}.{s}"),
+        })
+        .collect()
+}
+
 /// The cgroup of a job set up here for its steps (no batch script here).
 pub fn job_cgroup(node: &str, job: JobId) -> Option<Arc<crate::cgroup::JobCgroup>> {
     step_jobs()

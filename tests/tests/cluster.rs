@@ -2211,6 +2211,24 @@ fn scontrol_lists_a_nodes_jobs_steps_and_what_is_completing() {
     let o = sc(1000, &["listjobs", "n1"]);
     assert!(!o.status.success());
     assert_eq!(stderr(&o).trim(), "No slurmstepd's found on this node");
+    // `show slurmd`: anyone may ask a node daemon about itself, as Slurm's.
+    let o = sc(1000, &["show", "slurmd", "n1"]);
+    let text = stdout(&o);
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k:<24} = ")))
+            .unwrap_or_else(|| panic!("no {k} in {text}"))
+            .to_string()
+    };
+    assert_eq!(field("Active Steps"), format!("{j}, {j}.0"));
+    assert_eq!(field("Hostname"), "n1");
+    assert_eq!(field("Version"), slurm_proto::SLURM_VERSION);
+    assert!(field("Actual CPUs").parse::<u32>().unwrap() >= 1, "{text}");
+    assert!(field("Actual real memory").ends_with(" MB"), "{text}");
+    assert!(field("Slurmd PID").parse::<u32>().unwrap() > 1, "{text}");
+    assert_ne!(field("Last slurmctld msg time"), "NONE", "{text}");
+    assert_eq!(text.lines().count(), 15, "{text}");
     // pidinfo of the step's task: its job and step, and when the job ends.
     let pids = stdout(&sc(0, &["listpids", &format!("{j}.0"), "n1"]));
     let pid = pids
