@@ -2066,7 +2066,9 @@ fn relative_misfit(o: &AllocOpts, j: &slurm_proto::JobRecord) -> Option<String> 
     let have = j.alloc.nodes.len();
     let (n, what) = match (o.nodes, o.ntasks) {
         (Some((n, _)), _) => (n as usize, "--nodes option"),
-        (None, Some(t)) if (t as usize) < have => return None,
+        // Fewer tasks than nodes: as few nodes (Slurm's srun cuts the
+        // count it read from SLURM_JOB_NUM_NODES down to -n).
+        (None, Some(t)) if (t as usize) < have => (t as usize, "SLURM_JOB_NUM_NODES option"),
         (None, _) => (have, "SLURM_JOB_NUM_NODES option"),
     };
     (rel + n > have).then(|| {
@@ -2847,6 +2849,39 @@ pub fn salloc_main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `-r N` with Slurm's checks against the job's node count: `-N`, else
+    /// the job's count cut down to `-n`.
+    #[test]
+    fn relative_misfits_as_slurm_counts_them() {
+        let mut j = slurm_proto::JobRecord::default();
+        j.alloc.nodes = vec!["n1".into(), "n2".into(), "n3".into()];
+        let misfit = |rel: u32, nodes: Option<u32>, ntasks: Option<u32>| {
+            let o = AllocOpts {
+                relative: Some(rel),
+                nodes: nodes.map(|n| (n, None)),
+                ntasks,
+                ..Default::default()
+            };
+            relative_misfit(&o, &j)
+        };
+        assert_eq!(misfit(1, Some(2), None), None);
+        assert_eq!(
+            misfit(2, Some(2), None).as_deref(),
+            Some(
+                "--relative and --nodes option incompatible with count of allocated nodes (2+2>3)"
+            )
+        );
+        assert_eq!(
+            misfit(1, None, None).as_deref(),
+            Some("--relative and SLURM_JOB_NUM_NODES option incompatible with count of allocated nodes (1+3>3)")
+        );
+        assert_eq!(misfit(2, None, Some(1)), None);
+        assert_eq!(
+            misfit(2, None, Some(2)).as_deref(),
+            Some("--relative and SLURM_JOB_NUM_NODES option incompatible with count of allocated nodes (2+2>3)")
+        );
+    }
 
     fn a(s: &[&str]) -> Vec<String> {
         s.iter().map(|x| x.to_string()).collect()

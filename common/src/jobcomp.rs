@@ -51,10 +51,20 @@ fn code_pair(status: i32) -> String {
     format!("{code}:{sig}")
 }
 
-/// A value as it goes in a line: no spaces or newlines (they would end the
-/// value; Slurm writes them raw and cannot read such a line back).
+/// A value as it goes in a line: no white space or control character of
+/// any kind (they would end the value, or the line, and let a job's name
+/// forge the fields after it; Slurm writes them raw and cannot read such a
+/// line back).
 fn word(s: &str) -> String {
-    s.replace([' ', '\n', '\t'], "_")
+    s.chars()
+        .map(|c| {
+            if c.is_whitespace() || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// The record of an ended job, as Slurm's `jobcomp/filetxt` writes it
@@ -152,11 +162,18 @@ pub fn parse(line: &str) -> Option<Record> {
     let mut j = AcctJob::default();
     let mut cluster = String::new();
     let mut has_id = false;
+    // The first of a key counts (a later one could only come from a value
+    // written by something other than [`line`]).
+    let mut seen = std::collections::HashSet::new();
     for item in line.split_whitespace() {
         let Some((k, v)) = item.split_once('=') else {
             continue;
         };
-        match k.to_ascii_lowercase().as_str() {
+        let k = k.to_ascii_lowercase();
+        if !seen.insert(k.clone()) {
+            continue;
+        }
+        match k.as_str() {
             "jobid" => {
                 j.job_id = v.parse().ok()?;
                 has_id = true;
@@ -273,5 +290,32 @@ mod tests {
         assert!(back.nodelist.is_empty());
         assert!(parse("not a record\n").is_none());
         assert!(parse("JobId=x UserId=a(1)").is_none());
+    }
+
+    /// A job's name cannot forge the fields after it: every kind of white
+    /// space and control character is written as `_`, and a key read twice
+    /// keeps its first value.
+    #[test]
+    fn a_name_cannot_forge_fields() {
+        for sep in [
+            "\u{b}", "\u{c}", "\r", "\u{85}", "\u{a0}", "\u{2028}", "\u{1}",
+        ] {
+            let j = AcctJob {
+                job_id: 42,
+                name: format!("x{sep}UserId=root(0){sep}JobId=1"),
+                user: "mallory".into(),
+                uid: 1001,
+                state: JobStateWire(JobState::Completed),
+                ..Default::default()
+            };
+            let l = line(&j, "tux");
+            assert_eq!(l.lines().count(), 1, "{l:?}");
+            let back = parse(&l).unwrap().job;
+            assert_eq!((back.job_id, back.uid), (42, 1001), "{sep:?}: {l:?}");
+        }
+        let back = parse("JobId=5 UserId=bob(7) UserId=root(0) JobId=1")
+            .unwrap()
+            .job;
+        assert_eq!((back.job_id, back.uid), (5, 7));
     }
 }

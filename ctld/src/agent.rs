@@ -24,8 +24,8 @@ pub struct Agent {
 
 /// Start the thread that appends job completion records to their file,
 /// in the order the writer committed them (off the writer: a slow disk
-/// holds up nothing else). The file is made 0644, as Slurm's, and never
-/// written through a symbolic link.
+/// holds up nothing else). The file is made 0644, as Slurm's, and only a
+/// regular file is written, never through a symbolic link.
 pub fn jobcomp_writer() -> Sender<(std::path::PathBuf, Vec<String>)> {
     let (tx, rx) = std::sync::mpsc::channel::<(std::path::PathBuf, Vec<String>)>();
     let spawned = std::thread::Builder::new()
@@ -34,12 +34,18 @@ pub fn jobcomp_writer() -> Sender<(std::path::PathBuf, Vec<String>)> {
             use std::io::Write;
             use std::os::unix::fs::OpenOptionsExt;
             for (path, lines) in rx {
+                // Only a regular file (a FIFO there would hold the
+                // thread, and every record after, forever).
                 let res = std::fs::OpenOptions::new()
                     .append(true)
                     .create(true)
                     .mode(0o644)
-                    .custom_flags(libc::O_NOFOLLOW)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
                     .open(&path)
+                    .and_then(|f| match f.metadata()?.is_file() {
+                        true => Ok(f),
+                        false => Err(std::io::Error::other("not a regular file")),
+                    })
                     .and_then(|mut f| f.write_all(lines.concat().as_bytes()));
                 if let Err(e) = res {
                     tracing::error!(

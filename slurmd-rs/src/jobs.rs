@@ -539,8 +539,23 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     let forget = || {
         drop_cgroup(&cgroup);
         let _ = std::fs::remove_file(state_path(&ctx.state_dir, id));
+        let _ = std::fs::remove_file(launch::launch_record(&ctx.state_dir, id));
     };
-    let child = match launch::spawn(prepared) {
+    // On a blocking thread: the spawn returns once the child has exec'd,
+    // and a child opening its user's FIFO as its output waits for a reader
+    // (as Slurm's slurmstepd would): that holds one thread, never the
+    // daemon's workers (heartbeats, other jobs). The thread lives until the
+    // exec, so the child's death signal (tied to the forking thread) holds
+    // until it commits.
+    let record = launch::launch_record(&ctx.state_dir, id);
+    let spawned = tokio::task::spawn_blocking(move || launch::spawn(prepared, &record))
+        .await
+        .unwrap_or_else(|e| {
+            Err(launch::LaunchError::Spawn(std::io::Error::other(format!(
+                "the launch thread failed: {e}"
+            ))))
+        });
+    let child = match spawned {
         Ok(c) => c,
         Err(e) => {
             forget();
@@ -569,6 +584,8 @@ pub async fn launch(ctx: &Arc<Ctx>, l: BatchLaunch) -> Response {
     state.pid = pid;
     state.start_ticks = crate::sysinfo::proc_start(pid).map(|(t, _)| t).unwrap_or(0);
     write_state(&ctx.state_dir, &state);
+    // The state file has the pid now: the record has served.
+    let _ = std::fs::remove_file(launch::launch_record(&ctx.state_dir, id));
     info!(job = id, pid, user = %user, output = %stdout, "launched batch script");
     tokio::spawn(wait_child(ctx.clone(), child, state, tx, epilogs));
     Response::Ok
@@ -780,6 +797,7 @@ async fn finish(ctx: Arc<Ctx>, state: StateFile, report: bool, tx: watch::Sender
             }
         }
         let _ = std::fs::remove_file(state_path(&dir, id));
+        let _ = std::fs::remove_file(launch::launch_record(&dir, id));
     })
     .await;
     epilog(&ctx, id, Some(state.uid), state.env.as_ref()).await;
@@ -1179,6 +1197,26 @@ fn drop_unlaunched(ctx: &Ctx, st: &StateFile, path: &Path) {
     }
     let _ = std::fs::remove_dir_all(&st.job_dir);
     let _ = std::fs::remove_file(path);
+    let _ = std::fs::remove_file(launch::launch_record(&ctx.state_dir, st.job_id));
+}
+
+/// The script a launch record names, if it is still the one this job's
+/// launch committed: a process group leader running as the job's user,
+/// started before the record was written (a pid reused since started
+/// later). Its start time in clock ticks.
+fn committed_script(st: &StateFile, pid: i32, written: std::time::SystemTime) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (pgrp, state, ticks) = crate::sysinfo::parse_proc_stat(&stat)?;
+    let written = written
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs() as i64;
+    (pgrp == pid
+        && state != 'Z'
+        && state != 'X'
+        && crate::sysinfo::proc_uid(pid) == Some(st.uid)
+        && crate::sysinfo::proc_start_secs(ticks) <= written + 1)
+        .then_some(ticks)
 }
 
 /// Re-adopt the jobs a previous daemon left running (from the state files);
@@ -1189,9 +1227,14 @@ pub fn adopt(ctx: &Arc<Ctx>) {
     };
     for e in rd.flatten() {
         let path = e.path();
-        if path.extension().and_then(|x| x.to_str()) != Some("json") {
-            let _ = std::fs::remove_file(&path);
-            continue;
+        match path.extension().and_then(|x| x.to_str()) {
+            Some("json") => {}
+            // Read with its job's state file (and removed with it).
+            Some("launched") if path.with_extension("json").exists() => continue,
+            _ => {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
         }
         let st: StateFile = match std::fs::read(&path)
             .ok()
@@ -1208,14 +1251,21 @@ pub fn adopt(ctx: &Arc<Ctx>) {
         if st.pid == 0 && st.status.is_none() {
             // Saved during a launch: the launch record says whether the
             // script was committed to run.
-            match launch::read_launch_record(&st.job_dir) {
-                Some(pid) => {
-                    st.pid = pid;
-                    st.start_ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                        .ok()
-                        .and_then(|s| crate::sysinfo::parse_proc_stat(&s))
-                        .filter(|(pgrp, _, _)| *pgrp == pid)
-                        .map_or(0, |(_, _, t)| t);
+            let record = launch::launch_record(&ctx.state_dir, st.job_id);
+            match launch::read_launch_record(&record) {
+                Some((pid, written)) => {
+                    match committed_script(&st, pid, written) {
+                        Some(ticks) => {
+                            st.pid = pid;
+                            st.start_ticks = ticks;
+                        }
+                        // It ran and ended while the daemon was down (its
+                        // pid may be another's now: -1, nothing is
+                        // signalled by it).
+                        None => st.pid = -1,
+                    }
+                    write_state(&ctx.state_dir, &st);
+                    let _ = std::fs::remove_file(&record);
                 }
                 None => {
                     drop_unlaunched(ctx, &st, &path);

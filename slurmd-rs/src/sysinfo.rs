@@ -119,6 +119,25 @@ pub fn parse_proc_stat(s: &str) -> Option<(i32, char, u64)> {
     Some((pgrp, state, start))
 }
 
+/// The real uid a process runs as (`Uid:` of `/proc/PID/status`).
+pub fn proc_uid(pid: i32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// When a process started, in seconds since the epoch (whole seconds:
+/// the boot time is known to the second).
+pub fn proc_start_secs(ticks: u64) -> i64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    boot_time() + (ticks / hz) as i64
+}
+
 /// Live (non-zombie) processes whose process group is `pgid`.
 pub fn group_members(pgid: i32) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {

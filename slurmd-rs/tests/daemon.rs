@@ -1299,23 +1299,50 @@ exec sleep 60
     );
     let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l))).await;
     assert!(matches!(r, Response::Ok), "{r:?}");
+    // Job 51's script will end while the daemon is down.
+    let l = launch(51, work.path(), "#!/bin/sh\necho started\nexec sleep 60\n");
+    let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l))).await;
+    assert!(matches!(r, Response::Ok), "{r:?}");
     d1.stop();
-    // The job outlives the daemon.
-    let out = work.path().join("slurm-50.out");
-    let mut waited = 0;
-    while std::fs::read_to_string(&out).unwrap_or_default() != "started\n" {
-        assert!(waited < 100, "job output never appeared");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        waited += 1;
+    // The jobs outlive the daemon.
+    for id in [50, 51] {
+        let out = work.path().join(format!("slurm-{id}.out"));
+        let mut waited = 0;
+        while std::fs::read_to_string(&out).unwrap_or_default() != "started\n" {
+            assert!(waited < 100, "job output never appeared");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            waited += 1;
+        }
     }
-    // As if the daemon had died between the script's start and its second
-    // save of the job's state: the pid comes from the launch record.
-    let state = c.dir.path().join("spool.n1/jobstate.n1/50.json");
-    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
-    assert!(v["pid"].as_i64().unwrap() > 1, "{v}");
-    v["pid"] = 0.into();
-    v["start_ticks"] = 0.into();
-    std::fs::write(&state, serde_json::to_vec(&v).unwrap()).unwrap();
+    // As if the daemon had died between the scripts' start and the second
+    // save of their state: the pid comes from the launch record (in the
+    // daemon's own directory, out of the job's user's reach).
+    let states = c.dir.path().join("spool.n1/jobstate.n1");
+    let pid_of = |id: u32| {
+        let state = states.join(format!("{id}.json"));
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+        let pid = v["pid"].as_i64().unwrap();
+        assert!(pid > 1, "{v}");
+        v["pid"] = 0.into();
+        v["start_ticks"] = 0.into();
+        std::fs::write(&state, serde_json::to_vec(&v).unwrap()).unwrap();
+        pid as i32
+    };
+    let pid50 = pid_of(50);
+    std::fs::write(states.join("50.launched"), format!("{pid50}")).unwrap();
+    // Job 51's script ends; its pid now names another process group leader
+    // (root's): it must be neither adopted nor signalled.
+    let pid51 = pid_of(51);
+    // SAFETY: ending the test's own job script.
+    unsafe { libc::kill(pid51, libc::SIGKILL) };
+    let mut other = std::process::Command::new("setsid")
+        .args(["sleep", "60"])
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let other_pid = other.id() as i32;
+    std::fs::write(states.join("51.launched"), format!("{other_pid}")).unwrap();
 
     let d2 = start();
     let reg = ctld
@@ -1324,7 +1351,17 @@ exec sleep 60
             _ => None,
         })
         .await;
-    assert_eq!(reg.running_jobs, vec![50]);
+    assert_eq!(reg.running_jobs, vec![50, 51]);
+    ctld.expect("job 51 reported ended while the daemon was down", |m| {
+        matches!(m, RequestBody::BatchComplete { job_id: 51, .. }).then_some(())
+    })
+    .await;
+    assert!(
+        other.try_wait().unwrap().is_none(),
+        "root's process named by the record was signalled"
+    );
+    let _ = other.kill();
+    let _ = other.wait();
     let r = call(
         &c,
         0,

@@ -33,14 +33,24 @@ pub enum Step {
     OpenStderr,
     Dup2,
     JoinCgroup,
+    CommitRecord,
 }
 
 impl Step {
     pub fn from_u8(b: u8) -> Option<Step> {
         use Step::*;
         [
-            Setsid, Setgroups, Setgid, Setuid, CheckIds, OpenStdin, OpenStdout, OpenStderr, Dup2,
+            Setsid,
+            Setgroups,
+            Setgid,
+            Setuid,
+            CheckIds,
+            OpenStdin,
+            OpenStdout,
+            OpenStderr,
+            Dup2,
             JoinCgroup,
+            CommitRecord,
         ]
         .into_iter()
         .find(|s| *s as u8 == b)
@@ -58,6 +68,7 @@ impl Step {
             Step::OpenStderr => "opening the error file",
             Step::Dup2 => "dup2",
             Step::JoinCgroup => "joining the job's cgroup",
+            Step::CommitRecord => "writing the launch record",
         }
     }
 }
@@ -333,7 +344,13 @@ impl ChildPlan {
             let slot = &self.pid_slot[TASK_PID_PREFIX.len()..TASK_PID_PREFIX.len() + n];
             if libc::write(self.commit_fd, slot.as_ptr().cast(), slot.len()) != slot.len() as isize
             {
-                libc::_exit(1);
+                // (A disk full: the launch fails and says why; the record
+                // holds no pid, so a restarted daemon knows it never ran.)
+                let e = match errno() {
+                    0 => libc::ENOSPC,
+                    e => e,
+                };
+                return self.fail_with(Step::CommitRecord, e);
             }
         }
 
@@ -504,7 +521,7 @@ mod tests {
 
     #[test]
     fn steps_round_trip_and_strerror_matches_libc() {
-        for b in 1..=10u8 {
+        for b in 1..=11u8 {
             assert_eq!(Step::from_u8(b).map(|s| s as u8), Some(b));
         }
         assert_eq!(Step::from_u8(0), None);

@@ -264,22 +264,37 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Fork and exec the prepared script. Must run inside a tokio runtime.
-/// On failure the spool directory is removed.
 /// Where a batch script's child records that it runs (its pid, written
-/// just before the exec; see [`exec::ChildPlan::commit_to`]).
-pub fn launch_record(job_dir: &Path) -> PathBuf {
-    job_dir.join("launched")
+/// just before the exec; see [`exec::ChildPlan::commit_to`]): beside the
+/// job's state file, in the daemon's own directory (root's alone: the
+/// job's user owns its job directory and could write a record there).
+pub fn launch_record(state_dir: &Path, job_id: u32) -> PathBuf {
+    state_dir.join(format!("{job_id}.launched"))
 }
 
-/// The pid a launch record holds: `None` when the child never committed
-/// (it did not and will not run the script).
-pub fn read_launch_record(job_dir: &Path) -> Option<i32> {
-    let s = std::fs::read_to_string(launch_record(job_dir)).ok()?;
-    s.trim().parse().ok().filter(|p: &i32| *p > 1)
+/// The pid a launch record holds and when it was written: `None` when the
+/// child never committed (it did not and will not run the script). Only
+/// a regular file, never through a link, and only its first bytes.
+pub fn read_launch_record(path: &Path) -> Option<(i32, std::time::SystemTime)> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let mut buf = [0u8; 16];
+    let n = (&f).read(&mut buf).ok()?;
+    let pid = std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()?;
+    (pid > 1).then_some((pid, meta.modified().ok()?))
 }
 
-pub fn spawn(prep: Prepared) -> Result<tokio::process::Child, LaunchError> {
+/// Fork and exec the prepared script, its child recording at `record` that
+/// it runs. Must run inside a tokio runtime. On failure the spool
+/// directory is removed.
+pub fn spawn(prep: Prepared, record: &Path) -> Result<tokio::process::Child, LaunchError> {
     let Prepared {
         mut plan,
         job_dir,
@@ -293,13 +308,12 @@ pub fn spawn(prep: Prepared) -> Result<tokio::process::Child, LaunchError> {
     let res = (|| {
         let (r, w) = pipe_cloexec().map_err(LaunchError::Spawn)?;
         plan.err_fd = std::os::fd::AsRawFd::as_raw_fd(&w);
-        let record = launch_record(&job_dir);
-        let _ = std::fs::remove_file(&record);
+        let _ = std::fs::remove_file(record);
         let record = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&record)
+            .open(record)
             .map_err(LaunchError::Spawn)?;
         plan.commit_to(
             std::os::fd::AsRawFd::as_raw_fd(&record),
@@ -433,9 +447,26 @@ mod tests {
         assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 65534);
         assert_eq!(meta.permissions().mode() & 0o777, 0o700);
         assert!(script.ends_with("job00004/slurm_script"));
-        let mut child = spawn(prep).unwrap();
+        let record = spool.path().join("4.launched");
+        let mut child = spawn(prep, &record).unwrap();
+        let pid = child.id().unwrap() as i32;
         let status = child.wait().await.unwrap();
         assert_eq!(status.into_raw(), 3 << 8);
+        // The child wrote its pid into the record just before the exec.
+        assert_eq!(read_launch_record(&record).map(|r| r.0), Some(pid));
+        // A record that is a link (to anything) is no record.
+        let link = spool.path().join("5.launched");
+        std::os::unix::fs::symlink(&record, &link).unwrap();
+        assert_eq!(read_launch_record(&link), None);
+        let fifo = spool.path().join("6.launched");
+        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        assert_eq!(
+            read_launch_record(&fifo),
+            None,
+            "a FIFO neither blocks nor counts"
+        );
         let out = std::fs::read_to_string(work.path().join("out-4.txt")).unwrap();
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "65534", "{out}");
@@ -476,7 +507,7 @@ mod tests {
         );
         let out = work.path().join("o.txt");
         l.std_out = Some(out.to_string_lossy().into_owned());
-        let mut child = spawn(prepare(&l, &p).unwrap()).unwrap();
+        let mut child = spawn(prepare(&l, &p).unwrap(), &spool.path().join("launched")).unwrap();
         assert_eq!(child.wait().await.unwrap().into_raw(), 0);
         assert_eq!(
             std::fs::read_to_string(&out).unwrap(),
@@ -486,7 +517,7 @@ mod tests {
         let mut l = launch_for(65534, 65534, work.path(), "#!/no/such/shell\n");
         l.job_id = 5;
         l.std_err = Some("err-%j.txt".into());
-        let mut child = spawn(prepare(&l, &p).unwrap()).unwrap();
+        let mut child = spawn(prepare(&l, &p).unwrap(), &spool.path().join("launched")).unwrap();
         assert_eq!(child.wait().await.unwrap().into_raw(), 127 << 8);
         let err = std::fs::read_to_string(work.path().join("err-5.txt")).unwrap();
         assert!(
@@ -501,7 +532,7 @@ mod tests {
         let locked = tempfile::tempdir().unwrap();
         let mut l = launch_for(65534, 65534, locked.path(), "#!/bin/sh\ntrue\n");
         l.job_id = 6;
-        match spawn(prepare(&l, &p).unwrap()) {
+        match spawn(prepare(&l, &p).unwrap(), &spool.path().join("launched")) {
             Err(LaunchError::Child { what, path, source }) => {
                 assert_eq!(what, "opening the output file");
                 assert!(path.ends_with("out-6.txt"));

@@ -594,4 +594,26 @@ fn job_completion_records_go_to_jobcomploc_and_back_through_sacct_c() {
         "{}",
         t.logs()
     );
+    // A FIFO there holds nothing up: its record is lost, the next one (a
+    // regular file again) is written.
+    std::fs::remove_file(&loc).unwrap();
+    let name = std::ffi::CString::new(loc.to_str().unwrap()).unwrap();
+    // SAFETY: a valid path.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o644) }, 0);
+    let fifo_job = t.sbatch(&["--wrap", "true"]);
+    assert_eq!(t.wait_done(fifo_job, 30).state, JobState::Completed);
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::remove_file(&loc).unwrap();
+    let after = t.sbatch(&["--wrap", "true"]);
+    assert_eq!(t.wait_done(after, 30).state, JobState::Completed);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(&loc).unwrap_or_default();
+        if text.contains(&format!("JobId={after} ")) {
+            assert!(!text.contains(&format!("JobId={fifo_job} ")), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the writer is stuck: {text:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -805,3 +805,50 @@ fn a_saturated_controller_declares_no_healthy_node_dead() {
     assert_eq!(down, 0, "healthy nodes declared dead");
     assert_eq!(failed, 0, "jobs failed or requeued with their nodes");
 }
+
+/// A user's batch scripts whose output files are FIFOs nobody reads wait
+/// in their launch (as under Slurm's slurmstepd): that holds up neither the
+/// node daemon (as many as it has worker threads) nor other jobs.
+#[test]
+fn fifo_outputs_nobody_reads_hold_up_no_other_job() {
+    let t = TestCluster::start(1, |_| {});
+    let held = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(3);
+    let mut fifos = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..held {
+        let fifo = t.work.join(format!("held{i}.fifo"));
+        let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o666) }, 0);
+        std::fs::set_permissions(&fifo, std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .unwrap();
+        ids.push(t.sbatch_as_user(&["-o", fifo.to_str().unwrap(), "--wrap", "echo held"]));
+        fifos.push(fifo);
+    }
+    for id in &ids {
+        t.wait_job(*id, 20, "running", |j| j.state == JobState::Running);
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let other = t.sbatch(&["--wrap", "true"]);
+    assert_eq!(
+        t.wait_done(other, 30).state,
+        JobState::Completed,
+        "{}",
+        t.logs()
+    );
+    let o = t.run("scontrol", &["show", "slurmd", "n1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Read each FIFO: the held scripts run and end.
+    let readers: Vec<_> = fifos
+        .into_iter()
+        .map(|f| std::thread::spawn(move || std::fs::read_to_string(f).unwrap_or_default()))
+        .collect();
+    for id in ids {
+        assert_eq!(t.wait_done(id, 30).state, JobState::Completed);
+    }
+    for r in readers {
+        assert_eq!(r.join().unwrap(), "held\n");
+    }
+}
