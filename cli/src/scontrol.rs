@@ -2593,6 +2593,10 @@ fn update_step(pairs: &Pairs, ctl: &dyn Controller, out: &mut Out) -> i32 {
     };
     // UNLIMITED travels as Slurm's INFINITE.
     let mut time_limit = minutes.unwrap_or(u32::MAX);
+    if sign != 0 && step_id.is_none() {
+        // No one step's limit to move from (Slurm's exits 1 silently).
+        return 1;
+    }
     if sign != 0 {
         let current = load_jobs(ctl, &mut Out::default())
             .unwrap_or_default()

@@ -162,8 +162,8 @@ pub fn parse(line: &str) -> Option<Record> {
     let mut j = AcctJob::default();
     let mut cluster = String::new();
     let mut has_id = false;
-    // The first of a key counts (a later one could only come from a value
-    // written by something other than [`line`]).
+    // A key given twice: not a line [`line`] wrote (a value that ran into
+    // the next field), so no record at all rather than a forged one.
     let mut seen = std::collections::HashSet::new();
     for item in line.split_whitespace() {
         let Some((k, v)) = item.split_once('=') else {
@@ -171,7 +171,7 @@ pub fn parse(line: &str) -> Option<Record> {
         };
         let k = k.to_ascii_lowercase();
         if !seen.insert(k.clone()) {
-            continue;
+            return None;
         }
         match k.as_str() {
             "jobid" => {
@@ -292,9 +292,9 @@ mod tests {
         assert!(parse("JobId=x UserId=a(1)").is_none());
     }
 
-    /// A job's name cannot forge the fields after it: every kind of white
-    /// space and control character is written as `_`, and a key read twice
-    /// keeps its first value.
+    /// A job's name cannot forge the fields of its line: every kind of
+    /// white space and control character is written as `_`; a line with a
+    /// key twice is no record.
     #[test]
     fn a_name_cannot_forge_fields() {
         for sep in [
@@ -302,20 +302,23 @@ mod tests {
         ] {
             let j = AcctJob {
                 job_id: 42,
-                name: format!("x{sep}UserId=root(0){sep}JobId=1"),
+                name: format!("x{sep}Partition=evil{sep}WorkDir=/root"),
                 user: "mallory".into(),
                 uid: 1001,
+                partition: "debug".into(),
+                work_dir: "/home/mallory".into(),
                 state: JobStateWire(JobState::Completed),
                 ..Default::default()
             };
             let l = line(&j, "tux");
             assert_eq!(l.lines().count(), 1, "{l:?}");
-            let back = parse(&l).unwrap().job;
-            assert_eq!((back.job_id, back.uid), (42, 1001), "{sep:?}: {l:?}");
+            let back = parse(&l).unwrap_or_else(|| panic!("{sep:?}: {l:?}")).job;
+            assert_eq!(
+                (back.partition.as_str(), back.work_dir.as_str()),
+                ("debug", "/home/mallory"),
+                "{sep:?}: {l:?}"
+            );
         }
-        let back = parse("JobId=5 UserId=bob(7) UserId=root(0) JobId=1")
-            .unwrap()
-            .job;
-        assert_eq!((back.job_id, back.uid), (5, 7));
+        assert!(parse("JobId=5 UserId=bob(7) UserId=root(0)").is_none());
     }
 }

@@ -771,6 +771,11 @@ pub struct StepRecord {
     /// unlimited (the job's limit still ends it).
     #[serde(default)]
     pub time_limit: Option<u32>,
+    /// The seconds its job had run (suspensions left out) when it started:
+    /// the step's own run time leaves out its job's suspensions too. The
+    /// controller's alone (not sent).
+    #[serde(default)]
+    pub job_secs_at_start: Option<i64>,
 }
 
 /// A job's facts for a node daemon setting it up before any step

@@ -61,12 +61,7 @@ pub async fn call(ctx: &Ctx, body: RequestBody) -> Result<Response, NetError> {
     })?;
     let (name, ch) = ctld_channel(ctx)?;
     let sign = |b: &_| Ok(ctx.key.sign(0, 0, &ctx.host, crate::now(), b));
-    let r = grpc::call_ctld(&ch, name, call, sign, CALL_TIMEOUT).await;
-    if r.is_ok() {
-        ctx.last_ctld_msg
-            .store(crate::now(), std::sync::atomic::Ordering::Relaxed);
-    }
-    r
+    grpc::call_ctld(&ch, name, call, sign, CALL_TIMEOUT).await
 }
 
 /// The controller in control's name and this node's kept channel to it.

@@ -676,23 +676,34 @@ impl pb::node_daemon_server::NodeDaemon for NodeService {
         {
             Err(e) => vec![refused(&caller.addr.to_string(), e)],
             Ok(cred) => {
-                let mut answers = Vec::new();
+                // Each launch on its own task, at once: one held up (its
+                // output a FIFO nobody reads) holds up none of the others.
+                let mut pending = Vec::new();
                 for l in req.into_inner().launches {
-                    let answer = match slurm_proto::BatchLaunch::try_from(l) {
+                    pending.push(match slurm_proto::BatchLaunch::try_from(l) {
                         Ok(l) => {
                             let body = RequestBody::LaunchBatch(Box::new(l));
                             let req = Request {
                                 cred: cred.clone(),
                                 body,
                             };
-                            checked(ctx, req, &caller.peer).await
+                            let (c, peer) = (ctx.clone(), caller.peer.clone());
+                            Ok(tokio::spawn(async move { checked(&c, req, &peer).await }))
                         }
                         Err(e) => {
                             warn!(from = %caller.addr, "malformed launch: {e}");
-                            refuse(SlurmError::ProtocolError, e.to_string())
+                            Err(refuse(SlurmError::ProtocolError, e.to_string()))
                         }
-                    };
-                    answers.push(answer);
+                    });
+                }
+                let mut answers = Vec::new();
+                for p in pending {
+                    answers.push(match p {
+                        Ok(task) => task.await.unwrap_or_else(|e| {
+                            refuse(SlurmError::InternalError, format!("the launch failed: {e}"))
+                        }),
+                        Err(refused) => refused,
+                    });
                 }
                 answers
             }
@@ -1046,7 +1057,17 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             debug!(job = l.job_id, "launch request");
             match crate::mock::mode() {
                 Some(secs) => crate::mock::launch(ctx, *l, secs),
-                None => jobs::launch(ctx, *l).await,
+                // On a task of its own: a caller that gives up waiting (a
+                // slow spawn) cannot cut the launch short between the
+                // spawn and the tracking of its script.
+                None => {
+                    let c = ctx.clone();
+                    tokio::spawn(async move { jobs::launch(&c, *l).await })
+                        .await
+                        .unwrap_or_else(|e| {
+                            refuse(SlurmError::InternalError, format!("the launch failed: {e}"))
+                        })
+                }
             }
         }
         RequestBody::SignalJob { job_id, signal } => jobs::signal(ctx, job_id, signal),
@@ -1126,6 +1147,9 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
                 );
             }
             let kill_wait = ctx.conf().kill_wait;
+            // As a cancel: a launch of it arriving late starts nothing.
+            ctx.ledger
+                .cancelled(job_id, step_id, crate::now(), req.cred.issued);
             crate::steps::terminate_step(job_id, step_id, cause, &ctx.node, kill_wait)
         }
         RequestBody::SignalTasks {

@@ -85,7 +85,14 @@ impl Drop for Attached {
 /// script they run in is signalled.
 pub async fn wait_detached(job_id: JobId, limit: Duration) {
     let deadline = tokio::time::Instant::now() + limit;
-    while attached().contains_key(&job_id) && tokio::time::Instant::now() < deadline {
+    while attached().contains_key(&job_id) {
+        if tokio::time::Instant::now() >= deadline {
+            debug!(
+                job = job_id,
+                "an srun of the job is still attached after {limit:?}; ending the job anyway"
+            );
+            return;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

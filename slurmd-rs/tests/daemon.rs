@@ -1299,13 +1299,15 @@ exec sleep 60
     );
     let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l))).await;
     assert!(matches!(r, Response::Ok), "{r:?}");
-    // Job 51's script will end while the daemon is down.
-    let l = launch(51, work.path(), "#!/bin/sh\necho started\nexec sleep 60\n");
-    let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l))).await;
-    assert!(matches!(r, Response::Ok), "{r:?}");
+    // Jobs 51 and 52's scripts will end while the daemon is down.
+    for id in [51, 52] {
+        let l = launch(id, work.path(), "#!/bin/sh\necho started\nexec sleep 60\n");
+        let r = call(&c, 0, RequestBody::LaunchBatch(Box::new(l))).await;
+        assert!(matches!(r, Response::Ok), "{r:?}");
+    }
     d1.stop();
     // The jobs outlive the daemon.
-    for id in [50, 51] {
+    for id in [50, 51, 52] {
         let out = work.path().join(format!("slurm-{id}.out"));
         let mut waited = 0;
         while std::fs::read_to_string(&out).unwrap_or_default() != "started\n" {
@@ -1343,6 +1345,39 @@ exec sleep 60
     tokio::time::sleep(Duration::from_millis(200)).await;
     let other_pid = other.id() as i32;
     std::fs::write(states.join("51.launched"), format!("{other_pid}")).unwrap();
+    // Job 52's pid is reused by a process of the job's own user, started
+    // after the record was written: not the script either.
+    let pid52 = pid_of(52);
+    // SAFETY: as above.
+    unsafe { libc::kill(pid52, libc::SIGKILL) };
+    let record52 = states.join("52.launched");
+    std::fs::write(&record52, "1").unwrap();
+    let written = std::time::SystemTime::now() - Duration::from_secs(30);
+    std::fs::File::options()
+        .write(true)
+        .open(&record52)
+        .unwrap()
+        .set_modified(written)
+        .unwrap();
+    let mut reused = std::process::Command::new("setsid")
+        .args([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .args(["sleep", "60"])
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let reused_pid = reused.id() as i32;
+    std::fs::write(&record52, format!("{reused_pid}")).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&record52)
+        .unwrap()
+        .set_modified(written)
+        .unwrap();
 
     let d2 = start();
     let reg = ctld
@@ -1351,17 +1386,36 @@ exec sleep 60
             _ => None,
         })
         .await;
-    assert_eq!(reg.running_jobs, vec![50, 51]);
-    ctld.expect("job 51 reported ended while the daemon was down", |m| {
-        matches!(m, RequestBody::BatchComplete { job_id: 51, .. }).then_some(())
-    })
-    .await;
+    assert_eq!(reg.running_jobs, vec![50, 51, 52]);
+    let mut ended = Vec::new();
+    while ended.len() < 2 {
+        let id = ctld
+            .expect(
+                "jobs 51 and 52 reported ended while the daemon was down",
+                |m| match m {
+                    RequestBody::BatchComplete { job_id, .. } if [51, 52].contains(job_id) => {
+                        Some(*job_id)
+                    }
+                    _ => None,
+                },
+            )
+            .await;
+        ended.push(id);
+    }
+    ended.sort_unstable();
+    assert_eq!(ended, [51, 52]);
     assert!(
         other.try_wait().unwrap().is_none(),
         "root's process named by the record was signalled"
     );
-    let _ = other.kill();
-    let _ = other.wait();
+    assert!(
+        reused.try_wait().unwrap().is_none(),
+        "a process that took the script's pid later was signalled"
+    );
+    for p in [&mut other, &mut reused] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
     let r = call(
         &c,
         0,

@@ -465,6 +465,7 @@ impl Controller {
                 usage: None,
                 usage_node: None,
                 time_limit: None,
+                job_secs_at_start: None,
             });
         }
         let mut environment = payload.environment.clone();
@@ -583,6 +584,7 @@ impl Controller {
                         usage: None,
                         usage_node: None,
                         time_limit: None,
+                        job_secs_at_start: None,
                     });
                 }
                 self.save_job(id);

@@ -212,6 +212,7 @@ impl Controller {
             usage_node: None,
             // `-t 0` (as none): no limit of its own.
             time_limit: r.time_limit.filter(|m| *m > 0),
+            job_secs_at_start: Some(j.run_secs(now)),
         };
         let id = r.job_id;
         if let Some(j) = self.job_mut(id) {
@@ -292,8 +293,10 @@ impl Controller {
     /// `scontrol update StepId=J[.S] TimeLimit=M`: the job's owner, root or
     /// SlurmUser (as Slurm's, the owner may raise it: the job's own limit
     /// still ends every step). Without a step, every running step of the
-    /// job; with one, that step (a time limit of 0 changes nothing, as
-    /// Slurm's). `u32::MAX` (Slurm's INFINITE): unlimited.
+    /// job (not its batch or extern step, which the job's limit governs);
+    /// with one, that step. A time limit of 0 changes nothing (Slurm's
+    /// would end every step at once without a step id). `u32::MAX`
+    /// (Slurm's INFINITE): unlimited.
     pub(super) fn update_step(
         &mut self,
         who: Caller,
@@ -312,10 +315,14 @@ impl Controller {
         };
         let mut changed = 0;
         for st in j.steps.iter_mut() {
-            let chosen = match step_id {
-                Some(s) => st.step_id == s && time_limit > 0,
-                None => st.state == JobState::Running,
-            };
+            let own =
+                st.step_id != slurm_proto::BATCH_STEP && st.step_id != slurm_proto::EXTERN_STEP;
+            let chosen = time_limit > 0
+                && own
+                && match step_id {
+                    Some(s) => st.step_id == s,
+                    None => st.state == JobState::Running,
+                };
             if chosen {
                 st.time_limit = (time_limit != u32::MAX).then_some(time_limit);
                 changed += 1;
@@ -344,12 +351,21 @@ impl Controller {
             .values()
             .filter(|j| j.state == JobState::Running)
             .flat_map(|j| {
+                // Its run time leaves out its job's suspensions.
+                let job_secs = j.run_secs(now);
                 j.steps
                     .iter()
                     .filter(|st| st.state == JobState::Running)
                     .filter(|st| {
-                        st.time_limit
-                            .is_some_and(|m| (now - st.start_time) / 60 >= i64::from(m))
+                        st.step_id != slurm_proto::BATCH_STEP
+                            && st.step_id != slurm_proto::EXTERN_STEP
+                    })
+                    .filter(move |st| {
+                        let ran = match st.job_secs_at_start {
+                            Some(at) => job_secs - at,
+                            None => now - st.start_time,
+                        };
+                        st.time_limit.is_some_and(|m| ran / 60 >= i64::from(m))
                     })
                     .map(|st| (j.job_id, st.step_id, st.nodes.clone()))
             })

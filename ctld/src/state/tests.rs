@@ -1249,3 +1249,102 @@ fn top_puts_jobs_first_among_their_owners_and_only_for_those_allowed() {
     let _ = bobs;
     s.check_replay();
 }
+
+/// A step's own time limit (`srun -t` in an allocation) ends the step
+/// TIMEOUT, its job going on; the job's suspensions do not count against
+/// it. Only the job's owner (or root) changes it, and never the batch step.
+#[test]
+fn a_step_past_its_own_limit_ends_timeout_and_suspensions_do_not_count() {
+    let mut s = sim("");
+    s.ctl.key = Some(slurm_common::auth::Key::from_bytes(b"0123456789abcdef0123"));
+    let id = s.submit(|_| {});
+    assert_eq!(s.state(id), JobState::Running);
+    let step = |limit| {
+        RequestBody::CreateStep(StepRequest {
+            job_id: id,
+            name: "sleep".into(),
+            ntasks: Some(1),
+            time_limit: limit,
+            ..Default::default()
+        })
+    };
+    let r = s.req(ALICE, step(Some(1)));
+    assert!(matches!(r, Response::StepCreated(_)), "{r:?}");
+    let r = s.req(ALICE, step(None));
+    assert!(matches!(r, Response::StepCreated(_)), "{r:?}");
+    let own = |s: &Sim, n: u32| {
+        s.job(id)
+            .steps
+            .iter()
+            .find(|st| st.step_id == n)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(own(&s, 0).time_limit, Some(1));
+    assert_eq!(own(&s, 1).time_limit, None);
+    // Time passes in 5 s ticks, the nodes answering.
+    let node = s.job(id).alloc.nodes[0].clone();
+    let pass = |s: &mut Sim, secs: i64| {
+        for _ in 0..secs / 5 {
+            s.tick(5);
+            for n in ["n1", "n2"] {
+                let running_jobs = if n == node { vec![id] } else { vec![] };
+                s.ok(
+                    ROOT,
+                    RequestBody::Heartbeat {
+                        node: n.into(),
+                        running_jobs,
+                    },
+                );
+            }
+        }
+    };
+    // 30 s run, 100 s suspended, 20 s run: 50 s of its minute.
+    pass(&mut s, 30);
+    let suspend = |suspend| RequestBody::SuspendJob {
+        job_id: id,
+        suspend,
+    };
+    s.ok(ROOT, suspend(true));
+    pass(&mut s, 100);
+    s.ok(ROOT, suspend(false));
+    pass(&mut s, 20);
+    assert_eq!(own(&s, 0).state, JobState::Running);
+    s.effects.clear();
+    pass(&mut s, 15);
+    assert_eq!(own(&s, 0).state, JobState::Timeout);
+    assert_eq!(s.state(id), JobState::Running, "the job goes on");
+    assert!(
+        s.effects.iter().any(|e| matches!(e,
+        Effect::SignalStep { job_id, step_id: 0, cause: slurm_proto::TermCause::TimeLimit, .. }
+            if *job_id == id)),
+        "{:?}",
+        s.effects
+    );
+    assert_eq!(own(&s, 1).state, JobState::Running);
+    // Another user may not change a step's limit; nothing changes.
+    let update = |step_id, time_limit| RequestBody::UpdateStep {
+        job_id: id,
+        step_id,
+        time_limit,
+    };
+    let r = s.req(BOB, update(Some(1), 5));
+    assert!(
+        matches!(&r, Response::Error(e) if e.error == SlurmError::UserIdMissing),
+        "{r:?}"
+    );
+    assert_eq!(own(&s, 1).time_limit, None);
+    // The owner, for every running step: not the batch step.
+    s.ok(ALICE, update(None, 5));
+    assert_eq!(own(&s, 1).time_limit, Some(5));
+    assert_eq!(own(&s, slurm_proto::BATCH_STEP).time_limit, None);
+    // 0 changes nothing; an unknown step is an invalid id.
+    s.ok(ALICE, update(None, 0));
+    assert_eq!(own(&s, 1).time_limit, Some(5));
+    let r = s.req(ALICE, update(Some(9), 5));
+    assert!(
+        matches!(&r, Response::Error(e) if e.error == SlurmError::InvalidJobId),
+        "{r:?}"
+    );
+    s.check_replay();
+}

@@ -260,6 +260,7 @@ impl TryFrom<pb::StepRecord> for StepRecord {
             usage: s.usage.map(Into::into),
             usage_node: s.usage_node,
             time_limit: s.time_limit,
+            job_secs_at_start: None,
         })
     }
 }
@@ -2015,6 +2016,7 @@ mod tests {
             usage: None,
             usage_node: None,
             time_limit: None,
+            job_secs_at_start: None,
         });
         let back = match listing_response(pb::JobListing {
             result: Some(pb::job_listing::Result::Jobs(pb::EncodedJobs {
@@ -2077,6 +2079,7 @@ mod tests {
             usage: None,
             usage_node: Some("a2".into()),
             time_limit: None,
+            job_secs_at_start: None,
         });
         full.steps.push(full.steps[0].clone());
         let mut plain = job(8);

@@ -830,7 +830,6 @@ fn fifo_outputs_nobody_reads_hold_up_no_other_job() {
     for id in &ids {
         t.wait_job(*id, 20, "running", |j| j.state == JobState::Running);
     }
-    std::thread::sleep(Duration::from_secs(1));
     let other = t.sbatch(&["--wrap", "true"]);
     assert_eq!(
         t.wait_done(other, 30).state,
@@ -840,6 +839,9 @@ fn fifo_outputs_nobody_reads_hold_up_no_other_job() {
     );
     let o = t.run("scontrol", &["show", "slurmd", "n1"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // Held past the controller's patience with a launch (10 s): the launch
+    // still completes and its script is tracked once it runs.
+    std::thread::sleep(Duration::from_secs(12));
     // Read each FIFO: the held scripts run and end.
     let readers: Vec<_> = fifos
         .into_iter()
