@@ -2061,6 +2061,21 @@ fn status_lines(step: &str, ntasks: u32, statuses: &HashMap<u32, (u32, i32)>) ->
 /// `-r N` with `-N M` past the end of job `j`'s nodes: Slurm's complaint.
 /// Without `-N` the count is the job's (Slurm's srun reads
 /// `SLURM_JOB_NUM_NODES` as `-N`), or `-n` when fewer.
+/// slurm.conf for srun or salloc, once `-M/--clusters` is known to name
+/// this cluster (or `all`); else the exit code, said why.
+fn conf_for(cmd: &str, o: &AllocOpts, codes: &common::ExitCodes) -> Result<SlurmConf, i32> {
+    let conf = common::load_conf(cmd).map_err(|code| codes.on_error(code))?;
+    if let Some(Err(e)) = o
+        .clusters
+        .as_deref()
+        .map(|l| common::check_clusters(cmd, l, &conf))
+    {
+        eprintln!("{e}");
+        return Err(codes.error);
+    }
+    Ok(conf)
+}
+
 fn relative_misfit(o: &AllocOpts, j: &slurm_proto::JobRecord) -> Option<String> {
     let rel = o.relative? as usize;
     let have = j.alloc.nodes.len();
@@ -2214,18 +2229,10 @@ pub fn srun_main() -> i32 {
         eprintln!("srun: fatal: No command given to execute.");
         return codes.error;
     }
-    let conf = match common::load_conf("srun") {
+    let conf = match conf_for("srun", &o, &codes) {
         Ok(c) => c,
-        Err(code) => return codes.on_error(code),
+        Err(code) => return code,
     };
-    if let Some(Err(e)) = o
-        .clusters
-        .as_deref()
-        .map(|l| common::check_clusters("srun", l, &conf))
-    {
-        eprintln!("{e}");
-        return codes.error;
-    }
     // The scripts named here, found as Slurm's srun finds them (one not
     // found is said and tried as given).
     let mut o = o;
@@ -2795,18 +2802,10 @@ pub fn salloc_main() -> i32 {
         print!("{text}");
         return 0;
     }
-    let conf = match common::load_conf("salloc") {
+    let conf = match conf_for("salloc", &o, &codes) {
         Ok(c) => c,
-        Err(code) => return codes.on_error(code),
+        Err(code) => return code,
     };
-    if let Some(Err(e)) = o
-        .clusters
-        .as_deref()
-        .map(|l| common::check_clusters("salloc", l, &conf))
-    {
-        eprintln!("{e}");
-        return codes.error;
-    }
     let client = common::client(&conf);
     let shell = std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into());
     let command = if o.command.is_empty() {

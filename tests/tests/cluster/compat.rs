@@ -1788,6 +1788,18 @@ fn scontrol_notify_tells_the_job_and_only_its_owner_may() {
     );
     let out = t.run("scontrol", &["notify", &sid]);
     assert_eq!(stderr(&out), "too few arguments for keyword:notify\n");
+    // A message over 8 KiB is refused, and nothing is written.
+    let long = "y".repeat(9000);
+    let out = t.run_as_user("scontrol", &["notify", &sid, &long]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("job notify failure: "),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!std::fs::read_to_string(&err_file)
+        .unwrap_or_default()
+        .contains("yyyy"));
     // Over: Slurm's "already completing or completed".
     t.run("scancel", &[&other.to_string()]);
     t.wait_done(other, 30);
