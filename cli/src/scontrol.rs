@@ -1020,6 +1020,58 @@ fn cmd_shutdown(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
 
 /// `scontrol setdebug LEVEL [nodes=NODES]`: the controller's log level, or
 /// the node daemons' of NODES, until slurm.conf is read again.
+/// `scontrol setdebugflags {+|-}NAME [{+|-}NAME...]`: the controller's
+/// DebugFlags until slurm.conf is read again (root and SlurmUser). Slurm's
+/// texts for a wrong name; `nodes=` (node daemons' flags) is refused with
+/// Slurm's message: ours take no DebugFlags.
+fn cmd_setdebugflags(rest: &[String], quiet: bool, ctl: &dyn Controller, out: &mut Out) -> i32 {
+    use slurm_common::debugflags::DebugFlags;
+    if rest.is_empty() {
+        out.err("too few arguments for keyword:setdebugflags");
+        return 1;
+    }
+    let (mut plus, mut minus) = (0u64, 0u64);
+    let mut stop = None;
+    for (i, a) in rest.iter().enumerate() {
+        let (add, name) = match a.as_bytes().first() {
+            Some(b'+') => (true, &a[1..]),
+            Some(b'-') => (false, &a[1..]),
+            _ => {
+                stop = Some((i, false));
+                break;
+            }
+        };
+        match DebugFlags::parse(name) {
+            Ok(f) if add => plus |= f.0,
+            Ok(f) => minus |= f.0,
+            Err(_) => {
+                stop = Some((i, true));
+                break;
+            }
+        }
+    }
+    match stop {
+        Some((i, false))
+            if i == rest.len() - 1
+                && key_value(&rest[i]).is_some_and(|(k, _)| k == "node" || k == "nodes") =>
+        {
+            out.err("Failed to set DebugFlags on one or more nodes.");
+            1
+        }
+        Some((i, signed)) => {
+            out.err(format!("invalid debug flag: {}", rest[i]));
+            if !quiet && !signed {
+                out.err("Usage: setdebugflags {+|-}NAME [{+|-}NAME] [nodes=<NODES>]");
+            }
+            1
+        }
+        None => {
+            let r = ctl.call_answer(RequestBody::SetDebugFlags { plus, minus });
+            printf_error("slurm_set_debug_flags error", r, out)
+        }
+    }
+}
+
 fn cmd_setdebug(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     let level = match rest {
         [] => {
@@ -1176,6 +1228,7 @@ const COMMANDS: &[&str] = &[
     "completing",
     "shutdown",
     "setdebug",
+    "setdebugflags",
     "getaddrs",
     "wait_job",
     "write",
@@ -1235,6 +1288,7 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
      resume <job_list>        resume previously suspended job.
      setdebug <LEVEL> [nodes=<NODES>] set the log level of slurmctld (or
                               of the slurmd daemons of NODES).
+     setdebugflags [+|-]<FLAG> add or remove slurmctld DebugFlags.
      show <ENTITY> [<ID>]     display state of identified entity, default
                               is all records.
      shutdown <OPTION>        shut down slurm daemons (slurmctld or
@@ -3150,6 +3204,7 @@ pub fn run_command(
         }
         Some("shutdown") => cmd_shutdown(rest, ctl, out),
         Some("setdebug") => cmd_setdebug(rest, ctl, out),
+        Some("setdebugflags") => cmd_setdebugflags(rest, g.quiet, ctl, out),
         Some("getaddrs") => cmd_getaddrs(rest, ctl, out),
         Some("wait_job") => cmd_wait_job(rest, ctl, out),
         Some("write") => cmd_write(rest, ctl, out),
@@ -3345,6 +3400,15 @@ pub(crate) fn parse_globals_env(
         let _ = env(v);
     }
     let mut words = Vec::new();
+    // After `setdebugflags`, `-NAME` is a flag to take away, never an
+    // option (as Slurm's scontrol reads it).
+    let (args, after) = match args
+        .iter()
+        .position(|a| a.len() >= 8 && "setdebugflags".starts_with(a.to_ascii_lowercase().as_str()))
+    {
+        Some(i) => (&args[..i], &args[i..]),
+        None => (args, &args[args.len()..]),
+    };
     let parsed =
         crate::fmt::getopt("scontrol", args, OPTS).map_err(|e| format!("{e}\n{try_help}"))?;
     for p in parsed {
@@ -3377,6 +3441,7 @@ pub(crate) fn parse_globals_env(
             _ => {}
         }
     }
+    words.extend(after.iter().cloned());
     Ok((g, words, None))
 }
 
@@ -3685,6 +3750,12 @@ mod tests {
                         (6..=12, _) => Ok(Response::Ok),
                         _ => err(SlurmError::InvalidJobId),
                     }
+                }
+                RequestBody::SetDebugFlags { plus, minus } => {
+                    self.calls
+                        .borrow_mut()
+                        .push(format!("flags +{plus:#x} -{minus:#x}"));
+                    Ok(Response::Ok)
                 }
                 RequestBody::UpdateStep {
                     job_id,
@@ -4008,6 +4079,42 @@ mod tests {
         let (rc, _, err) = sc(&f, &["update", "foo=bar"]);
         assert_eq!(rc, 1);
         assert!(err.starts_with("No valid entity in update command\n"));
+    }
+
+    /// `setdebugflags`: what reaches the controller (a `-NAME` is a flag,
+    /// never an option) and Slurm's texts for what is wrong.
+    #[test]
+    fn setdebugflags_words_and_errors() {
+        let f = fake();
+        let (rc, _, err) = sc(&f, &["setdebugflags", "+Backfill", "-gres", "+TraceJobs"]);
+        assert_eq!((rc, err.as_str()), (0, ""));
+        let (rc, _, err) = sc(&f, &["-o", "setdebugflags", "-Steps"]);
+        assert_eq!((rc, err.as_str()), (0, ""));
+        let cases: &[(&[&str], &str)] = &[
+            (&["setdebugflags"], "too few arguments for keyword:setdebugflags\n"),
+            (&["setdebugflags", "+Loud"], "invalid debug flag: +Loud\n"),
+            (
+                &["setdebugflags", "Backfill"],
+                "invalid debug flag: Backfill\nUsage: setdebugflags {+|-}NAME [{+|-}NAME] [nodes=<NODES>]\n",
+            ),
+            (&["-Q", "setdebugflags", "Backfill"], "invalid debug flag: Backfill\n"),
+            (
+                &["setdebugflags", "+Steps", "nodes=n1"],
+                "Failed to set DebugFlags on one or more nodes.\n",
+            ),
+        ];
+        for (args, want) in cases {
+            let (rc, _, err) = sc(&f, args);
+            assert_eq!((rc, err.as_str()), (1, *want), "{args:?}");
+        }
+        let b = |n: u32| 1u64 << n;
+        assert_eq!(
+            *f.calls.borrow(),
+            vec![
+                format!("flags +{:#x} -{:#x}", b(4) | b(56), b(28)),
+                format!("flags +0x0 -{:#x}", b(50)),
+            ]
+        );
     }
 
     /// `show slurmd` in Slurm's layout.

@@ -433,6 +433,9 @@ pub async fn call_command(
             CommandCall::Takeover(m) => client.takeover(with_cred(m, cred, within)).await,
             CommandCall::Shutdown(m) => client.shutdown(with_cred(m, cred, within)).await,
             CommandCall::SetDebug(m) => client.set_debug(with_cred(m, cred, within)).await,
+            CommandCall::SetDebugFlags(m) => {
+                client.set_debug_flags(with_cred(m, cred, within)).await
+            }
             CommandCall::RelinquishControl(m) => {
                 client.relinquish_control(with_cred(m, cred, within)).await
             }

@@ -35,6 +35,7 @@ pub mod conf;
 pub mod constraint;
 pub mod cpubind;
 pub mod dbd;
+pub mod debugflags;
 pub mod gres;
 pub mod grpc;
 pub mod hostlist;

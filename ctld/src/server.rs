@@ -410,6 +410,30 @@ impl Server {
         Response::Ok
     }
 
+    /// `scontrol setdebugflags`: the DebugFlags in force until slurm.conf is
+    /// read again; root and SlurmUser, as Slurm's.
+    fn set_debug_flags(&self, req: &Request, plus: u64, minus: u64) -> Response {
+        use slurm_common::debugflags::{self, DebugFlags};
+        if !self.root_or_slurm_user(req.cred.uid) {
+            tracing::warn!(
+                uid = req.cred.uid,
+                "refused setdebugflags: not root or SlurmUser"
+            );
+            return Response::Error(SlurmError::AccessDenied.into());
+        }
+        let now = DebugFlags((debugflags::current().0 & !minus) | plus);
+        debugflags::set(now);
+        tracing::info!(uid = req.cred.uid, "Set DebugFlags to {}", {
+            let n = now.names();
+            if n.is_empty() {
+                "none".to_string()
+            } else {
+                n
+            }
+        });
+        Response::Ok
+    }
+
     /// `sdiag -r`: the RPC counters here and the scheduler's in the
     /// writer start again from zero; operators only (as Slurm's).
     fn reset_diag(&self, req: &Request) -> Response {
@@ -776,7 +800,28 @@ impl Server {
                     }
                 }
             }
-            RequestBody::GetConfig => Response::Config(self.snapshot().config.clone()),
+            RequestBody::GetConfig => {
+                // DebugFlags as in force now (setdebugflags).
+                let mut c = self.snapshot().config.clone();
+                let flags = slurm_common::debugflags::current().names();
+                let flags = if flags.is_empty() {
+                    "(null)".to_string()
+                } else {
+                    flags
+                };
+                match c
+                    .entries
+                    .iter_mut()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("DebugFlags"))
+                {
+                    Some(e) => e.1 = flags,
+                    None => {
+                        c.entries.push(("DebugFlags".into(), flags));
+                        c.entries.sort_by_key(|e| e.0.to_ascii_lowercase());
+                    }
+                }
+                Response::Config(c)
+            }
             RequestBody::GetDiag => {
                 let mut d = self.snapshot().diag.clone();
                 if let Ok(live) = self.live_stats.lock() {
@@ -1298,6 +1343,9 @@ impl CtldService {
                 command_reply(s.shutdown(&req, controller_only).await)
             }
             RequestBody::SetDebug { ref level } => command_reply(s.set_debug(&req, level)),
+            RequestBody::SetDebugFlags { plus, minus } => {
+                command_reply(s.set_debug_flags(&req, plus, minus))
+            }
             RequestBody::ResetDiag => command_reply(s.reset_diag(&req)),
             RequestBody::Reconfigure if !s.ha.active() => command_reply(s.reread(&req)),
             RequestBody::Reconfigure => {
@@ -1719,6 +1767,14 @@ impl pb::controller_server::Controller for CtldService {
     async fn set_debug(&self, r: tonic::Request<pb::DebugLevel>) -> Commanded {
         self.command(r, command_method::SET_DEBUG, CommandCall::SetDebug)
             .await
+    }
+    async fn set_debug_flags(&self, r: tonic::Request<pb::DebugFlagsRequest>) -> Commanded {
+        self.command(
+            r,
+            command_method::SET_DEBUG_FLAGS,
+            CommandCall::SetDebugFlags,
+        )
+        .await
     }
     async fn relinquish_control(&self, r: tonic::Request<pb::Empty>) -> Commanded {
         self.command(

@@ -2050,6 +2050,12 @@ pub enum RequestBody {
     SetDebug {
         level: String,
     },
+    /// `scontrol setdebugflags +NAME -NAME`: the controller's DebugFlags
+    /// (bits of `slurm_common::debugflags`) until slurm.conf is read again.
+    SetDebugFlags {
+        plus: u64,
+        minus: u64,
+    },
 }
 
 /// One process of a job on a node (`scontrol listpids`).
@@ -2158,6 +2164,7 @@ impl RequestBody {
             RequestBody::Reconfigure => ("REQUEST_RECONFIGURE", 1003),
             RequestBody::Shutdown { .. } => ("REQUEST_SHUTDOWN", 1005),
             RequestBody::SetDebug { .. } => ("REQUEST_SET_DEBUG_LEVEL", 1010),
+            RequestBody::SetDebugFlags { .. } => ("REQUEST_SET_DEBUG_FLAGS", 1014),
             RequestBody::DaemonStatus => ("REQUEST_DAEMON_STATUS", 5024),
             RequestBody::GetLicenses => ("REQUEST_LICENSE_INFO", 1021),
             RequestBody::GetJobScript { .. } => ("REQUEST_BATCH_SCRIPT", 2051),

@@ -9,6 +9,9 @@ impl Controller {
     /// its completion record (`JobCompType`).
     pub(super) fn count_end(&mut self, id: JobId, state: JobState) {
         self.ended_now.push(id);
+        if slurm_common::debugflags::on(slurm_common::debugflags::TRACE_JOBS) {
+            tracing::info!("TraceJobs: JobId={id} ended {}", state.name());
+        }
         match state {
             JobState::Completed => self.stats.jobs_completed += 1,
             JobState::Cancelled => self.stats.jobs_canceled += 1,

@@ -213,6 +213,7 @@ impl Controller {
             slurm_common::licenses::parse(new.get("Licenses").unwrap_or("")).unwrap_or_default();
         self.enforce = crate::assoc::Enforce::parse(&new.accounting_storage_enforce);
         self.limits = SubmitLimits::from_conf(&new);
+        super::apply_debug_flags(&new);
         self.conf = Arc::new(new);
         self.refresh_gres_kinds();
         self.last_update = self.last_update.max(now);

@@ -223,6 +223,21 @@ impl Snapshot {
     }
 }
 
+/// slurm.conf's `DebugFlags` in force (an unknown name is logged, and the
+/// flags it came with are taken without it).
+pub(super) fn apply_debug_flags(conf: &SlurmConf) {
+    use slurm_common::debugflags::DebugFlags;
+    let list = conf.get("DebugFlags").unwrap_or("");
+    let mut flags = DebugFlags::default();
+    for name in list.split(',') {
+        match DebugFlags::parse(name) {
+            Ok(f) => flags.0 |= f.0,
+            Err(bad) => tracing::error!("DebugFlags invalid: {bad}"),
+        }
+    }
+    slurm_common::debugflags::set(flags);
+}
+
 pub struct Controller {
     pub conf: Arc<SlurmConf>,
     /// Everything persisted.
@@ -404,6 +419,7 @@ impl Controller {
         scheduler: Box<dyn Scheduler>,
         now: i64,
     ) -> Controller {
+        apply_debug_flags(&conf);
         let slurm_uid = users::parse_user(&conf.slurm_user).unwrap_or(0);
         let mut nodes = Vec::with_capacity(conf.nodes.len());
         let mut node_index = HashMap::new();

@@ -214,6 +214,7 @@ impl Controller {
         self.dirty = true;
         self.sched_needed = true;
         self.refresh();
+        trace_reservation("created", &name);
         Ok(Response::ReservationCreated { name })
     }
 
@@ -235,6 +236,7 @@ impl Controller {
             return err(SlurmError::ReservationInvalid);
         };
         let r = self.reservation_from(who, &spec, Some(&base), now)?;
+        trace_reservation("updated", &r.name);
         self.entries.push(Entry::Reservation(r.clone()));
         self.p.reservations.insert(r.name.clone(), r);
         self.dirty = true;
@@ -254,6 +256,7 @@ impl Controller {
         if self.p.reservations.remove(name).is_none() {
             return err(SlurmError::ReservationInvalid);
         }
+        trace_reservation("deleted", name);
         self.entries
             .push(Entry::RemoveReservation(name.to_string()));
         self.dirty = true;
@@ -299,4 +302,11 @@ impl Controller {
 
     // ------------------------------------------------------------------
     // Priority (multifactor)
+}
+
+/// `DebugFlags=Reservation`: each change of a reservation, in the log.
+fn trace_reservation(what: &str, name: &str) {
+    if slurm_common::debugflags::on(slurm_common::debugflags::RESERVATION) {
+        tracing::info!("Reservation: {name} {what}");
+    }
 }

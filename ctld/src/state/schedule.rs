@@ -404,6 +404,20 @@ impl Controller {
             .iter()
             .map(|a| self.nodes[a.node].name.clone())
             .collect();
+        if slurm_common::debugflags::on(slurm_common::debugflags::TRACE_JOBS)
+            || (slurm_common::debugflags::on(slurm_common::debugflags::BACKFILL)
+                && matches!(by, SchedFlag::Backfill))
+        {
+            tracing::info!(
+                "TraceJobs: JobId={id} started by the {} scheduler on {}",
+                match by {
+                    SchedFlag::Backfill => "backfill",
+                    SchedFlag::Main => "main",
+                    SchedFlag::Submit => "submit-time",
+                },
+                slurm_common::hostlist::compress(&names)
+            );
+        }
         let Some(payload) = self.p.payloads.get(&id).cloned() else {
             return;
         };

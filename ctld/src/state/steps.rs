@@ -215,6 +215,13 @@ impl Controller {
             job_secs_at_start: Some(j.run_secs(now)),
         };
         let id = r.job_id;
+        if slurm_common::debugflags::on(slurm_common::debugflags::STEPS) {
+            tracing::info!(
+                "Steps: StepId={id}.{step_id} created: {} task(s) on {}",
+                rec.ntasks,
+                slurm_common::hostlist::compress(&rec.nodes)
+            );
+        }
         if let Some(j) = self.job_mut(id) {
             j.steps.push(rec);
         }
@@ -285,6 +292,9 @@ impl Controller {
             };
             st.exit_status = status;
             st.end_time = Some(now);
+            if slurm_common::debugflags::on(slurm_common::debugflags::STEPS) {
+                tracing::info!("Steps: StepId={id}.{step_id} ended {}", st.state.name());
+            }
         }
         self.save_job(id);
         Ok(Response::Ok)
@@ -372,6 +382,9 @@ impl Controller {
             .collect();
         for (id, step_id, nodes) in due {
             tracing::info!(job = id, step = step_id, "step has timed out");
+            if slurm_common::debugflags::on(slurm_common::debugflags::STEPS) {
+                tracing::info!("Steps: StepId={id}.{step_id} ended TIMEOUT (its own time limit)");
+            }
             if let Some(j) = self.job_mut(id) {
                 if let Some(st) = j.steps.iter_mut().find(|s| s.step_id == step_id) {
                     st.state = JobState::Timeout;

@@ -795,6 +795,7 @@ impl Controller {
                 }
             }
         }
+        trace_submitted(self, id);
         Ok(Response::Submitted { job_id: id })
     }
 
@@ -860,7 +861,16 @@ impl Controller {
         self.save_job(id);
         self.sched_needed = true;
         self.stats.jobs_submitted += 1;
+        trace_submitted(self, id);
         Ok(Response::Submitted { job_id: id })
+    }
+}
+
+/// `DebugFlags=TraceJobs`: a job accepted, in the log.
+fn trace_submitted(c: &Controller, id: JobId) {
+    if slurm_common::debugflags::on(slurm_common::debugflags::TRACE_JOBS) {
+        let uid = c.p.jobs.get(&id).map_or(0, |j| j.user_id);
+        tracing::info!("TraceJobs: JobId={id} submitted by uid {uid}");
     }
 }
 

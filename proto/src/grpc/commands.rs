@@ -1101,6 +1101,7 @@ pub enum CommandCall {
     RelinquishControl(pb::Empty),
     Shutdown(pb::ShutdownRequest),
     SetDebug(pb::DebugLevel),
+    SetDebugFlags(pb::DebugFlagsRequest),
 }
 
 /// The full gRPC path of each command method of `Controller`.
@@ -1148,6 +1149,7 @@ pub mod command_method {
     pub const TAKEOVER: &str = "/slurm.v1.Controller/Takeover";
     pub const SHUTDOWN: &str = "/slurm.v1.Controller/Shutdown";
     pub const SET_DEBUG: &str = "/slurm.v1.Controller/SetDebug";
+    pub const SET_DEBUG_FLAGS: &str = "/slurm.v1.Controller/SetDebugFlags";
     pub const RELINQUISH_CONTROL: &str = "/slurm.v1.Controller/RelinquishControl";
     pub const REPLICATE: &str = "/slurm.v1.Controller/Replicate";
 }
@@ -1274,6 +1276,9 @@ impl CommandCall {
                 CommandCall::Shutdown(pb::ShutdownRequest { controller_only })
             }
             RequestBody::SetDebug { level } => CommandCall::SetDebug(pb::DebugLevel { level }),
+            RequestBody::SetDebugFlags { plus, minus } => {
+                CommandCall::SetDebugFlags(pb::DebugFlagsRequest { plus, minus })
+            }
             RequestBody::RelinquishControl => CommandCall::RelinquishControl(pb::Empty {}),
             RequestBody::GetJobsDelta { epoch, since } => {
                 CommandCall::GetJobsDelta(pb::JobsDeltaRequest { epoch, since })
@@ -1366,6 +1371,10 @@ impl CommandCall {
                 controller_only: s.controller_only,
             },
             CommandCall::SetDebug(d) => RequestBody::SetDebug { level: d.level },
+            CommandCall::SetDebugFlags(d) => RequestBody::SetDebugFlags {
+                plus: d.plus,
+                minus: d.minus,
+            },
             CommandCall::RelinquishControl(_) => RequestBody::RelinquishControl,
             CommandCall::GetJobsDelta(d) => RequestBody::GetJobsDelta {
                 epoch: d.epoch,
@@ -1421,6 +1430,7 @@ impl CommandCall {
             CommandCall::Takeover(_) => TAKEOVER,
             CommandCall::Shutdown(_) => SHUTDOWN,
             CommandCall::SetDebug(_) => SET_DEBUG,
+            CommandCall::SetDebugFlags(_) => SET_DEBUG_FLAGS,
             CommandCall::RelinquishControl(_) => RELINQUISH_CONTROL,
         }
     }
@@ -1456,6 +1466,7 @@ impl CommandCall {
             CommandCall::GetJobsDelta(m) => m.encode_to_vec(),
             CommandCall::Shutdown(m) => m.encode_to_vec(),
             CommandCall::SetDebug(m) => m.encode_to_vec(),
+            CommandCall::SetDebugFlags(m) => m.encode_to_vec(),
             CommandCall::UpdateJob(m) => m.encode_to_vec(),
             CommandCall::SuspendJob(m) => m.encode_to_vec(),
             CommandCall::UpdateNode(m) => m.encode_to_vec(),

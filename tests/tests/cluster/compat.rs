@@ -1916,3 +1916,48 @@ fn srun_relative_starts_the_step_at_node_n() {
     );
     assert_eq!(t.jobs().len(), jobs, "a refused request made a job");
 }
+
+/// `scontrol setdebugflags`: root's `+TraceJobs` makes the controller log
+/// each job's submission, start and end (`show config` says so), `-TraceJobs`
+/// stops it; an ordinary user may not change them.
+#[test]
+fn setdebugflags_turns_the_controllers_job_trace_on_and_off() {
+    use slurm_proto::JobState;
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let flags = |t: &TestCluster| {
+        let o = t.run("scontrol", &["show", "config"]);
+        stdout(&o)
+            .lines()
+            .find(|l| l.starts_with("DebugFlags "))
+            .map(|l| l.split_once('=').unwrap().1.trim().to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(flags(&t), "(null)");
+    let out = t.run_as_user("scontrol", &["setdebugflags", "+TraceJobs"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("slurm_set_debug_flags error:"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(flags(&t), "(null)", "a refused change changed nothing");
+    let out = t.run("scontrol", &["setdebugflags", "+TraceJobs", "+Steps"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(flags(&t), "Steps,TraceJobs");
+    let traced = t.sbatch(&["--wrap", "true"]);
+    assert_eq!(t.wait_done(traced, 30).state, JobState::Completed);
+    let logs = t.logs();
+    for what in ["submitted", "started by the", "ended COMPLETED"] {
+        assert!(
+            logs.contains(&format!("TraceJobs: JobId={traced} {what}")),
+            "{what}: {logs}"
+        );
+    }
+    let out = t.run("scontrol", &["setdebugflags", "-TraceJobs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(flags(&t), "Steps");
+    let quiet = t.sbatch(&["--wrap", "true"]);
+    assert_eq!(t.wait_done(quiet, 30).state, JobState::Completed);
+    assert!(!t.logs().contains(&format!("TraceJobs: JobId={quiet} ")));
+}
