@@ -46,6 +46,7 @@ enum Key {
     Deadline,
     Distribution,
     NoKill,
+    Overcommit,
     Propagate,
     TimeMin,
     KillOnInvalidDep,
@@ -266,7 +267,7 @@ static SPECS: &[Spec] = &[
     spec("mincpus", None, RA, Key::Mincpus, None),
     spec("network", None, RA, WARN, Some("SBATCH_NETWORK")),
     spec("no-kill", Some('k'), OA, Key::NoKill, Some("SBATCH_NO_KILL")),
-    spec("overcommit", Some('O'), NA, WARN, Some("SBATCH_OVERCOMMIT")),
+    spec("overcommit", Some('O'), NA, Key::Overcommit, Some("SBATCH_OVERCOMMIT")),
     spec("power", None, RA, WARN, Some("SBATCH_POWER")),
     spec("prefer", None, RA, WARN, None),
     spec("priority", None, RA, Key::Priority, None),
@@ -414,6 +415,8 @@ pub struct Options {
     pub distribution: Option<String>,
     /// `-k/--no-kill[=off]`.
     pub no_kill: Option<bool>,
+    /// `-O/--overcommit`: CPUs as for one task per node.
+    pub overcommit: Option<bool>,
     /// `--time-min` (minutes).
     pub time_min: Option<u32>,
     /// `--kill-on-invalid-dep=yes|no`.
@@ -511,6 +514,7 @@ impl Options {
             deadline,
             distribution,
             no_kill,
+            overcommit,
             propagate,
             time_min,
             kill_on_invalid_dep,
@@ -779,6 +783,7 @@ fn apply(
         Key::NoKill => {
             opts.no_kill = Some(parse_no_kill(val).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?)
         }
+        Key::Overcommit => opts.overcommit = Some(true),
         Key::Distribution => {
             slurm_common::cpubind::parse_distribution(v)
                 .map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?;
@@ -1074,6 +1079,9 @@ pub fn option_env(o: &Options) -> Vec<(&'static str, String)> {
     }
     if let Some(d) = &o.distribution {
         env.push(("SLURM_DISTRIBUTION", d.clone()));
+    }
+    if o.overcommit == Some(true) {
+        env.push(("SLURM_OVERCOMMIT", "1".into()));
     }
     env
 }
@@ -1818,6 +1826,7 @@ pub fn build_desc(
         begin_time: o.begin,
         deadline: o.deadline,
         no_kill: o.no_kill.unwrap_or(false),
+        overcommit: o.overcommit.unwrap_or(false),
         time_min: o.time_min,
         kill_on_invalid_dep: o.kill_on_invalid_dep,
         extra: o.extra.clone(),

@@ -457,6 +457,10 @@ pub struct JobDesc {
     /// keeps running on the others) rather than ending it.
     #[serde(default)]
     pub no_kill: bool,
+    /// `-O/--overcommit`: CPUs allocated as for one task per node; the job
+    /// keeps its task count (its steps run that many tasks on them).
+    #[serde(default)]
+    pub overcommit: bool,
 }
 
 /// An advance reservation (`scontrol create reservation`).

@@ -189,6 +189,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
             let o = slurm_cli::sbatch::Options {
                 export: Some("ALL".into()),
                 distribution: Some("block".into()),
+                overcommit: Some(true),
                 ..Default::default()
             };
             v.extend(

@@ -458,7 +458,14 @@ impl Controller {
             nodes: names.clone(),
             cpus: alloc.iter().map(|a| a.cpus).collect(),
             mem: alloc.iter().map(|a| a.mem).collect(),
-            tasks: alloc.iter().map(|a| a.tasks).collect(),
+            // Overcommitted: the job's tasks spread over its nodes (the
+            // first ones one more), on one task's CPUs each.
+            tasks: if j.desc.overcommit && !alloc.is_empty() {
+                let (n, k) = (j.num_tasks, alloc.len() as u32);
+                (0..k).map(|i| n / k + u32::from(i < n % k)).collect()
+            } else {
+                alloc.iter().map(|a| a.tasks).collect()
+            },
             gres,
         };
         let batch = j.batch;

@@ -350,7 +350,12 @@ impl Controller {
             alloc: Allocation::default(),
             completing_nodes: Vec::new(),
             num_tasks,
-            req_cpus: num_tasks * cpt,
+            // Overcommitted: one task's CPUs per node.
+            req_cpus: if stored.overcommit {
+                min_nodes.max(1) * cpt
+            } else {
+                num_tasks * cpt
+            },
             min_nodes,
             max_nodes,
             held,

@@ -195,9 +195,14 @@ impl Controller {
             partition,
             min_nodes: j.min_nodes,
             max_nodes: j.max_nodes,
-            num_tasks: j.num_tasks,
+            // Overcommitted: placed as one task per node.
+            num_tasks: if j.desc.overcommit {
+                j.min_nodes.max(1)
+            } else {
+                j.num_tasks
+            },
             cpus_per_task: j.desc.cpus_per_task.unwrap_or(1).max(1),
-            ntasks_per_node: j.desc.ntasks_per_node,
+            ntasks_per_node: j.desc.ntasks_per_node.filter(|_| !j.desc.overcommit),
             mem_per_node: j.desc.mem_per_node,
             mem_per_cpu: j.desc.mem_per_cpu,
             req_nodes: idx(&j.desc.req_nodes),

@@ -104,6 +104,7 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         user_id: d.user_id,
         group_id: d.group_id,
         no_kill: d.no_kill,
+        overcommit: d.overcommit,
     }
 }
 
@@ -180,6 +181,7 @@ impl From<pb::JobDesc> for JobDesc {
             user_id: d.user_id,
             group_id: d.group_id,
             no_kill: d.no_kill,
+            overcommit: d.overcommit,
         }
     }
 }

@@ -1961,3 +1961,37 @@ fn setdebugflags_turns_the_controllers_job_trace_on_and_off() {
     assert_eq!(t.wait_done(quiet, 30).state, JobState::Completed);
     assert!(!t.logs().contains(&format!("TraceJobs: JobId={quiet} ")));
 }
+
+/// `sbatch -O/--overcommit`: the job gets one task's CPUs per node and
+/// keeps its task count, so its steps run all its tasks on them (8 tasks
+/// on a 4-CPU node); without it the same request can never run.
+#[test]
+fn sbatch_overcommit_runs_more_tasks_than_cpus() {
+    use slurm_proto::JobState;
+    use slurm_tests::{stderr, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let id = t.sbatch_as_user(&[
+        "-O",
+        "-n",
+        "8",
+        "-o",
+        "oc.out",
+        "--wrap",
+        "echo $SLURM_NTASKS $SLURM_OVERCOMMIT $SLURM_TASKS_PER_NODE; srun sh -c 'echo task' | wc -l",
+    ]);
+    let j = t.wait_done(id, 60);
+    assert_eq!(j.state, JobState::Completed, "{}", t.logs());
+    assert_eq!(j.alloc.cpus, vec![1], "one task's CPUs on its node");
+    assert_eq!(j.num_tasks, 8);
+    let out = std::fs::read_to_string(t.work.join("oc.out")).unwrap();
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(lines, ["8 1 8", "8"], "{out}");
+    // Without it, 8 tasks never fit 4 CPUs: refused at submission.
+    let out = t.run_as_user("sbatch", &["-n", "8", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("Requested node configuration is not available"),
+        "{}",
+        stderr(&out)
+    );
+}
