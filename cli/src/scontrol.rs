@@ -1018,8 +1018,6 @@ fn cmd_shutdown(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     }
 }
 
-/// `scontrol setdebug LEVEL [nodes=NODES]`: the controller's log level, or
-/// the node daemons' of NODES, until slurm.conf is read again.
 /// `scontrol setdebugflags {+|-}NAME [{+|-}NAME...]`: the controller's
 /// DebugFlags until slurm.conf is read again (root and SlurmUser). Slurm's
 /// texts for a wrong name; `nodes=` (node daemons' flags) is refused with
@@ -1072,6 +1070,8 @@ fn cmd_setdebugflags(rest: &[String], quiet: bool, ctl: &dyn Controller, out: &m
     }
 }
 
+/// `scontrol setdebug LEVEL [nodes=NODES]`: the controller's log level, or
+/// the node daemons' of NODES, until slurm.conf is read again.
 fn cmd_setdebug(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     let level = match rest {
         [] => {

@@ -2058,9 +2058,6 @@ fn status_lines(step: &str, ntasks: u32, statuses: &HashMap<u32, (u32, i32)>) ->
     .collect()
 }
 
-/// `-r N` with `-N M` past the end of job `j`'s nodes: Slurm's complaint.
-/// Without `-N` the count is the job's (Slurm's srun reads
-/// `SLURM_JOB_NUM_NODES` as `-N`), or `-n` when fewer.
 /// slurm.conf for srun or salloc, once `-M/--clusters` is known to name
 /// this cluster (or `all`); else the exit code, said why.
 fn conf_for(cmd: &str, o: &AllocOpts, codes: &common::ExitCodes) -> Result<SlurmConf, i32> {
@@ -2076,6 +2073,9 @@ fn conf_for(cmd: &str, o: &AllocOpts, codes: &common::ExitCodes) -> Result<Slurm
     Ok(conf)
 }
 
+/// `-r N` with `-N M` past the end of job `j`'s nodes: Slurm's complaint.
+/// Without `-N` the count is the job's (Slurm's srun reads
+/// `SLURM_JOB_NUM_NODES` as `-N`), or `-n` when fewer.
 fn relative_misfit(o: &AllocOpts, j: &slurm_proto::JobRecord) -> Option<String> {
     let rel = o.relative? as usize;
     let have = j.alloc.nodes.len();
