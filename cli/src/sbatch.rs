@@ -73,6 +73,7 @@ enum Key {
     ThreadsPerCore,
     ExtraNodeInfo,
     NtasksPerSocket,
+    NtasksPerCore,
     External,
     CpusPerTask,
     Error,
@@ -237,7 +238,7 @@ static SPECS: &[Spec] = &[
     spec("licenses", Some('L'), RA, Key::Licenses, Some("SBATCH_LICENSES")),
     spec("mem-per-gpu", None, RA, Key::MemPerGpu, Some("SBATCH_MEM_PER_GPU")),
     spec("nodefile", Some('F'), RA, Key::Nodefile, None),
-    spec("ntasks-per-core", None, RA, FATAL, None),
+    spec("ntasks-per-core", None, RA, Key::NtasksPerCore, None),
     spec("ntasks-per-gpu", None, RA, FATAL, None),
     spec("ntasks-per-socket", None, RA, Key::NtasksPerSocket, None),
     spec("sockets-per-node", None, RA, Key::SocketsPerNode, None),
@@ -396,6 +397,8 @@ pub struct Options {
     pub cores_per_socket: Option<u32>,
     pub threads_per_core: Option<u32>,
     pub ntasks_per_socket: Option<u32>,
+    /// `--ntasks-per-core`.
+    pub ntasks_per_core: Option<u32>,
     /// `--tmp`: MiB of TmpDisk per node.
     pub tmp: Option<u64>,
     /// `--priority`.
@@ -506,6 +509,7 @@ impl Options {
             cores_per_socket,
             threads_per_core,
             ntasks_per_socket,
+            ntasks_per_core,
             tmp,
             priority,
             mincpus,
@@ -1030,6 +1034,7 @@ fn apply(
         Key::NtasksPerSocket => {
             opts.ntasks_per_socket = Some(parse_int("--ntasks-per-socket", v, true)?)
         }
+        Key::NtasksPerCore => opts.ntasks_per_core = Some(parse_int("--ntasks-per-core", v, true)?),
         Key::ExtraNodeInfo => {
             let (s, c, t) = parse_extra_node_info(v).ok_or_else(|| {
                 Fail::error("Invalid --extra-node-info specification", EXIT_BAD_OPTION)
@@ -1741,6 +1746,14 @@ pub fn build_desc(
         Some(d) => ctx.cwd.join(d).to_string_lossy().into_owned(),
         None => ctx.cwd.to_string_lossy().into_owned(),
     };
+    if let (Some(k), Some(t)) = (o.ntasks_per_core, o.threads_per_core) {
+        if t < k {
+            return Err(Fail::error(
+                format!("--ntasks-per-core ({k}) can not be bigger than --threads-per-core ({t})"),
+                1,
+            ));
+        }
+    }
     let req_nodes = match &o.nodelist {
         Some(v) => expand_nodes(v, &ctx.cwd)?,
         None => Vec::new(),
@@ -1870,6 +1883,7 @@ pub fn build_desc(
         cores_per_socket: o.cores_per_socket,
         threads_per_core: o.threads_per_core,
         ntasks_per_socket: o.ntasks_per_socket,
+        ntasks_per_core: o.ntasks_per_core,
         tmp_disk: o.tmp,
         priority: o.priority,
         min_cpus: o.mincpus,
@@ -3184,6 +3198,24 @@ mod tests {
         );
         let d = desc(&["--cores-per-socket=4", "--wrap=x"], &[], "");
         assert_eq!(d.cores_per_socket, Some(4));
+        let d = desc(&["--ntasks-per-core=1", "--wrap=x"], &[], "");
+        assert_eq!(d.ntasks_per_core, Some(1));
+        let r = run(
+            &["--ntasks-per-core=2", "--threads-per-core=1", "--wrap=x"],
+            &[],
+            "",
+        );
+        assert_eq!(r.code, Some(1));
+        assert!(
+            r.err
+                .contains("--ntasks-per-core (2) can not be bigger than --threads-per-core (1)"),
+            "{}",
+            r.err
+        );
+        assert_ne!(
+            run(&["--ntasks-per-core=0", "--wrap=x"], &[], "").code,
+            Some(0)
+        );
         assert!(parse_extra_node_info("1:2:3:4").is_none());
         assert!(parse_extra_node_info("x").is_none());
         assert_ne!(

@@ -123,6 +123,11 @@ pub fn show_step(job: &JobRecord, st: &slurm_proto::StepRecord, o: &ShowOpts) ->
 
 /// `scontrol show job` for one job. `node_mem` is the memory per node a
 /// pending job that asked for none would get (its requested TRES shows it).
+/// A count asked for, or Slurm's `*` for none.
+fn star(n: Option<u32>) -> String {
+    n.map_or_else(|| "*".to_string(), |n| n.to_string())
+}
+
 pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String {
     let tz = o.tz;
     let (code, sig) = job.exit_code_pair();
@@ -216,15 +221,20 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
     }
     lines.extend([
         format!(
-            "NumNodes={num_nodes} NumCPUs={} NumTasks={} CPUs/Task={} ReqB:S:C:T=0:0:*:*",
+            "NumNodes={num_nodes} NumCPUs={} NumTasks={} CPUs/Task={} ReqB:S:C:T=0:0:{}:{}",
             fmt::job_num_cpus(job),
             job.num_tasks,
-            fmt::job_cpus_per_task(job)
+            fmt::job_cpus_per_task(job),
+            star(job.desc.cores_per_socket),
+            star(job.desc.threads_per_core),
         ),
         format!("TRES={}", fmt::job_tres(job, node_mem)),
         format!(
-            "Socks/Node=* NtasksPerN:B:S:C={}:0:*:* CoreSpec=*",
-            job.desc.ntasks_per_node.unwrap_or(0)
+            "Socks/Node={} NtasksPerN:B:S:C={}:0:{}:{} CoreSpec=*",
+            star(job.desc.sockets_per_node),
+            job.desc.ntasks_per_node.unwrap_or(0),
+            star(job.desc.ntasks_per_socket),
+            star(job.desc.ntasks_per_core),
         ),
         format!(
             "MinCPUsNode={} {min_mem} MinTmpDiskNode={}",
@@ -4107,12 +4117,12 @@ mod tests {
             let (rc, _, err) = sc(&f, args);
             assert_eq!((rc, err.as_str()), (1, *want), "{args:?}");
         }
-        let b = |n: u32| 1u64 << n;
+        let b = |n: &str| slurm_common::debugflags::DebugFlags::parse(n).unwrap().0;
         assert_eq!(
             *f.calls.borrow(),
             vec![
-                format!("flags +{:#x} -{:#x}", b(4) | b(56), b(28)),
-                format!("flags +0x0 -{:#x}", b(50)),
+                format!("flags +{:#x} -{:#x}", b("Backfill,TraceJobs"), b("Gres")),
+                format!("flags +0x0 -{:#x}", b("Steps")),
             ]
         );
     }

@@ -57,6 +57,8 @@ pub struct AllocOpts {
     pub cores_per_socket: Option<u32>,
     pub threads_per_core: Option<u32>,
     pub ntasks_per_socket: Option<u32>,
+    /// `--ntasks-per-core`: for a new allocation and for the step.
+    pub ntasks_per_core: Option<u32>,
     /// `--tmp`: MiB of TmpDisk per node, for a new allocation.
     pub tmp: Option<u64>,
     /// `--priority`, for a new allocation.
@@ -328,6 +330,11 @@ pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "ntasks-per-socket",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "ntasks-per-core",
         arg: Arg::Required,
     },
     Opt {
@@ -878,6 +885,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "ntasks-per-socket" => {
                 o.ntasks_per_socket = Some(num(prog, name, &v)?).filter(|n| *n > 0)
             }
+            "ntasks-per-core" => o.ntasks_per_core = Some(num(prog, name, &v)?).filter(|n| *n > 0),
             "extra-node-info" => {
                 let (a, b, c) = crate::sbatch::parse_extra_node_info(&v).ok_or_else(|| {
                     format!("{prog}: error: Invalid --extra-node-info specification")
@@ -1090,6 +1098,13 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             _ => {}
         }
     }
+    if let (Some(k), Some(t)) = (o.ntasks_per_core, o.threads_per_core) {
+        if t < k {
+            return Err(format!(
+                "{prog}: error: --ntasks-per-core ({k}) can not be bigger than --threads-per-core ({t})"
+            ));
+        }
+    }
     Ok(o)
 }
 
@@ -1195,6 +1210,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         cores_per_socket: o.cores_per_socket,
         threads_per_core: o.threads_per_core,
         ntasks_per_socket: o.ntasks_per_socket,
+        ntasks_per_core: o.ntasks_per_core,
         tmp_disk: o.tmp,
         priority: o.priority,
         min_cpus: o.mincpus,
@@ -2128,6 +2144,8 @@ const INPUT_ENV: &[(&str, &str, bool)] = &[
     ("SLURM_EPILOG", "epilog", true),
     ("SLURM_TASK_PROLOG", "task-prolog", true),
     ("SLURM_TASK_EPILOG", "task-epilog", true),
+    // The job's, set in its scripts: its steps keep to it.
+    ("SLURM_NTASKS_PER_CORE", "ntasks-per-core", true),
 ];
 /// Inside an overcommitted allocation the job holds fewer tasks than it
 /// asked for, so the task count it was given still counts.
@@ -2332,6 +2350,7 @@ pub fn srun_main() -> i32 {
         exclude: o.exclude.clone(),
         distribution: o.distribution.clone(),
         relative: o.relative,
+        ntasks_per_core: o.ntasks_per_core,
         // -t in an allocation is the step's own limit (srun's own
         // allocation has it as the job's).
         time_limit: o.time.flatten().filter(|_| !allocated),
@@ -3011,6 +3030,20 @@ mod tests {
             ("SLURM_OVERCOMMIT", "1"),
         ]);
         assert_eq!(env_options(&over), ["--overcommit", "--ntasks=9"]);
+        // A job's --ntasks-per-core reaches its steps.
+        let per_core = env(&[("SLURM_JOB_ID", "12"), ("SLURM_NTASKS_PER_CORE", "1")]);
+        let o = parse("srun", &[env_options(&per_core), a(&["true"])].concat()).unwrap();
+        assert_eq!(o.ntasks_per_core, Some(1));
+        let e = parse(
+            "srun",
+            &a(&["--ntasks-per-core=2", "--threads-per-core=1", "true"]),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(
+            e,
+            "srun: error: --ntasks-per-core (2) can not be bigger than --threads-per-core (1)"
+        );
         // Step options count inside a job too; the job's only outside.
         let step = env(&[
             ("SLURM_JOB_ID", "12"),

@@ -2065,6 +2065,11 @@ impl Parser {
             "SchedulerType" => c.scheduler_type = v.clone(),
             "SchedulerParameters" => c.scheduler_parameters = comma_list(&v),
             "SelectType" => c.select_type = v.clone(),
+            "DebugFlags" => {
+                if let Err(bad) = crate::debugflags::DebugFlags::parse(&v) {
+                    return Err(a.err(format!("DebugFlags invalid: {v} (no flag '{bad}')")));
+                }
+            }
             "SelectTypeParameters" => c.select_type_parameters = opt(&v),
             "PriorityType" => c.priority_type = v.clone(),
             "SlurmdParameters" => c.slurmd_parameters = comma_list(&v),
@@ -2319,6 +2324,18 @@ mod tests {
 
     fn names(v: &[String]) -> Vec<&str> {
         v.iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn an_unknown_debug_flag_is_refused_with_the_line() {
+        let e = parse("ClusterName=c\nDebugFlags=Backfill,Loud\n").expect_err("Loud");
+        assert_eq!(e.line, 2);
+        assert!(
+            e.message.contains("DebugFlags invalid: Backfill,Loud"),
+            "{e}"
+        );
+        let c = ok("ClusterName=c\nDebugFlags=backfill,WorkQ,Task\n");
+        assert_eq!(c.get("DebugFlags"), Some("backfill,WorkQ,Task"));
     }
 
     #[test]

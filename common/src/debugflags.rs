@@ -5,73 +5,90 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Slurm's flag names, each with its bit (aliases share one).
-const NAMES: &[(&str, u32)] = &[
-    ("Accrue", 0),
-    ("Agent", 1),
-    ("AuditRPCs", 2),
-    ("AuditTLS", 3),
-    ("Backfill", 4),
-    ("BackfillMap", 5),
-    ("BurstBuffer", 6),
-    ("Cgroup", 7),
-    ("CPU_Bind", 8),
-    ("Data", 9),
-    ("DBD_Agent", 10),
-    ("DB_Archive", 11),
-    ("DB_Assoc", 12),
-    ("DB_TRES", 13),
-    ("DB_Event", 14),
-    ("DB_Job", 15),
-    ("DB_QOS", 16),
-    ("DB_Query", 17),
-    ("DB_Reservation", 18),
-    ("DB_Resource", 19),
-    ("DB_Step", 20),
-    ("DB_Usage", 21),
-    ("DB_WCKey", 22),
-    ("Dependency", 23),
-    ("Energy", 24),
-    ("Federation", 25),
-    ("Gang", 26),
-    ("GLOB_SILENCE", 27),
-    ("Gres", 28),
-    ("Hetjob", 29),
-    ("Interconnect", 30),
-    ("JobAccountGather", 31),
-    ("JAG", 31),
-    ("JobComp", 32),
-    ("Elasticsearch", 32),
-    ("JobContainer", 33),
-    ("License", 34),
-    ("Metrics", 35),
-    ("MPI", 36),
-    ("Namespace", 37),
-    ("Network", 38),
-    ("Net", 38),
-    ("NetworkRaw", 39),
-    ("NetRaw", 39),
-    ("NO_CONF_HASH", 40),
-    ("NodeFeatures", 41),
-    ("Priority", 42),
-    ("Profile", 43),
-    ("Protocol", 44),
-    ("Reservation", 45),
-    ("Route", 46),
-    ("Sack", 47),
-    ("Script", 48),
-    ("SelectType", 49),
-    ("Steps", 50),
-    ("Switch", 51),
-    ("Task", 52),
-    ("Thread", 53),
-    ("Threads", 53),
-    ("WorkQueue", 54),
-    ("Workq", 54),
-    ("TLS", 55),
-    ("TraceJobs", 56),
-    ("Trigger", 57),
+/// Slurm's flag names, in the order Slurm prints them; a flag's bit is
+/// its place here.
+const NAMES: &[&str] = &[
+    "Accrue",
+    "JobAccountGather",
+    "Agent",
+    "AuditRPCs",
+    "AuditTLS",
+    "Backfill",
+    "BackfillMap",
+    "BurstBuffer",
+    "Cgroup",
+    "CpuFrequency",
+    "CPU_Bind",
+    "Data",
+    "DBD_Agent",
+    "DB_Archive",
+    "DB_Assoc",
+    "DB_TRES",
+    "DB_Event",
+    "DB_Job",
+    "DB_QOS",
+    "DB_Query",
+    "DB_Reservation",
+    "DB_Resource",
+    "DB_Step",
+    "DB_Usage",
+    "DB_WCKey",
+    "Dependency",
+    "Energy",
+    "Federation",
+    "Gang",
+    "GLOB_SILENCE",
+    "Gres",
+    "Hetjob",
+    "Interconnect",
+    "JobComp",
+    "Namespace",
+    "NodeFeatures",
+    "License",
+    "Metrics",
+    "MPI",
+    "Network",
+    "NetworkRaw",
+    "NO_CONF_HASH",
+    "Power",
+    "Priority",
+    "Profile",
+    "Protocol",
+    "Reservation",
+    "Route",
+    "Sack",
+    "Script",
+    "SelectType",
+    "Steps",
+    "Switch",
+    "TLS",
+    "TraceJobs",
+    "Triggers",
+    "ConMgr",
 ];
+
+/// Other names Slurm reads for a flag.
+const ALIASES: &[(&str, &str)] = &[
+    ("JAG", "JobAccountGather"),
+    ("Elasticsearch", "JobComp"),
+    ("JobContainer", "Namespace"),
+    ("Net", "Network"),
+    ("NetRaw", "NetworkRaw"),
+    ("Trigger", "Triggers"),
+    ("PowerSave", "Power"),
+    ("WorkQueue", "ConMgr"),
+    ("WorkQ", "ConMgr"),
+];
+
+/// A flag Slurm has removed: read with this error logged, setting nothing.
+const REMOVED: &[(&str, &str)] = &[(
+    "Task",
+    "DebugFlag Task has been removed, please use CPU_Bind",
+)];
+
+fn bit(name: &str) -> Option<u64> {
+    NAMES.iter().position(|n| *n == name).map(|i| 1 << i)
+}
 
 /// A set of flags.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -79,37 +96,52 @@ pub struct DebugFlags(pub u64);
 
 /// The flags the controller acts on (the others are taken, as Slurm's
 /// are without their plugins, and log nothing more here).
-pub const BACKFILL: DebugFlags = DebugFlags(1 << 4);
-pub const RESERVATION: DebugFlags = DebugFlags(1 << 45);
-pub const STEPS: DebugFlags = DebugFlags(1 << 50);
-pub const TRACE_JOBS: DebugFlags = DebugFlags(1 << 56);
+pub const BACKFILL: DebugFlags = DebugFlags(1 << 5);
+pub const RESERVATION: DebugFlags = DebugFlags(1 << 46);
+pub const STEPS: DebugFlags = DebugFlags(1 << 51);
+pub const TRACE_JOBS: DebugFlags = DebugFlags(1 << 54);
 
 impl DebugFlags {
     /// A comma list of names (any case); the first unknown name is the
-    /// error.
+    /// error. `TLS` brings `AuditTLS` with it, as Slurm's; a removed flag
+    /// (`Task`) is logged and sets nothing.
     pub fn parse(list: &str) -> Result<DebugFlags, String> {
         let mut bits = 0u64;
         for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            match NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
-                Some((_, bit)) => bits |= 1 << bit,
+            if let Some((_, why)) = REMOVED.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                tracing::error!("{why}");
+                continue;
+            }
+            let known = NAMES
+                .iter()
+                .copied()
+                .find(|n| n.eq_ignore_ascii_case(name))
+                .or_else(|| {
+                    ALIASES
+                        .iter()
+                        .find(|(a, _)| a.eq_ignore_ascii_case(name))
+                        .map(|(_, n)| *n)
+                });
+            match known.and_then(bit) {
+                Some(b) => bits |= b,
                 None => return Err(name.to_string()),
+            }
+            if known == Some("TLS") {
+                bits |= bit("AuditTLS").unwrap_or(0);
             }
         }
         Ok(DebugFlags(bits))
     }
 
-    /// Slurm's spelling, comma separated (each flag once); empty for none.
+    /// Slurm's spelling in Slurm's order, comma separated; empty for none.
     pub fn names(self) -> String {
-        let mut seen = 0u64;
-        let mut out: Vec<&str> = Vec::new();
-        for (name, bit) in NAMES {
-            let b = 1u64 << bit;
-            if self.0 & b != 0 && seen & b == 0 {
-                seen |= b;
-                out.push(name);
-            }
-        }
-        out.join(",")
+        NAMES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.0 & (1 << i) != 0)
+            .map(|(_, n)| *n)
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     pub fn contains(self, other: DebugFlags) -> bool {
@@ -142,13 +174,54 @@ mod tests {
     fn names_read_case_blind_and_print_as_slurm_spells_them() {
         let f = DebugFlags::parse("tracejobs, backfill,JAG,steps").unwrap();
         assert!(f.contains(TRACE_JOBS) && f.contains(BACKFILL) && f.contains(STEPS));
-        assert_eq!(f.names(), "Backfill,JobAccountGather,Steps,TraceJobs");
+        // Slurm's order: Accrue and JobAccountGather first.
+        assert_eq!(f.names(), "JobAccountGather,Backfill,Steps,TraceJobs");
+        assert_eq!(
+            DebugFlags::parse("License,NodeFeatures,Accrue")
+                .unwrap()
+                .names(),
+            "Accrue,NodeFeatures,License"
+        );
         assert_eq!(DebugFlags::parse("").unwrap().names(), "");
         assert_eq!(DebugFlags::parse("Backfill,Loud"), Err("Loud".to_string()));
+        // Gone from Slurm: refused.
+        assert_eq!(DebugFlags::parse("Threads"), Err("Threads".to_string()));
         // Aliases are one flag.
         assert_eq!(
             DebugFlags::parse("Net,Network").unwrap(),
             DebugFlags::parse("network").unwrap()
         );
+        for (alias, name) in [
+            ("WorkQ", "ConMgr"),
+            ("workqueue", "ConMgr"),
+            ("JobContainer", "Namespace"),
+            ("PowerSave", "Power"),
+            ("Trigger", "Triggers"),
+            ("Elasticsearch", "JobComp"),
+            ("NetRaw", "NetworkRaw"),
+        ] {
+            assert_eq!(DebugFlags::parse(alias).unwrap().names(), name, "{alias}");
+        }
+        // TLS audits too; Task (removed) sets nothing.
+        assert_eq!(DebugFlags::parse("TLS").unwrap().names(), "AuditTLS,TLS");
+        assert_eq!(DebugFlags::parse("Task").unwrap(), DebugFlags::default());
+        assert_eq!(
+            DebugFlags::parse("CpuFrequency,Triggers,ConMgr")
+                .unwrap()
+                .names(),
+            "CpuFrequency,Triggers,ConMgr"
+        );
+    }
+
+    #[test]
+    fn the_acted_on_flags_are_their_names() {
+        for (f, name) in [
+            (BACKFILL, "Backfill"),
+            (RESERVATION, "Reservation"),
+            (STEPS, "Steps"),
+            (TRACE_JOBS, "TraceJobs"),
+        ] {
+            assert_eq!(DebugFlags::parse(name).unwrap(), f);
+        }
     }
 }

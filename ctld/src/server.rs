@@ -280,6 +280,16 @@ impl Server {
         uid == 0 || uid == self.slurm_uid
     }
 
+    /// Slurm's super user: root, SlurmUser or AdminLevel=Administrator.
+    fn super_user(&self, uid: u32) -> bool {
+        self.root_or_slurm_user(uid) || {
+            let s = self.snapshot();
+            !s.administrators.is_empty()
+                && s.administrators
+                    .contains(&slurm_common::users::user_name_or_id(uid))
+        }
+    }
+
     /// A reconfigure reaching a backup in standby (from the controller in
     /// control, or root): slurm.conf is checked, then the backup starts
     /// again with it.
@@ -384,13 +394,13 @@ impl Server {
         Response::Ok
     }
 
-    /// `scontrol setdebug LEVEL` (root and SlurmUser only): log at LEVEL
+    /// `scontrol setdebug LEVEL` (root, SlurmUser and Administrators): log at LEVEL
     /// until slurm.conf is read again.
     fn set_debug(&self, req: &Request, level: &str) -> Response {
-        if !self.root_or_slurm_user(req.cred.uid) {
+        if !self.super_user(req.cred.uid) {
             tracing::warn!(
                 uid = req.cred.uid,
-                "refused setdebug: not root or SlurmUser"
+                "refused setdebug: not root, SlurmUser or an Administrator"
             );
             return Response::Error(SlurmError::AccessDenied.into());
         }
@@ -411,13 +421,13 @@ impl Server {
     }
 
     /// `scontrol setdebugflags`: the DebugFlags in force until slurm.conf is
-    /// read again; root and SlurmUser, as Slurm's.
+    /// read again; root, SlurmUser and Administrators, as Slurm's.
     fn set_debug_flags(&self, req: &Request, plus: u64, minus: u64) -> Response {
         use slurm_common::debugflags::{self, DebugFlags};
-        if !self.root_or_slurm_user(req.cred.uid) {
+        if !self.super_user(req.cred.uid) {
             tracing::warn!(
                 uid = req.cred.uid,
-                "refused setdebugflags: not root or SlurmUser"
+                "refused setdebugflags: not root, SlurmUser or an Administrator"
             );
             return Response::Error(SlurmError::AccessDenied.into());
         }

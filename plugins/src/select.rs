@@ -67,7 +67,7 @@ pub(crate) fn tasks_capacity(
     job: &JobView,
 ) -> u32 {
     let mem = n.mem;
-    let cpt = job.cpus_per_task.max(1);
+    let cpt = job.cpus_per_task_on(n);
     if job.exclusive && !f.empty {
         return 0;
     }
@@ -247,7 +247,6 @@ pub(crate) fn greedy(
             left -= add;
         }
     }
-    let cpt = job.cpus_per_task.max(1);
     let part = p.part;
     Ok(chosen
         .iter()
@@ -255,6 +254,7 @@ pub(crate) fn greedy(
         .zip(chosen_gres)
         .map(|((&(i, _), t), fg)| {
             let n = &nodes[i];
+            let cpt = job.cpus_per_task_on(n);
             let cpus = if job.exclusive {
                 n.cpus
             } else {

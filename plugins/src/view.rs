@@ -197,12 +197,36 @@ pub struct JobView {
     pub contiguous: bool,
     /// `--ntasks-per-socket`: at most this many tasks per socket.
     pub ntasks_per_socket: Option<u32>,
+    /// `--ntasks-per-core`: at most this many tasks per core.
+    pub ntasks_per_core: Option<u32>,
     /// `--mincpus`: at least this many CPUs on each of its nodes (0: no
     /// minimum beyond its tasks').
     pub min_cpus_per_node: u32,
     /// `--constraint` counts (`gpu*2`): at least `.1` of the job's nodes
     /// from the node indices `.0` (ascending).
     pub node_counts: Vec<(Vec<usize>, u32)>,
+}
+
+impl JobView {
+    /// CPUs each task takes on `n`: `--cpus-per-task`, rounded up with
+    /// `--ntasks-per-core=K` to a whole multiple of a core's threads / K, so
+    /// no core runs more than K of the job's tasks.
+    pub fn cpus_per_task_on(&self, n: &NodeView) -> u32 {
+        cpus_per_task_with(self.cpus_per_task, self.ntasks_per_core, n.core_cpus())
+    }
+}
+
+/// `cpus_per_task` rounded for `--ntasks-per-core` on a node whose cores
+/// have `threads` CPUs (the step layout's rule too).
+pub fn cpus_per_task_with(cpus_per_task: u32, ntasks_per_core: Option<u32>, threads: u32) -> u32 {
+    let cpt = cpus_per_task.max(1);
+    match ntasks_per_core {
+        Some(k) => {
+            let share = threads.max(1).div_ceil(k.max(1));
+            cpt.div_ceil(share).saturating_mul(share)
+        }
+        None => cpt,
+    }
 }
 
 /// What a job gets on one node.

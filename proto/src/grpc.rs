@@ -943,7 +943,7 @@ impl From<pb::Error> for RpcError {
 
 impl SlurmError {
     /// Every error, for looking one up by its number.
-    pub const ALL: [SlurmError; 40] = [
+    pub const ALL: [SlurmError; 43] = [
         SlurmError::InvalidJobId,
         SlurmError::AccessDenied,
         SlurmError::InvalidPartitionName,
@@ -984,6 +984,9 @@ impl SlurmError {
         SlurmError::Backoff,
         SlurmError::InStandby,
         SlurmError::UserIdMissing,
+        SlurmError::BadTaskCount,
+        SlurmError::JobNotRunning,
+        SlurmError::JobNotSuspended,
     ];
 
     /// The error with Slurm's number `code` (an unknown number is a

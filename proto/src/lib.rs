@@ -401,6 +401,10 @@ pub struct JobDesc {
     /// `--ntasks-per-socket`: at most this many tasks per socket.
     #[serde(default)]
     pub ntasks_per_socket: Option<u32>,
+    /// `--ntasks-per-core`: at most this many tasks per core (a task is
+    /// given whole cores' share of threads to keep it so).
+    #[serde(default)]
+    pub ntasks_per_core: Option<u32>,
     /// `--tmp`: MiB of temporary disk space each node must have (its
     /// `TmpDisk`).
     #[serde(default)]
@@ -874,6 +878,9 @@ pub struct StepRequest {
     /// `-t` in an allocation: the step's own time limit (minutes).
     #[serde(default)]
     pub time_limit: Option<u32>,
+    /// `--ntasks-per-core`: at most this many tasks per core.
+    #[serde(default)]
+    pub ntasks_per_core: Option<u32>,
 }
 
 /// The controller's grant of a step: where each task runs, and the signed
@@ -1454,6 +1461,12 @@ pub enum SlurmError {
     /// A request about another user's job that only its owner (or root)
     /// may make (`scontrol notify`).
     UserIdMissing,
+    /// A task count that cannot be (fewer tasks than nodes).
+    BadTaskCount,
+    /// Suspending a job that is not running.
+    JobNotRunning,
+    /// Resuming a job that is not suspended.
+    JobNotSuspended,
 }
 
 impl SlurmError {
@@ -1465,41 +1478,44 @@ impl SlurmError {
             SlurmError::InvalidPartitionName => 2000,
             SlurmError::DefaultPartitionNotSet => 2001,
             SlurmError::RequestedNodeConfigUnavailable => 2014,
-            SlurmError::InvalidNodeName => 2009,
+            SlurmError::InvalidNodeName => 2018,
             SlurmError::InvalidTimeLimit => 2051,
-            SlurmError::JobPending => 2016,
+            SlurmError::JobPending => 2024,
             SlurmError::AlreadyDone => 2021,
             SlurmError::TransitionStateNoUpdate => 2020,
-            SlurmError::InvalidNodeState => 2036,
-            SlurmError::NodesBusy => 2045,
-            SlurmError::PartitionDown => 2041,
+            SlurmError::InvalidNodeState => 2028,
+            SlurmError::NodesBusy => 2016,
+            SlurmError::PartitionDown => 2101,
             SlurmError::PartitionNotAvail => 2070,
-            SlurmError::TooManyRequestedCpus => 2010,
-            SlurmError::TooManyRequestedNodes => 2011,
-            SlurmError::InvalidCredential => 6005,
-            SlurmError::ExpiredCredential => 6006,
+            SlurmError::TooManyRequestedCpus => 2005,
+            SlurmError::TooManyRequestedNodes => 2006,
+            SlurmError::InvalidCredential => 6000,
+            SlurmError::ExpiredCredential => 6001,
             SlurmError::InvalidRequest => 2072,
             SlurmError::ReachedMaxJobCount => 2050,
-            SlurmError::JobNotPending => 2018,
-            SlurmError::Disabled => 2056,
+            SlurmError::JobNotPending => 2073,
+            SlurmError::Disabled => 2037,
             SlurmError::ProtocolError => 1003,
-            SlurmError::InternalError => 1000,
-            SlurmError::Dependency => 2029,
-            SlurmError::InvalidArray => 2089,
-            SlurmError::InvalidAccount => 2087,
+            SlurmError::InternalError => 2090,
+            SlurmError::Dependency => 2038,
+            SlurmError::InvalidArray => 2081,
+            SlurmError::InvalidAccount => 2045,
             SlurmError::InvalidQos => 2066,
             SlurmError::AccountingPolicy => 2050,
-            SlurmError::PrologFailed => 4021,
+            SlurmError::PrologFailed => 4022,
             SlurmError::InvalidGres => 2072,
-            SlurmError::InvalidFeature => 2040,
+            SlurmError::InvalidFeature => 2029,
             SlurmError::InvalidLicenses => 2048,
             SlurmError::NeedRestart => 2049,
             SlurmError::Backoff => 1804,
             SlurmError::InStandby => 2027,
             SlurmError::UserIdMissing => 2010,
-            SlurmError::ReservationInvalid => 2060,
-            SlurmError::ReservationBusy => 2061,
-            SlurmError::ReservationAccess => 2062,
+            SlurmError::BadTaskCount => 2025,
+            SlurmError::JobNotRunning => 2085,
+            SlurmError::JobNotSuspended => 2087,
+            SlurmError::ReservationInvalid => 2053,
+            SlurmError::ReservationBusy => 2016,
+            SlurmError::ReservationAccess => 2052,
         }
     }
     pub fn message(self) -> &'static str {
@@ -1519,7 +1535,7 @@ impl SlurmError {
             }
             SlurmError::JobPending => "Job is pending execution",
             SlurmError::AlreadyDone => "Job/step already completing or completed",
-            SlurmError::TransitionStateNoUpdate => "Requested operation is presently disabled",
+            SlurmError::TransitionStateNoUpdate => "Job can not be altered now, try again later",
             SlurmError::InvalidNodeState => "Invalid node state specified",
             SlurmError::NodesBusy => "Requested nodes are busy",
             SlurmError::PartitionDown => "Partition in DOWN state",
@@ -1533,7 +1549,7 @@ impl SlurmError {
             SlurmError::JobNotPending => "Job is no longer pending execution",
             SlurmError::Disabled => "Requested operation is presently disabled",
             SlurmError::ProtocolError => "Protocol error",
-            SlurmError::InternalError => "Unexpected internal error",
+            SlurmError::InternalError => "Slurm internal error, contact system administrator",
             SlurmError::Dependency => "Job dependency problem",
             SlurmError::InvalidArray => "Invalid job array specification",
             SlurmError::InvalidAccount => {
@@ -1544,14 +1560,17 @@ impl SlurmError {
             SlurmError::InvalidGres => "Invalid generic resource (gres) specification",
             SlurmError::InvalidFeature => "Invalid feature specification",
             SlurmError::InvalidLicenses => "Invalid license specification",
-            SlurmError::NeedRestart => "Change requires restart of slurmctld",
-            SlurmError::Backoff => "Slurmctld is busy: too many requests from this user, retry later",
+            SlurmError::NeedRestart => "The node configuration changes that were made require restart of the slurmctld daemon to take effect",
+            SlurmError::Backoff => "Rate limit exceeded, please retry momentarily",
             SlurmError::InStandby => "Slurm backup controller in standby mode",
             SlurmError::UserIdMissing => "Invalid user id",
+            SlurmError::BadTaskCount => "Task count specification invalid",
+            SlurmError::JobNotRunning => "Job is not running",
+            SlurmError::JobNotSuspended => "Job is not suspended",
             SlurmError::AccountingPolicy => {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }
-            SlurmError::ReservationInvalid => "Invalid reservation name specified",
+            SlurmError::ReservationInvalid => "Requested reservation is invalid",
             SlurmError::ReservationBusy => "Requested nodes are busy",
             SlurmError::ReservationAccess => "Access denied to requested reservation",
         }

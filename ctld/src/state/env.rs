@@ -69,6 +69,7 @@ mod tests {
         d.cpus_per_gpu = Some(4);
         d.mem_per_gpu = Some(1024);
         d.ntasks_per_socket = Some(1);
+        d.ntasks_per_core = Some(1);
         d.threads_per_core = Some(1);
         d.segment = Some(2);
         let env = job_env(&j);

@@ -207,6 +207,8 @@ pub struct Snapshot {
     pub private: slurm_common::private::PrivateData,
     /// Users with AdminLevel Operator or Administrator (see everything).
     pub operators: Arc<std::collections::HashSet<String>>,
+    /// Users with AdminLevel Administrator (Slurm's super users).
+    pub administrators: Arc<std::collections::HashSet<String>>,
     /// Node name → index in `nodes`.
     pub node_index: Arc<HashMap<String, usize>>,
     /// The configuration in force (slurm.conf as last read).
@@ -223,19 +225,12 @@ impl Snapshot {
     }
 }
 
-/// slurm.conf's `DebugFlags` in force (an unknown name is logged, and the
-/// flags it came with are taken without it).
+/// slurm.conf's `DebugFlags` in force (the parser refused a file naming
+/// an unknown one).
 pub(super) fn apply_debug_flags(conf: &SlurmConf) {
     use slurm_common::debugflags::DebugFlags;
     let list = conf.get("DebugFlags").unwrap_or("");
-    let mut flags = DebugFlags::default();
-    for name in list.split(',') {
-        match DebugFlags::parse(name) {
-            Ok(f) => flags.0 |= f.0,
-            Err(bad) => tracing::error!("DebugFlags invalid: {bad}"),
-        }
-    }
-    slurm_common::debugflags::set(flags);
+    slurm_common::debugflags::set(DebugFlags::parse(list).unwrap_or_default());
 }
 
 pub struct Controller {
@@ -804,6 +799,14 @@ impl Controller {
                     .iter()
                     .flat_map(|c| c.users.values())
                     .filter(|u| u.admin_level != slurm_proto::acct::AdminLevel::None)
+                    .map(|u| u.name.clone())
+                    .collect(),
+            ),
+            administrators: Arc::new(
+                self.assocs
+                    .iter()
+                    .flat_map(|c| c.users.values())
+                    .filter(|u| u.admin_level == slurm_proto::acct::AdminLevel::Administrator)
                     .map(|u| u.name.clone())
                     .collect(),
             ),

@@ -404,12 +404,17 @@ impl Controller {
             .iter()
             .map(|a| self.nodes[a.node].name.clone())
             .collect();
-        if slurm_common::debugflags::on(slurm_common::debugflags::TRACE_JOBS)
+        let Some(payload) = self.p.payloads.get(&id).cloned() else {
+            return;
+        };
+        let trace = slurm_common::debugflags::on(slurm_common::debugflags::TRACE_JOBS);
+        if trace
             || (slurm_common::debugflags::on(slurm_common::debugflags::BACKFILL)
                 && matches!(by, SchedFlag::Backfill))
         {
             tracing::info!(
-                "TraceJobs: JobId={id} started by the {} scheduler on {}",
+                "{}: JobId={id} started by the {} scheduler on {}",
+                if trace { "TraceJobs" } else { "Backfill" },
                 match by {
                     SchedFlag::Backfill => "backfill",
                     SchedFlag::Main => "main",
@@ -418,9 +423,6 @@ impl Controller {
                 slurm_common::hostlist::compress(&names)
             );
         }
-        let Some(payload) = self.p.payloads.get(&id).cloned() else {
-            return;
-        };
         // Device indices for the generic resources, lowest free first.
         let gres: Vec<Vec<GresAlloc>> = alloc
             .iter()

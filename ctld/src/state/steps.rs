@@ -69,7 +69,27 @@ impl Controller {
             }
             nodes.retain(|&k| k >= rel as usize);
         }
-        let cpt = r.cpus_per_task.unwrap_or(1).max(1);
+        // `--ntasks-per-core=K`: each task a core's threads / K at least
+        // (on the job's nodes with the most threads a core).
+        let threads = if self.conf.allocates_threads() {
+            1
+        } else {
+            j.alloc
+                .nodes
+                .iter()
+                .filter_map(|n| {
+                    self.node_index
+                        .get(n)
+                        .map(|&i| self.nodes[i].threads_per_core)
+                })
+                .max()
+                .unwrap_or(1)
+        };
+        let cpt = slurm_plugins::view::cpus_per_task_with(
+            r.cpus_per_task.unwrap_or(1),
+            r.ntasks_per_core,
+            threads,
+        );
         let want_nodes = match (r.min_nodes, r.ntasks) {
             (Some(n), _) => n as usize,
             (None, Some(t)) if r.nodelist.is_empty() => {

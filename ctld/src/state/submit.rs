@@ -146,6 +146,7 @@ impl Controller {
             || desc.cpus_per_task == Some(0)
             || desc.ntasks_per_node == Some(0)
             || desc.ntasks_per_socket == Some(0)
+            || desc.ntasks_per_core == Some(0)
             || desc.sockets_per_node == Some(0)
             || desc.cores_per_socket == Some(0)
             || desc.threads_per_core == Some(0)
@@ -207,6 +208,29 @@ impl Controller {
             (None, Some(_)) => min_nodes,
             (None, None) => num_tasks.min(part_nodes).max(min_nodes),
         };
+        // Fewer tasks than nodes: a node with no task (Slurm's
+        // ESLURM_BAD_TASK_COUNT; its commands lower the node count first).
+        if desc.ntasks.is_some() && num_tasks < min_nodes {
+            return err_detail(
+                SlurmError::BadTaskCount,
+                format!("{num_tasks} tasks cannot use {min_nodes} nodes"),
+            );
+        }
+        // Overcommitted with --ntasks-per-node: enough nodes that none
+        // runs more than that many tasks.
+        if let (true, Some(t)) = (desc.overcommit, desc.ntasks_per_node) {
+            let need = num_tasks.div_ceil(t);
+            if need > max_nodes {
+                return err_detail(
+                    SlurmError::BadTaskCount,
+                    format!(
+                        "{num_tasks} tasks at {t} per node need {need} nodes, more than the \
+                         job's {max_nodes}"
+                    ),
+                );
+            }
+            min_nodes = min_nodes.max(need);
+        }
         if let Some(seg) = desc.segment {
             if seg == 0 || !min_nodes.is_multiple_of(seg) {
                 return err_detail(
@@ -260,10 +284,14 @@ impl Controller {
                         "--cpus-per-gpu and --cpus-per-task are mutually exclusive",
                     );
                 }
-                let tasks_here = desc
-                    .ntasks_per_node
-                    .unwrap_or(num_tasks.div_ceil(min_nodes.max(1)))
-                    .max(1);
+                // Overcommitted: CPUs for one task per node.
+                let tasks_here = if desc.overcommit {
+                    1
+                } else {
+                    desc.ntasks_per_node
+                        .unwrap_or(num_tasks.div_ceil(min_nodes.max(1)))
+                        .max(1)
+                };
                 let cpus = gpus_per_node.saturating_mul(u64::from(c));
                 desc.cpus_per_task = Some(
                     cpus.div_ceil(u64::from(tasks_here))

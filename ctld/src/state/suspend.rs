@@ -54,7 +54,7 @@ impl Controller {
         if suspend {
             if j.state != JobState::Running {
                 return err_detail(
-                    SlurmError::TransitionStateNoUpdate,
+                    SlurmError::JobNotRunning,
                     format!("job {id} is already suspended"),
                 );
             }
@@ -69,7 +69,7 @@ impl Controller {
         }
         if j.state != JobState::Suspended {
             return err_detail(
-                SlurmError::TransitionStateNoUpdate,
+                SlurmError::JobNotSuspended,
                 format!("job {id} is not suspended"),
             );
         }

@@ -1348,3 +1348,118 @@ fn a_step_past_its_own_limit_ends_timeout_and_suspensions_do_not_count() {
     );
     s.check_replay();
 }
+
+#[test]
+fn task_counts_below_the_node_count_and_overcommit_per_node_limits() {
+    let mut s = sim("");
+    // Fewer tasks than nodes: refused, as Slurm's ESLURM_BAD_TASK_COUNT.
+    let e = s
+        .submit_as(ALICE, |d| {
+            d.ntasks = Some(1);
+            d.min_nodes = Some(2);
+        })
+        .expect_err("one task on two nodes");
+    assert_eq!(e.error, SlurmError::BadTaskCount, "{e:?}");
+    assert_eq!(e.error.message(), "Task count specification invalid");
+    // Overcommitted, at most 4 tasks a node, on one node: cannot be.
+    let e = s
+        .submit_as(ALICE, |d| {
+            d.overcommit = true;
+            d.ntasks = Some(8);
+            d.ntasks_per_node = Some(4);
+            d.min_nodes = Some(1);
+            d.max_nodes = Some(1);
+        })
+        .expect_err("8 tasks, 4 a node, 1 node");
+    assert_eq!(e.error, SlurmError::BadTaskCount, "{e:?}");
+    // 1-2 nodes, at most 4 a node: both nodes, 4 tasks each (on one CPU).
+    let id = s.submit(|d| {
+        d.overcommit = true;
+        d.ntasks = Some(8);
+        d.ntasks_per_node = Some(4);
+        d.min_nodes = Some(1);
+        d.max_nodes = Some(2);
+    });
+    assert_eq!(s.state(id), JobState::Running);
+    assert_eq!(s.job(id).alloc.tasks, vec![4, 4]);
+    assert_eq!(s.job(id).alloc.cpus, vec![1, 1]);
+    s.finish(id, 0);
+    // Three tasks on two nodes: 2 and 1.
+    let id = s.submit(|d| {
+        d.overcommit = true;
+        d.ntasks = Some(3);
+        d.min_nodes = Some(2);
+    });
+    assert_eq!(s.state(id), JobState::Running);
+    assert_eq!(s.job(id).alloc.tasks, vec![2, 1]);
+    s.check_replay();
+}
+
+#[test]
+fn ntasks_per_core_gives_each_task_its_share_of_a_core() {
+    let mut s = sim(
+        "NodeName=h1 CPUs=4 Sockets=1 CoresPerSocket=2 ThreadsPerCore=2 RealMemory=1000\n\
+         PartitionName=ht Nodes=h1 MaxTime=60 State=UP\n",
+    );
+    s.ctl.key = Some(slurm_common::auth::Key::from_bytes(b"0123456789abcdef0123"));
+    let r = s.req(
+        ROOT,
+        RequestBody::RegisterNode(NodeRegistration {
+            name: "h1".into(),
+            cpus: 4,
+            boards: 1,
+            sockets: 1,
+            cores_per_socket: 2,
+            threads_per_core: 2,
+            real_memory: 1000,
+            boot_time: s.now - 100,
+            slurmd_start_time: s.now,
+            ..Default::default()
+        }),
+    );
+    assert!(!matches!(r, Response::Error(_)), "{r:?}");
+    let ht = |d: &mut JobDesc, tasks: u32, per_core: Option<u32>| {
+        d.partition = Some("ht".into());
+        d.ntasks = Some(tasks);
+        d.ntasks_per_core = per_core;
+    };
+    // Two tasks on one core's two threads without the option.
+    let a = s.submit(|d| ht(d, 2, None));
+    assert_eq!(s.state(a), JobState::Running);
+    assert_eq!(s.job(a).alloc.cpus, vec![2]);
+    s.finish(a, 0);
+    // One task a core: both cores.
+    let b = s.submit(|d| ht(d, 2, Some(1)));
+    assert_eq!(s.state(b), JobState::Running);
+    assert_eq!(s.job(b).alloc.cpus, vec![4]);
+    assert_eq!(s.job(b).alloc.tasks, vec![2]);
+    // Its steps keep to it: two threads a task.
+    let r = s.req(
+        ALICE,
+        RequestBody::CreateStep(StepRequest {
+            job_id: b,
+            name: "s".into(),
+            ntasks: Some(2),
+            ntasks_per_core: Some(1),
+            ..Default::default()
+        }),
+    );
+    let Response::StepCreated(layout) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(layout.cpus_per_task, 2);
+    s.finish(b, 0);
+    // Two a core: as without.
+    let c = s.submit(|d| ht(d, 2, Some(2)));
+    assert_eq!(s.job(c).alloc.cpus, vec![2]);
+    s.finish(c, 0);
+    // Three tasks one a core never fit the two cores: refused.
+    let e = s
+        .submit_as(ALICE, |d| ht(d, 3, Some(1)))
+        .expect_err("3 tasks, 2 cores");
+    assert_eq!(e.error, SlurmError::RequestedNodeConfigUnavailable, "{e:?}");
+    // Zero is no count.
+    let e = s.submit_as(ALICE, |d| ht(d, 1, Some(0))).expect_err("0");
+    assert_eq!(e.error, SlurmError::InvalidRequest, "{e:?}");
+    s.check_replay();
+}

@@ -236,6 +236,7 @@ impl Controller {
             exclusive_topo: j.desc.exclusive_topo,
             contiguous: j.desc.contiguous,
             ntasks_per_socket: j.desc.ntasks_per_socket,
+            ntasks_per_core: j.desc.ntasks_per_core,
             min_cpus_per_node: j.desc.min_cpus.unwrap_or(0),
             node_counts,
             // Checked at submission; a request no node serves never fits.

@@ -463,6 +463,9 @@ fn random_job(r: &mut Rng, id: u32, parts: usize, nodes: usize) -> JobView {
         j.ntasks_per_socket = Some(r.range(1, 3) as u32);
     }
     if r.chance(10) {
+        j.ntasks_per_core = Some(r.range(1, 2) as u32);
+    }
+    if r.chance(10) {
         let set: Vec<usize> = (0..nodes).filter(|_| r.chance(50)).collect();
         if !set.is_empty() {
             let count = r.range(1, u64::from(j.min_nodes.max(1))) as u32;
@@ -547,6 +550,19 @@ fn check_topology(s: &Scenario, plan: &Plan) -> Result<(), String> {
                 if a.tasks > cap && a.cpus > 0 {
                     return Err(format!(
                         "job {id}: {} tasks on node {}, cap {cap}",
+                        a.tasks, a.node
+                    ));
+                }
+            }
+        }
+        if let Some(k) = j.ntasks_per_core {
+            // No core runs more than K of the job's tasks.
+            for a in &p.alloc {
+                let node = &s.view.nodes[a.node];
+                let cores = a.cpus / node.core_cpus();
+                if a.tasks > cores.saturating_mul(k) {
+                    return Err(format!(
+                        "job {id}: {} tasks on {cores} cores of node {}, {k} a core",
                         a.tasks, a.node
                     ));
                 }

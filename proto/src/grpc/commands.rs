@@ -93,6 +93,7 @@ fn desc_to_pb(d: &JobDesc, payload: bool) -> pb::JobDesc {
         signal: d.signal.clone(),
         open_mode: d.open_mode.clone(),
         ntasks_per_socket: d.ntasks_per_socket,
+        ntasks_per_core: d.ntasks_per_core,
         tmp_disk: d.tmp_disk,
         priority: d.priority,
         min_cpus: d.min_cpus,
@@ -170,6 +171,7 @@ impl From<pb::JobDesc> for JobDesc {
             open_mode: d.open_mode,
             threads_per_core: d.threads_per_core,
             ntasks_per_socket: d.ntasks_per_socket,
+            ntasks_per_core: d.ntasks_per_core,
             tmp_disk: d.tmp_disk,
             priority: d.priority,
             min_cpus: d.min_cpus,
@@ -500,6 +502,7 @@ impl From<StepRequest> for pb::StepRequest {
             exclude: r.exclude,
             distribution: r.distribution,
             relative: r.relative,
+            ntasks_per_core: r.ntasks_per_core,
             time_limit: r.time_limit,
         }
     }
@@ -519,6 +522,7 @@ impl From<pb::StepRequest> for StepRequest {
             exclude: r.exclude,
             distribution: r.distribution,
             relative: r.relative,
+            ntasks_per_core: r.ntasks_per_core,
             time_limit: r.time_limit,
         }
     }

@@ -81,6 +81,47 @@ fn jobs_get_whole_cores() {
     assert_eq!(t.wait_done(id, 30).alloc.cpus, vec![1]);
 }
 
+/// `--ntasks-per-core=1` on two threads a core: each task a whole core,
+/// in the job (both cores for two tasks) and in its steps (two CPUs a
+/// task); more tasks than cores is refused; the job is told
+/// (`SLURM_NTASKS_PER_CORE`) and `scontrol show job` shows it.
+#[test]
+fn ntasks_per_core_gives_each_task_a_core() {
+    let t = TestCluster::start(1, |s| {
+        s.cpus = 4;
+        s.threads_per_core = Some(2);
+    });
+    let id = t.sbatch(&[
+        "-n2",
+        "--ntasks-per-core=1",
+        "-o",
+        "npc.out",
+        "--wrap",
+        "echo job $SLURM_NTASKS_PER_CORE; srun sh -c 'echo step $SLURM_CPUS_PER_TASK'",
+    ]);
+    let j = t.wait_done(id, 30);
+    assert_eq!(j.state, JobState::Completed, "{}", t.logs());
+    assert_eq!(j.alloc.cpus, vec![4]);
+    let out = std::fs::read_to_string(t.work.join("npc.out")).unwrap();
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["job 1", "step 2", "step 2"], "{out}");
+    let show = t.run("scontrol", &["show", "job", &id.to_string()]);
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("NtasksPerN:B:S:C=0:0:*:1 "), "{show}");
+    // Without it both tasks share one core.
+    let id = t.sbatch(&["-n2", "--wrap", "true"]);
+    assert_eq!(t.wait_done(id, 30).alloc.cpus, vec![2]);
+    let out = t.run("sbatch", &["-n3", "--ntasks-per-core=1", "--wrap", "true"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("Requested node configuration is not available"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Sockets: --sockets-per-node and friends pick nodes, --ntasks-per-socket
 /// caps the tasks a node takes.
 #[test]
