@@ -428,8 +428,50 @@ pub fn add(entity: &str, specs: &Specs) -> Res<Change> {
                 heading: "",
             })
         }
+        "coordinator" => {
+            let c = coord_change(&all)?;
+            if c.users.is_empty() && c.accounts.is_empty() {
+                return Err(" You need to specify conditions to to add the coordinator.".into());
+            }
+            if c.users.is_empty() {
+                return Err(" You need to specify a user list here.".into());
+            }
+            if c.accounts.is_empty() {
+                return Err(" You need to specify an account list here.".into());
+            }
+            Ok(Change {
+                preview: format!(
+                    " Adding Coordinator User(s)\n  {}\n To Account(s) and all sub-accounts\n  {}\n",
+                    c.users.join("\n  "),
+                    c.accounts.join("\n  ")
+                ),
+                request: AcctRequest::AddCoords(c),
+                heading: NO_LIST,
+            })
+        }
         other => Err(format!(" Unknown add entity: {other}")),
     }
+}
+
+/// A [`Change::heading`] for changes whose names are not listed (Slurm's
+/// `add coordinator` prints none).
+const NO_LIST: &str = "\0";
+
+/// `names=`/`users=` and `accounts=` of `add|remove coordinator` (the
+/// where and set words both count, as Slurm's).
+fn coord_change(specs: &[Spec]) -> Res<CoordChange> {
+    let mut c = CoordChange::default();
+    for s in specs {
+        match s {
+            Spec::Word(w) => return Err(unknown(w)),
+            Spec::Pair(k, _, v) => match k.as_str() {
+                "name" | "names" | "user" | "users" => c.users.extend(lower_list(v)),
+                "account" | "accounts" | "acct" => c.accounts.extend(lower_list(v)),
+                other => return Err(unknown(other)),
+            },
+        }
+    }
+    Ok(c)
 }
 
 /// Filters shared by modify, delete and show.
@@ -442,6 +484,11 @@ struct Where {
     partitions: Vec<String>,
     parents: Vec<String>,
     ids: Vec<u64>,
+}
+
+/// Slurm's `WithCoordinators` word, abbreviated to 5 letters or more.
+fn with_coord_word(w: &str) -> bool {
+    w.len() >= 5 && "withcoordinators".starts_with(w.to_ascii_lowercase().as_str())
 }
 
 fn parse_where(entity: &str, specs: &[Spec]) -> Res<Where> {
@@ -468,7 +515,7 @@ fn parse_where(entity: &str, specs: &[Spec]) -> Res<Where> {
                     }
                 }
                 "qos" if entity == "qos" => w.names.extend(lower_list(v)),
-                "format" | "withassoc" | "tree" => {}
+                "format" | "withassoc" | "withcoord" | "tree" => {}
                 other => return Err(unknown(other)),
             },
         }
@@ -625,6 +672,34 @@ pub fn modify(entity: &str, specs: &Specs) -> Res<Change> {
 
 /// `sacctmgr delete ...`.
 pub fn delete(entity: &str, specs: &Specs) -> Res<Change> {
+    if entity == "coordinator" {
+        let all: Vec<Spec> = specs.filter.iter().chain(&specs.set).cloned().collect();
+        let c = coord_change(&all)?;
+        if c.users.is_empty() && c.accounts.is_empty() {
+            return Err(" You need to specify a user list or account list here.".into());
+        }
+        let preview = if c.users.is_empty() {
+            format!(
+                " Removing all users from Accounts\n  {}\n",
+                c.accounts.join("\n  ")
+            )
+        } else {
+            format!(
+                " Removing Coordinators with user name\n  {}\n{}",
+                c.users.join("\n  "),
+                if c.accounts.is_empty() {
+                    " From all accounts\n".to_string()
+                } else {
+                    format!(" From Account(s)\n  {}\n", c.accounts.join("\n  "))
+                }
+            )
+        };
+        return Ok(Change {
+            request: AcctRequest::RemoveCoords(c),
+            preview,
+            heading: " Removed Coordinators (sub accounts not listed)...",
+        });
+    }
     let w = parse_where(entity, &specs.filter)?;
     let (request, heading) = match entity {
         "cluster" => (
@@ -695,6 +770,9 @@ const ACCOUNT_COLS: &[Col] = &[
     ("descr", "Descr", 20),
     ("org", "Org", 20),
 ];
+/// `WithCoordinators`: accounts coordinated (users), coordinators
+/// (accounts); Slurm titles both `Coord Accounts`.
+const COORD_COL: Col = ("coord", "Coord Accounts", 20);
 const USER_COLS: &[Col] = &[
     ("user", "User", 10),
     ("defacct", "Def Acct", 10),
@@ -776,6 +854,7 @@ fn alias(name: &str) -> String {
         "organization" => "org",
         "defaultaccount" => "defacct",
         "adminlevel" => "admin",
+        "coordinators" | "coordinator" | "coord" => "coord",
         "fairshare" | "shares" => "share",
         "defaultqos" => "defqos",
         "parent" => "parentname",
@@ -961,6 +1040,7 @@ pub struct Show {
 pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
     let mut format = None;
     let mut with_assoc = false;
+    let mut with_coord = false;
     let mut tree = false;
     let mut rest = Vec::new();
     for s in specs.filter.iter().chain(&specs.set) {
@@ -968,6 +1048,7 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
             Spec::Pair(k, _, v) if k == "format" => format = Some(v.clone()),
             Spec::Word(w) if w.eq_ignore_ascii_case("withassoc") => with_assoc = true,
             Spec::Word(w) if w.eq_ignore_ascii_case("tree") => tree = true,
+            Spec::Word(w) if with_coord_word(w) => with_coord = true,
             other => rest.push(other.clone()),
         }
     }
@@ -986,8 +1067,13 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
         .collect();
     match entity {
         "account" => {
-            let offered: Vec<Col> = ACCOUNT_COLS.iter().chain(&assoc_cols).copied().collect();
-            let default: Vec<Col> = if with_assoc {
+            let offered: Vec<Col> = ACCOUNT_COLS
+                .iter()
+                .chain(&assoc_cols)
+                .copied()
+                .chain([COORD_COL])
+                .collect();
+            let mut default: Vec<Col> = if with_assoc {
                 ACCOUNT_COLS
                     .iter()
                     .copied()
@@ -1001,6 +1087,9 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
             } else {
                 ACCOUNT_COLS.to_vec()
             };
+            if with_coord {
+                default.insert(ACCOUNT_COLS.len(), COORD_COL);
+            }
             let cols = pick(format.as_deref(), &offered, &default)?;
             let filter = AccountFilter {
                 names: w.names.clone(),
@@ -1032,6 +1121,7 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
                             "account" => a.name.clone(),
                             "descr" => a.description.clone(),
                             "org" => a.organization.clone(),
+                            "coord" => a.coordinators.join(","),
                             _ => assoc.map(|x| assoc_value(x, k, 0)).unwrap_or_default(),
                         };
                         match assocs {
@@ -1048,8 +1138,13 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
             })
         }
         "user" => {
-            let offered: Vec<Col> = USER_COLS.iter().chain(&assoc_cols).copied().collect();
-            let default: Vec<Col> = if with_assoc {
+            let offered: Vec<Col> = USER_COLS
+                .iter()
+                .chain(&assoc_cols)
+                .copied()
+                .chain([COORD_COL])
+                .collect();
+            let mut default: Vec<Col> = if with_assoc {
                 USER_COLS
                     .iter()
                     .copied()
@@ -1061,6 +1156,9 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
             } else {
                 USER_COLS.to_vec()
             };
+            if with_coord {
+                default.insert(USER_COLS.len(), COORD_COL);
+            }
             let cols = pick(format.as_deref(), &offered, &default)?;
             let mut requests = vec![AcctRequest::ListUsers(UserFilter {
                 names: w.names.clone(),
@@ -1094,6 +1192,7 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
                             "user" => u.name.clone(),
                             "defacct" => u.default_account.clone(),
                             "admin" => u.admin_level.name().to_string(),
+                            "coord" => u.coord_accounts.join(","),
                             _ => assoc.map(|x| assoc_value(x, k, 0)).unwrap_or_default(),
                         };
                         match assocs {
@@ -1975,7 +2074,7 @@ fn entity_name(w: &str) -> Option<&'static str> {
 
 const USAGE: &str = "Usage: sacctmgr [-i] [-n] [-p|-P] [-Q] <command> <entity> [specs]\n\
   commands: add|create, modify|update, delete|remove, show|list\n\
-  entities: cluster, account, user, association, qos; for show also event, problem, configuration, transaction, tres, stats, runawayjobs\n\
+  entities: cluster, account, user, association, qos, coordinator (add, delete); for show also event, problem, configuration, transaction, tres, stats, runawayjobs\n\
   also: dump <cluster> [file=FILE], load [file=]FILE [cluster=NAME] [clean], ping, version, shutdown, clear stats\n";
 
 /// `sacctmgr ping`: Slurm's line for slurmdbd, exit 1 when it is down.
@@ -2152,6 +2251,9 @@ fn run_change(conf: &slurm_common::conf::SlurmConf, c: Change, f: &Flags) -> i32
                 return 0;
             }
             if !f.quiet {
+                if c.heading == NO_LIST {
+                    return 0;
+                }
                 if !c.heading.is_empty() {
                     println!("{}", c.heading);
                 }
@@ -2225,6 +2327,7 @@ const ENTITIES: &[(&[&str], &str)] = &[
         "association",
     ),
     (&["qos"], "qos"),
+    (&["coordinator", "coordinators", "coord"], "coordinator"),
     (&["tres"], "tres"),
     (&["stats", "statistics"], "stats"),
     (&["event", "events"], "event"),

@@ -1339,11 +1339,13 @@ mod tests {
                     name: "root".into(),
                     description: "default root account".into(),
                     organization: "root".into(),
+                    ..Default::default()
                 },
                 AccountRec {
                     name: "cs".into(),
                     description: "Computer Science".into(),
                     organization: "LC".into(),
+                    ..Default::default()
                 },
             ],
             users: vec![
@@ -1351,11 +1353,13 @@ mod tests {
                     name: "root".into(),
                     default_account: "root".into(),
                     admin_level: AdminLevel::Administrator,
+                    ..Default::default()
                 },
                 UserRec {
                     name: "adam".into(),
                     default_account: "cs".into(),
                     admin_level: AdminLevel::None,
+                    ..Default::default()
                 },
             ],
             assocs: vec![

@@ -478,6 +478,8 @@ pub async fn call_dbd(
             DbdCall::AddQos(m) => c.add_qos(with_cred(m, cred, within)).await,
             DbdCall::ModifyQos(m) => c.modify_qos(with_cred(m, cred, within)).await,
             DbdCall::DeleteQos(m) => c.delete_qos(with_cred(m, cred, within)).await,
+            DbdCall::AddCoords(m) => c.add_coords(with_cred(m, cred, within)).await,
+            DbdCall::RemoveCoords(m) => c.remove_coords(with_cred(m, cred, within)).await,
             DbdCall::Rollup(m) => c.rollup(with_cred(m, cred, within)).await,
             DbdCall::ListClusters(m) => c.list_clusters(with_cred(m, cred, within)).await,
             DbdCall::ListAccounts(m) => c.list_accounts(with_cred(m, cred, within)).await,

@@ -1005,7 +1005,9 @@ impl Server {
         }
         let (uid, gid) = (req.cred.uid, req.cred.gid);
         // Names are looked up here, off the writer's thread.
-        let identity = if Identity::needed_by(&req.body) {
+        let needed = Identity::needed_by(&req.body)
+            || (Identity::needed_when_delegated(&req.body) && self.snapshot().delegated);
+        let identity = if needed {
             let all_groups = self.snapshot().partitions.iter().any(|p| {
                 p.allow_groups
                     .as_deref()

@@ -180,7 +180,19 @@ impl Server {
                 Ok(l) => l,
                 Err(e) => return storage_error(e),
             };
-            if level < AdminLevel::Operator {
+            if level < AdminLevel::Operator && !self.coordinates_all(&name, &body).await {
+                if matches!(
+                    body,
+                    AcctRequest::AddCoords(_) | AcctRequest::RemoveCoords(_)
+                ) {
+                    return err(
+                        AcctErrorKind::AccessDenied,
+                        format!(
+                            "user '{name}' is not an administrator, an operator or a \
+                             coordinator of every account named"
+                        ),
+                    );
+                }
                 return err(
                     AcctErrorKind::AccessDenied,
                     format!(
@@ -287,6 +299,28 @@ impl Server {
             self.tell_controllers();
         }
         resp
+    }
+
+    /// Whether `name` coordinates every account a coordinator change names
+    /// (as Slurm's: coordinators manage their accounts' coordinators; a
+    /// change naming no account is for administrators).
+    async fn coordinates_all(&self, name: &str, body: &AcctRequest) -> bool {
+        let (AcctRequest::AddCoords(c) | AcctRequest::RemoveCoords(c)) = body else {
+            return false;
+        };
+        if c.accounts.is_empty() {
+            return false;
+        }
+        let f = UserFilter {
+            names: vec![name.to_string()],
+            ..Default::default()
+        };
+        match self.storage.list_users(&f).await {
+            Ok(v) => v
+                .first()
+                .is_some_and(|u| c.accounts.iter().all(|a| u.coordinates(a))),
+            Err(_) => false,
+        }
     }
 
     /// `uid`'s user name, and whether accounting makes it an operator or
@@ -450,6 +484,8 @@ impl Server {
             AcctRequest::AddQos(v) => changed(s.add_qos(v).await),
             AcctRequest::ModifyQos { filter, set } => changed(s.modify_qos(&filter, &set).await),
             AcctRequest::DeleteQos(f) => changed(s.delete_qos(&f).await),
+            AcctRequest::AddCoords(c) => changed(s.add_coords(&c).await),
+            AcctRequest::RemoveCoords(c) => changed(s.remove_coords(&c).await),
             AcctRequest::Rollup { now: at } => {
                 let t0 = std::time::Instant::now();
                 match s.rollup(at.unwrap_or(now)).await {
@@ -600,6 +636,12 @@ impl pb::slurm_dbd_server::SlurmDbd for DbdService {
     }
     async fn delete_qos(&self, r: tonic::Request<pb::QosFilter>) -> Reply {
         self.answer(r, m::DeleteQos, DbdCall::DeleteQos).await
+    }
+    async fn add_coords(&self, r: tonic::Request<pb::CoordChange>) -> Reply {
+        self.answer(r, m::AddCoords, DbdCall::AddCoords).await
+    }
+    async fn remove_coords(&self, r: tonic::Request<pb::CoordChange>) -> Reply {
+        self.answer(r, m::RemoveCoords, DbdCall::RemoveCoords).await
     }
     async fn rollup(&self, r: tonic::Request<pb::RollupRequest>) -> Reply {
         self.answer(r, m::Rollup, DbdCall::Rollup).await

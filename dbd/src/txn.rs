@@ -37,6 +37,8 @@ pub fn describe(body: &AcctRequest) -> Option<Txn> {
         R::AddQos(v) => ("Add QOS", json(v)),
         R::ModifyQos { set, .. } => ("Modify QOS", json(set)),
         R::DeleteQos(_) => ("Remove QOS", Value::Null),
+        R::AddCoords(c) => ("Add Coordinators", json(&c.accounts)),
+        R::RemoveCoords(c) => ("Remove Coordinators", json(&c.accounts)),
         _ => return None,
     };
     let mut pairs = Vec::new();

@@ -168,6 +168,7 @@ async fn suite(b: Backend) {
     account_tree(&s).await;
     qos_crud(&s).await;
     assoc_limits(&s).await;
+    coordinators(&s).await;
     idempotent_ingest(&s).await;
     job_queries(&s).await;
     job_texts(&s).await;
@@ -271,6 +272,112 @@ async fn migrations(b: Backend) {
         e.to_string().contains("newer than this slurmdbd supports"),
         "{e}"
     );
+}
+
+/// Coordinators: made of accounts that exist, for users that exist; they
+/// coordinate the sub-accounts too; listed on users and accounts; removed
+/// by user, by account, or with the user or account.
+async fn coordinators(s: &Storage) {
+    s.add_clusters(vec![ClusterRec {
+        name: "cc".into(),
+        ..Default::default()
+    }])
+    .await
+    .unwrap();
+    for (name, parent) in [("qphys", None), ("qlab", Some("qphys")), ("qchem", None)] {
+        s.add_accounts(&AddAccounts {
+            names: vec![name.into()],
+            parent: parent.map(String::from),
+            clusters: vec!["cc".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    for (name, acct) in [("qann", "qphys"), ("qbob", "qchem"), ("qcid", "qlab")] {
+        s.add_users(&AddUsers {
+            names: vec![name.into()],
+            default_account: Some(acct.into()),
+            accounts: vec![acct.into()],
+            clusters: vec!["cc".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let change = |users: &[&str], accounts: &[&str]| CoordChange {
+        users: users.iter().map(|u| u.to_string()).collect(),
+        accounts: accounts.iter().map(|a| a.to_string()).collect(),
+    };
+    let user = |name: &'static str| async move {
+        s.list_users(&UserFilter {
+            names: vec![name.into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .remove(0)
+    };
+    // Nothing that does not exist, nothing without both lists.
+    let r = s.add_coords(&change(&["qann"], &["nosuch"])).await;
+    assert!(
+        matches!(&r, Err(StorageError::NotFound(m)) if m.contains("'nosuch'")),
+        "{r:?}"
+    );
+    let r = s.add_coords(&change(&["nosuch"], &["qphys"])).await;
+    assert!(
+        matches!(&r, Err(StorageError::NotFound(m)) if m.contains("'nosuch'")),
+        "{r:?}"
+    );
+    assert!(s.add_coords(&change(&[], &["qphys"])).await.is_err());
+    assert!(user("qann").await.coord_accounts.is_empty());
+    // Ann coordinates phys, and so lab below it; Bob chem.
+    assert_eq!(
+        s.add_coords(&change(&["QAnn"], &["QPHYS"])).await.unwrap(),
+        ["qann"]
+    );
+    assert_eq!(
+        s.add_coords(&change(&["qbob"], &["qchem"])).await.unwrap(),
+        ["qbob"]
+    );
+    let r = s.add_coords(&change(&["qann"], &["qphys"])).await;
+    assert!(matches!(r, Err(StorageError::Exists(_))), "{r:?}");
+    let ann = user("qann").await;
+    assert_eq!(ann.coord_accounts, ["qlab", "qphys"]);
+    assert!(ann.coordinates("qlab") && !ann.coordinates("qchem"));
+    let accounts = s.list_accounts(&AccountFilter::default()).await.unwrap();
+    let coords_of = |a: &str| {
+        accounts
+            .iter()
+            .find(|x| x.name == a)
+            .map(|x| x.coordinators.clone())
+            .unwrap()
+    };
+    assert_eq!(coords_of("qphys"), ["qann"]);
+    assert!(
+        coords_of("qlab").is_empty(),
+        "only those made so are listed"
+    );
+    // Removed by account: every coordinator of it.
+    let r = s.remove_coords(&change(&[], &["qchem"])).await.unwrap();
+    assert_eq!(r, [format!("U = {:<9} A = {:<10}", "qbob", "qchem")]);
+    assert!(user("qbob").await.coord_accounts.is_empty());
+    let r = s.remove_coords(&change(&["qbob"], &[])).await;
+    assert!(matches!(r, Err(StorageError::NotFound(_))), "{r:?}");
+    // Deleting the user takes its coordinatorships with it.
+    s.add_coords(&change(&["qcid"], &["qchem"])).await.unwrap();
+    s.delete_users(&UserFilter {
+        names: vec!["qcid".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let r = s.remove_coords(&change(&["qcid"], &[])).await;
+    assert!(matches!(r, Err(StorageError::NotFound(_))), "{r:?}");
+    s.remove_coords(&change(&["qann"], &["qphys"]))
+        .await
+        .unwrap();
+    assert!(user("qann").await.coord_accounts.is_empty());
 }
 
 async fn account_tree(s: &Storage) {

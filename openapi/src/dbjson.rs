@@ -286,7 +286,11 @@ pub fn assoc(a: &AssocRec, is_default: bool) -> Value {
 pub fn account(a: &AccountRec, assocs: &[&AssocRec]) -> Value {
     json!({
         "associations": assocs.iter().map(|x| assoc_short(x)).collect::<Vec<_>>(),
-        "coordinators": [],
+        "coordinators": a
+            .coordinators
+            .iter()
+            .map(|u| json!({"name": u, "direct": true}))
+            .collect::<Vec<_>>(),
         "description": a.description,
         "name": a.name,
         "organization": a.organization,
@@ -299,7 +303,12 @@ pub fn user(u: &UserRec, assocs: &[&AssocRec]) -> Value {
     json!({
         "administrator_level": [u.admin_level.name()],
         "associations": assocs.iter().map(|x| assoc_short(x)).collect::<Vec<_>>(),
-        "coordinators": [],
+        // The accounts coordinated, sub-accounts included.
+        "coordinators": u
+            .coord_accounts
+            .iter()
+            .map(|a| json!({"name": a}))
+            .collect::<Vec<_>>(),
         "default": {"account": u.default_account, "wckey": ""},
         "flags": [],
         "name": u.name,
@@ -481,6 +490,31 @@ mod tests {
         assert_eq!(t.len(), 9);
         assert_eq!(t[0]["count"], json!(8));
         assert_eq!(t[8]["name"], json!("gpu"));
+    }
+
+    #[test]
+    fn coordinators_in_users_and_accounts() {
+        let u = user(
+            &UserRec {
+                name: "ann".into(),
+                coord_accounts: vec!["lab".into(), "phys".into()],
+                ..Default::default()
+            },
+            &[],
+        );
+        assert_eq!(
+            u["coordinators"],
+            json!([{"name": "lab"}, {"name": "phys"}])
+        );
+        let a = account(
+            &AccountRec {
+                name: "phys".into(),
+                coordinators: vec!["ann".into()],
+                ..Default::default()
+            },
+            &[],
+        );
+        assert_eq!(a["coordinators"], json!([{"name": "ann", "direct": true}]));
     }
 
     #[test]

@@ -563,6 +563,8 @@ pub struct AccountRec {
     pub name: String,
     pub description: String,
     pub organization: String,
+    /// Users made its coordinators (`sacctmgr add coordinator`), sorted.
+    pub coordinators: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -639,6 +641,28 @@ pub struct UserRec {
     pub name: String,
     pub default_account: String,
     pub admin_level: AdminLevel,
+    /// The accounts the user coordinates: those it was made coordinator
+    /// of and all their sub-accounts, sorted.
+    pub coord_accounts: Vec<String>,
+}
+
+impl UserRec {
+    /// Whether the user coordinates `account` (or an account above it).
+    pub fn coordinates(&self, account: &str) -> bool {
+        self.coord_accounts
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(account))
+    }
+}
+
+/// `sacctmgr add|remove coordinator`: these users, these accounts (and
+/// their sub-accounts). A removal with no accounts takes the users from
+/// every account; with no users, every coordinator of the accounts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct CoordChange {
+    pub users: Vec<String>,
+    pub accounts: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -1212,6 +1236,11 @@ pub enum AcctRequest {
         set: QosPatch,
     },
     DeleteQos(QosFilter),
+    /// Make users coordinators of accounts (administrators, or the
+    /// accounts' own coordinators).
+    AddCoords(CoordChange),
+    /// Take coordinators away (as [`AcctRequest::AddCoords`]).
+    RemoveCoords(CoordChange),
     /// Roll usage up to `now` (default: the clock) at once.
     Rollup {
         now: Option<i64>,
@@ -1259,6 +1288,8 @@ impl AcctRequest {
             AcctRequest::AddQos(_) => "DBD_ADD_QOS",
             AcctRequest::ModifyQos { .. } => "DBD_MODIFY_QOS",
             AcctRequest::DeleteQos(_) => "DBD_REMOVE_QOS",
+            AcctRequest::AddCoords(_) => "DBD_ADD_ACCOUNT_COORDS",
+            AcctRequest::RemoveCoords(_) => "DBD_REMOVE_ACCOUNT_COORDS",
             AcctRequest::Rollup { .. } => "DBD_ROLL_USAGE",
             AcctRequest::ListClusters(_) => "DBD_GET_CLUSTERS",
             AcctRequest::ListAccounts(_) => "DBD_GET_ACCOUNTS",
@@ -1296,6 +1327,8 @@ impl AcctRequest {
                 | AcctRequest::AddQos(_)
                 | AcctRequest::ModifyQos { .. }
                 | AcctRequest::DeleteQos(_)
+                | AcctRequest::AddCoords(_)
+                | AcctRequest::RemoveCoords(_)
                 | AcctRequest::Rollup { .. }
                 | AcctRequest::FixRunaway(_)
         )

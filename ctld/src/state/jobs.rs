@@ -28,7 +28,7 @@ impl Controller {
         denied: SlurmError,
     ) -> Result<&Arc<JobRecord>, RpcError> {
         let j = self.p.jobs.get(&id).ok_or(SlurmError::InvalidJobId)?;
-        if !who.privileged && j.user_id != who.uid {
+        if !self.for_job(who, j).privileged && j.user_id != who.uid {
             return Err(if self.conf.private_data().jobs {
                 SlurmError::InvalidJobId
             } else {
@@ -53,6 +53,14 @@ impl Controller {
     ) -> Result<Response, RpcError> {
         const MAX_NOTICE: usize = 8192;
         let j = self.job_of_owner(who, id, SlurmError::UserIdMissing)?;
+        // Not operators or coordinators: the owner, root or SlurmUser.
+        if j.user_id != who.uid && who.uid != 0 && who.uid != self.slurm_uid {
+            return err(if self.conf.private_data().jobs {
+                SlurmError::InvalidJobId
+            } else {
+                SlurmError::UserIdMissing
+            });
+        }
         if message.len() > MAX_NOTICE {
             return err_detail(
                 SlurmError::InvalidRequest,
@@ -469,26 +477,29 @@ impl Controller {
             }
             ids
         };
-        let out = ids
-            .into_iter()
-            .map(|id| {
-                let hidden = private && self.p.jobs.get(&id).is_some_and(|j| j.user_id != who.uid);
-                if hidden {
-                    return (id, Some(SlurmError::InvalidJobId));
-                }
-                // Filters given with ids narrow them, as in Slurm.
-                let skip = self.p.jobs.get(&id).is_some_and(|j| {
-                    f.user.is_some_and(|u| j.user_id != u)
-                        || (!f.states.is_empty() && !f.states.contains(&j.state))
-                        || f.name.as_ref().is_some_and(|n| &j.name != n)
-                        || f.partition.as_ref().is_some_and(|p| &j.partition != p)
-                });
-                if skip {
-                    return (id, None);
-                }
-                (id, self.cancel_one(who, id, f.signal, now).err())
-            })
-            .collect();
+        let out =
+            ids.into_iter()
+                .map(|id| {
+                    let hidden = private
+                        && self.p.jobs.get(&id).is_some_and(|j| {
+                            j.user_id != who.uid && !self.for_job(who, j).privileged
+                        });
+                    if hidden {
+                        return (id, Some(SlurmError::InvalidJobId));
+                    }
+                    // Filters given with ids narrow them, as in Slurm.
+                    let skip = self.p.jobs.get(&id).is_some_and(|j| {
+                        f.user.is_some_and(|u| j.user_id != u)
+                            || (!f.states.is_empty() && !f.states.contains(&j.state))
+                            || f.name.as_ref().is_some_and(|n| &j.name != n)
+                            || f.partition.as_ref().is_some_and(|p| &j.partition != p)
+                    });
+                    if skip {
+                        return (id, None);
+                    }
+                    (id, self.cancel_one(who, id, f.signal, now).err())
+                })
+                .collect();
         Response::Cancelled(out)
     }
 
@@ -501,6 +512,8 @@ impl Controller {
     ) -> Result<Response, RpcError> {
         let j = self.owned_job(who, id)?;
         let state = j.state;
+        // A coordinator of the job's account acts as an operator on it.
+        let who = self.for_job(who, j);
         match u {
             JobUpdate::Hold => {
                 if state != JobState::Pending {

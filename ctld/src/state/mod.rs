@@ -179,6 +179,20 @@ impl Identity {
                 | RequestBody::CreateReservation(_)
         )
     }
+
+    /// Requests about jobs that accounting's operators and account
+    /// coordinators may make for others: named when accounting has any
+    /// ([`Snapshot::delegated`]), so the writer can tell who asks.
+    pub fn needed_when_delegated(body: &RequestBody) -> bool {
+        matches!(
+            body,
+            RequestBody::Cancel(_)
+                | RequestBody::SuspendJob { .. }
+                | RequestBody::UpdateStep { .. }
+                | RequestBody::CancelStep { .. }
+                | RequestBody::TopJobs { .. }
+        )
+    }
 }
 
 /// What readers see: an immutable picture of the state after a batch.
@@ -209,6 +223,9 @@ pub struct Snapshot {
     pub operators: Arc<std::collections::HashSet<String>>,
     /// Users with AdminLevel Administrator (Slurm's super users).
     pub administrators: Arc<std::collections::HashSet<String>>,
+    /// Accounting names operators or account coordinators (who may act
+    /// on others' jobs).
+    pub delegated: bool,
     /// Node name → index in `nodes`.
     pub node_index: Arc<HashMap<String, usize>>,
     /// The configuration in force (slurm.conf as last read).
@@ -592,11 +609,38 @@ impl Controller {
         self.run_id = id.max(1);
     }
 
+    /// Who asks: root, SlurmUser and accounting's operators and
+    /// administrators are privileged (Slurm's `validate_operator`); an
+    /// operator is known by the name the server looked up.
     pub fn caller(&self, uid: u32, gid: u32) -> Caller {
+        let operator = || {
+            self.acct_user(uid, gid)
+                .is_some_and(|u| u.admin_level >= slurm_proto::acct::AdminLevel::Operator)
+        };
         Caller {
             uid,
             gid,
-            privileged: uid == 0 || uid == self.slurm_uid,
+            privileged: uid == 0 || uid == self.slurm_uid || operator(),
+        }
+    }
+
+    /// The caller's accounting record, when its name was looked up.
+    fn acct_user(&self, uid: u32, gid: u32) -> Option<&slurm_proto::acct::UserRec> {
+        let name = self.identities.get(&(uid, gid))?.user.clone()?;
+        self.assocs.as_ref()?.users.get(&name)
+    }
+
+    /// `who`, privileged for job `j` when it coordinates the job's account
+    /// (as Slurm lets account coordinators act on their accounts' jobs).
+    fn for_job(&self, who: Caller, j: &JobRecord) -> Caller {
+        let coord = !who.privileged
+            && j.user_id != who.uid
+            && self
+                .acct_user(who.uid, who.gid)
+                .is_some_and(|u| u.coordinates(&j.account));
+        Caller {
+            privileged: who.privileged || coord,
+            ..who
         }
     }
 
@@ -606,10 +650,11 @@ impl Controller {
         self.identities.insert((uid, gid), Arc::new(id));
     }
 
-    /// Job `id`, when `who` may act on it: its owner, root or SlurmUser.
+    /// Job `id`, when `who` may act on it: its owner, root, SlurmUser, an
+    /// operator or a coordinator of its account.
     fn owned_job(&self, who: Caller, id: JobId) -> Result<&Arc<JobRecord>, SlurmError> {
         let j = self.p.jobs.get(&id).ok_or(SlurmError::InvalidJobId)?;
-        if !who.privileged && j.user_id != who.uid {
+        if !self.for_job(who, j).privileged && j.user_id != who.uid {
             return Err(SlurmError::AccessDenied);
         }
         Ok(j)
@@ -802,6 +847,9 @@ impl Controller {
                     .map(|u| u.name.clone())
                     .collect(),
             ),
+            delegated: self.assocs.iter().flat_map(|c| c.users.values()).any(|u| {
+                u.admin_level != slurm_proto::acct::AdminLevel::None || !u.coord_accounts.is_empty()
+            }),
             administrators: Arc::new(
                 self.assocs
                     .iter()

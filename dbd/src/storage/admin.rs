@@ -752,7 +752,8 @@ impl Storage {
             q.push(")");
         }
         q.push(" ORDER BY name");
-        q.fetch_all(self.backend, c)
+        let mut out = q
+            .fetch_all(self.backend, &mut *c)
             .await?
             .iter()
             .map(|r| {
@@ -760,9 +761,151 @@ impl Storage {
                     name: r.s("name")?,
                     description: r.s("description")?,
                     organization: r.s("organization")?,
+                    coordinators: Vec::new(),
                 })
             })
+            .collect::<Result<Vec<_>>>()?;
+        let coords = self.coord_rows(c).await?;
+        for a in &mut out {
+            a.coordinators = coords
+                .iter()
+                .filter(|(_, acct)| *acct == a.name)
+                .map(|(u, _)| u.clone())
+                .collect();
+        }
+        Ok(out)
+    }
+
+    /// Every (user, account) a user was made coordinator of, sorted.
+    async fn coord_rows(&self, c: &mut AnyConnection) -> Result<Vec<(String, String)>> {
+        let q = Q::new("SELECT user_name, account FROM coords ORDER BY user_name, account");
+        q.fetch_all(self.backend, c)
+            .await?
+            .iter()
+            .map(|r| Ok((r.s("user_name")?, r.s("account")?)))
             .collect()
+    }
+
+    /// Each account's sub-accounts, on any cluster (parent → children).
+    async fn all_children(&self, c: &mut AnyConnection) -> Result<BTreeMap<String, Vec<String>>> {
+        let q = Q::new("SELECT DISTINCT account, parent_acct FROM assocs WHERE user_name=''");
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for r in q.fetch_all(self.backend, c).await? {
+            if let Some(p) = r.os("parent_acct")?.filter(|p| !p.is_empty()) {
+                out.entry(p).or_default().push(r.s("account")?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The accounts `direct` names and all accounts below them, sorted.
+    fn with_sub_accounts(
+        direct: impl IntoIterator<Item = String>,
+        children: &BTreeMap<String, Vec<String>>,
+    ) -> Vec<String> {
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        let mut todo: Vec<String> = direct.into_iter().collect();
+        while let Some(a) = todo.pop() {
+            if seen.insert(a.clone()) {
+                todo.extend(children.get(&a).into_iter().flatten().cloned());
+            }
+        }
+        seen.into_iter().collect()
+    }
+
+    // ------------------------------------------------------- coordinators
+
+    /// `sacctmgr add coordinator`: the users (who must exist) coordinate
+    /// the accounts (which must exist) and their sub-accounts. Answers the
+    /// users made coordinators of something new.
+    pub async fn add_coords(&self, c: &CoordChange) -> Result<Vec<String>> {
+        if c.users.is_empty() {
+            return Err(invalid("You need to specify a user list here."));
+        }
+        if c.accounts.is_empty() {
+            return Err(invalid("You need to specify an account list here."));
+        }
+        let _w = self.write_lock.lock().await;
+        let mut tx = self.write_tx().await?;
+        let users = lower(&c.users);
+        let accounts = lower(&c.accounts);
+        for a in &accounts {
+            let mut q = Q::new("SELECT name FROM accounts WHERE name=");
+            q.bind(a);
+            if q.fetch_optional(self.backend, &mut *tx).await?.is_none() {
+                return Err(StorageError::NotFound(format!(
+                    "You specified a non-existent account '{a}'."
+                )));
+            }
+        }
+        for u in &users {
+            let mut q = Q::new("SELECT name FROM users WHERE name=");
+            q.bind(u);
+            if q.fetch_optional(self.backend, &mut *tx).await?.is_none() {
+                return Err(StorageError::NotFound(format!(
+                    "You specified a non-existent user '{u}'."
+                )));
+            }
+        }
+        let have = self.coord_rows(&mut tx).await?;
+        let now = slurm_common::auth::now();
+        let mut changed = Vec::new();
+        for u in &users {
+            for a in &accounts {
+                if have.iter().any(|(hu, ha)| hu == u && ha == a) {
+                    continue;
+                }
+                let mut q = Q::new("INSERT INTO coords (user_name, account, created) VALUES (");
+                q.bind(u).push(", ").bind(a).push(", ").bind(now).push(")");
+                q.execute(self.backend, &mut *tx).await?;
+                if !changed.contains(u) {
+                    changed.push(u.clone());
+                }
+            }
+        }
+        if changed.is_empty() {
+            return Err(StorageError::Exists(
+                "nothing new added: the users already coordinate these accounts".into(),
+            ));
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    /// `sacctmgr remove coordinator`: the users from the accounts (no
+    /// accounts: from all; no users: every coordinator of the accounts).
+    /// Answers `U = user A = account` per removal, as Slurm's.
+    pub async fn remove_coords(&self, c: &CoordChange) -> Result<Vec<String>> {
+        if c.users.is_empty() && c.accounts.is_empty() {
+            return Err(invalid(
+                "You need to specify a user list or an account list here.",
+            ));
+        }
+        let _w = self.write_lock.lock().await;
+        let mut tx = self.write_tx().await?;
+        let (users, accounts) = (lower(&c.users), lower(&c.accounts));
+        let doomed: Vec<(String, String)> = self
+            .coord_rows(&mut tx)
+            .await?
+            .into_iter()
+            .filter(|(u, a)| {
+                (users.is_empty() || users.contains(u))
+                    && (accounts.is_empty() || accounts.contains(a))
+            })
+            .collect();
+        if doomed.is_empty() {
+            return Err(StorageError::NotFound("Nothing removed".into()));
+        }
+        for (u, a) in &doomed {
+            let mut q = Q::new("DELETE FROM coords WHERE user_name=");
+            q.bind(u).push(" AND account=").bind(a);
+            q.execute(self.backend, &mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(doomed
+            .iter()
+            .map(|(u, a)| format!("U = {u:<9} A = {a:<10}"))
+            .collect())
     }
 
     pub async fn list_accounts(&self, f: &AccountFilter) -> Result<Vec<AccountRec>> {
@@ -877,6 +1020,9 @@ impl Storage {
                 )));
             }
             let mut q = Q::new("DELETE FROM accounts WHERE name=");
+            q.bind(n);
+            q.execute(self.backend, &mut *tx).await?;
+            let mut q = Q::new("DELETE FROM coords WHERE account=");
             q.bind(n);
             q.execute(self.backend, &mut *tx).await?;
             changed.push(n.clone());
@@ -1014,7 +1160,8 @@ impl Storage {
             q.push(")");
         }
         q.push(" ORDER BY name");
-        q.fetch_all(self.backend, c)
+        let mut out = q
+            .fetch_all(self.backend, &mut *c)
             .await?
             .iter()
             .map(|r| {
@@ -1022,9 +1169,22 @@ impl Storage {
                     name: r.s("name")?,
                     default_account: r.s("default_account")?,
                     admin_level: admin_from_i64(r.i("admin_level")?),
+                    coord_accounts: Vec::new(),
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let coords = self.coord_rows(c).await?;
+        if !coords.is_empty() {
+            let children = self.all_children(c).await?;
+            for u in &mut out {
+                let direct = coords
+                    .iter()
+                    .filter(|(cu, _)| *cu == u.name)
+                    .map(|(_, a)| a.clone());
+                u.coord_accounts = Self::with_sub_accounts(direct, &children);
+            }
+        }
+        Ok(out)
     }
 
     pub async fn list_users(&self, f: &UserFilter) -> Result<Vec<UserRec>> {
@@ -1146,6 +1306,9 @@ impl Storage {
             changed.extend(doomed.iter().map(assoc_label));
             if whole {
                 let mut q = Q::new("DELETE FROM users WHERE name=");
+                q.bind(&u.name);
+                q.execute(self.backend, &mut *tx).await?;
+                let mut q = Q::new("DELETE FROM coords WHERE user_name=");
                 q.bind(&u.name);
                 q.execute(self.backend, &mut *tx).await?;
                 changed.push(u.name.clone());

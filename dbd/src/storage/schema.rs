@@ -18,7 +18,7 @@ pub struct Migration {
 }
 
 /// The newest schema this build knows.
-pub const LATEST: u32 = 9;
+pub const LATEST: u32 = 10;
 
 pub const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -275,6 +275,17 @@ pub const MIGRATIONS: &[Migration] = &[
                 name_where {text} NOT NULL,
                 info {text} NOT NULL){opts}",
             "CREATE INDEX txns_time ON txns (time_stamp)",
+        ],
+    },
+    Migration {
+        version: 10,
+        name: "coordinators: users who manage accounts and their sub-accounts",
+        statements: &[
+            "CREATE TABLE coords (
+                user_name VARCHAR(128) NOT NULL,
+                account VARCHAR(128) NOT NULL,
+                created BIGINT NOT NULL){opts}",
+            "CREATE UNIQUE INDEX coords_key ON coords (user_name, account)",
         ],
     },
 ];

@@ -195,7 +195,8 @@ wire!(ClusterRec <=> ClusterRec {
     name, control_host, control_port, rpc_version, cpus, nodes, tres, created,
 });
 wire!(nested ClusterFilter <=> ClusterFilter { names });
-wire!(AccountRec <=> AccountRec { name, description, organization });
+wire!(AccountRec <=> AccountRec { name, description, organization, coordinators });
+wire!(CoordChange <=> CoordChange { users, accounts });
 wire!(nested AccountFilter <=> AccountFilter {
     names, descriptions, organizations, parents, clusters,
 });
@@ -204,7 +205,7 @@ wire!(nested AssocSettings <=> AssocSettings { shares, limits, qos, default_qos 
 wire!(AddAccounts <=> AddAccountsRequest {
     names, description, organization, parent, clusters, assoc,
 });
-wire!(UserRec <=> UserRec { name, default_account, admin_level });
+wire!(UserRec <=> UserRec { name, default_account, admin_level, coord_accounts });
 wire!(nested UserFilter <=> UserFilter {
     names, default_accounts, admin_levels, accounts, clusters, partitions,
 });
@@ -367,6 +368,8 @@ dbd_calls!(
     AddQos(pb::QosList) = "AddQos",
     ModifyQos(pb::ModifyQosRequest) = "ModifyQos",
     DeleteQos(pb::QosFilter) = "DeleteQos",
+    AddCoords(pb::CoordChange) = "AddCoords",
+    RemoveCoords(pb::CoordChange) = "RemoveCoords",
     Rollup(pb::RollupRequest) = "Rollup",
     ListClusters(pb::ClusterFilter) = "ListClusters",
     ListAccounts(pb::AccountFilter) = "ListAccounts",
@@ -438,6 +441,8 @@ impl DbdCall {
                 set: set.to_wire(),
             }),
             AcctRequest::DeleteQos(f) => DbdCall::DeleteQos(f.to_wire()),
+            AcctRequest::AddCoords(c) => DbdCall::AddCoords(c.to_wire()),
+            AcctRequest::RemoveCoords(c) => DbdCall::RemoveCoords(c.to_wire()),
             AcctRequest::Rollup { now } => DbdCall::Rollup(pb::RollupRequest { now }),
             AcctRequest::ListClusters(f) => DbdCall::ListClusters(f.to_wire()),
             AcctRequest::ListAccounts(f) => DbdCall::ListAccounts(f.to_wire()),
@@ -494,6 +499,8 @@ impl DbdCall {
                 set: or_default(m.set, "set")?,
             },
             DbdCall::DeleteQos(f) => AcctRequest::DeleteQos(FromWire::from_wire(f)?),
+            DbdCall::AddCoords(c) => AcctRequest::AddCoords(FromWire::from_wire(c)?),
+            DbdCall::RemoveCoords(c) => AcctRequest::RemoveCoords(FromWire::from_wire(c)?),
             DbdCall::Rollup(r) => AcctRequest::Rollup { now: r.now },
             DbdCall::ListClusters(f) => AcctRequest::ListClusters(FromWire::from_wire(f)?),
             DbdCall::ListAccounts(f) => AcctRequest::ListAccounts(FromWire::from_wire(f)?),

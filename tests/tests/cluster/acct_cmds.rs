@@ -1320,3 +1320,143 @@ fn sacctmgr_show_transaction_lists_who_changed_what() {
         text(&o)
     );
 }
+
+/// Account coordinators (`sacctmgr add|remove coordinator`): made by an
+/// administrator (never by an ordinary user for itself), they coordinate
+/// the sub-accounts too, may act on those accounts' jobs (cancel, hold)
+/// and make coordinators there, and nowhere else.
+#[test]
+fn coordinators_act_on_their_accounts_jobs_only() {
+    let t = TestCluster::start(1, |s| s.accounting = true);
+    let (daemon, bin) = (
+        slurm_common::users::user_by_name("daemon").expect("user daemon"),
+        slurm_common::users::user_by_name("bin").expect("user bin"),
+    );
+    for a in [vec!["physics"], vec!["lab", "Parent=physics"], vec!["chem"]] {
+        let mut args = vec!["-i", "add", "account"];
+        args.extend(a);
+        mgr(&t, &args);
+    }
+    mgr(&t, &["-i", "add", "user", "nobody", "Account=lab"]);
+    mgr(&t, &["-i", "add", "user", "daemon", "Account=physics"]);
+    mgr(&t, &["-i", "add", "user", "bin", "Account=chem"]);
+    let as_user = |uid: u32, gid: u32, prog: &str, args: &[&str]| {
+        t.cmd_as(uid, gid, prog).args(args).output().unwrap()
+    };
+    // An ordinary user may not make itself one.
+    let o = as_user(
+        TEST_UID,
+        TEST_GID,
+        "sacctmgr",
+        &["-i", "add", "coordinator", "account=lab", "names=nobody"],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("coordinator of every account"),
+        "{}",
+        text(&o)
+    );
+    let out = mgr(
+        &t,
+        &[
+            "-i",
+            "add",
+            "coordinator",
+            "account=physics",
+            "names=daemon",
+        ],
+    );
+    assert_eq!(
+        out,
+        " Adding Coordinator User(s)\n  daemon\n To Account(s) and all sub-accounts\n  physics\n"
+    );
+    let out = mgr(&t, &["-P", "-n", "show", "user", "daemon", "withcoord"]);
+    assert_eq!(out, "daemon|physics|None|lab,physics\n");
+    let out = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "account",
+            "physics",
+            "format=account,coord",
+        ],
+    );
+    assert_eq!(out, "physics|daemon\n");
+    // nobody's held job in lab: daemon (physics' coordinator) may cancel
+    // it, bin (chem's user) may not.
+    let id = t.sbatch_as_user(&["-A", "lab", "--hold", "--wrap", "true"]);
+    let o = as_user(bin.uid, bin.gid, "scancel", &[&id.to_string()]);
+    assert!(
+        text(&o).contains("Access/permission denied"),
+        "{}",
+        text(&o)
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = as_user(daemon.uid, daemon.gid, "scancel", &[&id.to_string()]);
+        if o.status.success() && text(&o).is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never allowed: {}", text(&o));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let j = t.wait_done(id, 30);
+    assert_eq!(j.state, JobState::Cancelled);
+    // A coordinator makes coordinators below it, not elsewhere.
+    let o = as_user(
+        daemon.uid,
+        daemon.gid,
+        "sacctmgr",
+        &["-i", "add", "coordinator", "account=chem", "names=daemon"],
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    let o = as_user(
+        daemon.uid,
+        daemon.gid,
+        "sacctmgr",
+        &["-i", "add", "coordinator", "account=lab", "names=bin"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let out = mgr(&t, &["-i", "remove", "coordinator", "names=daemon"]);
+    assert_eq!(
+        out,
+        " Removing Coordinators with user name\n  daemon\n From all accounts\n \
+         Removed Coordinators (sub accounts not listed)...\n  U = daemon    A = physics   \n"
+    );
+    let out = mgr(
+        &t,
+        &["-P", "-n", "show", "user", "withcoord", "format=user,coord"],
+    );
+    assert!(
+        out.contains("bin|lab\n") && out.contains("daemon|\n"),
+        "{out}"
+    );
+    // An operator acts on anyone's job (Slurm's validate_operator);
+    // daemon, no longer a coordinator, on nobody's no more.
+    mgr(
+        &t,
+        &["-i", "modify", "user", "bin", "set", "AdminLevel=Operator"],
+    );
+    let id = t.sbatch_as_user(&["-A", "lab", "--hold", "--wrap", "true"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = as_user(bin.uid, bin.gid, "scontrol", &["release", &id.to_string()]);
+        if o.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "operator never allowed: {}",
+            text(&o)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let o = as_user(daemon.uid, daemon.gid, "scancel", &[&id.to_string()]);
+    assert!(
+        text(&o).contains("Access/permission denied"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(t.wait_done(id, 30).state, JobState::Completed);
+}
