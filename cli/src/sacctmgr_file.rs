@@ -195,7 +195,6 @@ fn legacy_tres(key: &str) -> Option<(&'static str, &'static str)> {
 /// the error so the admin can remove them and load the rest.
 fn not_here(key: &str) -> Option<&'static str> {
     Some(match key {
-        "coordinator" => "account coordinators are not supported yet",
         "defaultwckey" | "wckeys" => "per-user WCKeys are not kept yet",
         "grpjobsaccrue" | "maxjobsaccrue" | "maxjobsaccruepa" | "maxjobsaccruepu" => {
             "accrue limits are not supported yet"
@@ -325,6 +324,7 @@ fn sorted_assoc(a: &AssocRec) -> AssocRec {
 // ------------------------------------------------------------------ dumping
 
 /// What a dump reads from slurmdbd.
+#[derive(Debug, Clone)]
 pub struct Db {
     pub clusters: Vec<ClusterRec>,
     pub qos: Vec<QosRec>,
@@ -550,6 +550,15 @@ fn dump_children(
                 line.push_str(&format!(":DefaultAccount={}", q(&u.default_account)));
                 if u.admin_level > AdminLevel::None {
                     line.push_str(&format!(":AdminLevel={}", q(u.admin_level.name())));
+                }
+                // The accounts it was made coordinator of (not those below).
+                let direct: Vec<&str> = accounts
+                    .values()
+                    .filter(|r| r.coordinators.contains(&a.user))
+                    .map(|r| r.name.as_str())
+                    .collect();
+                if !direct.is_empty() {
+                    line.push_str(&format!(":Coordinator={}", q(&direct.join(","))));
                 }
             }
             out.push_str(&line);
@@ -814,6 +823,9 @@ pub fn plan(lines: &[Line], cluster: Option<&str>, clean: bool, db: &Db) -> Res<
     // Users as the file wants them (first occurrence), and as they will be.
     let mut want_user: BTreeMap<String, (Option<String>, Option<AdminLevel>, usize)> =
         BTreeMap::new();
+    // `Coordinator=` of user lines: made once, after everything else.
+    let mut want_coord: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut coord_steps: Vec<Step> = Vec::new();
     let mut user_default: BTreeMap<String, String> = users
         .iter()
         .map(|(n, u)| (n.to_string(), u.default_account.clone()))
@@ -945,9 +957,15 @@ pub fn plan(lines: &[Line], cluster: Option<&str>, clean: bool, db: &Db) -> Res<
                 let par = parent.clone().unwrap_or_else(|| "root".to_string());
                 let user = l.name.to_ascii_lowercase();
                 let (mut def, mut admin, mut part) = (None, None, String::new());
+                let mut coord: Vec<String> = Vec::new();
                 let p = assoc_patch(l, &mut |k, v| {
                     match k {
                         "defaultaccount" => def = Some(v.to_ascii_lowercase()),
+                        "coordinator" => coord.extend(
+                            v.split(',')
+                                .map(|a| a.trim().to_ascii_lowercase())
+                                .filter(|a| !a.is_empty()),
+                        ),
                         "adminlevel" => {
                             admin = Some(
                                 AdminLevel::parse(v)
@@ -968,6 +986,22 @@ pub fn plan(lines: &[Line], cluster: Option<&str>, clean: bool, db: &Db) -> Res<
                 }
                 if !want_user.contains_key(&user) {
                     want_user.insert(user.clone(), (def.clone(), admin, l.no));
+                }
+                for a in coord {
+                    let has = db
+                        .accounts
+                        .iter()
+                        .any(|r| r.name == a && r.coordinators.contains(&user));
+                    if !has && want_coord.insert((user.clone(), a.clone())) {
+                        coord_steps.push(Step {
+                            section: "Coordinators",
+                            what: format!("Making {user} coordinator of {a}"),
+                            request: AcctRequest::AddCoords(CoordChange {
+                                users: vec![user.clone()],
+                                accounts: vec![a],
+                            }),
+                        });
+                    }
                 }
                 match cur_assocs.get(&k) {
                     None => {
@@ -1074,6 +1108,8 @@ pub fn plan(lines: &[Line], cluster: Option<&str>, clean: bool, db: &Db) -> Res<
             },
         });
     }
+    // Coordinators last: their users and accounts exist by then.
+    steps.extend(coord_steps);
     Ok(Plan {
         cluster: name,
         steps,
@@ -1345,7 +1381,7 @@ mod tests {
                     name: "cs".into(),
                     description: "Computer Science".into(),
                     organization: "LC".into(),
-                    ..Default::default()
+                    coordinators: vec!["adam".into()],
                 },
             ],
             users: vec![
@@ -1395,12 +1431,28 @@ mod tests {
                 "User - 'root':DefaultAccount='root':AdminLevel='Administrator':Fairshare=1:QOS='normal'",
                 "Account - 'cs':Description='Computer Science':Organization='LC':Fairshare=399:MaxTRESPerJob=node=5:MaxJobs=4:MaxWallDurationPerJob=40:QOS='normal'",
                 "Parent - 'cs'",
-                "User - 'adam':DefaultAccount='cs':Fairshare=1:QOS='normal'",
+                "User - 'adam':DefaultAccount='cs':Coordinator='cs':Fairshare=1:QOS='normal'",
             ]
         );
         // Loaded back into the same database: nothing to do.
         let p = plan(&parse_file(&text).unwrap(), None, false, &d).unwrap();
         assert_eq!(p.steps, vec![], "{}", p.preview());
+        // Without the coordinator: made last, once all else exists.
+        let mut bare = d.clone();
+        bare.accounts
+            .iter_mut()
+            .for_each(|a| a.coordinators.clear());
+        let p = plan(&parse_file(&text).unwrap(), None, false, &bare).unwrap();
+        assert_eq!(
+            p.steps.iter().map(|s| &s.request).collect::<Vec<_>>(),
+            vec![&AcctRequest::AddCoords(CoordChange {
+                users: vec!["adam".into()],
+                accounts: vec!["cs".into()],
+            })]
+        );
+        assert!(p
+            .preview()
+            .contains("Coordinators\n  Making adam coordinator of cs"));
         // Into a cluster that does not exist: everything, parents first.
         let p = plan(&parse_file(&text).unwrap(), Some("Other"), false, &d).unwrap();
         assert_eq!(p.cluster, "other");
@@ -1514,7 +1566,6 @@ mod tests {
 
         // What cannot be kept here is refused, naming the line and option.
         for (bad, want) in [
-            ("Cluster - 'tux'\nParent - 'root'\nUser - 'a':DefaultAccount='root':Coordinator='cs'\n", "Line 3: coordinator cannot be loaded"),
             ("Cluster - 'tux'\nParent - 'root'\nAccount - 'a':Bogus=1\n", "Line 3: Unknown option: bogus"),
             ("Cluster - 'tux'\nParent - 'root'\nUser - 'a':DefaultAccount='root':MaxTRESPerNode=cpu=2\n", "Line 3: maxtrespernode cannot be loaded"),
             ("QOS - 'q':MaxTRESMinsPerJob=cpu=2\nCluster - 'tux'\n", "Line 1: maxtresminsperjob cannot be loaded"),

@@ -1105,6 +1105,18 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             ));
         }
     }
+    // Fewer tasks than nodes: as many nodes as tasks, as Slurm's.
+    if let (Some(nt), Some((min, max))) = (o.ntasks.filter(|n| *n > 0), o.nodes) {
+        let max = max.map(|m| m.min(nt));
+        if nt < min {
+            o.warnings.push(format!(
+                "{prog}: warning: can't run {nt} processes on {min} nodes, setting nnodes to {nt}"
+            ));
+            o.nodes = Some((nt, Some(nt)));
+        } else {
+            o.nodes = Some((min, max));
+        }
+    }
     Ok(o)
 }
 
@@ -3030,6 +3042,16 @@ mod tests {
             ("SLURM_OVERCOMMIT", "1"),
         ]);
         assert_eq!(env_options(&over), ["--overcommit", "--ntasks=9"]);
+        // Fewer tasks than nodes: the node count comes down, with Slurm's
+        // warning.
+        let o = parse("salloc", &a(&["-N3", "-n2"])).unwrap();
+        assert_eq!(o.nodes, Some((2, Some(2))));
+        assert_eq!(
+            o.warnings,
+            ["salloc: warning: can't run 2 processes on 3 nodes, setting nnodes to 2"]
+        );
+        let o = parse("srun", &a(&["-N1-4", "-n2", "true"])).unwrap();
+        assert_eq!(o.nodes, Some((1, Some(2))));
         // A job's --ntasks-per-core reaches its steps.
         let per_core = env(&[("SLURM_JOB_ID", "12"), ("SLURM_NTASKS_PER_CORE", "1")]);
         let o = parse("srun", &[env_options(&per_core), a(&["true"])].concat()).unwrap();

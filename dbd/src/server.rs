@@ -180,7 +180,7 @@ impl Server {
                 Ok(l) => l,
                 Err(e) => return storage_error(e),
             };
-            if level < AdminLevel::Operator && !self.coordinates_all(&name, &body).await {
+            if level < AdminLevel::Operator && !self.coordinator_may(&name, &body).await {
                 if matches!(
                     body,
                     AcctRequest::AddCoords(_) | AcctRequest::RemoveCoords(_)
@@ -301,14 +301,55 @@ impl Server {
         resp
     }
 
-    /// Whether `name` coordinates every account a coordinator change names
-    /// (as Slurm's: coordinators manage their accounts' coordinators; a
-    /// change naming no account is for administrators).
-    async fn coordinates_all(&self, name: &str, body: &AcctRequest) -> bool {
-        let (AcctRequest::AddCoords(c) | AcctRequest::RemoveCoords(c)) = body else {
-            return false;
+    /// Whether `name` may make this change as a coordinator: it touches
+    /// only accounts `name` coordinates (named in the request, never
+    /// "all") and only users' associations there, gives no AdminLevel,
+    /// no QOS and moves no account (Slurm lets coordinators add users and
+    /// sub-accounts, change their users' associations and manage their
+    /// coordinators; deleting whole users or accounts, and an account's own
+    /// share of its parent, stay with administrators).
+    async fn coordinator_may(&self, name: &str, body: &AcctRequest) -> bool {
+        use AcctRequest as R;
+        let no_qos = |s: &AssocSettings| s.qos.is_empty() && s.default_qos.is_none();
+        let keeps =
+            |p: &AssocPatch| p.parent.is_keep() && p.qos.is_keep() && p.default_qos.is_keep();
+        let users_only = |f: &AssocFilter| {
+            f.only_users || (!f.users.is_empty() && f.users.iter().all(|u| !u.is_empty()))
         };
-        if c.accounts.is_empty() {
+        let accounts: Vec<String> = match body {
+            R::AddCoords(c) | R::RemoveCoords(c) => c.accounts.clone(),
+            R::AddUsers(a)
+                if a.admin_level.is_none_or(|l| l == AdminLevel::None) && no_qos(&a.assoc) =>
+            {
+                a.accounts
+                    .iter()
+                    .chain(&a.default_account)
+                    .cloned()
+                    .collect()
+            }
+            R::AddAccounts(a) if no_qos(&a.assoc) => {
+                vec![a.parent.clone().unwrap_or_else(|| "root".into())]
+            }
+            // Their associations in the accounts only: a user's own
+            // settings (default account, AdminLevel) are not theirs.
+            R::ModifyUsers { filter, set, assoc }
+                if set.admin_level.is_keep() && set.default_account.is_keep() && keeps(assoc) =>
+            {
+                filter.accounts.clone()
+            }
+            R::DeleteUsers(f) => f.accounts.clone(),
+            R::ModifyAssocs { filter, set } if keeps(set) && users_only(filter) => {
+                filter.accounts.clone()
+            }
+            R::DeleteAssocs(f) if users_only(f) => f.accounts.clone(),
+            R::ModifyAccounts { filter, assoc, .. }
+                if assoc.is_empty() && filter.parents.is_empty() =>
+            {
+                filter.names.clone()
+            }
+            _ => return false,
+        };
+        if accounts.is_empty() {
             return false;
         }
         let f = UserFilter {
@@ -318,7 +359,7 @@ impl Server {
         match self.storage.list_users(&f).await {
             Ok(v) => v
                 .first()
-                .is_some_and(|u| c.accounts.iter().all(|a| u.coordinates(a))),
+                .is_some_and(|u| accounts.iter().all(|a| u.coordinates(a))),
             Err(_) => false,
         }
     }

@@ -9,10 +9,14 @@ impl Controller {
     /// [State=] [MaxTime=] [DefaultTime=]`: operators only; kept over
     /// restarts and reconfigures until deleted.
     /// `scontrol write batch_script`: the job's script, for its owner,
-    /// root and SlurmUser. Under `PrivateData=jobs` another user's job does
+    /// root, SlurmUser and operators. Under `PrivateData=jobs` another user's job does
     /// not exist for the caller.
     pub(super) fn job_script(&self, who: Caller, id: JobId) -> Result<Response, RpcError> {
-        let j = self.job_of_owner(who, id, SlurmError::AccessDenied)?;
+        let j = match self.p.jobs.get(&id) {
+            // Operators too (not coordinators), as Slurm's.
+            Some(j) if who.operator => j,
+            _ => self.job_of_owner(who, id, SlurmError::AccessDenied)?,
+        };
         match self.p.payloads.get(&id) {
             Some(p) if j.batch && !p.script.is_empty() => Ok(Response::JobScript(p.script.clone())),
             _ => err_detail(SlurmError::InvalidRequest, "no batch script for this job"),
@@ -28,7 +32,7 @@ impl Controller {
         denied: SlurmError,
     ) -> Result<&Arc<JobRecord>, RpcError> {
         let j = self.p.jobs.get(&id).ok_or(SlurmError::InvalidJobId)?;
-        if !self.for_job(who, j).privileged && j.user_id != who.uid {
+        if !who.privileged && j.user_id != who.uid {
             return Err(if self.conf.private_data().jobs {
                 SlurmError::InvalidJobId
             } else {
@@ -399,7 +403,7 @@ impl Controller {
         signal: Option<i32>,
         now: i64,
     ) -> Result<(), SlurmError> {
-        let j = self.owned_job(who, id)?;
+        let j = self.managed_job(who, id)?;
         if j.state.is_finished() {
             return Err(SlurmError::AlreadyDone);
         }
@@ -440,11 +444,11 @@ impl Controller {
     pub(super) fn cancel(&mut self, who: Caller, f: CancelFilter, now: i64) -> Response {
         // PrivateData=jobs: other users' jobs do not exist for the caller
         // (no filter or id may tell them apart).
-        let private = !who.privileged && self.conf.private_data().jobs;
+        let private = !who.operator && self.conf.private_data().jobs;
         let ids: Vec<JobId> = if f.job_ids.is_empty() {
             let user = match private {
                 true => Some(who.uid).filter(|me| f.user.is_none_or(|u| u == *me)),
-                false => f.user.or((!who.privileged).then_some(who.uid)),
+                false => f.user.or((!who.operator).then_some(who.uid)),
             };
             if private && user.is_none() {
                 return Response::Cancelled(Vec::new());
@@ -477,29 +481,29 @@ impl Controller {
             }
             ids
         };
-        let out =
-            ids.into_iter()
-                .map(|id| {
-                    let hidden = private
-                        && self.p.jobs.get(&id).is_some_and(|j| {
-                            j.user_id != who.uid && !self.for_job(who, j).privileged
-                        });
-                    if hidden {
-                        return (id, Some(SlurmError::InvalidJobId));
-                    }
-                    // Filters given with ids narrow them, as in Slurm.
-                    let skip = self.p.jobs.get(&id).is_some_and(|j| {
-                        f.user.is_some_and(|u| j.user_id != u)
-                            || (!f.states.is_empty() && !f.states.contains(&j.state))
-                            || f.name.as_ref().is_some_and(|n| &j.name != n)
-                            || f.partition.as_ref().is_some_and(|p| &j.partition != p)
+        let out = ids
+            .into_iter()
+            .map(|id| {
+                let hidden = private
+                    && self.p.jobs.get(&id).is_some_and(|j| {
+                        j.user_id != who.uid && !self.coordinates(who, &j.account)
                     });
-                    if skip {
-                        return (id, None);
-                    }
-                    (id, self.cancel_one(who, id, f.signal, now).err())
-                })
-                .collect();
+                if hidden {
+                    return (id, Some(SlurmError::InvalidJobId));
+                }
+                // Filters given with ids narrow them, as in Slurm.
+                let skip = self.p.jobs.get(&id).is_some_and(|j| {
+                    f.user.is_some_and(|u| j.user_id != u)
+                        || (!f.states.is_empty() && !f.states.contains(&j.state))
+                        || f.name.as_ref().is_some_and(|n| &j.name != n)
+                        || f.partition.as_ref().is_some_and(|p| &j.partition != p)
+                });
+                if skip {
+                    return (id, None);
+                }
+                (id, self.cancel_one(who, id, f.signal, now).err())
+            })
+            .collect();
         Response::Cancelled(out)
     }
 
@@ -510,16 +514,17 @@ impl Controller {
         u: JobUpdate,
         now: i64,
     ) -> Result<Response, RpcError> {
-        let j = self.owned_job(who, id)?;
+        // Its owner, an operator or its account's coordinator; what each
+        // field allows is checked below (a coordinator as its owner would
+        // be, as Slurm's).
+        let j = self.managed_job(who, id)?;
         let state = j.state;
-        // A coordinator of the job's account acts as an operator on it.
-        let who = self.for_job(who, j);
         match u {
             JobUpdate::Hold => {
                 if state != JobState::Pending {
                     return err(SlurmError::JobNotPending);
                 }
-                let kind = if who.privileged {
+                let kind = if who.operator {
                     HoldKind::Admin
                 } else {
                     HoldKind::User
@@ -538,7 +543,7 @@ impl Controller {
                 if state != JobState::Pending {
                     return err(SlurmError::JobNotPending);
                 }
-                if j.held == Some(HoldKind::Admin) && !who.privileged {
+                if j.held == Some(HoldKind::Admin) && !who.operator {
                     return err(SlurmError::AccessDenied);
                 }
                 let j = self
@@ -566,7 +571,7 @@ impl Controller {
                     (Some(_), None) => false,
                     (None, None) => false,
                 };
-                if increase && !who.privileged {
+                if increase && !who.operator {
                     return err(SlurmError::AccessDenied);
                 }
                 if state.is_finished() {
@@ -584,7 +589,7 @@ impl Controller {
                 }
             }
             JobUpdate::Nice(n) => {
-                if n < 0 && !who.privileged {
+                if n < 0 && !who.operator {
                     return err(SlurmError::AccessDenied);
                 }
                 let j = self
@@ -632,6 +637,14 @@ impl Controller {
                         Arc::make_mut(&mut next.desc).partition = Some(p);
                     }
                     JobUpdate::Account(a) => {
+                        // A coordinator moves a job only into an account
+                        // it also coordinates (as Slurm's).
+                        if !who.operator && cur.user_id != who.uid && !self.coordinates(who, &a) {
+                            return err_detail(
+                                SlurmError::AccessDenied,
+                                format!("not a coordinator of account {a}"),
+                            );
+                        }
                         next.account = a.clone();
                         Arc::make_mut(&mut next.desc).account = Some(a);
                     }
@@ -786,7 +799,7 @@ impl Controller {
             .scheduler_parameters
             .iter()
             .any(|p| p.eq_ignore_ascii_case("enable_user_top"));
-        if !who.privileged && !user_top {
+        if !who.operator && !user_top {
             return err_detail(
                 SlurmError::AccessDenied,
                 "scontrol top is for operators (SchedulerParameters=enable_user_top lets users)",
@@ -801,7 +814,7 @@ impl Controller {
             let Some(j) = self.p.jobs.get(&id) else {
                 return err_detail(SlurmError::InvalidJobId, id.to_string());
             };
-            if !who.privileged && j.user_id != who.uid {
+            if !who.operator && j.user_id != who.uid {
                 return err(SlurmError::AccessDenied);
             }
             if j.state != JobState::Pending {

@@ -120,6 +120,10 @@ pub struct Caller {
     pub gid: u32,
     /// root or SlurmUser.
     pub privileged: bool,
+    /// root, SlurmUser or accounting's AdminLevel Operator/Administrator
+    /// (Slurm's `validate_operator`): what operators may do to others'
+    /// jobs, reservations and priorities; nothing else.
+    pub operator: bool,
 }
 
 /// Who is asking, as the user and group databases name them. Looked up by
@@ -191,6 +195,9 @@ impl Identity {
                 | RequestBody::UpdateStep { .. }
                 | RequestBody::CancelStep { .. }
                 | RequestBody::TopJobs { .. }
+                | RequestBody::UpdateReservation(_)
+                | RequestBody::DeleteReservation { .. }
+                | RequestBody::GetJobScript { .. }
         )
     }
 }
@@ -609,38 +616,22 @@ impl Controller {
         self.run_id = id.max(1);
     }
 
-    /// Who asks: root, SlurmUser and accounting's operators and
-    /// administrators are privileged (Slurm's `validate_operator`); an
-    /// operator is known by the name the server looked up.
+    /// Who asks: root and SlurmUser are privileged; they and accounting's
+    /// operators and administrators are operators (known by the name the
+    /// server looked up for the request: it does for every request
+    /// operators may make while accounting names any,
+    /// [`Identity::needed_when_delegated`]).
     pub fn caller(&self, uid: u32, gid: u32) -> Caller {
-        let operator = || {
-            self.acct_user(uid, gid)
-                .is_some_and(|u| u.admin_level >= slurm_proto::acct::AdminLevel::Operator)
-        };
+        let privileged = uid == 0 || uid == self.slurm_uid;
+        let operator = privileged
+            || self
+                .acct_user(uid, gid)
+                .is_some_and(|u| u.admin_level >= slurm_proto::acct::AdminLevel::Operator);
         Caller {
             uid,
             gid,
-            privileged: uid == 0 || uid == self.slurm_uid || operator(),
-        }
-    }
-
-    /// The caller's accounting record, when its name was looked up.
-    fn acct_user(&self, uid: u32, gid: u32) -> Option<&slurm_proto::acct::UserRec> {
-        let name = self.identities.get(&(uid, gid))?.user.clone()?;
-        self.assocs.as_ref()?.users.get(&name)
-    }
-
-    /// `who`, privileged for job `j` when it coordinates the job's account
-    /// (as Slurm lets account coordinators act on their accounts' jobs).
-    fn for_job(&self, who: Caller, j: &JobRecord) -> Caller {
-        let coord = !who.privileged
-            && j.user_id != who.uid
-            && self
-                .acct_user(who.uid, who.gid)
-                .is_some_and(|u| u.coordinates(&j.account));
-        Caller {
-            privileged: who.privileged || coord,
-            ..who
+            privileged,
+            operator,
         }
     }
 
@@ -650,11 +641,39 @@ impl Controller {
         self.identities.insert((uid, gid), Arc::new(id));
     }
 
-    /// Job `id`, when `who` may act on it: its owner, root, SlurmUser, an
-    /// operator or a coordinator of its account.
+    /// The caller's accounting record, when its name was looked up.
+    fn acct_user(&self, uid: u32, gid: u32) -> Option<&slurm_proto::acct::UserRec> {
+        let name = self
+            .identities
+            .get(&(uid, gid))?
+            .user
+            .as_deref()?
+            .to_ascii_lowercase();
+        self.assocs.as_ref()?.users.get(&name)
+    }
+
+    /// Whether `who` coordinates `account` (or an account above it).
+    pub(super) fn coordinates(&self, who: Caller, account: &str) -> bool {
+        self.acct_user(who.uid, who.gid)
+            .is_some_and(|u| u.coordinates(account))
+    }
+
+    /// Job `id`, when `who` may manage it (cancel, hold, release, update,
+    /// requeue, suspend as far as its other rights go): its owner, an
+    /// operator, or a coordinator of the job's account (Slurm's
+    /// `validate_operator` or `assoc_mgr_is_user_acct_coord`).
+    fn managed_job(&self, who: Caller, id: JobId) -> Result<&Arc<JobRecord>, SlurmError> {
+        let j = self.p.jobs.get(&id).ok_or(SlurmError::InvalidJobId)?;
+        if j.user_id != who.uid && !who.operator && !self.coordinates(who, &j.account) {
+            return Err(SlurmError::AccessDenied);
+        }
+        Ok(j)
+    }
+
+    /// Job `id`, when `who` owns it or is root or SlurmUser.
     fn owned_job(&self, who: Caller, id: JobId) -> Result<&Arc<JobRecord>, SlurmError> {
         let j = self.p.jobs.get(&id).ok_or(SlurmError::InvalidJobId)?;
-        if !self.for_job(who, j).privileged && j.user_id != who.uid {
+        if !who.privileged && j.user_id != who.uid {
             return Err(SlurmError::AccessDenied);
         }
         Ok(j)

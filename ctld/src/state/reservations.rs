@@ -194,7 +194,7 @@ impl Controller {
         spec: ReservationSpec,
         now: i64,
     ) -> Result<Response, RpcError> {
-        if !who.privileged {
+        if !who.operator {
             return err(SlurmError::AccessDenied);
         }
         if spec
@@ -224,7 +224,7 @@ impl Controller {
         spec: ReservationSpec,
         now: i64,
     ) -> Result<Response, RpcError> {
-        if !who.privileged {
+        if !who.operator {
             return err(SlurmError::AccessDenied);
         }
         let Some(base) = spec
@@ -250,7 +250,7 @@ impl Controller {
         who: Caller,
         name: &str,
     ) -> Result<Response, RpcError> {
-        if !who.privileged {
+        if !who.operator {
             return err(SlurmError::AccessDenied);
         }
         if self.p.reservations.remove(name).is_none() {

@@ -100,7 +100,7 @@ impl Controller {
             return err(SlurmError::PartitionNotAvail);
         }
         self.check_sizes(&desc)?;
-        if desc.nice.is_some_and(|n| n < 0) && !who.privileged {
+        if desc.nice.is_some_and(|n| n < 0) && !who.operator {
             return err_detail(
                 SlurmError::AccessDenied,
                 "only operators may set a negative nice",
@@ -200,7 +200,15 @@ impl Controller {
         min_nodes = min_nodes.max(desc.req_nodes.len() as u32);
         let num_tasks = match (desc.ntasks, desc.ntasks_per_node) {
             (Some(n), _) => n,
-            (None, Some(t)) => t * min_nodes,
+            (None, Some(t)) => match t.checked_mul(min_nodes) {
+                Some(n) => n,
+                None => {
+                    return err_detail(
+                        SlurmError::BadTaskCount,
+                        format!("{t} tasks per node on {min_nodes} nodes is too many"),
+                    )
+                }
+            },
             (None, None) => min_nodes,
         };
         let max_nodes = match (desc.max_nodes, desc.min_nodes) {
@@ -315,10 +323,10 @@ impl Controller {
         };
         // `--priority`: fixed by operators; from anyone else only 0 counts
         // (a hold), any other value is ignored, as Slurm's.
-        if !who.privileged && desc.priority.is_some_and(|p| p != 0) {
+        if !who.operator && desc.priority.is_some_and(|p| p != 0) {
             desc.priority = None;
         }
-        let held = (desc.hold || desc.priority == Some(0)).then_some(if who.privileged {
+        let held = (desc.hold || desc.priority == Some(0)).then_some(if who.operator {
             HoldKind::Admin
         } else {
             HoldKind::User

@@ -39,10 +39,10 @@ impl Controller {
         let Some(j) = self.p.jobs.get(&id) else {
             return err_detail(SlurmError::InvalidJobId, format!("job {id} does not exist"));
         };
-        if !who.privileged {
+        if !who.operator && !self.coordinates(who, &j.account) {
             return err_detail(
                 SlurmError::AccessDenied,
-                "only an operator or administrator may suspend or resume jobs",
+                "only an operator, an administrator or the account's coordinator may suspend or resume jobs",
             );
         }
         if j.state == JobState::Pending {

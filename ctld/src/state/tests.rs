@@ -12,16 +12,19 @@ const ROOT: Caller = Caller {
     uid: 0,
     gid: 0,
     privileged: true,
+    operator: true,
 };
 const ALICE: Caller = Caller {
     uid: 1000,
     gid: 1000,
     privileged: false,
+    operator: false,
 };
 const BOB: Caller = Caller {
     uid: 1001,
     gid: 1001,
     privileged: false,
+    operator: false,
 };
 const T0: i64 = 1_800_000_000;
 
@@ -564,6 +567,7 @@ fn the_state_machine_reads_names_only_from_its_requests() {
         uid: 4242,
         gid: 4343,
         privileged: false,
+        operator: false,
     };
     let id = s.submit_as(stranger, |_| {}).expect("submitted");
     assert_eq!(
@@ -1461,5 +1465,140 @@ fn ntasks_per_core_gives_each_task_its_share_of_a_core() {
     // Zero is no count.
     let e = s.submit_as(ALICE, |d| ht(d, 1, Some(0))).expect_err("0");
     assert_eq!(e.error, SlurmError::InvalidRequest, "{e:?}");
+    s.check_replay();
+}
+
+/// Accounting's operators and account coordinators, as Slurm's: an
+/// operator manages anyone's jobs (admin holds, longer limits) but is no
+/// node daemon and no administrator (nodes); a coordinator manages its
+/// accounts' jobs as their owner would (user holds only, no longer
+/// limits, no moving them out of its accounts) and nothing else.
+#[test]
+fn operators_and_coordinators_manage_jobs_and_nothing_more() {
+    use slurm_proto::acct::{AdminLevel, UserRec};
+    let mut s = sim("");
+    let (carol, opal) = (
+        Caller {
+            uid: 1002,
+            gid: 1002,
+            privileged: false,
+            operator: false,
+        },
+        Caller {
+            uid: 1003,
+            gid: 1003,
+            privileged: false,
+            operator: false,
+        },
+    );
+    for (who, name) in [(carol, "carol"), (opal, "Opal")] {
+        s.ctl.identify(
+            who.uid,
+            who.gid,
+            Identity {
+                user: Some(name.into()),
+                group: name.into(),
+                groups: vec![name.into()],
+            },
+        );
+    }
+    let rec = |name: &str, level, coord: &[&str]| UserRec {
+        name: name.into(),
+        admin_level: level,
+        coord_accounts: coord.iter().map(|a| a.to_string()).collect(),
+        ..Default::default()
+    };
+    s.ctl.set_assocs(
+        crate::assoc::AssocCache {
+            users: [
+                (
+                    "carol".to_string(),
+                    rec("carol", AdminLevel::None, &["phys"]),
+                ),
+                ("opal".to_string(), rec("opal", AdminLevel::Operator, &[])),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        },
+        s.now,
+    );
+    let (carol, opal) = (s.ctl.caller(1002, 1002), s.ctl.caller(1003, 1003));
+    assert!(
+        opal.operator && !opal.privileged,
+        "a mixed-case login is found"
+    );
+    assert!(!carol.operator);
+    let held = |s: &mut Sim, account: &str| {
+        s.submit(|d| {
+            d.account = Some(account.into());
+            d.hold = true;
+        })
+    };
+    let update =
+        |s: &mut Sim, who, id, update| s.req(who, RequestBody::UpdateJob { job_id: id, update });
+    let denied =
+        |r: &Response| matches!(r, Response::Error(e) if e.error == SlurmError::AccessDenied);
+    let (phys, chem) = (held(&mut s, "phys"), held(&mut s, "chem"));
+    // The coordinator: its account's jobs, as their owner.
+    assert!(denied(&update(&mut s, carol, chem, JobUpdate::Release)));
+    let r = update(&mut s, carol, phys, JobUpdate::TimeLimit(Some(600)));
+    assert!(denied(&r), "{r:?}");
+    let r = update(&mut s, carol, phys, JobUpdate::Account("chem".into()));
+    assert!(denied(&r), "{r:?}");
+    let r = s.req(
+        carol,
+        RequestBody::CompleteJob {
+            job_id: phys,
+            status: 0,
+        },
+    );
+    assert!(matches!(r, Response::Error(_)), "{r:?}");
+    let r = s.req(carol, RequestBody::GetJobScript { job_id: phys });
+    assert!(denied(&r), "{r:?}");
+    let cancel = |s: &mut Sim, who, id| match s.req(
+        who,
+        RequestBody::Cancel(CancelFilter {
+            job_ids: vec![id],
+            ..Default::default()
+        }),
+    ) {
+        Response::Cancelled(v) => v[0].1,
+        r => panic!("{r:?}"),
+    };
+    assert_eq!(cancel(&mut s, carol, chem), Some(SlurmError::AccessDenied));
+    assert_eq!(cancel(&mut s, carol, phys), None);
+    assert_eq!(s.state(phys), JobState::Cancelled);
+    // The operator: anyone's jobs, admin holds, longer limits, scripts.
+    let r = update(&mut s, opal, chem, JobUpdate::TimeLimit(Some(6000)));
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let r = s.req(opal, RequestBody::GetJobScript { job_id: chem });
+    assert!(matches!(r, Response::JobScript(_)), "{r:?}");
+    assert!(matches!(
+        update(&mut s, opal, chem, JobUpdate::Hold),
+        Response::Ok
+    ));
+    assert_eq!(s.job(chem).held, Some(HoldKind::Admin));
+    assert!(denied(&update(&mut s, ALICE, chem, JobUpdate::Release)));
+    // ... but no node daemon and no node administrator.
+    let r = s.req(
+        opal,
+        RequestBody::Heartbeat {
+            node: "n1".into(),
+            running_jobs: vec![],
+        },
+    );
+    assert!(matches!(r, Response::Error(_)), "{r:?}");
+    let r = s.req(
+        opal,
+        RequestBody::UpdateNode {
+            names: vec!["n1".into()],
+            state: Some(NodeStateRequest::Drain),
+            reason: Some("x".into()),
+            features: None,
+        },
+    );
+    assert!(matches!(r, Response::Error(_)), "{r:?}");
+    assert_eq!(cancel(&mut s, opal, chem), None);
     s.check_replay();
 }

@@ -863,11 +863,7 @@ impl Storage {
                 }
             }
         }
-        if changed.is_empty() {
-            return Err(StorageError::Exists(
-                "nothing new added: the users already coordinate these accounts".into(),
-            ));
-        }
+        // Nothing new is no error (Slurm's re-add succeeds too).
         tx.commit().await?;
         Ok(changed)
     }

@@ -1418,6 +1418,70 @@ fn coordinators_act_on_their_accounts_jobs_only() {
         &["-i", "add", "coordinator", "account=lab", "names=bin"],
     );
     assert!(o.status.success(), "{}", text(&o));
+    // A coordinator adds users to its accounts and sets their limits
+    // there; no AdminLevel, no other account, not its account's own share.
+    let mgr_as = |args: &[&str]| as_user(daemon.uid, daemon.gid, "sacctmgr", args);
+    for (args, ok) in [
+        (vec!["-i", "add", "user", "sys", "Account=lab"], true),
+        (vec!["-i", "add", "user", "sys", "Account=chem"], false),
+        (
+            vec![
+                "-i",
+                "add",
+                "user",
+                "games",
+                "Account=lab",
+                "AdminLevel=Operator",
+            ],
+            false,
+        ),
+        (
+            vec!["-i", "modify", "user", "sys", "set", "AdminLevel=Operator"],
+            false,
+        ),
+        (
+            vec![
+                "-i",
+                "modify",
+                "user",
+                "sys",
+                "where",
+                "Account=lab",
+                "set",
+                "MaxJobs=2",
+            ],
+            true,
+        ),
+        (
+            vec!["-i", "modify", "user", "sys", "set", "MaxJobs=3"],
+            false,
+        ),
+        (
+            vec!["-i", "modify", "account", "lab", "set", "Fairshare=50"],
+            false,
+        ),
+        (vec!["-i", "delete", "user", "sys"], false),
+    ] {
+        let o = mgr_as(&args);
+        assert_eq!(o.status.success(), ok, "{args:?}: {}", text(&o));
+    }
+    let out = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "assoc",
+            "user=sys",
+            "format=account,maxjobs",
+        ],
+    );
+    assert_eq!(out, "lab|2\n");
+    let out = mgr(
+        &t,
+        &["-P", "-n", "show", "user", "sys", "format=user,admin"],
+    );
+    assert_eq!(out, "sys|None\n");
     let out = mgr(&t, &["-i", "remove", "coordinator", "names=daemon"]);
     assert_eq!(
         out,
