@@ -286,7 +286,7 @@ impl Server {
             let s = self.snapshot();
             !s.administrators.is_empty()
                 && s.administrators
-                    .contains(&slurm_common::users::user_name_or_id(uid))
+                    .contains(&slurm_common::users::user_name_or_id(uid).to_ascii_lowercase())
         }
     }
 

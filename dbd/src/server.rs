@@ -305,9 +305,9 @@ impl Server {
     /// only accounts `name` coordinates (named in the request, never
     /// "all") and only users' associations there, gives no AdminLevel,
     /// no QOS and moves no account (Slurm lets coordinators add users and
-    /// sub-accounts, change their users' associations and manage their
-    /// coordinators; deleting whole users or accounts, and an account's own
-    /// share of its parent, stay with administrators).
+    /// new sub-accounts, change their users' associations and manage their
+    /// coordinators; deleting whole users or accounts, changing accounts
+    /// and an account's own share of its parent stay with operators).
     async fn coordinator_may(&self, name: &str, body: &AcctRequest) -> bool {
         use AcctRequest as R;
         let no_qos = |s: &AssocSettings| s.qos.is_empty() && s.default_qos.is_none();
@@ -327,7 +327,17 @@ impl Server {
                     .cloned()
                     .collect()
             }
+            // New accounts only: linking an existing one under its own
+            // would make it theirs.
             R::AddAccounts(a) if no_qos(&a.assoc) => {
+                let f = AccountFilter {
+                    names: a.names.clone(),
+                    ..Default::default()
+                };
+                match self.storage.list_accounts(&f).await {
+                    Ok(v) if v.is_empty() => {}
+                    _ => return false,
+                }
                 vec![a.parent.clone().unwrap_or_else(|| "root".into())]
             }
             // Their associations in the accounts only: a user's own
@@ -342,11 +352,6 @@ impl Server {
                 filter.accounts.clone()
             }
             R::DeleteAssocs(f) if users_only(f) => f.accounts.clone(),
-            R::ModifyAccounts { filter, assoc, .. }
-                if assoc.is_empty() && filter.parents.is_empty() =>
-            {
-                filter.names.clone()
-            }
             _ => return false,
         };
         if accounts.is_empty() {

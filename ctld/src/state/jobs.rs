@@ -524,6 +524,10 @@ impl Controller {
                 if state != JobState::Pending {
                     return err(SlurmError::JobNotPending);
                 }
+                // An admin hold is no owner's to turn into its own.
+                if j.held == Some(HoldKind::Admin) && !who.operator {
+                    return err(SlurmError::AccessDenied);
+                }
                 let kind = if who.operator {
                     HoldKind::Admin
                 } else {
@@ -610,7 +614,7 @@ impl Controller {
                 Arc::make_mut(&mut j.desc).comment = Some(c);
             }
             JobUpdate::AdminComment(c) => {
-                if !who.privileged {
+                if !who.admin {
                     return err(SlurmError::AccessDenied);
                 }
                 let j = self

@@ -124,6 +124,9 @@ pub struct Caller {
     /// (Slurm's `validate_operator`): what operators may do to others'
     /// jobs, reservations and priorities; nothing else.
     pub operator: bool,
+    /// root, SlurmUser or AdminLevel Administrator (Slurm's
+    /// `validate_super_user`): nodes, partitions, reboots, AdminComment.
+    pub admin: bool,
 }
 
 /// Who is asking, as the user and group databases name them. Looked up by
@@ -198,6 +201,13 @@ impl Identity {
                 | RequestBody::UpdateReservation(_)
                 | RequestBody::DeleteReservation { .. }
                 | RequestBody::GetJobScript { .. }
+                | RequestBody::UpdateNode { .. }
+                | RequestBody::CreateNode(_)
+                | RequestBody::DeleteNode { .. }
+                | RequestBody::RebootNodes(_)
+                | RequestBody::UpdatePartition(_)
+                | RequestBody::CreatePartition(_)
+                | RequestBody::DeletePartition { .. }
         )
     }
 }
@@ -245,7 +255,7 @@ impl Snapshot {
     pub fn sees_all(&self, uid: u32, slurm_uid: u32, name: impl FnOnce() -> String) -> bool {
         uid == 0
             || uid == slurm_uid
-            || (!self.operators.is_empty() && self.operators.contains(&name()))
+            || (!self.operators.is_empty() && self.operators.contains(&name().to_ascii_lowercase()))
     }
 }
 
@@ -622,16 +632,17 @@ impl Controller {
     /// operators may make while accounting names any,
     /// [`Identity::needed_when_delegated`]).
     pub fn caller(&self, uid: u32, gid: u32) -> Caller {
+        use slurm_proto::acct::AdminLevel;
         let privileged = uid == 0 || uid == self.slurm_uid;
-        let operator = privileged
-            || self
-                .acct_user(uid, gid)
-                .is_some_and(|u| u.admin_level >= slurm_proto::acct::AdminLevel::Operator);
+        let level = self
+            .acct_user(uid, gid)
+            .map_or(AdminLevel::None, |u| u.admin_level);
         Caller {
             uid,
             gid,
             privileged,
-            operator,
+            operator: privileged || level >= AdminLevel::Operator,
+            admin: privileged || level == AdminLevel::Administrator,
         }
     }
 

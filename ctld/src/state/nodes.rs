@@ -57,7 +57,7 @@ impl Controller {
         who: Caller,
         spec: NodeSpec,
     ) -> Result<Response, RpcError> {
-        if !who.privileged {
+        if !who.admin {
             return err(SlurmError::AccessDenied);
         }
         let mut spec = spec;
@@ -98,7 +98,7 @@ impl Controller {
     }
 
     pub(super) fn delete_node(&mut self, who: Caller, name: &str) -> Result<Response, RpcError> {
-        if !who.privileged {
+        if !who.admin {
             return err(SlurmError::AccessDenied);
         }
         if !self.p.dyn_nodes.contains_key(name) {
@@ -372,7 +372,7 @@ impl Controller {
         features: Option<Vec<String>>,
         now: i64,
     ) -> Result<Response, RpcError> {
-        if !who.privileged {
+        if !who.admin {
             return err(SlurmError::AccessDenied);
         }
         if let Some(f) = &features {

@@ -120,7 +120,7 @@ impl Controller {
         u: slurm_proto::PartitionUpdate,
         now: i64,
     ) -> Result<Response, RpcError> {
-        if !who.privileged {
+        if !who.admin {
             return err(SlurmError::AccessDenied);
         }
         if !self.partitions.iter().any(|p| p.name == u.name) {
@@ -148,7 +148,7 @@ impl Controller {
         u: slurm_proto::PartitionUpdate,
         now: i64,
     ) -> Result<Response, RpcError> {
-        if !who.privileged {
+        if !who.admin {
             return err(SlurmError::AccessDenied);
         }
         let name = u.name.trim().to_string();
@@ -207,7 +207,7 @@ impl Controller {
         name: String,
         now: i64,
     ) -> Result<Response, RpcError> {
-        if !who.privileged {
+        if !who.admin {
             return err(SlurmError::AccessDenied);
         }
         if !self.partitions.iter().any(|p| p.name == name) {

@@ -48,7 +48,7 @@ impl Controller {
             reason,
             cancel,
         } = req;
-        if !who.privileged {
+        if !who.admin {
             return err(SlurmError::AccessDenied);
         }
         let names = if names.is_empty() {

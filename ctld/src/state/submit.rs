@@ -446,7 +446,7 @@ impl Controller {
                 }
             }
         }
-        if job.desc.admin_comment.is_some() && !who.privileged {
+        if job.desc.admin_comment.is_some() && !who.admin {
             return err_detail(
                 SlurmError::AccessDenied,
                 "only administrators may set admin_comment",
@@ -643,7 +643,7 @@ impl Controller {
 
     /// A pending job moved to another partition, account or QOS must pass
     /// what a submission of it would: the partition's Allow/Deny lists (for
-    /// the user asking, unless privileged) and, with
+    /// the job's user, unless an operator asks) and, with
     /// AccountingStorageEnforce, its association and QOS.
     pub(super) fn check_placement_update(
         &self,
@@ -658,7 +658,12 @@ impl Controller {
         let mut desc = (*job.desc).clone();
         desc.account = Some(job.account.clone()).filter(|a| !a.is_empty());
         desc.qos = Some(job.qos.clone()).filter(|q| !q.is_empty());
-        self.check_partition_access(who, part, &desc)?;
+        // The job's user's rights, not the asker's (a coordinator's groups
+        // are not its users'); operators are not held to them (Slurm's).
+        if !who.operator {
+            let owner = self.caller(job.user_id, job.group_id);
+            self.check_partition_access(owner, part, &desc)?;
+        }
         if let (true, Some(cache)) = (self.enforce.any(), &self.assocs) {
             cache.admit(
                 &self.book,

@@ -13,18 +13,21 @@ const ROOT: Caller = Caller {
     gid: 0,
     privileged: true,
     operator: true,
+    admin: true,
 };
 const ALICE: Caller = Caller {
     uid: 1000,
     gid: 1000,
     privileged: false,
     operator: false,
+    admin: false,
 };
 const BOB: Caller = Caller {
     uid: 1001,
     gid: 1001,
     privileged: false,
     operator: false,
+    admin: false,
 };
 const T0: i64 = 1_800_000_000;
 
@@ -568,6 +571,7 @@ fn the_state_machine_reads_names_only_from_its_requests() {
         gid: 4343,
         privileged: false,
         operator: false,
+        admin: false,
     };
     let id = s.submit_as(stranger, |_| {}).expect("submitted");
     assert_eq!(
@@ -1476,19 +1480,21 @@ fn ntasks_per_core_gives_each_task_its_share_of_a_core() {
 #[test]
 fn operators_and_coordinators_manage_jobs_and_nothing_more() {
     use slurm_proto::acct::{AdminLevel, UserRec};
-    let mut s = sim("");
+    let mut s = sim("PartitionName=staff Nodes=n[1-2] AllowGroups=wheel MaxTime=60 State=UP\n");
     let (carol, opal) = (
         Caller {
             uid: 1002,
             gid: 1002,
             privileged: false,
             operator: false,
+            admin: false,
         },
         Caller {
             uid: 1003,
             gid: 1003,
             privileged: false,
             operator: false,
+            admin: false,
         },
     );
     for (who, name) in [(carol, "carol"), (opal, "Opal")] {
@@ -1498,7 +1504,7 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
             Identity {
                 user: Some(name.into()),
                 group: name.into(),
-                groups: vec![name.into()],
+                groups: vec![name.into(), "wheel".into()],
             },
         );
     }
@@ -1546,6 +1552,9 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
     assert!(denied(&r), "{r:?}");
     let r = update(&mut s, carol, phys, JobUpdate::Account("chem".into()));
     assert!(denied(&r), "{r:?}");
+    // Into a partition its own groups may use but the job's user may not.
+    let r = update(&mut s, carol, phys, JobUpdate::Partition("staff".into()));
+    assert!(denied(&r), "{r:?}");
     let r = s.req(
         carol,
         RequestBody::CompleteJob {
@@ -1553,7 +1562,7 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
             status: 0,
         },
     );
-    assert!(matches!(r, Response::Error(_)), "{r:?}");
+    assert!(denied(&r), "{r:?}");
     let r = s.req(carol, RequestBody::GetJobScript { job_id: phys });
     assert!(denied(&r), "{r:?}");
     let cancel = |s: &mut Sim, who, id| match s.req(
@@ -1589,6 +1598,7 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
         },
     );
     assert!(matches!(r, Response::Error(_)), "{r:?}");
+    assert!(s.ctl.caller(1003, 1003).operator && !s.ctl.caller(1003, 1003).admin);
     let r = s.req(
         opal,
         RequestBody::UpdateNode {
@@ -1598,7 +1608,7 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
             features: None,
         },
     );
-    assert!(matches!(r, Response::Error(_)), "{r:?}");
+    assert!(denied(&r), "{r:?}");
     assert_eq!(cancel(&mut s, opal, chem), None);
     s.check_replay();
 }

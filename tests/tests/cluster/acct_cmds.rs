@@ -1460,10 +1460,22 @@ fn coordinators_act_on_their_accounts_jobs_only() {
             vec!["-i", "modify", "account", "lab", "set", "Fairshare=50"],
             false,
         ),
+        (
+            vec!["-i", "modify", "account", "lab", "set", "Description=x"],
+            false,
+        ),
+        // An account that exists elsewhere is not linked under its own.
+        (vec!["-i", "add", "account", "chem", "Parent=lab"], false),
+        (vec!["-i", "add", "account", "optics", "Parent=lab"], true),
         (vec!["-i", "delete", "user", "sys"], false),
     ] {
         let o = mgr_as(&args);
         assert_eq!(o.status.success(), ok, "{args:?}: {}", text(&o));
+        assert!(
+            ok || text(&o).contains("user 'daemon' is not an administrator"),
+            "{args:?}: {}",
+            text(&o)
+        );
     }
     let out = mgr(
         &t,
@@ -1493,7 +1505,7 @@ fn coordinators_act_on_their_accounts_jobs_only() {
         &["-P", "-n", "show", "user", "withcoord", "format=user,coord"],
     );
     assert!(
-        out.contains("bin|lab\n") && out.contains("daemon|\n"),
+        out.contains("bin|lab,optics\n") && out.contains("daemon|\n"),
         "{out}"
     );
     // An operator acts on anyone's job (Slurm's validate_operator);
