@@ -1065,14 +1065,17 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
         .copied()
         .chain([("parentname", "Par Name", 10), ("id", "ID", 6)])
         .collect();
+    // An entity's own columns, then the associations' and Coord's.
+    let offered_with = |own: &[Col]| -> Vec<Col> {
+        own.iter()
+            .chain(&assoc_cols)
+            .copied()
+            .chain([COORD_COL])
+            .collect()
+    };
     match entity {
         "account" => {
-            let offered: Vec<Col> = ACCOUNT_COLS
-                .iter()
-                .chain(&assoc_cols)
-                .copied()
-                .chain([COORD_COL])
-                .collect();
+            let offered = offered_with(ACCOUNT_COLS);
             let mut default: Vec<Col> = if with_assoc {
                 ACCOUNT_COLS
                     .iter()
@@ -1138,12 +1141,7 @@ pub fn show(entity: &str, specs: &Specs) -> Res<Show> {
             })
         }
         "user" => {
-            let offered: Vec<Col> = USER_COLS
-                .iter()
-                .chain(&assoc_cols)
-                .copied()
-                .chain([COORD_COL])
-                .collect();
+            let offered = offered_with(USER_COLS);
             let mut default: Vec<Col> = if with_assoc {
                 USER_COLS
                     .iter()

@@ -524,9 +524,10 @@ impl Controller {
                 if state != JobState::Pending {
                     return err(SlurmError::JobNotPending);
                 }
-                // An admin hold is no owner's to turn into its own.
+                // An admin hold is no owner's to turn into its own: held
+                // already, it stays so (Slurm's no-op).
                 if j.held == Some(HoldKind::Admin) && !who.operator {
-                    return err(SlurmError::AccessDenied);
+                    return Ok(Response::Ok);
                 }
                 let kind = if who.operator {
                     HoldKind::Admin

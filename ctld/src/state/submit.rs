@@ -643,7 +643,7 @@ impl Controller {
 
     /// A pending job moved to another partition, account or QOS must pass
     /// what a submission of it would: the partition's Allow/Deny lists (for
-    /// the job's user, unless an operator asks) and, with
+    /// the job's user, unless root or SlurmUser asks) and, with
     /// AccountingStorageEnforce, its association and QOS.
     pub(super) fn check_placement_update(
         &self,
@@ -659,9 +659,15 @@ impl Controller {
         desc.account = Some(job.account.clone()).filter(|a| !a.is_empty());
         desc.qos = Some(job.qos.clone()).filter(|q| !q.is_empty());
         // The job's user's rights, not the asker's (a coordinator's groups
-        // are not its users'); operators are not held to them (Slurm's).
-        if !who.operator {
-            let owner = self.caller(job.user_id, job.group_id);
+        // are not its users'): the owner asking is known by the names just
+        // looked up; for anyone else the owner's last looked-up names are
+        // used (none known: refused, never allowed).
+        if !who.privileged {
+            let owner = if who.uid == job.user_id {
+                who
+            } else {
+                self.caller(job.user_id, job.group_id)
+            };
             self.check_partition_access(owner, part, &desc)?;
         }
         if let (true, Some(cache)) = (self.enforce.any(), &self.assocs) {

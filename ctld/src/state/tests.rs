@@ -1588,7 +1588,18 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
         Response::Ok
     ));
     assert_eq!(s.job(chem).held, Some(HoldKind::Admin));
+    // The owner can neither release an admin hold nor make it its own
+    // (holding it again changes nothing).
     assert!(denied(&update(&mut s, ALICE, chem, JobUpdate::Release)));
+    let r = update(&mut s, ALICE, chem, JobUpdate::Hold);
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    assert_eq!(s.job(chem).held, Some(HoldKind::Admin));
+    // Operators are held to the job's user's partition rights; root not.
+    let staff = || JobUpdate::Partition("staff".into());
+    assert!(denied(&update(&mut s, opal, chem, staff())));
+    let r = update(&mut s, ROOT, chem, staff());
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    assert_eq!(s.job(chem).partition, "staff");
     // ... but no node daemon and no node administrator.
     let r = s.req(
         opal,
