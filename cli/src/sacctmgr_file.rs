@@ -909,6 +909,7 @@ pub fn plan(lines: &[Line], cluster: Option<&str>, clean: bool, db: &Db) -> Res<
                                 parent: Some(par.clone()),
                                 clusters: vec![name.clone()],
                                 assoc: settings,
+                                only_new: false,
                             }),
                         });
                     }

@@ -167,7 +167,7 @@ impl Server {
     }
 
     /// Answer a request whose credential has been checked.
-    async fn checked(&self, uid: u32, body: AcctRequest, now: i64) -> AcctResponse {
+    async fn checked(&self, uid: u32, mut body: AcctRequest, now: i64) -> AcctResponse {
         let superuser = uid == 0 || Some(uid) == self.slurm_user_uid;
         if body.is_ingest() && !superuser {
             return err(
@@ -180,6 +180,13 @@ impl Server {
                 Ok(l) => l,
                 Err(e) => return storage_error(e),
             };
+            // A coordinator's new accounts are checked again under the
+            // storage's write lock (none may exist by then).
+            if level < AdminLevel::Operator {
+                if let AcctRequest::AddAccounts(a) = &mut body {
+                    a.only_new = true;
+                }
+            }
             if level < AdminLevel::Operator && !self.coordinator_may(&name, &body).await {
                 if matches!(
                     body,

@@ -340,6 +340,20 @@ async fn coordinators(s: &Storage) {
         s.add_coords(&change(&["qbob"], &["qchem"])).await.unwrap(),
         ["qbob"]
     );
+    // A coordinator's account (only new names): an existing one is refused.
+    let r = s
+        .add_accounts(&AddAccounts {
+            names: vec!["qchem".into()],
+            parent: Some("qphys".into()),
+            clusters: vec!["cc".into()],
+            only_new: true,
+            ..Default::default()
+        })
+        .await;
+    assert!(
+        matches!(&r, Err(StorageError::Exists(m)) if m.contains("'qchem'")),
+        "{r:?}"
+    );
     // Again: nothing new, no error.
     assert!(s
         .add_coords(&change(&["qann"], &["qphys"]))

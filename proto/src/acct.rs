@@ -600,6 +600,10 @@ pub struct AddAccounts {
     /// Empty: every cluster.
     pub clusters: Vec<String>,
     pub assoc: AssocSettings,
+    /// Refuse names that already exist (set by slurmdbd for a
+    /// coordinator's request, never read from the wire).
+    #[serde(skip)]
+    pub only_new: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]

@@ -670,6 +670,17 @@ impl Storage {
                 "no clusters: add one first (sacctmgr add cluster)".into(),
             ));
         }
+        if req.only_new {
+            for n in lower(&req.names) {
+                let mut q = Q::new("SELECT name FROM accounts WHERE name=");
+                q.bind(&n);
+                if q.fetch_optional(self.backend, &mut *tx).await?.is_some() {
+                    return Err(StorageError::Exists(format!(
+                        "account '{n}' exists: only an operator may add it under another account"
+                    )));
+                }
+            }
+        }
         let mut changed = Vec::new();
         let parent_org = {
             let mut q = Q::new("SELECT organization FROM accounts WHERE name=");
