@@ -362,6 +362,7 @@ async fn coordinators(s: &Storage) {
         .is_empty());
     let ann = user("qann").await;
     assert_eq!(ann.coord_accounts, ["qlab", "qphys"]);
+    assert_eq!(ann.coord_direct, ["qphys"]);
     assert!(ann.coordinates("qlab") && !ann.coordinates("qchem"));
     let accounts = s.list_accounts(&AccountFilter::default()).await.unwrap();
     let coords_of = |a: &str| {

@@ -307,7 +307,7 @@ pub fn user(u: &UserRec, assocs: &[&AssocRec]) -> Value {
         "coordinators": u
             .coord_accounts
             .iter()
-            .map(|a| json!({"name": a}))
+            .map(|a| json!({"name": a, "direct": u.coord_direct.contains(a)}))
             .collect::<Vec<_>>(),
         "default": {"account": u.default_account, "wckey": ""},
         "flags": [],
@@ -498,13 +498,14 @@ mod tests {
             &UserRec {
                 name: "ann".into(),
                 coord_accounts: vec!["lab".into(), "phys".into()],
+                coord_direct: vec!["phys".into()],
                 ..Default::default()
             },
             &[],
         );
         assert_eq!(
             u["coordinators"],
-            json!([{"name": "lab"}, {"name": "phys"}])
+            json!([{"name": "lab", "direct": false}, {"name": "phys", "direct": true}])
         );
         let a = account(
             &AccountRec {

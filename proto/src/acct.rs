@@ -648,6 +648,8 @@ pub struct UserRec {
     /// The accounts the user coordinates: those it was made coordinator
     /// of and all their sub-accounts, sorted.
     pub coord_accounts: Vec<String>,
+    /// Of those, the ones it was made coordinator of (Slurm's `direct`).
+    pub coord_direct: Vec<String>,
 }
 
 impl UserRec {

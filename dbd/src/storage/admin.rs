@@ -1177,6 +1177,7 @@ impl Storage {
                     default_account: r.s("default_account")?,
                     admin_level: admin_from_i64(r.i("admin_level")?),
                     coord_accounts: Vec::new(),
+                    coord_direct: Vec::new(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -1184,11 +1185,12 @@ impl Storage {
         if !coords.is_empty() {
             let children = self.all_children(c).await?;
             for u in &mut out {
-                let direct = coords
+                u.coord_direct = coords
                     .iter()
                     .filter(|(cu, _)| *cu == u.name)
-                    .map(|(_, a)| a.clone());
-                u.coord_accounts = Self::with_sub_accounts(direct, &children);
+                    .map(|(_, a)| a.clone())
+                    .collect();
+                u.coord_accounts = Self::with_sub_accounts(u.coord_direct.clone(), &children);
             }
         }
         Ok(out)

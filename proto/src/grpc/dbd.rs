@@ -205,7 +205,9 @@ wire!(nested AssocSettings <=> AssocSettings { shares, limits, qos, default_qos 
 wire!(AddAccounts <=> AddAccountsRequest {
     names, description, organization, parent, clusters, assoc,
 });
-wire!(UserRec <=> UserRec { name, default_account, admin_level, coord_accounts });
+wire!(UserRec <=> UserRec {
+    name, default_account, admin_level, coord_accounts, coord_direct,
+});
 wire!(nested UserFilter <=> UserFilter {
     names, default_accounts, admin_levels, accounts, clusters, partitions,
 });
