@@ -209,6 +209,7 @@ impl Controller {
     /// New associations, users and QOS from slurmdbd.
     pub fn set_assocs(&mut self, c: crate::assoc::AssocCache, now: i64) {
         self.book = c.book();
+        self.delegates = Delegates::of(&c);
         self.assocs = Some(c);
         self.sched_needed = true;
         self.fair_share_from_accounting(now);

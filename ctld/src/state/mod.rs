@@ -267,6 +267,38 @@ pub(super) fn apply_debug_flags(conf: &SlurmConf) {
     slurm_common::debugflags::set(DebugFlags::parse(list).unwrap_or_default());
 }
 
+/// Accounting's operators, administrators, and whether anyone (operators
+/// or account coordinators) may act on others' jobs.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Delegates {
+    pub operators: Arc<std::collections::HashSet<String>>,
+    pub administrators: Arc<std::collections::HashSet<String>>,
+    pub any: bool,
+}
+
+impl Delegates {
+    pub(super) fn of(c: &crate::assoc::AssocCache) -> Delegates {
+        use slurm_proto::acct::AdminLevel;
+        let named = |pred: &dyn Fn(&slurm_proto::acct::UserRec) -> bool| {
+            Arc::new(
+                c.users
+                    .values()
+                    .filter(|u| pred(u))
+                    .map(|u| u.name.clone())
+                    .collect(),
+            )
+        };
+        Delegates {
+            operators: named(&|u| u.admin_level != AdminLevel::None),
+            administrators: named(&|u| u.admin_level == AdminLevel::Administrator),
+            any: c
+                .users
+                .values()
+                .any(|u| u.admin_level != AdminLevel::None || !u.coord_accounts.is_empty()),
+        }
+    }
+}
+
 pub struct Controller {
     pub conf: Arc<SlurmConf>,
     /// Everything persisted.
@@ -358,6 +390,9 @@ pub struct Controller {
     pub space_low: Option<String>,
     /// Associations, users and QOS from slurmdbd (once fetched).
     assocs: Option<crate::assoc::AssocCache>,
+    /// Who accounting lets act for others, derived once per fetch of
+    /// `assocs` (snapshots share it).
+    delegates: Delegates,
     /// Their limits, as the core checks them (`AssocCache::book`).
     book: slurm_plugins::limits::Book,
     /// Batch jobs found running in the saved state, by batch host, until
@@ -556,6 +591,7 @@ impl Controller {
             acct_nodes: HashMap::new(),
             enforce: crate::assoc::Enforce::default(),
             assocs: None,
+            delegates: Delegates::default(),
             book: Default::default(),
             gres_kinds: crate::gres::GresKinds::default(),
             preempting: HashMap::new(),
@@ -869,25 +905,9 @@ impl Controller {
             topology: self.topologies.entries.clone(),
             private: self.conf.private_data(),
             node_index: Arc::new(self.node_index.clone()),
-            operators: Arc::new(
-                self.assocs
-                    .iter()
-                    .flat_map(|c| c.users.values())
-                    .filter(|u| u.admin_level != slurm_proto::acct::AdminLevel::None)
-                    .map(|u| u.name.clone())
-                    .collect(),
-            ),
-            delegated: self.assocs.iter().flat_map(|c| c.users.values()).any(|u| {
-                u.admin_level != slurm_proto::acct::AdminLevel::None || !u.coord_accounts.is_empty()
-            }),
-            administrators: Arc::new(
-                self.assocs
-                    .iter()
-                    .flat_map(|c| c.users.values())
-                    .filter(|u| u.admin_level == slurm_proto::acct::AdminLevel::Administrator)
-                    .map(|u| u.name.clone())
-                    .collect(),
-            ),
+            operators: self.delegates.operators.clone(),
+            delegated: self.delegates.any,
+            administrators: self.delegates.administrators.clone(),
             version: 0,
             licenses: {
                 let used = self.licenses_used();
