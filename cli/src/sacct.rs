@@ -16,10 +16,6 @@ const fn o(short: Option<char>, long: &'static str, arg: Arg) -> Opt {
 /// Options of [`OPTS`] that differ from Slurm's (for [`crate::compat`]).
 pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     (
-        "duplicates",
-        crate::compat::Support::Differs("a requeued job has one record, so there are none to show"),
-    ),
-    (
         "verbose",
         crate::compat::Support::Differs("prints nothing more"),
     ),
@@ -897,7 +893,7 @@ pub fn parse_args_env(
                 o.comp_file = Some(val.clone());
                 o.completion = true;
             }
-            "duplicates" => {}
+            "duplicates" => o.query.duplicates = true,
             // Every array task has its own record here, each on its own
             // line already.
             "array" => {}

@@ -36,6 +36,9 @@ pub enum Command {
     Reconfigure {
         uid: u32,
         gid: u32,
+        /// The caller's names when it is neither root nor SlurmUser (an
+        /// administrator's is checked by the writer).
+        identity: Option<Box<crate::state::Identity>>,
         read: Box<Result<crate::state::Reconf, slurm_proto::RpcError>>,
         reply: oneshot::Sender<Response>,
     },

@@ -217,6 +217,8 @@ impl JobCounts {
             JobState::BootFail => self.bootfail += 1,
             JobState::Deadline => self.deadline += 1,
             JobState::OutOfMemory => self.oom += 1,
+            // Never a live job's state.
+            JobState::Requeued => {}
         }
         if j.state.is_active() {
             self.cpus_alloc += u64::from(j.alloc.total_cpus());

@@ -512,7 +512,7 @@ impl Server {
             if seen != Some((s.epoch, s.version)) {
                 let mut events = Vec::new();
                 if want.jobs {
-                    let only = self.private_to(&s, s.private.jobs, uid);
+                    let only = self.job_viewer(&s, uid);
                     // A first listing, another controller run or a
                     // snapshot without stamps: every job.
                     let all = seen.is_none_or(|(e, _)| e != s.epoch)
@@ -520,7 +520,7 @@ impl Server {
                     let since = seen.map_or(0, |(_, v)| v);
                     let mut now_known = std::collections::HashSet::new();
                     for (k, j) in s.jobs.iter().enumerate() {
-                        if !selected(j) || only.is_some_and(|u| j.user_id != u) {
+                        if !selected(j) || only.as_ref().is_some_and(|v| !v.sees(j)) {
                             continue;
                         }
                         now_known.insert(j.job_id);
@@ -683,7 +683,14 @@ impl Server {
         (!all).then_some(uid)
     }
 
-    /// Part of the listing of the jobs `uid` may see (`mine`: only theirs)
+    /// Which jobs `uid` may see under `PrivateData=jobs` (`None`: all).
+    fn job_viewer(&self, s: &crate::state::Snapshot, uid: u32) -> Option<crate::state::JobViewer> {
+        s.job_viewer(s.private.jobs, uid, self.slurm_uid, || {
+            slurm_common::users::user_name_or_id(uid)
+        })
+    }
+
+    /// Part of the listing of the jobs the caller may see (`viewer`: not all)
     /// that `filter` selects, from index `start` of snapshot `s`: at most
     /// [`LISTING_PART`] jobs, and where the next part starts (`None`: this
     /// is the last). Each job's encoding is made once per change of the
@@ -694,7 +701,7 @@ impl Server {
     fn listing_part(
         &self,
         s: &crate::state::Snapshot,
-        mine: Option<u32>,
+        viewer: Option<&crate::state::JobViewer>,
         filter: Option<&slurm_proto::JobFilter>,
         start: usize,
     ) -> (Vec<bytes::Bytes>, Option<usize>) {
@@ -705,7 +712,7 @@ impl Server {
         while k < s.jobs.len() && jobs.len() < LISTING_PART {
             let j = &s.jobs[k];
             k += 1;
-            if mine.is_some_and(|uid| j.user_id != uid) || filter.is_some_and(|f| !f.matches(j)) {
+            if viewer.is_some_and(|v| !v.sees(j)) || filter.is_some_and(|f| !f.matches(j)) {
                 continue;
             }
             if !stamped {
@@ -734,7 +741,8 @@ impl Server {
 
     /// What changed in the job list since the caller's copy at (`epoch`,
     /// `since`), as a gRPC answer (see `RequestBody::GetJobsDelta`). Under
-    /// PrivateData=jobs a user gets their own jobs, always whole.
+    /// PrivateData=jobs a user gets the jobs it may see (its own, and a
+    /// coordinator its accounts'), always whole.
     fn jobs_delta(&self, uid: u32, epoch: u64, since: u64) -> pb::CommandReply {
         use pb::command_reply::Result as R;
         let s = self.snapshot();
@@ -752,13 +760,9 @@ impl Server {
                 last_update: s.last_update,
             })
         };
-        let result = if let Some(uid) = self.private_to(&s, s.private.jobs, uid) {
+        let result = if let Some(v) = self.job_viewer(&s, uid) {
             delta(
-                s.jobs
-                    .iter()
-                    .filter(|j| j.user_id == uid)
-                    .map(|j| &**j)
-                    .collect(),
+                s.jobs.iter().filter(|j| v.sees(j)).map(|j| &**j).collect(),
                 true,
             )
         } else if s.epoch == epoch && s.version == since {
@@ -846,9 +850,14 @@ impl Server {
             RequestBody::GetPriorities => {
                 let s = self.snapshot();
                 let mut jobs = s.priorities.clone();
-                if let Some(uid) = self.private_to(&s, s.private.jobs, req.cred.uid) {
-                    let me = slurm_common::users::user_name_or_id(uid);
-                    jobs.retain(|p| p.user == me);
+                if let Some(v) = self.job_viewer(&s, req.cred.uid) {
+                    let seen: std::collections::HashSet<JobId> = s
+                        .jobs
+                        .iter()
+                        .filter(|j| v.sees(j))
+                        .map(|j| j.job_id)
+                        .collect();
+                    jobs.retain(|p| seen.contains(&p.job_id));
                 }
                 Response::Priorities {
                     jobs,
@@ -907,11 +916,22 @@ impl Server {
     /// Hand a request to the writer and wait for its answer.
     /// `scontrol reconfigure` in control: slurm.conf and the files beside
     /// it are read here (the writer reads no files), then applied by the
-    /// writer, which checks the caller again.
+    /// writer, which checks the caller again: root, SlurmUser or an
+    /// administrator (AdminLevel=Administrator, as Slurm's).
     async fn reconfigure(&self, req: &Request) -> Response {
-        if !self.root_or_slurm_user(req.cred.uid) {
+        let (uid, gid) = (req.cred.uid, req.cred.gid);
+        if !self.super_user(uid) {
             return Response::Error(SlurmError::AccessDenied.into());
         }
+        let identity = match self.root_or_slurm_user(uid) {
+            true => None,
+            false => match tokio::task::spawn_blocking(move || Identity::look_up(uid, gid, false))
+                .await
+            {
+                Ok(id) => Some(Box::new(id)),
+                Err(_) => return Response::Error(SlurmError::InternalError.into()),
+            },
+        };
         let path = self.ha.conf_path.clone();
         let read = match tokio::task::spawn_blocking(move || Reconf::read(&path)).await {
             Ok(r) => r,
@@ -921,6 +941,7 @@ impl Server {
         let cmd = Command::Reconfigure {
             uid: req.cred.uid,
             gid: req.cred.gid,
+            identity,
             read: Box::new(read),
             reply: tx,
         };
@@ -1292,14 +1313,14 @@ impl CtldService {
                 _ => None,
             };
             let snap = s.snapshot();
-            let mine = s.private_to(&snap, snap.private.jobs, uid);
+            let viewer = s.job_viewer(&snap, uid).map(Arc::new);
             let mut next = Some(0);
             let mut busy = std::time::Duration::ZERO;
             while let Some(start) = next {
-                let (me, snap2, f) = (s.clone(), snap.clone(), filter.clone());
+                let (me, snap2, f, v) = (s.clone(), snap.clone(), filter.clone(), viewer.clone());
                 let t0 = std::time::Instant::now();
                 let made = tokio::task::spawn_blocking(move || {
-                    me.listing_part(&snap2, mine, f.as_deref(), start)
+                    me.listing_part(&snap2, v.as_deref(), f.as_deref(), start)
                 })
                 .await;
                 busy += t0.elapsed();

@@ -216,9 +216,13 @@ pub fn run(
                 Command::Reconfigure {
                     uid,
                     gid,
+                    identity,
                     read,
                     reply,
                 } => {
+                    if let Some(id) = identity {
+                        ctl.identify(uid, gid, *id);
+                    }
                     let who = ctl.caller(uid, gid);
                     let r = ctl.reconfigure(who, *read, now);
                     replies.push((reply, r.unwrap_or_else(Response::Error)));

@@ -364,16 +364,25 @@ impl Server {
         if accounts.is_empty() {
             return false;
         }
+        match self.coordinator_of(name).await {
+            Ok(u) => u.is_some_and(|u| accounts.iter().all(|a| u.coordinates(a))),
+            Err(_) => false,
+        }
+    }
+
+    /// `name`'s accounting record when it coordinates any account.
+    async fn coordinator_of(
+        &self,
+        name: &str,
+    ) -> Result<Option<slurm_proto::acct::UserRec>, StorageError> {
         let f = UserFilter {
             names: vec![name.to_string()],
             ..Default::default()
         };
-        match self.storage.list_users(&f).await {
-            Ok(v) => v
-                .first()
-                .is_some_and(|u| accounts.iter().all(|a| u.coordinates(a))),
-            Err(_) => false,
-        }
+        let v = self.storage.list_users(&f).await?;
+        Ok(v.into_iter()
+            .next()
+            .filter(|u| !u.coord_accounts.is_empty()))
     }
 
     /// `uid`'s user name, and whether accounting makes it an operator or
@@ -434,7 +443,18 @@ impl Server {
         };
         Ok(match resp {
             AcctResponse::Jobs(mut v) => {
-                v.retain(|r| r.job.uid == uid);
+                // A coordinator also sees its accounts' jobs (and their
+                // sub-accounts'), as Slurm's.
+                let coord = match v.iter().any(|r| r.job.uid != uid) {
+                    true => self.coordinator_of(&me).await?,
+                    false => None,
+                };
+                v.retain(|r| {
+                    r.job.uid == uid
+                        || coord
+                            .as_ref()
+                            .is_some_and(|u| u.coordinates(&r.job.account))
+                });
                 AcctResponse::Jobs(v)
             }
             AcctResponse::Usage(mut u) => {

@@ -1039,7 +1039,6 @@ async fn assoc_limits(s: &Storage) {
     let e = s
         .add_users(&AddUsers {
             names: vec!["dave".into()],
-            accounts: vec!["theory".into(), "physics".into()],
             ..Default::default()
         })
         .await
@@ -1559,6 +1558,71 @@ async fn job_queries(s: &Storage) {
         .await,
         vec![1, 7]
     );
+    // A requeued job: its first run ended REQUEUED and its next run is a
+    // record of its own (a later submit time). Without `duplicates` only
+    // the last record of each job id; each run keeps its own steps.
+    let mut first = job(8, "erin", "physics", JobState::Requeued);
+    first.submit_time = T + 6000;
+    first.start_time = Some(T + 6010);
+    first.end_time = Some(T + 6100);
+    let mut again = job(8, "erin", "physics", JobState::Running);
+    again.submit_time = T + 6101;
+    again.start_time = Some(T + 6200);
+    let step = |submit: i64, state: JobState| {
+        AcctRecord::StepEnd(AcctStep {
+            job_id: 8,
+            job_submit: submit,
+            step_id: 0,
+            name: "a.out".into(),
+            state: state.into(),
+            nodelist: "n1".into(),
+            start_time: submit + 20,
+            end_time: Some(submit + 30),
+            ..Default::default()
+        })
+    };
+    s.ingest(vec![
+        rec("q", 10, AcctRecord::JobEnd(first)),
+        rec("q", 11, step(T + 6000, JobState::Cancelled)),
+        rec("q", 12, AcctRecord::JobStart(again)),
+        rec("q", 13, step(T + 6101, JobState::Completed)),
+    ])
+    .await
+    .unwrap();
+    let runs = |duplicates: bool, states: Vec<JobState>| async move {
+        s.jobs(&JobQuery {
+            clusters: vec!["q".into()],
+            job_ids: vec![8],
+            with_steps: true,
+            duplicates,
+            states,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            let steps: Vec<JobState> = r.steps.iter().map(|s| s.state.0).collect();
+            (r.job.submit_time - T, r.job.state.0, steps)
+        })
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        runs(false, vec![]).await,
+        vec![(6101, JobState::Running, vec![JobState::Completed])]
+    );
+    assert_eq!(
+        runs(true, vec![]).await,
+        vec![
+            (6000, JobState::Requeued, vec![JobState::Cancelled]),
+            (6101, JobState::Running, vec![JobState::Completed])
+        ]
+    );
+    assert_eq!(
+        runs(false, vec![JobState::Requeued]).await,
+        vec![(6000, JobState::Requeued, vec![JobState::Cancelled])]
+    );
+    assert_eq!(ids(JobQuery::default()).await, vec![1, 7, 2, 3, 4, 6, 8]);
 }
 
 async fn rollups(s: &Storage) {
@@ -1749,8 +1813,8 @@ async fn rollups(s: &Storage) {
     assert_eq!(count_jobs(s, "r").await, (0, 0));
     assert_eq!(
         count_jobs(s, "q").await.0,
-        2,
-        "running and pending jobs stay"
+        3,
+        "running and pending jobs stay (3, 4 and job 8's second run)"
     );
 }
 

@@ -868,6 +868,9 @@ pub struct JobQuery {
     pub with_script: bool,
     /// Answer each job's batch environment (`sacct --env-vars`).
     pub with_env: bool,
+    /// Every record of a job id (`sacct -D`: a requeued job's earlier
+    /// runs, a job id used again); otherwise only the one submitted last.
+    pub duplicates: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -77,6 +77,9 @@ pub enum JobState {
     BootFail,
     Deadline,
     OutOfMemory,
+    /// A run ended by a requeue: only its accounting record and its
+    /// completion line have it (the job itself is pending again).
+    Requeued,
 }
 
 impl JobState {
@@ -106,6 +109,7 @@ impl JobState {
             JobState::BootFail => "BOOT_FAIL",
             JobState::Deadline => "DEADLINE",
             JobState::OutOfMemory => "OUT_OF_MEMORY",
+            JobState::Requeued => "REQUEUED",
         }
     }
     /// Compact name, as `squeue`'s `%t` prints it.
@@ -123,6 +127,7 @@ impl JobState {
             JobState::BootFail => "BF",
             JobState::Deadline => "DL",
             JobState::OutOfMemory => "OOM",
+            JobState::Requeued => "RQ",
         }
     }
     /// Parse a long or compact name, case-insensitively (`squeue -t`).
@@ -135,7 +140,7 @@ impl JobState {
     }
 }
 
-pub const ALL_JOB_STATES: [JobState; 12] = [
+pub const ALL_JOB_STATES: [JobState; 13] = [
     JobState::Pending,
     JobState::Running,
     JobState::Suspended,
@@ -148,6 +153,7 @@ pub const ALL_JOB_STATES: [JobState; 12] = [
     JobState::BootFail,
     JobState::Deadline,
     JobState::OutOfMemory,
+    JobState::Requeued,
 ];
 
 /// Why a job is in its state (the REASON column).

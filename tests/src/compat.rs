@@ -91,6 +91,7 @@ fn ask_everything(d: &mut slurm_proto::JobDesc) {
     d.cpus_per_gpu = Some(1);
     d.mem_per_gpu = Some(1);
     d.ntasks_per_socket = Some(1);
+    d.ntasks_per_core = Some(1);
     d.threads_per_core = Some(1);
     d.segment = Some(1);
 }

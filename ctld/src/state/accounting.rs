@@ -32,23 +32,25 @@ impl Controller {
     /// there are none or `JobCompType` asks for none.
     pub fn take_jobcomp(&mut self) -> Option<(std::path::PathBuf, Vec<String>)> {
         use slurm_common::jobcomp::{line, JobCompConf};
-        if self.ended_now.is_empty() {
+        if self.ended_now.is_empty() && self.requeued_now.is_empty() {
             return None;
         }
         let ended = std::mem::take(&mut self.ended_now);
+        let requeued = std::mem::take(&mut self.requeued_now);
         let JobCompConf::File(path) = JobCompConf::from_conf(&self.conf) else {
             return None;
         };
-        let lines: Vec<String> = ended
+        let cluster = &self.conf.cluster_name;
+        let lines: Vec<String> = requeued
             .iter()
-            .filter_map(|id| self.p.jobs.get(id))
-            .filter(|j| j.state.is_finished())
-            .map(|j| {
-                line(
-                    &slurm_proto::acct::AcctJob::from_record(j),
-                    &self.conf.cluster_name,
-                )
-            })
+            .map(|r| line(r, cluster))
+            .chain(
+                ended
+                    .iter()
+                    .filter_map(|id| self.p.jobs.get(id))
+                    .filter(|j| j.state.is_finished())
+                    .map(|j| line(&slurm_proto::acct::AcctJob::from_record(j), cluster)),
+            )
             .collect();
         (!lines.is_empty()).then_some((path, lines))
     }
@@ -99,10 +101,11 @@ impl Controller {
         };
         if self.acct_jobs.get(&j.job_id) != Some(&key) {
             // AccountingStoreFlags: the script and environment go with the
-            // record of a batch job just submitted (slurmdbd keeps each
-            // content once); after a restart only jobs still waiting for
-            // their first run send them again.
-            let fresh = j.batch && j.state == JobState::Pending && j.restarts == 0;
+            // first record of a batch job (just submitted, or requeued: a
+            // record of its own); slurmdbd keeps each content once, so
+            // after a controller restart pending jobs sending them again
+            // cost only the transfer.
+            let fresh = j.batch && j.state == JobState::Pending;
             if fresh && !self.acct_jobs.contains_key(&j.job_id) {
                 self.attach_payload(j.job_id, &mut rec);
             }
@@ -166,6 +169,36 @@ impl Controller {
             rec.script = None;
             rec.env = None;
         }
+    }
+
+    /// A running (or suspended) job's run ended by a requeue, as Slurm
+    /// records it: the run's accounting record ends in `state` (REQUEUED;
+    /// PREEMPTED for a preemption, NODE_FAIL for a lost node) with its
+    /// steps, and its completion line is written. The caller then gives
+    /// the job a new submit time, so its next run is a record of its own
+    /// (`sacct -D` lists both).
+    pub(super) fn record_requeued_run(&mut self, id: JobId, state: JobState, now: i64) {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return;
+        };
+        let mut run = JobRecord::clone(j);
+        run.state = state;
+        run.end_time = Some(now);
+        for st in run
+            .steps
+            .iter_mut()
+            .filter(|s| s.state == JobState::Running)
+        {
+            st.state = JobState::Cancelled;
+            st.end_time = Some(now);
+        }
+        if self.acct_enabled {
+            self.acct_job(&run);
+            // The next record is the next run's (with the script again).
+            self.acct_jobs.remove(&id);
+        }
+        self.requeued_now
+            .push(slurm_proto::acct::AcctJob::from_record(&run));
     }
 
     /// Record a node going out of or back into service.

@@ -118,7 +118,7 @@ impl Controller {
         read: Result<Reconf, RpcError>,
         now: i64,
     ) -> Result<Response, RpcError> {
-        if !who.privileged {
+        if !who.admin {
             return err(SlurmError::AccessDenied);
         }
         // systemd hears of it (Type=notify): reloading, then ready again.

@@ -171,10 +171,20 @@ impl Controller {
         self.refresh();
     }
 
-    /// Put a job back in the queue (`scontrol requeue`, preemption): a
-    /// running one is ended on its nodes first (after `kill_wait` seconds
-    /// of grace), its steps closed.
-    pub(super) fn requeue_running(&mut self, id: JobId, kill_wait: u32, now: i64) {
+    /// Put a job back in the queue (`scontrol requeue`, preemption, a lost
+    /// node): a running one is ended on its nodes first (after `kill_wait`
+    /// seconds of grace), its steps closed, and its run recorded as ended
+    /// in state `recorded` ([`Self::record_requeued_run`]).
+    pub(super) fn requeue_running(
+        &mut self,
+        id: JobId,
+        recorded: JobState,
+        kill_wait: u32,
+        now: i64,
+    ) {
+        if self.p.jobs.get(&id).is_some_and(|j| j.state.is_active()) {
+            self.record_requeued_run(id, recorded, now);
+        }
         let Some(j) = self.job_mut(id) else { return };
         let running = j.state.is_active();
         let run = j.start_time;
@@ -191,6 +201,9 @@ impl Controller {
         j.state = JobState::Pending;
         j.reason = JobReason::None;
         j.restarts += 1;
+        // A new submit time, as Slurm's: the next run is a record of its
+        // own in accounting.
+        j.submit_time = now.max(j.submit_time + 1);
         j.start_time = None;
         j.end_time = None;
         j.exit_status = 0;
@@ -566,7 +579,7 @@ impl Controller {
                     return err(SlurmError::TransitionStateNoUpdate);
                 }
                 let kw = self.conf.kill_wait;
-                self.requeue_running(id, kw, now);
+                self.requeue_running(id, JobState::Requeued, kw, now);
             }
             JobUpdate::TimeLimit(t) => {
                 let cur = j.time_limit;
@@ -694,7 +707,7 @@ impl Controller {
         }
         if requeue {
             tracing::info!("job {id} lost with {node}: requeued");
-            self.requeue_running(id, 0, now);
+            self.requeue_running(id, JobState::NodeFail, 0, now);
             return;
         }
         if let Some(j) = self.job_mut(id) {

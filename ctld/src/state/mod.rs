@@ -243,6 +243,9 @@ pub struct Snapshot {
     /// Accounting names operators or account coordinators (who may act
     /// on others' jobs).
     pub delegated: bool,
+    /// Account coordinators (lower-cased names) and the accounts each
+    /// coordinates, sub-accounts included (lower-cased).
+    pub coordinators: Arc<Coordinators>,
     /// Node name → index in `nodes`.
     pub node_index: Arc<HashMap<String, usize>>,
     /// The configuration in force (slurm.conf as last read).
@@ -256,6 +259,52 @@ impl Snapshot {
         uid == 0
             || uid == slurm_uid
             || (!self.operators.is_empty() && self.operators.contains(&name().to_ascii_lowercase()))
+    }
+
+    /// Which jobs `uid` (named `name`) may see under `PrivateData=jobs`
+    /// (`private`): `None` when every job; otherwise its own and, for an
+    /// account coordinator, those of the accounts it coordinates (as
+    /// Slurm's).
+    pub fn job_viewer(
+        &self,
+        private: bool,
+        uid: u32,
+        slurm_uid: u32,
+        name: impl Fn() -> String,
+    ) -> Option<JobViewer> {
+        let looked_up = std::cell::OnceCell::new();
+        let name = || looked_up.get_or_init(&name).clone();
+        if !private || self.sees_all(uid, slurm_uid, name) {
+            return None;
+        }
+        let accounts = match self.coordinators.is_empty() {
+            true => None,
+            false => self.coordinators.get(&name().to_ascii_lowercase()).cloned(),
+        };
+        Some(JobViewer { uid, accounts })
+    }
+}
+
+/// Coordinators' names → the accounts each coordinates (lower-cased).
+pub type Coordinators = HashMap<String, Arc<std::collections::HashSet<String>>>;
+
+/// Who may see which jobs when not every job (`PrivateData=jobs`): a user
+/// its own; an account coordinator also those of its accounts.
+#[derive(Debug, Clone)]
+pub struct JobViewer {
+    pub uid: u32,
+    /// The accounts coordinated, sub-accounts included (lower-cased).
+    pub accounts: Option<Arc<std::collections::HashSet<String>>>,
+}
+
+impl JobViewer {
+    /// Whether the job may be seen.
+    pub fn sees(&self, j: &JobRecord) -> bool {
+        j.user_id == self.uid
+            || self
+                .accounts
+                .as_ref()
+                .is_some_and(|a| a.contains(&j.account.to_ascii_lowercase()))
     }
 }
 
@@ -273,6 +322,7 @@ pub(super) fn apply_debug_flags(conf: &SlurmConf) {
 pub(super) struct Delegates {
     pub operators: Arc<std::collections::HashSet<String>>,
     pub administrators: Arc<std::collections::HashSet<String>>,
+    pub coordinators: Arc<Coordinators>,
     pub any: bool,
 }
 
@@ -291,6 +341,20 @@ impl Delegates {
         Delegates {
             operators: named(&|u| u.admin_level != AdminLevel::None),
             administrators: named(&|u| u.admin_level == AdminLevel::Administrator),
+            coordinators: Arc::new(
+                c.users
+                    .values()
+                    .filter(|u| !u.coord_accounts.is_empty())
+                    .map(|u| {
+                        let accounts = u
+                            .coord_accounts
+                            .iter()
+                            .map(|a| a.to_ascii_lowercase())
+                            .collect();
+                        (u.name.to_ascii_lowercase(), Arc::new(accounts))
+                    })
+                    .collect(),
+            ),
             any: c
                 .users
                 .values()
@@ -337,6 +401,8 @@ pub struct Controller {
     /// Jobs that reached a final state in this batch (their completion
     /// records: `take_jobcomp`).
     ended_now: Vec<JobId>,
+    /// Runs ended by a requeue in this batch (their completion lines).
+    requeued_now: Vec<slurm_proto::acct::AcctJob>,
     /// What was last recorded per job (a hash of the record), step and
     /// node (to send only changes).
     acct_jobs: HashMap<JobId, u64>,
@@ -586,6 +652,7 @@ impl Controller {
             acct_enabled: false,
             acct_new: Vec::new(),
             ended_now: Vec::new(),
+            requeued_now: Vec::new(),
             acct_jobs: HashMap::new(),
             acct_steps: HashMap::new(),
             acct_nodes: HashMap::new(),
@@ -908,6 +975,7 @@ impl Controller {
             operators: self.delegates.operators.clone(),
             delegated: self.delegates.any,
             administrators: self.delegates.administrators.clone(),
+            coordinators: self.delegates.coordinators.clone(),
             version: 0,
             licenses: {
                 let used = self.licenses_used();

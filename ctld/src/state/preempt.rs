@@ -209,7 +209,7 @@ impl Controller {
                     kill_wait,
                 );
             }
-            Mode::Requeue => self.requeue_running(victim, kill_wait, now),
+            Mode::Requeue => self.requeue_running(victim, JobState::Preempted, kill_wait, now),
             Mode::Suspend => {
                 self.preempted_for.insert(victim, by);
                 if v.state == JobState::Suspended {

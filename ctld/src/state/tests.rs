@@ -284,9 +284,14 @@ fn jobs_wait_for_cores_and_start_when_they_free() {
 
 #[test]
 fn a_requeued_job_runs_again_and_counts_its_restart() {
-    let mut s = sim("");
+    use slurm_proto::acct::AcctRecord;
+    let mut s = sim("JobCompType=jobcomp/filetxt\nJobCompLoc=/nonexistent/jobcomp\n");
+    s.ctl.acct_enabled = true;
     let id = s.submit(|_| {});
     let first = s.job(id).alloc.nodes[0].clone();
+    let submitted = s.job(id).submit_time;
+    let _ = s.ctl.take_jobcomp();
+    s.tick(5);
     s.ok(
         ROOT,
         RequestBody::UpdateJob {
@@ -298,6 +303,37 @@ fn a_requeued_job_runs_again_and_counts_its_restart() {
     assert!(s.effects.iter().any(
         |e| matches!(e, Effect::Terminate { job_id, node, .. } if *job_id == id && *node == first)
     ));
+    // Accounting, as Slurm's: the run ends REQUEUED (its completion line
+    // too), and the job takes a new submit time, so the next run is a
+    // record of its own.
+    let records: Vec<AcctRecord> = s
+        .journaled
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Acct(r) => Some(r.record.clone()),
+            _ => None,
+        })
+        .collect();
+    let ended: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            AcctRecord::JobEnd(j) if j.job_id == id => Some(j),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended.len(), 1, "{records:?}");
+    assert_eq!(ended[0].state.0, JobState::Requeued);
+    assert_eq!(ended[0].submit_time, submitted);
+    assert_eq!(ended[0].end_time, Some(s.now));
+    assert!(ended[0].start_time.is_some());
+    let resubmitted = s.job(id).submit_time;
+    assert_eq!(resubmitted, s.now);
+    assert!(records.iter().any(|r| matches!(r,
+        AcctRecord::JobStart(j) if j.job_id == id && j.submit_time == resubmitted
+            && j.state.0 == JobState::Pending)));
+    let (_, lines) = s.ctl.take_jobcomp().expect("a completion line");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains(" JobState=REQUEUED "), "{}", lines[0]);
     s.ok(
         ROOT,
         RequestBody::JobCleaned {
@@ -1479,6 +1515,13 @@ fn ntasks_per_core_gives_each_task_its_share_of_a_core() {
 /// limits, no moving them out of its accounts) and nothing else.
 #[test]
 fn operators_and_coordinators_manage_jobs_and_nothing_more() {
+    const ADA: Caller = Caller {
+        uid: 1004,
+        gid: 1004,
+        privileged: false,
+        operator: false,
+        admin: false,
+    };
     use slurm_proto::acct::{AdminLevel, UserRec};
     let mut s = sim("PartitionName=staff Nodes=n[1-2] AllowGroups=wheel MaxTime=60 State=UP\n");
     let (carol, opal) = (
@@ -1497,7 +1540,7 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
             admin: false,
         },
     );
-    for (who, name) in [(carol, "carol"), (opal, "Opal")] {
+    for (who, name) in [(carol, "carol"), (opal, "Opal"), (ADA, "ada")] {
         s.ctl.identify(
             who.uid,
             who.gid,
@@ -1522,6 +1565,10 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
                     rec("carol", AdminLevel::None, &["phys"]),
                 ),
                 ("opal".to_string(), rec("opal", AdminLevel::Operator, &[])),
+                (
+                    "ada".to_string(),
+                    rec("ada", AdminLevel::Administrator, &[]),
+                ),
             ]
             .into_iter()
             .collect(),
@@ -1620,6 +1667,53 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
         },
     );
     assert!(denied(&r), "{r:?}");
+    // scontrol reconfigure: administrators (Slurm's super users), not
+    // operators (the configuration read is what they would apply).
+    let unread = || {
+        Err(RpcError {
+            error: SlurmError::InvalidRequest,
+            detail: Some("unread".into()),
+        })
+    };
+    let r = s.ctl.reconfigure(opal, unread(), s.now);
+    assert!(
+        matches!(&r, Err(e) if e.error == SlurmError::AccessDenied),
+        "{r:?}"
+    );
+    let ada = s.ctl.caller(ADA.uid, ADA.gid);
+    assert!(ada.admin && !ada.privileged);
+    let r = s.ctl.reconfigure(ada, unread(), s.now);
+    assert!(
+        matches!(&r, Err(e) if e.detail.as_deref() == Some("unread")),
+        "{r:?}"
+    );
+    // PrivateData=jobs: a coordinator also sees its accounts' jobs (names
+    // matched whatever their case), an operator every job, others their
+    // own.
+    let snap = s.ctl.snapshot();
+    let named = |name: &'static str| move || name.to_string();
+    let seen = |v: &crate::state::JobViewer| -> Vec<JobId> {
+        let mut ids: Vec<JobId> = snap
+            .jobs
+            .iter()
+            .filter(|j| v.sees(j))
+            .map(|j| j.job_id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    let coord = snap.job_viewer(true, 1002, 999_999, named("Carol"));
+    assert_eq!(coord.as_ref().map(seen), Some(vec![phys]));
+    assert!(snap
+        .job_viewer(true, 1003, 999_999, named("opal"))
+        .is_none());
+    assert!(snap
+        .job_viewer(false, 1002, 999_999, named("carol"))
+        .is_none());
+    let other = snap.job_viewer(true, BOB.uid, 999_999, named("bob"));
+    assert_eq!(other.as_ref().map(seen), Some(vec![]));
+    let owner = snap.job_viewer(true, ALICE.uid, 999_999, named("alice"));
+    assert_eq!(owner.as_ref().map(seen), Some(vec![phys, chem]));
     assert_eq!(cancel(&mut s, opal, chem), None);
     s.check_replay();
 }

@@ -1048,10 +1048,11 @@ impl Storage {
         let mut tx = self.write_tx().await?;
         let now = slurm_common::auth::now();
         let mut accounts = lower(&req.accounts);
+        // Without one, a new user's default is the first account named
+        // (as Slurm's).
         let default = match &req.default_account {
             Some(d) => Some(check_name("account", d, 128)?),
-            None if accounts.len() == 1 => Some(accounts[0].clone()),
-            None => None,
+            None => accounts.first().cloned(),
         };
         if accounts.is_empty() {
             if let Some(d) = &default {

@@ -292,6 +292,25 @@ impl Storage {
                 })
             })
             .collect::<Result<_>>()?;
+        if !f.duplicates {
+            // Only each job id's last record (by submit time, as the rows
+            // come): a requeued job's earlier runs are asked for with -D.
+            let mut last: HashMap<(&str, u32), usize> = HashMap::new();
+            for (i, r) in out.iter().enumerate() {
+                last.insert((r.cluster.as_str(), r.job.job_id), i);
+            }
+            let keep: Vec<bool> = (0..out.len())
+                .map(|i| last.get(&(out[i].cluster.as_str(), out[i].job.job_id)) == Some(&i))
+                .collect();
+            if keep.iter().any(|k| !k) {
+                let mut k = keep.iter();
+                out.retain(|_| *k.next().unwrap_or(&true));
+                if !hashes.is_empty() {
+                    let mut k = keep.iter();
+                    hashes.retain(|_| *k.next().unwrap_or(&true));
+                }
+            }
+        }
         if !hashes.is_empty() {
             let mut wanted: Vec<String> = hashes
                 .iter()

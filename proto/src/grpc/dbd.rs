@@ -232,7 +232,7 @@ wire!(nested QosPatch <=> QosPatch {
 });
 wire!(JobQuery <=> AcctJobQuery {
     clusters, job_ids, users, uids, accounts, partitions, qos, names, states,
-    start, end, with_steps, limit, with_script, with_env,
+    start, end, with_steps, limit, with_script, with_env, duplicates,
 });
 wire!(UsageQuery <=> UsageQuery { clusters, accounts, users, start, end, span, total });
 wire!(ClusterUsage <=> ClusterUsage {

@@ -617,3 +617,80 @@ fn job_completion_records_go_to_jobcomploc_and_back_through_sacct_c() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A requeued job, as Slurm records it: the run that was requeued ends
+/// REQUEUED in accounting and in `JobCompLoc`, and the next run is a
+/// record of its own (a new submit time): `sacct` shows the last run,
+/// `sacct -D` both, `sacct -s RQ` the requeued one.
+#[test]
+fn a_requeued_run_stays_in_accounting_as_requeued() {
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.extra_conf = format!(
+            "JobCompType=jobcomp/filetxt\nJobCompLoc={}\n",
+            s.dir.join("jobcomp.log").display()
+        );
+    });
+    let id = t.sbatch(&["--requeue", "--wrap", "srun sleep 60"]);
+    let first = t.wait_job(id, 30, "running", |j| j.state == JobState::Running);
+    let out = t.run("scontrol", &["requeue", &id.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again = t.wait_job(id, 60, "running again", |j| {
+        j.state == JobState::Running && j.restarts == 1
+    });
+    assert!(
+        again.submit_time > first.submit_time,
+        "a new submit time: {} then {}",
+        first.submit_time,
+        again.submit_time
+    );
+    t.run("scancel", &[&id.to_string()]);
+    t.wait_done(id, 30);
+    let jid = id.to_string();
+    let all = sacct_until(
+        &t,
+        &["-D", "-X", "-n", "-P", "-j", &jid, "-o", "JobID,State"],
+        30,
+        |s| s.lines().count() == 2 && s.contains("CANCELLED"),
+    );
+    assert_eq!(
+        all,
+        format!("{id}|REQUEUED\n{id}|CANCELLED by 0\n"),
+        "{}",
+        t.logs()
+    );
+    let last = stdout(&t.run(
+        "sacct",
+        &["-X", "-n", "-P", "-j", &jid, "-o", "JobID,State"],
+    ));
+    assert_eq!(last, format!("{id}|CANCELLED by 0\n"));
+    let rq = stdout(&t.run(
+        "sacct",
+        &["-s", "RQ", "-n", "-P", "-j", &jid, "-o", "JobID,State"],
+    ));
+    assert!(rq.starts_with(&format!("{id}|REQUEUED\n")), "{rq}");
+    // The first run's steps stay with it.
+    let steps = stdout(&t.run(
+        "sacct",
+        &["-D", "-n", "-P", "-j", &jid, "-o", "JobID,State"],
+    ));
+    assert!(
+        steps.contains(&format!("{id}|REQUEUED\n{id}.batch|CANCELLED")),
+        "{steps}"
+    );
+    let loc = t.c.spec.dir.join("jobcomp.log");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(&loc).unwrap_or_default();
+        if text.lines().count() >= 2 || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let states: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("JobId={id} ")))
+        .filter_map(|l| l.split(" JobState=").nth(1)?.split(' ').next())
+        .collect();
+    assert_eq!(states, ["REQUEUED", "CANCELLED"], "{text}");
+}

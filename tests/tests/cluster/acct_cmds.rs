@@ -1536,3 +1536,97 @@ fn coordinators_act_on_their_accounts_jobs_only() {
     );
     assert_eq!(t.wait_done(id, 30).state, JobState::Completed);
 }
+
+/// Under `PrivateData=jobs` (controller and slurmdbd) an account's
+/// coordinator sees its accounts' jobs (sub-accounts too) beside its own,
+/// in `squeue` and in `sacct`, and no other user's; an ordinary user only
+/// its own.
+#[test]
+fn coordinators_see_their_accounts_jobs_under_private_data() {
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.extra_conf = "PrivateData=jobs\n".into();
+        s.extra_dbd_conf = "PrivateData=jobs\n".into();
+    });
+    let (daemon, bin) = (
+        slurm_common::users::user_by_name("daemon").expect("user daemon"),
+        slurm_common::users::user_by_name("bin").expect("user bin"),
+    );
+    for a in [vec!["physics"], vec!["lab", "Parent=physics"], vec!["chem"]] {
+        let mut args = vec!["-i", "add", "account"];
+        args.extend(a);
+        mgr(&t, &args);
+    }
+    mgr(&t, &["-i", "add", "user", "nobody", "Account=lab,chem"]);
+    mgr(&t, &["-i", "add", "user", "daemon", "Account=physics"]);
+    mgr(&t, &["-i", "add", "user", "bin", "Account=chem"]);
+    // (The first account named is a new user's default, as Slurm's.)
+    let out = mgr(
+        &t,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "user",
+            "nobody",
+            "format=user,defaultaccount",
+        ],
+    );
+    assert_eq!(out, "nobody|lab\n");
+    mgr(
+        &t,
+        &[
+            "-i",
+            "add",
+            "coordinator",
+            "account=physics",
+            "names=daemon",
+        ],
+    );
+    let as_user = |uid: u32, gid: u32, prog: &str, args: &[&str]| {
+        t.cmd_as(uid, gid, prog).args(args).output().unwrap()
+    };
+    // nobody's jobs in lab (under physics) and in chem, done and held.
+    let ran_lab = t.sbatch_as_user(&["-A", "lab", "--wrap", "true"]);
+    let ran_chem = t.sbatch_as_user(&["-A", "chem", "--wrap", "true"]);
+    t.wait_done(ran_lab, 30);
+    t.wait_done(ran_chem, 30);
+    let held_lab = t.sbatch_as_user(&["-A", "lab", "-H", "--wrap", "true"]);
+    let held_chem = t.sbatch_as_user(&["-A", "chem", "-H", "--wrap", "true"]);
+    let squeue = |uid, gid| stdout(&as_user(uid, gid, "squeue", &["-h", "-o", "%i"]));
+    // The controller learns of the coordinator when it next fetches the
+    // associations.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while squeue(daemon.uid, daemon.gid) != format!("{held_lab}\n") {
+        assert!(
+            Instant::now() < deadline,
+            "coordinator's squeue: {}",
+            squeue(daemon.uid, daemon.gid)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(squeue(bin.uid, bin.gid), "");
+    assert_eq!(
+        squeue(TEST_UID, TEST_GID),
+        format!("{held_lab}\n{held_chem}\n")
+    );
+    let o = as_user(
+        daemon.uid,
+        daemon.gid,
+        "scontrol",
+        &["show", "job", &held_chem.to_string()],
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    // Accounting the same: the coordinator's sacct -a has lab's records.
+    let ids = format!("{ran_lab},{ran_chem}");
+    let args = ["-a", "-X", "-n", "-P", "--format=JobID", "-j", &ids];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stdout(&t.run("sacct", &args)).lines().count() != 2 {
+        assert!(Instant::now() < deadline, "records never arrived");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let o = as_user(daemon.uid, daemon.gid, "sacct", &args);
+    assert_eq!(stdout(&o), format!("{ran_lab}\n"), "{}", text(&o));
+    let o = as_user(bin.uid, bin.gid, "sacct", &args);
+    assert_eq!(stdout(&o), "", "{}", text(&o));
+}
