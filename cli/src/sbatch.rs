@@ -74,6 +74,7 @@ enum Key {
     ExtraNodeInfo,
     NtasksPerSocket,
     NtasksPerCore,
+    NtasksPerGpu,
     External,
     CpusPerTask,
     Error,
@@ -239,7 +240,7 @@ static SPECS: &[Spec] = &[
     spec("mem-per-gpu", None, RA, Key::MemPerGpu, Some("SBATCH_MEM_PER_GPU")),
     spec("nodefile", Some('F'), RA, Key::Nodefile, None),
     spec("ntasks-per-core", None, RA, Key::NtasksPerCore, None),
-    spec("ntasks-per-gpu", None, RA, FATAL, None),
+    spec("ntasks-per-gpu", None, RA, Key::NtasksPerGpu, None),
     spec("ntasks-per-socket", None, RA, Key::NtasksPerSocket, None),
     spec("sockets-per-node", None, RA, Key::SocketsPerNode, None),
     spec("switches", None, RA, Key::Switches, Some("SBATCH_REQ_SWITCH")),
@@ -399,6 +400,8 @@ pub struct Options {
     pub ntasks_per_socket: Option<u32>,
     /// `--ntasks-per-core`.
     pub ntasks_per_core: Option<u32>,
+    /// `--ntasks-per-gpu`.
+    pub ntasks_per_gpu: Option<u32>,
     /// `--tmp`: MiB of TmpDisk per node.
     pub tmp: Option<u64>,
     /// `--priority`.
@@ -510,6 +513,7 @@ impl Options {
             threads_per_core,
             ntasks_per_socket,
             ntasks_per_core,
+            ntasks_per_gpu,
             tmp,
             priority,
             mincpus,
@@ -1035,6 +1039,7 @@ fn apply(
             opts.ntasks_per_socket = Some(parse_int("--ntasks-per-socket", v, true)?)
         }
         Key::NtasksPerCore => opts.ntasks_per_core = Some(parse_int("--ntasks-per-core", v, true)?),
+        Key::NtasksPerGpu => opts.ntasks_per_gpu = Some(parse_int("--ntasks-per-gpu", v, true)?),
         Key::ExtraNodeInfo => {
             let (s, c, t) = parse_extra_node_info(v).ok_or_else(|| {
                 Fail::error("Invalid --extra-node-info specification", EXIT_BAD_OPTION)
@@ -1754,6 +1759,18 @@ pub fn build_desc(
             ));
         }
     }
+    if o.ntasks_per_gpu.is_some() {
+        for (given, name) in [
+            (o.gpus_per_task.is_some(), "--gpus-per-task"),
+            (o.ntasks_per_node.is_some(), "--ntasks-per-node"),
+        ] {
+            if given {
+                return Err(Fail::fatal(format!(
+                    "{name} is mutually exclusive with --ntasks-per-gpu and SLURM_NTASKS_PER_GPU"
+                )));
+            }
+        }
+    }
     let req_nodes = match &o.nodelist {
         Some(v) => expand_nodes(v, &ctx.cwd)?,
         None => Vec::new(),
@@ -1884,6 +1901,7 @@ pub fn build_desc(
         threads_per_core: o.threads_per_core,
         ntasks_per_socket: o.ntasks_per_socket,
         ntasks_per_core: o.ntasks_per_core,
+        ntasks_per_gpu: o.ntasks_per_gpu,
         tmp_disk: o.tmp,
         priority: o.priority,
         min_cpus: o.mincpus,

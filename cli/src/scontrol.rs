@@ -271,8 +271,11 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
         format!("StdIn={input}"),
         format!("StdOut={out}"),
         "Power=".to_string(),
-        String::new(),
     ]);
+    if let Some(k) = job.desc.ntasks_per_gpu {
+        lines.push(format!("NtasksPerTRES={k}"));
+    }
+    lines.push(String::new());
     finish(lines, o.oneliner)
 }
 

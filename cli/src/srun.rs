@@ -59,6 +59,9 @@ pub struct AllocOpts {
     pub ntasks_per_socket: Option<u32>,
     /// `--ntasks-per-core`: for a new allocation and for the step.
     pub ntasks_per_core: Option<u32>,
+    /// `--ntasks-per-gpu`: for a new allocation (a step in an allocation
+    /// takes the job's, derived by the controller).
+    pub ntasks_per_gpu: Option<u32>,
     /// `--tmp`: MiB of TmpDisk per node, for a new allocation.
     pub tmp: Option<u64>,
     /// `--priority`, for a new allocation.
@@ -169,6 +172,12 @@ pub struct AllocOpts {
 
 /// Options of [`OPTS`] that differ from Slurm's (for [`crate::compat`]).
 pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
+    (
+        "ntasks-per-gpu",
+        crate::compat::Support::Differs(
+            "for srun's own allocation; in a job only the job's own value (the step takes the job's task count)",
+        ),
+    ),
     ("extra", crate::sbatch::EXTRA_NOTE),
     ("wckey", crate::sbatch::WCKEY_NOTE),
     (
@@ -335,6 +344,11 @@ pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "ntasks-per-core",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
+        long: "ntasks-per-gpu",
         arg: Arg::Required,
     },
     Opt {
@@ -886,6 +900,14 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 o.ntasks_per_socket = Some(num(prog, name, &v)?).filter(|n| *n > 0)
             }
             "ntasks-per-core" => o.ntasks_per_core = Some(num(prog, name, &v)?).filter(|n| *n > 0),
+            "ntasks-per-gpu" => match num(prog, name, &v)? {
+                0 => {
+                    return Err(format!(
+                        "{prog}: error: Invalid --ntasks-per-gpu value: {v}"
+                    ))
+                }
+                n => o.ntasks_per_gpu = Some(n),
+            },
             "extra-node-info" => {
                 let (a, b, c) = crate::sbatch::parse_extra_node_info(&v).ok_or_else(|| {
                     format!("{prog}: error: Invalid --extra-node-info specification")
@@ -1105,6 +1127,18 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             ));
         }
     }
+    if o.ntasks_per_gpu.is_some() {
+        for (given, other) in [
+            (o.gpus_per_task.is_some(), "--gpus-per-task"),
+            (o.ntasks_per_node.is_some(), "--ntasks-per-node"),
+        ] {
+            if given {
+                return Err(format!(
+                    "{prog}: fatal: {other} is mutually exclusive with --ntasks-per-gpu and SLURM_NTASKS_PER_GPU"
+                ));
+            }
+        }
+    }
     // Fewer tasks than nodes: as many nodes as tasks, as Slurm's.
     if let (Some(nt), Some((min, max))) = (o.ntasks.filter(|n| *n > 0), o.nodes) {
         let max = max.map(|m| m.min(nt));
@@ -1223,6 +1257,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         threads_per_core: o.threads_per_core,
         ntasks_per_socket: o.ntasks_per_socket,
         ntasks_per_core: o.ntasks_per_core,
+        ntasks_per_gpu: o.ntasks_per_gpu,
         tmp_disk: o.tmp,
         priority: o.priority,
         min_cpus: o.mincpus,
@@ -2158,6 +2193,7 @@ const INPUT_ENV: &[(&str, &str, bool)] = &[
     ("SLURM_TASK_EPILOG", "task-epilog", true),
     // The job's, set in its scripts: its steps keep to it.
     ("SLURM_NTASKS_PER_CORE", "ntasks-per-core", true),
+    ("SLURM_NTASKS_PER_GPU", "ntasks-per-gpu", true),
 ];
 /// Inside an overcommitted allocation the job holds fewer tasks than it
 /// asked for, so the task count it was given still counts.
@@ -2341,10 +2377,21 @@ pub fn srun_main() -> i32 {
             Err(e) => return e.exit(codes),
         },
     };
+    // A step takes the job's --ntasks-per-gpu as the controller applied it
+    // (its task count); another value would need a step GPU layout.
+    if !allocated && o.ntasks_per_gpu.is_some() && o.ntasks_per_gpu != job.desc.ntasks_per_gpu {
+        eprintln!(
+            "srun: error: --ntasks-per-gpu applies to a new allocation; job {} was not submitted with --ntasks-per-gpu={}",
+            job.job_id,
+            o.ntasks_per_gpu.unwrap_or(0)
+        );
+        return codes.error;
+    }
     let req = StepRequest {
         job_id: job.job_id,
         name: o.job_name.clone().unwrap_or(name),
-        ntasks: o.ntasks,
+        // With --ntasks-per-gpu the job's task count is the controller's.
+        ntasks: o.ntasks.or_else(|| o.ntasks_per_gpu.map(|_| job.num_tasks)),
         // With -r and -n alone, as few nodes as the tasks (Slurm's -N from
         // SLURM_JOB_NUM_NODES, cut down to -n).
         min_nodes: o.nodes.map(|n| n.0).or(o

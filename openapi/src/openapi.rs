@@ -469,8 +469,8 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
         json!(slurm_common::hostlist::compress(&j.alloc.nodes)),
     );
     put("nice", json!(d.nice.unwrap_or(0)));
-    put("tasks_per_core", unset());
-    put("tasks_per_tres", unset());
+    put("tasks_per_core", d.ntasks_per_core.map_or_else(unset, num));
+    put("tasks_per_tres", d.ntasks_per_gpu.map_or_else(unset, num));
     put("tasks_per_node", num(d.ntasks_per_node.unwrap_or(0)));
     put("tasks_per_socket", unset());
     put("tasks_per_board", num(0));

@@ -24,6 +24,7 @@ pub const JOB_ENV_VARS: &[&str] = &[
     "SLURM_MEM_PER_GPU",
     "SLURM_NTASKS_PER_SOCKET",
     "SLURM_NTASKS_PER_CORE",
+    "SLURM_NTASKS_PER_GPU",
     "SLURM_THREADS_PER_CORE",
     "SLURM_JOB_SEGMENT_SIZE",
 ];
@@ -37,7 +38,7 @@ pub fn job_env(j: &JobRecord) -> Vec<String> {
         env.push(format!("SLURM_RESTART_COUNT={}", j.restarts));
     }
     let d = &j.desc;
-    let given: [(&str, Option<String>); 12] = [
+    let given: [(&str, Option<String>); 13] = [
         ("SLURM_JOB_DEPENDENCY", d.dependency.clone()),
         ("SLURM_JOB_LICENSES", d.licenses.clone()),
         ("SLURM_JOB_RESERVATION", d.reservation.clone()),
@@ -53,6 +54,10 @@ pub fn job_env(j: &JobRecord) -> Vec<String> {
         (
             "SLURM_NTASKS_PER_CORE",
             d.ntasks_per_core.map(|n| n.to_string()),
+        ),
+        (
+            "SLURM_NTASKS_PER_GPU",
+            d.ntasks_per_gpu.map(|n| n.to_string()),
         ),
         (
             "SLURM_THREADS_PER_CORE",

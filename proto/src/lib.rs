@@ -411,6 +411,11 @@ pub struct JobDesc {
     /// given whole cores' share of threads to keep it so).
     #[serde(default)]
     pub ntasks_per_core: Option<u32>,
+    /// `--ntasks-per-gpu`: this many tasks for each GPU (Slurm's
+    /// ntasks_per_tres): with GPUs asked for, the task count follows
+    /// them; otherwise one GPU per this many tasks.
+    #[serde(default)]
+    pub ntasks_per_gpu: Option<u32>,
     /// `--tmp`: MiB of temporary disk space each node must have (its
     /// `TmpDisk`).
     #[serde(default)]

@@ -258,6 +258,7 @@ const JOB_FIELDS_USED: &[&str] = &[
     "standard_output",
     "tasks",
     "tasks_per_node",
+    "ntasks_per_tres",
     "time_limit",
     "time_minimum",
     "user_id",
@@ -444,6 +445,7 @@ pub fn job_desc(
             "standard_output" => d.std_out = opt_string(val, p)?,
             "tasks" => d.ntasks = u32_of(val, p)?.filter(|&n| n > 0),
             "tasks_per_node" => d.ntasks_per_node = u32_of(val, p)?.filter(|&n| n > 0),
+            "ntasks_per_tres" => d.ntasks_per_gpu = u32_of(val, p)?.filter(|&n| n > 0),
             "time_limit" => {
                 d.time_limit = match val {
                     Value::String(s) if s.contains(':') || s.contains('-') => Some(

@@ -92,6 +92,7 @@ fn ask_everything(d: &mut slurm_proto::JobDesc) {
     d.mem_per_gpu = Some(1);
     d.ntasks_per_socket = Some(1);
     d.ntasks_per_core = Some(1);
+    d.ntasks_per_gpu = Some(1);
     d.threads_per_core = Some(1);
     d.segment = Some(1);
 }

@@ -70,6 +70,7 @@ mod tests {
         d.mem_per_gpu = Some(1024);
         d.ntasks_per_socket = Some(1);
         d.ntasks_per_core = Some(1);
+        d.ntasks_per_gpu = Some(2);
         d.threads_per_core = Some(1);
         d.segment = Some(2);
         let env = job_env(&j);

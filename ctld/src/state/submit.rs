@@ -59,6 +59,82 @@ impl SubmitLimits {
     }
 }
 
+/// `--ntasks-per-gpu=K` as Slurm's controller reads it (ntasks_per_tres):
+/// with GPUs asked for, the job runs K tasks for each of them (its task
+/// count follows); without, it gets one GPU for every K tasks (`-n` a
+/// multiple of K), or with a fixed node count and no task count K tasks and
+/// one GPU per node. Not with `--gpus-per-task` or `--ntasks-per-node`.
+fn tasks_per_gpu(mut desc: JobDesc, k: u32) -> Result<JobDesc, RpcError> {
+    use slurm_common::gres;
+    for (given, name) in [
+        (desc.gpus_per_task.is_some(), "--gpus-per-task"),
+        (desc.ntasks_per_node.is_some(), "--ntasks-per-node"),
+    ] {
+        if given {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                format!("{name} is mutually exclusive with --ntasks-per-gpu"),
+            );
+        }
+    }
+    let bad = |e: String| RpcError {
+        error: SlurmError::InvalidGres,
+        detail: Some(e),
+    };
+    let nodes = u64::from(
+        desc.min_nodes
+            .unwrap_or(1)
+            .max(desc.req_nodes.len() as u32)
+            .max(1),
+    );
+    let mut per_node: u64 = 0;
+    if let Some(g) = &desc.gres {
+        per_node += gres::parse_list(g)
+            .map_err(bad)?
+            .iter()
+            .filter(|s| s.name == "gpu")
+            .map(|s| s.count)
+            .sum::<u64>();
+    }
+    if let Some(g) = &desc.gpus_per_node {
+        per_node += gres::parse_gpus(g).map_err(bad)?.count;
+    }
+    let mut gpus = per_node.saturating_mul(nodes);
+    if let Some(g) = &desc.gpus {
+        gpus = gpus.saturating_add(gres::parse_gpus(g).map_err(bad)?.count);
+    }
+    let fixed_nodes = desc
+        .min_nodes
+        .filter(|n| desc.max_nodes.is_none_or(|m| m == *n));
+    if gpus > 0 {
+        let tasks = gpus.saturating_mul(u64::from(k));
+        desc.ntasks = Some(u32::try_from(tasks).map_err(|_| RpcError {
+            error: SlurmError::BadTaskCount,
+            detail: Some(format!("{gpus} GPUs at {k} tasks each is too many tasks")),
+        })?);
+    } else if let Some(n) = desc.ntasks {
+        if n % k != 0 {
+            return err_detail(
+                SlurmError::InvalidGres,
+                "-n/--ntasks has to be a multiple of --ntasks-per-gpu",
+            );
+        }
+        desc.gpus = Some((n / k).to_string());
+    } else if let Some(n) = fixed_nodes {
+        desc.ntasks = Some(n.checked_mul(k).ok_or(RpcError {
+            error: SlurmError::BadTaskCount,
+            detail: Some(format!("{k} tasks per GPU on {n} nodes is too many tasks")),
+        })?);
+        desc.gpus = Some(n.to_string());
+    } else {
+        return err_detail(
+            SlurmError::InvalidGres,
+            "--ntasks-per-gpu needs GPUs (--gpus, --gres=gpu:N, --gpus-per-node) or a task or node count",
+        );
+    }
+    Ok(desc)
+}
+
 impl Controller {
     /// Validate a submission and build the job record (not yet stored).
     pub fn build_job(
@@ -147,6 +223,7 @@ impl Controller {
             || desc.ntasks_per_node == Some(0)
             || desc.ntasks_per_socket == Some(0)
             || desc.ntasks_per_core == Some(0)
+            || desc.ntasks_per_gpu == Some(0)
             || desc.sockets_per_node == Some(0)
             || desc.cores_per_socket == Some(0)
             || desc.threads_per_core == Some(0)
@@ -189,6 +266,10 @@ impl Controller {
                 }
             }
         }
+        let desc = match desc.ntasks_per_gpu {
+            Some(k) => tasks_per_gpu(desc, k)?,
+            None => desc,
+        };
         // Task and node counts as Slurm derives them.
         let part_nodes = part.nodes.len().max(1) as u32;
         let mut min_nodes = desc.min_nodes.unwrap_or(1);

@@ -255,3 +255,75 @@ fn licenses_are_counted_and_jobs_wait_for_them() {
         );
     }
 }
+
+/// `--ntasks-per-gpu` as Slurm's controller reads it: with GPUs asked for,
+/// that many tasks for each (the task count follows), with a task count one
+/// GPU per that many tasks; the job and its steps are told
+/// (`SLURM_NTASKS_PER_GPU`, `scontrol show job`'s `NtasksPerTRES`), and what
+/// cannot go together is refused with Slurm's words.
+#[test]
+fn ntasks_per_gpu_gives_tasks_for_gpus_and_gpus_for_tasks() {
+    let t = TestCluster::start(2, |s| {
+        s.node_gres = Some("gpu:a100:2,gpu:v100:2".into());
+    });
+    let show = write_script(
+        &t,
+        "per_gpu.sh",
+        "#!/bin/sh\necho \"$SLURM_NTASKS $SLURM_NTASKS_PER_GPU $SLURM_GPUS_ON_NODE\"\nsrun sh -c 'echo $SLURM_PROCID' | sort | tr '\\n' ' '\necho\n",
+    );
+    // Two GPUs on one node, two tasks each: four tasks.
+    let a = t.sbatch(&["-N1", "--gpus-per-node=2", "--ntasks-per-gpu=2", &show]);
+    // Three tasks, one GPU per task... of three: three GPUs.
+    let b = t.sbatch(&["-n3", "--ntasks-per-gpu=1", "-w", "n2", &show]);
+    for id in [a, b] {
+        let j = t.wait_done(id, 60);
+        assert_eq!(j.state, JobState::Completed, "{:?}\n{}", j.reason, t.logs());
+    }
+    assert_eq!(gpu_env(&t, a), "4 2 2\n0 1 2 3 \n");
+    assert_eq!(gpu_env(&t, b), "3 1 3\n0 1 2 \n");
+    let detail = stdout(&t.run("scontrol", &["show", "job", &a.to_string()]));
+    assert!(detail.contains("\n   NtasksPerTRES=2\n"), "{detail}");
+    // A task count that is not a multiple, no GPUs and no count at all
+    // (Slurm's sbatch says only the error's name), and the options Slurm
+    // will not take with it.
+    let gres =
+        "sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification";
+    for (args, want) in [
+        (vec!["-n3", "--ntasks-per-gpu=2"], gres),
+        (vec!["-N1-2", "--ntasks-per-gpu=2"], gres),
+        (
+            vec!["--gpus-per-task=1", "--ntasks-per-gpu=2"],
+            "sbatch: fatal: --gpus-per-task is mutually exclusive with --ntasks-per-gpu and SLURM_NTASKS_PER_GPU",
+        ),
+        (
+            vec!["--ntasks-per-node=2", "--ntasks-per-gpu=2"],
+            "sbatch: fatal: --ntasks-per-node is mutually exclusive with --ntasks-per-gpu",
+        ),
+        (
+            vec!["--ntasks-per-gpu=0"],
+            "Invalid numeric value \"0\" for --ntasks-per-gpu.",
+        ),
+    ] {
+        let mut argv = args.clone();
+        argv.extend(["--wrap", "true"]);
+        let out = t.run("sbatch", &argv);
+        assert!(!out.status.success(), "{args:?}: {}", stdout(&out));
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+    // srun makes its own allocation the same way.
+    let out = t.run(
+        "srun",
+        &[
+            "-N1",
+            "--gpus=1",
+            "--ntasks-per-gpu=3",
+            "sh",
+            "-c",
+            "echo $SLURM_PROCID",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut ids: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
+    ids.sort();
+    assert_eq!(ids, ["0", "1", "2"]);
+}
