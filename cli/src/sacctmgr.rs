@@ -1693,6 +1693,8 @@ fn runaway_jobs(conf: &slurm_common::conf::SlurmConf, specs: &Specs, f: &Flags) 
             slurm_proto::JobState::Running,
             slurm_proto::JobState::Suspended,
         ],
+        // Every record: an earlier run left open is the runaway.
+        duplicates: true,
         ..Default::default()
     }))?
     else {

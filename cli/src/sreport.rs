@@ -466,6 +466,8 @@ fn window_jobs(
         clusters: clusters.to_vec(),
         start: Some(o.start),
         end: Some(o.end),
+        // Every run of a requeued job used the cluster.
+        duplicates: true,
         ..Default::default()
     };
     match common::dbd_ask(conf, AcctRequest::GetJobs(q))? {

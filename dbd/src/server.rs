@@ -268,6 +268,16 @@ impl Server {
             _ => false,
         };
         let texts = matches!(&body, AcctRequest::GetJobs(q) if q.with_script || q.with_env);
+        // Cut to what the caller may see first, then to each job id's last
+        // record (an id's last record may be another user's).
+        let mut body = body;
+        let last_after = match &mut body {
+            AcctRequest::GetJobs(q) if hides && !superuser && !q.duplicates => {
+                q.duplicates = true;
+                true
+            }
+            _ => false,
+        };
         // What a change will be recorded as (`sacctmgr show transaction`).
         let txn = crate::txn::describe(&body);
         let resp = self.answer(body, now).await;
@@ -293,7 +303,7 @@ impl Server {
         } else {
             resp
         };
-        let resp = if hides && !superuser {
+        let mut resp = if hides && !superuser {
             match self.private_view(uid, resp).await {
                 Ok(r) => r,
                 Err(e) => return storage_error(e),
@@ -301,6 +311,9 @@ impl Server {
         } else {
             resp
         };
+        if let (true, AcctResponse::Jobs(rows)) = (last_after, &mut resp) {
+            crate::storage::jobs::keep_last_records(rows);
+        }
         self.stats.request(rpc, uid, t0.elapsed());
         if admin && matches!(&resp, AcctResponse::Changed(v) if !v.is_empty()) {
             self.tell_controllers();

@@ -101,11 +101,13 @@ impl Controller {
         };
         if self.acct_jobs.get(&j.job_id) != Some(&key) {
             // AccountingStoreFlags: the script and environment go with the
-            // first record of a batch job (just submitted, or requeued: a
-            // record of its own); slurmdbd keeps each content once, so
-            // after a controller restart pending jobs sending them again
-            // cost only the transfer.
-            let fresh = j.batch && j.state == JobState::Pending;
+            // first record of a batch job (just submitted, or its next run
+            // after a requeue: a record of its own); after a controller
+            // restart only jobs still waiting for their first run send
+            // them again (slurmdbd keeps each content once).
+            let fresh = j.batch
+                && j.state == JobState::Pending
+                && (j.restarts == 0 || self.acct_payload_due.remove(&j.job_id));
             if fresh && !self.acct_jobs.contains_key(&j.job_id) {
                 self.attach_payload(j.job_id, &mut rec);
             }
@@ -194,8 +196,11 @@ impl Controller {
         }
         if self.acct_enabled {
             self.acct_job(&run);
-            // The next record is the next run's (with the script again).
+            // The next record is the next run's (with the script again);
+            // its steps are numbered from 0 again.
             self.acct_jobs.remove(&id);
+            self.acct_payload_due.insert(id);
+            self.acct_steps.retain(|(job, _), _| *job != id);
         }
         self.requeued_now
             .push(slurm_proto::acct::AcctJob::from_record(&run));
@@ -245,6 +250,9 @@ impl Controller {
         self.delegates = Delegates::of(&c);
         self.assocs = Some(c);
         self.sched_needed = true;
+        // Readers learn of new operators and coordinators (what they may
+        // see) with the next snapshot: publish one.
+        self.dirty = true;
         self.fair_share_from_accounting(now);
     }
 

@@ -33,7 +33,11 @@ impl Controller {
     ) -> Result<&Arc<JobRecord>, RpcError> {
         let j = self.p.jobs.get(&id).ok_or(SlurmError::InvalidJobId)?;
         if !who.privileged && j.user_id != who.uid {
-            return Err(if self.conf.private_data().jobs {
+            // (A job the caller may see: an operator's or coordinator's.)
+            let hidden = self.conf.private_data().jobs
+                && !who.operator
+                && !self.coordinates(who, &j.account);
+            return Err(if hidden {
                 SlurmError::InvalidJobId
             } else {
                 denied
@@ -182,28 +186,26 @@ impl Controller {
         kill_wait: u32,
         now: i64,
     ) {
-        if self.p.jobs.get(&id).is_some_and(|j| j.state.is_active()) {
-            self.record_requeued_run(id, recorded, now);
-        }
+        let Some(running) = self.p.jobs.get(&id).map(|j| j.state.is_active()) else {
+            return;
+        };
+        let suspended = self
+            .p
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.state == JobState::Suspended);
+        self.new_run_record(id, recorded, now);
         let Some(j) = self.job_mut(id) else { return };
-        let running = j.state.is_active();
         let run = j.start_time;
         // As Slurm: a suspended job requeued is held.
-        if j.state == JobState::Suspended && j.held.is_none() {
+        if suspended && j.held.is_none() {
             j.held = Some(HoldKind::Admin);
         }
         j.clear_suspension();
         let nodes = j.alloc.nodes.clone();
-        for st in j.steps.iter_mut().filter(|s| s.state == JobState::Running) {
-            st.state = JobState::Cancelled;
-            st.end_time = Some(now);
-        }
         j.state = JobState::Pending;
         j.reason = JobReason::None;
         j.restarts += 1;
-        // A new submit time, as Slurm's: the next run is a record of its
-        // own in accounting.
-        j.submit_time = now.max(j.submit_time + 1);
         j.start_time = None;
         j.end_time = None;
         j.exit_status = 0;
@@ -225,6 +227,22 @@ impl Controller {
         self.save_job(id);
         self.sched_needed = true;
         self.refresh();
+    }
+
+    /// A requeue, as Slurm records it: a running job's run ends in
+    /// accounting in state `recorded` ([`Self::record_requeued_run`]), the
+    /// job forgets that run's steps (the next run numbers them from 0) and
+    /// takes a new submit time, so its next run is a record of its own.
+    /// (The caller then puts it back in the queue; `record_requeued_run`
+    /// reads its state first.)
+    fn new_run_record(&mut self, id: JobId, recorded: JobState, now: i64) {
+        if self.p.jobs.get(&id).is_some_and(|j| j.state.is_active()) {
+            self.record_requeued_run(id, recorded, now);
+        }
+        if let Some(j) = self.job_mut(id) {
+            j.steps.clear();
+            j.submit_time = now.max(j.submit_time + 1);
+        }
     }
 
     /// Ask `nodes` to end the job; nodes that cannot answer are done at once.
@@ -770,6 +788,7 @@ impl Controller {
         now: i64,
     ) {
         let run = self.p.jobs.get(&id).and_then(|j| j.start_time);
+        self.new_run_record(id, JobState::Requeued, now);
         if let Some(j) = self.job_mut(id) {
             j.state = JobState::Pending;
             let reason = if held {

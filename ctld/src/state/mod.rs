@@ -403,6 +403,8 @@ pub struct Controller {
     ended_now: Vec<JobId>,
     /// Runs ended by a requeue in this batch (their completion lines).
     requeued_now: Vec<slurm_proto::acct::AcctJob>,
+    /// Requeued jobs whose next record carries the script again.
+    acct_payload_due: std::collections::HashSet<JobId>,
     /// What was last recorded per job (a hash of the record), step and
     /// node (to send only changes).
     acct_jobs: HashMap<JobId, u64>,
@@ -653,6 +655,7 @@ impl Controller {
             acct_new: Vec::new(),
             ended_now: Vec::new(),
             requeued_now: Vec::new(),
+            acct_payload_due: Default::default(),
             acct_jobs: HashMap::new(),
             acct_steps: HashMap::new(),
             acct_nodes: HashMap::new(),

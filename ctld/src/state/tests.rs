@@ -345,6 +345,20 @@ fn a_requeued_job_runs_again_and_counts_its_restart() {
     let j = s.job(id);
     assert_eq!(j.restarts, 1);
     assert_eq!(j.state, JobState::Running, "{:?}", j.reason);
+    // The next run has only its own steps (one batch step), and no step
+    // record of the first run is sent under the new submit time.
+    let batch_steps = j.steps.iter().filter(|st| st.step_id == BATCH_STEP).count();
+    assert_eq!(batch_steps, 1, "{:?}", j.steps);
+    let requeued_at = resubmitted;
+    for e in &s.journaled {
+        if let Entry::Acct(r) = e {
+            if let AcctRecord::StepStart(st) | AcctRecord::StepEnd(st) = &r.record {
+                if st.job_id == id && st.job_submit == resubmitted {
+                    assert!(st.start_time >= requeued_at, "an old step resent: {st:?}");
+                }
+            }
+        }
+    }
     s.check_replay();
 }
 

@@ -180,6 +180,21 @@ fn push_window(q: &mut Q, f: &JobQuery) {
     q.push(")");
 }
 
+/// Only each job id's last record (by submit time, the order rows come
+/// in): a requeued job's earlier runs, or an earlier job of the same id,
+/// are for `sacct -D`.
+pub fn keep_last_records(rows: &mut Vec<JobRow>) {
+    let mut last: HashMap<(String, u32), usize> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        last.insert((r.cluster.clone(), r.job.job_id), i);
+    }
+    let mut i = 0;
+    rows.retain(|r| {
+        i += 1;
+        last.get(&(r.cluster.clone(), r.job.job_id)) == Some(&(i - 1))
+    });
+}
+
 impl Storage {
     /// `sacctmgr show runawayjobs`, fixed: each named job of the cluster
     /// still pending, running or suspended here ends COMPLETED at the
@@ -292,25 +307,6 @@ impl Storage {
                 })
             })
             .collect::<Result<_>>()?;
-        if !f.duplicates {
-            // Only each job id's last record (by submit time, as the rows
-            // come): a requeued job's earlier runs are asked for with -D.
-            let mut last: HashMap<(&str, u32), usize> = HashMap::new();
-            for (i, r) in out.iter().enumerate() {
-                last.insert((r.cluster.as_str(), r.job.job_id), i);
-            }
-            let keep: Vec<bool> = (0..out.len())
-                .map(|i| last.get(&(out[i].cluster.as_str(), out[i].job.job_id)) == Some(&i))
-                .collect();
-            if keep.iter().any(|k| !k) {
-                let mut k = keep.iter();
-                out.retain(|_| *k.next().unwrap_or(&true));
-                if !hashes.is_empty() {
-                    let mut k = keep.iter();
-                    hashes.retain(|_| *k.next().unwrap_or(&true));
-                }
-            }
-        }
         if !hashes.is_empty() {
             let mut wanted: Vec<String> = hashes
                 .iter()
@@ -361,6 +357,9 @@ impl Storage {
             for r in &mut out {
                 r.steps.sort_by_key(|s| step_order(s.step_id));
             }
+        }
+        if !f.duplicates {
+            keep_last_records(&mut out);
         }
         Ok(out)
     }
