@@ -1212,13 +1212,15 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         }),
         max_nodes: o.nodes.and_then(|n| n.1),
         // Overcommitted, the allocation is one task per node; the step
-        // then runs every task on it.
-        ntasks: if o.overcommit {
+        // then runs every task on it. (With --ntasks-per-gpu the GPUs
+        // follow the real task count: the controller overcommits.)
+        ntasks: if o.overcommit && o.ntasks_per_gpu.is_none() {
             o.ntasks
                 .map(|_| o.nodes.map_or(1, |n| n.0).max(o.nodelist.len() as u32))
         } else {
             o.ntasks
         },
+        overcommit: o.overcommit && o.ntasks_per_gpu.is_some(),
         cpus_per_task: o.cpus_per_task,
         ntasks_per_node: if o.overcommit {
             None
@@ -2390,8 +2392,11 @@ pub fn srun_main() -> i32 {
     let req = StepRequest {
         job_id: job.job_id,
         name: o.job_name.clone().unwrap_or(name),
-        // With --ntasks-per-gpu the job's task count is the controller's.
-        ntasks: o.ntasks.or_else(|| o.ntasks_per_gpu.map(|_| job.num_tasks)),
+        // In srun's own allocation with --ntasks-per-gpu, the job's task
+        // count is the controller's (in a job, no -n: the job's anyway).
+        ntasks: o
+            .ntasks
+            .or_else(|| (allocated && o.ntasks_per_gpu.is_some()).then_some(job.num_tasks)),
         // With -r and -n alone, as few nodes as the tasks (Slurm's -N from
         // SLURM_JOB_NUM_NODES, cut down to -n).
         min_nodes: o.nodes.map(|n| n.0).or(o
@@ -2459,6 +2464,8 @@ pub fn srun_main() -> i32 {
         }
     };
     let (job_id, step_id) = (layout.job_id, layout.step_id);
+    // (Ends this run's step, never a later run's of the same number.)
+    let job_start = layout.cred.job_start;
     // srun's prolog and epilog get the step's command as arguments and
     // srun's environment with the step's facts.
     let script_args = o.command.clone();
@@ -2495,6 +2502,7 @@ pub fn srun_main() -> i32 {
                     job_id,
                     step_id,
                     status: 1 << 8,
+                    job_start,
                 },
             );
             if allocated {
@@ -2535,6 +2543,7 @@ pub fn srun_main() -> i32 {
             job_id,
             step_id,
             status,
+            job_start,
         },
     );
     if allocated {
@@ -2905,7 +2914,13 @@ pub fn salloc_main() -> i32 {
     if o.no_shell {
         return 0;
     }
-    let child = std::process::Command::new(&command[0])
+    let mut child = std::process::Command::new(&command[0]);
+    // What an outer job told of itself is not this job's (a batch launch
+    // strips the same names).
+    for k in slurm_proto::jobenv::JOB_ENV_VARS {
+        child.env_remove(k);
+    }
+    let child = child
         .args(&command[1..])
         .envs(alloc_env(&job, &conf, &o))
         .spawn();

@@ -706,9 +706,11 @@ impl CtldCall {
                 step_id,
                 node,
                 usage,
+                job_start,
             } => CtldCall::StepUsage(pb::StepUsageRequest {
                 job_id,
                 step_id,
+                job_start,
                 node,
                 usage: Some(usage.into()),
             }),
@@ -746,6 +748,7 @@ impl CtldCall {
             CtldCall::StepUsage(u) => RequestBody::StepUsage {
                 job_id: u.job_id,
                 step_id: u.step_id,
+                job_start: u.job_start,
                 node: u.node,
                 usage: u.usage.ok_or_else(|| missing("usage"))?.into(),
             },
@@ -1277,6 +1280,7 @@ mod tests {
                 step_id: 1,
                 node: "n1".into(),
                 usage,
+                job_start: Some(5),
             },
         ];
         let mut methods = std::collections::HashSet::new();

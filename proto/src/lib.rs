@@ -1987,6 +1987,9 @@ pub enum RequestBody {
         step_id: u32,
         node: String,
         usage: TaskUsage,
+        /// The run the step belongs to (as `StepComplete`'s).
+        #[serde(default)]
+        job_start: Option<i64>,
     },
     // ---- controller → node daemon
     LaunchBatch(Box<BatchLaunch>),
@@ -2037,6 +2040,10 @@ pub enum RequestBody {
         job_id: JobId,
         step_id: u32,
         status: i32,
+        /// The run the step belongs to (its credential's `job_start`):
+        /// a report of a requeued job's earlier run is refused.
+        #[serde(default)]
+        job_start: Option<i64>,
     },
     /// `scancel job.step`: signal (default: kill) one step's tasks.
     CancelStep {

@@ -205,6 +205,9 @@ pub enum OutMsg {
         job_id: JobId,
         step_id: u32,
         usage: Usage,
+        /// The run the step belongs to (its credential's job start).
+        #[serde(default)]
+        job_start: Option<i64>,
     },
 }
 
@@ -249,11 +252,13 @@ impl OutMsg {
                 job_id,
                 step_id,
                 usage,
+                job_start,
             } => RequestBody::StepUsage {
                 job_id,
                 step_id,
                 node: node.to_string(),
                 usage,
+                job_start,
             },
         }
     }

@@ -362,6 +362,8 @@ pub fn release(ctx: &Ctx, job: JobId) {
             job_id: job,
             step_id: slurm_proto::EXTERN_STEP,
             usage,
+            // (A pod's job is never requeued.)
+            job_start: None,
         });
     }
 }

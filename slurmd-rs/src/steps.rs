@@ -1020,6 +1020,7 @@ pub async fn launch(
                     job_id: key.0,
                     step_id: key.1,
                     usage,
+                    job_start: run,
                 });
             }
         }

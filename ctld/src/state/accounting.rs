@@ -196,11 +196,6 @@ impl Controller {
         }
         if self.acct_enabled {
             self.acct_job(&run);
-            // The next record is the next run's (with the script again);
-            // its steps are numbered from 0 again.
-            self.acct_jobs.remove(&id);
-            self.acct_payload_due.insert(id);
-            self.acct_steps.retain(|(job, _), _| *job != id);
         }
         self.requeued_now
             .push(slurm_proto::acct::AcctJob::from_record(&run));

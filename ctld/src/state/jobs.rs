@@ -236,8 +236,22 @@ impl Controller {
     /// (The caller then puts it back in the queue; `record_requeued_run`
     /// reads its state first.)
     fn new_run_record(&mut self, id: JobId, recorded: JobState, now: i64) {
-        if self.p.jobs.get(&id).is_some_and(|j| j.state.is_active()) {
+        let Some(j) = self.p.jobs.get(&id) else {
+            return;
+        };
+        let (active, batch) = (j.state.is_active(), j.batch);
+        let steps: Vec<u32> = j.steps.iter().map(|s| s.step_id).collect();
+        if active {
             self.record_requeued_run(id, recorded, now);
+        }
+        // The next record is the next run's (with the script again); its
+        // steps are numbered from 0 again.
+        self.acct_jobs.remove(&id);
+        if batch && self.acct_enabled {
+            self.acct_payload_due.insert(id);
+        }
+        for s in steps {
+            self.acct_steps.remove(&(id, s));
         }
         if let Some(j) = self.job_mut(id) {
             j.steps.clear();

@@ -1190,7 +1190,8 @@ impl Controller {
                 job_id,
                 step_id,
                 status,
-            } => self.step_complete(who, job_id, step_id, status, now),
+                job_start,
+            } => self.step_complete(who, job_id, step_id, status, job_start, now),
             RequestBody::CancelStep {
                 job_id,
                 step_id,
@@ -1222,8 +1223,9 @@ impl Controller {
                 step_id,
                 node,
                 usage,
+                job_start,
             } if who.privileged => {
-                self.step_usage(job_id, step_id, &node, usage);
+                self.step_usage(job_id, step_id, &node, usage, job_start);
                 Ok(Response::Ok)
             }
             RequestBody::EpilogFailed { job_id, node } if who.privileged => {

@@ -286,9 +286,15 @@ impl Controller {
         id: JobId,
         step_id: u32,
         status: i32,
+        job_start: Option<i64>,
         now: i64,
     ) -> Result<Response, RpcError> {
-        self.owned_job(who, id)?;
+        let j = self.owned_job(who, id)?;
+        // A step of an earlier run (the job was requeued since): not the
+        // next run's step of the same number.
+        if job_start.is_some() && job_start != j.start_time {
+            return err(SlurmError::AlreadyDone);
+        }
         let Some(j) = self.job_mut(id) else {
             return err(SlurmError::InvalidJobId);
         };
@@ -436,14 +442,20 @@ impl Controller {
 
     /// Add one node's usage to a step: CPU times add up, MaxRSS is the
     /// largest of any node (and says which).
-    pub(super) fn step_usage(&mut self, id: JobId, step_id: u32, node: &str, u: TaskUsage) {
-        // Only a node the job runs on reports its steps' usage.
-        if !self
-            .p
-            .jobs
-            .get(&id)
-            .is_some_and(|j| j.alloc.nodes.iter().any(|n| n == node))
-        {
+    pub(super) fn step_usage(
+        &mut self,
+        id: JobId,
+        step_id: u32,
+        node: &str,
+        u: TaskUsage,
+        job_start: Option<i64>,
+    ) {
+        // Only a node the job runs on reports its steps' usage, and only
+        // for this run's steps.
+        if !self.p.jobs.get(&id).is_some_and(|j| {
+            j.alloc.nodes.iter().any(|n| n == node)
+                && (job_start.is_none() || job_start == j.start_time)
+        }) {
             return;
         }
         let Some(st) = self

@@ -77,10 +77,18 @@ fn tasks_per_gpu(mut desc: JobDesc, k: u32) -> Result<JobDesc, RpcError> {
             );
         }
     }
+    // (Slurm's field is 16 bits.)
+    if k >= u32::from(u16::MAX) {
+        return err_detail(
+            SlurmError::InvalidRequest,
+            format!("--ntasks-per-gpu={k} is too large"),
+        );
+    }
     let bad = |e: String| RpcError {
         error: SlurmError::InvalidGres,
         detail: Some(e),
     };
+    let too_many = || bad("more GPUs than can be counted".to_string());
     let nodes = u64::from(
         desc.min_nodes
             .unwrap_or(1)
@@ -89,19 +97,20 @@ fn tasks_per_gpu(mut desc: JobDesc, k: u32) -> Result<JobDesc, RpcError> {
     );
     let mut per_node: u64 = 0;
     if let Some(g) = &desc.gres {
-        per_node += gres::parse_list(g)
-            .map_err(bad)?
-            .iter()
-            .filter(|s| s.name == "gpu")
-            .map(|s| s.count)
-            .sum::<u64>();
+        for s in gres::parse_list(g).map_err(bad)? {
+            if s.name == "gpu" {
+                per_node = per_node.checked_add(s.count).ok_or_else(too_many)?;
+            }
+        }
     }
     if let Some(g) = &desc.gpus_per_node {
-        per_node += gres::parse_gpus(g).map_err(bad)?.count;
+        let n = gres::parse_gpus(g).map_err(bad)?.count;
+        per_node = per_node.checked_add(n).ok_or_else(too_many)?;
     }
-    let mut gpus = per_node.saturating_mul(nodes);
+    let mut gpus = per_node.checked_mul(nodes).ok_or_else(too_many)?;
     if let Some(g) = &desc.gpus {
-        gpus = gpus.saturating_add(gres::parse_gpus(g).map_err(bad)?.count);
+        let n = gres::parse_gpus(g).map_err(bad)?.count;
+        gpus = gpus.checked_add(n).ok_or_else(too_many)?;
     }
     let fixed_nodes = desc
         .min_nodes
@@ -119,7 +128,18 @@ fn tasks_per_gpu(mut desc: JobDesc, k: u32) -> Result<JobDesc, RpcError> {
                 "-n/--ntasks has to be a multiple of --ntasks-per-gpu",
             );
         }
-        desc.gpus = Some((n / k).to_string());
+        // As Slurm's: at least a GPU per node, and no more nodes than GPUs.
+        let gpus = n / k;
+        if u64::from(gpus) < nodes {
+            return err_detail(
+                SlurmError::InvalidGres,
+                format!("{gpus} GPU(s) for {nodes} nodes: fewer GPUs than nodes"),
+            );
+        }
+        if let Some(m) = desc.max_nodes {
+            desc.max_nodes = Some(m.min(gpus));
+        }
+        desc.gpus = Some(gpus.to_string());
     } else if let Some(n) = fixed_nodes {
         desc.ntasks = Some(n.checked_mul(k).ok_or(RpcError {
             error: SlurmError::BadTaskCount,

@@ -290,6 +290,7 @@ fn a_requeued_job_runs_again_and_counts_its_restart() {
     let id = s.submit(|_| {});
     let first = s.job(id).alloc.nodes[0].clone();
     let submitted = s.job(id).submit_time;
+    let first_start = s.job(id).start_time;
     let _ = s.ctl.take_jobcomp();
     s.tick(5);
     s.ok(
@@ -349,6 +350,48 @@ fn a_requeued_job_runs_again_and_counts_its_restart() {
     // record of the first run is sent under the new submit time.
     let batch_steps = j.steps.iter().filter(|st| st.step_id == BATCH_STEP).count();
     assert_eq!(batch_steps, 1, "{:?}", j.steps);
+    // A late report of the first run's step ends nothing of this run's
+    // step of the same number.
+    let stale = |s: &mut Sim, job_start| {
+        s.req(
+            ALICE,
+            RequestBody::StepComplete {
+                job_id: id,
+                step_id: BATCH_STEP,
+                status: 9,
+                job_start,
+            },
+        )
+    };
+    let r = stale(&mut s, first_start);
+    assert!(
+        matches!(&r, Response::Error(e) if e.error == SlurmError::AlreadyDone),
+        "{r:?}"
+    );
+    let r = s.req(
+        ROOT,
+        RequestBody::StepUsage {
+            job_id: id,
+            step_id: BATCH_STEP,
+            node: s.job(id).alloc.nodes[0].clone(),
+            usage: TaskUsage {
+                cpu_usec: 123,
+                ..Default::default()
+            },
+            job_start: first_start,
+        },
+    );
+    assert!(matches!(r, Response::Ok), "{r:?}");
+    let b = s
+        .job(id)
+        .steps
+        .iter()
+        .find(|st| st.step_id == BATCH_STEP)
+        .cloned();
+    let b = b.expect("the batch step");
+    assert_eq!((b.state, b.usage), (JobState::Running, None));
+    let now_start = s.job(id).start_time;
+    assert!(matches!(stale(&mut s, now_start), Response::Ok));
     let requeued_at = resubmitted;
     for e in &s.journaled {
         if let Entry::Acct(r) = e {

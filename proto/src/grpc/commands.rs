@@ -1192,10 +1192,12 @@ impl CommandCall {
                 job_id,
                 step_id,
                 status,
+                job_start,
             } => CommandCall::StepComplete(pb::StepCompleteRequest {
                 job_id,
                 step_id,
                 status,
+                job_start,
             }),
             RequestBody::CancelStep {
                 job_id,
@@ -1318,6 +1320,7 @@ impl CommandCall {
                 job_id: s.job_id,
                 step_id: s.step_id,
                 status: s.status,
+                job_start: s.job_start,
             },
             CommandCall::CancelStep(c) => RequestBody::CancelStep {
                 job_id: c.job_id,

@@ -291,6 +291,13 @@ fn ntasks_per_gpu_gives_tasks_for_gpus_and_gpus_for_tasks() {
     for (args, want) in [
         (vec!["-n3", "--ntasks-per-gpu=2"], gres),
         (vec!["-N1-2", "--ntasks-per-gpu=2"], gres),
+        // Two GPUs for three nodes (Slurm's: fewer GPUs than nodes).
+        (vec!["-N3", "-n6", "--ntasks-per-gpu=3"], gres),
+        // More GPUs than can be counted.
+        (
+            vec!["--gres=gpu:18446744073709551615,gpu:1", "--ntasks-per-gpu=1"],
+            gres,
+        ),
         (
             vec!["--gpus-per-task=1", "--ntasks-per-gpu=2"],
             "sbatch: fatal: --gpus-per-task is mutually exclusive with --ntasks-per-gpu and SLURM_NTASKS_PER_GPU",
