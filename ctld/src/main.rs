@@ -9,6 +9,12 @@ use slurmctld::state::Controller;
 use slurmctld::writer;
 use std::sync::Arc;
 
+// The writer allocates and frees a job's records by the thousand a second;
+// glibc's malloc spent a fifth of its time consolidating and unlinking
+// chunks (docs/performance.md, session 34).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let args = match slurmctld::args::parse(std::env::args().skip(1)) {
         Ok(a) => a,
