@@ -172,7 +172,7 @@ impl Controller {
         self.terminate_on(id, &nodes, kill_wait);
         self.save_job(id);
         self.sched_needed = true;
-        self.refresh();
+        self.refresh_jobs();
     }
 
     /// Put a job back in the queue (`scontrol requeue`, preemption, a lost
@@ -324,7 +324,7 @@ impl Controller {
         }
         self.save_job(id);
         self.sched_needed = true;
-        self.refresh();
+        self.refresh_jobs();
     }
 
     pub(super) fn batch_complete(
@@ -411,7 +411,7 @@ impl Controller {
             self.terminate_on(id, &others, 0);
             self.save_job(id);
             self.sched_needed = true;
-            self.refresh();
+            self.refresh_jobs();
         } else if j.exit_status == 0 && j.state != JobState::Pending {
             // Cancelled, timed out or failed before the script's status came:
             // the status belongs to the batch step (and `scontrol show job`).

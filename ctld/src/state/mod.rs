@@ -444,6 +444,13 @@ pub struct Controller {
     /// node.
     external_nodes: Vec<usize>,
     no_pods_nodes: Vec<usize>,
+    /// Nodes whose use changed since the last refresh (by job changes),
+    /// or all of them.
+    use_changed: Vec<usize>,
+    use_changed_all: bool,
+    /// A full [`Controller::refresh`] has been made (the incremental one
+    /// builds on it).
+    refreshed: bool,
     /// Jobs suspended by preemption, and for whom.
     preempted_for: HashMap<JobId, JobId>,
     /// `Licenses=`: name and count.
@@ -674,6 +681,9 @@ impl Controller {
             node_use: NodeUse::default(),
             external_nodes: Vec::new(),
             no_pods_nodes: Vec::new(),
+            use_changed: Vec::new(),
+            use_changed_all: false,
+            refreshed: false,
             shares: HashMap::new(),
             touched: Default::default(),
             use_ready: false,
@@ -841,8 +851,67 @@ impl Controller {
         self.p.jobs.get_mut(&id).map(Arc::make_mut)
     }
 
+    /// After job changes only (starts, ends, suspensions, cleanups): the
+    /// nodes those jobs use get their counts and states again; what only
+    /// other changes move (admin states, registration, reservations,
+    /// FUTURE, external nodes) stays as the last full [`Self::refresh`]
+    /// left it (every other change makes a full one). Work in the nodes
+    /// touched, not the cluster. Debug builds check it equals a full
+    /// refresh.
+    pub(super) fn refresh_jobs(&mut self) {
+        if !self.refreshed || self.nodes.len() != self.cores_in_use.len() {
+            return self.refresh();
+        }
+        self.count_node_use();
+        if std::mem::take(&mut self.use_changed_all) {
+            self.use_changed.clear();
+            return self.refresh();
+        }
+        let mut changed = std::mem::take(&mut self.use_changed);
+        changed.sort_unstable();
+        changed.dedup();
+        for i in changed {
+            let Some(n) = self.nodes.get_mut(i) else {
+                continue;
+            };
+            let u = &self.node_use;
+            n.alloc_mem = u.mem[i];
+            n.flags.completing = u.completing[i] > 0;
+            self.cores_in_use[i] = u.cpus[i];
+            n.alloc_cpus = u.cpus[i].min(n.cpus);
+            let exclusive = u.exclusive[i] > 0;
+            // Future, down, rebooting and unknown nodes are so whatever
+            // runs: only the use-derived states move.
+            if matches!(
+                n.base_state,
+                NodeBaseState::Idle | NodeBaseState::Allocated | NodeBaseState::Mixed
+            ) {
+                n.base_state = if n.alloc_cpus == 0 && !exclusive {
+                    NodeBaseState::Idle
+                } else if n.alloc_cpus >= n.cpus || exclusive {
+                    NodeBaseState::Allocated
+                } else {
+                    NodeBaseState::Mixed
+                };
+            }
+        }
+        #[cfg(debug_assertions)]
+        {
+            let incremental = (self.nodes.clone(), self.cores_in_use.clone());
+            self.refresh();
+            assert_eq!(
+                (&incremental.0, &incremental.1),
+                (&self.nodes, &self.cores_in_use),
+                "nodes refreshed for job changes differ from a full refresh"
+            );
+        }
+    }
+
     pub fn refresh(&mut self) {
         self.count_node_use();
+        self.use_changed.clear();
+        self.use_changed_all = false;
+        self.refreshed = true;
         let u = &self.node_use;
         for (i, n) in self.nodes.iter_mut().enumerate() {
             n.alloc_mem = u.mem[i];

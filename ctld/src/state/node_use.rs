@@ -108,15 +108,18 @@ impl Controller {
             }
             self.touched.clear();
             self.use_ready = true;
+            self.use_changed_all = true;
         } else {
             for id in std::mem::take(&mut self.touched) {
                 if let Some(old) = self.shares.remove(&id) {
                     self.node_use.add(&old, -1);
+                    self.use_changed.extend(old.iter().map(|s| s.node));
                 }
                 if let Some(j) = self.p.jobs.get(&id) {
                     let s = shares_of(&self.node_index, j);
                     if !s.is_empty() {
                         self.node_use.add(&s, 1);
+                        self.use_changed.extend(s.iter().map(|s| s.node));
                         self.shares.insert(id, s);
                     }
                 }

@@ -377,7 +377,7 @@ impl Controller {
         self.stats.sched_cycles += 1;
         self.stats.total_depth += queue_len;
         self.stats.last_queue = queue_len;
-        self.refresh();
+        self.refresh_jobs();
         true
     }
 
@@ -629,7 +629,7 @@ impl Controller {
             }
         }
         // Refresh now so the next decision of this pass sees the allocation.
-        self.refresh();
+        self.refresh_jobs();
     }
 
     // ------------------------------------------------------------------
