@@ -1321,6 +1321,28 @@ fn sacctmgr_show_transaction_lists_who_changed_what() {
     );
 }
 
+/// Accounts physics, lab (under physics) and chem; users nobody (in
+/// `nobody_in`), daemon (physics) and bin (chem). Gives daemon's and bin's
+/// records.
+fn physics_lab_chem(
+    t: &TestCluster,
+    nobody_in: &str,
+) -> (slurm_common::users::User, slurm_common::users::User) {
+    for a in [vec!["physics"], vec!["lab", "Parent=physics"], vec!["chem"]] {
+        let mut args = vec!["-i", "add", "account"];
+        args.extend(a);
+        mgr(t, &args);
+    }
+    let nobody = format!("Account={nobody_in}");
+    mgr(t, &["-i", "add", "user", "nobody", &nobody]);
+    mgr(t, &["-i", "add", "user", "daemon", "Account=physics"]);
+    mgr(t, &["-i", "add", "user", "bin", "Account=chem"]);
+    (
+        slurm_common::users::user_by_name("daemon").expect("user daemon"),
+        slurm_common::users::user_by_name("bin").expect("user bin"),
+    )
+}
+
 /// Account coordinators (`sacctmgr add|remove coordinator`): made by an
 /// administrator (never by an ordinary user for itself), they coordinate
 /// the sub-accounts too, may act on those accounts' jobs (cancel, hold)
@@ -1328,18 +1350,7 @@ fn sacctmgr_show_transaction_lists_who_changed_what() {
 #[test]
 fn coordinators_act_on_their_accounts_jobs_only() {
     let t = TestCluster::start(1, |s| s.accounting = true);
-    let (daemon, bin) = (
-        slurm_common::users::user_by_name("daemon").expect("user daemon"),
-        slurm_common::users::user_by_name("bin").expect("user bin"),
-    );
-    for a in [vec!["physics"], vec!["lab", "Parent=physics"], vec!["chem"]] {
-        let mut args = vec!["-i", "add", "account"];
-        args.extend(a);
-        mgr(&t, &args);
-    }
-    mgr(&t, &["-i", "add", "user", "nobody", "Account=lab"]);
-    mgr(&t, &["-i", "add", "user", "daemon", "Account=physics"]);
-    mgr(&t, &["-i", "add", "user", "bin", "Account=chem"]);
+    let (daemon, bin) = physics_lab_chem(&t, "lab");
     let as_user = |uid: u32, gid: u32, prog: &str, args: &[&str]| {
         t.cmd_as(uid, gid, prog).args(args).output().unwrap()
     };
@@ -1548,18 +1559,7 @@ fn coordinators_see_their_accounts_jobs_under_private_data() {
         s.extra_conf = "PrivateData=jobs\n".into();
         s.extra_dbd_conf = "PrivateData=jobs\n".into();
     });
-    let (daemon, bin) = (
-        slurm_common::users::user_by_name("daemon").expect("user daemon"),
-        slurm_common::users::user_by_name("bin").expect("user bin"),
-    );
-    for a in [vec!["physics"], vec!["lab", "Parent=physics"], vec!["chem"]] {
-        let mut args = vec!["-i", "add", "account"];
-        args.extend(a);
-        mgr(&t, &args);
-    }
-    mgr(&t, &["-i", "add", "user", "nobody", "Account=lab,chem"]);
-    mgr(&t, &["-i", "add", "user", "daemon", "Account=physics"]);
-    mgr(&t, &["-i", "add", "user", "bin", "Account=chem"]);
+    let (daemon, bin) = physics_lab_chem(&t, "lab,chem");
     // (The first account named is a new user's default, as Slurm's.)
     let out = mgr(
         &t,
