@@ -947,6 +947,33 @@ fn printf_error(what: &str, r: Result<Response, CallFail>, out: &mut Out) -> i32
     }
 }
 
+/// `scontrol fsdampeningfactor N` (or `fairsharedampeningfactor`): the
+/// controller's FairShareDampeningFactor until slurm.conf is read again
+/// (its super users), with Slurm's texts.
+fn cmd_fs_dampening(tag: &str, rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    match rest {
+        [] => {
+            out.err(format!("too few arguments for keyword:{tag}"));
+            1
+        }
+        [v] => match v.parse::<u16>() {
+            Ok(factor) if factor > 0 => printf_error(
+                "slurm_set_fs_dampeningfactor error",
+                ctl.call_answer(RequestBody::SetFsDampeningFactor { factor }),
+                out,
+            ),
+            _ => {
+                out.err(format!("invalid dampening factor: {v}"));
+                1
+            }
+        },
+        _ => {
+            out.err(format!("too many arguments for keyword:{tag}"));
+            1
+        }
+    }
+}
+
 /// `scontrol getaddrs NODES`: each node's address and port as the
 /// controller knows them (`NODE: ADDR:PORT`, a name resolved to its first
 /// address).
@@ -1242,6 +1269,8 @@ const COMMANDS: &[&str] = &[
     "shutdown",
     "setdebug",
     "setdebugflags",
+    "fsdampeningfactor",
+    "fairsharedampeningfactor",
     "getaddrs",
     "wait_job",
     "write",
@@ -3219,6 +3248,9 @@ pub fn run_command(
         Some("setdebug") => cmd_setdebug(rest, ctl, out),
         Some("setdebugflags") => cmd_setdebugflags(rest, g.quiet, ctl, out),
         Some("getaddrs") => cmd_getaddrs(rest, ctl, out),
+        Some("fsdampeningfactor" | "fairsharedampeningfactor") => {
+            cmd_fs_dampening(first, rest, ctl, out)
+        }
         Some("wait_job") => cmd_wait_job(rest, ctl, out),
         Some("write") => cmd_write(rest, ctl, out),
         Some("token") => cmd_token(rest, ctl, out),
@@ -3770,6 +3802,13 @@ mod tests {
                         .push(format!("flags +{plus:#x} -{minus:#x}"));
                     Ok(Response::Ok)
                 }
+                RequestBody::SetFsDampeningFactor { factor } => {
+                    self.calls.borrow_mut().push(format!("dampening {factor}"));
+                    match factor {
+                        13 => err(SlurmError::AccessDenied),
+                        _ => Ok(Response::Ok),
+                    }
+                }
                 RequestBody::UpdateStep {
                     job_id,
                     step_id,
@@ -4127,6 +4166,55 @@ mod tests {
                 format!("flags +{:#x} -{:#x}", b("Backfill,TraceJobs"), b("Gres")),
                 format!("flags +0x0 -{:#x}", b("Steps")),
             ]
+        );
+    }
+
+    /// `fsdampeningfactor N`: what reaches the controller, Slurm's texts
+    /// for what is wrong and for the controller's refusal.
+    #[test]
+    fn fsdampeningfactor_words_and_errors() {
+        let f = fake();
+        assert_eq!(sc(&f, &["fsdampeningfactor", "3"]).0, 0);
+        assert_eq!(sc(&f, &["fairsharedampeningfactor", "4"]).0, 0);
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["fsdamp"],
+                "too few arguments for keyword:fsdamp
+",
+            ),
+            (
+                &["fsdampeningfactor", "1", "2"],
+                "too many arguments for keyword:fsdampeningfactor
+",
+            ),
+            (
+                &["fsdampeningfactor", "0"],
+                "invalid dampening factor: 0
+",
+            ),
+            (
+                &["fsdampeningfactor", "2x"],
+                "invalid dampening factor: 2x
+",
+            ),
+            (
+                &["fsdampeningfactor", "70000"],
+                "invalid dampening factor: 70000
+",
+            ),
+            (
+                &["fsdampeningfactor", "13"],
+                "slurm_set_fs_dampeningfactor error:Access/permission denied
+",
+            ),
+        ];
+        for (args, want) in cases {
+            let (rc, _, err) = sc(&f, args);
+            assert_eq!((rc, err.as_str()), (1, *want), "{args:?}");
+        }
+        assert_eq!(
+            *f.calls.borrow(),
+            vec!["dampening 3", "dampening 4", "dampening 13"]
         );
     }
 

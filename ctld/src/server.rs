@@ -1809,6 +1809,14 @@ impl pb::controller_server::Controller for CtldService {
         )
         .await
     }
+    async fn set_fs_dampening_factor(&self, r: tonic::Request<pb::FsDampeningFactor>) -> Commanded {
+        self.command(
+            r,
+            command_method::SET_FS_DAMPENING_FACTOR,
+            CommandCall::SetFsDampeningFactor,
+        )
+        .await
+    }
     async fn relinquish_control(&self, r: tonic::Request<pb::Empty>) -> Commanded {
         self.command(
             r,

@@ -2097,6 +2097,11 @@ pub enum RequestBody {
         plus: u64,
         minus: u64,
     },
+    /// `scontrol fsdampeningfactor N`: the FairShareDampeningFactor in
+    /// force until slurm.conf is read again (super users).
+    SetFsDampeningFactor {
+        factor: u16,
+    },
 }
 
 /// One process of a job on a node (`scontrol listpids`).
@@ -2206,6 +2211,7 @@ impl RequestBody {
             RequestBody::Shutdown { .. } => ("REQUEST_SHUTDOWN", 1005),
             RequestBody::SetDebug { .. } => ("REQUEST_SET_DEBUG_LEVEL", 1010),
             RequestBody::SetDebugFlags { .. } => ("REQUEST_SET_DEBUG_FLAGS", 1014),
+            RequestBody::SetFsDampeningFactor { .. } => ("REQUEST_SET_FS_DAMPENING_FACTOR", 1016),
             RequestBody::DaemonStatus => ("REQUEST_DAEMON_STATUS", 5024),
             RequestBody::GetLicenses => ("REQUEST_LICENSE_INFO", 1021),
             RequestBody::GetJobScript { .. } => ("REQUEST_BATCH_SCRIPT", 2051),

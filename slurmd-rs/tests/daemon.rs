@@ -166,6 +166,9 @@ impl pb::controller_server::Controller for FakeService {
     async fn set_debug_flags(&self, _: tonic::Request<pb::DebugFlagsRequest>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn set_fs_dampening_factor(&self, _: tonic::Request<pb::FsDampeningFactor>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn reboot_nodes(&self, _: tonic::Request<pb::RebootNodesRequest>) -> Commanded {
         Err(not_for_nodes())
     }

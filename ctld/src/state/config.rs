@@ -179,6 +179,8 @@ impl Controller {
         if let (Some(m), Some(p)) = (self.multifactor.as_mut(), priority) {
             m.reconfigure(p);
         }
+        // slurm.conf's FairShareDampeningFactor again (scontrol's ends).
+        self.fs_dampening = None;
         for n in &new.nodes {
             if let Some(&i) = self.node_index.get(&n.name) {
                 let admin = self.p.nodes.get(&n.name).and_then(|a| a.features.clone());
@@ -245,6 +247,35 @@ impl Controller {
         d
     }
 
+    /// `scontrol fsdampeningfactor N`: the fair share's dampening factor
+    /// until slurm.conf is read again, as Slurm's (its super users: root,
+    /// SlurmUser, accounting's Administrators). Shown by `show config`.
+    pub(super) fn set_fs_dampening(
+        &mut self,
+        who: Caller,
+        factor: u16,
+    ) -> Result<Response, RpcError> {
+        if !who.admin {
+            return err(SlurmError::AccessDenied);
+        }
+        if factor == 0 {
+            return err_detail(
+                SlurmError::InvalidRequest,
+                "the dampening factor must be 1 or more",
+            );
+        }
+        self.fs_dampening = Some(factor);
+        if let Some(m) = self.multifactor.as_mut() {
+            let mut p = m.params.clone();
+            p.dampening = factor;
+            m.reconfigure(p);
+        }
+        tracing::info!("Set FairShareDampeningFactor to {factor}");
+        self.sched_needed = true;
+        self.dirty = true;
+        Ok(Response::Ok)
+    }
+
     pub(super) fn config_dump(&self) -> ConfigDump {
         let mut entries = self.conf.entries.clone();
         // Every controller, numbered, as Slurm shows them.
@@ -255,6 +286,10 @@ impl Controller {
                 None => h.name.clone(),
             };
             entries.push((format!("SlurmctldHost[{i}]"), v));
+        }
+        if let Some(f) = self.fs_dampening {
+            entries.retain(|(k, _)| !k.eq_ignore_ascii_case("FairShareDampeningFactor"));
+            entries.push(("FairShareDampeningFactor".into(), f.to_string()));
         }
         entries.push(("SLURM_CONF".into(), self.conf.path.display().to_string()));
         entries.push(("SLURM_VERSION".into(), SLURM_VERSION.into()));

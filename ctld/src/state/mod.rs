@@ -208,6 +208,7 @@ impl Identity {
                 | RequestBody::UpdatePartition(_)
                 | RequestBody::CreatePartition(_)
                 | RequestBody::DeletePartition { .. }
+                | RequestBody::SetFsDampeningFactor { .. }
         )
     }
 }
@@ -455,6 +456,9 @@ pub struct Controller {
     preempted_for: HashMap<JobId, JobId>,
     /// `Licenses=`: name and count.
     licenses: Vec<(String, u32)>,
+    /// `scontrol fsdampeningfactor N`: in force until slurm.conf is read
+    /// again (then slurm.conf's).
+    fs_dampening: Option<u16>,
     /// Network topologies (`topology.yaml`/`topology.conf`).
     pub topologies: slurm_common::topologies::Topologies,
     /// `AccountingStorageEnforce`.
@@ -656,6 +660,7 @@ impl Controller {
             stats_since: now,
             key: None,
             multifactor: None,
+            fs_dampening: None,
             charged: HashMap::new(),
             factors: HashMap::new(),
             acct_enabled: false,
@@ -1245,6 +1250,7 @@ impl Controller {
                 "a reconfigure reaches the writer with its files read",
             ),
             RequestBody::DeleteNode { name } => self.delete_node(who, &name),
+            RequestBody::SetFsDampeningFactor { factor } => self.set_fs_dampening(who, factor),
             RequestBody::CreateReservation(r) => self.create_reservation(who, r, now),
             RequestBody::UpdateReservation(r) => self.update_reservation(who, r, now),
             RequestBody::DeleteReservation { name } => self.delete_reservation(who, &name),

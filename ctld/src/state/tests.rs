@@ -1744,6 +1744,18 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
         matches!(&r, Err(e) if e.detail.as_deref() == Some("unread")),
         "{r:?}"
     );
+    // scontrol fsdampeningfactor: administrators too, not operators; shown
+    // by show config.
+    let damp = |s: &mut Sim, who, factor| s.req(who, RequestBody::SetFsDampeningFactor { factor });
+    assert!(denied(&damp(&mut s, opal, 3)));
+    assert!(denied(&damp(&mut s, carol, 3)));
+    assert!(matches!(damp(&mut s, ada, 0), Response::Error(_)));
+    assert!(matches!(damp(&mut s, ada, 5), Response::Ok));
+    let shown = s.ctl.snapshot().config.entries;
+    assert!(
+        shown.contains(&("FairShareDampeningFactor".to_string(), "5".to_string())),
+        "{shown:?}"
+    );
     // PrivateData=jobs: a coordinator also sees its accounts' jobs (names
     // matched whatever their case), an operator every job, others their
     // own.

@@ -1110,6 +1110,7 @@ pub enum CommandCall {
     Shutdown(pb::ShutdownRequest),
     SetDebug(pb::DebugLevel),
     SetDebugFlags(pb::DebugFlagsRequest),
+    SetFsDampeningFactor(pb::FsDampeningFactor),
 }
 
 /// The full gRPC path of each command method of `Controller`.
@@ -1158,6 +1159,7 @@ pub mod command_method {
     pub const SHUTDOWN: &str = "/slurm.v1.Controller/Shutdown";
     pub const SET_DEBUG: &str = "/slurm.v1.Controller/SetDebug";
     pub const SET_DEBUG_FLAGS: &str = "/slurm.v1.Controller/SetDebugFlags";
+    pub const SET_FS_DAMPENING_FACTOR: &str = "/slurm.v1.Controller/SetFsDampeningFactor";
     pub const RELINQUISH_CONTROL: &str = "/slurm.v1.Controller/RelinquishControl";
     pub const REPLICATE: &str = "/slurm.v1.Controller/Replicate";
 }
@@ -1289,6 +1291,11 @@ impl CommandCall {
             RequestBody::SetDebugFlags { plus, minus } => {
                 CommandCall::SetDebugFlags(pb::DebugFlagsRequest { plus, minus })
             }
+            RequestBody::SetFsDampeningFactor { factor } => {
+                CommandCall::SetFsDampeningFactor(pb::FsDampeningFactor {
+                    factor: u32::from(factor),
+                })
+            }
             RequestBody::RelinquishControl => CommandCall::RelinquishControl(pb::Empty {}),
             RequestBody::GetJobsDelta { epoch, since } => {
                 CommandCall::GetJobsDelta(pb::JobsDeltaRequest { epoch, since })
@@ -1386,6 +1393,12 @@ impl CommandCall {
                 plus: d.plus,
                 minus: d.minus,
             },
+            CommandCall::SetFsDampeningFactor(d) => RequestBody::SetFsDampeningFactor {
+                factor: u16::try_from(d.factor).map_err(|_| ConvError {
+                    field: "factor",
+                    why: format!("{} is more than 65535", d.factor),
+                })?,
+            },
             CommandCall::RelinquishControl(_) => RequestBody::RelinquishControl,
             CommandCall::GetJobsDelta(d) => RequestBody::GetJobsDelta {
                 epoch: d.epoch,
@@ -1442,6 +1455,7 @@ impl CommandCall {
             CommandCall::Shutdown(_) => SHUTDOWN,
             CommandCall::SetDebug(_) => SET_DEBUG,
             CommandCall::SetDebugFlags(_) => SET_DEBUG_FLAGS,
+            CommandCall::SetFsDampeningFactor(_) => SET_FS_DAMPENING_FACTOR,
             CommandCall::RelinquishControl(_) => RELINQUISH_CONTROL,
         }
     }
@@ -1478,6 +1492,7 @@ impl CommandCall {
             CommandCall::Shutdown(m) => m.encode_to_vec(),
             CommandCall::SetDebug(m) => m.encode_to_vec(),
             CommandCall::SetDebugFlags(m) => m.encode_to_vec(),
+            CommandCall::SetFsDampeningFactor(m) => m.encode_to_vec(),
             CommandCall::UpdateJob(m) => m.encode_to_vec(),
             CommandCall::SuspendJob(m) => m.encode_to_vec(),
             CommandCall::UpdateNode(m) => m.encode_to_vec(),

@@ -1995,3 +1995,42 @@ fn sbatch_overcommit_runs_more_tasks_than_cpus() {
         stderr(&out)
     );
 }
+
+/// `scontrol fsdampeningfactor N`: root's value is the controller's
+/// FairShareDampeningFactor (`show config` says so; the fair share is
+/// computed again with it) until slurm.conf is read again; an ordinary
+/// user is refused with Slurm's words and changes nothing.
+#[test]
+fn fsdampeningfactor_holds_until_slurm_conf_is_read_again() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = "PriorityType=priority/multifactor\nFairShareDampeningFactor=2\n".into();
+    });
+    let factor = |t: &TestCluster| {
+        let o = t.run("scontrol", &["show", "config"]);
+        stdout(&o)
+            .lines()
+            .find(|l| l.starts_with("FairShareDampeningFactor "))
+            .map(|l| l.split_once('=').unwrap().1.trim().to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(factor(&t), "2");
+    let out = t.run_as_user("scontrol", &["fsdampeningfactor", "9"]);
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (
+            Some(1),
+            "slurm_set_fs_dampeningfactor error:Access/permission denied\n".to_string()
+        )
+    );
+    assert_eq!(factor(&t), "2", "a refused change changed nothing");
+    let out = t.run("scontrol", &["fsdampeningfactor", "0"]);
+    assert_eq!(stderr(&out), "invalid dampening factor: 0\n");
+    let out = t.run("scontrol", &["fsdamp", "7"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(factor(&t), "7");
+    assert!(t.logs().contains("Set FairShareDampeningFactor to 7"));
+    let out = t.run("scontrol", &["reconfigure"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(factor(&t), "2");
+}
