@@ -2211,7 +2211,7 @@ impl RequestBody {
             RequestBody::Shutdown { .. } => ("REQUEST_SHUTDOWN", 1005),
             RequestBody::SetDebug { .. } => ("REQUEST_SET_DEBUG_LEVEL", 1010),
             RequestBody::SetDebugFlags { .. } => ("REQUEST_SET_DEBUG_FLAGS", 1014),
-            RequestBody::SetFsDampeningFactor { .. } => ("REQUEST_SET_FS_DAMPENING_FACTOR", 1016),
+            RequestBody::SetFsDampeningFactor { .. } => ("REQUEST_SET_FS_DAMPENING_FACTOR", 1023),
             RequestBody::DaemonStatus => ("REQUEST_DAEMON_STATUS", 5024),
             RequestBody::GetLicenses => ("REQUEST_LICENSE_INFO", 1021),
             RequestBody::GetJobScript { .. } => ("REQUEST_BATCH_SCRIPT", 2051),

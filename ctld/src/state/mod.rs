@@ -452,6 +452,8 @@ pub struct Controller {
     /// A full [`Controller::refresh`] has been made (the incremental one
     /// builds on it).
     refreshed: bool,
+    /// `last_update` at the last full refresh.
+    refreshed_at: i64,
     /// Jobs suspended by preemption, and for whom.
     preempted_for: HashMap<JobId, JobId>,
     /// `Licenses=`: name and count.
@@ -689,6 +691,7 @@ impl Controller {
             use_changed: Vec::new(),
             use_changed_all: false,
             refreshed: false,
+            refreshed_at: 0,
             shares: HashMap::new(),
             touched: Default::default(),
             use_ready: false,
@@ -867,6 +870,14 @@ impl Controller {
         if !self.refreshed || self.nodes.len() != self.cores_in_use.len() {
             return self.refresh();
         }
+        // A reservation started or ended since the last full refresh: its
+        // nodes' flags move (a full refresh).
+        let (from, now) = (self.refreshed_at, self.last_update);
+        if self.p.reservations.values().any(|r| {
+            (from < r.start_time && r.start_time <= now) || (from < r.end_time && r.end_time <= now)
+        }) {
+            return self.refresh();
+        }
         self.count_node_use();
         if std::mem::take(&mut self.use_changed_all) {
             self.use_changed.clear();
@@ -917,6 +928,7 @@ impl Controller {
         self.use_changed.clear();
         self.use_changed_all = false;
         self.refreshed = true;
+        self.refreshed_at = self.last_update;
         let u = &self.node_use;
         for (i, n) in self.nodes.iter_mut().enumerate() {
             n.alloc_mem = u.mem[i];

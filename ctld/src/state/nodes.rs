@@ -236,6 +236,9 @@ impl Controller {
             n.flags.not_responding = false;
         }
         self.registered[i] = true;
+        // Known now: its state follows (before any job it lost ends, which
+        // refreshes only the nodes the job used).
+        self.refresh();
         // Less hardware than its line says: drained, as Slurm does (unless
         // SlurmdParameters=config_overrides).
         if !self.conf.config_overrides() && !self.nodes[i].external {
