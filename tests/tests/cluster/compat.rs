@@ -1917,22 +1917,26 @@ fn srun_relative_starts_the_step_at_node_n() {
     assert_eq!(t.jobs().len(), jobs, "a refused request made a job");
 }
 
+/// `key`'s value in `scontrol show config` (empty when not shown).
+fn config_value(t: &slurm_tests::TestCluster, key: &str) -> String {
+    let o = t.run("scontrol", &["show", "config"]);
+    slurm_tests::stdout(&o)
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(key))
+        .and_then(|l| l.split_once('='))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// `scontrol setdebugflags`: root's `+TraceJobs` makes the controller log
 /// each job's submission, start and end (`show config` says so), `-TraceJobs`
 /// stops it; an ordinary user may not change them.
 #[test]
 fn setdebugflags_turns_the_controllers_job_trace_on_and_off() {
     use slurm_proto::JobState;
-    use slurm_tests::{stderr, stdout, TestCluster};
+    use slurm_tests::{stderr, TestCluster};
     let t = TestCluster::start(1, |_| {});
-    let flags = |t: &TestCluster| {
-        let o = t.run("scontrol", &["show", "config"]);
-        stdout(&o)
-            .lines()
-            .find(|l| l.starts_with("DebugFlags "))
-            .map(|l| l.split_once('=').unwrap().1.trim().to_string())
-            .unwrap_or_default()
-    };
+    let flags = |t: &TestCluster| config_value(t, "DebugFlags");
     assert_eq!(flags(&t), "(null)");
     let out = t.run_as_user("scontrol", &["setdebugflags", "+TraceJobs"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -2002,18 +2006,11 @@ fn sbatch_overcommit_runs_more_tasks_than_cpus() {
 /// user is refused with Slurm's words and changes nothing.
 #[test]
 fn fsdampeningfactor_holds_until_slurm_conf_is_read_again() {
-    use slurm_tests::{stderr, stdout, TestCluster};
+    use slurm_tests::{stderr, TestCluster};
     let t = TestCluster::start(1, |s| {
         s.extra_conf = "PriorityType=priority/multifactor\nFairShareDampeningFactor=2\n".into();
     });
-    let factor = |t: &TestCluster| {
-        let o = t.run("scontrol", &["show", "config"]);
-        stdout(&o)
-            .lines()
-            .find(|l| l.starts_with("FairShareDampeningFactor "))
-            .map(|l| l.split_once('=').unwrap().1.trim().to_string())
-            .unwrap_or_default()
-    };
+    let factor = |t: &TestCluster| config_value(t, "FairShareDampeningFactor");
     assert_eq!(factor(&t), "2");
     let out = t.run_as_user("scontrol", &["fsdampeningfactor", "9"]);
     assert_eq!(
