@@ -685,22 +685,34 @@ impl CtldCall {
                 status,
                 oom,
                 usage,
+                job_start,
             } => CtldCall::BatchComplete(pb::BatchCompleteRequest {
                 job_id,
                 node,
                 status,
                 oom,
                 usage: usage.map(Into::into),
+                job_start,
             }),
-            RequestBody::JobCleaned { job_id, node } => {
-                CtldCall::JobCleaned(pb::JobOnNode { job_id, node })
-            }
-            RequestBody::EpilogFailed { job_id, node } => {
-                CtldCall::EpilogFailed(pb::JobOnNode { job_id, node })
-            }
-            RequestBody::PrologFailed { job_id, node } => {
-                CtldCall::PrologFailed(pb::JobOnNode { job_id, node })
-            }
+            RequestBody::JobCleaned {
+                job_id,
+                node,
+                job_start,
+            } => CtldCall::JobCleaned(pb::JobOnNode {
+                job_id,
+                node,
+                job_start,
+            }),
+            RequestBody::EpilogFailed { job_id, node } => CtldCall::EpilogFailed(pb::JobOnNode {
+                job_id,
+                node,
+                job_start: None,
+            }),
+            RequestBody::PrologFailed { job_id, node } => CtldCall::PrologFailed(pb::JobOnNode {
+                job_id,
+                node,
+                job_start: None,
+            }),
             RequestBody::StepUsage {
                 job_id,
                 step_id,
@@ -732,10 +744,12 @@ impl CtldCall {
                 status: b.status,
                 oom: b.oom,
                 usage: b.usage.map(Into::into),
+                job_start: b.job_start,
             },
             CtldCall::JobCleaned(j) => RequestBody::JobCleaned {
                 job_id: j.job_id,
                 node: j.node,
+                job_start: j.job_start,
             },
             CtldCall::EpilogFailed(j) => RequestBody::EpilogFailed {
                 job_id: j.job_id,
@@ -1255,6 +1269,7 @@ mod tests {
                 status: 256,
                 oom: true,
                 usage: Some(usage),
+                job_start: Some(1_700_000_000),
             },
             RequestBody::BatchComplete {
                 job_id: 4,
@@ -1262,10 +1277,12 @@ mod tests {
                 status: 0,
                 oom: false,
                 usage: None,
+                job_start: None,
             },
             RequestBody::JobCleaned {
                 job_id: 4,
                 node: "n1".into(),
+                job_start: Some(1_700_000_000),
             },
             RequestBody::EpilogFailed {
                 job_id: 4,
@@ -1371,10 +1388,12 @@ mod node_report_tests {
                 status: 256,
                 oom: true,
                 usage: None,
+                job_start: Some(5),
             },
             RequestBody::JobCleaned {
                 job_id: 7,
                 node: "n1".into(),
+                job_start: None,
             },
             RequestBody::EpilogFailed {
                 job_id: 8,
@@ -1400,6 +1419,7 @@ mod node_report_tests {
         let of = |node: &str| RequestBody::JobCleaned {
             job_id: 1,
             node: node.into(),
+            job_start: None,
         };
         assert!(node_report_batch("n1", vec![of("n1"), of("n2")]).is_err());
         let hb = RequestBody::Heartbeat {

@@ -1955,11 +1955,19 @@ pub enum RequestBody {
         /// What the batch step used, from its cgroup (jobacct_gather).
         #[serde(default)]
         usage: Option<TaskUsage>,
+        /// The run the script belonged to (its launch's start time): a
+        /// late report of an earlier run of a requeued job is not taken
+        /// for the end of the run now on the node.
+        #[serde(default)]
+        job_start: Option<i64>,
     },
     /// Every process of the job is gone on `node`.
     JobCleaned {
         job_id: JobId,
         node: String,
+        /// The run that was cleaned up, where the node knows it.
+        #[serde(default)]
+        job_start: Option<i64>,
     },
     /// Several job events of `node` at once, in order (each one of
     /// `BatchComplete`, `JobCleaned`, `EpilogFailed`, `PrologFailed`,

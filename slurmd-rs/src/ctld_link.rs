@@ -188,18 +188,21 @@ pub enum OutMsg {
         /// `JobAcctGatherType`).
         #[serde(default)]
         usage: Option<Usage>,
+        /// The run the script belonged to (its launch's start time; none
+        /// for a record written before it was kept).
+        #[serde(default)]
+        job_start: Option<i64>,
     },
     JobCleaned {
         job_id: JobId,
+        /// The run cleaned up, where this node knows it.
+        #[serde(default)]
+        job_start: Option<i64>,
     },
     /// The Epilog failed for this job (the node is to be drained).
-    EpilogFailed {
-        job_id: JobId,
-    },
+    EpilogFailed { job_id: JobId },
     /// The Prolog failed here before a step of the job could start.
-    PrologFailed {
-        job_id: JobId,
-    },
+    PrologFailed { job_id: JobId },
     /// What a step's processes used on this node.
     StepUsage {
         job_id: JobId,
@@ -215,7 +218,7 @@ impl OutMsg {
     pub fn job_id(&self) -> JobId {
         match self {
             OutMsg::BatchComplete { job_id, .. }
-            | OutMsg::JobCleaned { job_id }
+            | OutMsg::JobCleaned { job_id, .. }
             | OutMsg::EpilogFailed { job_id }
             | OutMsg::PrologFailed { job_id }
             | OutMsg::StepUsage { job_id, .. } => *job_id,
@@ -229,16 +232,19 @@ impl OutMsg {
                 status,
                 oom,
                 usage,
+                job_start,
             } => RequestBody::BatchComplete {
                 job_id,
                 node: node.to_string(),
                 status,
                 oom,
                 usage,
+                job_start,
             },
-            OutMsg::JobCleaned { job_id } => RequestBody::JobCleaned {
+            OutMsg::JobCleaned { job_id, job_start } => RequestBody::JobCleaned {
                 job_id,
                 node: node.to_string(),
+                job_start,
             },
             OutMsg::EpilogFailed { job_id } => RequestBody::EpilogFailed {
                 job_id,
@@ -401,7 +407,7 @@ pub async fn run_outbox(ctx: Arc<Ctx>) {
         }
         ctx.outbox.pop_n(settled);
         for msg in &batch[..settled] {
-            if let OutMsg::JobCleaned { job_id } = msg {
+            if let OutMsg::JobCleaned { job_id, .. } = msg {
                 ctx.jobs.remove_cleaned(*job_id);
             }
         }
@@ -509,19 +515,18 @@ mod tests {
             status: 256,
             oom: true,
             usage: None,
+            job_start: Some(100),
         });
-        o.push(OutMsg::JobCleaned { job_id: 3 });
-        o.push(OutMsg::JobCleaned { job_id: 9 });
+        let cleaned = |job_id| OutMsg::JobCleaned {
+            job_id,
+            job_start: Some(100),
+        };
+        o.push(cleaned(3));
+        o.push(cleaned(9));
         o.pop_n(1);
         let again = Outbox::load(p.clone());
         assert_eq!(again.pending_jobs(), vec![3, 9]);
-        assert_eq!(
-            again.front_n(5),
-            vec![
-                OutMsg::JobCleaned { job_id: 3 },
-                OutMsg::JobCleaned { job_id: 9 }
-            ]
-        );
+        assert_eq!(again.front_n(5), vec![cleaned(3), cleaned(9)]);
         again.pop_n(9);
         assert!(Outbox::load(p.clone()).is_empty());
         std::fs::write(&p, b"{not json").unwrap();
@@ -531,6 +536,7 @@ mod tests {
             status: 9,
             oom: false,
             usage: Some(Usage::default()),
+            job_start: Some(100),
         }
         .to_request("n1");
         // An outbox saved by an older daemon still loads.
@@ -540,13 +546,14 @@ mod tests {
             old[0],
             OutMsg::BatchComplete {
                 job_id: 5,
+                status: 0,
                 oom: false,
                 usage: None,
-                ..
+                job_start: None,
             }
         ));
         assert!(
-            matches!(r, RequestBody::BatchComplete { job_id: 3, status: 9, ref node, .. } if node == "n1")
+            matches!(r, RequestBody::BatchComplete { job_id: 3, status: 9, ref node, job_start: Some(100), .. } if node == "n1")
         );
     }
 }

@@ -774,6 +774,7 @@ async fn finish(ctx: Arc<Ctx>, state: StateFile, report: bool, tx: watch::Sender
             status,
             oom: oom > 0,
             usage,
+            job_start: (state.start_time != 0).then_some(state.start_time),
         });
         write_state(&ctx.state_dir, &state);
     }
@@ -803,7 +804,10 @@ async fn finish(ctx: Arc<Ctx>, state: StateFile, report: bool, tx: watch::Sender
     epilog(&ctx, id, Some(state.uid), state.env.as_ref()).await;
     ctx.jobs.set_phase(id, Phase::Cleaned);
     forget_wanted(&ctx.node, id);
-    ctx.outbox.push(OutMsg::JobCleaned { job_id: id });
+    ctx.outbox.push(OutMsg::JobCleaned {
+        job_id: id,
+        job_start: (state.start_time != 0).then_some(state.start_time),
+    });
     debug!(job = id, "job cleaned up");
 }
 
@@ -1128,7 +1132,10 @@ pub async fn terminate(ctx: Arc<Ctx>, id: JobId, kill_wait: u32, start_time: Opt
                 here.as_ref().map(|h| &h.1),
             )
             .await;
-            ctx.outbox.push(OutMsg::JobCleaned { job_id: id });
+            ctx.outbox.push(OutMsg::JobCleaned {
+                job_id: id,
+                job_start: start_time,
+            });
         }
         Some(Target {
             phase: Phase::Running,

@@ -129,8 +129,12 @@ pub fn launch(ctx: &Arc<Ctx>, l: BatchLaunch, mock: Option<u64>) -> Response {
             status,
             oom: false,
             usage: None,
+            job_start: Some(start),
         });
-        ctx.outbox.push(OutMsg::JobCleaned { job_id: key.1 });
+        ctx.outbox.push(OutMsg::JobCleaned {
+            job_id: key.1,
+            job_start: Some(start),
+        });
         ctx.outbox.wake();
     });
     Response::Ok

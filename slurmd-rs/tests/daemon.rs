@@ -720,11 +720,12 @@ async fn daemon_end_to_end() {
     assert!(r.as_ref().is_err_and(|e| e.contains("has ended")), "{r:?}");
     let work = tempfile::tempdir().unwrap();
     std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let l = launch(
+    let mut l = launch(
         42,
         work.path(),
         "#!/bin/sh\necho hello from $SLURM_JOB_ID\n",
     );
+    l.start_time = 1_700_000_042;
     let r = call(&c, 1000, RequestBody::LaunchBatch(Box::new(l.clone()))).await;
     assert!(is_err(&r, SlurmError::AccessDenied), "{r:?}");
     // A method the node daemon does not serve.
@@ -804,12 +805,14 @@ async fn daemon_end_to_end() {
     assert!(matches!(r, Response::Ok), "{r:?}");
     let status = ctld
         .expect("batch complete", |m| match m {
+            // The report names the run the launch started.
             RequestBody::BatchComplete {
                 job_id: 42,
                 status,
                 node,
+                job_start,
                 ..
-            } if node == "n1" => Some(*status),
+            } if node == "n1" && *job_start == Some(l.start_time) => Some(*status),
             _ => None,
         })
         .await;

@@ -256,6 +256,14 @@ impl Controller {
         if let Some(j) = self.job_mut(id) {
             j.steps.clear();
             j.submit_time = now.max(j.submit_time + 1);
+            // As Slurm (which waits CredExpire): the next run begins no
+            // sooner than the next second, so it starts at a time of its
+            // own; a run is known by its start time on the nodes and in
+            // their reports, and a late report of this run must not be
+            // taken for the next one's.
+            if active && j.desc.begin_time.is_none_or(|b| b <= now) {
+                Arc::make_mut(&mut j.desc).begin_time = Some(now + 1);
+            }
         }
     }
 
@@ -299,16 +307,22 @@ impl Controller {
             }
         }
         for n in gone {
-            self.node_cleaned(id, &n);
+            self.node_cleaned(id, &n, None);
         }
     }
 
     /// `node` has no process of job `id` left.
-    pub(super) fn node_cleaned(&mut self, id: JobId, node: &str) {
-        // Only a node the job is completing on speaks for it.
+    /// `node` has nothing left of job `id`'s run `run` (when it says
+    /// which: a job requeued forgets its run's start, so any run is taken
+    /// then).
+    pub(super) fn node_cleaned(&mut self, id: JobId, node: &str, run: Option<i64>) {
+        // Only a node the job is completing on speaks for it, and only of
+        // the run that is completing (a report sent again of an earlier
+        // run must not end the cleanup of this one).
         if !self.p.jobs.get(&id).is_some_and(|j| {
             j.completing
                 && (j.completing_nodes.is_empty() || j.completing_nodes.iter().any(|n| n == node))
+                && (run.is_none() || j.start_time.is_none() || run == j.start_time)
         }) {
             return;
         }
@@ -333,7 +347,7 @@ impl Controller {
         status: i32,
         oom: bool,
         usage: Option<(TaskUsage, String)>,
-        node: &str,
+        Run { node, start }: Run<'_>,
         now: i64,
     ) {
         let Some(j) = self.p.jobs.get(&id) else {
@@ -347,6 +361,17 @@ impl Controller {
             tracing::info!(
                 "job {id}: batch completion from {node} ignored (its script runs on {})",
                 j.batch_host.as_deref().unwrap_or("no node")
+            );
+            return;
+        }
+        // Nor does the end of an earlier run on the same node (a report
+        // sent again after the job was requeued and started there anew)
+        // end this one.
+        if start.is_some() && start != j.start_time {
+            tracing::info!(
+                "job {id}: batch completion of the run started at {} ignored (this run started at {})",
+                start.unwrap_or_default(),
+                j.start_time.map_or("no time".to_string(), |s| s.to_string())
             );
             return;
         }
@@ -830,7 +855,7 @@ impl Controller {
             .unwrap_or_default();
         self.terminate_run(id, &nodes, 0, run);
         if let Some(node) = clean {
-            self.node_cleaned(id, node);
+            self.node_cleaned(id, node, None);
         }
         self.save_job(id);
     }
@@ -958,4 +983,11 @@ pub(super) fn term_cause(j: &JobRecord) -> slurm_proto::TermCause {
         JobState::NodeFail => TermCause::NodeFailure,
         _ => TermCause::None,
     }
+}
+
+/// Who reports the end of a batch script: the node, and the run (the
+/// start time its launch carried) where the node says.
+pub(super) struct Run<'a> {
+    pub(super) node: &'a str,
+    pub(super) start: Option<i64>,
 }

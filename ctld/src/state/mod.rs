@@ -39,6 +39,7 @@ pub use config::{load_topology, Reconf};
 pub use deps::MAX_DEPENDENCIES;
 use deps::*;
 pub use env::{array_env, expand_array_patterns, job_env, JOB_ENV_VARS};
+use jobs::Run;
 use node_use::*;
 pub use nodes::NOT_RESPONDING;
 use partitions::*;
@@ -1292,13 +1293,22 @@ impl Controller {
                 oom,
                 usage,
                 node,
+                job_start,
             } if who.privileged => {
                 let from = node.clone();
-                self.batch_complete(job_id, status, oom, usage.map(|u| (u, node)), &from, now);
+                let run = Run {
+                    node: &from,
+                    start: job_start,
+                };
+                self.batch_complete(job_id, status, oom, usage.map(|u| (u, node)), run, now);
                 Ok(Response::Ok)
             }
-            RequestBody::JobCleaned { job_id, node } if who.privileged => {
-                self.node_cleaned(job_id, &node);
+            RequestBody::JobCleaned {
+                job_id,
+                node,
+                job_start,
+            } if who.privileged => {
+                self.node_cleaned(job_id, &node, job_start);
                 Ok(Response::Ok)
             }
             RequestBody::PrologFailed { job_id, node } if who.privileged => {

@@ -167,7 +167,7 @@ impl Controller {
             if running {
                 self.lose_job(id, node, now);
             }
-            self.node_cleaned(id, node);
+            self.node_cleaned(id, node, None);
         }
     }
 

@@ -185,6 +185,7 @@ impl Sim {
                 status,
                 oom: false,
                 usage: None,
+                job_start: self.job(id).start_time,
             },
         );
         for n in nodes {
@@ -193,6 +194,7 @@ impl Sim {
                 RequestBody::JobCleaned {
                     job_id: id,
                     node: n,
+                    job_start: None,
                 },
             );
         }
@@ -340,6 +342,7 @@ fn a_requeued_job_runs_again_and_counts_its_restart() {
         RequestBody::JobCleaned {
             job_id: id,
             node: first,
+            job_start: None,
         },
     );
     s.tick(1);
@@ -402,6 +405,84 @@ fn a_requeued_job_runs_again_and_counts_its_restart() {
             }
         }
     }
+    s.check_replay();
+}
+
+#[test]
+fn a_late_report_of_a_requeued_run_does_not_end_the_next_run_on_the_same_node() {
+    let mut s = sim("");
+    let id = s.submit(|d| d.req_nodes = vec!["n1".into()]);
+    let first_start = s.job(id).start_time;
+    assert_eq!(first_start, Some(T0));
+    // Requeued in the second it started: it may not start again in that
+    // second, so its next run has a start time of its own.
+    s.ok(
+        ROOT,
+        RequestBody::UpdateJob {
+            job_id: id,
+            update: JobUpdate::Requeue,
+        },
+    );
+    let cleaned = |s: &mut Sim, job_start| {
+        s.ok(
+            ROOT,
+            RequestBody::JobCleaned {
+                job_id: id,
+                node: "n1".into(),
+                job_start,
+            },
+        )
+    };
+    cleaned(&mut s, first_start);
+    assert_eq!(s.state(id), JobState::Pending);
+    assert_eq!(s.job(id).reason, JobReason::BeginTime);
+    s.tick(1);
+    assert_eq!(s.state(id), JobState::Running);
+    let second = s.job(id).start_time;
+    assert_eq!(second, Some(T0 + 1));
+    assert_eq!(s.job(id).batch_host.as_deref(), Some("n1"));
+    // The first run's end, sent again by n1 (its answer was lost), is not
+    // this run's.
+    let ended = |s: &mut Sim, job_start, status| {
+        s.ok(
+            ROOT,
+            RequestBody::BatchComplete {
+                job_id: id,
+                node: "n1".into(),
+                status,
+                oom: false,
+                usage: None,
+                job_start,
+            },
+        )
+    };
+    ended(&mut s, first_start, libc::SIGTERM);
+    cleaned(&mut s, first_start);
+    assert_eq!(s.state(id), JobState::Running);
+    assert!(!s.job(id).completing);
+    // Its own end is; while it completes, the first run's cleanup report
+    // does not end its cleanup.
+    ended(&mut s, second, 0);
+    assert_eq!(s.state(id), JobState::Completed);
+    assert!(s.job(id).completing);
+    cleaned(&mut s, first_start);
+    assert!(s.job(id).completing);
+    cleaned(&mut s, second);
+    assert!(!s.job(id).completing);
+    // A report that names no run (an older node daemon) is taken as before.
+    let other = s.submit(|d| d.req_nodes = vec!["n1".into()]);
+    s.ok(
+        ROOT,
+        RequestBody::BatchComplete {
+            job_id: other,
+            node: "n1".into(),
+            status: 256,
+            oom: false,
+            usage: None,
+            job_start: None,
+        },
+    );
+    assert_eq!(s.state(other), JobState::Failed);
     s.check_replay();
 }
 
@@ -560,10 +641,12 @@ fn node_reports_from_a_user_change_nothing() {
             status: 0,
             oom: false,
             usage: None,
+            job_start: None,
         },
         RequestBody::JobCleaned {
             job_id: id,
             node: node.clone(),
+            job_start: None,
         },
         RequestBody::EpilogFailed {
             job_id: id,

@@ -633,16 +633,7 @@ fn a_requeued_run_stays_in_accounting_as_requeued() {
     });
     let id = t.sbatch(&["--requeue", "--wrap", "srun sleep 60"]);
     let first = t.wait_job(id, 30, "running", |j| j.state == JobState::Running);
-    // Requeued held, released once the first run is wholly over: a late
-    // end of the first run's script must not meet the second run on the
-    // same node (a BatchComplete names no run yet: see the session note).
-    let out = t.run("scontrol", &["requeuehold", &id.to_string()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    t.wait_job(id, 30, "requeued and cleaned", |j| {
-        j.state == JobState::Pending && !j.completing
-    });
-    std::thread::sleep(Duration::from_millis(500));
-    let out = t.run("scontrol", &["release", &id.to_string()]);
+    let out = t.run("scontrol", &["requeue", &id.to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let again = t.wait_job(id, 60, "running again", |j| {
         j.state == JobState::Running && j.restarts == 1

@@ -269,6 +269,7 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
     let cleaned = |job_id, node: &str| RequestBody::JobCleaned {
         job_id,
         node: node.into(),
+        job_start: None,
     };
     let batch = |node: &str| {
         slurm_proto::grpc::node_report_batch(
@@ -326,6 +327,7 @@ fn certificates_decide_who_may_send_controller_and_node_requests() {
         status: 0,
         oom: false,
         usage: None,
+        job_start: None,
     };
     // Refused or not, the answer comes after the writer acted on it.
     let _ = report(&as_n2, fake_end);
