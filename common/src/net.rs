@@ -221,8 +221,11 @@ pub struct Client {
     /// first, then the backups.
     pub controllers: Vec<(String, String)>,
     pub timeout: Duration,
-    /// With backups: how long a call keeps trying the controllers while
-    /// none is in control (a backup taking over).
+    /// How long a call keeps trying the controllers while none can be
+    /// reached or is in control: `MessageTimeout` (as Slurm's commands,
+    /// which keep trying to connect that long: a controller too busy to
+    /// take a connection at once is not taken for a dead one), or with
+    /// backups the time for one to take over.
     pub failover: Duration,
     creds: crate::auth::CredSource,
     /// The runtime that drives this run's gRPC calls (made at the first).
@@ -251,13 +254,13 @@ fn try_next(r: &Result<Response, NetError>) -> bool {
 impl Client {
     pub fn from_conf(conf: &crate::conf::SlurmConf) -> Client {
         let controllers = conf.controllers();
-        // Slurm's commands wait out a takeover: the backup takes control
-        // once the primary has been silent for SlurmctldTimeout.
-        let failover = if controllers.len() > 1 {
-            Duration::from_secs(u64::from(conf.slurmctld_timeout) + 10)
-        } else {
-            Duration::ZERO
-        };
+        // Slurm's commands keep trying to connect for MessageTimeout, and
+        // wait out a takeover: the backup takes control once the primary
+        // has been silent for SlurmctldTimeout.
+        let mut failover = Duration::from_secs(u64::from(conf.message_timeout));
+        if controllers.len() > 1 {
+            failover = failover.max(Duration::from_secs(u64::from(conf.slurmctld_timeout) + 10));
+        }
         Client {
             controllers,
             timeout: Duration::from_secs(30),
