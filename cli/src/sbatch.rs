@@ -39,6 +39,7 @@ use crate::getopt;
 /// What an option does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Key {
+    TresPerTask,
     Uid,
     Gid,
     Account,
@@ -247,7 +248,7 @@ static SPECS: &[Spec] = &[
     spec("segment", None, RA, Key::Segment, Some("SBATCH_SEGMENT_SIZE")),
     spec("thread-spec", None, RA, FATAL, Some("SBATCH_THREAD_SPEC")),
     spec("threads-per-core", None, RA, Key::ThreadsPerCore, Some("SBATCH_THREADS_PER_CORE")),
-    spec("tres-per-task", None, RA, FATAL, Some("SBATCH_TRES_PER_TASK")),
+    spec("tres-per-task", None, RA, Key::TresPerTask, Some("SBATCH_TRES_PER_TASK")),
     spec("uid", None, RA, Key::Uid, None),
     // Slurm options not implemented yet whose absence does not change the
     // allocation: accepted with a warning.
@@ -444,6 +445,13 @@ pub struct Options {
     /// `-M`: the clusters named (this one is the only one there is).
     pub clusters: Option<String>,
     pub cpus_per_task: Option<u32>,
+    /// `--tres-per-task` as given (its CPUs and GPUs are in
+    /// `cpus_per_task` and `gpus_per_task`).
+    pub tres_per_task: Option<String>,
+    /// This source's `--tres-per-task` gave CPUs / GPUs per task (the
+    /// same source may not give them again with `-c`/`--gpus-per-task`).
+    pub tres_cpus: bool,
+    pub tres_gpus: bool,
     pub error: Option<String>,
     /// `-x` as given (hostlist expression or file name).
     pub exclude: Option<String>,
@@ -504,6 +512,7 @@ impl Options {
             gpus,
             gpus_per_node,
             gpus_per_task,
+            tres_per_task,
             switches,
             segment,
             exclusive_topo,
@@ -593,6 +602,14 @@ impl Fail {
             code: EXIT_BAD_OPTION,
         }
     }
+}
+
+/// `--tres-per-task` and its sibling option from one source, as Slurm
+/// refuses them.
+fn tres_twice(tres: &str, option: &str) -> Fail {
+    Fail::fatal(format!(
+        "You can not have --tres-per-task={tres}= and --{option} please use one or the other"
+    ))
 }
 
 /// Slurm's `parse_int`: a whole decimal number (optional sign, leading
@@ -916,6 +933,9 @@ fn apply(
         }
         Key::Gpus | Key::GpusPerNode | Key::GpusPerTask => {
             slurm_common::gres::parse_gpus(v).map_err(|e| Fail::error(e, 1))?;
+            if spec.key == Key::GpusPerTask && opts.tres_gpus {
+                return Err(tres_twice("gres/gpu", "gpus-per-task"));
+            }
             match spec.key {
                 Key::Gpus => opts.gpus = s(),
                 Key::GpusPerNode => opts.gpus_per_node = s(),
@@ -928,7 +948,36 @@ fn apply(
                 .map_err(|e| Fail::error(e.to_string(), 1))?;
             opts.dependency = s();
         }
-        Key::CpusPerTask => opts.cpus_per_task = Some(parse_int("--cpus-per-task", v, true)?),
+        Key::CpusPerTask => {
+            if opts.tres_cpus {
+                return Err(tres_twice("cpu", "cpus-per-task"));
+            }
+            opts.cpus_per_task = Some(parse_int("--cpus-per-task", v, true)?)
+        }
+        Key::TresPerTask => {
+            use slurm_common::tres::{parse, TresError};
+            let t = parse(v).map_err(|e| match e {
+                TresError::Fatal(m) => Fail::fatal(m),
+                e @ TresError::Invalid(_) => {
+                    Fail::error(format!("Batch job submission failed: {e}"), 1)
+                }
+            })?;
+            if let Some(c) = t.cpus {
+                if opts.cpus_per_task.is_some() && !opts.tres_cpus {
+                    return Err(tres_twice("cpu", "cpus-per-task"));
+                }
+                opts.cpus_per_task = Some(c);
+                opts.tres_cpus = true;
+            }
+            if let Some(g) = t.gpus {
+                if opts.gpus_per_task.is_some() && !opts.tres_gpus {
+                    return Err(tres_twice("gres/gpu", "gpus-per-task"));
+                }
+                opts.gpus_per_task = Some(g);
+                opts.tres_gpus = true;
+            }
+            opts.tres_per_task = s();
+        }
         Key::Error => opts.error = path(),
         Key::Exclude => opts.exclude = s(),
         Key::Exclusive => {
@@ -1759,8 +1808,14 @@ pub fn build_desc(
             ));
         }
     }
+    if o.cpus_per_gpu.is_some() && o.cpus_per_task.is_some() {
+        return Err(Fail::fatal(
+            "--cpus-per-task, --tres-per-task=cpu:#, and --cpus-per-gpu are mutually exclusive",
+        ));
+    }
     if o.ntasks_per_gpu.is_some() {
         for (given, name) in [
+            (o.tres_per_task.is_some(), "--tres-per-task"),
             (o.gpus_per_task.is_some(), "--gpus-per-task"),
             (o.ntasks_per_node.is_some(), "--ntasks-per-node"),
         ] {
@@ -2463,6 +2518,70 @@ mod tests {
         match r.prepared {
             Some(s) => s.desc,
             None => panic!("no submission: code {:?} err {}", r.code, r.err),
+        }
+    }
+
+    /// `--tres-per-task`: its CPUs and GPUs are the job's per task; given
+    /// beside the option it stands for in one place, refused as Slurm
+    /// refuses it; the command line wins over the environment; what tasks
+    /// cannot be given is refused naming it, and nothing is submitted.
+    #[test]
+    fn tres_per_task_gives_cpus_and_gpus_per_task() {
+        let d = desc(
+            &["--tres-per-task=cpu=4,gres/gpu:a100=1", "--wrap=true"],
+            &[],
+            "",
+        );
+        assert_eq!(d.cpus_per_task, Some(4));
+        assert_eq!(d.gpus_per_task.as_deref(), Some("a100:1"));
+        let d = desc(
+            &["-c", "2", "--wrap=true"],
+            &[("SBATCH_TRES_PER_TASK", "cpu=4")],
+            "",
+        );
+        assert_eq!(d.cpus_per_task, Some(2), "the command line wins");
+        let d = desc(
+            &["--tres-per-task=gres:gpu=2"],
+            &[],
+            "#!/bin/sh\n#SBATCH -c 3\ntrue\n",
+        );
+        assert_eq!(
+            (d.cpus_per_task, d.gpus_per_task.as_deref()),
+            (Some(3), Some("2"))
+        );
+        for (argv, err) in [
+            (
+                vec!["-c", "2", "--tres-per-task=cpu=4", "--wrap=true"],
+                "sbatch: fatal: You can not have --tres-per-task=cpu= and --cpus-per-task please use one or the other\n",
+            ),
+            (
+                vec!["--tres-per-task=gres/gpu=1", "--gpus-per-task=1", "--wrap=true"],
+                "sbatch: fatal: You can not have --tres-per-task=gres/gpu= and --gpus-per-task please use one or the other\n",
+            ),
+            (
+                vec!["--tres-per-task=mem=4G", "--wrap=true"],
+                "sbatch: fatal: Invalid TRES for --tres-per-task: mem\n",
+            ),
+            (
+                vec!["--tres-per-task=cpu=0", "--wrap=true"],
+                "sbatch: fatal: Invalid --tres-per-task=cpu=0\n",
+            ),
+            (
+                vec!["--tres-per-task=license/ansys=1", "--wrap=true"],
+                "sbatch: error: Batch job submission failed: Invalid Trackable RESource (TRES) specification (license/ansys=1: licenses cannot be asked for each task here (use -L/--licenses))\n",
+            ),
+            (
+                vec!["--tres-per-task=cpu=2", "--cpus-per-gpu=1", "--wrap=true"],
+                "sbatch: fatal: --cpus-per-task, --tres-per-task=cpu:#, and --cpus-per-gpu are mutually exclusive\n",
+            ),
+            (
+                vec!["--tres-per-task=gres/gpu=1", "--ntasks-per-gpu=1", "--wrap=true"],
+                "sbatch: fatal: --tres-per-task is mutually exclusive with --ntasks-per-gpu and SLURM_NTASKS_PER_GPU\n",
+            ),
+        ] {
+            let r = run(&argv, &[], "");
+            assert!(r.prepared.is_none(), "{argv:?} submitted");
+            assert_eq!((r.code, r.err.as_str()), (Some(1), err), "{argv:?}");
         }
     }
 

@@ -272,6 +272,9 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
         format!("StdOut={out}"),
         "Power=".to_string(),
     ]);
+    if let Some(t) = slurm_proto::jobenv::job_tres_per_task(&job.desc) {
+        lines.push(format!("TresPerTask={t}"));
+    }
     if let Some(k) = job.desc.ntasks_per_gpu {
         lines.push(format!("NtasksPerTRES={k}"));
     }

@@ -145,6 +145,9 @@ pub struct AllocOpts {
     pub gpus: Option<String>,
     pub gpus_per_node: Option<String>,
     pub gpus_per_task: Option<String>,
+    /// `--tres-per-task` as given (its CPUs and GPUs are in
+    /// `cpus_per_task` and `gpus_per_task`).
+    pub tres_per_task: Option<String>,
     /// `--cpu-bind` (else `SLURM_CPU_BIND`).
     pub cpu_bind: Option<String>,
     pub label: bool,
@@ -418,6 +421,11 @@ pub(crate) const OPTS: &[Opt] = &[
     },
     Opt {
         short: None,
+        long: "tres-per-task",
+        arg: Arg::Required,
+    },
+    Opt {
+        short: None,
         long: "export",
         arg: Arg::Required,
     },
@@ -637,6 +645,67 @@ fn num(prog: &str, opt: &str, v: &str) -> Result<u32, String> {
 
 /// Where the options end and the command begins (srun stops at the first
 /// word that is not an option or its argument).
+/// Options given together on the command line that Slurm refuses there
+/// (from the environment, the command line's wins): `--tres-per-task`
+/// with the option its entry stands for, and CPUs per task with
+/// `--cpus-per-gpu`.
+pub fn cli_tres_conflict(prog: &str, cli: &[String]) -> Result<(), String> {
+    let split = split_command(cli);
+    // A command line getopt refuses is reported by `parse`.
+    let Ok(parsed) = getopt(prog, &cli[..split], &table(prog)) else {
+        return Ok(());
+    };
+    let (mut cpus, mut gpus, mut per_gpu, mut tres) = (false, false, false, None);
+    for p in parsed {
+        if let Parsed::Opt(name, val) = p {
+            match name {
+                "cpus-per-task" => cpus = true,
+                "gpus-per-task" => gpus = true,
+                "cpus-per-gpu" => per_gpu = true,
+                "tres-per-task" => tres = val.and_then(|v| slurm_common::tres::parse(&v).ok()),
+                _ => {}
+            }
+        }
+    }
+    let twice = |tres: &str, option: &str| {
+        format!(
+            "{prog}: fatal: You can not have --tres-per-task={tres}= and --{option} please use one or the other"
+        )
+    };
+    if let Some(t) = &tres {
+        if cpus && t.cpus.is_some() {
+            return Err(twice("cpu", "cpus-per-task"));
+        }
+        if gpus && t.gpus.is_some() {
+            return Err(twice("gres/gpu", "gpus-per-task"));
+        }
+    }
+    if per_gpu && (cpus || tres.is_some_and(|t| t.cpus.is_some())) {
+        return Err(format!(
+            "{prog}: fatal: --cpus-per-task, --tres-per-task=cpu:#, and --cpus-per-gpu are mutually exclusive"
+        ));
+    }
+    Ok(())
+}
+
+/// `SLURM_CPUS_PER_TASK` and `SLURM_TRES_PER_TASK` (srun's input
+/// environment) giving different CPUs per task, which Slurm refuses.
+pub fn env_tres_conflict(env: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+    let Some(tres) = env("SLURM_TRES_PER_TASK").filter(|v| !v.is_empty()) else {
+        return Ok(());
+    };
+    let Some(cpus) = env("SLURM_CPUS_PER_TASK").and_then(|v| v.trim().parse::<u32>().ok()) else {
+        return Ok(());
+    };
+    match slurm_common::tres::parse(&tres) {
+        Ok(t) if t.cpus.is_some_and(|c| c != cpus) => Err(format!(
+            "srun: fatal: cpus-per-task set by two different environment variables SLURM_CPUS_PER_TASK={cpus} != SLURM_TRES_PER_TASK=cpu={}",
+            t.cpus.unwrap_or_default()
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn split_command(args: &[String]) -> usize {
     let mut i = 0;
     while i < args.len() {
@@ -836,7 +905,11 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 };
                 o.nodes = Some((a, b));
             }
-            "cpus-per-task" => o.cpus_per_task = Some(num(prog, name, &v)?),
+            "cpus-per-task" => {
+                o.cpus_per_task = Some(num(prog, name, &v)?);
+                // --cpus-per-gpu from the environment gives way.
+                o.cpus_per_gpu = None;
+            }
             "ntasks-per-node" => o.ntasks_per_node = Some(num(prog, name, &v)?),
             "nodefile" => {
                 o.nodelist = crate::common::read_hostfile(&v)
@@ -922,6 +995,9 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                     return Err(format!("{prog}: error: Invalid --cpus-per-gpu value: {v}"));
                 }
                 o.cpus_per_gpu = Some(n);
+                // CPUs per task from before (the environment: both on the
+                // command line is refused by `cli_tres_conflict`) give way.
+                o.cpus_per_task = None;
             }
             "mem-per-gpu" => {
                 o.mem_per_gpu =
@@ -953,6 +1029,27 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "gres" => {
                 slurm_common::gres::parse_list(&v).map_err(|e| format!("{prog}: error: {e}"))?;
                 o.gres = Some(v);
+            }
+            "tres-per-task" => {
+                use slurm_common::tres::{parse, TresError};
+                let t = parse(&v).map_err(|e| match e {
+                    TresError::Fatal(m) => format!("{prog}: fatal: {m}"),
+                    e @ TresError::Invalid(_) => match prog {
+                        "salloc" => format!("{prog}: error: Job submit/allocate failed: {e}"),
+                        _ => format!("{prog}: error: Unable to allocate resources: {e}"),
+                    },
+                })?;
+                // From the environment or the command line, the later wins
+                // (the command line's comes later; both there is refused
+                // before, by `cli_tres_conflict`).
+                if let Some(c) = t.cpus {
+                    o.cpus_per_task = Some(c);
+                    o.cpus_per_gpu = None;
+                }
+                if let Some(g) = t.gpus {
+                    o.gpus_per_task = Some(g);
+                }
+                o.tres_per_task = Some(v);
             }
             "gpus" | "gpus-per-node" | "gpus-per-task" => {
                 slurm_common::gres::parse_gpus(&v).map_err(|e| format!("{prog}: error: {e}"))?;
@@ -1129,6 +1226,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
     }
     if o.ntasks_per_gpu.is_some() {
         for (given, other) in [
+            (o.tres_per_task.is_some(), "--tres-per-task"),
             (o.gpus_per_task.is_some(), "--gpus-per-task"),
             (o.ntasks_per_node.is_some(), "--ntasks-per-node"),
         ] {
@@ -2193,7 +2291,12 @@ const INPUT_ENV: &[(&str, &str, bool)] = &[
     ("SLURM_EPILOG", "epilog", true),
     ("SLURM_TASK_PROLOG", "task-prolog", true),
     ("SLURM_TASK_EPILOG", "task-epilog", true),
-    // The job's, set in its scripts: its steps keep to it.
+    // The job's, set in its scripts: its steps keep to it. (CPUs and GPUs
+    // per task too, as Slurm's srun since 23.11; SLURM_TRES_PER_TASK after
+    // the others, whose values it repeats.)
+    ("SLURM_CPUS_PER_TASK", "cpus-per-task", true),
+    ("SLURM_GPUS_PER_TASK", "gpus-per-task", true),
+    ("SLURM_TRES_PER_TASK", "tres-per-task", true),
     ("SLURM_NTASKS_PER_CORE", "ntasks-per-core", true),
     ("SLURM_NTASKS_PER_GPU", "ntasks-per-gpu", true),
 ];
@@ -2213,7 +2316,6 @@ const INPUT_ENV_OUTSIDE: &[(&str, &str, bool)] = &[
     ("SLURM_NPROCS", "ntasks", true),
     ("SLURM_NTASKS", "ntasks", true),
     ("SLURM_NNODES", "nodes", true),
-    ("SLURM_CPUS_PER_TASK", "cpus-per-task", true),
     ("SLURM_NTASKS_PER_NODE", "ntasks-per-node", true),
     ("SLURM_JOB_NAME", "job-name", true),
     ("SLURM_MEM_PER_CPU", "mem-per-cpu", true),
@@ -2229,7 +2331,6 @@ const INPUT_ENV_OUTSIDE: &[(&str, &str, bool)] = &[
     ("SLURM_CPUS_PER_GPU", "cpus-per-gpu", true),
     ("SLURM_GPUS", "gpus", true),
     ("SLURM_GPUS_PER_NODE", "gpus-per-node", true),
-    ("SLURM_GPUS_PER_TASK", "gpus-per-task", true),
     ("SLURM_MEM_PER_GPU", "mem-per-gpu", true),
     ("SLURM_NTASKS_PER_SOCKET", "ntasks-per-socket", true),
     ("SLURM_THREADS_PER_CORE", "threads-per-core", true),
@@ -2267,8 +2368,15 @@ pub fn env_options(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
 
 pub fn srun_main() -> i32 {
     let codes = common::ExitCodes::from_env("srun", &|k| std::env::var(k).ok());
+    let cli: Vec<String> = std::env::args().skip(1).collect();
+    if let Err(e) =
+        env_tres_conflict(&|k| std::env::var(k).ok()).and_then(|()| cli_tres_conflict("srun", &cli))
+    {
+        eprintln!("{e}");
+        return codes.error;
+    }
     let mut args = env_options(&|k| std::env::var(k).ok());
-    args.extend(std::env::args().skip(1));
+    args.extend(cli);
     let o = match parse("srun", &args) {
         Ok(o) => o,
         Err(e) => {
@@ -2607,6 +2715,12 @@ pub fn step_vars(
     inherited: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(String, String)> {
     let mut env = job_facts(j);
+    // What the step asked per task, not the job (as Slurm's since 23.11).
+    env.retain(|(k, _)| k != "SLURM_TRES_PER_TASK");
+    let cpus = o.cpus_per_task.filter(|_| o.cpus_per_gpu.is_none());
+    if let Some(t) = slurm_common::tres::format(cpus, o.gpus_per_task.as_deref()) {
+        env.push(("SLURM_TRES_PER_TASK".into(), t));
+    }
     let unset = |k: &str| inherited(k).is_none_or(|v| v.is_empty());
     if unset("SLURM_SUBMIT_DIR") {
         env.push(("SLURM_SUBMIT_DIR".into(), cwd()));
@@ -2778,6 +2892,7 @@ const SALLOC_ENV: &crate::fmt::EnvOptions = &[
     ("SALLOC_GPUS", "gpus", true),
     ("SALLOC_GPUS_PER_NODE", "gpus-per-node", true),
     ("SALLOC_GPUS_PER_TASK", "gpus-per-task", true),
+    ("SALLOC_TRES_PER_TASK", "tres-per-task", true),
     ("SALLOC_GRES", "gres", true),
     ("SALLOC_IMMEDIATE", "immediate", true),
     ("SALLOC_MEM_PER_CPU", "mem-per-cpu", true),
@@ -2863,8 +2978,13 @@ fn watch_allocation(
 
 pub fn salloc_main() -> i32 {
     let codes = common::ExitCodes::from_env("salloc", &|k| std::env::var(k).ok());
+    let cli: Vec<String> = std::env::args().skip(1).collect();
+    if let Err(e) = cli_tres_conflict("salloc", &cli) {
+        eprintln!("{e}");
+        return codes.error;
+    }
     let mut args = salloc_env_options(&|k| std::env::var(k).ok());
-    args.extend(std::env::args().skip(1));
+    args.extend(cli);
     let o = match parse("salloc", &args) {
         Ok(o) => o,
         Err(e) => {
@@ -3104,6 +3224,77 @@ mod tests {
             ("SLURM_OVERCOMMIT", "1"),
         ]);
         assert_eq!(env_options(&over), ["--overcommit", "--ntasks=9"]);
+        // Inside a job, the job's CPUs and GPUs per task stand for its
+        // steps (as in Slurm since 23.11); the command line's win.
+        let job_c4 = env(&[
+            ("SLURM_JOB_ID", "12"),
+            ("SLURM_CPUS_PER_TASK", "4"),
+            ("SLURM_TRES_PER_TASK", "cpu=4,gres/gpu=1"),
+        ]);
+        let words = env_options(&job_c4);
+        assert_eq!(
+            words,
+            ["--cpus-per-task=4", "--tres-per-task=cpu=4,gres/gpu=1"]
+        );
+        let o = parse("srun", &words).unwrap();
+        assert_eq!(
+            (o.cpus_per_task, o.gpus_per_task.as_deref()),
+            (Some(4), Some("1"))
+        );
+        let mut all = words.clone();
+        all.extend(a(&["-c", "2", "true"]));
+        assert_eq!(parse("srun", &all).unwrap().cpus_per_task, Some(2));
+        let mut all = words;
+        all.extend(a(&["--cpus-per-gpu=3", "true"]));
+        let o = parse("srun", &all).unwrap();
+        assert_eq!((o.cpus_per_task, o.cpus_per_gpu), (None, Some(3)));
+        assert_eq!(env_tres_conflict(&job_c4), Ok(()));
+        let disagree = env(&[
+            ("SLURM_CPUS_PER_TASK", "3"),
+            ("SLURM_TRES_PER_TASK", "cpu=4"),
+        ]);
+        assert_eq!(
+            env_tres_conflict(&disagree).unwrap_err(),
+            "srun: fatal: cpus-per-task set by two different environment variables SLURM_CPUS_PER_TASK=3 != SLURM_TRES_PER_TASK=cpu=4"
+        );
+        // Both on the command line: refused as Slurm's.
+        for (cli, err) in [
+            (
+                vec!["-c2", "--tres-per-task=cpu=2", "true"],
+                "srun: fatal: You can not have --tres-per-task=cpu= and --cpus-per-task please use one or the other",
+            ),
+            (
+                vec!["--gpus-per-task=1", "--tres-per-task=gres/gpu:1", "true"],
+                "srun: fatal: You can not have --tres-per-task=gres/gpu= and --gpus-per-task please use one or the other",
+            ),
+            (
+                vec!["-c", "2", "--cpus-per-gpu", "1", "true"],
+                "srun: fatal: --cpus-per-task, --tres-per-task=cpu:#, and --cpus-per-gpu are mutually exclusive",
+            ),
+        ] {
+            assert_eq!(cli_tres_conflict("srun", &a(&cli)).unwrap_err(), err, "{cli:?}");
+        }
+        // The command's own arguments are not srun's.
+        assert_eq!(
+            cli_tres_conflict("srun", &a(&["-c2", "prog", "--tres-per-task=cpu=2"])),
+            Ok(())
+        );
+        assert_eq!(
+            parse("srun", &a(&["--tres-per-task=vmem=1", "true"])).unwrap_err(),
+            "srun: fatal: Invalid TRES for --tres-per-task: vmem"
+        );
+        assert_eq!(
+            parse("salloc", &a(&["--tres-per-task=gres/mps=1"])).unwrap_err(),
+            "salloc: error: Job submit/allocate failed: Invalid Trackable RESource (TRES) specification (gres/mps=1: only gres/gpu can be asked for each task (use --gres for the others))"
+        );
+        let o = parse(
+            "srun",
+            &a(&["--tres-per-task=gres/gpu:1", "--ntasks-per-gpu=1", "true"]),
+        );
+        assert_eq!(
+            o.unwrap_err(),
+            "srun: fatal: --tres-per-task is mutually exclusive with --ntasks-per-gpu and SLURM_NTASKS_PER_GPU"
+        );
         // Fewer tasks than nodes: the node count comes down, with Slurm's
         // warning.
         let o = parse("salloc", &a(&["-N3", "-n2"])).unwrap();

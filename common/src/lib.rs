@@ -54,4 +54,5 @@ pub mod timefmt;
 pub mod tls;
 pub mod topologies;
 pub mod topology;
+pub mod tres;
 pub mod users;

@@ -533,7 +533,10 @@ pub fn job_info(j: &JobRecord, cluster: &str) -> Value {
     put("tres_per_job", json!(""));
     put("tres_per_node", json!(""));
     put("tres_per_socket", json!(""));
-    put("tres_per_task", json!(""));
+    put(
+        "tres_per_task",
+        json!(slurm_proto::jobenv::job_tres_per_task(d).unwrap_or_default()),
+    );
     put(
         "tres_req_str",
         json!(tres_str(j.req_cpus, req_mem, j.min_nodes as usize)),

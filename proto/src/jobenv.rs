@@ -20,6 +20,7 @@ pub const JOB_ENV_VARS: &[&str] = &[
     "SLURM_GPUS",
     "SLURM_GPUS_PER_NODE",
     "SLURM_GPUS_PER_TASK",
+    "SLURM_TRES_PER_TASK",
     "SLURM_CPUS_PER_GPU",
     "SLURM_MEM_PER_GPU",
     "SLURM_NTASKS_PER_SOCKET",
@@ -38,13 +39,14 @@ pub fn job_env(j: &JobRecord) -> Vec<String> {
         env.push(format!("SLURM_RESTART_COUNT={}", j.restarts));
     }
     let d = &j.desc;
-    let given: [(&str, Option<String>); 13] = [
+    let given: [(&str, Option<String>); 14] = [
         ("SLURM_JOB_DEPENDENCY", d.dependency.clone()),
         ("SLURM_JOB_LICENSES", d.licenses.clone()),
         ("SLURM_JOB_RESERVATION", d.reservation.clone()),
         ("SLURM_GPUS", d.gpus.clone()),
         ("SLURM_GPUS_PER_NODE", d.gpus_per_node.clone()),
         ("SLURM_GPUS_PER_TASK", d.gpus_per_task.clone()),
+        ("SLURM_TRES_PER_TASK", job_tres_per_task(d)),
         ("SLURM_CPUS_PER_GPU", d.cpus_per_gpu.map(|n| n.to_string())),
         ("SLURM_MEM_PER_GPU", d.mem_per_gpu.map(|n| n.to_string())),
         (
@@ -71,6 +73,33 @@ pub fn job_env(j: &JobRecord) -> Vec<String> {
         }
     }
     env
+}
+
+/// Slurm's `SLURM_TRES_PER_TASK` (and `scontrol show job`'s `TresPerTask=`)
+/// for CPUs and GPUs asked for each task (`--cpus-per-task`,
+/// `--gpus-per-task` as `N` or `type:N`, or `--tres-per-task`): CPUs
+/// first, as Slurm's commands write it (`cpu=4,gres/gpu:a100=2`).
+pub fn tres_per_task(cpus: Option<u32>, gpus: Option<&str>) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(c) = cpus {
+        parts.push(format!("cpu={c}"));
+    }
+    if let Some(g) = gpus.filter(|g| !g.is_empty()) {
+        parts.push(match g.rsplit_once(':') {
+            Some((kind, n)) => format!("gres/gpu:{kind}={n}"),
+            None => format!("gres/gpu={g}"),
+        });
+    }
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
+/// What a job asked for each task ([`tres_per_task`]); CPUs the controller
+/// derived from `--cpus-per-gpu` were not asked per task.
+pub fn job_tres_per_task(d: &crate::JobDesc) -> Option<String> {
+    tres_per_task(
+        d.cpus_per_task.filter(|_| d.cpus_per_gpu.is_none()),
+        d.gpus_per_task.as_deref(),
+    )
 }
 
 /// The variables an array task's batch script gets beside the others

@@ -259,6 +259,7 @@ const JOB_FIELDS_USED: &[&str] = &[
     "tasks",
     "tasks_per_node",
     "ntasks_per_tres",
+    "tres_per_task",
     "time_limit",
     "time_minimum",
     "user_id",
@@ -290,6 +291,7 @@ pub fn job_desc(
     let mut min_nodes = None;
     let mut max_nodes = None;
     let mut cwd = None;
+    let mut tres = None;
     for (k, val) in o {
         let p = path_join(path, k);
         let p = p.as_str();
@@ -446,6 +448,12 @@ pub fn job_desc(
             "tasks" => d.ntasks = u32_of(val, p)?.filter(|&n| n > 0),
             "tasks_per_node" => d.ntasks_per_node = u32_of(val, p)?.filter(|&n| n > 0),
             "ntasks_per_tres" => d.ntasks_per_gpu = u32_of(val, p)?.filter(|&n| n > 0),
+            "tres_per_task" => {
+                if let Some(s) = opt_string(val, p)? {
+                    let t = slurm_common::tres::parse(&s).map_err(|e| bad(p, e.to_string()))?;
+                    tres = Some((t, p.to_string()));
+                }
+            }
             "time_limit" => {
                 d.time_limit = match val {
                     Value::String(s) if s.contains(':') || s.contains('-') => Some(
@@ -481,6 +489,25 @@ pub fn job_desc(
                 }
                 warnings.push(format!("{p}: field is not supported yet and was ignored"));
             }
+        }
+    }
+    // `tres_per_task` gives CPUs and GPUs per task, as the options do;
+    // given beside `cpus_per_task` it must agree.
+    if let Some((t, p)) = tres {
+        if let Some(c) = t.cpus {
+            if d.cpus_per_task.is_some_and(|n| n != c) {
+                return Err(bad(
+                    &p,
+                    format!(
+                        "cpu={c} disagrees with cpus_per_task={}",
+                        d.cpus_per_task.unwrap_or_default()
+                    ),
+                ));
+            }
+            d.cpus_per_task = Some(c);
+        }
+        if t.gpus.is_some() {
+            d.gpus_per_task = t.gpus;
         }
     }
     d.min_nodes = min_nodes;
@@ -1134,6 +1161,28 @@ mod tests {
         assert_eq!(d.kill_on_invalid_dep, Some(true));
         let e = submit_request(&json!({"job": {"deadline": "soon"}}), 0, "/", "h").unwrap_err();
         assert_eq!(e.path, "job/deadline");
+        // tres_per_task: CPUs and GPUs per task; beside cpus_per_task it
+        // must agree; a bad one is refused naming the field.
+        let job = |j: Value| submit_request(&json!({ "job": j }), 0, "/", "h");
+        let d = job(json!({"tres_per_task": "cpu=3,gres/gpu:a100=1", "cpus_per_task": 3}))
+            .unwrap()
+            .desc;
+        assert_eq!(
+            (d.cpus_per_task, d.gpus_per_task.as_deref()),
+            (Some(3), Some("a100:1"))
+        );
+        for bad in [
+            json!({"tres_per_task": "cpu=2", "cpus_per_task": 3}),
+            json!({"tres_per_task": "mem=1G"}),
+            json!({"tres_per_task": "gres/shard=1"}),
+            json!({"tres_per_task": 5}),
+        ] {
+            assert_eq!(
+                job(bad.clone()).unwrap_err().path,
+                "job/tres_per_task",
+                "{bad}"
+            );
+        }
     }
 
     #[test]

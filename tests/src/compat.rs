@@ -259,6 +259,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
             }
             let o = slurm_cli::srun::AllocOpts {
                 overcommit: true,
+                cpus_per_task: Some(2),
                 ..Default::default()
             };
             v.extend(names(slurm_cli::srun::step_vars(&job, &o, &|_| None)));

@@ -78,6 +78,10 @@ mod tests {
         assert!(env.contains(&"SLURM_RESTART_COUNT=2".to_string()));
         assert!(env.contains(&"SLURM_ARRAY_TASK_STEP=2".to_string()));
         assert!(env.contains(&"SLURM_GPUS_PER_NODE=a100:1".to_string()));
+        // CPUs derived from --cpus-per-gpu were not asked per task.
+        Arc::make_mut(&mut j.desc).cpus_per_task = Some(8);
+        let env = job_env(&j);
+        assert!(env.contains(&"SLURM_TRES_PER_TASK=gres/gpu=1".to_string()));
         // Every name it sets is one a launch strips from an outer job's copy.
         let names: Vec<&str> = env.iter().filter_map(|kv| kv.split('=').next()).collect();
         assert_eq!(names.len(), JOB_ENV_VARS.len());

@@ -1441,6 +1441,60 @@ fn salloc_and_sbatch_tell_the_job_what_it_asked_for() {
     );
 }
 
+/// CPUs per task asked of a batch job (`-c`, or `--tres-per-task=cpu=N`)
+/// are its steps' too, as in Slurm since 23.11: the job is told
+/// `SLURM_TRES_PER_TASK`, srun inside reads it (and
+/// `SLURM_CPUS_PER_TASK`) unless its own command line says otherwise, and
+/// tells each step what it asked; the two variables disagreeing, or
+/// `--tres-per-task` beside `-c` on srun's command line, are Slurm's fatal
+/// errors and start no step. `scontrol show job` shows `TresPerTask=`.
+#[test]
+fn a_jobs_cpus_per_task_reach_its_steps_through_tres_per_task() {
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |s| s.cpus = 4);
+    let script = "echo job $SLURM_TRES_PER_TASK\n\
+                  srun -n1 sh -c 'echo step $SLURM_CPUS_PER_TASK $SLURM_TRES_PER_TASK'\n\
+                  srun -n1 -c1 sh -c 'echo one $SLURM_TRES_PER_TASK'\n\
+                  SLURM_CPUS_PER_TASK=3 srun -n1 true; echo disagree=$?\n\
+                  srun -n1 -c1 --tres-per-task=cpu=1 true; echo twice=$?\n";
+    let id = t.sbatch(&[
+        "--tres-per-task=cpu=2",
+        "-n1",
+        "-o",
+        "tres.out",
+        "-e",
+        "tres.err",
+        "--wrap",
+        script,
+    ]);
+    t.wait_done(id, 60);
+    let out = std::fs::read_to_string(t.work.join("tres.out")).unwrap();
+    let err = std::fs::read_to_string(t.work.join("tres.err")).unwrap();
+    assert_eq!(
+        out, "job cpu=2\nstep 2 cpu=2\none cpu=1\ndisagree=1\ntwice=1\n",
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "srun: fatal: cpus-per-task set by two different environment variables SLURM_CPUS_PER_TASK=3 != SLURM_TRES_PER_TASK=cpu=2"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "srun: fatal: You can not have --tres-per-task=cpu= and --cpus-per-task please use one or the other"
+        ),
+        "{err}"
+    );
+    let show = t.run("scontrol", &["show", "job", &id.to_string()]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    assert!(
+        stdout(&show).contains("\n   TresPerTask=cpu=2\n"),
+        "{}",
+        stdout(&show)
+    );
+}
+
 /// `squeue --running-over/--running-under`: running jobs by how long they
 /// have run; pending jobs never; a bad time is Slurm's fatal error.
 #[test]
