@@ -1089,20 +1089,31 @@ fn completion_main(o: &Options, now: i64) -> i32 {
             eprintln!("Slurm unable to initialize jobcomp plugin");
             return 1;
         }
-        JobCompConf::File(p) => p,
+        JobCompConf::File(p) => Some(p),
+        // jobcomp/script keeps no records to read back (Slurm's says so
+        // and lists none).
+        JobCompConf::Script(_) | JobCompConf::NoScript => {
+            eprintln!("sacct: This function is not implemented.");
+            None
+        }
     };
-    let path = o
-        .comp_file
-        .clone()
-        .map(std::path::PathBuf::from)
-        .unwrap_or(loc);
-    let text = match std::fs::read(&path) {
-        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(e) => {
-            let msg = e.to_string();
-            let msg = msg.split(" (os error").next().unwrap_or(&msg);
-            eprintln!("{}: {msg}", path.display());
-            return 1;
+    let text = match loc {
+        None => String::new(),
+        Some(loc) => {
+            let path = o
+                .comp_file
+                .clone()
+                .map(std::path::PathBuf::from)
+                .unwrap_or(loc);
+            match std::fs::read(&path) {
+                Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+                Err(e) => {
+                    let msg = e.to_string();
+                    let msg = msg.split(" (os error").next().unwrap_or(&msg);
+                    eprintln!("{}: {msg}", path.display());
+                    return 1;
+                }
+            }
         }
     };
     let format = match o.fields_by {

@@ -1,6 +1,8 @@
 //! Job completion records (`JobCompType=jobcomp/filetxt`): one line per
 //! ended job in `JobCompLoc`, in Slurm's `key=value` layout, written by the
-//! controller and read back by `sacct -c` (`-f FILE`).
+//! controller and read back by `sacct -c` (`-f FILE`); or
+//! (`jobcomp/script`) the program `JobCompLoc` run for each ended job with
+//! the job in its environment, as Slurm's plugin runs it.
 
 use chrono::{Local, TimeZone};
 use slurm_proto::acct::{AcctJob, JobStateWire};
@@ -17,6 +19,10 @@ pub enum JobCompConf {
     None,
     /// `jobcomp/filetxt`: lines appended to this file.
     File(PathBuf),
+    /// `jobcomp/script`: this program run for each ended job.
+    Script(PathBuf),
+    /// `jobcomp/script` without `JobCompLoc` to say what to run.
+    NoScript,
     /// A plugin this implementation does not have (named as given).
     Unsupported(String),
 }
@@ -31,9 +37,144 @@ impl JobCompConf {
                     .filter(|l| !l.is_empty())
                     .unwrap_or(DEFAULT_LOC),
             )),
+            "jobcomp/script" | "script" => match conf
+                .get("JobCompLoc")
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+            {
+                Some(l) => JobCompConf::Script(PathBuf::from(l)),
+                None => JobCompConf::NoScript,
+            },
             other => JobCompConf::Unsupported(other.to_string()),
         }
     }
+}
+
+/// Whether `path` is a script `jobcomp/script` can run (Slurm's checks,
+/// and messages, when the plugin starts): a regular file this process may
+/// execute.
+pub fn check_script(path: &std::path::Path) -> Result<(), String> {
+    let shown = path.display();
+    let m = std::fs::metadata(path)
+        .map_err(|e| format!("jobcomp/script: failed to stat {shown}: {e}"))?;
+    if !m.is_file() {
+        return Err(format!("jobcomp/script: {shown} isn't a regular file"));
+    }
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("jobcomp/script: {shown} is not executable"))?;
+    // SAFETY: access reads the NUL-terminated path only.
+    if unsafe { libc::access(c.as_ptr(), libc::X_OK) } != 0 {
+        return Err(format!("jobcomp/script: {shown} is not executable"));
+    }
+    Ok(())
+}
+
+/// An ended job, or a run of one ended by a requeue, as completion records
+/// tell it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ended {
+    pub job: AcctJob,
+    /// A batch job (not an allocation made by salloc or srun).
+    pub batch: bool,
+    /// `--dependency` as asked.
+    pub dependency: String,
+    /// The highest exit status of its steps (raw wait status; Slurm's
+    /// derived exit code).
+    pub derived_ec: i32,
+}
+
+/// Slurm's array task id of a job that is not an array task (`NO_VAL`).
+const NO_ARRAY_TASK: u32 = 0xffff_fffe;
+
+/// The environment `jobcomp/script` runs its script with for `e`, by
+/// Slurm's names (and nothing else: the controller's own environment stays
+/// out, but for `TZ`, given as `tz`).
+pub fn script_env(e: &Ended, cluster: &str, tz: Option<&str>) -> Vec<(String, String)> {
+    let j = &e.job;
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut put = |k: &str, v: String| env.push((k.to_string(), v));
+    put("JOBID", j.job_id.to_string());
+    put("EXITCODE", code_pair(j.exit_status));
+    put("DERIVED_EC", code_pair(e.derived_ec));
+    put("ARRAYJOBID", j.array_job_id.unwrap_or(0).to_string());
+    put(
+        "ARRAYTASKID",
+        j.array_task_id.unwrap_or(NO_ARRAY_TASK).to_string(),
+    );
+    put("UID", j.uid.to_string());
+    put("GID", j.gid.to_string());
+    put("START", j.start_time.unwrap_or(0).to_string());
+    put("END", j.end_time.unwrap_or(0).to_string());
+    put("SUBMIT", j.submit_time.to_string());
+    put("ELIGIBLE", j.eligible_time.unwrap_or(0).to_string());
+    put("PROCS", j.alloc_cpus.to_string());
+    put("NODECNT", j.node_count.to_string());
+    put(
+        "DB_FLAGS",
+        if j.sched_flag.is_empty() {
+            "None".to_string()
+        } else {
+            j.sched_flag.clone()
+        },
+    );
+    put("BATCH", if e.batch { "yes" } else { "no" }.to_string());
+    put("CLUSTER", cluster.to_string());
+    put("CONSTRAINTS", j.constraints.clone());
+    let nodes = if j.nodelist.is_empty() {
+        String::new()
+    } else {
+        crate::hostlist::compress(&j.nodelist.split(',').collect::<Vec<_>>())
+    };
+    put("NODES", nodes);
+    put("ACCOUNT", j.account.clone());
+    put("JOBNAME", j.name.clone());
+    put("JOBSTATE", j.state.0.name().to_string());
+    put("PARTITION", j.partition.clone());
+    put("QOS", j.qos.clone());
+    put("DEPENDENCY", e.dependency.clone());
+    put("WORK_DIR", j.work_dir.clone());
+    put("RESERVATION", j.reservation.clone());
+    put("USERNAME", j.user.clone());
+    put("GROUPNAME", j.group.clone());
+    put(
+        "STATEREASONPREV",
+        if j.reason.is_empty() {
+            "None".to_string()
+        } else {
+            j.reason.clone()
+        },
+    );
+    for (k, v) in [
+        ("STDIN", &j.std_in),
+        ("STDOUT", &j.std_out),
+        ("STDERR", &j.std_err),
+    ] {
+        if !v.is_empty() {
+            put(k, v.clone());
+        }
+    }
+    put("LIMIT", crate::timefmt::format_limit_scontrol(j.time_limit));
+    if let Some(tz) = tz {
+        put("TZ", tz.to_string());
+    }
+    put("PATH", "/usr/bin:/bin:/usr/sbin:/sbin".to_string());
+    // (A NUL cannot be passed in an environment.)
+    for (_, v) in &mut env {
+        if v.contains('\0') {
+            *v = v.replace('\0', "");
+        }
+    }
+    env
+}
+
+/// The completion records of one committed batch, for their writer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Records {
+    /// `jobcomp/filetxt`: lines for this file.
+    Lines(PathBuf, Vec<String>),
+    /// `jobcomp/script`: this script, run once for each job (of this
+    /// cluster) with [`script_env`].
+    Script(PathBuf, String, Vec<Ended>),
 }
 
 fn time(t: Option<i64>) -> String {
@@ -223,6 +364,77 @@ pub struct Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jobcomp_script_is_checked_as_slurm_checks_it() {
+        let conf = |extra: &str| {
+            let text = format!("ClusterName=c\nSlurmctldHost=h\n{extra}");
+            let c = crate::conf::SlurmConf::parse_str(&text, std::path::Path::new("/x")).unwrap();
+            JobCompConf::from_conf(&c)
+        };
+        assert_eq!(conf("JobCompType=jobcomp/script\n"), JobCompConf::NoScript);
+        assert_eq!(
+            conf("JobCompType=jobcomp/script\nJobCompLoc=/s.sh\n"),
+            JobCompConf::Script("/s.sh".into())
+        );
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("none.sh");
+        assert!(check_script(&missing)
+            .unwrap_err()
+            .contains("failed to stat"));
+        assert!(check_script(d.path())
+            .unwrap_err()
+            .ends_with("isn't a regular file"));
+        let s = d.path().join("s.sh");
+        std::fs::write(&s, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&s, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // (Root may execute a file only when some execute bit is set.)
+        assert!(check_script(&s).unwrap_err().ends_with("is not executable"));
+        std::fs::set_permissions(&s, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(check_script(&s), Ok(()));
+    }
+
+    #[test]
+    fn a_scripts_environment_holds_the_job_by_slurms_names() {
+        let mut j = AcctJob {
+            job_id: 9,
+            array_job_id: Some(8),
+            array_task_id: Some(1),
+            name: "a\0b".into(),
+            nodelist: "n1,n2,n3".into(),
+            time_limit: Some(1500),
+            exit_status: 9,
+            ..Default::default()
+        };
+        j.state = JobStateWire(JobState::Failed);
+        let e = Ended {
+            job: j,
+            batch: false,
+            dependency: "afterok:3".into(),
+            derived_ec: 3 << 8,
+        };
+        let env: std::collections::HashMap<String, String> =
+            script_env(&e, "c1", Some("UTC")).into_iter().collect();
+        for (k, v) in [
+            ("JOBID", "9"),
+            ("ARRAYJOBID", "8"),
+            ("ARRAYTASKID", "1"),
+            ("EXITCODE", "0:9"),
+            ("DERIVED_EC", "3:0"),
+            ("JOBNAME", "ab"),
+            ("NODES", "n[1-3]"),
+            ("LIMIT", "1-01:00:00"),
+            ("BATCH", "no"),
+            ("DEPENDENCY", "afterok:3"),
+            ("JOBSTATE", "FAILED"),
+            ("CLUSTER", "c1"),
+            ("TZ", "UTC"),
+        ] {
+            assert_eq!(env.get(k).map(String::as_str), Some(v), "{k}");
+        }
+        assert!(!env.contains_key("STDOUT"));
+    }
 
     #[test]
     fn a_line_reads_back_as_the_job_it_records() {

@@ -18,41 +18,35 @@ pub struct Agent {
     pub rt: tokio::runtime::Handle,
     /// The accounting outbox's sender task, when accounting goes to slurmdbd.
     pub acct: Option<tokio::sync::mpsc::UnboundedSender<slurm_proto::acct::SeqRecord>>,
-    /// The thread appending job completion records (`jobcomp/filetxt`).
-    pub jobcomp: Option<Sender<(std::path::PathBuf, Vec<String>)>>,
+    /// The thread writing job completion records (`JobCompType`).
+    pub jobcomp: Option<Sender<slurm_common::jobcomp::Records>>,
 }
 
-/// Start the thread that appends job completion records to their file,
-/// in the order the writer committed them (off the writer: a slow disk
-/// holds up nothing else). The file is made 0644, as Slurm's, and only a
-/// regular file is written, never through a symbolic link.
-pub fn jobcomp_writer() -> Sender<(std::path::PathBuf, Vec<String>)> {
-    let (tx, rx) = std::sync::mpsc::channel::<(std::path::PathBuf, Vec<String>)>();
+/// How long a `jobcomp/script` run may take before it is killed (Slurm
+/// waits for ever, and one hung script holds back every later record).
+const JOBCOMP_SCRIPT_LIMIT: Duration = Duration::from_secs(300);
+
+/// Start the thread that writes job completion records, in the order the
+/// writer committed them (off the writer: a slow disk or script holds up
+/// nothing else): `jobcomp/filetxt` lines appended to their file (made
+/// 0644, as Slurm's; only a regular file, never through a symbolic link),
+/// or `jobcomp/script`'s script run once for each job, one at a time.
+pub fn jobcomp_writer() -> Sender<slurm_common::jobcomp::Records> {
+    use slurm_common::jobcomp::Records;
+    let (tx, rx) = std::sync::mpsc::channel::<Records>();
     let spawned = std::thread::Builder::new()
         .name("jobcomp".into())
         .spawn(move || {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            for (path, lines) in rx {
-                // Only a regular file (a FIFO there would hold the
-                // thread, and every record after, forever).
-                let res = std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .mode(0o644)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                    .open(&path)
-                    .and_then(|f| match f.metadata()?.is_file() {
-                        true => Ok(f),
-                        false => Err(std::io::Error::other("not a regular file")),
-                    })
-                    .and_then(|mut f| f.write_all(lines.concat().as_bytes()));
-                if let Err(e) = res {
-                    tracing::error!(
-                        "JobCompLoc {}: {e}: {} job completion record(s) lost",
-                        path.display(),
-                        lines.len()
-                    );
+            for records in rx {
+                match records {
+                    Records::Lines(path, lines) => append_jobcomp(&path, &lines),
+                    Records::Script(path, cluster, ended) => {
+                        let tz = std::env::var("TZ").ok();
+                        for e in &ended {
+                            let env = slurm_common::jobcomp::script_env(e, &cluster, tz.as_deref());
+                            run_jobcomp_script(&path, &env, e.job.job_id);
+                        }
+                    }
                 }
             }
         });
@@ -60,6 +54,87 @@ pub fn jobcomp_writer() -> Sender<(std::path::PathBuf, Vec<String>)> {
         tracing::error!("cannot start the job completion writer: {e}");
     }
     tx
+}
+
+/// Append `jobcomp/filetxt` lines to `path`.
+fn append_jobcomp(path: &std::path::Path, lines: &[String]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Only a regular file (a FIFO there would hold the thread, and every
+    // record after, forever).
+    let res = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .and_then(|f| match f.metadata()?.is_file() {
+            true => Ok(f),
+            false => Err(std::io::Error::other("not a regular file")),
+        })
+        .and_then(|mut f| f.write_all(lines.concat().as_bytes()));
+    if let Err(e) = res {
+        tracing::error!(
+            "JobCompLoc {}: {e}: {} job completion record(s) lost",
+            path.display(),
+            lines.len()
+        );
+    }
+}
+
+/// Run the `jobcomp/script` program for one job, as Slurm's plugin does:
+/// in `/tmp`, with nothing but the job's variables in its environment and
+/// its input and output on `/dev/null`; waited for (at most
+/// [`JOBCOMP_SCRIPT_LIMIT`], then killed), failures logged.
+fn run_jobcomp_script(path: &std::path::Path, env: &[(String, String)], job: u32) {
+    use std::process::{Command, Stdio};
+    let child = Command::new(path)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir("/tmp")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(
+                "jobcomp/script: execve({}): {e} (job {job})",
+                path.display()
+            );
+            return;
+        }
+    };
+    let deadline = std::time::Instant::now() + JOBCOMP_SCRIPT_LIMIT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                tracing::error!(
+                    "jobcomp/script: script {} still running after {} s for job {job}: killed",
+                    path.display(),
+                    JOBCOMP_SCRIPT_LIMIT.as_secs()
+                );
+                break None;
+            }
+            Err(e) => {
+                tracing::error!("jobcomp/script: waitpid: {e}");
+                break None;
+            }
+        }
+    };
+    if let Some(code) = status.and_then(|s| s.code()).filter(|c| *c != 0) {
+        tracing::error!(
+            "jobcomp/script: script {} exited with status {code} (job {job})",
+            path.display()
+        );
+    }
 }
 
 impl Agent {
@@ -90,7 +165,7 @@ impl Agent {
     }
 
     /// Hand the completion records of a committed batch to their writer.
-    pub fn jobcomp(&self, records: (std::path::PathBuf, Vec<String>)) {
+    pub fn jobcomp(&self, records: slurm_common::jobcomp::Records) {
         if let Some(tx) = &self.jobcomp {
             let _ = tx.send(records);
         }

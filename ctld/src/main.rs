@@ -429,8 +429,19 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         slurm_common::jobcomp::JobCompConf::File(path) => {
             tracing::info!("job completion records go to {}", path.display());
         }
+        // As Slurm's: a script that cannot run stops the controller
+        // starting (a later reconfigure is told in the log).
+        slurm_common::jobcomp::JobCompConf::Script(path) => {
+            if let Err(e) = slurm_common::jobcomp::check_script(&path) {
+                anyhow::bail!("{e}");
+            }
+            tracing::info!("job completion records run {}", path.display());
+        }
+        slurm_common::jobcomp::JobCompConf::NoScript => {
+            anyhow::bail!("jobcomp/script: JobCompLoc needs to be set to the script to run")
+        }
         slurm_common::jobcomp::JobCompConf::Unsupported(t) => tracing::error!(
-            "JobCompType={t} is not supported (jobcomp/filetxt is): no job completion records"
+            "JobCompType={t} is not supported (jobcomp/filetxt and jobcomp/script are): no job completion records"
         ),
     }
     let agent = Agent {

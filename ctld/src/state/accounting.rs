@@ -4,6 +4,23 @@
 
 use super::*;
 
+/// A job's run as its completion record tells it.
+fn ended_run(j: &JobRecord) -> slurm_common::jobcomp::Ended {
+    slurm_common::jobcomp::Ended {
+        job: slurm_proto::acct::AcctJob::from_record(j),
+        batch: j.batch,
+        dependency: j.desc.dependency.clone().unwrap_or_default(),
+        // The highest exit status of its steps, as Slurm keeps it.
+        derived_ec: j
+            .steps
+            .iter()
+            .filter(|s| s.step_id != BATCH_STEP)
+            .map(|s| s.exit_status)
+            .max()
+            .unwrap_or(0),
+    }
+}
+
 impl Controller {
     /// Count a job reaching a final state (for `sdiag`), and note it for
     /// its completion record (`JobCompType`).
@@ -27,32 +44,42 @@ impl Controller {
         self.acct_new.push(r);
     }
 
-    /// The completion records (`jobcomp/filetxt` lines) of the jobs that
-    /// ended in the batch just committed, and where they go; `None` when
-    /// there are none or `JobCompType` asks for none.
-    pub fn take_jobcomp(&mut self) -> Option<(std::path::PathBuf, Vec<String>)> {
-        use slurm_common::jobcomp::{line, JobCompConf};
+    /// The completion records of the jobs (and requeued runs) that ended
+    /// in the batch just committed, as `JobCompType` asks for them
+    /// (`jobcomp/filetxt` lines, or the jobs for `jobcomp/script`); `None`
+    /// when there are none or it asks for none.
+    pub fn take_jobcomp(&mut self) -> Option<slurm_common::jobcomp::Records> {
+        use slurm_common::jobcomp::{line, JobCompConf, Records};
         if self.ended_now.is_empty() && self.requeued_now.is_empty() {
             return None;
         }
-        let ended = std::mem::take(&mut self.ended_now);
+        let ended_ids = std::mem::take(&mut self.ended_now);
         let requeued = std::mem::take(&mut self.requeued_now);
-        let JobCompConf::File(path) = JobCompConf::from_conf(&self.conf) else {
+        let conf = JobCompConf::from_conf(&self.conf);
+        if !matches!(conf, JobCompConf::File(_) | JobCompConf::Script(_)) {
             return None;
-        };
-        let cluster = &self.conf.cluster_name;
-        let lines: Vec<String> = requeued
-            .iter()
-            .map(|r| line(r, cluster))
+        }
+        let ended: Vec<_> = requeued
+            .into_iter()
             .chain(
-                ended
+                ended_ids
                     .iter()
                     .filter_map(|id| self.p.jobs.get(id))
                     .filter(|j| j.state.is_finished())
-                    .map(|j| line(&slurm_proto::acct::AcctJob::from_record(j), cluster)),
+                    .map(|j| ended_run(j)),
             )
             .collect();
-        (!lines.is_empty()).then_some((path, lines))
+        if ended.is_empty() {
+            return None;
+        }
+        let cluster = self.conf.cluster_name.clone();
+        Some(match conf {
+            JobCompConf::Script(path) => Records::Script(path, cluster, ended),
+            JobCompConf::File(path) => {
+                Records::Lines(path, ended.iter().map(|e| line(&e.job, &cluster)).collect())
+            }
+            _ => return None,
+        })
     }
 
     /// Records made durable by the batch just committed.
@@ -197,8 +224,7 @@ impl Controller {
         if self.acct_enabled {
             self.acct_job(&run);
         }
-        self.requeued_now
-            .push(slurm_proto::acct::AcctJob::from_record(&run));
+        self.requeued_now.push(ended_run(&run));
     }
 
     /// Record a node going out of or back into service.

@@ -404,7 +404,7 @@ pub struct Controller {
     /// records: `take_jobcomp`).
     ended_now: Vec<JobId>,
     /// Runs ended by a requeue in this batch (their completion lines).
-    requeued_now: Vec<slurm_proto::acct::AcctJob>,
+    requeued_now: Vec<slurm_common::jobcomp::Ended>,
     /// Requeued jobs whose next record carries the script again.
     acct_payload_due: std::collections::HashSet<JobId>,
     /// What was last recorded per job (a hash of the record), step and

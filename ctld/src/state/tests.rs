@@ -334,7 +334,9 @@ fn a_requeued_job_runs_again_and_counts_its_restart() {
     assert!(records.iter().any(|r| matches!(r,
         AcctRecord::JobStart(j) if j.job_id == id && j.submit_time == resubmitted
             && j.state.0 == JobState::Pending)));
-    let (_, lines) = s.ctl.take_jobcomp().expect("a completion line");
+    let Some(slurm_common::jobcomp::Records::Lines(_, lines)) = s.ctl.take_jobcomp() else {
+        panic!("no completion line");
+    };
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains(" JobState=REQUEUED "), "{}", lines[0]);
     s.ok(

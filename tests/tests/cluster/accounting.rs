@@ -463,6 +463,105 @@ fn sacct_keeps_why_and_how_jobs_waited_and_ran() {
     assert!(stderr(&o).contains("unrecognized job reason value 'Sleepy'"));
 }
 
+/// `JobCompType=jobcomp/script`: `JobCompLoc` is run once for each ended
+/// job, as Slurm's plugin runs it: in /tmp, with only the job's variables
+/// (Slurm's names) in its environment, nothing of the controller's.
+#[test]
+fn a_jobcomp_script_is_run_for_each_ended_job_with_the_job_in_its_environment() {
+    use slurm_tests::TestCluster;
+    use std::time::{Duration, Instant};
+    let mut out_dir = std::path::PathBuf::new();
+    let t = TestCluster::start(1, |s| {
+        let script = s.dir.join("jobcomp.sh");
+        out_dir = s.dir.join("comp");
+        std::fs::create_dir_all(&out_dir).unwrap();
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n{{ pwd; env | sort; }} > {}/$JOBID.tmp && mv {}/$JOBID.tmp {}/$JOBID\n",
+                out_dir.display(),
+                out_dir.display(),
+                out_dir.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        s.extra_conf = format!(
+            "JobCompType=jobcomp/script\nJobCompLoc={}\n",
+            script.display()
+        );
+    });
+    let ok = t.sbatch(&[
+        "-J",
+        "fine",
+        "-t",
+        "5",
+        "--wrap",
+        "srun sh -c 'exit 2'; true",
+    ]);
+    let held = t.sbatch(&["-H", "--wrap", "true"]);
+    t.run("scancel", &[&held.to_string()]);
+    for id in [ok, held] {
+        t.wait_done(id, 30);
+    }
+    let read = |id: u32| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(out_dir.join(id.to_string())) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no record of job {id}\n{}",
+                t.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let text = read(ok);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("/tmp"), "{text}");
+    let env: std::collections::BTreeMap<&str, &str> =
+        lines.filter_map(|l| l.split_once('=')).collect();
+    for (k, v) in [
+        ("JOBID", ok.to_string().as_str()),
+        ("JOBNAME", "fine"),
+        ("JOBSTATE", "COMPLETED"),
+        ("EXITCODE", "0:0"),
+        ("DERIVED_EC", "2:0"),
+        ("BATCH", "yes"),
+        ("NODES", "n1"),
+        ("NODECNT", "1"),
+        ("PROCS", "1"),
+        ("UID", "0"),
+        ("USERNAME", "root"),
+        ("ARRAYJOBID", "0"),
+        ("ARRAYTASKID", "4294967294"),
+        ("LIMIT", "00:05:00"),
+        ("PATH", "/usr/bin:/bin:/usr/sbin:/sbin"),
+    ] {
+        assert_eq!(env.get(k).copied(), Some(v), "{k}: {text}");
+    }
+    for k in ["START", "END", "SUBMIT", "ELIGIBLE"] {
+        assert!(
+            env.get(k)
+                .is_some_and(|v| v.parse::<i64>().is_ok_and(|t| t > 0)),
+            "{k}: {text}"
+        );
+    }
+    // Nothing of the controller's own environment (sh adds PWD and the like).
+    for k in ["SLURM_CONF", "HOME"] {
+        assert!(!env.contains_key(k), "{k}: {text}");
+    }
+    let text = read(held);
+    assert!(text.contains("\nJOBSTATE=CANCELLED\n"), "{text}");
+    assert!(
+        text.contains("\nNODES=\n") && text.contains("\nBATCH=yes\n"),
+        "{text}"
+    );
+}
+
 /// `JobCompType=jobcomp/filetxt`: each ended job gets one line in
 /// `JobCompLoc`, in Slurm's layout, and `sacct -c` (`-f FILE`) reads them
 /// back; a `JobCompLoc` turned into a link is not written through.
