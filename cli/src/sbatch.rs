@@ -934,6 +934,10 @@ fn apply(
         Key::Gpus | Key::GpusPerNode | Key::GpusPerTask => {
             slurm_common::gres::parse_gpus(v).map_err(|e| Fail::error(e, 1))?;
             if spec.key == Key::GpusPerTask && opts.tres_gpus {
+                // In the environment both may be: the TRES wins.
+                if src == Source::Env {
+                    return Ok(());
+                }
                 return Err(tres_twice("gres/gpu", "gpus-per-task"));
             }
             match spec.key {
@@ -950,6 +954,9 @@ fn apply(
         }
         Key::CpusPerTask => {
             if opts.tres_cpus {
+                if src == Source::Env {
+                    return Ok(());
+                }
                 return Err(tres_twice("cpu", "cpus-per-task"));
             }
             opts.cpus_per_task = Some(parse_int("--cpus-per-task", v, true)?)
@@ -963,14 +970,14 @@ fn apply(
                 }
             })?;
             if let Some(c) = t.cpus {
-                if opts.cpus_per_task.is_some() && !opts.tres_cpus {
+                if opts.cpus_per_task.is_some() && !opts.tres_cpus && src != Source::Env {
                     return Err(tres_twice("cpu", "cpus-per-task"));
                 }
                 opts.cpus_per_task = Some(c);
                 opts.tres_cpus = true;
             }
             if let Some(g) = t.gpus {
-                if opts.gpus_per_task.is_some() && !opts.tres_gpus {
+                if opts.gpus_per_task.is_some() && !opts.tres_gpus && src != Source::Env {
                     return Err(tres_twice("gres/gpu", "gpus-per-task"));
                 }
                 opts.gpus_per_task = Some(g);
@@ -1565,6 +1572,13 @@ pub fn merge(script: &Options, env: &Options, cli: &Options) -> Result<Options, 
         return Err(Fail::fatal(
             "SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and SLURM_MEM_PER_NODE are mutually exclusive.",
         ));
+    }
+    // CPUs per task and --cpus-per-gpu exclude each other the same way
+    // (both on the command line or in the script: refused later).
+    if direct.cpus_per_task.is_some() {
+        env.cpus_per_gpu = None;
+    } else if direct.cpus_per_gpu.is_some() {
+        env.cpus_per_task = None;
     }
     let mut out = script.clone();
     out.overlay(&env);
@@ -2549,6 +2563,19 @@ mod tests {
             (d.cpus_per_task, d.gpus_per_task.as_deref()),
             (Some(3), Some("2"))
         );
+        // Both in the environment: the TRES wins; the command line's
+        // --cpus-per-gpu drops the environment's CPUs per task.
+        let env = [
+            ("SBATCH_GPUS_PER_TASK", "2"),
+            ("SBATCH_TRES_PER_TASK", "cpu=4,gres/gpu=1"),
+        ];
+        let d = desc(&["--wrap=true"], &env, "");
+        assert_eq!(
+            (d.cpus_per_task, d.gpus_per_task.as_deref()),
+            (Some(4), Some("1"))
+        );
+        let d = desc(&["--cpus-per-gpu=2", "--wrap=true"], &env, "");
+        assert_eq!((d.cpus_per_task, d.cpus_per_gpu), (None, Some(2)));
         for (argv, err) in [
             (
                 vec!["-c", "2", "--tres-per-task=cpu=4", "--wrap=true"],

@@ -1415,6 +1415,7 @@ mod tests {
             submit_time: 0,
             eligible_time: None,
             start_time: None,
+            run_start: None,
             end_time: None,
             last_sched_eval: None,
             exit_status: 0,

@@ -1413,6 +1413,7 @@ pub(crate) mod tests {
             submit_time: T_SUBMIT,
             eligible_time: Some(T_SUBMIT),
             start_time: None,
+            run_start: None,
             end_time: None,
             last_sched_eval: Some(T_START),
             exit_status: 0,

@@ -643,25 +643,26 @@ fn num(prog: &str, opt: &str, v: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("{prog}: error: Invalid numeric value \"{v}\" for --{opt}."))
 }
 
-/// Where the options end and the command begins (srun stops at the first
-/// word that is not an option or its argument).
 /// Options given together on the command line that Slurm refuses there
 /// (from the environment, the command line's wins): `--tres-per-task`
-/// with the option its entry stands for, and CPUs per task with
-/// `--cpus-per-gpu`.
-pub fn cli_tres_conflict(prog: &str, cli: &[String]) -> Result<(), String> {
+/// with the option its entry stands for or with `--ntasks-per-gpu`, and
+/// CPUs per task with `--cpus-per-gpu`. `Ok(true)` when the command line
+/// gives CPUs per task (then the environment's may disagree).
+pub fn cli_tres_conflict(prog: &str, cli: &[String]) -> Result<bool, String> {
     let split = split_command(cli);
     // A command line getopt refuses is reported by `parse`.
     let Ok(parsed) = getopt(prog, &cli[..split], &table(prog)) else {
-        return Ok(());
+        return Ok(false);
     };
     let (mut cpus, mut gpus, mut per_gpu, mut tres) = (false, false, false, None);
+    let mut tasks_per_gpu = false;
     for p in parsed {
         if let Parsed::Opt(name, val) = p {
             match name {
                 "cpus-per-task" => cpus = true,
                 "gpus-per-task" => gpus = true,
                 "cpus-per-gpu" => per_gpu = true,
+                "ntasks-per-gpu" => tasks_per_gpu = true,
                 "tres-per-task" => tres = val.and_then(|v| slurm_common::tres::parse(&v).ok()),
                 _ => {}
             }
@@ -679,13 +680,19 @@ pub fn cli_tres_conflict(prog: &str, cli: &[String]) -> Result<(), String> {
         if gpus && t.gpus.is_some() {
             return Err(twice("gres/gpu", "gpus-per-task"));
         }
+        if tasks_per_gpu {
+            return Err(format!(
+                "{prog}: fatal: --tres-per-task is mutually exclusive with --ntasks-per-gpu and SLURM_NTASKS_PER_GPU"
+            ));
+        }
     }
-    if per_gpu && (cpus || tres.is_some_and(|t| t.cpus.is_some())) {
+    let tres_cpus = tres.is_some_and(|t| t.cpus.is_some());
+    if per_gpu && (cpus || tres_cpus) {
         return Err(format!(
             "{prog}: fatal: --cpus-per-task, --tres-per-task=cpu:#, and --cpus-per-gpu are mutually exclusive"
         ));
     }
-    Ok(())
+    Ok(cpus || tres_cpus)
 }
 
 /// `SLURM_CPUS_PER_TASK` and `SLURM_TRES_PER_TASK` (srun's input
@@ -706,6 +713,8 @@ pub fn env_tres_conflict(env: &dyn Fn(&str) -> Option<String>) -> Result<(), Str
     }
 }
 
+/// Where the options end and the command begins (srun stops at the first
+/// word that is not an option or its argument).
 fn split_command(args: &[String]) -> usize {
     let mut i = 0;
     while i < args.len() {
@@ -1226,7 +1235,15 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
     }
     if o.ntasks_per_gpu.is_some() {
         for (given, other) in [
-            (o.tres_per_task.is_some(), "--tres-per-task"),
+            // (A TRES of CPUs alone is refused on the command line only:
+            // `cli_tres_conflict`.)
+            (
+                o.tres_per_task
+                    .as_deref()
+                    .and_then(|t| slurm_common::tres::parse(t).ok())
+                    .is_some_and(|t| t.gpus.is_some()),
+                "--tres-per-task",
+            ),
             (o.gpus_per_task.is_some(), "--gpus-per-task"),
             (o.ntasks_per_node.is_some(), "--ntasks-per-node"),
         ] {
@@ -2369,9 +2386,11 @@ pub fn env_options(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
 pub fn srun_main() -> i32 {
     let codes = common::ExitCodes::from_env("srun", &|k| std::env::var(k).ok());
     let cli: Vec<String> = std::env::args().skip(1).collect();
-    if let Err(e) =
-        env_tres_conflict(&|k| std::env::var(k).ok()).and_then(|()| cli_tres_conflict("srun", &cli))
-    {
+    // (CPUs per task on the command line: the environment's do not count.)
+    if let Err(e) = cli_tres_conflict("srun", &cli).and_then(|cli_cpus| match cli_cpus {
+        true => Ok(()),
+        false => env_tres_conflict(&|k| std::env::var(k).ok()),
+    }) {
         eprintln!("{e}");
         return codes.error;
     }
@@ -2847,9 +2866,6 @@ pub fn alloc_env(j: &JobRecord, conf: &SlurmConf, o: &AllocOpts) -> Vec<(String,
     if o.overcommit {
         env.push(("SLURM_OVERCOMMIT".into(), "1".into()));
     }
-    if let Some(c) = o.cpus_per_task {
-        env.push(("SLURM_CPUS_PER_TASK".into(), c.to_string()));
-    }
     if let Some(n) = o.ntasks_per_node {
         env.push(("SLURM_NTASKS_PER_NODE".into(), n.to_string()));
     }
@@ -2979,7 +2995,7 @@ fn watch_allocation(
 pub fn salloc_main() -> i32 {
     let codes = common::ExitCodes::from_env("salloc", &|k| std::env::var(k).ok());
     let cli: Vec<String> = std::env::args().skip(1).collect();
-    if let Err(e) = cli_tres_conflict("salloc", &cli) {
+    if let Err(e) = cli_tres_conflict("salloc", &cli).map(|_| ()) {
         eprintln!("{e}");
         return codes.error;
     }
@@ -3277,8 +3293,27 @@ mod tests {
         // The command's own arguments are not srun's.
         assert_eq!(
             cli_tres_conflict("srun", &a(&["-c2", "prog", "--tres-per-task=cpu=2"])),
-            Ok(())
+            Ok(true)
         );
+        assert_eq!(
+            cli_tres_conflict("srun", &a(&["--gpus-per-task=1", "prog"])),
+            Ok(false)
+        );
+        assert_eq!(
+            cli_tres_conflict("srun", &a(&["--tres-per-task=cpu=2", "--ntasks-per-gpu=1", "prog"]))
+                .unwrap_err(),
+            "srun: fatal: --tres-per-task is mutually exclusive with --ntasks-per-gpu and SLURM_NTASKS_PER_GPU"
+        );
+        // A job's CPUs per task (in its environment) beside its
+        // --ntasks-per-gpu: its steps are not refused.
+        let job = env(&[
+            ("SLURM_JOB_ID", "12"),
+            ("SLURM_TRES_PER_TASK", "cpu=8"),
+            ("SLURM_NTASKS_PER_GPU", "1"),
+        ]);
+        let mut all = env_options(&job);
+        all.push("true".into());
+        assert_eq!(parse("srun", &all).unwrap().cpus_per_task, Some(8));
         assert_eq!(
             parse("srun", &a(&["--tres-per-task=vmem=1", "true"])).unwrap_err(),
             "srun: fatal: Invalid TRES for --tres-per-task: vmem"

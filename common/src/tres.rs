@@ -80,15 +80,18 @@ pub fn parse(spec: &str) -> Result<TresPerTask, TresError> {
                 "Invalid TRES for --tres-per-task: {kind}"
             )));
         }
-        // The count follows the last `=`, or else the last `:`.
+        // The count follows the last `=`, or else the last `:` when a
+        // number follows it; without one it is 1 (as Slurm's).
         let (name, n) = match entry.rsplit_once('=') {
-            Some((name, n)) => (name, n),
+            Some((name, n)) => (
+                name,
+                count(n).ok_or_else(|| invalid("the count is not a number"))?,
+            ),
             None => match entry.rsplit_once(':') {
-                Some((name, n)) if count(n).is_some() => (name, n),
-                _ => return Err(invalid("no count")),
+                Some((name, n)) if count(n).is_some() => (name, count(n).unwrap_or(1)),
+                _ => (entry.as_str(), 1),
             },
         };
-        let n = count(n).ok_or_else(|| invalid("the count is not a number"))?;
         match kind.as_str() {
             "cpu" => {
                 if name != &entry[..kind_end] {
@@ -121,6 +124,11 @@ pub fn parse(spec: &str) -> Result<TresPerTask, TresError> {
                 }
                 if n == 0 {
                     continue;
+                }
+                if out.gpus.is_some() {
+                    return Err(invalid(
+                        "GPUs of one kind only can be asked for each task here",
+                    ));
                 }
                 out.gpus = Some(match gkind {
                     Some(k) => format!("{k}:{n}"),
@@ -171,6 +179,10 @@ mod tests {
         assert_eq!(parse("cpu=2,cpu=3"), Ok(t(Some(3), None)));
         assert_eq!(parse("gres/gpu=0,cpu=1"), Ok(t(Some(1), None)));
         assert_eq!(parse("cpu=1k"), Ok(t(Some(1024), None)));
+        // Without a count: one.
+        assert_eq!(parse("cpu"), Ok(t(Some(1), None)));
+        assert_eq!(parse("gres/gpu"), Ok(t(None, Some("1"))));
+        assert_eq!(parse("gres/gpu:a100"), Ok(t(None, Some("a100:1"))));
         assert_eq!(parse(""), Ok(t(None, None)));
     }
 
@@ -193,11 +205,9 @@ mod tests {
             Err(TresError::Fatal("Invalid --tres-per-task=cpu=0".into()))
         );
         for bad in [
-            "cpu",
             "cpu=x",
             "cpu=-1",
             "cpu/x=1",
-            "gres/gpu",
             "gres/shard=1",
             "license/ansys=1",
             "foo=1",
@@ -213,6 +223,16 @@ mod tests {
                 .to_string()
                 .starts_with("Invalid Trackable RESource (TRES) specification ("));
         }
+    }
+
+    #[test]
+    fn gpus_of_two_kinds_per_task_are_refused() {
+        assert_eq!(
+            parse("gres/gpu:a100=1,gres/gpu:v100=1"),
+            Err(TresError::Invalid(
+                "gres/gpu:v100=1: GPUs of one kind only can be asked for each task here".into()
+            ))
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub const JOB_ENV_VARS: &[&str] = &[
     "SLURM_GPUS",
     "SLURM_GPUS_PER_NODE",
     "SLURM_GPUS_PER_TASK",
+    "SLURM_CPUS_PER_TASK",
     "SLURM_TRES_PER_TASK",
     "SLURM_CPUS_PER_GPU",
     "SLURM_MEM_PER_GPU",
@@ -39,13 +40,21 @@ pub fn job_env(j: &JobRecord) -> Vec<String> {
         env.push(format!("SLURM_RESTART_COUNT={}", j.restarts));
     }
     let d = &j.desc;
-    let given: [(&str, Option<String>); 14] = [
+    let given: [(&str, Option<String>); 15] = [
         ("SLURM_JOB_DEPENDENCY", d.dependency.clone()),
         ("SLURM_JOB_LICENSES", d.licenses.clone()),
         ("SLURM_JOB_RESERVATION", d.reservation.clone()),
         ("SLURM_GPUS", d.gpus.clone()),
         ("SLURM_GPUS_PER_NODE", d.gpus_per_node.clone()),
         ("SLURM_GPUS_PER_TASK", d.gpus_per_task.clone()),
+        // Only CPUs per task the job asked for (not those the controller
+        // derived from --cpus-per-gpu): its steps read them.
+        (
+            "SLURM_CPUS_PER_TASK",
+            d.cpus_per_task
+                .filter(|_| d.cpus_per_gpu.is_none())
+                .map(|n| n.to_string()),
+        ),
         ("SLURM_TRES_PER_TASK", job_tres_per_task(d)),
         ("SLURM_CPUS_PER_GPU", d.cpus_per_gpu.map(|n| n.to_string())),
         ("SLURM_MEM_PER_GPU", d.mem_per_gpu.map(|n| n.to_string())),

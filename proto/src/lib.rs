@@ -638,6 +638,13 @@ pub struct JobRecord {
     pub submit_time: i64,
     pub eligible_time: Option<i64>,
     pub start_time: Option<i64>,
+    /// The start time its current run was launched with: the run's name on
+    /// the nodes and in their reports. Unlike `start_time` (moved with the
+    /// clock when it steps, so elapsed time stays right) it never changes
+    /// while the run lasts. `None` in records saved before it was kept
+    /// (`start_time` stands for it then): see [`JobRecord::run`].
+    #[serde(default)]
+    pub run_start: Option<i64>,
     pub end_time: Option<i64>,
     pub last_sched_eval: Option<i64>,
     /// Raw wait status of the batch script (`exit << 8 | signal`).
@@ -1099,6 +1106,15 @@ pub enum HoldKind {
 }
 
 impl JobRecord {
+    /// The run the job has now, by the start time it was launched with
+    /// (`None` for a pending job: its last run, if any, is over).
+    pub fn run(&self) -> Option<i64> {
+        if self.state == JobState::Pending {
+            return None;
+        }
+        self.run_start.or(self.start_time)
+    }
+
     /// Set why it waits (or `None`), keeping the last notable reason for
     /// accounting (sacct's `Reason`); true when that one changed (worth
     /// saving: the pending reason itself is the scheduler's note, written

@@ -506,8 +506,17 @@ pub fn job_desc(
             }
             d.cpus_per_task = Some(c);
         }
-        if t.gpus.is_some() {
-            d.gpus_per_task = t.gpus;
+        if let Some(g) = t.gpus {
+            if d.gpus_per_task.as_ref().is_some_and(|n| *n != g) {
+                return Err(bad(
+                    &p,
+                    format!(
+                        "gres/gpu={g} disagrees with gpus_per_task={}",
+                        d.gpus_per_task.clone().unwrap_or_default()
+                    ),
+                ));
+            }
+            d.gpus_per_task = Some(g);
         }
     }
     d.min_nodes = min_nodes;

@@ -129,11 +129,11 @@ pub fn launch(ctx: &Arc<Ctx>, l: BatchLaunch, mock: Option<u64>) -> Response {
             status,
             oom: false,
             usage: None,
-            job_start: Some(start),
+            job_start: (start != 0).then_some(start),
         });
         ctx.outbox.push(OutMsg::JobCleaned {
             job_id: key.1,
-            job_start: Some(start),
+            job_start: (start != 0).then_some(start),
         });
         ctx.outbox.wake();
     });

@@ -318,9 +318,9 @@ pub fn task_env(
         "SLURM_CPUS_ON_NODE",
         l.job_cpus.get(idx).copied().unwrap_or(1).to_string(),
     );
-    if l.cpus_per_task > 1 {
-        set("SLURM_CPUS_PER_TASK", l.cpus_per_task.to_string());
-    }
+    // Always, as Slurm's: a copy inherited from an outer job or step must
+    // not stand for this step's.
+    set("SLURM_CPUS_PER_TASK", l.cpus_per_task.max(1).to_string());
     set("SLURM_DISTRIBUTION", "block".to_string());
     set("SLURM_GTIDS", here.join(","));
     set("SLURM_JOBID", l.job_id.to_string());

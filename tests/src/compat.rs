@@ -187,6 +187,14 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 ..launch
             };
             v.extend(names(slurmd::launch::env::batch_env(&per_cpu, &params).0));
+            // CPUs per task asked (not derived from --cpus-per-gpu).
+            let mut cpt = JobRecord::default();
+            std::sync::Arc::make_mut(&mut cpt.desc).cpus_per_task = Some(2);
+            v.extend(
+                slurmctld::state::job_env(&cpt)
+                    .iter()
+                    .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.to_string())),
+            );
             // What sbatch's own options put in the job's environment.
             let o = slurm_cli::sbatch::Options {
                 export: Some("ALL".into()),
@@ -293,6 +301,13 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
             let mut v = names(slurm_cli::srun::alloc_env(&j, &conf, &o));
             // Memory per CPU is set instead of per node when asked for.
             std::sync::Arc::make_mut(&mut j.desc).mem_per_cpu = Some(10);
+            v.extend(names(slurm_cli::srun::alloc_env(&j, &conf, &o)));
+            // CPUs per task asked (not derived from --cpus-per-gpu).
+            {
+                let d = std::sync::Arc::make_mut(&mut j.desc);
+                d.cpus_per_gpu = None;
+                d.cpus_per_task = Some(2);
+            }
             v.extend(names(slurm_cli::srun::alloc_env(&j, &conf, &o)));
             v
         }

@@ -82,9 +82,15 @@ mod tests {
         Arc::make_mut(&mut j.desc).cpus_per_task = Some(8);
         let env = job_env(&j);
         assert!(env.contains(&"SLURM_TRES_PER_TASK=gres/gpu=1".to_string()));
-        // Every name it sets is one a launch strips from an outer job's copy.
+        assert!(!env.iter().any(|kv| kv.starts_with("SLURM_CPUS_PER_TASK=")));
+        Arc::make_mut(&mut j.desc).cpus_per_gpu = None;
+        let env = job_env(&j);
+        assert!(env.contains(&"SLURM_TRES_PER_TASK=cpu=8,gres/gpu=1".to_string()));
+        assert!(env.contains(&"SLURM_CPUS_PER_TASK=8".to_string()));
+        // Every name it sets (SLURM_CPUS_PER_GPU but then) is one a launch
+        // strips from an outer job's copy.
         let names: Vec<&str> = env.iter().filter_map(|kv| kv.split('=').next()).collect();
-        assert_eq!(names.len(), JOB_ENV_VARS.len());
+        assert_eq!(names.len() + 1, JOB_ENV_VARS.len());
         assert!(names.iter().all(|n| JOB_ENV_VARS.contains(n)));
         // A first run of a plain job: nothing.
         assert!(job_env(&JobRecord::default()).is_empty());

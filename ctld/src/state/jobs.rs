@@ -196,7 +196,7 @@ impl Controller {
             .is_some_and(|j| j.state == JobState::Suspended);
         self.new_run_record(id, recorded, now);
         let Some(j) = self.job_mut(id) else { return };
-        let run = j.start_time;
+        let run = j.run();
         // As Slurm: a suspended job requeued is held.
         if suspended && j.held.is_none() {
             j.held = Some(HoldKind::Admin);
@@ -207,6 +207,7 @@ impl Controller {
         j.reason = JobReason::None;
         j.restarts += 1;
         j.start_time = None;
+        j.run_start = None;
         j.end_time = None;
         j.exit_status = 0;
         j.cancelled = false;
@@ -270,8 +271,8 @@ impl Controller {
     /// Ask `nodes` to end the job; nodes that cannot answer are done at once.
     /// (Why, the job's error file is told: see [`term_cause`].)
     pub(super) fn terminate_on(&mut self, id: JobId, nodes: &[String], kill_wait: u32) {
-        let start_time = self.p.jobs.get(&id).and_then(|j| j.start_time);
-        self.terminate_run(id, nodes, kill_wait, start_time);
+        let run = self.p.jobs.get(&id).and_then(|j| j.run());
+        self.terminate_run(id, nodes, kill_wait, run);
     }
 
     /// [`Self::terminate_on`] for the run that started at `start_time`
@@ -311,7 +312,6 @@ impl Controller {
         }
     }
 
-    /// `node` has no process of job `id` left.
     /// `node` has nothing left of job `id`'s run `run` (when it says
     /// which: a job requeued forgets its run's start, so any run is taken
     /// then).
@@ -322,7 +322,7 @@ impl Controller {
         if !self.p.jobs.get(&id).is_some_and(|j| {
             j.completing
                 && (j.completing_nodes.is_empty() || j.completing_nodes.iter().any(|n| n == node))
-                && (run.is_none() || j.start_time.is_none() || run == j.start_time)
+                && (run.is_none() || j.run().is_none() || run == j.run())
         }) {
             return;
         }
@@ -367,11 +367,11 @@ impl Controller {
         // Nor does the end of an earlier run on the same node (a report
         // sent again after the job was requeued and started there anew)
         // end this one.
-        if start.is_some() && start != j.start_time {
+        if start.is_some() && start != j.run() {
             tracing::info!(
                 "job {id}: batch completion of the run started at {} ignored (this run started at {})",
                 start.unwrap_or_default(),
-                j.start_time.map_or("no time".to_string(), |s| s.to_string())
+                j.run().map_or("no time".to_string(), |s| s.to_string())
             );
             return;
         }
@@ -804,7 +804,7 @@ impl Controller {
         let running = self.p.jobs.get(&id).is_some_and(|j| {
             j.state.is_active()
                 && j.batch_host.as_deref() == Some(node)
-                && j.start_time == Some(start_time)
+                && j.run() == Some(start_time)
         });
         if !running {
             return;
@@ -826,7 +826,7 @@ impl Controller {
         held: bool,
         now: i64,
     ) {
-        let run = self.p.jobs.get(&id).and_then(|j| j.start_time);
+        let run = self.p.jobs.get(&id).and_then(|j| j.run());
         self.new_run_record(id, JobState::Requeued, now);
         if let Some(j) = self.job_mut(id) {
             j.state = JobState::Pending;
@@ -841,6 +841,7 @@ impl Controller {
             j.restarts += 1;
             j.sched_flag = None;
             j.start_time = None;
+            j.run_start = None;
             j.end_time = None;
             j.clear_suspension();
             j.completing = true;

@@ -453,6 +453,7 @@ impl Controller {
         j.reason = JobReason::None;
         j.sched_flag = Some(by);
         j.start_time = Some(now);
+        j.run_start = Some(now);
         j.time_limit = limit_from(j, now);
         j.end_time = j.time_limit.map(|m| now + m as i64 * 60);
         j.last_sched_eval = Some(now);

@@ -197,7 +197,7 @@ impl Controller {
             alloc: j.alloc.clone(),
             partition: j.partition.clone(),
             account: j.account.clone(),
-            job_start: j.start_time,
+            job_start: j.run(),
             tasks: tasks.clone(),
             cpus_per_task: cpt,
             job_cpus: nodes.iter().map(|&k| j.alloc.cpus[k]).collect(),
@@ -292,7 +292,7 @@ impl Controller {
         let j = self.owned_job(who, id)?;
         // A step of an earlier run (the job was requeued since): not the
         // next run's step of the same number.
-        if job_start.is_some() && job_start != j.start_time {
+        if job_start.is_some() && job_start != j.run() {
             return err(SlurmError::AlreadyDone);
         }
         let Some(j) = self.job_mut(id) else {
@@ -453,8 +453,7 @@ impl Controller {
         // Only a node the job runs on reports its steps' usage, and only
         // for this run's steps.
         if !self.p.jobs.get(&id).is_some_and(|j| {
-            j.alloc.nodes.iter().any(|n| n == node)
-                && (job_start.is_none() || job_start == j.start_time)
+            j.alloc.nodes.iter().any(|n| n == node) && (job_start.is_none() || job_start == j.run())
         }) {
             return;
         }

@@ -479,6 +479,7 @@ impl Controller {
             submit_time: now,
             eligible_time: Some(stored.begin_time.unwrap_or(now).max(now)),
             start_time: None,
+            run_start: None,
             end_time: None,
             last_sched_eval: None,
             exit_status: 0,

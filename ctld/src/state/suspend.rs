@@ -165,7 +165,7 @@ impl Controller {
     }
 
     fn send_suspend(&mut self, id: JobId, nodes: &[String], suspend: bool, seq: u64) {
-        let start_time = self.p.jobs.get(&id).and_then(|j| j.start_time);
+        let start_time = self.p.jobs.get(&id).and_then(|j| j.run());
         for n in nodes {
             if let Some(addr) = self.node_addr(n) {
                 self.effects.push(Effect::Suspend {

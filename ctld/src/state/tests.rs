@@ -489,6 +489,43 @@ fn a_late_report_of_a_requeued_run_does_not_end_the_next_run_on_the_same_node() 
 }
 
 #[test]
+fn a_run_keeps_its_name_on_the_nodes_when_the_clock_steps() {
+    let mut s = sim("");
+    let id = s.submit(|d| d.req_nodes = vec!["n1".into()]);
+    let launched = s.job(id).start_time;
+    assert_eq!(s.job(id).run(), launched);
+    // The clock steps an hour ahead: elapsed time is kept (the start
+    // moves), the run's name on the nodes is not.
+    s.ctl.clock_stepped(3600);
+    s.now += 3600;
+    assert_eq!(s.job(id).start_time, launched.map(|t| t + 3600));
+    assert_eq!(s.job(id).run(), launched);
+    s.ok(
+        ROOT,
+        RequestBody::BatchComplete {
+            job_id: id,
+            node: "n1".into(),
+            status: 0,
+            oom: false,
+            usage: None,
+            job_start: launched,
+        },
+    );
+    assert_eq!(s.state(id), JobState::Completed);
+    assert!(s.job(id).completing);
+    s.ok(
+        ROOT,
+        RequestBody::JobCleaned {
+            job_id: id,
+            node: "n1".into(),
+            job_start: launched,
+        },
+    );
+    assert!(!s.job(id).completing);
+    s.check_replay();
+}
+
+#[test]
 fn a_node_that_falls_silent_requeues_its_job() {
     let mut s = sim("");
     let id = s.submit(|_| {});

@@ -365,6 +365,8 @@ impl TryFrom<pb::JobRecord> for JobRecord {
             submit_time: j.submit_time,
             eligible_time: j.eligible_time,
             start_time: j.start_time,
+            // (The controller's own: not sent.)
+            run_start: None,
             end_time: j.end_time,
             last_sched_eval: j.last_sched_eval,
             exit_status: j.exit_status,
@@ -1968,6 +1970,7 @@ mod tests {
             submit_time: 100,
             eligible_time: Some(101),
             start_time: None,
+            run_start: None,
             end_time: Some(5),
             last_sched_eval: Some(102),
             exit_status: 256,

@@ -86,9 +86,8 @@ pub fn batch_env(l: &BatchLaunch, p: &EnvParams) -> Env {
     e.set("SLURM_CLUSTER_NAME", &*l.cluster_name);
     e.set("SLURM_CONF", p.conf_path);
     e.set("SLURM_CPUS_ON_NODE", cpus_here.to_string());
-    if l.cpus_per_task > 1 {
-        e.set("SLURM_CPUS_PER_TASK", l.cpus_per_task.to_string());
-    }
+    // SLURM_CPUS_PER_TASK comes with the job's variables from the
+    // controller (only when the job asked for CPUs per task).
     e.set("SLURM_GTIDS", "0");
     e.set("SLURM_JOBID", &*job_id);
     e.set("SLURM_JOB_ACCOUNT", &*l.account);
@@ -363,7 +362,8 @@ SLURM_WORKING_CLUSTER=anchor:127.0.0.1:6817:9728:109
         assert_eq!(e.get("SLURM_JOB_NODELIST"), Some("n[1-4]"));
         assert_eq!(e.get("SLURM_NNODES"), Some("4"));
         assert_eq!(e.get("SLURM_CPUS_ON_NODE"), Some("2"));
-        assert_eq!(e.get("SLURM_CPUS_PER_TASK"), Some("2"));
+        // (From the controller, with the job's variables, when asked.)
+        assert_eq!(e.get("SLURM_CPUS_PER_TASK"), None);
         assert_eq!(e.get("SLURM_NTASKS_PER_NODE"), Some("2"));
         assert_eq!(e.get("SLURM_MEM_PER_NODE"), Some("100"));
         assert_eq!(e.get("SLURM_MEM_PER_CPU"), None);

@@ -1493,6 +1493,28 @@ fn a_jobs_cpus_per_task_reach_its_steps_through_tres_per_task() {
         "{}",
         stdout(&show)
     );
+    // Submitted from inside a job of 4 CPUs per task, a job that asks for
+    // none is not given the outer job's: nor are its steps.
+    let out = t
+        .cmd("sbatch")
+        .args([
+            "--parsable",
+            "-o",
+            "inner.out",
+            "--wrap",
+            "echo job=$SLURM_CPUS_PER_TASK; srun -n1 sh -c 'echo step=$SLURM_CPUS_PER_TASK'",
+        ])
+        .env("SLURM_CPUS_PER_TASK", "4")
+        .env("SLURM_TRES_PER_TASK", "cpu=4")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let inner: u32 = stdout(&out).trim().parse().unwrap();
+    t.wait_done(inner, 60);
+    assert_eq!(
+        std::fs::read_to_string(t.work.join("inner.out")).unwrap(),
+        "job=\nstep=1\n"
+    );
 }
 
 /// `squeue --running-over/--running-under`: running jobs by how long they
