@@ -50,6 +50,23 @@ impl JobCompConf {
     }
 }
 
+/// Whether slurm.conf's `JobCompType` can be used: for `jobcomp/script`, a
+/// `JobCompLoc` that is an absolute path to a script that can be run
+/// (checked when the controller starts and when it is reconfigured).
+pub fn check_conf(conf: &crate::conf::SlurmConf) -> Result<(), String> {
+    match JobCompConf::from_conf(conf) {
+        JobCompConf::NoScript => Err("jobcomp/script JobCompLoc needs to be set".into()),
+        // (A relative name would be looked up where the script runs, /tmp,
+        // where anyone may put a file.)
+        JobCompConf::Script(p) if !p.is_absolute() => Err(format!(
+            "jobcomp/script: JobCompLoc={} must be an absolute path",
+            p.display()
+        )),
+        JobCompConf::Script(p) => check_script(&p),
+        _ => Ok(()),
+    }
+}
+
 /// Whether `path` is a script `jobcomp/script` can run (Slurm's checks,
 /// and messages, when the plugin starts): a regular file this process may
 /// execute.
@@ -172,9 +189,20 @@ pub fn script_env(e: &Ended, cluster: &str, tz: Option<&str>) -> Vec<(String, St
 pub enum Records {
     /// `jobcomp/filetxt`: lines for this file.
     Lines(PathBuf, Vec<String>),
-    /// `jobcomp/script`: this script, run once for each job (of this
-    /// cluster) with [`script_env`].
-    Script(PathBuf, String, Vec<Ended>),
+    /// `jobcomp/script`: this script, run once for each job with
+    /// [`script_env`].
+    Script(ScriptRun),
+}
+
+/// What `jobcomp/script` runs for the jobs of one batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptRun {
+    pub script: PathBuf,
+    pub cluster: String,
+    /// `SlurmUser`: whom the script runs as (as Slurm's controller, which
+    /// runs as that user).
+    pub user: String,
+    pub jobs: Vec<Ended>,
 }
 
 fn time(t: Option<i64>) -> String {
@@ -373,6 +401,21 @@ mod tests {
             JobCompConf::from_conf(&c)
         };
         assert_eq!(conf("JobCompType=jobcomp/script\n"), JobCompConf::NoScript);
+        let checked = |extra: &str| {
+            let text = format!("ClusterName=c\nSlurmctldHost=h\n{extra}");
+            check_conf(
+                &crate::conf::SlurmConf::parse_str(&text, std::path::Path::new("/x")).unwrap(),
+            )
+        };
+        assert_eq!(
+            checked("JobCompType=jobcomp/script\n"),
+            Err("jobcomp/script JobCompLoc needs to be set".into())
+        );
+        assert_eq!(
+            checked("JobCompType=jobcomp/script\nJobCompLoc=./x.sh\n"),
+            Err("jobcomp/script: JobCompLoc=./x.sh must be an absolute path".into())
+        );
+        assert_eq!(checked("JobCompType=jobcomp/filetxt\n"), Ok(()));
         assert_eq!(
             conf("JobCompType=jobcomp/script\nJobCompLoc=/s.sh\n"),
             JobCompConf::Script("/s.sh".into())

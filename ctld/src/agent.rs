@@ -26,6 +26,22 @@ pub struct Agent {
 /// waits for ever, and one hung script holds back every later record).
 const JOBCOMP_SCRIPT_LIMIT: Duration = Duration::from_secs(300);
 
+/// Batches of completion records handed to the writer and not yet done.
+static JOBCOMP_QUEUED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Wait (at most `limit`) for the completion records handed over so far to
+/// be written or run: a controller stopping does not lose them.
+pub fn jobcomp_drain(limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while JOBCOMP_QUEUED.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+        if std::time::Instant::now() >= deadline {
+            tracing::error!("job completion records still being written at shutdown: left");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Start the thread that writes job completion records, in the order the
 /// writer committed them (off the writer: a slow disk or script holds up
 /// nothing else): `jobcomp/filetxt` lines appended to their file (made
@@ -40,14 +56,25 @@ pub fn jobcomp_writer() -> Sender<slurm_common::jobcomp::Records> {
             for records in rx {
                 match records {
                     Records::Lines(path, lines) => append_jobcomp(&path, &lines),
-                    Records::Script(path, cluster, ended) => {
+                    Records::Script(run) => {
                         let tz = std::env::var("TZ").ok();
-                        for e in &ended {
-                            let env = slurm_common::jobcomp::script_env(e, &cluster, tz.as_deref());
-                            run_jobcomp_script(&path, &env, e.job.job_id);
+                        let user = slurm_common::users::user_by_name(&run.user);
+                        if user.is_none() {
+                            tracing::error!(
+                                "jobcomp/script: SlurmUser {} is not known: {} job record(s) not run",
+                                run.user,
+                                run.jobs.len()
+                            );
+                        }
+                        for e in run.jobs.iter().filter(|_| user.is_some()) {
+                            let env =
+                                slurm_common::jobcomp::script_env(e, &run.cluster, tz.as_deref());
+                            let who = user.as_ref().map_or((0, 0), |u| (u.uid, u.gid));
+                            run_jobcomp_script(&run.script, &env, who, e.job.job_id);
                         }
                     }
                 }
+                JOBCOMP_QUEUED.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             }
         });
     if let Err(e) = spawned {
@@ -83,19 +110,27 @@ fn append_jobcomp(path: &std::path::Path, lines: &[String]) {
 }
 
 /// Run the `jobcomp/script` program for one job, as Slurm's plugin does:
-/// in `/tmp`, with nothing but the job's variables in its environment and
-/// its input and output on `/dev/null`; waited for (at most
-/// [`JOBCOMP_SCRIPT_LIMIT`], then killed), failures logged.
-fn run_jobcomp_script(path: &std::path::Path, env: &[(String, String)], job: u32) {
+/// as `SlurmUser` (`who`: uid, gid; no supplementary groups), in `/tmp`,
+/// with nothing but the job's variables in its environment and its input
+/// and output on `/dev/null`, in a process group of its own; waited for (at
+/// most [`JOBCOMP_SCRIPT_LIMIT`], then its whole group killed), failures
+/// logged.
+fn run_jobcomp_script(path: &std::path::Path, env: &[(String, String)], who: (u32, u32), job: u32) {
+    use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
-    let child = Command::new(path)
-        .env_clear()
+    let mut cmd = Command::new(path);
+    cmd.env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir("/tmp")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn();
+        .process_group(0);
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } == 0 && who.0 != 0 {
+        cmd.gid(who.1).uid(who.0);
+    }
+    let child = cmd.spawn();
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
@@ -107,14 +142,20 @@ fn run_jobcomp_script(path: &std::path::Path, env: &[(String, String)], job: u32
         }
     };
     let deadline = std::time::Instant::now() + JOBCOMP_SCRIPT_LIMIT;
+    // Polled from 1 ms up to 50 ms: a quick script costs little more than
+    // its own run.
+    let mut pause = Duration::from_millis(1);
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
             Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
             }
             Ok(None) => {
-                let _ = child.kill();
+                // The whole group: what the script started too.
+                // SAFETY: kill with a negative pid signals that group only.
+                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
                 let _ = child.wait();
                 tracing::error!(
                     "jobcomp/script: script {} still running after {} s for job {job}: killed",
@@ -167,7 +208,10 @@ impl Agent {
     /// Hand the completion records of a committed batch to their writer.
     pub fn jobcomp(&self, records: slurm_common::jobcomp::Records) {
         if let Some(tx) = &self.jobcomp {
-            let _ = tx.send(records);
+            JOBCOMP_QUEUED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if tx.send(records).is_err() {
+                JOBCOMP_QUEUED.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
         }
     }
 

@@ -72,6 +72,13 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     for w in &conf.warnings {
         tracing::warn!("{w}");
     }
+    // As Slurm's: a completion script that cannot run stops the controller
+    // starting (before it listens, or a backup would fail only on taking
+    // over).
+    if let Err(e) = slurm_common::jobcomp::check_conf(&conf) {
+        tracing::error!("{e}");
+        anyhow::bail!("{e}");
+    }
     let index = slurmctld::ha::which(&conf, args.host.as_deref()).map_err(anyhow::Error::msg)?;
     let mode = SlurmConf::controller_mode(index, conf.controllers().len());
     tracing::info!(
@@ -429,17 +436,11 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         slurm_common::jobcomp::JobCompConf::File(path) => {
             tracing::info!("job completion records go to {}", path.display());
         }
-        // As Slurm's: a script that cannot run stops the controller
-        // starting (a later reconfigure is told in the log).
+        // (Checked at start: `check_conf`.)
         slurm_common::jobcomp::JobCompConf::Script(path) => {
-            if let Err(e) = slurm_common::jobcomp::check_script(&path) {
-                anyhow::bail!("{e}");
-            }
             tracing::info!("job completion records run {}", path.display());
         }
-        slurm_common::jobcomp::JobCompConf::NoScript => {
-            anyhow::bail!("jobcomp/script: JobCompLoc needs to be set to the script to run")
-        }
+        slurm_common::jobcomp::JobCompConf::NoScript => {}
         slurm_common::jobcomp::JobCompConf::Unsupported(t) => tracing::error!(
             "JobCompType={t} is not supported (jobcomp/filetxt and jobcomp/script are): no job completion records"
         ),
@@ -492,6 +493,8 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
     ha.set_active(false);
     let _ = tx.send(Command::Shutdown);
     let _ = writer.join();
+    // Completion records of what the writer committed are not lost.
+    slurmctld::agent::jobcomp_drain(std::time::Duration::from_secs(30));
     drop(lock);
     if let (Some(r), Leave::GiveUp(_)) = (&replica, &leave) {
         rt.block_on(r.let_others_catch_up(ha.timeout));

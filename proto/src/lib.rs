@@ -1107,12 +1107,16 @@ pub enum HoldKind {
 
 impl JobRecord {
     /// The run the job has now, by the start time it was launched with
-    /// (`None` for a pending job: its last run, if any, is over).
+    /// (`None` for a pending job: its last run, if any, is over; and for a
+    /// job that ended without one, e.g. cancelled while pending). A
+    /// record saved before `run_start` was kept names a running job's run
+    /// by its start time.
     pub fn run(&self) -> Option<i64> {
         if self.state == JobState::Pending {
             return None;
         }
-        self.run_start.or(self.start_time)
+        self.run_start
+            .or(self.start_time.filter(|_| self.state.is_active()))
     }
 
     /// Set why it waits (or `None`), keeping the last notable reason for

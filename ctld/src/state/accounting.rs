@@ -14,7 +14,7 @@ fn ended_run(j: &JobRecord) -> slurm_common::jobcomp::Ended {
         derived_ec: j
             .steps
             .iter()
-            .filter(|s| s.step_id != BATCH_STEP)
+            .filter(|s| s.step_id != BATCH_STEP && s.step_id != slurm_proto::EXTERN_STEP)
             .map(|s| s.exit_status)
             .max()
             .unwrap_or(0),
@@ -49,7 +49,7 @@ impl Controller {
     /// (`jobcomp/filetxt` lines, or the jobs for `jobcomp/script`); `None`
     /// when there are none or it asks for none.
     pub fn take_jobcomp(&mut self) -> Option<slurm_common::jobcomp::Records> {
-        use slurm_common::jobcomp::{line, JobCompConf, Records};
+        use slurm_common::jobcomp::{line, JobCompConf, Records, ScriptRun};
         if self.ended_now.is_empty() && self.requeued_now.is_empty() {
             return None;
         }
@@ -74,7 +74,12 @@ impl Controller {
         }
         let cluster = self.conf.cluster_name.clone();
         Some(match conf {
-            JobCompConf::Script(path) => Records::Script(path, cluster, ended),
+            JobCompConf::Script(script) => Records::Script(ScriptRun {
+                script,
+                cluster,
+                user: self.conf.slurm_user.clone(),
+                jobs: ended,
+            }),
             JobCompConf::File(path) => {
                 Records::Lines(path, ended.iter().map(|e| line(&e.job, &cluster)).collect())
             }

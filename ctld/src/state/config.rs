@@ -25,6 +25,10 @@ impl Reconf {
 
     /// The rest, for a configuration already parsed.
     pub fn of(conf: SlurmConf) -> Result<Reconf, RpcError> {
+        // A completion script that cannot run is refused now, as at
+        // start-up (rather than records dropped, or a restart refused).
+        slurm_common::jobcomp::check_conf(&conf)
+            .or_else(|e| err_detail(SlurmError::InvalidRequest, e))?;
         let topologies =
             load_topology(&conf).or_else(|e| err_detail(SlurmError::InvalidRequest, e))?;
         let scheduler = slurm_plugins::registry::scheduler_with_params(
@@ -254,6 +258,7 @@ impl Controller {
         &mut self,
         who: Caller,
         factor: u16,
+        now: i64,
     ) -> Result<Response, RpcError> {
         if !who.admin {
             return err(SlurmError::AccessDenied);
@@ -270,6 +275,9 @@ impl Controller {
             p.dampening = factor;
             m.reconfigure(p);
         }
+        // The fair share is computed again at once: so are the pending
+        // jobs' priorities (sprio shows them), not at the next period.
+        self.recompute_priorities(now);
         tracing::info!("Set FairShareDampeningFactor to {factor}");
         self.sched_needed = true;
         self.dirty = true;

@@ -1095,6 +1095,11 @@ impl Controller {
             .collect();
         for id in ids {
             if let Some(j) = self.job_mut(id) {
+                // (A record from before `run_start` was kept: its run's
+                // name stays the start it was launched with.)
+                if j.run_start.is_none() {
+                    j.run_start = j.start_time;
+                }
                 for t in [&mut j.start_time, &mut j.end_time, &mut j.suspend_time] {
                     if let Some(t) = t.as_mut() {
                         *t += d;
@@ -1263,7 +1268,7 @@ impl Controller {
                 "a reconfigure reaches the writer with its files read",
             ),
             RequestBody::DeleteNode { name } => self.delete_node(who, &name),
-            RequestBody::SetFsDampeningFactor { factor } => self.set_fs_dampening(who, factor),
+            RequestBody::SetFsDampeningFactor { factor } => self.set_fs_dampening(who, factor, now),
             RequestBody::CreateReservation(r) => self.create_reservation(who, r, now),
             RequestBody::UpdateReservation(r) => self.update_reservation(who, r, now),
             RequestBody::DeleteReservation { name } => self.delete_reservation(who, &name),

@@ -108,6 +108,17 @@ impl Controller {
 
     /// The multifactor priority of a pending job (`None` under priority/basic).
     pub(super) fn multifactor_priority(&self, j: &JobRecord, now: i64) -> Option<JobPriority> {
+        self.multifactor_priority_in(j, now, &self.priority_context())
+    }
+
+    /// [`Self::multifactor_priority`] against the cluster's totals `ctx`
+    /// (made once for many jobs: they are sums over every node).
+    fn multifactor_priority_in(
+        &self,
+        j: &JobRecord,
+        now: i64,
+        ctx: &slurm_plugins::priority::PriorityContext,
+    ) -> Option<JobPriority> {
         // A priority an operator fixed stays (as Slurm's direct_set_prio).
         if j.desc.priority.is_some_and(|p| p > 0) {
             return None;
@@ -141,7 +152,7 @@ impl Controller {
                 .map(|r| r.path.clone()),
             prev_priority: Some(j.priority),
         };
-        let f = m.priority(&input, &self.priority_context(), now);
+        let f = m.priority(&input, ctx, now);
         Some(JobPriority {
             job_id: j.job_id,
             partition: j.partition.clone(),
@@ -175,13 +186,17 @@ impl Controller {
             .filter(|j| j.state == JobState::Pending)
             .map(|j| j.job_id)
             .collect();
-        self.factors.retain(|id, _| pending.contains(id));
+        // (A set: a queue of 100,000 looked up in a list for each of its
+        // jobs would be 10^10 comparisons.)
+        let waiting: std::collections::HashSet<JobId> = pending.iter().copied().collect();
+        self.factors.retain(|id, _| waiting.contains(id));
+        let ctx = self.priority_context();
         for id in pending {
             let Some(f) = self
                 .p
                 .jobs
                 .get(&id)
-                .and_then(|j| self.multifactor_priority(j, now))
+                .and_then(|j| self.multifactor_priority_in(j, now, &ctx))
             else {
                 continue;
             };

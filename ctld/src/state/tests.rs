@@ -489,6 +489,42 @@ fn a_late_report_of_a_requeued_run_does_not_end_the_next_run_on_the_same_node() 
 }
 
 #[test]
+fn a_requeued_job_cancelled_while_its_run_is_cleaned_up_still_finishes_cleaning() {
+    let mut s = sim("");
+    let id = s.submit(|d| d.req_nodes = vec!["n1".into()]);
+    let run = s.job(id).run();
+    s.now += 5;
+    s.ok(
+        ROOT,
+        RequestBody::UpdateJob {
+            job_id: id,
+            update: JobUpdate::Requeue,
+        },
+    );
+    let r = s.req(
+        ALICE,
+        RequestBody::Cancel(CancelFilter {
+            job_ids: vec![id],
+            ..Default::default()
+        }),
+    );
+    assert!(matches!(r, Response::Cancelled(_)), "{r:?}");
+    assert_eq!(s.state(id), JobState::Cancelled);
+    assert!(s.job(id).completing);
+    assert_eq!(s.job(id).run(), None, "it ended without a run");
+    s.ok(
+        ROOT,
+        RequestBody::JobCleaned {
+            job_id: id,
+            node: "n1".into(),
+            job_start: run,
+        },
+    );
+    assert!(!s.job(id).completing, "the first run's cleanup ends it");
+    s.check_replay();
+}
+
+#[test]
 fn a_run_keeps_its_name_on_the_nodes_when_the_clock_steps() {
     let mut s = sim("");
     let id = s.submit(|d| d.req_nodes = vec!["n1".into()]);
@@ -1370,6 +1406,36 @@ fn a_reboot_can_be_cancelled_forced_kept_down_or_time_out() {
         "{r:?}"
     );
     assert!(!s.node("n1").flags.reboot_requested);
+}
+
+#[test]
+fn a_new_fair_share_dampening_factor_reprices_the_queue_at_once() {
+    let mut s = sim(
+        "PriorityType=priority/multifactor\nPriorityWeightFairshare=1000\nPriorityCalcPeriod=60\n",
+    );
+    // (As the controller's start sets it up.)
+    let params = slurm_plugins::priority::PriorityParams::from_config(&s.ctl.conf.entries).unwrap();
+    s.ctl.multifactor = Some(slurm_plugins::priority::Multifactor::new(params, 0));
+    let hog = |d: &mut JobDesc| d.exclusive = true;
+    s.submit(hog);
+    s.submit(hog);
+    let waiting: Vec<JobId> = (0..3).map(|_| s.submit(|_| {})).collect();
+    s.tick(1);
+    assert!(
+        waiting.iter().all(|id| s.ctl.factors.contains_key(id)),
+        "{:?} {:?} {}",
+        waiting.iter().map(|id| s.state(*id)).collect::<Vec<_>>(),
+        s.ctl.factors.keys().collect::<Vec<_>>(),
+        s.ctl.multifactor.is_some()
+    );
+    // (Forgotten, to see them made again now, not at the next period.)
+    s.ctl.factors.clear();
+    s.ok(ROOT, RequestBody::SetFsDampeningFactor { factor: 5 });
+    assert!(
+        waiting.iter().all(|id| s.ctl.factors.contains_key(id)),
+        "{:?}",
+        s.ctl.factors.keys().collect::<Vec<_>>()
+    );
 }
 
 #[test]
