@@ -126,7 +126,7 @@ impl Controller {
             }
         }
         #[cfg(debug_assertions)]
-        {
+        if super::check_from_scratch(self.nodes.len(), self.p.jobs.len()) {
             let mut fresh = NodeUse::zeroed(self.nodes.len());
             for j in self.p.jobs.values() {
                 fresh.add(&shares_of(&self.node_index, j), 1);

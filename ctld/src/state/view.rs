@@ -347,7 +347,7 @@ impl Controller {
     /// beside a kubelet, and the others never on external nodes.
     pub(super) fn external_away(&self, j: &JobRecord) -> Vec<usize> {
         #[cfg(debug_assertions)]
-        {
+        if super::check_from_scratch(self.nodes.len(), self.p.jobs.len()) {
             let scan: Vec<usize> = (0..self.nodes.len())
                 .filter(|&i| pods_kept_off(&self.nodes[i], j.desc.external))
                 .collect();

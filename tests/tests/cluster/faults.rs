@@ -750,7 +750,7 @@ fn node_daemon_network_cut_in_a_namespace() {
     t.c.kill_slurmd(1, libc::SIGKILL);
 }
 
-/// A controller kept busy (three arrays of 1000 jobs at once, on 1000
+/// A controller kept busy (six arrays of 1000 jobs at once, on 1000
 /// nodes served by one mock daemon) longer than SlurmdTimeout: heartbeats
 /// are answered beside the busy writer, and the node daemons' own work
 /// (reading slurm.conf again when their watch of the controller opens)
@@ -778,7 +778,7 @@ fn a_saturated_controller_declares_no_healthy_node_dead() {
     );
     let t0 = Instant::now();
     std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..3)
+        let hs: Vec<_> = (0..6)
             .map(|_| sc.spawn(|| f.make().output().unwrap()))
             .collect();
         for h in hs {
@@ -796,7 +796,7 @@ fn a_saturated_controller_declares_no_healthy_node_dead() {
         .filter(|j| j.job_id >= first && (j.state == JobState::NodeFail || j.restarts > 0))
         .count();
     figure(
-        "three arrays of 1000 at once on 1000 mock nodes, SlurmdTimeout=3",
+        "six arrays of 1000 at once on 1000 mock nodes, SlurmdTimeout=3",
         &format!(
             "submissions took {:.1} s; {down} nodes declared dead, {failed} jobs failed or requeued",
             busy.as_secs_f64()
