@@ -370,7 +370,9 @@ pub struct Controller {
     /// Everything persisted.
     pub p: Saved,
     pub nodes: Vec<NodeRecord>,
-    node_index: HashMap<String, usize>,
+    /// Shared with every snapshot (`Arc`: changed, by copy, only when a
+    /// node is created or deleted), so publishing one copies no name.
+    node_index: Arc<HashMap<String, usize>>,
     /// Registered since this controller started.
     registered: Vec<bool>,
     pub partitions: Vec<PartitionRecord>,
@@ -648,7 +650,7 @@ impl Controller {
             conf,
             p,
             nodes,
-            node_index,
+            node_index: Arc::new(node_index),
             registered,
             partitions,
             scheduler,
@@ -1061,7 +1063,7 @@ impl Controller {
             job_changed: Vec::new(),
             topology: self.topologies.entries.clone(),
             private: self.conf.private_data(),
-            node_index: Arc::new(self.node_index.clone()),
+            node_index: self.node_index.clone(),
             operators: self.delegates.operators.clone(),
             delegated: self.delegates.any,
             administrators: self.delegates.administrators.clone(),

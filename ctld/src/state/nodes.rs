@@ -28,7 +28,7 @@ impl Controller {
                 p.nodes.push(spec.name.clone());
             }
         }
-        self.node_index.insert(spec.name.clone(), self.nodes.len());
+        Arc::make_mut(&mut self.node_index).insert(spec.name.clone(), self.nodes.len());
         self.use_ready = false;
         self.registered.push(external);
         self.nodes.push(NodeRecord {
@@ -117,12 +117,13 @@ impl Controller {
         }
         self.p.dyn_nodes.remove(name);
         self.entries.push(Entry::RemoveNode(name.to_string()));
-        if let Some(i) = self.node_index.remove(name) {
+        let index = Arc::make_mut(&mut self.node_index);
+        if let Some(i) = index.remove(name) {
             self.use_ready = false;
             self.nodes.remove(i);
             self.registered.remove(i);
             for (k, n) in self.nodes.iter().enumerate() {
-                self.node_index.insert(n.name.clone(), k);
+                index.insert(n.name.clone(), k);
             }
         }
         for p in &mut self.partitions {
