@@ -60,12 +60,28 @@ pub fn load_conf(prog: &str) -> Result<SlurmConf, i32> {
 /// An error talking to the controller, in the shape the commands report.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    #[error("Unable to contact slurm controller (connect failure): {0}")]
+    #[error("{text}: {0}", text = net_error_text(.0))]
     Net(#[from] slurm_common::net::NetError),
     #[error("{0}")]
     Rpc(RpcError),
     #[error("unexpected reply from the controller")]
     Unexpected,
+}
+
+/// Slurm's words for a call that did not come back: the controller
+/// reached but silent past the time allowed is Slurm's socket timeout;
+/// anything else, a controller that could not be reached.
+pub fn net_error_text(e: &slurm_common::net::NetError) -> &'static str {
+    use slurm_common::net::NetError;
+    match e {
+        NetError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            "Socket timed out on send/recv operation"
+        }
+        NetError::Rpc { code, .. } if code == "DeadlineExceeded" => {
+            "Socket timed out on send/recv operation"
+        }
+        _ => "Unable to contact slurm controller (connect failure)",
+    }
 }
 
 /// Send one request and turn an `Error` response into `CallError::Rpc`.

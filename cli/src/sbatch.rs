@@ -2307,7 +2307,8 @@ pub fn report(sub: &Submission, result: Result<Response, CallError>, term: &mut 
                 "Batch job submission failed"
             };
             term.err(&format!(
-                "sbatch: error: {what}: Unable to contact slurm controller (connect failure)\n"
+                "sbatch: error: {what}: {}\n",
+                crate::common::net_error_text(&e)
             ));
             if sub.verbose > 0 {
                 term.err(&format!("sbatch: error: {e}\n"));
@@ -3645,6 +3646,16 @@ mod tests {
         assert_eq!(
             report_of(&sub, Err(CallError::Net(net))).2,
             "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)\n"
+        );
+        // A controller reached but silent past the time allowed: Slurm's
+        // socket timeout.
+        let late = slurm_common::net::NetError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "no reply from h within 30s",
+        ));
+        assert_eq!(
+            report_of(&sub, Err(CallError::Net(late))).2,
+            "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"
         );
     }
 

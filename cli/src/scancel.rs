@@ -615,7 +615,7 @@ pub type Outcome = Result<Vec<(JobId, Option<SlurmError>)>, CallError>;
 
 fn call_error_text(e: &CallError) -> String {
     match e {
-        CallError::Net(_) => "Unable to contact slurm controller (connect failure)".to_string(),
+        CallError::Net(e) => crate::common::net_error_text(e).to_string(),
         CallError::Rpc(r) => r.error.message().to_string(),
         CallError::Unexpected => "unexpected reply from the controller".to_string(),
     }

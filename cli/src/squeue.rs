@@ -1157,9 +1157,7 @@ fn current_uid() -> u32 {
 /// The message Slurm prints for a failed call.
 pub(crate) fn call_error_text(e: &crate::common::CallError) -> String {
     match e {
-        crate::common::CallError::Net(_) => {
-            "Unable to contact slurm controller (connect failure)".to_string()
-        }
+        crate::common::CallError::Net(e) => crate::common::net_error_text(e).to_string(),
         crate::common::CallError::Rpc(r) => r.error.message().to_string(),
         crate::common::CallError::Unexpected => "Unexpected message received".to_string(),
     }
