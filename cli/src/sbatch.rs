@@ -607,9 +607,7 @@ impl Fail {
 /// `--tres-per-task` and its sibling option from one source, as Slurm
 /// refuses them.
 fn tres_twice(tres: &str, option: &str) -> Fail {
-    Fail::fatal(format!(
-        "You can not have --tres-per-task={tres}= and --{option} please use one or the other"
-    ))
+    Fail::fatal(slurm_common::tres::given_twice(tres, option))
 }
 
 /// Slurm's `parse_int`: a whole decimal number (optional sign, leading
@@ -1823,9 +1821,7 @@ pub fn build_desc(
         }
     }
     if o.cpus_per_gpu.is_some() && o.cpus_per_task.is_some() {
-        return Err(Fail::fatal(
-            "--cpus-per-task, --tres-per-task=cpu:#, and --cpus-per-gpu are mutually exclusive",
-        ));
+        return Err(Fail::fatal(slurm_common::tres::CPUS_PER_GPU_EXCLUSIVE));
     }
     if o.ntasks_per_gpu.is_some() {
         for (given, name) in [

@@ -670,7 +670,8 @@ pub fn cli_tres_conflict(prog: &str, cli: &[String]) -> Result<bool, String> {
     }
     let twice = |tres: &str, option: &str| {
         format!(
-            "{prog}: fatal: You can not have --tres-per-task={tres}= and --{option} please use one or the other"
+            "{prog}: fatal: {}",
+            slurm_common::tres::given_twice(tres, option)
         )
     };
     if let Some(t) = &tres {
@@ -689,7 +690,8 @@ pub fn cli_tres_conflict(prog: &str, cli: &[String]) -> Result<bool, String> {
     let tres_cpus = tres.is_some_and(|t| t.cpus.is_some());
     if per_gpu && (cpus || tres_cpus) {
         return Err(format!(
-            "{prog}: fatal: --cpus-per-task, --tres-per-task=cpu:#, and --cpus-per-gpu are mutually exclusive"
+            "{prog}: fatal: {}",
+            slurm_common::tres::CPUS_PER_GPU_EXCLUSIVE
         ));
     }
     Ok(cpus || tres_cpus)

@@ -126,14 +126,15 @@ pub fn script_env(e: &Ended, cluster: &str, tz: Option<&str>) -> Vec<(String, St
     put("ELIGIBLE", j.eligible_time.unwrap_or(0).to_string());
     put("PROCS", j.alloc_cpus.to_string());
     put("NODECNT", j.node_count.to_string());
-    put(
-        "DB_FLAGS",
-        if j.sched_flag.is_empty() {
+    // (Slurm's word for an empty one.)
+    let or_none = |s: &str| {
+        if s.is_empty() {
             "None".to_string()
         } else {
-            j.sched_flag.clone()
-        },
-    );
+            s.to_string()
+        }
+    };
+    put("DB_FLAGS", or_none(&j.sched_flag));
     put("BATCH", if e.batch { "yes" } else { "no" }.to_string());
     put("CLUSTER", cluster.to_string());
     put("CONSTRAINTS", j.constraints.clone());
@@ -153,14 +154,7 @@ pub fn script_env(e: &Ended, cluster: &str, tz: Option<&str>) -> Vec<(String, St
     put("RESERVATION", j.reservation.clone());
     put("USERNAME", j.user.clone());
     put("GROUPNAME", j.group.clone());
-    put(
-        "STATEREASONPREV",
-        if j.reason.is_empty() {
-            "None".to_string()
-        } else {
-            j.reason.clone()
-        },
-    );
+    put("STATEREASONPREV", or_none(&j.reason));
     for (k, v) in [
         ("STDIN", &j.std_in),
         ("STDOUT", &j.std_out),

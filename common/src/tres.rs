@@ -27,6 +27,17 @@ pub enum TresError {
     Invalid(String),
 }
 
+/// Slurm's refusal of `--tres-per-task` with the option one of its
+/// entries stands for (`cpu` and `--cpus-per-task`, `gres/gpu` and
+/// `--gpus-per-task`), both given in one place.
+pub fn given_twice(tres: &str, option: &str) -> String {
+    format!("You can not have --tres-per-task={tres}= and --{option} please use one or the other")
+}
+
+/// Slurm's refusal of CPUs per task beside `--cpus-per-gpu`.
+pub const CPUS_PER_GPU_EXCLUSIVE: &str =
+    "--cpus-per-task, --tres-per-task=cpu:#, and --cpus-per-gpu are mutually exclusive";
+
 /// TRES that Slurm never takes per task.
 const NOT_PER_TASK: &[&str] = &[
     "mem", "energy", "node", "billing", "fs", "vmem", "pages", "bb",
