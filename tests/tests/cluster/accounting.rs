@@ -554,6 +554,16 @@ fn a_jobcomp_script_is_run_for_each_ended_job_with_the_job_in_its_environment() 
     for k in ["SLURM_CONF", "HOME"] {
         assert!(!env.contains_key(k), "{k}: {text}");
     }
+    // An ordinary user's job named to look like shell: the script is run
+    // without a shell, the name is a value only.
+    let planted = t.work.join("planted");
+    let name = format!("$(touch {});x", planted.display());
+    let theirs = t.sbatch_as_user(&["-J", &name, "-o", "/dev/null", "--wrap", "true"]);
+    t.wait_done(theirs, 30);
+    let text = read(theirs);
+    assert!(text.contains(&format!("\nJOBNAME={name}\n")), "{text}");
+    assert!(text.contains("\nUSERNAME=nobody\n"), "{text}");
+    assert!(!planted.exists(), "the job's name was run");
     let text = read(held);
     assert!(text.contains("\nJOBSTATE=CANCELLED\n"), "{text}");
     assert!(
