@@ -5,7 +5,7 @@
 use super::*;
 
 /// A job's run as its completion record tells it.
-fn ended_run(j: &JobRecord) -> slurm_common::jobcomp::Ended {
+pub(super) fn ended_run(j: &JobRecord) -> slurm_common::jobcomp::Ended {
     slurm_common::jobcomp::Ended {
         job: slurm_proto::acct::AcctJob::from_record(j),
         batch: j.batch,

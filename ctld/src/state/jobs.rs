@@ -244,6 +244,12 @@ impl Controller {
         let steps: Vec<u32> = j.steps.iter().map(|s| s.step_id).collect();
         if active {
             self.record_requeued_run(id, recorded, now);
+        } else if let Some(k) = self.ended_now.iter().position(|&e| e == id) {
+            // A job that ended in this batch and is requeued before the
+            // batch's completion records are made: its record is made now,
+            // while it still tells the run that ended.
+            self.ended_now.remove(k);
+            self.requeued_now.push(super::accounting::ended_run(j));
         }
         // The next record is the next run's (with the script again); its
         // steps are numbered from 0 again.

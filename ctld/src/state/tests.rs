@@ -285,6 +285,32 @@ fn jobs_wait_for_cores_and_start_when_they_free() {
 }
 
 #[test]
+fn a_job_ended_and_requeued_in_one_batch_keeps_its_completion_record() {
+    let mut s = sim("JobCompType=jobcomp/filetxt\nJobCompLoc=/nonexistent/jobcomp\n");
+    let id = s.submit(|_| {});
+    let _ = s.ctl.take_jobcomp();
+    // Its end and a requeue reach the writer in one batch (no records are
+    // taken between them).
+    s.finish(id, 0);
+    assert_eq!(s.state(id), JobState::Completed);
+    s.ok(
+        ROOT,
+        RequestBody::UpdateJob {
+            job_id: id,
+            update: JobUpdate::Requeue,
+        },
+    );
+    // (Back in the queue: it may have started again already.)
+    assert_eq!(s.job(id).restarts, 1);
+    let Some(slurm_common::jobcomp::Records::Lines(_, lines)) = s.ctl.take_jobcomp() else {
+        panic!("the run that ended has no completion line");
+    };
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains(" JobState=COMPLETED "), "{}", lines[0]);
+    assert!(s.ctl.take_jobcomp().is_none());
+}
+
+#[test]
 fn a_requeued_job_runs_again_and_counts_its_restart() {
     use slurm_proto::acct::AcctRecord;
     let mut s = sim("JobCompType=jobcomp/filetxt\nJobCompLoc=/nonexistent/jobcomp\n");
