@@ -1622,6 +1622,99 @@ fn show_events(specs: &[Spec], cluster: &str, now: i64) -> Res<Show> {
     })
 }
 
+/// `sacctmgr show reservation`'s columns: key, title, width (negative:
+/// left-aligned).
+const RESV_COLS: &[(&str, &str, i64)] = &[
+    ("cluster", "Cluster", 10),
+    ("flags", "Flags", 20),
+    ("name", "Name", 10),
+    ("nodenames", "NodeName", -15),
+    ("end", "TimeEnd", 19),
+    ("start", "TimeStart", 19),
+    ("tres", "TRES", 20),
+    ("unusedwall", "UnusedWall", 10),
+];
+
+/// `sacctmgr show reservation [where] [Clusters=] [Names=] [Nodes=]
+/// [Start=] [End=] [format=]`: the reservations' records slurmdbd keeps
+/// (one per time each held the same resources). With no condition, those
+/// in effect since midnight yesterday; a `Start=` without `End=` ends now
+/// (as Slurm's query).
+fn show_resvs(specs: &[Spec], now: i64) -> Res<Show> {
+    use slurm_common::timefmt::parse_timestamp;
+    let mut f = ResvFilter {
+        with_usage: true,
+        ..Default::default()
+    };
+    let mut format: Option<String> = None;
+    let time = |k: &str, v: &str| {
+        parse_timestamp(v, now).map_err(|e| format!(" Invalid time '{v}' for {k}: {e}"))
+    };
+    for s in specs {
+        match s {
+            Spec::Word(w) => return Err(format!(" Unknown condition: {w}")),
+            Spec::Pair(k, _, v) => match k.as_str() {
+                "format" => format = Some(v.clone()),
+                "cluster" | "clusters" => f.clusters.extend(lower_list(v)),
+                "end" => f.end = Some(time("End", v)?),
+                "start" => f.start = Some(time("Start", v)?),
+                "name" | "names" => f.names.extend(list(v)),
+                "node" | "nodes" | "nodename" | "nodenames" => f.nodes.extend(
+                    slurm_common::hostlist::expand(v)
+                        .map_err(|e| format!(" Invalid node list '{v}': {e}"))?,
+                ),
+                "id" | "ids" => {
+                    return Err(
+                        " Reservations have no numeric ids here: select them by Names=".into(),
+                    )
+                }
+                other => return Err(format!(" Unknown condition: {other}")),
+            },
+        }
+    }
+    if specs.is_empty() {
+        f.start = Some(crate::sreport::midnight(crate::sreport::midnight(now) - 1));
+    }
+    if f.start.is_some() && f.end.is_none() {
+        f.end = Some(now);
+    }
+    let fmt = format.unwrap_or_else(|| "Cluster,Name%15,TRES%30,TimeStart,TimeEnd,Unused".into());
+    let cols = pick_cols(RESV_COLS, &fmt, |k| match k {
+        "timestart" => "start".into(),
+        "timeend" => "end".into(),
+        "node" | "nodes" => "nodenames".into(),
+        k => k.into(),
+    })?;
+    Ok(Show {
+        requests: vec![AcctRequest::ListResvs(f)],
+        render: Box::new(move |resp, fl| {
+            let Some(AcctResponse::Resvs(resvs)) = resp.first() else {
+                return Err("unexpected answer from slurmdbd".into());
+            };
+            let rows: Vec<Vec<String>> = resvs
+                .iter()
+                .map(|r| {
+                    cols.iter()
+                        .map(|(k, _)| match k.as_str() {
+                            "cluster" => r.cluster.clone(),
+                            "flags" => r.flags.clone(),
+                            "name" => r.name.clone(),
+                            "nodenames" => r.nodes.clone(),
+                            "start" => slurm_common::timefmt::format_timestamp(r.time_start),
+                            "end" => slurm_common::timefmt::format_timestamp(r.time_end),
+                            "tres" => format!("cpu={}", r.cpus),
+                            // Slurm's is a double, printed as C's `%f`.
+                            "unusedwall" => format!("{:.6}", r.unused_wall as f64),
+                            _ => String::new(),
+                        })
+                        .collect()
+                })
+                .collect();
+            Ok(cols_table(RESV_COLS, &cols, &rows, fl))
+        }),
+    })
+}
+
 /// Jobs slurmdbd holds as pending, running or suspended that `known` (the
 /// controller's jobs, by id and submit time) does not have.
 pub fn runaways(db: Vec<JobRow>, known: &std::collections::HashSet<(u32, i64)>) -> Vec<JobRow> {
@@ -2074,7 +2167,7 @@ fn entity_name(w: &str) -> Option<&'static str> {
 
 const USAGE: &str = "Usage: sacctmgr [-i] [-n] [-p|-P] [-Q] <command> <entity> [specs]\n\
   commands: add|create, modify|update, delete|remove, show|list\n\
-  entities: cluster, account, user, association, qos, coordinator (add, delete); for show also event, problem, configuration, transaction, tres, stats, runawayjobs\n\
+  entities: cluster, account, user, association, qos, coordinator (add, delete); for show also event, problem, configuration, reservation, transaction, tres, stats, runawayjobs\n\
   also: dump <cluster> [file=FILE], load [file=]FILE [cluster=NAME] [clean], ping, version, shutdown, clear stats\n";
 
 /// `sacctmgr ping`: Slurm's line for slurmdbd, exit 1 when it is down.
@@ -2333,6 +2426,7 @@ const ENTITIES: &[(&[&str], &str)] = &[
     (&["event", "events"], "event"),
     (&["problem", "problems"], "problem"),
     (&["transaction", "transactions", "txn"], "transaction"),
+    (&["reservation", "reservations", "resv"], "reservation"),
     (&["configuration", "config"], "configuration"),
     (
         &["runawayjobs", "runawayjob", "runaway", "runaways"],
@@ -2664,7 +2758,7 @@ fn execute(
             if f.json
                 && matches!(
                     entity,
-                    "event" | "tres" | "stats" | "problem" | "transaction"
+                    "event" | "tres" | "stats" | "problem" | "transaction" | "reservation"
                 )
             {
                 eprintln!("sacctmgr: error: --json/--yaml is not supported for show {entity} yet");
@@ -2678,6 +2772,10 @@ fn execute(
                 "transaction" => {
                     let all: Vec<Spec> = specs.filter.iter().chain(&specs.set).cloned().collect();
                     show_txns(&all, common::now())
+                }
+                "reservation" => {
+                    let all: Vec<Spec> = specs.filter.iter().chain(&specs.set).cloned().collect();
+                    show_resvs(&all, common::now())
                 }
                 _ if f.with_assoc && matches!(entity, "account" | "user") => {
                     let mut s = specs.clone();

@@ -1,8 +1,9 @@
 //! `sreport`: usage reports from slurmdbd's hourly/daily/monthly rollups.
 //!
 //! `sreport [-n] [-p|-P] [-t units] cluster utilization|AccountUtilizationByUser
-//! [start=] [end=] [clusters=] [accounts=] [users=]`, and `user topusage
-//! [TopCount=N]`. Units: Seconds, Minutes (default), Hours, Percent, and the
+//! [start=] [end=] [clusters=] [accounts=] [users=]`, `user topusage
+//! [TopCount=N]` and `reservation utilization [names=] [format=]`.
+//! Units: Seconds, Minutes (default), Hours, Percent, and the
 //! `SecPer`/`MinPer`/`HourPer` forms that add the percentage.
 
 use crate::common;
@@ -87,6 +88,12 @@ pub struct Opts {
     pub acct_as_parent: bool,
     pub partitions: Vec<String>,
     pub wckeys: Vec<String>,
+    /// `reservation utilization`: the reservations (`Names=`, or words
+    /// after the report's name) and nodes (`Nodes=`) asked for.
+    pub names: Vec<String>,
+    pub nodes: Vec<String>,
+    /// `Format=` (the reservation report's columns).
+    pub format: Option<String>,
 }
 
 use crate::fmt::split_list as list;
@@ -162,6 +169,7 @@ const REPORTS: &[(&str, &str, &str)] = &[
     ("job", "SizesByAccount", "sizes_account"),
     ("job", "SizesByAccountAndWckey", "sizes_account_wckey"),
     ("job", "SizesByWckey", "sizes_wckey"),
+    ("reservation", "Utilization", "resv_utilization"),
 ];
 
 /// The reports sreport makes, as `report KIND REPORT` words.
@@ -220,6 +228,9 @@ pub fn parse_args_env(
         acct_as_parent: false,
         partitions: Vec::new(),
         wckeys: Vec::new(),
+        names: Vec::new(),
+        nodes: Vec::new(),
+        format: None,
     };
     if let Some(c) = env("SREPORT_CLUSTER") {
         o.clusters = list(&c);
@@ -277,7 +288,13 @@ pub fn parse_args_env(
                 }
                 "partition" | "partitions" => o.partitions = list(v),
                 "wckey" | "wckeys" => o.wckeys = list(v),
-                "format" | "tree" | "group" => {}
+                "names" | "name" => o.names.extend(list(v)),
+                "nodes" | "node" => o.nodes.extend(
+                    slurm_common::hostlist::expand(v)
+                        .map_err(|e| format!(" Invalid node list '{v}': {e}"))?,
+                ),
+                "format" => o.format = Some(v.to_string()),
+                "tree" | "group" => {}
                 other => return Err(format!(" Unknown condition: {other}")),
             },
             None => match w.to_ascii_lowercase().as_str() {
@@ -288,6 +305,11 @@ pub fn parse_args_env(
             },
         }
     }
+    // `reservation utilization NAME...`: the words after the report name
+    // the reservations (Slurm's `Names=`).
+    if report.len() > 2 && report[0] == "reservation" {
+        o.names.extend(report.drain(2..));
+    }
     o.report = match REPORTS.iter().find(|(kind, name, _)| {
         report.len() == 2 && report[0] == *kind && report[1] == name.to_ascii_lowercase()
     }) {
@@ -296,8 +318,9 @@ pub fn parse_args_env(
             return Err(format!(
                 "Not valid report {}: use cluster Utilization|AccountUtilizationByUser|\
                  UserUtilizationByAccount|AccountUtilizationByQOS|UserUtilizationByWckey|\
-                 WCKeyUtilizationByUser, user TopUsage \
-                 or job SizesByAccount|SizesByAccountAndWckey|SizesByWckey",
+                 WCKeyUtilizationByUser, user TopUsage, \
+                 job SizesByAccount|SizesByAccountAndWckey|SizesByWckey \
+                 or reservation Utilization",
                 report.join(" ")
             ))
         }
@@ -324,6 +347,112 @@ fn banner(title: &str, o: &Opts) -> String {
         o.end - o.start,
         o.units.label()
     )
+}
+
+/// `reservation utilization`'s columns: key, title, width (`Allocated` and
+/// `Idle` are wider with a percentage).
+const RESV_COLS: &[(&str, &str, usize)] = &[
+    ("allocated", "Allocated", 20),
+    ("cluster", "Cluster", 9),
+    ("end", "End", 19),
+    ("flags", "Flags", 20),
+    ("idle", "Idle", 20),
+    ("name", "Name", 9),
+    ("nodes", "Nodes", 15),
+    ("start", "Start", 19),
+    ("totaltime", "TotalTime", 9),
+    ("trescount", "TRES count", 10),
+    ("tresname", "TRES Name", 14),
+    ("trestime", "TRES Time", 9),
+];
+
+/// `reservation utilization [Names=] [Nodes=] [Start=] [End=]
+/// [Clusters=] [Format=]`: for each record of each reservation in effect
+/// in the period (as Slurm's, the record's whole time, not cut to the
+/// period), its CPUs, what jobs used of them (`Allocated`) and the rest
+/// (`Idle`). Default columns `Cluster,Name,Start,End,TresName,Allocated,Idle`.
+pub fn resv_utilization(resvs: &[ResvRec], o: &Opts) -> Result<String, String> {
+    let fmt = o
+        .format
+        .clone()
+        .unwrap_or_else(|| "Cl,name,start,end,TresName,al,i".into());
+    let mut cols: Vec<(&str, &str, usize)> = Vec::new();
+    for item in list(&fmt) {
+        let (name, width) = match item.split_once('%') {
+            Some((n, w)) => (
+                n.to_string(),
+                Some(
+                    w.parse::<usize>()
+                        .map_err(|_| format!(" Invalid field width in '{item}'"))?,
+                ),
+            ),
+            None => (item.clone(), None),
+        };
+        let key = match name.to_ascii_lowercase().as_str() {
+            "reservationid" | "id" => {
+                return Err(" Reservations have no numeric ids here".into());
+            }
+            "cpucount" | "count" | "co" => "trescount".to_string(),
+            "cputime" => "trestime".to_string(),
+            "i" => "idle".to_string(),
+            k => k.to_string(),
+        };
+        let hit = RESV_COLS
+            .iter()
+            .find(|c| c.0 == key)
+            .or_else(|| {
+                let mut hits = RESV_COLS.iter().filter(|c| c.0.starts_with(&key));
+                match (hits.next(), hits.next()) {
+                    (Some(c), None) if key.len() >= 2 => Some(c),
+                    _ => None,
+                }
+            })
+            .ok_or_else(|| format!(" Unknown field '{name}'"))?;
+        let per = matches!(o.units, Units::SecPer | Units::MinPer | Units::HourPer);
+        let wide = matches!(hit.0, "allocated" | "idle") && per;
+        cols.push((hit.0, hit.1, width.unwrap_or(if wide { 29 } else { hit.2 })));
+    }
+    let rows: Vec<Vec<String>> = resvs
+        .iter()
+        .filter(|r| r.time_end > r.time_start && r.cpus > 0)
+        .map(|r| {
+            let total_time = (r.time_end - r.time_start) as u64;
+            let reported = total_time * u64::from(r.cpus);
+            let idle = reported.saturating_sub(r.alloc_secs);
+            cols.iter()
+                .map(|(k, _, _)| match *k {
+                    "allocated" => o.units.fmt(r.alloc_secs, reported),
+                    "cluster" => r.cluster.clone(),
+                    "end" => format_timestamp(r.time_end),
+                    "flags" => r.flags.clone(),
+                    "idle" => o.units.fmt(idle, reported),
+                    "name" => r.name.clone(),
+                    "nodes" => r.nodes.clone(),
+                    "start" => format_timestamp(r.time_start),
+                    "totaltime" => slurm_common::timefmt::format_duration_hms(total_time as i64),
+                    "trescount" => r.cpus.to_string(),
+                    "tresname" => "cpu".into(),
+                    "trestime" => slurm_common::timefmt::format_duration_hms(reported as i64),
+                    _ => String::new(),
+                })
+                .collect()
+        })
+        .collect();
+    let mut out = String::new();
+    if o.header && o.parsable.is_none() {
+        let rule = "-".repeat(80);
+        let units = match o.units {
+            Units::Percent => o.units.label().to_string(),
+            u => u.label().replacen("CPU", "TRES", 1),
+        };
+        out += &format!(
+            "{rule}\nReservation Utilization {} - {}\nUsage reported in {units}\n{rule}\n",
+            format_timestamp(o.start),
+            format_timestamp(o.end - 1),
+        );
+    }
+    let titles: Vec<(&str, usize)> = cols.iter().map(|c| (c.1, c.2)).collect();
+    Ok(out + &table(&titles, &rows, o))
 }
 
 /// Each cluster's reported CPU-seconds (what percentages are of).
@@ -862,8 +991,10 @@ pub fn top_usage(r: &UsageReport, o: &Opts) -> String {
 const USAGE: &str = "Usage: sreport [-n] [-p|-P] [-Q] [-t units] [-M clusters] \
      cluster utilization|AccountUtilizationByUser|UserUtilizationByAccount \
      | user topusage | job SizesByAccount|SizesByAccountAndWckey|SizesByWckey \
+     | reservation utilization \
      [start=] [end=] [clusters=] [accounts=] [users=] [TopCount=] [Grouping=] \
-     [PrintJobCount] [FlatView] [AcctAsParent] [partitions=] [wckeys=]";
+     [PrintJobCount] [FlatView] [AcctAsParent] [partitions=] [wckeys=] \
+     [names=] [nodes=] [format=]";
 
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -989,6 +1120,32 @@ fn run(args: &[String]) -> i32 {
     } else {
         o.clusters.clone()
     };
+    if o.report == "resv_utilization" {
+        let f = ResvFilter {
+            clusters: clusters.clone(),
+            names: o.names.clone(),
+            nodes: o.nodes.clone(),
+            start: Some(o.start),
+            end: Some(o.end),
+            with_usage: true,
+        };
+        let text = match common::dbd_call(&conf, AcctRequest::ListResvs(f)) {
+            Ok(AcctResponse::Resvs(v)) => resv_utilization(&v, &o),
+            Ok(AcctResponse::Error(e)) => Err(e.to_string()),
+            Ok(_) => Err("unexpected answer from slurmdbd".into()),
+            Err(e) => Err(e.to_string()),
+        };
+        return match text {
+            Ok(t) => {
+                print!("{t}");
+                0
+            }
+            Err(e) => {
+                eprintln!("sreport: error: {e}");
+                1
+            }
+        };
+    }
     if o.report.starts_with("sizes_") {
         return match job_report(&conf, &o, clusters) {
             Ok(text) => {

@@ -496,6 +496,7 @@ pub async fn call_dbd(
             DbdCall::GetStats(m) => c.get_stats(with_cred(m, cred, within)).await,
             DbdCall::ListEvents(m) => c.list_events(with_cred(m, cred, within)).await,
             DbdCall::ListTxns(m) => c.list_txns(with_cred(m, cred, within)).await,
+            DbdCall::ListResvs(m) => c.list_resvs(with_cred(m, cred, within)).await,
             DbdCall::FixRunaway(m) => c.fix_runaway(with_cred(m, cred, within)).await,
             DbdCall::Shutdown(m) => c.shutdown(with_cred(m, cred, within)).await,
             DbdCall::ClearStats(m) => c.clear_stats(with_cred(m, cred, within)).await,

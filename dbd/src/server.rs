@@ -242,14 +242,23 @@ impl Server {
                 Err(e) => return storage_error(e),
             }
         }
-        // PrivateData=events: node events are for operators only.
-        if matches!(&body, AcctRequest::ListEvents(_)) && self.private.events && !superuser {
+        // PrivateData=events: node events are for operators only; as
+        // Slurm's, PrivateData=reservations keeps reservations' records
+        // for them too.
+        let private = match &body {
+            AcctRequest::ListEvents(_) if self.private.events => Some(("events", "node events")),
+            AcctRequest::ListResvs(_) if self.private.reservations => {
+                Some(("reservations", "reservations"))
+            }
+            _ => None,
+        };
+        if let (Some((kind, what)), false) = (private, superuser) {
             match self.operator(uid).await {
                 Ok((_, true)) => {}
                 Ok((name, false)) => {
                     return err(
                         AcctErrorKind::AccessDenied,
-                        format!("PrivateData=events: user '{name}' may not see node events"),
+                        format!("PrivateData={kind}: user '{name}' may not see {what}"),
                     )
                 }
                 Err(e) => return storage_error(e),
@@ -630,6 +639,10 @@ impl Server {
                 Ok(v) => AcctResponse::Txns(v),
                 Err(e) => storage_error(e),
             },
+            AcctRequest::ListResvs(f) => match s.resvs(&f, now).await {
+                Ok(v) => AcctResponse::Resvs(v),
+                Err(e) => storage_error(e),
+            },
             AcctRequest::FixRunaway(f) => changed(s.fix_runaway(&f).await),
         }
     }
@@ -761,6 +774,9 @@ impl pb::slurm_dbd_server::SlurmDbd for DbdService {
     }
     async fn list_txns(&self, r: tonic::Request<pb::TxnFilter>) -> Reply {
         self.answer(r, m::ListTxns, DbdCall::ListTxns).await
+    }
+    async fn list_resvs(&self, r: tonic::Request<pb::ResvFilter>) -> Reply {
+        self.answer(r, m::ListResvs, DbdCall::ListResvs).await
     }
     async fn fix_runaway(&self, r: tonic::Request<pb::FixRunawayRequest>) -> Reply {
         self.answer(r, m::FixRunaway, DbdCall::FixRunaway).await

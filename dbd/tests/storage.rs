@@ -173,6 +173,7 @@ async fn suite(b: Backend) {
     job_queries(&s).await;
     job_texts(&s).await;
     rollups(&s).await;
+    reservations(&s).await;
     s.close().await;
 }
 
@@ -189,6 +190,145 @@ async fn mariadb_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_suite() {
     suite(Backend::Postgres).await;
+}
+
+/// Reservations' records: made, split when changed after they began,
+/// moved, removed; listed by time, name and node, with what jobs used.
+async fn reservations(s: &Storage) {
+    let resv = |name: &str, start: i64, end: i64, nodes: &str, cpus: u32| AcctResv {
+        name: name.into(),
+        time_start: start,
+        time_end: end,
+        nodes: nodes.into(),
+        node_count: 1 + nodes.matches('-').count() as u32,
+        cpus,
+        flags: "MAINT".into(),
+        users: "ann".into(),
+        ..Default::default()
+    };
+    let in_resv = |id: u32, start: i64, end: i64, cpus: u32, resv: &str| {
+        let mut j = job(id, "ann", "root", JobState::Completed);
+        j.start_time = Some(start);
+        j.end_time = Some(end);
+        j.alloc_cpus = cpus;
+        j.reservation = resv.into();
+        AcctRecord::JobEnd(j)
+    };
+    let records = vec![
+        AcctRecord::Resv(resv("r1", T, T + 3600, "n[1-2]", 4)),
+        in_resv(1, T + 600, T + 1800, 2, "r1"),
+        in_resv(2, T + 1200, T + 2400, 1, "r1"),
+        // Not in it; and one in it but after the first record's time.
+        in_resv(3, T + 600, T + 1800, 8, ""),
+        in_resv(4, T + 3100, T + 3200, 1, "r1"),
+        // Changed after it began: the first record ends, the next begins.
+        AcctRecord::Resv(resv("r1", T, T + 3000, "n[1-2]", 4)),
+        AcctRecord::Resv(resv("r1", T + 3000, T + 7200, "n1", 2)),
+        // Made and removed before it began: gone.
+        AcctRecord::Resv(resv("r2", T + 100_000, T + 200_000, "n2", 2)),
+        AcctRecord::Resv(AcctResv {
+            removed: true,
+            ..resv("r2", T + 100_000, T + 200_000, "n2", 2)
+        }),
+        // Moved before it began: one record, at its new start.
+        AcctRecord::Resv(resv("r3", T + 5000, T + 9000, "n2", 2)),
+        AcctRecord::Resv(AcctResv {
+            prev_start: Some(T + 5000),
+            ..resv("r3", T + 6000, T + 9000, "n2", 2)
+        }),
+    ];
+    let seqd: Vec<SeqRecord> = records
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| rec("resvc", i as u64 + 1, r))
+        .collect();
+    s.ingest(seqd).await.unwrap();
+    let list = |f: ResvFilter| async move {
+        let f = ResvFilter {
+            clusters: vec!["resvc".into()],
+            with_usage: true,
+            ..f
+        };
+        s.resvs(&f, T + 10_000).await.unwrap()
+    };
+    let all = list(ResvFilter::default()).await;
+    let keys: Vec<(String, i64, i64)> = all
+        .iter()
+        .map(|r| (r.name.clone(), r.time_start, r.time_end))
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            ("r1".into(), T, T + 3000),
+            ("r1".into(), T + 3000, T + 7200),
+            ("r3".into(), T + 6000, T + 9000),
+        ]
+    );
+    // Jobs 1 and 2 in the first record: 2 CPUs for 1200 s, 1 for 1200 s;
+    // nothing ran in it from 0 to 600 and from 2400 to 3000.
+    assert_eq!(
+        (all[0].alloc_secs, all[0].unused_wall),
+        (2 * 1200 + 1200, 1200)
+    );
+    assert_eq!((all[0].cpus, all[0].nodes.as_str()), (4, "n[1-2]"));
+    assert_eq!(
+        (all[0].flags.as_str(), all[0].users.as_str()),
+        ("MAINT", "ann")
+    );
+    // Job 4 in the second: 100 s of its 4200.
+    assert_eq!((all[1].alloc_secs, all[1].unused_wall), (100, 4100));
+    // Over (at "now") with no job: all its 3000 s unused.
+    assert_eq!((all[2].alloc_secs, all[2].unused_wall), (0, 3000));
+    // In effect at some time of [start, end].
+    let between = list(ResvFilter {
+        start: Some(T + 3500),
+        end: Some(T + 4000),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(between.len(), 1, "{between:?}");
+    assert_eq!(between[0].time_start, T + 3000);
+    let named = list(ResvFilter {
+        names: vec!["r3".into()],
+        ..Default::default()
+    })
+    .await;
+    assert!(named.len() == 1 && named[0].name == "r3", "{named:?}");
+    let on_n2 = list(ResvFilter {
+        nodes: vec!["n2".into()],
+        ..Default::default()
+    })
+    .await;
+    let on_n2: Vec<i64> = on_n2.iter().map(|r| r.time_start).collect();
+    assert_eq!(on_n2, vec![T, T + 6000]);
+    // Another cluster's are not listed.
+    let other = s
+        .resvs(
+            &ResvFilter {
+                clusters: vec!["elsewhere".into()],
+                ..Default::default()
+            },
+            T,
+        )
+        .await
+        .unwrap();
+    assert!(other.is_empty());
+    // A record without a name is refused, and nothing of its batch is kept.
+    let bad = vec![
+        rec(
+            "resvc",
+            50,
+            AcctRecord::Resv(resv("r9", T, T + 10, "n1", 1)),
+        ),
+        rec("resvc", 51, AcctRecord::Resv(resv("", T, T + 10, "n1", 1))),
+    ];
+    assert!(s.ingest(bad).await.is_err());
+    assert!(list(ResvFilter {
+        names: vec!["r9".into()],
+        ..Default::default()
+    })
+    .await
+    .is_empty());
 }
 
 /// An older schema is upgraded in place, keeping its data; a newer one is refused.

@@ -63,6 +63,36 @@ pub enum AcctRecord {
     NodeState(NodeEvent),
     /// The controller (re)started or the cluster changed size.
     ClusterInfo(ClusterInfo),
+    /// A reservation made, changed, rolled over or removed.
+    Resv(AcctResv),
+}
+
+/// A reservation as accounting keeps it: one record for each time it held
+/// the same resources, as Slurm's (a reservation changed after it began
+/// ends one record and begins the next; a daily or weekly one a record per
+/// period). Identified by `(cluster, name, time_start)`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(default)]
+pub struct AcctResv {
+    pub name: String,
+    pub time_start: i64,
+    pub time_end: i64,
+    /// This record replaces the one that began then (a reservation moved
+    /// before it began).
+    pub prev_start: Option<i64>,
+    /// Its nodes, as a host list.
+    pub nodes: String,
+    pub node_count: u32,
+    /// CPUs reserved (its TRES `cpu=`).
+    pub cpus: u32,
+    /// Upper-case flag names, comma-separated.
+    pub flags: String,
+    /// Who may use it: users and accounts, comma-separated.
+    pub users: String,
+    pub accounts: String,
+    /// The reservation was removed before this record began: the record
+    /// goes (one that began ends instead, with `time_end`).
+    pub removed: bool,
 }
 
 /// A job as accounting keeps it. Identified by `(cluster, job_id, submit_time)`.
@@ -1029,6 +1059,44 @@ pub struct EventFilter {
     pub cluster_events: bool,
 }
 
+/// `sacctmgr show reservation` and `sreport reservation utilization`:
+/// the records of reservations in effect at some time of `[start, end]`
+/// (Slurm's: begun before `end`, not ended before `start`). Empty lists
+/// match everything.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct ResvFilter {
+    pub clusters: Vec<String>,
+    pub names: Vec<String>,
+    /// Records holding any of these nodes.
+    pub nodes: Vec<String>,
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    /// Count the CPU time jobs used in each record (`alloc_secs`) and the
+    /// time no job ran in it (`unused_wall`).
+    pub with_usage: bool,
+}
+
+/// One record of a reservation (see [`AcctResv`]), with, when asked, what
+/// jobs used of it: CPU-seconds of jobs that ran in it within its time, and
+/// the seconds of its time (so far) in which none ran.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ResvRec {
+    pub cluster: String,
+    pub name: String,
+    pub time_start: i64,
+    pub time_end: i64,
+    pub nodes: String,
+    pub node_count: u32,
+    pub cpus: u32,
+    pub flags: String,
+    pub users: String,
+    pub accounts: String,
+    pub alloc_secs: u64,
+    pub unused_wall: u64,
+}
+
 /// `sacctmgr show transaction`'s selection. Empty lists match everything.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(default)]
@@ -1268,6 +1336,8 @@ pub enum AcctRequest {
     ListEvents(EventFilter),
     /// `sacctmgr show transaction`.
     ListTxns(TxnFilter),
+    /// `sacctmgr show reservation`, `sreport reservation utilization`.
+    ListResvs(ResvFilter),
     /// End runaway jobs (operators).
     FixRunaway(FixRunaway),
     /// Stop slurmdbd (super users).
@@ -1311,6 +1381,7 @@ impl AcctRequest {
             AcctRequest::ClearStats => "DBD_CLEAR_STATS",
             AcctRequest::ListEvents(_) => "DBD_GET_EVENTS",
             AcctRequest::ListTxns(_) => "DBD_GET_TXN",
+            AcctRequest::ListResvs(_) => "DBD_GET_RESVS",
             AcctRequest::FixRunaway(_) => "DBD_FIX_RUNAWAY_JOB",
             AcctRequest::Shutdown => "DBD_SHUTDOWN",
             AcctRequest::GetConfig => "DBD_GET_CONFIG",
@@ -1383,6 +1454,7 @@ pub enum AcctResponse {
     Stats(DbdStats),
     Events(Vec<EventRec>),
     Txns(Vec<TxnRec>),
+    Resvs(Vec<ResvRec>),
     /// slurmdbd.conf's settings, in order (key, value).
     Config(Vec<(String, String)>),
     Error(AcctError),

@@ -491,6 +491,11 @@ pub struct ReservationRecord {
     /// Upper-case flag names (`MAINT`, `IGNORE_JOBS`, `DAILY`, ...).
     pub flags: Vec<String>,
     pub core_cnt: u32,
+    /// When its current accounting record began, when not at its start
+    /// (it was changed after it began: see `acct::AcctResv`). The
+    /// controller's own: not sent to commands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_start: Option<i64>,
 }
 
 impl ReservationRecord {

@@ -21,6 +21,23 @@ pub(super) fn ended_run(j: &JobRecord) -> slurm_common::jobcomp::Ended {
     }
 }
 
+/// `r`'s accounting record from `start` to `end`.
+fn resv_record(r: &ReservationRecord, start: i64, end: i64) -> slurm_proto::acct::AcctResv {
+    slurm_proto::acct::AcctResv {
+        name: r.name.clone(),
+        time_start: start,
+        time_end: end,
+        prev_start: None,
+        nodes: slurm_common::hostlist::compress(&r.nodes),
+        node_count: r.nodes.len() as u32,
+        cpus: r.core_cnt,
+        flags: r.flags.join(","),
+        users: r.users.join(","),
+        accounts: r.accounts.join(","),
+        removed: false,
+    }
+}
+
 impl Controller {
     /// Count a job reaching a final state (for `sdiag`), and note it for
     /// its completion record (`JobCompType`).
@@ -303,6 +320,62 @@ impl Controller {
         self.recompute_priorities(now);
     }
 
+    /// Tell accounting of a reservation made (`old` none), changed, rolled
+    /// over to its next period (as made) or removed (`new` none), as
+    /// Slurm's records: one per time it held the same resources. A change
+    /// before it begins changes its record (moved with its start); a change
+    /// of its nodes or CPUs after it began ends its record now and begins
+    /// the next (`record_start` remembers when); a removal before it began
+    /// removes its record, after, ends it now.
+    pub(super) fn acct_resv(
+        &mut self,
+        old: Option<&ReservationRecord>,
+        new: Option<&mut ReservationRecord>,
+        now: i64,
+    ) {
+        use slurm_proto::acct::{AcctRecord, AcctResv};
+        let rec = resv_record;
+        let mut out = Vec::new();
+        match (old, new) {
+            (None, Some(n)) => {
+                n.record_start = None;
+                out.push(rec(n, n.start_time, n.end_time));
+            }
+            (Some(o), None) => {
+                let start = o.record_start.unwrap_or(o.start_time);
+                out.push(if o.start_time > now {
+                    AcctResv {
+                        removed: true,
+                        ..rec(o, start, o.end_time)
+                    }
+                } else {
+                    rec(o, start, o.end_time.min(now))
+                });
+            }
+            (Some(o), Some(n)) => {
+                let start = o.record_start.unwrap_or(o.start_time);
+                let begun = o.start_time <= now;
+                if !begun || (o.nodes == n.nodes && o.core_cnt == n.core_cnt) {
+                    n.record_start = if begun { o.record_start } else { None };
+                    out.push(AcctResv {
+                        prev_start: Some(start),
+                        ..rec(n, n.record_start.unwrap_or(n.start_time), n.end_time)
+                    });
+                } else {
+                    out.push(rec(o, start, now));
+                    n.record_start = Some(now);
+                    out.push(rec(n, now, n.end_time));
+                }
+            }
+            (None, None) => {}
+        }
+        if self.acct_enabled {
+            for r in out {
+                self.account(AcctRecord::Resv(r));
+            }
+        }
+    }
+
     /// Start accounting: tell slurmdbd what the cluster is (once per start).
     pub fn acct_start(&mut self, host: &str, now: i64) {
         use slurm_proto::acct::{AcctRecord, ClusterInfo};
@@ -322,5 +395,16 @@ impl Controller {
             tres: format!("cpu={cpus},mem={mem}M,energy=0,node={nodes},billing={cpus}"),
             time: now,
         }));
+        // Each reservation's current record again (the same record: kept
+        // once), so those made while accounting was off are known too.
+        let resvs: Vec<_> = self
+            .p
+            .reservations
+            .values()
+            .map(|r| resv_record(r, r.record_start.unwrap_or(r.start_time), r.end_time))
+            .collect();
+        for r in resvs {
+            self.account(AcctRecord::Resv(r));
+        }
     }
 }

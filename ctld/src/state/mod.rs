@@ -1273,7 +1273,7 @@ impl Controller {
             RequestBody::SetFsDampeningFactor { factor } => self.set_fs_dampening(who, factor, now),
             RequestBody::CreateReservation(r) => self.create_reservation(who, r, now),
             RequestBody::UpdateReservation(r) => self.update_reservation(who, r, now),
-            RequestBody::DeleteReservation { name } => self.delete_reservation(who, &name),
+            RequestBody::DeleteReservation { name } => self.delete_reservation(who, &name, now),
             RequestBody::UpdatePartition(u) => self.update_partition(who, u, now),
             RequestBody::CreatePartition(u) => self.create_partition(who, u, now),
             RequestBody::DeletePartition { name } => self.delete_partition(who, name, now),

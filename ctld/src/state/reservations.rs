@@ -207,8 +207,9 @@ impl Controller {
                 "a reservation of that name exists",
             );
         }
-        let r = self.reservation_from(who, &spec, None, now)?;
+        let mut r = self.reservation_from(who, &spec, None, now)?;
         let name = r.name.clone();
+        self.acct_resv(None, Some(&mut r), now);
         self.entries.push(Entry::Reservation(r.clone()));
         self.p.reservations.insert(name.clone(), r);
         self.dirty = true;
@@ -235,8 +236,9 @@ impl Controller {
         else {
             return err(SlurmError::ReservationInvalid);
         };
-        let r = self.reservation_from(who, &spec, Some(&base), now)?;
+        let mut r = self.reservation_from(who, &spec, Some(&base), now)?;
         trace_reservation("updated", &r.name);
+        self.acct_resv(Some(&base), Some(&mut r), now);
         self.entries.push(Entry::Reservation(r.clone()));
         self.p.reservations.insert(r.name.clone(), r);
         self.dirty = true;
@@ -249,13 +251,15 @@ impl Controller {
         &mut self,
         who: Caller,
         name: &str,
+        now: i64,
     ) -> Result<Response, RpcError> {
         if !who.operator {
             return err(SlurmError::AccessDenied);
         }
-        if self.p.reservations.remove(name).is_none() {
+        let Some(gone) = self.p.reservations.remove(name) else {
             return err(SlurmError::ReservationInvalid);
-        }
+        };
+        self.acct_resv(Some(&gone), None, now);
         trace_reservation("deleted", name);
         self.entries
             .push(Entry::RemoveReservation(name.to_string()));
@@ -289,6 +293,9 @@ impl Controller {
                     r.start_time += period;
                     r.end_time += period;
                 }
+                // The period that ended keeps its record; the next has
+                // one of its own.
+                self.acct_resv(None, Some(&mut r), now);
                 self.entries.push(Entry::Reservation(r.clone()));
                 self.p.reservations.insert(r.name.clone(), r);
             } else {

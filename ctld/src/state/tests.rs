@@ -284,6 +284,112 @@ fn jobs_wait_for_cores_and_start_when_they_free() {
     s.check_replay();
 }
 
+/// The reservation records sent to accounting since the last call.
+fn resv_records(s: &mut Sim) -> Vec<slurm_proto::acct::AcctResv> {
+    let out = s
+        .journaled
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Acct(r) => match &r.record {
+                slurm_proto::acct::AcctRecord::Resv(v) => Some(v.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    s.journaled.clear();
+    out
+}
+
+#[test]
+fn reservations_reach_accounting_as_one_record_per_time_they_held_the_same_nodes() {
+    let mut s = sim("");
+    s.ctl.acct_enabled = true;
+    let spec = |nodes: &str, start: i64, end: i64| ReservationSpec {
+        name: Some("r1".into()),
+        start_time: Some(start),
+        end_time: Some(end),
+        nodes: Some(nodes.split(',').map(String::from).collect()),
+        users: Some(vec!["alice".into()]),
+        ..Default::default()
+    };
+    let created = |s: &mut Sim, r| {
+        let r = s.req(ROOT, RequestBody::CreateReservation(r));
+        assert!(matches!(r, Response::ReservationCreated { .. }), "{r:?}");
+    };
+    let t = s.now;
+    created(&mut s, spec("n1", t + 100, t + 1000));
+    let r = resv_records(&mut s);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!((r[0].time_start, r[0].time_end), (t + 100, t + 1000));
+    assert_eq!(
+        (r[0].nodes.as_str(), r[0].cpus, r[0].users.as_str()),
+        ("n1", 2, "alice")
+    );
+    // Moved before it began: the same record, at its new start.
+    s.ok(
+        ROOT,
+        RequestBody::UpdateReservation(spec("n1", t + 200, t + 1000)),
+    );
+    let r = resv_records(&mut s);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!((r[0].time_start, r[0].prev_start), (t + 200, Some(t + 100)));
+    // Given other nodes after it began: that record ends, the next begins.
+    s.tick(300);
+    let now = s.now;
+    s.ok(
+        ROOT,
+        RequestBody::UpdateReservation(spec("n1,n2", t + 200, t + 1000)),
+    );
+    let r = resv_records(&mut s);
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert_eq!(
+        (r[0].time_start, r[0].time_end, r[0].cpus),
+        (t + 200, now, 2)
+    );
+    assert_eq!(
+        (r[1].time_start, r[1].time_end, r[1].cpus),
+        (now, t + 1000, 4)
+    );
+    assert_eq!(r[1].nodes, "n[1-2]");
+    // A later change that keeps its nodes changes the record it is in.
+    s.tick(10);
+    s.ok(
+        ROOT,
+        RequestBody::UpdateReservation(spec("n1,n2", t + 200, t + 2000)),
+    );
+    let r = resv_records(&mut s);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(
+        (r[0].time_start, r[0].time_end, r[0].prev_start),
+        (now, t + 2000, Some(now))
+    );
+    s.check_replay();
+    // Removed once begun: its record ends now.
+    s.tick(10);
+    s.ok(ROOT, RequestBody::DeleteReservation { name: "r1".into() });
+    let r = resv_records(&mut s);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(
+        (r[0].time_start, r[0].time_end, r[0].removed),
+        (now, s.now, false)
+    );
+    // Removed before it began: its record goes.
+    let t = s.now;
+    created(&mut s, spec("n2", t + 100, t + 200));
+    s.ok(ROOT, RequestBody::DeleteReservation { name: "r1".into() });
+    let r = resv_records(&mut s);
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert!(r[1].removed && r[1].time_start == t + 100, "{r:?}");
+    // An ordinary user can make none (and nothing reaches accounting).
+    let r = s.req(
+        ALICE,
+        RequestBody::CreateReservation(spec("n2", t + 100, t + 200)),
+    );
+    assert!(matches!(r, Response::Error(_)), "{r:?}");
+    assert!(resv_records(&mut s).is_empty());
+}
+
 #[test]
 fn a_job_ended_and_requeued_in_one_batch_keeps_its_completion_record() {
     let mut s = sim("JobCompType=jobcomp/filetxt\nJobCompLoc=/nonexistent/jobcomp\n");

@@ -175,6 +175,17 @@ fn check_record(r: &SeqRecord) -> Result<()> {
             check_time("cluster time", Some(c.time))?;
             too_long("host", &c.control_host, 255)
         }
+        AcctRecord::Resv(r) => {
+            if r.name.is_empty() {
+                return Err(StorageError::Invalid(
+                    "reservation record without a name".into(),
+                ));
+            }
+            check_time("reservation start time", Some(r.time_start))?;
+            check_time("reservation end time", Some(r.time_end))?;
+            check_time("reservation's earlier start time", r.prev_start)?;
+            too_long("reservation", &r.name, 128)
+        }
     }
 }
 
@@ -496,6 +507,7 @@ impl Storage {
                 }
                 AcctRecord::NodeState(e) => touch(e.time),
                 AcctRecord::ClusterInfo(ci) => touch(ci.time),
+                AcctRecord::Resv(_) => {}
             }
         }
         let texts = job_texts(recs);
@@ -535,6 +547,7 @@ impl Storage {
             match &r.record {
                 AcctRecord::NodeState(e) => self.node_event(c, cluster, e).await?,
                 AcctRecord::ClusterInfo(ci) => self.cluster_info(c, cluster, ci).await?,
+                AcctRecord::Resv(r) => self.resv_record(c, cluster, r).await?,
                 _ => {}
             }
         }

@@ -8,6 +8,7 @@
 //! - `admin`: clusters, accounts, users, associations, QOS.
 //! - `ingest`: the controller's records, exactly once per `(cluster, seq)`.
 //! - `jobs`: sacct's queries.
+//! - `resvs`: reservations' records and what jobs used of them.
 //! - `rollup`: hourly/daily/monthly usage, purge.
 //!
 //! Invariants: every change is one transaction; a request that fails changes
@@ -19,6 +20,7 @@ pub mod admin;
 pub mod events;
 pub mod ingest;
 pub mod jobs;
+pub mod resvs;
 pub mod rollup;
 pub mod schema;
 pub mod sql;

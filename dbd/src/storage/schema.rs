@@ -18,7 +18,7 @@ pub struct Migration {
 }
 
 /// The newest schema this build knows.
-pub const LATEST: u32 = 10;
+pub const LATEST: u32 = 11;
 
 pub const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -286,6 +286,26 @@ pub const MIGRATIONS: &[Migration] = &[
                 account VARCHAR(128) NOT NULL,
                 created BIGINT NOT NULL){opts}",
             "CREATE UNIQUE INDEX coords_key ON coords (user_name, account)",
+        ],
+    },
+    Migration {
+        version: 11,
+        name: "reservations: a record per time each held the same resources",
+        statements: &[
+            "CREATE TABLE resvs (
+                cluster VARCHAR(64) NOT NULL,
+                resv_name VARCHAR(128) NOT NULL,
+                time_start BIGINT NOT NULL,
+                time_end BIGINT NOT NULL,
+                nodelist {text} NOT NULL,
+                node_count BIGINT NOT NULL,
+                cpus BIGINT NOT NULL,
+                flags {text} NOT NULL,
+                users {text} NOT NULL,
+                accounts {text} NOT NULL,
+                PRIMARY KEY (cluster, resv_name, time_start)){opts}",
+            "CREATE INDEX resvs_time ON resvs (cluster, time_start, time_end)",
+            "CREATE INDEX jobs_resv ON jobs (cluster, reservation)",
         ],
     },
 ];

@@ -923,6 +923,7 @@ impl From<pb::ReservationRecord> for ReservationRecord {
             partition: r.partition,
             flags: r.flags,
             core_cnt: r.core_cnt,
+            record_start: None,
         }
     }
 }

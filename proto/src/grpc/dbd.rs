@@ -255,6 +255,15 @@ wire!(FixRunaway <=> FixRunawayRequest { cluster, jobs });
 wire!(EventRec <=> EventRec {
     cluster, node, time_start, time_end, state, reason, reason_uid, cpus,
 });
+wire!(AcctResv <=> AcctResv {
+    name, time_start, time_end, prev_start, nodes, node_count, cpus, flags, users, accounts,
+    removed,
+});
+wire!(ResvFilter <=> ResvFilter { clusters, names, nodes, start, end, with_usage });
+wire!(ResvRec <=> ResvRec {
+    cluster, name, time_start, time_end, nodes, node_count, cpus, flags, users, accounts,
+    alloc_secs, unused_wall,
+});
 wire!(ClusterAck <=> ClusterAck { cluster, epoch, through });
 
 impl ToWire<pb::JobRow> for JobRow {
@@ -287,6 +296,7 @@ impl ToWire<pb::SeqRecord> for SeqRecord {
             AcctRecord::StepEnd(s) => R::StepEnd(s.to_wire()),
             AcctRecord::NodeState(n) => R::NodeState(n.to_wire()),
             AcctRecord::ClusterInfo(c) => R::ClusterInfo(c.to_wire()),
+            AcctRecord::Resv(r) => R::Resv(r.to_wire()),
         };
         pb::SeqRecord {
             cluster: self.cluster,
@@ -307,6 +317,7 @@ impl FromWire<pb::SeqRecord> for SeqRecord {
             R::StepEnd(s) => AcctRecord::StepEnd(FromWire::from_wire(s)?),
             R::NodeState(n) => AcctRecord::NodeState(FromWire::from_wire(n)?),
             R::ClusterInfo(c) => AcctRecord::ClusterInfo(FromWire::from_wire(c)?),
+            R::Resv(r) => AcctRecord::Resv(FromWire::from_wire(r)?),
         };
         Ok(SeqRecord {
             cluster: w.cluster,
@@ -383,6 +394,7 @@ dbd_calls!(
     GetStats(pb::Empty) = "GetStats",
     ListEvents(pb::EventFilter) = "ListEvents",
     ListTxns(pb::TxnFilter) = "ListTxns",
+    ListResvs(pb::ResvFilter) = "ListResvs",
     FixRunaway(pb::FixRunawayRequest) = "FixRunaway",
     Shutdown(pb::Empty) = "Shutdown",
     ClearStats(pb::Empty) = "ClearStats",
@@ -456,6 +468,7 @@ impl DbdCall {
             AcctRequest::Stats => DbdCall::GetStats(pb::Empty {}),
             AcctRequest::ListEvents(f) => DbdCall::ListEvents(f.to_wire()),
             AcctRequest::ListTxns(f) => DbdCall::ListTxns(f.to_wire()),
+            AcctRequest::ListResvs(f) => DbdCall::ListResvs(f.to_wire()),
             AcctRequest::FixRunaway(f) => DbdCall::FixRunaway(f.to_wire()),
             AcctRequest::Shutdown => DbdCall::Shutdown(pb::Empty {}),
             AcctRequest::ClearStats => DbdCall::ClearStats(pb::Empty {}),
@@ -514,6 +527,7 @@ impl DbdCall {
             DbdCall::GetStats(_) => AcctRequest::Stats,
             DbdCall::ListEvents(f) => AcctRequest::ListEvents(FromWire::from_wire(f)?),
             DbdCall::ListTxns(f) => AcctRequest::ListTxns(FromWire::from_wire(f)?),
+            DbdCall::ListResvs(f) => AcctRequest::ListResvs(FromWire::from_wire(f)?),
             DbdCall::FixRunaway(f) => AcctRequest::FixRunaway(FromWire::from_wire(f)?),
             DbdCall::Shutdown(_) => AcctRequest::Shutdown,
             DbdCall::ClearStats(_) => AcctRequest::ClearStats,
@@ -587,6 +601,7 @@ pub fn dbd_reply(r: AcctResponse) -> pb::DbdReply {
             events: v.to_wire(),
         }),
         AcctResponse::Txns(v) => R::Txns(pb::TxnList { txns: v.to_wire() }),
+        AcctResponse::Resvs(v) => R::Resvs(pb::ResvList { resvs: v.to_wire() }),
         AcctResponse::Config(v) => R::Config(pb::ConfigPairs {
             pairs: v
                 .into_iter()
@@ -628,6 +643,9 @@ pub fn acct_response(r: pb::DbdReply) -> Result<AcctResponse, ConvError> {
             AcctResponse::Events(FromWire::from_wire(l.events).map_err(|e| at(e, "events"))?)
         }
         R::Txns(l) => AcctResponse::Txns(FromWire::from_wire(l.txns).map_err(|e| at(e, "txns"))?),
+        R::Resvs(l) => {
+            AcctResponse::Resvs(FromWire::from_wire(l.resvs).map_err(|e| at(e, "resvs"))?)
+        }
         R::Config(c) => {
             AcctResponse::Config(c.pairs.into_iter().map(|p| (p.key, p.value)).collect())
         }

@@ -1630,3 +1630,190 @@ fn coordinators_see_their_accounts_jobs_under_private_data() {
     let o = as_user(bin.uid, bin.gid, "sacct", &args);
     assert_eq!(stdout(&o), "", "{}", text(&o));
 }
+
+/// Reservations in accounting: `sacctmgr show reservation` lists each
+/// record (its CPUs as TRES, its time, the time no job ran in it) and
+/// `sreport reservation utilization` what jobs used of it; a change of its
+/// nodes after it began starts a record of its own. PrivateData=
+/// reservations keeps them from ordinary users.
+#[test]
+fn reservations_are_kept_in_accounting_with_what_jobs_used_of_them() {
+    let t = TestCluster::start(2, |s| {
+        s.accounting = true;
+        s.extra_dbd_conf = "PrivateData=reservations\n".into();
+    });
+    let scontrol = |args: &[&str]| {
+        let o = t.run("scontrol", args);
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    scontrol(&[
+        "create",
+        "reservation",
+        "ReservationName=r1",
+        "StartTime=now",
+        "Duration=10",
+        "Nodes=n1",
+        "Users=root",
+        "Flags=MAINT",
+    ]);
+    let node_cpus = |name: &str| {
+        t.nodes()
+            .into_iter()
+            .find(|n| n.name == name)
+            .map(|n| n.cpus)
+            .expect("node")
+    };
+    let cpus = node_cpus("n1");
+    let job = t.sbatch(&["--reservation=r1", "--exclusive", "--wrap", "sleep 2"]);
+    t.wait_done(job, 30);
+    // Listed once its record and the job's end reach slurmdbd.
+    let fmt = "format=Cluster,Name,TRES,Flags,NodeName,UnusedWall";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let line = loop {
+        let out = mgr(&t, &["-P", "-n", "show", "reservation", "Names=r1", fmt]);
+        let sacct = t.run(
+            "sacct",
+            &["-n", "-X", "-j", &job.to_string(), "-o", "state"],
+        );
+        if out.starts_with("local|r1|") && text(&sacct).contains("COMPLETED") {
+            break out;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "reservation never recorded: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let f: Vec<&str> = line.trim_end().split('|').collect();
+    assert_eq!(
+        &f[..5],
+        &["local", "r1", &format!("cpu={cpus}"), "MAINT", "n1"],
+        "{line}"
+    );
+    // Slurm's double: seconds with six decimals.
+    assert!(f[5].ends_with(".000000"), "{line}");
+    // Without conditions: those in effect since midnight yesterday.
+    let table = mgr(&t, &["show", "reservation"]);
+    let mut lines = table.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        format!(
+            "{:>10} {:>15} {:>30} {:>19} {:>19} {:>10} ",
+            "Cluster", "Name", "TRES", "TimeStart", "TimeEnd", "UnusedWall"
+        )
+    );
+    assert!(
+        table.contains(&format!("{:>30}", format!("cpu={cpus}"))),
+        "{table}"
+    );
+
+    // What the job used: its CPUs for its run; the rest of the record's
+    // CPU time idle (as Slurm's report, the record's whole time).
+    let report = |args: &[&str]| {
+        let mut a = vec!["-P", "-n", "-t", "seconds", "reservation", "utilization"];
+        a.extend_from_slice(args);
+        let o = t.run("sreport", &a);
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let window = ["start=now-3600", "end=now+60"];
+    let out = report(
+        &[
+            &window[..],
+            &[
+                "Names=r1",
+                "format=Name,TresName,TresCount,Allocated,Idle,TotalTime",
+            ],
+        ]
+        .concat(),
+    );
+    let f: Vec<&str> = out.trim_end().split('|').collect();
+    assert_eq!(&f[..3], &["r1", "cpu", &cpus.to_string()], "{out}");
+    let alloc: u64 = f[3].parse().unwrap();
+    let idle: u64 = f[4].parse().unwrap();
+    assert!(
+        (u64::from(cpus) * 2..=u64::from(cpus) * 4).contains(&alloc),
+        "the job's {cpus} CPUs for about 2 s: {out}"
+    );
+    assert_eq!(f[5], "00:10:00", "{out}");
+    assert_eq!(alloc + idle, 600 * u64::from(cpus), "{out}");
+    // The default layout, with Slurm's banner.
+    let o = t.run(
+        "sreport",
+        &[
+            "-t",
+            "percent",
+            "reservation",
+            "utilization",
+            "start=now-3600",
+            "end=now+60",
+        ],
+    );
+    let shown = text(&o);
+    assert!(o.status.success(), "{shown}");
+    assert!(shown.contains("Reservation Utilization "), "{shown}");
+    assert!(
+        shown.contains("Usage reported in Percentage of Total"),
+        "{shown}"
+    );
+    assert!(
+        shown
+            .contains("  Cluster      Name               Start                 End      TRES Name"),
+        "{shown}"
+    );
+
+    // Given another node after it began: a record of its own from now.
+    scontrol(&["update", "ReservationName=r1", "Nodes=n[1-2]"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = mgr(
+            &t,
+            &[
+                "-P",
+                "-n",
+                "show",
+                "reservation",
+                "Names=r1",
+                "format=NodeName,TRES",
+            ],
+        );
+        if out == format!("n1|cpu={cpus}\nn[1-2]|cpu={}\n", cpus + node_cpus("n2")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no second record: {out}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Bad conditions and fields are named.
+    let o = t.run("sacctmgr", &["show", "reservation", "Bogus=1"]);
+    assert!(
+        !o.status.success() && text(&o).contains("Unknown condition: bogus"),
+        "{}",
+        text(&o)
+    );
+    let o = t.run(
+        "sreport",
+        &["reservation", "utilization", "format=Name,Bogus"],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("Unknown field 'Bogus'"),
+        "{}",
+        text(&o)
+    );
+    // An ordinary user sees none of them under PrivateData=reservations.
+    for (prog, args) in [
+        ("sacctmgr", vec!["-P", "-n", "show", "reservation"]),
+        (
+            "sreport",
+            vec!["reservation", "utilization", "start=now-3600", "end=now+60"],
+        ),
+    ] {
+        let o = t.run_as_user(prog, &args);
+        assert!(
+            !o.status.success()
+                && text(&o).contains("may not see reservations")
+                && !text(&o).contains("r1"),
+            "{prog}: {}",
+            text(&o)
+        );
+    }
+}
