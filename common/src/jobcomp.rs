@@ -150,7 +150,14 @@ pub fn script_env(e: &Ended, cluster: &str, tz: Option<&str>) -> Vec<(String, St
     put("PARTITION", j.partition.clone());
     put("QOS", j.qos.clone());
     put("DEPENDENCY", e.dependency.clone());
-    put("WORK_DIR", j.work_dir.clone());
+    put(
+        "WORK_DIR",
+        if j.work_dir.is_empty() {
+            "unknown".to_string()
+        } else {
+            j.work_dir.clone()
+        },
+    );
     put("RESERVATION", j.reservation.clone());
     put("USERNAME", j.user.clone());
     put("GROUPNAME", j.group.clone());
@@ -232,7 +239,8 @@ fn word(s: &str) -> String {
 
 /// The record of an ended job, as Slurm's `jobcomp/filetxt` writes it
 /// (with its newline).
-pub fn line(j: &AcctJob, cluster: &str) -> String {
+pub fn line(e: &Ended, cluster: &str) -> String {
+    let j = &e.job;
     let limit = j
         .time_limit
         .map_or_else(|| "UNLIMITED".to_string(), |m| m.to_string());
@@ -284,7 +292,7 @@ pub fn line(j: &AcctJob, cluster: &str) -> String {
         word(cluster),
         time(Some(j.submit_time)),
         time(j.eligible_time),
-        code_pair(0),
+        code_pair(e.derived_ec),
         code_pair(j.exit_status),
     )
 }
@@ -386,6 +394,16 @@ pub struct Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `j` ended, its steps' highest exit `derived_ec`.
+    fn of(j: &AcctJob, derived_ec: i32) -> Ended {
+        Ended {
+            job: j.clone(),
+            batch: true,
+            dependency: String::new(),
+            derived_ec,
+        }
+    }
 
     #[test]
     fn jobcomp_script_is_checked_as_slurm_checks_it() {
@@ -501,7 +519,7 @@ mod tests {
             work_dir: "/home/alice".into(),
             ..Default::default()
         };
-        let l = line(&j, "tux");
+        let l = line(&of(&j, 0), "tux");
         assert!(
             l.starts_with("JobId=42 UserId=alice(1000) GroupId=users(100) Name=my_job JobState=FAILED Partition=debug TimeLimit=30 StartTime=20"),
             "{l}"
@@ -511,6 +529,9 @@ mod tests {
             l.ends_with(" ArrayJobId=40 ArrayTaskId=2 DerivedExitCode=0:0 ExitCode=3:0 \n"),
             "{l}"
         );
+        // The highest exit of its steps, as Slurm's derived exit code.
+        let d = line(&of(&j, 2 << 8), "tux");
+        assert!(d.contains(" DerivedExitCode=2:0 ExitCode=3:0 "), "{d}");
         let back = parse(&l).unwrap();
         assert_eq!(back.cluster, "tux");
         let want = AcctJob {
@@ -525,7 +546,7 @@ mod tests {
             exit_status: 9,
             ..Default::default()
         };
-        let l = line(&k, "tux");
+        let l = line(&of(&k, 0), "tux");
         assert!(
             l.contains(" TimeLimit=UNLIMITED StartTime=Unknown EndTime=Unknown NodeList=(null) "),
             "{l}"
@@ -559,7 +580,7 @@ mod tests {
                 state: JobStateWire(JobState::Completed),
                 ..Default::default()
             };
-            let l = line(&j, "tux");
+            let l = line(&of(&j, 0), "tux");
             assert_eq!(l.lines().count(), 1, "{l:?}");
             let back = parse(&l).unwrap_or_else(|| panic!("{sep:?}: {l:?}")).job;
             assert_eq!(

@@ -10,6 +10,28 @@ use slurm_proto::{BatchLaunch, RequestBody, Response};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
+/// How often a message that must reach a node is tried.
+const TRIES: u32 = 10;
+
+/// Run `attempt` (given its number, from 1) up to `tries` times until it
+/// says it is done, waiting 0.5 s after the first failure, 1 s after the
+/// second, and so on. Whether it was done.
+async fn retry_until_taken<F, Fut>(tries: u32, mut attempt: F) -> bool
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for n in 1..=tries {
+        if attempt(n).await {
+            return true;
+        }
+        if n < tries {
+            tokio::time::sleep(Duration::from_millis(500 * u64::from(n))).await;
+        }
+    }
+    false
+}
+
 #[derive(Clone)]
 pub struct Agent {
     pub key: Key,
@@ -205,6 +227,32 @@ impl Agent {
         .await
     }
 
+    /// Send `body` to a node until it answers (whatever the answer), for
+    /// about half a minute: ten tries, waiting a little longer after each
+    /// failure. Whether it was taken.
+    async fn send_until_taken(
+        &self,
+        addr: &str,
+        node: &str,
+        body: RequestBody,
+        what: impl Fn() -> String,
+    ) -> bool {
+        retry_until_taken(TRIES, |attempt| {
+            let body = body.clone();
+            let what = &what;
+            async move {
+                match self.send(addr, node, body, Duration::from_secs(10)).await {
+                    Ok(_) => true,
+                    Err(e) => {
+                        tracing::warn!("{} on {node} failed (attempt {attempt}): {e}", what());
+                        false
+                    }
+                }
+            }
+        })
+        .await
+    }
+
     /// Hand the completion records of a committed batch to their writer.
     pub fn jobcomp(&self, records: slurm_common::jobcomp::Records) {
         if let Some(tx) = &self.jobcomp {
@@ -350,20 +398,10 @@ impl Agent {
                     start_time,
                     cause,
                 };
-                for attempt in 0..10u32 {
-                    match self
-                        .send(&addr, &node, body.clone(), Duration::from_secs(10))
-                        .await
-                    {
-                        Ok(_) => return,
-                        Err(e) => {
-                            tracing::warn!("terminate of job {job_id} on {node} failed: {e}");
-                            tokio::time::sleep(Duration::from_millis(500 * (attempt as u64 + 1)))
-                                .await;
-                        }
-                    }
-                }
-                // The node will be marked down by its missing heartbeats.
+                // (Not taken at all: the node will be marked down by its
+                // missing heartbeats.)
+                self.send_until_taken(&addr, &node, body, || format!("terminate of job {job_id}"))
+                    .await;
             }
             Effect::SignalStep {
                 node,
@@ -379,9 +417,13 @@ impl Agent {
                     signal,
                     cause,
                 };
-                if let Err(e) = self.send(&addr, &node, body, Duration::from_secs(10)).await {
-                    tracing::warn!("signal {signal} to step {job_id}.{step_id} failed: {e}");
-                }
+                // Tried again while the node cannot be reached: a step
+                // past its time limit must end even if its node was
+                // briefly away (and `scancel -s` is not lost).
+                self.send_until_taken(&addr, &node, body, || {
+                    format!("signal {signal} to step {job_id}.{step_id}")
+                })
+                .await;
             }
             Effect::Reboot { node, addr } => {
                 // Not taken: the node is set DOWN after ResumeTimeout.
@@ -454,5 +496,36 @@ impl Agent {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_is_tried_again_until_taken_and_given_up_after_the_last_try() {
+        let tried = std::sync::atomic::AtomicU32::new(0);
+        let t0 = tokio::time::Instant::now();
+        // Taken at the third try: after waits of 0.5 s and 1 s.
+        let taken = retry_until_taken(TRIES, |n| {
+            tried.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move { n == 3 }
+        })
+        .await;
+        assert!(taken);
+        assert_eq!(tried.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert_eq!(t0.elapsed(), Duration::from_millis(1500));
+        // Never taken: every try made, no wait after the last.
+        tried.store(0, std::sync::atomic::Ordering::SeqCst);
+        let t0 = tokio::time::Instant::now();
+        let taken = retry_until_taken(TRIES, |_| {
+            tried.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { false }
+        })
+        .await;
+        assert!(!taken);
+        assert_eq!(tried.load(std::sync::atomic::Ordering::SeqCst), TRIES);
+        assert_eq!(t0.elapsed(), Duration::from_millis(500 * 45));
     }
 }

@@ -98,7 +98,7 @@ impl Controller {
                 jobs: ended,
             }),
             JobCompConf::File(path) => {
-                Records::Lines(path, ended.iter().map(|e| line(&e.job, &cluster)).collect())
+                Records::Lines(path, ended.iter().map(|e| line(e, &cluster)).collect())
             }
             _ => return None,
         })

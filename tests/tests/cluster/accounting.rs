@@ -591,18 +591,20 @@ fn job_completion_records_go_to_jobcomploc_and_back_through_sacct_c() {
     let bad = t.sbatch(&["-J", "bad", "--wrap", "exit 3"]);
     let held = t.sbatch(&["-H", "--wrap", "true"]);
     t.run("scancel", &[&held.to_string()]);
-    for id in [ok, bad, held] {
+    // A step failed, the script did not: the step's exit is its derived one.
+    let step_failed = t.sbatch(&["--wrap", "srun sh -c 'exit 5'; true"]);
+    for id in [ok, bad, held, step_failed] {
         t.wait_done(id, 30);
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     let text = loop {
         let text = std::fs::read_to_string(&loc).unwrap_or_default();
-        if text.lines().count() >= 3 || Instant::now() > deadline {
+        if text.lines().count() >= 4 || Instant::now() > deadline {
             break text;
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!(text.lines().count(), 3, "{text}\n{}", t.logs());
+    assert_eq!(text.lines().count(), 4, "{text}\n{}", t.logs());
     let of = |id: u32| {
         text.lines()
             .find(|l| l.starts_with(&format!("JobId={id} ")))
@@ -620,6 +622,11 @@ fn job_completion_records_go_to_jobcomploc_and_back_through_sacct_c() {
     assert!(l.ends_with(" DerivedExitCode=0:0 ExitCode=0:0 "), "{l}");
     assert!(of(bad).contains(" JobState=FAILED "), "{}", of(bad));
     assert!(of(bad).ends_with(" ExitCode=3:0 "), "{}", of(bad));
+    assert!(
+        of(step_failed).ends_with(" DerivedExitCode=5:0 ExitCode=0:0 "),
+        "{}",
+        of(step_failed)
+    );
     assert!(
         of(held).contains(" JobState=CANCELLED ") && of(held).contains(" NodeList=(null) "),
         "{}",
@@ -645,7 +652,8 @@ fn job_completion_records_go_to_jobcomploc_and_back_through_sacct_c() {
         [
             format!("{ok}|fine|COMPLETED|0:0"),
             format!("{bad}|bad|FAILED|3:0"),
-            format!("{held}|wrap|CANCELLED|0:0")
+            format!("{held}|wrap|CANCELLED|0:0"),
+            format!("{step_failed}|wrap|COMPLETED|0:0")
         ]
     );
     let out = t.run("sacct", &["-c", "-j", &bad.to_string()]);
@@ -661,7 +669,7 @@ fn job_completion_records_go_to_jobcomploc_and_back_through_sacct_c() {
     let copy = t.work.join("comp.copy");
     std::fs::copy(&loc, &copy).unwrap();
     let out = t.run("sacct", &["-f", copy.to_str().unwrap(), "-b", "-n", "-P"]);
-    assert_eq!(stdout(&out).lines().count(), 3, "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().count(), 4, "{}", stderr(&out));
     let out = t.run("sacct", &["-f", "/nonexistent/x", "-n"]);
     assert_eq!(
         (out.status.code(), stderr(&out).lines().next().unwrap_or("")),
