@@ -252,6 +252,34 @@ pub fn acct_table(
 
 /// [`acct_table`] where a negative width is a left-aligned column (as
 /// Slurm's `NodeName%-15`).
+/// A double as Slurm's accounting commands print one in a column `width`
+/// wide (C's `%f`; one too wide for it in exponent form, its precision cut
+/// until it fits, as `print_fields_double` does). Parsable output: `%f`.
+pub fn acct_double(v: f64, width: usize, parsable: bool) -> String {
+    let fixed = format!("{v:.6}");
+    if parsable || fixed.len() <= width {
+        return fixed;
+    }
+    // C's `%.*e`: at least two exponent digits, with its sign.
+    let c_exp = |prec: usize| {
+        let s = format!("{v:.prec$e}");
+        match s.split_once('e') {
+            Some((m, e)) => {
+                let n: i32 = e.parse().unwrap_or(0);
+                format!("{m}e{}{:02}", if n < 0 { '-' } else { '+' }, n.abs())
+            }
+            None => s,
+        }
+    };
+    let first = c_exp(width).len();
+    let prec = if first > width {
+        width.saturating_sub(first - width)
+    } else {
+        width
+    };
+    c_exp(prec)
+}
+
 pub fn acct_table_aligned(
     cols: &[(&str, i64)],
     rows: &[Vec<String>],
@@ -692,6 +720,16 @@ pub(crate) fn test_env(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_double_too_wide_for_its_column_turns_to_exponent_form_as_slurms() {
+        assert_eq!(acct_double(999.5, 10, false), "999.500000");
+        assert_eq!(acct_double(1200.0, 10, false), "1.2000e+03");
+        assert_eq!(acct_double(120.5, 10, false), "120.500000");
+        assert_eq!(acct_double(3600.0, 10, false), "3.6000e+03");
+        assert_eq!(acct_double(123456.0, 10, false), "1.2346e+05");
+        assert_eq!(acct_double(3600.0, 10, true), "3600.000000");
+    }
 
     #[test]
     fn short_format_parses_widths_and_text() {

@@ -1695,7 +1695,7 @@ fn show_resvs(specs: &[Spec], now: i64) -> Res<Show> {
                 .iter()
                 .map(|r| {
                     cols.iter()
-                        .map(|(k, _)| match k.as_str() {
+                        .map(|(k, width)| match k.as_str() {
                             "cluster" => r.cluster.clone(),
                             "flags" => r.flags.clone(),
                             "name" => r.name.clone(),
@@ -1704,7 +1704,11 @@ fn show_resvs(specs: &[Spec], now: i64) -> Res<Show> {
                             "end" => slurm_common::timefmt::format_timestamp(r.time_end),
                             "tres" => format!("cpu={}", r.cpus),
                             // Slurm's is a double, printed as C's `%f`.
-                            "unusedwall" => format!("{:.6}", r.unused_wall as f64),
+                            "unusedwall" => crate::fmt::acct_double(
+                                r.unused_wall,
+                                width.unsigned_abs() as usize,
+                                fl.parsable.is_some(),
+                            ),
                             _ => String::new(),
                         })
                         .collect()

@@ -37,13 +37,22 @@ impl Units {
         })
     }
 
-    fn label(self) -> &'static str {
+    /// How the banner names these units (after "Usage reported in "), of
+    /// `what` ("CPU", or "TRES" for reservations), as Slurm's.
+    fn label_of(self, what: &str) -> String {
         match self {
-            Units::Seconds | Units::SecPer => "CPU Seconds",
-            Units::Minutes | Units::MinPer => "CPU Minutes",
-            Units::Hours | Units::HourPer => "CPU Hours",
-            Units::Percent => "Percentage of Total",
+            Units::Seconds => format!("{what} Seconds"),
+            Units::Minutes => format!("{what} Minutes"),
+            Units::Hours => format!("{what} Hours"),
+            Units::SecPer => format!("{what} Seconds/Percentage of Total"),
+            Units::MinPer => format!("{what} Minutes/Percentage of Total"),
+            Units::HourPer => format!("{what} Hours/Percentage of Total"),
+            Units::Percent => "Percentage of Total".into(),
         }
+    }
+
+    fn label(self) -> String {
+        self.label_of("CPU")
     }
 
     /// `secs` of `total`, as these units print it.
@@ -262,7 +271,9 @@ pub fn parse_args_env(
             _ => {}
         }
     }
+    // The report's words (lower case), and as given (names keep their case).
     let mut report = Vec::new();
+    let mut given: Vec<String> = Vec::new();
     for w in words {
         match w.split_once('=') {
             Some((k, v)) => match k.to_ascii_lowercase().as_str() {
@@ -301,14 +312,18 @@ pub fn parse_args_env(
                 "printjobcount" => o.job_count = true,
                 "flatview" => o.flat = true,
                 "acctasparent" => o.acct_as_parent = true,
-                lw => report.push(lw.to_string()),
+                lw => {
+                    report.push(lw.to_string());
+                    given.push(w.clone());
+                }
             },
         }
     }
     // `reservation utilization NAME...`: the words after the report name
     // the reservations (Slurm's `Names=`).
     if report.len() > 2 && report[0] == "reservation" {
-        o.names.extend(report.drain(2..));
+        report.truncate(2);
+        o.names.extend(given.drain(2..));
     }
     o.report = match REPORTS.iter().find(|(kind, name, _)| {
         report.len() == 2 && report[0] == *kind && report[1] == name.to_ascii_lowercase()
@@ -349,21 +364,27 @@ fn banner(title: &str, o: &Opts) -> String {
     )
 }
 
-/// `reservation utilization`'s columns: key, title, width (`Allocated` and
-/// `Idle` are wider with a percentage).
-const RESV_COLS: &[(&str, &str, usize)] = &[
-    ("allocated", "Allocated", 20),
-    ("cluster", "Cluster", 9),
-    ("end", "End", 19),
-    ("flags", "Flags", 20),
-    ("idle", "Idle", 20),
-    ("name", "Name", 9),
-    ("nodes", "Nodes", 15),
-    ("start", "Start", 19),
-    ("totaltime", "TotalTime", 9),
-    ("trescount", "TRES count", 10),
-    ("tresname", "TRES Name", 14),
-    ("trestime", "TRES Time", 9),
+/// `reservation utilization`'s fields in the order Slurm's matches them:
+/// name, the fewest letters that name it, its column (key, title, width;
+/// `Allocated` and `Idle` are wider with a percentage). A field is named
+/// by any beginning of its name at least that long; the first that
+/// matches is taken (`tr` is TresTime, as Slurm's).
+const RESV_FIELDS: &[(&str, usize, (&str, &str, i64))] = &[
+    ("allocated", 2, ("allocated", "Allocated", 20)),
+    ("cluster", 2, ("cluster", "Cluster", 9)),
+    ("end", 2, ("end", "End", 19)),
+    ("flags", 2, ("flags", "Flags", 20)),
+    ("idle", 1, ("idle", "Idle", 20)),
+    ("name", 2, ("name", "Name", 9)),
+    ("nodes", 2, ("nodes", "Nodes", 15)),
+    ("start", 2, ("start", "Start", 19)),
+    ("totaltime", 2, ("totaltime", "TotalTime", 9)),
+    ("trescount", 5, ("trescount", "TRES count", 10)),
+    ("cpucount", 2, ("trescount", "TRES count", 10)),
+    ("count", 2, ("trescount", "TRES count", 10)),
+    ("tresname", 5, ("tresname", "TRES Name", 14)),
+    ("trestime", 2, ("trestime", "TRES Time", 9)),
+    ("cputime", 5, ("trestime", "TRES Time", 9)),
 ];
 
 /// `reservation utilization [Names=] [Nodes=] [Start=] [End=]
@@ -376,41 +397,34 @@ pub fn resv_utilization(resvs: &[ResvRec], o: &Opts) -> Result<String, String> {
         .format
         .clone()
         .unwrap_or_else(|| "Cl,name,start,end,TresName,al,i".into());
-    let mut cols: Vec<(&str, &str, usize)> = Vec::new();
+    let per = matches!(o.units, Units::SecPer | Units::MinPer | Units::HourPer);
+    let mut cols: Vec<(&str, &str, i64)> = Vec::new();
     for item in list(&fmt) {
         let (name, width) = match item.split_once('%') {
             Some((n, w)) => (
                 n.to_string(),
                 Some(
-                    w.parse::<usize>()
+                    w.parse::<i64>()
                         .map_err(|_| format!(" Invalid field width in '{item}'"))?,
                 ),
             ),
             None => (item.clone(), None),
         };
-        let key = match name.to_ascii_lowercase().as_str() {
-            "reservationid" | "id" => {
-                return Err(" Reservations have no numeric ids here".into());
-            }
-            "cpucount" | "count" | "co" => "trescount".to_string(),
-            "cputime" => "trestime".to_string(),
-            "i" => "idle".to_string(),
-            k => k.to_string(),
-        };
-        let hit = RESV_COLS
+        let lower = name.to_ascii_lowercase();
+        if ["reservationid", "associations"]
             .iter()
-            .find(|c| c.0 == key)
-            .or_else(|| {
-                let mut hits = RESV_COLS.iter().filter(|c| c.0.starts_with(&key));
-                match (hits.next(), hits.next()) {
-                    (Some(c), None) if key.len() >= 2 => Some(c),
-                    _ => None,
-                }
-            })
+            .any(|f| lower.len() >= 2 && f.starts_with(&lower))
+        {
+            return Err(format!(
+                " Field '{name}' is not kept here: reservations have no numeric ids or associations"
+            ));
+        }
+        let (_, _, col) = RESV_FIELDS
+            .iter()
+            .find(|(full, min, _)| lower.len() >= *min && full.starts_with(&lower))
             .ok_or_else(|| format!(" Unknown field '{name}'"))?;
-        let per = matches!(o.units, Units::SecPer | Units::MinPer | Units::HourPer);
-        let wide = matches!(hit.0, "allocated" | "idle") && per;
-        cols.push((hit.0, hit.1, width.unwrap_or(if wide { 29 } else { hit.2 })));
+        let wide = matches!(col.0, "allocated" | "idle") && per;
+        cols.push((col.0, col.1, width.unwrap_or(if wide { 29 } else { col.2 })));
     }
     let rows: Vec<Vec<String>> = resvs
         .iter()
@@ -441,18 +455,15 @@ pub fn resv_utilization(resvs: &[ResvRec], o: &Opts) -> Result<String, String> {
     let mut out = String::new();
     if o.header && o.parsable.is_none() {
         let rule = "-".repeat(80);
-        let units = match o.units {
-            Units::Percent => o.units.label().to_string(),
-            u => u.label().replacen("CPU", "TRES", 1),
-        };
+        let units = o.units.label_of("TRES");
         out += &format!(
             "{rule}\nReservation Utilization {} - {}\nUsage reported in {units}\n{rule}\n",
             format_timestamp(o.start),
             format_timestamp(o.end - 1),
         );
     }
-    let titles: Vec<(&str, usize)> = cols.iter().map(|c| (c.1, c.2)).collect();
-    Ok(out + &table(&titles, &rows, o))
+    let titles: Vec<(&str, i64)> = cols.iter().map(|c| (c.1, c.2)).collect();
+    Ok(out + &crate::fmt::acct_table_aligned(&titles, &rows, o.parsable, o.header))
 }
 
 /// Each cluster's reported CPU-seconds (what percentages are of).
@@ -1128,6 +1139,7 @@ fn run(args: &[String]) -> i32 {
             start: Some(o.start),
             end: Some(o.end),
             with_usage: true,
+            ..Default::default()
         };
         let text = match common::dbd_call(&conf, AcctRequest::ListResvs(f)) {
             Ok(AcctResponse::Resvs(v)) => resv_utilization(&v, &o),
@@ -1241,6 +1253,48 @@ fn run(args: &[String]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reservation_utilization_reads_names_and_fields_as_slurms() {
+        let o = opts(&["reservation", "utilization", "MyResv", "names=Other"]);
+        assert_eq!(o.report, "resv_utilization");
+        assert_eq!(o.names, ["Other", "MyResv"]);
+        let r = ResvRec {
+            cluster: "c".into(),
+            name: "MyResv".into(),
+            time_start: 1_700_000_000,
+            time_end: 1_700_003_600,
+            cpus: 4,
+            alloc_secs: 3600,
+            ..Default::default()
+        };
+        // `tr` is TresTime (the first that matches), `cpuc` CpuCount,
+        // `cputi` CpuTime; a negative width left-aligns.
+        let mut o = opts(&["-P", "-t", "seconds", "reservation", "utilization"]);
+        o.format = Some("tr,cpuc,cputi,al,i,name%-8".into());
+        let out = resv_utilization(std::slice::from_ref(&r), &o).unwrap();
+        assert_eq!(
+            out,
+            "TRES Time|TRES count|TRES Time|Allocated|Idle|Name\n04:00:00|4|04:00:00|3600|10800|MyResv\n"
+        );
+        o.parsable = None;
+        o.format = Some("Name%-8,co".into());
+        let out = resv_utilization(std::slice::from_ref(&r), &o).unwrap();
+        assert!(out.contains("\nName     TRES count \n--------"), "{out}");
+        assert!(out.contains("\nMyResv            4 \n"), "{out}");
+        assert!(out.contains("\nUsage reported in TRES Seconds\n"), "{out}");
+        o.units = Units::MinPer;
+        let out = resv_utilization(std::slice::from_ref(&r), &o).unwrap();
+        assert!(
+            out.contains("\nUsage reported in TRES Minutes/Percentage of Total\n"),
+            "{out}"
+        );
+        o.format = Some("Bogus".into());
+        assert_eq!(
+            resv_utilization(&[r], &o).unwrap_err(),
+            " Unknown field 'Bogus'"
+        );
+    }
 
     fn opts(args: &[&str]) -> Opts {
         let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();

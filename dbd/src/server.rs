@@ -264,6 +264,18 @@ impl Server {
                 Err(e) => return storage_error(e),
             }
         }
+        // What jobs used of reservations: under PrivateData=jobs, only the
+        // caller's own unless an operator (whatever the request said).
+        if let AcctRequest::ListResvs(f) = &mut body {
+            f.jobs_of_uid = None;
+            if self.private.jobs && !superuser {
+                match self.operator(uid).await {
+                    Ok((_, true)) => {}
+                    Ok((_, false)) => f.jobs_of_uid = Some(uid),
+                    Err(e) => return storage_error(e),
+                }
+            }
+        }
         let admin = body.is_admin();
         let rpc = body.name();
         let t0 = std::time::Instant::now();

@@ -265,20 +265,31 @@ async fn reservations(s: &Storage) {
         ]
     );
     // Jobs 1 and 2 in the first record: 2 CPUs for 1200 s, 1 for 1200 s;
-    // nothing ran in it from 0 to 600 and from 2400 to 3000.
+    // of its 3000 s of wall time on 4 CPUs, they used 1200 x 2/4 and
+    // 1200 x 1/4 (Slurm's UnusedWall).
     assert_eq!(
         (all[0].alloc_secs, all[0].unused_wall),
-        (2 * 1200 + 1200, 1200)
+        (2 * 1200 + 1200, 3000.0 - 600.0 - 300.0)
     );
     assert_eq!((all[0].cpus, all[0].nodes.as_str()), (4, "n[1-2]"));
     assert_eq!(
         (all[0].flags.as_str(), all[0].users.as_str()),
         ("MAINT", "ann")
     );
-    // Job 4 in the second: 100 s of its 4200.
-    assert_eq!((all[1].alloc_secs, all[1].unused_wall), (100, 4100));
+    // Job 4 in the second: 100 s on 1 of its 2 CPUs.
+    assert_eq!(
+        (all[1].alloc_secs, all[1].unused_wall),
+        (100, 4200.0 - 50.0)
+    );
     // Over (at "now") with no job: all its 3000 s unused.
-    assert_eq!((all[2].alloc_secs, all[2].unused_wall), (0, 3000));
+    assert_eq!((all[2].alloc_secs, all[2].unused_wall), (0, 3000.0));
+    // Only one user's jobs (slurmdbd's PrivateData=jobs): job 1's.
+    let own = list(ResvFilter {
+        jobs_of_uid: Some(1001),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!((own[0].alloc_secs, own[0].unused_wall), (2400, 2400.0));
     // In effect at some time of [start, end].
     let between = list(ResvFilter {
         start: Some(T + 3500),

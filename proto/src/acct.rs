@@ -1073,13 +1073,18 @@ pub struct ResvFilter {
     pub start: Option<i64>,
     pub end: Option<i64>,
     /// Count the CPU time jobs used in each record (`alloc_secs`) and the
-    /// time no job ran in it (`unused_wall`).
+    /// wall time they left unused (`unused_wall`).
     pub with_usage: bool,
+    /// Count only this user's jobs (set by slurmdbd itself, whatever the
+    /// caller sent: `PrivateData=jobs` for a caller who is no operator).
+    pub jobs_of_uid: Option<u32>,
 }
 
 /// One record of a reservation (see [`AcctResv`]), with, when asked, what
-/// jobs used of it: CPU-seconds of jobs that ran in it within its time, and
-/// the seconds of its time (so far) in which none ran.
+/// jobs used of it, as Slurm counts it: the CPU-seconds of the jobs that
+/// ran in it within its time (one still running, to its end), and its
+/// wall time so far less the jobs' run time weighted by the share of its
+/// CPUs each had (Slurm's `UnusedWall`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct ResvRec {
@@ -1094,7 +1099,7 @@ pub struct ResvRec {
     pub users: String,
     pub accounts: String,
     pub alloc_secs: u64,
-    pub unused_wall: u64,
+    pub unused_wall: f64,
 }
 
 /// `sacctmgr show transaction`'s selection. Empty lists match everything.

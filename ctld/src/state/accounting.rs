@@ -322,11 +322,12 @@ impl Controller {
 
     /// Tell accounting of a reservation made (`old` none), changed, rolled
     /// over to its next period (as made) or removed (`new` none), as
-    /// Slurm's records: one per time it held the same resources. A change
-    /// before it begins changes its record (moved with its start); a change
-    /// of its nodes or CPUs after it began ends its record now and begins
-    /// the next (`record_start` remembers when); a removal before it began
-    /// removes its record, after, ends it now.
+    /// Slurm's records: one per time it held the same resources and
+    /// rights. A change before it begins changes its record (moved with
+    /// its start); a change of its nodes, CPUs, users, accounts or flags
+    /// after it began ends its record now and begins the next
+    /// (`record_start` remembers when); a removal before it began removes
+    /// its record, after, ends it now.
     pub(super) fn acct_resv(
         &mut self,
         old: Option<&ReservationRecord>,
@@ -354,8 +355,16 @@ impl Controller {
             }
             (Some(o), Some(n)) => {
                 let start = o.record_start.unwrap_or(o.start_time);
-                let begun = o.start_time <= now;
-                if !begun || (o.nodes == n.nodes && o.core_cnt == n.core_cnt) {
+                // (Moved to a start still to come: as one not begun.)
+                let begun = start <= now && n.start_time <= now;
+                // What accounting tells apart, as Slurm's: its nodes, CPUs,
+                // users and accounts, flags (not its end).
+                let same = o.nodes == n.nodes
+                    && o.core_cnt == n.core_cnt
+                    && o.users == n.users
+                    && o.accounts == n.accounts
+                    && o.flags == n.flags;
+                if !begun || same {
                     n.record_start = if begun { o.record_start } else { None };
                     out.push(AcctResv {
                         prev_start: Some(start),

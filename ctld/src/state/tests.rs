@@ -352,7 +352,7 @@ fn reservations_reach_accounting_as_one_record_per_time_they_held_the_same_nodes
         (now, t + 1000, 4)
     );
     assert_eq!(r[1].nodes, "n[1-2]");
-    // A later change that keeps its nodes changes the record it is in.
+    // A later change of its end only changes the record it is in.
     s.tick(10);
     s.ok(
         ROOT,
@@ -364,6 +364,16 @@ fn reservations_reach_accounting_as_one_record_per_time_they_held_the_same_nodes
         (r[0].time_start, r[0].time_end, r[0].prev_start),
         (now, t + 2000, Some(now))
     );
+    // Other users after it began: a record of its own too (as Slurm's).
+    s.tick(10);
+    let later = s.now;
+    let mut others = spec("n1,n2", t + 200, t + 2000);
+    others.users = Some(vec!["bob".into()]);
+    s.ok(ROOT, RequestBody::UpdateReservation(others));
+    let r = resv_records(&mut s);
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert_eq!((r[0].time_start, r[0].time_end), (now, later));
+    assert_eq!((r[1].time_start, r[1].users.as_str()), (later, "bob"));
     s.check_replay();
     // Removed once begun: its record ends now.
     s.tick(10);
@@ -372,7 +382,7 @@ fn reservations_reach_accounting_as_one_record_per_time_they_held_the_same_nodes
     assert_eq!(r.len(), 1, "{r:?}");
     assert_eq!(
         (r[0].time_start, r[0].time_end, r[0].removed),
-        (now, s.now, false)
+        (later, s.now, false)
     );
     // Removed before it began: its record goes.
     let t = s.now;

@@ -70,7 +70,8 @@ impl Storage {
     }
 
     /// The reservation records matching `f`, by cluster, start and name
-    /// (Slurm's order), with what jobs used of each when asked.
+    /// (Slurm's order), with what jobs used of each when asked (of the
+    /// jobs of `f.jobs_of_uid` only, when set).
     pub async fn resvs(&self, f: &ResvFilter, now: i64) -> Result<Vec<ResvRec>> {
         let mut q = Q::new(&format!(
             "SELECT {} FROM resvs WHERE 1=1",
@@ -91,6 +92,7 @@ impl Storage {
         }
         q.push(" ORDER BY cluster, time_start, resv_name");
         let rows = q.fetch_all(self.backend, &self.pool).await?;
+        let wanted: std::collections::HashSet<&str> = f.nodes.iter().map(String::as_str).collect();
         let mut out = Vec::new();
         for r in &rows {
             let rec = ResvRec {
@@ -105,77 +107,91 @@ impl Storage {
                 users: r.s("users")?,
                 accounts: r.s("accounts")?,
                 alloc_secs: 0,
-                unused_wall: 0,
+                unused_wall: 0.0,
             };
-            if !f.nodes.is_empty() {
+            if !wanted.is_empty() {
                 let held = slurm_common::hostlist::expand(&rec.nodes).unwrap_or_default();
-                if !f.nodes.iter().any(|n| held.contains(n)) {
+                if !held.iter().any(|n| wanted.contains(n.as_str())) {
                     continue;
                 }
             }
             out.push(rec);
         }
-        if f.with_usage {
-            for rec in &mut out {
-                self.resv_usage(rec, now).await?;
-            }
+        if f.with_usage && !out.is_empty() {
+            self.resv_usage(&mut out, f.jobs_of_uid, now).await?;
         }
         Ok(out)
     }
 
-    /// What the jobs that ran in `rec` used of it (see [`usage_of`]).
-    async fn resv_usage(&self, rec: &mut ResvRec, now: i64) -> Result<()> {
-        let mut q = Q::new("SELECT start_time, end_time, alloc_cpus FROM jobs WHERE cluster=");
-        q.bind(rec.cluster.as_str())
-            .push(" AND reservation=")
-            .bind(rec.name.as_str())
-            .push(" AND start_time IS NOT NULL AND start_time<")
-            .bind(rec.time_end)
+    /// What the jobs that ran in each of `recs` used of it (see
+    /// [`usage_of`]): the runs of every job of those reservations that
+    /// overlaps their times, in one query.
+    async fn resv_usage(&self, recs: &mut [ResvRec], uid: Option<u32>, now: i64) -> Result<()> {
+        let mut clusters: Vec<&str> = recs.iter().map(|r| r.cluster.as_str()).collect();
+        let mut names: Vec<&str> = recs.iter().map(|r| r.name.as_str()).collect();
+        clusters.sort_unstable();
+        clusters.dedup();
+        names.sort_unstable();
+        names.dedup();
+        let first = recs.iter().map(|r| r.time_start).min().unwrap_or(0);
+        let last = recs.iter().map(|r| r.time_end).max().unwrap_or(0);
+        let mut q = Q::new(
+            "SELECT cluster, reservation, start_time, end_time, alloc_cpus FROM jobs \
+             WHERE start_time IS NOT NULL",
+        );
+        q.and_in("cluster", &clusters);
+        q.and_in("reservation", &names);
+        q.push(" AND start_time<")
+            .bind(last)
             .push(" AND (end_time IS NULL OR end_time>")
-            .bind(rec.time_start)
+            .bind(first)
             .push(")");
-        let rows = q.fetch_all(self.backend, &self.pool).await?;
-        let mut runs = Vec::with_capacity(rows.len());
-        for r in &rows {
-            runs.push((r.i("start_time")?, r.oi("end_time")?, r.u("alloc_cpus")?));
+        if let Some(uid) = uid {
+            q.push(" AND uid=").bind(uid);
         }
-        (rec.alloc_secs, rec.unused_wall) = usage_of(rec.time_start, rec.time_end, &runs, now);
+        let rows = q.fetch_all(self.backend, &self.pool).await?;
+        let mut runs: std::collections::HashMap<(String, String), Vec<Run>> =
+            std::collections::HashMap::new();
+        for r in &rows {
+            runs.entry((r.s("cluster")?, r.s("reservation")?))
+                .or_default()
+                .push((r.i("start_time")?, r.oi("end_time")?, r.u("alloc_cpus")?));
+        }
+        for rec in recs {
+            let mine = runs
+                .get(&(rec.cluster.clone(), rec.name.clone()))
+                .map_or(&[][..], Vec::as_slice);
+            (rec.alloc_secs, rec.unused_wall) =
+                usage_of(rec.time_start, rec.time_end, rec.cpus, mine, now);
+        }
         Ok(())
     }
 }
 
-/// What jobs used of a reservation's record `[start, end)`, from their runs
-/// `(start, end (None: still running), CPUs)`: the CPU-seconds of their
-/// runs within it, and the seconds of it until `now` in which none ran
-/// (Slurm's `UnusedWall`).
-pub fn usage_of(start: i64, end: i64, runs: &[(i64, Option<i64>, u64)], now: i64) -> (u64, u64) {
+/// A job's run: start, end (`None`: still running), CPUs.
+pub type Run = (i64, Option<i64>, u64);
+
+/// What jobs used of a reservation's record `[start, end)` of `cpus` CPUs,
+/// from their runs, as Slurm counts it: the CPU-seconds of their runs
+/// within it (one still running counted to its end, as Slurm's report
+/// does), and its wall time until `now` less each run's time until `now`
+/// weighted by its share of the CPUs (Slurm's `UnusedWall`, never below 0).
+pub fn usage_of(start: i64, end: i64, cpus: u32, runs: &[Run], now: i64) -> (u64, f64) {
     let mut alloc = 0u64;
-    let mut spans: Vec<(i64, i64)> = Vec::new();
-    for &(s, e, cpus) in runs {
-        let (s, e) = (s.max(start), e.unwrap_or(now).min(end).min(now));
-        if e > s {
-            alloc += cpus * (e - s) as u64;
-            spans.push((s, e));
+    let so_far = (end.min(now) - start).max(0) as f64;
+    let mut unused = so_far;
+    for &(s, e, job_cpus) in runs {
+        let s = s.max(start);
+        let to_end = e.unwrap_or(end).min(end);
+        if to_end > s {
+            alloc += job_cpus * (to_end - s) as u64;
+        }
+        let to_now = e.unwrap_or(now).min(end).min(now);
+        if to_now > s && cpus > 0 {
+            unused -= (to_now - s) as f64 * job_cpus as f64 / f64::from(cpus);
         }
     }
-    spans.sort_unstable();
-    let mut covered = 0i64;
-    let mut cur: Option<(i64, i64)> = None;
-    for (s, e) in spans {
-        match cur {
-            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
-            Some((cs, ce)) => {
-                covered += ce - cs;
-                cur = Some((s, e));
-            }
-            None => cur = Some((s, e)),
-        }
-    }
-    if let Some((cs, ce)) = cur {
-        covered += ce - cs;
-    }
-    let so_far = (end.min(now) - start).max(0);
-    (alloc, (so_far - covered).max(0) as u64)
+    (alloc, unused.max(0.0))
 }
 
 #[cfg(test)]
@@ -183,19 +199,23 @@ mod tests {
     use super::usage_of;
 
     #[test]
-    fn usage_counts_cpu_time_inside_the_record_and_the_time_no_job_ran() {
-        // A record of 100 s; a 4-CPU job from before it to 30 s in, a
-        // 2-CPU job from 20 s to 50 s, one still running from 90 s.
+    fn usage_counts_cpu_time_inside_the_record_and_the_wall_time_left_unused() {
+        // A record of 100 s on 4 CPUs; a 4-CPU job from before it to 30 s
+        // in, a 2-CPU job from 20 s to 50 s, a 1-CPU one still running
+        // from 90 s.
         let runs = [(-10, Some(30), 4), (20, Some(50), 2), (90, None, 1)];
-        let (alloc, unused) = usage_of(0, 100, &runs, 200);
+        let (alloc, unused) = usage_of(0, 100, 4, &runs, 200);
         assert_eq!(alloc, 4 * 30 + 2 * 30 + 10);
-        // Nothing ran from 50 to 90.
-        assert_eq!(unused, 40);
-        // Asked at 60 s: the running time so far only.
-        let (alloc, unused) = usage_of(0, 100, &runs[..2], 60);
-        assert_eq!(alloc, 4 * 30 + 2 * 30);
-        assert_eq!(unused, 10);
-        // A record that has not begun: nothing used, nothing unused.
-        assert_eq!(usage_of(500, 600, &runs, 200), (0, 0));
+        // 100 s less 30 s (all CPUs), 15 s (half) and 2.5 s (a quarter).
+        assert_eq!(unused, 52.5);
+        // Asked at 95 s: a job still running counts to the record's end
+        // in what was allocated, to now in what was left unused.
+        let (alloc, unused) = usage_of(0, 100, 4, &runs, 95);
+        assert_eq!(alloc, 4 * 30 + 2 * 30 + 10);
+        assert_eq!(unused, 95.0 - 30.0 - 15.0 - 1.25);
+        // A record that has not begun: nothing unused yet.
+        assert_eq!(usage_of(500, 600, 4, &[], 200), (0, 0.0));
+        // More used than it holds (jobs over its CPUs): never below 0.
+        assert_eq!(usage_of(0, 10, 1, &[(0, Some(10), 8)], 20).1, 0.0);
     }
 }

@@ -259,7 +259,9 @@ wire!(AcctResv <=> AcctResv {
     name, time_start, time_end, prev_start, nodes, node_count, cpus, flags, users, accounts,
     removed,
 });
-wire!(ResvFilter <=> ResvFilter { clusters, names, nodes, start, end, with_usage });
+wire!(ResvFilter <=> ResvFilter {
+    clusters, names, nodes, start, end, with_usage, jobs_of_uid,
+});
 wire!(ResvRec <=> ResvRec {
     cluster, name, time_start, time_end, nodes, node_count, cpus, flags, users, accounts,
     alloc_secs, unused_wall,
