@@ -950,6 +950,35 @@ fn printf_error(what: &str, r: Result<Response, CallFail>, out: &mut Out) -> i32
     }
 }
 
+/// `scontrol schedloglevel LEVEL`: scheduler logging (`SlurmSchedLogFile`)
+/// off or on: `0`/`disable` or `1`/`enable` (any case), with Slurm's texts.
+fn cmd_schedloglevel(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+    let arg = match rest {
+        [] => {
+            out.err("too few arguments for keyword:schedloglevel");
+            return 1;
+        }
+        [a] => a,
+        _ => {
+            out.err("too many arguments for keyword:schedloglevel");
+            return 1;
+        }
+    };
+    let level = match arg.to_ascii_lowercase().as_str() {
+        "disable" => 0,
+        "enable" => 1,
+        a => match a.parse::<u32>() {
+            Ok(n) if n <= 1 => n,
+            _ => {
+                out.err(format!("invalid schedlog level: {arg}"));
+                return 1;
+            }
+        },
+    };
+    let r = ctl.call_answer(RequestBody::SetSchedLogLevel { level });
+    printf_error("slurm_set_schedlog_level error", r, out)
+}
+
 /// `scontrol fsdampeningfactor N` (or `fairsharedampeningfactor`): the
 /// controller's FairShareDampeningFactor until slurm.conf is read again
 /// (its super users), with Slurm's texts.
@@ -1272,6 +1301,7 @@ const COMMANDS: &[&str] = &[
     "shutdown",
     "setdebug",
     "setdebugflags",
+    "schedloglevel",
     "fsdampeningfactor",
     "fairsharedampeningfactor",
     "getaddrs",
@@ -1331,6 +1361,8 @@ const HELP: &str = "scontrol [<OPTION>] [<COMMAND>]
      requeue <job_id>         re-queue a batch job.
      requeuehold <job_id>     re-queue and hold a batch job.
      resume <job_list>        resume previously suspended job.
+     schedloglevel <LEVEL>    turn scheduler logging (SlurmSchedLogFile) on (1,
+                              enable) or off (0, disable).
      setdebug <LEVEL> [nodes=<NODES>] set the log level of slurmctld (or
                               of the slurmd daemons of NODES).
      setdebugflags [+|-]<FLAG> add or remove slurmctld DebugFlags.
@@ -3250,6 +3282,7 @@ pub fn run_command(
         Some("shutdown") => cmd_shutdown(rest, ctl, out),
         Some("setdebug") => cmd_setdebug(rest, ctl, out),
         Some("setdebugflags") => cmd_setdebugflags(rest, g.quiet, ctl, out),
+        Some("schedloglevel") => cmd_schedloglevel(rest, ctl, out),
         Some("getaddrs") => cmd_getaddrs(rest, ctl, out),
         Some("fsdampeningfactor" | "fairsharedampeningfactor") => {
             cmd_fs_dampening(first, rest, ctl, out)
@@ -3805,6 +3838,10 @@ mod tests {
                         .push(format!("flags +{plus:#x} -{minus:#x}"));
                     Ok(Response::Ok)
                 }
+                RequestBody::SetSchedLogLevel { level } => {
+                    self.calls.borrow_mut().push(format!("schedlog {level}"));
+                    Ok(Response::Ok)
+                }
                 RequestBody::SetFsDampeningFactor { factor } => {
                     self.calls.borrow_mut().push(format!("dampening {factor}"));
                     match factor {
@@ -4138,6 +4175,40 @@ mod tests {
 
     /// `setdebugflags`: what reaches the controller (a `-NAME` is a flag,
     /// never an option) and Slurm's texts for what is wrong.
+    #[test]
+    fn schedloglevel_words_and_errors() {
+        let f = fake();
+        for (arg, level) in [("1", 1), ("0", 0), ("ENABLE", 1), ("disable", 0)] {
+            let (rc, _, err) = sc(&f, &["schedloglevel", arg]);
+            assert_eq!((rc, err.as_str()), (0, ""), "{arg}");
+            assert_eq!(
+                f.calls.borrow_mut().pop(),
+                Some(format!("schedlog {level}"))
+            );
+        }
+        // (Slurm's shortest form.)
+        let (rc, _, _) = sc(&f, &["sch", "1"]);
+        assert_eq!(rc, 0);
+        f.calls.borrow_mut().clear();
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["schedloglevel"],
+                "too few arguments for keyword:schedloglevel\n",
+            ),
+            (
+                &["schedloglevel", "1", "2"],
+                "too many arguments for keyword:schedloglevel\n",
+            ),
+            (&["schedloglevel", "2"], "invalid schedlog level: 2\n"),
+            (&["schedloglevel", "on"], "invalid schedlog level: on\n"),
+        ];
+        for (args, want) in cases {
+            let (rc, _, err) = sc(&f, args);
+            assert_eq!((rc, err.as_str()), (1, *want), "{args:?}");
+        }
+        assert!(f.calls.borrow().is_empty(), "nothing sent for bad levels");
+    }
+
     #[test]
     fn setdebugflags_words_and_errors() {
         let f = fake();

@@ -436,6 +436,9 @@ pub async fn call_command(
             CommandCall::SetDebugFlags(m) => {
                 client.set_debug_flags(with_cred(m, cred, within)).await
             }
+            CommandCall::SetSchedLogLevel(m) => {
+                client.set_sched_log_level(with_cred(m, cred, within)).await
+            }
             CommandCall::SetFsDampeningFactor(m) => {
                 client
                     .set_fs_dampening_factor(with_cred(m, cred, within))

@@ -158,7 +158,8 @@ impl TimeFormat {
         Ok(out)
     }
 
-    fn stamp(self) -> String {
+    /// The time as a log line begins with it (without brackets).
+    pub fn stamp(self) -> String {
         let now = chrono::Local::now();
         match self {
             TimeFormat::Iso8601 => now.format("%Y-%m-%dT%H:%M:%S").to_string(),

@@ -21,6 +21,7 @@
 //! - [`agent`]: delivers effects (launch, terminate, signal) to node daemons.
 //! - [`args`]: the daemon's command line, as Slurm's.
 //! - [`clock`]: noticing steps of the system clock.
+//! - [`schedlog`]: `SlurmSchedLogFile`, the scheduler's own log.
 //! - [`ha`]: controllers in turn: standby, takeover, the state directory lock.
 //!
 //! Invariants: one writer; nothing is acknowledged before it is durable; the
@@ -41,6 +42,7 @@ pub mod metrics;
 pub mod outbox;
 pub mod ratelimit;
 pub mod replica;
+pub mod schedlog;
 pub mod server;
 pub mod state;
 pub mod writer;

@@ -79,6 +79,10 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         tracing::error!("{e}");
         anyhow::bail!("{e}");
     }
+    if let Err(e) = slurmctld::schedlog::SCHED.configure(&conf) {
+        tracing::error!("{e}");
+        anyhow::bail!("{e}");
+    }
     let index = slurmctld::ha::which(&conf, args.host.as_deref()).map_err(anyhow::Error::msg)?;
     let mode = SlurmConf::controller_mode(index, conf.controllers().len());
     tracing::info!(
@@ -257,6 +261,15 @@ fn run(args: slurmctld::args::Args) -> anyhow::Result<()> {
         };
         tokio::spawn(server.serve(listener));
         slurm_common::logging::reopen_on_sigusr2(log);
+        if let Ok(mut usr2) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2())
+        {
+            tokio::spawn(async move {
+                while usr2.recv().await.is_some() {
+                    slurmctld::schedlog::SCHED.reopen();
+                }
+            });
+        }
         anyhow::Ok(())
     })?;
     // A backup is ready (for systemd) once it serves in standby.

@@ -420,6 +420,33 @@ impl Server {
         Response::Ok
     }
 
+    /// `scontrol schedloglevel`: scheduler logging to `SlurmSchedLogFile`
+    /// off (0) or on (1, as any higher level) until slurm.conf is read
+    /// again; root, SlurmUser and Administrators, as Slurm's. Disabled
+    /// without a `SlurmSchedLogFile`.
+    fn set_sched_log_level(&self, req: &Request, level: u32) -> Response {
+        if !self.super_user(req.cred.uid) {
+            tracing::warn!(
+                uid = req.cred.uid,
+                "refused schedloglevel: not root, SlurmUser or an Administrator"
+            );
+            return Response::Error(SlurmError::AccessDenied.into());
+        }
+        match crate::schedlog::SCHED.set_level(level) {
+            Some(level) => {
+                tracing::info!(uid = req.cred.uid, "scheduler log level set to {level}");
+                Response::Ok
+            }
+            None => {
+                tracing::error!("set scheduler log level failed: no log file!");
+                Response::Error(RpcError {
+                    error: SlurmError::Disabled,
+                    detail: Some("no SlurmSchedLogFile is configured".into()),
+                })
+            }
+        }
+    }
+
     /// `scontrol setdebugflags`: the DebugFlags in force until slurm.conf is
     /// read again; root, SlurmUser and Administrators, as Slurm's.
     fn set_debug_flags(&self, req: &Request, plus: u64, minus: u64) -> Response {
@@ -815,7 +842,7 @@ impl Server {
                 }
             }
             RequestBody::GetConfig => {
-                // DebugFlags as in force now (setdebugflags).
+                // DebugFlags as in force now (setdebugflags),
                 let mut c = self.snapshot().config.clone();
                 let flags = slurm_common::debugflags::current().names();
                 let flags = if flags.is_empty() {
@@ -823,15 +850,19 @@ impl Server {
                 } else {
                     flags
                 };
-                match c
-                    .entries
-                    .iter_mut()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("DebugFlags"))
-                {
-                    Some(e) => e.1 = flags,
-                    None => {
-                        c.entries.push(("DebugFlags".into(), flags));
-                        c.entries.sort_by_key(|e| e.0.to_ascii_lowercase());
+                // And the scheduler log's level (schedloglevel).
+                let sched_level = u32::from(crate::schedlog::SCHED.on()).to_string();
+                for (key, value) in [("DebugFlags", flags), ("SlurmSchedLogLevel", sched_level)] {
+                    match c
+                        .entries
+                        .iter_mut()
+                        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                    {
+                        Some(e) => e.1 = value,
+                        None => {
+                            c.entries.push((key.into(), value));
+                            c.entries.sort_by_key(|e| e.0.to_ascii_lowercase());
+                        }
                     }
                 }
                 Response::Config(c)
@@ -1379,6 +1410,9 @@ impl CtldService {
             RequestBody::SetDebugFlags { plus, minus } => {
                 command_reply(s.set_debug_flags(&req, plus, minus))
             }
+            RequestBody::SetSchedLogLevel { level } => {
+                command_reply(s.set_sched_log_level(&req, level))
+            }
             RequestBody::ResetDiag => command_reply(s.reset_diag(&req)),
             RequestBody::Reconfigure if !s.ha.active() => command_reply(s.reread(&req)),
             RequestBody::Reconfigure => {
@@ -1800,6 +1834,14 @@ impl pb::controller_server::Controller for CtldService {
     async fn set_debug(&self, r: tonic::Request<pb::DebugLevel>) -> Commanded {
         self.command(r, command_method::SET_DEBUG, CommandCall::SetDebug)
             .await
+    }
+    async fn set_sched_log_level(&self, r: tonic::Request<pb::SchedLogLevel>) -> Commanded {
+        self.command(
+            r,
+            command_method::SET_SCHED_LOG_LEVEL,
+            CommandCall::SetSchedLogLevel,
+        )
+        .await
     }
     async fn set_debug_flags(&self, r: tonic::Request<pb::DebugFlagsRequest>) -> Commanded {
         self.command(

@@ -2124,6 +2124,11 @@ pub enum RequestBody {
     SetDebug {
         level: String,
     },
+    /// `scontrol schedloglevel 0|1`: `SlurmSchedLogFile`'s logging off or
+    /// on until slurm.conf is read again (root, SlurmUser, Administrators).
+    SetSchedLogLevel {
+        level: u32,
+    },
     /// `scontrol setdebugflags +NAME -NAME`: the controller's DebugFlags
     /// (bits of `slurm_common::debugflags`) until slurm.conf is read again.
     SetDebugFlags {
@@ -2244,6 +2249,7 @@ impl RequestBody {
             RequestBody::Shutdown { .. } => ("REQUEST_SHUTDOWN", 1005),
             RequestBody::SetDebug { .. } => ("REQUEST_SET_DEBUG_LEVEL", 1010),
             RequestBody::SetDebugFlags { .. } => ("REQUEST_SET_DEBUG_FLAGS", 1014),
+            RequestBody::SetSchedLogLevel { .. } => ("REQUEST_SET_SCHEDLOG_LEVEL", 1013),
             RequestBody::SetFsDampeningFactor { .. } => ("REQUEST_SET_FS_DAMPENING_FACTOR", 1023),
             RequestBody::DaemonStatus => ("REQUEST_DAEMON_STATUS", 5024),
             RequestBody::GetLicenses => ("REQUEST_LICENSE_INFO", 1021),

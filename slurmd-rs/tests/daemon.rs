@@ -163,6 +163,9 @@ impl pb::controller_server::Controller for FakeService {
     async fn update_step(&self, _: tonic::Request<pb::StepUpdateRequest>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn set_sched_log_level(&self, _: tonic::Request<pb::SchedLogLevel>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn set_debug_flags(&self, _: tonic::Request<pb::DebugFlagsRequest>) -> Commanded {
         Err(not_for_nodes())
     }

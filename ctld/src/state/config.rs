@@ -169,7 +169,12 @@ impl Controller {
             (true, Ok(p)) => Some(p),
             (false, _) => None,
         };
+        let sched_log = crate::schedlog::SCHED.prepare(&new).map_err(|e| RpcError {
+            error: SlurmError::InvalidRequest,
+            detail: Some(e),
+        })?;
         // Every check passed: apply (nothing below fails).
+        crate::schedlog::SCHED.apply(sched_log);
         if new.get("SlurmctldDebug") != old.get("SlurmctldDebug") {
             let level = slurm_common::logging::level(new.get("SlurmctldDebug"), self.log_verbose);
             if slurm_common::logging::set_level(level) {

@@ -619,6 +619,11 @@ impl Controller {
                     HoldKind::User => JobReason::JobHeldUser,
                     HoldKind::Admin => JobReason::JobHeldAdmin,
                 });
+                crate::schedlog::SCHED.info(format_args!(
+                    "hold: hold on {} by uid {}",
+                    crate::schedlog::job_label(j),
+                    who.uid
+                ));
             }
             JobUpdate::Release => {
                 if state != JobState::Pending {
@@ -633,6 +638,11 @@ impl Controller {
                 j.held = None;
                 j.priority = super::submit::fixed_or_basic(j.desc.priority, id);
                 j.reason = JobReason::None;
+                crate::schedlog::SCHED.info(format_args!(
+                    "release: release hold on {} by uid {}",
+                    crate::schedlog::job_label(j),
+                    who.uid
+                ));
             }
             JobUpdate::Requeue => {
                 if state == JobState::Pending {

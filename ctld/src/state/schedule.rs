@@ -407,6 +407,18 @@ impl Controller {
         let Some(payload) = self.p.payloads.get(&id).cloned() else {
             return;
         };
+        // (As Slurm's: the main scheduler's allocations, not backfill's.)
+        if matches!(by, SchedFlag::Main) {
+            if let Some(j) = self.p.jobs.get(&id) {
+                crate::schedlog::SCHED.info(format_args!(
+                    "Allocate {} NodeList={} #CPUs={} Partition={}",
+                    crate::schedlog::job_label(j),
+                    slurm_common::hostlist::compress(&names),
+                    alloc.iter().map(|a| a.cpus).sum::<u32>(),
+                    j.partition
+                ));
+            }
+        }
         let trace = slurm_common::debugflags::on(slurm_common::debugflags::TRACE_JOBS);
         if trace
             || (slurm_common::debugflags::on(slurm_common::debugflags::BACKFILL)

@@ -1113,6 +1113,7 @@ pub enum CommandCall {
     Shutdown(pb::ShutdownRequest),
     SetDebug(pb::DebugLevel),
     SetDebugFlags(pb::DebugFlagsRequest),
+    SetSchedLogLevel(pb::SchedLogLevel),
     SetFsDampeningFactor(pb::FsDampeningFactor),
 }
 
@@ -1162,6 +1163,7 @@ pub mod command_method {
     pub const SHUTDOWN: &str = "/slurm.v1.Controller/Shutdown";
     pub const SET_DEBUG: &str = "/slurm.v1.Controller/SetDebug";
     pub const SET_DEBUG_FLAGS: &str = "/slurm.v1.Controller/SetDebugFlags";
+    pub const SET_SCHED_LOG_LEVEL: &str = "/slurm.v1.Controller/SetSchedLogLevel";
     pub const SET_FS_DAMPENING_FACTOR: &str = "/slurm.v1.Controller/SetFsDampeningFactor";
     pub const RELINQUISH_CONTROL: &str = "/slurm.v1.Controller/RelinquishControl";
     pub const REPLICATE: &str = "/slurm.v1.Controller/Replicate";
@@ -1294,6 +1296,9 @@ impl CommandCall {
             RequestBody::SetDebugFlags { plus, minus } => {
                 CommandCall::SetDebugFlags(pb::DebugFlagsRequest { plus, minus })
             }
+            RequestBody::SetSchedLogLevel { level } => {
+                CommandCall::SetSchedLogLevel(pb::SchedLogLevel { level })
+            }
             RequestBody::SetFsDampeningFactor { factor } => {
                 CommandCall::SetFsDampeningFactor(pb::FsDampeningFactor {
                     factor: u32::from(factor),
@@ -1396,6 +1401,7 @@ impl CommandCall {
                 plus: d.plus,
                 minus: d.minus,
             },
+            CommandCall::SetSchedLogLevel(d) => RequestBody::SetSchedLogLevel { level: d.level },
             CommandCall::SetFsDampeningFactor(d) => RequestBody::SetFsDampeningFactor {
                 factor: u16::try_from(d.factor).map_err(|_| ConvError {
                     field: "factor",
@@ -1458,6 +1464,7 @@ impl CommandCall {
             CommandCall::Shutdown(_) => SHUTDOWN,
             CommandCall::SetDebug(_) => SET_DEBUG,
             CommandCall::SetDebugFlags(_) => SET_DEBUG_FLAGS,
+            CommandCall::SetSchedLogLevel(_) => SET_SCHED_LOG_LEVEL,
             CommandCall::SetFsDampeningFactor(_) => SET_FS_DAMPENING_FACTOR,
             CommandCall::RelinquishControl(_) => RELINQUISH_CONTROL,
         }
@@ -1495,6 +1502,7 @@ impl CommandCall {
             CommandCall::Shutdown(m) => m.encode_to_vec(),
             CommandCall::SetDebug(m) => m.encode_to_vec(),
             CommandCall::SetDebugFlags(m) => m.encode_to_vec(),
+            CommandCall::SetSchedLogLevel(m) => m.encode_to_vec(),
             CommandCall::SetFsDampeningFactor(m) => m.encode_to_vec(),
             CommandCall::UpdateJob(m) => m.encode_to_vec(),
             CommandCall::SuspendJob(m) => m.encode_to_vec(),

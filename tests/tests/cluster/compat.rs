@@ -2042,6 +2042,70 @@ fn setdebugflags_turns_the_controllers_job_trace_on_and_off() {
     assert!(!t.logs().contains(&format!("TraceJobs: JobId={quiet} ")));
 }
 
+/// `SlurmSchedLogFile` with `SlurmSchedLogLevel=1`: the main scheduler's
+/// allocations, holds and releases are logged there as Slurm's
+/// (`sched: Allocate JobId=N NodeList=... #CPUs=... Partition=...`);
+/// `scontrol schedloglevel 0` stops it, `enable` starts it again (`show
+/// config` says which); an ordinary user may not change it.
+#[test]
+fn the_scheduler_log_records_allocations_while_its_level_is_on() {
+    use slurm_proto::JobState;
+    use slurm_tests::{stderr, TestCluster};
+    let t = TestCluster::start(1, |s| {
+        s.extra_conf = format!(
+            "SlurmSchedLogFile={}\nSlurmSchedLogLevel=1\n",
+            s.dir.join("sched.log").display()
+        );
+    });
+    let log = t.c.spec.dir.join("sched.log");
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let first = t.sbatch(&["--wrap", "true"]);
+    assert_eq!(t.wait_done(first, 30).state, JobState::Completed);
+    let want = format!("] sched: Allocate JobId={first} NodeList=n1 #CPUs=1 Partition=");
+    assert!(text().contains(&want), "{}", text());
+    let held = t.sbatch(&["-H", "--wrap", "true"]);
+    let out = t.run("scontrol", &["release", &held.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    t.wait_done(held, 30);
+    assert!(
+        text().contains(&format!(
+            "] sched: release: release hold on JobId={held} by uid 0\n"
+        )),
+        "{}",
+        text()
+    );
+    assert_eq!(config_value(&t, "SlurmSchedLogLevel"), "1");
+    // An ordinary user may not turn it off.
+    let out = t.run_as_user("scontrol", &["schedloglevel", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("slurm_set_schedlog_level error:"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(config_value(&t, "SlurmSchedLogLevel"), "1");
+    // Off: nothing more is written.
+    let out = t.run("scontrol", &["schedloglevel", "disable"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(config_value(&t, "SlurmSchedLogLevel"), "0");
+    let quiet = t.sbatch(&["--wrap", "true"]);
+    t.wait_done(quiet, 30);
+    assert!(!text().contains(&format!("JobId={quiet} ")), "{}", text());
+    // On again, saying so first.
+    let out = t.run("scontrol", &["schedloglevel", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again = t.sbatch(&["--wrap", "true"]);
+    t.wait_done(again, 30);
+    let t2 = text();
+    let set = t2
+        .find("] sched: Set scheduler log level to 1")
+        .expect("level change logged");
+    let alloc = t2
+        .find(&format!("] sched: Allocate JobId={again} "))
+        .expect("allocation logged");
+    assert!(set < alloc, "{t2}");
+}
+
 /// `sbatch -O/--overcommit`: the job gets one task's CPUs per node and
 /// keeps its task count, so its steps run all its tasks on them (8 tasks
 /// on a 4-CPU node); without it the same request can never run.

@@ -1,0 +1,239 @@
+//! The scheduler's own log, as Slurm's `SlurmSchedLogFile`: the scheduling
+//! events (a job allocated by the main scheduler, held or released, the
+//! level changed) written there, each `[time] sched: ...`, while
+//! `SlurmSchedLogLevel` (or `scontrol schedloglevel`) is 1; they go to the
+//! controller's log as well, at debug level. Reopened on SIGUSR2 with the
+//! main log. A write that fails (a full disk) is dropped: the scheduler
+//! never waits on it.
+
+use slurm_common::conf::SlurmConf;
+use slurm_common::logging::{LogFile, TimeFormat};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+struct Target {
+    path: PathBuf,
+    file: Arc<LogFile>,
+    time: TimeFormat,
+}
+
+/// A configuration checked and ready to put in force ([`SchedLog::apply`]).
+pub struct Prepared {
+    level: u32,
+    time: TimeFormat,
+    /// `Some`: the target changes to this (`None`: no file any more).
+    target: Option<Option<Target>>,
+}
+
+/// Where the scheduler's events go, and whether they go there now.
+pub struct SchedLog {
+    target: Mutex<Option<Target>>,
+    level: AtomicU32,
+}
+
+/// The controller's scheduler log.
+pub static SCHED: SchedLog = SchedLog::new();
+
+impl SchedLog {
+    pub const fn new() -> SchedLog {
+        SchedLog {
+            target: Mutex::new(None),
+            level: AtomicU32::new(0),
+        }
+    }
+
+    /// Take `SlurmSchedLogFile` and `SlurmSchedLogLevel` from `conf` (at
+    /// start and on reconfigure): the file opened (again, if it changed),
+    /// the level set (0 off, anything else on, as Slurm's 0/1).
+    pub fn configure(&self, conf: &SlurmConf) -> Result<(), String> {
+        let p = self.prepare(conf)?;
+        self.apply(p);
+        Ok(())
+    }
+
+    /// [`Self::configure`]'s checks (and the new file opened), changing
+    /// nothing yet: a reconfigure checks everything before it changes
+    /// anything.
+    pub fn prepare(&self, conf: &SlurmConf) -> Result<Prepared, String> {
+        let level = match conf.get("SlurmSchedLogLevel").map(str::trim) {
+            None | Some("") => 0,
+            Some(v) => v
+                .parse::<i64>()
+                .map(|n| u32::from(n > 0))
+                .map_err(|_| format!("SlurmSchedLogLevel={v}: not a number"))?,
+        };
+        let time = TimeFormat::parse(conf.get("LogTimeFormat")).unwrap_or_default();
+        let path = conf
+            .get("SlurmSchedLogFile")
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from);
+        let same = {
+            let target = self.target.lock().unwrap_or_else(|p| p.into_inner());
+            match (&path, target.as_ref()) {
+                (Some(p), Some(t)) => t.path == *p,
+                (None, None) => true,
+                _ => false,
+            }
+        };
+        let target = match path {
+            Some(p) if !same => Some(Target {
+                file: LogFile::open(&p)
+                    .map_err(|e| format!("cannot open SlurmSchedLogFile {}: {e}", p.display()))?,
+                path: p,
+                time,
+            }),
+            _ => None,
+        };
+        Ok(Prepared {
+            level,
+            time,
+            target: if same { None } else { Some(target) },
+        })
+    }
+
+    /// Put in force what [`Self::prepare`] made ready.
+    pub fn apply(&self, p: Prepared) {
+        let mut target = self.target.lock().unwrap_or_else(|p| p.into_inner());
+        match p.target {
+            Some(new) => *target = new,
+            None => {
+                if let Some(t) = target.as_mut() {
+                    t.time = p.time;
+                }
+            }
+        }
+        self.level.store(p.level, Ordering::Relaxed);
+    }
+
+    /// `scontrol schedloglevel`: on (1) or off (0); the level set, `None`
+    /// when there is no `SlurmSchedLogFile` to log to (Slurm's "disabled").
+    pub fn set_level(&self, level: u32) -> Option<u32> {
+        if self
+            .target
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+        {
+            return None;
+        }
+        let level = level.min(1);
+        self.level.store(level, Ordering::Relaxed);
+        self.info(format_args!("Set scheduler log level to {level}"));
+        Some(level)
+    }
+
+    /// Whether events are written to the file now.
+    pub fn on(&self) -> bool {
+        self.level.load(Ordering::Relaxed) > 0
+    }
+
+    /// One scheduling event: to the file while the level is on, and to
+    /// the controller's log at debug level (Slurm's at info: one line per
+    /// job started is too much for a controller starting thousands a
+    /// second).
+    pub fn info(&self, msg: std::fmt::Arguments<'_>) {
+        tracing::debug!("sched: {msg}");
+        if !self.on() {
+            return;
+        }
+        let target = self.target.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = target.as_ref() {
+            let line = format!("[{}] sched: {msg}\n", t.time.stamp());
+            let _ = t.file.writer().write_all(line.as_bytes());
+        }
+    }
+
+    /// Open the file again under its name (logrotate moved it).
+    pub fn reopen(&self) {
+        let target = self.target.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = target.as_ref() {
+            if let Err(e) = t.file.reopen() {
+                tracing::error!("cannot reopen SlurmSchedLogFile {}: {e}", t.path.display());
+            }
+        }
+    }
+}
+
+/// A job as Slurm's logs name it (`%pJ`): `JobId=N`, or `JobId=A_T(N)`
+/// for an array task.
+pub fn job_label(j: &slurm_proto::JobRecord) -> String {
+    match &j.array {
+        Some(a) => format!("JobId={}_{}({})", a.job_id, a.task_id, j.job_id),
+        None => format!("JobId={}", j.job_id),
+    }
+}
+
+impl Default for SchedLog {
+    fn default() -> Self {
+        SchedLog::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(dir: &std::path::Path, extra: &str) -> SlurmConf {
+        let path = dir.join("slurm.conf");
+        std::fs::write(
+            &path,
+            format!(
+                "ClusterName=c\nSlurmctldHost=localhost\nNodeName=n1 CPUs=1\n\
+                 PartitionName=p Nodes=n1\n{extra}"
+            ),
+        )
+        .unwrap();
+        SlurmConf::load(&path).unwrap()
+    }
+
+    #[test]
+    fn events_reach_the_file_only_while_the_level_is_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sched.log");
+        let log = SchedLog::new();
+        let text = || std::fs::read_to_string(&file).unwrap_or_default();
+        // No file: nothing to turn on.
+        log.configure(&conf(dir.path(), "")).unwrap();
+        assert_eq!(log.set_level(1), None);
+        // A file, level 0 (the default): nothing written.
+        let with_file = format!("SlurmSchedLogFile={}\n", file.display());
+        log.configure(&conf(dir.path(), &with_file)).unwrap();
+        log.info(format_args!("Allocate JobId=1"));
+        assert_eq!(text(), "");
+        // Turned on: each event a line of its own.
+        assert_eq!(log.set_level(5), Some(1));
+        log.info(format_args!("Allocate JobId=2 NodeList=n1"));
+        let t = text();
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 2, "{t}");
+        assert!(
+            lines[0].starts_with('[')
+                && lines[0].ends_with("] sched: Set scheduler log level to 1")
+        );
+        assert!(
+            lines[1].ends_with("] sched: Allocate JobId=2 NodeList=n1"),
+            "{t}"
+        );
+        // Off again; then on from slurm.conf.
+        assert_eq!(log.set_level(0), Some(0));
+        log.info(format_args!("Allocate JobId=3"));
+        assert!(!text().contains("JobId=3"));
+        log.configure(&conf(
+            dir.path(),
+            &format!("{with_file}SlurmSchedLogLevel=1\n"),
+        ))
+        .unwrap();
+        log.info(format_args!("Allocate JobId=4"));
+        assert!(text().contains("] sched: Allocate JobId=4\n"));
+        // A bad level is named, and changes nothing.
+        let bad = conf(dir.path(), &format!("{with_file}SlurmSchedLogLevel=lots\n"));
+        assert_eq!(
+            log.configure(&bad).unwrap_err(),
+            "SlurmSchedLogLevel=lots: not a number"
+        );
+        assert!(log.on());
+    }
+}
