@@ -276,7 +276,9 @@ fn tables() -> Vec<Command> {
             notes: crate::sdiag::COMPAT_NOTES,
             name: "sdiag",
             options: from_fmt(crate::sdiag::OPTS, crate::sdiag::COMPAT_NOTES),
-            env_in: vec![],
+            env_in: recorded(|env| {
+                let _ = crate::sdiag::parse_args_env(&[], env);
+            }),
             words: vec![],
         },
     ]

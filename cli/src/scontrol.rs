@@ -952,20 +952,21 @@ fn printf_error(what: &str, r: Result<Response, CallFail>, out: &mut Out) -> i32
 
 /// `scontrol schedloglevel LEVEL`: scheduler logging (`SlurmSchedLogFile`)
 /// off or on: `0`/`disable` or `1`/`enable` (any case), with Slurm's texts.
-fn cmd_schedloglevel(rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
+fn cmd_schedloglevel(tag: &str, rest: &[String], ctl: &dyn Controller, out: &mut Out) -> i32 {
     let arg = match rest {
         [] => {
-            out.err("too few arguments for keyword:schedloglevel");
+            out.err(format!("too few arguments for keyword:{tag}"));
             return 1;
         }
         [a] => a,
         _ => {
-            out.err("too many arguments for keyword:schedloglevel");
+            out.err(format!("too many arguments for keyword:{tag}"));
             return 1;
         }
     };
     let level = match arg.to_ascii_lowercase().as_str() {
-        "disable" => 0,
+        // (Slurm reads an empty level as 0.)
+        "disable" | "" => 0,
         "enable" => 1,
         a => match a.parse::<u32>() {
             Ok(n) if n <= 1 => n,
@@ -3282,7 +3283,7 @@ pub fn run_command(
         Some("shutdown") => cmd_shutdown(rest, ctl, out),
         Some("setdebug") => cmd_setdebug(rest, ctl, out),
         Some("setdebugflags") => cmd_setdebugflags(rest, g.quiet, ctl, out),
-        Some("schedloglevel") => cmd_schedloglevel(rest, ctl, out),
+        Some("schedloglevel") => cmd_schedloglevel(first, rest, ctl, out),
         Some("getaddrs") => cmd_getaddrs(rest, ctl, out),
         Some("fsdampeningfactor" | "fairsharedampeningfactor") => {
             cmd_fs_dampening(first, rest, ctl, out)
@@ -4186,9 +4187,14 @@ mod tests {
                 Some(format!("schedlog {level}"))
             );
         }
-        // (Slurm's shortest form.)
+        // (Slurm's shortest form; its errors name the keyword as typed.)
         let (rc, _, _) = sc(&f, &["sch", "1"]);
         assert_eq!(rc, 0);
+        let (rc, _, err) = sc(&f, &["sch"]);
+        assert_eq!(
+            (rc, err.as_str()),
+            (1, "too few arguments for keyword:sch\n")
+        );
         f.calls.borrow_mut().clear();
         let cases: &[(&[&str], &str)] = &[
             (

@@ -65,14 +65,30 @@ pub fn render(d: &DiagStats) -> String {
     render_sorted(d, Sort::Count)
 }
 
-/// [`render`] with the RPC tables in `sort` order.
+/// [`render`] with the RPC tables in `sort` order, hosts lists of pending
+/// RPCs cut to 80 characters (Slurm's, unless `--no-trunc`).
 pub fn render_sorted(d: &DiagStats, sort: Sort) -> String {
-    let minutes = ((d.now - d.since).max(1) as u64).div_ceil(60);
+    render_with(d, sort, false)
+}
+
+/// Slurm's longest host list of a pending RPC before `--no-trunc`.
+const MAX_HOSTLIST_LEN: usize = 80;
+
+/// The report, with the RPC tables in `sort` order; `no_trunc`: pending
+/// RPCs' host lists whole.
+pub fn render_with(d: &DiagStats, sort: Sort, no_trunc: bool) -> String {
+    let elapsed = d.now - d.since;
     let mut s = String::new();
     s.push_str("*******************************************************\n");
     s.push_str(&format!("sdiag output at {}\n", when(d.now)));
     s.push_str(&format!("Data since      {}\n", when(d.since)));
-    s.push_str("*******************************************************\n\n");
+    s.push_str("*******************************************************\n");
+    s.push_str(&format!("Server thread count:  {}\n", d.server_threads));
+    s.push_str("RPC queue enabled:    0\n");
+    s.push_str(&format!("Agent queue size:     {}\n", d.agent_retrying));
+    s.push_str(&format!("Agent count:          {}\n", d.agent_count));
+    s.push_str(&format!("Agent thread count:   {}\n", d.agent_count));
+    s.push_str(&format!("DBD Agent queue size: {}\n\n", d.dbd_queue));
     s.push_str(&format!("Jobs submitted: {}\n", d.jobs_submitted));
     s.push_str(&format!("Jobs started:   {}\n", d.jobs_started));
     s.push_str(&format!("Jobs completed: {}\n", d.jobs_completed));
@@ -85,24 +101,34 @@ pub fn render_sorted(d: &DiagStats, sort: Sort) -> String {
     s.push_str(&format!("\tLast cycle:   {}\n", d.main_last_us));
     s.push_str(&format!("\tMax cycle:    {}\n", d.main_max_us));
     s.push_str(&format!("\tTotal cycles: {}\n", d.main_cycles));
-    s.push_str(&format!(
-        "\tMean cycle:   {}\n",
-        mean(d.main_total_us, d.main_cycles)
-    ));
-    s.push_str(&format!(
-        "\tMean depth cycle:  {}\n",
-        mean(d.main_total_depth, d.main_cycles)
-    ));
-    s.push_str(&format!(
-        "\tCycles per minute: {}\n",
-        d.main_cycles / minutes
-    ));
+    if d.main_cycles > 0 {
+        s.push_str(&format!(
+            "\tMean cycle:   {}\n",
+            mean(d.main_total_us, d.main_cycles)
+        ));
+        s.push_str(&format!(
+            "\tMean depth cycle:  {}\n",
+            mean(d.main_total_depth, d.main_cycles)
+        ));
+    }
+    if elapsed > 60 {
+        s.push_str(&format!(
+            "\tCycles per minute: {}\n",
+            d.main_cycles / (elapsed as u64 / 60)
+        ));
+    }
     s.push_str(&format!("\tLast queue length: {}\n\n", d.main_last_queue));
     s.push_str("Backfilling stats\n");
     s.push_str(&format!(
         "\tTotal backfilled jobs (since last slurm start): {}\n",
         d.bf_backfilled_jobs
     ));
+    // (The statistics start again only when reset: both count the same.)
+    s.push_str(&format!(
+        "\tTotal backfilled jobs (since last stats cycle start): {}\n",
+        d.bf_backfilled_jobs
+    ));
+    s.push_str("\tTotal backfilled heterogeneous job components: 0\n");
     s.push_str(&format!("\tTotal cycles: {}\n", d.bf_cycles));
     s.push_str(&format!(
         "\tLast cycle when: {}\n",
@@ -110,15 +136,19 @@ pub fn render_sorted(d: &DiagStats, sort: Sort) -> String {
     ));
     s.push_str(&format!("\tLast cycle: {}\n", d.bf_last_us));
     s.push_str(&format!("\tMax cycle:  {}\n", d.bf_max_us));
-    s.push_str(&format!(
-        "\tMean cycle: {}\n",
-        mean(d.bf_total_us, d.bf_cycles)
-    ));
+    if d.bf_cycles > 0 {
+        s.push_str(&format!(
+            "\tMean cycle: {}\n",
+            mean(d.bf_total_us, d.bf_cycles)
+        ));
+    }
     s.push_str(&format!("\tLast depth cycle: {}\n", d.bf_last_depth));
-    s.push_str(&format!(
-        "\tMean depth cycle: {}\n",
-        mean(d.bf_total_depth, d.bf_cycles)
-    ));
+    if d.bf_cycles > 0 {
+        s.push_str(&format!(
+            "\tDepth Mean: {}\n",
+            mean(d.bf_total_depth, d.bf_cycles)
+        ));
+    }
     s.push_str(&format!("\tLast queue length: {}\n", d.bf_last_queue));
     rpc_table(
         &mut s,
@@ -134,6 +164,28 @@ pub fn render_sorted(d: &DiagStats, sort: Sort) -> String {
         sort,
         true,
     );
+    s.push_str("\nPending RPC statistics\n");
+    if d.pending_rpcs.is_empty() {
+        s.push_str("\tNo pending RPCs\n");
+    }
+    for p in &d.pending_rpcs {
+        s.push_str(&format!(
+            "\t{:<40}({:>5}) count:{:<6}\n",
+            p.name, p.id, p.count
+        ));
+    }
+    if !d.pending_rpcs.is_empty() {
+        s.push_str("\nPending RPCs\n");
+    }
+    for (i, p) in d.pending_rpcs.iter().enumerate() {
+        let hosts = if no_trunc {
+            p.hosts.as_str()
+        } else {
+            // (Host lists are ASCII.)
+            &p.hosts[..p.hosts.len().min(MAX_HOSTLIST_LEN)]
+        };
+        s.push_str(&format!("\t{:>2}: {:<36} {hosts}\n", i + 1, p.name));
+    }
     s
 }
 
@@ -146,6 +198,7 @@ pub(crate) const OPTS: &[crate::fmt::Opt] = {
         Opt::new(Some('i'), "sort-by-id", No),
         Opt::new(None, "json", Optional),
         Opt::new(Some('M'), "cluster", Required),
+        Opt::new(None, "no-trunc", No),
         Opt::new(Some('r'), "reset", No),
         Opt::new(Some('t'), "sort-by-time", No),
         Opt::new(Some('T'), "sort-by-time2", No),
@@ -160,24 +213,37 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[(
     crate::compat::Support::Differs("one cluster per controller: another name is refused"),
 )];
 
-pub fn main() -> i32 {
-    let mut sort = Sort::Count;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut json = match crate::jsonout::env_wants(&|k| std::env::var(k).ok()) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("sdiag: error: {e}");
-            return 1;
-        }
+/// What sdiag was asked for.
+#[derive(Debug, Default, PartialEq)]
+pub struct Opts {
+    pub sort: Sort,
+    pub json: bool,
+    /// `-M` (else `SLURM_CLUSTERS`): must name this cluster.
+    pub cluster: Option<String>,
+    pub reset: bool,
+    pub no_trunc: bool,
+}
+
+/// What to do: the options, or (having printed help, usage or the
+/// version, or found an error, said on stderr) the exit code.
+pub fn parse_args_env(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Opts, i32> {
+    let mut o = Opts {
+        json: match crate::jsonout::env_wants(env) {
+            Ok(j) => j,
+            Err(e) => {
+                eprintln!("sdiag: error: {e}");
+                return Err(1);
+            }
+        },
+        cluster: env("SLURM_CLUSTERS"),
+        ..Default::default()
     };
-    let mut cluster = None;
-    let mut reset = false;
-    let parsed = match crate::fmt::getopt("sdiag", &args, OPTS) {
+    let parsed = match crate::fmt::getopt("sdiag", args, OPTS) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{e}");
             eprintln!("Try \"sdiag --help\" for more information");
-            return 1;
+            return Err(1);
         }
     };
     for p in parsed {
@@ -186,37 +252,53 @@ pub fn main() -> i32 {
                 "json" | "yaml" => {
                     if let Err(e) = crate::jsonout::check_parser(v.as_deref()) {
                         eprintln!("sdiag: error: {e}");
-                        return 1;
+                        return Err(1);
                     }
-                    json = true;
+                    o.json = true;
                 }
-                "cluster" => cluster = v,
+                "cluster" => o.cluster = v,
                 "version" => {
                     println!("slurm {}", slurm_proto::SLURM_VERSION);
-                    return 0;
+                    return Err(0);
                 }
                 "help" => {
                     print!("{}", crate::help::help("sdiag"));
-                    return 0;
+                    return Err(0);
                 }
                 "usage" => {
                     print!("{}", crate::help::usage("sdiag"));
-                    return 0;
+                    return Err(0);
                 }
-                "sort-by-id" => sort = Sort::Id,
-                "sort-by-time" => sort = Sort::Time,
-                "sort-by-time2" => sort = Sort::AvgTime,
-                "reset" => reset = true,
+                "sort-by-id" => o.sort = Sort::Id,
+                "sort-by-time" => o.sort = Sort::Time,
+                "sort-by-time2" => o.sort = Sort::AvgTime,
+                "reset" => o.reset = true,
+                "no-trunc" => o.no_trunc = true,
                 // Every section is always shown.
                 _ => {}
             },
             crate::fmt::Parsed::Word(w) => {
                 eprintln!("sdiag: error: unexpected argument '{w}'");
                 eprintln!("Try \"sdiag --help\" for more information");
-                return 1;
+                return Err(1);
             }
         }
     }
+    Ok(o)
+}
+
+pub fn main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Opts {
+        sort,
+        json,
+        cluster,
+        reset,
+        no_trunc,
+    } = match parse_args_env(&args, &|k| std::env::var(k).ok()) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
     let conf = match common::load_conf("sdiag") {
         Ok(c) => c,
         Err(code) => return code,
@@ -262,7 +344,7 @@ pub fn main() -> i32 {
             0
         }
         Ok(Response::Diag(d)) => {
-            print!("{}", render_sorted(&d, sort));
+            print!("{}", render_with(&d, sort, no_trunc));
             0
         }
         Ok(_) => {
@@ -298,7 +380,103 @@ mod tests {
         assert!(r.contains("\tMean depth cycle:  2\n"));
         assert!(r.contains("\tCycles per minute: 2\n"));
         assert!(r.contains("\tLast cycle when: N/A\n"));
-        assert!(r.contains("\tMean cycle: 0\n"));
+        // As Slurm's: no backfill means before a backfill cycle.
+        assert!(!r.contains("\tMean cycle: 0\n"), "{r}");
+        assert!(!r.contains("Depth Mean"), "{r}");
+        // No cycle yet, and under a minute: no main means, no rate.
+        let r = render(&DiagStats {
+            since: 0,
+            now: 30,
+            ..Default::default()
+        });
+        assert!(
+            !r.contains("Mean cycle") && !r.contains("Cycles per minute"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn the_agents_and_pending_rpcs_as_slurms() {
+        let hosts = format!(
+            "n[{}]",
+            (1..40).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+        );
+        let d = DiagStats {
+            since: 0,
+            now: 600,
+            server_threads: 2,
+            agent_count: 5,
+            agent_retrying: 1,
+            dbd_queue: 7,
+            pending_rpcs: vec![
+                slurm_proto::PendingRpc {
+                    name: "REQUEST_BATCH_JOB_LAUNCH".into(),
+                    id: 4005,
+                    count: 4,
+                    hosts: hosts.clone(),
+                },
+                slurm_proto::PendingRpc {
+                    name: "REQUEST_TERMINATE_JOB".into(),
+                    id: 6011,
+                    count: 1,
+                    hosts: "n2".into(),
+                },
+            ],
+            ..Default::default()
+        };
+        let r = render(&d);
+        assert!(
+            r.contains(
+                "*******************************************************\n\
+                 Server thread count:  2\n\
+                 RPC queue enabled:    0\n\
+                 Agent queue size:     1\n\
+                 Agent count:          5\n\
+                 Agent thread count:   5\n\
+                 DBD Agent queue size: 7\n\n\
+                 Jobs submitted: 0\n"
+            ),
+            "{r}"
+        );
+        let tail = r.split("\nPending RPC statistics\n").nth(1).unwrap();
+        let want_first = format!(
+            "\t 1: {:<36} {}\n",
+            "REQUEST_BATCH_JOB_LAUNCH",
+            &hosts[..80]
+        );
+        assert!(
+            tail.starts_with(&format!(
+                "\t{:<40}({:>5}) count:{:<6}\n\t{:<40}({:>5}) count:{:<6}\n\nPending RPCs\n{want_first}\t 2: {:<36} n2\n",
+                "REQUEST_BATCH_JOB_LAUNCH", 4005, 4, "REQUEST_TERMINATE_JOB", 6011, 1,
+                "REQUEST_TERMINATE_JOB"
+            )),
+            "{tail}"
+        );
+        // --no-trunc: the whole host list.
+        assert!(render_with(&d, Sort::Count, true).contains(&format!(" {hosts}\n")));
+        let none = render(&DiagStats::default());
+        assert!(
+            none.ends_with("\nPending RPC statistics\n\tNo pending RPCs\n"),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn options_and_the_environment() {
+        let env = |k: &str| (k == "SLURM_CLUSTERS").then(|| "c2".to_string());
+        let o = parse_args_env(&["--no-trunc".to_string(), "-t".to_string()], &env).unwrap();
+        assert_eq!(
+            o,
+            Opts {
+                sort: Sort::Time,
+                cluster: Some("c2".into()),
+                no_trunc: true,
+                ..Default::default()
+            }
+        );
+        // -M wins over SLURM_CLUSTERS.
+        let o = parse_args_env(&["-M".to_string(), "c1".to_string()], &env).unwrap();
+        assert_eq!(o.cluster.as_deref(), Some("c1"));
     }
 
     #[test]
@@ -323,7 +501,8 @@ mod tests {
              \tREQUEST_JOB_INFO                        ( 2003) count:5      ave_time:100    total_time:500\n\
              \tREQUEST_SUBMIT_BATCH_JOB                ( 4003) count:2      ave_time:450    total_time:900\n\
              \nRemote Procedure Call statistics by user\n\
-             \troot            (       0) count:7      ave_time:200    total_time:1400\n"
+             \troot            (       0) count:7      ave_time:200    total_time:1400\n\
+             \nPending RPC statistics\n\tNo pending RPCs\n"
         ), "{r}");
         let t = render_sorted(&d, Sort::Time);
         assert!(t.find("REQUEST_SUBMIT_BATCH_JOB").unwrap() < t.find("REQUEST_JOB_INFO").unwrap());

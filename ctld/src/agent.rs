@@ -13,6 +13,98 @@ use std::time::Duration;
 /// How often a message that must reach a node is tried.
 const TRIES: u32 = 10;
 
+/// A kind of message (Slurm's name and number) and a node.
+type Kind = (&'static str, u32);
+
+/// Messages being delivered to node daemons now, for `sdiag`: by kind,
+/// how many to each node.
+static IN_FLIGHT: std::sync::Mutex<
+    std::collections::BTreeMap<Kind, std::collections::BTreeMap<String, u64>>,
+> = std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Of them, those waiting to be tried again.
+static RETRYING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// `n` messages of `kind` to `node` on their way while this lives.
+struct InFlight {
+    kind: Kind,
+    node: String,
+    n: u64,
+}
+
+impl InFlight {
+    fn start(kind: Kind, node: &str, n: u64) -> InFlight {
+        let mut m = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+        *m.entry(kind)
+            .or_default()
+            .entry(node.to_string())
+            .or_default() += n;
+        InFlight {
+            kind,
+            node: node.to_string(),
+            n,
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut m = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(nodes) = m.get_mut(&self.kind) {
+            if let Some(c) = nodes.get_mut(&self.node) {
+                *c = c.saturating_sub(self.n);
+                if *c == 0 {
+                    nodes.remove(&self.node);
+                }
+            }
+            if nodes.is_empty() {
+                m.remove(&self.kind);
+            }
+        }
+    }
+}
+
+/// Counts a message as waiting to be tried again while this lives.
+struct Waiting;
+
+impl Waiting {
+    fn start() -> Waiting {
+        RETRYING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        RETRYING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// What is on its way to node daemons now (`sdiag`): the messages being
+/// delivered, those of them waiting to be tried again, and by kind (in
+/// message number order) how many and to which nodes.
+pub fn in_flight() -> (u64, u64, Vec<slurm_proto::PendingRpc>) {
+    let m = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+    let by_kind: Vec<slurm_proto::PendingRpc> = m
+        .iter()
+        .map(|((name, id), nodes)| {
+            let names: Vec<&str> = nodes.keys().map(String::as_str).collect();
+            slurm_proto::PendingRpc {
+                name: name.to_string(),
+                id: *id,
+                count: nodes.values().sum(),
+                hosts: slurm_common::hostlist::compress_str(&names),
+            }
+        })
+        .collect();
+    let total = by_kind.iter().map(|k| k.count).sum();
+    (
+        total,
+        RETRYING.load(std::sync::atomic::Ordering::Relaxed),
+        by_kind,
+    )
+}
+
 /// Run `attempt` (given its number, from 1) up to `tries` times until it
 /// says it is done, waiting 0.5 s after the first failure, 1 s after the
 /// second, and so on. Whether it was done.
@@ -26,6 +118,7 @@ where
             return true;
         }
         if n < tries {
+            let _waiting = Waiting::start();
             tokio::time::sleep(Duration::from_millis(500 * u64::from(n))).await;
         }
     }
@@ -227,9 +320,11 @@ impl Agent {
         .await
     }
 
-    /// Send `body` to a node until it answers (whatever the answer), for
-    /// about half a minute: ten tries, waiting a little longer after each
-    /// failure. Whether it was taken.
+    /// Send `body` to a node until it answers (whatever the answer): ten
+    /// tries, each of up to 10 s, waiting a little longer after each
+    /// failure (at most about two minutes in all). Only for a message that
+    /// names its run (a late one reaches no other). The first and last
+    /// failures are warned of. Whether it was taken.
     async fn send_until_taken(
         &self,
         addr: &str,
@@ -243,8 +338,12 @@ impl Agent {
             async move {
                 match self.send(addr, node, body, Duration::from_secs(10)).await {
                     Ok(_) => true,
-                    Err(e) => {
+                    Err(e) if attempt == 1 || attempt == TRIES => {
                         tracing::warn!("{} on {node} failed (attempt {attempt}): {e}", what());
+                        false
+                    }
+                    Err(e) => {
+                        tracing::debug!("{} on {node} failed (attempt {attempt}): {e}", what());
                         false
                     }
                 }
@@ -308,6 +407,7 @@ impl Agent {
 
     /// [`Agent::dispatch_all`]'s call for one node's launches.
     async fn launch_together(self, node: String, addr: String, ls: Vec<BatchLaunch>) {
+        let _on_its_way = InFlight::start(slurm_proto::BATCH_JOB_LAUNCH, &node, ls.len() as u64);
         let sent = ls.clone();
         let answers = match grpc::kept(&addr, &node) {
             Ok(ch) => grpc::call_node_launches(
@@ -338,6 +438,7 @@ impl Agent {
                 let job_id = launch.job_id;
                 let start_time = launch.start_time;
                 let body = RequestBody::LaunchBatch(launch);
+                let _on_its_way = InFlight::start(body.message_type(), &node, 1);
                 let mut prolog_failed = false;
                 let mut refused = false;
                 for attempt in 0..5 {
@@ -355,6 +456,7 @@ impl Agent {
                                 "launch of job {job_id} on {node}: {e} (attempt {})",
                                 attempt + 1
                             );
+                            let _waiting = Waiting::start();
                             tokio::time::sleep(Duration::from_millis(200)).await;
                         }
                         Ok(Response::Error(e)) => {
@@ -372,6 +474,7 @@ impl Agent {
                                 "launch of job {job_id} on {node} failed (attempt {}): {e}",
                                 attempt + 1
                             );
+                            let _waiting = Waiting::start();
                             tokio::time::sleep(Duration::from_millis(500 << attempt)).await;
                         }
                     }
@@ -398,6 +501,7 @@ impl Agent {
                     start_time,
                     cause,
                 };
+                let _on_its_way = InFlight::start(body.message_type(), &node, 1);
                 // (Not taken at all: the node will be marked down by its
                 // missing heartbeats.)
                 self.send_until_taken(&addr, &node, body, || format!("terminate of job {job_id}"))
@@ -417,15 +521,17 @@ impl Agent {
                     signal,
                     cause,
                 };
-                // Tried again while the node cannot be reached: a step
-                // past its time limit must end even if its node was
-                // briefly away (and `scancel -s` is not lost).
-                self.send_until_taken(&addr, &node, body, || {
-                    format!("signal {signal} to step {job_id}.{step_id}")
-                })
-                .await;
+                let _on_its_way = InFlight::start(body.message_type(), &node, 1);
+                // Sent once: a signal names no run, so one tried again
+                // late could reach the job's next run (its steps are
+                // numbered from 0 again after a requeue), and two tried
+                // apart could arrive out of order (STOP after CONT).
+                if let Err(e) = self.send(&addr, &node, body, Duration::from_secs(10)).await {
+                    tracing::warn!("signal {signal} to step {job_id}.{step_id} failed: {e}");
+                }
             }
             Effect::Reboot { node, addr } => {
+                let _on_its_way = InFlight::start(RequestBody::NodeReboot.message_type(), &node, 1);
                 // Not taken: the node is set DOWN after ResumeTimeout.
                 match self
                     .send(
@@ -444,6 +550,7 @@ impl Agent {
             Effect::Prologue { node, addr, facts } => {
                 let job_id = facts.job_id;
                 let body = RequestBody::JobPrologue(facts);
+                let _on_its_way = InFlight::start(body.message_type(), &node, 1);
                 // A failed prolog is reported by the node itself (it drains).
                 match self.send(&addr, &node, body, Duration::from_secs(60)).await {
                     Ok(Response::Ok) => {}
@@ -467,6 +574,7 @@ impl Agent {
                     epoch,
                     start_time,
                 };
+                let _on_its_way = InFlight::start(body.message_type(), &node, 1);
                 if let Err(e) = self.send(&addr, &node, body, Duration::from_secs(10)).await {
                     tracing::warn!("suspend={suspend} of job {job_id} failed: {e}");
                 }
@@ -478,6 +586,7 @@ impl Agent {
                 message,
             } => {
                 let body = RequestBody::NotifyJob { job_id, message };
+                let _on_its_way = InFlight::start(body.message_type(), &node, 1);
                 match self.send(&addr, &node, body, Duration::from_secs(10)).await {
                     Ok(Response::Ok) => {}
                     Ok(other) => tracing::info!("notify of job {job_id} on {node}: {other:?}"),
@@ -491,6 +600,7 @@ impl Agent {
                 signal,
             } => {
                 let body = RequestBody::SignalJob { job_id, signal };
+                let _on_its_way = InFlight::start(body.message_type(), &node, 1);
                 if let Err(e) = self.send(&addr, &node, body, Duration::from_secs(10)).await {
                     tracing::warn!("signal {signal} to job {job_id} failed: {e}");
                 }

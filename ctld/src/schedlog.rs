@@ -1,10 +1,10 @@
 //! The scheduler's own log, as Slurm's `SlurmSchedLogFile`: the scheduling
 //! events (a job allocated by the main scheduler, held or released, the
-//! level changed) written there, each `[time] sched: ...`, while
+//! level changed) written there, each `sched: [time] ...`, while
 //! `SlurmSchedLogLevel` (or `scontrol schedloglevel`) is 1; they go to the
 //! controller's log as well, at debug level. Reopened on SIGUSR2 with the
-//! main log. A write that fails (a full disk) is dropped: the scheduler
-//! never waits on it.
+//! main log. A write that fails (a full disk) is dropped; each is one
+//! write(2) on the writer thread, as the main log's lines are.
 
 use slurm_common::conf::SlurmConf;
 use slurm_common::logging::{LogFile, TimeFormat};
@@ -60,9 +60,9 @@ impl SchedLog {
         let level = match conf.get("SlurmSchedLogLevel").map(str::trim) {
             None | Some("") => 0,
             Some(v) => v
-                .parse::<i64>()
-                .map(|n| u32::from(n > 0))
-                .map_err(|_| format!("SlurmSchedLogLevel={v}: not a number"))?,
+                .parse::<u16>()
+                .map(u32::from)
+                .map_err(|_| format!("SlurmSchedLogLevel={v}: not a number from 0 to 65535"))?,
         };
         let time = TimeFormat::parse(conf.get("LogTimeFormat")).unwrap_or_default();
         let path = conf
@@ -78,6 +78,9 @@ impl SchedLog {
                 _ => false,
             }
         };
+        if level > 0 && path.is_none() {
+            tracing::warn!("SlurmSchedLogLevel requires SlurmSchedLogFile value");
+        }
         let target = match path {
             Some(p) if !same => Some(Target {
                 file: LogFile::open(&p)
@@ -111,23 +114,34 @@ impl SchedLog {
     /// `scontrol schedloglevel`: on (1) or off (0); the level set, `None`
     /// when there is no `SlurmSchedLogFile` to log to (Slurm's "disabled").
     pub fn set_level(&self, level: u32) -> Option<u32> {
-        if self
-            .target
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_none()
-        {
-            return None;
-        }
+        // (Under the lock: a reconfigure taking the file away in between
+        // leaves no level on without a file.)
+        let target = self.target.lock().unwrap_or_else(|p| p.into_inner());
+        let t = target.as_ref()?;
         let level = level.min(1);
         self.level.store(level, Ordering::Relaxed);
-        self.info(format_args!("Set scheduler log level to {level}"));
+        tracing::debug!("sched: Set scheduler log level to {level}");
+        if level > 0 {
+            write_line(t, format_args!("Set scheduler log level to {level}"));
+        }
         Some(level)
     }
 
     /// Whether events are written to the file now.
     pub fn on(&self) -> bool {
         self.level.load(Ordering::Relaxed) > 0
+    }
+
+    /// The level in force (slurm.conf's number, or the last `scontrol
+    /// schedloglevel`'s 0 or 1), as `show config` shows it.
+    pub fn level(&self) -> u32 {
+        self.level.load(Ordering::Relaxed)
+    }
+
+    /// Whether an event would go anywhere (to the file, or the controller's
+    /// log at debug level): callers build its text only then.
+    pub fn wanted(&self) -> bool {
+        self.on() || tracing::enabled!(tracing::Level::DEBUG)
     }
 
     /// One scheduling event: to the file while the level is on, and to
@@ -141,20 +155,30 @@ impl SchedLog {
         }
         let target = self.target.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(t) = target.as_ref() {
-            let line = format!("[{}] sched: {msg}\n", t.time.stamp());
-            let _ = t.file.writer().write_all(line.as_bytes());
+            write_line(t, msg);
         }
     }
 
-    /// Open the file again under its name (logrotate moved it).
+    /// Open the file again under its name (logrotate moved it); not under
+    /// the lock, so a slow file system holds up no event meanwhile.
     pub fn reopen(&self) {
-        let target = self.target.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(t) = target.as_ref() {
-            if let Err(e) = t.file.reopen() {
-                tracing::error!("cannot reopen SlurmSchedLogFile {}: {e}", t.path.display());
+        let open = {
+            let target = self.target.lock().unwrap_or_else(|p| p.into_inner());
+            target.as_ref().map(|t| (t.file.clone(), t.path.clone()))
+        };
+        if let Some((file, path)) = open {
+            if let Err(e) = file.reopen() {
+                tracing::error!("cannot reopen SlurmSchedLogFile {}: {e}", path.display());
             }
         }
     }
+}
+
+/// One line of the scheduler log, as Slurm's: `sched: [time] message`. A
+/// write that fails (a full disk) is dropped.
+fn write_line(t: &Target, msg: std::fmt::Arguments<'_>) {
+    let line = format!("sched: [{}] {msg}\n", t.time.stamp());
+    let _ = t.file.writer().write_all(line.as_bytes());
 }
 
 /// A job as Slurm's logs name it (`%pJ`): `JobId=N`, or `JobId=A_T(N)`
@@ -209,14 +233,13 @@ mod tests {
         let t = text();
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 2, "{t}");
-        assert!(
-            lines[0].starts_with('[')
-                && lines[0].ends_with("] sched: Set scheduler log level to 1")
-        );
-        assert!(
-            lines[1].ends_with("] sched: Allocate JobId=2 NodeList=n1"),
-            "{t}"
-        );
+        let whole = |l: &str, msg: &str| {
+            l.starts_with("sched: [")
+                && l.ends_with(&format!("] {msg}"))
+                && l.len() > msg.len() + 12
+        };
+        assert!(whole(lines[0], "Set scheduler log level to 1"), "{t}");
+        assert!(whole(lines[1], "Allocate JobId=2 NodeList=n1"), "{t}");
         // Off again; then on from slurm.conf.
         assert_eq!(log.set_level(0), Some(0));
         log.info(format_args!("Allocate JobId=3"));
@@ -227,13 +250,20 @@ mod tests {
         ))
         .unwrap();
         log.info(format_args!("Allocate JobId=4"));
-        assert!(text().contains("] sched: Allocate JobId=4\n"));
+        assert!(text().contains("] Allocate JobId=4\n"));
         // A bad level is named, and changes nothing.
         let bad = conf(dir.path(), &format!("{with_file}SlurmSchedLogLevel=lots\n"));
         assert_eq!(
             log.configure(&bad).unwrap_err(),
-            "SlurmSchedLogLevel=lots: not a number"
+            "SlurmSchedLogLevel=lots: not a number from 0 to 65535"
         );
         assert!(log.on());
+        // slurm.conf's number is kept as given (show config shows it).
+        log.configure(&conf(
+            dir.path(),
+            &format!("{with_file}SlurmSchedLogLevel=3\n"),
+        ))
+        .unwrap();
+        assert_eq!(log.level(), 3);
     }
 }

@@ -20,6 +20,25 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
+
+/// Requests being answered now (`sdiag`'s server thread count).
+static SERVING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts a request in [`SERVING`] while it is answered.
+struct Serving;
+
+impl Serving {
+    fn start() -> Serving {
+        SERVING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Serving
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        SERVING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 use tokio::sync::{oneshot, Semaphore};
 
 #[derive(Clone)]
@@ -851,7 +870,7 @@ impl Server {
                     flags
                 };
                 // And the scheduler log's level (schedloglevel).
-                let sched_level = u32::from(crate::schedlog::SCHED.on()).to_string();
+                let sched_level = crate::schedlog::SCHED.level().to_string();
                 for (key, value) in [("DebugFlags", flags), ("SlurmSchedLogLevel", sched_level)] {
                     match c
                         .entries
@@ -876,6 +895,10 @@ impl Server {
                     (d.rpc_types, d.rpc_users) = st.report();
                 }
                 name_users(&mut d.rpc_users);
+                // (As Slurm's: the time of the request, not of the state.)
+                d.now = now();
+                d.server_threads = SERVING.load(std::sync::atomic::Ordering::Relaxed);
+                (d.agent_count, d.agent_retrying, d.pending_rpcs) = crate::agent::in_flight();
                 Response::Diag(Box::new(d))
             }
             RequestBody::GetPriorities => {
@@ -1217,6 +1240,7 @@ impl CtldService {
             Err(no) => return no,
         };
         let (kind, uid) = (req.body.message_type(), req.cred.uid);
+        let _serving = Serving::start();
         let t0 = std::time::Instant::now();
         let r = s.report(req).await;
         if let Ok(mut st) = s.rpc_stats.lock() {
@@ -1397,6 +1421,7 @@ impl CtldService {
             Err(no) => return command_reply(no),
         };
         let (kind, uid) = (req.body.message_type(), req.cred.uid);
+        let _serving = Serving::start();
         let t0 = std::time::Instant::now();
         let reply = match req.body {
             RequestBody::GetJobsDelta { epoch, since } => s.jobs_delta(uid, epoch, since),

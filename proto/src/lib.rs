@@ -1838,6 +1838,36 @@ pub struct DiagStats {
     /// The same by user (`id` is the uid).
     #[serde(default)]
     pub rpc_users: Vec<RpcStat>,
+    /// Requests being answered now (Slurm's server thread count).
+    #[serde(default)]
+    pub server_threads: u64,
+    /// Messages to node daemons being delivered now (each its own task:
+    /// Slurm's agent count and agent thread count), and those of them
+    /// waiting to be tried again (Slurm's agent queue, its retry list).
+    #[serde(default)]
+    pub agent_count: u64,
+    #[serde(default)]
+    pub agent_retrying: u64,
+    /// Accounting records not yet acknowledged by slurmdbd.
+    #[serde(default)]
+    pub dbd_queue: u64,
+    /// The messages being delivered to node daemons, by message type,
+    /// with their nodes (a host list).
+    #[serde(default)]
+    pub pending_rpcs: Vec<PendingRpc>,
+}
+
+/// Slurm's name and number of a batch job's launch message.
+pub const BATCH_JOB_LAUNCH: (&str, u32) = ("REQUEST_BATCH_JOB_LAUNCH", 4005);
+
+/// Messages of one type on their way to node daemons (`sdiag`'s pending
+/// RPCs).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PendingRpc {
+    pub name: String,
+    pub id: u32,
+    pub count: u64,
+    pub hosts: String,
 }
 
 /// How many requests of one kind (a message type, or a user's) the
@@ -2300,7 +2330,17 @@ impl RequestBody {
             RequestBody::DeleteNode { .. } => ("REQUEST_DELETE_NODE", 0),
             RequestBody::PrologFailed { .. } => ("REQUEST_COMPLETE_PROLOG", 0),
             RequestBody::StepUsage { .. } => ("MESSAGE_STEP_USAGE", 0),
-            // Node daemon and srun requests never reach the controller.
+            // What the controller sends node daemons (`sdiag`'s pending
+            // RPCs).
+            RequestBody::LaunchBatch(_) => BATCH_JOB_LAUNCH,
+            RequestBody::TerminateJob { .. } => ("REQUEST_TERMINATE_JOB", 6011),
+            RequestBody::SignalTasks { .. } | RequestBody::SignalJob { .. } => {
+                ("REQUEST_SIGNAL_TASKS", 6004)
+            }
+            RequestBody::SuspendJobHere { .. } => ("REQUEST_SUSPEND_INT", 5031),
+            RequestBody::NodeReboot => ("REQUEST_REBOOT_NODES", 1015),
+            RequestBody::JobPrologue(_) => ("REQUEST_LAUNCH_PROLOG", 6017),
+            // Other node daemon and srun requests never reach the controller.
             _ => ("REQUEST_OTHER", 0),
         }
     }

@@ -250,6 +250,7 @@ impl Controller {
             now: self.last_update,
             jobs_pending: count(JobState::Pending),
             jobs_running: count(JobState::Running),
+            dbd_queue: self.p.acct.pending.len() as u64,
             ..Default::default()
         };
         self.stats.fill(&mut d);

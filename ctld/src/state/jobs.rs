@@ -620,7 +620,7 @@ impl Controller {
                     HoldKind::Admin => JobReason::JobHeldAdmin,
                 });
                 crate::schedlog::SCHED.info(format_args!(
-                    "hold: hold on {} by uid {}",
+                    "_hold_job_rec: hold on {} by uid {}",
                     crate::schedlog::job_label(j),
                     who.uid
                 ));
@@ -639,7 +639,7 @@ impl Controller {
                 j.priority = super::submit::fixed_or_basic(j.desc.priority, id);
                 j.reason = JobReason::None;
                 crate::schedlog::SCHED.info(format_args!(
-                    "release: release hold on {} by uid {}",
+                    "_release_job_rec: release hold on {} by uid {}",
                     crate::schedlog::job_label(j),
                     who.uid
                 ));

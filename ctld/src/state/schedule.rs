@@ -408,7 +408,7 @@ impl Controller {
             return;
         };
         // (As Slurm's: the main scheduler's allocations, not backfill's.)
-        if matches!(by, SchedFlag::Main) {
+        if matches!(by, SchedFlag::Main) && crate::schedlog::SCHED.wanted() {
             if let Some(j) = self.p.jobs.get(&id) {
                 crate::schedlog::SCHED.info(format_args!(
                     "Allocate {} NodeList={} #CPUs={} Partition={}",

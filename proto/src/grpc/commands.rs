@@ -810,15 +810,17 @@ impl From<pb::TopologyEntry> for TopologyEntry {
     }
 }
 
-use crate::RpcStat;
+use crate::{PendingRpc, RpcStat};
 
 wire!(RpcStat <=> RpcStat { name, id, count, total_us });
+wire!(PendingRpc <=> PendingRpc { name, id, count, hosts });
 wire!(DiagStats <=> DiagStats {
     since, now, jobs_submitted, jobs_started, jobs_completed, jobs_canceled,
     jobs_failed, jobs_pending, jobs_running, main_cycles, main_last_us,
     main_max_us, main_total_us, main_total_depth, main_last_queue, bf_cycles,
     bf_last_us, bf_max_us, bf_total_us, bf_last_depth, bf_total_depth,
     bf_backfilled_jobs, bf_last_when, bf_last_queue, rpc_types, rpc_users,
+    server_threads, agent_count, agent_retrying, dbd_queue, pending_rpcs,
 });
 
 impl From<JobPriority> for pb::JobPriority {

@@ -2061,15 +2061,22 @@ fn the_scheduler_log_records_allocations_while_its_level_is_on() {
     let text = || std::fs::read_to_string(&log).unwrap_or_default();
     let first = t.sbatch(&["--wrap", "true"]);
     assert_eq!(t.wait_done(first, 30).state, JobState::Completed);
-    let want = format!("] sched: Allocate JobId={first} NodeList=n1 #CPUs=1 Partition=");
-    assert!(text().contains(&want), "{}", text());
+    // Each line as Slurm's: `sched: [time] message`.
+    let want = format!("] Allocate JobId={first} NodeList=n1 #CPUs=1 Partition=");
+    assert!(
+        text()
+            .lines()
+            .any(|l| l.starts_with("sched: [") && l.contains(&want)),
+        "{}",
+        text()
+    );
     let held = t.sbatch(&["-H", "--wrap", "true"]);
     let out = t.run("scontrol", &["release", &held.to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
     t.wait_done(held, 30);
     assert!(
         text().contains(&format!(
-            "] sched: release: release hold on JobId={held} by uid 0\n"
+            "] _release_job_rec: release hold on JobId={held} by uid 0\n"
         )),
         "{}",
         text()
@@ -2098,10 +2105,10 @@ fn the_scheduler_log_records_allocations_while_its_level_is_on() {
     t.wait_done(again, 30);
     let t2 = text();
     let set = t2
-        .find("] sched: Set scheduler log level to 1")
+        .find("] Set scheduler log level to 1")
         .expect("level change logged");
     let alloc = t2
-        .find(&format!("] sched: Allocate JobId={again} "))
+        .find(&format!("] Allocate JobId={again} "))
         .expect("allocation logged");
     assert!(set < alloc, "{t2}");
 }

@@ -854,3 +854,71 @@ fn fifo_outputs_nobody_reads_hold_up_no_other_job() {
         assert_eq!(r.join().unwrap(), "held\n");
     }
 }
+
+/// `sdiag` shows what the controller is still delivering to node daemons
+/// (Slurm's agent counts and "Pending RPC statistics", with the nodes):
+/// a cancel sent to a frozen node daemon stays on its way until the daemon
+/// is back, then goes.
+#[test]
+fn sdiag_shows_messages_on_their_way_to_a_frozen_node() {
+    let mut t = TestCluster::start(1, |_| {});
+    let id = t.sbatch(&["--wrap", "sleep 60"]);
+    t.wait_job(id, 20, "running", |j| j.state == JobState::Running);
+    let sdiag = |t: &TestCluster| {
+        let o = t.run("sdiag", &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    // (Its launch is on its way a moment after it is running.)
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let idle = sdiag(&t);
+        if idle.contains("\nPending RPC statistics\n\tNo pending RPCs\n") {
+            assert!(idle.contains("\nServer thread count:  1\n"), "{idle}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{idle}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t.c.kill_slurmd(0, libc::SIGSTOP);
+    let o = t.run("scancel", &[&id.to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let busy = loop {
+        let out = sdiag(&t);
+        if out.contains("\t 1: REQUEST_TERMINATE_JOB") {
+            break out;
+        }
+        assert!(Instant::now() < deadline, "no pending terminate: {out}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    t.c.kill_slurmd(0, libc::SIGCONT);
+    assert!(
+        busy.contains(&format!(
+            "\t{:<40}({:>5}) count:1     \n",
+            "REQUEST_TERMINATE_JOB", 6011
+        )),
+        "{busy}"
+    );
+    assert!(
+        busy.contains(&format!("\t 1: {:<36} n1\n", "REQUEST_TERMINATE_JOB")),
+        "{busy}"
+    );
+    let agents: u64 = busy
+        .lines()
+        .find_map(|l| l.strip_prefix("Agent count:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(agents >= 1, "{busy}");
+    // Back: delivered, nothing left on its way.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let out = sdiag(&t);
+        if out.contains("\tNo pending RPCs\n") && out.contains("Agent count:          0\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still pending: {out}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    t.wait_done(id, 30);
+}
