@@ -179,6 +179,8 @@ pub struct CancelOpts {
     pub wckey: Option<String>,
     /// `-M` (else `SLURM_CLUSTERS`): must name this cluster.
     pub clusters: Option<String>,
+    /// `--admin-comment`: each cancelled job's AdminComment.
+    pub admin_comment: Option<String>,
 }
 
 impl CancelOpts {
@@ -275,6 +277,7 @@ fn parse_states(s: &str, env: bool) -> Result<Vec<JobState>, Exit> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum K {
     Account,
+    AdminComment,
     Batch,
     Ctld,
     Full,
@@ -301,6 +304,7 @@ enum K {
 
 const KEYS: &[K] = &[
     K::Account,
+    K::AdminComment,
     K::Batch,
     K::Ctld,
     K::Full,
@@ -371,6 +375,7 @@ pub(crate) fn table() -> Vec<Opt> {
     };
     vec![
         o("account", Some('A'), Required, K::Account),
+        o("admin-comment", None, Required, K::AdminComment),
         o("batch", Some('b'), No, K::Batch),
         o("ctld", None, No, K::Ctld),
         o("full", Some('f'), No, K::Full),
@@ -488,6 +493,7 @@ pub(crate) fn parse_with(
         let v = val.clone().unwrap_or_default();
         match KEYS.get(*id).copied().unwrap_or(K::Help) {
             K::Account => o.account = Some(v.to_ascii_lowercase()),
+            K::AdminComment => o.admin_comment = Some(v),
             K::Batch => o.batch = true,
             K::Ctld | K::Full | K::Hurry => {}
             K::Help => return Err(Exit::out(crate::help::help("scancel"))),
@@ -606,6 +612,7 @@ pub fn build_filter(o: &CancelOpts) -> (CancelFilter, Vec<IdArg>) {
         name: o.name.clone(),
         partition: o.partition.clone(),
         signal: o.signal,
+        admin_comment: o.admin_comment.clone(),
     };
     (f, local)
 }
@@ -642,6 +649,11 @@ pub fn report(o: &CancelOpts, unsent: &[IdArg], outcome: Outcome, err: &mut dyn 
         Ok(r) => r,
         Err(e) => {
             let msg = call_error_text(&e);
+            // (Refused as a whole, as Slurm's `kill_jobs` RPC: its error.)
+            if o.admin_comment.is_some() && matches!(e, CallError::Rpc(_)) {
+                say!(format!("error: {msg}"));
+                return 1;
+            }
             if o.is_default() || !o.ids.is_empty() {
                 for id in &o.ids {
                     if o.verbose > 0 {
@@ -1219,6 +1231,20 @@ mod tests {
         assert!(e.stdout.starts_with("Usage: scancel"));
         let o = p(&["--wckey=x"], &[]).unwrap();
         assert_eq!(o.wckey.as_deref(), Some("x"));
+        let o = p(&["--admin-comment=bad node", "7"], &[]).unwrap();
+        assert_eq!(o.admin_comment.as_deref(), Some("bad node"));
+        assert_eq!(
+            build_filter(&o).0.admin_comment.as_deref(),
+            Some("bad node")
+        );
+        // Refused as a whole: Slurm's one error line.
+        let mut err = Vec::new();
+        let refused = Err(CallError::Rpc(SlurmError::UserIdMissing.into()));
+        assert_eq!(report(&o, &[], refused, &mut err), 1);
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "scancel: error: Invalid user id\n"
+        );
         let o = p(&[], &[("SCANCEL_WCKEY", "y")]).unwrap();
         assert_eq!(o.wckey.as_deref(), Some("y"));
         // -M over SLURM_CLUSTERS; the names are checked against slurm.conf.
@@ -1348,6 +1374,7 @@ mod tests {
                 name: Some("n".into()),
                 partition: Some("q".into()),
                 signal: Some(15),
+                admin_comment: None,
             }
         );
         assert!(unsent.is_empty());

@@ -257,6 +257,9 @@ pub fn show_job(job: &JobRecord, node_mem: Option<u64>, o: &ShowOpts) -> String 
         ),
         format!("WorkDir={}", job.desc.work_dir),
     ]);
+    if let Some(c) = job.desc.admin_comment.as_deref().filter(|c| !c.is_empty()) {
+        lines.push(format!("AdminComment={c}"));
+    }
     if let Some(c) = job.desc.comment.as_deref().filter(|c| !c.is_empty()) {
         lines.push(format!("Comment={c}"));
     }

@@ -1674,6 +1674,10 @@ pub struct CancelFilter {
     pub partition: Option<String>,
     /// Signal number; `None` = cancel (terminate) the job.
     pub signal: Option<i32>,
+    /// `scancel --admin-comment`: set as each job's AdminComment (super
+    /// users only, as Slurm's).
+    #[serde(default)]
+    pub admin_comment: Option<String>,
 }
 
 /// `scontrol reboot [ASAP] [FORCE] [nextstate=RESUME|DOWN] [reason=...]

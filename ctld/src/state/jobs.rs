@@ -518,6 +518,23 @@ impl Controller {
     }
 
     pub(super) fn cancel(&mut self, who: Caller, f: CancelFilter, now: i64) -> Response {
+        // As Slurm's: an AdminComment only from a super user, or nothing.
+        if f.admin_comment.is_some() && !who.admin {
+            tracing::error!(uid = who.uid, "attempt to set AdminComment by {}", who.uid);
+            return Response::Error(SlurmError::UserIdMissing.into());
+        }
+        const MAX_COMMENT: usize = 8192;
+        if f.admin_comment
+            .as_ref()
+            .is_some_and(|c| c.len() > MAX_COMMENT)
+        {
+            return Response::Error(RpcError {
+                error: SlurmError::InvalidRequest,
+                detail: Some(format!(
+                    "the admin comment is longer than {MAX_COMMENT} bytes"
+                )),
+            });
+        }
         // PrivateData=jobs: other users' jobs do not exist for the caller
         // (no filter or id may tell them apart).
         let private = !who.operator && self.conf.private_data().jobs;
@@ -576,6 +593,13 @@ impl Controller {
                 });
                 if skip {
                     return (id, None);
+                }
+                let active = self.p.jobs.get(&id).is_some_and(|j| !j.state.is_finished());
+                if let (Some(c), true) = (&f.admin_comment, active) {
+                    if let Some(j) = self.job_mut(id) {
+                        Arc::make_mut(&mut j.desc).admin_comment = Some(c.clone());
+                        self.save_job(id);
+                    }
                 }
                 (id, self.cancel_one(who, id, f.signal, now).err())
             })

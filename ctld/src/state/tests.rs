@@ -667,6 +667,33 @@ fn a_requeued_job_cancelled_while_its_run_is_cleaned_up_still_finishes_cleaning(
 }
 
 #[test]
+fn scancel_admin_comment_is_a_super_users_and_marks_the_jobs_it_cancels() {
+    let mut s = sim("");
+    let id = s.submit(|_| {});
+    let with_comment = |ids: Vec<JobId>| {
+        RequestBody::Cancel(CancelFilter {
+            job_ids: ids,
+            admin_comment: Some("node fault".into()),
+            ..Default::default()
+        })
+    };
+    // Its owner may cancel it, but not with an AdminComment: nothing is
+    // done at all (Slurm's "Invalid user id").
+    let r = s.req(ALICE, with_comment(vec![id]));
+    assert!(
+        matches!(&r, Response::Error(e) if e.error == SlurmError::UserIdMissing),
+        "{r:?}"
+    );
+    assert_eq!(s.state(id), JobState::Running);
+    assert_eq!(s.job(id).desc.admin_comment, None);
+    let r = s.req(ROOT, with_comment(vec![id]));
+    assert!(matches!(r, Response::Cancelled(_)), "{r:?}");
+    assert_eq!(s.state(id), JobState::Cancelled);
+    assert_eq!(s.job(id).desc.admin_comment.as_deref(), Some("node fault"));
+    s.check_replay();
+}
+
+#[test]
 fn a_run_keeps_its_name_on_the_nodes_when_the_clock_steps() {
     let mut s = sim("");
     let id = s.submit(|d| d.req_nodes = vec!["n1".into()]);

@@ -470,6 +470,7 @@ impl From<CancelFilter> for pb::CancelFilter {
             name: f.name,
             partition: f.partition,
             signal: f.signal,
+            admin_comment: f.admin_comment,
         }
     }
 }
@@ -488,6 +489,7 @@ impl TryFrom<pb::CancelFilter> for CancelFilter {
             name: f.name,
             partition: f.partition,
             signal: f.signal,
+            admin_comment: f.admin_comment,
         })
     }
 }

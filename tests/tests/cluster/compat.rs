@@ -2113,6 +2113,39 @@ fn the_scheduler_log_records_allocations_while_its_level_is_on() {
     assert!(set < alloc, "{t2}");
 }
 
+/// `scancel --admin-comment`: root's cancel marks the job's AdminComment
+/// (`scontrol show job` shows it); an ordinary user's is refused whole,
+/// with Slurm's error, and cancels nothing.
+#[test]
+fn scancel_admin_comment_marks_the_cancelled_job_and_is_root_only() {
+    use slurm_proto::JobState;
+    use slurm_tests::{stderr, stdout, TestCluster};
+    let t = TestCluster::start(1, |_| {});
+    let mine = t.sbatch_as_user(&["--wrap", "sleep 60"]);
+    t.wait_job(mine, 20, "running", |j| j.state == JobState::Running);
+    let out = t.run_as_user("scancel", &["--admin-comment=mine", &mine.to_string()]);
+    assert_eq!(
+        (out.status.code(), stderr(&out).as_str()),
+        (Some(1), "scancel: error: Invalid user id\n")
+    );
+    assert_eq!(t.job(mine).unwrap().state, JobState::Running);
+    assert_eq!(t.job(mine).unwrap().desc.admin_comment, None);
+    let out = t.run(
+        "scancel",
+        &["--admin-comment=bad disk on n1", &mine.to_string()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(t.wait_done(mine, 30).state, JobState::Cancelled);
+    let out = t.run("scontrol", &["show", "job", &mine.to_string()]);
+    let shown = stdout(&out);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.trim() == "AdminComment=bad disk on n1"),
+        "{shown}"
+    );
+}
+
 /// `sbatch -O/--overcommit`: the job gets one task's CPUs per node and
 /// keeps its task count, so its steps run all its tasks on them (8 tasks
 /// on a 4-CPU node); without it the same request can never run.
