@@ -27,8 +27,24 @@ const FACTORS: [(&str, char, char); 6] = [
 /// factor with `-l`), then nice and TRES with `-l`. Normalized (`-n`):
 /// the lower-case letters.
 pub fn sprio_default_format(weights: &[(String, u32)], long: bool, norm: bool) -> String {
+    sprio_format_for(weights, long, norm, false, false)
+}
+
+/// [`sprio_default_format`] with, as Slurm's, the cluster's column after
+/// the partition for `--sibling` (without `--local`) and the user's for
+/// `-u` (without `-l`, which has it anyway).
+pub fn sprio_format_for(
+    weights: &[(String, u32)],
+    long: bool,
+    norm: bool,
+    cluster: bool,
+    users: bool,
+) -> String {
     let mut f = String::from("%.15i %9r");
-    if long {
+    if cluster && !long {
+        f.push_str(" %.8c");
+    }
+    if long || users {
         f.push_str(" %.8u");
     }
     f.push_str(if norm { " %.10y" } else { " %.10Y" });
@@ -374,6 +390,24 @@ const SSHARE_FIELDS: [(&str, usize); 10] = [
     ("Cluster", 10),
 ];
 
+/// `sshare -e/--helpformat`: the fields `-o` takes, in Slurm's layout
+/// (four to a line, each in 17 columns), in its order.
+pub fn sshare_help_format() -> String {
+    let mut names: Vec<&str> = SSHARE_FIELDS.iter().map(|f| f.0).collect();
+    names.sort_unstable();
+    let mut out = String::new();
+    for (i, n) in names.iter().enumerate() {
+        if i % 4 != 0 {
+            out.push(' ');
+        } else if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&format!("{n:<17}"));
+    }
+    out.push('\n');
+    out
+}
+
 /// `-o Account,User%15,FairShare`: each field (any case) and its width.
 pub fn sshare_format(spec: &str) -> Result<Vec<(&'static str, usize)>, String> {
     let mut out = Vec::new();
@@ -494,6 +528,8 @@ pub struct SshareArgs {
     pub format: Option<Vec<(&'static str, usize)>>,
     /// `-m`: a Partition column after User.
     pub partition: bool,
+    /// `-e/--helpformat`: list the `-o` fields and stop.
+    pub help_format: bool,
 }
 
 /// The options sprio and sshare share: `-M`, `-v`, `--json`, `--yaml`.
@@ -593,6 +629,11 @@ pub(crate) const SSHARE_OPTS: &[crate::fmt::Opt] = {
             arg: Arg::Required,
         },
         Opt {
+            short: Some('e'),
+            long: "helpformat",
+            arg: Arg::No,
+        },
+        Opt {
             short: Some('m'),
             long: "partition",
             arg: Arg::No,
@@ -648,6 +689,7 @@ pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
             Parsed::Opt("clusters", Some(v)) => a.cluster = Some(v),
             Parsed::Opt("format", Some(v)) => a.format = Some(sshare_format(&v)?),
             Parsed::Opt("partition", _) => a.partition = true,
+            Parsed::Opt("helpformat", _) => a.help_format = true,
             Parsed::Opt(_, _) => {}
             Parsed::Word(w) => return Err(format!("Unknown argument: {w}")),
         }
@@ -760,6 +802,13 @@ pub struct SprioArgs {
     pub format: Option<String>,
     /// `-S`: the order.
     pub sort: Option<String>,
+    /// `--federation`, `--sibling`, `--local` (or `SPRIO_FEDERATION`,
+    /// `SPRIO_SIBLING`, `SPRIO_LOCAL`; `SLURM_CLUSTERS` means local): with
+    /// no federation every job is this cluster's; `--sibling` without
+    /// `--local` adds its CLUSTER column, as Slurm's.
+    pub federation: bool,
+    pub sibling: bool,
+    pub local: bool,
 }
 
 pub(crate) const SPRIO_OPTS: &[crate::fmt::Opt] = {
@@ -801,6 +850,16 @@ pub(crate) const SPRIO_OPTS: &[crate::fmt::Opt] = {
             arg: Arg::No,
         },
         Opt {
+            short: None,
+            long: "federation",
+            arg: Arg::No,
+        },
+        Opt {
+            short: None,
+            long: "sibling",
+            arg: Arg::No,
+        },
+        Opt {
             short: Some('n'),
             long: "norm",
             arg: Arg::No,
@@ -839,8 +898,11 @@ pub fn sprio_args_env(
     let mut a = SprioArgs {
         format: env("SPRIO_FORMAT").filter(|f| !f.is_empty()),
         cluster: env("SLURM_CLUSTERS").filter(|c| !c.is_empty()),
+        federation: env("SPRIO_FEDERATION").is_some(),
+        sibling: env("SPRIO_SIBLING").is_some(),
         ..SprioArgs::default()
     };
+    a.local = a.cluster.is_some() || env("SPRIO_LOCAL").is_some();
     for p in crate::fmt::getopt("sprio", args, &[SPRIO_OPTS, REPORT_OPTS].concat())? {
         match p {
             Parsed::Opt("jobs", Some(v)) => {
@@ -855,7 +917,13 @@ pub fn sprio_args_env(
             Parsed::Opt("partition", Some(v)) => a.partitions = crate::fmt::split_list(&v),
             Parsed::Opt("long", _) => a.long = true,
             Parsed::Opt("noheader", _) => a.noheader = true,
-            Parsed::Opt("clusters", Some(v)) => a.cluster = Some(v),
+            Parsed::Opt("clusters", Some(v)) => {
+                a.cluster = Some(v);
+                a.local = true;
+            }
+            Parsed::Opt("local", _) => a.local = true,
+            Parsed::Opt("federation", _) => a.federation = true,
+            Parsed::Opt("sibling", _) => a.sibling = true,
             Parsed::Opt("norm", _) => a.norm = true,
             Parsed::Opt("weights", _) => a.weights = true,
             Parsed::Opt("format", Some(v)) => a.format = Some(v),
@@ -942,10 +1010,15 @@ pub fn sprio_main() -> i32 {
                     return 1;
                 }
             }
-            let format = opts
-                .format
-                .clone()
-                .unwrap_or_else(|| sprio_default_format(&weights, opts.long, opts.norm));
+            let format = opts.format.clone().unwrap_or_else(|| {
+                sprio_format_for(
+                    &weights,
+                    opts.long,
+                    opts.norm,
+                    opts.sibling && !opts.local,
+                    !opts.users.is_empty(),
+                )
+            });
             let layout = SprioLayout {
                 format: &format,
                 noheader,
@@ -990,6 +1063,10 @@ pub fn sshare_main() -> i32 {
             return 1;
         }
     };
+    if opts.help_format {
+        print!("{}", sshare_help_format());
+        return 0;
+    }
     let conf = match common::load_conf("sshare") {
         Ok(c) => c,
         Err(code) => return code,
@@ -1067,6 +1144,59 @@ mod tests {
         assert!(format_flag_env(&[], &bad)
             .unwrap_err()
             .contains("SLURM_JSON"));
+    }
+
+    #[test]
+    fn sshare_helpformat_lists_the_fields_as_slurms() {
+        let a = sshare_args(&["-e".to_string()]).unwrap();
+        assert!(a.help_format);
+        assert_eq!(
+            sshare_help_format(),
+            format!(
+                "{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17}\n",
+                "Account",
+                "Cluster",
+                "EffectvUsage",
+                "FairShare",
+                "LevelFS",
+                "NormShares",
+                "Partition",
+                "RawShares",
+                "RawUsage",
+                "User"
+            )
+        );
+        // Every field listed is one -o takes.
+        for f in sshare_help_format().split_whitespace() {
+            assert!(sshare_format(f).is_ok(), "{f}");
+        }
+    }
+
+    #[test]
+    fn sprio_sibling_adds_the_cluster_column_unless_local() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let none = |_: &str| None;
+        let o = sprio_args_env(&a(&["--sibling"]), &none).unwrap();
+        assert!(o.sibling && !o.local);
+        let sib = |k: &str| (k == "SPRIO_SIBLING").then(String::new);
+        let o = sprio_args_env(&a(&[]), &sib).unwrap();
+        assert!(o.sibling);
+        let o = sprio_args_env(&a(&["--sibling", "--local"]), &none).unwrap();
+        assert!(o.local);
+        // SLURM_CLUSTERS (as -M) means local, as Slurm's.
+        let clusters = |k: &str| (k == "SLURM_CLUSTERS").then(|| "c".to_string());
+        assert!(sprio_args_env(&a(&["--sibling"]), &clusters).unwrap().local);
+        let fed = |k: &str| (k == "SPRIO_FEDERATION").then(String::new);
+        assert!(sprio_args_env(&a(&[]), &fed).unwrap().federation);
+        let w: Vec<(String, u32)> = vec![("age".into(), 1000)];
+        assert_eq!(
+            sprio_format_for(&w, false, false, true, true),
+            "%.15i %9r %.8c %.8u %.10Y %.10S %.10A"
+        );
+        assert_eq!(
+            sprio_format_for(&w, false, false, false, false),
+            sprio_default_format(&w, false, false)
+        );
     }
 
     #[test]

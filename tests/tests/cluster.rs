@@ -1588,6 +1588,13 @@ fn multifactor_priority_favours_users_with_less_usage() {
         "{sprio}"
     );
     assert!(sprio.contains(&format!("{theirs:>15} debug")), "{sprio}");
+    // --sibling: with Slurm's CLUSTER column (this cluster, the only one).
+    let sib = stdout(&t.run("sprio", &["--sibling", "-j", &theirs.to_string()]));
+    assert!(
+        sib.starts_with("          JOBID PARTITION  CLUSTER   PRIORITY")
+            && sib.contains(&format!("{theirs:>15} debug        local ")),
+        "{sib}"
+    );
     // Filters: by job, by user (name or number), by partition.
     let rows = |args: &[&str]| -> Vec<String> {
         let o = t.run("sprio", args);
