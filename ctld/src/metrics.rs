@@ -1146,7 +1146,7 @@ mod tests {
 
         Snapshot {
             jobs,
-            nodes: vec![n1, n2, n3, n4],
+            nodes: vec![n1, n2, n3, n4].into_iter().collect(),
             partitions: vec![
                 part("debug", &["n1", "n2", "n3"], 24),
                 part("batch", &["n3", "n4"], 16),

@@ -844,7 +844,7 @@ impl Server {
                     Response::Error(SlurmError::AccessDenied.into())
                 } else {
                     Response::Nodes {
-                        nodes: s.nodes.clone(),
+                        nodes: s.nodes.to_vec(),
                         last_update: s.last_update,
                     }
                 }
@@ -903,7 +903,7 @@ impl Server {
             }
             RequestBody::GetPriorities => {
                 let s = self.snapshot();
-                let mut jobs = s.priorities.clone();
+                let mut jobs = s.priorities.to_vec();
                 if let Some(v) = self.job_viewer(&s, req.cred.uid) {
                     let seen: std::collections::HashSet<JobId> = s
                         .jobs

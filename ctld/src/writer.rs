@@ -295,10 +295,10 @@ pub fn run(
             ctl.dirty = false;
             ctl.last_update = now;
             version += 1;
-            let mut snap = ctl.snapshot();
+            let prev = published.latest();
+            let mut snap = ctl.snapshot_after(Some(&*prev));
             snap.version = version;
             snap.epoch = epoch;
-            let prev = published.latest();
             snap.job_changed = crate::state::stamp_changes(
                 Some((&prev.jobs[..], &prev.job_changed[..])),
                 &snap.jobs,

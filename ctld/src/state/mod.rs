@@ -5,6 +5,8 @@
 
 use crate::journal::{Entry, NodeAdmin, Payload, Saved};
 
+mod shared;
+pub use shared::Chunked;
 mod accounting;
 mod config;
 mod deps;
@@ -218,13 +220,15 @@ impl Identity {
 #[derive(Debug, Default)]
 pub struct Snapshot {
     pub jobs: Vec<Arc<JobRecord>>,
-    pub nodes: Vec<NodeRecord>,
+    /// Shared with the snapshot before where unchanged ([`Chunked`]).
+    pub nodes: Chunked<NodeRecord>,
     pub partitions: Vec<PartitionRecord>,
     pub config: ConfigDump,
     pub last_update: i64,
     pub diag: DiagStats,
     pub reservations: Vec<ReservationRecord>,
-    pub priorities: Vec<JobPriority>,
+    /// By job id; shared with the snapshot before where unchanged.
+    pub priorities: Chunked<JobPriority>,
     pub weights: Vec<(String, u32)>,
     pub shares: Vec<ShareInfo>,
     pub licenses: Vec<LicenseInfo>,
@@ -1028,19 +1032,28 @@ impl Controller {
         parts
     }
 
+    /// The state as readers see it (from scratch: see
+    /// [`Self::snapshot_after`]).
     pub fn snapshot(&self) -> Snapshot {
+        self.snapshot_after(None)
+    }
+
+    /// [`Self::snapshot`], sharing with `prev` (the snapshot last
+    /// published) the chunks of nodes and priorities that did not change:
+    /// a batch that changed a few nodes copies those nodes' chunks only.
+    pub fn snapshot_after(&self, prev: Option<&Snapshot>) -> Snapshot {
         Snapshot {
             jobs: self.p.jobs.values().cloned().collect(),
-            nodes: self.nodes.clone(),
+            nodes: Chunked::sharing(self.nodes.iter(), prev.map(|p| &p.nodes)),
             partitions: self.partitions_with_totals(),
             config: self.config_dump(),
             conf: Some(self.conf.clone()),
             diag: self.diag(),
             reservations: self.p.reservations.values().cloned().collect(),
             priorities: {
-                let mut v: Vec<JobPriority> = self.factors.values().cloned().collect();
+                let mut v: Vec<&JobPriority> = self.factors.values().collect();
                 v.sort_by_key(|p| p.job_id);
-                v
+                Chunked::sharing(v.into_iter(), prev.map(|p| &p.priorities))
             },
             weights: self
                 .multifactor
