@@ -66,7 +66,7 @@ fn publish(c: &mut Criterion) {
                     ROOT,
                     RequestBody::UpdateNode {
                         names: vec![name],
-                        state: Some(if k % 2 == 0 {
+                        state: Some(if k.is_multiple_of(2) {
                             NodeStateRequest::Drain
                         } else {
                             NodeStateRequest::Resume
