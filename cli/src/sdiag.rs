@@ -94,7 +94,7 @@ pub fn render_with(d: &DiagStats, sort: Sort, no_trunc: bool) -> String {
     s.push_str(&format!("Jobs completed: {}\n", d.jobs_completed));
     s.push_str(&format!("Jobs canceled:  {}\n", d.jobs_canceled));
     s.push_str(&format!("Jobs failed:    {}\n\n", d.jobs_failed));
-    s.push_str(&format!("Job states ts:  {}\n", when(d.now)));
+    s.push_str(&format!("Job states ts:  {}\n", when(d.job_states_ts)));
     s.push_str(&format!("Jobs pending:   {}\n", d.jobs_pending));
     s.push_str(&format!("Jobs running:   {}\n\n", d.jobs_running));
     s.push_str("Main schedule statistics (microseconds):\n");
@@ -181,8 +181,12 @@ pub fn render_with(d: &DiagStats, sort: Sort, no_trunc: bool) -> String {
         let hosts = if no_trunc {
             p.hosts.as_str()
         } else {
-            // (Host lists are ASCII.)
-            &p.hosts[..p.hosts.len().min(MAX_HOSTLIST_LEN)]
+            // (At a character's boundary: node names come from slurm.conf.)
+            let mut end = p.hosts.len().min(MAX_HOSTLIST_LEN);
+            while !p.hosts.is_char_boundary(end) {
+                end -= 1;
+            }
+            &p.hosts[..end]
         };
         s.push_str(&format!("\t{:>2}: {:<36} {hosts}\n", i + 1, p.name));
     }

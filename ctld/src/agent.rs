@@ -13,8 +13,8 @@ use std::time::Duration;
 /// How often a message that must reach a node is tried.
 const TRIES: u32 = 10;
 
-/// A kind of message (Slurm's name and number) and a node.
-type Kind = (&'static str, u32);
+/// A kind of message: Slurm's number and name (in number order).
+type Kind = (u32, &'static str);
 
 /// Messages being delivered to node daemons now, for `sdiag`: by kind,
 /// how many to each node.
@@ -33,7 +33,8 @@ struct InFlight {
 }
 
 impl InFlight {
-    fn start(kind: Kind, node: &str, n: u64) -> InFlight {
+    fn start((name, id): (&'static str, u32), node: &str, n: u64) -> InFlight {
+        let kind = (id, name);
         let mut m = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
         *m.entry(kind)
             .or_default()
@@ -87,7 +88,7 @@ pub fn in_flight() -> (u64, u64, Vec<slurm_proto::PendingRpc>) {
     let m = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
     let by_kind: Vec<slurm_proto::PendingRpc> = m
         .iter()
-        .map(|((name, id), nodes)| {
+        .map(|((id, name), nodes)| {
             let names: Vec<&str> = nodes.keys().map(String::as_str).collect();
             slurm_proto::PendingRpc {
                 name: name.to_string(),
@@ -407,7 +408,7 @@ impl Agent {
 
     /// [`Agent::dispatch_all`]'s call for one node's launches.
     async fn launch_together(self, node: String, addr: String, ls: Vec<BatchLaunch>) {
-        let _on_its_way = InFlight::start(slurm_proto::BATCH_JOB_LAUNCH, &node, ls.len() as u64);
+        let on_its_way = InFlight::start(slurm_proto::BATCH_JOB_LAUNCH, &node, ls.len() as u64);
         let sent = ls.clone();
         let answers = match grpc::kept(&addr, &node) {
             Ok(ch) => grpc::call_node_launches(
@@ -421,6 +422,8 @@ impl Agent {
             .unwrap_or_default(),
             Err(_) => Vec::new(),
         };
+        // (Those not taken are each on their way again, on their own.)
+        drop(on_its_way);
         for (i, launch) in ls.into_iter().enumerate() {
             if !matches!(answers.get(i), Some(Response::Ok)) {
                 self.dispatch(Effect::Launch {
@@ -474,8 +477,10 @@ impl Agent {
                                 "launch of job {job_id} on {node} failed (attempt {}): {e}",
                                 attempt + 1
                             );
-                            let _waiting = Waiting::start();
-                            tokio::time::sleep(Duration::from_millis(500 << attempt)).await;
+                            if attempt < 4 {
+                                let _waiting = Waiting::start();
+                                tokio::time::sleep(Duration::from_millis(500 << attempt)).await;
+                            }
                         }
                     }
                 }

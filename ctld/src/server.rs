@@ -895,7 +895,9 @@ impl Server {
                     (d.rpc_types, d.rpc_users) = st.report();
                 }
                 name_users(&mut d.rpc_users);
-                // (As Slurm's: the time of the request, not of the state.)
+                // (As Slurm's: the time of the request, and apart the time
+                // of the state the job counts are of.)
+                d.job_states_ts = d.now;
                 d.now = now();
                 d.server_threads = SERVING.load(std::sync::atomic::Ordering::Relaxed);
                 (d.agent_count, d.agent_retrying, d.pending_rpcs) = crate::agent::in_flight();

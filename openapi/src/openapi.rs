@@ -43,7 +43,7 @@ pub fn diag_statistics(d: &slurm_proto::DiagStats) -> Value {
             "jobs_failed": i32c(d.jobs_failed),
             "jobs_pending": i32c(d.jobs_pending),
             "jobs_running": i32c(d.jobs_running),
-            "job_states_ts": num(d.now),
+            "job_states_ts": num(d.job_states_ts),
             "server_thread_count": i32c(d.server_threads),
             "agent_queue_size": i32c(d.agent_retrying),
             "agent_count": i32c(d.agent_count),

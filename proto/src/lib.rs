@@ -1842,6 +1842,10 @@ pub struct DiagStats {
     /// The same by user (`id` is the uid).
     #[serde(default)]
     pub rpc_users: Vec<RpcStat>,
+    /// When the pending and running counts were taken (the state's time;
+    /// `now` is the request's).
+    #[serde(default)]
+    pub job_states_ts: i64,
     /// Requests being answered now (Slurm's server thread count).
     #[serde(default)]
     pub server_threads: u64,

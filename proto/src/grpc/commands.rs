@@ -822,7 +822,7 @@ wire!(DiagStats <=> DiagStats {
     main_max_us, main_total_us, main_total_depth, main_last_queue, bf_cycles,
     bf_last_us, bf_max_us, bf_total_us, bf_last_depth, bf_total_depth,
     bf_backfilled_jobs, bf_last_when, bf_last_queue, rpc_types, rpc_users,
-    server_threads, agent_count, agent_retrying, dbd_queue, pending_rpcs,
+    server_threads, agent_count, agent_retrying, dbd_queue, pending_rpcs, job_states_ts,
 });
 
 impl From<JobPriority> for pb::JobPriority {

@@ -874,7 +874,13 @@ fn sdiag_shows_messages_on_their_way_to_a_frozen_node() {
     loop {
         let idle = sdiag(&t);
         if idle.contains("\nPending RPC statistics\n\tNo pending RPCs\n") {
-            assert!(idle.contains("\nServer thread count:  1\n"), "{idle}");
+            // (This request at least; a heartbeat may be answered too.)
+            let serving: u64 = idle
+                .lines()
+                .find_map(|l| l.strip_prefix("Server thread count:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            assert!(serving >= 1, "{idle}");
             break;
         }
         assert!(Instant::now() < deadline, "{idle}");
