@@ -72,6 +72,7 @@ pub(crate) const OPTS: &[Opt] = &[
     o(Some('F'), "flags", Arg::Required),
     o(Some('R'), "reason", Arg::Required),
     o(None, "expand-patterns", Arg::No),
+    o(None, "whole-hetjob", Arg::Attached),
     o(None, "use-local-uid", Arg::No),
     o(None, "federation", Arg::No),
     o(Some('x'), "associations", Arg::Required),
@@ -991,6 +992,15 @@ pub fn parse_args_env(
                 }
             }
             "expand-patterns" => o.expand_patterns = true,
+            // Heterogeneous jobs are not made here: every job is whole,
+            // so either way lists the same (the value is checked, as
+            // Slurm's).
+            "whole-hetjob" => match val.to_ascii_lowercase().as_str() {
+                "" | "yes" | "y" | "no" | "n" => {}
+                _ => return Err(format!(
+                    "sacct: error: Invalid --whole-hetjob value \"{val}\". Valid values: [yes|no]."
+                )),
+            },
             "delimiter" => o.delimiter = Some(val.clone()),
             "nodelist" => {
                 for part in list() {
@@ -1369,6 +1379,22 @@ mod tests {
         assert_eq!(
             parse_args(&args(&["-k", "soon"]), 0).unwrap_err(),
             "sacct: error: Invalid time limit: soon"
+        );
+    }
+
+    /// `--whole-hetjob[=yes|no]`: every job is whole here, so the same
+    /// jobs either way; a bad value is Slurm's error.
+    #[test]
+    fn whole_hetjob_lists_the_same_jobs_and_checks_its_value() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let rs = rows();
+        let all: Vec<u32> = rs.iter().map(|r| r.job.job_id).collect();
+        for a in ["--whole-hetjob", "--whole-hetjob=yes", "--whole-hetjob=N"] {
+            assert_eq!(kept_ids(&rs, &[a]), all, "{a}");
+        }
+        assert_eq!(
+            parse_args(&args(&["--whole-hetjob=maybe"]), 0).unwrap_err(),
+            "sacct: error: Invalid --whole-hetjob value \"maybe\". Valid values: [yes|no]."
         );
     }
 
