@@ -997,9 +997,11 @@ pub fn parse_args_env(
             // Slurm's).
             "whole-hetjob" => match val.to_ascii_lowercase().as_str() {
                 "" | "yes" | "y" | "no" | "n" => {}
-                _ => return Err(format!(
+                _ => {
+                    return Err(format!(
                     "sacct: error: Invalid --whole-hetjob value \"{val}\". Valid values: [yes|no]."
-                )),
+                ))
+                }
             },
             "delimiter" => o.delimiter = Some(val.clone()),
             "nodelist" => {

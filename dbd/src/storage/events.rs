@@ -12,12 +12,7 @@ impl Storage {
             "SELECT cluster, node, time_start, time_end, state, reason, reason_uid, cpus \
              FROM node_events WHERE 1=1",
         );
-        let lower: Vec<String> = f
-            .clusters
-            .iter()
-            .map(|c| c.trim().to_ascii_lowercase())
-            .collect();
-        q.and_in("cluster", &lower);
+        q.and_clusters(&f.clusters);
         q.and_in("node", &f.nodes);
         if let Some(end) = f.end {
             q.push(" AND time_start<=").bind(end);

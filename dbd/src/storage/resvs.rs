@@ -77,12 +77,7 @@ impl Storage {
             "SELECT {} FROM resvs WHERE 1=1",
             RESV_COLS.join(",")
         ));
-        let lower: Vec<String> = f
-            .clusters
-            .iter()
-            .map(|c| c.trim().to_ascii_lowercase())
-            .collect();
-        q.and_in("cluster", &lower);
+        q.and_clusters(&f.clusters);
         q.and_in("resv_name", &f.names);
         if let Some(end) = f.end {
             q.push(" AND time_start<").bind(end);

@@ -213,6 +213,16 @@ impl Q {
         self
     }
 
+    /// Append ` AND cluster IN (...)` for `clusters` as given (names are
+    /// kept lower-case; blanks around them dropped).
+    pub fn and_clusters(&mut self, clusters: &[String]) -> &mut Q {
+        let lower: Vec<String> = clusters
+            .iter()
+            .map(|c| c.trim().to_ascii_lowercase())
+            .collect();
+        self.and_in("cluster", &lower)
+    }
+
     pub fn arg_count(&self) -> usize {
         self.args.len()
     }
