@@ -1589,6 +1589,32 @@ fn cmd_show(
         oneliner: g.oneliner,
     };
     let id = args.get(1).map(String::as_str);
+    // `topoconf`: five letters at least (as Slurm's, so `top` stays
+    // `topology`): the topology configuration the controller read.
+    let lower = entity.to_ascii_lowercase();
+    if lower.len() >= 5 && "topoconf".starts_with(&lower) {
+        return match ctl.call(RequestBody::GetTopoConfig) {
+            Ok(Response::TopoConfig(text)) => {
+                out.stdout.push_str(&text);
+                0
+            }
+            Ok(Response::Error(e)) => {
+                out.err(format!(
+                    "slurm_load_topo_config error: {}",
+                    e.error.message()
+                ));
+                1
+            }
+            Ok(_) => {
+                out.err("slurm_load_topo_config error: Unexpected message received");
+                1
+            }
+            Err(f) => {
+                out.err(format!("slurm_load_topo_config error: {}", f.message));
+                1
+            }
+        };
+    }
     match pick(entity, SHOW_ENTITIES, 1) {
         Some("jobs") => {
             let wanted = match id {
@@ -3449,6 +3475,7 @@ pub(crate) fn compat_words() -> Vec<String> {
         w.push(format!("entity delete {e}"));
     }
     w.push("entity write batch_script".to_string());
+    w.push("entity show topoconf".to_string());
     // Interactive mode repeats the last command.
     w.push("cmd !!".to_string());
     w

@@ -396,6 +396,9 @@ pub async fn call_command(
             CommandCall::Reconfigure(m) => client.reconfigure(with_cred(m, cred, within)).await,
             CommandCall::GetToken(m) => client.get_token(with_cred(m, cred, within)).await,
             CommandCall::GetLicenses(m) => client.get_licenses(with_cred(m, cred, within)).await,
+            CommandCall::GetTopoConfig(m) => {
+                client.get_topo_config(with_cred(m, cred, within)).await
+            }
             CommandCall::GetJobScript(m) => client.get_job_script(with_cred(m, cred, within)).await,
             CommandCall::GetConfig(m) => client.get_config(with_cred(m, cred, within)).await,
             CommandCall::GetTopology(m) => client.get_topology(with_cred(m, cred, within)).await,

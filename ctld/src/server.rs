@@ -946,6 +946,21 @@ impl Server {
                 self.token(&req.cred, username, lifespan)
             }
             RequestBody::GetTopology => Response::Topology(self.snapshot().topology.to_vec()),
+            // As Slurm's: the file the topology was read from (beside
+            // slurm.conf; read when asked, as `show config` reads nothing).
+            RequestBody::GetTopoConfig => {
+                let s = self.snapshot();
+                let dir = s
+                    .conf
+                    .as_ref()
+                    .and_then(|c| c.path.parent().map(std::path::Path::to_path_buf))
+                    .unwrap_or_default();
+                let text = ["topology.yaml", "topology.conf"]
+                    .iter()
+                    .find_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+                    .unwrap_or_default();
+                Response::TopoConfig(text)
+            }
             RequestBody::GetLicenses => {
                 let s = self.snapshot();
                 Response::Licenses {
@@ -1691,6 +1706,14 @@ impl pb::controller_server::Controller for CtldService {
     async fn get_licenses(&self, r: tonic::Request<pb::Empty>) -> Commanded {
         self.command(r, command_method::GET_LICENSES, CommandCall::GetLicenses)
             .await
+    }
+    async fn get_topo_config(&self, r: tonic::Request<pb::Empty>) -> Commanded {
+        self.command(
+            r,
+            command_method::GET_TOPO_CONFIG,
+            CommandCall::GetTopoConfig,
+        )
+        .await
     }
     async fn get_job_script(&self, r: tonic::Request<pb::JobIdRequest>) -> Commanded {
         self.command(r, command_method::GET_JOB_SCRIPT, CommandCall::GetJobScript)

@@ -1920,6 +1920,9 @@ pub enum RequestBody {
     AcctChanged,
     /// `scontrol show licenses`, REST `licenses/`.
     GetLicenses,
+    /// `scontrol show topoconf`: the topology configuration the controller
+    /// read (topology.yaml, else topology.conf; empty when none).
+    GetTopoConfig,
     /// `scontrol write batch_script JOBID`: the job's script.
     GetJobScript {
         job_id: JobId,
@@ -2291,6 +2294,7 @@ impl RequestBody {
             RequestBody::SetFsDampeningFactor { .. } => ("REQUEST_SET_FS_DAMPENING_FACTOR", 1023),
             RequestBody::DaemonStatus => ("REQUEST_DAEMON_STATUS", 5024),
             RequestBody::GetLicenses => ("REQUEST_LICENSE_INFO", 1021),
+            RequestBody::GetTopoConfig => ("REQUEST_TOPO_CONFIG", 2011),
             RequestBody::GetJobScript { .. } => ("REQUEST_BATCH_SCRIPT", 2051),
             RequestBody::GetConfig => ("REQUEST_BUILD_INFO", 2001),
             RequestBody::GetJobs
@@ -2379,6 +2383,8 @@ pub enum Response {
     Token(String),
     /// A batch job's script (`GetJobScript`).
     JobScript(String),
+    /// The topology configuration's text (`GetTopoConfig`).
+    TopoConfig(String),
     /// The state is still at this version.
     JobsUnchanged {
         version: u64,

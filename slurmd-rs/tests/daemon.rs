@@ -184,6 +184,9 @@ impl pb::controller_server::Controller for FakeService {
     async fn get_licenses(&self, _: tonic::Request<pb::Empty>) -> Commanded {
         Err(not_for_nodes())
     }
+    async fn get_topo_config(&self, _: tonic::Request<pb::Empty>) -> Commanded {
+        Err(not_for_nodes())
+    }
     async fn get_job_script(&self, _: tonic::Request<pb::JobIdRequest>) -> Commanded {
         Err(not_for_nodes())
     }

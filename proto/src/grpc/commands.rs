@@ -1094,6 +1094,7 @@ pub enum CommandCall {
     Reconfigure(pb::Empty),
     GetToken(pb::TokenRequest),
     GetLicenses(pb::Empty),
+    GetTopoConfig(pb::Empty),
     GetJobScript(pb::JobIdRequest),
     GetConfig(pb::Empty),
     GetTopology(pb::Empty),
@@ -1145,6 +1146,7 @@ pub mod command_method {
     pub const RECONFIGURE: &str = "/slurm.v1.Controller/Reconfigure";
     pub const GET_TOKEN: &str = "/slurm.v1.Controller/GetToken";
     pub const GET_LICENSES: &str = "/slurm.v1.Controller/GetLicenses";
+    pub const GET_TOPO_CONFIG: &str = "/slurm.v1.Controller/GetTopoConfig";
     pub const GET_JOB_SCRIPT: &str = "/slurm.v1.Controller/GetJobScript";
     pub const GET_CONFIG: &str = "/slurm.v1.Controller/GetConfig";
     pub const GET_TOPOLOGY: &str = "/slurm.v1.Controller/GetTopology";
@@ -1269,6 +1271,7 @@ impl CommandCall {
                 CommandCall::GetToken(pb::TokenRequest { username, lifespan })
             }
             RequestBody::GetLicenses => CommandCall::GetLicenses(pb::Empty {}),
+            RequestBody::GetTopoConfig => CommandCall::GetTopoConfig(pb::Empty {}),
             RequestBody::GetJobScript { job_id } => {
                 CommandCall::GetJobScript(pb::JobIdRequest { job_id })
             }
@@ -1379,6 +1382,7 @@ impl CommandCall {
                 lifespan: t.lifespan,
             },
             CommandCall::GetLicenses(_) => RequestBody::GetLicenses,
+            CommandCall::GetTopoConfig(_) => RequestBody::GetTopoConfig,
             CommandCall::GetJobScript(m) => RequestBody::GetJobScript { job_id: m.job_id },
             CommandCall::GetConfig(_) => RequestBody::GetConfig,
             CommandCall::GetTopology(_) => RequestBody::GetTopology,
@@ -1446,6 +1450,7 @@ impl CommandCall {
             CommandCall::Reconfigure(_) => RECONFIGURE,
             CommandCall::GetToken(_) => GET_TOKEN,
             CommandCall::GetLicenses(_) => GET_LICENSES,
+            CommandCall::GetTopoConfig(_) => GET_TOPO_CONFIG,
             CommandCall::GetJobScript(_) => GET_JOB_SCRIPT,
             CommandCall::GetConfig(_) => GET_CONFIG,
             CommandCall::GetTopology(_) => GET_TOPOLOGY,
@@ -1483,6 +1488,7 @@ impl CommandCall {
             | CommandCall::GetPartitions(m)
             | CommandCall::Reconfigure(m)
             | CommandCall::GetLicenses(m)
+            | CommandCall::GetTopoConfig(m)
             | CommandCall::GetConfig(m)
             | CommandCall::GetTopology(m)
             | CommandCall::GetDiag(m)
@@ -1584,6 +1590,7 @@ pub fn command_reply(r: Response) -> pb::CommandReply {
         }),
         Response::Token(t) => R::Token(t),
         Response::JobScript(s) => R::JobScript(s),
+        Response::TopoConfig(s) => R::TopoConfig(s),
         Response::Licenses {
             licenses,
             last_update,
@@ -1881,6 +1888,7 @@ pub fn command_response(r: pb::CommandReply) -> Response {
         },
         Some(R::Token(t)) => Response::Token(t),
         Some(R::JobScript(s)) => Response::JobScript(s),
+        Some(R::TopoConfig(s)) => Response::TopoConfig(s),
         Some(R::Licenses(l)) => Response::Licenses {
             licenses: l
                 .licenses

@@ -26,6 +26,18 @@ fn segment_job_is_placed_inside_blocks() {
         String::from_utf8_lossy(&show.stdout),
         "BlockName=b2 BlockIndex=1 Nodes=n[4-6] BlockSize=3\n"
     );
+    // `show topoconf` (at least `topoc`): the file as the controller read
+    // it, to anyone; `show top` is still the topology.
+    let conf = t.run_as_user("scontrol", &["show", "topoc"]);
+    assert!(conf.status.success(), "{}", stderr(&conf));
+    assert!(
+        String::from_utf8_lossy(&conf.stdout)
+            .starts_with("- topology: nvl\n  cluster_default: true\n"),
+        "{}",
+        String::from_utf8_lossy(&conf.stdout)
+    );
+    let top = t.run("scontrol", &["show", "top"]);
+    assert!(String::from_utf8_lossy(&top.stdout).starts_with("BlockName=b1 "));
     // b1 keeps two nodes free, b2 three.
     let a = t.sbatch(&["-N1", "-w", "n1", "--exclusive", "--wrap", "sleep 300"]);
     t.wait_job(a, 30, "running", |j| j.state == JobState::Running);
