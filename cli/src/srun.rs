@@ -2129,6 +2129,7 @@ async fn send_signal(conf: &SlurmConf, l: &StepLayout, sig: i32) {
             step_id: l.step_id,
             signal: sig,
             cause: 0,
+            job_start: l.cred.job_start,
         });
         let Ok(ch) = grpc::kept(addr, node) else {
             continue;

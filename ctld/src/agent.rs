@@ -519,19 +519,28 @@ impl Agent {
                 step_id,
                 signal,
                 cause,
+                job_start,
             } => {
                 let body = RequestBody::SignalTasks {
                     job_id,
                     step_id,
                     signal,
                     cause,
+                    job_start,
                 };
                 let _on_its_way = InFlight::start(body.message_type(), &node, 1);
-                // Sent once: a signal names no run, so one tried again
-                // late could reach the job's next run (its steps are
-                // numbered from 0 again after a requeue), and two tried
-                // apart could arrive out of order (STOP after CONT).
-                if let Err(e) = self.send(&addr, &node, body, Duration::from_secs(10)).await {
+                // The controller ending a step (its time limit) tries again
+                // while the node cannot be reached: the message names the
+                // run, so a late one reaches no other run's step. Users'
+                // signals go once (two tried apart could arrive out of
+                // order: STOP after CONT).
+                if cause != slurm_proto::TermCause::None && job_start.is_some() {
+                    self.send_until_taken(&addr, &node, body, || {
+                        format!("signal {signal} to step {job_id}.{step_id}")
+                    })
+                    .await;
+                } else if let Err(e) = self.send(&addr, &node, body, Duration::from_secs(10)).await
+                {
                     tracing::warn!("signal {signal} to step {job_id}.{step_id} failed: {e}");
                 }
             }

@@ -471,11 +471,13 @@ impl NodeCall {
                 step_id,
                 signal,
                 cause,
+                job_start,
             } => NodeCall::SignalTasks(pb::SignalTasksRequest {
                 job_id,
                 step_id,
                 signal,
                 cause: cause.code(),
+                job_start,
             }),
             RequestBody::NodePing => NodeCall::Ping(pb::NodePing {}),
             RequestBody::ListPids { job_id, step_id } => {
@@ -520,6 +522,7 @@ impl NodeCall {
                 step_id: s.step_id,
                 signal: s.signal,
                 cause: crate::TermCause::from_code(s.cause),
+                job_start: s.job_start,
             },
             NodeCall::Ping(_) => RequestBody::NodePing,
             NodeCall::ListPids(l) => RequestBody::ListPids {
@@ -1223,6 +1226,7 @@ mod tests {
                 step_id: 0,
                 signal: 15,
                 cause: crate::TermCause::TimeLimit,
+                job_start: Some(7),
             },
             RequestBody::NodePing,
             RequestBody::ListPids {

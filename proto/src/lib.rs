@@ -2133,6 +2133,11 @@ pub enum RequestBody {
         step_id: u32,
         signal: i32,
         cause: TermCause,
+        /// The run the step belongs to (its job's start): a node running
+        /// another run's step of that number takes nothing (a signal tried
+        /// again late after a requeue).
+        #[serde(default)]
+        job_start: Option<i64>,
     },
     /// `scontrol update StepId=J[.S] TimeLimit=M`: the step's (without a
     /// step, every running step's) time limit in minutes.

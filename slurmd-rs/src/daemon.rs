@@ -1136,6 +1136,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             job_id,
             step_id,
             cause,
+            job_start,
             ..
         } if cause != slurm_proto::TermCause::None => {
             // Only the controller ends a step for a cause (with TLS, over
@@ -1145,6 +1146,27 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
                     SlurmError::AccessDenied,
                     "only the controller ends a step for a cause",
                 );
+            }
+            // A message that names its run (it may come late, tried again
+            // while this node could not be reached): only that run's step
+            // running here is ended, and nothing is remembered otherwise
+            // (the next run's step of the same number may still come).
+            if let Some(run) = job_start {
+                match crate::steps::running_run(job_id, step_id) {
+                    None => {
+                        return refuse(
+                            SlurmError::AlreadyDone,
+                            format!("step {job_id}.{step_id} is not running here"),
+                        )
+                    }
+                    Some(Some(here)) if here != run => {
+                        return refuse(
+                            SlurmError::AlreadyDone,
+                            format!("step {job_id}.{step_id} here is another run's"),
+                        )
+                    }
+                    Some(_) => {}
+                }
             }
             let kill_wait = ctx.conf().kill_wait;
             // As a cancel: a launch of it arriving late starts nothing.

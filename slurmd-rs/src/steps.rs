@@ -31,6 +31,8 @@ use tracing::{debug, warn};
 
 struct StepEntry {
     uid: u32,
+    /// The job's run this step belongs to (its start, from the credential).
+    job_start: Option<i64>,
     /// Process groups (= task pids) still alive.
     pgids: Vec<i32>,
     /// Each task started here: (pid, local id, global id).
@@ -654,6 +656,7 @@ pub async fn launch(
         key,
         StepEntry {
             uid,
+            job_start: run,
             pgids: Vec::new(),
             tasks: Vec::new(),
             notice_to: (idx == 0)
@@ -1060,6 +1063,12 @@ pub fn signal(
 /// srun, where its first node is here, is told why (`*** STEP 5.0 ON n1
 /// CANCELLED AT ... DUE TO TIME LIMIT ***`), its tasks get SIGCONT and
 /// SIGTERM, and SIGKILL once `kill_wait` seconds have passed.
+/// Whether step `job_id.step_id` runs here, and of which run: `None` when
+/// it does not; `Some(start)` (the run's start, when its credential said).
+pub fn running_run(job_id: JobId, step_id: u32) -> Option<Option<i64>> {
+    steps().get(&(job_id, step_id)).map(|e| e.job_start)
+}
+
 pub fn terminate_step(
     job_id: JobId,
     step_id: u32,

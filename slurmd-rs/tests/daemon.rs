@@ -881,10 +881,29 @@ async fn daemon_end_to_end() {
             step_id: 0,
             signal: libc::SIGTERM,
             cause: slurm_proto::TermCause::TimeLimit,
+            job_start: None,
         },
     )
     .await;
     assert!(is_err(&r, SlurmError::AccessDenied), "{r:?}");
+    // The controller's, naming a run, for a step not running here (one
+    // tried again late): taken for done, nothing ended.
+    let r = call(
+        &c,
+        0,
+        RequestBody::SignalTasks {
+            job_id: 43,
+            step_id: 0,
+            signal: libc::SIGTERM,
+            cause: slurm_proto::TermCause::TimeLimit,
+            job_start: Some(12345),
+        },
+    )
+    .await;
+    assert!(
+        is_err(&r, SlurmError::AlreadyDone) && format!("{r:?}").contains("not running here"),
+        "{r:?}"
+    );
     let r = call(
         &c,
         0,

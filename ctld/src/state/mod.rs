@@ -88,6 +88,8 @@ pub enum Effect {
         /// The controller ending the step (its time limit): the node tells
         /// its srun why and ends it with SIGTERM, then SIGKILL.
         cause: slurm_proto::TermCause,
+        /// The job's run the step belongs to.
+        job_start: Option<i64>,
     },
     /// Stop (`suspend`) or continue a job's processes on one node; `seq`
     /// orders such requests (later ones win).

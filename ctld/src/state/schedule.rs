@@ -670,6 +670,7 @@ impl Controller {
             let Some(j) = self.p.jobs.get(&id) else {
                 continue;
             };
+            let run = j.run();
             let mut targets: Vec<(String, Option<u32>)> = Vec::new();
             if w.batch_only {
                 if let Some(h) = j.batch_host.clone() {
@@ -707,6 +708,7 @@ impl Controller {
                         step_id,
                         signal: w.signal,
                         cause: slurm_proto::TermCause::None,
+                        job_start: run,
                     },
                 });
             }

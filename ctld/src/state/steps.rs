@@ -265,6 +265,7 @@ impl Controller {
         }
         let signal = signal.unwrap_or(libc::SIGKILL);
         let nodes = st.nodes.clone();
+        let run = j.run();
         for n in nodes {
             if let Some(addr) = self.node_addr(&n) {
                 self.effects.push(Effect::SignalStep {
@@ -274,6 +275,7 @@ impl Controller {
                     step_id,
                     signal,
                     cause: slurm_proto::TermCause::None,
+                    job_start: run,
                 });
             }
         }
@@ -385,7 +387,7 @@ impl Controller {
     /// (`*** STEP 5.0 ON n1 CANCELLED AT ... DUE TO TIME LIMIT ***`) and
     /// ends its tasks (SIGTERM, SIGKILL after KillWait). The job goes on.
     pub(super) fn end_timed_out_steps(&mut self, now: i64) {
-        let due: Vec<(JobId, u32, Vec<String>)> = self
+        let due: Vec<(JobId, u32, Vec<String>, Option<i64>)> = self
             .p
             .jobs
             .values()
@@ -407,10 +409,10 @@ impl Controller {
                         };
                         st.time_limit.is_some_and(|m| ran / 60 >= i64::from(m))
                     })
-                    .map(|st| (j.job_id, st.step_id, st.nodes.clone()))
+                    .map(|st| (j.job_id, st.step_id, st.nodes.clone(), j.run()))
             })
             .collect();
-        for (id, step_id, nodes) in due {
+        for (id, step_id, nodes, run) in due {
             tracing::info!(job = id, step = step_id, "step has timed out");
             if slurm_common::debugflags::on(slurm_common::debugflags::STEPS) {
                 tracing::info!("Steps: StepId={id}.{step_id} ended TIMEOUT (its own time limit)");
@@ -430,6 +432,7 @@ impl Controller {
                         step_id,
                         signal: libc::SIGTERM,
                         cause: slurm_proto::TermCause::TimeLimit,
+                        job_start: run,
                     });
                 }
             }
