@@ -22,17 +22,18 @@ const FACTORS: [(&str, char, char); 6] = [
     ("qos", 'Q', 'q'),
 ];
 
-/// sprio's default `-o` format: the job, its partition (and user with
-/// `-l`), priority, site, one column per factor with a weight (every
-/// factor with `-l`), then nice and TRES with `-l`. Normalized (`-n`):
-/// the lower-case letters.
+/// sprio's default `-o` format, as Slurm's: the job and its partition,
+/// then the priority, the site factor and one column per factor with a
+/// weight; normalized (`-n`): the lower-case letters, without the site
+/// factor. With `-l`, Slurm's fixed long layouts (user, account, every
+/// factor, QOS name, nice and TRES).
 pub fn sprio_default_format(weights: &[(String, u32)], long: bool, norm: bool) -> String {
     sprio_format_for(weights, long, norm, false, false)
 }
 
 /// [`sprio_default_format`] with, as Slurm's, the cluster's column after
 /// the partition for `--sibling` (without `--local`) and the user's for
-/// `-u` (without `-l`, which has it anyway).
+/// `-u` (the long layouts have the user anyway).
 pub fn sprio_format_for(
     weights: &[(String, u32)],
     long: bool,
@@ -40,32 +41,37 @@ pub fn sprio_format_for(
     cluster: bool,
     users: bool,
 ) -> String {
+    if long {
+        return if norm {
+            "%.15i %9r %.8u %.8o %10y %10a %10b %10f %10j %10p %10n %10q %20t"
+        } else {
+            "%.15i %9r %.8u %.8o %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10n %.10Q %.11N %.20T"
+        }
+        .to_string();
+    }
     let mut f = String::from("%.15i %9r");
-    if cluster && !long {
+    if cluster {
         f.push_str(" %.8c");
     }
-    if long || users {
+    if users {
         f.push_str(" %.8u");
     }
-    f.push_str(if norm { " %.10y" } else { " %.10Y" });
-    f.push_str(" %.10S");
+    f.push_str(if norm { " %10y" } else { " %.10Y %.10S" });
     for (name, weighted, normalized) in FACTORS {
-        if long || weight(weights, name) > 0 {
-            f.push_str(&format!(
-                " %.10{}",
-                if norm { normalized } else { weighted }
-            ));
+        if weight(weights, name) > 0 {
+            f.push_str(&if norm {
+                format!(" %10{normalized}")
+            } else {
+                format!(" %.10{weighted}")
+            });
         }
-    }
-    if long {
-        f.push_str(" %.6N %20T");
     }
     f
 }
 
 /// A `-o` letter sprio knows.
 fn sprio_letter(c: char) -> bool {
-    "aAbBcfFiIjJNpPqQrSTtuyY".contains(c)
+    "aAbBcfFiIjJnNopPqQrSTtuyY".contains(c)
 }
 
 fn sprio_header(key: &str) -> &'static str {
@@ -83,6 +89,8 @@ fn sprio_header(key: &str) -> &'static str {
         "p" | "P" => "PARTITION",
         "q" | "Q" => "QOS",
         "N" => "NICE",
+        "o" => "ACCOUNT",
+        "n" => "QOSNAME",
         _ => "TRES",
     }
 }
@@ -118,6 +126,8 @@ fn sprio_value(j: &JobPriority, weights: &[(String, u32)], cluster: &str, key: &
         'y' => format!("{:.7}", f64::from(j.priority) / f64::from(u32::MAX)),
         'S' => j.site.to_string(),
         'N' => j.nice.to_string(),
+        'o' => j.account.clone(),
+        'n' => j.qos_name.clone(),
         _ => j.tres.clone(),
     }
 }
@@ -1324,12 +1334,34 @@ mod tests {
         sort_sprio(&mut jobs, &w, "i").unwrap();
         assert_eq!(jobs.iter().map(|j| j.job_id).collect::<Vec<_>>(), [7, 8, 9]);
         assert!(sort_sprio(&mut jobs, &w, "Z").is_err());
-        // -n: the default layout with the normalized factors.
+        // -n: Slurm's layout of the normalized factors (no site column);
+        // -l: its long layouts, the account and QOS name among them.
         let a = args(&["-n"]).unwrap();
         assert!(a.norm);
         assert_eq!(
             sprio_default_format(&w, false, true),
-            "%.15i %9r %.10y %.10S %.10a %.10f"
+            "%.15i %9r %10y %10a %10f"
+        );
+        let long = sprio_default_format(&w, true, false);
+        assert!(
+            long.starts_with("%.15i %9r %.8u %.8o %.10Y %.10S"),
+            "{long}"
+        );
+        let mut named = jobs.clone();
+        for j in &mut named {
+            j.account = "phys".into();
+            j.qos_name = "normal".into();
+        }
+        let l = SprioLayout {
+            format: "%i|%o|%n",
+            noheader: false,
+            weights_only: false,
+            cluster: "c",
+        };
+        let out = render_sprio_as(&named[..1], &w, &l).unwrap();
+        assert_eq!(
+            out,
+            format!("JOBID|ACCOUNT|QOSNAME\n{}|phys|normal\n", named[0].job_id)
         );
         // -w: the weights under the same columns.
         let a = args(&["--weights"]).unwrap();

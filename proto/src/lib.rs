@@ -1785,6 +1785,11 @@ pub struct JobPriority {
     pub nice: i64,
     /// `cpu=1.2,mem=3.0`.
     pub tres: String,
+    /// The job's account and QOS (sprio's `%o`, `%n`).
+    #[serde(default)]
+    pub account: String,
+    #[serde(default)]
+    pub qos_name: String,
 }
 
 /// One association's fair share (`sshare`).

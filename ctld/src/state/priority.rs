@@ -172,6 +172,8 @@ impl Controller {
                 .map(|(k, v)| format!("{k}={v:.2}"))
                 .collect::<Vec<_>>()
                 .join(","),
+            account: j.account.clone(),
+            qos_name: j.qos.clone(),
         })
     }
 

@@ -841,6 +841,8 @@ impl From<JobPriority> for pb::JobPriority {
             qos: p.qos,
             nice: p.nice,
             tres: p.tres,
+            account: p.account,
+            qos_name: p.qos_name,
         }
     }
 }
@@ -861,6 +863,8 @@ impl From<pb::JobPriority> for JobPriority {
             qos: p.qos,
             nice: p.nice,
             tres: p.tres,
+            account: p.account,
+            qos_name: p.qos_name,
         }
     }
 }
