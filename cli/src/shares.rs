@@ -265,12 +265,20 @@ fn num(v: Option<f64>, width: usize, prec: usize) -> String {
 pub fn render_sshare(rows: &[ShareInfo], long: bool, noheader: bool) -> String {
     let mut out = String::new();
     if !noheader {
-        out.push_str("Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare ");
+        out.push_str("Account                    User  RawShares  NormShares    RawUsage ");
+        if long {
+            out.push_str("  NormUsage ");
+        }
+        out.push_str(" EffectvUsage  FairShare ");
         if long {
             out.push_str("   LevelFS ");
         }
         out.push('\n');
-        out.push_str("-------------------- ---------- ---------- ----------- ----------- ------------- ---------- ");
+        out.push_str("-------------------- ---------- ---------- ----------- ----------- ");
+        if long {
+            out.push_str("----------- ");
+        }
+        out.push_str("------------- ---------- ");
         if long {
             out.push_str("---------- ");
         }
@@ -279,12 +287,18 @@ pub fn render_sshare(rows: &[ShareInfo], long: bool, noheader: bool) -> String {
     for r in rows {
         let account = format!("{}{}", " ".repeat(r.depth as usize), r.account);
         out.push_str(&format!(
-            "{:<20} {:>10} {:>10} {} {:>11} {} {} ",
+            "{:<20} {:>10} {:>10} {} {:>11} ",
             account.chars().take(20).collect::<String>(),
             r.user.clone().unwrap_or_default(),
             r.raw_shares,
             num(Some(r.norm_shares), 11, 6),
             r.raw_usage.round() as i64,
+        ));
+        if long {
+            out.push_str(&format!("{} ", num(Some(r.norm_usage), 11, 6)));
+        }
+        out.push_str(&format!(
+            "{} {} ",
             num(Some(r.effective_usage), 13, 6),
             num(r.fairshare, 10, 6),
         ));
@@ -348,15 +362,11 @@ pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
         ""
     };
     let mut out = String::new();
-    let mut head = vec![
-        "Account",
-        "User",
-        "RawShares",
-        "NormShares",
-        "RawUsage",
-        "EffectvUsage",
-        "FairShare",
-    ];
+    let mut head = vec!["Account", "User", "RawShares", "NormShares", "RawUsage"];
+    if a.long {
+        head.push("NormUsage");
+    }
+    head.extend(["EffectvUsage", "FairShare"]);
     if a.long {
         head.push("LevelFS");
     }
@@ -373,9 +383,11 @@ pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
             r.raw_shares.clone(),
             num(Some(r.norm_shares)),
             (r.raw_usage.round() as i64).to_string(),
-            num(Some(r.effective_usage)),
-            num(r.fairshare),
         ];
+        if a.long {
+            cols.push(num(Some(r.norm_usage)));
+        }
+        cols.extend([num(Some(r.effective_usage)), num(r.fairshare)]);
         if a.long {
             cols.push(num(r.level_fs));
         }
@@ -387,13 +399,14 @@ pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
 }
 
 /// sshare's `-o` fields: name, default width.
-const SSHARE_FIELDS: [(&str, usize); 10] = [
+const SSHARE_FIELDS: [(&str, usize); 11] = [
     ("Account", 20),
     ("User", 10),
     ("Partition", 10),
     ("RawShares", 10),
     ("NormShares", 11),
     ("RawUsage", 11),
+    ("NormUsage", 11),
     ("EffectvUsage", 13),
     ("FairShare", 10),
     ("LevelFS", 10),
@@ -454,6 +467,7 @@ fn sshare_value(r: &ShareInfo, field: &str, cluster: &str) -> String {
         "RawShares" => r.raw_shares.clone(),
         "NormShares" => num(Some(r.norm_shares)),
         "RawUsage" => (r.raw_usage.round() as i64).to_string(),
+        "NormUsage" => num(Some(r.norm_usage)),
         "EffectvUsage" => num(Some(r.effective_usage)),
         "FairShare" => num(r.fairshare),
         "LevelFS" => num(r.level_fs),
@@ -707,6 +721,9 @@ pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
     // `-m` without `-o`: the usual columns with Partition after User.
     if a.partition && a.format.is_none() {
         let mut spec = String::from("Account,User,Partition,RawShares,NormShares,RawUsage,");
+        if a.long {
+            spec.push_str("NormUsage,");
+        }
         spec.push_str("EffectvUsage,FairShare");
         if a.long {
             spec.push_str(",LevelFS");
@@ -1163,13 +1180,14 @@ mod tests {
         assert_eq!(
             sshare_help_format(),
             format!(
-                "{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17}\n",
+                "{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17} {:<17}\n",
                 "Account",
                 "Cluster",
                 "EffectvUsage",
                 "FairShare",
                 "LevelFS",
                 "NormShares",
+                "NormUsage",
                 "Partition",
                 "RawShares",
                 "RawUsage",
@@ -1258,6 +1276,7 @@ mod tests {
             fairshare: user.map(|_| 0.75),
             level_fs: None,
             partition: None,
+            norm_usage: 0.124,
         };
         let rows = vec![
             row("root", None, 0),
@@ -1462,6 +1481,7 @@ mod tests {
                 level_fs: None,
                 user: None,
                 partition: None,
+                norm_usage: 1.0,
             },
             ShareInfo {
                 account: "default".into(),
@@ -1474,6 +1494,7 @@ mod tests {
                 fairshare: Some(1.0),
                 level_fs: Some(1.0),
                 partition: Some("gpu".into()),
+                norm_usage: 1.0,
             },
         ];
         let out = render_sshare(&rows, false, false);
@@ -1527,6 +1548,10 @@ mod tests {
             "an account row has an empty Partition"
         );
         let ml = sshare_args(&["-l".to_string(), "--part".to_string()]).unwrap();
-        assert_eq!(ml.format.as_ref().unwrap().len(), 9, "-l adds LevelFS");
+        assert_eq!(
+            ml.format.as_ref().unwrap().len(),
+            10,
+            "-l adds NormUsage and LevelFS"
+        );
     }
 }

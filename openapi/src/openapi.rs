@@ -996,6 +996,7 @@ pub fn shares_info(
             "shares_normalized": f64num(Some(s.norm_shares)),
             "shares": match raw { Some(r) => num(r), None => unset() },
             "effective_usage": f64num(Some(s.effective_usage)),
+            "usage_normalized": f64num(Some(s.norm_usage)),
             "usage": s.raw_usage.max(0.0).round() as i64,
             "fairshare": {"factor": f64num(s.fairshare), "level": f64num(s.level_fs)},
             "type": [if s.user.is_some() { "USER" } else { "ASSOCIATION" }],

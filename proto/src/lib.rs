@@ -1809,6 +1809,9 @@ pub struct ShareInfo {
     /// A user's association's partition (`sshare -m`), when it has one.
     #[serde(default)]
     pub partition: Option<String>,
+    /// Its raw usage over the whole tree's (`NormUsage`).
+    #[serde(default)]
+    pub norm_usage: f64,
 }
 
 /// Scheduler and controller counters, as `sdiag` prints them.

@@ -18,6 +18,7 @@ impl Controller {
                 raw_shares: r.raw_shares.to_string(),
                 norm_shares: r.norm_shares,
                 raw_usage: r.raw_usage,
+                norm_usage: r.norm_usage,
                 effective_usage: r.effective_usage,
                 fairshare: r.fairshare,
                 level_fs: r.level_fs.map(|v| if v.is_finite() { v } else { f64::MAX }),

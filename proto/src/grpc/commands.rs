@@ -882,6 +882,7 @@ impl From<ShareInfo> for pb::ShareInfo {
             fairshare: s.fairshare,
             level_fs: s.level_fs,
             partition: s.partition,
+            norm_usage: s.norm_usage,
         }
     }
 }
@@ -899,6 +900,7 @@ impl From<pb::ShareInfo> for ShareInfo {
             fairshare: s.fairshare,
             level_fs: s.level_fs,
             partition: s.partition,
+            norm_usage: s.norm_usage,
         }
     }
 }
