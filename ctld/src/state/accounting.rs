@@ -335,22 +335,21 @@ impl Controller {
         now: i64,
     ) {
         use slurm_proto::acct::{AcctRecord, AcctResv};
-        let rec = resv_record;
         let mut out = Vec::new();
         match (old, new) {
             (None, Some(n)) => {
                 n.record_start = None;
-                out.push(rec(n, n.start_time, n.end_time));
+                out.push(resv_record(n, n.start_time, n.end_time));
             }
             (Some(o), None) => {
                 let start = o.record_start.unwrap_or(o.start_time);
                 out.push(if o.start_time > now {
                     AcctResv {
                         removed: true,
-                        ..rec(o, start, o.end_time)
+                        ..resv_record(o, start, o.end_time)
                     }
                 } else {
-                    rec(o, start, o.end_time.min(now))
+                    resv_record(o, start, o.end_time.min(now))
                 });
             }
             (Some(o), Some(n)) => {
@@ -368,12 +367,12 @@ impl Controller {
                     n.record_start = if begun { o.record_start } else { None };
                     out.push(AcctResv {
                         prev_start: Some(start),
-                        ..rec(n, n.record_start.unwrap_or(n.start_time), n.end_time)
+                        ..resv_record(n, n.record_start.unwrap_or(n.start_time), n.end_time)
                     });
                 } else {
-                    out.push(rec(o, start, now));
+                    out.push(resv_record(o, start, now));
                     n.record_start = Some(now);
-                    out.push(rec(n, now, n.end_time));
+                    out.push(resv_record(n, now, n.end_time));
                 }
             }
             (None, None) => {}
