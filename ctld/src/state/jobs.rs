@@ -899,6 +899,9 @@ impl Controller {
             self.node_cleaned(id, node, None);
         }
         self.save_job(id);
+        // Its nodes now show it completing (a held job may leave the queue
+        // empty, and a pass with nothing to offer refreshes nothing).
+        self.refresh_jobs();
     }
 }
 

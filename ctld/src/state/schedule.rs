@@ -262,9 +262,11 @@ impl Controller {
             self.save_job(id);
         }
         if queue.is_empty() {
-            // A pass that found nothing to offer is a pass all the same.
+            // A pass that found nothing to offer is a pass all the same;
+            // what it ended or resumed shows on the nodes.
             self.stats.sched_cycles += 1;
             self.stats.last_queue = 0;
+            self.refresh_jobs();
             return false;
         }
         let queue_len = queue.len() as u64;

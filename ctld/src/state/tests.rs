@@ -760,6 +760,39 @@ fn a_node_that_falls_silent_requeues_its_job() {
 }
 
 #[test]
+fn a_job_held_after_its_prolog_failed_shows_completing_on_its_node_until_cleaned() {
+    let mut s = sim("");
+    let id = s.submit(|_| {});
+    let node = s.job(id).alloc.nodes[0].clone();
+    s.ok(
+        ROOT,
+        RequestBody::PrologFailed {
+            job_id: id,
+            node: node.clone(),
+        },
+    );
+    let j = s.job(id);
+    assert_eq!((j.state, j.held.is_some(), j.completing), (JobState::Pending, true, true));
+    // The queue is empty (its only job held): the node still shows the
+    // job's cleanup, as a full refresh would.
+    let shown = |s: &Sim| {
+        let n = s.ctl.nodes.iter().find(|n| n.name == node).expect("node");
+        (n.flags.completing, n.alloc_cpus > 0, n.flags.drain)
+    };
+    assert_eq!(shown(&s), (true, true, true));
+    s.ok(
+        ROOT,
+        RequestBody::JobCleaned {
+            job_id: id,
+            node: node.clone(),
+            job_start: None,
+        },
+    );
+    assert_eq!(shown(&s), (false, false, true));
+    s.check_replay();
+}
+
+#[test]
 fn array_tasks_run_within_their_throttle() {
     let mut s = sim("");
     let id = s.submit(|d| d.array = Some("0-3%2".into()));
