@@ -646,15 +646,16 @@ fn num(prog: &str, opt: &str, v: &str) -> Result<u32, String> {
 /// Options given together on the command line that Slurm refuses there
 /// (from the environment, the command line's wins): `--tres-per-task`
 /// with the option its entry stands for or with `--ntasks-per-gpu`, and
-/// CPUs per task with `--cpus-per-gpu`. `Ok(true)` when the command line
-/// gives CPUs per task (then the environment's may disagree).
-pub fn cli_tres_conflict(prog: &str, cli: &[String]) -> Result<bool, String> {
+/// CPUs per task with `--cpus-per-gpu`. Else what the command line gives
+/// per task (then the environment's may disagree).
+pub fn cli_tres_conflict(prog: &str, cli: &[String]) -> Result<CliPerTask, String> {
     let split = split_command(cli);
     // A command line getopt refuses is reported by `parse`.
     let Ok(parsed) = getopt(prog, &cli[..split], &table(prog)) else {
-        return Ok(false);
+        return Ok(CliPerTask::default());
     };
     let (mut cpus, mut gpus, mut per_gpu, mut tres) = (false, false, false, None);
+    let mut tres_given = false;
     let mut tasks_per_gpu = false;
     for p in parsed {
         if let Parsed::Opt(name, val) = p {
@@ -663,7 +664,10 @@ pub fn cli_tres_conflict(prog: &str, cli: &[String]) -> Result<bool, String> {
                 "gpus-per-task" => gpus = true,
                 "cpus-per-gpu" => per_gpu = true,
                 "ntasks-per-gpu" => tasks_per_gpu = true,
-                "tres-per-task" => tres = val.and_then(|v| slurm_common::tres::parse(&v).ok()),
+                "tres-per-task" => {
+                    tres_given = true;
+                    tres = val.and_then(|v| slurm_common::tres::parse(&v).ok());
+                }
                 _ => {}
             }
         }
@@ -694,7 +698,19 @@ pub fn cli_tres_conflict(prog: &str, cli: &[String]) -> Result<bool, String> {
             slurm_common::tres::CPUS_PER_GPU_EXCLUSIVE
         ));
     }
-    Ok(cpus || tres_cpus)
+    Ok(CliPerTask {
+        cpus: cpus || tres_cpus,
+        tres: tres_given,
+    })
+}
+
+/// What a command line gives per task ([`cli_tres_conflict`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CliPerTask {
+    /// CPUs per task (`-c`, or a `--tres-per-task` with `cpu`).
+    pub cpus: bool,
+    /// A `--tres-per-task`: it replaces the environment's whole.
+    pub tres: bool,
 }
 
 /// `SLURM_CPUS_PER_TASK` and `SLURM_TRES_PER_TASK` (srun's input
@@ -2389,15 +2405,23 @@ pub fn env_options(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
 pub fn srun_main() -> i32 {
     let codes = common::ExitCodes::from_env("srun", &|k| std::env::var(k).ok());
     let cli: Vec<String> = std::env::args().skip(1).collect();
-    // (CPUs per task on the command line: the environment's do not count.)
-    if let Err(e) = cli_tres_conflict("srun", &cli).and_then(|cli_cpus| match cli_cpus {
-        true => Ok(()),
-        false => env_tres_conflict(&|k| std::env::var(k).ok()),
-    }) {
-        eprintln!("{e}");
-        return codes.error;
-    }
+    // (CPUs or TRES per task on the command line: the environment's pair
+    // does not count; its TRES string is replaced, not read.)
+    let given =
+        match cli_tres_conflict("srun", &cli).and_then(|given| match given.cpus || given.tres {
+            true => Ok(given),
+            false => env_tres_conflict(&|k| std::env::var(k).ok()).map(|()| given),
+        }) {
+            Ok(given) => given,
+            Err(e) => {
+                eprintln!("{e}");
+                return codes.error;
+            }
+        };
     let mut args = env_options(&|k| std::env::var(k).ok());
+    if given.tres {
+        args.retain(|w| !w.starts_with("--tres-per-task="));
+    }
     args.extend(cli);
     let o = match parse("srun", &args) {
         Ok(o) => o,
@@ -2737,10 +2761,24 @@ pub fn step_vars(
     inherited: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(String, String)> {
     let mut env = job_facts(j);
-    // What the step asked per task, not the job (as Slurm's since 23.11).
-    env.retain(|(k, _)| k != "SLURM_TRES_PER_TASK");
-    let cpus = o.cpus_per_task.filter(|_| o.cpus_per_gpu.is_none());
-    if let Some(t) = slurm_common::tres::format(cpus, o.gpus_per_task.as_deref()) {
+    // What the step asked per task, not the job (as Slurm's since 23.11):
+    // CPUs only when asked (by -c, --tres-per-task or the job's copies it
+    // read), never its layout's; the TRES string it read with each
+    // sibling option's entry changed in place, or put first.
+    env.retain(|(k, _)| k != "SLURM_TRES_PER_TASK" && k != "SLURM_CPUS_PER_TASK");
+    let cpus = o
+        .cpus_per_task
+        .filter(|_| o.cpus_per_gpu.is_none())
+        .map(|c| c.to_string());
+    if let Some(c) = &cpus {
+        env.push(("SLURM_CPUS_PER_TASK".into(), c.clone()));
+    }
+    let mut tres = o.tres_per_task.clone();
+    if let Some(g) = o.gpus_per_task.as_deref().filter(|g| !g.is_empty()) {
+        let (key, n) = slurm_common::tres::gpu_entry(g);
+        tres = slurm_common::tres::update(tres.as_deref(), &key, Some(&n));
+    }
+    if let Some(t) = slurm_common::tres::update(tres.as_deref(), "cpu", cpus.as_deref()) {
         env.push(("SLURM_TRES_PER_TASK".into(), t));
     }
     let unset = |k: &str| inherited(k).is_none_or(|v| v.is_empty());
@@ -3296,11 +3334,21 @@ mod tests {
         // The command's own arguments are not srun's.
         assert_eq!(
             cli_tres_conflict("srun", &a(&["-c2", "prog", "--tres-per-task=cpu=2"])),
-            Ok(true)
+            Ok(CliPerTask {
+                cpus: true,
+                tres: false
+            })
         );
         assert_eq!(
             cli_tres_conflict("srun", &a(&["--gpus-per-task=1", "prog"])),
-            Ok(false)
+            Ok(CliPerTask::default())
+        );
+        assert_eq!(
+            cli_tres_conflict("srun", &a(&["--tres-per-task=gres/gpu=1", "prog"])),
+            Ok(CliPerTask {
+                cpus: false,
+                tres: true
+            })
         );
         assert_eq!(
             cli_tres_conflict("srun", &a(&["--tres-per-task=cpu=2", "--ntasks-per-gpu=1", "prog"]))
@@ -3583,5 +3631,44 @@ mod tests {
         assert!(!v
             .iter()
             .any(|(k, _)| k.starts_with("SLURM_SUBMIT_") || k == "SLURM_OVERCOMMIT"));
+    }
+
+    #[test]
+    fn a_steps_cpus_and_tres_per_task_are_what_it_asked() {
+        // In a `-c 4` job.
+        let mut j = JobRecord::default();
+        std::sync::Arc::make_mut(&mut j.desc).cpus_per_task = Some(4);
+        let none = |_: &str| None;
+        let vars = |o: &AllocOpts| {
+            let v = step_vars(&j, o, &none);
+            let get = |k: &str| v.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone());
+            (get("SLURM_CPUS_PER_TASK"), get("SLURM_TRES_PER_TASK"))
+        };
+        // Asking nothing (nor reading the job's copies): neither.
+        assert_eq!(vars(&AllocOpts::default()), (None, None));
+        let o = AllocOpts {
+            cpus_per_task: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(vars(&o), (Some("1".into()), Some("cpu=1".into())));
+        // The job's copies read, a GPU per task added: first, as Slurm's.
+        let o = AllocOpts {
+            cpus_per_task: Some(4),
+            tres_per_task: Some("cpu=4".into()),
+            gpus_per_task: Some("1".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            vars(&o),
+            (Some("4".into()), Some("gres/gpu=1,cpu=4".into()))
+        );
+        // CPUs per GPU: no CPUs per task, the cpu entry gone.
+        let o = AllocOpts {
+            cpus_per_gpu: Some(2),
+            tres_per_task: Some("cpu=4,gres/gpu=1".into()),
+            gpus_per_task: Some("1".into()),
+            ..Default::default()
+        };
+        assert_eq!(vars(&o), (None, Some("gres/gpu=1".into())));
     }
 }

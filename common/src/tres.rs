@@ -164,6 +164,60 @@ pub fn format(cpus: Option<u32>, gpus: Option<&str>) -> Option<String> {
     slurm_proto::jobenv::tres_per_task(cpus, gpus)
 }
 
+/// An entry's resource (`cpu`, `gres/gpu:a100`) and count, `gres:`
+/// written `gres/` (as Slurm's commands read it).
+fn entry(e: &str) -> (String, &str) {
+    let (name, n) = match e.split_once('=') {
+        Some(p) => p,
+        None => e.rsplit_once(':').unwrap_or((e, "")),
+    };
+    let name = match name.strip_prefix("gres:") {
+        Some(rest) => format!("gres/{rest}"),
+        None => name.to_string(),
+    };
+    (name, n)
+}
+
+/// A step's `SLURM_TRES_PER_TASK` when a sibling option (`-c`,
+/// `--gpus-per-task`) gave entry `key` the count `n`, as Slurm's srun
+/// makes it: the entry's count changed where it stands (written as it was
+/// when the same), else the entry put first; `None` removes it. GPU keys
+/// match any GPU entry (`gres/gpu` or `gres/gpu:kind`).
+pub fn update(tres: Option<&str>, key: &str, n: Option<&str>) -> Option<String> {
+    let same =
+        |name: &str| name == key || (key.starts_with("gres/gpu") && name.starts_with("gres/gpu"));
+    let mut entries: Vec<String> = tres
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(String::from)
+        .collect();
+    match (entries.iter().position(|e| same(&entry(e).0)), n) {
+        (Some(i), None) => {
+            entries.remove(i);
+        }
+        (Some(i), Some(n)) => {
+            let (name, old) = entry(&entries[i]);
+            if name != key || count(old) != count(n) {
+                entries[i] = format!("{key}={n}");
+            }
+        }
+        (None, Some(n)) => entries.insert(0, format!("{key}={n}")),
+        (None, None) => {}
+    }
+    (!entries.is_empty()).then(|| entries.join(","))
+}
+
+/// The `SLURM_TRES_PER_TASK` entry of `--gpus-per-task`'s value (`N` or
+/// `kind:N`): its key and count.
+pub fn gpu_entry(gpus: &str) -> (String, String) {
+    match gpus.rsplit_once(':') {
+        Some((kind, n)) => (format!("gres/gpu:{kind}"), n.to_string()),
+        None => ("gres/gpu".to_string(), gpus.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +311,36 @@ mod tests {
         assert_eq!(format(None, None), None);
         let back = parse(&format(Some(3), Some("v100:1")).unwrap()).unwrap();
         assert_eq!(back, t(Some(3), Some("v100:1")));
+    }
+
+    #[test]
+    fn a_sibling_option_updates_its_entry_in_place_or_first() {
+        // Slurm's order: an entry new to the string goes first.
+        assert_eq!(
+            update(Some("cpu=2"), "gres/gpu", Some("1")).as_deref(),
+            Some("gres/gpu=1,cpu=2")
+        );
+        assert_eq!(
+            update(Some("cpu=2"), "cpu", Some("1")).as_deref(),
+            Some("cpu=1")
+        );
+        // The same count keeps how it was written.
+        assert_eq!(
+            update(Some("cpu:2"), "cpu", Some("2")).as_deref(),
+            Some("cpu:2")
+        );
+        assert_eq!(
+            update(Some("gres:gpu=1,cpu=2"), "gres/gpu:a100", Some("2")).as_deref(),
+            Some("gres/gpu:a100=2,cpu=2")
+        );
+        assert_eq!(update(Some("cpu=2"), "cpu", None), None);
+        assert_eq!(
+            update(Some("gres/gpu=1,cpu=2"), "cpu", None).as_deref(),
+            Some("gres/gpu=1")
+        );
+        assert_eq!(update(None, "cpu", Some("4")).as_deref(), Some("cpu=4"));
+        assert_eq!(update(None, "cpu", None), None);
+        assert_eq!(gpu_entry("a100:2"), ("gres/gpu:a100".into(), "2".into()));
+        assert_eq!(gpu_entry("1"), ("gres/gpu".into(), "1".into()));
     }
 }

@@ -84,6 +84,31 @@ pub fn job_env(j: &JobRecord) -> Vec<String> {
     env
 }
 
+/// A batch script's environment: the one submitted, less the copies of
+/// [`JOB_ENV_VARS`] inherited from a job it was submitted in, plus
+/// [`job_env`]. As Slurm's node daemon, an inherited `SLURM_CPUS_PER_TASK`
+/// is not dropped but set to this job's CPUs per task (1 when it asked
+/// none), so a script reading it sees its own job's. (Slurm also leaves an
+/// inherited `SLURM_TRES_PER_TASK` in a job that asked none, where a plain
+/// `srun` then dies on the two disagreeing; it is dropped here.)
+pub fn batch_environment(submitted: &[String], j: &JobRecord) -> Vec<String> {
+    let name = |kv: &String| kv.split_once('=').map(|(k, _)| k.to_string());
+    let had_cpus = submitted
+        .iter()
+        .any(|kv| name(kv).as_deref() == Some("SLURM_CPUS_PER_TASK"));
+    let mut env: Vec<String> = submitted
+        .iter()
+        .filter(|kv| !name(kv).is_some_and(|k| JOB_ENV_VARS.contains(&k.as_str())))
+        .cloned()
+        .collect();
+    let ours = job_env(j);
+    if had_cpus && !ours.iter().any(|kv| kv.starts_with("SLURM_CPUS_PER_TASK=")) {
+        env.push("SLURM_CPUS_PER_TASK=1".to_string());
+    }
+    env.extend(ours);
+    env
+}
+
 /// Slurm's `SLURM_TRES_PER_TASK` (and `scontrol show job`'s `TresPerTask=`)
 /// for CPUs and GPUs asked for each task (`--cpus-per-task`,
 /// `--gpus-per-task` as `N` or `type:N`, or `--tres-per-task`): CPUs

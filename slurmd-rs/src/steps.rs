@@ -320,9 +320,7 @@ pub fn task_env(
         "SLURM_CPUS_ON_NODE",
         l.job_cpus.get(idx).copied().unwrap_or(1).to_string(),
     );
-    // Always, as Slurm's: a copy inherited from an outer job or step must
-    // not stand for this step's.
-    set("SLURM_CPUS_PER_TASK", l.cpus_per_task.max(1).to_string());
+    // (SLURM_CPUS_PER_TASK is srun's: what the step asked, not its layout.)
     set("SLURM_DISTRIBUTION", "block".to_string());
     set("SLURM_GTIDS", here.join(","));
     set("SLURM_JOBID", l.job_id.to_string());

@@ -97,6 +97,46 @@ mod tests {
     }
 
     #[test]
+    fn a_nested_jobs_script_sees_its_own_cpus_per_task() {
+        // Submitted from inside a `-c 4` job: the outer job's copies.
+        let submitted: Vec<String> = [
+            "PATH=/bin",
+            "SLURM_CPUS_PER_TASK=4",
+            "SLURM_TRES_PER_TASK=cpu=4",
+            "SLURM_ARRAY_TASK_ID=3",
+        ]
+        .map(String::from)
+        .to_vec();
+        let of = |env: &[String], k: &str| -> Vec<String> {
+            env.iter()
+                .filter_map(|kv| kv.strip_prefix(&format!("{k}=")).map(String::from))
+                .collect()
+        };
+        // Asking none: 1 (as Slurm's), and no stale TRES nor array place.
+        let mut j = JobRecord::default();
+        let env = slurm_proto::jobenv::batch_environment(&submitted, &j);
+        assert_eq!(of(&env, "SLURM_CPUS_PER_TASK"), ["1"]);
+        assert!(of(&env, "SLURM_TRES_PER_TASK").is_empty());
+        assert!(of(&env, "SLURM_ARRAY_TASK_ID").is_empty());
+        assert_eq!(of(&env, "PATH"), ["/bin"]);
+        // Asking 2: its own, once.
+        Arc::make_mut(&mut j.desc).cpus_per_task = Some(2);
+        let env = slurm_proto::jobenv::batch_environment(&submitted, &j);
+        assert_eq!(of(&env, "SLURM_CPUS_PER_TASK"), ["2"]);
+        assert_eq!(of(&env, "SLURM_TRES_PER_TASK"), ["cpu=2"]);
+        // Derived from --cpus-per-gpu: not asked per task, so 1.
+        Arc::make_mut(&mut j.desc).cpus_per_gpu = Some(2);
+        let env = slurm_proto::jobenv::batch_environment(&submitted, &j);
+        assert_eq!(of(&env, "SLURM_CPUS_PER_TASK"), ["1"]);
+        // Submitted outside any job: none set for a job asking none.
+        let env = slurm_proto::jobenv::batch_environment(
+            &["PATH=/bin".to_string()],
+            &JobRecord::default(),
+        );
+        assert!(of(&env, "SLURM_CPUS_PER_TASK").is_empty());
+    }
+
+    #[test]
     fn array_patterns_leave_other_sequences_alone() {
         let a = ArrayInfo {
             job_id: 12,

@@ -506,14 +506,8 @@ impl Controller {
                 job_secs_at_start: None,
             });
         }
-        let mut environment = payload.environment.clone();
+        let environment = slurm_proto::jobenv::batch_environment(&payload.environment, j);
         let (mut std_out, mut std_err) = (j.desc.std_out.clone(), j.desc.std_err.clone());
-        // Copies inherited from a job the submission was made in go first.
-        environment.retain(|kv| {
-            !kv.split_once('=')
-                .is_some_and(|(k, _)| JOB_ENV_VARS.contains(&k))
-        });
-        environment.extend(job_env(j));
         if let Some(a) = &j.array {
             // Default output names an array task by %A_%a, as Slurm does.
             let out = std_out.take().unwrap_or_else(|| "slurm-%A_%a.out".into());

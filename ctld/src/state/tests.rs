@@ -772,7 +772,10 @@ fn a_job_held_after_its_prolog_failed_shows_completing_on_its_node_until_cleaned
         },
     );
     let j = s.job(id);
-    assert_eq!((j.state, j.held.is_some(), j.completing), (JobState::Pending, true, true));
+    assert_eq!(
+        (j.state, j.held.is_some(), j.completing),
+        (JobState::Pending, true, true)
+    );
     // The queue is empty (its only job held): the node still shows the
     // job's cleanup, as a full refresh would.
     let shown = |s: &Sim| {

@@ -1494,7 +1494,9 @@ fn a_jobs_cpus_per_task_reach_its_steps_through_tres_per_task() {
         stdout(&show)
     );
     // Submitted from inside a job of 4 CPUs per task, a job that asks for
-    // none is not given the outer job's: nor are its steps.
+    // none is told its own (1, as Slurm's), and so are its steps; the
+    // outer job's TRES string is not passed on (Slurm's is, and its plain
+    // srun then dies on the two disagreeing).
     let out = t
         .cmd("sbatch")
         .args([
@@ -1513,7 +1515,7 @@ fn a_jobs_cpus_per_task_reach_its_steps_through_tres_per_task() {
     t.wait_done(inner, 60);
     assert_eq!(
         std::fs::read_to_string(t.work.join("inner.out")).unwrap(),
-        "job=\nstep=1\n"
+        "job=1\nstep=1\n"
     );
 }
 

@@ -102,7 +102,8 @@ fn gpu_jobs_get_their_own_device_indices() {
         String::from_utf8_lossy(&out.stderr)
     );
     // srun --cpus-per-gpu/--mem-per-gpu: the allocation and its task get
-    // the CPUs and memory of their GPUs.
+    // the CPUs and memory of their GPUs (its task is not told
+    // SLURM_CPUS_PER_TASK: it asked none per task, as Slurm's).
     let out = t.run(
         "srun",
         &[
@@ -113,14 +114,14 @@ fn gpu_jobs_get_their_own_device_indices() {
             "--mem-per-gpu=64",
             "sh",
             "-c",
-            "echo $SLURM_CPUS_PER_TASK $SLURM_JOB_ID",
+            "echo ${SLURM_CPUS_PER_TASK-unset} $SLURM_JOB_ID",
         ],
     );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut w = text.split_whitespace();
     assert_eq!(
         w.next(),
-        Some("4"),
+        Some("unset"),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -94,9 +94,10 @@ fn jobs_get_whole_cores() {
 }
 
 /// `--ntasks-per-core=1` on two threads a core: each task a whole core,
-/// in the job (both cores for two tasks) and in its steps (two CPUs a
-/// task); more tasks than cores is refused; the job is told
-/// (`SLURM_NTASKS_PER_CORE`) and `scontrol show job` shows it.
+/// in the job (both cores for two tasks) and in its steps; more tasks than
+/// cores is refused; the job is told (`SLURM_NTASKS_PER_CORE`) and
+/// `scontrol show job` shows it. A step's `SLURM_CPUS_PER_TASK` is what it
+/// asked (none: unset), not the whole core its layout gives each task.
 #[test]
 fn ntasks_per_core_gives_each_task_a_core() {
     let t = TestCluster::start(1, |s| {
@@ -109,7 +110,8 @@ fn ntasks_per_core_gives_each_task_a_core() {
         "-o",
         "npc.out",
         "--wrap",
-        "echo job $SLURM_NTASKS_PER_CORE; srun sh -c 'echo step $SLURM_CPUS_PER_TASK'",
+        "echo job $SLURM_NTASKS_PER_CORE; srun sh -c 'echo step ${SLURM_CPUS_PER_TASK-unset}'; \
+         srun -c1 sh -c 'echo one $SLURM_CPUS_PER_TASK'",
     ]);
     let j = t.wait_done(id, 30);
     assert_eq!(j.state, JobState::Completed, "{}", t.logs());
@@ -117,7 +119,11 @@ fn ntasks_per_core_gives_each_task_a_core() {
     let out = std::fs::read_to_string(t.work.join("npc.out")).unwrap();
     let mut lines: Vec<&str> = out.lines().collect();
     lines.sort_unstable();
-    assert_eq!(lines, ["job 1", "step 2", "step 2"], "{out}");
+    assert_eq!(
+        lines,
+        ["job 1", "one 1", "one 1", "step unset", "step unset"],
+        "{out}"
+    );
     let show = t.run("scontrol", &["show", "job", &id.to_string()]);
     let show = String::from_utf8_lossy(&show.stdout);
     assert!(show.contains("NtasksPerN:B:S:C=0:0:*:1 "), "{show}");
