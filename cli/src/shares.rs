@@ -701,7 +701,15 @@ pub(crate) const SPRIO_NOTES: &[(&str, crate::compat::Support)] = &[
 pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
     use crate::fmt::Parsed;
     let mut a = SshareArgs::default();
-    for p in crate::fmt::getopt("sshare", args, &[SSHARE_OPTS, REPORT_OPTS].concat())? {
+    // `-e` prints and ends where it stands, as Slurm's: what follows it is
+    // not read (nor refused).
+    let end = args
+        .iter()
+        .position(|w| w == "-e" || w == "--helpformat")
+        .map_or(args.len(), |i| i + 1);
+    // Every -o's text, joined, is checked once all is read (as Slurm's).
+    let mut format: Option<String> = None;
+    for p in crate::fmt::getopt("sshare", &args[..end], &[SSHARE_OPTS, REPORT_OPTS].concat())? {
         match p {
             Parsed::Opt("accounts", Some(v)) => a.accounts = crate::fmt::split_list(&v),
             Parsed::Opt("users", Some(v)) => a.users = user_list(&v)?,
@@ -711,12 +719,23 @@ pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
             Parsed::Opt("parsable", _) => a.parsable = Some(Parsable::Trailing),
             Parsed::Opt("parsable2", _) => a.parsable = Some(Parsable::Plain),
             Parsed::Opt("clusters", Some(v)) => a.cluster = Some(v),
-            Parsed::Opt("format", Some(v)) => a.format = Some(sshare_format(&v)?),
+            Parsed::Opt("format", Some(v)) => {
+                format = Some(match format {
+                    Some(f) => format!("{f},{v}"),
+                    None => v,
+                })
+            }
             Parsed::Opt("partition", _) => a.partition = true,
-            Parsed::Opt("helpformat", _) => a.help_format = true,
+            Parsed::Opt("helpformat", _) => {
+                a.help_format = true;
+                return Ok(a);
+            }
             Parsed::Opt(_, _) => {}
             Parsed::Word(w) => return Err(format!("Unknown argument: {w}")),
         }
+    }
+    if let Some(f) = format {
+        a.format = Some(sshare_format(&f)?);
     }
     // `-m` without `-o`: the usual columns with Partition after User.
     if a.partition && a.format.is_none() {
@@ -1177,6 +1196,30 @@ mod tests {
     fn sshare_helpformat_lists_the_fields_as_slurms() {
         let a = sshare_args(&["-e".to_string()]).unwrap();
         assert!(a.help_format);
+        // Done where it stands: what follows is not read, a format before
+        // it not checked (as Slurm's, which checks formats after reading
+        // all).
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(
+            sshare_args(&args(&["-e", "-o", "Bogus"]))
+                .unwrap()
+                .help_format
+        );
+        assert!(sshare_args(&args(&["-e", "--bogus"])).unwrap().help_format);
+        assert!(
+            sshare_args(&args(&["-o", "Bogus", "-e"]))
+                .unwrap()
+                .help_format
+        );
+        assert!(sshare_args(&args(&["--bogus", "-e"])).is_err());
+        // Every -o counts, joined.
+        let a = sshare_args(&args(&["-o", "Account", "-o", "User"])).unwrap();
+        assert_eq!(
+            a.format
+                .map(|f| f.iter().map(|(n, _)| *n).collect::<Vec<_>>()),
+            Some(vec!["Account", "User"])
+        );
+        assert!(sshare_args(&args(&["-o", "Account", "-o", "Bogus"])).is_err());
         assert_eq!(
             sshare_help_format(),
             format!(

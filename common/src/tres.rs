@@ -164,18 +164,13 @@ pub fn format(cpus: Option<u32>, gpus: Option<&str>) -> Option<String> {
     slurm_proto::jobenv::tres_per_task(cpus, gpus)
 }
 
-/// An entry's resource (`cpu`, `gres/gpu:a100`) and count, `gres:`
-/// written `gres/` (as Slurm's commands read it).
-fn entry(e: &str) -> (String, &str) {
-    let (name, n) = match e.split_once('=') {
+/// An entry's resource (`cpu`, `gres/gpu:a100`) and count (`cpu=2`, or
+/// `cpu:2`).
+fn entry(e: &str) -> (&str, &str) {
+    match e.split_once('=') {
         Some(p) => p,
         None => e.rsplit_once(':').unwrap_or((e, "")),
-    };
-    let name = match name.strip_prefix("gres:") {
-        Some(rest) => format!("gres/{rest}"),
-        None => name.to_string(),
-    };
-    (name, n)
+    }
 }
 
 /// A step's `SLURM_TRES_PER_TASK` when a sibling option (`-c`,
@@ -186,14 +181,21 @@ fn entry(e: &str) -> (String, &str) {
 pub fn update(tres: Option<&str>, key: &str, n: Option<&str>) -> Option<String> {
     let same =
         |name: &str| name == key || (key.starts_with("gres/gpu") && name.starts_with("gres/gpu"));
+    // `gres:`/`license:` written `gres/`/`license/` first, as Slurm's
+    // srun does to the whole string.
     let mut entries: Vec<String> = tres
         .unwrap_or("")
         .split(',')
         .map(str::trim)
         .filter(|e| !e.is_empty())
-        .map(String::from)
+        .map(
+            |e| match ["gres:", "license:"].iter().find(|p| e.starts_with(*p)) {
+                Some(p) => format!("{}/{}", &p[..p.len() - 1], &e[p.len()..]),
+                None => e.to_string(),
+            },
+        )
         .collect();
-    match (entries.iter().position(|e| same(&entry(e).0)), n) {
+    match (entries.iter().position(|e| same(entry(e).0)), n) {
         (Some(i), None) => {
             entries.remove(i);
         }
@@ -332,6 +334,11 @@ mod tests {
         assert_eq!(
             update(Some("gres:gpu=1,cpu=2"), "gres/gpu:a100", Some("2")).as_deref(),
             Some("gres/gpu:a100=2,cpu=2")
+        );
+        // Every entry's `gres:` written `gres/`, changed or not.
+        assert_eq!(
+            update(Some("gres:gpu=1"), "cpu", Some("2")).as_deref(),
+            Some("cpu=2,gres/gpu=1")
         );
         assert_eq!(update(Some("cpu=2"), "cpu", None), None);
         assert_eq!(

@@ -453,7 +453,7 @@ mod tests {
             j
         };
         let snap = |jobs: Vec<JobRecord>, version: u64| Snapshot {
-            job_changed: vec![version; jobs.len()],
+            job_changed: std::iter::repeat_n(version, jobs.len()).collect(),
             jobs: jobs.into_iter().map(Arc::new).collect(),
             epoch: 7,
             version,

@@ -887,7 +887,7 @@ impl Server {
                 Response::Config(c)
             }
             RequestBody::GetDiag => {
-                let mut d = self.snapshot().diag.clone();
+                let mut d = self.snapshot().diag_counted();
                 if let Ok(live) = self.live_stats.lock() {
                     live.fill(&mut d);
                 }

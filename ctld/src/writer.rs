@@ -300,7 +300,7 @@ pub fn run(
             snap.version = version;
             snap.epoch = epoch;
             snap.job_changed = crate::state::stamp_changes(
-                Some((&prev.jobs[..], &prev.job_changed[..])),
+                Some((&prev.jobs, &prev.job_changed)),
                 &snap.jobs,
                 |j| j.job_id,
                 version,

@@ -244,12 +244,11 @@ impl Controller {
     }
 
     pub(super) fn diag(&self) -> DiagStats {
-        let count = |s: JobState| self.p.jobs.values().filter(|j| j.state == s).count() as u64;
+        // (Jobs pending and running: counted by readers,
+        // `Snapshot::diag_counted`.)
         let mut d = DiagStats {
             since: self.stats_since,
             now: self.last_update,
-            jobs_pending: count(JobState::Pending),
-            jobs_running: count(JobState::Running),
             dbd_queue: self.p.acct.pending.len() as u64,
             ..Default::default()
         };

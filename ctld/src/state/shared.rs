@@ -35,6 +35,21 @@ impl<T: Clone + PartialEq> Chunked<T> {
     where
         T: 'a,
     {
+        Self::sharing_by(items, prev, |a, b| a == b)
+    }
+}
+
+impl<T: Clone> Chunked<T> {
+    /// [`Chunked::sharing`], records the same when `same` says so (for
+    /// shared records, `Arc::ptr_eq`: no look inside).
+    pub fn sharing_by<'a>(
+        items: impl ExactSizeIterator<Item = &'a T>,
+        prev: Option<&Chunked<T>>,
+        same: impl Fn(&T, &T) -> bool,
+    ) -> Self
+    where
+        T: 'a,
+    {
         let len = items.len();
         let mut chunks = Vec::with_capacity(len.div_ceil(CHUNK));
         let mut part: Vec<&T> = Vec::with_capacity(CHUNK);
@@ -44,7 +59,7 @@ impl<T: Clone + PartialEq> Chunked<T> {
             part.extend(items.by_ref().take(CHUNK));
             let k = chunks.len();
             let same = prev.and_then(|p| p.chunks.get(k)).filter(|c| {
-                c.len() == part.len() && c.iter().zip(part.iter()).all(|(a, b)| a == *b)
+                c.len() == part.len() && c.iter().zip(part.iter()).all(|(a, b)| same(a, b))
             });
             chunks.push(match same {
                 Some(c) => c.clone(),
@@ -66,6 +81,37 @@ impl<T> Chunked<T> {
 
     pub fn get(&self, i: usize) -> Option<&T> {
         self.chunks.get(i / CHUNK)?.get(i % CHUNK)
+    }
+
+    /// As a sorted slice's `binary_search_by_key`.
+    pub fn binary_search_by_key<B: Ord>(
+        &self,
+        b: &B,
+        mut f: impl FnMut(&T) -> B,
+    ) -> Result<usize, usize> {
+        // The chunk it would be in, then the place in it.
+        let k = self
+            .chunks
+            .partition_point(|c| c.last().is_some_and(|x| f(x) < *b));
+        match self.chunks.get(k) {
+            Some(c) => c
+                .binary_search_by_key(b, f)
+                .map(|i| k * CHUNK + i)
+                .map_err(|i| k * CHUNK + i),
+            None => Err(self.len),
+        }
+    }
+
+    /// Its chunks (every one full but the last).
+    pub(crate) fn chunks(&self) -> &[Arc<[T]>] {
+        &self.chunks
+    }
+
+    /// The list of `chunks`, which must be full but the last.
+    pub(crate) fn from_chunks(chunks: Vec<Arc<[T]>>) -> Self {
+        debug_assert!(chunks.iter().rev().skip(1).all(|c| c.len() == CHUNK));
+        let len = chunks.iter().map(|c| c.len()).sum();
+        Chunked { chunks, len }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
@@ -163,5 +209,26 @@ mod tests {
         let collected: Chunked<u32> = (0..130).collect();
         assert_eq!((&collected).into_iter().count(), 130);
         assert_eq!(collected[129], 129);
+        // Searched as a slice is.
+        let odd: Vec<u32> = (0..300).map(|i| 2 * i + 1).collect();
+        let c: Chunked<u32> = odd.iter().copied().collect();
+        for x in 0..602u32 {
+            assert_eq!(
+                c.binary_search_by_key(&x, |v| *v),
+                odd.binary_search_by_key(&x, |v| *v),
+                "{x}"
+            );
+        }
+    }
+
+    #[test]
+    fn shared_records_are_compared_by_the_given_sameness() {
+        let recs: Vec<Arc<String>> = (0..100).map(|i| Arc::new(i.to_string())).collect();
+        let first = Chunked::sharing_by(recs.iter(), None, Arc::ptr_eq);
+        // An equal record in a new allocation is a change by pointer.
+        let mut again = recs.clone();
+        again[70] = Arc::new("70".to_string());
+        let second = Chunked::sharing_by(again.iter(), Some(&first), Arc::ptr_eq);
+        assert!(second.shares_chunk(&first, 0) && !second.shares_chunk(&first, 1));
     }
 }

@@ -1041,20 +1041,46 @@ fn the_state_machine_reads_names_only_from_its_requests() {
 fn job_change_stamps_follow_shared_records() {
     let (a, b, c) = (Arc::new(1u32), Arc::new(2u32), Arc::new(3u32));
     let id = |x: &u32| *x;
+    let list = |v: &[Arc<u32>]| -> Chunked<Arc<u32>> { v.iter().cloned().collect() };
+    let stamps = |v: &[u64]| -> Chunked<u64> { v.iter().copied().collect() };
     // No previous stamps: everything changed now.
     assert_eq!(
-        stamp_changes(None, &[a.clone(), b.clone()], id, 5),
+        stamp_changes(None, &list(&[a.clone(), b.clone()]), id, 5).to_vec(),
         vec![5, 5]
     );
-    let prev = [a.clone(), b.clone(), c.clone()];
+    let prev = list(&[a.clone(), b.clone(), c.clone()]);
     // 2 was replaced, 3 removed, 4 added; 1 is the same record.
-    let now = [a.clone(), Arc::new(2u32), Arc::new(4u32)];
+    let now = list(&[a.clone(), Arc::new(2u32), Arc::new(4u32)]);
     assert_eq!(
-        stamp_changes(Some((&prev, &[1, 2, 3])), &now, id, 9),
+        stamp_changes(Some((&prev, &stamps(&[1, 2, 3]))), &now, id, 9).to_vec(),
         vec![1, 9, 9]
     );
     // Stamps that do not match the jobs are ignored.
-    assert_eq!(stamp_changes(Some((&prev, &[1])), &[a], id, 7), vec![7]);
+    assert_eq!(
+        stamp_changes(Some((&prev, &stamps(&[1]))), &list(&[a]), id, 7).to_vec(),
+        vec![7]
+    );
+    // Many jobs: a chunk shared whole keeps its stamps (shared too); a
+    // record changed in another, or removed before it, is stamped anew
+    // and the rest keep theirs.
+    let many: Vec<Arc<u32>> = (0..300).map(Arc::new).collect();
+    let first = Chunked::sharing_by(many.iter(), None, Arc::ptr_eq);
+    let s1 = stamp_changes(None, &first, id, 1);
+    let mut next = many.clone();
+    next[200] = Arc::new(200);
+    let second = Chunked::sharing_by(next.iter(), Some(&first), Arc::ptr_eq);
+    let s2 = stamp_changes(Some((&first, &s1)), &second, id, 2);
+    let want: Vec<u64> = (0..300).map(|i| if i == 200 { 2 } else { 1 }).collect();
+    assert_eq!(s2.to_vec(), want);
+    // Job 10 leaves: every later record moves, none changed.
+    next.remove(10);
+    let third = Chunked::sharing_by(next.iter(), Some(&second), Arc::ptr_eq);
+    let s3 = stamp_changes(Some((&second, &s2)), &third, id, 3);
+    let want: Vec<u64> = (0..300)
+        .filter(|&i| i != 10)
+        .map(|i| if i == 200 { 2 } else { 1 })
+        .collect();
+    assert_eq!(s3.to_vec(), want);
 }
 
 #[test]
