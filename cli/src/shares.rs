@@ -261,7 +261,32 @@ fn num(v: Option<f64>, width: usize, prec: usize) -> String {
     }
 }
 
-/// `sshare` output (`-l` adds LevelFS).
+/// A TRES column's text cut to `width` as Slurm cuts text: its last
+/// character `+` when longer.
+fn cut(v: &str, width: usize) -> String {
+    if v.chars().count() <= width || width == 0 {
+        return v.to_string();
+    }
+    let mut s: String = v.chars().take(width - 1).collect();
+    s.push('+');
+    s
+}
+
+/// `name=value` for each TRES of `r`'s list `vals` (sshare's TRES
+/// fields): those with no value (`u64::MAX`) left out, each divided by
+/// `div` (seconds to minutes).
+fn tres_text(r: &ShareInfo, vals: &[u64], div: u64) -> String {
+    r.tres_names
+        .iter()
+        .zip(vals)
+        .filter(|(_, v)| **v != u64::MAX)
+        .map(|(n, v)| format!("{n}={}", v / div))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `sshare` output (`-l` adds NormUsage, LevelFS, GrpTRESMins and
+/// TRESRunMins).
 pub fn render_sshare(rows: &[ShareInfo], long: bool, noheader: bool) -> String {
     let mut out = String::new();
     if !noheader {
@@ -271,7 +296,10 @@ pub fn render_sshare(rows: &[ShareInfo], long: bool, noheader: bool) -> String {
         }
         out.push_str(" EffectvUsage  FairShare ");
         if long {
-            out.push_str("   LevelFS ");
+            out.push_str(&format!(
+                "   LevelFS {:>30} {:>30} ",
+                "GrpTRESMins", "TRESRunMins"
+            ));
         }
         out.push('\n');
         out.push_str("-------------------- ---------- ---------- ----------- ----------- ");
@@ -280,7 +308,7 @@ pub fn render_sshare(rows: &[ShareInfo], long: bool, noheader: bool) -> String {
         }
         out.push_str("------------- ---------- ");
         if long {
-            out.push_str("---------- ");
+            out.push_str(&format!("---------- {0} {0} ", "-".repeat(30)));
         }
         out.push('\n');
     }
@@ -303,7 +331,12 @@ pub fn render_sshare(rows: &[ShareInfo], long: bool, noheader: bool) -> String {
             num(r.fairshare, 10, 6),
         ));
         if long {
-            out.push_str(&format!("{} ", num(r.level_fs, 10, 6)));
+            out.push_str(&format!(
+                "{} {:>30} {:>30} ",
+                num(r.level_fs, 10, 6),
+                cut(&tres_text(r, &r.tres_grp_mins, 1), 30),
+                cut(&tres_text(r, &r.tres_run_secs, 60), 30)
+            ));
         }
         out.push('\n');
     }
@@ -368,7 +401,7 @@ pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
     }
     head.extend(["EffectvUsage", "FairShare"]);
     if a.long {
-        head.push("LevelFS");
+        head.extend(["LevelFS", "GrpTRESMins", "TRESRunMins"]);
     }
     if !a.noheader {
         out.push_str(&head.join("|"));
@@ -389,7 +422,11 @@ pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
         }
         cols.extend([num(Some(r.effective_usage)), num(r.fairshare)]);
         if a.long {
-            cols.push(num(r.level_fs));
+            cols.extend([
+                num(r.level_fs),
+                tres_text(r, &r.tres_grp_mins, 1),
+                tres_text(r, &r.tres_run_secs, 60),
+            ]);
         }
         out.push_str(&cols.join("|"));
         out.push_str(end);
@@ -399,7 +436,7 @@ pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
 }
 
 /// sshare's `-o` fields: name, default width.
-const SSHARE_FIELDS: [(&str, usize); 11] = [
+const SSHARE_FIELDS: [(&str, usize); 14] = [
     ("Account", 20),
     ("User", 10),
     ("Partition", 10),
@@ -411,6 +448,9 @@ const SSHARE_FIELDS: [(&str, usize); 11] = [
     ("FairShare", 10),
     ("LevelFS", 10),
     ("Cluster", 10),
+    ("GrpTRESMins", 30),
+    ("TRESRunMins", 30),
+    ("ID", 6),
 ];
 
 /// `sshare -e/--helpformat`: the fields `-o` takes, in Slurm's layout
@@ -471,6 +511,9 @@ fn sshare_value(r: &ShareInfo, field: &str, cluster: &str) -> String {
         "EffectvUsage" => num(Some(r.effective_usage)),
         "FairShare" => num(r.fairshare),
         "LevelFS" => num(r.level_fs),
+        "GrpTRESMins" => tres_text(r, &r.tres_grp_mins, 1),
+        "TRESRunMins" => tres_text(r, &r.tres_run_secs, 60),
+        "ID" => r.assoc_id.map(|i| i.to_string()).unwrap_or_default(),
         _ => cluster.to_string(),
     }
 }
@@ -495,7 +538,11 @@ pub fn render_sshare_fields(
             }
             None => {
                 for (v, (f, w)) in vals.iter().zip(fields) {
-                    let v: String = v.chars().take(*w).collect();
+                    // (Slurm marks a cut TRES list with `+`.)
+                    let v: String = match *f {
+                        "GrpTRESMins" | "TRESRunMins" => cut(v, *w),
+                        _ => v.chars().take(*w).collect(),
+                    };
                     crate::fmt::pad_into(out, &v, *w, *f != "Account");
                     out.push(' ');
                 }
@@ -679,6 +726,12 @@ pub(crate) const SSHARE_NOTES: &[(&str, crate::compat::Support)] = &[
         "verbose",
         crate::compat::Support::Differs("prints nothing more"),
     ),
+    (
+        "format",
+        crate::compat::Support::Differs(
+            "every field but GrpTRESRaw (usage is kept for CPUs only, as RawUsage)",
+        ),
+    ),
 ];
 
 /// Options of sprio's table that differ from Slurm's (for [`crate::compat`]).
@@ -745,7 +798,7 @@ pub fn sshare_args(args: &[String]) -> Result<SshareArgs, String> {
         }
         spec.push_str("EffectvUsage,FairShare");
         if a.long {
-            spec.push_str(",LevelFS");
+            spec.push_str(",LevelFS,GrpTRESMins,TRESRunMins");
         }
         a.format = Some(sshare_format(&spec)?);
     }
@@ -1223,17 +1276,20 @@ mod tests {
         assert_eq!(
             sshare_help_format(),
             format!(
-                "{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17} {:<17}\n",
+                "{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17} {:<17} {:<17}\n{:<17} {:<17}\n",
                 "Account",
                 "Cluster",
                 "EffectvUsage",
                 "FairShare",
+                "GrpTRESMins",
+                "ID",
                 "LevelFS",
                 "NormShares",
                 "NormUsage",
                 "Partition",
                 "RawShares",
                 "RawUsage",
+                "TRESRunMins",
                 "User"
             )
         );
@@ -1320,6 +1376,7 @@ mod tests {
             level_fs: None,
             partition: None,
             norm_usage: 0.124,
+            ..Default::default()
         };
         let rows = vec![
             row("root", None, 0),
@@ -1525,6 +1582,7 @@ mod tests {
                 user: None,
                 partition: None,
                 norm_usage: 1.0,
+                ..Default::default()
             },
             ShareInfo {
                 account: "default".into(),
@@ -1538,6 +1596,7 @@ mod tests {
                 level_fs: Some(1.0),
                 partition: Some("gpu".into()),
                 norm_usage: 1.0,
+                ..Default::default()
             },
         ];
         let out = render_sshare(&rows, false, false);
@@ -1593,8 +1652,65 @@ mod tests {
         let ml = sshare_args(&["-l".to_string(), "--part".to_string()]).unwrap();
         assert_eq!(
             ml.format.as_ref().unwrap().len(),
-            10,
-            "-l adds NormUsage and LevelFS"
+            12,
+            "-l adds NormUsage, LevelFS, GrpTRESMins and TRESRunMins"
         );
+        // -l: the TRES limit and what running jobs have left, in minutes,
+        // each in 30 columns (cut with `+`, as Slurm's).
+        let mut rows = rows;
+        for r in &mut rows {
+            r.tres_names = [
+                "cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages",
+            ]
+            .map(String::from)
+            .to_vec();
+            r.tres_run_secs = vec![720, 360_000, 0, 360, 720, 0, 0, 0];
+            r.tres_grp_mins = vec![u64::MAX; 8];
+        }
+        rows[1].tres_grp_mins[0] = 600;
+        let out = render_sshare(&rows, true, false);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].ends_with(
+                "   LevelFS                    GrpTRESMins                    TRESRunMins "
+            ),
+            "{out}"
+        );
+        assert!(
+            lines[1].ends_with(&format!("---------- {0} {0} ", "-".repeat(30))),
+            "{out}"
+        );
+        assert!(
+            lines[3].ends_with(&format!(
+                " {:>30} {:>30} ",
+                "cpu=600", "cpu=12,mem=6000,energy=0,node+"
+            )),
+            "{out}"
+        );
+        assert!(
+            lines[2].ends_with(&format!(
+                " {:>30} {:>30} ",
+                "", "cpu=12,mem=6000,energy=0,node+"
+            )),
+            "{out}"
+        );
+        let p = sshare_args(&["-l".to_string(), "-P".to_string()]).unwrap();
+        let out = render_sshare_parsable(&rows, &p);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].ends_with("|LevelFS|GrpTRESMins|TRESRunMins"),
+            "{out}"
+        );
+        assert!(
+            lines[2].ends_with(
+                "|cpu=600|cpu=12,mem=6000,energy=0,node=6,billing=12,fs/disk=0,vmem=0,pages=0"
+            ),
+            "{out}"
+        );
+        // -o ID: the association's id (none without accounting).
+        rows[1].assoc_id = Some(4);
+        let o = sshare_args(&["-o".to_string(), "User,ID".to_string(), "-P".to_string()]).unwrap();
+        let out = render_sshare_fields(&rows, o.format.as_ref().unwrap(), &o, "c");
+        assert_eq!(out, "User|ID\n|\nalice|4\n");
     }
 }

@@ -987,10 +987,25 @@ pub fn shares_info(
         if !keep {
             continue;
         }
+        let tres = |vals: &[u64]| -> Vec<Value> {
+            s.tres_names
+                .iter()
+                .zip(vals)
+                .map(|(n, v)| {
+                    let value = if *v == u64::MAX { infinite() } else { num(*v) };
+                    json!({"name": n, "value": value})
+                })
+                .collect()
+        };
         out.push(json!({
-            "id": i,
+            // The association's id (the row's place without accounting).
+            "id": s.assoc_id.unwrap_or(i as u64),
             "cluster": cluster,
             "name": s.user.clone().unwrap_or_else(|| s.account.clone()),
+            "tres": {
+                "run_seconds": tres(&s.tres_run_secs),
+                "group_minutes": tres(&s.tres_grp_mins),
+            },
             "parent": parent,
             "partition": s.partition.clone().unwrap_or_default(),
             "shares_normalized": f64num(Some(s.norm_shares)),
@@ -1008,6 +1023,27 @@ pub fn shares_info(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shares_carry_the_association_id_and_tres_lists() {
+        let row = slurm_proto::ShareInfo {
+            account: "phys".into(),
+            user: Some("alice".into()),
+            depth: 2,
+            assoc_id: Some(4),
+            tres_names: vec!["cpu".into(), "mem".into()],
+            tres_grp_mins: vec![600, u64::MAX],
+            tres_run_secs: vec![720, 0],
+            ..Default::default()
+        };
+        let v = shares_info(&[row], "c", &[], &[]);
+        let s = &v["shares"][0];
+        assert_eq!(s["id"], 4);
+        assert_eq!(s["tres"]["run_seconds"][0]["name"], "cpu");
+        assert_eq!(s["tres"]["run_seconds"][0]["value"]["number"], 720);
+        assert_eq!(s["tres"]["group_minutes"][0]["value"]["number"], 600);
+        assert_eq!(s["tres"]["group_minutes"][1]["value"]["infinite"], true);
+    }
 
     #[test]
     fn numbers_and_exit_codes() {

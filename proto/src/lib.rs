@@ -1812,6 +1812,21 @@ pub struct ShareInfo {
     /// Its raw usage over the whole tree's (`NormUsage`).
     #[serde(default)]
     pub norm_usage: f64,
+    /// slurmdbd's association id (`ID`); `None` without accounting.
+    #[serde(default)]
+    pub assoc_id: Option<u64>,
+    /// The TRES `tres_grp_mins` and `tres_run_secs` are indexed by
+    /// (`cpu`, `mem`, `energy`, `node`, `billing`, `fs/disk`, `vmem`,
+    /// `pages`, then `AccountingStorageTRES`'s others).
+    #[serde(default)]
+    pub tres_names: Vec<String>,
+    /// `GrpTRESMins` per TRES; `u64::MAX` is no limit.
+    #[serde(default)]
+    pub tres_grp_mins: Vec<u64>,
+    /// TRES-seconds left in its running jobs' time limits, its
+    /// children's included (`TRESRunMins`, in seconds).
+    #[serde(default)]
+    pub tres_run_secs: Vec<u64>,
 }
 
 /// Scheduler and controller counters, as `sdiag` prints them.

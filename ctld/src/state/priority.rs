@@ -8,10 +8,12 @@ impl Controller {
         let Some(m) = &self.multifactor else {
             return Vec::new();
         };
-        m.report()
-            .rows
-            .iter()
-            .map(|r| ShareInfo {
+        let rows = &m.report().rows;
+        let names = self.tres_names();
+        let run = self.tres_run_secs(rows, &names);
+        rows.iter()
+            .zip(run)
+            .map(|(r, run)| ShareInfo {
                 account: r.account.clone(),
                 user: r.user.clone(),
                 depth: r.depth as u32,
@@ -26,8 +28,103 @@ impl Controller {
                     .user
                     .as_deref()
                     .and_then(|u| self.assoc_partition(u, &r.account)),
+                assoc_id: self.assoc_rec(r).map(|a| a.id),
+                tres_grp_mins: {
+                    let limit = self
+                        .assoc_rec(r)
+                        .and_then(|a| a.limits.grp_tres_mins.as_deref());
+                    tres_limits(limit.unwrap_or(""), &names)
+                },
+                tres_run_secs: run,
+                tres_names: names.clone(),
             })
             .collect()
+    }
+
+    /// The TRES sshare lists (Slurm's order): the ones every cluster
+    /// tracks, then `AccountingStorageTRES`'s others as written there.
+    fn tres_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = [
+            "cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages",
+        ]
+        .map(String::from)
+        .to_vec();
+        let extra = self.conf.get("AccountingStorageTRES").unwrap_or("");
+        for t in extra.split(',').map(|t| t.trim().to_ascii_lowercase()) {
+            if !t.is_empty() && !names.contains(&t) {
+                names.push(t);
+            }
+        }
+        names
+    }
+
+    /// The accounting association a fair-share row stands for (a user's:
+    /// the one without a partition first).
+    fn assoc_rec(
+        &self,
+        r: &slurm_plugins::fairshare::ShareRow,
+    ) -> Option<&slurm_proto::acct::AssocRec> {
+        let all = &self.assocs.as_ref()?.assocs;
+        let user = r.user.as_deref().unwrap_or("");
+        let mine = |a: &&slurm_proto::acct::AssocRec| a.user == user && a.account == r.account;
+        all.iter()
+            .filter(mine)
+            .find(|a| a.partition.is_empty())
+            .or_else(|| all.iter().find(mine))
+    }
+
+    /// Per row, the TRES-seconds left in its running (and suspended) jobs'
+    /// time limits as of the last change, its children's included, as
+    /// Slurm's `grp_used_tres_run_secs` (a job without a limit counts
+    /// Slurm's INFINITE minutes); all 0 unless limits are enforced
+    /// (`AccountingStorageEnforce=limits`), as Slurm keeps it only then.
+    fn tres_run_secs(
+        &self,
+        rows: &[slurm_plugins::fairshare::ShareRow],
+        names: &[String],
+    ) -> Vec<Vec<u64>> {
+        let mut run = vec![vec![0u64; names.len()]; rows.len()];
+        if !self.enforce.limits {
+            return run;
+        }
+        let by_path: HashMap<&str, usize> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.path.as_str(), i))
+            .collect();
+        let user_rows: HashMap<(&str, &str), usize> = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some(((r.account.as_str(), r.user.as_deref()?), i)))
+            .collect();
+        let now = self.last_update;
+        for j in self.p.jobs.values() {
+            if !matches!(j.state, JobState::Running | JobState::Suspended) {
+                continue;
+            }
+            let Some(start) = j.start_time else { continue };
+            let account = Self::account_of(j);
+            let Some(&first) = user_rows.get(&(account.as_str(), j.user_name.as_str())) else {
+                continue;
+            };
+            // Slurm's INFINITE minutes for a job without a limit.
+            let limit = j.time_limit.map_or(4_294_967_294u64, u64::from);
+            let end = (start as i128) + i128::from(limit) * 60;
+            let left = (end - i128::from(now.max(start))).clamp(0, i128::from(u64::MAX)) as u64;
+            let tres = job_tres(j, names);
+            // Its row and every row above it, up to root.
+            let mut at = Some(first);
+            while let Some(i) = at {
+                for (slot, n) in run[i].iter_mut().zip(&tres) {
+                    *slot = slot.saturating_add(n.saturating_mul(left));
+                }
+                at = rows[i]
+                    .path
+                    .rsplit_once('/')
+                    .and_then(|(parent, _)| by_path.get(parent).copied());
+            }
+        }
+        run
     }
 
     /// The partition of user `user`'s association with `account`, when it
@@ -221,4 +318,62 @@ impl Controller {
 
     // ------------------------------------------------------------------
     // Submission
+}
+
+/// Job `j`'s TRES, as `names` lists them (what it holds while it runs:
+/// billing is its CPUs, as its accounting record says; what a job is not
+/// given, such as energy, is 0).
+fn job_tres(j: &JobRecord, names: &[String]) -> Vec<u64> {
+    let a = &j.alloc;
+    names
+        .iter()
+        .map(|n| match n.as_str() {
+            "cpu" | "billing" => a.cpus.iter().map(|&c| u64::from(c)).sum(),
+            "mem" => a.mem.iter().sum(),
+            "node" => a.nodes.len() as u64,
+            n => match n.strip_prefix("gres/") {
+                Some(g) => {
+                    let (name, kind) = match g.split_once(':') {
+                        Some((name, kind)) => (name, Some(kind)),
+                        None => (g, None),
+                    };
+                    a.gres
+                        .iter()
+                        .flatten()
+                        .filter(|x| x.name == name && (kind.is_none() || x.kind.as_deref() == kind))
+                        .map(|x| x.indices.len() as u64)
+                        .sum()
+                }
+                None => 0,
+            },
+        })
+        .collect()
+}
+
+/// A TRES limit list as slurmdbd keeps it (`cpu=600,mem=1000M,gres/gpu=2`),
+/// per TRES of `names`: minutes (memory in MB-minutes), `u64::MAX` where
+/// none is set.
+fn tres_limits(limit: &str, names: &[String]) -> Vec<u64> {
+    let mut out = vec![u64::MAX; names.len()];
+    for item in limit.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((name, v)) = item.split_once('=') else {
+            continue;
+        };
+        let name = name.trim().to_ascii_lowercase();
+        let Some(i) = names.iter().position(|n| *n == name) else {
+            continue;
+        };
+        let v = v.trim();
+        let (digits, mult) = match v.chars().last().map(|c| c.to_ascii_uppercase()) {
+            Some('K') => (&v[..v.len() - 1], 0.0009765625),
+            Some('M') => (&v[..v.len() - 1], 1.0),
+            Some('G') => (&v[..v.len() - 1], 1024.0),
+            Some('T') => (&v[..v.len() - 1], 1_048_576.0),
+            _ => (v, 1.0),
+        };
+        if let Ok(n) = digits.parse::<u64>() {
+            out[i] = (n as f64 * mult) as u64;
+        }
+    }
+    out
 }

@@ -1117,6 +1117,74 @@ fn association_and_qos_limits_hold_jobs_and_refuse_strangers() {
     s.check_replay();
 }
 
+/// sshare's ID, GrpTRESMins and TRESRunMins: the association's id and
+/// own limit; the TRES-seconds left in its running jobs' limits, rolled
+/// up to root; none counted unless limits are enforced (as Slurm's).
+#[test]
+fn shares_carry_association_ids_limits_and_tres_left_to_run() {
+    use crate::assoc::{sample_cache, Enforce};
+    let mut s = sim("PriorityType=priority/multifactor\nAccountingStorageTRES=gres/gpu\n");
+    // (As the controller's start sets it up.)
+    let params = slurm_plugins::priority::PriorityParams::from_config(&s.ctl.conf.entries).unwrap();
+    s.ctl.multifactor = Some(slurm_plugins::priority::Multifactor::new(params, 0));
+    let mut c = sample_cache();
+    for (a, id) in c.assocs.iter_mut().zip([1, 3, 4]) {
+        a.id = id;
+    }
+    c.assocs[2].limits.grp_tres_mins = Some("cpu=600,mem=2G".into());
+    s.ctl.set_assocs(c, s.now);
+    s.settle();
+    let id = s.submit(|d| {
+        d.time_limit = Some(Some(10));
+        d.cpus_per_task = Some(2);
+        d.mem_per_node = Some(500);
+    });
+    assert_eq!(s.state(id), JobState::Running);
+    let start = s.job(id).start_time.expect("started");
+    // Four minutes on, as of the last change published (no tick: its
+    // silent nodes would be declared down).
+    s.ctl.last_update = start + 240;
+    let rows = s.ctl.shares();
+    let names: Vec<&str> = rows[0].tres_names.iter().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        ["cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages", "gres/gpu"]
+    );
+    let row = |user: Option<&str>, account: &str| {
+        rows.iter()
+            .find(|r| r.user.as_deref() == user && r.account == account)
+            .unwrap_or_else(|| panic!("no row {user:?} {account}: {rows:?}"))
+    };
+    let (alice, phys, root) = (
+        row(Some("alice"), "phys"),
+        row(None, "phys"),
+        row(None, "root"),
+    );
+    assert_eq!(
+        (root.assoc_id, phys.assoc_id, alice.assoc_id),
+        (Some(1), Some(3), Some(4))
+    );
+    let none = u64::MAX;
+    assert_eq!(
+        alice.tres_grp_mins,
+        [600, 2048, none, none, none, none, none, none, none]
+    );
+    // Limits not enforced: nothing counted.
+    assert!(alice.tres_run_secs.iter().all(|&v| v == 0));
+    s.ctl.enforce = Enforce::parse(&["associations".into(), "limits".into()]);
+    let rows = s.ctl.shares();
+    let left = 600 - 240;
+    let want = [2 * left, 500 * left, 0, left, 2 * left, 0, 0, 0, 0];
+    for (user, account) in [(Some("alice"), "phys"), (None, "phys"), (None, "root")] {
+        // Hers, her account's and root's: the same job, counted up the tree.
+        let r = rows
+            .iter()
+            .find(|r| r.user.as_deref() == user && r.account == account)
+            .expect("row");
+        assert_eq!(r.tres_run_secs, want, "{r:?}");
+    }
+}
+
 /// A client that is not sbatch gets sbatch's checks here: a NUL in the
 /// script or the environment is refused and nothing is made; a user's
 /// `--priority` is dropped (0 holds), an operator's stays.

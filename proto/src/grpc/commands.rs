@@ -883,6 +883,10 @@ impl From<ShareInfo> for pb::ShareInfo {
             level_fs: s.level_fs,
             partition: s.partition,
             norm_usage: s.norm_usage,
+            assoc_id: s.assoc_id,
+            tres_names: s.tres_names,
+            tres_grp_mins: s.tres_grp_mins,
+            tres_run_secs: s.tres_run_secs,
         }
     }
 }
@@ -901,6 +905,10 @@ impl From<pb::ShareInfo> for ShareInfo {
             level_fs: s.level_fs,
             partition: s.partition,
             norm_usage: s.norm_usage,
+            assoc_id: s.assoc_id,
+            tres_names: s.tres_names,
+            tres_grp_mins: s.tres_grp_mins,
+            tres_run_secs: s.tres_run_secs,
         }
     }
 }
@@ -2452,6 +2460,10 @@ mod tests {
             user: None,
             fairshare: None,
             level_fs: Some(f64::MAX),
+            assoc_id: Some(3),
+            tres_names: vec!["cpu".into(), "mem".into()],
+            tres_grp_mins: vec![600, u64::MAX],
+            tres_run_secs: vec![720, 360_000],
             ..Default::default()
         };
         let answers = [

@@ -581,6 +581,41 @@ PriorityCalcPeriod=1\nPriorityDecayHalfLife=7-0\n"
     };
     assert_eq!(row("daemon")[..3], ["physics", "daemon", "debug"], "{out}");
     assert_eq!(row("nobody")[..3], ["physics", "nobody", ""], "{out}");
+    // -o ID,GrpTRESMins: the association's id and its own limit, once
+    // slurmdbd has told the controller (memory in MB-minutes).
+    mgr(
+        &t,
+        &[
+            "-i",
+            "modify",
+            "user",
+            "nobody",
+            "set",
+            "GrpTRESMins=cpu=600,mem=2G",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = String::from_utf8_lossy(
+            &t.run("sshare", &["-P", "-n", "-o", "User,ID,GrpTRESMins"])
+                .stdout,
+        )
+        .into_owned();
+        let nobody: Vec<String> = out
+            .lines()
+            .find(|l| l.starts_with("nobody|"))
+            .map(|l| l.split('|').map(str::to_string).collect())
+            .unwrap_or_default();
+        if nobody.get(2).map(String::as_str) == Some("cpu=600,mem=2048") {
+            assert!(nobody[1].parse::<u64>().is_ok_and(|id| id > 1), "{out}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sshare never showed nobody's GrpTRESMins:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
 
 /// `sacctmgr dump` writes Slurm's flat file; `sacctmgr load` of it makes
