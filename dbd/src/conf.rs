@@ -98,6 +98,9 @@ pub struct DbdConf {
     pub auth_type: String,
     /// `PrivateData=`: what users may not see of one another.
     pub private: slurm_common::private::PrivateData,
+    /// `DisableCoordDBD=yes`: account coordinators have no rights here
+    /// (neither changes nor their accounts' jobs), as Slurm's.
+    pub disable_coord: bool,
     /// `AuthAltTypes=auth/jwt` with `AuthAltParameters=jwt_key=PATH`:
     /// requests may carry a user's token (from a slurmrestd holding no key).
     pub jwt_key: Option<PathBuf>,
@@ -154,7 +157,8 @@ const ACCEPTED_UNSUPPORTED: [&str; 24] = [
     "TrackWCKey",
 ];
 
-const KNOWN: [&str; 27] = [
+const KNOWN: [&str; 28] = [
+    "DisableCoordDBD",
     "LogTimeFormat",
     "TLSType",
     "TLSParameters",
@@ -218,6 +222,7 @@ impl DbdConf {
             debug_level: "info".into(),
             auth_type: "auth/slurm".into(),
             private: Default::default(),
+            disable_coord: false,
             jwt_key: None,
             jwt_enabled: false,
             log_time_format: Default::default(),
@@ -300,6 +305,14 @@ impl DbdConf {
                              accounting_storage/pgsql)"
                         ))
                     }
+                }
+            }
+            "DisableCoordDBD" => {
+                // Slurm's booleans.
+                self.disable_coord = match value.to_ascii_lowercase().as_str() {
+                    "yes" | "true" | "up" | "1" => true,
+                    "no" | "false" | "down" | "0" => false,
+                    _ => return Err(format!("invalid value '{value}' for DisableCoordDBD")),
                 }
             }
             "StorageHost" => self.storage_host = value.to_string(),
@@ -421,6 +434,10 @@ impl DbdConf {
             ("DbdHost", self.dbd_host.clone()),
             ("DbdPort", self.dbd_port.to_string()),
             ("DebugLevel", self.debug_level.clone()),
+            (
+                "DisableCoordDBD",
+                if self.disable_coord { "Yes" } else { "No" }.into(),
+            ),
             ("LogFile", or_null(path(&self.log_file))),
             ("PidFile", or_null(path(&self.pid_file))),
             ("PrivateData", self.private.names()),
@@ -613,6 +630,9 @@ mod tests {
         let c = parse("").unwrap();
         assert_eq!(c.storage_type, Backend::Sqlite);
         assert_eq!(c.dbd_port, 6819);
+        assert!(!c.disable_coord);
+        assert!(parse("DisableCoordDBD=Yes\n").unwrap().disable_coord);
+        assert!(!parse("DisableCoordDBD=no\n").unwrap().disable_coord);
         assert_eq!(c.listen_addr(), "localhost:6819");
         assert_eq!(c.key_path(), PathBuf::from("/etc/slurm/slurm.key"));
         let c = parse("StorageType=accounting_storage/sqlite\nStorageLoc=acct.db\n").unwrap();
@@ -640,6 +660,7 @@ mod tests {
             ("DebugLevel=loud\n", 1, "DebugLevel"),
             ("StorageHost\n", 1, "expected Key=Value"),
             ("StoragePass=\"open\n", 1, "unterminated quote"),
+            ("DisableCoordDBD=maybe\n", 1, "DisableCoordDBD"),
         ] {
             let e = parse(text).unwrap_err();
             assert_eq!(e.line, line, "{text:?}: {e}");

@@ -111,6 +111,7 @@ fn run(args: slurmdbd::args::Args) -> anyhow::Result<()> {
             slurm_user_uid,
             stats,
             private: conf.private,
+            disable_coord: conf.disable_coord,
             seen: Default::default(),
             jwt_key: match conf.jwt_key_path() {
                 Some(p) => {

@@ -46,6 +46,9 @@ pub struct Server {
     /// slurmdbd.conf's `PrivateData`: query answers cut down to the
     /// caller's own for users below AdminLevel=Operator.
     pub private: slurm_common::private::PrivateData,
+    /// slurmdbd.conf's `DisableCoordDBD`: account coordinators have no
+    /// rights here.
+    pub disable_coord: bool,
     /// Credentials accepted and not yet expired (each is good once).
     pub seen: slurm_common::auth::ReplayCache,
     /// Users' tokens are accepted (`AuthAltTypes=auth/jwt`) with this key.
@@ -344,13 +347,22 @@ impl Server {
 
     /// Whether `name` may make this change as a coordinator: it touches
     /// only accounts `name` coordinates (named in the request, never
-    /// "all") and only users' associations there, gives no AdminLevel,
-    /// no QOS and moves no account (Slurm lets coordinators add users and
-    /// new sub-accounts, change their users' associations and manage their
-    /// coordinators; deleting whole users or accounts, changing accounts
-    /// and an account's own share of its parent stay with operators).
+    /// "all"), changes only users' associations there, gives no
+    /// AdminLevel, no QOS and moves no account (Slurm lets coordinators add
+    /// users and new sub-accounts, change their users' associations,
+    /// remove their accounts' associations and manage their coordinators;
+    /// deleting whole users or an account's record, changing accounts and
+    /// an account's own share of its parent stay with operators). Never
+    /// with `DisableCoordDBD`.
     async fn coordinator_may(&self, name: &str, body: &AcctRequest) -> bool {
         use AcctRequest as R;
+        if self.disable_coord {
+            tracing::info!(
+                "{name}: coordinator privilege revoked with DisableCoordDBD, \
+                 only admins/operators may change the database"
+            );
+            return false;
+        }
         let no_qos = |s: &AssocSettings| s.qos.is_empty() && s.default_qos.is_none();
         let keeps =
             |p: &AssocPatch| p.parent.is_keep() && p.qos.is_keep() && p.default_qos.is_keep();
@@ -392,7 +404,13 @@ impl Server {
             R::ModifyAssocs { filter, set } if keeps(set) && users_only(filter) => {
                 filter.accounts.clone()
             }
-            R::DeleteAssocs(f) if users_only(f) => f.accounts.clone(),
+            // Associations of their accounts, sub-accounts' too (their
+            // users' under them go with them), as Slurm's; an account's
+            // record without a cluster named stays with operators.
+            R::DeleteAssocs(f) => f.accounts.clone(),
+            R::DeleteAccounts(f) if !f.clusters.is_empty() && f.parents.is_empty() => {
+                f.names.clone()
+            }
             _ => return false,
         };
         if accounts.is_empty() {
@@ -479,7 +497,8 @@ impl Server {
             AcctResponse::Jobs(mut v) => {
                 // A coordinator also sees its accounts' jobs (and their
                 // sub-accounts'), as Slurm's.
-                let coord = match v.iter().any(|r| r.job.uid != uid) {
+                // (Not with DisableCoordDBD.)
+                let coord = match v.iter().any(|r| r.job.uid != uid) && !self.disable_coord {
                     true => self.coordinator_of(&me).await?,
                     false => None,
                 };

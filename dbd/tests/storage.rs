@@ -2011,6 +2011,7 @@ async fn daemon_checks_credentials_and_rights() {
         slurm_user_uid: Some(4242),
         stats: Arc::new(slurmdbd::stats::Stats::new(0)),
         private: Default::default(),
+        disable_coord: false,
         seen: Default::default(),
         jwt_key: None,
         stop: Default::default(),

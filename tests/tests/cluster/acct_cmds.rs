@@ -1378,6 +1378,56 @@ fn physics_lab_chem(
     )
 }
 
+/// `DisableCoordDBD=yes` in slurmdbd.conf: a coordinator may change
+/// nothing through slurmdbd (an operator still may), as Slurm's.
+#[test]
+fn disable_coord_dbd_takes_coordinators_rights_away() {
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.extra_dbd_conf = "DisableCoordDBD=yes\n".into();
+    });
+    let (daemon, _bin) = physics_lab_chem(&t, "lab");
+    mgr(
+        &t,
+        &[
+            "-i",
+            "add",
+            "coordinator",
+            "account=physics",
+            "names=daemon",
+        ],
+    );
+    let mgr_as = |args: &[&str]| {
+        t.cmd_as(daemon.uid, daemon.gid, "sacctmgr")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        vec!["-i", "add", "user", "sys", "Account=lab"],
+        vec!["-i", "add", "account", "optics", "Parent=lab"],
+        vec!["-i", "add", "coordinator", "account=lab", "names=bin"],
+    ] {
+        let o = mgr_as(&args);
+        assert!(
+            !o.status.success() && text(&o).contains("is not an administrator"),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+    let out = mgr(
+        &t,
+        &["-P", "-n", "show", "assoc", "user=sys", "format=account"],
+    );
+    assert_eq!(out, "");
+    let out = mgr(&t, &["show", "configuration"]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("DisableCoordDBD ") && l.ends_with("= Yes")),
+        "{out}"
+    );
+}
+
 /// Account coordinators (`sacctmgr add|remove coordinator`): made by an
 /// administrator (never by an ordinary user for itself), they coordinate
 /// the sub-accounts too, may act on those accounts' jobs (cancel, hold)
@@ -1514,6 +1564,17 @@ fn coordinators_act_on_their_accounts_jobs_only() {
         (vec!["-i", "add", "account", "chem", "Parent=lab"], false),
         (vec!["-i", "add", "account", "optics", "Parent=lab"], true),
         (vec!["-i", "delete", "user", "sys"], false),
+        // A sub-account's association on a cluster, as Slurm's; not the
+        // account's record, nor another's.
+        (vec!["-i", "delete", "account", "optics"], false),
+        (
+            vec!["-i", "delete", "account", "chem", "cluster=local"],
+            false,
+        ),
+        (
+            vec!["-i", "delete", "account", "optics", "cluster=local"],
+            true,
+        ),
     ] {
         let o = mgr_as(&args);
         assert_eq!(o.status.success(), ok, "{args:?}: {}", text(&o));
@@ -1550,8 +1611,9 @@ fn coordinators_act_on_their_accounts_jobs_only() {
         &t,
         &["-P", "-n", "show", "user", "withcoord", "format=user,coord"],
     );
+    // (optics went with its last association, removed by daemon above.)
     assert!(
-        out.contains("bin|lab,optics\n") && out.contains("daemon|\n"),
+        out.contains("bin|lab\n") && out.contains("daemon|\n"),
         "{out}"
     );
     // An operator acts on anyone's job (Slurm's validate_operator);
