@@ -124,6 +124,9 @@ pub struct AllocOpts {
     pub task_epilog: Option<String>,
     /// `--multi-prog`: the command is a file naming each task's program.
     pub multi_prog: bool,
+    /// `--bcast[=dest]`: the program copied to each node first (`""`: to
+    /// BcastParameters' DestDir, else the working directory).
+    pub bcast: Option<String>,
     /// salloc `--no-shell`: allocate, run nothing, leave the allocation.
     pub no_shell: bool,
     /// salloc `--bell` (`Some(true)`) / `--no-bell` (`Some(false)`).
@@ -183,6 +186,12 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     ),
     ("extra", crate::sbatch::EXTRA_NOTE),
     ("wckey", crate::sbatch::WCKEY_NOTE),
+    (
+        "bcast",
+        crate::compat::Support::Differs(
+            "the program goes with each node's launch: at most 12 MiB, uncompressed, no --send-libs",
+        ),
+    ),
     (
         "unbuffered",
         crate::compat::Support::Differs("output is always passed on as it comes"),
@@ -472,6 +481,11 @@ pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "propagate",
+        arg: Arg::Attached,
+    },
+    Opt {
+        short: None,
+        long: "bcast",
         arg: Arg::Attached,
     },
     Opt {
@@ -776,6 +790,7 @@ fn split_command(args: &[String]) -> usize {
 /// it does not know them (as Slurm's salloc).
 const SRUN_ONLY: &[&str] = &[
     "propagate",
+    "bcast",
     "msg-timeout",
     "slurmd-debug",
     "treewidth",
@@ -1168,6 +1183,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 )
             }
             "multi-prog" => o.multi_prog = true,
+            "bcast" => o.bcast = Some(v),
             "no-shell" => o.no_shell = true,
             "bell" => o.bell = Some(true),
             "no-bell" => o.bell = Some(false),
@@ -1771,6 +1787,19 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
         .map_err(|e| format!("srun: error: PropagateResourceLimits: {e}"))?;
     slurm_common::rlimits::carry_in(&mut environment, &limits);
     let workdir = r.opts.chdir.clone().unwrap_or_else(cwd);
+    // --bcast: the program itself goes with each node's launch.
+    let bcast = match &r.opts.bcast {
+        Some(_) if r.opts.multi_prog => {
+            return Err("srun: fatal: --bcast is not supported with --multi-prog here".into())
+        }
+        Some(given) => Some(bcast_file(
+            given,
+            argv.first().map_or("", String::as_str),
+            &workdir,
+            r.conf.get("BcastParameters"),
+        )?),
+        None => None,
+    };
 
     // Launch on every node at once, each on its own stream.
     let task0_node = l.tasks.iter().position(|t| t.contains(&0)).unwrap_or(0) as u32;
@@ -1822,6 +1851,7 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             task_prolog: r.opts.task_prolog.clone(),
             task_epilog: r.opts.task_epilog.clone(),
             preserve_env: r.opts.preserve_env,
+            bcast: bcast.clone(),
         };
         let node = l.nodes[k].clone();
         let ch = grpc::kept(addr, &node).map_err(|e| format!("srun: error: {e}"))?;
@@ -2818,6 +2848,58 @@ fn runnable(path: &str) -> Result<(), std::io::Error> {
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// The most of a program `--bcast` carries in a launch here (the launch
+/// goes to each node in one message).
+pub const BCAST_MAX: u64 = 12 << 20;
+
+/// `srun --bcast[=given]`: program `prog` (found as srun finds it, from
+/// `workdir`), read to go to the nodes, and where it goes there: `given`
+/// when absolute, else BcastParameters' `DestDir`, else `workdir` (a
+/// directory: each node names the file `slurm_bcast_<job>.<step>_<node>`),
+/// as Slurm's.
+pub fn bcast_file(
+    given: &str,
+    prog: &str,
+    workdir: &str,
+    params: Option<&str>,
+) -> Result<slurm_proto::Bcast, String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let path = std::env::var("PATH").ok();
+    let src = search_path(workdir, prog, path.as_deref())
+        .ok_or_else(|| format!("srun: fatal: Can not execute {prog}"))?;
+    let failed = |why: String| {
+        format!(
+            "srun: error: {why}\nsrun: fatal: Failed to broadcast '{src}'. Step launch aborted."
+        )
+    };
+    let meta = std::fs::metadata(&src).map_err(|e| failed(format!("{src}: {e}")))?;
+    if meta.len() > BCAST_MAX {
+        return Err(failed(format!(
+            "{src}: {} bytes, more than the {} MiB a launch carries here",
+            meta.len(),
+            BCAST_MAX >> 20
+        )));
+    }
+    let data = std::fs::read(&src).map_err(|e| failed(format!("{src}: {e}")))?;
+    let dest_dir = params.and_then(|p| {
+        p.split(',')
+            .filter_map(|kv| kv.trim().split_once('='))
+            .find(|(k, _)| k.eq_ignore_ascii_case("DestDir"))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    let dest = if given.starts_with('/') {
+        given.to_string()
+    } else {
+        format!("{}/", dest_dir.unwrap_or_else(|| workdir.to_string()))
+    };
+    Ok(slurm_proto::Bcast {
+        dest,
+        data,
+        mode: meta.permissions().mode() & 0o777,
+        mtime: meta.mtime(),
+    })
 }
 
 /// Where a program named on srun's command line is, as Slurm looks: a

@@ -346,6 +346,12 @@ impl From<TaskLaunch> for pb::TaskLaunch {
             task_prolog: t.task_prolog,
             task_epilog: t.task_epilog,
             preserve_env: t.preserve_env,
+            bcast: t.bcast.map(|b| pb::Bcast {
+                dest: b.dest,
+                data: b.data,
+                mode: b.mode,
+                mtime: b.mtime,
+            }),
         }
     }
 }
@@ -387,6 +393,12 @@ impl TryFrom<pb::TaskLaunch> for TaskLaunch {
             task_prolog: t.task_prolog,
             task_epilog: t.task_epilog,
             preserve_env: t.preserve_env,
+            bcast: t.bcast.map(|b| crate::Bcast {
+                dest: b.dest,
+                data: b.data,
+                mode: b.mode,
+                mtime: b.mtime,
+            }),
         })
     }
 }
@@ -1193,6 +1205,12 @@ mod tests {
             task_prolog: Some("/tp".into()),
             task_epilog: None,
             preserve_env: true,
+            bcast: Some(crate::Bcast {
+                dest: "/tmp/".into(),
+                data: b"#!/bin/sh\n".to_vec(),
+                mode: 0o755,
+                mtime: 7,
+            }),
         }
     }
 

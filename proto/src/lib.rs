@@ -1001,6 +1001,33 @@ pub struct TaskLaunch {
     /// `SLURM_NNODES` and `SLURM_TASKS_PER_NODE` instead of the step's.
     #[serde(default)]
     pub preserve_env: bool,
+    /// `srun --bcast`: the program, written as the user on each node before
+    /// its tasks start, which then run that copy.
+    #[serde(default)]
+    pub bcast: Option<Bcast>,
+}
+
+/// `srun --bcast`'s copy of the program.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Bcast {
+    /// Where (absolute); ending in `/`: the directory, the file named
+    /// `slurm_bcast_<job>.<step>_<node>` in it (as Slurm's).
+    pub dest: String,
+    pub data: Vec<u8>,
+    /// Permission bits and modification time kept from the original.
+    pub mode: u32,
+    pub mtime: i64,
+}
+
+impl Bcast {
+    /// The file it is written to on node `node` for step `job.step`.
+    pub fn path_on(&self, job: JobId, step: u32, node: &str) -> String {
+        if self.dest.ends_with('/') {
+            format!("{}slurm_bcast_{job}.{step}_{node}", self.dest)
+        } else {
+            self.dest.clone()
+        }
+    }
 }
 
 /// Why a running job is ended by the controller: the batch script's error

@@ -480,6 +480,61 @@ pub struct StepIo {
     pub launcher: String,
 }
 
+/// Write `data` to `path` as the user (`uid`, `gid`, `groups`), with
+/// permission bits `mode` and modification time `mtime`: in a child that
+/// has become the user, so the file goes only where the user may write.
+/// A path not absolute, or a directory, is refused.
+fn write_as_user(
+    path: &str,
+    data: &[u8],
+    mode: u32,
+    mtime: i64,
+    uid: u32,
+    gid: u32,
+    groups: &[libc::gid_t],
+) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    if !path.starts_with('/') || path.ends_with('/') {
+        return Err(format!("{path}: not an absolute file name"));
+    }
+    let groups = groups.to_vec();
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(
+            "umask 077; [ ! -d \"$0\" ] || { echo \"$0: is a directory\" >&2; exit 1; }; \
+             cat > \"$0\" && chmod \"$1\" \"$0\" && touch -m -d \"@$2\" \"$0\"",
+        )
+        .arg(path)
+        .arg(format!("{mode:o}"))
+        .arg(mtime.to_string())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir("/")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: only async-signal-safe calls between fork and exec; the group
+    // list was allocated before the fork.
+    unsafe {
+        cmd.pre_exec(move || crate::launch::exec::become_user(&groups, gid, uid));
+    }
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let fed = child
+        .stdin
+        .take()
+        .map(|mut i| i.write_all(data))
+        .unwrap_or(Ok(()));
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        let why = why.lines().last().unwrap_or("cannot write it").trim();
+        // (sh names the file itself: keep only why.)
+        return Err(why.rsplit_once(": ").map_or(why, |(_, w)| w).to_string());
+    }
+    fed.map_err(|e| e.to_string())
+}
+
 pub async fn launch(
     ctx: &Arc<Ctx>,
     caller_uid: u32,
@@ -520,7 +575,7 @@ pub async fn launch(
             ),
         );
     }
-    let Some(prog) = t.argv.first().cloned() else {
+    let Some(mut prog) = t.argv.first().cloned() else {
         return refuse(SlurmError::InvalidRequest, "no program to run");
     };
     let key = (cred.job_id, cred.step_id);
@@ -586,6 +641,32 @@ pub async fn launch(
             return refuse(SlurmError::PrologFailed, e);
         }
     };
+    // `srun --bcast`: the program written here as the user (never as
+    // root: a user may not place a file where they may not write), and
+    // run from there.
+    if let Some(b) = t.bcast.as_ref() {
+        let path = b.path_on(key.0, key.1, &ctx.node);
+        let (data, mode, mtime) = (b.data.clone(), b.mode & 0o777, b.mtime);
+        let (p2, groups2) = (path.clone(), groups.clone());
+        let written = tokio::task::spawn_blocking(move || {
+            write_as_user(&p2, &data, mode, mtime, uid, gid, &groups2)
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        if let Err(e) = written {
+            warn!(job = key.0, step = key.1, "--bcast to {path}: {e}");
+            return refuse(
+                SlurmError::InvalidRequest,
+                format!("Failed to broadcast to {path}: {e}"),
+            );
+        }
+        tracing::info!(
+            job = key.0,
+            step = key.1,
+            "--bcast: program written to {path}"
+        );
+        prog = path;
+    }
     let step_cg = match job_cg {
         Some(jc) => {
             let name = format!("step_{}", key.1);
@@ -1370,6 +1451,7 @@ mod tests {
             task_prolog: None,
             task_epilog: None,
             preserve_env: false,
+            bcast: None,
         };
         let env = task_env(
             &t,

@@ -654,6 +654,7 @@ async fn daemon_end_to_end() {
         cpu_bind: None,
         distribution: None,
         job_start: Some(start),
+        bcast: None,
     };
     // A RunTasks call whose credential was made for another launch (the
     // same step, other tasks' environment) is refused before anything runs.

@@ -242,6 +242,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 task_prolog: None,
                 task_epilog: None,
                 preserve_env: false,
+                bcast: None,
             };
             let mut v = names(slurmd::steps::task_env(
                 &t,

@@ -2213,3 +2213,78 @@ fn fsdampeningfactor_holds_until_slurm_conf_is_read_again() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(factor(&t), "2");
 }
+
+/// `srun --bcast`: the program is copied to each node first, written as
+/// the user, and the copy runs: to the path given, or named
+/// `slurm_bcast_<job>.<step>_<node>` in the working directory, its mode
+/// kept. Misuse: an ordinary user cannot place it where they may not
+/// write (root's directory, another's file): the step is refused and
+/// nothing is written or changed.
+#[test]
+fn srun_bcast_runs_a_copy_written_as_the_user() {
+    use slurm_tests::{stderr, stdout, TestCluster, TEST_GID, TEST_UID};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let t = TestCluster::start(2, |_| {});
+    let dir = tempfile::Builder::new()
+        .prefix("bcast")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let prog = dir.path().join("prog.sh");
+    std::fs::write(&prog, "#!/bin/sh\necho \"ran $0\"\n").unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o750)).unwrap();
+    std::os::unix::fs::chown(&prog, Some(TEST_UID), Some(TEST_GID)).unwrap();
+    let srun = |args: &[&str]| {
+        t.cmd_as(TEST_UID, TEST_GID, "srun")
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // To a path given (one node: the nodes here share one disk).
+    let dest = dir.path().join("copy.sh");
+    let o = srun(&["-N1", &format!("--bcast={}", dest.display()), "./prog.sh"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), format!("ran {}\n", dest.display()));
+    let m = std::fs::metadata(&dest).unwrap();
+    assert_eq!((m.uid(), m.mode() & 0o777), (TEST_UID, 0o750));
+    // Without one: in the working directory, one copy per node.
+    let o = srun(&["-N2", "-n2", "--bcast", "prog.sh"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut ran: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    ran.sort();
+    let at = format!("ran {}/slurm_bcast_", dir.path().display());
+    assert_eq!(ran.len(), 2, "{ran:?}");
+    for (line, node) in ran.iter().zip(["n1", "n2"]) {
+        assert!(
+            line.starts_with(&at) && line.ends_with(&format!(".0_{node}")),
+            "{line}"
+        );
+        let path = line.trim_start_matches("ran ");
+        assert_eq!(std::fs::metadata(path).unwrap().uid(), TEST_UID);
+    }
+    // Misuse: root's directory, and root's file.
+    let root_dest = format!("/root/bcast-{}", std::process::id());
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep\n").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    for target in [root_dest.as_str(), victim.to_str().unwrap()] {
+        let o = srun(&["-N1", &format!("--bcast={target}"), "./prog.sh"]);
+        assert!(!o.status.success(), "{target}: {}", stdout(&o));
+        assert!(
+            stderr(&o).contains("Failed to broadcast") && stderr(&o).contains("Permission denied"),
+            "{target}: {}",
+            stderr(&o)
+        );
+        assert!(!stdout(&o).contains("ran "), "{}", stdout(&o));
+    }
+    assert!(!std::path::Path::new(&root_dest).exists());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+    // A program that is not there: Slurm's fatal error, nothing runs.
+    let o = srun(&["-N1", "--bcast", "./missing.sh"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim(),
+        "srun: fatal: Can not execute ./missing.sh"
+    );
+}
