@@ -14,7 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_build::configure()
         // Job listings are assembled from per-job encodings the controller
         // keeps: shared buffers, not copies.
-        .bytes([".slurm.v1.EncodedJobs.jobs"])
+        .bytes([".slurm.v1.EncodedJobs.jobs", ".slurm.v1.Bcast.data"])
         .build_server(true)
         .build_client(true)
         .compile_protos(&files, &["."])?;

@@ -541,9 +541,14 @@ pub fn render_sshare_fields(
                     // (Slurm marks a cut TRES list with `+`.)
                     let v: String = match *f {
                         "GrpTRESMins" | "TRESRunMins" => cut(v, *w),
+                        // Whole numbers are never cut (the column widens).
+                        "ID" | "RawShares" | "RawUsage" => v.clone(),
                         _ => v.chars().take(*w).collect(),
                     };
-                    crate::fmt::pad_into(out, &v, *w, *f != "Account");
+                    // (At least as wide as the value: only what was cut
+                    // above is shorter.)
+                    let w = (*w).max(v.chars().count());
+                    crate::fmt::pad_into(out, &v, w, *f != "Account");
                     out.push(' ');
                 }
             }
@@ -1712,5 +1717,10 @@ mod tests {
         let o = sshare_args(&["-o".to_string(), "User,ID".to_string(), "-P".to_string()]).unwrap();
         let out = render_sshare_fields(&rows, o.format.as_ref().unwrap(), &o, "c");
         assert_eq!(out, "User|ID\n|\nalice|4\n");
+        // A number wider than its column widens it.
+        rows[1].assoc_id = Some(12_345_678);
+        let o = sshare_args(&["-o".to_string(), "ID".to_string(), "-n".to_string()]).unwrap();
+        let out = render_sshare_fields(&rows, o.format.as_ref().unwrap(), &o, "c");
+        assert_eq!(out, "       \n12345678 \n");
     }
 }

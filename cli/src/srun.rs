@@ -2882,7 +2882,9 @@ pub fn bcast_file(
             BCAST_MAX >> 20
         )));
     }
-    let data = std::fs::read(&src).map_err(|e| failed(format!("{src}: {e}")))?;
+    let data: std::sync::Arc<[u8]> = std::fs::read(&src)
+        .map_err(|e| failed(format!("{src}: {e}")))?
+        .into();
     let dest_dir = params.and_then(|p| {
         p.split(',')
             .filter_map(|kv| kv.trim().split_once('='))

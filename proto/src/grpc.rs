@@ -348,7 +348,7 @@ impl From<TaskLaunch> for pb::TaskLaunch {
             preserve_env: t.preserve_env,
             bcast: t.bcast.map(|b| pb::Bcast {
                 dest: b.dest,
-                data: b.data,
+                data: bytes::Bytes::from_owner(b.data),
                 mode: b.mode,
                 mtime: b.mtime,
             }),
@@ -395,7 +395,7 @@ impl TryFrom<pb::TaskLaunch> for TaskLaunch {
             preserve_env: t.preserve_env,
             bcast: t.bcast.map(|b| crate::Bcast {
                 dest: b.dest,
-                data: b.data,
+                data: b.data.as_ref().into(),
                 mode: b.mode,
                 mtime: b.mtime,
             }),
@@ -1207,7 +1207,7 @@ mod tests {
             preserve_env: true,
             bcast: Some(crate::Bcast {
                 dest: "/tmp/".into(),
-                data: b"#!/bin/sh\n".to_vec(),
+                data: b"#!/bin/sh\n".as_slice().into(),
                 mode: 0o755,
                 mtime: 7,
             }),

@@ -1013,7 +1013,9 @@ pub struct Bcast {
     /// Where (absolute); ending in `/`: the directory, the file named
     /// `slurm_bcast_<job>.<step>_<node>` in it (as Slurm's).
     pub dest: String,
-    pub data: Vec<u8>,
+    /// Shared by every node's launch (one copy in srun, however many
+    /// nodes).
+    pub data: std::sync::Arc<[u8]>,
     /// Permission bits and modification time kept from the original.
     pub mode: u32,
     pub mtime: i64,

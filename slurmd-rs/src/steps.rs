@@ -480,10 +480,15 @@ pub struct StepIo {
     pub launcher: String,
 }
 
+/// How long writing `srun --bcast`'s program may take on a node.
+const BCAST_WRITE_LIMIT: Duration = Duration::from_secs(60);
+
 /// Write `data` to `path` as the user (`uid`, `gid`, `groups`), with
 /// permission bits `mode` and modification time `mtime`: in a child that
 /// has become the user, so the file goes only where the user may write.
-/// A path not absolute, or a directory, is refused.
+/// A path not absolute, a directory or another kind of file already there
+/// (a FIFO would block) is refused; a write not done within
+/// [`BCAST_WRITE_LIMIT`] (a hung file system) is killed and refused.
 fn write_as_user(
     path: &str,
     data: &[u8],
@@ -493,7 +498,7 @@ fn write_as_user(
     gid: u32,
     groups: &[libc::gid_t],
 ) -> Result<(), String> {
-    use std::io::Write;
+    use std::io::{Read, Write};
     use std::os::unix::process::CommandExt;
     if !path.starts_with('/') || path.ends_with('/') {
         return Err(format!("{path}: not an absolute file name"));
@@ -502,7 +507,8 @@ fn write_as_user(
     let mut cmd = std::process::Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(
-            "umask 077; [ ! -d \"$0\" ] || { echo \"$0: is a directory\" >&2; exit 1; }; \
+            "umask 077; if [ -e \"$0\" ] && [ ! -f \"$0\" ]; then \
+             echo \"$0: not a regular file\" >&2; exit 1; fi; \
              cat > \"$0\" && chmod \"$1\" \"$0\" && touch -m -d \"@$2\" \"$0\"",
         )
         .arg(path)
@@ -515,19 +521,49 @@ fn write_as_user(
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     // SAFETY: only async-signal-safe calls between fork and exec; the group
-    // list was allocated before the fork.
+    // list was allocated before the fork. Its own session: killed whole
+    // when it takes too long.
     unsafe {
-        cmd.pre_exec(move || crate::launch::exec::become_user(&groups, gid, uid));
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            crate::launch::exec::become_user(&groups, gid, uid)
+        });
     }
     let mut child = cmd.spawn().map_err(|e| e.to_string())?;
-    let fed = child
-        .stdin
-        .take()
-        .map(|mut i| i.write_all(data))
-        .unwrap_or(Ok(()));
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr);
+    let pid = child.id() as i32;
+    let stdin = child.stdin.take();
+    let mut stderr = child.stderr.take();
+    let status = std::thread::scope(|scope| {
+        // Fed from a thread: a child that never reads must not hold this one.
+        let fed = scope.spawn(move || stdin.map(|mut i| i.write_all(data)));
+        let deadline = std::time::Instant::now() + BCAST_WRITE_LIMIT;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Ok(st),
+                Err(e) => break Err(e.to_string()),
+                Ok(None) if std::time::Instant::now() >= deadline => {
+                    // SAFETY: a signal to the process group the child leads.
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    let _ = child.wait();
+                    break Err(format!(
+                        "not written within {} s",
+                        BCAST_WRITE_LIMIT.as_secs()
+                    ));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        let fed = fed.join().ok().flatten().unwrap_or(Ok(()));
+        status.map(|st| (st, fed))
+    })?;
+    let (status, fed) = status;
+    if !status.success() {
+        let mut why = String::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = e.take(4096).read_to_string(&mut why);
+        }
         let why = why.lines().last().unwrap_or("cannot write it").trim();
         // (sh names the file itself: keep only why.)
         return Err(why.rsplit_once(": ").map_or(why, |(_, w)| w).to_string());

@@ -11,6 +11,22 @@ impl Controller {
         let rows = &m.report().rows;
         let names = self.tres_names();
         let run = self.tres_run_secs(rows, &names);
+        // Each row's accounting association, found once (a user's: the
+        // one without a partition first).
+        let mut recs: HashMap<(&str, &str), &slurm_proto::acct::AssocRec> = HashMap::new();
+        for a in self.assocs.iter().flat_map(|c| c.assocs.iter()) {
+            let key = (a.account.as_str(), a.user.as_str());
+            match recs.get(&key) {
+                Some(have) if have.partition.is_empty() => {}
+                _ => {
+                    recs.insert(key, a);
+                }
+            }
+        }
+        let rec = |r: &slurm_plugins::fairshare::ShareRow| {
+            recs.get(&(r.account.as_str(), r.user.as_deref().unwrap_or("")))
+                .copied()
+        };
         rows.iter()
             .zip(run)
             .map(|(r, run)| ShareInfo {
@@ -28,13 +44,13 @@ impl Controller {
                     .user
                     .as_deref()
                     .and_then(|u| self.assoc_partition(u, &r.account)),
-                assoc_id: self.assoc_rec(r).map(|a| a.id),
-                tres_grp_mins: {
-                    let limit = self
-                        .assoc_rec(r)
-                        .and_then(|a| a.limits.grp_tres_mins.as_deref());
-                    tres_limits(limit.unwrap_or(""), &names)
-                },
+                assoc_id: rec(r).map(|a| a.id),
+                tres_grp_mins: tres_limits(
+                    rec(r)
+                        .and_then(|a| a.limits.grp_tres_mins.as_deref())
+                        .unwrap_or(""),
+                    &names,
+                ),
                 tres_run_secs: run,
                 tres_names: names.clone(),
             })
@@ -58,21 +74,6 @@ impl Controller {
         names
     }
 
-    /// The accounting association a fair-share row stands for (a user's:
-    /// the one without a partition first).
-    fn assoc_rec(
-        &self,
-        r: &slurm_plugins::fairshare::ShareRow,
-    ) -> Option<&slurm_proto::acct::AssocRec> {
-        let all = &self.assocs.as_ref()?.assocs;
-        let user = r.user.as_deref().unwrap_or("");
-        let mine = |a: &&slurm_proto::acct::AssocRec| a.user == user && a.account == r.account;
-        all.iter()
-            .filter(mine)
-            .find(|a| a.partition.is_empty())
-            .or_else(|| all.iter().find(mine))
-    }
-
     /// Per row, the TRES-seconds left in its running (and suspended) jobs'
     /// time limits as of the last change, its children's included, as
     /// Slurm's `grp_used_tres_run_secs` (a job without a limit counts
@@ -87,9 +88,12 @@ impl Controller {
         if !self.enforce.limits {
             return run;
         }
+        // Account rows by path (a user row has no children; a sub-account
+        // may share its name and so its path).
         let by_path: HashMap<&str, usize> = rows
             .iter()
             .enumerate()
+            .filter(|(_, r)| r.user.is_none())
             .map(|(i, r)| (r.path.as_str(), i))
             .collect();
         let user_rows: HashMap<(&str, &str), usize> = rows
@@ -98,7 +102,12 @@ impl Controller {
             .filter_map(|(i, r)| Some(((r.account.as_str(), r.user.as_deref()?), i)))
             .collect();
         let now = self.last_update;
-        for j in self.p.jobs.values() {
+        // The jobs holding nodes (and any changed since they were counted):
+        // the running ones are among them, not the whole queue.
+        let mut ids: Vec<JobId> = self.shares.keys().chain(&self.touched).copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for j in ids.iter().filter_map(|id| self.p.jobs.get(id)) {
             if !matches!(j.state, JobState::Running | JobState::Suspended) {
                 continue;
             }
@@ -340,7 +349,14 @@ fn job_tres(j: &JobRecord, names: &[String]) -> Vec<u64> {
                     a.gres
                         .iter()
                         .flatten()
-                        .filter(|x| x.name == name && (kind.is_none() || x.kind.as_deref() == kind))
+                        .filter(|x| {
+                            x.name.eq_ignore_ascii_case(name)
+                                && kind.is_none_or(|k| {
+                                    x.kind
+                                        .as_deref()
+                                        .is_some_and(|xk| xk.eq_ignore_ascii_case(k))
+                                })
+                        })
                         .map(|x| x.indices.len() as u64)
                         .sum()
                 }
@@ -364,15 +380,15 @@ fn tres_limits(limit: &str, names: &[String]) -> Vec<u64> {
             continue;
         };
         let v = v.trim();
+        // slurmdbd keeps memory with an `M` (MB); other units as written.
         let (digits, mult) = match v.chars().last().map(|c| c.to_ascii_uppercase()) {
-            Some('K') => (&v[..v.len() - 1], 0.0009765625),
-            Some('M') => (&v[..v.len() - 1], 1.0),
-            Some('G') => (&v[..v.len() - 1], 1024.0),
-            Some('T') => (&v[..v.len() - 1], 1_048_576.0),
-            _ => (v, 1.0),
+            Some('M') => (&v[..v.len() - 1], 1),
+            Some('G') => (&v[..v.len() - 1], 1024),
+            Some('T') => (&v[..v.len() - 1], 1024 * 1024),
+            _ => (v, 1),
         };
         if let Ok(n) = digits.parse::<u64>() {
-            out[i] = (n as f64 * mult) as u64;
+            out[i] = n.saturating_mul(mult);
         }
     }
     out

@@ -1010,9 +1010,11 @@ impl Storage {
         }
         let ids: Vec<u64> = doomed.iter().map(|a| a.id).collect();
         self.delete_assoc_ids(&mut tx, &ids).await?;
-        // Accounts left without any association go, unless a user still defaults to them.
+        // Accounts left without any association go, unless a user still
+        // defaults to them; with clusters named only those associations
+        // go, the record stays (as Slurm's `delete account X cluster=C`).
         let mut changed: Vec<String> = doomed.iter().map(assoc_label).collect();
-        for n in &names {
+        for n in names.iter().filter(|_| f.clusters.is_empty()) {
             let mut q = Q::new("SELECT id FROM assocs WHERE account=");
             q.bind(n);
             if q.fetch_optional(self.backend, &mut *tx).await?.is_some() {

@@ -1611,11 +1611,17 @@ fn coordinators_act_on_their_accounts_jobs_only() {
         &t,
         &["-P", "-n", "show", "user", "withcoord", "format=user,coord"],
     );
-    // (optics went with its last association, removed by daemon above.)
+    // (optics is no longer under lab: daemon removed its association on
+    // the cluster; its record stays, as Slurm's.)
     assert!(
         out.contains("bin|lab\n") && out.contains("daemon|\n"),
         "{out}"
     );
+    let out = mgr(
+        &t,
+        &["-P", "-n", "show", "account", "optics", "format=account"],
+    );
+    assert_eq!(out, "optics\n");
     // An operator acts on anyone's job (Slurm's validate_operator);
     // daemon, no longer a coordinator, on nobody's no more.
     mgr(

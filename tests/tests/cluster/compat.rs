@@ -2280,6 +2280,15 @@ fn srun_bcast_runs_a_copy_written_as_the_user() {
     }
     assert!(!std::path::Path::new(&root_dest).exists());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+    // A FIFO of theirs (a write to it would never end): refused at once.
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+    std::os::unix::fs::chown(&fifo, Some(TEST_UID), Some(TEST_GID)).unwrap();
+    let o = srun(&["-N1", &format!("--bcast={}", fifo.display()), "./prog.sh"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
     // A program that is not there: Slurm's fatal error, nothing runs.
     let o = srun(&["-N1", "--bcast", "./missing.sh"]);
     assert_eq!(o.status.code(), Some(1));
