@@ -117,8 +117,21 @@ pub fn render_with(d: &DiagStats, sort: Sort, no_trunc: bool) -> String {
             d.main_cycles / (elapsed as u64 / 60)
         ));
     }
-    s.push_str(&format!("\tLast queue length: {}\n\n", d.main_last_queue));
-    s.push_str("Backfilling stats\n");
+    s.push_str(&format!("\tLast queue length: {}\n", d.main_last_queue));
+    // Every pass here goes through the whole queue: Slurm's other reasons
+    // (depth, start and time limits, licenses, RPC load) never end one.
+    s.push_str("\nMain scheduler exit:\n");
+    for (why, n) in [
+        ("End of job queue", d.main_cycles),
+        ("Hit default_queue_depth", 0),
+        ("Hit sched_max_job_start", 0),
+        ("Blocked on licenses", 0),
+        ("Hit max_rpc_cnt", 0),
+        ("Timeout (max_sched_time)", 0),
+    ] {
+        s.push_str(&format!("\t{why}:{n:>2}\n"));
+    }
+    s.push_str("\nBackfilling stats\n");
     s.push_str(&format!(
         "\tTotal backfilled jobs (since last slurm start): {}\n",
         d.bf_backfilled_jobs
@@ -143,13 +156,51 @@ pub fn render_with(d: &DiagStats, sort: Sort, no_trunc: bool) -> String {
         ));
     }
     s.push_str(&format!("\tLast depth cycle: {}\n", d.bf_last_depth));
+    s.push_str(&format!(
+        "\tLast depth cycle (try sched): {}\n",
+        d.bf_last_depth_try
+    ));
     if d.bf_cycles > 0 {
         s.push_str(&format!(
             "\tDepth Mean: {}\n",
             mean(d.bf_total_depth, d.bf_cycles)
         ));
+        s.push_str(&format!(
+            "\tDepth Mean (try depth): {}\n",
+            mean(d.bf_total_depth_try, d.bf_cycles)
+        ));
     }
     s.push_str(&format!("\tLast queue length: {}\n", d.bf_last_queue));
+    if d.bf_cycles > 0 {
+        s.push_str(&format!(
+            "\tQueue length mean: {}\n",
+            mean(d.bf_total_queue, d.bf_cycles)
+        ));
+    }
+    s.push_str(&format!("\tLast table size: {}\n", d.bf_table_size));
+    if d.bf_cycles > 0 {
+        s.push_str(&format!(
+            "\tMean table size: {}\n",
+            mean(d.bf_total_table_size, d.bf_cycles)
+        ));
+    }
+    // bf_max_job_start, bf_max_time and bf_node_space_size are not taken
+    // here, and a pass is never cut short by a change: those stay 0.
+    s.push_str("\nBackfill exit\n");
+    for (why, n) in [
+        ("End of job queue", d.bf_exit_end),
+        ("Hit bf_max_job_start", 0),
+        ("Hit bf_max_job_test", d.bf_exit_max_job_test),
+        ("System state changed", 0),
+        ("Hit table size limit (bf_node_space_size)", 0),
+        ("Timeout (bf_max_time)", 0),
+    ] {
+        s.push_str(&format!("\t{why}:{n:>2}\n"));
+    }
+    s.push_str(&format!(
+        "\nLatency for 1000 calls to gettimeofday(): {} microseconds\n",
+        d.gettimeofday_latency
+    ));
     rpc_table(
         &mut s,
         "Remote Procedure Call statistics by message type",
@@ -395,6 +446,54 @@ mod tests {
         });
         assert!(
             !r.contains("Mean cycle") && !r.contains("Cycles per minute"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn scheduler_exits_backfill_tries_and_clock_latency_as_slurms() {
+        let d = DiagStats {
+            since: 0,
+            now: 600,
+            main_cycles: 5,
+            main_last_queue: 3,
+            bf_cycles: 2,
+            bf_last_depth: 6,
+            bf_total_depth: 12,
+            bf_last_depth_try: 4,
+            bf_total_depth_try: 10,
+            bf_last_queue: 6,
+            bf_total_queue: 20,
+            bf_table_size: 3,
+            bf_total_table_size: 8,
+            bf_exit_end: 1,
+            bf_exit_max_job_test: 1,
+            gettimeofday_latency: 17,
+            ..Default::default()
+        };
+        let r = render(&d);
+        assert!(
+            r.contains(
+                "\tLast queue length: 3\n\nMain scheduler exit:\n\
+                 \tEnd of job queue: 5\n\tHit default_queue_depth: 0\n\
+                 \tHit sched_max_job_start: 0\n\tBlocked on licenses: 0\n\
+                 \tHit max_rpc_cnt: 0\n\tTimeout (max_sched_time): 0\n\nBackfilling stats\n"
+            ),
+            "{r}"
+        );
+        assert!(
+            r.contains(
+                "\tLast depth cycle: 6\n\tLast depth cycle (try sched): 4\n\
+                 \tDepth Mean: 6\n\tDepth Mean (try depth): 5\n\
+                 \tLast queue length: 6\n\tQueue length mean: 10\n\
+                 \tLast table size: 3\n\tMean table size: 4\n\nBackfill exit\n\
+                 \tEnd of job queue: 1\n\tHit bf_max_job_start: 0\n\
+                 \tHit bf_max_job_test: 1\n\tSystem state changed: 0\n\
+                 \tHit table size limit (bf_node_space_size): 0\n\
+                 \tTimeout (bf_max_time): 0\n\n\
+                 Latency for 1000 calls to gettimeofday(): 17 microseconds\n\n\
+                 Remote Procedure Call statistics by message type\n"
+            ),
             "{r}"
         );
     }

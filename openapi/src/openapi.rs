@@ -72,6 +72,32 @@ pub fn diag_statistics(d: &slurm_proto::DiagStats) -> Value {
             "bf_depth_sum": i32c(d.bf_total_depth),
             "bf_queue_len": i32c(d.bf_last_queue),
             "bf_when_last_cycle": time(d.bf_last_when),
+            "bf_last_depth_try": i32c(d.bf_last_depth_try),
+            "bf_depth_try_sum": i32c(d.bf_total_depth_try),
+            "bf_depth_mean_try": mean(d.bf_total_depth_try, d.bf_cycles),
+            "bf_queue_len_sum": i32c(d.bf_total_queue),
+            "bf_queue_len_mean": mean(d.bf_total_queue, d.bf_cycles),
+            "bf_table_size": i32c(d.bf_table_size),
+            "bf_table_size_sum": i32c(d.bf_total_table_size),
+            "bf_table_size_mean": mean(d.bf_total_table_size, d.bf_cycles),
+            "bf_active": false,
+            "bf_exit": {
+                "end_job_queue": i32c(d.bf_exit_end),
+                "bf_max_job_start": 0,
+                "bf_max_job_test": i32c(d.bf_exit_max_job_test),
+                "bf_max_time": 0,
+                "bf_node_space_size": 0,
+                "state_changed": 0,
+            },
+            "schedule_exit": {
+                "end_job_queue": i32c(d.main_cycles),
+                "default_queue_depth": 0,
+                "max_job_start": 0,
+                "max_rpc_cnt": 0,
+                "max_sched_time": 0,
+                "licenses": 0,
+            },
+            "gettimeofday_latency": i32c(d.gettimeofday_latency),
     })
 }
 

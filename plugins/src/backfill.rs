@@ -179,6 +179,10 @@ pub struct BackfillStats {
     pub examined: u32,
     pub started: u32,
     pub reserved: u32,
+    /// Jobs were left unexamined at `bf_max_job_test`.
+    pub hit_max_job_test: bool,
+    /// Distinct instants of the plan it left (Slurm's backfill table size).
+    pub table_size: u32,
 }
 
 /// The `sched/backfill` policy.
@@ -236,6 +240,7 @@ impl Backfill {
                 continue;
             }
             if stats.examined >= prm.max_job_test {
+                stats.hit_max_job_test = true;
                 // Past the limit, as Slurm's main scheduler: a job whose
                 // partition has nothing waiting ahead of it starts if it
                 // fits now around every reservation made, and is planned no
@@ -346,6 +351,7 @@ impl Backfill {
             }
             decisions.push(pending(job, reason));
         }
+        stats.table_size = u32::try_from(avail.instants()).unwrap_or(u32::MAX);
         self.last = stats;
         (
             Plan {
@@ -520,6 +526,10 @@ fn planned(start: i64, dur: Option<i64>, alloc: Vec<NodeAlloc>) -> PlannedStart 
 impl Scheduler for Backfill {
     fn name(&self) -> &'static str {
         "sched/backfill"
+    }
+
+    fn last_pass(&self) -> Option<BackfillStats> {
+        Some(self.last)
     }
 
     fn schedule(&mut self, view: &ClusterView, queue: &[JobView], now: i64) -> Vec<Decision> {

@@ -678,6 +678,19 @@ impl Availability {
         a
     }
 
+    /// How many distinct instants the plan holds (when some node's use
+    /// changes, `now` included): Slurm's backfill table size.
+    pub fn instants(&self) -> usize {
+        let mut ts: Vec<i64> = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.segs.iter().map(|s| s.t))
+            .collect();
+        ts.sort_unstable();
+        ts.dedup();
+        ts.len()
+    }
+
     /// Promise that, until the next call, searches start no later than
     /// `latest` and are for jobs that run at least `shortest` seconds
     /// (unlimited ones count as forever), so the plan can leave out nodes

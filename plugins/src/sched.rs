@@ -126,6 +126,12 @@ pub trait Scheduler: Send {
         self.plan(view, queue, now)
     }
 
+    /// What the last pass did, for `sdiag` (policies that keep no count:
+    /// `None`).
+    fn last_pass(&self) -> Option<crate::backfill::BackfillStats> {
+        None
+    }
+
     /// When and where `job` (not in `queue`) would start if it were
     /// submitted now behind `queue` (`sbatch --test-only`). `None` when it
     /// cannot be predicted.

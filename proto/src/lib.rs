@@ -1915,6 +1915,28 @@ pub struct DiagStats {
     /// with their nodes (a host list).
     #[serde(default)]
     pub pending_rpcs: Vec<PendingRpc>,
+    /// Backfill: jobs tried (within `bf_max_job_test`), last pass and
+    /// summed; queue lengths summed; the plan's distinct instants (Slurm's
+    /// table size), last and summed.
+    #[serde(default)]
+    pub bf_last_depth_try: u64,
+    #[serde(default)]
+    pub bf_total_depth_try: u64,
+    #[serde(default)]
+    pub bf_total_queue: u64,
+    #[serde(default)]
+    pub bf_table_size: u64,
+    #[serde(default)]
+    pub bf_total_table_size: u64,
+    /// Backfill passes that ended at the end of the queue, and at
+    /// `bf_max_job_test` (the others of Slurm's reasons cannot happen here).
+    #[serde(default)]
+    pub bf_exit_end: u64,
+    #[serde(default)]
+    pub bf_exit_max_job_test: u64,
+    /// Microseconds 1000 reads of the clock took (when asked).
+    #[serde(default)]
+    pub gettimeofday_latency: u64,
 }
 
 /// Slurm's name and number of a batch job's launch message.

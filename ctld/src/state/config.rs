@@ -78,6 +78,13 @@ impl Stats {
         d.bf_backfilled_jobs = st.bf_backfilled_jobs;
         d.bf_last_when = st.bf_last_when;
         d.bf_last_queue = st.bf_last_queue;
+        d.bf_last_depth_try = st.bf_last_depth_try;
+        d.bf_total_depth_try = st.bf_total_depth_try;
+        d.bf_total_queue = st.bf_total_queue;
+        d.bf_table_size = st.bf_table_size;
+        d.bf_total_table_size = st.bf_total_table_size;
+        d.bf_exit_end = st.bf_exit_end;
+        d.bf_exit_max_job_test = st.bf_exit_max_job_test;
     }
 }
 

@@ -543,6 +543,13 @@ pub struct Stats {
     pub bf_backfilled_jobs: u64,
     pub bf_last_when: Option<i64>,
     pub bf_last_queue: u64,
+    pub bf_last_depth_try: u64,
+    pub bf_total_depth_try: u64,
+    pub bf_total_queue: u64,
+    pub bf_table_size: u64,
+    pub bf_total_table_size: u64,
+    pub bf_exit_end: u64,
+    pub bf_exit_max_job_test: u64,
 }
 
 fn err<T>(e: SlurmError) -> Result<T, RpcError> {

@@ -375,6 +375,18 @@ impl Controller {
             st.bf_backfilled_jobs += backfilled;
             st.bf_last_when = Some(now);
             st.bf_last_queue = queue_len;
+            st.bf_total_queue += queue_len;
+            if let Some(p) = self.scheduler.last_pass() {
+                st.bf_last_depth_try = u64::from(p.examined);
+                st.bf_total_depth_try += u64::from(p.examined);
+                st.bf_table_size = u64::from(p.table_size);
+                st.bf_total_table_size += u64::from(p.table_size);
+                if p.hit_max_job_test {
+                    st.bf_exit_max_job_test += 1;
+                } else {
+                    st.bf_exit_end += 1;
+                }
+            }
         }
         self.stats.sched_cycles += 1;
         self.stats.total_depth += queue_len;

@@ -795,6 +795,35 @@ fn a_job_held_after_its_prolog_failed_shows_completing_on_its_node_until_cleaned
     s.check_replay();
 }
 
+/// sdiag's backfill figures come from the passes: jobs tried within
+/// bf_max_job_test, the plan's instants, and why each pass ended.
+#[test]
+fn backfill_passes_count_tries_table_size_and_exits() {
+    let mut s = sim("SchedulerType=sched/backfill\nSchedulerParameters=bf_max_job_test=1\n");
+    let both = |d: &mut JobDesc| {
+        d.min_nodes = Some(2);
+        d.exclusive = true;
+        d.time_limit = Some(Some(10));
+    };
+    let first = s.submit(both);
+    assert_eq!(s.state(first), JobState::Running);
+    let (a, b) = (s.submit(both), s.submit(both));
+    assert_eq!(
+        (s.state(a), s.state(b)),
+        (JobState::Pending, JobState::Pending)
+    );
+    let d = s.ctl.diag();
+    // The last pass tried one job (the limit) with one left: cut short.
+    assert_eq!(d.bf_last_depth_try, 1, "{d:?}");
+    assert!(d.bf_exit_max_job_test >= 1, "{d:?}");
+    // A pass with nothing left untried ended at the queue's end.
+    assert!(d.bf_exit_end >= 1, "{d:?}");
+    assert_eq!(d.bf_exit_end + d.bf_exit_max_job_test, d.bf_cycles);
+    // Now, and the running job's end (where the reservation starts).
+    assert!(d.bf_table_size >= 2, "{d:?}");
+    assert!(d.bf_total_depth_try >= d.bf_last_depth_try);
+}
+
 #[test]
 fn array_tasks_run_within_their_throttle() {
     let mut s = sim("");

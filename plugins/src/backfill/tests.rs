@@ -153,13 +153,13 @@ fn easy_versus_conservative() {
     let mut b = bf("bf_reserve_depth=1");
     b.plan(&v, &q, 0);
     assert_eq!(
-        b.last,
-        BackfillStats {
-            examined: 3,
-            started: 1,
-            reserved: 1
-        }
+        (b.last.examined, b.last.started, b.last.reserved),
+        (3, 1, 1)
     );
+    // Nothing left untried; the plan has now and the running job's end
+    // at least.
+    assert!(!b.last.hit_max_job_test);
+    assert!(b.last.table_size >= 2, "{:?}", b.last);
 }
 
 #[test]

@@ -823,6 +823,8 @@ wire!(DiagStats <=> DiagStats {
     bf_last_us, bf_max_us, bf_total_us, bf_last_depth, bf_total_depth,
     bf_backfilled_jobs, bf_last_when, bf_last_queue, rpc_types, rpc_users,
     server_threads, agent_count, agent_retrying, dbd_queue, pending_rpcs, job_states_ts,
+    bf_last_depth_try, bf_total_depth_try, bf_total_queue, bf_table_size,
+    bf_total_table_size, bf_exit_end, bf_exit_max_job_test, gettimeofday_latency,
 });
 
 impl From<JobPriority> for pb::JobPriority {
