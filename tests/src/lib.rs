@@ -117,11 +117,34 @@ impl TestCluster {
             ClusterSpec::new(&tmp.path().join("cluster"), nodes, &bin_dir()).expect("spec")
         };
         tune(&mut spec);
-        let c = match LocalCluster::start(spec) {
-            Ok(c) => c,
-            Err(e) => {
-                let logs = dump_logs(&tmp.path().join("cluster/log"));
-                panic!("cluster did not start: {e}\n{logs}");
+        // A port is chosen free, then released until its daemon listens:
+        // another test's process may take it meanwhile. Then the cluster is
+        // started again on other ports (its daemons stopped, its logs and
+        // state put aside); any other failure ends the test.
+        let mut attempt = 0;
+        let c = loop {
+            match LocalCluster::start(spec.clone()) {
+                Ok(c) => break c,
+                Err(e) => {
+                    let logs = dump_logs(&spec.dir.join("log"));
+                    let clash = logs.contains("Address already in use");
+                    if !clash || attempt == 2 || !spec.backups().is_empty() {
+                        panic!("cluster did not start: {e}\n{logs}");
+                    }
+                    attempt += 1;
+                    eprintln!("a port was taken meanwhile; starting again on others ({e})");
+                    for sub in ["log", "state"] {
+                        let _ = std::fs::rename(
+                            spec.dir.join(sub),
+                            spec.dir.join(format!("{sub}.clash{attempt}")),
+                        );
+                    }
+                    let fresh =
+                        ClusterSpec::new(&spec.dir, spec.nodes, &spec.bin_dir).expect("ports");
+                    spec.ctld_port = fresh.ctld_port;
+                    spec.dbd_port = fresh.dbd_port;
+                    spec.slurmd_ports = fresh.slurmd_ports;
+                }
             }
         };
         let work = tmp.path().join("work");
