@@ -439,7 +439,7 @@ pub fn render_sshare_parsable(rows: &[ShareInfo], a: &SshareArgs) -> String {
 const SSHARE_FIELDS: [(&str, usize); 14] = [
     ("Account", 20),
     ("User", 10),
-    ("Partition", 10),
+    ("Partition", 12),
     ("RawShares", 10),
     ("NormShares", 11),
     ("RawUsage", 11),
@@ -485,9 +485,14 @@ pub fn sshare_format(spec: &str) -> Result<Vec<(&'static str, usize)>, String> {
             ),
             None => (item, None),
         };
-        let (field, default) = SSHARE_FIELDS
-            .iter()
-            .find(|(f, _)| f.eq_ignore_ascii_case(name))
+        // As Slurm's: the first field, in its (alphabetical) order, that
+        // begins with what was typed (`Grp` is GrpTRESMins, `P` Partition).
+        let mut fields: Vec<&(&'static str, usize)> = SSHARE_FIELDS.iter().collect();
+        fields.sort_by_key(|(f, _)| *f);
+        let typed = name.to_ascii_lowercase();
+        let (field, default) = fields
+            .into_iter()
+            .find(|(f, _)| !typed.is_empty() && f.to_ascii_lowercase().starts_with(&typed))
             .ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
         out.push((*field, width.unwrap_or(*default).min(4096)));
     }
@@ -1552,6 +1557,27 @@ mod tests {
             "Invalid field requested: \"Bogus\""
         );
         assert!(args(&["-o", "User%x"]).is_err());
+        // Names begun are taken as Slurm's: the first field so begun.
+        let names = |spec: &str| -> Vec<&str> {
+            sshare_format(spec)
+                .unwrap()
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect()
+        };
+        assert_eq!(
+            names("Grp,TRES,P,id,u,raw,norm"),
+            [
+                "GrpTRESMins",
+                "TRESRunMins",
+                "Partition",
+                "ID",
+                "User",
+                "RawShares",
+                "NormShares"
+            ]
+        );
+        assert_eq!(sshare_format("Partition").unwrap(), [("Partition", 12)]);
     }
 
     #[test]
@@ -1628,7 +1654,7 @@ mod tests {
         assert_eq!(
             lines[0],
             format!(
-                "{:<20} {:>10} {:>10} {:>10} {:>11} {:>11} {:>13} {:>10} ",
+                "{:<20} {:>10} {:>12} {:>10} {:>11} {:>11} {:>13} {:>10} ",
                 "Account",
                 "User",
                 "Partition",
@@ -1642,14 +1668,14 @@ mod tests {
         assert_eq!(
             lines[3],
             format!(
-                "{:<20} {:>10} {:>10} {:>10} {:>11} {:>11} {:>13} {:>10} ",
+                "{:<20} {:>10} {:>12} {:>10} {:>11} {:>11} {:>13} {:>10} ",
                 " default", "alice", "gpu", "1", "1.000000", "100", "1.000000", "1.000000"
             )
         );
         assert_eq!(
             lines[2],
             format!(
-                "{:<20} {:>10} {:>10} {:>10} {:>11} {:>11} {:>13} {:>10} ",
+                "{:<20} {:>10} {:>12} {:>10} {:>11} {:>11} {:>13} {:>10} ",
                 "root", "", "", "1", "1.000000", "100", "1.000000", ""
             ),
             "an account row has an empty Partition"
