@@ -211,14 +211,8 @@ pub fn update(tres: Option<&str>, key: &str, n: Option<&str>) -> Option<String> 
     (!entries.is_empty()).then(|| entries.join(","))
 }
 
-/// The `SLURM_TRES_PER_TASK` entry of `--gpus-per-task`'s value (`N` or
-/// `kind:N`): its key and count.
-pub fn gpu_entry(gpus: &str) -> (String, String) {
-    match gpus.rsplit_once(':') {
-        Some((kind, n)) => (format!("gres/gpu:{kind}"), n.to_string()),
-        None => ("gres/gpu".to_string(), gpus.to_string()),
-    }
-}
+/// The `SLURM_TRES_PER_TASK` entry of `--gpus-per-task`'s value.
+pub use slurm_proto::jobenv::gpu_entry;
 
 #[cfg(test)]
 mod tests {

@@ -92,13 +92,15 @@ pub fn job_env(j: &JobRecord) -> Vec<String> {
 /// inherited `SLURM_TRES_PER_TASK` in a job that asked none, where a plain
 /// `srun` then dies on the two disagreeing; it is dropped here.)
 pub fn batch_environment(submitted: &[String], j: &JobRecord) -> Vec<String> {
-    let name = |kv: &String| kv.split_once('=').map(|(k, _)| k.to_string());
+    fn name(kv: &str) -> Option<&str> {
+        kv.split_once('=').map(|(k, _)| k)
+    }
     let had_cpus = submitted
         .iter()
-        .any(|kv| name(kv).as_deref() == Some("SLURM_CPUS_PER_TASK"));
+        .any(|kv| name(kv) == Some("SLURM_CPUS_PER_TASK"));
     let mut env: Vec<String> = submitted
         .iter()
-        .filter(|kv| !name(kv).is_some_and(|k| JOB_ENV_VARS.contains(&k.as_str())))
+        .filter(|kv| !name(kv).is_some_and(|k| JOB_ENV_VARS.contains(&k)))
         .cloned()
         .collect();
     let ours = job_env(j);
@@ -119,12 +121,19 @@ pub fn tres_per_task(cpus: Option<u32>, gpus: Option<&str>) -> Option<String> {
         parts.push(format!("cpu={c}"));
     }
     if let Some(g) = gpus.filter(|g| !g.is_empty()) {
-        parts.push(match g.rsplit_once(':') {
-            Some((kind, n)) => format!("gres/gpu:{kind}={n}"),
-            None => format!("gres/gpu={g}"),
-        });
+        let (key, n) = gpu_entry(g);
+        parts.push(format!("{key}={n}"));
     }
     (!parts.is_empty()).then(|| parts.join(","))
+}
+
+/// The `SLURM_TRES_PER_TASK` entry of `--gpus-per-task`'s value (`N` or
+/// `kind:N`): its key (`gres/gpu[:kind]`) and count.
+pub fn gpu_entry(gpus: &str) -> (String, String) {
+    match gpus.rsplit_once(':') {
+        Some((kind, n)) => (format!("gres/gpu:{kind}"), n.to_string()),
+        None => ("gres/gpu".to_string(), gpus.to_string()),
+    }
 }
 
 /// What a job asked for each task ([`tres_per_task`]); CPUs the controller

@@ -618,6 +618,69 @@ PriorityCalcPeriod=1\nPriorityDecayHalfLife=7-0\n"
     }
 }
 
+/// Misuse: under `PrivateData=usage` an ordinary user's sshare shows only
+/// their own rows, none of another user's or an account's (whose running
+/// jobs' TRES and limits they would carry); root sees them all.
+#[test]
+fn sshare_under_private_usage_shows_a_user_only_their_own_rows() {
+    let t = TestCluster::start(1, |s| {
+        s.accounting = true;
+        s.extra_conf = "PriorityType=priority/multifactor\nPrivateData=usage\n".into();
+    });
+    mgr(&t, &["-i", "add", "account", "physics"]);
+    mgr(
+        &t,
+        &[
+            "-i",
+            "add",
+            "user",
+            "nobody",
+            "Account=physics",
+            "GrpTRESMins=cpu=60",
+        ],
+    );
+    mgr(
+        &t,
+        &[
+            "-i",
+            "modify",
+            "account",
+            "physics",
+            "set",
+            "GrpTRESMins=cpu=90",
+        ],
+    );
+    // (The fair-share tree takes a user in once they have a job.)
+    until_controller_knows(&t, &["-H", "-A", "physics", "--wrap", "true"], |j| {
+        j.account == "physics"
+    });
+    let fields = ["-P", "-n", "-o", "Account,User,ID,GrpTRESMins"];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = String::from_utf8_lossy(&t.run("sshare", &fields).stdout).into_owned();
+        if out.contains("|nobody|") && out.contains("cpu=60") && out.contains("cpu=90") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "root never saw the rows:\n{out}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let o = t
+        .cmd_as(TEST_UID, TEST_GID, "sshare")
+        .args(fields)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let rows: Vec<&str> = out.lines().collect();
+    assert!(!rows.is_empty(), "{out}");
+    for r in rows {
+        let c: Vec<&str> = r.split('|').collect();
+        assert_eq!(c.get(1).copied(), Some("nobody"), "{out}");
+    }
+    // Their own limit; not their account's.
+    assert!(out.contains("cpu=60") && !out.contains("cpu=90"), "{out}");
+}
+
 /// `sacctmgr dump` writes Slurm's flat file; `sacctmgr load` of it makes
 /// the same tree on another cluster, adds and modifies only what differs,
 /// and refuses what is wrong (or who may not) without changing anything.
