@@ -94,7 +94,7 @@ pub fn show_step(job: &JobRecord, st: &slurm_proto::StepRecord, o: &ShowOpts) ->
     } else {
         format!("{}.{}", job.display_id(), st.step_id)
     };
-    let cpus = st.ntasks * st.cpus_per_task.max(1);
+    let cpus = st.alloc_cpus();
     let lines = vec![
         format!(
             "StepId={id} UserId={} StartTime={} TimeLimit={}",

@@ -26,6 +26,13 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 
+/// How long srun waits for a busy step before saying so: Slurm's
+/// SlurmctldTimeout kept within 60 to 300 s, plus up to 9 s told apart by
+/// the process id.
+pub fn step_wait_secs(slurmctld_timeout: u32) -> u64 {
+    u64::from(slurmctld_timeout.clamp(60, 300)) + u64::from(std::process::id() % 10)
+}
+
 /// Options shared by srun and salloc.
 #[derive(Debug, Clone, Default)]
 pub struct AllocOpts {
@@ -107,6 +114,10 @@ pub struct AllocOpts {
     pub pty: bool,
     /// `-X`: a Ctrl-C is sent on at once (no status shown first).
     pub disable_status: bool,
+    /// `--exact`: the step holds only the CPUs its tasks need (else all of
+    /// the job's on its nodes); `--overlap`: it holds none, waits for none.
+    pub exact: bool,
+    pub overlap: bool,
     /// `--quit-on-interrupt`: a Ctrl-C ends the step at once.
     pub quit_on_interrupt: bool,
     /// `-E`: the tasks keep this environment's task and node counts.
@@ -198,11 +209,15 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     ),
     (
         "overlap",
-        crate::compat::Support::Differs("steps always share the job's CPUs"),
+        crate::compat::Support::Differs(
+            "shares CPUs with every other step; memory and GPUs are never held from other steps here",
+        ),
     ),
     (
         "exact",
-        crate::compat::Support::Differs("steps always share the job's CPUs"),
+        crate::compat::Support::Differs(
+            "the step holds its tasks' CPUs (a cpuset of them); memory and GPUs are not divided between steps",
+        ),
     ),
     (
         "signal",
@@ -1167,6 +1182,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "hold" => o.hold = true,
             "pty" => o.pty = true,
             "disable-status" => o.disable_status = true,
+            "overlap" => o.overlap = true,
             "preserve-env" => o.preserve_env = true,
             "relative" => o.relative = Some(num(prog, name, &v)?),
             "clusters" => o.clusters = Some(v),
@@ -1227,9 +1243,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                     }
                 })
             }
-            // Steps share the job's CPUs here, so a step never waits for
-            // CPUs another step holds.
-            "exact" => {}
+            "exact" => o.exact = true,
             "dependency" => o.dependency = Some(v),
             "help" => o.help = true,
             "usage" => o.usage = true,
@@ -2531,6 +2545,10 @@ pub fn srun_main() -> i32 {
             in_alloc.unwrap_or(0)
         );
     }
+    if o.exclusive && o.overlap {
+        eprintln!("srun: error: --exclusive and --overlap are mutually exclusive");
+        return codes.error;
+    }
     if o.relative.is_some() && !(o.nodelist.is_empty() && o.exclude.is_empty()) {
         eprintln!("srun: error: -r,--relative not allowed with -w,--nodelist or -x,--exclude.");
         return codes.error;
@@ -2602,10 +2620,25 @@ pub fn srun_main() -> i32 {
         // -t in an allocation is the step's own limit (srun's own
         // allocation has it as the job's).
         time_limit: o.time.flatten().filter(|_| !allocated),
+        // -c and --cpus-per-gpu imply --exact, as Slurm's; so does
+        // --exclusive for a step.
+        exact: o.exact
+            || o.cpus_per_task.is_some()
+            || o.cpus_per_gpu.is_some()
+            || (o.exclusive && !allocated),
+        overlap: o.overlap,
+        overcommit: o.overcommit,
     };
     // A suspended job takes no new step: wait (as Slurm's srun does) until
-    // it runs again.
+    // it runs again. A step whose CPUs other steps hold waits for them, as
+    // Slurm's: asked again as they may have ended (here: polled), saying
+    // so only after SlurmctldTimeout (60 to 300 s) plus a few seconds.
     let mut told = false;
+    let mut waited = false;
+    let begun = std::time::Instant::now();
+    let say_after = Duration::from_secs(step_wait_secs(conf.slurmctld_timeout));
+    let mut quiet_since = begun;
+    let mut pause = Duration::from_millis(50);
     let created = loop {
         match call(&client, RequestBody::CreateStep(req.clone())) {
             Err(CallError::Rpc(e)) if e.error == SlurmError::Disabled => {
@@ -2619,10 +2652,33 @@ pub fn srun_main() -> i32 {
                 told = true;
                 std::thread::sleep(Duration::from_secs(1));
             }
+            Err(CallError::Rpc(e)) if e.error == SlurmError::NodesBusy && !allocated => {
+                // -I[=secs]: only that long (a second at least).
+                if let Some(secs) = o.immediate {
+                    if begun.elapsed() >= Duration::from_secs(u64::from(secs.max(1))) {
+                        break Err(CallError::Rpc(e));
+                    }
+                }
+                waited = true;
+                if quiet_since.elapsed() >= say_after {
+                    if !o.quiet {
+                        eprintln!(
+                            "srun: Job {} step creation {} disabled, retrying ({})",
+                            job.job_id,
+                            if told { "still" } else { "temporarily" },
+                            e.error.message()
+                        );
+                    }
+                    told = true;
+                    quiet_since = std::time::Instant::now();
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
             other => break other,
         }
     };
-    if told && !o.quiet {
+    if (told || waited) && !o.quiet {
         if let Ok(Response::StepCreated(l)) = &created {
             eprintln!("srun: Step created for StepId={}.{}", l.job_id, l.step_id);
         }

@@ -337,6 +337,12 @@ impl Key {
         );
         m.update(b"\n");
         m.update(&serde_json::to_vec(&applied).unwrap_or_default());
+        // The step's own CPUs (`srun --exact`), only where it has them: a
+        // credential without them reads as it did before they existed.
+        if !c.step_cpus.is_empty() {
+            m.update(b"\nstep_cpus ");
+            m.update(&serde_json::to_vec(&c.step_cpus).unwrap_or_default());
+        }
         m
     }
 
@@ -663,6 +669,18 @@ mod tests {
             },
             ..Default::default()
         };
+        let mut own = c.clone();
+        own.step_cpus = vec![1, 1];
+        k.sign_step(&mut own);
+        k.verify_step(&own, 400).unwrap();
+        for cut in [vec![], vec![2, 2], vec![1]] {
+            let mut x = own.clone();
+            x.step_cpus = cut;
+            assert!(matches!(
+                k.verify_step(&x, 400),
+                Err(AuthError::BadSignature)
+            ));
+        }
         k.sign_step(&mut c);
         k.verify_step(&c, 400).unwrap();
         assert!(matches!(k.verify_step(&c, 501), Err(AuthError::Expired)));
@@ -690,6 +708,7 @@ mod tests {
             |c: &mut slurm_proto::StepCred| c.partition = "gpu".into(),
             |c: &mut slurm_proto::StepCred| c.job_start = Some(1),
             |c: &mut slurm_proto::StepCred| c.cpus_per_task = 8,
+            |c: &mut slurm_proto::StepCred| c.step_cpus = vec![2, 1],
         ] {
             let mut x = c.clone();
             change(&mut x);

@@ -384,7 +384,7 @@ impl AcctJob {
 impl AcctStep {
     /// The accounting view of one step of `job`.
     pub fn from_record(job: &JobRecord, s: &StepRecord) -> AcctStep {
-        let cpus = s.ntasks * s.cpus_per_task.max(1);
+        let cpus = s.alloc_cpus();
         AcctStep {
             job_id: job.job_id,
             job_submit: job.submit_time,

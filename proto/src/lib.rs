@@ -807,6 +807,30 @@ pub struct StepRecord {
     /// controller's alone (not sent).
     #[serde(default)]
     pub job_secs_at_start: Option<i64>,
+    /// CPUs it holds on each of its nodes (same order as `nodes`); empty
+    /// for a step recorded before steps held CPUs.
+    #[serde(default)]
+    pub cpus: Vec<u32>,
+    /// `srun --overlap`: its CPUs are not held from other steps.
+    #[serde(default)]
+    pub overlap: bool,
+    /// Nodes where its tasks have ended (their daemons said so): it holds
+    /// nothing there any more, even if its srun never reports. The
+    /// controller's alone (not sent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ended_on: Vec<String>,
+}
+
+impl StepRecord {
+    /// The CPUs it holds (all of its job's on its nodes without `--exact`);
+    /// a step recorded before steps held CPUs: its tasks'.
+    pub fn alloc_cpus(&self) -> u32 {
+        if self.cpus.is_empty() {
+            self.ntasks * self.cpus_per_task.max(1)
+        } else {
+            self.cpus.iter().sum()
+        }
+    }
 }
 
 /// A job's facts for a node daemon setting it up before any step
@@ -904,6 +928,17 @@ pub struct StepRequest {
     /// `--ntasks-per-core`: at most this many tasks per core.
     #[serde(default)]
     pub ntasks_per_core: Option<u32>,
+    /// `--exact` (or implied by `-c`, `--cpus-per-gpu`, `--exclusive`): the
+    /// step holds only the CPUs its tasks need; else every CPU of the job
+    /// on each of its nodes, where no other step may hold any.
+    #[serde(default)]
+    pub exact: bool,
+    /// `--overlap`: the step holds nothing and waits for nothing.
+    #[serde(default)]
+    pub overlap: bool,
+    /// `-O/--overcommit`: more tasks than CPUs (one CPU a node at least).
+    #[serde(default)]
+    pub overcommit: bool,
 }
 
 /// The controller's grant of a step: where each task runs, and the signed
@@ -954,6 +989,11 @@ pub struct StepCred {
     #[serde(default)]
     pub job_cpus: Vec<u32>,
     pub sig: String,
+    /// CPUs the step holds on each of its nodes where fewer than the job's
+    /// (`srun --exact`): its cpuset is that many of the job's CPUs there.
+    /// Empty: the job's.
+    #[serde(default)]
+    pub step_cpus: Vec<u32>,
 }
 
 /// What `srun` sends each node daemon of a step.
@@ -2129,12 +2169,14 @@ pub enum RequestBody {
         job_id: JobId,
         node: String,
     },
-    /// What a step's processes used on `node` (from its cgroup).
+    /// A step's tasks on `node` ended, and what they used there (from its
+    /// cgroup; none without one).
     StepUsage {
         job_id: JobId,
         step_id: u32,
         node: String,
-        usage: TaskUsage,
+        #[serde(default)]
+        usage: Option<TaskUsage>,
         /// The run the step belongs to (as `StepComplete`'s).
         #[serde(default)]
         job_start: Option<i64>,

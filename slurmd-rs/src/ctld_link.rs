@@ -203,11 +203,13 @@ pub enum OutMsg {
     EpilogFailed { job_id: JobId },
     /// The Prolog failed here before a step of the job could start.
     PrologFailed { job_id: JobId },
-    /// What a step's processes used on this node.
+    /// A step's tasks here ended; what they used (from its cgroup; none
+    /// without one).
     StepUsage {
         job_id: JobId,
         step_id: u32,
-        usage: Usage,
+        #[serde(default)]
+        usage: Option<Usage>,
         /// The run the step belongs to (its credential's job start).
         #[serde(default)]
         job_start: Option<i64>,

@@ -361,7 +361,7 @@ pub fn release(ctx: &Ctx, job: JobId) {
         ctx.outbox.push(crate::ctld_link::OutMsg::StepUsage {
             job_id: job,
             step_id: slurm_proto::EXTERN_STEP,
-            usage,
+            usage: Some(usage),
             // (A pod's job is never requeued.)
             job_start: None,
         });

@@ -707,14 +707,17 @@ pub async fn launch(
         Some(jc) => {
             let name = format!("step_{}", key.1);
             let (jc2, n2) = (jc.clone(), name.clone());
-            match tokio::task::spawn_blocking(move || jc2.create_step(&n2)).await {
-                Ok(Ok(procs)) => {
+            // `srun --exact`: the step's own share of the job's CPUs here
+            // (signed with the rest of the credential).
+            let want = t.layout.cred.step_cpus.get(idx).copied();
+            match tokio::task::spawn_blocking(move || jc2.create_step_holding(&n2, want)).await {
+                Ok(Ok((procs, mine))) => {
                     use std::os::unix::ffi::OsStrExt;
                     let paths: Vec<std::ffi::CString> = procs
                         .iter()
                         .filter_map(|p| std::ffi::CString::new(p.as_os_str().as_bytes()).ok())
                         .collect();
-                    Some((jc, name, Arc::new(paths)))
+                    Some((jc, name, Arc::new(paths), mine))
                 }
                 Ok(Err(e)) => {
                     warn!(
@@ -731,7 +734,7 @@ pub async fn launch(
     };
     let cg_paths = step_cg
         .as_ref()
-        .map(|(_, _, p)| p.clone())
+        .map(|(_, _, p, _)| p.clone())
         .unwrap_or_default();
     let here: Vec<u32> = t.layout.tasks.get(idx).cloned().unwrap_or_default();
     // --cpu-bind: within the job's cpuset here, else the node's CPUs.
@@ -753,7 +756,14 @@ pub async fn launch(
         .as_deref()
         .and_then(|d| slurm_common::cpubind::parse_distribution(d).ok())
         .unwrap_or_default();
-    let job_cpus: Vec<u32> = match step_cg.as_ref().map(|(jc, _, _)| jc.cpus.clone()) {
+    // (The step's own where it holds fewer than the job's.)
+    let job_cpus: Vec<u32> = match step_cg.as_ref().map(|(jc, _, _, mine)| {
+        if mine.is_empty() {
+            jc.cpus.clone()
+        } else {
+            mine.clone()
+        }
+    }) {
         Some(c) if !c.is_empty() => c,
         _ => {
             // SAFETY: sysconf has no preconditions.
@@ -889,7 +899,7 @@ pub async fn launch(
         let (cwd, cwd_notes) = (cwd.clone(), cwd_notes.clone());
         // Each task in its own directory under the step's (task_<local id>).
         let cg_paths = match &step_cg {
-            Some((jc, name, _)) => match jc.create_step(&format!("{name}/task_{local}")) {
+            Some((jc, name, _, _)) => match jc.create_step(&format!("{name}/task_{local}")) {
                 Ok(procs) => {
                     use std::os::unix::ffi::OsStrExt;
                     Arc::new(
@@ -1123,9 +1133,10 @@ pub async fn launch(
                 }
             }
         }
-        if let Some((jc, name, _)) = step_cg {
+        let mut usage = None;
+        if let Some((jc, name, _, _)) = step_cg {
             let gather = ctx2.acct_gather;
-            let usage = tokio::task::spawn_blocking(move || {
+            usage = tokio::task::spawn_blocking(move || {
                 let u = gather.then(|| jc.step_usage(&name));
                 jc.end_step(&name);
                 u
@@ -1133,15 +1144,15 @@ pub async fn launch(
             .await
             .ok()
             .flatten();
-            if let Some(usage) = usage {
-                ctx2.outbox.push(crate::ctld_link::OutMsg::StepUsage {
-                    job_id: key.0,
-                    step_id: key.1,
-                    usage,
-                    job_start: run,
-                });
-            }
         }
+        // Said whether or not there is usage: the controller frees what
+        // the step held here even if its srun never reports (killed).
+        ctx2.outbox.push(crate::ctld_link::OutMsg::StepUsage {
+            job_id: key.0,
+            step_id: key.1,
+            usage,
+            job_start: run,
+        });
         steps().remove(&key);
     });
     Response::Ok

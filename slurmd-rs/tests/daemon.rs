@@ -620,6 +620,7 @@ async fn daemon_end_to_end() {
         cpus_per_task: 1,
         job_cpus: vec![1],
         sig: String::new(),
+        step_cpus: Vec::new(),
     };
     c.key.sign_step(&mut cred);
     let tasks = slurm_proto::TaskLaunch {

@@ -516,6 +516,9 @@ impl Controller {
                 usage_node: None,
                 time_limit: None,
                 job_secs_at_start: None,
+                cpus: Vec::new(),
+                overlap: false,
+                ended_on: Vec::new(),
             });
         }
         let environment = slurm_proto::jobenv::batch_environment(&payload.environment, j);
@@ -629,6 +632,9 @@ impl Controller {
                         usage_node: None,
                         time_limit: None,
                         job_secs_at_start: None,
+                        cpus: Vec::new(),
+                        overlap: false,
+                        ended_on: Vec::new(),
                     });
                 }
                 self.save_job(id);

@@ -90,64 +90,66 @@ impl Controller {
             r.ntasks_per_core,
             threads,
         );
-        let want_nodes = match (r.min_nodes, r.ntasks) {
-            (Some(n), _) => n as usize,
-            (None, Some(t)) if r.nodelist.is_empty() => {
-                // As few nodes as hold the tasks, in order.
-                let mut cap = 0u32;
-                let mut k = 0;
-                while k < nodes.len() && cap < t {
-                    cap += (j.alloc.cpus[nodes[k]] / cpt).max(1);
-                    k += 1;
+        // The CPUs other running steps hold on each of the job's nodes
+        // (the batch script and the extern step hold none; `--overlap`
+        // steps hold nothing and are held from by nothing).
+        let mut used = vec![0u32; j.alloc.nodes.len()];
+        if !r.overlap {
+            for s in j.steps.iter().filter(|s| {
+                s.state == JobState::Running
+                    && !s.overlap
+                    && s.step_id != BATCH_STEP
+                    && s.step_id != slurm_proto::EXTERN_STEP
+            }) {
+                for (n, c) in s.nodes.iter().zip(&s.cpus) {
+                    if s.ended_on.contains(n) {
+                        continue;
+                    }
+                    if let Some(k) = j.alloc.nodes.iter().position(|x| x == n) {
+                        used[k] += c;
+                    }
                 }
-                k.max(1)
             }
-            _ => nodes.len(),
+        }
+        let ask = StepAsk {
+            cand: &nodes,
+            named: !r.nodelist.is_empty(),
+            min_nodes: r.min_nodes,
+            ntasks: r.ntasks,
+            ntasks_per_node: r.ntasks_per_node,
+            job_tasks: j.num_tasks,
+            cpt,
+            exact: r.exact,
+            overcommit: r.overcommit,
         };
-        if want_nodes == 0 || want_nodes > nodes.len() {
-            return err(SlurmError::TooManyRequestedNodes);
-        }
-        nodes.truncate(want_nodes);
-        let ntasks = match (r.ntasks, r.ntasks_per_node) {
-            (Some(t), _) => t,
-            (None, Some(p)) => p * nodes.len() as u32,
-            (None, None) if r.min_nodes.is_some() || !r.nodelist.is_empty() => nodes.len() as u32,
-            (None, None) => j.num_tasks.max(nodes.len() as u32),
+        let placed = match place_step(&ask, &j.alloc.cpus, &used) {
+            Ok(p) => p,
+            Err(_) => {
+                // What fits once the other steps end waits (srun asks
+                // again); what never fits is refused.
+                let idle = vec![0u32; used.len()];
+                return match place_step(&ask, &j.alloc.cpus, &idle) {
+                    Ok(_) => {
+                        if slurm_common::debugflags::on(slurm_common::debugflags::STEPS) {
+                            tracing::info!(
+                                "Steps: JobId={} step deferred: other steps hold the CPUs it needs",
+                                j.job_id
+                            );
+                        }
+                        err(SlurmError::NodesBusy)
+                    }
+                    // No node of the job could take a task of it.
+                    Err(SlurmError::NodesBusy) => err(SlurmError::TooManyRequestedCpus),
+                    Err(never) => err(never),
+                };
+            }
         };
-        if (ntasks as usize) < nodes.len() {
-            return err_detail(SlurmError::TooManyRequestedNodes, "fewer tasks than nodes");
-        }
-        let mut per_node = vec![0u32; nodes.len()];
-        if let Some(p) = r.ntasks_per_node {
-            per_node.iter_mut().for_each(|x| *x = p);
-            if p * nodes.len() as u32 != ntasks {
-                // -n wins; spread it as evenly as --ntasks-per-node allows.
-                let mut left = ntasks;
-                for x in per_node.iter_mut() {
-                    *x = left.min(p);
-                    left -= *x;
-                }
-                if left > 0 {
-                    return err(SlurmError::TooManyRequestedCpus);
-                }
-            }
-        } else {
-            per_node.iter_mut().for_each(|x| *x = 1);
-            let mut left = ntasks - nodes.len() as u32;
-            for (k, &n) in nodes.iter().enumerate() {
-                let cap = (j.alloc.cpus[n] / cpt).max(1);
-                let add = left.min(cap.saturating_sub(1));
-                per_node[k] += add;
-                left -= add;
-            }
-            // More tasks than cpus: overcommit round-robin, as --overcommit.
-            let mut k = 0;
-            while left > 0 {
-                per_node[k % nodes.len()] += 1;
-                left -= 1;
-                k += 1;
-            }
-        }
+        let StepPlace {
+            nodes,
+            per_node,
+            cpus: step_cpus,
+        } = placed;
+        let ntasks: u32 = per_node.iter().sum();
         let cyclic = r
             .distribution
             .as_deref()
@@ -202,6 +204,18 @@ impl Controller {
             cpus_per_task: cpt,
             job_cpus: nodes.iter().map(|&k| j.alloc.cpus[k]).collect(),
             sig: String::new(),
+            // The cpuset is cut to the step's CPUs only where it holds
+            // fewer than the job's.
+            step_cpus: if !r.overlap
+                && nodes
+                    .iter()
+                    .zip(&step_cpus)
+                    .any(|(&k, &c)| c < j.alloc.cpus[k])
+            {
+                step_cpus.clone()
+            } else {
+                Vec::new()
+            },
         };
         key.sign_step(&mut cred);
         let layout = StepLayout {
@@ -233,13 +247,18 @@ impl Controller {
             // `-t 0` (as none): no limit of its own.
             time_limit: r.time_limit.filter(|m| *m > 0),
             job_secs_at_start: Some(j.run_secs(now)),
+            cpus: step_cpus,
+            overlap: r.overlap,
+            ended_on: Vec::new(),
         };
         let id = r.job_id;
         if slurm_common::debugflags::on(slurm_common::debugflags::STEPS) {
             tracing::info!(
-                "Steps: StepId={id}.{step_id} created: {} task(s) on {}",
+                "Steps: StepId={id}.{step_id} created: {} task(s) on {}, CPUs {:?}{}",
                 rec.ntasks,
-                slurm_common::hostlist::compress(&rec.nodes)
+                slurm_common::hostlist::compress(&rec.nodes),
+                rec.cpus,
+                if rec.overlap { " (overlapping)" } else { "" }
             );
         }
         if let Some(j) = self.job_mut(id) {
@@ -450,7 +469,7 @@ impl Controller {
         id: JobId,
         step_id: u32,
         node: &str,
-        u: TaskUsage,
+        u: Option<TaskUsage>,
         job_start: Option<i64>,
     ) {
         // Only a node the job runs on reports its steps' usage, and only
@@ -466,15 +485,171 @@ impl Controller {
         else {
             return;
         };
-        let mut total = st.usage.unwrap_or_default();
-        total.cpu_usec += u.cpu_usec;
-        total.user_usec += u.user_usec;
-        total.system_usec += u.system_usec;
-        if u.max_rss_bytes >= total.max_rss_bytes {
-            total.max_rss_bytes = u.max_rss_bytes;
-            st.usage_node = Some(node.to_string());
+        // Its tasks there ended: what it held there is free for other
+        // steps.
+        if st.state == JobState::Running
+            && st.nodes.iter().any(|n| n == node)
+            && !st.ended_on.iter().any(|n| n == node)
+        {
+            st.ended_on.push(node.to_string());
         }
-        st.usage = Some(total);
+        if let Some(u) = u {
+            let mut total = st.usage.unwrap_or_default();
+            total.cpu_usec += u.cpu_usec;
+            total.user_usec += u.user_usec;
+            total.system_usec += u.system_usec;
+            if u.max_rss_bytes >= total.max_rss_bytes {
+                total.max_rss_bytes = u.max_rss_bytes;
+                st.usage_node = Some(node.to_string());
+            }
+            st.usage = Some(total);
+        }
         self.save_job(id);
     }
+}
+
+/// What a step asks of its job's nodes ([`place_step`]).
+#[derive(Debug, Clone)]
+pub(super) struct StepAsk<'a> {
+    /// The job's nodes (indices) it may use, in order (after `-w`, `-x`,
+    /// `-r`).
+    pub cand: &'a [usize],
+    /// `-w`: every one of `cand` is used.
+    pub named: bool,
+    pub min_nodes: Option<u32>,
+    pub ntasks: Option<u32>,
+    pub ntasks_per_node: Option<u32>,
+    /// The job's task count (a step asking none takes it).
+    pub job_tasks: u32,
+    /// CPUs per task.
+    pub cpt: u32,
+    pub exact: bool,
+    pub overcommit: bool,
+}
+
+/// Where a step runs: the job's nodes (indices), tasks on each, and the
+/// CPUs it holds on each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct StepPlace {
+    pub nodes: Vec<usize>,
+    pub per_node: Vec<u32>,
+    pub cpus: Vec<u32>,
+}
+
+/// Lay a step out on its job's nodes, `used[k]` CPUs of job node `k` being
+/// held by other steps, as Slurm's step manager does: a step with
+/// `--exact` takes its tasks' CPUs from those free; one without takes
+/// every CPU of the job on each node it uses, so only nodes where no other
+/// step holds any; nodes without room for a task are passed over when the
+/// step does not need them all. The error is what the request meets with
+/// these steps running (the caller tells waiting from never fitting).
+pub(super) fn place_step(
+    a: &StepAsk,
+    job_cpus: &[u32],
+    used: &[u32],
+) -> Result<StepPlace, SlurmError> {
+    let cpt = a.cpt.max(1);
+    let room = |k: usize| -> u32 {
+        let (all, held) = (job_cpus[k], used.get(k).copied().unwrap_or(0));
+        if !a.exact && held > 0 {
+            0
+        } else {
+            all.saturating_sub(held)
+        }
+    };
+    // A node takes one task at least (one CPU of it with --overcommit).
+    let fits_one = |k: usize| room(k) >= if a.overcommit { 1 } else { cpt };
+    let nodes: Vec<usize> = if a.named {
+        // -w: those nodes, the first -N of them when -N says fewer.
+        let want = a.min_nodes.map_or(a.cand.len(), |n| n as usize);
+        if want == 0 || want > a.cand.len() {
+            return Err(SlurmError::TooManyRequestedNodes);
+        }
+        if a.cand[..want].iter().any(|&k| !fits_one(k)) {
+            return Err(SlurmError::TooManyRequestedCpus);
+        }
+        a.cand[..want].to_vec()
+    } else {
+        let open: Vec<usize> = a.cand.iter().copied().filter(|&k| fits_one(k)).collect();
+        let want = match (a.min_nodes, a.ntasks) {
+            (Some(n), _) => n as usize,
+            (None, Some(t)) => {
+                // As few nodes as hold the tasks, in order.
+                let mut cap = 0u32;
+                let mut k = 0;
+                while k < open.len() && cap < t {
+                    cap += (room(open[k]) / cpt).max(1);
+                    k += 1;
+                }
+                k.max(1)
+            }
+            _ => a.cand.len(),
+        };
+        if want == 0 || want > a.cand.len() {
+            return Err(SlurmError::TooManyRequestedNodes);
+        }
+        if want > open.len() {
+            return Err(SlurmError::NodesBusy);
+        }
+        open[..want].to_vec()
+    };
+    let ntasks = match (a.ntasks, a.ntasks_per_node) {
+        (Some(t), _) => t,
+        (None, Some(p)) => p * nodes.len() as u32,
+        (None, None) if a.min_nodes.is_some() || a.named => nodes.len() as u32,
+        (None, None) => a.job_tasks.max(nodes.len() as u32),
+    };
+    if (ntasks as usize) < nodes.len() {
+        return Err(SlurmError::TooManyRequestedNodes);
+    }
+    let cap = |k: usize| (room(k) / cpt).max(1);
+    let mut per_node = vec![0u32; nodes.len()];
+    if let Some(p) = a.ntasks_per_node {
+        // -n wins; spread it as evenly as --ntasks-per-node allows.
+        let mut left = ntasks;
+        for x in per_node.iter_mut() {
+            *x = left.min(p);
+            left -= *x;
+        }
+        if left > 0 {
+            return Err(SlurmError::TooManyRequestedCpus);
+        }
+        if !a.overcommit && nodes.iter().zip(&per_node).any(|(&k, &t)| t > cap(k)) {
+            return Err(SlurmError::TooManyRequestedCpus);
+        }
+    } else {
+        per_node.iter_mut().for_each(|x| *x = 1);
+        let mut left = ntasks - nodes.len() as u32;
+        for (x, &k) in per_node.iter_mut().zip(&nodes) {
+            let add = left.min(cap(k).saturating_sub(1));
+            *x += add;
+            left -= add;
+        }
+        if left > 0 && !a.overcommit {
+            return Err(SlurmError::TooManyRequestedCpus);
+        }
+        // -O: the rest round-robin.
+        let mut i = 0;
+        while left > 0 {
+            per_node[i % nodes.len()] += 1;
+            left -= 1;
+            i += 1;
+        }
+    }
+    let cpus = nodes
+        .iter()
+        .zip(&per_node)
+        .map(|(&k, &t)| {
+            if a.exact {
+                (t * cpt).min(room(k)).max(1)
+            } else {
+                room(k)
+            }
+        })
+        .collect();
+    Ok(StepPlace {
+        nodes,
+        per_node,
+        cpus,
+    })
 }

@@ -521,10 +521,10 @@ fn a_requeued_job_runs_again_and_counts_its_restart() {
             job_id: id,
             step_id: BATCH_STEP,
             node: s.job(id).alloc.nodes[0].clone(),
-            usage: TaskUsage {
+            usage: Some(TaskUsage {
                 cpu_usec: 123,
                 ..Default::default()
-            },
+            }),
             job_start: first_start,
         },
     );
@@ -1887,7 +1887,17 @@ fn a_step_past_its_own_limit_ends_timeout_and_suspensions_do_not_count() {
     };
     let r = s.req(ALICE, step(Some(1)));
     assert!(matches!(r, Response::StepCreated(_)), "{r:?}");
-    let r = s.req(ALICE, step(None));
+    // (The first holds the job's CPU: the second overlaps it.)
+    let r = s.req(
+        ALICE,
+        RequestBody::CreateStep(StepRequest {
+            job_id: id,
+            name: "sleep".into(),
+            ntasks: Some(1),
+            overlap: true,
+            ..Default::default()
+        }),
+    );
     assert!(matches!(r, Response::StepCreated(_)), "{r:?}");
     let own = |s: &Sim, n: u32| {
         s.job(id)
@@ -2301,4 +2311,236 @@ fn operators_and_coordinators_manage_jobs_and_nothing_more() {
     assert_eq!(owner.as_ref().map(seen), Some(vec![phys, chem]));
     assert_eq!(cancel(&mut s, opal, chem), None);
     s.check_replay();
+}
+
+/// Steps hold CPUs as Slurm's: one without `--exact` takes every CPU of
+/// the job on each node it uses (so `srun -N1` steps spread over the job's
+/// nodes), one with `--exact` only its tasks', `--overlap` holds nothing and
+/// waits for nothing; a step that fits once others end is told the nodes
+/// are busy (srun asks again), one that never fits is refused, and another
+/// user's step request changes nothing.
+#[test]
+fn steps_hold_cpus_whole_nodes_or_exactly_and_wait_for_each_other() {
+    let mut s = sim("");
+    s.ctl.key = Some(slurm_common::auth::Key::from_bytes(b"0123456789abcdef0123"));
+    let id = s.submit(|d| {
+        d.min_nodes = Some(2);
+        d.ntasks = Some(4);
+    });
+    assert_eq!(s.state(id), JobState::Running);
+    assert_eq!(s.job(id).alloc.cpus, vec![2, 2]);
+    let ask = |f: &dyn Fn(&mut StepRequest)| {
+        let mut r = StepRequest {
+            job_id: id,
+            name: "s".into(),
+            min_nodes: Some(1),
+            ntasks: Some(1),
+            ..Default::default()
+        };
+        f(&mut r);
+        RequestBody::CreateStep(r)
+    };
+    let made = |r: Response| match r {
+        Response::StepCreated(l) => *l,
+        other => panic!("{other:?}"),
+    };
+    let refused = |r: &Response| match r {
+        Response::Error(e) => e.error,
+        other => panic!("created: {other:?}"),
+    };
+    // Two `srun -N1 -n1` steps: one on each node, each all of its CPUs.
+    let a = made(s.req(ALICE, ask(&|_| {})));
+    assert_eq!(a.nodes, vec!["n1"]);
+    assert!(a.cred.step_cpus.is_empty(), "the job's CPUs: no cut");
+    let b = made(s.req(ALICE, ask(&|_| {})));
+    assert_eq!(b.nodes, vec!["n2"]);
+    let held = |s: &Sim, n: u32| {
+        s.job(id)
+            .steps
+            .iter()
+            .find(|st| st.step_id == n)
+            .map(|st| st.cpus.clone())
+            .unwrap()
+    };
+    assert_eq!((held(&s, 0), held(&s, 1)), (vec![2], vec![2]));
+    // A third waits, with --exact too; another user is refused outright.
+    let r = s.req(ALICE, ask(&|_| {}));
+    assert_eq!(refused(&r), SlurmError::NodesBusy);
+    let r = s.req(ALICE, ask(&|r| r.exact = true));
+    assert_eq!(refused(&r), SlurmError::NodesBusy);
+    let r = s.req(BOB, ask(&|r| r.overlap = true));
+    assert_eq!(refused(&r), SlurmError::AccessDenied);
+    // What never fits the job is refused, busy or not.
+    let r = s.req(
+        ALICE,
+        ask(&|r| {
+            r.min_nodes = None;
+            r.ntasks = Some(5);
+        }),
+    );
+    assert_eq!(refused(&r), SlurmError::TooManyRequestedCpus);
+    // --overlap runs at once, holding nothing; -O lets it take 5 tasks.
+    let o = made(s.req(
+        ALICE,
+        ask(&|r| {
+            r.overlap = true;
+            r.min_nodes = None;
+            r.ntasks = Some(5);
+            r.overcommit = true;
+        }),
+    ));
+    assert_eq!(o.nodes, vec!["n1", "n2"]);
+    assert!(s
+        .job(id)
+        .steps
+        .iter()
+        .any(|st| st.step_id == 2 && st.overlap));
+    let r = s.req(ALICE, ask(&|_| {}));
+    assert_eq!(refused(&r), SlurmError::NodesBusy, "overlap held nothing");
+    // Step 0 ends: two --exact steps share n1, a CPU each, each its own.
+    let job_start = s.job(id).run();
+    s.ok(
+        ALICE,
+        RequestBody::StepComplete {
+            job_id: id,
+            step_id: 0,
+            status: 0,
+            job_start,
+        },
+    );
+    let e1 = made(s.req(ALICE, ask(&|r| r.exact = true)));
+    let e2 = made(s.req(ALICE, ask(&|r| r.exact = true)));
+    assert_eq!(
+        (e1.nodes.clone(), e2.nodes.clone()),
+        (vec!["n1".into()], vec!["n1".into()])
+    );
+    assert_eq!(e1.cred.step_cpus, vec![1], "its cpuset is cut to one CPU");
+    assert_eq!((held(&s, 3), held(&s, 4)), (vec![1], vec![1]));
+    let r = s.req(ALICE, ask(&|r| r.exact = true));
+    assert_eq!(refused(&r), SlurmError::NodesBusy);
+    // -w names the busy node: it waits (n2 being free changes nothing).
+    let r = s.req(
+        ALICE,
+        ask(&|r| {
+            r.nodelist = vec!["n1".into()];
+            r.exact = true;
+        }),
+    );
+    assert_eq!(refused(&r), SlurmError::NodesBusy);
+    // Accounting and scontrol count a step's own CPUs.
+    let st = s
+        .job(id)
+        .steps
+        .iter()
+        .find(|st| st.step_id == 1)
+        .cloned()
+        .unwrap();
+    assert_eq!(st.alloc_cpus(), 2);
+    let st = s
+        .job(id)
+        .steps
+        .iter()
+        .find(|st| st.step_id == 3)
+        .cloned()
+        .unwrap();
+    assert_eq!(st.alloc_cpus(), 1);
+    s.check_replay();
+}
+
+#[test]
+fn step_placement_follows_what_other_steps_hold() {
+    use super::steps::{place_step, StepAsk, StepPlace};
+    let cand = [0usize, 1, 2];
+    let ask = StepAsk {
+        cand: &cand,
+        named: false,
+        min_nodes: None,
+        ntasks: Some(3),
+        ntasks_per_node: None,
+        job_tasks: 12,
+        cpt: 2,
+        exact: true,
+        overcommit: false,
+    };
+    let job = [4u32, 4, 4];
+    // Exact: 3 tasks of 2 CPUs fill node 0, one more on node 1.
+    assert_eq!(
+        place_step(&ask, &job, &[0, 0, 0]),
+        Ok(StepPlace {
+            nodes: vec![0, 1],
+            per_node: vec![2, 1],
+            cpus: vec![4, 2],
+        })
+    );
+    // Node 0 half held: one task there, the rest on node 1.
+    assert_eq!(
+        place_step(&ask, &job, &[2, 0, 0]),
+        Ok(StepPlace {
+            nodes: vec![0, 1],
+            per_node: vec![1, 2],
+            cpus: vec![2, 4],
+        })
+    );
+    // Not exact: nodes with any CPU held are passed over; all CPUs taken.
+    let whole = StepAsk {
+        exact: false,
+        ..ask.clone()
+    };
+    assert_eq!(
+        place_step(&whole, &job, &[1, 0, 0]),
+        Ok(StepPlace {
+            nodes: vec![1, 2],
+            per_node: vec![2, 1],
+            cpus: vec![4, 4],
+        })
+    );
+    assert_eq!(
+        place_step(&whole, &job, &[1, 1, 1]),
+        Err(SlurmError::NodesBusy)
+    );
+    // Every node asked for (no -n, no -N): one busy node blocks.
+    let all = StepAsk {
+        ntasks: None,
+        ..whole.clone()
+    };
+    assert_eq!(
+        place_step(&all, &job, &[0, 0, 1]),
+        Err(SlurmError::NodesBusy)
+    );
+    // More CPUs than the job has: refused; with -O the rest round-robin.
+    let many = StepAsk {
+        ntasks: Some(7),
+        ..ask.clone()
+    };
+    assert_eq!(
+        place_step(&many, &job, &[0, 0, 0]),
+        Err(SlurmError::TooManyRequestedCpus)
+    );
+    let over = StepAsk {
+        overcommit: true,
+        ..many.clone()
+    };
+    let p = place_step(&over, &job, &[0, 0, 0]).unwrap();
+    assert_eq!(p.per_node.iter().sum::<u32>(), 7);
+    assert_eq!(p.cpus, vec![4, 4, 4]);
+    // -w with -N fewer: the first named.
+    let named = StepAsk {
+        named: true,
+        min_nodes: Some(1),
+        ntasks: None,
+        cand: &[2, 1],
+        ..ask.clone()
+    };
+    assert_eq!(place_step(&named, &job, &[0, 0, 0]).unwrap().nodes, vec![2]);
+    // A task wider than any node: no node even when idle (the controller
+    // refuses it).
+    let wide = StepAsk {
+        cpt: 5,
+        ntasks: Some(1),
+        ..ask.clone()
+    };
+    assert_eq!(
+        place_step(&wide, &job, &[0, 0, 0]),
+        Err(SlurmError::NodesBusy)
+    );
 }

@@ -245,6 +245,8 @@ impl From<&StepRecord> for pb::StepRecord {
             usage: s.usage.map(Into::into),
             usage_node: s.usage_node.clone(),
             time_limit: s.time_limit,
+            cpus: s.cpus.clone(),
+            overlap: s.overlap,
         }
     }
 }
@@ -267,6 +269,9 @@ impl TryFrom<pb::StepRecord> for StepRecord {
             usage_node: s.usage_node,
             time_limit: s.time_limit,
             job_secs_at_start: None,
+            cpus: s.cpus,
+            overlap: s.overlap,
+            ended_on: Vec::new(),
         })
     }
 }
@@ -510,6 +515,9 @@ impl From<StepRequest> for pb::StepRequest {
             relative: r.relative,
             ntasks_per_core: r.ntasks_per_core,
             time_limit: r.time_limit,
+            exact: r.exact,
+            overlap: r.overlap,
+            overcommit: r.overcommit,
         }
     }
 }
@@ -530,6 +538,9 @@ impl From<pb::StepRequest> for StepRequest {
             relative: r.relative,
             ntasks_per_core: r.ntasks_per_core,
             time_limit: r.time_limit,
+            exact: r.exact,
+            overlap: r.overlap,
+            overcommit: r.overcommit,
         }
     }
 }
@@ -2094,6 +2105,9 @@ mod tests {
             usage_node: None,
             time_limit: None,
             job_secs_at_start: None,
+            cpus: vec![1],
+            overlap: false,
+            ended_on: Vec::new(),
         });
         let back = match listing_response(pb::JobListing {
             result: Some(pb::job_listing::Result::Jobs(pb::EncodedJobs {
@@ -2157,6 +2171,9 @@ mod tests {
             usage_node: Some("a2".into()),
             time_limit: None,
             job_secs_at_start: None,
+            cpus: vec![1],
+            overlap: false,
+            ended_on: Vec::new(),
         });
         full.steps.push(full.steps[0].clone());
         let mut plain = job(8);

@@ -28,7 +28,7 @@ pub mod conf;
 pub mod cpus;
 
 use crate::gres::GresDevice;
-use crate::hw::format_cpu_list;
+use crate::hw::{format_cpu_list, parse_cpu_list};
 use conf::{CgroupConf, PluginChoice};
 use cpus::CpuBook;
 use serde::{Deserialize, Serialize};
@@ -265,11 +265,48 @@ impl JobCgroup {
             let d = job_dir.join(name);
             mkdir(&d)?;
             if ctl == "cpuset" {
-                copy_cpuset(job_dir, &d)?;
+                // From the directory just above (a task's: its step's).
+                copy_cpuset(d.parent().unwrap_or(job_dir), &d)?;
             }
             procs.push(d.join("cgroup.procs"));
         }
         Ok(procs)
+    }
+
+    /// Create step directory `name` holding `want` of the job's CPUs
+    /// (`srun --exact`): those the job's other steps here hold least,
+    /// first in the job's order; the same as [`create_step`] when `want`
+    /// is none or not fewer than the job's, or cores are not confined.
+    /// The CPUs its tasks may use (empty: the job's).
+    ///
+    /// [`create_step`]: JobCgroup::create_step
+    pub fn create_step_holding(
+        &self,
+        name: &str,
+        want: Option<u32>,
+    ) -> Result<(Vec<PathBuf>, Vec<u32>), CgroupError> {
+        let mut mine = Vec::new();
+        let want = want.map_or(0, |w| w.max(1) as usize);
+        let cpuset_dir = match self.version {
+            Version::V1 => self.dir("cpuset"),
+            Version::V2 => self.track_dir(),
+        };
+        if let (Some(dir), true) = (cpuset_dir, want > 0 && want < self.cpus.len()) {
+            // Two steps starting at once must not both see the same CPUs
+            // free.
+            static PICKING: Mutex<()> = Mutex::new(());
+            let _g = PICKING.lock().unwrap_or_else(|e| e.into_inner());
+            mine = pick_step_cpus(&self.cpus, &siblings_cpus(dir, name), want);
+            let d = dir.join(name);
+            mkdir(&d)?;
+            let list = format_cpu_list(&mine);
+            if let Err(e) = write(&d.join("cpuset.cpus"), &list) {
+                // (v2 without the cpuset controller below the job.)
+                tracing::debug!("step {name}: its CPUs {list} not confined: {e}");
+            }
+        }
+        let procs = self.create_step(name)?;
+        Ok((procs, mine))
     }
 
     /// End a step: kill what is left of it and remove its directories.
@@ -514,6 +551,40 @@ fn sweep_empty(dir: &Path) {
             let _ = std::fs::remove_dir(&p);
         }
     }
+}
+
+/// The CPUs each other step of a job holds (`step_*` directories under the
+/// job's `dir` but `skip`, the batch and extern steps; a step with all of
+/// the job's is sharing them, holding none).
+fn siblings_cpus(dir: &Path, skip: &str) -> Vec<Vec<u32>> {
+    let all = read(&dir.join("cpuset.cpus")).and_then(|s| parse_cpu_list(&s));
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if !n.starts_with("step_") || n == skip || n == "step_batch" || n == "step_extern" {
+                return None;
+            }
+            let v = parse_cpu_list(&read(&e.path().join("cpuset.cpus"))?)?;
+            (!v.is_empty() && Some(&v) != all.as_ref()).then_some(v)
+        })
+        .collect()
+}
+
+/// `want` of the job's CPUs (`job`, in the order to take them): the least
+/// held by `others` first; sorted ids.
+fn pick_step_cpus(job: &[u32], others: &[Vec<u32>], want: usize) -> Vec<u32> {
+    let mut by_use: Vec<(usize, usize, u32)> = job
+        .iter()
+        .enumerate()
+        .map(|(pos, &c)| (others.iter().filter(|o| o.contains(&c)).count(), pos, c))
+        .collect();
+    by_use.sort_unstable();
+    let mut got: Vec<u32> = by_use.into_iter().take(want).map(|(_, _, c)| c).collect();
+    got.sort_unstable();
+    got
 }
 
 /// v1 cpuset: a directory takes no process before it has CPUs and memory

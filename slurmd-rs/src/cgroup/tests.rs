@@ -499,3 +499,46 @@ fn a_daemon_that_died_mid_kill_leaves_nothing_frozen() {
     let _ = sleeper.kill();
     let _ = sleeper.wait();
 }
+
+/// `srun --exact` steps get cpusets of their own within the job's: the
+/// CPUs the job's other steps hold least; a step asking for all of the
+/// job's (or none) gets the job's, and its tasks' directories take their
+/// step's CPUs.
+#[test]
+fn exact_steps_get_cpusets_of_their_own() {
+    let d = fake_v1();
+    let m = d.path();
+    let mgr = Manager::new(opts(constraining(m), "n1")).unwrap().unwrap();
+    let jc = mgr.create_job(&spec(9, 4, 1000)).unwrap();
+    assert_eq!(jc.cpus, vec![0, 1, 4, 5]);
+    let cpus = |name: &str| {
+        get(&m
+            .join("cpuset/slurm_n1/uid_1000/job_9")
+            .join(name)
+            .join("cpuset.cpus"))
+    };
+    let (_, a) = jc.create_step_holding("step_0", Some(1)).unwrap();
+    let (_, b) = jc.create_step_holding("step_1", Some(2)).unwrap();
+    assert_eq!((a.clone(), b.clone()), (vec![0], vec![1, 4]));
+    assert_eq!((cpus("step_0"), cpus("step_1")), ("0".into(), "1,4".into()));
+    // A task's directory takes its step's CPUs, not the job's.
+    jc.create_step("step_1/task_0").unwrap();
+    assert_eq!(cpus("step_1/task_0"), "1,4");
+    // The whole job's (or no count): the job's set, holding none.
+    let (_, all) = jc.create_step_holding("step_2", Some(4)).unwrap();
+    assert!(all.is_empty());
+    assert_eq!(cpus("step_2"), "0-1,4-5");
+    let (_, c) = jc.create_step_holding("step_3", Some(1)).unwrap();
+    assert_eq!(
+        c,
+        vec![5],
+        "the one free CPU, the full-set step holding none"
+    );
+    // All held: the least shared, first in the job's order.
+    let (_, e) = jc.create_step_holding("step_4", Some(2)).unwrap();
+    assert_eq!(e, vec![0, 1]);
+    jc.end_step("step_0");
+    let (_, f) = jc.create_step_holding("step_5", Some(1)).unwrap();
+    // CPU 1 is held twice (steps 1 and 4), the others once: 0 first.
+    assert_eq!(f, vec![0]);
+}

@@ -2297,3 +2297,132 @@ fn srun_bcast_runs_a_copy_written_as_the_user() {
         "srun: fatal: Can not execute ./missing.sh"
     );
 }
+
+/// Steps hold CPUs as Slurm's: `srun -N1 -n1` steps of a two-node job run
+/// one on each node at once; a third waits until one ends (then says
+/// "Step created"), `-I` gives up at once, `--overlap` runs at once;
+/// `--exact` steps share a node, each in a cpuset of its own CPUs; an srun
+/// killed outright holds nothing once its tasks end.
+#[test]
+fn steps_hold_their_cpus_and_wait_for_busy_ones() {
+    use slurm_proto::JobState;
+    use slurm_tests::{stderr, stdout, TestCluster};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let cpuset = std::path::Path::new("/sys/fs/cgroup/cpuset/cgroup.procs").exists()
+        || std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let confined = cpuset && unsafe { libc::geteuid() } == 0;
+    let t = TestCluster::start(2, |s| {
+        if confined {
+            s.extra_conf =
+                "ProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity,task/cgroup\n".into();
+            s.cgroup_conf = Some("CgroupPlugin=autodetect\nConstrainCores=yes\n".into());
+        }
+    });
+    let job = t.sbatch(&["-N2", "-n8", "-t", "5", "--wrap", "sleep 300"]);
+    t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
+    let id = job.to_string();
+    let step = |args: &[&str]| {
+        t.cmd("srun")
+            .args(["--jobid", &id])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Ends in time or fails the test (a step that waits forever).
+    let finish = |mut c: std::process::Child, secs: u64| {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while c.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                panic!("a step still waits after {secs} s\n{}", t.logs());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c.wait_with_output().unwrap()
+    };
+    let begun = Instant::now();
+    let who = ["-N1", "-n1", "sh", "-c", "echo $SLURMD_NODENAME; sleep 3"];
+    let a = step(&who);
+    let b = step(&who);
+    std::thread::sleep(Duration::from_millis(1200));
+    let c = step(&["-N1", "-n1", "sh", "-c", "echo $SLURMD_NODENAME"]);
+    let i = t.run("srun", &["--jobid", &id, "-I", "-N1", "-n1", "true"]);
+    assert!(!i.status.success(), "-I ran on a busy node");
+    assert!(
+        stderr(&i).contains(&format!(
+            "srun: error: Unable to create step for job {job}: Requested nodes are busy"
+        )),
+        "{}",
+        stderr(&i)
+    );
+    let o = t.run(
+        "srun",
+        &["--jobid", &id, "--overlap", "-N1", "-n1", "echo", "overlap"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "overlap\n");
+    let (a, b) = (finish(a, 30), finish(b, 30));
+    let mut nodes = vec![stdout(&a).trim().to_string(), stdout(&b).trim().to_string()];
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2"], "{}{}", stderr(&a), stderr(&b));
+    let c = finish(c, 30);
+    assert!(c.status.success(), "{}", stderr(&c));
+    assert!(
+        begun.elapsed() >= Duration::from_millis(2900),
+        "the third step did not wait"
+    );
+    assert!(
+        stderr(&c).contains(&format!("srun: Step created for StepId={job}.")),
+        "{}",
+        stderr(&c)
+    );
+    // --exact: two one-task steps on one node at once, each its own CPU.
+    let mask = "grep Cpus_allowed_list /proc/self/status; sleep 1";
+    let e = [0, 1].map(|_| step(&["-w", "n1", "-N1", "-n1", "--exact", "sh", "-c", mask]));
+    let begun = Instant::now();
+    let [e1, e2] = e.map(|c| finish(c, 30));
+    assert!(
+        begun.elapsed() < Duration::from_millis(2500),
+        "--exact steps ran one after the other"
+    );
+    for e in [&e1, &e2] {
+        assert!(e.status.success(), "{}", stderr(e));
+        assert!(!stderr(e).contains("Step created"), "{}", stderr(e));
+    }
+    if confined {
+        let list = |o: &std::process::Output| {
+            stdout(o)
+                .trim()
+                .trim_start_matches("Cpus_allowed_list:")
+                .trim()
+                .to_string()
+        };
+        let (l1, l2) = (list(&e1), list(&e2));
+        assert!(
+            !l1.contains([',', '-']) && !l2.contains([',', '-']),
+            "{l1} / {l2}"
+        );
+        assert_ne!(l1, l2, "both steps got the same CPU");
+    }
+    // An srun killed outright: what its step held comes back once its
+    // tasks end (told by the node daemon).
+    let mut k = step(&["-w", "n2", "-N1", "-n1", "sleep", "2"]);
+    std::thread::sleep(Duration::from_millis(800));
+    let _ = k.kill();
+    let _ = k.wait();
+    let after = finish(step(&["-w", "n2", "-N1", "-n1", "echo", "after"]), 30);
+    assert!(after.status.success(), "{}", stderr(&after));
+    assert_eq!(stdout(&after), "after\n");
+    // A step that never fits the job is refused, not kept waiting.
+    let o = t.run("srun", &["--jobid", &id, "-n", "9", "true"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("More processors requested than permitted"),
+        "{}",
+        stderr(&o)
+    );
+    t.run("scancel", &[&id]);
+}
