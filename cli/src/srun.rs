@@ -26,6 +26,60 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 
+/// The GPUs a step asks for in a job (`--gres=none`: none), from
+/// options already checked by the parser; none asked: the job's.
+pub fn step_gpus(o: &AllocOpts) -> Option<slurm_proto::StepGpus> {
+    use slurm_common::gres::{parse_gpus, parse_list};
+    if o.gres
+        .as_deref()
+        .is_some_and(|g| g.eq_ignore_ascii_case("none"))
+    {
+        return Some(slurm_proto::StepGpus::default());
+    }
+    let mut g = slurm_proto::StepGpus::default();
+    let mut asked = false;
+    let n = |c: u64| u32::try_from(c).unwrap_or(u32::MAX);
+    for spec in o
+        .gres
+        .as_deref()
+        .and_then(|v| parse_list(v).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| s.name == "gpu")
+    {
+        (g.per_node, g.kind, asked) = (n(spec.count), spec.kind, true);
+    }
+    for (v, slot) in [(&o.gpus_per_node, 0), (&o.gpus_per_task, 1), (&o.gpus, 2)] {
+        if let Some(spec) = v.as_deref().and_then(|v| parse_gpus(v).ok()) {
+            let c = n(spec.count);
+            match slot {
+                0 => g.per_node = c,
+                1 => g.per_task = c,
+                _ => g.total = c,
+            }
+            if spec.kind.is_some() {
+                g.kind = spec.kind;
+            }
+            asked = true;
+        }
+    }
+    asked.then_some(g)
+}
+
+/// GPU options on srun's command line: the environment's (the job's, as
+/// sbatch set them) are then not read, so `srun --gpus=1` in a
+/// `--gpus-per-node=4` job asks one GPU, not both.
+pub fn names_gpus(cli: &[String]) -> bool {
+    // (A program's own words may be taken for srun's: then the step asks
+    // none, which is the job's GPUs, the same as the environment's.)
+    cli.iter().any(|w| {
+        ["--gpus", "--gpus-per-node", "--gpus-per-task", "--gres"]
+            .iter()
+            .any(|o| w == o || w.starts_with(&format!("{o}=")))
+            || (w.starts_with("-G") && !w.starts_with("--"))
+    })
+}
+
 /// How long srun waits for a busy step before saying so: Slurm's
 /// SlurmctldTimeout kept within 60 to 300 s, plus up to 9 s told apart by
 /// the process id.
@@ -1083,6 +1137,8 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                     .map_err(|e| format!("{prog}: error: {e}"))?;
                 o.constraint = Some(v);
             }
+            // (srun `--gres=none`: a step without the job's GPUs.)
+            "gres" if prog == "srun" && v.eq_ignore_ascii_case("none") => o.gres = Some(v),
             "gres" => {
                 slurm_common::gres::parse_list(&v).map_err(|e| format!("{prog}: error: {e}"))?;
                 o.gres = Some(v);
@@ -2466,6 +2522,13 @@ pub fn srun_main() -> i32 {
     if given.tres {
         args.retain(|w| !w.starts_with("--tres-per-task="));
     }
+    if names_gpus(&cli) {
+        args.retain(|w| {
+            !["--gpus=", "--gpus-per-node=", "--gpus-per-task=", "--gres="]
+                .iter()
+                .any(|o| w.starts_with(o))
+        });
+    }
     args.extend(cli);
     let o = match parse("srun", &args) {
         Ok(o) => o,
@@ -2628,6 +2691,9 @@ pub fn srun_main() -> i32 {
             || (o.exclusive && !allocated),
         overlap: o.overlap,
         overcommit: o.overcommit,
+        // In srun's own allocation the step has the job's GPUs, which are
+        // what it asked for.
+        gpus: if allocated { None } else { step_gpus(&o) },
     };
     // A suspended job takes no new step: wait (as Slurm's srun does) until
     // it runs again. A step whose CPUs other steps hold waits for them, as
@@ -2653,9 +2719,9 @@ pub fn srun_main() -> i32 {
                 std::thread::sleep(Duration::from_secs(1));
             }
             Err(CallError::Rpc(e)) if e.error == SlurmError::NodesBusy && !allocated => {
-                // -I[=secs]: only that long (a second at least).
+                // -I: at once; -I=secs: only that long.
                 if let Some(secs) = o.immediate {
-                    if begun.elapsed() >= Duration::from_secs(u64::from(secs.max(1))) {
+                    if secs <= 1 || begun.elapsed() >= Duration::from_secs(u64::from(secs)) {
                         break Err(CallError::Rpc(e));
                     }
                 }

@@ -343,6 +343,10 @@ impl Key {
             m.update(b"\nstep_cpus ");
             m.update(&serde_json::to_vec(&c.step_cpus).unwrap_or_default());
         }
+        if !c.step_gres.is_empty() {
+            m.update(b"\nstep_gres ");
+            m.update(&serde_json::to_vec(&c.step_gres).unwrap_or_default());
+        }
         m
     }
 
@@ -671,8 +675,23 @@ mod tests {
         };
         let mut own = c.clone();
         own.step_cpus = vec![1, 1];
+        let gpu = |i| {
+            vec![vec![slurm_proto::GresAlloc {
+                name: "gpu".into(),
+                kind: None,
+                indices: vec![i],
+            }]]
+        };
+        own.step_gres = gpu(1);
         k.sign_step(&mut own);
         k.verify_step(&own, 400).unwrap();
+        // Another GPU of the job (another step's): refused.
+        let mut other_gpu = own.clone();
+        other_gpu.step_gres = gpu(0);
+        assert!(matches!(
+            k.verify_step(&other_gpu, 400),
+            Err(AuthError::BadSignature)
+        ));
         for cut in [vec![], vec![2, 2], vec![1]] {
             let mut x = own.clone();
             x.step_cpus = cut;
@@ -709,6 +728,13 @@ mod tests {
             |c: &mut slurm_proto::StepCred| c.job_start = Some(1),
             |c: &mut slurm_proto::StepCred| c.cpus_per_task = 8,
             |c: &mut slurm_proto::StepCred| c.step_cpus = vec![2, 1],
+            |c: &mut slurm_proto::StepCred| {
+                c.step_gres = vec![vec![slurm_proto::GresAlloc {
+                    name: "gpu".into(),
+                    kind: None,
+                    indices: vec![0],
+                }]]
+            },
         ] {
             let mut x = c.clone();
             change(&mut x);

@@ -76,7 +76,7 @@ impl From<pb::Credential> for Credential {
     }
 }
 
-fn gres_to(v: Vec<Vec<GresAlloc>>) -> Vec<pb::GresOnNode> {
+pub(crate) fn gres_to(v: Vec<Vec<GresAlloc>>) -> Vec<pb::GresOnNode> {
     v.into_iter()
         .map(|g| pb::GresOnNode {
             gres: g
@@ -91,7 +91,7 @@ fn gres_to(v: Vec<Vec<GresAlloc>>) -> Vec<pb::GresOnNode> {
         .collect()
 }
 
-fn gres_from(v: Vec<pb::GresOnNode>) -> Vec<Vec<GresAlloc>> {
+pub(crate) fn gres_from(v: Vec<pb::GresOnNode>) -> Vec<Vec<GresAlloc>> {
     v.into_iter()
         .map(|g| {
             g.gres
@@ -262,6 +262,7 @@ impl From<StepCred> for pb::StepCred {
             job_cpus: c.job_cpus,
             sig: c.sig,
             step_cpus: c.step_cpus,
+            step_gres: gres_to(c.step_gres),
         }
     }
 }
@@ -286,6 +287,7 @@ impl TryFrom<pb::StepCred> for StepCred {
             job_cpus: c.job_cpus,
             sig: c.sig,
             step_cpus: c.step_cpus,
+            step_gres: gres_from(c.step_gres),
         })
     }
 }
@@ -1176,6 +1178,14 @@ mod tests {
             job_cpus: vec![2, 4],
             sig: "ab".into(),
             step_cpus: vec![1, 4],
+            step_gres: vec![
+                vec![],
+                vec![GresAlloc {
+                    name: "gpu".into(),
+                    kind: None,
+                    indices: vec![3],
+                }],
+            ],
         };
         TaskLaunch {
             layout: StepLayout {
@@ -1465,5 +1475,27 @@ mod node_report_tests {
             reports: vec![pb::NodeReport { report: None }],
         };
         assert!(node_reports_of(empty).is_err());
+    }
+}
+
+impl From<crate::StepGpus> for pb::StepGpus {
+    fn from(g: crate::StepGpus) -> Self {
+        pb::StepGpus {
+            kind: g.kind,
+            per_node: g.per_node,
+            per_task: g.per_task,
+            total: g.total,
+        }
+    }
+}
+
+impl From<pb::StepGpus> for crate::StepGpus {
+    fn from(g: pb::StepGpus) -> Self {
+        crate::StepGpus {
+            kind: g.kind,
+            per_node: g.per_node,
+            per_task: g.per_task,
+            total: g.total,
+        }
     }
 }

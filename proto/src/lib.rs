@@ -814,6 +814,10 @@ pub struct StepRecord {
     /// `srun --overlap`: its CPUs are not held from other steps.
     #[serde(default)]
     pub overlap: bool,
+    /// Its GPUs on each of its nodes (same order as `nodes`); held from
+    /// other steps unless it overlaps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gres: Vec<Vec<GresAlloc>>,
     /// Nodes where its tasks have ended (their daemons said so): it holds
     /// nothing there any more, even if its srun never reports. The
     /// controller's alone (not sent).
@@ -939,6 +943,24 @@ pub struct StepRequest {
     /// `-O/--overcommit`: more tasks than CPUs (one CPU a node at least).
     #[serde(default)]
     pub overcommit: bool,
+    /// The GPUs it asks for; none: the job's on each of its nodes.
+    #[serde(default)]
+    pub gpus: Option<StepGpus>,
+}
+
+/// The GPUs a step asks for: so many a node (`--gpus-per-node`,
+/// `--gres=gpu:N`), a task (`--gpus-per-task`) or in all (`--gpus`), of
+/// one type or any; all zero: none (`--gres=none`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StepGpus {
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub per_node: u32,
+    #[serde(default)]
+    pub per_task: u32,
+    #[serde(default)]
+    pub total: u32,
 }
 
 /// The controller's grant of a step: where each task runs, and the signed
@@ -994,6 +1016,10 @@ pub struct StepCred {
     /// Empty: the job's.
     #[serde(default)]
     pub step_cpus: Vec<u32>,
+    /// The step's GPUs on each of its nodes where it asked for its own;
+    /// empty: the job's.
+    #[serde(default)]
+    pub step_gres: Vec<Vec<GresAlloc>>,
 }
 
 /// What `srun` sends each node daemon of a step.

@@ -1154,10 +1154,18 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             if let Some(run) = job_start {
                 match crate::steps::running_run(job_id, step_id) {
                     None => {
+                        // (Told, so the controller frees what the step
+                        // holds here: it may never have started.)
+                        ctx.outbox.push(crate::ctld_link::OutMsg::StepUsage {
+                            job_id,
+                            step_id,
+                            usage: None,
+                            job_start,
+                        });
                         return refuse(
                             SlurmError::AlreadyDone,
                             format!("step {job_id}.{step_id} is not running here"),
-                        )
+                        );
                     }
                     Some(Some(here)) if here != run => {
                         return refuse(
@@ -1178,6 +1186,7 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             job_id,
             step_id,
             signal,
+            job_start,
             ..
         } => {
             // The controller cancelling a step: it launches nothing here
@@ -1189,6 +1198,16 @@ async fn checked(ctx: &Arc<Ctx>, req: Request, who: &slurm_common::tls::Peer) ->
             {
                 ctx.ledger
                     .cancelled(job_id, step_id, crate::now(), req.cred.issued);
+                // Not running here (its srun died before launching it):
+                // the controller frees what it holds here.
+                if crate::steps::running_run(job_id, step_id).is_none() {
+                    ctx.outbox.push(crate::ctld_link::OutMsg::StepUsage {
+                        job_id,
+                        step_id,
+                        usage: None,
+                        job_start,
+                    });
+                }
             }
             crate::steps::signal(req.cred.uid, privileged, job_id, step_id, signal)
         }

@@ -369,12 +369,25 @@ pub fn task_env(
         .and_then(|k| t.job_gres.get(k))
         .map(Vec::as_slice)
         .unwrap_or(&[]);
+    // The step's: its own where it asked for some (`--gpus=1`, or none
+    // with `--gres=none`), else every GPU of its job on the node.
+    let own = l
+        .cred
+        .step_gres
+        .get(t.node_index as usize)
+        .map(Vec::as_slice)
+        .unwrap_or(gres);
     let mut e = crate::launch::env::Env(env);
     crate::launch::env::gpu_env(&mut e, gres, renumber_gpus);
-    // A step has every GPU of its job on the node.
+    let job_gpus = e.get("SLURM_JOB_GPUS").map(str::to_string);
+    crate::launch::env::gpu_env(&mut e, own, renumber_gpus);
     match e.get("SLURM_JOB_GPUS").map(str::to_string) {
         Some(g) => e.set("SLURM_STEP_GPUS", g),
         None => e.remove("SLURM_STEP_GPUS"),
+    }
+    match job_gpus {
+        Some(g) => e.set("SLURM_JOB_GPUS", g),
+        None => e.remove("SLURM_JOB_GPUS"),
     }
     e.0
 }
@@ -710,7 +723,24 @@ pub async fn launch(
             // `srun --exact`: the step's own share of the job's CPUs here
             // (signed with the rest of the credential).
             let want = t.layout.cred.step_cpus.get(idx).copied();
-            match tokio::task::spawn_blocking(move || jc2.create_step_holding(&n2, want)).await {
+            // Its own GPUs (`srun --gpus=1` in a job of more): the job's
+            // others are denied to it.
+            let own_gpus: Option<Vec<u32>> = t.layout.cred.step_gres.get(idx).map(|g| {
+                g.iter()
+                    .filter(|g| g.name == "gpu")
+                    .flat_map(|g| g.indices.iter().copied())
+                    .collect()
+            });
+            let ctx3 = ctx.clone();
+            match tokio::task::spawn_blocking(move || {
+                let made = jc2.create_step_holding(&n2, want)?;
+                if let (Some(m), Some(own)) = (ctx3.cgroups.as_ref(), own_gpus) {
+                    m.restrict_step_devices(&jc2, &n2, &own)?;
+                }
+                Ok::<_, crate::cgroup::CgroupError>(made)
+            })
+            .await
+            {
                 Ok(Ok((procs, mine))) => {
                     use std::os::unix::ffi::OsStrExt;
                     let paths: Vec<std::ffi::CString> = procs

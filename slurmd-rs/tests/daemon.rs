@@ -621,6 +621,7 @@ async fn daemon_end_to_end() {
         job_cpus: vec![1],
         sig: String::new(),
         step_cpus: Vec::new(),
+        step_gres: Vec::new(),
     };
     c.key.sign_step(&mut cred);
     let tasks = slurm_proto::TaskLaunch {

@@ -518,6 +518,7 @@ impl Controller {
                 job_secs_at_start: None,
                 cpus: Vec::new(),
                 overlap: false,
+                gres: Vec::new(),
                 ended_on: Vec::new(),
             });
         }
@@ -634,6 +635,7 @@ impl Controller {
                         job_secs_at_start: None,
                         cpus: Vec::new(),
                         overlap: false,
+                        gres: Vec::new(),
                         ended_on: Vec::new(),
                     });
                 }

@@ -2,6 +2,7 @@
 //! their usage.
 
 use super::*;
+use slurm_proto::GresAlloc;
 
 impl Controller {
     pub(super) fn create_step(
@@ -94,19 +95,30 @@ impl Controller {
         // (the batch script and the extern step hold none; `--overlap`
         // steps hold nothing and are held from by nothing).
         let mut used = vec![0u32; j.alloc.nodes.len()];
+        // And the GPUs (indices) they hold there.
+        let mut held_gpus: Vec<Vec<u32>> = vec![Vec::new(); j.alloc.nodes.len()];
         if !r.overlap {
+            // (A step ended by its time limit holds its CPUs until its tasks
+            // are gone.)
             for s in j.steps.iter().filter(|s| {
-                s.state == JobState::Running
+                matches!(s.state, JobState::Running | JobState::Timeout)
                     && !s.overlap
                     && s.step_id != BATCH_STEP
                     && s.step_id != slurm_proto::EXTERN_STEP
             }) {
-                for (n, c) in s.nodes.iter().zip(&s.cpus) {
+                for (i, n) in s.nodes.iter().enumerate() {
                     if s.ended_on.contains(n) {
                         continue;
                     }
                     if let Some(k) = j.alloc.nodes.iter().position(|x| x == n) {
-                        used[k] += c;
+                        used[k] += s.cpus.get(i).copied().unwrap_or(0);
+                        if let Some(g) = s.gres.get(i) {
+                            held_gpus[k].extend(
+                                g.iter()
+                                    .filter(|g| g.name == "gpu")
+                                    .flat_map(|g| g.indices.iter().copied()),
+                            );
+                        }
                     }
                 }
             }
@@ -121,14 +133,27 @@ impl Controller {
             cpt,
             exact: r.exact,
             overcommit: r.overcommit,
+            gpus: GpuNeed::of(r.gpus.as_ref()),
+            max_tasks_per_node: self
+                .conf
+                .get("MaxTasksPerNode")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(512),
         };
-        let placed = match place_step(&ask, &j.alloc.cpus, &used) {
+        let kind = r.gpus.as_ref().and_then(|g| g.kind.as_deref());
+        let no_gres = Vec::new();
+        let node_gpus: Vec<(Vec<u32>, Vec<u32>)> = (0..j.alloc.nodes.len())
+            .map(|k| gpus_of(j.alloc.gres.get(k).unwrap_or(&no_gres), kind, &held_gpus[k]))
+            .collect();
+        let gpu_all: Vec<u32> = node_gpus.iter().map(|(a, _)| a.len() as u32).collect();
+        let gpu_free: Vec<u32> = node_gpus.iter().map(|(_, f)| f.len() as u32).collect();
+        let placed = match place_step(&ask, &j.alloc.cpus, &used, &gpu_all, &gpu_free) {
             Ok(p) => p,
             Err(_) => {
                 // What fits once the other steps end waits (srun asks
                 // again); what never fits is refused.
                 let idle = vec![0u32; used.len()];
-                return match place_step(&ask, &j.alloc.cpus, &idle) {
+                return match place_step(&ask, &j.alloc.cpus, &idle, &gpu_all, &gpu_all) {
                     Ok(_) => {
                         if slurm_common::debugflags::on(slurm_common::debugflags::STEPS) {
                             tracing::info!(
@@ -138,8 +163,22 @@ impl Controller {
                         }
                         err(SlurmError::NodesBusy)
                     }
-                    // No node of the job could take a task of it.
-                    Err(SlurmError::NodesBusy) => err(SlurmError::TooManyRequestedCpus),
+                    // No node of the job could take a task of it: for the
+                    // GPUs it asks, or its CPUs.
+                    Err(SlurmError::NodesBusy) => {
+                        let cpus_only = StepAsk {
+                            gpus: GpuNeed::Nothing,
+                            ..ask.clone()
+                        };
+                        if r.gpus.is_some()
+                            && place_step(&cpus_only, &j.alloc.cpus, &idle, &gpu_all, &gpu_all)
+                                .is_ok()
+                        {
+                            err(SlurmError::InvalidGres)
+                        } else {
+                            err(SlurmError::TooManyRequestedCpus)
+                        }
+                    }
                     Err(never) => err(never),
                 };
             }
@@ -148,7 +187,53 @@ impl Controller {
             nodes,
             per_node,
             cpus: step_cpus,
+            gpus: step_gpus,
         } = placed;
+        // Which GPUs: the first free of the kind on each node (all of the
+        // job's when it asked none); kept by type as the job's are.
+        let step_gres: Vec<Vec<GresAlloc>> = nodes
+            .iter()
+            .zip(&step_gpus)
+            .map(|(&k, &n)| {
+                let (all, free) = &node_gpus[k];
+                let pick: Vec<u32> = if r.gpus.is_none() {
+                    all.clone()
+                } else {
+                    free.iter().copied().take(n as usize).collect()
+                };
+                j.alloc
+                    .gres
+                    .get(k)
+                    .unwrap_or(&no_gres)
+                    .iter()
+                    .filter(|g| g.name == "gpu")
+                    .filter_map(|g| {
+                        let indices: Vec<u32> = g
+                            .indices
+                            .iter()
+                            .copied()
+                            .filter(|i| pick.contains(i))
+                            .collect();
+                        (!indices.is_empty()).then(|| GresAlloc {
+                            name: g.name.clone(),
+                            kind: g.kind.clone(),
+                            indices,
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        // What its tasks see differs from the job's there: told in the
+        // credential.
+        let own_gpus = nodes.iter().zip(&step_gres).any(|(&k, mine)| {
+            let job: Vec<&GresAlloc> = j
+                .alloc
+                .gres
+                .get(k)
+                .map(|v| v.iter().filter(|g| g.name == "gpu").collect())
+                .unwrap_or_default();
+            job.len() != mine.len() || job.iter().zip(mine).any(|(a, b)| *a != b)
+        });
         let ntasks: u32 = per_node.iter().sum();
         let cyclic = r
             .distribution
@@ -216,6 +301,11 @@ impl Controller {
             } else {
                 Vec::new()
             },
+            step_gres: if own_gpus {
+                step_gres.clone()
+            } else {
+                Vec::new()
+            },
         };
         key.sign_step(&mut cred);
         let layout = StepLayout {
@@ -249,6 +339,7 @@ impl Controller {
             job_secs_at_start: Some(j.run_secs(now)),
             cpus: step_cpus,
             overlap: r.overlap,
+            gres: step_gres,
             ended_on: Vec::new(),
         };
         let id = r.job_id;
@@ -322,9 +413,14 @@ impl Controller {
         let Some(st) = j.steps.iter_mut().find(|s| s.step_id == step_id) else {
             return err(SlurmError::InvalidJobId);
         };
-        if st.state == JobState::Timeout && st.exit_status == 0 {
-            // Ended by its time limit: TIMEOUT stays, with how it ended.
-            st.exit_status = status;
+        if st.state == JobState::Timeout {
+            if st.exit_status == 0 {
+                // Ended by its time limit: TIMEOUT stays, with how it
+                // ended.
+                st.exit_status = status;
+            }
+            // Its tasks are gone: it holds nothing any more.
+            st.ended_on = st.nodes.clone();
         }
         if st.state == JobState::Running {
             let (code, sig) = wait_status_pair(status);
@@ -339,6 +435,7 @@ impl Controller {
             };
             st.exit_status = status;
             st.end_time = Some(now);
+            st.ended_on.clear();
             if slurm_common::debugflags::on(slurm_common::debugflags::STEPS) {
                 tracing::info!("Steps: StepId={id}.{step_id} ended {}", st.state.name());
             }
@@ -487,13 +584,16 @@ impl Controller {
         };
         // Its tasks there ended: what it held there is free for other
         // steps.
-        if st.state == JobState::Running
+        let mut changed = false;
+        if matches!(st.state, JobState::Running | JobState::Timeout)
             && st.nodes.iter().any(|n| n == node)
             && !st.ended_on.iter().any(|n| n == node)
         {
             st.ended_on.push(node.to_string());
+            changed = true;
         }
         if let Some(u) = u {
+            changed = true;
             let mut total = st.usage.unwrap_or_default();
             total.cpu_usec += u.cpu_usec;
             total.user_usec += u.user_usec;
@@ -504,7 +604,9 @@ impl Controller {
             }
             st.usage = Some(total);
         }
-        self.save_job(id);
+        if changed {
+            self.save_job(id);
+        }
     }
 }
 
@@ -525,6 +627,53 @@ pub(super) struct StepAsk<'a> {
     pub cpt: u32,
     pub exact: bool,
     pub overcommit: bool,
+    /// The GPUs it needs.
+    pub gpus: GpuNeed,
+    /// slurm.conf's MaxTasksPerNode (Slurm's default 512).
+    pub max_tasks_per_node: u32,
+}
+
+/// The GPUs a step needs ([`StepAsk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum GpuNeed {
+    /// Every GPU of the job on each node it uses (it asked none).
+    All,
+    /// None (`--gres=none`).
+    Nothing,
+    PerNode(u32),
+    PerTask(u32),
+    /// In all (`--gpus=N`), as many on each node as are free there, in
+    /// order.
+    Total(u32),
+}
+
+impl GpuNeed {
+    pub fn of(g: Option<&slurm_proto::StepGpus>) -> GpuNeed {
+        match g {
+            None => GpuNeed::All,
+            Some(g) if g.per_node > 0 => GpuNeed::PerNode(g.per_node),
+            Some(g) if g.per_task > 0 => GpuNeed::PerTask(g.per_task),
+            Some(g) if g.total > 0 => GpuNeed::Total(g.total),
+            Some(_) => GpuNeed::Nothing,
+        }
+    }
+}
+
+/// The job's GPUs on a node (`gres`, of `kind` if one is named) others
+/// (`held`) do not hold: (all of the kind, free), by index.
+pub(super) fn gpus_of(
+    gres: &[GresAlloc],
+    kind: Option<&str>,
+    held: &[u32],
+) -> (Vec<u32>, Vec<u32>) {
+    let mut all: Vec<u32> = gres
+        .iter()
+        .filter(|g| g.name == "gpu" && kind.is_none_or(|k| g.kind.as_deref() == Some(k)))
+        .flat_map(|g| g.indices.iter().copied())
+        .collect();
+    all.sort_unstable();
+    let free = all.iter().copied().filter(|i| !held.contains(i)).collect();
+    (all, free)
 }
 
 /// Where a step runs: the job's nodes (indices), tasks on each, and the
@@ -534,6 +683,8 @@ pub(super) struct StepPlace {
     pub nodes: Vec<usize>,
     pub per_node: Vec<u32>,
     pub cpus: Vec<u32>,
+    /// GPUs on each node.
+    pub gpus: Vec<u32>,
 }
 
 /// Lay a step out on its job's nodes, `used[k]` CPUs of job node `k` being
@@ -547,8 +698,19 @@ pub(super) fn place_step(
     a: &StepAsk,
     job_cpus: &[u32],
     used: &[u32],
+    gpu_all: &[u32],
+    gpu_free: &[u32],
 ) -> Result<StepPlace, SlurmError> {
     let cpt = a.cpt.max(1);
+    let all_gpus = |k: usize| gpu_all.get(k).copied().unwrap_or(0);
+    let free_gpus = |k: usize| gpu_free.get(k).copied().unwrap_or(0);
+    // GPUs a node must have free to take the step at all.
+    let gpus_ok = |k: usize| match a.gpus {
+        GpuNeed::All => free_gpus(k) >= all_gpus(k),
+        GpuNeed::Nothing => true,
+        GpuNeed::PerNode(n) | GpuNeed::PerTask(n) => free_gpus(k) >= n,
+        GpuNeed::Total(_) => free_gpus(k) >= 1,
+    };
     let room = |k: usize| -> u32 {
         let (all, held) = (job_cpus[k], used.get(k).copied().unwrap_or(0));
         if !a.exact && held > 0 {
@@ -558,7 +720,7 @@ pub(super) fn place_step(
         }
     };
     // A node takes one task at least (one CPU of it with --overcommit).
-    let fits_one = |k: usize| room(k) >= if a.overcommit { 1 } else { cpt };
+    let fits_one = |k: usize| room(k) >= if a.overcommit { 1 } else { cpt } && gpus_ok(k);
     let nodes: Vec<usize> = if a.named {
         // -w: those nodes, the first -N of them when -N says fewer.
         let want = a.min_nodes.map_or(a.cand.len(), |n| n as usize);
@@ -578,7 +740,14 @@ pub(super) fn place_step(
                 let mut cap = 0u32;
                 let mut k = 0;
                 while k < open.len() && cap < t {
-                    cap += (room(open[k]) / cpt).max(1);
+                    let mut c = (room(open[k]) / cpt).max(1);
+                    if let GpuNeed::PerTask(n) = a.gpus {
+                        c = c.min(free_gpus(open[k]) / n.max(1));
+                    }
+                    if let Some(p) = a.ntasks_per_node {
+                        c = c.min(p);
+                    }
+                    cap = cap.saturating_add(c.max(1));
                     k += 1;
                 }
                 k.max(1)
@@ -593,26 +762,40 @@ pub(super) fn place_step(
         }
         open[..want].to_vec()
     };
+    let cap = |k: usize| {
+        let c = (room(k) / cpt).max(1);
+        match a.gpus {
+            GpuNeed::PerTask(n) => c.min(free_gpus(k) / n.max(1)).max(1),
+            _ => c,
+        }
+    };
     let ntasks = match (a.ntasks, a.ntasks_per_node) {
         (Some(t), _) => t,
-        (None, Some(p)) => p * nodes.len() as u32,
+        (None, Some(p)) => p.saturating_mul(nodes.len() as u32),
         (None, None) if a.min_nodes.is_some() || a.named => nodes.len() as u32,
-        (None, None) => a.job_tasks.max(nodes.len() as u32),
+        // The job's task count, as many as these nodes hold (fewer when
+        // -r or -x leave some of the job's out).
+        (None, None) => {
+            let held: u32 = nodes.iter().fold(0u32, |s, &k| s.saturating_add(cap(k)));
+            a.job_tasks.min(held).max(nodes.len() as u32)
+        }
     };
     if (ntasks as usize) < nodes.len() {
         return Err(SlurmError::TooManyRequestedNodes);
     }
-    let cap = |k: usize| (room(k) / cpt).max(1);
+    // MaxTasksPerNode, however overcommitted.
+    if u64::from(ntasks) > u64::from(a.max_tasks_per_node.max(1)) * nodes.len() as u64 {
+        return Err(SlurmError::BadTaskCount);
+    }
     let mut per_node = vec![0u32; nodes.len()];
     if let Some(p) = a.ntasks_per_node {
-        // -n wins; spread it as evenly as --ntasks-per-node allows.
-        let mut left = ntasks;
-        for x in per_node.iter_mut() {
-            *x = left.min(p);
-            left -= *x;
-        }
-        if left > 0 {
+        // -n wins, spread evenly (never more than p a node).
+        if u64::from(ntasks) > u64::from(p) * nodes.len() as u64 {
             return Err(SlurmError::TooManyRequestedCpus);
+        }
+        let n = nodes.len() as u32;
+        for (i, x) in per_node.iter_mut().enumerate() {
+            *x = ntasks / n + u32::from((i as u32) < ntasks % n);
         }
         if !a.overcommit && nodes.iter().zip(&per_node).any(|(&k, &t)| t > cap(k)) {
             return Err(SlurmError::TooManyRequestedCpus);
@@ -641,15 +824,39 @@ pub(super) fn place_step(
         .zip(&per_node)
         .map(|(&k, &t)| {
             if a.exact {
-                (t * cpt).min(room(k)).max(1)
+                t.saturating_mul(cpt).min(room(k)).max(1)
             } else {
                 room(k)
             }
         })
         .collect();
+    let mut gpus: Vec<u32> = nodes
+        .iter()
+        .zip(&per_node)
+        .map(|(&k, &t)| match a.gpus {
+            GpuNeed::All => all_gpus(k),
+            GpuNeed::Nothing | GpuNeed::Total(_) => 0,
+            GpuNeed::PerNode(n) => n,
+            GpuNeed::PerTask(n) => n.saturating_mul(t),
+        })
+        .collect();
+    if let GpuNeed::Total(n) = a.gpus {
+        let mut left = n;
+        for (g, &k) in gpus.iter_mut().zip(&nodes) {
+            *g = left.min(free_gpus(k));
+            left -= *g;
+        }
+        if left > 0 {
+            return Err(SlurmError::InvalidGres);
+        }
+    }
+    if nodes.iter().zip(&gpus).any(|(&k, &g)| g > free_gpus(k)) {
+        return Err(SlurmError::InvalidGres);
+    }
     Ok(StepPlace {
         nodes,
         per_node,
         cpus,
+        gpus,
     })
 }

@@ -2449,7 +2449,7 @@ fn steps_hold_cpus_whole_nodes_or_exactly_and_wait_for_each_other() {
 
 #[test]
 fn step_placement_follows_what_other_steps_hold() {
-    use super::steps::{place_step, StepAsk, StepPlace};
+    use super::steps::{place_step, GpuNeed, StepAsk, StepPlace};
     let cand = [0usize, 1, 2];
     let ask = StepAsk {
         cand: &cand,
@@ -2461,24 +2461,28 @@ fn step_placement_follows_what_other_steps_hold() {
         cpt: 2,
         exact: true,
         overcommit: false,
+        gpus: GpuNeed::All,
+        max_tasks_per_node: 512,
     };
     let job = [4u32, 4, 4];
     // Exact: 3 tasks of 2 CPUs fill node 0, one more on node 1.
     assert_eq!(
-        place_step(&ask, &job, &[0, 0, 0]),
+        place_step(&ask, &job, &[0, 0, 0], &[0; 3], &[0; 3]),
         Ok(StepPlace {
             nodes: vec![0, 1],
             per_node: vec![2, 1],
             cpus: vec![4, 2],
+            gpus: vec![0, 0],
         })
     );
     // Node 0 half held: one task there, the rest on node 1.
     assert_eq!(
-        place_step(&ask, &job, &[2, 0, 0]),
+        place_step(&ask, &job, &[2, 0, 0], &[0; 3], &[0; 3]),
         Ok(StepPlace {
             nodes: vec![0, 1],
             per_node: vec![1, 2],
             cpus: vec![2, 4],
+            gpus: vec![0, 0],
         })
     );
     // Not exact: nodes with any CPU held are passed over; all CPUs taken.
@@ -2487,15 +2491,16 @@ fn step_placement_follows_what_other_steps_hold() {
         ..ask.clone()
     };
     assert_eq!(
-        place_step(&whole, &job, &[1, 0, 0]),
+        place_step(&whole, &job, &[1, 0, 0], &[0; 3], &[0; 3]),
         Ok(StepPlace {
             nodes: vec![1, 2],
             per_node: vec![2, 1],
             cpus: vec![4, 4],
+            gpus: vec![0, 0],
         })
     );
     assert_eq!(
-        place_step(&whole, &job, &[1, 1, 1]),
+        place_step(&whole, &job, &[1, 1, 1], &[0; 3], &[0; 3]),
         Err(SlurmError::NodesBusy)
     );
     // Every node asked for (no -n, no -N): one busy node blocks.
@@ -2504,7 +2509,7 @@ fn step_placement_follows_what_other_steps_hold() {
         ..whole.clone()
     };
     assert_eq!(
-        place_step(&all, &job, &[0, 0, 1]),
+        place_step(&all, &job, &[0, 0, 1], &[0; 3], &[0; 3]),
         Err(SlurmError::NodesBusy)
     );
     // More CPUs than the job has: refused; with -O the rest round-robin.
@@ -2513,14 +2518,14 @@ fn step_placement_follows_what_other_steps_hold() {
         ..ask.clone()
     };
     assert_eq!(
-        place_step(&many, &job, &[0, 0, 0]),
+        place_step(&many, &job, &[0, 0, 0], &[0; 3], &[0; 3]),
         Err(SlurmError::TooManyRequestedCpus)
     );
     let over = StepAsk {
         overcommit: true,
         ..many.clone()
     };
-    let p = place_step(&over, &job, &[0, 0, 0]).unwrap();
+    let p = place_step(&over, &job, &[0, 0, 0], &[0; 3], &[0; 3]).unwrap();
     assert_eq!(p.per_node.iter().sum::<u32>(), 7);
     assert_eq!(p.cpus, vec![4, 4, 4]);
     // -w with -N fewer: the first named.
@@ -2531,7 +2536,108 @@ fn step_placement_follows_what_other_steps_hold() {
         cand: &[2, 1],
         ..ask.clone()
     };
-    assert_eq!(place_step(&named, &job, &[0, 0, 0]).unwrap().nodes, vec![2]);
+    assert_eq!(
+        place_step(&named, &job, &[0, 0, 0], &[0; 3], &[0; 3])
+            .unwrap()
+            .nodes,
+        vec![2]
+    );
+    // No -n: the job's task count as far as the nodes hold it (-r or -x
+    // may leave some out).
+    let rest = StepAsk {
+        ntasks: None,
+        cand: &[1, 2],
+        job_tasks: 12,
+        exact: false,
+        ..ask.clone()
+    };
+    assert_eq!(
+        place_step(&rest, &job, &[0; 3], &[0; 3], &[0; 3])
+            .unwrap()
+            .per_node,
+        vec![2, 2]
+    );
+    // --ntasks-per-node caps each node, -n spread evenly under it.
+    let pn = |t, p, n| StepAsk {
+        ntasks: Some(t),
+        ntasks_per_node: Some(p),
+        min_nodes: n,
+        cpt: 1,
+        ..ask.clone()
+    };
+    let p = place_step(&pn(8, 2, None), &job, &[0; 3], &[0; 3], &[0; 3]);
+    assert_eq!(
+        p,
+        Err(SlurmError::TooManyRequestedCpus),
+        "3 nodes of 2 hold 6"
+    );
+    let p = place_step(&pn(6, 2, None), &job, &[0; 3], &[0; 3], &[0; 3]).unwrap();
+    assert_eq!(p.per_node, vec![2, 2, 2]);
+    let p = place_step(&pn(3, 4, Some(2)), &job, &[0; 3], &[0; 3], &[0; 3]).unwrap();
+    assert_eq!(p.per_node, vec![2, 1]);
+    // However overcommitted, no more than MaxTasksPerNode a node.
+    let huge = StepAsk {
+        ntasks: Some(u32::MAX),
+        overcommit: true,
+        cpt: 65536,
+        ..ask.clone()
+    };
+    assert_eq!(
+        place_step(&huge, &job, &[0; 3], &[0; 3], &[0; 3]),
+        Err(SlurmError::BadTaskCount)
+    );
+    // GPUs: a node must have those asked free; --gpus-per-task caps the
+    // tasks a node takes; --gpus=N spreads over the nodes in order.
+    let gpus = |g| StepAsk {
+        gpus: g,
+        ntasks: Some(2),
+        cpt: 1,
+        ..ask.clone()
+    };
+    let p = place_step(
+        &gpus(GpuNeed::PerTask(1)),
+        &job,
+        &[0; 3],
+        &[2; 3],
+        &[0, 2, 1],
+    )
+    .unwrap();
+    assert_eq!((p.nodes, p.per_node, p.gpus), (vec![1], vec![2], vec![2]));
+    let p = place_step(
+        &gpus(GpuNeed::PerTask(1)),
+        &job,
+        &[0; 3],
+        &[2; 3],
+        &[1, 0, 1],
+    )
+    .unwrap();
+    assert_eq!(
+        (p.nodes, p.per_node, p.gpus),
+        (vec![0, 2], vec![1, 1], vec![1, 1])
+    );
+    let one = |g| StepAsk {
+        min_nodes: Some(1),
+        ..gpus(g)
+    };
+    let p = place_step(&one(GpuNeed::All), &job, &[0; 3], &[2; 3], &[1, 2, 2]).unwrap();
+    assert_eq!((p.nodes, p.gpus), (vec![1], vec![2]));
+    let p = place_step(&one(GpuNeed::Nothing), &job, &[0; 3], &[2; 3], &[0; 3]).unwrap();
+    assert_eq!((p.nodes, p.gpus), (vec![0], vec![0]));
+    let two = |g| StepAsk {
+        min_nodes: Some(2),
+        ..gpus(g)
+    };
+    let p = place_step(&two(GpuNeed::Total(3)), &job, &[0; 3], &[2; 3], &[2; 3]).unwrap();
+    assert_eq!((p.nodes, p.gpus), (vec![0, 1], vec![2, 1]));
+    assert_eq!(
+        place_step(&two(GpuNeed::Total(5)), &job, &[0; 3], &[2; 3], &[2; 3]),
+        Err(SlurmError::InvalidGres)
+    );
+    assert_eq!(
+        place_step(&one(GpuNeed::PerNode(3)), &job, &[0; 3], &[2; 3], &[2; 3]),
+        Err(SlurmError::NodesBusy),
+        "no node has three (the controller tells it never fits)"
+    );
     // A task wider than any node: no node even when idle (the controller
     // refuses it).
     let wide = StepAsk {
@@ -2540,7 +2646,7 @@ fn step_placement_follows_what_other_steps_hold() {
         ..ask.clone()
     };
     assert_eq!(
-        place_step(&wide, &job, &[0, 0, 0]),
+        place_step(&wide, &job, &[0, 0, 0], &[0; 3], &[0; 3]),
         Err(SlurmError::NodesBusy)
     );
 }

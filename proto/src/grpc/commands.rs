@@ -247,6 +247,7 @@ impl From<&StepRecord> for pb::StepRecord {
             time_limit: s.time_limit,
             cpus: s.cpus.clone(),
             overlap: s.overlap,
+            gres: super::gres_to(s.gres.clone()),
         }
     }
 }
@@ -271,6 +272,7 @@ impl TryFrom<pb::StepRecord> for StepRecord {
             job_secs_at_start: None,
             cpus: s.cpus,
             overlap: s.overlap,
+            gres: super::gres_from(s.gres),
             ended_on: Vec::new(),
         })
     }
@@ -518,6 +520,7 @@ impl From<StepRequest> for pb::StepRequest {
             exact: r.exact,
             overlap: r.overlap,
             overcommit: r.overcommit,
+            gpus: r.gpus.map(Into::into),
         }
     }
 }
@@ -541,6 +544,7 @@ impl From<pb::StepRequest> for StepRequest {
             exact: r.exact,
             overlap: r.overlap,
             overcommit: r.overcommit,
+            gpus: r.gpus.map(Into::into),
         }
     }
 }
@@ -2107,6 +2111,7 @@ mod tests {
             job_secs_at_start: None,
             cpus: vec![1],
             overlap: false,
+            gres: Vec::new(),
             ended_on: Vec::new(),
         });
         let back = match listing_response(pb::JobListing {
@@ -2173,6 +2178,7 @@ mod tests {
             job_secs_at_start: None,
             cpus: vec![1],
             overlap: false,
+            gres: Vec::new(),
             ended_on: Vec::new(),
         });
         full.steps.push(full.steps[0].clone());

@@ -301,8 +301,10 @@ impl JobCgroup {
             mkdir(&d)?;
             let list = format_cpu_list(&mine);
             if let Err(e) = write(&d.join("cpuset.cpus"), &list) {
-                // (v2 without the cpuset controller below the job.)
+                // (v2 without the cpuset controller below the job: no
+                // cpuset others could see, so none of its own.)
                 tracing::debug!("step {name}: its CPUs {list} not confined: {e}");
+                mine.clear();
             }
         }
         let procs = self.create_step(name)?;
@@ -1016,6 +1018,48 @@ impl Manager {
             }
         }
         Ok(jc)
+    }
+
+    /// A step given only some of its job's GPUs (`srun --gpus=1`): its
+    /// directory denies the job's others (ConstrainDevices), so its tasks
+    /// can open only its own.
+    pub fn restrict_step_devices(
+        &self,
+        jc: &JobCgroup,
+        step: &str,
+        allowed: &[u32],
+    ) -> Result<(), CgroupError> {
+        if !self.constrain || !self.conf.constrain_devices {
+            return Ok(());
+        }
+        let deny: Vec<(u32, u32)> = self
+            .devices
+            .iter()
+            .filter(|d| d.name == "gpu" && !allowed.contains(&d.index))
+            .filter_map(|d| d.dev)
+            .collect();
+        if deny.is_empty() {
+            return Ok(());
+        }
+        match jc.version {
+            Version::V1 => {
+                if let Some(dir) = jc.dir("devices") {
+                    let d = dir.join(step);
+                    for (maj, min) in &deny {
+                        write(&d.join("devices.deny"), &format!("c {maj}:{min} rwm"))?;
+                    }
+                }
+            }
+            Version::V2 if self.v2_devices => {
+                if let Some(dir) = jc.track_dir() {
+                    let d = dir.join(step);
+                    bpf::deny_devices(&d, &deny)
+                        .map_err(io_err("attach a device program to", &d))?;
+                }
+            }
+            Version::V2 => {}
+        }
+        Ok(())
     }
 
     /// Hold the CPUs of a job found again after a restart.

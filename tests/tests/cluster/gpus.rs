@@ -335,3 +335,97 @@ fn ntasks_per_gpu_gives_tasks_for_gpus_and_gpus_for_tasks() {
     ids.sort();
     assert_eq!(ids, ["0", "1", "2"]);
 }
+
+/// Steps get GPUs of their own, as Slurm's: `srun --gpus=1` steps of a
+/// four-GPU job run at once, each with a GPU none of the others has; a
+/// fifth waits for one; a type names which; a step asking none has every
+/// GPU of its job, `--gres=none` none; more than the job has is refused.
+#[test]
+fn steps_get_gpus_of_their_own() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let t = TestCluster::start(1, |s| {
+        s.node_gres = Some("gpu:a100:2,gpu:v100:2".into());
+    });
+    let job = t.sbatch(&["--gres=gpu:4", "-n4", "-t", "5", "--wrap", "sleep 300"]);
+    t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
+    let id = job.to_string();
+    let step = |args: &[&str]| {
+        t.cmd("srun")
+            .args(["--jobid", &id])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let show = "echo $SLURM_STEP_GPUS $CUDA_VISIBLE_DEVICES $SLURM_JOB_GPUS; sleep 2";
+    let begun = Instant::now();
+    let four: Vec<_> = (0..4)
+        .map(|_| step(&["-n1", "--gpus=1", "--exact", "sh", "-c", show]))
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    let fifth = step(&["-n1", "--gpus=1", "--exact", "printenv", "SLURM_STEP_GPUS"]);
+    let mut seen: Vec<String> = four
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{}", stderr(&o));
+            stdout(&o).trim().to_string()
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        ["0 0 0,1,2,3", "1 1 0,1,2,3", "2 2 0,1,2,3", "3 3 0,1,2,3"]
+    );
+    assert!(
+        begun.elapsed() < Duration::from_millis(3900),
+        "the four steps ran one after another"
+    );
+    let f = fifth.wait_with_output().unwrap();
+    assert!(f.status.success(), "{}", stderr(&f));
+    assert!(
+        begun.elapsed() >= Duration::from_secs(2),
+        "the fifth did not wait"
+    );
+    assert!(
+        stderr(&f).contains("Step created for StepId="),
+        "{}",
+        stderr(&f)
+    );
+    let run = |args: &[&str]| {
+        let mut a = vec!["--jobid", id.as_str()];
+        a.extend_from_slice(args);
+        t.run("srun", &a)
+    };
+    // A type: the first free of it.
+    let o = run(&[
+        "-n1",
+        "--exact",
+        "--gpus=v100:1",
+        "printenv",
+        "SLURM_STEP_GPUS",
+    ]);
+    assert_eq!(stdout(&o), "2\n", "{}", stderr(&o));
+    // None asked: the job's; --gres=none: none.
+    let o = run(&["-n1", "printenv", "SLURM_STEP_GPUS"]);
+    assert_eq!(stdout(&o), "0,1,2,3\n", "{}", stderr(&o));
+    let o = run(&[
+        "-n1",
+        "--gres=none",
+        "sh",
+        "-c",
+        "echo ${CUDA_VISIBLE_DEVICES-none} ${SLURM_STEP_GPUS-none}",
+    ]);
+    assert_eq!(stdout(&o), "none none\n", "{}", stderr(&o));
+    // More than the job has: refused at once.
+    let o = run(&["-n1", "--gpus=5", "true"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("Invalid generic resource (gres) specification"),
+        "{}",
+        stderr(&o)
+    );
+    t.run("scancel", &[&id]);
+}
