@@ -72,11 +72,19 @@ pub fn step_gpus(o: &AllocOpts) -> Option<slurm_proto::StepGpus> {
 pub fn names_gpus(cli: &[String]) -> bool {
     // (A program's own words may be taken for srun's: then the step asks
     // none, which is the job's GPUs, the same as the environment's.)
-    cli.iter().any(|w| {
-        ["--gpus", "--gpus-per-node", "--gpus-per-task", "--gres"]
+    cli.iter().enumerate().any(|(i, w)| {
+        ["--gpus", "--gpus-per-node", "--gpus-per-task"]
             .iter()
             .any(|o| w == o || w.starts_with(&format!("{o}=")))
             || (w.starts_with("-G") && !w.starts_with("--"))
+            // --gres names GPUs only when it says gpu (or none).
+            || match w.strip_prefix("--gres") {
+                Some(v) if v.starts_with('=') => v.contains("gpu") || v.eq_ignore_ascii_case("=none"),
+                Some("") => cli
+                    .get(i + 1)
+                    .is_some_and(|v| v.contains("gpu") || v.eq_ignore_ascii_case("none")),
+                _ => false,
+            }
     })
 }
 
@@ -264,13 +272,13 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     (
         "overlap",
         crate::compat::Support::Differs(
-            "shares CPUs with every other step; memory and GPUs are never held from other steps here",
+            "shares CPUs, memory and GPUs with every other step, as Slurm's; the CPUs it uses are not bound to it",
         ),
     ),
     (
         "exact",
         crate::compat::Support::Differs(
-            "the step holds its tasks' CPUs (a cpuset of them); memory and GPUs are not divided between steps",
+            "the step holds its tasks' CPUs (a cpuset of them, chosen by the node daemon, not Slurm's core-by-core pick)",
         ),
     ),
     (
@@ -2694,6 +2702,10 @@ pub fn srun_main() -> i32 {
         // In srun's own allocation the step has the job's GPUs, which are
         // what it asked for.
         gpus: if allocated { None } else { step_gpus(&o) },
+        // --mem / --mem-per-cpu (or the job's SLURM_MEM_PER_NODE/_CPU, as
+        // Slurm's srun reads them): the step's own, held from the job's.
+        mem_per_node: o.mem.filter(|_| !allocated),
+        mem_per_cpu: o.mem_per_cpu.filter(|_| !allocated),
     };
     // A suspended job takes no new step: wait (as Slurm's srun does) until
     // it runs again. A step whose CPUs other steps hold waits for them, as

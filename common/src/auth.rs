@@ -347,6 +347,10 @@ impl Key {
             m.update(b"\nstep_gres ");
             m.update(&serde_json::to_vec(&c.step_gres).unwrap_or_default());
         }
+        if !c.step_mem.is_empty() {
+            m.update(b"\nstep_mem ");
+            m.update(&serde_json::to_vec(&c.step_mem).unwrap_or_default());
+        }
         m
     }
 
@@ -728,6 +732,7 @@ mod tests {
             |c: &mut slurm_proto::StepCred| c.job_start = Some(1),
             |c: &mut slurm_proto::StepCred| c.cpus_per_task = 8,
             |c: &mut slurm_proto::StepCred| c.step_cpus = vec![2, 1],
+            |c: &mut slurm_proto::StepCred| c.step_mem = vec![1 << 20],
             |c: &mut slurm_proto::StepCred| {
                 c.step_gres = vec![vec![slurm_proto::GresAlloc {
                     name: "gpu".into(),

@@ -263,6 +263,7 @@ impl From<StepCred> for pb::StepCred {
             sig: c.sig,
             step_cpus: c.step_cpus,
             step_gres: gres_to(c.step_gres),
+            step_mem: c.step_mem,
         }
     }
 }
@@ -288,6 +289,7 @@ impl TryFrom<pb::StepCred> for StepCred {
             sig: c.sig,
             step_cpus: c.step_cpus,
             step_gres: gres_from(c.step_gres),
+            step_mem: c.step_mem,
         })
     }
 }
@@ -979,7 +981,7 @@ impl From<pb::Error> for RpcError {
 
 impl SlurmError {
     /// Every error, for looking one up by its number.
-    pub const ALL: [SlurmError; 43] = [
+    pub const ALL: [SlurmError; 44] = [
         SlurmError::InvalidJobId,
         SlurmError::AccessDenied,
         SlurmError::InvalidPartitionName,
@@ -1014,6 +1016,7 @@ impl SlurmError {
         SlurmError::AccountingPolicy,
         SlurmError::PrologFailed,
         SlurmError::InvalidGres,
+        SlurmError::InvalidTaskMemory,
         SlurmError::InvalidFeature,
         SlurmError::InvalidLicenses,
         SlurmError::NeedRestart,
@@ -1186,6 +1189,7 @@ mod tests {
                     indices: vec![3],
                 }],
             ],
+            step_mem: vec![0, 512],
         };
         TaskLaunch {
             layout: StepLayout {

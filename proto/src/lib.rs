@@ -818,6 +818,10 @@ pub struct StepRecord {
     /// other steps unless it overlaps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gres: Vec<Vec<GresAlloc>>,
+    /// MiB it holds on each of its nodes (it asked `--mem` or
+    /// `--mem-per-cpu`); empty: none (it has the job's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mem: Vec<u64>,
     /// Nodes where its tasks have ended (their daemons said so): it holds
     /// nothing there any more, even if its srun never reports. The
     /// controller's alone (not sent).
@@ -946,6 +950,13 @@ pub struct StepRequest {
     /// The GPUs it asks for; none: the job's on each of its nodes.
     #[serde(default)]
     pub gpus: Option<StepGpus>,
+    /// `--mem` (MiB a node) or `--mem-per-cpu` (MiB a CPU it holds): held
+    /// from the job's memory, its cgroup's limit; neither: the job's
+    /// memory, holding none (as Slurm's).
+    #[serde(default)]
+    pub mem_per_node: Option<u64>,
+    #[serde(default)]
+    pub mem_per_cpu: Option<u64>,
 }
 
 /// The GPUs a step asks for: so many a node (`--gpus-per-node`,
@@ -1020,6 +1031,10 @@ pub struct StepCred {
     /// empty: the job's.
     #[serde(default)]
     pub step_gres: Vec<Vec<GresAlloc>>,
+    /// The step's memory limit (MiB) on each of its nodes where it asked
+    /// for its own; empty: the job's.
+    #[serde(default)]
+    pub step_mem: Vec<u64>,
 }
 
 /// What `srun` sends each node daemon of a step.
@@ -1582,6 +1597,8 @@ pub enum SlurmError {
     AccountingPolicy,
     PrologFailed,
     InvalidGres,
+    /// A step's memory more than its job has (or has free) on a node.
+    InvalidTaskMemory,
     InvalidFeature,
     InvalidLicenses,
     NeedRestart,
@@ -1635,6 +1652,7 @@ impl SlurmError {
             SlurmError::AccountingPolicy => 2050,
             SlurmError::PrologFailed => 4022,
             SlurmError::InvalidGres => 2072,
+            SlurmError::InvalidTaskMemory => 2044,
             SlurmError::InvalidFeature => 2029,
             SlurmError::InvalidLicenses => 2048,
             SlurmError::NeedRestart => 2049,
@@ -1689,6 +1707,7 @@ impl SlurmError {
             SlurmError::InvalidQos => "Invalid qos specification",
             SlurmError::PrologFailed => "Job prolog failed",
             SlurmError::InvalidGres => "Invalid generic resource (gres) specification",
+            SlurmError::InvalidTaskMemory => "Memory required by task is not available",
             SlurmError::InvalidFeature => "Invalid feature specification",
             SlurmError::InvalidLicenses => "Invalid license specification",
             SlurmError::NeedRestart => "The node configuration changes that were made require restart of the slurmctld daemon to take effect",

@@ -731,13 +731,26 @@ pub async fn launch(
                     .flat_map(|g| g.indices.iter().copied())
                     .collect()
             });
+            let own_mem = t.layout.cred.step_mem.get(idx).copied();
             let ctx3 = ctx.clone();
             match tokio::task::spawn_blocking(move || {
-                let made = jc2.create_step_holding(&n2, want)?;
-                if let (Some(m), Some(own)) = (ctx3.cgroups.as_ref(), own_gpus) {
-                    m.restrict_step_devices(&jc2, &n2, &own)?;
+                let made = jc2.create_step_holding(&n2, want).map_err(|e| (e, false))?;
+                // Its own memory and GPUs: a step that cannot be held to
+                // them does not run (it would see the job's, or more).
+                let confine = || -> Result<(), crate::cgroup::CgroupError> {
+                    if let Some(mib) = own_mem.filter(|m| *m > 0) {
+                        jc2.limit_step_memory(&n2, mib)?;
+                    }
+                    if let (Some(m), Some(own)) = (ctx3.cgroups.as_ref(), own_gpus) {
+                        m.restrict_step_devices(&jc2, &n2, &own)?;
+                    }
+                    Ok(())
+                };
+                if let Err(e) = confine() {
+                    jc2.end_step(&n2);
+                    return Err((e, true));
                 }
-                Ok::<_, crate::cgroup::CgroupError>(made)
+                Ok(made)
             })
             .await
             {
@@ -749,7 +762,26 @@ pub async fn launch(
                         .collect();
                     Some((jc, name, Arc::new(paths), mine))
                 }
-                Ok(Err(e)) => {
+                Ok(Err((e, true))) => {
+                    let why = format!("cannot hold the step to its memory or GPUs: {e}");
+                    warn!(job = key.0, step = key.1, "{why}");
+                    let _ = tx
+                        .send(IoFrame {
+                            kind: IoKind::Stderr,
+                            task: t
+                                .layout
+                                .tasks
+                                .get(idx)
+                                .and_then(|v| v.first())
+                                .copied()
+                                .unwrap_or(0),
+                            data: format!("slurmstepd: error: {why}\n").into_bytes(),
+                        })
+                        .await;
+                    ctx.ledger.untake(key.0, key.1, crate::now());
+                    return refuse(SlurmError::InternalError, why);
+                }
+                Ok(Err((e, false))) => {
                     warn!(
                         job = key.0,
                         step = key.1,
@@ -853,7 +885,7 @@ pub async fn launch(
         let renumber = ctx
             .cgroups
             .as_ref()
-            .is_some_and(|m| m.constrains() && m.conf().constrain_devices);
+            .is_some_and(|m| m.constrains() && m.conf().constrain_devices && m.confines_devices());
         let mut env = task_env(
             &t,
             &io.launcher,

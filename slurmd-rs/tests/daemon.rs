@@ -622,6 +622,7 @@ async fn daemon_end_to_end() {
         sig: String::new(),
         step_cpus: Vec::new(),
         step_gres: Vec::new(),
+        step_mem: Vec::new(),
     };
     c.key.sign_step(&mut cred);
     let tasks = slurm_proto::TaskLaunch {

@@ -519,6 +519,7 @@ impl Controller {
                 cpus: Vec::new(),
                 overlap: false,
                 gres: Vec::new(),
+                mem: Vec::new(),
                 ended_on: Vec::new(),
             });
         }
@@ -636,6 +637,7 @@ impl Controller {
                         cpus: Vec::new(),
                         overlap: false,
                         gres: Vec::new(),
+                        mem: Vec::new(),
                         ended_on: Vec::new(),
                     });
                 }

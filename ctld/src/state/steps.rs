@@ -97,11 +97,17 @@ impl Controller {
         let mut used = vec![0u32; j.alloc.nodes.len()];
         // And the GPUs (indices) they hold there.
         let mut held_gpus: Vec<Vec<u32>> = vec![Vec::new(); j.alloc.nodes.len()];
+        // And the memory (MiB) of those that asked their own.
+        let mut held_mem = vec![0u64; j.alloc.nodes.len()];
         if !r.overlap {
             // (A step ended by its time limit holds its CPUs until its tasks
-            // are gone.)
+            // are gone: KillWait and a minute at most, should a node never
+            // say so.)
+            let grace = i64::from(self.conf.kill_wait) + 60;
             for s in j.steps.iter().filter(|s| {
-                matches!(s.state, JobState::Running | JobState::Timeout)
+                (s.state == JobState::Running
+                    || (s.state == JobState::Timeout
+                        && s.end_time.is_some_and(|t| now <= t + grace)))
                     && !s.overlap
                     && s.step_id != BATCH_STEP
                     && s.step_id != slurm_proto::EXTERN_STEP
@@ -112,6 +118,7 @@ impl Controller {
                     }
                     if let Some(k) = j.alloc.nodes.iter().position(|x| x == n) {
                         used[k] += s.cpus.get(i).copied().unwrap_or(0);
+                        held_mem[k] += s.mem.get(i).copied().unwrap_or(0);
                         if let Some(g) = s.gres.get(i) {
                             held_gpus[k].extend(
                                 g.iter()
@@ -139,7 +146,18 @@ impl Controller {
                 .get("MaxTasksPerNode")
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(512),
+            mem: match (r.mem_per_node, r.mem_per_cpu) {
+                (Some(m), _) if m > 0 => MemNeed::PerNode(m),
+                (_, Some(m)) if m > 0 => MemNeed::PerCpu(m),
+                _ => MemNeed::Whole,
+            },
         };
+        let mem_all = &j.alloc.mem;
+        let mem_free: Vec<u64> = mem_all
+            .iter()
+            .zip(&held_mem)
+            .map(|(a, h)| a.saturating_sub(*h))
+            .collect();
         let kind = r.gpus.as_ref().and_then(|g| g.kind.as_deref());
         let no_gres = Vec::new();
         let node_gpus: Vec<(Vec<u32>, Vec<u32>)> = (0..j.alloc.nodes.len())
@@ -147,13 +165,32 @@ impl Controller {
             .collect();
         let gpu_all: Vec<u32> = node_gpus.iter().map(|(a, _)| a.len() as u32).collect();
         let gpu_free: Vec<u32> = node_gpus.iter().map(|(_, f)| f.len() as u32).collect();
-        let placed = match place_step(&ask, &j.alloc.cpus, &used, &gpu_all, &gpu_free) {
+        let placed = match place_step(
+            &ask,
+            &j.alloc.cpus,
+            &used,
+            &gpu_all,
+            &gpu_free,
+            mem_all,
+            &mem_free,
+        ) {
             Ok(p) => p,
             Err(_) => {
                 // What fits once the other steps end waits (srun asks
                 // again); what never fits is refused.
                 let idle = vec![0u32; used.len()];
-                return match place_step(&ask, &j.alloc.cpus, &idle, &gpu_all, &gpu_all) {
+                let fits_idle = |ask: &StepAsk| {
+                    place_step(
+                        ask,
+                        &j.alloc.cpus,
+                        &idle,
+                        &gpu_all,
+                        &gpu_all,
+                        mem_all,
+                        mem_all,
+                    )
+                };
+                return match fits_idle(&ask) {
                     Ok(_) => {
                         if slurm_common::debugflags::on(slurm_common::debugflags::STEPS) {
                             tracing::info!(
@@ -168,15 +205,19 @@ impl Controller {
                     Err(SlurmError::NodesBusy) => {
                         let cpus_only = StepAsk {
                             gpus: GpuNeed::Nothing,
+                            mem: MemNeed::Whole,
                             ..ask.clone()
                         };
-                        if r.gpus.is_some()
-                            && place_step(&cpus_only, &j.alloc.cpus, &idle, &gpu_all, &gpu_all)
-                                .is_ok()
-                        {
+                        let no_mem = StepAsk {
+                            mem: MemNeed::Whole,
+                            ..ask.clone()
+                        };
+                        if fits_idle(&cpus_only).is_err() {
+                            err(SlurmError::TooManyRequestedCpus)
+                        } else if fits_idle(&no_mem).is_err() {
                             err(SlurmError::InvalidGres)
                         } else {
-                            err(SlurmError::TooManyRequestedCpus)
+                            err(SlurmError::InvalidTaskMemory)
                         }
                     }
                     Err(never) => err(never),
@@ -188,7 +229,9 @@ impl Controller {
             per_node,
             cpus: step_cpus,
             gpus: step_gpus,
+            mem: step_mem,
         } = placed;
+        let own_mem = ask.mem != MemNeed::Whole;
         // Which GPUs: the first free of the kind on each node (all of the
         // job's when it asked none); kept by type as the job's are.
         let step_gres: Vec<Vec<GresAlloc>> = nodes
@@ -306,6 +349,11 @@ impl Controller {
             } else {
                 Vec::new()
             },
+            step_mem: if own_mem {
+                step_mem.clone()
+            } else {
+                Vec::new()
+            },
         };
         key.sign_step(&mut cred);
         let layout = StepLayout {
@@ -340,6 +388,7 @@ impl Controller {
             cpus: step_cpus,
             overlap: r.overlap,
             gres: step_gres,
+            mem: if own_mem { step_mem } else { Vec::new() },
             ended_on: Vec::new(),
         };
         let id = r.job_id;
@@ -631,6 +680,19 @@ pub(super) struct StepAsk<'a> {
     pub gpus: GpuNeed,
     /// slurm.conf's MaxTasksPerNode (Slurm's default 512).
     pub max_tasks_per_node: u32,
+    /// The memory it holds.
+    pub mem: MemNeed,
+}
+
+/// The memory a step holds ([`StepAsk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum MemNeed {
+    /// None of its own: it has the job's, holding nothing (as Slurm's).
+    Whole,
+    /// `--mem`: MiB a node.
+    PerNode(u64),
+    /// `--mem-per-cpu`: MiB a CPU it holds.
+    PerCpu(u64),
 }
 
 /// The GPUs a step needs ([`StepAsk`]).
@@ -685,6 +747,8 @@ pub(super) struct StepPlace {
     pub cpus: Vec<u32>,
     /// GPUs on each node.
     pub gpus: Vec<u32>,
+    /// MiB held on each node (0: none of its own).
+    pub mem: Vec<u64>,
 }
 
 /// Lay a step out on its job's nodes, `used[k]` CPUs of job node `k` being
@@ -700,8 +764,14 @@ pub(super) fn place_step(
     used: &[u32],
     gpu_all: &[u32],
     gpu_free: &[u32],
+    mem_all: &[u64],
+    mem_free: &[u64],
 ) -> Result<StepPlace, SlurmError> {
     let cpt = a.cpt.max(1);
+    // Memory counts where the job has some (0: not tracked).
+    let mem_of = |k: usize| {
+        (mem_all.get(k).copied().unwrap_or(0) > 0).then(|| mem_free.get(k).copied().unwrap_or(0))
+    };
     let all_gpus = |k: usize| gpu_all.get(k).copied().unwrap_or(0);
     let free_gpus = |k: usize| gpu_free.get(k).copied().unwrap_or(0);
     // GPUs a node must have free to take the step at all.
@@ -720,7 +790,18 @@ pub(super) fn place_step(
         }
     };
     // A node takes one task at least (one CPU of it with --overcommit).
-    let fits_one = |k: usize| room(k) >= if a.overcommit { 1 } else { cpt } && gpus_ok(k);
+    // Memory a node must have free for one task (for all it takes,
+    // without --exact).
+    let mem_ok = |k: usize| match (a.mem, mem_of(k)) {
+        (_, None) | (MemNeed::Whole, _) => true,
+        (MemNeed::PerNode(x), Some(free)) => free >= x,
+        (MemNeed::PerCpu(y), Some(free)) => {
+            let cpus = if a.exact { cpt } else { room(k) };
+            free >= y.saturating_mul(u64::from(cpus))
+        }
+    };
+    let fits_one =
+        |k: usize| room(k) >= if a.overcommit { 1 } else { cpt } && gpus_ok(k) && mem_ok(k);
     let nodes: Vec<usize> = if a.named {
         // -w: those nodes, the first -N of them when -N says fewer.
         let want = a.min_nodes.map_or(a.cand.len(), |n| n as usize);
@@ -739,7 +820,14 @@ pub(super) fn place_step(
                 // As few nodes as hold the tasks, in order.
                 let mut cap = 0u32;
                 let mut k = 0;
-                while k < open.len() && cap < t {
+                // (--gpus=N: and as many nodes as hold the N GPUs.)
+                let gpus_wanted = match a.gpus {
+                    GpuNeed::Total(n) => n,
+                    _ => 0,
+                };
+                let mut gpus_seen = 0u32;
+                while k < open.len() && (cap < t || gpus_seen < gpus_wanted) {
+                    gpus_seen = gpus_seen.saturating_add(free_gpus(open[k]));
                     let mut c = (room(open[k]) / cpt).max(1);
                     if let GpuNeed::PerTask(n) = a.gpus {
                         c = c.min(free_gpus(open[k]) / n.max(1));
@@ -763,11 +851,18 @@ pub(super) fn place_step(
         open[..want].to_vec()
     };
     let cap = |k: usize| {
-        let c = (room(k) / cpt).max(1);
-        match a.gpus {
-            GpuNeed::PerTask(n) => c.min(free_gpus(k) / n.max(1)).max(1),
-            _ => c,
+        let mut c = (room(k) / cpt).max(1);
+        if let GpuNeed::PerTask(n) = a.gpus {
+            c = c.min(free_gpus(k) / n.max(1)).max(1);
         }
+        // --exact --mem-per-cpu: as many tasks as the free memory holds.
+        if let (MemNeed::PerCpu(y), Some(free), true) = (a.mem, mem_of(k), a.exact) {
+            let per_task = y.saturating_mul(u64::from(cpt)).max(1);
+            c = c
+                .min(u32::try_from(free / per_task).unwrap_or(u32::MAX))
+                .max(1);
+        }
+        c
     };
     let ntasks = match (a.ntasks, a.ntasks_per_node) {
         (Some(t), _) => t,
@@ -775,8 +870,16 @@ pub(super) fn place_step(
         (None, None) if a.min_nodes.is_some() || a.named => nodes.len() as u32,
         // The job's task count, as many as these nodes hold (fewer when
         // -r or -x leave some of the job's out).
+        // (From the job's CPUs and GPUs there, not what is free now: a
+        // busy job makes the step wait, not shrink.)
         (None, None) => {
-            let held: u32 = nodes.iter().fold(0u32, |s, &k| s.saturating_add(cap(k)));
+            let held: u32 = nodes.iter().fold(0u32, |s, &k| {
+                let mut c = (job_cpus[k] / cpt).max(1);
+                if let GpuNeed::PerTask(n) = a.gpus {
+                    c = c.min(all_gpus(k) / n.max(1)).max(1);
+                }
+                s.saturating_add(c)
+            });
             a.job_tasks.min(held).max(nodes.len() as u32)
         }
     };
@@ -819,7 +922,7 @@ pub(super) fn place_step(
             i += 1;
         }
     }
-    let cpus = nodes
+    let cpus: Vec<u32> = nodes
         .iter()
         .zip(&per_node)
         .map(|(&k, &t)| {
@@ -841,10 +944,19 @@ pub(super) fn place_step(
         })
         .collect();
     if let GpuNeed::Total(n) = a.gpus {
+        // One a node first (each node's tasks get one), then the rest in
+        // order.
         let mut left = n;
+        for g in gpus.iter_mut() {
+            if left > 0 {
+                *g = 1;
+                left -= 1;
+            }
+        }
         for (g, &k) in gpus.iter_mut().zip(&nodes) {
-            *g = left.min(free_gpus(k));
-            left -= *g;
+            let more = left.min(free_gpus(k).saturating_sub(*g));
+            *g += more;
+            left -= more;
         }
         if left > 0 {
             return Err(SlurmError::InvalidGres);
@@ -853,10 +965,26 @@ pub(super) fn place_step(
     if nodes.iter().zip(&gpus).any(|(&k, &g)| g > free_gpus(k)) {
         return Err(SlurmError::InvalidGres);
     }
+    let mem: Vec<u64> = cpus
+        .iter()
+        .map(|&c| match a.mem {
+            MemNeed::Whole => 0,
+            MemNeed::PerNode(x) => x,
+            MemNeed::PerCpu(y) => y.saturating_mul(u64::from(c)),
+        })
+        .collect();
+    if nodes
+        .iter()
+        .zip(&mem)
+        .any(|(&k, &m)| mem_of(k).is_some_and(|free| m > free))
+    {
+        return Err(SlurmError::InvalidTaskMemory);
+    }
     Ok(StepPlace {
         nodes,
         per_node,
         cpus,
         gpus,
+        mem,
     })
 }

@@ -2449,7 +2449,7 @@ fn steps_hold_cpus_whole_nodes_or_exactly_and_wait_for_each_other() {
 
 #[test]
 fn step_placement_follows_what_other_steps_hold() {
-    use super::steps::{place_step, GpuNeed, StepAsk, StepPlace};
+    use super::steps::{place_step, GpuNeed, MemNeed, StepAsk, StepPlace};
     let cand = [0usize, 1, 2];
     let ask = StepAsk {
         cand: &cand,
@@ -2463,26 +2463,29 @@ fn step_placement_follows_what_other_steps_hold() {
         overcommit: false,
         gpus: GpuNeed::All,
         max_tasks_per_node: 512,
+        mem: MemNeed::Whole,
     };
     let job = [4u32, 4, 4];
     // Exact: 3 tasks of 2 CPUs fill node 0, one more on node 1.
     assert_eq!(
-        place_step(&ask, &job, &[0, 0, 0], &[0; 3], &[0; 3]),
+        place_step(&ask, &job, &[0, 0, 0], &[0; 3], &[0; 3], &[0; 3], &[0; 3]),
         Ok(StepPlace {
             nodes: vec![0, 1],
             per_node: vec![2, 1],
             cpus: vec![4, 2],
             gpus: vec![0, 0],
+            mem: vec![0, 0],
         })
     );
     // Node 0 half held: one task there, the rest on node 1.
     assert_eq!(
-        place_step(&ask, &job, &[2, 0, 0], &[0; 3], &[0; 3]),
+        place_step(&ask, &job, &[2, 0, 0], &[0; 3], &[0; 3], &[0; 3], &[0; 3]),
         Ok(StepPlace {
             nodes: vec![0, 1],
             per_node: vec![1, 2],
             cpus: vec![2, 4],
             gpus: vec![0, 0],
+            mem: vec![0, 0],
         })
     );
     // Not exact: nodes with any CPU held are passed over; all CPUs taken.
@@ -2491,16 +2494,17 @@ fn step_placement_follows_what_other_steps_hold() {
         ..ask.clone()
     };
     assert_eq!(
-        place_step(&whole, &job, &[1, 0, 0], &[0; 3], &[0; 3]),
+        place_step(&whole, &job, &[1, 0, 0], &[0; 3], &[0; 3], &[0; 3], &[0; 3]),
         Ok(StepPlace {
             nodes: vec![1, 2],
             per_node: vec![2, 1],
             cpus: vec![4, 4],
             gpus: vec![0, 0],
+            mem: vec![0, 0],
         })
     );
     assert_eq!(
-        place_step(&whole, &job, &[1, 1, 1], &[0; 3], &[0; 3]),
+        place_step(&whole, &job, &[1, 1, 1], &[0; 3], &[0; 3], &[0; 3], &[0; 3]),
         Err(SlurmError::NodesBusy)
     );
     // Every node asked for (no -n, no -N): one busy node blocks.
@@ -2509,7 +2513,7 @@ fn step_placement_follows_what_other_steps_hold() {
         ..whole.clone()
     };
     assert_eq!(
-        place_step(&all, &job, &[0, 0, 1], &[0; 3], &[0; 3]),
+        place_step(&all, &job, &[0, 0, 1], &[0; 3], &[0; 3], &[0; 3], &[0; 3]),
         Err(SlurmError::NodesBusy)
     );
     // More CPUs than the job has: refused; with -O the rest round-robin.
@@ -2518,14 +2522,14 @@ fn step_placement_follows_what_other_steps_hold() {
         ..ask.clone()
     };
     assert_eq!(
-        place_step(&many, &job, &[0, 0, 0], &[0; 3], &[0; 3]),
+        place_step(&many, &job, &[0, 0, 0], &[0; 3], &[0; 3], &[0; 3], &[0; 3]),
         Err(SlurmError::TooManyRequestedCpus)
     );
     let over = StepAsk {
         overcommit: true,
         ..many.clone()
     };
-    let p = place_step(&over, &job, &[0, 0, 0], &[0; 3], &[0; 3]).unwrap();
+    let p = place_step(&over, &job, &[0, 0, 0], &[0; 3], &[0; 3], &[0; 3], &[0; 3]).unwrap();
     assert_eq!(p.per_node.iter().sum::<u32>(), 7);
     assert_eq!(p.cpus, vec![4, 4, 4]);
     // -w with -N fewer: the first named.
@@ -2537,7 +2541,7 @@ fn step_placement_follows_what_other_steps_hold() {
         ..ask.clone()
     };
     assert_eq!(
-        place_step(&named, &job, &[0, 0, 0], &[0; 3], &[0; 3])
+        place_step(&named, &job, &[0, 0, 0], &[0; 3], &[0; 3], &[0; 3], &[0; 3])
             .unwrap()
             .nodes,
         vec![2]
@@ -2552,7 +2556,7 @@ fn step_placement_follows_what_other_steps_hold() {
         ..ask.clone()
     };
     assert_eq!(
-        place_step(&rest, &job, &[0; 3], &[0; 3], &[0; 3])
+        place_step(&rest, &job, &[0; 3], &[0; 3], &[0; 3], &[0; 3], &[0; 3])
             .unwrap()
             .per_node,
         vec![2, 2]
@@ -2565,15 +2569,41 @@ fn step_placement_follows_what_other_steps_hold() {
         cpt: 1,
         ..ask.clone()
     };
-    let p = place_step(&pn(8, 2, None), &job, &[0; 3], &[0; 3], &[0; 3]);
+    let p = place_step(
+        &pn(8, 2, None),
+        &job,
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+    );
     assert_eq!(
         p,
         Err(SlurmError::TooManyRequestedCpus),
         "3 nodes of 2 hold 6"
     );
-    let p = place_step(&pn(6, 2, None), &job, &[0; 3], &[0; 3], &[0; 3]).unwrap();
+    let p = place_step(
+        &pn(6, 2, None),
+        &job,
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+    )
+    .unwrap();
     assert_eq!(p.per_node, vec![2, 2, 2]);
-    let p = place_step(&pn(3, 4, Some(2)), &job, &[0; 3], &[0; 3], &[0; 3]).unwrap();
+    let p = place_step(
+        &pn(3, 4, Some(2)),
+        &job,
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+    )
+    .unwrap();
     assert_eq!(p.per_node, vec![2, 1]);
     // However overcommitted, no more than MaxTasksPerNode a node.
     let huge = StepAsk {
@@ -2583,7 +2613,7 @@ fn step_placement_follows_what_other_steps_hold() {
         ..ask.clone()
     };
     assert_eq!(
-        place_step(&huge, &job, &[0; 3], &[0; 3], &[0; 3]),
+        place_step(&huge, &job, &[0; 3], &[0; 3], &[0; 3], &[0; 3], &[0; 3]),
         Err(SlurmError::BadTaskCount)
     );
     // GPUs: a node must have those asked free; --gpus-per-task caps the
@@ -2600,6 +2630,8 @@ fn step_placement_follows_what_other_steps_hold() {
         &[0; 3],
         &[2; 3],
         &[0, 2, 1],
+        &[0; 3],
+        &[0; 3],
     )
     .unwrap();
     assert_eq!((p.nodes, p.per_node, p.gpus), (vec![1], vec![2], vec![2]));
@@ -2609,6 +2641,8 @@ fn step_placement_follows_what_other_steps_hold() {
         &[0; 3],
         &[2; 3],
         &[1, 0, 1],
+        &[0; 3],
+        &[0; 3],
     )
     .unwrap();
     assert_eq!(
@@ -2619,25 +2653,160 @@ fn step_placement_follows_what_other_steps_hold() {
         min_nodes: Some(1),
         ..gpus(g)
     };
-    let p = place_step(&one(GpuNeed::All), &job, &[0; 3], &[2; 3], &[1, 2, 2]).unwrap();
+    let p = place_step(
+        &one(GpuNeed::All),
+        &job,
+        &[0; 3],
+        &[2; 3],
+        &[1, 2, 2],
+        &[0; 3],
+        &[0; 3],
+    )
+    .unwrap();
     assert_eq!((p.nodes, p.gpus), (vec![1], vec![2]));
-    let p = place_step(&one(GpuNeed::Nothing), &job, &[0; 3], &[2; 3], &[0; 3]).unwrap();
+    let p = place_step(
+        &one(GpuNeed::Nothing),
+        &job,
+        &[0; 3],
+        &[2; 3],
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+    )
+    .unwrap();
     assert_eq!((p.nodes, p.gpus), (vec![0], vec![0]));
     let two = |g| StepAsk {
         min_nodes: Some(2),
         ..gpus(g)
     };
-    let p = place_step(&two(GpuNeed::Total(3)), &job, &[0; 3], &[2; 3], &[2; 3]).unwrap();
+    let p = place_step(
+        &two(GpuNeed::Total(3)),
+        &job,
+        &[0; 3],
+        &[2; 3],
+        &[2; 3],
+        &[0; 3],
+        &[0; 3],
+    )
+    .unwrap();
     assert_eq!((p.nodes, p.gpus), (vec![0, 1], vec![2, 1]));
+    let p = place_step(
+        &two(GpuNeed::Total(2)),
+        &job,
+        &[0; 3],
+        &[2; 3],
+        &[2; 3],
+        &[0; 3],
+        &[0; 3],
+    )
+    .unwrap();
+    assert_eq!(p.gpus, vec![1, 1], "one a node before more on any");
+    // No -N: as many nodes as hold the GPUs asked in all.
+    let three = StepAsk {
+        ntasks: Some(3),
+        ..gpus(GpuNeed::Total(3))
+    };
+    let p = place_step(&three, &job, &[0; 3], &[2; 3], &[1, 1, 2], &[0; 3], &[0; 3]).unwrap();
+    assert_eq!((p.nodes, p.gpus), (vec![0, 1, 2], vec![1, 1, 1]));
     assert_eq!(
-        place_step(&two(GpuNeed::Total(5)), &job, &[0; 3], &[2; 3], &[2; 3]),
+        place_step(
+            &two(GpuNeed::Total(5)),
+            &job,
+            &[0; 3],
+            &[2; 3],
+            &[2; 3],
+            &[0; 3],
+            &[0; 3]
+        ),
         Err(SlurmError::InvalidGres)
     );
     assert_eq!(
-        place_step(&one(GpuNeed::PerNode(3)), &job, &[0; 3], &[2; 3], &[2; 3]),
+        place_step(
+            &one(GpuNeed::PerNode(3)),
+            &job,
+            &[0; 3],
+            &[2; 3],
+            &[2; 3],
+            &[0; 3],
+            &[0; 3]
+        ),
         Err(SlurmError::NodesBusy),
         "no node has three (the controller tells it never fits)"
     );
+    // Memory: --mem holds that much a node, --mem-per-cpu so much a CPU
+    // held; a node without enough free is passed over; none asked holds
+    // none; untracked memory (0) holds back nothing.
+    let mem = |m| StepAsk {
+        mem: m,
+        min_nodes: Some(1),
+        ntasks: Some(1),
+        cpt: 1,
+        ..ask.clone()
+    };
+    let all = [1000u64; 3];
+    let p = place_step(
+        &mem(MemNeed::PerNode(600)),
+        &job,
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &all,
+        &[500, 700, 1000],
+    )
+    .unwrap();
+    assert_eq!((p.nodes, p.mem), (vec![1], vec![600]));
+    let p = place_step(
+        &mem(MemNeed::PerCpu(100)),
+        &job,
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &all,
+        &all,
+    )
+    .unwrap();
+    assert_eq!(p.mem, vec![100], "one CPU held (--exact)");
+    let whole = StepAsk {
+        exact: false,
+        ..mem(MemNeed::PerCpu(100))
+    };
+    let p = place_step(&whole, &job, &[0; 3], &[0; 3], &[0; 3], &all, &all).unwrap();
+    assert_eq!(p.mem, vec![400], "all four CPUs of the node");
+    let p = place_step(
+        &mem(MemNeed::Whole),
+        &job,
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &all,
+        &[0; 3],
+    )
+    .unwrap();
+    assert_eq!(p.mem, vec![0]);
+    assert_eq!(
+        place_step(
+            &mem(MemNeed::PerNode(2000)),
+            &job,
+            &[0; 3],
+            &[0; 3],
+            &[0; 3],
+            &all,
+            &all
+        ),
+        Err(SlurmError::NodesBusy),
+        "more than any node of the job has (the controller says never)"
+    );
+    let p = place_step(
+        &mem(MemNeed::PerNode(2000)),
+        &job,
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+        &[0; 3],
+    )
+    .unwrap();
+    assert_eq!(p.mem, vec![2000], "untracked: limit only");
     // A task wider than any node: no node even when idle (the controller
     // refuses it).
     let wide = StepAsk {
@@ -2646,7 +2815,61 @@ fn step_placement_follows_what_other_steps_hold() {
         ..ask.clone()
     };
     assert_eq!(
-        place_step(&wide, &job, &[0, 0, 0], &[0; 3], &[0; 3]),
+        place_step(&wide, &job, &[0, 0, 0], &[0; 3], &[0; 3], &[0; 3], &[0; 3]),
         Err(SlurmError::NodesBusy)
     );
+}
+
+/// Steps that ask their own memory (`srun --mem`) hold it from the job's:
+/// one that fits once another ends waits, one asking more than the job has
+/// is refused; their credentials carry the limit.
+#[test]
+fn steps_hold_the_memory_they_ask_for() {
+    let mut s = sim("");
+    s.ctl.key = Some(slurm_common::auth::Key::from_bytes(b"0123456789abcdef0123"));
+    let m = s.submit(|d| {
+        d.mem_per_node = Some(1000);
+        d.ntasks = Some(2);
+    });
+    assert_eq!(s.state(m), JobState::Running);
+    assert_eq!(s.job(m).alloc.mem, vec![1000]);
+    let mstep = |mib| {
+        RequestBody::CreateStep(StepRequest {
+            job_id: m,
+            name: "m".into(),
+            ntasks: Some(1),
+            exact: true,
+            mem_per_node: Some(mib),
+            ..Default::default()
+        })
+    };
+    let made = |r: Response| match r {
+        Response::StepCreated(l) => *l,
+        other => panic!("{other:?}"),
+    };
+    let refused = |r: &Response| match r {
+        Response::Error(e) => e.error,
+        other => panic!("created: {other:?}"),
+    };
+    let l = made(s.req(ALICE, mstep(600)));
+    assert_eq!(l.cred.step_mem, vec![600]);
+    let r = s.req(ALICE, mstep(600));
+    assert_eq!(refused(&r), SlurmError::NodesBusy);
+    let r = s.req(ALICE, mstep(1500));
+    assert_eq!(refused(&r), SlurmError::InvalidTaskMemory);
+    let l = made(s.req(ALICE, mstep(400)));
+    assert_eq!(l.cred.step_mem, vec![400]);
+    // None asked: the job's, holding none, no limit of its own.
+    let l = made(s.req(
+        ALICE,
+        RequestBody::CreateStep(StepRequest {
+            job_id: m,
+            name: "m".into(),
+            ntasks: Some(1),
+            overlap: true,
+            ..Default::default()
+        }),
+    ));
+    assert!(l.cred.step_mem.is_empty());
+    s.check_replay();
 }

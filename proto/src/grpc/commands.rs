@@ -248,6 +248,7 @@ impl From<&StepRecord> for pb::StepRecord {
             cpus: s.cpus.clone(),
             overlap: s.overlap,
             gres: super::gres_to(s.gres.clone()),
+            mem: s.mem.clone(),
         }
     }
 }
@@ -273,6 +274,7 @@ impl TryFrom<pb::StepRecord> for StepRecord {
             cpus: s.cpus,
             overlap: s.overlap,
             gres: super::gres_from(s.gres),
+            mem: s.mem,
             ended_on: Vec::new(),
         })
     }
@@ -521,6 +523,8 @@ impl From<StepRequest> for pb::StepRequest {
             overlap: r.overlap,
             overcommit: r.overcommit,
             gpus: r.gpus.map(Into::into),
+            mem_per_node: r.mem_per_node,
+            mem_per_cpu: r.mem_per_cpu,
         }
     }
 }
@@ -545,6 +549,8 @@ impl From<pb::StepRequest> for StepRequest {
             overlap: r.overlap,
             overcommit: r.overcommit,
             gpus: r.gpus.map(Into::into),
+            mem_per_node: r.mem_per_node,
+            mem_per_cpu: r.mem_per_cpu,
         }
     }
 }
@@ -2112,6 +2118,7 @@ mod tests {
             cpus: vec![1],
             overlap: false,
             gres: Vec::new(),
+            mem: Vec::new(),
             ended_on: Vec::new(),
         });
         let back = match listing_response(pb::JobListing {
@@ -2179,6 +2186,7 @@ mod tests {
             cpus: vec![1],
             overlap: false,
             gres: Vec::new(),
+            mem: Vec::new(),
             ended_on: Vec::new(),
         });
         full.steps.push(full.steps[0].clone());

@@ -333,6 +333,28 @@ impl JobCgroup {
         }
     }
 
+    /// A step that asked its own memory (`srun --mem`): its directory's
+    /// limit, where the job's memory is confined.
+    pub fn limit_step_memory(&self, step: &str, mib: u64) -> Result<(), CgroupError> {
+        let Some(job_limit) = self.mem_limit else {
+            return Ok(());
+        };
+        let bytes = (mib << 20).min(job_limit).to_string();
+        match self.version {
+            Version::V1 => {
+                if let Some(d) = self.dir("memory") {
+                    write(&d.join(step).join("memory.limit_in_bytes"), &bytes)?;
+                }
+            }
+            Version::V2 => {
+                if let Some(d) = self.track_dir() {
+                    write(&d.join(step).join("memory.max"), &bytes)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Remove the job's directories (its processes are gone), and its
     /// user's directories once empty.
     pub fn remove(&self) -> Result<(), CgroupError> {
@@ -864,6 +886,15 @@ impl Manager {
                 || self.conf.constrain_ram_space
                 || self.conf.constrain_swap_space
                 || self.conf.constrain_devices)
+    }
+
+    /// Whether jobs' and steps' devices can be confined here (v1: a
+    /// devices hierarchy; v2: device programs load).
+    pub fn confines_devices(&self) -> bool {
+        match self.version {
+            Version::V1 => self.tops.iter().any(|(c, _)| c == "devices"),
+            Version::V2 => self.v2_devices,
+        }
     }
 
     pub fn conf(&self) -> &CgroupConf {

@@ -541,4 +541,15 @@ fn exact_steps_get_cpusets_of_their_own() {
     let (_, f) = jc.create_step_holding("step_5", Some(1)).unwrap();
     // CPU 1 is held twice (steps 1 and 4), the others once: 0 first.
     assert_eq!(f, vec![0]);
+    // A step's own memory: its limit, never above the job's.
+    let mem = |name: &str| {
+        get(&m
+            .join("memory/slurm_n1/uid_1000/job_9")
+            .join(name)
+            .join("memory.limit_in_bytes"))
+    };
+    jc.limit_step_memory("step_5", 100).unwrap();
+    assert_eq!(mem("step_5"), (100u64 << 20).to_string());
+    jc.limit_step_memory("step_3", 100_000).unwrap();
+    assert_eq!(mem("step_3"), jc.mem_limit.unwrap().to_string());
 }

@@ -2426,3 +2426,99 @@ fn steps_hold_their_cpus_and_wait_for_busy_ones() {
     );
     t.run("scancel", &[&id]);
 }
+
+/// Steps that ask memory of their own (`srun --mem`) hold it from the
+/// job's, as Slurm's: another that would not fit beside them waits, one
+/// asking more than the job has is refused with Slurm's error; with
+/// ConstrainRAMSpace the step's cgroup has that limit.
+#[test]
+fn steps_hold_the_memory_they_ask_for() {
+    use slurm_proto::JobState;
+    use slurm_tests::{stderr, stdout, TestCluster};
+    use std::time::{Duration, Instant};
+    let v1_memory = std::path::Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists();
+    let confined = v1_memory && unsafe { libc::geteuid() } == 0;
+    let t = TestCluster::start(1, |s| {
+        if confined {
+            s.extra_conf =
+                "ProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity,task/cgroup\n".into();
+            s.cgroup_conf = Some("CgroupPlugin=autodetect\nConstrainRAMSpace=yes\n".into());
+        }
+    });
+    let job = t.sbatch(&["-n2", "--mem=300", "-t", "5", "--wrap", "sleep 300"]);
+    t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
+    let id = job.to_string();
+    // The step's own limit, read from its cgroup (v1: the task's parent).
+    let limit = "d=$(grep ':memory:' /proc/self/cgroup | cut -d: -f3); \
+                 cat /sys/fs/cgroup/memory$d/../memory.limit_in_bytes 2>/dev/null || echo none; sleep 2";
+    let begun = Instant::now();
+    let a = t
+        .cmd("srun")
+        .args([
+            "--jobid",
+            &id,
+            "-n1",
+            "--exact",
+            "--mem=200",
+            "sh",
+            "-c",
+            limit,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let b = t.run(
+        "srun",
+        &[
+            "--jobid",
+            &id,
+            "-n1",
+            "--exact",
+            "--mem=200",
+            "echo",
+            "second",
+        ],
+    );
+    assert!(b.status.success(), "{}", stderr(&b));
+    assert_eq!(stdout(&b), "second\n");
+    assert!(
+        begun.elapsed() >= Duration::from_secs(2),
+        "the second did not wait"
+    );
+    assert!(
+        stderr(&b).contains("Step created for StepId="),
+        "{}",
+        stderr(&b)
+    );
+    let a = a.wait_with_output().unwrap();
+    assert!(a.status.success(), "{}", stderr(&a));
+    if confined {
+        assert_eq!(stdout(&a).trim(), (200u64 << 20).to_string());
+    }
+    // One beside it fits: 100 of the 300 are free.
+    let o = t.run(
+        "srun",
+        &[
+            "--jobid",
+            &id,
+            "-n1",
+            "--exact",
+            "--mem=100",
+            "echo",
+            "fits",
+        ],
+    );
+    assert_eq!(stdout(&o), "fits\n", "{}", stderr(&o));
+    let o = t.run("srun", &["--jobid", &id, "-n1", "--mem=400", "true"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(&format!(
+            "Unable to create step for job {job}: Memory required by task is not available"
+        )),
+        "{}",
+        stderr(&o)
+    );
+    t.run("scancel", &[&id]);
+}
