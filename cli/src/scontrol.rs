@@ -114,7 +114,7 @@ pub fn show_step(job: &JobRecord, st: &slurm_proto::StepRecord, o: &ShowOpts) ->
             st.ntasks,
             st.name
         ),
-        format!("TRES=cpu={cpus},node={}", st.nodes.len()),
+        format!("TRES={}", st.tres(&job.alloc)),
         "ResvPorts=(null)".to_string(),
         "CPUFreqReq=Default Dist=Block".to_string(),
     ];

@@ -398,7 +398,7 @@ impl AcctStep {
             start_time: s.start_time,
             end_time: s.end_time,
             exit_status: s.exit_status,
-            alloc_tres: format!("cpu={cpus},node={}", s.nodes.len()),
+            alloc_tres: s.tres(&job.alloc),
             total_cpu_usec: s.usage.map_or(0, |u| u.cpu_usec),
             user_cpu_usec: s.usage.map_or(0, |u| u.user_usec),
             sys_cpu_usec: s.usage.map_or(0, |u| u.system_usec),

@@ -839,6 +839,37 @@ impl StepRecord {
             self.cpus.iter().sum()
         }
     }
+
+    /// Its TRES as Slurm writes a step's (`cpu=1,mem=100M,node=1,gres/gpu=1`):
+    /// its memory its own where it asked some, else its job's on its nodes
+    /// (`alloc`); GPUs its own (none listed: none held).
+    pub fn tres(&self, alloc: &Allocation) -> String {
+        let mem: u64 = if self.mem.is_empty() {
+            self.nodes
+                .iter()
+                .filter_map(|n| alloc.nodes.iter().position(|x| x == n))
+                .map(|k| alloc.mem.get(k).copied().unwrap_or(0))
+                .sum()
+        } else {
+            self.mem.iter().sum()
+        };
+        let mut out = format!("cpu={}", self.alloc_cpus());
+        if mem > 0 {
+            out.push_str(&format!(",mem={mem}M"));
+        }
+        out.push_str(&format!(",node={}", self.nodes.len()));
+        let gpus: usize = self
+            .gres
+            .iter()
+            .flatten()
+            .filter(|g| g.name == "gpu")
+            .map(|g| g.indices.len())
+            .sum();
+        if gpus > 0 {
+            out.push_str(&format!(",gres/gpu={gpus}"));
+        }
+        out
+    }
 }
 
 /// A job's facts for a node daemon setting it up before any step

@@ -2427,6 +2427,16 @@ fn steps_hold_cpus_whole_nodes_or_exactly_and_wait_for_each_other() {
         }),
     );
     assert_eq!(refused(&r), SlurmError::NodesBusy);
+    // A step asking no memory names its job's there.
+    let st = s
+        .job(id)
+        .steps
+        .iter()
+        .find(|st| st.step_id == 1)
+        .cloned()
+        .unwrap();
+    assert_eq!(s.job(id).alloc.mem, vec![0, 0], "no memory asked or kept");
+    assert_eq!(st.tres(&s.job(id).alloc), "cpu=2,node=1");
     // Accounting and scontrol count a step's own CPUs.
     let st = s
         .job(id)
@@ -2853,6 +2863,15 @@ fn steps_hold_the_memory_they_ask_for() {
     };
     let l = made(s.req(ALICE, mstep(600)));
     assert_eq!(l.cred.step_mem, vec![600]);
+    // Its TRES (scontrol show step, sacct's AllocTRES) name its own memory.
+    let st = s
+        .job(m)
+        .steps
+        .iter()
+        .find(|st| st.step_id == 0)
+        .cloned()
+        .unwrap();
+    assert_eq!(st.tres(&s.job(m).alloc), "cpu=1,mem=600M,node=1");
     let r = s.req(ALICE, mstep(600));
     assert_eq!(refused(&r), SlurmError::NodesBusy);
     let r = s.req(ALICE, mstep(1500));
