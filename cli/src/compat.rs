@@ -83,7 +83,10 @@ pub(crate) const IGNORED_NOTE: Support = Support::Differs("accepted with a warni
 /// srun's and salloc's options of [`crate::srun::IGNORED`] marked so.
 fn ignored(mut options: Vec<Known>) -> Vec<Known> {
     for k in &mut options {
-        if crate::srun::IGNORED.iter().any(|i| Some(i.long) == k.long) {
+        // (Unless a note says how it is taken: srun's --gpu-bind.)
+        if crate::srun::IGNORED.iter().any(|i| Some(i.long) == k.long)
+            && matches!(k.support, Support::Works)
+        {
             k.support = IGNORED_NOTE;
         }
     }

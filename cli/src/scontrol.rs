@@ -114,7 +114,24 @@ pub fn show_step(job: &JobRecord, st: &slurm_proto::StepRecord, o: &ShowOpts) ->
             st.ntasks,
             st.name
         ),
-        format!("TRES={}", st.tres(&job.alloc)),
+        // (Memory in Slurm's units: 1G, not 1024M.)
+        format!(
+            "TRES={}",
+            st.tres(&job.alloc)
+                .split(',')
+                .map(|kv| {
+                    match kv
+                        .strip_prefix("mem=")
+                        .and_then(|m| m.strip_suffix('M'))
+                        .and_then(|m| m.parse::<u64>().ok())
+                    {
+                        Some(m) => format!("mem={}", fmt::mem_str(m)),
+                        None => kv.to_string(),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         "ResvPorts=(null)".to_string(),
         "CPUFreqReq=Default Dist=Block".to_string(),
     ];

@@ -88,6 +88,25 @@ pub fn names_gpus(cli: &[String]) -> bool {
     })
 }
 
+/// `--gpu-bind`'s forms: `[verbose,]` then `none`, `closest`,
+/// `single:N`, `per_task:N`, `map_gpu:I[,I...]`, `mask_gpu:M[,M...]`.
+pub fn valid_gpu_bind(v: &str) -> bool {
+    let b = v.strip_prefix("verbose,").unwrap_or(v);
+    let (kind, arg) = b.split_once(':').unwrap_or((b, ""));
+    let list_of = |ok: &dyn Fn(&str) -> bool| !arg.is_empty() && arg.split(',').all(ok);
+    match kind.to_ascii_lowercase().as_str() {
+        "none" | "closest" => arg.is_empty(),
+        "single" | "per_task" => arg.parse::<u32>().is_ok_and(|n| n > 0),
+        "map_gpu" => list_of(&|x| x.trim().parse::<u32>().is_ok()),
+        "mask_gpu" => list_of(&|x| {
+            let x = x.trim();
+            let x = x.strip_prefix("0x").or(x.strip_prefix("0X")).unwrap_or(x);
+            !x.is_empty() && u64::from_str_radix(x, 16).is_ok()
+        }),
+        _ => false,
+    }
+}
+
 /// How long srun waits for a busy step before saying so: Slurm's
 /// SlurmctldTimeout kept within 60 to 300 s, plus up to 9 s told apart by
 /// the process id.
@@ -176,6 +195,8 @@ pub struct AllocOpts {
     pub pty: bool,
     /// `-X`: a Ctrl-C is sent on at once (no status shown first).
     pub disable_status: bool,
+    /// `--gpu-bind` (or `--tres-bind=gres/gpu:...`), checked.
+    pub gpu_bind: Option<String>,
     /// `--exact`: the step holds only the CPUs its tasks need (else all of
     /// the job's on its nodes); `--overlap`: it holds none, waits for none.
     pub exact: bool,
@@ -268,6 +289,18 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     (
         "unbuffered",
         crate::compat::Support::Differs("output is always passed on as it comes"),
+    ),
+    (
+        "gpu-bind",
+        crate::compat::Support::Differs(
+            "per_task, single, map_gpu and mask_gpu set each task's CUDA_VISIBLE_DEVICES; closest binds nothing (no GPU topology here)",
+        ),
+    ),
+    (
+        "tres-bind",
+        crate::compat::Support::Differs(
+            "gres/gpu: as --gpu-bind; other resources are ignored with a warning",
+        ),
     ),
     (
         "overlap",
@@ -1267,6 +1300,19 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "no-shell" => o.no_shell = true,
             "bell" => o.bell = Some(true),
             "no-bell" => o.bell = Some(false),
+            "gpu-bind" if prog == "srun" => {
+                if !valid_gpu_bind(&v) {
+                    return Err(format!("{prog}: error: Invalid --gpu-bind argument: {v}"));
+                }
+                o.gpu_bind = Some(v);
+            }
+            "tres-bind" if prog == "srun" && v.starts_with("gres/gpu:") => {
+                let b = v.trim_start_matches("gres/gpu:").to_string();
+                if !valid_gpu_bind(&b) {
+                    return Err(format!("{prog}: error: Invalid --tres-bind argument: {v}"));
+                }
+                o.gpu_bind = Some(b);
+            }
             _ if IGNORED.iter().any(|i| i.long == name) => o.warnings.push(format!(
                 "{prog}: warning: --{name} is not supported yet and was ignored"
             )),
@@ -1930,6 +1976,16 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             task_epilog: r.opts.task_epilog.clone(),
             preserve_env: r.opts.preserve_env,
             bcast: bcast.clone(),
+            // --gpus-per-task=N binds each task to N GPUs of the step,
+            // unless --gpu-bind says otherwise (as Slurm's).
+            gpu_bind: r.opts.gpu_bind.clone().or_else(|| {
+                r.opts
+                    .gpus_per_task
+                    .as_deref()
+                    .and_then(|g| slurm_common::gres::parse_gpus(g).ok())
+                    .filter(|g| g.count > 0)
+                    .map(|g| format!("per_task:{}", g.count))
+            }),
         };
         let node = l.nodes[k].clone();
         let ch = grpc::kept(addr, &node).map_err(|e| format!("srun: error: {e}"))?;
@@ -2616,6 +2672,10 @@ pub fn srun_main() -> i32 {
             in_alloc.unwrap_or(0)
         );
     }
+    if in_alloc.is_some() && o.mem.is_some() && o.mem_per_cpu.is_some() {
+        eprintln!("srun: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.");
+        return codes.error;
+    }
     if o.exclusive && o.overlap {
         eprintln!("srun: error: --exclusive and --overlap are mutually exclusive");
         return codes.error;
@@ -2702,8 +2762,9 @@ pub fn srun_main() -> i32 {
         // In srun's own allocation the step has the job's GPUs, which are
         // what it asked for.
         gpus: if allocated { None } else { step_gpus(&o) },
-        // --mem / --mem-per-cpu (or the job's SLURM_MEM_PER_NODE/_CPU, as
-        // Slurm's srun reads them): the step's own, held from the job's.
+        // --mem / --mem-per-cpu: the step's own, held from the job's. (The
+        // job's SLURM_MEM_PER_NODE/_CPU are not read inside it, where
+        // Slurm's srun reads them: steps asking nothing share the job's.)
         mem_per_node: o.mem.filter(|_| !allocated),
         mem_per_cpu: o.mem_per_cpu.filter(|_| !allocated),
     };
@@ -3339,6 +3400,43 @@ mod tests {
 
     /// `-r N` with Slurm's checks against the job's node count: `-N`, else
     /// the job's count cut down to `-n`.
+    #[test]
+    fn gpu_bind_forms_are_checked() {
+        for ok in [
+            "none",
+            "closest",
+            "verbose,single:2",
+            "per_task:1",
+            "map_gpu:0,1,3",
+            "mask_gpu:0x3,0xc",
+        ] {
+            assert!(valid_gpu_bind(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "per_task:0",
+            "single:",
+            "map_gpu:",
+            "map_gpu:a",
+            "mask_gpu:0xz",
+            "rank",
+            "none:1",
+        ] {
+            assert!(!valid_gpu_bind(bad), "{bad}");
+        }
+        let o = parse("srun", &["--gpu-bind=single:2".into(), "true".into()]).unwrap();
+        assert_eq!(o.gpu_bind.as_deref(), Some("single:2"));
+        assert!(o.warnings.is_empty(), "{:?}", o.warnings);
+        let o = parse(
+            "srun",
+            &["--tres-bind=gres/gpu:per_task:1".into(), "true".into()],
+        )
+        .unwrap();
+        assert_eq!(o.gpu_bind.as_deref(), Some("per_task:1"));
+        let e = parse("srun", &["--gpu-bind=rank".into(), "true".into()]).unwrap_err();
+        assert_eq!(e, "srun: error: Invalid --gpu-bind argument: rank");
+    }
+
     #[test]
     fn relative_misfits_as_slurm_counts_them() {
         let mut j = slurm_proto::JobRecord::default();

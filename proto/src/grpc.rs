@@ -358,6 +358,7 @@ impl From<TaskLaunch> for pb::TaskLaunch {
                 mode: b.mode,
                 mtime: b.mtime,
             }),
+            gpu_bind: t.gpu_bind,
         }
     }
 }
@@ -405,6 +406,7 @@ impl TryFrom<pb::TaskLaunch> for TaskLaunch {
                 mode: b.mode,
                 mtime: b.mtime,
             }),
+            gpu_bind: t.gpu_bind,
         })
     }
 }
@@ -1228,6 +1230,7 @@ mod tests {
                 mode: 0o755,
                 mtime: 7,
             }),
+            gpu_bind: Some("single:2".into()),
         }
     }
 

@@ -851,7 +851,7 @@ impl StepRecord {
                 .map(|k| alloc.mem.get(k).copied().unwrap_or(0))
                 .sum()
         } else {
-            self.mem.iter().sum()
+            self.mem.iter().fold(0u64, |s, m| s.saturating_add(*m))
         };
         let mut out = format!("cpu={}", self.alloc_cpus());
         if mem > 0 {
@@ -1117,6 +1117,10 @@ pub struct TaskLaunch {
     /// its tasks start, which then run that copy.
     #[serde(default)]
     pub bcast: Option<Bcast>,
+    /// `--gpu-bind` (`--tres-bind=gres/gpu:...`; `per_task:N` implied by
+    /// `--gpus-per-task=N`): which of the step's GPUs each task sees.
+    #[serde(default)]
+    pub gpu_bind: Option<String>,
 }
 
 /// `srun --bcast`'s copy of the program.

@@ -389,6 +389,35 @@ pub fn task_env(
         Some(g) => e.set("SLURM_JOB_GPUS", g),
         None => e.remove("SLURM_JOB_GPUS"),
     }
+    // --gpu-bind (or --gpus-per-task's per_task): this task's share.
+    let mut step_gpus: Vec<u32> = own
+        .iter()
+        .filter(|g| g.name == "gpu")
+        .flat_map(|g| g.indices.iter().copied())
+        .collect();
+    step_gpus.sort_unstable();
+    if let Some(mine) = t
+        .gpu_bind
+        .as_deref()
+        .and_then(|b| crate::launch::env::task_gpus(&step_gpus, b, local_id))
+    {
+        let seen: Vec<String> = mine
+            .iter()
+            .map(|g| {
+                if renumber_gpus {
+                    step_gpus
+                        .iter()
+                        .position(|x| x == g)
+                        .unwrap_or(0)
+                        .to_string()
+                } else {
+                    g.to_string()
+                }
+            })
+            .collect();
+        e.set("CUDA_VISIBLE_DEVICES", seen.join(","));
+        e.set("GPU_DEVICE_ORDINAL", seen.join(","));
+    }
     e.0
 }
 
@@ -732,6 +761,7 @@ pub async fn launch(
                     .collect()
             });
             let own_mem = t.layout.cred.step_mem.get(idx).copied();
+            let confining = own_mem.is_some_and(|m| m > 0) || own_gpus.is_some();
             let ctx3 = ctx.clone();
             match tokio::task::spawn_blocking(move || {
                 let made = jc2.create_step_holding(&n2, want).map_err(|e| (e, false))?;
@@ -778,10 +808,9 @@ pub async fn launch(
                             data: format!("slurmstepd: error: {why}\n").into_bytes(),
                         })
                         .await;
-                    ctx.ledger.untake(key.0, key.1, crate::now());
                     return refuse(SlurmError::InternalError, why);
                 }
-                Ok(Err((e, false))) => {
+                Ok(Err((e, false))) if !confining => {
                     warn!(
                         job = key.0,
                         step = key.1,
@@ -789,7 +818,17 @@ pub async fn launch(
                     );
                     None
                 }
-                Err(_) => None,
+                // A step of its own memory or GPUs without its cgroup
+                // would have the job's (or the node's): not run.
+                Ok(Err((e, _))) => {
+                    let why = format!("cannot make the step's cgroup: {e}");
+                    warn!(job = key.0, step = key.1, "{why}");
+                    return refuse(SlurmError::InternalError, why);
+                }
+                Err(_) if !confining => None,
+                Err(_) => {
+                    return refuse(SlurmError::InternalError, "cannot make the step's cgroup")
+                }
             }
         }
         None => None,
@@ -1561,6 +1600,7 @@ mod tests {
             task_epilog: None,
             preserve_env: false,
             bcast: None,
+            gpu_bind: None,
         };
         let env = task_env(
             &t,

@@ -658,6 +658,7 @@ async fn daemon_end_to_end() {
         distribution: None,
         job_start: Some(start),
         bcast: None,
+        gpu_bind: None,
     };
     // A RunTasks call whose credential was made for another launch (the
     // same step, other tasks' environment) is refused before anything runs.

@@ -243,6 +243,7 @@ pub fn env_out(command: &str) -> BTreeSet<String> {
                 task_epilog: None,
                 preserve_env: false,
                 bcast: None,
+                gpu_bind: None,
             };
             let mut v = names(slurmd::steps::task_env(
                 &t,

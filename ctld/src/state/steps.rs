@@ -118,7 +118,8 @@ impl Controller {
                     }
                     if let Some(k) = j.alloc.nodes.iter().position(|x| x == n) {
                         used[k] += s.cpus.get(i).copied().unwrap_or(0);
-                        held_mem[k] += s.mem.get(i).copied().unwrap_or(0);
+                        held_mem[k] =
+                            held_mem[k].saturating_add(s.mem.get(i).copied().unwrap_or(0));
                         if let Some(g) = s.gres.get(i) {
                             held_gpus[k].extend(
                                 g.iter()
@@ -190,37 +191,39 @@ impl Controller {
                         mem_all,
                     )
                 };
+                let cpus_only = StepAsk {
+                    gpus: GpuNeed::Nothing,
+                    mem: MemNeed::Whole,
+                    ..ask.clone()
+                };
+                let no_mem = StepAsk {
+                    mem: MemNeed::Whole,
+                    ..ask.clone()
+                };
                 return match fits_idle(&ask) {
                     Ok(_) => {
                         if slurm_common::debugflags::on(slurm_common::debugflags::STEPS) {
                             tracing::info!(
-                                "Steps: JobId={} step deferred: other steps hold the CPUs it needs",
+                                "Steps: JobId={} step deferred: other steps hold what it needs",
                                 j.job_id
                             );
                         }
                         err(SlurmError::NodesBusy)
                     }
-                    // No node of the job could take a task of it: for the
-                    // GPUs it asks, or its CPUs.
-                    Err(SlurmError::NodesBusy) => {
-                        let cpus_only = StepAsk {
-                            gpus: GpuNeed::Nothing,
-                            mem: MemNeed::Whole,
-                            ..ask.clone()
-                        };
-                        let no_mem = StepAsk {
-                            mem: MemNeed::Whole,
-                            ..ask.clone()
-                        };
+                    // Never: for its CPUs, GPUs or memory, said as Slurm's.
+                    Err(e) => {
                         if fits_idle(&cpus_only).is_err() {
-                            err(SlurmError::TooManyRequestedCpus)
+                            err(if e == SlurmError::NodesBusy {
+                                SlurmError::TooManyRequestedCpus
+                            } else {
+                                e
+                            })
                         } else if fits_idle(&no_mem).is_err() {
                             err(SlurmError::InvalidGres)
                         } else {
                             err(SlurmError::InvalidTaskMemory)
                         }
                     }
-                    Err(never) => err(never),
                 };
             }
         };
@@ -231,7 +234,7 @@ impl Controller {
             gpus: step_gpus,
             mem: step_mem,
         } = placed;
-        let own_mem = ask.mem != MemNeed::Whole;
+        let own_mem = step_mem.iter().any(|&m| m > 0);
         // Which GPUs: the first free of the kind on each node (all of the
         // job's when it asked none); kept by type as the job's are.
         let step_gres: Vec<Vec<GresAlloc>> = nodes
@@ -796,8 +799,7 @@ pub(super) fn place_step(
         (_, None) | (MemNeed::Whole, _) => true,
         (MemNeed::PerNode(x), Some(free)) => free >= x,
         (MemNeed::PerCpu(y), Some(free)) => {
-            let cpus = if a.exact { cpt } else { room(k) };
-            free >= y.saturating_mul(u64::from(cpus))
+            free >= y.saturating_mul(u64::from(cpt)).min(mem_all[k])
         }
     };
     let fits_one =
@@ -965,12 +967,17 @@ pub(super) fn place_step(
     if nodes.iter().zip(&gpus).any(|(&k, &g)| g > free_gpus(k)) {
         return Err(SlurmError::InvalidGres);
     }
-    let mem: Vec<u64> = cpus
+    // (Held only where the job's memory is counted; --mem-per-cpu for its
+    // tasks' CPUs, never more than the job has there.)
+    let mem: Vec<u64> = nodes
         .iter()
-        .map(|&c| match a.mem {
-            MemNeed::Whole => 0,
-            MemNeed::PerNode(x) => x,
-            MemNeed::PerCpu(y) => y.saturating_mul(u64::from(c)),
+        .zip(&per_node)
+        .map(|(&k, &t)| match (a.mem, mem_of(k)) {
+            (MemNeed::Whole, _) | (_, None) => 0,
+            (MemNeed::PerNode(x), _) => x,
+            (MemNeed::PerCpu(y), _) => y
+                .saturating_mul(u64::from(t.saturating_mul(cpt)))
+                .min(mem_all[k]),
         })
         .collect();
     if nodes

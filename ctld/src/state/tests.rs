@@ -2781,7 +2781,11 @@ fn step_placement_follows_what_other_steps_hold() {
         ..mem(MemNeed::PerCpu(100))
     };
     let p = place_step(&whole, &job, &[0; 3], &[0; 3], &[0; 3], &all, &all).unwrap();
-    assert_eq!(p.mem, vec![400], "all four CPUs of the node");
+    assert_eq!(
+        p.mem,
+        vec![100],
+        "its task's CPU (Slurm: the CPUs it uses, not the node's)"
+    );
     let p = place_step(
         &mem(MemNeed::Whole),
         &job,
@@ -2816,7 +2820,11 @@ fn step_placement_follows_what_other_steps_hold() {
         &[0; 3],
     )
     .unwrap();
-    assert_eq!(p.mem, vec![2000], "untracked: limit only");
+    assert_eq!(
+        p.mem,
+        vec![0],
+        "untracked: nothing held, no limit (as Slurm's)"
+    );
     // A task wider than any node: no node even when idle (the controller
     // refuses it).
     let wide = StepAsk {

@@ -339,7 +339,9 @@ impl JobCgroup {
         let Some(job_limit) = self.mem_limit else {
             return Ok(());
         };
-        let bytes = (mib << 20).min(job_limit).to_string();
+        let bytes = mib.saturating_mul(1 << 20).min(job_limit).to_string();
+        // (Only where the job's own memory is limited: a v2 tree without
+        // the memory controller below the job limits neither.)
         match self.version {
             Version::V1 => {
                 if let Some(d) = self.dir("memory") {
@@ -347,7 +349,7 @@ impl JobCgroup {
                 }
             }
             Version::V2 => {
-                if let Some(d) = self.track_dir() {
+                if let Some(d) = self.track_dir().filter(|d| d.join("memory.max").exists()) {
                     write(&d.join(step).join("memory.max"), &bytes)?;
                 }
             }

@@ -198,6 +198,56 @@ pub fn gpu_env(e: &mut Env, gres: &[slurm_proto::GresAlloc], renumber: bool) {
     e.set("GPU_DEVICE_ORDINAL", &*seen);
 }
 
+/// Which of its step's GPUs on this node (`step`, node indices, sorted)
+/// task `local` sees under `--gpu-bind` (`[verbose,]per_task:N`,
+/// `single:N`, `map_gpu:I,...`, `mask_gpu:M,...`); none: every one of them
+/// (`none`, `closest`, or a GPU the map names the step does not have).
+pub fn task_gpus(step: &[u32], bind: &str, local: u32) -> Option<Vec<u32>> {
+    if step.is_empty() {
+        return None;
+    }
+    let b = bind.strip_prefix("verbose,").unwrap_or(bind);
+    let (kind, arg) = b.split_once(':').unwrap_or((b, ""));
+    let (n, i) = (step.len(), local as usize);
+    let count = || arg.trim().parse::<usize>().ok().filter(|k| *k > 0);
+    match kind.to_ascii_lowercase().as_str() {
+        "per_task" => {
+            let k = count()?;
+            let mut v: Vec<u32> = (0..k.min(n)).map(|j| step[(i * k + j) % n]).collect();
+            v.sort_unstable();
+            v.dedup();
+            Some(v)
+        }
+        "single" => Some(vec![step[(i / count()?) % n]]),
+        "map_gpu" => {
+            let list: Vec<u32> = arg
+                .split(',')
+                .map(|x| x.trim().parse().ok())
+                .collect::<Option<_>>()?;
+            let id = *list.get(i % list.len().max(1))?;
+            step.contains(&id).then(|| vec![id])
+        }
+        "mask_gpu" => {
+            let masks: Vec<u64> = arg
+                .split(',')
+                .map(|x| {
+                    let x = x.trim();
+                    let x = x.strip_prefix("0x").or(x.strip_prefix("0X")).unwrap_or(x);
+                    u64::from_str_radix(x, 16).ok()
+                })
+                .collect::<Option<_>>()?;
+            let m = *masks.get(i % masks.len().max(1))?;
+            let v: Vec<u32> = step
+                .iter()
+                .copied()
+                .filter(|&g| g < 64 && m & (1u64 << g) != 0)
+                .collect();
+            (!v.is_empty()).then_some(v)
+        }
+        _ => None,
+    }
+}
+
 /// The umask the job asked for (`SLURM_UMASK`, octal, set by `sbatch`), else 022.
 pub fn job_umask(e: &Env) -> u32 {
     umask_of(&e.0)
@@ -217,6 +267,40 @@ pub fn umask_of(env: &[(String, String)]) -> u32 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// `--gpu-bind`: each task's share of its step's GPUs on the node.
+    #[test]
+    fn gpu_bind_gives_each_task_its_share() {
+        let step = [2, 3, 5, 7];
+        let of = |b: &str, i| task_gpus(&step, b, i);
+        assert_eq!(of("per_task:1", 0), Some(vec![2]));
+        assert_eq!(of("per_task:1", 3), Some(vec![7]));
+        assert_eq!(of("per_task:2", 1), Some(vec![5, 7]));
+        assert_eq!(
+            of("per_task:1", 5),
+            Some(vec![3]),
+            "more tasks than GPUs wrap"
+        );
+        assert_eq!(of("verbose,single:2", 0), Some(vec![2]));
+        assert_eq!(of("single:2", 1), Some(vec![2]));
+        assert_eq!(of("single:2", 2), Some(vec![3]));
+        assert_eq!(of("map_gpu:7,2", 0), Some(vec![7]));
+        assert_eq!(of("map_gpu:7,2", 3), Some(vec![2]));
+        assert_eq!(of("map_gpu:4", 0), None, "not the step's: all of them");
+        assert_eq!(of("mask_gpu:0x24,0x80", 0), Some(vec![2, 5]));
+        assert_eq!(of("mask_gpu:0x24,0x80", 1), Some(vec![7]));
+        for none in [
+            "none",
+            "closest",
+            "per_task:0",
+            "single:x",
+            "map_gpu:",
+            "bogus",
+        ] {
+            assert_eq!(of(none, 0), None, "{none}");
+        }
+        assert_eq!(task_gpus(&[], "per_task:1", 0), None);
+    }
     use slurm_proto::Allocation;
 
     /// The launch behind the reference output (job 4 of env-batch-2tasks).

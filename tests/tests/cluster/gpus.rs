@@ -429,3 +429,46 @@ fn steps_get_gpus_of_their_own() {
     );
     t.run("scancel", &[&id]);
 }
+
+/// `--gpus-per-task` binds each task to GPUs of its own (Slurm's implied
+/// `--gpu-bind=per_task:N`); `--gpu-bind` says otherwise.
+#[test]
+fn tasks_are_bound_to_their_gpus() {
+    let t = TestCluster::start(1, |s| {
+        s.node_gres = Some("gpu:4".into());
+    });
+    let job = t.sbatch(&["--gres=gpu:4", "-n4", "-t", "5", "--wrap", "sleep 300"]);
+    t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
+    let id = job.to_string();
+    let each = |args: &[&str]| {
+        let mut a = vec!["--jobid", id.as_str(), "-n4"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["sh", "-c", "echo $SLURM_LOCALID $CUDA_VISIBLE_DEVICES"]);
+        let o = t.run("srun", &a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let mut lines: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(each(&["--gpus-per-task=1"]), ["0 0", "1 1", "2 2", "3 3"]);
+    assert_eq!(
+        each(&["--gpus=2", "--gpu-bind=single:2"]),
+        ["0 0", "1 0", "2 1", "3 1"]
+    );
+    assert_eq!(
+        each(&["--gpus-per-task=1", "--gpu-bind=none"]),
+        ["0 0,1,2,3", "1 0,1,2,3", "2 0,1,2,3", "3 0,1,2,3"]
+    );
+    assert_eq!(
+        each(&["--gpu-bind=map_gpu:3,2"]),
+        ["0 3", "1 2", "2 3", "3 2"]
+    );
+    let o = t.run("srun", &["--jobid", &id, "--gpu-bind=rank", "true"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("Invalid --gpu-bind argument: rank"),
+        "{}",
+        stderr(&o)
+    );
+    t.run("scancel", &[&id]);
+}
