@@ -568,6 +568,17 @@ pub struct GresAlloc {
 }
 
 impl GresAlloc {
+    /// The GPU indices among a node's generic resources, sorted.
+    pub fn gpu_indices(gres: &[GresAlloc]) -> Vec<u32> {
+        let mut v: Vec<u32> = gres
+            .iter()
+            .filter(|g| g.name == "gpu")
+            .flat_map(|g| g.indices.iter().copied())
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// `gpu:a100:2(IDX:0-1)` / `gpu:1(IDX:3)`.
     pub fn describe(&self) -> String {
         let idx = compress_indices(&self.indices);

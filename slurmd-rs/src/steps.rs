@@ -390,12 +390,7 @@ pub fn task_env(
         None => e.remove("SLURM_JOB_GPUS"),
     }
     // --gpu-bind (or --gpus-per-task's per_task): this task's share.
-    let mut step_gpus: Vec<u32> = own
-        .iter()
-        .filter(|g| g.name == "gpu")
-        .flat_map(|g| g.indices.iter().copied())
-        .collect();
-    step_gpus.sort_unstable();
+    let step_gpus = slurm_proto::GresAlloc::gpu_indices(own);
     if let Some(mine) = t
         .gpu_bind
         .as_deref()
@@ -499,6 +494,25 @@ async fn task_failed(tx: &mpsc::Sender<IoFrame>, task: u32, msg: String) {
         })
         .await;
     let _ = tx.send(IoFrame::exit(task, 1 << 8)).await;
+}
+
+/// Tell srun why this node's part of the step does not start, as
+/// slurmstepd's error (on the stderr of the step's first task here).
+async fn say_error(tx: &mpsc::Sender<IoFrame>, t: &TaskLaunch, idx: usize, why: &str) {
+    let task = t
+        .layout
+        .tasks
+        .get(idx)
+        .and_then(|v| v.first())
+        .copied()
+        .unwrap_or(0);
+    let _ = tx
+        .send(IoFrame {
+            kind: IoKind::Stderr,
+            task,
+            data: format!("slurmstepd: error: {why}\n").into_bytes(),
+        })
+        .await;
 }
 
 /// `TERM` for a pseudo-terminal: the user's, else a plain one.
@@ -703,19 +717,7 @@ pub async fn launch(
         Ok(c) => c,
         Err(e) => {
             warn!(job = key.0, "{e}");
-            let _ = tx
-                .send(IoFrame {
-                    kind: IoKind::Stderr,
-                    task: t
-                        .layout
-                        .tasks
-                        .get(idx)
-                        .and_then(|v| v.first())
-                        .copied()
-                        .unwrap_or(0),
-                    data: format!("slurmstepd: error: {e}\n").into_bytes(),
-                })
-                .await;
+            say_error(&tx, &t, idx, &e).await;
             return refuse(SlurmError::PrologFailed, e);
         }
     };
@@ -754,12 +756,12 @@ pub async fn launch(
             let want = t.layout.cred.step_cpus.get(idx).copied();
             // Its own GPUs (`srun --gpus=1` in a job of more): the job's
             // others are denied to it.
-            let own_gpus: Option<Vec<u32>> = t.layout.cred.step_gres.get(idx).map(|g| {
-                g.iter()
-                    .filter(|g| g.name == "gpu")
-                    .flat_map(|g| g.indices.iter().copied())
-                    .collect()
-            });
+            let own_gpus: Option<Vec<u32>> = t
+                .layout
+                .cred
+                .step_gres
+                .get(idx)
+                .map(|g| slurm_proto::GresAlloc::gpu_indices(g));
             let own_mem = t.layout.cred.step_mem.get(idx).copied();
             let confining = own_mem.is_some_and(|m| m > 0) || own_gpus.is_some();
             let ctx3 = ctx.clone();
@@ -795,19 +797,7 @@ pub async fn launch(
                 Ok(Err((e, true))) => {
                     let why = format!("cannot hold the step to its memory or GPUs: {e}");
                     warn!(job = key.0, step = key.1, "{why}");
-                    let _ = tx
-                        .send(IoFrame {
-                            kind: IoKind::Stderr,
-                            task: t
-                                .layout
-                                .tasks
-                                .get(idx)
-                                .and_then(|v| v.first())
-                                .copied()
-                                .unwrap_or(0),
-                            data: format!("slurmstepd: error: {why}\n").into_bytes(),
-                        })
-                        .await;
+                    say_error(&tx, &t, idx, &why).await;
                     return refuse(SlurmError::InternalError, why);
                 }
                 Ok(Err((e, false))) if !confining => {

@@ -121,11 +121,7 @@ impl Controller {
                         held_mem[k] =
                             held_mem[k].saturating_add(s.mem.get(i).copied().unwrap_or(0));
                         if let Some(g) = s.gres.get(i) {
-                            held_gpus[k].extend(
-                                g.iter()
-                                    .filter(|g| g.name == "gpu")
-                                    .flat_map(|g| g.indices.iter().copied()),
-                            );
+                            held_gpus[k].extend(GresAlloc::gpu_indices(g));
                         }
                     }
                 }

@@ -167,12 +167,7 @@ pub fn batch_env(l: &BatchLaunch, p: &EnvParams) -> Env {
 /// `SLURM_GPUS_ON_NODE`. Without GPUs these are removed, so none leaks in
 /// from the submitting environment.
 pub fn gpu_env(e: &mut Env, gres: &[slurm_proto::GresAlloc], renumber: bool) {
-    let mut idx: Vec<u32> = gres
-        .iter()
-        .filter(|g| g.name == "gpu")
-        .flat_map(|g| g.indices.iter().copied())
-        .collect();
-    idx.sort_unstable();
+    let idx = slurm_proto::GresAlloc::gpu_indices(gres);
     if idx.is_empty() {
         for k in [
             "SLURM_JOB_GPUS",
