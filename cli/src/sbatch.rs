@@ -40,6 +40,7 @@ use crate::getopt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Key {
     TresPerTask,
+    GpuBind,
     Uid,
     Gid,
     Account,
@@ -260,7 +261,7 @@ static SPECS: &[Spec] = &[
     spec("distribution", Some('m'), RA, Key::Distribution, Some("SBATCH_DISTRIBUTION")),
     spec("extra", None, RA, Key::Extra, None),
     spec("get-user-env", None, OA, WARN, Some("SBATCH_GET_USER_ENV")),
-    spec("gpu-bind", None, RA, WARN, Some("SBATCH_GPU_BIND")),
+    spec("gpu-bind", None, RA, Key::GpuBind, Some("SBATCH_GPU_BIND")),
     spec("gpu-freq", None, RA, WARN, Some("SBATCH_GPU_FREQ")),
     spec("gres-flags", None, RA, WARN, Some("SBATCH_GRES_FLAGS")),
     spec("hint", None, RA, WARN, Some("SBATCH_HINT")),
@@ -303,8 +304,16 @@ pub(crate) const SUBMIT_AS_NOTE: crate::compat::Support = crate::compat::Support
 
 /// Options of every command that makes a job (sbatch, srun, salloc) that
 /// are acted on but differ from Slurm's.
-pub(crate) const JOB_NOTES: &[(&str, crate::compat::Support)] =
-    &[("extra", EXTRA_NOTE), ("wckey", WCKEY_NOTE)];
+pub(crate) const JOB_NOTES: &[(&str, crate::compat::Support)] = &[
+    ("extra", EXTRA_NOTE),
+    ("wckey", WCKEY_NOTE),
+    ("gpu-bind", GPU_BIND_NOTE),
+];
+
+/// sbatch's and salloc's `--gpu-bind`.
+const GPU_BIND_NOTE: crate::compat::Support = crate::compat::Support::Differs(
+    "given to the job's steps (SLURM_GPU_BIND): per_task, single, map_gpu and mask_gpu set each task's CUDA_VISIBLE_DEVICES; closest binds nothing",
+);
 
 /// sbatch's own.
 const SBATCH_NOTES: &[(&str, crate::compat::Support)] =
@@ -435,6 +444,8 @@ pub struct Options {
     pub gid: Option<u32>,
     pub chdir: Option<String>,
     pub comment: Option<String>,
+    /// `--gpu-bind` (checked).
+    pub gpu_bind: Option<String>,
     /// `--mail-type` (checked, upper case) and `--mail-user`.
     pub mail_type: Option<String>,
     pub mail_user: Option<String>,
@@ -541,6 +552,7 @@ impl Options {
             gid,
             chdir,
             comment,
+            gpu_bind,
             cpus_per_task,
             error,
             exclude,
@@ -870,6 +882,12 @@ fn apply(
         }
         Key::Chdir => opts.chdir = s(),
         Key::Comment => opts.comment = s(),
+        Key::GpuBind => {
+            if !crate::srun::valid_gpu_bind(v) {
+                return Err(Fail::error(format!("Invalid --gpu-bind argument: {v}"), 1));
+            }
+            opts.gpu_bind = s();
+        }
         Key::MailType => {
             let t =
                 slurm_common::mail::parse_types(v).map_err(|e| Fail::error(e, EXIT_BAD_OPTION))?;
@@ -1943,6 +1961,7 @@ pub fn build_desc(
         submit_host: ctx.hostname.clone(),
         command: script.path.clone(),
         comment: o.comment.clone(),
+        gpu_bind: o.gpu_bind.clone(),
         mail_type: o.mail_type.clone().filter(|t| !t.is_empty()),
         mail_user: o.mail_user.clone(),
         signal: o.signal.clone(),

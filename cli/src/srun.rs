@@ -1300,13 +1300,13 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "no-shell" => o.no_shell = true,
             "bell" => o.bell = Some(true),
             "no-bell" => o.bell = Some(false),
-            "gpu-bind" if prog == "srun" => {
+            "gpu-bind" if prog != "sbatch" => {
                 if !valid_gpu_bind(&v) {
                     return Err(format!("{prog}: error: Invalid --gpu-bind argument: {v}"));
                 }
                 o.gpu_bind = Some(v);
             }
-            "tres-bind" if prog == "srun" && v.starts_with("gres/gpu:") => {
+            "tres-bind" if prog != "sbatch" && v.starts_with("gres/gpu:") => {
                 let b = v.trim_start_matches("gres/gpu:").to_string();
                 if !valid_gpu_bind(&b) {
                     return Err(format!("{prog}: error: Invalid --tres-bind argument: {v}"));
@@ -1533,6 +1533,7 @@ fn job_desc(o: &AllocOpts, default_name: &str) -> JobDesc {
         ntasks_per_socket: o.ntasks_per_socket,
         ntasks_per_core: o.ntasks_per_core,
         ntasks_per_gpu: o.ntasks_per_gpu,
+        gpu_bind: o.gpu_bind.clone(),
         tmp_disk: o.tmp,
         priority: o.priority,
         min_cpus: o.mincpus,
@@ -2462,6 +2463,9 @@ fn relative_misfit(o: &AllocOpts, j: &slurm_proto::JobRecord) -> Option<String> 
 /// salloc's environment sets those for the job (the job is what counts
 /// there).
 const INPUT_ENV: &[(&str, &str, bool)] = &[
+    // The job's (sbatch --gpu-bind) binds its steps' tasks.
+    ("SLURM_GPU_BIND", "gpu-bind", true),
+    ("SLURM_TRES_BIND", "tres-bind", true),
     ("SLURM_CLUSTERS", "clusters", true),
     ("SLURM_LABELIO", "label", false),
     ("SLURM_KILL_BAD_EXIT", "kill-on-bad-exit", false),
@@ -2543,13 +2547,11 @@ const INPUT_ENV_OUTSIDE: &[(&str, &str, bool)] = &[
     ("SLURM_USE_MIN_NODES", "use-min-nodes", false),
     ("SLURM_NETWORK", "network", true),
     ("SLURM_GRES_FLAGS", "gres-flags", true),
-    ("SLURM_GPU_BIND", "gpu-bind", true),
     ("SLURM_GPU_FREQ", "gpu-freq", true),
     ("SLURM_CPU_FREQ_REQ", "cpu-freq", true),
     ("SLURM_ACCTG_FREQ", "acctg-freq", true),
     ("SLURM_MEM_BIND", "mem-bind", true),
     ("SLURM_PROFILE", "profile", true),
-    ("SLURM_TRES_BIND", "tres-bind", true),
 ];
 
 /// The options srun's input environment gives, as words to put before the

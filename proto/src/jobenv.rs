@@ -20,6 +20,7 @@ pub const JOB_ENV_VARS: &[&str] = &[
     "SLURM_GPUS",
     "SLURM_GPUS_PER_NODE",
     "SLURM_GPUS_PER_TASK",
+    "SLURM_GPU_BIND",
     "SLURM_CPUS_PER_TASK",
     "SLURM_TRES_PER_TASK",
     "SLURM_CPUS_PER_GPU",
@@ -40,13 +41,14 @@ pub fn job_env(j: &JobRecord) -> Vec<String> {
         env.push(format!("SLURM_RESTART_COUNT={}", j.restarts));
     }
     let d = &j.desc;
-    let given: [(&str, Option<String>); 15] = [
+    let given: [(&str, Option<String>); 16] = [
         ("SLURM_JOB_DEPENDENCY", d.dependency.clone()),
         ("SLURM_JOB_LICENSES", d.licenses.clone()),
         ("SLURM_JOB_RESERVATION", d.reservation.clone()),
         ("SLURM_GPUS", d.gpus.clone()),
         ("SLURM_GPUS_PER_NODE", d.gpus_per_node.clone()),
         ("SLURM_GPUS_PER_TASK", d.gpus_per_task.clone()),
+        ("SLURM_GPU_BIND", d.gpu_bind.clone()),
         // Only CPUs per task the job asked for (not those the controller
         // derived from --cpus-per-gpu): its steps read them.
         (

@@ -362,6 +362,10 @@ pub struct JobDesc {
     /// `--gpus-per-task` (`[type:]count`).
     #[serde(default)]
     pub gpus_per_task: Option<String>,
+    /// `--gpu-bind` (checked): how its steps' tasks get GPUs, given to its
+    /// script as `SLURM_GPU_BIND` (srun reads it).
+    #[serde(default)]
+    pub gpu_bind: Option<String>,
     /// `--constraint` (node features: `intel&(ib|opa)`, `[rack1|rack2]`).
     #[serde(default)]
     pub constraint: Option<String>,

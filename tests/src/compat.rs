@@ -88,6 +88,7 @@ fn ask_everything(d: &mut slurm_proto::JobDesc) {
     d.gpus = Some("1".into());
     d.gpus_per_node = Some("1".into());
     d.gpus_per_task = Some("1".into());
+    d.gpu_bind = Some("none".into());
     d.cpus_per_gpu = Some(1);
     d.mem_per_gpu = Some(1);
     d.ntasks_per_socket = Some(1);

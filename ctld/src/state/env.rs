@@ -66,6 +66,7 @@ mod tests {
         d.gpus = Some("2".into());
         d.gpus_per_node = Some("a100:1".into());
         d.gpus_per_task = Some("1".into());
+        d.gpu_bind = Some("single:1".into());
         d.cpus_per_gpu = Some(4);
         d.mem_per_gpu = Some(1024);
         d.ntasks_per_socket = Some(1);
@@ -78,6 +79,7 @@ mod tests {
         assert!(env.contains(&"SLURM_RESTART_COUNT=2".to_string()));
         assert!(env.contains(&"SLURM_ARRAY_TASK_STEP=2".to_string()));
         assert!(env.contains(&"SLURM_GPUS_PER_NODE=a100:1".to_string()));
+        assert!(env.contains(&"SLURM_GPU_BIND=single:1".to_string()));
         // CPUs derived from --cpus-per-gpu were not asked per task.
         Arc::make_mut(&mut j.desc).cpus_per_task = Some(8);
         let env = job_env(&j);

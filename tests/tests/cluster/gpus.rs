@@ -472,3 +472,35 @@ fn tasks_are_bound_to_their_gpus() {
     );
     t.run("scancel", &[&id]);
 }
+
+/// `sbatch --gpu-bind` reaches the job's steps (SLURM_GPU_BIND, which srun
+/// reads), and a bad one is refused with Slurm's words.
+#[test]
+fn a_jobs_gpu_bind_reaches_its_steps() {
+    let t = TestCluster::start(1, |s| {
+        s.node_gres = Some("gpu:2".into());
+    });
+    let out = t.work.join("bind.out");
+    let job = t.sbatch(&[
+        "--gres=gpu:2",
+        "-n4",
+        "--gpu-bind=single:2",
+        "-o",
+        out.to_str().unwrap(),
+        "--wrap",
+        "echo bind=$SLURM_GPU_BIND; srun sh -c 'echo $SLURM_LOCALID $CUDA_VISIBLE_DEVICES' | sort",
+    ]);
+    let j = t.wait_done(job, 60);
+    assert_eq!(j.state, JobState::Completed, "{}", t.logs());
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "bind=single:2\n0 0\n1 0\n2 1\n3 1\n"
+    );
+    let o = t.run("sbatch", &["--gpu-bind=rank", "--wrap", "true"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("Invalid --gpu-bind argument: rank"),
+        "{}",
+        stderr(&o)
+    );
+}
