@@ -275,7 +275,7 @@ pub(crate) const COMPAT_NOTES: &[(&str, crate::compat::Support)] = &[
     (
         "ntasks-per-gpu",
         crate::compat::Support::Differs(
-            "for srun's own allocation; in a job only the job's own value (the step takes the job's task count)",
+            "in a job: with -n, GPUs enough for that many tasks each; with --gpus=G, G x N tasks; tasks bound single:N; no CPUs added to a step",
         ),
     ),
     ("extra", crate::sbatch::EXTRA_NOTE),
@@ -1979,14 +1979,25 @@ async fn run_step(r: StepRun) -> Result<i32, String> {
             bcast: bcast.clone(),
             // --gpus-per-task=N binds each task to N GPUs of the step,
             // unless --gpu-bind says otherwise (as Slurm's).
-            gpu_bind: r.opts.gpu_bind.clone().or_else(|| {
-                r.opts
-                    .gpus_per_task
-                    .as_deref()
-                    .and_then(|g| slurm_common::gres::parse_gpus(g).ok())
-                    .filter(|g| g.count > 0)
-                    .map(|g| format!("per_task:{}", g.count))
-            }),
+            // --ntasks-per-gpu=N: N tasks share each GPU (single:N).
+            gpu_bind: r
+                .opts
+                .gpu_bind
+                .clone()
+                .or_else(|| {
+                    r.opts
+                        .gpus_per_task
+                        .as_deref()
+                        .and_then(|g| slurm_common::gres::parse_gpus(g).ok())
+                        .filter(|g| g.count > 0)
+                        .map(|g| format!("per_task:{}", g.count))
+                })
+                .or_else(|| {
+                    r.opts
+                        .ntasks_per_gpu
+                        .filter(|n| *n > 0)
+                        .map(|n| format!("single:{n}"))
+                }),
         };
         let node = l.nodes[k].clone();
         let ch = grpc::kept(addr, &node).map_err(|e| format!("srun: error: {e}"))?;
@@ -2714,24 +2725,33 @@ pub fn srun_main() -> i32 {
             Err(e) => return e.exit(codes),
         },
     };
-    // A step takes the job's --ntasks-per-gpu as the controller applied it
-    // (its task count); another value would need a step GPU layout.
-    if !allocated && o.ntasks_per_gpu.is_some() && o.ntasks_per_gpu != job.desc.ntasks_per_gpu {
-        eprintln!(
-            "srun: error: --ntasks-per-gpu applies to a new allocation; job {} was not submitted with --ntasks-per-gpu={}",
-            job.job_id,
-            o.ntasks_per_gpu.unwrap_or(0)
-        );
-        return codes.error;
-    }
+    // --ntasks-per-gpu=N in a job: with -n, GPUs enough for N tasks each;
+    // with --gpus=G and no -n, G x N tasks; with neither, the job's tasks.
+    // (In srun's own allocation the controller derived the job's counts.)
+    let (step_ntasks, gpus) = match (allocated, o.ntasks_per_gpu.filter(|n| *n > 0)) {
+        (true, _) => (
+            o.ntasks
+                .or_else(|| o.ntasks_per_gpu.is_some().then_some(job.num_tasks)),
+            None,
+        ),
+        (false, None) => (o.ntasks, step_gpus(&o)),
+        (false, Some(n)) => {
+            let asked = step_gpus(&o).filter(|g| g.total > 0);
+            let tasks = o
+                .ntasks
+                .or(asked.as_ref().map(|g| g.total.saturating_mul(n)))
+                .unwrap_or(job.num_tasks);
+            let gpus = asked.unwrap_or_else(|| slurm_proto::StepGpus {
+                total: tasks.div_ceil(n).max(1),
+                ..Default::default()
+            });
+            (Some(tasks), Some(gpus))
+        }
+    };
     let req = StepRequest {
         job_id: job.job_id,
         name: o.job_name.clone().unwrap_or(name),
-        // In srun's own allocation with --ntasks-per-gpu, the job's task
-        // count is the controller's (in a job, no -n: the job's anyway).
-        ntasks: o
-            .ntasks
-            .or_else(|| (allocated && o.ntasks_per_gpu.is_some()).then_some(job.num_tasks)),
+        ntasks: step_ntasks,
         // With -r and -n alone, as few nodes as the tasks (Slurm's -N from
         // SLURM_JOB_NUM_NODES, cut down to -n).
         min_nodes: o.nodes.map(|n| n.0).or(o
@@ -2763,7 +2783,7 @@ pub fn srun_main() -> i32 {
         overcommit: o.overcommit,
         // In srun's own allocation the step has the job's GPUs, which are
         // what it asked for.
-        gpus: if allocated { None } else { step_gpus(&o) },
+        gpus,
         // --mem / --mem-per-cpu: the step's own, held from the job's. (The
         // job's SLURM_MEM_PER_NODE/_CPU are not read inside it, where
         // Slurm's srun reads them: steps asking nothing share the job's.)

@@ -463,6 +463,11 @@ fn tasks_are_bound_to_their_gpus() {
         each(&["--gpu-bind=map_gpu:3,2"]),
         ["0 3", "1 2", "2 3", "3 2"]
     );
+    // --ntasks-per-gpu=2: two GPUs for four tasks, two tasks a GPU.
+    assert_eq!(
+        each(&["--ntasks-per-gpu=2", "--exact"]),
+        ["0 0", "1 0", "2 1", "3 1"]
+    );
     let o = t.run("srun", &["--jobid", &id, "--gpu-bind=rank", "true"]);
     assert!(!o.status.success());
     assert!(
