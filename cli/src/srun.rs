@@ -91,14 +91,28 @@ pub fn names_gpus(cli: &[String]) -> bool {
 /// `--gpu-bind`'s forms: `[verbose,]` then `none`, `closest`,
 /// `single:N`, `per_task:N`, `map_gpu:I[,I...]`, `mask_gpu:M[,M...]`.
 pub fn valid_gpu_bind(v: &str) -> bool {
-    let b = v.strip_prefix("verbose,").unwrap_or(v);
+    let b = match v.get(..8) {
+        Some(p) if p.eq_ignore_ascii_case("verbose,") => &v[8..],
+        _ => v,
+    };
     let (kind, arg) = b.split_once(':').unwrap_or((b, ""));
-    let list_of = |ok: &dyn Fn(&str) -> bool| !arg.is_empty() && arg.split(',').all(ok);
+    let list_of = |ok: &dyn Fn(&str) -> bool| {
+        !arg.is_empty()
+            && arg.split(',').all(|item| match item.split_once('*') {
+                Some((x, n)) => {
+                    n.trim()
+                        .parse::<u32>()
+                        .is_ok_and(|n| (1..=1024).contains(&n))
+                        && ok(x)
+                }
+                None => ok(item),
+            })
+    };
     match kind.to_ascii_lowercase().as_str() {
         "none" | "closest" => arg.is_empty(),
         "single" | "per_task" => arg.parse::<u32>().is_ok_and(|n| n > 0),
-        "map_gpu" => list_of(&|x| x.trim().parse::<u32>().is_ok()),
-        "mask_gpu" => list_of(&|x| {
+        "map_gpu" | "map" => list_of(&|x| x.trim().parse::<u32>().is_ok()),
+        "mask_gpu" | "mask" => list_of(&|x| {
             let x = x.trim();
             let x = x.strip_prefix("0x").or(x.strip_prefix("0X")).unwrap_or(x);
             !x.is_empty() && u64::from_str_radix(x, 16).is_ok()
@@ -1306,8 +1320,14 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
                 }
                 o.gpu_bind = Some(v);
             }
-            "tres-bind" if prog != "sbatch" && v.starts_with("gres/gpu:") => {
-                let b = v.trim_start_matches("gres/gpu:").to_string();
+            // (`gres/gpu:...` among `+`-joined resources; the others are
+            // not bound here.)
+            "tres-bind" if prog != "sbatch" && v.split('+').any(|p| p.starts_with("gres/gpu:")) => {
+                let b = v
+                    .split('+')
+                    .find_map(|p| p.strip_prefix("gres/gpu:"))
+                    .unwrap_or_default()
+                    .to_string();
                 if !valid_gpu_bind(&b) {
                     return Err(format!("{prog}: error: Invalid --tres-bind argument: {v}"));
                 }
@@ -2476,7 +2496,6 @@ fn relative_misfit(o: &AllocOpts, j: &slurm_proto::JobRecord) -> Option<String> 
 const INPUT_ENV: &[(&str, &str, bool)] = &[
     // The job's (sbatch --gpu-bind) binds its steps' tasks.
     ("SLURM_GPU_BIND", "gpu-bind", true),
-    ("SLURM_TRES_BIND", "tres-bind", true),
     ("SLURM_CLUSTERS", "clusters", true),
     ("SLURM_LABELIO", "label", false),
     ("SLURM_KILL_BAD_EXIT", "kill-on-bad-exit", false),
@@ -2563,6 +2582,7 @@ const INPUT_ENV_OUTSIDE: &[(&str, &str, bool)] = &[
     ("SLURM_ACCTG_FREQ", "acctg-freq", true),
     ("SLURM_MEM_BIND", "mem-bind", true),
     ("SLURM_PROFILE", "profile", true),
+    ("SLURM_TRES_BIND", "tres-bind", true),
 ];
 
 /// The options srun's input environment gives, as words to put before the
@@ -2736,13 +2756,27 @@ pub fn srun_main() -> i32 {
         ),
         (false, None) => (o.ntasks, step_gpus(&o)),
         (false, Some(n)) => {
-            let asked = step_gpus(&o).filter(|g| g.total > 0);
+            // GPUs asked (none with --gres=none) stay as asked; their
+            // count gives the tasks where -n does not.
+            let asked = step_gpus(&o);
+            let nodes = o.nodes.map_or(job.alloc.nodes.len() as u32, |n| n.0);
+            let asked_count = asked.as_ref().map(|g| {
+                if g.total > 0 {
+                    g.total
+                } else {
+                    g.per_node.saturating_mul(nodes)
+                }
+            });
             let tasks = o
                 .ntasks
-                .or(asked.as_ref().map(|g| g.total.saturating_mul(n)))
+                .or(asked_count.filter(|c| *c > 0).map(|c| c.saturating_mul(n)))
                 .unwrap_or(job.num_tasks);
+            if asked.is_none() && !tasks.is_multiple_of(n) {
+                eprintln!("srun: fatal: -n/--ntasks has to be a multiple of --ntasks-per-gpu");
+                return codes.error;
+            }
             let gpus = asked.unwrap_or_else(|| slurm_proto::StepGpus {
-                total: tasks.div_ceil(n).max(1),
+                total: (tasks / n).max(1),
                 ..Default::default()
             });
             (Some(tasks), Some(gpus))
@@ -3455,6 +3489,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o.gpu_bind.as_deref(), Some("per_task:1"));
+        let o = parse(
+            "srun",
+            &[
+                "--tres-bind=gres/nic:closest+gres/gpu:map:0*2,1".into(),
+                "true".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(o.gpu_bind.as_deref(), Some("map:0*2,1"));
+        assert!(valid_gpu_bind("VERBOSE,mask:0x3*4"));
+        assert!(!valid_gpu_bind("map:0*0"));
         let e = parse("srun", &["--gpu-bind=rank".into(), "true".into()]).unwrap_err();
         assert_eq!(e, "srun: error: Invalid --gpu-bind argument: rank");
     }

@@ -394,7 +394,7 @@ pub fn task_env(
     if let Some(mine) = t
         .gpu_bind
         .as_deref()
-        .and_then(|b| crate::launch::env::task_gpus(&step_gpus, b, local_id))
+        .and_then(|b| crate::launch::env::task_gpus(&step_gpus, b, local_id, renumber_gpus))
     {
         let seen: Vec<String> = mine
             .iter()
@@ -412,6 +412,9 @@ pub fn task_env(
             .collect();
         e.set("CUDA_VISIBLE_DEVICES", seen.join(","));
         e.set("GPU_DEVICE_ORDINAL", seen.join(","));
+        // (The task's own, in the node's numbering, as Slurm's.)
+        let own: Vec<String> = mine.iter().map(u32::to_string).collect();
+        e.set("SLURM_STEP_GPUS", own.join(","));
     }
     e.0
 }

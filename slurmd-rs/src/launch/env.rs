@@ -193,18 +193,48 @@ pub fn gpu_env(e: &mut Env, gres: &[slurm_proto::GresAlloc], renumber: bool) {
     e.set("GPU_DEVICE_ORDINAL", &*seen);
 }
 
+/// A `--gpu-bind` list (`0,1`, `0*4,1*4`: repeated): its entries.
+pub fn bind_list(arg: &str) -> Option<Vec<&str>> {
+    let mut out = Vec::new();
+    for item in arg.split(',') {
+        let (v, times) = match item.split_once('*') {
+            Some((v, n)) => (v.trim(), n.trim().parse::<usize>().ok().filter(|n| *n > 0)?),
+            None => (item.trim(), 1),
+        };
+        if v.is_empty() || times > 1024 {
+            return None;
+        }
+        out.extend(std::iter::repeat_n(v, times));
+    }
+    Some(out)
+}
+
 /// Which of its step's GPUs on this node (`step`, node indices, sorted)
 /// task `local` sees under `--gpu-bind` (`[verbose,]per_task:N`,
-/// `single:N`, `map_gpu:I,...`, `mask_gpu:M,...`); none: every one of them
-/// (`none`, `closest`, or a GPU the map names the step does not have).
-pub fn task_gpus(step: &[u32], bind: &str, local: u32) -> Option<Vec<u32>> {
+/// `single:N`, `map_gpu:I,...` / `map:`, `mask_gpu:M,...` / `mask:`); none:
+/// every one of them (`none`, `closest`). Map and mask name GPUs by their
+/// place among the step's where devices are confined (`positional`), else
+/// by the node's numbering, as Slurm's; a map or mask naming none of the
+/// step's gives its first.
+pub fn task_gpus(step: &[u32], bind: &str, local: u32, positional: bool) -> Option<Vec<u32>> {
     if step.is_empty() {
         return None;
     }
-    let b = bind.strip_prefix("verbose,").unwrap_or(bind);
+    let b = match bind.get(..8) {
+        Some(p) if p.eq_ignore_ascii_case("verbose,") => &bind[8..],
+        _ => bind,
+    };
     let (kind, arg) = b.split_once(':').unwrap_or((b, ""));
     let (n, i) = (step.len(), local as usize);
     let count = || arg.trim().parse::<usize>().ok().filter(|k| *k > 0);
+    // The GPU a map entry or mask bit names.
+    let named = |id: u32| -> Option<u32> {
+        if positional {
+            step.get(id as usize).copied()
+        } else {
+            step.contains(&id).then_some(id)
+        }
+    };
     match kind.to_ascii_lowercase().as_str() {
         "per_task" => {
             let k = count()?;
@@ -213,31 +243,31 @@ pub fn task_gpus(step: &[u32], bind: &str, local: u32) -> Option<Vec<u32>> {
             v.dedup();
             Some(v)
         }
-        "single" => Some(vec![step[(i / count()?) % n]]),
-        "map_gpu" => {
-            let list: Vec<u32> = arg
-                .split(',')
-                .map(|x| x.trim().parse().ok())
-                .collect::<Option<_>>()?;
-            let id = *list.get(i % list.len().max(1))?;
-            step.contains(&id).then(|| vec![id])
+        "single" => {
+            // Past the last GPU, as Slurm's: the task's id over them.
+            let g = i / count()?;
+            Some(vec![step[if g < n { g } else { i % n }]])
         }
-        "mask_gpu" => {
-            let masks: Vec<u64> = arg
-                .split(',')
-                .map(|x| {
-                    let x = x.trim();
-                    let x = x.strip_prefix("0x").or(x.strip_prefix("0X")).unwrap_or(x);
-                    u64::from_str_radix(x, 16).ok()
-                })
-                .collect::<Option<_>>()?;
-            let m = *masks.get(i % masks.len().max(1))?;
-            let v: Vec<u32> = step
-                .iter()
-                .copied()
-                .filter(|&g| g < 64 && m & (1u64 << g) != 0)
+        "map_gpu" | "map" => {
+            let list = bind_list(arg)?;
+            let id: u32 = list.get(i % list.len().max(1))?.parse().ok()?;
+            Some(vec![named(id).unwrap_or(step[0])])
+        }
+        "mask_gpu" | "mask" => {
+            let list = bind_list(arg)?;
+            let x = list.get(i % list.len().max(1))?;
+            let x = x.strip_prefix("0x").or(x.strip_prefix("0X")).unwrap_or(x);
+            let m = u64::from_str_radix(x, 16).ok()?;
+            let mut v: Vec<u32> = (0..64u32)
+                .filter(|b| m & (1u64 << b) != 0)
+                .filter_map(named)
                 .collect();
-            (!v.is_empty()).then_some(v)
+            v.sort_unstable();
+            v.dedup();
+            if v.is_empty() {
+                v.push(step[0]);
+            }
+            Some(v)
         }
         _ => None,
     }
@@ -267,7 +297,7 @@ pub(crate) mod tests {
     #[test]
     fn gpu_bind_gives_each_task_its_share() {
         let step = [2, 3, 5, 7];
-        let of = |b: &str, i| task_gpus(&step, b, i);
+        let of = |b: &str, i| task_gpus(&step, b, i, false);
         assert_eq!(of("per_task:1", 0), Some(vec![2]));
         assert_eq!(of("per_task:1", 3), Some(vec![7]));
         assert_eq!(of("per_task:2", 1), Some(vec![5, 7]));
@@ -281,7 +311,21 @@ pub(crate) mod tests {
         assert_eq!(of("single:2", 2), Some(vec![3]));
         assert_eq!(of("map_gpu:7,2", 0), Some(vec![7]));
         assert_eq!(of("map_gpu:7,2", 3), Some(vec![2]));
-        assert_eq!(of("map_gpu:4", 0), None, "not the step's: all of them");
+        assert_eq!(
+            of("map_gpu:4", 0),
+            Some(vec![2]),
+            "not the step's: its first"
+        );
+        assert_eq!(of("map:3*2,7", 1), Some(vec![3]));
+        assert_eq!(of("map:3*2,7", 2), Some(vec![7]));
+        assert_eq!(
+            of("VERBOSE,single:4", 5),
+            Some(vec![3]),
+            "past the last: id over them"
+        );
+        // Confined devices: map and mask name places among the step's.
+        assert_eq!(task_gpus(&step, "map_gpu:1,0", 0, true), Some(vec![3]));
+        assert_eq!(task_gpus(&step, "mask_gpu:0x6", 0, true), Some(vec![3, 5]));
         assert_eq!(of("mask_gpu:0x24,0x80", 0), Some(vec![2, 5]));
         assert_eq!(of("mask_gpu:0x24,0x80", 1), Some(vec![7]));
         for none in [
@@ -294,7 +338,7 @@ pub(crate) mod tests {
         ] {
             assert_eq!(of(none, 0), None, "{none}");
         }
-        assert_eq!(task_gpus(&[], "per_task:1", 0), None);
+        assert_eq!(task_gpus(&[], "per_task:1", 0, false), None);
     }
     use slurm_proto::Allocation;
 
