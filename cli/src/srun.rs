@@ -215,6 +215,10 @@ pub struct AllocOpts {
     /// the job's on its nodes); `--overlap`: it holds none, waits for none.
     pub exact: bool,
     pub overlap: bool,
+    /// `--external-launcher`: a step (an MPI launcher's daemons) that
+    /// holds nothing and has every CPU, GPU and byte of the job on its
+    /// nodes, whatever its per-task or memory options say.
+    pub external_launcher: bool,
     /// `--quit-on-interrupt`: a Ctrl-C ends the step at once.
     pub quit_on_interrupt: bool,
     /// `-E`: the tasks keep this environment's task and node counts.
@@ -420,6 +424,11 @@ pub(crate) const OPTS: &[Opt] = &[
     Opt {
         short: None,
         long: "overlap",
+        arg: Arg::No,
+    },
+    Opt {
+        short: None,
+        long: "external-launcher",
         arg: Arg::No,
     },
     Opt {
@@ -920,6 +929,7 @@ const SRUN_ONLY: &[&str] = &[
     "treewidth",
     "threads",
     "overlap",
+    "external-launcher",
     "label",
     "kill-on-bad-exit",
     "cpu-bind",
@@ -1294,6 +1304,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<AllocOpts, String> {
             "pty" => o.pty = true,
             "disable-status" => o.disable_status = true,
             "overlap" => o.overlap = true,
+            "external-launcher" => o.external_launcher = true,
             "preserve-env" => o.preserve_env = true,
             "relative" => o.relative = Some(num(prog, name, &v)?),
             "clusters" => o.clusters = Some(v),
@@ -2704,6 +2715,25 @@ pub fn srun_main() -> i32 {
             "srun: warning: --signal applies to a new allocation; this step of job {} gets none of its own",
             in_alloc.unwrap_or(0)
         );
+    }
+    if o.external_launcher {
+        // Its options per task, CPU, GPU or memory are not its own (as
+        // Slurm's): it overlaps every step and has the job's resources.
+        o.overlap = true;
+        o.exact = false;
+        o.cpus_per_task = None;
+        o.cpus_per_gpu = None;
+        o.ntasks_per_node = None;
+        o.ntasks_per_core = None;
+        o.ntasks_per_gpu = None;
+        o.mem = None;
+        o.mem_per_cpu = None;
+        o.gres = None;
+        o.gpus = None;
+        o.gpus_per_node = None;
+        o.gpus_per_task = None;
+        o.tres_per_task = None;
+        o.gpu_bind = None;
     }
     if in_alloc.is_some() && o.mem.is_some() && o.mem_per_cpu.is_some() {
         eprintln!("srun: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.");

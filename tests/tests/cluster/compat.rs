@@ -2364,6 +2364,27 @@ fn steps_hold_their_cpus_and_wait_for_busy_ones() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), "overlap\n");
+    // --external-launcher (an MPI launcher's daemons): at once, on both
+    // busy nodes, whatever it says per task.
+    let o = t.run(
+        "srun",
+        &[
+            "--jobid",
+            &id,
+            "--external-launcher",
+            "-N2",
+            "-n2",
+            "-c3",
+            "--mem=10",
+            "printenv",
+            "SLURMD_NODENAME",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let mut on: Vec<&str> = text.lines().collect();
+    on.sort();
+    assert_eq!(on, ["n1", "n2"]);
     let (a, b) = (finish(a, 30), finish(b, 30));
     let mut nodes = vec![stdout(&a).trim().to_string(), stdout(&b).trim().to_string()];
     nodes.sort();
