@@ -189,6 +189,18 @@ impl TestCluster {
         self.cmd(prog).args(args).output().expect("run command")
     }
 
+    /// `srun --jobid JOB ARGS...` started (a step of a running job), its
+    /// output piped.
+    pub fn spawn_step(&self, job: JobId, args: &[&str]) -> std::process::Child {
+        self.cmd("srun")
+            .arg(format!("--jobid={job}"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start srun")
+    }
+
     /// Runs `prog` with `args` as the test's ordinary user.
     pub fn run_as_user(&self, prog: &str, args: &[&str]) -> Output {
         self.cmd_as(TEST_UID, TEST_GID, prog)

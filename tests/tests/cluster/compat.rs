@@ -2307,7 +2307,6 @@ fn srun_bcast_runs_a_copy_written_as_the_user() {
 fn steps_hold_their_cpus_and_wait_for_busy_ones() {
     use slurm_proto::JobState;
     use slurm_tests::{stderr, stdout, TestCluster};
-    use std::process::Stdio;
     use std::time::{Duration, Instant};
     let cpuset = std::path::Path::new("/sys/fs/cgroup/cpuset/cgroup.procs").exists()
         || std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
@@ -2322,15 +2321,7 @@ fn steps_hold_their_cpus_and_wait_for_busy_ones() {
     let job = t.sbatch(&["-N2", "-n8", "-t", "5", "--wrap", "sleep 300"]);
     t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
     let id = job.to_string();
-    let step = |args: &[&str]| {
-        t.cmd("srun")
-            .args(["--jobid", &id])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let step = |args: &[&str]| t.spawn_step(job, args);
     // Ends in time or fails the test (a step that waits forever).
     let finish = |mut c: std::process::Child, secs: u64| {
         let deadline = Instant::now() + Duration::from_secs(secs);

@@ -342,7 +342,6 @@ fn ntasks_per_gpu_gives_tasks_for_gpus_and_gpus_for_tasks() {
 /// GPU of its job, `--gres=none` none; more than the job has is refused.
 #[test]
 fn steps_get_gpus_of_their_own() {
-    use std::process::Stdio;
     use std::time::{Duration, Instant};
     let t = TestCluster::start(1, |s| {
         s.node_gres = Some("gpu:a100:2,gpu:v100:2".into());
@@ -350,15 +349,7 @@ fn steps_get_gpus_of_their_own() {
     let job = t.sbatch(&["--gres=gpu:4", "-n4", "-t", "5", "--wrap", "sleep 300"]);
     t.wait_job(job, 30, "running", |j| j.state == JobState::Running);
     let id = job.to_string();
-    let step = |args: &[&str]| {
-        t.cmd("srun")
-            .args(["--jobid", &id])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let step = |args: &[&str]| t.spawn_step(job, args);
     let show = "echo $SLURM_STEP_GPUS $CUDA_VISIBLE_DEVICES $SLURM_JOB_GPUS; sleep 2";
     let begun = Instant::now();
     let four: Vec<_> = (0..4)
