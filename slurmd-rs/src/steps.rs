@@ -716,7 +716,7 @@ pub async fn launch(
 
     let tx = io.out.clone();
 
-    let job_cg = match job_here(ctx, &t).await {
+    let mut job_cg = match job_here(ctx, &t).await {
         Ok(c) => c,
         Err(e) => {
             warn!(job = key.0, "{e}");
@@ -724,6 +724,20 @@ pub async fn launch(
             return refuse(SlurmError::PrologFailed, e);
         }
     };
+    // The job's script is still being set up here (its cgroup with it): a
+    // step asked for meanwhile waits for it, so it joins the job's cgroup
+    // rather than none.
+    if job_cg.is_none() {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while ctx.jobs.phase(key.0) == Some(crate::jobs::Phase::Launching)
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if ctx.jobs.phase(key.0).is_some() {
+            job_cg = ctx.jobs.cgroup(key.0);
+        }
+    }
     // `srun --bcast`: the program written here as the user (never as
     // root: a user may not place a file where they may not write), and
     // run from there.

@@ -2507,7 +2507,12 @@ fn steps_hold_the_memory_they_ask_for() {
     let a = a.wait_with_output().unwrap();
     assert!(a.status.success(), "{}", stderr(&a));
     if confined {
-        assert_eq!(stdout(&a).trim(), (200u64 << 20).to_string());
+        assert_eq!(
+            stdout(&a).trim(),
+            (200u64 << 20).to_string(),
+            "{}",
+            t.logs()
+        );
     }
     // One beside it fits: 100 of the 300 are free.
     let o = t.run(
