@@ -316,9 +316,16 @@ pub fn task_env(
     set("SLURMD_NODENAME", node.to_string());
     set("SLURM_CLUSTER_NAME", t.cluster_name.clone());
     set("SLURM_CONF", conf_path.to_string());
+    // The step's CPUs here (its own with --exact), as Slurm's.
     set(
         "SLURM_CPUS_ON_NODE",
-        l.job_cpus.get(idx).copied().unwrap_or(1).to_string(),
+        l.cred
+            .step_cpus
+            .get(idx)
+            .or(l.job_cpus.get(idx))
+            .copied()
+            .unwrap_or(1)
+            .to_string(),
     );
     // (SLURM_CPUS_PER_TASK is srun's: what the step asked, not its layout.)
     set("SLURM_DISTRIBUTION", "block".to_string());
@@ -1636,6 +1643,31 @@ mod tests {
         assert_eq!(get("SLURM_JOB_GPUS"), Some("1,3"));
         assert_eq!(get("SLURM_STEP_GPUS"), Some("1,3"));
         assert_eq!(get("SLURM_GTIDS"), Some("2"));
+        assert_eq!(get("SLURM_CPUS_ON_NODE"), Some("1"));
+        // A step of its own CPUs and GPUs (--exact --gpus=1), bound per
+        // task: its share, the job's GPUs still named as the job's.
+        let mut own = t.clone();
+        own.layout.job_cpus = vec![2, 4];
+        own.layout.cred.step_cpus = vec![1, 1];
+        own.layout.cred.step_gres = vec![
+            vec![],
+            vec![slurm_proto::GresAlloc {
+                name: "gpu".into(),
+                kind: None,
+                indices: vec![3],
+            }],
+        ];
+        own.gpu_bind = Some("per_task:1".into());
+        let env = task_env(&own, "127.0.0.1:4000", "n2", "/c", 0, 2, false);
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("SLURM_CPUS_ON_NODE"), Some("1"));
+        assert_eq!(get("CUDA_VISIBLE_DEVICES"), Some("3"));
+        assert_eq!(get("SLURM_STEP_GPUS"), Some("3"));
+        assert_eq!(get("SLURM_JOB_GPUS"), Some("1,3"));
+        // Renumbered where devices are confined: the step's first.
+        let env = task_env(&own, "127.0.0.1:4000", "n2", "/c", 0, 2, true);
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("CUDA_VISIBLE_DEVICES"), Some("0"));
         // srun -E: srun's counts stay, the rest is the step's.
         let mut t = t;
         t.environment = vec!["SLURM_NTASKS=9".into(), "SLURM_NNODES=7".into()];
