@@ -91,42 +91,13 @@ impl Controller {
             r.ntasks_per_core,
             threads,
         );
-        // The CPUs other running steps hold on each of the job's nodes
-        // (the batch script and the extern step hold none; `--overlap`
-        // steps hold nothing and are held from by nothing).
-        let mut used = vec![0u32; j.alloc.nodes.len()];
-        // And the GPUs (indices) they hold there.
-        let mut held_gpus: Vec<Vec<u32>> = vec![Vec::new(); j.alloc.nodes.len()];
-        // And the memory (MiB) of those that asked their own.
-        let mut held_mem = vec![0u64; j.alloc.nodes.len()];
-        if !r.overlap {
-            // (A step ended by its time limit holds its CPUs until its tasks
-            // are gone: KillWait and a minute at most, should a node never
-            // say so.)
-            let grace = i64::from(self.conf.kill_wait) + 60;
-            for s in j.steps.iter().filter(|s| {
-                (s.state == JobState::Running
-                    || (s.state == JobState::Timeout
-                        && s.end_time.is_some_and(|t| now <= t + grace)))
-                    && !s.overlap
-                    && s.step_id != BATCH_STEP
-                    && s.step_id != slurm_proto::EXTERN_STEP
-            }) {
-                for (i, n) in s.nodes.iter().enumerate() {
-                    if s.ended_on.contains(n) {
-                        continue;
-                    }
-                    if let Some(k) = j.alloc.nodes.iter().position(|x| x == n) {
-                        used[k] += s.cpus.get(i).copied().unwrap_or(0);
-                        held_mem[k] =
-                            held_mem[k].saturating_add(s.mem.get(i).copied().unwrap_or(0));
-                        if let Some(g) = s.gres.get(i) {
-                            held_gpus[k].extend(GresAlloc::gpu_indices(g));
-                        }
-                    }
-                }
-            }
-        }
+        let held = if r.overlap {
+            // (`--overlap`: held from by nothing.)
+            StepHoldings::none(j.alloc.nodes.len())
+        } else {
+            StepHoldings::of(j, now, i64::from(self.conf.kill_wait) + 60)
+        };
+        let (used, held_gpus, held_mem) = (held.cpus, held.gpus, held.mem);
         let ask = StepAsk {
             cand: &nodes,
             named: !r.nodelist.is_empty(),
@@ -268,13 +239,8 @@ impl Controller {
         // What its tasks see differs from the job's there: told in the
         // credential.
         let own_gpus = nodes.iter().zip(&step_gres).any(|(&k, mine)| {
-            let job: Vec<&GresAlloc> = j
-                .alloc
-                .gres
-                .get(k)
-                .map(|v| v.iter().filter(|g| g.name == "gpu").collect())
-                .unwrap_or_default();
-            job.len() != mine.len() || job.iter().zip(mine).any(|(a, b)| *a != b)
+            GresAlloc::gpu_indices(mine)
+                != GresAlloc::gpu_indices(j.alloc.gres.get(k).unwrap_or(&no_gres))
         });
         let ntasks: u32 = per_node.iter().sum();
         let cyclic = r
@@ -655,6 +621,55 @@ impl Controller {
         if changed {
             self.save_job(id);
         }
+    }
+}
+
+/// What the running steps of a job hold on each of its nodes (indexed as
+/// its allocation): CPUs, GPU indices, MiB of memory of those that asked
+/// their own. The batch script and the extern step hold none, `--overlap`
+/// steps nothing; a step ended by its time limit holds until its tasks are
+/// gone (`grace` seconds at most, should a node never say so), and nothing
+/// where a node said its tasks ended.
+pub(super) struct StepHoldings {
+    pub cpus: Vec<u32>,
+    pub gpus: Vec<Vec<u32>>,
+    pub mem: Vec<u64>,
+}
+
+impl StepHoldings {
+    fn none(nodes: usize) -> StepHoldings {
+        StepHoldings {
+            cpus: vec![0; nodes],
+            gpus: vec![Vec::new(); nodes],
+            mem: vec![0; nodes],
+        }
+    }
+
+    fn of(j: &JobRecord, now: i64, grace: i64) -> StepHoldings {
+        let mut h = StepHoldings::none(j.alloc.nodes.len());
+        let holding = |s: &&StepRecord| {
+            (s.state == JobState::Running
+                || (s.state == JobState::Timeout && s.end_time.is_some_and(|t| now <= t + grace)))
+                && !s.overlap
+                && s.step_id != BATCH_STEP
+                && s.step_id != slurm_proto::EXTERN_STEP
+        };
+        for s in j.steps.iter().filter(holding) {
+            for (i, n) in s.nodes.iter().enumerate() {
+                if s.ended_on.contains(n) {
+                    continue;
+                }
+                let Some(k) = j.alloc.nodes.iter().position(|x| x == n) else {
+                    continue;
+                };
+                h.cpus[k] = h.cpus[k].saturating_add(s.cpus.get(i).copied().unwrap_or(0));
+                h.mem[k] = h.mem[k].saturating_add(s.mem.get(i).copied().unwrap_or(0));
+                if let Some(g) = s.gres.get(i) {
+                    h.gpus[k].extend(GresAlloc::gpu_indices(g));
+                }
+            }
+        }
+        h
     }
 }
 
