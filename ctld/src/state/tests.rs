@@ -2397,6 +2397,23 @@ fn steps_hold_cpus_whole_nodes_or_exactly_and_wait_for_each_other() {
         .any(|st| st.step_id == 2 && st.overlap));
     let r = s.req(ALICE, ask(&|_| {}));
     assert_eq!(refused(&r), SlurmError::NodesBusy, "overlap held nothing");
+    // Misuse: the job's owner (not a node daemon) saying step 0 ended on
+    // n1 is refused; a node the step does not run on saying so changes
+    // nothing: still busy.
+    let run = s.job(id).run();
+    let ended = |node: &str| RequestBody::StepUsage {
+        job_id: id,
+        step_id: 0,
+        node: node.into(),
+        usage: None,
+        job_start: run,
+    };
+    let r = s.req(ALICE, ended("n1"));
+    assert_eq!(refused(&r), SlurmError::AccessDenied);
+    s.ok(ROOT, ended("n2"));
+    let r = s.req(ALICE, ask(&|_| {}));
+    assert_eq!(refused(&r), SlurmError::NodesBusy);
+    assert!(s.job(id).steps.iter().all(|st| st.ended_on.is_empty()));
     // Step 0 ends: two --exact steps share n1, a CPU each, each its own.
     let job_start = s.job(id).run();
     s.ok(
